@@ -1,0 +1,257 @@
+/*
+ * cattr.h - the public API of cattr, a native attribution engine.
+ *
+ * Conventions (every function below follows them):
+ *  - Handles are opaque. Objects returned through an `out` pointer are owned by the caller and released with the
+ *    matching *_free function; every *_free accepts NULL.
+ *  - Functions that can fail return a cattr_status. On failure nothing is written to `*out` (it is set to NULL where
+ *    it is an object pointer) and cattr_last_error() holds a message naming the offending thing (file, node, input,
+ *    target). The message is thread-local and valid until the next failing call on the same thread.
+ *  - Input pointers are borrowed: the library never keeps them after the call returns unless the function says so.
+ *  - The library never exits the process and never prints; diagnostics go to the log callback, if one is set.
+ */
+#ifndef CATTR_H
+#define CATTR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CATTR_VERSION_MAJOR 0
+#define CATTR_VERSION_MINOR 1
+#define CATTR_VERSION_PATCH 0
+#define CATTR_MAX_DIMS 8
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Status, errors, logging                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef enum cattr_status {
+    CATTR_OK = 0,
+    CATTR_ERR_INVALID_ARGUMENT = 1, /* a NULL pointer, a bad parameter value, an unknown name */
+    CATTR_ERR_IO = 2,               /* a file could not be opened, read or written */
+    CATTR_ERR_FORMAT = 3,           /* a file is truncated, malformed or inconsistent */
+    CATTR_ERR_UNSUPPORTED = 4,      /* an op, attribute, dtype or feature cattr does not implement */
+    CATTR_ERR_SHAPE = 5,            /* tensor shapes that do not fit the model or each other */
+    CATTR_ERR_DTYPE = 6,            /* a tensor of the wrong element type */
+    CATTR_ERR_TARGET = 7,           /* a target that does not select one value per example, or is out of range */
+    CATTR_ERR_NONFINITE = 8,        /* NaN or Inf in an input or baseline */
+    CATTR_ERR_NO_MEMORY = 9,        /* an allocation failed or the memory budget is too small */
+    CATTR_ERR_INTERNAL = 10         /* a broken invariant inside cattr: a bug, please report it */
+} cattr_status;
+
+/* A static, human-readable name for a status ("ok", "invalid argument", ...). Never NULL. */
+const char *cattr_status_string(cattr_status status);
+
+/* The message of the last failure on this thread ("" if none). Owned by the library; valid until the next failing
+ * call on the same thread. */
+const char *cattr_last_error(void);
+
+typedef enum cattr_log_level { CATTR_LOG_DEBUG = 0, CATTR_LOG_INFO = 1, CATTR_LOG_WARN = 2, CATTR_LOG_ERROR = 3 } cattr_log_level;
+
+/* Log callback: `message` is valid only during the call. */
+typedef void (*cattr_log_fn)(cattr_log_level level, const char *message, void *user);
+
+/* Sets the process-wide log callback (NULL: discard all messages, the default). `user` is passed back verbatim. */
+void cattr_set_log_callback(cattr_log_fn fn, void *user);
+
+/* The library version as "MAJOR.MINOR.PATCH". Static string. */
+const char *cattr_version(void);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Tensors (host memory, C-contiguous)                                                                           */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef enum cattr_dtype { CATTR_FLOAT32 = 0, CATTR_FLOAT64 = 1, CATTR_INT64 = 2 } cattr_dtype;
+
+/* Static name of a dtype ("float32", "float64", "int64"); "?" for an invalid value. */
+const char *cattr_dtype_name(cattr_dtype dtype);
+/* Bytes per element (4, 8, 8), 0 for an invalid value. */
+size_t cattr_dtype_size(cattr_dtype dtype);
+
+typedef struct cattr_tensor cattr_tensor;
+
+/* Creates a zero-filled tensor. ndim 0 makes a scalar (one element). A dimension of 0 is allowed.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (bad dtype, ndim > CATTR_MAX_DIMS, negative size), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_tensor_new(cattr_dtype dtype, int ndim, const int64_t *shape, cattr_tensor **out);
+
+/* Creates a tensor holding a copy of `data` (numel * element size bytes). Errors as cattr_tensor_new. */
+cattr_status cattr_tensor_from_data(cattr_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                                    cattr_tensor **out);
+
+/* Creates a copy of `src` converted to `dtype` (float <-> int64 conversion truncates toward zero).
+ * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_tensor_convert(const cattr_tensor *src, cattr_dtype dtype, cattr_tensor **out);
+
+void cattr_tensor_free(cattr_tensor *t);
+
+cattr_dtype cattr_tensor_dtype(const cattr_tensor *t);
+int cattr_tensor_ndim(const cattr_tensor *t);
+/* Pointer to ndim sizes, owned by the tensor. */
+const int64_t *cattr_tensor_shape(const cattr_tensor *t);
+int64_t cattr_tensor_numel(const cattr_tensor *t);
+/* The element buffer, owned by the tensor, numel * element size bytes, row-major. */
+void *cattr_tensor_data(cattr_tensor *t);
+const void *cattr_tensor_data_const(const cattr_tensor *t);
+
+/* Reads a NumPy .npy file (format 1.0-3.0, little-endian <f4, <f8, <i8; also <i4, |b1, |u1 converted to int64).
+ * Errors: CATTR_ERR_IO, CATTR_ERR_FORMAT (bad magic, header or truncated data), CATTR_ERR_UNSUPPORTED (dtype,
+ * Fortran order). */
+cattr_status cattr_tensor_load_npy(const char *path, cattr_tensor **out);
+
+/* Writes `t` as .npy, atomically (a temporary beside `path`, then rename). Errors: CATTR_ERR_IO. */
+cattr_status cattr_tensor_save_npy(const cattr_tensor *t, const char *path);
+
+/* A set of named tensors as read from or written to a .safetensors file. */
+typedef struct cattr_tensor_set cattr_tensor_set;
+
+/* Reads every tensor of a .safetensors file (F32, F64, I64; F16/BF16 converted to float32; I32/BOOL/U8 to int64).
+ * Every header size and offset is checked. Errors: CATTR_ERR_IO, CATTR_ERR_FORMAT, CATTR_ERR_UNSUPPORTED. */
+cattr_status cattr_tensor_set_load(const char *path, cattr_tensor_set **out);
+/* An empty set. Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_tensor_set_new(cattr_tensor_set **out);
+void cattr_tensor_set_free(cattr_tensor_set *s);
+int cattr_tensor_set_count(const cattr_tensor_set *s);
+/* Name of the i-th tensor (file order), owned by the set; NULL if i is out of range. */
+const char *cattr_tensor_set_name(const cattr_tensor_set *s, int i);
+/* The tensor called `name`, owned by the set; NULL if absent. */
+const cattr_tensor *cattr_tensor_set_get(const cattr_tensor_set *s, const char *name);
+/* Adds a copy of `t` under `name` (replacing one of the same name). Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_tensor_set_add(cattr_tensor_set *s, const char *name, const cattr_tensor *t);
+/* Writes the set as .safetensors, atomically. Errors: CATTR_ERR_IO. */
+cattr_status cattr_tensor_set_save(const cattr_tensor_set *s, const char *path);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Models                                                                                                        */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct cattr_model cattr_model;
+
+/* Loads an ONNX model (opset 11..21). Every node is checked at load time: an op or attribute cattr does not
+ * implement is an error naming the node and the op. Errors: CATTR_ERR_IO, CATTR_ERR_FORMAT (malformed protobuf,
+ * dangling value names), CATTR_ERR_UNSUPPORTED. */
+cattr_status cattr_model_load_onnx(const char *path, cattr_model **out);
+void cattr_model_free(cattr_model *m);
+
+/* Graph inputs that are not initializers, in order. Names are owned by the model. */
+int cattr_model_n_inputs(const cattr_model *m);
+const char *cattr_model_input_name(const cattr_model *m, int i);
+/* Declared shape of input i; a dynamic dimension is reported as -1. Returns ndim, or -1 if i is out of range. */
+int cattr_model_input_shape(const cattr_model *m, int i, int64_t shape[CATTR_MAX_DIMS]);
+int cattr_model_n_outputs(const cattr_model *m);
+const char *cattr_model_output_name(const cattr_model *m, int i);
+
+/* Writes a human-readable description (inputs, outputs, op counts, addressable layers) into buf with snprintf
+ * semantics: returns the length the full text needs (excluding the NUL), whatever `size` is. */
+size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size);
+
+/* Resolves a value name: an ONNX tensor name, or a PyTorch module path (`conv1`, `model.relu`) mapped to the
+ * module's output by torch.onnx.export's naming (`/conv1/...`). Writes the ONNX name (owned by the model) to *onnx.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (unknown name; the message suggests the closest names). */
+cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, const char **onnx);
+
+/* Runs the forward pass on `inputs` (n_inputs tensors in model-input order, float32 or float64; int64 inputs
+ * stay int64) in `dtype` and returns output 0 in *out (caller frees). Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE,
+ * CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const cattr_tensor *const *inputs,
+                                 int n_inputs, cattr_tensor **out);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Attribution                                                                                                   */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef enum cattr_method {
+    CATTR_METHOD_SALIENCY = 0,
+    CATTR_METHOD_INPUT_X_GRADIENT = 1,
+    CATTR_METHOD_INTEGRATED_GRADIENTS = 2
+} cattr_method;
+
+/* Parses "saliency", "input-x-gradient", "integrated-gradients" (and Captum's class names). Returns -1 if unknown. */
+int cattr_method_from_name(const char *name);
+const char *cattr_method_name(cattr_method m);
+
+typedef enum cattr_quadrature {
+    CATTR_QUAD_RIEMANN_LEFT = 0,
+    CATTR_QUAD_RIEMANN_RIGHT = 1,
+    CATTR_QUAD_RIEMANN_MIDDLE = 2,
+    CATTR_QUAD_RIEMANN_TRAPEZOID = 3,
+    CATTR_QUAD_GAUSS_LEGENDRE = 4
+} cattr_quadrature;
+
+/* Parses Captum's names ("riemann_left", ..., "gausslegendre"; '-' accepted for '_'). Returns -1 if unknown. */
+int cattr_quadrature_from_name(const char *name);
+const char *cattr_quadrature_name(cattr_quadrature q);
+
+/* Computes Captum's integration points: alphas[n] and step sizes[n] in float64, exactly as Captum does (riemann
+ * alphas float32-rounded via float32 linspace, Gauss-Legendre as numpy.polynomial.legendre.leggauss). The step sizes
+ * are returned unrounded; Captum rounds them to float32 before use and cattr does the same internally.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (n < 1, or n < 2 for a riemann rule). */
+cattr_status cattr_quadrature_points(cattr_quadrature q, int n, double *alphas, double *step_sizes);
+
+typedef enum cattr_executor_kind { CATTR_EXEC_PLANNED = 0, CATTR_EXEC_EAGER = 1 } cattr_executor_kind;
+
+/* Target: which output value of each example is explained (Captum semantics, see docs/CLI.md).
+ *  - CATTR_TARGET_NONE: the output must already hold one value per example.
+ *  - CATTR_TARGET_INDEX: the same index tuple for every example: output[b, idx[0], ..., idx[n_idx-1]].
+ *  - CATTR_TARGET_PER_EXAMPLE: one tuple per example: output[b, idx[b*n_idx + 0], ...]; idx has batch*n_idx ints.
+ * `idx` is borrowed. */
+typedef enum cattr_target_kind { CATTR_TARGET_NONE = 0, CATTR_TARGET_INDEX = 1, CATTR_TARGET_PER_EXAMPLE = 2 } cattr_target_kind;
+typedef struct cattr_target {
+    cattr_target_kind kind;
+    int n_idx;
+    int64_t n_rows; /* PER_EXAMPLE: number of tuples in idx (must equal the batch) */
+    const int64_t *idx;
+} cattr_target;
+
+typedef struct cattr_attr_params {
+    cattr_method method;
+    cattr_dtype dtype;            /* compute dtype: CATTR_FLOAT32 (default) or CATTR_FLOAT64 */
+    int n_steps;                  /* IG: integration steps (default 50) */
+    cattr_quadrature quadrature;  /* IG: default gausslegendre */
+    int internal_batch_size;      /* IG: rows per chunk as in Captum (0: choose from max_memory) */
+    size_t max_memory;            /* IG: activation memory budget in bytes (0: a quarter of free RAM) */
+    int multiply_by_inputs;       /* IG: 1 (default) multiplies by (input - baseline) */
+    int abs;                      /* Saliency: 1 (default) returns |gradient| */
+    int return_convergence_delta; /* IG: 1 computes the convergence delta (default 1) */
+    cattr_executor_kind executor; /* planned (default) or eager */
+    int check_finite;             /* 1 (default): NaN/Inf in inputs or baselines is an error */
+} cattr_attr_params;
+
+/* Default parameters for a method (Captum's defaults). */
+cattr_attr_params cattr_attr_default_params(cattr_method method);
+
+/* An explainer binds a model to a method and keeps its plans and memory between calls: a call with the same shapes
+ * reuses them. The explainer borrows the model: the model must outlive it. */
+typedef struct cattr_explainer cattr_explainer;
+
+/* Errors: CATTR_ERR_INVALID_ARGUMENT (NULL model, bad params), CATTR_ERR_UNSUPPORTED (float64 on a backend without
+ * it), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_params *params, cattr_explainer **out);
+void cattr_explainer_free(cattr_explainer *e);
+
+/* Attributes the target output to the inputs.
+ *  inputs:      n_inputs tensors, the first model inputs, batch first; float32 or float64 (converted to the dtype).
+ *  baselines:   NULL (zeros), or n_inputs entries each NULL (zero), a 0-d tensor (scalar), a tensor of the input's
+ *               shape, or a tensor with batch 1 (broadcast).
+ *  additional:  n_additional tensors fed to the next model inputs; expanded with the inputs (Captum's rule).
+ *  attr_out:    receives n_inputs new tensors (caller frees each) of the inputs' shapes, in the compute dtype.
+ *  delta_out:   NULL, or receives a new [batch] tensor with the convergence delta (IG with return_convergence_delta;
+ *               NULL is written otherwise).
+ * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_SHAPE (inputs, baselines or additional tensors of a wrong shape),
+ * CATTR_ERR_DTYPE, CATTR_ERR_TARGET (a target that is out of range or leaves more than one value per example),
+ * CATTR_ERR_NONFINITE, CATTR_ERR_NO_MEMORY. On error nothing is written to attr_out / delta_out. */
+cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
+                                       const cattr_tensor *const *baselines, const cattr_target *target,
+                                       const cattr_tensor *const *additional, int n_additional,
+                                       cattr_tensor **attr_out, cattr_tensor **delta_out);
+
+/* Peak bytes of backend memory used by the explainer's plans so far. */
+size_t cattr_explainer_peak_memory(const cattr_explainer *e);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CATTR_H */

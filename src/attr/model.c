@@ -1,0 +1,281 @@
+/* model.c - loading models, describing them, resolving value names, and a plain forward pass. */
+#include "model.h"
+
+#include "graph/plan.h"
+#include "io/onnx.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+cattr_status cattr_model_load_onnx(const char *path, cattr_model **out) {
+    if (!out || !path) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_load_onnx: NULL argument");
+    *out = NULL;
+    cg_graph *g = NULL;
+    cx_onnx_info *info = NULL;
+    CX_CHECK(cx_onnx_load_file_info(path, &g, &info));
+    cattr_model *m = calloc(1, sizeof *m);
+    int n = g->n_inputs;
+    if (m) {
+        m->in_ndim = calloc((size_t)(n ? n : 1), sizeof *m->in_ndim);
+        m->in_shape = calloc((size_t)(n ? n : 1), sizeof *m->in_shape);
+        m->in_dtype = calloc((size_t)(n ? n : 1), sizeof *m->in_dtype);
+        m->path = cx_strdup(path);
+    }
+    if (!m || !m->in_ndim || !m->in_shape || !m->in_dtype || !m->path) {
+        cx_onnx_info_free(info);
+        cg_free(g);
+        cattr_model_free(m);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory loading '%s'", path);
+    }
+    m->g = g;
+    m->opset = info->opset;
+    for (int i = 0; i < n; i++) {
+        m->in_ndim[i] = cx_onnx_input_shape(info, i, m->in_shape[i]);
+        m->in_dtype[i] = info->inputs[i].dtype;
+    }
+    cx_onnx_info_free(info);
+    if (g->n_outputs < 1) {
+        cattr_model_free(m);
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': the model has no output", path);
+    }
+    *out = m;
+    return CATTR_OK;
+}
+
+void cattr_model_free(cattr_model *m) {
+    if (!m) return;
+    cg_free(m->g);
+    free(m->path);
+    free(m->in_ndim);
+    free(m->in_shape);
+    free(m->in_dtype);
+    free(m);
+}
+
+int cattr_model_n_inputs(const cattr_model *m) { return m ? m->g->n_inputs : 0; }
+const char *cattr_model_input_name(const cattr_model *m, int i) {
+    return m && i >= 0 && i < m->g->n_inputs ? m->g->vals[m->g->inputs[i]].name : NULL;
+}
+int cattr_model_input_shape(const cattr_model *m, int i, int64_t shape[CATTR_MAX_DIMS]) {
+    if (!m || i < 0 || i >= m->g->n_inputs) return -1;
+    if (m->in_ndim[i] > 0) memcpy(shape, m->in_shape[i], (size_t)m->in_ndim[i] * sizeof(int64_t));
+    return m->in_ndim[i];
+}
+int cattr_model_n_outputs(const cattr_model *m) { return m ? m->g->n_outputs : 0; }
+const char *cattr_model_output_name(const cattr_model *m, int i) {
+    return m && i >= 0 && i < m->g->n_outputs ? m->g->vals[m->g->outputs[i]].name : NULL;
+}
+
+/* ---- module paths ------------------------------------------------------------------------------------------ */
+
+/* Module path of a node named "/a/b/Op[_k]" -> "a.b" written to buf; false for nodes outside any module. */
+static bool node_module(const char *name, char *buf, size_t size) {
+    if (name[0] != '/') return false;
+    const char *last = strrchr(name, '/');
+    if (last == name) return false;
+    size_t n = (size_t)(last - name - 1);
+    if (n + 1 > size) return false;
+    memcpy(buf, name + 1, n);
+    buf[n] = 0;
+    for (char *c = buf; *c; c++)
+        if (*c == '/') *c = '.';
+    return true;
+}
+
+/* Output value of the last node inside module `path` (or one of its submodules), or -1. */
+static int module_output(const cg_graph *g, const char *path) {
+    char mod[512];
+    size_t pl = strlen(path);
+    int found = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!node_module(g->nodes[i].name, mod, sizeof mod)) continue;
+        if (strncmp(mod, path, pl) == 0 && (mod[pl] == 0 || mod[pl] == '.')) found = g->nodes[i].out;
+    }
+    return found;
+}
+
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 200 || lb > 200) return (size_t)-1;
+    size_t row[201];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t best = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < best) best = row[j] + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            prev = cur;
+        }
+    }
+    return row[lb];
+}
+
+cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, const char **onnx) {
+    if (!m || !name || !onnx) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_resolve_value: NULL argument");
+    const cg_graph *g = m->g;
+    int v = cg_find_value(g, name);
+    if (v < 0) v = module_output(g, name);
+    if (v >= 0) {
+        *onnx = g->vals[v].name;
+        return CATTR_OK;
+    }
+    /* suggest the three closest module paths or value names */
+    const char *best[3] = {0};
+    size_t bd[3] = {(size_t)-1, (size_t)-1, (size_t)-1};
+    char mod[512];
+    for (int i = 0; i < g->n_nodes + g->n_vals; i++) {
+        const char *cand;
+        if (i < g->n_nodes) {
+            if (!node_module(g->nodes[i].name, mod, sizeof mod)) continue;
+            cand = mod;
+        } else {
+            cand = g->vals[i - g->n_nodes].name;
+        }
+        size_t d = edit_distance(name, cand);
+        for (int k = 0; k < 3; k++) {
+            if (best[k] && strcmp(best[k], cand) == 0) break;
+            if (d < bd[k]) {
+                for (int t = 2; t > k; t--) {
+                    bd[t] = bd[t - 1];
+                    best[t] = best[t - 1];
+                }
+                bd[k] = d;
+                best[k] = i < g->n_nodes ? g->nodes[i].name : cand; /* node name is stable storage */
+                break;
+            }
+        }
+    }
+    char sugg[1024] = "";
+    size_t off = 0;
+    for (int k = 0; k < 3 && best[k]; k++) {
+        const char *s = best[k];
+        char tmp[512];
+        if (s[0] == '/' && node_module(s, tmp, sizeof tmp)) s = tmp;
+        off += (size_t)snprintf(sugg + off, off < sizeof sugg ? sizeof sugg - off : 0, "%s'%s'", k ? ", " : "", s);
+    }
+    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no layer or value named '%s' in '%s'%s%s%s", name, m->path,
+                   off ? " (closest: " : "", sugg, off ? ")" : "");
+}
+
+/* ---- description ------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    char *buf;
+    size_t size, len;
+} sbuf;
+
+static void sb_printf(sbuf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(s->buf ? s->buf + (s->len < s->size ? s->len : s->size) : NULL,
+                      s->len < s->size ? s->size - s->len : 0, fmt, ap);
+    va_end(ap);
+    if (n > 0) s->len += (size_t)n;
+}
+
+size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
+    sbuf s = {buf, size, 0};
+    if (buf && size) buf[0] = 0;
+    if (!m) return 0;
+    const cg_graph *g = m->g;
+    char sh[256];
+    sb_printf(&s, "model: %s (ONNX opset %d)\ninputs:\n", m->path, m->opset);
+    for (int i = 0; i < g->n_inputs; i++) {
+        if (m->in_ndim[i] >= 0) {
+            cx_shape_str(m->in_ndim[i], m->in_shape[i], sh, sizeof sh);
+            for (char *c = sh; (c = strstr(c, "-1")) != NULL;) { /* show dynamic dims as '?' */
+                c[0] = '?';
+                memmove(c + 1, c + 2, strlen(c + 2) + 1);
+            }
+        } else {
+            snprintf(sh, sizeof sh, "(unknown shape)");
+        }
+        sb_printf(&s, "  %d: %s %s %s\n", i, g->vals[g->inputs[i]].name, cattr_dtype_name(m->in_dtype[i]), sh);
+    }
+    sb_printf(&s, "outputs:\n");
+    for (int i = 0; i < g->n_outputs; i++) sb_printf(&s, "  %d: %s\n", i, g->vals[g->outputs[i]].name);
+    int counts[CG_OP_COUNT] = {0};
+    for (int i = 0; i < g->n_nodes; i++) counts[g->nodes[i].op]++;
+    sb_printf(&s, "ops (%d nodes):", g->n_nodes);
+    for (int op = 0; op < CG_OP_COUNT; op++)
+        if (counts[op]) sb_printf(&s, " %s x%d", cg_op_names[op], counts[op]);
+    sb_printf(&s, "\nlayers (module path -> ONNX value):\n");
+    char mod[512], prev[512] = "";
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!node_module(g->nodes[i].name, mod, sizeof mod) || strcmp(mod, prev) == 0) continue;
+        /* list each module once, at its last node */
+        int out = module_output(g, mod);
+        if (out != g->nodes[i].out) {
+            bool later = false;
+            for (int j = i + 1; j < g->n_nodes; j++) {
+                char m2[512];
+                if (node_module(g->nodes[j].name, m2, sizeof m2) && strcmp(m2, mod) == 0) later = true;
+            }
+            if (later) continue;
+        }
+        snprintf(prev, sizeof prev, "%s", mod);
+        sb_printf(&s, "  %-28s %s (%s)\n", mod, g->vals[out].name, cg_op_names[g->nodes[i].op]);
+    }
+    return s.len;
+}
+
+/* ---- forward ----------------------------------------------------------------------------------------------- */
+
+cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const cattr_tensor *const *inputs,
+                                 int n_inputs, cattr_tensor **out) {
+    if (!m || !out || (n_inputs && !inputs)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_forward: NULL");
+    *out = NULL;
+    if (dtype != CATTR_FLOAT32 && dtype != CATTR_FLOAT64)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "compute dtype must be float32 or float64");
+    const cg_graph *g = m->g;
+    if (n_inputs != g->n_inputs)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the model has %d inputs; %d given", g->n_inputs, n_inputs);
+    int nd[16];
+    int64_t sh[16][CATTR_MAX_DIMS];
+    cattr_dtype dt[16];
+    const void *host[16];
+    cattr_tensor *conv[16] = {0};
+    cattr_status st = CATTR_OK;
+    if (n_inputs > 16) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than 16 inputs");
+    for (int i = 0; i < n_inputs && st == CATTR_OK; i++) {
+        const cattr_tensor *t = inputs[i];
+        nd[i] = t->ndim;
+        memcpy(sh[i], t->shape, sizeof sh[i]);
+        dt[i] = t->dtype == CATTR_INT64 ? CATTR_INT64 : dtype;
+        host[i] = t->data;
+        if (t->dtype != dt[i]) {
+            st = cattr_tensor_convert(t, dt[i], &conv[i]);
+            if (st == CATTR_OK) host[i] = conv[i]->data;
+        }
+    }
+    cx_consts *c = NULL;
+    cx_plan *p = NULL;
+    cattr_tensor *res = NULL;
+    int outv = cx_model_output(m);
+    if (st == CATTR_OK) st = cx_consts_new(cx_backend_cpu(), dtype, &c);
+    if (st == CATTR_OK) st = cx_plan_new(g, c, false, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &outv, 1, &p);
+    if (st == CATTR_OK) {
+        const cx_view *v = cx_plan_view(p, outv);
+        res = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+        if (!res) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        void *dst = res->data;
+        st = cx_plan_run(p, host, &dst);
+    }
+    cx_plan_free(p);
+    cx_consts_free(c);
+    for (int i = 0; i < n_inputs; i++) cattr_tensor_free(conv[i]);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(res);
+        return st;
+    }
+    *out = res;
+    return CATTR_OK;
+}

@@ -1,0 +1,19 @@
+/* model.h - the cattr_model handle: a graph plus what its loader learnt about it. */
+#ifndef CATTR_MODEL_H
+#define CATTR_MODEL_H
+
+#include "graph/graph.h"
+
+struct cattr_model {
+    cg_graph *g;
+    char *path;
+    int opset;
+    int *in_ndim;                      /* declared input rank, -1 unknown */
+    int64_t (*in_shape)[CATTR_MAX_DIMS]; /* declared input shapes, -1 dynamic */
+    cattr_dtype *in_dtype;
+};
+
+/* Value id of the model output 0. */
+static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }
+
+#endif

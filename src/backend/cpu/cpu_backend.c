@@ -1,0 +1,284 @@
+/* cpu_backend.c - the CPU backend: host memory with a peak counter, OpenBLAS GEMM, OpenMP kernels.
+ *
+ * The float kernels live in kernels_impl.h and are instantiated here for float and double. Data-movement ops
+ * (reshape, transpose, concat, slice, gather) work on bytes and serve every dtype.
+ */
+#include "backend/backend.h"
+#include "ops/ops.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- float instantiation ---- */
+#define T float
+#define K(name) name##_f32
+#define GEMM cblas_sgemm
+#define EXP expf
+#define TANH tanhf
+#define SQRT sqrtf
+#include "kernels_impl.h"
+#undef T
+#undef K
+#undef GEMM
+#undef EXP
+#undef TANH
+#undef SQRT
+#undef PAR_MIN
+
+/* ---- double instantiation ---- */
+#define T double
+#define K(name) name##_f64
+#define GEMM cblas_dgemm
+#define EXP exp
+#define TANH tanh
+#define SQRT sqrt
+#include "kernels_impl.h"
+#undef T
+#undef K
+#undef GEMM
+#undef EXP
+#undef TANH
+#undef SQRT
+
+/* ---- dtype-generic data movement ------------------------------------------------------------------------- */
+
+static cattr_status k_copy(const cx_view *in, cx_view *out) {
+    size_t bytes = (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype);
+    if (out->data != in->data && bytes) memcpy(out->data, in->data, bytes);
+    return CATTR_OK;
+}
+
+static cattr_status k_transpose(const cg_node *n, const cx_view *in, cx_view *out) {
+    int nd = in->ndim;
+    size_t es = cattr_dtype_size(in->dtype);
+    int64_t istr[CATTR_MAX_DIMS], pstr[CATTR_MAX_DIMS], r = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        istr[d] = r;
+        r *= in->shape[d];
+    }
+    for (int d = 0; d < nd; d++) pstr[d] = istr[n->a.n_ints ? n->a.ints[d] : nd - 1 - d];
+    int64_t cnt = cx_view_numel(out);
+    const char *x = in->data;
+    char *y = out->data;
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t rem = i, off = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            off += (rem % out->shape[d]) * pstr[d];
+            rem /= out->shape[d];
+        }
+        memcpy(y + (size_t)i * es, x + (size_t)off * es, es);
+    }
+    return CATTR_OK;
+}
+
+static cattr_status k_concat(const cg_node *n, const cx_view *in, cx_view *out) {
+    int ax = (int)(n->a.axis < 0 ? n->a.axis + out->ndim : n->a.axis);
+    size_t es = cattr_dtype_size(out->dtype);
+    int64_t outer = cx_numel(ax, out->shape), inner = cx_numel(out->ndim - ax - 1, out->shape + ax + 1);
+    int64_t orow = out->shape[ax] * inner, off = 0;
+    for (int i = 0; i < n->n_in; i++) {
+        int64_t row = in[i].shape[ax] * inner;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy((char *)out->data + (size_t)(o * orow + off) * es, (const char *)in[i].data + (size_t)(o * row) * es,
+                   (size_t)row * es);
+        off += row;
+    }
+    return CATTR_OK;
+}
+
+/* (gY, X0..Xk): the piece of gY along axis that belongs to X_index */
+static cattr_status k_concat_grad(const cg_node *n, const cx_view *in, cx_view *out) {
+    int ax = (int)(n->a.axis < 0 ? n->a.axis + in[0].ndim : n->a.axis);
+    size_t es = cattr_dtype_size(out->dtype);
+    int64_t outer = cx_numel(ax, in[0].shape), inner = cx_numel(in[0].ndim - ax - 1, in[0].shape + ax + 1);
+    int64_t grow = in[0].shape[ax] * inner, off = 0;
+    for (int i = 0; i < n->a.index; i++) off += in[1 + i].shape[ax] * inner;
+    int64_t row = out->shape[ax] * inner;
+    for (int64_t o = 0; o < outer; o++)
+        memcpy((char *)out->data + (size_t)(o * row) * es, (const char *)in[0].data + (size_t)(o * grow + off) * es,
+               (size_t)row * es);
+    return CATTR_OK;
+}
+
+static cattr_status gather_index(const cg_node *n, int64_t v, int64_t dim, int64_t *out) {
+    if (v < 0) v += dim;
+    if (v < 0 || v >= dim) return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Gather): index out of range for size %lld",
+                                          n->name, (long long)dim);
+    *out = v;
+    return CATTR_OK;
+}
+
+/* Gather: (data, indices) -> out; GatherGrad: (gY, indices, X) -> scatter-add. */
+static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_GATHER_GRAD;
+    const cx_view *data = grad ? &in[2] : &in[0];
+    const cx_view *idx = &in[1];
+    int ax = (int)(n->a.axis < 0 ? n->a.axis + data->ndim : n->a.axis);
+    size_t es = cattr_dtype_size(out->dtype);
+    int64_t outer = cx_numel(ax, data->shape), inner = cx_numel(data->ndim - ax - 1, data->shape + ax + 1);
+    int64_t dim = data->shape[ax], ni = cx_view_numel(idx);
+    const int64_t *ix = idx->data;
+    if (grad) memset(out->data, 0, (size_t)cx_view_numel(out) * es);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t j = 0; j < ni; j++) {
+            int64_t k = 0;
+            CX_CHECK(gather_index(n, ix[j], dim, &k));
+            if (!grad) {
+                memcpy((char *)out->data + (size_t)((o * ni + j) * inner) * es,
+                       (const char *)data->data + (size_t)((o * dim + k) * inner) * es, (size_t)inner * es);
+            } else if (out->dtype == CATTR_FLOAT32) {
+                float *d = (float *)out->data + (o * dim + k) * inner;
+                const float *s = (const float *)in[0].data + (o * ni + j) * inner;
+                for (int64_t t = 0; t < inner; t++) d[t] += s[t];
+            } else {
+                double *d = (double *)out->data + (o * dim + k) * inner;
+                const double *s = (const double *)in[0].data + (o * ni + j) * inner;
+                for (int64_t t = 0; t < inner; t++) d[t] += s[t];
+            }
+        }
+    return CATTR_OK;
+}
+
+/* Slice: (X) -> Y ; SliceGrad: (gY, X) -> zeros of X's shape with gY in the slice. */
+static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_SLICE_GRAD;
+    const cx_view *big = grad ? out : &in[0];
+    const cx_view *small = grad ? &in[0] : out;
+    int nd = big->ndim;
+    size_t es = cattr_dtype_size(out->dtype);
+    int64_t st[CATTR_MAX_DIMS], sp[CATTR_MAX_DIMS], cnt[CATTR_MAX_DIMS], str[CATTR_MAX_DIMS], r = 1;
+    cx_slice_resolve(&n->a, nd, big->shape, st, sp, cnt);
+    for (int d = nd - 1; d >= 0; d--) {
+        str[d] = r;
+        r *= big->shape[d];
+    }
+    if (grad) memset(out->data, 0, (size_t)cx_view_numel(out) * es);
+    int64_t total = cx_view_numel(small);
+    for (int64_t i = 0; i < total; i++) {
+        int64_t rem = i, off = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            off += (st[d] + (rem % cnt[d]) * sp[d]) * str[d];
+            rem /= cnt[d];
+        }
+        if (grad) memcpy((char *)out->data + (size_t)off * es, (const char *)in[0].data + (size_t)i * es, es);
+        else memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)off * es, es);
+    }
+    return CATTR_OK;
+}
+
+/* ---- dispatch --------------------------------------------------------------------------------------------- */
+
+#define DISPATCH(fn, ...) (f64 ? fn##_f64(__VA_ARGS__) : fn##_f32(__VA_ARGS__))
+
+static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, cx_view *out) {
+    (void)ctx;
+    bool f64 = out->dtype == CATTR_FLOAT64;
+    bool flt = out->dtype != CATTR_INT64;
+    switch (n->op) {
+    case CG_IDENTITY: case CG_RESHAPE: case CG_FLATTEN: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_RESHAPE_LIKE:
+        return k_copy(&in[0], out);
+    case CG_TRANSPOSE: return k_transpose(n, &in[0], out);
+    case CG_CONCAT: return k_concat(n, in, out);
+    case CG_CONCAT_GRAD: return k_concat_grad(n, in, out);
+    case CG_GATHER: case CG_GATHER_GRAD: return k_gather(n, in, out);
+    case CG_SLICE: case CG_SLICE_GRAD: return k_slice(n, in, out);
+    default: break;
+    }
+    if (!flt)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op %s): int64 data is not supported by this op", n->name,
+                       cg_op_names[n->op]);
+    switch (n->op) {
+    case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG: case CG_ZEROS_LIKE:
+        return DISPATCH(unary, n, in, out);
+    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_CLIP_GRAD:
+        return DISPATCH(unary_grad, n, in, out);
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: return DISPATCH(binary, n, in, out);
+    case CG_REDUCE_SUM_LIKE: return DISPATCH(reduce_sum_like, n, in, out);
+    case CG_GEMM: return DISPATCH(gemm, n, in, out);
+    case CG_MATMUL: return DISPATCH(matmul, n, in, out);
+    case CG_CONV: return DISPATCH(conv, n, in, out);
+    case CG_CONV_GRAD_INPUT: return DISPATCH(conv_grad_input, n, in, out);
+    case CG_MAXPOOL: case CG_AVGPOOL: return DISPATCH(pool, n, in, out, NULL);
+    case CG_MAXPOOL_GRAD: case CG_AVGPOOL_GRAD: return DISPATCH(pool, n, in, out, &in[1]);
+    case CG_GLOBALAVGPOOL: case CG_GAP_GRAD: return DISPATCH(global_avgpool, n, in, out);
+    case CG_SOFTMAX: return DISPATCH(softmax, n, in, out);
+    case CG_SOFTMAX_GRAD: return DISPATCH(softmax_grad, n, in, out);
+    case CG_BATCHNORM: case CG_BATCHNORM_GRAD: return DISPATCH(batchnorm, n, in, out);
+    default: break;
+    }
+    return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the CPU backend has no kernel for op %s", n->name,
+                   cg_op_names[n->op]);
+}
+
+/* ---- memory ----------------------------------------------------------------------------------------------- */
+
+static _Atomic size_t g_cur, g_peak;
+
+static void *cpu_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    size_t cur = atomic_fetch_add(&g_cur, bytes) + bytes;
+    size_t pk = atomic_load(&g_peak);
+    while (cur > pk && !atomic_compare_exchange_weak(&g_peak, &pk, cur)) {
+    }
+    return p;
+}
+
+static void cpu_free(void *ctx, void *p, size_t bytes) {
+    (void)ctx;
+    if (!p) return;
+    atomic_fetch_sub(&g_cur, bytes);
+    free(p);
+}
+
+static cattr_status cpu_copy(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (bytes) memcpy(dst, src, bytes);
+    return CATTR_OK;
+}
+
+static cattr_status cpu_zero(void *ctx, void *dst, size_t bytes) {
+    (void)ctx;
+    if (bytes) memset(dst, 0, bytes);
+    return CATTR_OK;
+}
+
+static cattr_status cpu_sync(void *ctx) {
+    (void)ctx;
+    return CATTR_OK;
+}
+static size_t cpu_peak(void *ctx) {
+    (void)ctx;
+    return atomic_load(&g_peak);
+}
+static void cpu_reset_peak(void *ctx) {
+    (void)ctx;
+    atomic_store(&g_peak, atomic_load(&g_cur));
+}
+static bool cpu_supports(void *ctx, cg_op op, cattr_dtype dtype) {
+    (void)ctx;
+    (void)dtype;
+    return op < CG_OP_COUNT;
+}
+
+static cx_backend g_cpu = {
+    .version = CX_BACKEND_VERSION,
+    .name = "cpu",
+    .ctx = NULL,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_in = cpu_copy,
+    .copy_out = cpu_copy,
+    .memset_zero = cpu_zero,
+    .run_op = cpu_run_op,
+    .synchronize = cpu_sync,
+    .peak_memory = cpu_peak,
+    .reset_peak = cpu_reset_peak,
+    .supports_op = cpu_supports,
+};
+
+cx_backend *cx_backend_cpu(void) { return &g_cpu; }

@@ -1,0 +1,571 @@
+/* kernels_impl.h - CPU reference kernels, written once and instantiated for float and double.
+ *
+ * Included by cpu_backend.c with T (element type), K(name) (name mangler) and GEMM (cblas_sgemm / cblas_dgemm)
+ * defined. Every kernel reads `in` views and writes `out` (already allocated, shape inferred). OpenMP is used for
+ * loops large enough to pay for a parallel region.
+ */
+
+#define PAR_MIN 32768
+
+/* ---- elementwise unary ---------------------------------------------------------------------------------- */
+
+static cattr_status K(unary)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *x = in[0].data;
+    T *y = out->data;
+    int64_t cnt = cx_view_numel(out);
+    const T alpha = (T)n->a.alpha, beta = (T)n->a.beta;
+    switch (n->op) {
+    case CG_IDENTITY:
+        if (y != x) memcpy(y, x, (size_t)cnt * sizeof(T));
+        break;
+    case CG_RELU:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : (T)0;
+        break;
+    case CG_LEAKYRELU:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : x[i] * alpha;
+        break;
+    case CG_SIGMOID:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = (T)1 / ((T)1 + EXP(-x[i]));
+        break;
+    case CG_TANH:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = TANH(x[i]);
+        break;
+    case CG_CLIP:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) {
+            T v = x[i] < alpha ? alpha : x[i];
+            y[i] = v > beta ? beta : v;
+        }
+        break;
+    case CG_NEG:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = -x[i];
+        break;
+    case CG_ZEROS_LIKE:
+        memset(y, 0, (size_t)cnt * sizeof(T));
+        break;
+    default: return cx_fail(CATTR_ERR_INTERNAL, "unary kernel: bad op");
+    }
+    return CATTR_OK;
+}
+
+/* (X or Y, gY) -> gX */
+static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *x = in[0].data, *g = in[1].data;
+    T *y = out->data;
+    int64_t cnt = cx_view_numel(out);
+    const T alpha = (T)n->a.alpha, beta = (T)n->a.beta;
+    switch (n->op) {
+    case CG_RELU_GRAD:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : (T)0;
+        break;
+    case CG_LEAKYRELU_GRAD:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : g[i] * alpha;
+        break;
+    case CG_SIGMOID_GRAD:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = g[i] * ((T)1 - x[i]) * x[i];
+        break;
+    case CG_TANH_GRAD:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = g[i] * ((T)1 - x[i] * x[i]);
+        break;
+    case CG_CLIP_GRAD:
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = (x[i] >= alpha && x[i] <= beta) ? g[i] : (T)0;
+        break;
+    default: return cx_fail(CATTR_ERR_INTERNAL, "unary grad kernel: bad op");
+    }
+    return CATTR_OK;
+}
+
+/* ---- broadcasting binary ops ---------------------------------------------------------------------------- */
+
+static inline T K(binop)(cg_op op, T a, T b) {
+    switch (op) {
+    case CG_ADD: return a + b;
+    case CG_SUB: return a - b;
+    case CG_MUL: return a * b;
+    default: return a / b;
+    }
+}
+
+static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *a = in[0].data, *b = in[1].data;
+    T *y = out->data;
+    int nd = out->ndim;
+    int64_t cnt = cx_view_numel(out);
+    int64_t na = cx_view_numel(&in[0]), nb = cx_view_numel(&in[1]);
+    cg_op op = n->op;
+    if (na == cnt && nb == cnt) {
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], b[i]);
+        return CATTR_OK;
+    }
+    if (nb == 1 && na == cnt) {
+        T bv = b[0];
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], bv);
+        return CATTR_OK;
+    }
+    if (na == 1 && nb == cnt) {
+        T av = a[0];
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, av, b[i]);
+        return CATTR_OK;
+    }
+    /* general case: broadcast strides over the output shape */
+    int64_t sa[CATTR_MAX_DIMS], sb[CATTR_MAX_DIMS];
+    int64_t ra = 1, rb = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        int da = d - (nd - in[0].ndim), db = d - (nd - in[1].ndim);
+        int64_t ea = da >= 0 ? in[0].shape[da] : 1, eb = db >= 0 ? in[1].shape[db] : 1;
+        sa[d] = ea == 1 ? 0 : ra;
+        sb[d] = eb == 1 ? 0 : rb;
+        ra *= ea;
+        rb *= eb;
+    }
+    int64_t inner = nd ? out->shape[nd - 1] : 1, rows = inner ? cnt / inner : 0;
+    int64_t ia_in = nd ? sa[nd - 1] : 0, ib_in = nd ? sb[nd - 1] : 0;
+#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t rem = r, oa = 0, ob = 0;
+        for (int d = nd - 2; d >= 0; d--) {
+            int64_t i = rem % out->shape[d];
+            rem /= out->shape[d];
+            oa += i * sa[d];
+            ob += i * sb[d];
+        }
+        T *yr = y + r * inner;
+        for (int64_t j = 0; j < inner; j++) yr[j] = K(binop)(op, a[oa + j * ia_in], b[ob + j * ib_in]);
+    }
+    return CATTR_OK;
+}
+
+/* (gY, X): sum gY over the dims that X broadcasts along, giving X's shape. */
+static cattr_status K(reduce_sum_like)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *g = in[0].data;
+    T *y = out->data;
+    int nd = in[0].ndim;
+    int64_t cnt = cx_view_numel(&in[0]), ocnt = cx_view_numel(out);
+    if (cnt == ocnt) {
+        memcpy(y, g, (size_t)cnt * sizeof(T));
+        return CATTR_OK;
+    }
+    int64_t so[CATTR_MAX_DIMS], r = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        int dx = d - (nd - out->ndim);
+        int64_t e = dx >= 0 ? out->shape[dx] : 1;
+        so[d] = e == 1 ? 0 : r;
+        r *= e;
+    }
+    memset(y, 0, (size_t)ocnt * sizeof(T));
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t rem = i, o = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            o += (rem % in[0].shape[d]) * so[d];
+            rem /= in[0].shape[d];
+        }
+        y[o] += g[i];
+    }
+    return CATTR_OK;
+}
+
+/* ---- matrix products ------------------------------------------------------------------------------------ */
+
+static cattr_status K(gemm)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cg_attrs *a = &n->a;
+    int64_t m = out->shape[0], nn = out->shape[1];
+    int64_t k = a->trans_a ? in[0].shape[0] : in[0].shape[1];
+    T *y = out->data;
+    T beta = 0;
+    if (n->n_in > 2 && in[2].data && a->beta != 0) {
+        const T *c = in[2].data;
+        int cnd = in[2].ndim;
+        int64_t cm = cnd == 2 ? in[2].shape[0] : 1, cn = cnd >= 1 ? in[2].shape[cnd - 1] : 1;
+        T cb = (T)a->beta;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < nn; j++) y[i * nn + j] = cb * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)];
+        beta = 1;
+    }
+    if (m == 0 || nn == 0) return CATTR_OK;
+    if (k == 0) {
+        if (beta == 0) memset(y, 0, (size_t)(m * nn) * sizeof(T));
+        return CATTR_OK;
+    }
+    GEMM(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)m,
+         (int)nn, (int)k, (T)a->alpha, in[0].data, (int)in[0].shape[1], in[1].data, (int)in[1].shape[1], beta, y,
+         (int)nn);
+    return CATTR_OK;
+}
+
+static cattr_status K(matmul)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cg_attrs *a = &n->a;
+    int64_t as[CATTR_MAX_DIMS], bs[CATTR_MAX_DIMS];
+    int na = in[0].ndim, nb = in[1].ndim;
+    memcpy(as, in[0].shape, sizeof as);
+    memcpy(bs, in[1].shape, sizeof bs);
+    if (na == 1) { as[1] = as[0]; as[0] = 1; na = 2; }
+    if (nb == 1) { bs[1] = 1; nb = 2; }
+    int64_t ar = as[na - 2], ac = as[na - 1], br = bs[nb - 2], bc = bs[nb - 1];
+    int64_t m = a->trans_a ? ac : ar, k = a->trans_a ? ar : ac, nn = a->trans_b ? br : bc;
+    int nbat;
+    int64_t bat[CATTR_MAX_DIMS];
+    cx_broadcast_shape(na - 2, as, nb - 2, bs, &nbat, bat);
+    int64_t nbatch = cx_numel(nbat, bat);
+    int64_t sa[CATTR_MAX_DIMS], sb[CATTR_MAX_DIMS], ra = ar * ac, rb = br * bc;
+    for (int d = nbat - 1; d >= 0; d--) {
+        int da = d - (nbat - (na - 2)), db = d - (nbat - (nb - 2));
+        int64_t ea = da >= 0 ? as[da] : 1, eb = db >= 0 ? bs[db] : 1;
+        sa[d] = ea == 1 ? 0 : ra;
+        sb[d] = eb == 1 ? 0 : rb;
+        ra *= ea;
+        rb *= eb;
+    }
+    const T *A = in[0].data, *B = in[1].data;
+    T *Y = out->data;
+    for (int64_t b = 0; b < nbatch; b++) {
+        int64_t rem = b, oa = 0, ob = 0;
+        for (int d = nbat - 1; d >= 0; d--) {
+            oa += (rem % bat[d]) * sa[d];
+            ob += (rem % bat[d]) * sb[d];
+            rem /= bat[d];
+        }
+        T *yb = Y + b * m * nn;
+        if (k == 0) {
+            memset(yb, 0, (size_t)(m * nn) * sizeof(T));
+            continue;
+        }
+        GEMM(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)m,
+             (int)nn, (int)k, (T)1, A + oa, (int)ac, B + ob, (int)bc, (T)0, yb, (int)nn);
+    }
+    return CATTR_OK;
+}
+
+/* ---- convolution as GEMM -------------------------------------------------------------------------------- */
+
+/* col[kidx, b*P + p] for images b0..b0+nb-1 and channels c0..c0+cg-1 */
+static void K(im2col)(const cx_geom *g, const T *x, int64_t b0, int64_t nb, int64_t c0, int64_t cg, T *col) {
+    int64_t P = g->out[0] * g->out[1] * g->out[2], KK = g->k[0] * g->k[1] * g->k[2];
+    int64_t ispat = g->in[0] * g->in[1] * g->in[2];
+    int64_t rows = cg * KK;
+#pragma omp parallel for if (rows * nb * P > PAR_MIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t c = r / KK, kk = r % KK;
+        int64_t kz = kk / (g->k[1] * g->k[2]), ky = (kk / g->k[2]) % g->k[1], kx = kk % g->k[2];
+        T *crow = col + r * nb * P;
+        for (int64_t b = 0; b < nb; b++) {
+            const T *xc = x + ((b0 + b) * g->c_in + c0 + c) * ispat;
+            T *cp = crow + b * P;
+            for (int64_t oz = 0; oz < g->out[0]; oz++) {
+                int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
+                for (int64_t oy = 0; oy < g->out[1]; oy++) {
+                    int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
+                    T *cq = cp + (oz * g->out[1] + oy) * g->out[2];
+                    if (iz < 0 || iz >= g->in[0] || iy < 0 || iy >= g->in[1]) {
+                        for (int64_t ox = 0; ox < g->out[2]; ox++) cq[ox] = 0;
+                        continue;
+                    }
+                    const T *xr = xc + (iz * g->in[1] + iy) * g->in[2];
+                    for (int64_t ox = 0; ox < g->out[2]; ox++) {
+                        int64_t ix = ox * g->s[2] - g->pb[2] + kx * g->d[2];
+                        cq[ox] = (ix >= 0 && ix < g->in[2]) ? xr[ix] : (T)0;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* dx += col2im(col); parallel over channels so that no two threads write the same element */
+static void K(col2im)(const cx_geom *g, const T *col, int64_t b0, int64_t nb, int64_t c0, int64_t cg, T *dx) {
+    int64_t P = g->out[0] * g->out[1] * g->out[2], KK = g->k[0] * g->k[1] * g->k[2];
+    int64_t ispat = g->in[0] * g->in[1] * g->in[2];
+#pragma omp parallel for if (cg * KK * nb * P > PAR_MIN) schedule(static)
+    for (int64_t c = 0; c < cg; c++) {
+        for (int64_t kk = 0; kk < KK; kk++) {
+            int64_t kz = kk / (g->k[1] * g->k[2]), ky = (kk / g->k[2]) % g->k[1], kx = kk % g->k[2];
+            const T *crow = col + (c * KK + kk) * nb * P;
+            for (int64_t b = 0; b < nb; b++) {
+                T *xc = dx + ((b0 + b) * g->c_in + c0 + c) * ispat;
+                const T *cp = crow + b * P;
+                for (int64_t oz = 0; oz < g->out[0]; oz++) {
+                    int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
+                    if (iz < 0 || iz >= g->in[0]) continue;
+                    for (int64_t oy = 0; oy < g->out[1]; oy++) {
+                        int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
+                        if (iy < 0 || iy >= g->in[1]) continue;
+                        const T *cq = cp + (oz * g->out[1] + oy) * g->out[2];
+                        T *xr = xc + (iz * g->in[1] + iy) * g->in[2];
+                        for (int64_t ox = 0; ox < g->out[2]; ox++) {
+                            int64_t ix = ox * g->s[2] - g->pb[2] + kx * g->d[2];
+                            if (ix >= 0 && ix < g->in[2]) xr[ix] += cq[ox];
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Images per chunk so that the column buffer stays near 32 MiB. */
+static int64_t K(conv_chunk)(const cx_geom *g, int64_t kdim) {
+    int64_t P = g->out[0] * g->out[1] * g->out[2];
+    int64_t per = kdim * P * (int64_t)sizeof(T) * 2;
+    int64_t nb = per > 0 ? ((int64_t)32 << 20) / per : g->n;
+    if (nb < 1) nb = 1;
+    if (nb > g->n) nb = g->n;
+    return nb;
+}
+
+static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
+    cx_geom g;
+    cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, in[1].shape);
+    int64_t G = n->a.group, cig = g.c_in / G, cog = g.c_out / G;
+    int64_t KK = g.k[0] * g.k[1] * g.k[2], kdim = cig * KK, P = g.out[0] * g.out[1] * g.out[2];
+    const T *x = in[0].data, *w = in[1].data, *bias = n->n_in > 2 ? in[2].data : NULL;
+    T *y = out->data;
+    int64_t chunk = K(conv_chunk)(&g, kdim);
+    T *col = malloc((size_t)(kdim * chunk * P) * sizeof(T));
+    T *tmp = malloc((size_t)(cog * chunk * P) * sizeof(T));
+    if (!col || !tmp) {
+        free(col);
+        free(tmp);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    }
+    for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
+        int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk;
+        for (int64_t gi = 0; gi < G; gi++) {
+            K(im2col)(&g, x, b0, nb, gi * cig, cig, col);
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)(nb * P), (int)kdim, (T)1,
+                 w + gi * cog * kdim, (int)kdim, col, (int)(nb * P), (T)0, tmp, (int)(nb * P));
+#pragma omp parallel for collapse(2) if (cog * nb * P > PAR_MIN) schedule(static)
+            for (int64_t b = 0; b < nb; b++)
+                for (int64_t co = 0; co < cog; co++) {
+                    T bv = bias ? bias[gi * cog + co] : (T)0;
+                    const T *src = tmp + co * nb * P + b * P;
+                    T *dst = y + ((b0 + b) * g.c_out + gi * cog + co) * P;
+                    for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
+                }
+        }
+    }
+    free(col);
+    free(tmp);
+    return CATTR_OK;
+}
+
+/* (X, W, gY) -> dX */
+static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_view *out) {
+    cx_geom g;
+    cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, in[1].shape);
+    int64_t G = n->a.group, cig = g.c_in / G, cog = g.c_out / G;
+    int64_t KK = g.k[0] * g.k[1] * g.k[2], kdim = cig * KK, P = g.out[0] * g.out[1] * g.out[2];
+    const T *w = in[1].data, *gy = in[2].data;
+    T *dx = out->data;
+    memset(dx, 0, (size_t)cx_view_numel(out) * sizeof(T));
+    int64_t chunk = K(conv_chunk)(&g, kdim);
+    T *col = malloc((size_t)(kdim * chunk * P) * sizeof(T));
+    T *tmp = malloc((size_t)(cog * chunk * P) * sizeof(T));
+    if (!col || !tmp) {
+        free(col);
+        free(tmp);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    }
+    for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
+        int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk;
+        for (int64_t gi = 0; gi < G; gi++) {
+            for (int64_t co = 0; co < cog; co++)
+                for (int64_t b = 0; b < nb; b++)
+                    memcpy(tmp + co * nb * P + b * P, gy + ((b0 + b) * g.c_out + gi * cog + co) * P,
+                           (size_t)P * sizeof(T));
+            GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)(nb * P), (int)cog, (T)1,
+                 w + gi * cog * kdim, (int)kdim, tmp, (int)(nb * P), (T)0, col, (int)(nb * P));
+            K(col2im)(&g, col, b0, nb, gi * cig, cig, dx);
+        }
+    }
+    free(col);
+    free(tmp);
+    return CATTR_OK;
+}
+
+/* ---- pooling -------------------------------------------------------------------------------------------- */
+
+/* Flat input index of the first maximum of window (nc, o), or -1 if the window holds no input element. */
+static inline int64_t K(pool_argmax)(const cx_geom *g, const T *xc, int64_t oz, int64_t oy, int64_t ox) {
+    int64_t best = -1;
+    T bv = 0;
+    for (int64_t kz = 0; kz < g->k[0]; kz++) {
+        int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
+        if (iz < 0 || iz >= g->in[0]) continue;
+        for (int64_t ky = 0; ky < g->k[1]; ky++) {
+            int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
+            if (iy < 0 || iy >= g->in[1]) continue;
+            for (int64_t kx = 0; kx < g->k[2]; kx++) {
+                int64_t ix = ox * g->s[2] - g->pb[2] + kx * g->d[2];
+                if (ix < 0 || ix >= g->in[2]) continue;
+                int64_t idx = (iz * g->in[1] + iy) * g->in[2] + ix;
+                T v = xc[idx];
+                if (best < 0 || v > bv || v != v) {
+                    best = idx;
+                    bv = v;
+                }
+            }
+        }
+    }
+    return best;
+}
+
+/* Averaging window bounds along one dim; returns the clipped count and writes the padded-extent count. */
+static inline void K(avg_bounds)(const cx_geom *g, int d, int64_t o, int64_t *lo, int64_t *hi, int64_t *padded) {
+    int64_t s = o * g->s[d] - g->pb[d], e = s + g->k[d];
+    int64_t pe = g->in[d] + g->pe[d];
+    *padded = (e < pe ? e : pe) - s;
+    *lo = s < 0 ? 0 : s;
+    *hi = e > g->in[d] ? g->in[d] : e;
+}
+
+static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, const cx_view *gy_view) {
+    cx_geom g;
+    cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, NULL);
+    int64_t NC = g.n * g.c_in, isp = g.in[0] * g.in[1] * g.in[2], osp = g.out[0] * g.out[1] * g.out[2];
+    const T *x = in[0].data;
+    const T *gy = gy_view ? gy_view->data : NULL;
+    T *y = out->data;
+    bool grad = gy != NULL, maxp = n->op == CG_MAXPOOL || n->op == CG_MAXPOOL_GRAD;
+    if (grad) memset(y, 0, (size_t)(NC * isp) * sizeof(T));
+#pragma omp parallel for if (NC * osp > PAR_MIN / 8) schedule(static)
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const T *xc = x + nc * isp;
+        T *yc = y + (grad ? nc * isp : nc * osp);
+        const T *gc = grad ? gy + nc * osp : NULL;
+        for (int64_t oz = 0; oz < g.out[0]; oz++)
+            for (int64_t oy = 0; oy < g.out[1]; oy++)
+                for (int64_t ox = 0; ox < g.out[2]; ox++) {
+                    int64_t o = (oz * g.out[1] + oy) * g.out[2] + ox;
+                    if (maxp) {
+                        int64_t am = K(pool_argmax)(&g, xc, oz, oy, ox);
+                        if (grad) {
+                            if (am >= 0) yc[am] += gc[o];
+                        } else {
+                            yc[o] = am >= 0 ? xc[am] : (T)(-INFINITY);
+                        }
+                        continue;
+                    }
+                    int64_t lo[3], hi[3], pd[3], oo[3] = {oz, oy, ox};
+                    for (int d = 0; d < 3; d++) K(avg_bounds)(&g, d, oo[d], &lo[d], &hi[d], &pd[d]);
+                    int64_t cnt = n->a.count_include_pad ? pd[0] * pd[1] * pd[2]
+                                                         : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
+                    T s = 0, gv = grad ? gc[o] / (T)cnt : 0;
+                    for (int64_t iz = lo[0]; iz < hi[0]; iz++)
+                        for (int64_t iy = lo[1]; iy < hi[1]; iy++)
+                            for (int64_t ix = lo[2]; ix < hi[2]; ix++) {
+                                int64_t idx = (iz * g.in[1] + iy) * g.in[2] + ix;
+                                if (grad) yc[idx] += gv;
+                                else s += xc[idx];
+                            }
+                    if (!grad) yc[o] = cnt > 0 ? s / (T)cnt : (T)0;
+                }
+    }
+    return CATTR_OK;
+}
+
+static cattr_status K(global_avgpool)(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t NC = in[0].shape[0] * in[0].shape[1], sp = cx_view_numel(&in[0]) / (NC ? NC : 1);
+    T *y = out->data;
+    if (n->op == CG_GLOBALAVGPOOL) {
+        const T *x = in[0].data;
+        for (int64_t i = 0; i < NC; i++) {
+            T s = 0;
+            for (int64_t j = 0; j < sp; j++) s += x[i * sp + j];
+            y[i] = s / (T)sp;
+        }
+    } else {
+        const T *g = in[1].data;
+        for (int64_t i = 0; i < NC; i++)
+            for (int64_t j = 0; j < sp; j++) y[i * sp + j] = g[i] / (T)sp;
+    }
+    return CATTR_OK;
+}
+
+/* ---- softmax, batchnorm ----------------------------------------------------------------------------------- */
+
+static void K(axis_split)(const cg_node *n, const cx_view *v, int64_t *outer, int64_t *len, int64_t *inner) {
+    int ax = (int)(n->a.axis < 0 ? n->a.axis + v->ndim : n->a.axis);
+    *outer = cx_numel(ax, v->shape);
+    if (n->a.index == 1) { /* legacy (opset < 13) softmax: coerce to 2-D at axis */
+        *len = cx_numel(v->ndim - ax, v->shape + ax);
+        *inner = 1;
+    } else {
+        *len = v->shape[ax];
+        *inner = cx_numel(v->ndim - ax - 1, v->shape + ax + 1);
+    }
+}
+
+static cattr_status K(softmax)(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t outer, len, inner;
+    K(axis_split)(n, &in[0], &outer, &len, &inner);
+    const T *x = in[0].data;
+    T *y = out->data;
+#pragma omp parallel for collapse(2) if (outer * len * inner > PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            const T *xp = x + o * len * inner + i;
+            T *yp = y + o * len * inner + i;
+            T mx = xp[0];
+            for (int64_t j = 1; j < len; j++)
+                if (xp[j * inner] > mx) mx = xp[j * inner];
+            T s = 0;
+            for (int64_t j = 0; j < len; j++) {
+                yp[j * inner] = EXP(xp[j * inner] - mx);
+                s += yp[j * inner];
+            }
+            for (int64_t j = 0; j < len; j++) yp[j * inner] /= s;
+        }
+    return CATTR_OK;
+}
+
+/* (Y, gY) -> Y * (gY - sum(gY * Y)) */
+static cattr_status K(softmax_grad)(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t outer, len, inner;
+    K(axis_split)(n, &in[0], &outer, &len, &inner);
+    const T *yv = in[0].data, *g = in[1].data;
+    T *dx = out->data;
+#pragma omp parallel for collapse(2) if (outer * len * inner > PAR_MIN) schedule(static)
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            int64_t base = o * len * inner + i;
+            T s = 0;
+            for (int64_t j = 0; j < len; j++) s += g[base + j * inner] * yv[base + j * inner];
+            for (int64_t j = 0; j < len; j++) dx[base + j * inner] = yv[base + j * inner] * (g[base + j * inner] - s);
+        }
+    return CATTR_OK;
+}
+
+/* forward: (X, scale, bias, mean, var); grad: (gY, scale, var) */
+static cattr_status K(batchnorm)(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_BATCHNORM_GRAD;
+    const T *x = in[0].data, *scale = in[1].data;
+    const T *bias = grad ? NULL : in[2].data, *mean = grad ? NULL : in[3].data, *var = in[grad ? 2 : 4].data;
+    int64_t N = in[0].shape[0], C = in[0].shape[1], sp = cx_numel(in[0].ndim - 2, in[0].shape + 2);
+    T *y = out->data;
+    T eps = (T)n->a.alpha;
+    for (int64_t b = 0; b < N; b++)
+        for (int64_t c = 0; c < C; c++) {
+            T inv = (T)1 / SQRT(var[c] + eps);
+            const T *xp = x + (b * C + c) * sp;
+            T *yp = y + (b * C + c) * sp;
+            if (grad) {
+                T f = scale[c] * inv;
+                for (int64_t j = 0; j < sp; j++) yp[j] = xp[j] * f;
+            } else {
+                for (int64_t j = 0; j < sp; j++) yp[j] = (xp[j] - mean[c]) * inv * scale[c] + bias[c];
+            }
+        }
+    return CATTR_OK;
+}

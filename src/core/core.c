@@ -1,0 +1,240 @@
+/* core.c - status strings, thread-local error text, logging, allocation and tensor basics. */
+#define _POSIX_C_SOURCE 200809L
+#include "core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char g_err[2048];
+static cattr_log_fn g_log_fn;
+static void *g_log_user;
+
+const char *cattr_version(void) { return "0.1.0"; }
+
+const char *cattr_status_string(cattr_status st) {
+    switch (st) {
+    case CATTR_OK: return "ok";
+    case CATTR_ERR_INVALID_ARGUMENT: return "invalid argument";
+    case CATTR_ERR_IO: return "i/o error";
+    case CATTR_ERR_FORMAT: return "malformed file";
+    case CATTR_ERR_UNSUPPORTED: return "unsupported";
+    case CATTR_ERR_SHAPE: return "shape mismatch";
+    case CATTR_ERR_DTYPE: return "wrong dtype";
+    case CATTR_ERR_TARGET: return "bad target";
+    case CATTR_ERR_NONFINITE: return "non-finite value";
+    case CATTR_ERR_NO_MEMORY: return "out of memory";
+    case CATTR_ERR_INTERNAL: return "internal error";
+    }
+    return "unknown status";
+}
+
+const char *cattr_last_error(void) { return g_err; }
+
+cattr_status cx_fail(cattr_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+cattr_status cx_fail_context(cattr_status st, const char *fmt, ...) {
+    char prefix[512], old[sizeof g_err];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    memcpy(old, g_err, sizeof old);
+    size_t np = strlen(prefix);
+    if (np + 2 >= sizeof g_err) np = sizeof g_err - 3;
+    memcpy(g_err, prefix, np);
+    memcpy(g_err + np, ": ", 2);
+    size_t room = sizeof g_err - np - 3, no = strlen(old);
+    if (no > room) no = room;
+    memcpy(g_err + np + 2, old, no);
+    g_err[np + 2 + no] = '\0';
+    return st;
+}
+
+void cattr_set_log_callback(cattr_log_fn fn, void *user) {
+    g_log_fn = fn;
+    g_log_user = user;
+}
+
+void cx_log(cattr_log_level level, const char *fmt, ...) {
+    if (!g_log_fn) return;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    g_log_fn(level, buf, g_log_user);
+}
+
+void *cx_malloc(size_t n) { return malloc(n ? n : 1); }
+void *cx_calloc(size_t n, size_t size) { return calloc(n ? n : 1, size ? size : 1); }
+void *cx_realloc(void *p, size_t n) { return realloc(p, n ? n : 1); }
+char *cx_strdup(const char *s) {
+    if (!s) return NULL;
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+int64_t cx_numel(int ndim, const int64_t *shape) {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+char *cx_shape_str(int ndim, const int64_t *shape, char *buf, size_t size) {
+    size_t off = 0;
+    off += (size_t)snprintf(buf + off, off < size ? size - off : 0, "[");
+    for (int i = 0; i < ndim; i++)
+        off += (size_t)snprintf(buf + off, off < size ? size - off : 0, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    snprintf(buf + (off < size ? off : size - 1), off < size ? size - off : 1, "]");
+    return buf;
+}
+
+bool cx_shape_eq(int na, const int64_t *a, int nb, const int64_t *b) {
+    if (na != nb) return false;
+    for (int i = 0; i < na; i++)
+        if (a[i] != b[i]) return false;
+    return true;
+}
+
+double cx_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- dtypes and tensors ---------------------------------------------------------------------------------- */
+
+const char *cattr_dtype_name(cattr_dtype d) {
+    switch (d) {
+    case CATTR_FLOAT32: return "float32";
+    case CATTR_FLOAT64: return "float64";
+    case CATTR_INT64: return "int64";
+    }
+    return "?";
+}
+
+size_t cattr_dtype_size(cattr_dtype d) {
+    switch (d) {
+    case CATTR_FLOAT32: return 4;
+    case CATTR_FLOAT64: return 8;
+    case CATTR_INT64: return 8;
+    }
+    return 0;
+}
+
+cattr_tensor *cx_tensor_alloc(cattr_dtype dtype, int ndim, const int64_t *shape) {
+    cattr_tensor *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = cx_numel(ndim, shape);
+    t->data = cx_malloc((size_t)t->numel * cattr_dtype_size(dtype));
+    if (!t->data) {
+        free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static cattr_status check_shape_args(cattr_dtype dtype, int ndim, const int64_t *shape) {
+    if (cattr_dtype_size(dtype) == 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+    if (ndim < 0 || ndim > CATTR_MAX_DIMS)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "tensor rank %d is outside 0..%d", ndim, CATTR_MAX_DIMS);
+    if (ndim > 0 && !shape) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "shape is NULL");
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "negative size %lld in dim %d", (long long)shape[i], i);
+    return CATTR_OK;
+}
+
+cattr_status cattr_tensor_new(cattr_dtype dtype, int ndim, const int64_t *shape, cattr_tensor **out) {
+    if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    CX_CHECK(check_shape_args(dtype, ndim, shape));
+    cattr_tensor *t = cx_tensor_alloc(dtype, ndim, shape);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a tensor");
+    memset(t->data, 0, (size_t)t->numel * cattr_dtype_size(dtype));
+    *out = t;
+    return CATTR_OK;
+}
+
+cattr_status cattr_tensor_from_data(cattr_dtype dtype, int ndim, const int64_t *shape, const void *data,
+                                    cattr_tensor **out) {
+    if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    CX_CHECK(check_shape_args(dtype, ndim, shape));
+    cattr_tensor *t = cx_tensor_alloc(dtype, ndim, shape);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a tensor");
+    size_t n = (size_t)t->numel * cattr_dtype_size(dtype);
+    if (n && !data) {
+        cattr_tensor_free(t);
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "data is NULL");
+    }
+    if (n) memcpy(t->data, data, n);
+    *out = t;
+    return CATTR_OK;
+}
+
+double cx_tensor_get(const cattr_tensor *t, int64_t i) {
+    switch (t->dtype) {
+    case CATTR_FLOAT32: return ((const float *)t->data)[i];
+    case CATTR_FLOAT64: return ((const double *)t->data)[i];
+    case CATTR_INT64: return (double)((const int64_t *)t->data)[i];
+    }
+    return 0;
+}
+
+void cx_tensor_set(cattr_tensor *t, int64_t i, double v) {
+    switch (t->dtype) {
+    case CATTR_FLOAT32: ((float *)t->data)[i] = (float)v; break;
+    case CATTR_FLOAT64: ((double *)t->data)[i] = v; break;
+    case CATTR_INT64: ((int64_t *)t->data)[i] = (int64_t)v; break;
+    }
+}
+
+cattr_status cattr_tensor_convert(const cattr_tensor *src, cattr_dtype dtype, cattr_tensor **out) {
+    if (!out || !src) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "NULL argument to cattr_tensor_convert");
+    *out = NULL;
+    if (cattr_dtype_size(dtype) == 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+    cattr_tensor *t = cx_tensor_alloc(dtype, src->ndim, src->shape);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a tensor");
+    if (dtype == src->dtype) {
+        memcpy(t->data, src->data, (size_t)src->numel * cattr_dtype_size(dtype));
+    } else if (src->dtype == CATTR_INT64 || dtype == CATTR_INT64) {
+        for (int64_t i = 0; i < src->numel; i++) cx_tensor_set(t, i, cx_tensor_get(src, i));
+    } else if (dtype == CATTR_FLOAT64) {
+        const float *s = src->data;
+        double *d = t->data;
+        for (int64_t i = 0; i < src->numel; i++) d[i] = s[i];
+    } else {
+        const double *s = src->data;
+        float *d = t->data;
+        for (int64_t i = 0; i < src->numel; i++) d[i] = (float)s[i];
+    }
+    *out = t;
+    return CATTR_OK;
+}
+
+void cattr_tensor_free(cattr_tensor *t) {
+    if (!t) return;
+    free(t->data);
+    free(t);
+}
+
+cattr_dtype cattr_tensor_dtype(const cattr_tensor *t) { return t->dtype; }
+int cattr_tensor_ndim(const cattr_tensor *t) { return t->ndim; }
+const int64_t *cattr_tensor_shape(const cattr_tensor *t) { return t->shape; }
+int64_t cattr_tensor_numel(const cattr_tensor *t) { return t->numel; }
+void *cattr_tensor_data(cattr_tensor *t) { return t->data; }
+const void *cattr_tensor_data_const(const cattr_tensor *t) { return t->data; }

@@ -1,0 +1,56 @@
+/* core.h - internal core: the tensor struct, error reporting, logging and small helpers shared by every module. */
+#ifndef CATTR_CORE_H
+#define CATTR_CORE_H
+
+#include "cattr.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Host tensor: C-contiguous, owns its buffer. */
+struct cattr_tensor {
+    cattr_dtype dtype;
+    int ndim;
+    int64_t shape[CATTR_MAX_DIMS];
+    int64_t numel;
+    void *data;
+};
+
+/* Records a failure message (printf format) for cattr_last_error() and returns `st`, so that error paths read
+ * `return cx_fail(CATTR_ERR_IO, "cannot open '%s'", path);`. */
+cattr_status cx_fail(cattr_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prefixes the current error message with a context string ("input 2: ..."); returns `st`. */
+cattr_status cx_fail_context(cattr_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cx_log(cattr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Allocation helpers; NULL on failure (callers turn that into CATTR_ERR_NO_MEMORY). */
+void *cx_malloc(size_t n);
+void *cx_calloc(size_t n, size_t size);
+void *cx_realloc(void *p, size_t n);
+char *cx_strdup(const char *s);
+
+int64_t cx_numel(int ndim, const int64_t *shape);
+/* Formats a shape as "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
+char *cx_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+bool cx_shape_eq(int na, const int64_t *a, int nb, const int64_t *b);
+
+/* Internal tensor constructor with no zero fill (data uninitialised). */
+cattr_tensor *cx_tensor_alloc(cattr_dtype dtype, int ndim, const int64_t *shape);
+/* Reads element i of any dtype as double / writes it. */
+double cx_tensor_get(const cattr_tensor *t, int64_t i);
+void cx_tensor_set(cattr_tensor *t, int64_t i, double v);
+
+/* Monotonic wall clock in seconds. */
+double cx_now(void);
+
+#define CX_CHECK(expr)                                                                                                 \
+    do {                                                                                                               \
+        cattr_status cx_st_ = (expr);                                                                                  \
+        if (cx_st_ != CATTR_OK) return cx_st_;                                                                         \
+    } while (0)
+
+#define CX_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif

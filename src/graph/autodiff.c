@@ -1,0 +1,367 @@
+/* autodiff.c - reverse-mode autodiff over the IR and the standard backward rule of each op. */
+#include "autodiff.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cg_emit(cg_graph *g, cg_op op, const char *base, const int *in, int n_in, const cg_attrs *a) {
+    char name[256];
+    snprintf(name, sizeof name, "%s/grad/%s_%d", base, cg_op_names[op], g->n_nodes);
+    int v = cg_add_node(g, op, name, in, n_in, a, NULL);
+    if (v < 0) cx_fail(CATTR_ERR_NO_MEMORY, "out of memory while building the backward graph");
+    return v;
+}
+
+/* Allocation failures inside rules are sticky: cg_emit records them and cg_autodiff checks after each rule, so
+ * rules can nest EMIT calls without checking every step (an id of -1 fed to a later node is never executed). */
+static _Thread_local bool g_emit_failed;
+
+static int emitv(cg_graph *g, cg_op op, const char *base, const cg_attrs *a, int n, ...) {
+    int in[CG_MAX_IN];
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) in[i] = va_arg(ap, int);
+    va_end(ap);
+    int v = cg_emit(g, op, base, in, n, a);
+    if (v < 0) g_emit_failed = true;
+    return v;
+}
+
+#define NARGS_(...) (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int))
+#define EMIT(op, a, ...) emitv(g, op, nd.name, a, NARGS_(__VA_ARGS__), __VA_ARGS__)
+
+/* ---- standard rules ------------------------------------------------------------------------------------------ */
+
+static cattr_status r_identity(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)g; (void)ni; (void)u;
+    if (need[0]) gx[0] = gy;
+    return CATTR_OK;
+}
+
+/* rules of the form gx0 = OP(first, gy) with `first` = the node's input 0 or output */
+static cattr_status unary_rule(cg_graph *g, int ni, int gy, const bool *need, int *gx, cg_op op, bool use_out) {
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(op, &nd.a, use_out ? nd.out : nd.in[0], gy);
+    return CATTR_OK;
+}
+static cattr_status r_relu(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_RELU_GRAD, false);
+}
+static cattr_status r_leakyrelu(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_LEAKYRELU_GRAD, false);
+}
+static cattr_status r_sigmoid(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_SIGMOID_GRAD, true);
+}
+static cattr_status r_tanh(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_TANH_GRAD, true);
+}
+static cattr_status r_softmax(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_SOFTMAX_GRAD, true);
+}
+static cattr_status r_clip(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_CLIP_GRAD, false);
+}
+static cattr_status r_maxpool(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_MAXPOOL_GRAD, false);
+}
+static cattr_status r_avgpool(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_AVGPOOL_GRAD, false);
+}
+static cattr_status r_gap(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_GAP_GRAD, false);
+}
+
+static cattr_status r_neg(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_NEG, NULL, gy);
+    return CATTR_OK;
+}
+
+static cattr_status r_reshape(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_RESHAPE_LIKE, NULL, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
+static cattr_status r_binary(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int A = nd.in[0], B = nd.in[1];
+    switch (nd.op) {
+    case CG_ADD:
+    case CG_SUB:
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, gy, A);
+        if (need[1]) {
+            int r = EMIT(CG_REDUCE_SUM_LIKE, NULL, gy, B);
+            gx[1] = nd.op == CG_SUB ? EMIT(CG_NEG, NULL, r) : r;
+        }
+        break;
+    case CG_MUL:
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MUL, NULL, gy, B), A);
+        if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MUL, NULL, gy, A), B);
+        break;
+    case CG_DIV:
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_DIV, NULL, gy, B), A);
+        if (need[1]) {
+            int t = EMIT(CG_DIV, NULL, EMIT(CG_MUL, NULL, gy, nd.out), B);
+            gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_NEG, NULL, t), B);
+        }
+        break;
+    default: return cx_fail(CATTR_ERR_INTERNAL, "binary rule on op %s", cg_op_names[nd.op]);
+    }
+    return CATTR_OK;
+}
+
+static int scalar_const(cg_graph *g, double v) {
+    cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT64, 0, NULL);
+    if (!t) return -1;
+    ((double *)t->data)[0] = v;
+    int id = cg_add_const(g, NULL, t, true);
+    if (id < 0) cattr_tensor_free(t);
+    return id;
+}
+
+static cattr_status r_gemm(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int A = nd.in[0], B = nd.in[1];
+    int ta = nd.a.trans_a, tb = nd.a.trans_b;
+    cg_attrs a = cg_attrs_default();
+    a.alpha = nd.a.alpha;
+    if (need[0]) {
+        if (!ta) { a.trans_a = 0; a.trans_b = !tb; gx[0] = EMIT(CG_GEMM, &a, gy, B); }
+        else { a.trans_a = tb; a.trans_b = 1; gx[0] = EMIT(CG_GEMM, &a, B, gy); }
+    }
+    if (need[1]) {
+        if (!tb) { a.trans_a = !ta; a.trans_b = 0; gx[1] = EMIT(CG_GEMM, &a, A, gy); }
+        else { a.trans_a = 1; a.trans_b = ta; gx[1] = EMIT(CG_GEMM, &a, gy, A); }
+    }
+    if (nd.n_in > 2 && nd.in[2] >= 0 && need[2]) {
+        int r = EMIT(CG_REDUCE_SUM_LIKE, NULL, gy, nd.in[2]);
+        if (nd.a.beta != 1.0) {
+            int s = scalar_const(g, nd.a.beta);
+            if (s < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            r = EMIT(CG_MUL, NULL, r, s);
+        }
+        gx[2] = r;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status r_matmul(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (nd.a.trans_a || nd.a.trans_b)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed MatMul", nd.name);
+    cg_attrs a = cg_attrs_default();
+    if (need[0]) {
+        a.trans_b = 1;
+        gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, gy, nd.in[1]), nd.in[0]);
+        a.trans_b = 0;
+    }
+    if (need[1]) {
+        a.trans_a = 1;
+        gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, nd.in[0], gy), nd.in[1]);
+    }
+    return CATTR_OK;
+}
+
+static cattr_status r_conv(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1] || (nd.n_in > 2 && need[2]))
+        return cx_fail(CATTR_ERR_UNSUPPORTED,
+                       "node '%s' (op Conv): the weight or bias depends on an attributed value; cattr computes no "
+                       "weight gradients",
+                       nd.name);
+    if (need[0]) gx[0] = EMIT(CG_CONV_GRAD_INPUT, &nd.a, nd.in[0], nd.in[1], gy);
+    return CATTR_OK;
+}
+
+static cattr_status r_batchnorm(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    for (int i = 1; i < 5; i++)
+        if (need[i])
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op BatchNormalization): parameter %d depends on an "
+                                                  "attributed value", nd.name, i);
+    if (need[0]) gx[0] = EMIT(CG_BATCHNORM_GRAD, &nd.a, gy, nd.in[1], nd.in[4]);
+    return CATTR_OK;
+}
+
+static cattr_status r_concat(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (nd.n_in + 1 > CG_MAX_IN)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op Concat): gradient of more than %d inputs", nd.name,
+                       CG_MAX_IN - 1);
+    for (int i = 0; i < nd.n_in; i++) {
+        if (!need[i]) continue;
+        int in[CG_MAX_IN];
+        in[0] = gy;
+        for (int j = 0; j < nd.n_in; j++) in[1 + j] = nd.in[j];
+        cg_attrs a = nd.a;
+        a.index = i;
+        gx[i] = cg_emit(g, CG_CONCAT_GRAD, nd.name, in, nd.n_in + 1, &a);
+        if (gx[i] < 0) g_emit_failed = true;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status r_transpose(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (!need[0]) return CATTR_OK;
+    cg_attrs a = nd.a;
+    for (int i = 0; i < nd.a.n_ints; i++) a.ints[nd.a.ints[i]] = i;
+    gx[0] = EMIT(CG_TRANSPOSE, &a, gy);
+    return CATTR_OK;
+}
+
+static cattr_status r_gather(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_GATHER_GRAD, &nd.a, gy, nd.in[1], nd.in[0]);
+    return CATTR_OK;
+}
+
+static cattr_status r_slice(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_SLICE_GRAD, &nd.a, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
+void cg_rules_default(cg_rules *r) {
+    memset(r, 0, sizeof *r);
+    r->by_op[CG_IDENTITY] = r_identity;
+    r->by_op[CG_GEMM] = r_gemm;
+    r->by_op[CG_MATMUL] = r_matmul;
+    r->by_op[CG_CONV] = r_conv;
+    r->by_op[CG_MAXPOOL] = r_maxpool;
+    r->by_op[CG_AVGPOOL] = r_avgpool;
+    r->by_op[CG_GLOBALAVGPOOL] = r_gap;
+    r->by_op[CG_RELU] = r_relu;
+    r->by_op[CG_LEAKYRELU] = r_leakyrelu;
+    r->by_op[CG_SIGMOID] = r_sigmoid;
+    r->by_op[CG_TANH] = r_tanh;
+    r->by_op[CG_SOFTMAX] = r_softmax;
+    r->by_op[CG_CLIP] = r_clip;
+    r->by_op[CG_ADD] = r_binary;
+    r->by_op[CG_SUB] = r_binary;
+    r->by_op[CG_MUL] = r_binary;
+    r->by_op[CG_DIV] = r_binary;
+    r->by_op[CG_NEG] = r_neg;
+    r->by_op[CG_RESHAPE] = r_reshape;
+    r->by_op[CG_FLATTEN] = r_reshape;
+    r->by_op[CG_SQUEEZE] = r_reshape;
+    r->by_op[CG_UNSQUEEZE] = r_reshape;
+    r->by_op[CG_CONCAT] = r_concat;
+    r->by_op[CG_TRANSPOSE] = r_transpose;
+    r->by_op[CG_GATHER] = r_gather;
+    r->by_op[CG_SLICE] = r_slice;
+    r->by_op[CG_BATCHNORM] = r_batchnorm;
+}
+
+/* ---- the transform ----------------------------------------------------------------------------------------- */
+
+cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt, const cg_rules *rules,
+                         int *grad_out) {
+    int nv = g->n_vals, nn = g->n_nodes;
+    bool *dep = calloc((size_t)nv, sizeof *dep);     /* value depends on a wrt value */
+    bool *contrib = calloc((size_t)nv, sizeof *contrib); /* value contributes to y */
+    int *gacc = malloc((size_t)nv * sizeof *gacc);
+    cattr_status st = CATTR_OK;
+    if (!dep || !contrib || !gacc) {
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory in autodiff");
+        goto done;
+    }
+    for (int i = 0; i < nv; i++) gacc[i] = -1;
+    for (int k = 0; k < n_wrt; k++) dep[wrt[k]] = true;
+    for (int i = 0; i < nn; i++) {
+        const cg_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0 && dep[n->in[j]]) dep[n->out] = true;
+    }
+    contrib[y] = true;
+    for (int i = nn - 1; i >= 0; i--) {
+        const cg_node *n = &g->nodes[i];
+        if (!contrib[n->out]) continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) contrib[n->in[j]] = true;
+    }
+    gacc[y] = seed;
+    for (int i = nn - 1; i >= 0; i--) {
+        cg_node *n = &g->nodes[i];
+        int gy = gacc[n->out];
+        if (gy < 0 || !dep[n->out]) continue;
+        bool need[CG_MAX_IN] = {0}, any = false;
+        int gx[CG_MAX_IN];
+        for (int j = 0; j < n->n_in; j++) {
+            gx[j] = -1;
+            need[j] = n->in[j] >= 0 && dep[n->in[j]] && g->vals[n->in[j]].kind != CG_VAL_CONST;
+            any |= need[j];
+        }
+        if (!any) continue;
+        cg_backward_fn fn = rules->by_node ? rules->by_node(g, i, rules->user) : NULL;
+        if (!fn) fn = rules->by_op[n->op];
+        if (!fn) {
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op %s): no backward rule", n->name, cg_op_names[n->op]);
+            goto done;
+        }
+        int n_in = n->n_in;
+        int ins[CG_MAX_IN];
+        memcpy(ins, n->in, sizeof ins);
+        g_emit_failed = false;
+        st = fn(g, i, gy, need, gx, rules->user);
+        if (st == CATTR_OK && g_emit_failed) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory in autodiff");
+        if (st != CATTR_OK) goto done;
+        for (int j = 0; j < n_in; j++) {
+            if (!need[j] || gx[j] < 0) continue;
+            int v = ins[j];
+            if (gacc[v] < 0) {
+                gacc[v] = gx[j];
+            } else {
+                int pair[2] = {gacc[v], gx[j]};
+                int s = cg_emit(g, CG_ADD, g->vals[v].name, pair, 2, NULL);
+                if (s < 0) {
+                    st = CATTR_ERR_NO_MEMORY;
+                    goto done;
+                }
+                gacc[v] = s;
+            }
+        }
+    }
+    for (int k = 0; k < n_wrt; k++) {
+        if (gacc[wrt[k]] >= 0) {
+            grad_out[k] = gacc[wrt[k]];
+        } else {
+            int in0 = wrt[k];
+            int z = cg_emit(g, CG_ZEROS_LIKE, g->vals[in0].name, &in0, 1, NULL);
+            if (z < 0) {
+                st = CATTR_ERR_NO_MEMORY;
+                goto done;
+            }
+            grad_out[k] = z;
+        }
+    }
+done:
+    free(dep);
+    free(contrib);
+    free(gacc);
+    return st;
+}

@@ -1,0 +1,169 @@
+/* graph.c - construction, copying and look-up of the cattr IR (see graph.h). */
+#include "graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *const cg_op_names[CG_OP_COUNT] = {
+    "Identity", "Gemm", "MatMul", "Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "LeakyRelu",
+    "Sigmoid", "Tanh", "Softmax", "Clip", "Add", "Sub", "Mul", "Div", "Neg", "Reshape", "Flatten", "Concat",
+    "Unsqueeze", "Squeeze", "Transpose", "Gather", "Slice", "BatchNormalization",
+    "ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "SoftmaxGrad", "ClipGrad", "MaxPoolGrad",
+    "AveragePoolGrad", "GlobalAveragePoolGrad", "ConvGradInput", "ReshapeLike", "ReduceSumLike", "ConcatGrad",
+    "GatherGrad", "SliceGrad", "BatchNormGrad", "ZerosLike",
+};
+_Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");
+
+cg_attrs cg_attrs_default(void) {
+    cg_attrs a;
+    memset(&a, 0, sizeof a);
+    a.alpha = 1.0;
+    a.beta = 1.0;
+    a.group = 1;
+    for (int i = 0; i < CG_MAX_SP; i++) {
+        a.stride[i] = 1;
+        a.dilation[i] = 1;
+        a.kernel[i] = 1;
+    }
+    return a;
+}
+
+cg_graph *cg_new(void) { return calloc(1, sizeof(cg_graph)); }
+
+void cg_free(cg_graph *g) {
+    if (!g) return;
+    for (int i = 0; i < g->n_vals; i++) {
+        free(g->vals[i].name);
+        if (g->vals[i].owns_data) cattr_tensor_free(g->vals[i].data);
+    }
+    for (int i = 0; i < g->n_nodes; i++) free(g->nodes[i].name);
+    free(g->vals);
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g);
+}
+
+static int add_value(cg_graph *g, const char *name, cg_value_kind kind) {
+    if (g->n_vals == g->cap_vals) {
+        int cap = g->cap_vals ? 2 * g->cap_vals : 64;
+        cg_value *v = realloc(g->vals, (size_t)cap * sizeof *v);
+        if (!v) return -1;
+        g->vals = v;
+        g->cap_vals = cap;
+    }
+    int id = g->n_vals;
+    cg_value *v = &g->vals[id];
+    memset(v, 0, sizeof *v);
+    char buf[32];
+    if (!name) {
+        snprintf(buf, sizeof buf, "%%v%d", id);
+        name = buf;
+    }
+    v->name = cx_strdup(name);
+    if (!v->name) return -1;
+    v->kind = kind;
+    v->producer = -1;
+    v->input_index = -1;
+    g->n_vals++;
+    return id;
+}
+
+int cg_add_input(cg_graph *g, const char *name) {
+    int *in = realloc(g->inputs, (size_t)(g->n_inputs + 1) * sizeof *in);
+    if (!in) return -1;
+    g->inputs = in;
+    int id = add_value(g, name, CG_VAL_INPUT);
+    if (id < 0) return -1;
+    g->vals[id].input_index = g->n_inputs;
+    g->inputs[g->n_inputs++] = id;
+    return id;
+}
+
+int cg_add_const(cg_graph *g, const char *name, cattr_tensor *t, bool owns) {
+    int id = add_value(g, name, CG_VAL_CONST);
+    if (id < 0) return -1;
+    g->vals[id].data = t;
+    g->vals[id].owns_data = owns;
+    return id;
+}
+
+int cg_add_node(cg_graph *g, cg_op op, const char *node_name, const int *in, int n_in, const cg_attrs *a,
+                const char *out_name) {
+    if (n_in > CG_MAX_IN) return -1;
+    if (g->n_nodes == g->cap_nodes) {
+        int cap = g->cap_nodes ? 2 * g->cap_nodes : 64;
+        cg_node *nn = realloc(g->nodes, (size_t)cap * sizeof *nn);
+        if (!nn) return -1;
+        g->nodes = nn;
+        g->cap_nodes = cap;
+    }
+    int out = add_value(g, out_name, CG_VAL_NODE);
+    if (out < 0) return -1;
+    cg_node *n = &g->nodes[g->n_nodes];
+    memset(n, 0, sizeof *n);
+    char buf[64];
+    if (!node_name) {
+        snprintf(buf, sizeof buf, "%s_%d", cg_op_names[op], g->n_nodes);
+        node_name = buf;
+    }
+    n->name = cx_strdup(node_name);
+    if (!n->name) return -1;
+    n->op = op;
+    n->n_in = n_in;
+    for (int i = 0; i < n_in; i++) n->in[i] = in[i];
+    n->out = out;
+    n->a = a ? *a : cg_attrs_default();
+    g->vals[out].producer = g->n_nodes;
+    g->n_nodes++;
+    return out;
+}
+
+int cg_add_output(cg_graph *g, int value) {
+    int *o = realloc(g->outputs, (size_t)(g->n_outputs + 1) * sizeof *o);
+    if (!o) return -1;
+    g->outputs = o;
+    g->outputs[g->n_outputs++] = value;
+    return 0;
+}
+
+int cg_find_value(const cg_graph *g, const char *name) {
+    for (int i = 0; i < g->n_vals; i++)
+        if (strcmp(g->vals[i].name, name) == 0) return i;
+    return -1;
+}
+
+cg_graph *cg_clone(const cg_graph *g) {
+    cg_graph *c = cg_new();
+    if (!c) return NULL;
+    c->vals = calloc((size_t)(g->n_vals ? g->n_vals : 1), sizeof *c->vals);
+    c->nodes = calloc((size_t)(g->n_nodes ? g->n_nodes : 1), sizeof *c->nodes);
+    c->inputs = calloc((size_t)(g->n_inputs ? g->n_inputs : 1), sizeof(int));
+    c->outputs = calloc((size_t)(g->n_outputs ? g->n_outputs : 1), sizeof(int));
+    if (!c->vals || !c->nodes || !c->inputs || !c->outputs) goto fail;
+    c->cap_vals = g->n_vals ? g->n_vals : 1;
+    c->cap_nodes = g->n_nodes ? g->n_nodes : 1;
+    for (int i = 0; i < g->n_vals; i++) {
+        c->vals[i] = g->vals[i];
+        c->vals[i].owns_data = false;
+        c->vals[i].name = cx_strdup(g->vals[i].name);
+        c->n_vals = i + 1;
+        if (!c->vals[i].name) goto fail;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        c->nodes[i] = g->nodes[i];
+        c->nodes[i].name = cx_strdup(g->nodes[i].name);
+        c->n_nodes = i + 1;
+        if (!c->nodes[i].name) goto fail;
+    }
+    memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof(int));
+    c->n_inputs = g->n_inputs;
+    memcpy(c->outputs, g->outputs, (size_t)g->n_outputs * sizeof(int));
+    c->n_outputs = g->n_outputs;
+    return c;
+fail:
+    cg_free(c);
+    return NULL;
+}

@@ -1,0 +1,138 @@
+/* graph.h - the one IR of cattr: a graph of typed ops over named values.
+ *
+ * Values are graph inputs, constants (weights, folded shape tensors) or node outputs. Every node has exactly one
+ * output value. Shapes are not stored in the graph: they are inferred by the planner for concrete input shapes, so
+ * one graph serves every batch size. Shape-like ONNX inputs (Reshape's shape, Unsqueeze's axes, Slice's starts...,
+ * Clip's bounds) are folded into cg_attrs at import time; Gather's indices stay an int64 constant input.
+ */
+#ifndef CATTR_GRAPH_H
+#define CATTR_GRAPH_H
+
+#include "../core/core.h"
+
+/* Keep in step with cg_op_names[] in graph.c (a static assertion checks the count). */
+typedef enum cg_op {
+    /* ---- forward ops (ONNX) ---- */
+    CG_IDENTITY = 0, /* also Dropout in inference */
+    CG_GEMM,         /* Y = alpha * op(A) op(B) + beta * C ; trans_a, trans_b, alpha, beta; C optional (n_in 2|3) */
+    CG_MATMUL,       /* numpy matmul with batch broadcasting */
+    CG_CONV,         /* X, W, [B]; nsp, kernel, stride, pad, dilation, group */
+    CG_MAXPOOL,      /* nsp, kernel, stride, pad, dilation, ceil_mode */
+    CG_AVGPOOL,      /* nsp, kernel, stride, pad, ceil_mode, count_include_pad */
+    CG_GLOBALAVGPOOL,
+    CG_RELU,
+    CG_LEAKYRELU, /* alpha */
+    CG_SIGMOID,
+    CG_TANH,
+    CG_SOFTMAX, /* axis (normalised to >= 0 by the planner) */
+    CG_CLIP,    /* alpha = min, beta = max (+-INFINITY when absent) */
+    CG_ADD,     /* numpy broadcasting for the binary ops */
+    CG_SUB,
+    CG_MUL,
+    CG_DIV,
+    CG_NEG,
+    CG_RESHAPE,   /* ints = target shape (ONNX rules: 0 copies unless allowzero, one -1 inferred) */
+    CG_FLATTEN,   /* axis */
+    CG_CONCAT,    /* axis; n_in inputs */
+    CG_UNSQUEEZE, /* ints = axes */
+    CG_SQUEEZE,   /* ints = axes (n_ints 0: every dim of size 1) */
+    CG_TRANSPOSE, /* ints = perm (n_ints 0: reverse) */
+    CG_GATHER,    /* data, indices (int64); axis */
+    CG_SLICE,     /* ints = [starts(n), ends(n), axes(n), steps(n)], n = n_ints / 4 */
+    CG_BATCHNORM, /* X, scale, bias, mean, var; alpha = epsilon */
+    /* ---- internal ops emitted by autodiff and methods ---- */
+    CG_RELU_GRAD,       /* (X, gY) -> gY * (X > 0) */
+    CG_LEAKYRELU_GRAD,  /* (X, gY); alpha */
+    CG_SIGMOID_GRAD,    /* (Y, gY) -> gY * Y * (1 - Y) */
+    CG_TANH_GRAD,       /* (Y, gY) -> gY * (1 - Y^2) */
+    CG_SOFTMAX_GRAD,    /* (Y, gY); axis -> Y * (gY - sum(gY * Y, axis)) */
+    CG_CLIP_GRAD,       /* (X, gY); alpha, beta -> gY where min <= X <= max (torch's rule) */
+    CG_MAXPOOL_GRAD,    /* (X, gY); pool attrs -> gradient routed to the first maximum of each window */
+    CG_AVGPOOL_GRAD,    /* (X, gY); pool attrs */
+    CG_GAP_GRAD,        /* (X, gY) */
+    CG_CONV_GRAD_INPUT, /* (X, W, gY); conv attrs -> dX (X used for its shape only) */
+    CG_RESHAPE_LIKE,    /* (gY, X) -> gY reshaped to X's shape */
+    CG_REDUCE_SUM_LIKE, /* (gY, X) -> gY summed over the broadcast dims down to X's shape */
+    CG_CONCAT_GRAD,     /* (gY, X0..Xn-1); axis, index -> the slice of gY that belongs to input `index` */
+    CG_GATHER_GRAD,     /* (gY, indices, X); axis -> scatter-add into zeros of X's shape */
+    CG_SLICE_GRAD,      /* (gY, X); slice ints -> zeros of X's shape with gY written into the slice */
+    CG_BATCHNORM_GRAD,  /* (gY, scale, var); alpha = epsilon -> gY * scale / sqrt(var + eps) per channel */
+    CG_ZEROS_LIKE,      /* (X) -> zeros of X's shape */
+    CG_OP_COUNT
+} cg_op;
+
+extern const char *const cg_op_names[CG_OP_COUNT];
+
+#define CG_MAX_IN 8
+#define CG_MAX_SP 3
+#define CG_MAX_INTS 32
+
+typedef struct cg_attrs {
+    int64_t axis;
+    int64_t index;
+    int trans_a, trans_b;
+    double alpha, beta;
+    int nsp; /* number of spatial dims (Conv, pools) */
+    int64_t kernel[CG_MAX_SP], stride[CG_MAX_SP], dilation[CG_MAX_SP];
+    int64_t pad[2 * CG_MAX_SP]; /* begins for each spatial dim, then ends */
+    int64_t group;
+    int ceil_mode;
+    int count_include_pad;
+    int allowzero;
+    int n_ints;
+    int64_t ints[CG_MAX_INTS];
+} cg_attrs;
+
+/* Default attributes: alpha = beta = 1, group 1, strides and dilations 1, everything else 0. */
+cg_attrs cg_attrs_default(void);
+
+typedef enum cg_value_kind { CG_VAL_INPUT = 0, CG_VAL_CONST = 1, CG_VAL_NODE = 2 } cg_value_kind;
+
+typedef struct cg_value {
+    char *name;
+    cg_value_kind kind;
+    int producer;        /* node index for CG_VAL_NODE, else -1 */
+    int input_index;     /* position among graph inputs for CG_VAL_INPUT, else -1 */
+    cattr_tensor *data;  /* CG_VAL_CONST: the constant (host) */
+    bool owns_data;      /* whether cg_free releases `data` */
+} cg_value;
+
+typedef struct cg_node {
+    cg_op op;
+    char *name; /* ONNX node name or a generated one */
+    int n_in;
+    int in[CG_MAX_IN]; /* value ids; -1 for an absent optional input */
+    int out;           /* value id */
+    cg_attrs a;
+} cg_node;
+
+typedef struct cg_graph {
+    cg_value *vals;
+    int n_vals, cap_vals;
+    cg_node *nodes; /* in topological order */
+    int n_nodes, cap_nodes;
+    int *inputs; /* value ids of the graph inputs, in order */
+    int n_inputs;
+    int *outputs; /* value ids of the graph outputs */
+    int n_outputs;
+} cg_graph;
+
+cg_graph *cg_new(void);
+void cg_free(cg_graph *g);
+/* Deep copy of the structure; constants are shared (borrowed, not owned) by the copy. NULL on allocation failure. */
+cg_graph *cg_clone(const cg_graph *g);
+
+/* Adds a graph input called `name`; returns its value id, or -1 on allocation failure. */
+int cg_add_input(cg_graph *g, const char *name);
+/* Adds a constant; the graph takes ownership of `t` when `owns` is true. Returns the value id or -1. */
+int cg_add_const(cg_graph *g, const char *name, cattr_tensor *t, bool owns);
+/* Appends a node computing `op` over `in` (n_in value ids) and returns its output value id (named `out_name`, or
+ * generated when NULL), or -1 on allocation failure. `a` may be NULL (defaults). */
+int cg_add_node(cg_graph *g, cg_op op, const char *node_name, const int *in, int n_in, const cg_attrs *a,
+                const char *out_name);
+/* Marks a value as a graph output. Returns 0, or -1 on allocation failure. */
+int cg_add_output(cg_graph *g, int value);
+/* Value id of `name`, or -1. Linear search: for loaders and user-facing look-ups, not hot paths. */
+int cg_find_value(const cg_graph *g, const char *name);
+
+#endif

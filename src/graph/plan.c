@@ -1,0 +1,397 @@
+/* plan.c - the planned and eager executors (see plan.h). */
+#include "plan.h"
+
+#include "ops/ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- constants -------------------------------------------------------------------------------------------- */
+
+struct cx_consts {
+    cx_backend *be;
+    cattr_dtype dtype;
+    const cattr_tensor **src; /* which host tensor each slot was made from */
+    cx_view *views;
+    size_t *bytes;
+    int n;
+};
+
+cattr_status cx_consts_new(cx_backend *be, cattr_dtype dtype, cx_consts **out) {
+    cx_consts *c = calloc(1, sizeof *c);
+    if (!c) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    c->be = be;
+    c->dtype = dtype;
+    *out = c;
+    return CATTR_OK;
+}
+
+void cx_consts_free(cx_consts *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++)
+        if (c->views[i].data) c->be->free(c->be->ctx, c->views[i].data, c->bytes[i]);
+    free(c->src);
+    free(c->views);
+    free(c->bytes);
+    free(c);
+}
+
+static cattr_status consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *out) {
+    if (v >= c->n) {
+        int n = g->n_vals > v + 1 ? g->n_vals : v + 1;
+        const cattr_tensor **s = realloc(c->src, (size_t)n * sizeof *s);
+        if (s) c->src = s;
+        cx_view *vw = realloc(c->views, (size_t)n * sizeof *vw);
+        if (vw) c->views = vw;
+        size_t *b = realloc(c->bytes, (size_t)n * sizeof *b);
+        if (b) c->bytes = b;
+        if (!s || !vw || !b) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int i = c->n; i < n; i++) {
+            c->src[i] = NULL;
+            memset(&c->views[i], 0, sizeof c->views[i]);
+            c->bytes[i] = 0;
+        }
+        c->n = n;
+    }
+    const cattr_tensor *t = g->vals[v].data;
+    if (c->src[v] != t) { /* a different graph reused this id: replace */
+        if (c->views[v].data) c->be->free(c->be->ctx, c->views[v].data, c->bytes[v]);
+        c->views[v].data = NULL;
+        c->src[v] = NULL;
+    }
+    if (!c->views[v].data) {
+        cattr_dtype dt = t->dtype == CATTR_INT64 ? CATTR_INT64 : c->dtype;
+        cattr_tensor *conv = NULL;
+        const cattr_tensor *use = t;
+        if (dt != t->dtype) {
+            CX_CHECK(cattr_tensor_convert(t, dt, &conv));
+            use = conv;
+        }
+        size_t bytes = (size_t)use->numel * cattr_dtype_size(dt);
+        void *p = c->be->alloc(c->be->ctx, bytes);
+        if (!p) {
+            cattr_tensor_free(conv);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate constant '%s'", g->vals[v].name);
+        }
+        cattr_status st = c->be->copy_in(c->be->ctx, p, use->data, bytes);
+        cattr_tensor_free(conv);
+        if (st != CATTR_OK) {
+            c->be->free(c->be->ctx, p, bytes);
+            return st;
+        }
+        c->views[v].dtype = dt;
+        c->views[v].ndim = t->ndim;
+        memcpy(c->views[v].shape, t->shape, sizeof t->shape);
+        c->views[v].data = p;
+        c->bytes[v] = bytes;
+        c->src[v] = t;
+    }
+    *out = c->views[v];
+    return CATTR_OK;
+}
+
+/* ---- plans -------------------------------------------------------------------------------------------------- */
+
+struct cx_plan {
+    const cg_graph *g;
+    cx_consts *consts;
+    cx_backend *be;
+    bool eager;
+    int n_inputs;
+    int in_ndim[16];
+    int64_t in_shape[16][CATTR_MAX_DIMS];
+    cx_view *views;   /* per value */
+    int *root;        /* per value: the value whose storage it uses (itself unless a view alias) */
+    size_t *offset;   /* per root value: arena offset (planned) */
+    size_t *bytes;    /* per value */
+    int *last_use;    /* per root: position in order of the last reader (n_order for outputs) */
+    int *order;       /* node ids to run */
+    int n_order;
+    int *outs;
+    int n_outs;
+    void *arena;
+    size_t arena_bytes;
+    size_t eager_peak;
+};
+
+static bool is_view_op(cg_op op) {
+    return op == CG_IDENTITY || op == CG_RESHAPE || op == CG_FLATTEN || op == CG_SQUEEZE || op == CG_UNSQUEEZE ||
+           op == CG_RESHAPE_LIKE;
+}
+
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+void cx_plan_free(cx_plan *p) {
+    if (!p) return;
+    if (p->arena) p->be->free(p->be->ctx, p->arena, p->arena_bytes);
+    free(p->views);
+    free(p->root);
+    free(p->offset);
+    free(p->bytes);
+    free(p->last_use);
+    free(p->order);
+    free(p->outs);
+    free(p);
+}
+
+bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS]) {
+    for (int i = 0; i < p->n_inputs; i++)
+        if (!cx_shape_eq(p->in_ndim[i], p->in_shape[i], in_ndim[i], in_shape[i])) return false;
+    return true;
+}
+
+const cx_view *cx_plan_view(const cx_plan *p, int v) { return &p->views[v]; }
+size_t cx_plan_bytes(const cx_plan *p) { return p->eager ? p->eager_peak : p->arena_bytes; }
+
+/* First-fit placement of [lo, hi) lifetimes into one arena. */
+typedef struct { size_t off, size; int end; } block;
+
+static cattr_status place(cx_plan *p) {
+    const cg_graph *g = p->g;
+    int nb = 0, cap = 64;
+    block *live = malloc((size_t)cap * sizeof *live);
+    if (!live) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    size_t top = 0;
+    /* graph inputs are defined at position -1, node outputs at their position */
+    for (int pos = -1; pos < p->n_order; pos++) {
+        /* release blocks whose last use is before this position */
+        for (int i = 0; i < nb;)
+            if (live[i].end < pos) live[i] = live[--nb];
+            else i++;
+        int defs[16], nd = 0;
+        if (pos < 0) {
+            for (int i = 0; i < g->n_inputs && nd < 16; i++)
+                if (p->last_use[g->inputs[i]] >= 0) defs[nd++] = g->inputs[i];
+        } else {
+            int v = g->nodes[p->order[pos]].out;
+            if (p->root[v] == v) defs[nd++] = v;
+        }
+        for (int d = 0; d < nd; d++) {
+            int v = defs[d];
+            size_t need = align64(p->bytes[v]);
+            /* sort live blocks by offset and find the first gap that fits */
+            for (int i = 1; i < nb; i++)
+                for (int j = i; j > 0 && live[j - 1].off > live[j].off; j--) {
+                    block t = live[j];
+                    live[j] = live[j - 1];
+                    live[j - 1] = t;
+                }
+            size_t off = 0;
+            for (int i = 0; i < nb; i++) {
+                if (live[i].off >= off + need) break;
+                if (live[i].off + live[i].size > off) off = live[i].off + live[i].size;
+            }
+            if (nb == cap) {
+                cap *= 2;
+                block *nl = realloc(live, (size_t)cap * sizeof *nl);
+                if (!nl) {
+                    free(live);
+                    return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                }
+                live = nl;
+            }
+            live[nb++] = (block){off, need, p->last_use[v]};
+            p->offset[v] = off;
+            if (off + need > top) top = off + need;
+        }
+    }
+    free(live);
+    p->arena_bytes = top;
+    return CATTR_OK;
+}
+
+cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
+                         const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
+                         int n_outs, cx_plan **out) {
+    *out = NULL;
+    if (g->n_inputs > 16) return cx_fail(CATTR_ERR_UNSUPPORTED, "models with more than 16 inputs");
+    cx_plan *p = calloc(1, sizeof *p);
+    if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int nv = g->n_vals;
+    p->g = g;
+    p->consts = consts;
+    p->be = consts->be;
+    p->eager = eager;
+    p->n_inputs = g->n_inputs;
+    p->views = calloc((size_t)nv, sizeof *p->views);
+    p->root = malloc((size_t)nv * sizeof *p->root);
+    p->offset = calloc((size_t)nv, sizeof *p->offset);
+    p->bytes = calloc((size_t)nv, sizeof *p->bytes);
+    p->last_use = malloc((size_t)nv * sizeof *p->last_use);
+    p->order = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *p->order);
+    p->outs = malloc((size_t)(n_outs ? n_outs : 1) * sizeof *p->outs);
+    bool *needed = calloc((size_t)nv, sizeof *needed);
+    cattr_status st = CATTR_OK;
+    if (!p->views || !p->root || !p->offset || !p->bytes || !p->last_use || !p->order || !p->outs || !needed) {
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    memcpy(p->outs, outs, (size_t)n_outs * sizeof *outs);
+    p->n_outs = n_outs;
+    for (int i = 0; i < g->n_inputs; i++) {
+        p->in_ndim[i] = in_ndim[i];
+        memcpy(p->in_shape[i], in_shape[i], sizeof p->in_shape[i]);
+    }
+    for (int v = 0; v < nv; v++) {
+        p->root[v] = v;
+        p->last_use[v] = -1;
+    }
+    /* nodes needed by the outputs, in graph order */
+    for (int k = 0; k < n_outs; k++) needed[outs[k]] = true;
+    for (int i = g->n_nodes - 1; i >= 0; i--) {
+        const cg_node *n = &g->nodes[i];
+        if (!needed[n->out]) continue;
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) needed[n->in[j]] = true;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (needed[g->nodes[i].out]) p->order[p->n_order++] = i;
+    /* views of inputs and constants */
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        cx_view *w = &p->views[v];
+        w->dtype = in_dtype ? in_dtype[i] : consts->dtype;
+        w->ndim = in_ndim[i];
+        memcpy(w->shape, in_shape[i], sizeof w->shape);
+        p->bytes[v] = (size_t)cx_view_numel(w) * cattr_dtype_size(w->dtype);
+    }
+    for (int v = 0; v < nv; v++) {
+        if (g->vals[v].kind != CG_VAL_CONST || !needed[v]) continue;
+        st = consts_get(consts, g, v, &p->views[v]);
+        if (st != CATTR_OK) goto fail;
+    }
+    /* shape inference and aliasing */
+    for (int k = 0; k < p->n_order; k++) {
+        const cg_node *n = &g->nodes[p->order[k]];
+        cx_view in[CG_MAX_IN];
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] < 0) memset(&in[j], 0, sizeof in[j]);
+            else {
+                in[j] = p->views[n->in[j]];
+                in[j].data = (void *)1; /* marks "present" for optional-input checks */
+            }
+        }
+        cx_view *o = &p->views[n->out];
+        st = cx_infer(n, in, o);
+        if (st != CATTR_OK) goto fail;
+        o->data = NULL;
+        p->bytes[n->out] = (size_t)cx_view_numel(o) * cattr_dtype_size(o->dtype);
+        if (!eager && is_view_op(n->op) && g->vals[n->in[0]].kind != CG_VAL_CONST)
+            p->root[n->out] = p->root[n->in[0]];
+    }
+    /* liveness per root */
+    for (int k = 0; k < p->n_order; k++) {
+        const cg_node *n = &g->nodes[p->order[k]];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) {
+                int r = p->root[n->in[j]];
+                if (p->last_use[r] < k) p->last_use[r] = k;
+            }
+        int r = p->root[n->out];
+        if (p->last_use[r] < k) p->last_use[r] = k;
+    }
+    for (int k = 0; k < n_outs; k++) p->last_use[p->root[outs[k]]] = p->n_order;
+    for (int i = 0; i < g->n_inputs; i++)
+        if (!needed[g->inputs[i]]) p->last_use[g->inputs[i]] = -1;
+    if (!eager) {
+        st = place(p);
+        if (st != CATTR_OK) goto fail;
+        p->arena = p->be->alloc(p->be->ctx, p->arena_bytes ? p->arena_bytes : 64);
+        if (!p->arena) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", p->arena_bytes);
+            goto fail;
+        }
+    }
+    free(needed);
+    *out = p;
+    return CATTR_OK;
+fail:
+    free(needed);
+    cx_plan_free(p);
+    return st;
+}
+
+static cattr_status run_node(cx_plan *p, const cg_node *n) {
+    cx_view in[CG_MAX_IN];
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] < 0) memset(&in[j], 0, sizeof in[j]);
+        else in[j] = p->views[n->in[j]];
+    }
+    cx_view *o = &p->views[n->out];
+    if (o->data == in[0].data && n->n_in > 0 && is_view_op(n->op)) return CATTR_OK; /* aliased view: no work */
+    return p->be->run_op(p->be->ctx, n, in, o);
+}
+
+cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host) {
+    const cg_graph *g = p->g;
+    cx_backend *be = p->be;
+    cattr_status st = CATTR_OK;
+    size_t cur = 0;
+    if (!p->eager) {
+        char *base = p->arena;
+        for (int v = 0; v < g->n_vals; v++) {
+            if (g->vals[v].kind == CG_VAL_CONST) continue;
+            int r = p->root[v];
+            if (p->last_use[r] < 0 && g->vals[v].kind == CG_VAL_INPUT) {
+                p->views[v].data = NULL;
+                continue;
+            }
+            p->views[v].data = base + p->offset[r];
+        }
+        for (int i = 0; i < g->n_inputs; i++) {
+            int v = g->inputs[i];
+            if (p->last_use[v] < 0) continue;
+            if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
+            CX_CHECK(be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]));
+        }
+        for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &g->nodes[p->order[k]]);
+    } else {
+        for (int i = 0; i < g->n_inputs && st == CATTR_OK; i++) {
+            int v = g->inputs[i];
+            p->views[v].data = NULL;
+            if (p->last_use[v] < 0) continue;
+            if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
+            p->views[v].data = be->alloc(be->ctx, p->bytes[v]);
+            if (!p->views[v].data) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else st = be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]);
+            cur += p->bytes[v];
+        }
+        for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
+            const cg_node *n = &g->nodes[p->order[k]];
+            cx_view *o = &p->views[n->out];
+            o->data = be->alloc(be->ctx, p->bytes[n->out]);
+            if (!o->data) {
+                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory at node '%s'", n->name);
+                break;
+            }
+            cur += p->bytes[n->out];
+            if (cur > p->eager_peak) p->eager_peak = cur;
+            st = run_node(p, n);
+            for (int j = 0; j < n->n_in; j++) { /* free inputs at their last use */
+                int v = n->in[j];
+                if (v < 0 || g->vals[v].kind == CG_VAL_CONST || p->last_use[v] != k || !p->views[v].data) continue;
+                bool dup = false;
+                for (int t = 0; t < j; t++) dup |= n->in[t] == v;
+                if (dup) continue;
+                be->free(be->ctx, p->views[v].data, p->bytes[v]);
+                p->views[v].data = NULL;
+                cur -= p->bytes[v];
+            }
+        }
+    }
+    if (st == CATTR_OK) st = be->synchronize(be->ctx);
+    for (int k = 0; k < p->n_outs && st == CATTR_OK; k++) {
+        int v = p->outs[k];
+        const void *src = p->views[v].data;
+        if (g->vals[v].kind == CG_VAL_CONST) src = p->views[v].data;
+        st = be->copy_out(be->ctx, out_host[k], src, p->bytes[v]);
+    }
+    if (p->eager) {
+        for (int v = 0; v < g->n_vals; v++) {
+            if (g->vals[v].kind == CG_VAL_CONST || !p->views[v].data) continue;
+            be->free(be->ctx, p->views[v].data, p->bytes[v]);
+            p->views[v].data = NULL;
+        }
+    }
+    return st;
+}

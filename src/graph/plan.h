@@ -1,0 +1,41 @@
+/* plan.h - executors over the IR: a planned one (order, liveness, one arena reused across calls, view aliasing)
+ * and an eager one (op by op, each value its own allocation, freed at last use). Both run the same backend kernels,
+ * so they give bitwise-identical results.
+ */
+#ifndef CATTR_PLAN_H
+#define CATTR_PLAN_H
+
+#include "backend/backend.h"
+
+/* Constants uploaded to a backend in one compute dtype (float constants converted, int64 kept). Shared by every
+ * plan of a model; grows lazily when graphs derived from the model add constants. */
+typedef struct cx_consts cx_consts;
+cattr_status cx_consts_new(cx_backend *be, cattr_dtype dtype, cx_consts **out);
+void cx_consts_free(cx_consts *c);
+
+typedef struct cx_plan cx_plan;
+
+/* Plans `outs` (n_outs value ids) of graph g for inputs of the given shapes and dtypes (in graph-input order;
+ * in_dtype may be NULL: every input takes the compute dtype of `consts`). Inputs not needed by the outputs may
+ * have any shape. The plan borrows g and consts, which must outlive it.
+ * Errors: CATTR_ERR_SHAPE (naming the node), CATTR_ERR_NO_MEMORY, CATTR_ERR_UNSUPPORTED. */
+cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
+                         const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
+                         int n_outs, cx_plan **out);
+void cx_plan_free(cx_plan *p);
+
+/* True when the plan was made for exactly these input shapes. */
+bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS]);
+
+/* The inferred view (dtype, shape) of value v; data is NULL outside a run. */
+const cx_view *cx_plan_view(const cx_plan *p, int v);
+
+/* Runs the plan: copies host inputs (in graph-input order, each in the plan's input dtype, NULL for inputs the
+ * outputs do not need) in, executes, and copies output k into host buffer out_host[k] (sized from cx_plan_view).
+ * Errors: whatever a kernel reports (naming the node), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host);
+
+/* Bytes of the plan's arena (planned) or the peak of its allocations (eager, after a run). */
+size_t cx_plan_bytes(const cx_plan *p);
+
+#endif

@@ -1,0 +1,295 @@
+/* fileutil.c - atomic whole-file writes (temporary + fsync + rename), whole-file reads, and the little-endian
+ * element codecs used by the .npy and .safetensors readers and writers. */
+#define _POSIX_C_SOURCE 200809L
+#include "io/fileutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ==== atomic write ========================================================================================= */
+
+/* Opens the temporary for writing: exclusive create without following links, so that a stale or planted file of
+ * the same name is never written through; a stale regular file left by a dead process with our pid is removed once. */
+static FILE *open_temp(const char *tmp) {
+    for (int attempt = 0; attempt < 2; attempt++) {
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0) {
+            FILE *f = fdopen(fd, "wb");
+            if (!f) {
+                int e = errno;
+                close(fd);
+                unlink(tmp);
+                errno = e;
+            }
+            return f;
+        }
+        if (errno != EEXIST || attempt > 0) return NULL;
+        struct stat st;
+        if (lstat(tmp, &st) != 0 || !S_ISREG(st.st_mode) || unlink(tmp) != 0) {
+            errno = EEXIST;
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+/* Best effort: makes the rename durable by syncing the directory that holds `path`. Failure is not an error (some
+ * file systems refuse fsync on directories). */
+static void sync_parent_dir(const char *path) {
+    const char *slash = strrchr(path, '/');
+    char dir[PATH_MAX];
+    if (!slash) {
+        strcpy(dir, ".");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n == 0) n = 1; /* "/file" -> "/" */
+        if (n >= sizeof dir) return;
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    (void)fsync(fd);
+    close(fd);
+}
+
+cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE *f, void *ctx), void *ctx) {
+    if (!path || !*path || !writer) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_write_file_atomic: NULL path or writer");
+    size_t plen = strlen(path);
+    char *tmp = malloc(plen + 32);
+    if (!tmp) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a temporary file name for '%s'", path);
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+
+    FILE *f = open_temp(tmp);
+    if (!f) {
+        cattr_status st = cx_fail(CATTR_ERR_IO, "cannot create '%s' (temporary for '%s'): %s", tmp, path, strerror(errno));
+        free(tmp);
+        return st;
+    }
+    cattr_status st = writer(f, ctx);
+    if (st != CATTR_OK) {
+        cx_fail_context(st, "writing '%s'", path);
+    } else if (ferror(f)) {
+        st = cx_fail(CATTR_ERR_IO, "cannot write '%s': write error on the temporary '%s'", path, tmp);
+    } else if (fflush(f) != 0) {
+        st = cx_fail(CATTR_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    } else if (fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) {
+        /* EINVAL/EROFS: the file system does not support syncing (pipes, some FUSE mounts); the data is written. */
+        st = cx_fail(CATTR_ERR_IO, "cannot sync '%s': %s", path, strerror(errno));
+    }
+    if (fclose(f) != 0 && st == CATTR_OK) st = cx_fail(CATTR_ERR_IO, "cannot close '%s': %s", path, strerror(errno));
+    if (st == CATTR_OK && rename(tmp, path) != 0)
+        st = cx_fail(CATTR_ERR_IO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+    if (st != CATTR_OK) {
+        unlink(tmp);
+    } else {
+        sync_parent_dir(path);
+    }
+    free(tmp);
+    return st;
+}
+
+/* ==== whole-file read ====================================================================================== */
+
+cattr_status cx_file_size(FILE *f, const char *path, uint64_t *size) {
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) return cx_fail(CATTR_ERR_IO, "cannot stat '%s': %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file", path);
+    *size = (uint64_t)st.st_size;
+    return CATTR_OK;
+}
+
+cattr_status cx_read_file(const char *path, void **data, size_t *size) {
+    if (data) *data = NULL;
+    if (size) *size = 0;
+    if (!path || !data || !size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_read_file: NULL argument");
+    FILE *f = fopen(path, "rb");
+    if (!f) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    uint64_t n64 = 0;
+    cattr_status st = cx_file_size(f, path, &n64);
+    if (st != CATTR_OK) {
+        fclose(f);
+        return st;
+    }
+    if (n64 >= (uint64_t)SIZE_MAX) {
+        fclose(f);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "'%s' is too large to read (%llu bytes)", path, (unsigned long long)n64);
+    }
+    size_t n = (size_t)n64;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        fclose(f);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate %zu bytes to read '%s'", n + 1, path);
+    }
+    size_t got = fread(buf, 1, n, f);
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (got != n) {
+        free(buf);
+        if (err) return cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, strerror(err));
+        return cx_fail(CATTR_ERR_IO, "cannot read '%s': it shrank while being read (%zu of %zu bytes)", path, got, n);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *size = n;
+    return CATTR_OK;
+}
+
+/* ==== little-endian element codecs ========================================================================= */
+
+size_t cx_elem_size(cx_elem e) {
+    switch (e) {
+    case CX_ELEM_I8:
+    case CX_ELEM_U8:
+    case CX_ELEM_BOOL: return 1;
+    case CX_ELEM_F16:
+    case CX_ELEM_BF16:
+    case CX_ELEM_I16:
+    case CX_ELEM_U16: return 2;
+    case CX_ELEM_F32:
+    case CX_ELEM_I32:
+    case CX_ELEM_U32: return 4;
+    case CX_ELEM_F64:
+    case CX_ELEM_I64: return 8;
+    }
+    return 0;
+}
+
+cattr_dtype cx_elem_dtype(cx_elem e) {
+    switch (e) {
+    case CX_ELEM_F16:
+    case CX_ELEM_BF16:
+    case CX_ELEM_F32: return CATTR_FLOAT32;
+    case CX_ELEM_F64: return CATTR_FLOAT64;
+    default: return CATTR_INT64;
+    }
+}
+
+static uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t rd32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static uint64_t rd64(const unsigned char *p) { return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32); }
+static void wr32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+static void wr64(unsigned char *p, uint64_t v) {
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* IEEE binary16 bits -> binary32 bits (exact: every half is representable as a float). */
+static uint32_t half_to_float_bits(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu;
+    uint32_t mant = h & 0x3ffu;
+    if (exp == 0) {
+        if (mant == 0) return sign; /* +-0 */
+        /* subnormal: mant * 2^-24; shift until the implicit bit (0x400) appears */
+        int k = 0;
+        while (!(mant & 0x400u)) {
+            mant <<= 1;
+            k++;
+        }
+        mant &= 0x3ffu;
+        return sign | ((uint32_t)(113 - k) << 23) | (mant << 13);
+    }
+    if (exp == 31) return sign | 0x7f800000u | (mant << 13); /* inf / nan (payload kept) */
+    return sign | ((exp + 112u) << 23) | (mant << 13);
+}
+
+/* Stores go through memcpy so that the in-place widening of cx_read_elems (src inside dst's tail) never breaks the
+ * aliasing rules; each element is loaded completely before its wider result is stored, which is what makes the
+ * forward in-place pass safe. */
+void cx_decode_le(cx_elem e, const void *src, size_t n, void *dst) {
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    size_t ss = cx_elem_size(e);
+    for (size_t i = 0; i < n; i++, s += ss) {
+        switch (e) {
+        case CX_ELEM_F16:
+        case CX_ELEM_BF16:
+        case CX_ELEM_F32: {
+            uint32_t bits = e == CX_ELEM_F32 ? rd32(s) : e == CX_ELEM_BF16 ? (uint32_t)rd16(s) << 16 : half_to_float_bits(rd16(s));
+            float v;
+            memcpy(&v, &bits, 4);
+            memcpy(d + i * 4, &v, 4);
+            break;
+        }
+        case CX_ELEM_F64: {
+            uint64_t bits = rd64(s);
+            double v;
+            memcpy(&v, &bits, 8);
+            memcpy(d + i * 8, &v, 8);
+            break;
+        }
+        default: {
+            int64_t v = 0;
+            switch (e) {
+            case CX_ELEM_I8: v = (int8_t)s[0]; break;
+            case CX_ELEM_U8: v = s[0]; break;
+            case CX_ELEM_BOOL: v = s[0] != 0; break;
+            case CX_ELEM_I16: v = (int16_t)rd16(s); break;
+            case CX_ELEM_U16: v = rd16(s); break;
+            case CX_ELEM_I32: v = (int32_t)rd32(s); break;
+            case CX_ELEM_U32: v = rd32(s); break;
+            case CX_ELEM_I64: v = (int64_t)rd64(s); break;
+            default: break;
+            }
+            memcpy(d + i * 8, &v, 8);
+            break;
+        }
+        }
+    }
+}
+
+void cx_encode_le(cattr_dtype dtype, const void *src, size_t n, void *dst) {
+    const unsigned char *s = src;
+    unsigned char *d = dst;
+    if (dtype == CATTR_FLOAT32) {
+        for (size_t i = 0; i < n; i++) {
+            uint32_t bits;
+            memcpy(&bits, s + i * 4, 4);
+            wr32(d + i * 4, bits);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            uint64_t bits;
+            memcpy(&bits, s + i * 8, 8);
+            wr64(d + i * 8, bits);
+        }
+    }
+}
+
+int cx_read_elems(FILE *f, cx_elem e, size_t n, void *dst) {
+    if (n == 0) return 1;
+    size_t ss = cx_elem_size(e), ds = cattr_dtype_size(cx_elem_dtype(e));
+    unsigned char *raw = (unsigned char *)dst + n * (ds - ss); /* the raw bytes end where dst ends */
+    if (fread(raw, ss, n, f) != n) return 0;
+    cx_decode_le(e, raw, n, dst);
+    return 1;
+}
+
+cattr_status cx_write_tensor_data(FILE *f, const cattr_tensor *t) {
+    unsigned char buf[16384];
+    size_t es = cattr_dtype_size(t->dtype);
+    size_t per = sizeof buf / es;
+    const unsigned char *s = t->data;
+    size_t left = (size_t)t->numel;
+    while (left > 0) {
+        size_t k = left < per ? left : per;
+        cx_encode_le(t->dtype, s, k, buf);
+        if (fwrite(buf, es, k, f) != k) return cx_fail(CATTR_ERR_IO, "write failed: %s", strerror(errno));
+        s += k * es;
+        left -= k;
+    }
+    return CATTR_OK;
+}

@@ -1,0 +1,823 @@
+/* onnx.c - ONNX ModelProto -> cg_graph importer (see onnx.h for the op mapping and the error contract).
+ *
+ * One pass over the protobuf message unpacked by protobuf-c: initializers become constants, graph inputs become
+ * inputs, nodes are converted in file order (so a node may only use values defined before it), graph outputs are
+ * resolved last. A hash table maps every ONNX value name to its value id, or records that it is a secondary node
+ * output (which cattr does not import) so that a use of it can be reported precisely.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "io/onnx.h"
+
+#include "onnx.pb-c.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "onnx.c copies little-endian raw_data with memcpy: a big-endian host needs byte swapping here"
+#endif
+
+#define STR(s) ((s) ? (s) : "")
+#define MAX_SLICE_AXES (CG_MAX_INTS / 4)
+
+/* ---- loader state and the name table ------------------------------------------------------------------------ */
+
+/* val >= 0: the value id of `key`; val < 0: `key` is output `slot` (> 0) of ONNX node `node`, not imported. */
+typedef struct name_ent {
+    const char *key; /* borrowed from the unpacked message */
+    int val, node, slot;
+} name_ent;
+
+typedef struct loader {
+    const Onnx__GraphProto *gp;
+    int opset;
+    cg_graph *g;
+    name_ent *tab;
+    size_t cap; /* power of two, more than twice the number of names */
+} loader;
+
+static name_ent *tab_slot(const loader *L, const char *key) {
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++) h = (h ^ *p) * 1099511628211ull;
+    size_t i = (size_t)h & (L->cap - 1);
+    while (L->tab[i].key && strcmp(L->tab[i].key, key) != 0) i = (i + 1) & (L->cap - 1);
+    return &L->tab[i];
+}
+
+static cattr_status define(loader *L, const char *name, int val, int node, int slot) {
+    name_ent *e = tab_slot(L, name);
+    if (e->key) return cx_fail(CATTR_ERR_FORMAT, "value '%s' is defined more than once", name);
+    *e = (name_ent){name, val, node, slot};
+    return CATTR_OK;
+}
+
+/* "<name>" or, for a node without one, "<op_type>_<index>". */
+static const char *node_label(const Onnx__NodeProto *n, int idx, char *buf, size_t size) {
+    if (n->name && *n->name) return n->name;
+    snprintf(buf, size, "%s_%d", STR(n->op_type), idx);
+    return buf;
+}
+
+/* ---- tensors ------------------------------------------------------------------------------------------------ */
+
+static const char *onnx_type_name(int t) {
+    static const char *const names[] = {"UNDEFINED", "FLOAT",  "UINT8",  "INT8",   "UINT16",    "INT16",
+                                        "INT32",     "INT64",  "STRING", "BOOL",   "FLOAT16",   "DOUBLE",
+                                        "UINT32",    "UINT64", "COMPLEX64", "COMPLEX128", "BFLOAT16"};
+    return t >= 0 && t < (int)CX_ARRAY_LEN(names) ? names[t] : "an unknown type";
+}
+
+/* How an ONNX element type is stored and what cattr makes of it. */
+typedef struct elem_kind {
+    cattr_dtype dtype;
+    int raw_size;   /* bytes per element in raw_data */
+    bool is_signed; /* for the integer widening */
+} elem_kind;
+
+static bool elem_kind_of(int t, elem_kind *k) {
+    switch (t) {
+    case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: *k = (elem_kind){CATTR_FLOAT32, 4, true}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: *k = (elem_kind){CATTR_FLOAT64, 8, true}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: *k = (elem_kind){CATTR_INT64, 8, true}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: *k = (elem_kind){CATTR_INT64, 4, true}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: *k = (elem_kind){CATTR_INT64, 2, true}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: *k = (elem_kind){CATTR_INT64, 1, true}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: *k = (elem_kind){CATTR_INT64, 4, false}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT16: *k = (elem_kind){CATTR_INT64, 2, false}; return true;
+    case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
+    case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: *k = (elem_kind){CATTR_INT64, 1, false}; return true;
+    default: return false;
+    }
+}
+
+/* Converts a TensorProto to a new cattr tensor; `name` is for messages. */
+static cattr_status tensor_from_proto(const Onnx__TensorProto *tp, const char *name, cattr_tensor **out) {
+    *out = NULL;
+    if ((tp->has_data_location && tp->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL) ||
+        tp->n_external_data)
+        return cx_fail(CATTR_ERR_UNSUPPORTED,
+                       "tensor '%s': external data is not supported (save the model with its weights embedded)", name);
+    if (tp->segment) return cx_fail(CATTR_ERR_UNSUPPORTED, "tensor '%s': segmented tensors are not supported", name);
+    if (tp->n_dims > CATTR_MAX_DIMS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "tensor '%s' has %zu dimensions, at most %d are supported", name,
+                       tp->n_dims, CATTR_MAX_DIMS);
+    elem_kind k;
+    if (!elem_kind_of(tp->data_type, &k))
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "tensor '%s': element type %s is not supported", name,
+                       onnx_type_name(tp->data_type));
+    int nd = (int)tp->n_dims;
+    int64_t shape[CATTR_MAX_DIMS], numel = 1;
+    for (int i = 0; i < nd; i++) {
+        shape[i] = tp->dims[i];
+        if (shape[i] < 0) return cx_fail(CATTR_ERR_FORMAT, "tensor '%s' has a negative dimension", name);
+        if (shape[i] && numel > ((int64_t)1 << 56) / shape[i])
+            return cx_fail(CATTR_ERR_FORMAT, "tensor '%s' is impossibly large", name);
+        numel *= shape[i];
+    }
+    char sbuf[160];
+    cx_shape_str(nd, shape, sbuf, sizeof sbuf);
+    size_t raw_len = tp->raw_data.len;
+    if (tp->has_raw_data || raw_len) {
+        if (raw_len != (size_t)numel * (size_t)k.raw_size)
+            return cx_fail(CATTR_ERR_FORMAT, "tensor '%s': raw_data holds %zu bytes, shape %s of %s needs %lld", name,
+                           raw_len, sbuf, onnx_type_name(tp->data_type), (long long)numel * k.raw_size);
+    } else {
+        size_t count;
+        switch (tp->data_type) {
+        case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: count = tp->n_float_data; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: count = tp->n_double_data; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: count = tp->n_int64_data; break;
+        case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: count = tp->n_uint64_data; break;
+        default: count = tp->n_int32_data; break;
+        }
+        if (count != (size_t)numel)
+            return cx_fail(CATTR_ERR_FORMAT, "tensor '%s' holds %zu values, shape %s needs %lld", name, count, sbuf,
+                           (long long)numel);
+    }
+    cattr_tensor *t = cx_tensor_alloc(k.dtype, nd, shape);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate tensor '%s' %s", name, sbuf);
+    size_t bytes = (size_t)numel * cattr_dtype_size(k.dtype);
+    int64_t *i64 = t->data;
+    if (tp->has_raw_data || raw_len) {
+        const uint8_t *src = tp->raw_data.data;
+        if ((size_t)k.raw_size == cattr_dtype_size(k.dtype)) {
+            if (bytes) memcpy(t->data, src, bytes);
+        } else {
+            for (int64_t i = 0; i < numel; i++, src += k.raw_size) { /* little-endian integer widening */
+                uint64_t u = 0;
+                for (int b = 0; b < k.raw_size; b++) u |= (uint64_t)src[b] << (8 * b);
+                int shift = 64 - 8 * k.raw_size;
+                i64[i] = k.is_signed ? (int64_t)(u << shift) >> shift : (int64_t)u;
+            }
+        }
+    } else if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
+        if (bytes) memcpy(t->data, tp->float_data, bytes);
+    } else if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
+        if (bytes) memcpy(t->data, tp->double_data, bytes);
+    } else if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__INT64) {
+        if (bytes) memcpy(t->data, tp->int64_data, bytes);
+    } else if (tp->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32) {
+        for (int64_t i = 0; i < numel; i++) i64[i] = (int64_t)tp->uint64_data[i];
+    } else {
+        for (int64_t i = 0; i < numel; i++) i64[i] = tp->int32_data[i];
+    }
+    *out = t;
+    return CATTR_OK;
+}
+
+/* ---- per-node context: messages, attributes, folded inputs --------------------------------------------------- */
+
+typedef struct nctx {
+    loader *L;
+    const Onnx__NodeProto *n;
+    int idx;
+    const char *label;
+    int in[CG_MAX_IN]; /* value id of each ONNX input; -1 when absent (empty name or past the end) */
+} nctx;
+
+static cattr_status nfail(const nctx *c, cattr_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static cattr_status nfail(const nctx *c, cattr_status st, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return cx_fail(st, "node '%s' (op %s): %s", c->label, c->n->op_type, msg);
+}
+
+static const Onnx__AttributeProto *attr_find(const nctx *c, const char *name) {
+    for (size_t i = 0; i < c->n->n_attribute; i++)
+        if (strcmp(STR(c->n->attribute[i]->name), name) == 0) return c->n->attribute[i];
+    return NULL;
+}
+
+static cattr_status attr_typed(const nctx *c, const char *name, Onnx__AttributeProto__AttributeType type,
+                               const char *what, const Onnx__AttributeProto **out) {
+    *out = attr_find(c, name);
+    if (*out && (*out)->type != type) return nfail(c, CATTR_ERR_FORMAT, "attribute '%s' must be %s", name, what);
+    return CATTR_OK;
+}
+
+static cattr_status attr_int(const nctx *c, const char *name, int64_t def, int64_t *v) {
+    const Onnx__AttributeProto *a;
+    CX_CHECK(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, "an int", &a));
+    *v = a ? a->i : def;
+    return CATTR_OK;
+}
+
+/* A boolean int attribute (default 0); any non-zero value means true, as in onnxruntime. */
+static cattr_status attr_flag(const nctx *c, const char *name, int *v) {
+    int64_t x;
+    CX_CHECK(attr_int(c, name, 0, &x));
+    *v = x != 0;
+    return CATTR_OK;
+}
+
+static cattr_status attr_float(const nctx *c, const char *name, double def, double *v) {
+    const Onnx__AttributeProto *a;
+    CX_CHECK(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT, "a float", &a));
+    *v = a ? a->f : def;
+    return CATTR_OK;
+}
+
+/* Reads an INTS attribute into dst (at most max values); *n = -1 when the attribute is absent. */
+static cattr_status attr_ints(const nctx *c, const char *name, int max, int64_t *dst, int *n) {
+    const Onnx__AttributeProto *a;
+    CX_CHECK(attr_typed(c, name, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS, "a list of ints", &a));
+    *n = -1;
+    if (!a) return CATTR_OK;
+    if (a->n_ints > (size_t)max)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "attribute '%s' has %zu values, at most %d are supported", name,
+                     a->n_ints, max);
+    if (a->n_ints) memcpy(dst, a->ints, a->n_ints * sizeof *dst);
+    *n = (int)a->n_ints;
+    return CATTR_OK;
+}
+
+/* The constant tensor behind ONNX input `pos`, which cattr folds into attributes. */
+static cattr_status need_const(const nctx *c, int pos, const char *role, const cattr_tensor **t) {
+    const cg_value *v = &c->L->g->vals[c->in[pos]];
+    if (v->kind != CG_VAL_CONST)
+        return nfail(c, CATTR_ERR_UNSUPPORTED,
+                     "input '%s' (%s) is not a constant: cattr folds it at import time and needs an initializer or "
+                     "a Constant node output",
+                     c->n->input[pos], role);
+    *t = v->data;
+    return CATTR_OK;
+}
+
+static cattr_status fold_ints(const nctx *c, int pos, const char *role, int max, int64_t *dst, int *n) {
+    const cattr_tensor *t;
+    CX_CHECK(need_const(c, pos, role, &t));
+    if (t->dtype != CATTR_INT64 || t->ndim > 1)
+        return nfail(c, CATTR_ERR_FORMAT, "input '%s' (%s) must be a 1-D integer tensor", c->n->input[pos], role);
+    if (t->numel > max)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "input '%s' (%s) has %lld values, at most %d are supported",
+                     c->n->input[pos], role, (long long)t->numel, max);
+    if (t->numel) memcpy(dst, t->data, (size_t)t->numel * sizeof *dst);
+    *n = (int)t->numel;
+    return CATTR_OK;
+}
+
+static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double *v) {
+    const cattr_tensor *t;
+    CX_CHECK(need_const(c, pos, role, &t));
+    if (t->numel != 1) return nfail(c, CATTR_ERR_FORMAT, "input '%s' (%s) must be a scalar", c->n->input[pos], role);
+    *v = cx_tensor_get(t, 0);
+    return CATTR_OK;
+}
+
+/* ---- op conversion ------------------------------------------------------------------------------------------ */
+
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT };
+
+typedef struct op_spec {
+    const char *name;
+    int op; /* cg_op, or OP_CONSTANT / OP_DROPOUT */
+    int min_in, max_in;
+    const char *attrs;     /* attributes accepted in every opset, space-separated */
+    int old_until;         /* opset from which `old_attrs` are no longer part of the op (0: none) */
+    const char *old_attrs; /* attributes of older opsets (they became inputs) */
+} op_spec;
+
+static const op_spec k_ops[] = {
+    {"Gemm", CG_GEMM, 2, 3, "alpha beta transA transB", 0, ""},
+    {"MatMul", CG_MATMUL, 2, 2, "", 0, ""},
+    {"Conv", CG_CONV, 2, 3, "kernel_shape strides pads dilations group auto_pad", 0, ""},
+    {"MaxPool", CG_MAXPOOL, 1, 1, "kernel_shape strides pads dilations ceil_mode storage_order auto_pad", 0, ""},
+    {"AveragePool", CG_AVGPOOL, 1, 1, "kernel_shape strides pads dilations ceil_mode count_include_pad auto_pad", 0,
+     ""},
+    {"GlobalAveragePool", CG_GLOBALAVGPOOL, 1, 1, "", 0, ""},
+    {"Relu", CG_RELU, 1, 1, "", 0, ""},
+    {"LeakyRelu", CG_LEAKYRELU, 1, 1, "alpha", 0, ""},
+    {"Sigmoid", CG_SIGMOID, 1, 1, "", 0, ""},
+    {"Tanh", CG_TANH, 1, 1, "", 0, ""},
+    {"Softmax", CG_SOFTMAX, 1, 1, "axis", 0, ""},
+    {"Clip", CG_CLIP, 1, 3, "", 11, "min max"},
+    {"Add", CG_ADD, 2, 2, "", 0, ""},
+    {"Sub", CG_SUB, 2, 2, "", 0, ""},
+    {"Mul", CG_MUL, 2, 2, "", 0, ""},
+    {"Div", CG_DIV, 2, 2, "", 0, ""},
+    {"Neg", CG_NEG, 1, 1, "", 0, ""},
+    {"Reshape", CG_RESHAPE, 2, 2, "allowzero", 0, ""},
+    {"Flatten", CG_FLATTEN, 1, 1, "axis", 0, ""},
+    {"Concat", CG_CONCAT, 1, CG_MAX_IN, "axis", 0, ""},
+    {"Unsqueeze", CG_UNSQUEEZE, 1, 2, "", 13, "axes"},
+    {"Squeeze", CG_SQUEEZE, 1, 2, "", 13, "axes"},
+    {"Transpose", CG_TRANSPOSE, 1, 1, "perm", 0, ""},
+    {"Gather", CG_GATHER, 2, 2, "axis", 0, ""},
+    {"Slice", CG_SLICE, 1, 5, "", 10, "starts ends axes"},
+    {"BatchNormalization", CG_BATCHNORM, 5, 5, "epsilon momentum training_mode", 9, "spatial"},
+    {"Identity", CG_IDENTITY, 1, 1, "", 0, ""},
+    {"Dropout", OP_DROPOUT, 1, 3, "ratio seed", 0, ""},
+    {"Constant", OP_CONSTANT, 0, 0, "value value_float value_floats value_int value_ints", 0, ""},
+};
+
+static bool word_in(const char *list, const char *w) {
+    size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+    return false;
+}
+
+/* kernel/strides/pads/dilations/auto_pad of Conv and the pools; `ks` holds nk kernel sizes. */
+static cattr_status spatial_attrs(const nctx *c, cg_attrs *a, const int64_t *ks, int nk, bool dilations_ok) {
+    if (nk < 1 || nk > CG_MAX_SP)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "%d spatial dimensions (1 to %d are supported)", nk, CG_MAX_SP);
+    a->nsp = nk;
+    int n;
+    int64_t v[2 * CG_MAX_SP];
+    static const char *const names[3] = {"strides", "pads", "dilations"};
+    for (int k = 0; k < 3; k++) {
+        int want = k == 1 ? 2 * nk : nk;
+        CX_CHECK(attr_ints(c, names[k], 2 * CG_MAX_SP, v, &n));
+        if (n < 0) continue;
+        if (n != want)
+            return nfail(c, CATTR_ERR_FORMAT, "attribute '%s' has %d values, expected %d", names[k], n, want);
+        for (int i = 0; i < n; i++) {
+            if (v[i] < (k == 1 ? 0 : 1))
+                return nfail(c, CATTR_ERR_FORMAT, "attribute '%s' has an invalid value %lld", names[k],
+                             (long long)v[i]);
+            if (k == 0) a->stride[i] = v[i];
+            if (k == 1) a->pad[i] = v[i];
+            if (k == 2) a->dilation[i] = v[i];
+        }
+        if (k == 2 && !dilations_ok)
+            for (int i = 0; i < n; i++)
+                if (v[i] != 1) return nfail(c, CATTR_ERR_UNSUPPORTED, "dilations other than 1 are not supported");
+    }
+    for (int i = 0; i < nk; i++) {
+        if (ks[i] < 1) return nfail(c, CATTR_ERR_FORMAT, "kernel size %lld is invalid", (long long)ks[i]);
+        a->kernel[i] = ks[i];
+    }
+    const Onnx__AttributeProto *ap;
+    CX_CHECK(attr_typed(c, "auto_pad", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &ap));
+    if (ap) {
+        char mode[32];
+        snprintf(mode, sizeof mode, "%.*s", (int)(ap->s.len < 31 ? ap->s.len : 31),
+                 ap->s.data ? (const char *)ap->s.data : "");
+        if (strcmp(mode, "VALID") == 0) {
+            for (int i = 0; i < 2 * CG_MAX_SP; i++) a->pad[i] = 0;
+        } else if (strcmp(mode, "NOTSET") != 0 && mode[0]) {
+            return nfail(c, CATTR_ERR_UNSUPPORTED, "auto_pad '%s' is not supported (export with explicit pads)", mode);
+        }
+    }
+    return CATTR_OK;
+}
+
+/* The pools' kernel_shape, which is required. */
+static cattr_status pool_kernel(const nctx *c, int64_t *ks, int *nk) {
+    CX_CHECK(attr_ints(c, "kernel_shape", CG_MAX_SP, ks, nk));
+    if (*nk < 0) return nfail(c, CATTR_ERR_FORMAT, "attribute 'kernel_shape' is required");
+    return CATTR_OK;
+}
+
+/* Squeeze / Unsqueeze axes: an input from opset 13, an attribute before. */
+static cattr_status axes_attr(const nctx *c, cg_attrs *a, bool required) {
+    int n = -1;
+    if (c->L->opset >= 13) {
+        if (c->in[1] >= 0) CX_CHECK(fold_ints(c, 1, "axes", CG_MAX_INTS, a->ints, &n));
+    } else {
+        CX_CHECK(attr_ints(c, "axes", CG_MAX_INTS, a->ints, &n));
+    }
+    if (n < 0 && required) return nfail(c, CATTR_ERR_FORMAT, "axes are required");
+    a->n_ints = n < 0 ? 0 : n;
+    return CATTR_OK;
+}
+
+static cattr_status slice_attrs(const nctx *c, cg_attrs *a) {
+    int64_t v[4][MAX_SLICE_AXES];
+    int cnt[4] = {-1, -1, -1, -1};
+    static const char *const roles[4] = {"starts", "ends", "axes", "steps"};
+    for (int k = 0; k < 4; k++) {
+        if (c->L->opset >= 10) {
+            if (c->in[1 + k] >= 0) CX_CHECK(fold_ints(c, 1 + k, roles[k], MAX_SLICE_AXES, v[k], &cnt[k]));
+        } else if (k < 3) {
+            CX_CHECK(attr_ints(c, roles[k], MAX_SLICE_AXES, v[k], &cnt[k]));
+        }
+    }
+    int n = cnt[0];
+    if (n < 0 || cnt[1] < 0) return nfail(c, CATTR_ERR_FORMAT, "starts and ends are required");
+    for (int k = 1; k < 4; k++) {
+        if (cnt[k] >= 0 && cnt[k] != n)
+            return nfail(c, CATTR_ERR_FORMAT, "%s has %d values but starts has %d", roles[k], cnt[k], n);
+    }
+    for (int i = 0; i < n; i++) {
+        if (cnt[3] >= 0 && v[3][i] == 0) return nfail(c, CATTR_ERR_FORMAT, "a step of 0 is invalid");
+        a->ints[i] = v[0][i];
+        a->ints[n + i] = v[1][i];
+        a->ints[2 * n + i] = cnt[2] >= 0 ? v[2][i] : i;
+        a->ints[3 * n + i] = cnt[3] >= 0 ? v[3][i] : 1;
+    }
+    a->n_ints = 4 * n;
+    return CATTR_OK;
+}
+
+/* The tensor of a Constant node (its one value attribute). */
+static cattr_status constant_tensor(const nctx *c, cattr_tensor **t) {
+    *t = NULL;
+    if (c->n->n_attribute != 1) return nfail(c, CATTR_ERR_FORMAT, "exactly one value attribute is required");
+    const Onnx__AttributeProto *ap = c->n->attribute[0];
+    const char *an = STR(ap->name), *out = c->n->output[0];
+    static const Onnx__AttributeProto__AttributeType types[5] = {
+        ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__TENSOR, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT,
+        ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT, ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS,
+        ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS};
+    static const char *const names[5] = {"value", "value_float", "value_int", "value_floats", "value_ints"};
+    int k = 0;
+    while (k < 5 && strcmp(an, names[k]) != 0) k++;
+    if (k == 5 || ap->type != types[k] || (k == 0 && !ap->t))
+        return nfail(c, CATTR_ERR_FORMAT, "attribute '%s' has the wrong type", an);
+    if (k == 0) {
+        cattr_status st = tensor_from_proto(ap->t, out, t);
+        return st == CATTR_OK ? st : cx_fail_context(st, "node '%s' (op Constant)", c->label);
+    }
+    int64_t len = k == 3 ? (int64_t)ap->n_floats : (int64_t)ap->n_ints;
+    cattr_dtype dt = (k == 1 || k == 3) ? CATTR_FLOAT32 : CATTR_INT64;
+    *t = cx_tensor_alloc(dt, k >= 3 ? 1 : 0, &len);
+    if (!*t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate constant '%s'", out);
+    float *f = (*t)->data;
+    int64_t *i64 = (*t)->data;
+    if (k == 1) f[0] = ap->f;
+    if (k == 2) i64[0] = ap->i;
+    for (int64_t i = 0; k == 3 && i < len; i++) f[i] = ap->floats[i];
+    for (int64_t i = 0; k == 4 && i < len; i++) i64[i] = ap->ints[i];
+    return CATTR_OK;
+}
+
+/* Value id of ONNX input `name` of node c, or an error for a secondary output or an undefined name. */
+static cattr_status resolve_input(const nctx *c, const char *name, int *id) {
+    const loader *L = c->L;
+    const name_ent *e = tab_slot(L, name);
+    char buf[160];
+    if (e->key && e->val >= 0) {
+        *id = e->val;
+        return CATTR_OK;
+    }
+    if (e->key) {
+        const Onnx__NodeProto *p = L->gp->node[e->node];
+        return nfail(c, CATTR_ERR_UNSUPPORTED,
+                     "input '%s' is output %d of node '%s' (op %s); only output 0 of a node is supported", name, e->slot,
+                     node_label(p, e->node, buf, sizeof buf), p->op_type);
+    }
+    for (size_t j = (size_t)c->idx; j < L->gp->n_node; j++)
+        for (size_t k = 0; k < L->gp->node[j]->n_output; k++)
+            if (strcmp(STR(L->gp->node[j]->output[k]), name) == 0)
+                return nfail(c, CATTR_ERR_FORMAT,
+                             "input '%s' is produced by the later node '%s' (nodes must be in topological order)", name,
+                             node_label(L->gp->node[j], (int)j, buf, sizeof buf));
+    return nfail(c, CATTR_ERR_FORMAT, "input '%s' is not defined by any earlier node, initializer or graph input",
+                 name);
+}
+
+static cattr_status convert_node(loader *L, int idx) {
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    char lbuf[160];
+    nctx c = {L, n, idx, node_label(n, idx, lbuf, sizeof lbuf), {0}};
+    if (!n->op_type || !*n->op_type) return cx_fail(CATTR_ERR_FORMAT, "node '%s' has no op_type", c.label);
+    if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0)
+        return nfail(&c, CATTR_ERR_UNSUPPORTED, "domain '%s' is not supported (only the default ONNX domain)",
+                     n->domain);
+    const op_spec *sp = NULL;
+    for (size_t i = 0; i < CX_ARRAY_LEN(k_ops) && !sp; i++)
+        if (strcmp(k_ops[i].name, n->op_type) == 0) sp = &k_ops[i];
+    if (!sp) return nfail(&c, CATTR_ERR_UNSUPPORTED, "unsupported op");
+    for (size_t i = 0; i < n->n_attribute; i++) {
+        const char *an = STR(n->attribute[i]->name);
+        if (!word_in(sp->attrs, an) && !(L->opset < sp->old_until && word_in(sp->old_attrs, an)))
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "unsupported attribute '%s'", an);
+    }
+    if (n->n_output < 1 || !n->output[0] || !*n->output[0]) return nfail(&c, CATTR_ERR_FORMAT, "no output");
+    if (sp->op == CG_CONCAT && n->n_input > CG_MAX_IN)
+        return nfail(&c, CATTR_ERR_UNSUPPORTED, "%zu inputs, at most %d are supported", n->n_input, CG_MAX_IN);
+    if (n->n_input < (size_t)sp->min_in || n->n_input > (size_t)sp->max_in)
+        return nfail(&c, CATTR_ERR_FORMAT, "%zu inputs, expected %d to %d", n->n_input, sp->min_in, sp->max_in);
+    for (int i = 0; i < CG_MAX_IN; i++) {
+        c.in[i] = -1;
+        if ((size_t)i >= n->n_input || !n->input[i] || !*n->input[i]) {
+            if (i < sp->min_in || (sp->op == CG_CONCAT && (size_t)i < n->n_input))
+                return nfail(&c, CATTR_ERR_FORMAT, "required input %d is empty", i);
+            continue;
+        }
+        CX_CHECK(resolve_input(&c, n->input[i], &c.in[i]));
+    }
+
+    if (sp->op == OP_CONSTANT) {
+        cattr_tensor *t;
+        CX_CHECK(constant_tensor(&c, &t));
+        int id = cg_add_const(L->g, n->output[0], t, true);
+        if (id < 0) {
+            cattr_tensor_free(t);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add constant '%s'", n->output[0]);
+        }
+        return define(L, n->output[0], id, idx, 0);
+    }
+
+    cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
+    cg_attrs a = cg_attrs_default();
+    int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */
+    int64_t ks[CG_MAX_SP], v;
+    int nk;
+    switch (sp->op) {
+    case CG_GEMM:
+        CX_CHECK(attr_float(&c, "alpha", 1.0, &a.alpha));
+        CX_CHECK(attr_float(&c, "beta", 1.0, &a.beta));
+        CX_CHECK(attr_flag(&c, "transA", &a.trans_a));
+        CX_CHECK(attr_flag(&c, "transB", &a.trans_b));
+        nin = c.in[2] >= 0 ? 3 : 2;
+        break;
+    case CG_CONV: {
+        CX_CHECK(attr_ints(&c, "kernel_shape", CG_MAX_SP, ks, &nk));
+        if (nk < 0) {
+            const cg_value *w = &L->g->vals[c.in[1]];
+            if (w->kind != CG_VAL_CONST)
+                return nfail(&c, CATTR_ERR_UNSUPPORTED, "no kernel_shape and the weight '%s' is not a constant",
+                             n->input[1]);
+            nk = w->data->ndim - 2;
+            for (int i = 0; i < nk && i < CG_MAX_SP; i++) ks[i] = w->data->shape[2 + i];
+        }
+        CX_CHECK(spatial_attrs(&c, &a, ks, nk, true));
+        CX_CHECK(attr_int(&c, "group", 1, &a.group));
+        if (a.group < 1) return nfail(&c, CATTR_ERR_FORMAT, "group %lld is invalid", (long long)a.group);
+        nin = c.in[2] >= 0 ? 3 : 2;
+        break;
+    }
+    case CG_MAXPOOL:
+        CX_CHECK(pool_kernel(&c, ks, &nk));
+        CX_CHECK(spatial_attrs(&c, &a, ks, nk, true));
+        CX_CHECK(attr_flag(&c, "ceil_mode", &a.ceil_mode));
+        CX_CHECK(attr_int(&c, "storage_order", 0, &v));
+        if (v != 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "storage_order %lld is not supported", (long long)v);
+        break;
+    case CG_AVGPOOL:
+        CX_CHECK(pool_kernel(&c, ks, &nk));
+        CX_CHECK(spatial_attrs(&c, &a, ks, nk, false));
+        CX_CHECK(attr_flag(&c, "ceil_mode", &a.ceil_mode));
+        CX_CHECK(attr_flag(&c, "count_include_pad", &a.count_include_pad));
+        break;
+    case CG_LEAKYRELU: CX_CHECK(attr_float(&c, "alpha", 0.01, &a.alpha)); break;
+    case CG_SOFTMAX:
+        CX_CHECK(attr_int(&c, "axis", L->opset >= 13 ? -1 : 1, &a.axis));
+        a.index = L->opset < 13;
+        break;
+    case CG_CLIP:
+        a.alpha = -INFINITY;
+        a.beta = INFINITY;
+        if (L->opset >= 11) {
+            if (c.in[1] >= 0) CX_CHECK(fold_scalar(&c, 1, "min", &a.alpha));
+            if (c.in[2] >= 0) CX_CHECK(fold_scalar(&c, 2, "max", &a.beta));
+        } else {
+            if (n->n_input > 1) return nfail(&c, CATTR_ERR_FORMAT, "takes one input before opset 11");
+            CX_CHECK(attr_float(&c, "min", -INFINITY, &a.alpha));
+            CX_CHECK(attr_float(&c, "max", INFINITY, &a.beta));
+        }
+        break;
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_MATMUL: nin = 2; break;
+    case CG_RESHAPE:
+        CX_CHECK(fold_ints(&c, 1, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
+        CX_CHECK(attr_flag(&c, "allowzero", &a.allowzero));
+        break;
+    case CG_FLATTEN: CX_CHECK(attr_int(&c, "axis", 1, &a.axis)); break;
+    case CG_CONCAT:
+        if (!attr_find(&c, "axis")) return nfail(&c, CATTR_ERR_FORMAT, "attribute 'axis' is required");
+        CX_CHECK(attr_int(&c, "axis", 0, &a.axis));
+        nin = (int)n->n_input;
+        break;
+    case CG_UNSQUEEZE: CX_CHECK(axes_attr(&c, &a, true)); break;
+    case CG_SQUEEZE: CX_CHECK(axes_attr(&c, &a, false)); break;
+    case CG_TRANSPOSE:
+        CX_CHECK(attr_ints(&c, "perm", CG_MAX_INTS, a.ints, &a.n_ints));
+        if (a.n_ints < 0) a.n_ints = 0;
+        break;
+    case CG_GATHER: {
+        const cg_value *ix = &L->g->vals[c.in[1]];
+        if (ix->kind == CG_VAL_CONST && ix->data->dtype != CATTR_INT64)
+            return nfail(&c, CATTR_ERR_FORMAT, "indices '%s' must be integers", n->input[1]);
+        CX_CHECK(attr_int(&c, "axis", 0, &a.axis));
+        nin = 2;
+        break;
+    }
+    case CG_SLICE:
+        if (L->opset >= 10 && (c.in[1] < 0 || c.in[2] < 0))
+            return nfail(&c, CATTR_ERR_FORMAT, "inputs starts and ends are required");
+        if (L->opset < 10 && n->n_input > 1) return nfail(&c, CATTR_ERR_FORMAT, "takes one input before opset 10");
+        CX_CHECK(slice_attrs(&c, &a));
+        break;
+    case CG_BATCHNORM:
+        CX_CHECK(attr_float(&c, "epsilon", 1e-5, &a.alpha));
+        CX_CHECK(attr_int(&c, "training_mode", 0, &v));
+        if (v != 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "training_mode=1 is not supported (inference only)");
+        CX_CHECK(attr_int(&c, "spatial", 1, &v));
+        if (v != 1) return nfail(&c, CATTR_ERR_UNSUPPORTED, "spatial=%lld is not supported", (long long)v);
+        nin = 5;
+        break;
+    case OP_DROPOUT:
+        if (c.in[2] >= 0) {
+            double train = 1;
+            if (L->g->vals[c.in[2]].kind == CG_VAL_CONST) CX_CHECK(fold_scalar(&c, 2, "training_mode", &train));
+            if (train != 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "training_mode must be a constant false");
+        }
+        break;
+    default: break; /* unary ops without attributes */
+    }
+    int in[CG_MAX_IN];
+    for (int i = 0; i < nin; i++) in[i] = c.in[i];
+    int out = cg_add_node(L->g, op, c.label, in, nin, &a, n->output[0]);
+    if (out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c.label);
+    CX_CHECK(define(L, n->output[0], out, idx, 0));
+    for (size_t k = 1; k < n->n_output; k++)
+        if (n->output[k] && *n->output[k]) CX_CHECK(define(L, n->output[k], -1, idx, (int)k));
+    return CATTR_OK;
+}
+
+/* ---- graph inputs, outputs and the model ---------------------------------------------------------------------- */
+
+static cattr_status input_info(const Onnx__ValueInfoProto *vi, cx_onnx_input_info *ii) {
+    ii->ndim = -1;
+    ii->dtype = CATTR_FLOAT32;
+    for (int i = 0; i < CATTR_MAX_DIMS; i++) ii->shape[i] = -1;
+    if (!vi->type) return CATTR_OK;
+    if (vi->type->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "graph input '%s' is not a tensor", vi->name);
+    const Onnx__TypeProto__Tensor *tt = vi->type->tensor_type;
+    elem_kind k;
+    if (tt->elem_type == ONNX__TENSOR_PROTO__DATA_TYPE__STRING)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "graph input '%s' has element type STRING", vi->name);
+    if (elem_kind_of(tt->elem_type, &k)) ii->dtype = k.dtype;
+    if (!tt->shape) return CATTR_OK;
+    if (tt->shape->n_dim > CATTR_MAX_DIMS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "graph input '%s' has %zu dimensions, at most %d are supported",
+                       vi->name, tt->shape->n_dim, CATTR_MAX_DIMS);
+    ii->ndim = (int)tt->shape->n_dim;
+    for (int i = 0; i < ii->ndim; i++) {
+        const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
+        if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
+            ii->shape[i] = d->dim_value;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status convert_graph(loader *L, cx_onnx_info *info) {
+    const Onnx__GraphProto *gp = L->gp;
+    if (gp->n_sparse_initializer) return cx_fail(CATTR_ERR_UNSUPPORTED, "sparse initializers are not supported");
+    for (size_t i = 0; i < gp->n_initializer; i++) {
+        const Onnx__TensorProto *tp = gp->initializer[i];
+        if (!tp->name || !*tp->name) return cx_fail(CATTR_ERR_FORMAT, "initializer %zu has no name", i);
+        cattr_tensor *t;
+        CX_CHECK(tensor_from_proto(tp, tp->name, &t));
+        int id = cg_add_const(L->g, tp->name, t, true);
+        if (id < 0) {
+            cattr_tensor_free(t);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add initializer '%s'", tp->name);
+        }
+        CX_CHECK(define(L, tp->name, id, -1, 0));
+    }
+    for (size_t i = 0; i < gp->n_input; i++) {
+        const Onnx__ValueInfoProto *vi = gp->input[i];
+        if (!vi->name || !*vi->name) return cx_fail(CATTR_ERR_FORMAT, "graph input %zu has no name", i);
+        const name_ent *e = tab_slot(L, vi->name);
+        if (e->key && L->g->vals[e->val].kind == CG_VAL_CONST) continue; /* an initializer listed as input */
+        CX_CHECK(input_info(vi, &info->inputs[info->n_inputs]));
+        int id = cg_add_input(L->g, vi->name);
+        if (id < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add input '%s'", vi->name);
+        info->n_inputs++;
+        CX_CHECK(define(L, vi->name, id, -1, 0));
+    }
+    for (size_t i = 0; i < gp->n_node; i++) CX_CHECK(convert_node(L, (int)i));
+    for (size_t i = 0; i < gp->n_output; i++) {
+        const char *name = STR(gp->output[i]->name);
+        const name_ent *e = tab_slot(L, name);
+        char buf[160];
+        if (!e->key)
+            return cx_fail(CATTR_ERR_FORMAT, "graph output '%s' is not produced by any node, initializer or input",
+                           name);
+        if (e->val < 0)
+            return cx_fail(CATTR_ERR_UNSUPPORTED,
+                           "graph output '%s' is output %d of node '%s' (op %s); only output 0 of a node is supported",
+                           name, e->slot, node_label(gp->node[e->node], e->node, buf, sizeof buf),
+                           gp->node[e->node]->op_type);
+        if (cg_add_output(L->g, e->val) < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add output '%s'", name);
+    }
+    return CATTR_OK;
+}
+
+void cx_onnx_info_free(cx_onnx_info *info) {
+    if (!info) return;
+    free(info->inputs);
+    free(info);
+}
+
+static cattr_status convert_model(const Onnx__ModelProto *m, cg_graph **gout, cx_onnx_info **iout) {
+    const Onnx__GraphProto *gp = m->graph;
+    if (!gp) return cx_fail(CATTR_ERR_FORMAT, "the model has no graph");
+    int64_t opset = -1;
+    for (size_t i = 0; i < m->n_opset_import; i++) {
+        const char *d = STR(m->opset_import[i]->domain);
+        if ((!*d || strcmp(d, "ai.onnx") == 0) && m->opset_import[i]->version > opset)
+            opset = m->opset_import[i]->version;
+    }
+    if (opset < 0) return cx_fail(CATTR_ERR_FORMAT, "the model imports no default ('ai.onnx') opset");
+    if (opset < 7) return cx_fail(CATTR_ERR_UNSUPPORTED, "opset %lld is not supported (7 or later)", (long long)opset);
+    if (gp->n_node == 0 || gp->n_output == 0) return cx_fail(CATTR_ERR_FORMAT, "the graph is empty");
+
+    size_t names = gp->n_initializer + gp->n_input + 16, cap = 64;
+    for (size_t i = 0; i < gp->n_node; i++) names += gp->node[i]->n_output;
+    while (cap < 2 * names) cap *= 2;
+    loader L = {gp, (int)(opset > 100000 ? 100000 : opset), cg_new(), calloc(cap, sizeof(name_ent)), cap};
+    cx_onnx_info *info = calloc(1, sizeof *info);
+    if (info) info->inputs = calloc(gp->n_input + 1, sizeof *info->inputs);
+    cattr_status st = CATTR_OK;
+    if (!L.g || !L.tab || !info || !info->inputs)
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate the graph");
+    else
+        st = convert_graph(&L, info);
+    free(L.tab);
+    if (st != CATTR_OK) {
+        cg_free(L.g);
+        cx_onnx_info_free(info);
+        return st;
+    }
+    info->opset = L.opset;
+    info->ir_version = m->ir_version;
+    *gout = L.g;
+    *iout = info;
+    return CATTR_OK;
+}
+
+/* ---- entry points ------------------------------------------------------------------------------------------- */
+
+cattr_status cx_onnx_load_buffer_info(const void *data, size_t size, const char *what, cg_graph **out,
+                                      cx_onnx_info **info_out) {
+    if (out) *out = NULL;
+    if (info_out) *info_out = NULL;
+    if (!what) what = "<buffer>";
+    if (!out || (!data && size)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "NULL argument to the ONNX loader");
+    Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, size, data);
+    if (!m) return cx_fail(CATTR_ERR_FORMAT, "'%s': not a valid ONNX model (protobuf parse failed)", what);
+    cx_onnx_info *info = NULL;
+    cattr_status st = convert_model(m, out, &info);
+    onnx__model_proto__free_unpacked(m, NULL);
+    if (st != CATTR_OK) return cx_fail_context(st, "'%s'", what);
+    if (info_out)
+        *info_out = info;
+    else
+        cx_onnx_info_free(info);
+    return CATTR_OK;
+}
+
+cattr_status cx_onnx_load_file_info(const char *path, cg_graph **out, cx_onnx_info **info_out) {
+    if (out) *out = NULL;
+    if (info_out) *info_out = NULL;
+    if (!path || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "NULL argument to the ONNX loader");
+    FILE *f = fopen(path, "rb");
+    if (!f) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fclose(f);
+        return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    void *buf = cx_malloc(size);
+    if (!buf) {
+        fclose(f);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate %zu bytes to read '%s'", size, path);
+    }
+    size_t got = fread(buf, 1, size, f);
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (got != size) {
+        free(buf);
+        return cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, err ? strerror(err) : "file changed while reading");
+    }
+    cattr_status st = cx_onnx_load_buffer_info(buf, size, path, out, info_out);
+    free(buf);
+    return st;
+}
+
+cattr_status cx_onnx_load_buffer(const void *data, size_t size, const char *what, cg_graph **out, int *opset_out) {
+    cx_onnx_info *info = NULL;
+    cattr_status st = cx_onnx_load_buffer_info(data, size, what, out, &info);
+    if (st == CATTR_OK && opset_out) *opset_out = info->opset;
+    cx_onnx_info_free(info);
+    return st;
+}
+
+cattr_status cx_onnx_load_file(const char *path, cg_graph **out, int *opset_out) {
+    cx_onnx_info *info = NULL;
+    cattr_status st = cx_onnx_load_file_info(path, out, &info);
+    if (st == CATTR_OK && opset_out) *opset_out = info->opset;
+    cx_onnx_info_free(info);
+    return st;
+}
+
+int cx_onnx_input_shape(const cx_onnx_info *info, int i, int64_t shape[CATTR_MAX_DIMS]) {
+    if (!info || i < 0 || i >= info->n_inputs || info->inputs[i].ndim < 0) return -1;
+    const cx_onnx_input_info *ii = &info->inputs[i];
+    if (shape)
+        for (int d = 0; d < ii->ndim; d++) shape[d] = ii->shape[d];
+    return ii->ndim;
+}

@@ -1,0 +1,397 @@
+/* safetensors.c - named tensor sets read from and written to .safetensors files.
+ *
+ * Byte format:
+ *   0..7      N: header length, uint64 little-endian
+ *   8..8+N    UTF-8 JSON object: {"<name>": {"dtype": "F32", "shape": [d0, ...], "data_offsets": [begin, end]}, ...}
+ *             plus an optional "__metadata__" object (string -> string) that is ignored; right-padded with spaces
+ *   8+N..     data section; offsets are relative to its start, little-endian, C order
+ * The reader trusts nothing: N must be at most the file size - 8 and at most 100 MB; every entry must be an object
+ * with a known dtype, a shape of non-negative integers whose element count does not overflow, and offsets with
+ * begin <= end <= data size and end - begin == numel * itemsize. Names must be unique. Tensors keep the order of the
+ * header's keys. F16/BF16 load as float32; I8, U8, I16, U16, I32, U32 and BOOL load as int64.
+ * The writer emits F32/F64/I64 entries in insertion order, offsets contiguous, header padded to a multiple of 8. */
+#define _POSIX_C_SOURCE 200809L
+#define _FILE_OFFSET_BITS 64
+#include "io/fileutil.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#define ST_MAX_HEADER (100u * 1000u * 1000u)
+
+struct cattr_tensor_set {
+    int count, cap;
+    char **names;
+    cattr_tensor **tensors;
+};
+
+/* ==== set basics =========================================================================================== */
+
+cattr_status cattr_tensor_set_new(cattr_tensor_set **out) {
+    if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_tensor_set_new: out is NULL");
+    *out = calloc(1, sizeof **out);
+    if (!*out) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a tensor set");
+    return CATTR_OK;
+}
+
+void cattr_tensor_set_free(cattr_tensor_set *s) {
+    if (!s) return;
+    for (int i = 0; i < s->count; i++) {
+        free(s->names[i]);
+        cattr_tensor_free(s->tensors[i]);
+    }
+    free(s->names);
+    free(s->tensors);
+    free(s);
+}
+
+int cattr_tensor_set_count(const cattr_tensor_set *s) { return s ? s->count : 0; }
+
+const char *cattr_tensor_set_name(const cattr_tensor_set *s, int i) {
+    return s && i >= 0 && i < s->count ? s->names[i] : NULL;
+}
+
+static int find_index(const cattr_tensor_set *s, const char *name) {
+    for (int i = 0; i < s->count; i++)
+        if (strcmp(s->names[i], name) == 0) return i;
+    return -1;
+}
+
+const cattr_tensor *cattr_tensor_set_get(const cattr_tensor_set *s, const char *name) {
+    if (!s || !name) return NULL;
+    int i = find_index(s, name);
+    return i >= 0 ? s->tensors[i] : NULL;
+}
+
+/* Appends (takes ownership of `t` on success only); the caller has checked that the name is new. */
+static cattr_status append_owned(cattr_tensor_set *s, const char *name, cattr_tensor *t) {
+    if (s->count == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 16;
+        char **nn = realloc(s->names, (size_t)cap * sizeof *nn);
+        if (!nn) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot grow a tensor set");
+        s->names = nn;
+        cattr_tensor **tt = realloc(s->tensors, (size_t)cap * sizeof *tt);
+        if (!tt) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot grow a tensor set");
+        s->tensors = tt;
+        s->cap = cap;
+    }
+    char *copy = cx_strdup(name);
+    if (!copy) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate tensor name '%s'", name);
+    s->names[s->count] = copy;
+    s->tensors[s->count] = t;
+    s->count++;
+    return CATTR_OK;
+}
+
+cattr_status cattr_tensor_set_add(cattr_tensor_set *s, const char *name, const cattr_tensor *t) {
+    if (!s || !name || !t) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_tensor_set_add: NULL argument");
+    if (!*name || strcmp(name, "__metadata__") == 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s' cannot name a tensor in a safetensors set", name);
+    cattr_tensor *copy = NULL;
+    CX_CHECK(cattr_tensor_from_data(t->dtype, t->ndim, t->shape, t->data, &copy));
+    int i = find_index(s, name);
+    if (i >= 0) {
+        cattr_tensor_free(s->tensors[i]);
+        s->tensors[i] = copy;
+        return CATTR_OK;
+    }
+    cattr_status st = append_owned(s, name, copy);
+    if (st != CATTR_OK) cattr_tensor_free(copy);
+    return st;
+}
+
+/* ==== load ================================================================================================= */
+
+static int parse_dtype(const char *s, cx_elem *e) {
+    static const struct {
+        const char *name;
+        cx_elem elem;
+    } table[] = {
+        {"F32", CX_ELEM_F32}, {"F64", CX_ELEM_F64}, {"I64", CX_ELEM_I64}, {"F16", CX_ELEM_F16},
+        {"BF16", CX_ELEM_BF16}, {"I32", CX_ELEM_I32}, {"I16", CX_ELEM_I16}, {"I8", CX_ELEM_I8},
+        {"U8", CX_ELEM_U8}, {"U16", CX_ELEM_U16}, {"U32", CX_ELEM_U32}, {"BOOL", CX_ELEM_BOOL},
+    };
+    for (size_t i = 0; i < CX_ARRAY_LEN(table); i++)
+        if (strcmp(s, table[i].name) == 0) {
+            *e = table[i].elem;
+            return 1;
+        }
+    return 0;
+}
+
+/* A JSON number that is an exact non-negative integer below 2^53 (the range a double holds exactly). */
+static int json_uint(const cJSON *j, uint64_t *v) {
+    if (!cJSON_IsNumber(j)) return 0;
+    double d = j->valuedouble;
+    if (!(d >= 0.0) || d >= 9007199254740992.0 || d != floor(d)) return 0;
+    *v = (uint64_t)d;
+    return 1;
+}
+
+typedef struct st_entry {
+    const char *name;
+    cx_elem elem;
+    int ndim;
+    int64_t shape[CATTR_MAX_DIMS];
+    uint64_t numel, begin, end;
+} st_entry;
+
+static cattr_status parse_entry(const cJSON *item, const char *path, uint64_t data_size, st_entry *e) {
+    const char *name = item->string;
+    e->name = name;
+    if (!cJSON_IsObject(item))
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': header entry is not an object", path, name);
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(item, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(item, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
+    if (!cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off))
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': needs a string \"dtype\" and arrays \"shape\" and "
+                       "\"data_offsets\"", path, name);
+    if (!parse_dtype(dt->valuestring, &e->elem))
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': tensor '%s': dtype '%s' is not supported", path, name,
+                       dt->valuestring);
+    int nd = cJSON_GetArraySize(sh);
+    if (nd > CATTR_MAX_DIMS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': tensor '%s': %d dimensions (at most %d)", path, name, nd,
+                       CATTR_MAX_DIMS);
+    e->ndim = 0;
+    const cJSON *d;
+    int zero = 0;
+    cJSON_ArrayForEach(d, sh) {
+        uint64_t v;
+        if (!json_uint(d, &v))
+            return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': shape entries must be non-negative integers", path,
+                           name);
+        if (v == 0) zero = 1;
+        e->shape[e->ndim++] = (int64_t)v;
+    }
+    uint64_t es = cx_elem_size(e->elem), numel = 1;
+    for (int i = 0; i < e->ndim && !zero; i++) {
+        uint64_t v = (uint64_t)e->shape[i];
+        if (numel > (uint64_t)INT64_MAX / es / v)
+            return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': shape is too large (element count overflows)", path,
+                           name);
+        numel *= v;
+    }
+    e->numel = zero ? 0 : numel;
+    if (cJSON_GetArraySize(off) != 2 || !json_uint(cJSON_GetArrayItem(off, 0), &e->begin) ||
+        !json_uint(cJSON_GetArrayItem(off, 1), &e->end))
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': data_offsets must be two non-negative integers", path,
+                       name);
+    if (e->begin > e->end || e->end > data_size)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': data_offsets [%llu, %llu] lie outside the data section "
+                       "(%llu bytes)", path, name, (unsigned long long)e->begin, (unsigned long long)e->end,
+                       (unsigned long long)data_size);
+    if (e->end - e->begin != e->numel * es)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': data_offsets span %llu bytes, shape and dtype need %llu",
+                       path, name, (unsigned long long)(e->end - e->begin), (unsigned long long)(e->numel * es));
+    return CATTR_OK;
+}
+
+static cattr_status load_set(FILE *f, const char *path, cattr_tensor_set *s) {
+    uint64_t fsize = 0;
+    CX_CHECK(cx_file_size(f, path, &fsize));
+    unsigned char pre[8];
+    if (fsize < 8 || fread(pre, 1, 8, f) != 8)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': not a safetensors file (%llu bytes)", path, (unsigned long long)fsize);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = (n << 8) | pre[i];
+    if (n > fsize - 8)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': header length %llu exceeds the file (%llu bytes)", path,
+                       (unsigned long long)n, (unsigned long long)fsize);
+    if (n > ST_MAX_HEADER)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': header length %llu is over the 100 MB limit", path,
+                       (unsigned long long)n);
+    char *text = malloc((size_t)n + 1);
+    if (!text) return cx_fail(CATTR_ERR_NO_MEMORY, "'%s': cannot allocate the %llu-byte header", path,
+                              (unsigned long long)n);
+    if (fread(text, 1, (size_t)n, f) != n) {
+        free(text);
+        return cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
+    }
+    text[n] = '\0';
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, (size_t)n, &end, 0);
+    if (!root) {
+        free(text);
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': the header is not valid JSON", path);
+    }
+    /* Only whitespace padding may follow the JSON object. */
+    for (const char *p = end; p && p < text + n; p++) {
+        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
+            ptrdiff_t at = p - text;
+            free(text);
+            cJSON_Delete(root);
+            return cx_fail(CATTR_ERR_FORMAT, "'%s': unexpected bytes after the header JSON (offset %td)", path, at);
+        }
+    }
+    free(text);
+    cattr_status st = CATTR_OK;
+    if (!cJSON_IsObject(root)) {
+        st = cx_fail(CATTR_ERR_FORMAT, "'%s': the header is not a JSON object", path);
+        goto done;
+    }
+    uint64_t data_start = 8 + n, data_size = fsize - data_start;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, root) {
+        if (!item->string) {
+            st = cx_fail(CATTR_ERR_FORMAT, "'%s': header entry without a name", path);
+            goto done;
+        }
+        if (strcmp(item->string, "__metadata__") == 0) continue;
+        if (find_index(s, item->string) >= 0) {
+            st = cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s' appears twice in the header", path, item->string);
+            goto done;
+        }
+        st_entry e;
+        if ((st = parse_entry(item, path, data_size, &e)) != CATTR_OK) goto done;
+        cattr_tensor *t = cx_tensor_alloc(cx_elem_dtype(e.elem), e.ndim, e.shape);
+        if (!t) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "'%s': cannot allocate tensor '%s'", path, e.name);
+            goto done;
+        }
+        if (e.numel > 0) {
+            if (fseeko(f, (off_t)(data_start + e.begin), SEEK_SET) != 0 || !cx_read_elems(f, e.elem, (size_t)e.numel, t->data)) {
+                cattr_tensor_free(t);
+                st = ferror(f) ? cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, strerror(errno))
+                               : cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s': truncated data", path, e.name);
+                goto done;
+            }
+        }
+        if ((st = append_owned(s, e.name, t)) != CATTR_OK) {
+            cattr_tensor_free(t);
+            goto done;
+        }
+    }
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+cattr_status cattr_tensor_set_load(const char *path, cattr_tensor_set **out) {
+    if (out) *out = NULL;
+    if (!path || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_tensor_set_load: NULL argument");
+    FILE *f = fopen(path, "rb");
+    if (!f) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    cattr_tensor_set *s = NULL;
+    cattr_status st = cattr_tensor_set_new(&s);
+    if (st == CATTR_OK) st = load_set(f, path, s);
+    fclose(f);
+    if (st != CATTR_OK) {
+        cattr_tensor_set_free(s);
+        return st;
+    }
+    *out = s;
+    return CATTR_OK;
+}
+
+/* ==== save ================================================================================================= */
+
+/* A growable text buffer for the header. */
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+    int oom;
+} strbuf;
+
+static void sb_put(strbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->p, cap);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void sb_puts(strbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
+
+/* A JSON string literal: quotes, backslashes and control characters escaped; other bytes (UTF-8) copied. */
+static void sb_json_string(strbuf *b, const char *s) {
+    sb_puts(b, "\"");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            sb_put(b, esc, 2);
+        } else if (*p < 0x20) {
+            snprintf(esc, sizeof esc, "\\u%04x", *p);
+            sb_puts(b, esc);
+        } else {
+            sb_put(b, (const char *)p, 1);
+        }
+    }
+    sb_puts(b, "\"");
+}
+
+static cattr_status build_header(const cattr_tensor_set *s, strbuf *b) {
+    uint64_t off = 0;
+    char num[64];
+    sb_puts(b, "{");
+    for (int i = 0; i < s->count; i++) {
+        const cattr_tensor *t = s->tensors[i];
+        const char *dt = t->dtype == CATTR_FLOAT32 ? "F32" : t->dtype == CATTR_FLOAT64 ? "F64" : "I64";
+        if (i) sb_puts(b, ",");
+        sb_json_string(b, s->names[i]);
+        sb_puts(b, ":{\"dtype\":\"");
+        sb_puts(b, dt);
+        sb_puts(b, "\",\"shape\":[");
+        for (int k = 0; k < t->ndim; k++) {
+            snprintf(num, sizeof num, "%s%lld", k ? "," : "", (long long)t->shape[k]);
+            sb_puts(b, num);
+        }
+        uint64_t nbytes = (uint64_t)t->numel * cattr_dtype_size(t->dtype);
+        snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
+                 (unsigned long long)(off + nbytes));
+        sb_puts(b, num);
+        off += nbytes;
+    }
+    sb_puts(b, "}");
+    while (!b->oom && b->len % 8 != 0) sb_puts(b, " ");
+    if (b->oom) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate the safetensors header");
+    return CATTR_OK;
+}
+
+typedef struct save_ctx {
+    const cattr_tensor_set *set;
+    const strbuf *header;
+} save_ctx;
+
+static cattr_status write_set(FILE *f, void *vctx) {
+    const save_ctx *c = vctx;
+    unsigned char pre[8];
+    uint64_t n = c->header->len;
+    for (int i = 0; i < 8; i++) pre[i] = (unsigned char)(n >> (8 * i));
+    if (fwrite(pre, 1, 8, f) != 8 || fwrite(c->header->p, 1, c->header->len, f) != c->header->len)
+        return cx_fail(CATTR_ERR_IO, "write failed: %s", strerror(errno));
+    for (int i = 0; i < c->set->count; i++) {
+        cattr_status st = cx_write_tensor_data(f, c->set->tensors[i]);
+        if (st != CATTR_OK) return cx_fail_context(st, "tensor '%s'", c->set->names[i]);
+    }
+    return CATTR_OK;
+}
+
+cattr_status cattr_tensor_set_save(const cattr_tensor_set *s, const char *path) {
+    if (!s || !path) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_tensor_set_save: NULL argument");
+    strbuf b = {0};
+    cattr_status st = build_header(s, &b);
+    if (st == CATTR_OK) {
+        save_ctx c = {s, &b};
+        st = cx_write_file_atomic(path, write_set, &c);
+    }
+    free(b.p);
+    return st;
+}

@@ -1,0 +1,26 @@
+/* ops.h - per-op shape inference and helpers shared by kernels of every backend. */
+#ifndef CATTR_OPS_H
+#define CATTR_OPS_H
+
+#include "backend/backend.h"
+
+/* Infers the output dtype and shape of node `n` from its input views (data pointers are not read, except for
+ * int64 constants flagged by the caller). Errors: CATTR_ERR_SHAPE naming the node and the shapes. */
+cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
+
+/* Broadcast shape of two shapes (numpy rules); returns false if they do not broadcast. */
+bool cx_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
+
+/* Pool/conv geometry normalised to 3 spatial dims (missing leading dims have size 1, kernel 1). */
+typedef struct cx_geom {
+    int64_t n, c_in, c_out;
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3], pe[3];
+} cx_geom;
+/* Fills g from an input of shape x (N, C, spatial...) and node attributes; c_out from the weight when w != NULL. */
+void cx_geom_init(cx_geom *g, const cg_attrs *a, const int64_t *x, int xnd, const int64_t *w);
+
+/* Resolved Slice parameters for a tensor of shape `shape`: per dim start, step and count. */
+void cx_slice_resolve(const cg_attrs *a, int ndim, const int64_t *shape, int64_t *start, int64_t *step,
+                      int64_t *count);
+
+#endif

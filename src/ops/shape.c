@@ -1,0 +1,345 @@
+/* shape.c - shape inference for every op of the IR, run by the planner for concrete input shapes. */
+#include "ops.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool cx_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out) {
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t da = i < n - na ? 1 : a[i - (n - na)];
+        int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+        if (da != db && da != 1 && db != 1) return false;
+        out[i] = da == 1 ? db : da;
+    }
+    *nout = n;
+    return true;
+}
+
+void cx_geom_init(cx_geom *g, const cg_attrs *a, const int64_t *x, int xnd, const int64_t *w) {
+    int nsp = xnd - 2, off = 3 - nsp;
+    g->n = x[0];
+    g->c_in = x[1];
+    g->c_out = w ? w[0] : x[1];
+    for (int i = 0; i < 3; i++) {
+        g->in[i] = 1; g->k[i] = 1; g->s[i] = 1; g->d[i] = 1; g->pb[i] = 0; g->pe[i] = 0;
+    }
+    for (int i = 0; i < nsp; i++) {
+        g->in[off + i] = x[2 + i];
+        g->k[off + i] = w ? w[2 + i] : a->kernel[i];
+        g->s[off + i] = a->stride[i];
+        g->d[off + i] = a->dilation[i] ? a->dilation[i] : 1;
+        g->pb[off + i] = a->pad[i];
+        g->pe[off + i] = a->pad[nsp + i];
+    }
+    for (int i = 0; i < 3; i++) {
+        int64_t span = g->in[i] + g->pb[i] + g->pe[i] - g->d[i] * (g->k[i] - 1) - 1;
+        int64_t o;
+        if (a->ceil_mode && !w) {
+            o = (span + g->s[i] - 1) / g->s[i] + 1;
+            /* the last window must start inside the input or the begin padding */
+            if ((o - 1) * g->s[i] >= g->in[i] + g->pb[i]) o--;
+        } else {
+            o = span >= 0 ? span / g->s[i] + 1 : 0;
+        }
+        g->out[i] = o;
+    }
+}
+
+void cx_slice_resolve(const cg_attrs *a, int ndim, const int64_t *shape, int64_t *start, int64_t *step,
+                      int64_t *count) {
+    for (int d = 0; d < ndim; d++) {
+        start[d] = 0;
+        step[d] = 1;
+        count[d] = shape[d];
+    }
+    int n = a->n_ints / 4;
+    for (int i = 0; i < n; i++) {
+        int64_t st = a->ints[i], en = a->ints[n + i], ax = a->ints[2 * n + i], sp = a->ints[3 * n + i];
+        if (ax < 0) ax += ndim;
+        if (ax < 0 || ax >= ndim || sp == 0) continue;
+        int64_t dim = shape[ax];
+        if (st < 0) st += dim;
+        if (en < 0) en += dim;
+        if (sp > 0) {
+            st = st < 0 ? 0 : (st > dim ? dim : st);
+            en = en < 0 ? 0 : (en > dim ? dim : en);
+            count[ax] = en > st ? (en - st + sp - 1) / sp : 0;
+        } else {
+            st = st < 0 ? -1 : (st > dim - 1 ? dim - 1 : st);
+            en = en < -1 ? -1 : (en > dim - 1 ? dim - 1 : en);
+            count[ax] = st > en ? (st - en + (-sp) - 1) / (-sp) : 0;
+        }
+        start[ax] = st;
+        step[ax] = sp;
+    }
+}
+
+#define SHAPE_FAIL(...) return shape_fail(n, in, __VA_ARGS__)
+
+static cattr_status shape_fail(const cg_node *n, const cx_view *in, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static cattr_status shape_fail(const cg_node *n, const cx_view *in, const char *fmt, ...) {
+    char msg[512], shapes[512] = "", buf[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t off = 0;
+    for (int i = 0; i < n->n_in && off < sizeof shapes; i++) {
+        if (!in[i].data && in[i].ndim == 0 && n->in[i] < 0) continue;
+        off += (size_t)snprintf(shapes + off, sizeof shapes - off, "%s%s", i ? ", " : "",
+                                cx_shape_str(in[i].ndim, in[i].shape, buf, sizeof buf));
+    }
+    return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): %s (input shapes %s)", n->name, cg_op_names[n->op], msg,
+                   shapes);
+}
+
+static void copy_shape(cx_view *out, const cx_view *src) {
+    out->ndim = src->ndim;
+    memcpy(out->shape, src->shape, sizeof out->shape);
+}
+
+static int norm_axis(int64_t axis, int ndim) { return (int)(axis < 0 ? axis + ndim : axis); }
+
+cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cg_attrs *a = &n->a;
+    out->dtype = n->n_in > 0 ? in[0].dtype : CATTR_FLOAT32;
+    switch (n->op) {
+    case CG_IDENTITY: case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG:
+    case CG_ZEROS_LIKE:
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    case CG_SOFTMAX: {
+        int ax = norm_axis(a->axis, in[0].ndim);
+        if (ax < 0 || ax >= in[0].ndim) SHAPE_FAIL("axis %lld out of range", (long long)a->axis);
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    }
+    case CG_BATCHNORM:
+        if (in[0].ndim < 2) SHAPE_FAIL("input must have a channel dim");
+        for (int i = 1; i < 5; i++)
+            if (cx_view_numel(&in[i]) != in[0].shape[1]) SHAPE_FAIL("parameter %d does not match the channels", i);
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_SOFTMAX_GRAD:
+    case CG_CLIP_GRAD:
+        if (!cx_shape_eq(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape)) SHAPE_FAIL("gradient shape mismatch");
+        copy_shape(out, &in[0]);
+        out->dtype = in[1].dtype;
+        return CATTR_OK;
+    case CG_MAXPOOL_GRAD: case CG_AVGPOOL_GRAD: case CG_GAP_GRAD: case CG_RESHAPE_LIKE: case CG_REDUCE_SUM_LIKE:
+    case CG_SLICE_GRAD: {
+        const cx_view *like = n->op == CG_RESHAPE_LIKE || n->op == CG_REDUCE_SUM_LIKE || n->op == CG_SLICE_GRAD
+                                  ? &in[1] : &in[0];
+        const cx_view *gy = n->op == CG_RESHAPE_LIKE || n->op == CG_REDUCE_SUM_LIKE || n->op == CG_SLICE_GRAD
+                                ? &in[0] : &in[1];
+        if (n->op == CG_RESHAPE_LIKE && cx_view_numel(like) != cx_view_numel(gy)) SHAPE_FAIL("element count differs");
+        if (n->op == CG_REDUCE_SUM_LIKE) {
+            int nb;
+            int64_t b[CATTR_MAX_DIMS];
+            if (!cx_broadcast_shape(like->ndim, like->shape, gy->ndim, gy->shape, &nb, b) ||
+                !cx_shape_eq(nb, b, gy->ndim, gy->shape))
+                SHAPE_FAIL("gradient does not broadcast from the input");
+        }
+        copy_shape(out, like);
+        out->dtype = gy->dtype;
+        return CATTR_OK;
+    }
+    case CG_CONV_GRAD_INPUT:
+        copy_shape(out, &in[0]);
+        out->dtype = in[2].dtype;
+        return CATTR_OK;
+    case CG_BATCHNORM_GRAD:
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    case CG_GATHER_GRAD:
+        copy_shape(out, &in[2]);
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    case CG_CONCAT_GRAD: {
+        int ax = norm_axis(a->axis, in[0].ndim);
+        int idx = (int)a->index + 1;
+        if (idx < 1 || idx >= n->n_in) SHAPE_FAIL("bad piece index");
+        copy_shape(out, &in[idx]);
+        out->dtype = in[0].dtype;
+        (void)ax;
+        return CATTR_OK;
+    }
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: {
+        if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
+            SHAPE_FAIL("operands do not broadcast");
+        if (in[0].dtype != in[1].dtype) SHAPE_FAIL("operand dtypes differ (%s, %s)", cattr_dtype_name(in[0].dtype),
+                                                   cattr_dtype_name(in[1].dtype));
+        return CATTR_OK;
+    }
+    case CG_GEMM: {
+        if (in[0].ndim != 2 || in[1].ndim != 2) SHAPE_FAIL("Gemm needs 2-D A and B");
+        int64_t m = a->trans_a ? in[0].shape[1] : in[0].shape[0];
+        int64_t k = a->trans_a ? in[0].shape[0] : in[0].shape[1];
+        int64_t k2 = a->trans_b ? in[1].shape[1] : in[1].shape[0];
+        int64_t nn = a->trans_b ? in[1].shape[0] : in[1].shape[1];
+        if (k != k2) SHAPE_FAIL("inner dimensions differ (%lld vs %lld)", (long long)k, (long long)k2);
+        out->ndim = 2;
+        out->shape[0] = m;
+        out->shape[1] = nn;
+        if (n->n_in > 2 && in[2].data) {
+            int nb;
+            int64_t b[CATTR_MAX_DIMS];
+            if (!cx_broadcast_shape(in[2].ndim, in[2].shape, 2, out->shape, &nb, b) || nb != 2 || b[0] != m ||
+                b[1] != nn)
+                SHAPE_FAIL("C does not broadcast to [%lld, %lld]", (long long)m, (long long)nn);
+        }
+        return CATTR_OK;
+    }
+    case CG_MATMUL: {
+        if (in[0].ndim < 1 || in[1].ndim < 1) SHAPE_FAIL("MatMul needs tensors");
+        int64_t as[CATTR_MAX_DIMS], bs[CATTR_MAX_DIMS];
+        int na = in[0].ndim, nb = in[1].ndim;
+        memcpy(as, in[0].shape, sizeof as);
+        memcpy(bs, in[1].shape, sizeof bs);
+        if (na == 1) { as[1] = as[0]; as[0] = 1; na = 2; }
+        if (nb == 1) { bs[1] = 1; nb = 2; }
+        int64_t m = a->trans_a ? as[na - 1] : as[na - 2], k = a->trans_a ? as[na - 2] : as[na - 1];
+        int64_t k2 = a->trans_b ? bs[nb - 1] : bs[nb - 2], nn = a->trans_b ? bs[nb - 2] : bs[nb - 1];
+        if (k != k2) SHAPE_FAIL("inner dimensions differ (%lld vs %lld)", (long long)k, (long long)k2);
+        int nbat;
+        int64_t bat[CATTR_MAX_DIMS];
+        if (!cx_broadcast_shape(na - 2, as, nb - 2, bs, &nbat, bat)) SHAPE_FAIL("batch dims do not broadcast");
+        out->ndim = nbat;
+        memcpy(out->shape, bat, (size_t)nbat * sizeof(int64_t));
+        if (in[0].ndim > 1) out->shape[out->ndim++] = m;
+        if (in[1].ndim > 1) out->shape[out->ndim++] = nn;
+        return CATTR_OK;
+    }
+    case CG_CONV: case CG_MAXPOOL: case CG_AVGPOOL: {
+        int nsp = in[0].ndim - 2;
+        if (nsp < 1 || nsp > 3) SHAPE_FAIL("expected 1 to 3 spatial dims");
+        if (a->nsp && a->nsp != nsp) SHAPE_FAIL("kernel has %d dims, input has %d spatial dims", a->nsp, nsp);
+        const int64_t *w = n->op == CG_CONV ? in[1].shape : NULL;
+        if (w) {
+            if (in[1].ndim != in[0].ndim) SHAPE_FAIL("weight rank differs from input rank");
+            if (a->group < 1 || in[0].shape[1] != in[1].shape[1] * a->group || in[1].shape[0] % a->group)
+                SHAPE_FAIL("channels do not match the weight and group %lld", (long long)a->group);
+            if (n->n_in > 2 && in[2].data && cx_view_numel(&in[2]) != in[1].shape[0]) SHAPE_FAIL("bias size");
+        }
+        cx_geom g;
+        cx_geom_init(&g, a, in[0].shape, in[0].ndim, w);
+        out->ndim = in[0].ndim;
+        out->shape[0] = g.n;
+        out->shape[1] = g.c_out;
+        for (int i = 0; i < nsp; i++) {
+            out->shape[2 + i] = g.out[3 - nsp + i];
+            if (out->shape[2 + i] <= 0) SHAPE_FAIL("window larger than the (padded) input");
+        }
+        return CATTR_OK;
+    }
+    case CG_GLOBALAVGPOOL:
+        if (in[0].ndim < 3) SHAPE_FAIL("expected spatial dims");
+        copy_shape(out, &in[0]);
+        for (int i = 2; i < out->ndim; i++) out->shape[i] = 1;
+        return CATTR_OK;
+    case CG_RESHAPE: {
+        int64_t total = cx_view_numel(&in[0]), known = 1;
+        int infer = -1;
+        out->ndim = a->n_ints;
+        for (int i = 0; i < a->n_ints; i++) {
+            int64_t d = a->ints[i];
+            if (d == 0 && !a->allowzero) {
+                if (i >= in[0].ndim) SHAPE_FAIL("0 in shape refers to a missing dim");
+                d = in[0].shape[i];
+            }
+            if (d == -1) {
+                if (infer >= 0) SHAPE_FAIL("more than one -1 in the target shape");
+                infer = i;
+                d = 1;
+            } else if (d < 0) SHAPE_FAIL("negative size in target shape");
+            out->shape[i] = d;
+            known *= d;
+        }
+        if (infer >= 0) {
+            if (known == 0 || total % known) SHAPE_FAIL("cannot infer -1: %lld elements", (long long)total);
+            out->shape[infer] = total / known;
+        } else if (known != total) {
+            SHAPE_FAIL("target shape has %lld elements, input has %lld", (long long)known, (long long)total);
+        }
+        return CATTR_OK;
+    }
+    case CG_FLATTEN: {
+        int ax = norm_axis(a->axis, in[0].ndim);
+        if (ax < 0 || ax > in[0].ndim) SHAPE_FAIL("axis out of range");
+        out->ndim = 2;
+        out->shape[0] = cx_numel(ax, in[0].shape);
+        out->shape[1] = cx_numel(in[0].ndim - ax, in[0].shape + ax);
+        return CATTR_OK;
+    }
+    case CG_CONCAT: {
+        copy_shape(out, &in[0]);
+        int ax = norm_axis(a->axis, in[0].ndim);
+        if (ax < 0 || ax >= in[0].ndim) SHAPE_FAIL("axis out of range");
+        for (int i = 1; i < n->n_in; i++) {
+            if (in[i].ndim != in[0].ndim) SHAPE_FAIL("inputs differ in rank");
+            for (int d = 0; d < in[0].ndim; d++)
+                if (d != ax && in[i].shape[d] != in[0].shape[d]) SHAPE_FAIL("inputs differ outside the axis");
+            out->shape[ax] += in[i].shape[ax];
+        }
+        return CATTR_OK;
+    }
+    case CG_UNSQUEEZE: {
+        int nd = in[0].ndim + a->n_ints;
+        if (nd > CATTR_MAX_DIMS) SHAPE_FAIL("too many dims");
+        bool ins[CATTR_MAX_DIMS] = {0};
+        for (int i = 0; i < a->n_ints; i++) {
+            int ax = norm_axis(a->ints[i], nd);
+            if (ax < 0 || ax >= nd || ins[ax]) SHAPE_FAIL("bad axis %lld", (long long)a->ints[i]);
+            ins[ax] = true;
+        }
+        out->ndim = nd;
+        for (int d = 0, j = 0; d < nd; d++) out->shape[d] = ins[d] ? 1 : in[0].shape[j++];
+        return CATTR_OK;
+    }
+    case CG_SQUEEZE: {
+        bool rm[CATTR_MAX_DIMS] = {0};
+        for (int i = 0; i < a->n_ints; i++) {
+            int ax = norm_axis(a->ints[i], in[0].ndim);
+            if (ax < 0 || ax >= in[0].ndim || in[0].shape[ax] != 1) SHAPE_FAIL("cannot squeeze axis %lld", (long long)a->ints[i]);
+            rm[ax] = true;
+        }
+        out->ndim = 0;
+        for (int d = 0; d < in[0].ndim; d++)
+            if (!(a->n_ints ? rm[d] : in[0].shape[d] == 1)) out->shape[out->ndim++] = in[0].shape[d];
+        return CATTR_OK;
+    }
+    case CG_TRANSPOSE: {
+        out->ndim = in[0].ndim;
+        if (a->n_ints && a->n_ints != in[0].ndim) SHAPE_FAIL("perm has %d entries", a->n_ints);
+        for (int d = 0; d < in[0].ndim; d++) {
+            int64_t p = a->n_ints ? a->ints[d] : in[0].ndim - 1 - d;
+            if (p < 0 || p >= in[0].ndim) SHAPE_FAIL("bad perm");
+            out->shape[d] = in[0].shape[p];
+        }
+        return CATTR_OK;
+    }
+    case CG_GATHER: {
+        int ax = norm_axis(a->axis, in[0].ndim);
+        if (ax < 0 || ax >= in[0].ndim) SHAPE_FAIL("axis out of range");
+        if (in[1].dtype != CATTR_INT64) SHAPE_FAIL("indices must be int64");
+        int nd = in[0].ndim - 1 + in[1].ndim;
+        if (nd > CATTR_MAX_DIMS) SHAPE_FAIL("too many dims");
+        out->ndim = 0;
+        for (int d = 0; d < ax; d++) out->shape[out->ndim++] = in[0].shape[d];
+        for (int d = 0; d < in[1].ndim; d++) out->shape[out->ndim++] = in[1].shape[d];
+        for (int d = ax + 1; d < in[0].ndim; d++) out->shape[out->ndim++] = in[0].shape[d];
+        return CATTR_OK;
+    }
+    case CG_SLICE: {
+        int64_t st[CATTR_MAX_DIMS], sp[CATTR_MAX_DIMS], cnt[CATTR_MAX_DIMS];
+        cx_slice_resolve(a, in[0].ndim, in[0].shape, st, sp, cnt);
+        out->ndim = in[0].ndim;
+        memcpy(out->shape, cnt, sizeof cnt);
+        return CATTR_OK;
+    }
+    case CG_OP_COUNT: break;
+    }
+    return cx_fail(CATTR_ERR_INTERNAL, "node '%s': no shape rule for op %d", n->name, (int)n->op);
+}

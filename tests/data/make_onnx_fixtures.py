@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""make_onnx_fixtures.py - writes the small ONNX models that tests/test_onnx_load.c loads, into tests/data/onnx/.
+
+Run with Debian's interpreter, which has the `onnx` module:  /usr/bin/python3 tests/data/make_onnx_fixtures.py
+The output is deterministic (fixed weights, fixed producer), so re-running it leaves the committed files unchanged.
+
+Valid models (ok_*.onnx) pass onnx.checker with full shape inference; the err_*.onnx models are deliberately broken
+in one way each and are written without the checker.
+"""
+import os
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "onnx")
+F = TensorProto.FLOAT
+
+
+def arange(shape, scale=0.1, dtype=np.float32):
+    n = int(np.prod(shape))
+    return (((np.arange(n) % 7) - 3) * scale).astype(dtype).reshape(shape)
+
+
+def init(name, arr):
+    return numpy_helper.from_array(np.asarray(arr), name)  # raw_data
+
+
+def vi(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def model(nodes, inputs, outputs, inits=(), opset=17, check=True, name="g"):
+    g = helper.make_graph(nodes, name, inputs, outputs, initializer=list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], producer_name="make_onnx_fixtures")
+    m.ir_version = 8
+    if check:
+        onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def save(m, fname):
+    with open(os.path.join(OUT, fname), "wb") as f:
+        f.write(m.SerializeToString())  # no external-data handling: written exactly as built
+
+
+def ok_mlp():
+    nodes = [
+        helper.make_node("Gemm", ["x", "fc1.weight", "fc1.bias"], ["h1"], name="/fc1/Gemm", transB=1),
+        helper.make_node("Relu", ["h1"], ["h2"], name="/relu/Relu"),
+        helper.make_node("Gemm", ["h2", "fc2.weight"], ["logits"], name="/fc2/Gemm", alpha=0.5, beta=0.25),
+        helper.make_node("Softmax", ["logits"], ["probs"], name="/softmax/Softmax", axis=1),
+    ]
+    inits = [init("fc1.weight", arange([8, 4])), init("fc1.bias", arange([8], 0.01)),
+             init("fc2.weight", arange([8, 3]))]
+    return model(nodes, [vi("x", F, ["batch", 4])], [vi("probs", F, ["batch", 3])], inits)
+
+
+def ok_cnn():
+    nodes = [
+        helper.make_node("Conv", ["img", "conv1.weight", "conv1.bias"], ["c1"], name="/conv1/Conv",
+                         kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1], dilations=[1, 1], group=1),
+        helper.make_node("BatchNormalization", ["c1", "bn.scale", "bn.bias", "bn.mean", "bn.var"], ["b1"],
+                         name="/bn/BatchNormalization", epsilon=1e-3, momentum=0.9),
+        helper.make_node("Relu", ["b1"], ["r1"], name="/relu/Relu"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="/pool/MaxPool", kernel_shape=[2, 2], strides=[2, 2],
+                         pads=[0, 0, 1, 1], ceil_mode=1),
+        helper.make_node("Conv", ["p1", "conv2.weight"], ["c2"], name="/conv2/Conv", group=2, auto_pad="VALID",
+                         strides=[1, 2]),
+        helper.make_node("AveragePool", ["c2"], ["a1"], name="/avg/AveragePool", kernel_shape=[3, 3],
+                         pads=[1, 1, 1, 1], count_include_pad=1),
+        helper.make_node("GlobalAveragePool", ["a1"], ["g1"], name="/gap/GlobalAveragePool"),
+        helper.make_node("Flatten", ["g1"], ["f1"], name="/flatten/Flatten"),
+        helper.make_node("Gemm", ["f1", "fc.weight", "fc.bias"], ["out"], name="/fc/Gemm", transB=1),
+    ]
+    inits = [init("conv1.weight", arange([4, 3, 3, 3])), init("conv1.bias", arange([4], 0.01)),
+             init("bn.scale", np.ones(4, np.float32)), init("bn.bias", np.zeros(4, np.float32)),
+             init("bn.mean", arange([4], 0.02)), init("bn.var", np.full(4, 2.0, np.float32)),
+             init("conv2.weight", arange([4, 2, 1, 1])), init("fc.weight", arange([2, 4])),
+             init("fc.bias", np.zeros(2, np.float32))]
+    return model(nodes, [vi("img", F, [1, 3, 8, 8])], [vi("out", F, [1, 2])], inits)
+
+
+def ok_conv1d():
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"], name="/conv/Conv", kernel_shape=[3], strides=[2], pads=[1, 2],
+                         dilations=[2]),
+        helper.make_node("MaxPool", ["c"], ["m", "m_idx"], name="/pool/MaxPool", kernel_shape=[2], pads=[0, 1],
+                         dilations=[1]),
+        helper.make_node("AveragePool", ["m"], ["y"], name="/avg/AveragePool", kernel_shape=[2], strides=[2],
+                         ceil_mode=1, count_include_pad=0),
+    ]
+    return model(nodes, [vi("x", F, [1, 2, 10])], [vi("y", F, [1, 3, 3])], [init("w", arange([3, 2, 3]))])
+
+
+def ok_ops():
+    t = helper.make_tensor
+    nodes = [
+        helper.make_node("Constant", [], ["shape_c"], name="/shape/Constant",
+                         value=numpy_helper.from_array(np.array([0, 12], np.int64))),
+        helper.make_node("Reshape", ["a", "shape_c"], ["r"], name="/reshape/Reshape", allowzero=0),
+        helper.make_node("Unsqueeze", ["r", "axes_u"], ["u"], name="/unsqueeze/Unsqueeze"),
+        helper.make_node("Squeeze", ["u"], ["s"]),  # no name: the loader generates "Squeeze_3"
+        helper.make_node("Transpose", ["s"], ["t"], name="/transpose/Transpose", perm=[1, 0]),
+        helper.make_node("Concat", ["t", "t"], ["cc"], name="/concat/Concat", axis=0),
+        helper.make_node("Slice", ["cc", "sl.starts", "sl.ends", "sl.axes", "sl.steps"], ["sl"], name="/slice/Slice"),
+        helper.make_node("Slice", ["cc", "sl2.starts", "sl2.ends"], ["sl2"], name="/slice2/Slice"),
+        helper.make_node("Gather", ["cc", "idx"], ["ga"], name="/gather/Gather", axis=0),
+        helper.make_node("Constant", [], ["cmin"], name="/cmin/Constant", value_float=-0.5),
+        helper.make_node("Clip", ["sl", "cmin", ""], ["cl"], name="/clip/Clip"),
+        helper.make_node("LeakyRelu", ["cl"], ["lr"], name="/lrelu/LeakyRelu"),
+        helper.make_node("LeakyRelu", ["lr"], ["lr2"], name="/lrelu2/LeakyRelu", alpha=0.2),
+        helper.make_node("Sigmoid", ["lr2"], ["sg"], name="/sigmoid/Sigmoid"),
+        helper.make_node("Tanh", ["sg"], ["th"], name="/tanh/Tanh"),
+        helper.make_node("Neg", ["th"], ["ng"], name="/neg/Neg"),
+        helper.make_node("Add", ["ng", "sl"], ["ad"], name="/add/Add"),
+        helper.make_node("Sub", ["ad", "sl"], ["sb"], name="/sub/Sub"),
+        helper.make_node("Mul", ["sb", "sb"], ["ml"], name="/mul/Mul"),
+        helper.make_node("Div", ["ml", "cl"], ["dv"], name="/div/Div"),
+        helper.make_node("Identity", ["dv"], ["id"], name="/id/Identity"),
+        helper.make_node("Dropout", ["id"], ["dr"], name="/drop/Dropout"),
+        helper.make_node("Dropout", ["dr"], ["dr2", "dr2_mask"], name="/drop2/Dropout"),  # mask defined, unused
+        helper.make_node("MatMul", ["a", "b"], ["mm"], name="/matmul/MatMul"),
+        helper.make_node("Flatten", ["mm"], ["fl"], name="/flatten/Flatten", axis=2),
+        helper.make_node("Softmax", ["fl"], ["sm"], name="/softmax/Softmax"),
+        helper.make_node("Concat", ["ga", "sl2"], ["cc2"], name="/concat2/Concat", axis=-2),
+        helper.make_node("Constant", [], ["cints"], name="/cints/Constant", value_ints=[3, 4]),
+        helper.make_node("Constant", [], ["cint"], name="/cint/Constant", value_int=7),
+        helper.make_node("Constant", [], ["cfloats"], name="/cfloats/Constant", value_floats=[1.5, 2.5]),
+    ]
+    inits = [
+        t("axes_u", TensorProto.INT64, [1], [1], raw=False),  # int64_data
+        init("sl.starts", np.array([0, 0], np.int64)), init("sl.ends", np.array([10, 2], np.int64)),
+        init("sl.axes", np.array([0, 1], np.int64)), init("sl.steps", np.array([2, 1], np.int64)),
+        init("sl2.starts", np.array([1], np.int64)), init("sl2.ends", np.array([5], np.int64)),
+        init("idx", np.array([0, 2, 4], np.int32)),  # raw int32, widened to int64
+        t("dscale", TensorProto.DOUBLE, [2], [0.25, -4.0], raw=False),  # double_data
+        t("i32f", TensorProto.INT32, [2, 2], [-7, 0, 1, 2147483647], raw=False),  # int32_data
+        init("i8", np.array([-1, 2, -128], np.int8)),  # raw, sign-extended
+        init("u8", np.array([255, 1], np.uint8)),  # raw, zero-extended
+        t("fdata", F, [3], [1.0, -2.0, 3.5], raw=False),  # float_data
+        t("scalar", F, [], [2.0]),
+    ]
+    outs = [vi("dr2", F, [5, 2]), vi("sm", F, [6, 5]), vi("cc2", F, [7, 2])]
+    return model(nodes, [vi("a", F, [2, 3, 4]), vi("b", F, [4, "n"])], outs, inits)
+
+
+def ok_legacy():
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["sm"], name="/softmax/Softmax"),
+        helper.make_node("Unsqueeze", ["sm"], ["u"], name="/unsqueeze/Unsqueeze", axes=[0]),
+        helper.make_node("Squeeze", ["u"], ["s"], name="/squeeze/Squeeze", axes=[0]),
+        helper.make_node("Slice", ["s"], ["sl"], name="/slice/Slice", starts=[0], ends=[3], axes=[1]),
+        helper.make_node("Clip", ["sl"], ["c1"], name="/clip1/Clip", min=-1.0, max=1.0),
+        helper.make_node("Clip", ["c1"], ["c2"], name="/clip2/Clip"),
+        helper.make_node("Dropout", ["c2"], ["y"], name="/drop/Dropout", ratio=0.3),
+    ]
+    return model(nodes, [vi("x", F, [2, 6])], [vi("y", F, [2, 3])], opset=9)
+
+
+def ok_clip11():
+    nodes = [
+        helper.make_node("Constant", [], ["lo"], name="/lo/Constant", value=helper.make_tensor("lo", F, [], [0.0])),
+        helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="/clip/Clip"),
+        helper.make_node("Softmax", ["y"], ["z"], name="/softmax/Softmax", axis=-1),
+    ]
+    return model(nodes, [vi("x", F, [2, 6])], [vi("z", F, [2, 6])], [helper.make_tensor("hi", F, [], [6.0])],
+                 opset=11)
+
+
+# ---- broken models --------------------------------------------------------------------------------------------
+
+def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
+    return model(nodes, [vi("x", F, [1, 4])] + list(extra_inputs), [vi(out, F, None)], inits, opset=opset,
+                 check=False)
+
+
+def err_models():
+    w = init("w", arange([2, 4, 1, 1]))
+    ext = init("w", arange([4, 4]))
+    ext.ClearField("raw_data")
+    ext.data_location = TensorProto.EXTERNAL
+    ext.external_data.add(key="location", value="weights.bin")
+    bad_raw = init("w", arange([4, 4]))
+    bad_raw.raw_data = bad_raw.raw_data[:-4]
+    mp = helper.make_node("MaxPool", ["x"], ["m", "m_idx"], name="/pool/MaxPool", kernel_shape=[1])
+    return {
+        "err_unknown_op": one_input([helper.make_node("Einsum", ["x", "x"], ["y"], name="/foo/Einsum",
+                                                      equation="ij,ij->ij")]),
+        "err_bad_attr": one_input([helper.make_node("Conv", ["x", "w"], ["y"], name="/conv1/Conv", xyz=1)], [w]),
+        "err_auto_pad": one_input([helper.make_node("Conv", ["x", "w"], ["y"], name="/conv1/Conv",
+                                                    auto_pad="SAME_UPPER")], [w]),
+        "err_reshape_dynamic": one_input([helper.make_node("Reshape", ["x", "shape"], ["y"], name="/view/Reshape")],
+                                         extra_inputs=[vi("shape", TensorProto.INT64, [2])]),
+        "err_dangling": one_input([helper.make_node("Relu", ["x"], ["r"], name="/relu/Relu"),
+                                   helper.make_node("Add", ["r", "ghost"], ["y"], name="/add/Add")]),
+        "err_unsorted": one_input([helper.make_node("Add", ["r", "x"], ["y"], name="/add/Add"),
+                                   helper.make_node("Relu", ["x"], ["r"], name="/relu/Relu")]),
+        "err_maxpool_indices": one_input([mp, helper.make_node("Identity", ["m_idx"], ["y"], name="/use/Identity")]),
+        "err_domain": one_input([helper.make_node("Relu", ["x"], ["y"], name="/ms/Relu", domain="com.microsoft")]),
+        "err_opset6": one_input([helper.make_node("Relu", ["x"], ["y"], name="/relu/Relu")], opset=6),
+        "err_external": one_input([helper.make_node("MatMul", ["x", "w"], ["y"], name="/mm/MatMul")], [ext]),
+        "err_raw_size": one_input([helper.make_node("MatMul", ["x", "w"], ["y"], name="/mm/MatMul")], [bad_raw]),
+        "err_empty": one_input([]),
+        "err_dropout_mask": model([helper.make_node("Dropout", ["x"], ["y", "mask"], name="/drop/Dropout")],
+                                  [vi("x", F, [1, 4])], [vi("y", F, None), vi("mask", TensorProto.BOOL, None)],
+                                  check=False),
+        "err_bn_training": one_input([helper.make_node("BatchNormalization", ["x", "s", "s", "s", "s"], ["y"],
+                                                       name="/bn/BatchNormalization", training_mode=1)],
+                                     [init("s", np.ones(4, np.float32))]),
+    }
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11):
+        save(fn(), fn.__name__ + ".onnx")
+    for name, m in err_models().items():
+        save(m, name + ".onnx")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,423 @@
+/* test_onnx_load.c - tests of the ONNX importer (src/io/onnx.c): the fixtures in tests/data/onnx (written by
+ * tests/data/make_onnx_fixtures.py), the error contract (codes and message contents), and, when the golden data is
+ * present ($CATTR_GOLDEN, default ../shared/golden), that every golden Captum model imports with all nodes mapped.
+ * Run from the repository root. Exits 1 on any failed check. */
+#define _POSIX_C_SOURCE 200809L
+#include "io/onnx.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIX "tests/data/onnx/"
+
+static int g_fail, g_checks;
+
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        g_checks++;                                                                                                    \
+        if (!(cond)) {                                                                                                 \
+            printf("FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                                                     \
+            g_fail++;                                                                                                  \
+        }                                                                                                              \
+    } while (0)
+
+#define CHECK_INTS(got, n, ...)                                                                                        \
+    do {                                                                                                               \
+        const int64_t want_[] = {__VA_ARGS__};                                                                         \
+        CHECK((n) == (int)CX_ARRAY_LEN(want_) && memcmp((got), want_, sizeof want_) == 0);                             \
+    } while (0)
+
+static bool near(double a, double b) { return isinf(b) ? a == b : fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
+
+/* Every node input is a defined value or -1, node outputs are produced in order, inputs/outputs are valid. */
+static bool well_formed(const cg_graph *g) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        const cg_node *n = &g->nodes[i];
+        if (n->op >= CG_OP_COUNT || n->n_in < 0 || n->n_in > CG_MAX_IN) return false;
+        if (n->out < 0 || n->out >= g->n_vals || g->vals[n->out].producer != i) return false;
+        for (int k = 0; k < n->n_in; k++) {
+            int v = n->in[k];
+            if (v < -1 || v >= g->n_vals) return false;
+            if (v >= 0 && g->vals[v].kind == CG_VAL_NODE && g->vals[v].producer >= i) return false;
+            if (v >= 0 && g->vals[v].kind == CG_VAL_CONST && !g->vals[v].data) return false;
+        }
+    }
+    for (int i = 0; i < g->n_inputs; i++)
+        if (g->inputs[i] < 0 || g->inputs[i] >= g->n_vals || g->vals[g->inputs[i]].kind != CG_VAL_INPUT) return false;
+    for (int i = 0; i < g->n_outputs; i++)
+        if (g->outputs[i] < 0 || g->outputs[i] >= g->n_vals) return false;
+    return true;
+}
+
+static cg_graph *load_ok(const char *file, int want_opset, cx_onnx_info **info) {
+    cg_graph *g = NULL;
+    cattr_status st = cx_onnx_load_file_info(file, &g, info);
+    if (st != CATTR_OK) {
+        printf("FAIL load %s: %s: %s\n", file, cattr_status_string(st), cattr_last_error());
+        g_fail++;
+        return NULL;
+    }
+    CHECK(g && *info);
+    CHECK((*info)->opset == want_opset);
+    CHECK((*info)->n_inputs == g->n_inputs);
+    CHECK(well_formed(g));
+    return g;
+}
+
+static const cg_node *node(const cg_graph *g, const char *name, cg_op op) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (strcmp(g->nodes[i].name, name) == 0) {
+            if (g->nodes[i].op != op) break;
+            return &g->nodes[i];
+        }
+    printf("FAIL: no node '%s' of op %s\n", name, cg_op_names[op]);
+    g_fail++;
+    static cg_node dummy;
+    dummy.a = cg_attrs_default();
+    return &dummy;
+}
+
+static const char *in_name(const cg_graph *g, const cg_node *n, int k) {
+    return k < n->n_in && n->in[k] >= 0 ? g->vals[n->in[k]].name : "";
+}
+
+/* The constant `name`, checked for dtype and shape. */
+static const cattr_tensor *konst(const cg_graph *g, const char *name, cattr_dtype dt, int ndim, const int64_t *shape) {
+    int v = cg_find_value(g, name);
+    if (v < 0 || g->vals[v].kind != CG_VAL_CONST || !g->vals[v].owns_data) {
+        printf("FAIL: no owned constant '%s'\n", name);
+        g_fail++;
+        return NULL;
+    }
+    const cattr_tensor *t = g->vals[v].data;
+    CHECK(t->dtype == dt && cx_shape_eq(t->ndim, t->shape, ndim, shape));
+    return t;
+}
+
+static void expect_err(const char *file, cattr_status want, const char *sub1, const char *sub2) {
+    cg_graph *g = (cg_graph *)1;
+    cx_onnx_info *info = (cx_onnx_info *)1;
+    cattr_status st = cx_onnx_load_file_info(file, &g, &info);
+    const char *msg = cattr_last_error();
+    g_checks++;
+    if (st != want || g || info || !strstr(msg, sub1) || (sub2 && !strstr(msg, sub2))) {
+        printf("FAIL %s: got %s '%s', want %s with '%s'%s%s\n", file, cattr_status_string(st), msg,
+               cattr_status_string(want), sub1, sub2 ? " and " : "", sub2 ? sub2 : "");
+        g_fail++;
+    }
+    cg_free(st == CATTR_OK ? g : NULL);
+}
+
+/* ---- valid fixtures ------------------------------------------------------------------------------------------ */
+
+static void test_mlp(void) {
+    cx_onnx_info *info = NULL;
+    cg_graph *g = load_ok(FIX "ok_mlp.onnx", 17, &info);
+    if (!g) return;
+    int64_t shape[CATTR_MAX_DIMS];
+    CHECK(g->n_inputs == 1 && strcmp(g->vals[g->inputs[0]].name, "x") == 0);
+    CHECK(cx_onnx_input_shape(info, 0, shape) == 2 && shape[0] == -1 && shape[1] == 4);
+    CHECK(info->inputs[0].dtype == CATTR_FLOAT32);
+    CHECK(cx_onnx_input_shape(info, 1, shape) == -1 && cx_onnx_input_shape(NULL, 0, shape) == -1);
+    CHECK(g->n_outputs == 1 && strcmp(g->vals[g->outputs[0]].name, "probs") == 0);
+    CHECK(g->n_nodes == 4);
+    const cg_node *n = node(g, "/fc1/Gemm", CG_GEMM);
+    CHECK(n->n_in == 3 && n->a.trans_b == 1 && n->a.trans_a == 0 && n->a.alpha == 1 && n->a.beta == 1);
+    CHECK(strcmp(in_name(g, n, 0), "x") == 0 && strcmp(in_name(g, n, 1), "fc1.weight") == 0);
+    CHECK(strcmp(g->vals[n->out].name, "h1") == 0);
+    n = node(g, "/fc2/Gemm", CG_GEMM);
+    CHECK(n->n_in == 2 && n->a.trans_b == 0 && near(n->a.alpha, 0.5) && near(n->a.beta, 0.25));
+    node(g, "/relu/Relu", CG_RELU);
+    n = node(g, "/softmax/Softmax", CG_SOFTMAX);
+    CHECK(n->a.axis == 1 && n->a.index == 0);
+    const cattr_tensor *t = konst(g, "fc1.weight", CATTR_FLOAT32, 2, (int64_t[]){8, 4});
+    CHECK(t && ((const float *)t->data)[1] == -0.2f && ((const float *)t->data)[31] == 0.0f);
+    cx_onnx_info_free(info);
+    cg_free(g);
+}
+
+static void test_cnn(void) {
+    cx_onnx_info *info = NULL;
+    cg_graph *g = load_ok(FIX "ok_cnn.onnx", 17, &info);
+    if (!g) return;
+    int64_t shape[CATTR_MAX_DIMS];
+    CHECK(cx_onnx_input_shape(info, 0, shape) == 4 && shape[0] == 1 && shape[1] == 3 && shape[3] == 8);
+    CHECK(g->n_nodes == 9);
+    const cg_node *n = node(g, "/conv1/Conv", CG_CONV);
+    CHECK(n->n_in == 3 && n->a.nsp == 2 && n->a.group == 1);
+    CHECK_INTS(n->a.kernel, 2, 3, 3);
+    CHECK_INTS(n->a.pad, 4, 1, 1, 1, 1);
+    CHECK_INTS(n->a.stride, 2, 1, 1);
+    n = node(g, "/bn/BatchNormalization", CG_BATCHNORM);
+    CHECK(n->n_in == 5 && near(n->a.alpha, 1e-3) && strcmp(in_name(g, n, 4), "bn.var") == 0);
+    n = node(g, "/pool/MaxPool", CG_MAXPOOL);
+    CHECK(n->a.nsp == 2 && n->a.ceil_mode == 1 && n->n_in == 1);
+    CHECK_INTS(n->a.kernel, 2, 2, 2);
+    CHECK_INTS(n->a.stride, 2, 2, 2);
+    CHECK_INTS(n->a.pad, 4, 0, 0, 1, 1);
+    n = node(g, "/conv2/Conv", CG_CONV); /* kernel_shape inferred from the weight, auto_pad VALID */
+    CHECK(n->n_in == 2 && n->a.nsp == 2 && n->a.group == 2);
+    CHECK_INTS(n->a.kernel, 2, 1, 1);
+    CHECK_INTS(n->a.stride, 2, 1, 2);
+    CHECK_INTS(n->a.pad, 4, 0, 0, 0, 0);
+    n = node(g, "/avg/AveragePool", CG_AVGPOOL);
+    CHECK(n->a.count_include_pad == 1 && n->a.ceil_mode == 0);
+    CHECK_INTS(n->a.kernel, 2, 3, 3);
+    CHECK_INTS(n->a.pad, 4, 1, 1, 1, 1);
+    node(g, "/gap/GlobalAveragePool", CG_GLOBALAVGPOOL);
+    CHECK(node(g, "/flatten/Flatten", CG_FLATTEN)->a.axis == 1);
+    CHECK(node(g, "/fc/Gemm", CG_GEMM)->n_in == 3);
+    konst(g, "conv1.weight", CATTR_FLOAT32, 4, (int64_t[]){4, 3, 3, 3});
+    cx_onnx_info_free(info);
+    cg_free(g);
+}
+
+static void test_conv1d(void) {
+    cx_onnx_info *info = NULL;
+    cg_graph *g = load_ok(FIX "ok_conv1d.onnx", 17, &info);
+    if (!g) return;
+    CHECK(g->n_nodes == 3);
+    const cg_node *n = node(g, "/conv/Conv", CG_CONV);
+    CHECK(n->a.nsp == 1 && n->a.kernel[0] == 3 && n->a.stride[0] == 2 && n->a.dilation[0] == 2);
+    CHECK_INTS(n->a.pad, 2, 1, 2);
+    n = node(g, "/pool/MaxPool", CG_MAXPOOL); /* its unused Indices output is not imported */
+    CHECK(n->a.nsp == 1 && n->a.kernel[0] == 2 && n->a.stride[0] == 1 && n->a.pad[0] == 0 && n->a.pad[1] == 1);
+    CHECK(cg_find_value(g, "m_idx") < 0);
+    n = node(g, "/avg/AveragePool", CG_AVGPOOL);
+    CHECK(n->a.ceil_mode == 1 && n->a.count_include_pad == 0 && n->a.stride[0] == 2);
+    cx_onnx_info_free(info);
+    cg_free(g);
+}
+
+static void test_ops(void) {
+    cx_onnx_info *info = NULL;
+    cg_graph *g = load_ok(FIX "ok_ops.onnx", 17, &info);
+    if (!g) return;
+    int64_t shape[CATTR_MAX_DIMS];
+    CHECK(g->n_inputs == 2 && cx_onnx_input_shape(info, 1, shape) == 2 && shape[0] == 4 && shape[1] == -1);
+    CHECK(g->n_outputs == 3 && strcmp(g->vals[g->outputs[2]].name, "cc2") == 0);
+    CHECK(g->n_nodes == 25); /* 30 ONNX nodes, 5 of them Constant */
+    const cg_node *n = node(g, "/reshape/Reshape", CG_RESHAPE);
+    CHECK(n->n_in == 1 && n->a.allowzero == 0);
+    CHECK_INTS(n->a.ints, n->a.n_ints, 0, 12);
+    n = node(g, "/unsqueeze/Unsqueeze", CG_UNSQUEEZE);
+    CHECK_INTS(n->a.ints, n->a.n_ints, 1);
+    CHECK(node(g, "Squeeze_3", CG_SQUEEZE)->a.n_ints == 0);
+    n = node(g, "/transpose/Transpose", CG_TRANSPOSE);
+    CHECK_INTS(n->a.ints, n->a.n_ints, 1, 0);
+    n = node(g, "/concat/Concat", CG_CONCAT);
+    CHECK(n->n_in == 2 && n->a.axis == 0 && n->in[0] == n->in[1]);
+    n = node(g, "/slice/Slice", CG_SLICE);
+    CHECK(n->n_in == 1);
+    CHECK_INTS(n->a.ints, n->a.n_ints, 0, 0, 10, 2, 0, 1, 2, 1);
+    n = node(g, "/slice2/Slice", CG_SLICE);
+    CHECK_INTS(n->a.ints, n->a.n_ints, 1, 5, 0, 1);
+    n = node(g, "/gather/Gather", CG_GATHER);
+    CHECK(n->n_in == 2 && n->a.axis == 0 && strcmp(in_name(g, n, 1), "idx") == 0);
+    const cattr_tensor *t = konst(g, "idx", CATTR_INT64, 1, (int64_t[]){3});
+    CHECK(t && ((const int64_t *)t->data)[2] == 4);
+    n = node(g, "/clip/Clip", CG_CLIP);
+    CHECK(n->n_in == 1 && n->a.alpha == -0.5 && n->a.beta == INFINITY);
+    CHECK(near(node(g, "/lrelu/LeakyRelu", CG_LEAKYRELU)->a.alpha, 0.01));
+    CHECK(near(node(g, "/lrelu2/LeakyRelu", CG_LEAKYRELU)->a.alpha, 0.2));
+    node(g, "/sigmoid/Sigmoid", CG_SIGMOID);
+    node(g, "/tanh/Tanh", CG_TANH);
+    CHECK(node(g, "/neg/Neg", CG_NEG)->n_in == 1);
+    CHECK(node(g, "/add/Add", CG_ADD)->n_in == 2);
+    node(g, "/sub/Sub", CG_SUB);
+    node(g, "/mul/Mul", CG_MUL);
+    node(g, "/div/Div", CG_DIV);
+    node(g, "/id/Identity", CG_IDENTITY);
+    CHECK(node(g, "/drop/Dropout", CG_IDENTITY)->n_in == 1);
+    node(g, "/drop2/Dropout", CG_IDENTITY);
+    CHECK(cg_find_value(g, "dr2_mask") < 0);
+    CHECK(node(g, "/matmul/MatMul", CG_MATMUL)->n_in == 2);
+    CHECK(node(g, "/flatten/Flatten", CG_FLATTEN)->a.axis == 2);
+    n = node(g, "/softmax/Softmax", CG_SOFTMAX);
+    CHECK(n->a.axis == -1 && n->a.index == 0);
+    CHECK(node(g, "/concat2/Concat", CG_CONCAT)->a.axis == -2);
+    /* constants: every storage form */
+    konst(g, "shape_c", CATTR_INT64, 1, (int64_t[]){2});
+    t = konst(g, "axes_u", CATTR_INT64, 1, (int64_t[]){1});
+    CHECK(t && ((const int64_t *)t->data)[0] == 1);
+    t = konst(g, "cmin", CATTR_FLOAT32, 0, NULL);
+    CHECK(t && ((const float *)t->data)[0] == -0.5f);
+    t = konst(g, "cints", CATTR_INT64, 1, (int64_t[]){2});
+    CHECK(t && ((const int64_t *)t->data)[1] == 4);
+    t = konst(g, "cint", CATTR_INT64, 0, NULL);
+    CHECK(t && ((const int64_t *)t->data)[0] == 7);
+    t = konst(g, "cfloats", CATTR_FLOAT32, 1, (int64_t[]){2});
+    CHECK(t && ((const float *)t->data)[1] == 2.5f);
+    t = konst(g, "dscale", CATTR_FLOAT64, 1, (int64_t[]){2});
+    CHECK(t && ((const double *)t->data)[0] == 0.25 && ((const double *)t->data)[1] == -4.0);
+    t = konst(g, "i32f", CATTR_INT64, 2, (int64_t[]){2, 2});
+    CHECK(t && ((const int64_t *)t->data)[0] == -7 && ((const int64_t *)t->data)[3] == 2147483647);
+    t = konst(g, "i8", CATTR_INT64, 1, (int64_t[]){3});
+    CHECK(t && ((const int64_t *)t->data)[0] == -1 && ((const int64_t *)t->data)[2] == -128);
+    t = konst(g, "u8", CATTR_INT64, 1, (int64_t[]){2});
+    CHECK(t && ((const int64_t *)t->data)[0] == 255);
+    t = konst(g, "fdata", CATTR_FLOAT32, 1, (int64_t[]){3});
+    CHECK(t && ((const float *)t->data)[2] == 3.5f);
+    t = konst(g, "scalar", CATTR_FLOAT32, 0, NULL);
+    CHECK(t && ((const float *)t->data)[0] == 2.0f);
+    cx_onnx_info_free(info);
+    cg_free(g);
+}
+
+static void test_legacy(void) {
+    cx_onnx_info *info = NULL;
+    cg_graph *g = load_ok(FIX "ok_legacy.onnx", 9, &info);
+    if (g) {
+        const cg_node *n = node(g, "/softmax/Softmax", CG_SOFTMAX);
+        CHECK(n->a.axis == 1 && n->a.index == 1);
+        n = node(g, "/unsqueeze/Unsqueeze", CG_UNSQUEEZE);
+        CHECK_INTS(n->a.ints, n->a.n_ints, 0);
+        n = node(g, "/squeeze/Squeeze", CG_SQUEEZE);
+        CHECK_INTS(n->a.ints, n->a.n_ints, 0);
+        n = node(g, "/slice/Slice", CG_SLICE);
+        CHECK_INTS(n->a.ints, n->a.n_ints, 0, 3, 1, 1);
+        n = node(g, "/clip1/Clip", CG_CLIP);
+        CHECK(n->a.alpha == -1 && n->a.beta == 1);
+        n = node(g, "/clip2/Clip", CG_CLIP);
+        CHECK(n->a.alpha == -INFINITY && n->a.beta == INFINITY);
+        node(g, "/drop/Dropout", CG_IDENTITY);
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+    info = NULL;
+    g = load_ok(FIX "ok_clip11.onnx", 11, &info);
+    if (g) {
+        const cg_node *n = node(g, "/clip/Clip", CG_CLIP);
+        CHECK(n->n_in == 1 && n->a.alpha == 0 && n->a.beta == 6);
+        n = node(g, "/softmax/Softmax", CG_SOFTMAX);
+        CHECK(n->a.axis == -1 && n->a.index == 1);
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+}
+
+/* ---- failures ------------------------------------------------------------------------------------------------ */
+
+static unsigned char *read_all(const char *path, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    unsigned char *b = malloc(n > 0 ? (size_t)n : 1);
+    *size = b ? fread(b, 1, (size_t)n, f) : 0;
+    fclose(f);
+    return b;
+}
+
+static void test_errors(void) {
+    expect_err(FIX "does_not_exist.onnx", CATTR_ERR_IO, FIX "does_not_exist.onnx", "No such file");
+    expect_err(FIX, CATTR_ERR_IO, "not a regular file", NULL);
+
+    size_t size = 0;
+    unsigned char *buf = read_all(FIX "ok_cnn.onnx", &size);
+    CHECK(buf && size > 100);
+    if (buf) {
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "/tmp/cattr_test_onnx_%ld.onnx", (long)getpid());
+        FILE *f = fopen(tmp, "wb");
+        CHECK(f && fwrite(buf, 1, size / 2, f) == size / 2);
+        if (f) fclose(f);
+        expect_err(tmp, CATTR_ERR_FORMAT, "not a valid ONNX model (protobuf parse failed)", tmp);
+        remove(tmp);
+        /* the whole buffer loads through the buffer API, and opset_out is written */
+        cg_graph *g = NULL;
+        int opset = 0;
+        CHECK(cx_onnx_load_buffer(buf, size, "mem", &g, &opset) == CATTR_OK && g && opset == 17 && g->n_nodes == 9);
+        cg_free(g);
+        free(buf);
+    }
+    unsigned char junk[512];
+    unsigned x = 12345;
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)((x = x * 1103515245u + 12345u) >> 16);
+    junk[0] = 0xff; /* a field tag with wire type 7, which does not exist */
+    cg_graph *g = (cg_graph *)1;
+    CHECK(cx_onnx_load_buffer(junk, sizeof junk, "junk", &g, NULL) == CATTR_ERR_FORMAT && !g);
+    CHECK(strstr(cattr_last_error(), "'junk'") != NULL);
+    CHECK(cx_onnx_load_buffer("", 0, "nothing", &g, NULL) == CATTR_ERR_FORMAT && !g);
+    CHECK(cx_onnx_load_file(NULL, &g, NULL) == CATTR_ERR_INVALID_ARGUMENT);
+    CHECK(cx_onnx_load_file(FIX "ok_mlp.onnx", NULL, NULL) == CATTR_ERR_INVALID_ARGUMENT);
+
+    expect_err(FIX "err_unknown_op.onnx", CATTR_ERR_UNSUPPORTED, "node '/foo/Einsum' (op Einsum): unsupported op",
+               "err_unknown_op.onnx");
+    expect_err(FIX "err_bad_attr.onnx", CATTR_ERR_UNSUPPORTED,
+               "node '/conv1/Conv' (op Conv): unsupported attribute 'xyz'", NULL);
+    expect_err(FIX "err_auto_pad.onnx", CATTR_ERR_UNSUPPORTED, "auto_pad 'SAME_UPPER'", "/conv1/Conv");
+    expect_err(FIX "err_reshape_dynamic.onnx", CATTR_ERR_UNSUPPORTED, "node '/view/Reshape' (op Reshape)",
+               "input 'shape' (shape) is not a constant");
+    expect_err(FIX "err_dangling.onnx", CATTR_ERR_FORMAT, "node '/add/Add' (op Add): input 'ghost'", "not defined");
+    expect_err(FIX "err_unsorted.onnx", CATTR_ERR_FORMAT, "node '/add/Add'", "topological order");
+    expect_err(FIX "err_maxpool_indices.onnx", CATTR_ERR_UNSUPPORTED, "input 'm_idx' is output 1 of node "
+               "'/pool/MaxPool'", "/use/Identity");
+    expect_err(FIX "err_domain.onnx", CATTR_ERR_UNSUPPORTED, "domain 'com.microsoft'", "/ms/Relu");
+    expect_err(FIX "err_opset6.onnx", CATTR_ERR_UNSUPPORTED, "opset 6", NULL);
+    expect_err(FIX "err_external.onnx", CATTR_ERR_UNSUPPORTED, "tensor 'w': external data", NULL);
+    expect_err(FIX "err_raw_size.onnx", CATTR_ERR_FORMAT, "tensor 'w': raw_data holds 60 bytes", NULL);
+    expect_err(FIX "err_empty.onnx", CATTR_ERR_FORMAT, "empty", NULL);
+    expect_err(FIX "err_dropout_mask.onnx", CATTR_ERR_UNSUPPORTED, "graph output 'mask' is output 1 of node "
+               "'/drop/Dropout'", NULL);
+    expect_err(FIX "err_bn_training.onnx", CATTR_ERR_UNSUPPORTED, "training_mode", "/bn/BatchNormalization");
+}
+
+/* ---- golden models ------------------------------------------------------------------------------------------- */
+
+static void test_golden(void) {
+    const char *root = getenv("CATTR_GOLDEN");
+    if (!root || !*root) root = "../shared/golden";
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/captum", root);
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("SKIP golden: %s not found\n", dir);
+        return;
+    }
+    int models = 0, nodes = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char path[2048];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s/model.onnx", dir, e->d_name);
+        if (stat(path, &sb) != 0) continue;
+        cg_graph *g = NULL;
+        cx_onnx_info *info = NULL;
+        cattr_status st = cx_onnx_load_file_info(path, &g, &info);
+        g_checks++;
+        if (st != CATTR_OK) {
+            printf("FAIL golden %s: %s\n", path, cattr_last_error());
+            g_fail++;
+            continue;
+        }
+        CHECK(g->n_nodes > 0 && g->n_inputs > 0 && g->n_outputs > 0 && well_formed(g));
+        for (int i = 0; i < info->n_inputs; i++) CHECK(info->inputs[i].ndim >= 1);
+        models++;
+        nodes += g->n_nodes;
+        cx_onnx_info_free(info);
+        cg_free(g);
+    }
+    closedir(d);
+    CHECK(models > 0);
+    printf("golden: %d models imported, %d nodes mapped\n", models, nodes);
+}
+
+int main(void) {
+    test_mlp();
+    test_cnn();
+    test_conv1d();
+    test_ops();
+    test_legacy();
+    test_errors();
+    test_golden();
+    printf("test_onnx_load: %d checks, %d failed\n", g_checks, g_fail);
+    return g_fail ? 1 : 0;
+}

@@ -1,0 +1,37 @@
+/* cli.h - shared pieces of the cattr command-line tool (the only code in cattr that exits). */
+#ifndef CATTR_CLI_H
+#define CATTR_CLI_H
+
+#include "cattr.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+/* Exit codes: 0 success, 1 a failed check or attribution error, 2 usage or I/O error. */
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
+
+int cmd_explain(int argc, char **argv);
+int cmd_replay(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+
+/* Prints "cattr: <what>: <last error>" to stderr and returns the exit code for `st`. */
+int cli_error(cattr_status st, const char *what);
+/* Prints "cattr: <message>" to stderr; returns CLI_USAGE. */
+int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Loads a tensor from FILE.npy, FILE.safetensors (its only tensor) or FILE.safetensors:NAME. */
+cattr_status cli_load_tensor(const char *spec, cattr_tensor **out);
+
+/* Parses a number with strtol/strtod and range checks; false if the text is not entirely a number. */
+bool cli_parse_int(const char *s, long long *out);
+bool cli_parse_double(const char *s, double *out);
+/* Parses a byte size: 512M, 2G, 1000000. */
+bool cli_parse_size(const char *s, size_t *out);
+
+/* Median of n doubles (sorts in place); NAN for n == 0. */
+double cli_median(double *v, int n);
+
+/* Log callback printing warnings and errors to stderr. */
+void cli_log(cattr_log_level level, const char *msg, void *user);
+
+#endif

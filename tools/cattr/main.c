@@ -1,0 +1,156 @@
+/* main.c - the cattr command: dispatch to subcommands and shared helpers. */
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: cattr <command> [options]\n"
+            "\n"
+            "Native attribution engine: Captum's methods for ONNX models, in C.\n"
+            "\n"
+            "commands:\n"
+            "  explain MODEL.onnx --method M --input FILE --output FILE [...]   attribute a prediction to the inputs\n"
+            "  replay PATH... [--dtype float64|float32] [--runs N]             re-run recorded Captum cases\n"
+            "  info MODEL.onnx                                                  inputs, outputs, ops and layers\n"
+            "  version                                                          print the version\n"
+            "\n"
+            "Run 'cattr <command> --help' for the options of a command; docs/CLI.md documents every flag.\n");
+}
+
+int main(int argc, char **argv) {
+    cattr_set_log_callback(cli_log, NULL);
+    if (argc < 2) {
+        usage(stderr);
+        return CLI_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("cattr %s\n", cattr_version());
+        return CLI_OK;
+    }
+    if (!strcmp(cmd, "explain")) return cmd_explain(argc - 1, argv + 1);
+    if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
+    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    fprintf(stderr, "cattr: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return CLI_USAGE;
+}
+
+int cli_error(cattr_status st, const char *what) {
+    fprintf(stderr, "cattr: %s: %s\n", what, cattr_last_error());
+    return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT ? CLI_USAGE : CLI_FAIL;
+}
+
+int cli_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "cattr: ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n");
+    va_end(ap);
+    return CLI_USAGE;
+}
+
+void cli_log(cattr_log_level level, const char *msg, void *user) {
+    (void)user;
+    if (level >= CATTR_LOG_WARN) fprintf(stderr, "cattr: %s: %s\n", level == CATTR_LOG_WARN ? "warning" : "error", msg);
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+cattr_status cli_load_tensor(const char *spec, cattr_tensor **out) {
+    *out = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", spec);
+    char *name = NULL;
+    char *st = strstr(path, ".safetensors:");
+    if (st) {
+        st[strlen(".safetensors")] = 0;
+        name = st + strlen(".safetensors") + 1;
+    }
+    if (ends_with(path, ".safetensors")) {
+        cattr_tensor_set *set = NULL;
+        cattr_status s = cattr_tensor_set_load(path, &set);
+        if (s != CATTR_OK) return s;
+        const cattr_tensor *t = NULL;
+        if (name) {
+            t = cattr_tensor_set_get(set, name);
+            if (!t) {
+                cattr_tensor_set_free(set);
+                fprintf(stderr, "cattr: '%s' has no tensor named '%s'\n", path, name);
+                return CATTR_ERR_INVALID_ARGUMENT;
+            }
+        } else if (cattr_tensor_set_count(set) == 1) {
+            t = cattr_tensor_set_get(set, cattr_tensor_set_name(set, 0));
+        } else {
+            fprintf(stderr, "cattr: '%s' holds %d tensors: name one as FILE.safetensors:NAME\n", path,
+                    cattr_tensor_set_count(set));
+            cattr_tensor_set_free(set);
+            return CATTR_ERR_INVALID_ARGUMENT;
+        }
+        s = cattr_tensor_convert(t, cattr_tensor_dtype(t), out);
+        cattr_tensor_set_free(set);
+        return s;
+    }
+    return cattr_tensor_load_npy(path, out);
+}
+
+bool cli_parse_int(const char *s, long long *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_double(const char *s, double *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_size(const char *s, size_t *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || v < 0) return false;
+    double mul = 1;
+    if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
+    else if (*end == 'm' || *end == 'M') mul = 1024.0 * 1024, end++;
+    else if (*end == 'g' || *end == 'G') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'i' || *end == 'B') end++;
+    if (*end == 'B') end++;
+    if (*end) return false;
+    *out = (size_t)(v * mul);
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}

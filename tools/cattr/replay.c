@@ -1,0 +1,451 @@
+/* replay.c - `cattr replay`: re-runs golden Captum cases (format: shared/golden/README.md) and compares.
+ *
+ * One line per case on stdout: PASS <name> <ratio> | FAIL <name> <tensor> err=<e> allowed=<a> | SKIP <name> <why>,
+ * then "N passed, N failed, N skipped". Exit 0 when nothing failed and at least one case passed, 1 when a case
+ * failed, 2 for usage or I/O errors.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+typedef struct {
+    cattr_dtype dtype;
+    int runs;
+    int passed, failed, skipped;
+} replay_opts;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
+
+/* attribute_args[key], else attribute_defaults[key], else NULL */
+static const cJSON *arg(const cJSON *c, const char *key) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "attribute_args"), key);
+    if (a && !cJSON_IsNull(a)) return a;
+    a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "attribute_defaults"), key);
+    return a && !cJSON_IsNull(a) ? a : NULL;
+}
+
+static const cJSON *ctor_arg(const cJSON *c, const char *key) {
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(c, "constructor");
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "args"), key);
+    if (a && !cJSON_IsNull(a)) return a;
+    a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "defaults"), key);
+    return a && !cJSON_IsNull(a) ? a : NULL;
+}
+
+typedef struct {
+    cattr_tensor *inputs[16], *baselines[16], *additional[16];
+    int n_in, n_add;
+    int64_t *tidx;
+    cattr_target target;
+} case_data;
+
+static void case_free(case_data *d) {
+    for (int i = 0; i < 16; i++) {
+        cattr_tensor_free(d->inputs[i]);
+        cattr_tensor_free(d->baselines[i]);
+        cattr_tensor_free(d->additional[i]);
+    }
+    free(d->tidx);
+}
+
+static const cattr_tensor *need(const cattr_tensor_set *set, const char *name, char *why, size_t n) {
+    const cattr_tensor *t = cattr_tensor_set_get(set, name);
+    if (!t) snprintf(why, n, "tensors.safetensors has no tensor '%s'", name);
+    return t;
+}
+
+/* Reads inputs, baselines, additional inputs and the target. Returns false with `why` on malformed data. */
+static bool load_case(const cJSON *c, const cattr_tensor_set *set, case_data *d, char *why, size_t wn) {
+    memset(d, 0, sizeof *d);
+    const cJSON *ins = cJSON_GetObjectItemCaseSensitive(arg(c, "inputs"), "tensors");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, ins) {
+        const cattr_tensor *t = need(set, it->valuestring, why, wn);
+        if (!t || d->n_in >= 15) return false;
+        cattr_tensor_convert(t, cattr_tensor_dtype(t), &d->inputs[d->n_in++]);
+    }
+    const cJSON *bl = arg(c, "baselines");
+    if (bl) {
+        int i = 0;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(bl, "per_input")) {
+            const cJSON *tn = cJSON_GetObjectItemCaseSensitive(it, "tensor");
+            const cJSON *sc = cJSON_GetObjectItemCaseSensitive(it, "scalar");
+            if (i >= d->n_in) break;
+            if (tn && cJSON_IsString(tn)) {
+                const cattr_tensor *t = need(set, tn->valuestring, why, wn);
+                if (!t) return false;
+                cattr_tensor_convert(t, cattr_tensor_dtype(t), &d->baselines[i]);
+            } else if (sc && cJSON_IsNumber(sc)) {
+                double v = sc->valuedouble;
+                cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &d->baselines[i]);
+            }
+            i++;
+        }
+    }
+    const cJSON *af = arg(c, "additional_forward_args");
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(af, "items")) {
+        const cJSON *tn = cJSON_GetObjectItemCaseSensitive(it, "tensor");
+        if (!tn || !cJSON_IsString(tn)) continue; /* constants were baked into the ONNX graph */
+        const cattr_tensor *t = need(set, tn->valuestring, why, wn);
+        if (!t || d->n_add >= 15) return false;
+        cattr_tensor_convert(t, cattr_tensor_dtype(t), &d->additional[d->n_add++]);
+    }
+    const cJSON *tg = cJSON_GetObjectItemCaseSensitive(c, "target");
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tg, "kind"));
+    const cJSON *val = cJSON_GetObjectItemCaseSensitive(tg, "value");
+    cattr_target *T = &d->target;
+    T->kind = CATTR_TARGET_NONE;
+    if (!kind || !strcmp(kind, "none")) return true;
+    if (!strcmp(kind, "int")) {
+        d->tidx = malloc(sizeof(int64_t));
+        d->tidx[0] = (int64_t)val->valuedouble;
+        *T = (cattr_target){CATTR_TARGET_INDEX, 1, 0, d->tidx};
+    } else if (!strcmp(kind, "tuple") || !strcmp(kind, "list")) {
+        int n = cJSON_GetArraySize(val);
+        d->tidx = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+        for (int i = 0; i < n; i++) d->tidx[i] = (int64_t)cJSON_GetArrayItem(val, i)->valuedouble;
+        if (!strcmp(kind, "tuple")) *T = (cattr_target){CATTR_TARGET_INDEX, n, 0, d->tidx};
+        else *T = (cattr_target){CATTR_TARGET_PER_EXAMPLE, 1, n, d->tidx};
+    } else if (!strcmp(kind, "list_of_tuples")) {
+        int n = cJSON_GetArraySize(val), k = n ? cJSON_GetArraySize(cJSON_GetArrayItem(val, 0)) : 0;
+        d->tidx = malloc((size_t)(n * k + 1) * sizeof(int64_t));
+        for (int i = 0; i < n; i++)
+            for (int j = 0; j < k; j++)
+                d->tidx[i * k + j] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(val, i), j)->valuedouble;
+        *T = (cattr_target){CATTR_TARGET_PER_EXAMPLE, k, n, d->tidx};
+    } else if (!strcmp(kind, "tensor")) {
+        const char *tn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tg, "tensor"));
+        const cattr_tensor *t = need(set, tn ? tn : "target", why, wn);
+        if (!t) return false;
+        int64_t n = cattr_tensor_numel(t);
+        d->tidx = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+        cattr_tensor *ti = NULL;
+        cattr_tensor_convert(t, CATTR_INT64, &ti);
+        memcpy(d->tidx, cattr_tensor_data(ti), (size_t)n * sizeof(int64_t));
+        cattr_tensor_free(ti);
+        if (n == 1) *T = (cattr_target){CATTR_TARGET_INDEX, 1, 0, d->tidx};
+        else *T = (cattr_target){CATTR_TARGET_PER_EXAMPLE, 1, n, d->tidx};
+    } else {
+        snprintf(why, wn, "unknown target kind '%s'", kind);
+        return false;
+    }
+    return true;
+}
+
+/* err = max|a - e|; allowed = rtol * max|e| + atol */
+static void compare(const cattr_tensor *a, const cattr_tensor *e, double rtol, double atol, double *err,
+                    double *allowed) {
+    double me = 0, mx = 0;
+    int64_t n = cattr_tensor_numel(e);
+    cattr_tensor *ad = NULL, *ed = NULL;
+    cattr_tensor_convert(a, CATTR_FLOAT64, &ad);
+    cattr_tensor_convert(e, CATTR_FLOAT64, &ed);
+    const double *av = cattr_tensor_data_const(ad), *ev = cattr_tensor_data_const(ed);
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(av[i] - ev[i]);
+        if (!(d <= me)) me = isnan(d) ? INFINITY : d;
+        if (fabs(ev[i]) > mx) mx = fabs(ev[i]);
+    }
+    cattr_tensor_free(ad);
+    cattr_tensor_free(ed);
+    *err = me;
+    *allowed = rtol * mx + atol;
+}
+
+static bool implemented(const char *method) {
+    return cattr_method_from_name(method) >= 0;
+}
+
+static void print_time(double *t, int n) {
+    double first = t[0];
+    double med = n >= 2 ? cli_median(t + 1, n - 1) : NAN;
+    printf("time: first=%.6f warm_median=%.6f\n", first, med);
+}
+
+/* Runs one case folder; returns -1 for an I/O error that should stop the run. */
+static int replay_case(const char *dir, replay_opts *o) {
+    char path[4096], why[512] = "";
+    snprintf(path, sizeof path, "%s/case.json", dir);
+    char *text = read_text(path);
+    if (!text) {
+        fprintf(stderr, "cattr: cannot read '%s'\n", path);
+        return -1;
+    }
+    cJSON *c = cJSON_Parse(text);
+    free(text);
+    if (!c) {
+        fprintf(stderr, "cattr: '%s' is not valid JSON\n", path);
+        return -1;
+    }
+    const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
+    const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "method"));
+    if (!name) name = dir;
+    if (!method || !implemented(method)) {
+        printf("SKIP %s method %s not implemented yet\n", name, method ? method : "?");
+        o->skipped++;
+        cJSON_Delete(c);
+        return 0;
+    }
+    snprintf(path, sizeof path, "%s/tensors.safetensors", dir);
+    cattr_tensor_set *set = NULL;
+    cattr_status st = cattr_tensor_set_load(path, &set);
+    if (st != CATTR_OK) {
+        fprintf(stderr, "cattr: %s\n", cattr_last_error());
+        cJSON_Delete(c);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    cattr_model *m = NULL;
+    case_data d;
+    memset(&d, 0, sizeof d);
+    cattr_explainer *e = NULL;
+    cattr_tensor *attr[16] = {0}, *delta = NULL;
+    double *times = NULL;
+    int rc = 0;
+    st = cattr_model_load_onnx(path, &m);
+    if (st != CATTR_OK) {
+        printf("FAIL %s model err=load allowed=0 (%s)\n", name, cattr_last_error());
+        o->failed++;
+        goto done;
+    }
+    if (!load_case(c, set, &d, why, sizeof why)) {
+        printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
+        o->failed++;
+        goto done;
+    }
+    cattr_attr_params p = cattr_attr_default_params((cattr_method)cattr_method_from_name(method));
+    p.dtype = o->dtype;
+    const cJSON *v;
+    if ((v = arg(c, "n_steps"))) p.n_steps = v->valueint;
+    if ((v = arg(c, "method")) && cJSON_IsString(v)) p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
+    if ((v = arg(c, "internal_batch_size"))) p.internal_batch_size = v->valueint;
+    if ((v = arg(c, "abs"))) p.abs = cJSON_IsTrue(v);
+    if ((v = ctor_arg(c, "multiply_by_inputs"))) p.multiply_by_inputs = cJSON_IsTrue(v);
+    bool want_delta = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "return_convergence_delta"));
+    p.return_convergence_delta = want_delta;
+    st = cattr_explainer_new(m, &p, &e);
+    int runs = o->runs > 0 ? o->runs : 1;
+    times = calloc((size_t)runs, sizeof *times);
+    for (int r = 0; r < runs && st == CATTR_OK; r++) {
+        for (int i = 0; i < 16; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
+        cattr_tensor_free(delta);
+        delta = NULL;
+        double t0 = now_s();
+        st = cattr_explainer_attribute(e, (const cattr_tensor *const *)d.inputs, d.n_in,
+                                       (const cattr_tensor *const *)d.baselines, &d.target,
+                                       (const cattr_tensor *const *)d.additional, d.n_add, attr,
+                                       want_delta ? &delta : NULL);
+        times[r] = now_s() - t0;
+    }
+    if (st != CATTR_OK) {
+        printf("FAIL %s attribute err=error allowed=0 (%s)\n", name, cattr_last_error());
+        o->failed++;
+        goto done;
+    }
+    /* compare every expected tensor, then the delta */
+    bool f32 = o->dtype == CATTR_FLOAT32;
+    const char *tolkey = f32 ? "vs_f32_reference" : "vs_f64_reference";
+    double worst = 0;
+    char worst_name[128] = "", fail_name[128] = "";
+    double fail_err = 0, fail_allowed = 0;
+    bool failed = false;
+    const cJSON *ex;
+    cJSON_ArrayForEach(ex, cJSON_GetObjectItemCaseSensitive(c, "expected")) {
+        const char *en = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ex, f32 ? "f32_name" : "name"));
+        const cJSON *tol = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ex, "tolerance"), tolkey);
+        int idx = cJSON_GetObjectItemCaseSensitive(ex, "input_index")
+                      ? cJSON_GetObjectItemCaseSensitive(ex, "input_index")->valueint : 0;
+        const cattr_tensor *et = en ? cattr_tensor_set_get(set, en) : NULL;
+        if (!et || !tol || idx < 0 || idx >= d.n_in) {
+            printf("FAIL %s %s err=missing allowed=0\n", name, en ? en : "?");
+            o->failed++;
+            goto done;
+        }
+        double rtol = cJSON_GetObjectItemCaseSensitive(tol, "rtol")->valuedouble;
+        double atol = cJSON_GetObjectItemCaseSensitive(tol, "atol")->valuedouble;
+        double err, allowed;
+        if (cattr_tensor_numel(et) != cattr_tensor_numel(attr[idx])) {
+            printf("FAIL %s %s err=shape allowed=0\n", name, en);
+            o->failed++;
+            goto done;
+        }
+        compare(attr[idx], et, rtol, atol, &err, &allowed);
+        double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
+        if (!(err <= allowed) && (!failed || ratio > fail_err / (fail_allowed > 0 ? fail_allowed : 1))) {
+            failed = true;
+            snprintf(fail_name, sizeof fail_name, "%s", en);
+            fail_err = err;
+            fail_allowed = allowed;
+        }
+        if (ratio >= worst) {
+            worst = ratio;
+            snprintf(worst_name, sizeof worst_name, "%s", en);
+        }
+    }
+    const cJSON *dj = cJSON_GetObjectItemCaseSensitive(c, "delta");
+    if (want_delta && dj && !cJSON_IsNull(dj)) {
+        const char *dn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(dj, f32 ? "f32_name" : "name"));
+        const cJSON *tol = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(dj, "tolerance"), tolkey);
+        const cattr_tensor *et = dn ? cattr_tensor_set_get(set, dn) : NULL;
+        if (!et || !tol || !delta || cattr_tensor_numel(et) != cattr_tensor_numel(delta)) {
+            printf("FAIL %s delta err=missing allowed=0\n", name);
+            o->failed++;
+            goto done;
+        }
+        double atol = cJSON_GetObjectItemCaseSensitive(tol, "atol")->valuedouble, err, allowed;
+        compare(delta, et, 0.0, atol, &err, &allowed);
+        double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
+        if (!(err <= allowed) && (!failed || ratio > fail_err / (fail_allowed > 0 ? fail_allowed : 1))) {
+            failed = true;
+            snprintf(fail_name, sizeof fail_name, "%s", dn);
+            fail_err = err;
+            fail_allowed = allowed;
+        }
+        if (ratio >= worst) worst = ratio;
+    }
+    if (failed) {
+        printf("FAIL %s %s err=%.3e allowed=%.3e\n", name, fail_name, fail_err, fail_allowed);
+        o->failed++;
+    } else {
+        printf("PASS %s %.3e\n", name, worst);
+        o->passed++;
+    }
+    if (o->runs > 0) print_time(times, runs);
+done:
+    fflush(stdout);
+    free(times);
+    for (int i = 0; i < 16; i++) cattr_tensor_free(attr[i]);
+    cattr_tensor_free(delta);
+    cattr_explainer_free(e);
+    case_free(&d);
+    cattr_model_free(m);
+    cattr_tensor_set_free(set);
+    cJSON_Delete(c);
+    return rc;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* A case folder, or a folder holding case folders (sorted by name). */
+static int replay_path(const char *path, replay_opts *o) {
+    char buf[4096];
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "cattr: '%s': no such file or directory\n", path);
+        return -1;
+    }
+    snprintf(buf, sizeof buf, "%s/case.json", path);
+    if (stat(buf, &sb) == 0) return replay_case(path, o);
+    DIR *dir = opendir(path);
+    if (!dir) {
+        fprintf(stderr, "cattr: '%s' is neither a case folder nor a folder of cases\n", path);
+        return -1;
+    }
+    char **names = NULL;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dir))) {
+        if (de->d_name[0] == '.') continue;
+        snprintf(buf, sizeof buf, "%s/%s/case.json", path, de->d_name);
+        if (stat(buf, &sb) != 0) continue;
+        char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
+        if (!nn) break;
+        names = nn;
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(dir);
+    if (n == 0) {
+        fprintf(stderr, "cattr: '%s' holds no case folders (no */case.json)\n", path);
+        free(names);
+        return -1;
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        snprintf(buf, sizeof buf, "%s/%s", path, names[i]);
+        rc = replay_case(buf, o);
+    }
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    return rc;
+}
+
+static void replay_help(FILE *f) {
+    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--runs N]\n"
+               "\n"
+               "Re-runs recorded Captum attributions (golden case folders: case.json, model.onnx,\n"
+               "tensors.safetensors) and compares cattr's numbers with them.\n"
+               "  PATH            a case folder, or a folder holding case folders\n"
+               "  --dtype D       float64 (default): compare with the float64 reference and its tolerances;\n"
+               "                  float32: compare with the f32.* tensors\n"
+               "  --runs N        run each attribution N times and print 'time: first=<s> warm_median=<s>'\n"
+               "Output: PASS <case> <ratio> | FAIL <case> <tensor> err=<e> allowed=<a> | SKIP <case> <reason>,\n"
+               "then 'N passed, N failed, N skipped'. Exit 0: no failure and at least one pass; 1: a failure;\n"
+               "2: usage or I/O error.\n");
+}
+
+int cmd_replay(int argc, char **argv) {
+    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0};
+    const char *paths[256];
+    int np = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            replay_help(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--dtype")) {
+            if (++i >= argc) return cli_usage_error("--dtype needs a value");
+            if (!strcmp(argv[i], "float64")) o.dtype = CATTR_FLOAT64;
+            else if (!strcmp(argv[i], "float32")) o.dtype = CATTR_FLOAT32;
+            else return cli_usage_error("--dtype must be float64 or float32, not '%s'", argv[i]);
+        } else if (!strcmp(a, "--runs")) {
+            long long n;
+            if (++i >= argc || !cli_parse_int(argv[i], &n) || n < 1 || n > 1000000)
+                return cli_usage_error("--runs needs a positive integer");
+            o.runs = (int)n;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("replay: unknown option '%s' (see cattr replay --help)", a);
+        } else if (np < 256) {
+            paths[np++] = a;
+        }
+    }
+    if (np == 0) {
+        replay_help(stderr);
+        return CLI_USAGE;
+    }
+    for (int i = 0; i < np; i++)
+        if (replay_path(paths[i], &o) != 0) return CLI_USAGE;
+    printf("%d passed, %d failed, %d skipped\n", o.passed, o.failed, o.skipped);
+    if (o.failed) return CLI_FAIL;
+    return o.passed > 0 ? CLI_OK : CLI_FAIL;
+}
