@@ -187,6 +187,8 @@ static double max_abs(const double *a, int n) {
     return m;
 }
 
+/* leggauss(n) as numpy 1.24 computes it (legendre.py), followed by Captum's scaling to [0, 1]. Verified bit-exact
+ * (alphas and unrounded steps) against numpy with Debian's OpenBLAS LAPACK for every n up to 1000. */
 static cattr_status gauss_legendre_points(int n, double *alphas, double *steps) {
     /* Scratch (doubles): c[n+1] = [0]*n + [1] (P_n as a Legendre series), cd[n+1] (legder's copy of c), der[n]
      * (P_n'), x[n], df[n], fm[n], w[n], e[n] (companion off-diagonal). */

@@ -1,2 +1,566 @@
+/* explain.c - `cattr explain`: attribute a model's prediction to its inputs and write the attributions. */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
-int cmd_explain(int argc, char **argv) { (void)argc; (void)argv; return CLI_USAGE; }
+
+#include "io/fileutil.h"
+#include "viz/heatmap.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAXT 16
+
+static void explain_help(FILE *f) {
+    fprintf(f,
+        "usage: cattr explain MODEL.onnx --input FILE [--input FILE...] --output FILE [options]\n"
+        "\n"
+        "Attributes the model's output to its inputs (Captum semantics). Inputs are .npy files or\n"
+        ".safetensors (FILE.safetensors:NAME to pick a tensor), batch first, in the model's input order.\n"
+        "\n"
+        "method:\n"
+        "  --method M              integrated-gradients (default) | saliency | input-x-gradient\n"
+        "  --steps N               IG integration steps (default 50)\n"
+        "  --quadrature Q          gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
+        "                          riemann_trapezoid\n"
+        "  --baseline B            per input, in order: a number or a FILE (input's shape or batch 1); one\n"
+        "                          --baseline applies to every input; default 0\n"
+        "  --no-multiply-by-inputs IG: return the integrated gradient without multiplying by (input - baseline)\n"
+        "  --signed                saliency: signed gradient instead of its absolute value\n"
+        "  --no-delta              IG: skip the convergence delta\n"
+        "target (default: the predicted class of each example when the output has one row of scores):\n"
+        "  --target T              an index (3) or a tuple (1,0,0) used for every example\n"
+        "  --targets LIST          one per example: 2,0,1 or tuples 1,0,0;0,1,1\n"
+        "  --target-file FILE      a tensor of targets: one element (all examples) or one per example\n"
+        "model inputs beyond the attributed ones:\n"
+        "  --additional FILE       a tensor for the next model input (expanded with the inputs)\n"
+        "execution:\n"
+        "  --dtype D               float32 (default) | float64 (exact reference mode)\n"
+        "  --internal-batch-size N rows per chunk of the IG path, as in Captum (default: from --max-memory)\n"
+        "  --max-memory SIZE       memory budget for the IG path, e.g. 512M, 2G (default: 1/4 of free RAM)\n"
+        "  --executor E            planned (default) | eager (op by op, for debugging)\n"
+        "  --runs N                run the attribution N times; print 'time: first=<s> warm_median=<s>'\n"
+        "output:\n"
+        "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
+        "  --png FILE              heatmap PNG of example 0's attribution (last two dims, channels summed)\n"
+        "  --heatmap               print that heatmap in the terminal (ANSI colours on a terminal)\n"
+        "  --quiet                 print nothing but errors and timing\n");
+}
+
+typedef struct {
+    const char *model, *output, *png;
+    const char *inputs[MAXT], *additional[MAXT], *baselines[MAXT];
+    int n_in, n_add, n_base;
+    const char *target, *targets, *target_file;
+    cattr_attr_params p;
+    int runs;
+    bool heatmap, quiet, no_delta;
+} explain_args;
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+static int parse_args(int argc, char **argv, explain_args *a) {
+    memset(a, 0, sizeof *a);
+    a->p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
+    int method = CATTR_METHOD_INTEGRATED_GRADIENTS;
+    bool signed_sal = false, no_mul = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                                                                   \
+    do {                                                                                                               \
+        if (!v) return cli_usage_error("%s needs a value (see cattr explain --help)", o);                              \
+        i++;                                                                                                           \
+    } while (0)
+        long long n;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            explain_help(stdout);
+            return -1;
+        } else if (!strcmp(o, "--method")) {
+            NEED_VALUE();
+            method = cattr_method_from_name(v);
+            if (method < 0) return cli_usage_error("unknown method '%s' (integrated-gradients, saliency, input-x-gradient)", v);
+        } else if (!strcmp(o, "--input")) {
+            NEED_VALUE();
+            if (a->n_in >= MAXT - 1) return cli_usage_error("too many --input");
+            a->inputs[a->n_in++] = v;
+        } else if (!strcmp(o, "--additional")) {
+            NEED_VALUE();
+            if (a->n_add >= MAXT - 1) return cli_usage_error("too many --additional");
+            a->additional[a->n_add++] = v;
+        } else if (!strcmp(o, "--baseline")) {
+            NEED_VALUE();
+            if (a->n_base >= MAXT - 1) return cli_usage_error("too many --baseline");
+            a->baselines[a->n_base++] = v;
+        } else if (!strcmp(o, "--target")) {
+            NEED_VALUE();
+            a->target = v;
+        } else if (!strcmp(o, "--targets")) {
+            NEED_VALUE();
+            a->targets = v;
+        } else if (!strcmp(o, "--target-file")) {
+            NEED_VALUE();
+            a->target_file = v;
+        } else if (!strcmp(o, "--steps")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--steps needs an integer >= 1, not '%s'", v);
+            a->p.n_steps = (int)n;
+        } else if (!strcmp(o, "--quadrature")) {
+            NEED_VALUE();
+            int q = cattr_quadrature_from_name(v);
+            if (q < 0) return cli_usage_error("unknown quadrature '%s'", v);
+            a->p.quadrature = (cattr_quadrature)q;
+        } else if (!strcmp(o, "--internal-batch-size")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000000) return cli_usage_error("--internal-batch-size needs a positive integer");
+            a->p.internal_batch_size = (int)n;
+        } else if (!strcmp(o, "--max-memory")) {
+            NEED_VALUE();
+            if (!cli_parse_size(v, &a->p.max_memory) || !a->p.max_memory) return cli_usage_error("--max-memory needs a size such as 512M or 2G");
+        } else if (!strcmp(o, "--dtype")) {
+            NEED_VALUE();
+            if (!strcmp(v, "float32")) a->p.dtype = CATTR_FLOAT32;
+            else if (!strcmp(v, "float64")) a->p.dtype = CATTR_FLOAT64;
+            else return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
+        } else if (!strcmp(o, "--executor")) {
+            NEED_VALUE();
+            if (!strcmp(v, "planned")) a->p.executor = CATTR_EXEC_PLANNED;
+            else if (!strcmp(v, "eager")) a->p.executor = CATTR_EXEC_EAGER;
+            else return cli_usage_error("--executor must be planned or eager");
+        } else if (!strcmp(o, "--runs")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--runs needs a positive integer");
+            a->runs = (int)n;
+        } else if (!strcmp(o, "--output") || !strcmp(o, "-o")) {
+            NEED_VALUE();
+            a->output = v;
+        } else if (!strcmp(o, "--png")) {
+            NEED_VALUE();
+            a->png = v;
+        } else if (!strcmp(o, "--heatmap")) {
+            a->heatmap = true;
+        } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
+            a->quiet = true;
+        } else if (!strcmp(o, "--signed")) {
+            signed_sal = true;
+        } else if (!strcmp(o, "--no-multiply-by-inputs")) {
+            no_mul = true;
+        } else if (!strcmp(o, "--no-delta")) {
+            a->no_delta = true;
+        } else if (o[0] == '-' && o[1]) {
+            return cli_usage_error("explain: unknown option '%s' (see cattr explain --help)", o);
+        } else if (!a->model) {
+            a->model = o;
+        } else {
+            return cli_usage_error("explain: unexpected argument '%s'", o);
+        }
+#undef NEED_VALUE
+    }
+    cattr_attr_params def = cattr_attr_default_params((cattr_method)method);
+    def.dtype = a->p.dtype;
+    def.n_steps = a->p.n_steps;
+    def.quadrature = a->p.quadrature;
+    def.internal_batch_size = a->p.internal_batch_size;
+    def.max_memory = a->p.max_memory;
+    def.executor = a->p.executor;
+    def.abs = !signed_sal;
+    def.multiply_by_inputs = !no_mul;
+    def.return_convergence_delta = !a->no_delta;
+    a->p = def;
+    if (!a->model) return cli_usage_error("explain: no model given (see cattr explain --help)");
+    if (!a->n_in) return cli_usage_error("explain: give at least one --input");
+    if (!a->output) return cli_usage_error("explain: --output FILE is required (.npy, .safetensors or .json)");
+    if (!ends_with(a->output, ".npy") && !ends_with(a->output, ".safetensors") && !ends_with(a->output, ".json"))
+        return cli_usage_error("--output must end in .npy, .safetensors or .json: '%s'", a->output);
+    if (ends_with(a->output, ".npy") && a->n_in > 1)
+        return cli_usage_error("--output .npy holds one tensor; with %d inputs use .safetensors or .json", a->n_in);
+    if (a->n_base > 1 && a->n_base != a->n_in)
+        return cli_usage_error("give one --baseline for all inputs or one per input (%d inputs, %d baselines)", a->n_in,
+                               a->n_base);
+    if (!!a->target + !!a->targets + !!a->target_file > 1)
+        return cli_usage_error("use only one of --target, --targets and --target-file");
+    if (a->png && !ends_with(a->png, ".png")) return cli_usage_error("--png must name a .png file: '%s'", a->png);
+    return 0;
+}
+
+/* Parses "1,0,0" into ints; returns the count or -1. */
+static int parse_ints(const char *s, int64_t *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || n >= max) return -1;
+        out[n++] = v;
+        while (*end == ' ') end++;
+        if (*end == ',') end++;
+        else if (*end) return -1;
+        p = end;
+    }
+    return n;
+}
+
+typedef struct {
+    cattr_target t;
+    int64_t *idx;
+} target_buf;
+
+static int build_target(const explain_args *a, const cattr_tensor *out, int64_t B, target_buf *tb, bool *auto_pred) {
+    tb->idx = NULL;
+    tb->t = (cattr_target){CATTR_TARGET_NONE, 0, 0, NULL};
+    *auto_pred = false;
+    if (a->target) {
+        tb->idx = malloc(CATTR_MAX_DIMS * sizeof(int64_t));
+        int n = tb->idx ? parse_ints(a->target, tb->idx, CATTR_MAX_DIMS) : -1;
+        if (n < 1) return cli_usage_error("--target must be an index or a tuple such as 1,0,0: '%s'", a->target);
+        tb->t = (cattr_target){CATTR_TARGET_INDEX, n, 0, tb->idx};
+        return 0;
+    }
+    if (a->targets) {
+        size_t cap = strlen(a->targets) + 1;
+        tb->idx = malloc(cap * sizeof(int64_t));
+        char *copy = strdup(a->targets);
+        if (!tb->idx || !copy) return cli_usage_error("out of memory");
+        int k = -1, rows = 0, total = 0;
+        char *save = NULL;
+        bool tuples = strchr(copy, ';') != NULL;
+        if (!tuples) {
+            total = parse_ints(copy, tb->idx, (int)cap);
+            k = 1;
+            rows = total;
+        } else {
+            for (char *tok = strtok_r(copy, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
+                int n = parse_ints(tok, tb->idx + total, (int)cap - total);
+                if (n < 1 || (k >= 0 && n != k)) {
+                    free(copy);
+                    return cli_usage_error("--targets: every tuple needs the same length: '%s'", a->targets);
+                }
+                k = n;
+                total += n;
+                rows++;
+            }
+        }
+        free(copy);
+        if (total < 1 || rows < 1) return cli_usage_error("--targets: cannot parse '%s'", a->targets);
+        if (rows != B) return cli_usage_error("--targets gives %d targets for a batch of %lld", rows, (long long)B);
+        tb->t = (cattr_target){CATTR_TARGET_PER_EXAMPLE, k, rows, tb->idx};
+        return 0;
+    }
+    if (a->target_file) {
+        cattr_tensor *t = NULL, *ti = NULL;
+        cattr_status st = cli_load_tensor(a->target_file, &t);
+        if (st != CATTR_OK) return cli_error(st, "cannot read --target-file");
+        st = cattr_tensor_convert(t, CATTR_INT64, &ti);
+        cattr_tensor_free(t);
+        if (st != CATTR_OK) return cli_error(st, "--target-file");
+        int64_t n = cattr_tensor_numel(ti);
+        tb->idx = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+        if (tb->idx) memcpy(tb->idx, cattr_tensor_data(ti), (size_t)n * sizeof(int64_t));
+        cattr_tensor_free(ti);
+        if (n == 1) tb->t = (cattr_target){CATTR_TARGET_INDEX, 1, 0, tb->idx};
+        else if (n == B) tb->t = (cattr_target){CATTR_TARGET_PER_EXAMPLE, 1, n, tb->idx};
+        else return cli_usage_error("--target-file holds %lld targets for a batch of %lld", (long long)n, (long long)B);
+        return 0;
+    }
+    /* default: the predicted class when the output is [B, C] with C > 1 */
+    int ond = cattr_tensor_ndim(out);
+    const int64_t *osh = cattr_tensor_shape(out);
+    int64_t per = B ? cattr_tensor_numel(out) / B : 0;
+    if (per <= 1) return 0;
+    if (ond != 2) return cli_usage_error("the output has shape with %d dims: give --target or --targets", ond);
+    tb->idx = malloc((size_t)B * sizeof(int64_t));
+    if (!tb->idx) return cli_usage_error("out of memory");
+    cattr_tensor *od = NULL;
+    cattr_tensor_convert(out, CATTR_FLOAT64, &od);
+    const double *v = cattr_tensor_data_const(od);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < osh[1]; c++)
+            if (v[b * osh[1] + c] > v[b * osh[1] + best]) best = c;
+        tb->idx[b] = best;
+    }
+    cattr_tensor_free(od);
+    tb->t = (cattr_target){CATTR_TARGET_PER_EXAMPLE, 1, B, tb->idx};
+    *auto_pred = true;
+    return 0;
+}
+
+/* ---- writers ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    const char *text;
+} text_ctx;
+
+static cattr_status write_text(FILE *f, void *ctx) {
+    const char *s = ((text_ctx *)ctx)->text;
+    return fputs(s, f) < 0 ? CATTR_ERR_IO : CATTR_OK;
+}
+
+static cJSON *tensor_json(const cattr_tensor *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *shape = cJSON_AddArrayToObject(o, "shape");
+    for (int d = 0; d < cattr_tensor_ndim(t); d++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)cattr_tensor_shape(t)[d]));
+    cJSON_AddStringToObject(o, "dtype", cattr_dtype_name(cattr_tensor_dtype(t)));
+    cJSON *data = cJSON_AddArrayToObject(o, "data");
+    cattr_tensor *d = NULL;
+    cattr_tensor_convert(t, CATTR_FLOAT64, &d);
+    const double *v = cattr_tensor_data_const(d);
+    for (int64_t i = 0; i < cattr_tensor_numel(t); i++) cJSON_AddItemToArray(data, cJSON_CreateNumber(v[i]));
+    cattr_tensor_free(d);
+    return o;
+}
+
+static int write_output(const explain_args *a, cattr_tensor **attr, int n, const cattr_tensor *delta,
+                        const cattr_target *tg) {
+    cattr_status st;
+    if (ends_with(a->output, ".npy")) {
+        st = cattr_tensor_save_npy(attr[0], a->output);
+    } else if (ends_with(a->output, ".safetensors")) {
+        cattr_tensor_set *s = NULL;
+        st = cattr_tensor_set_new(&s);
+        char name[32];
+        for (int i = 0; i < n && st == CATTR_OK; i++) {
+            snprintf(name, sizeof name, "attr.%d", i);
+            st = cattr_tensor_set_add(s, name, attr[i]);
+        }
+        if (st == CATTR_OK && delta) st = cattr_tensor_set_add(s, "delta", delta);
+        if (st == CATTR_OK) st = cattr_tensor_set_save(s, a->output);
+        cattr_tensor_set_free(s);
+    } else {
+        cJSON *root = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "model", a->model);
+        cJSON_AddStringToObject(root, "method", cattr_method_name(a->p.method));
+        cJSON *args = cJSON_AddObjectToObject(root, "args");
+        cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(a->p.dtype));
+        if (a->p.method == CATTR_METHOD_INTEGRATED_GRADIENTS) {
+            cJSON_AddNumberToObject(args, "n_steps", a->p.n_steps);
+            cJSON_AddStringToObject(args, "method", cattr_quadrature_name(a->p.quadrature));
+            cJSON_AddBoolToObject(args, "multiply_by_inputs", a->p.multiply_by_inputs);
+        }
+        if (a->p.method == CATTR_METHOD_SALIENCY) cJSON_AddBoolToObject(args, "abs", a->p.abs);
+        if (tg->kind == CATTR_TARGET_NONE) cJSON_AddNullToObject(root, "target");
+        else {
+            cJSON *t = cJSON_AddArrayToObject(root, "target");
+            int64_t rows = tg->kind == CATTR_TARGET_PER_EXAMPLE ? tg->n_rows : 1;
+            for (int64_t r = 0; r < rows; r++) {
+                cJSON *row = cJSON_CreateArray();
+                for (int k = 0; k < tg->n_idx; k++) cJSON_AddItemToArray(row, cJSON_CreateNumber((double)tg->idx[r * tg->n_idx + k]));
+                cJSON_AddItemToArray(t, row);
+            }
+        }
+        cJSON *arr = cJSON_AddArrayToObject(root, "attributions");
+        for (int i = 0; i < n; i++) cJSON_AddItemToArray(arr, tensor_json(attr[i]));
+        if (delta) cJSON_AddItemToObject(root, "convergence_delta", tensor_json(delta));
+        else cJSON_AddNullToObject(root, "convergence_delta");
+        char *text = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        if (!text) return cli_usage_error("out of memory writing JSON");
+        size_t len = strlen(text);
+        char *withnl = malloc(len + 2);
+        if (!withnl) {
+            free(text);
+            return cli_usage_error("out of memory");
+        }
+        memcpy(withnl, text, len);
+        withnl[len] = '\n';
+        withnl[len + 1] = 0;
+        free(text);
+        text_ctx ctx = {withnl};
+        st = cx_write_file_atomic(a->output, write_text, &ctx);
+        free(withnl);
+    }
+    if (st != CATTR_OK) return cli_error(st, "cannot write the output");
+    return 0;
+}
+
+/* The attribution of example 0, input 0, reduced to its last two dims (channels summed). */
+static double *map2d(const cattr_tensor *t, int *h, int *w) {
+    int nd = cattr_tensor_ndim(t);
+    const int64_t *sh = cattr_tensor_shape(t);
+    if (nd < 2) return NULL;
+    int64_t H = nd >= 3 ? sh[nd - 2] : 1, W = sh[nd - 1];
+    int64_t per = cattr_tensor_numel(t) / (sh[0] ? sh[0] : 1), planes = H * W > 0 ? per / (H * W) : 0;
+    double *m = calloc((size_t)(H * W), sizeof *m);
+    if (!m) return NULL;
+    cattr_tensor *d = NULL;
+    cattr_tensor_convert(t, CATTR_FLOAT64, &d);
+    const double *v = cattr_tensor_data_const(d);
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t k = 0; k < H * W; k++) m[k] += v[p * H * W + k];
+    cattr_tensor_free(d);
+    *h = (int)H;
+    *w = (int)W;
+    return m;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cmd_explain(int argc, char **argv) {
+    explain_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    cattr_model *m = NULL;
+    cattr_tensor *in[MAXT] = {0}, *add[MAXT] = {0}, *base[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL, *out = NULL;
+    cattr_explainer *e = NULL;
+    target_buf tb = {{0}, NULL};
+    double *times = NULL;
+    cattr_status st = cattr_model_load_onnx(a.model, &m);
+    if (st != CATTR_OK) {
+        rc = cli_error(st, "cannot load model");
+        goto done;
+    }
+    for (int i = 0; i < a.n_in; i++)
+        if ((st = cli_load_tensor(a.inputs[i], &in[i])) != CATTR_OK) {
+            rc = cli_error(st, "cannot read --input");
+            goto done;
+        }
+    for (int i = 0; i < a.n_add; i++)
+        if ((st = cli_load_tensor(a.additional[i], &add[i])) != CATTR_OK) {
+            rc = cli_error(st, "cannot read --additional");
+            goto done;
+        }
+    for (int i = 0; i < a.n_in && a.n_base; i++) {
+        const char *spec = a.baselines[a.n_base == 1 ? 0 : i];
+        double v;
+        if (cli_parse_double(spec, &v)) st = cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &base[i]);
+        else st = cli_load_tensor(spec, &base[i]);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "cannot read --baseline");
+            goto done;
+        }
+    }
+    if (a.n_in + a.n_add != cattr_model_n_inputs(m)) {
+        rc = cli_usage_error("'%s' takes %d inputs; got %d --input and %d --additional", a.model,
+                             cattr_model_n_inputs(m), a.n_in, a.n_add);
+        goto done;
+    }
+    /* the forward pass: prediction and the default target */
+    {
+        const cattr_tensor *all[2 * MAXT];
+        for (int i = 0; i < a.n_in; i++) all[i] = in[i];
+        for (int i = 0; i < a.n_add; i++) all[a.n_in + i] = add[i];
+        st = cattr_model_forward(m, a.p.dtype, all, a.n_in + a.n_add, &out);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "forward pass failed");
+            goto done;
+        }
+    }
+    int64_t B = cattr_tensor_ndim(in[0]) ? cattr_tensor_shape(in[0])[0] : 1;
+    bool auto_pred = false;
+    if ((rc = build_target(&a, out, B, &tb, &auto_pred))) goto done;
+    if (!a.quiet && cattr_tensor_ndim(out) == 2 && cattr_tensor_shape(out)[1] > 1) {
+        const int64_t C = cattr_tensor_shape(out)[1];
+        cattr_tensor *od = NULL;
+        cattr_tensor_convert(out, CATTR_FLOAT64, &od);
+        const double *v = cattr_tensor_data_const(od);
+        for (int64_t b = 0; b < B && b < 8; b++) {
+            int64_t best = 0;
+            for (int64_t c = 1; c < C; c++)
+                if (v[b * C + c] > v[b * C + best]) best = c;
+            printf("example %lld: predicted class %lld (score %.4g)", (long long)b, (long long)best, v[b * C + best]);
+            if (tb.t.kind != CATTR_TARGET_NONE && tb.t.n_idx == 1) {
+                int64_t t = tb.t.kind == CATTR_TARGET_PER_EXAMPLE ? tb.idx[b] : tb.idx[0];
+                printf(", explaining class %lld%s", (long long)t, auto_pred ? " (the prediction; --target to choose)" : "");
+            }
+            printf("\n");
+        }
+        if (B > 8) printf("... (%lld examples)\n", (long long)B);
+        cattr_tensor_free(od);
+    }
+    st = cattr_explainer_new(m, &a.p, &e);
+    if (st != CATTR_OK) {
+        rc = cli_error(st, "bad parameters");
+        goto done;
+    }
+    int runs = a.runs > 0 ? a.runs : 1;
+    times = calloc((size_t)runs, sizeof *times);
+    for (int r = 0; r < runs; r++) {
+        for (int i = 0; i < MAXT; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
+        cattr_tensor_free(delta);
+        delta = NULL;
+        double t0 = now_s();
+        st = cattr_explainer_attribute(e, (const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
+                                       &tb.t, (const cattr_tensor *const *)add, a.n_add, attr,
+                                       a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS && !a.no_delta ? &delta : NULL);
+        if (times) times[r] = now_s() - t0;
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "attribution failed");
+            goto done;
+        }
+    }
+    if ((rc = write_output(&a, attr, a.n_in, delta, &tb.t))) goto done;
+    if (!a.quiet) {
+        printf("wrote %s (%s, %s", a.output, cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
+        if (a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS)
+            printf(", %d steps, %s", a.p.n_steps, cattr_quadrature_name(a.p.quadrature));
+        printf(")\n");
+        if (delta) {
+            printf("convergence delta:");
+            cattr_tensor *dd = NULL;
+            if (cattr_tensor_convert(delta, CATTR_FLOAT64, &dd) == CATTR_OK) {
+                const double *dv = cattr_tensor_data_const(dd);
+                for (int64_t b = 0; b < cattr_tensor_numel(dd) && b < 8; b++) printf(" %.3e", dv[b]);
+            }
+            cattr_tensor_free(dd);
+            printf("%s\n", cattr_tensor_numel(delta) > 8 ? " ..." : "");
+        }
+    }
+    if (a.png || a.heatmap) {
+        int h = 0, w = 0;
+        double *map = map2d(attr[0], &h, &w);
+        if (!map) {
+            rc = cli_usage_error("cannot draw a heatmap of a %d-D attribution", cattr_tensor_ndim(attr[0]));
+            goto done;
+        }
+        if (a.heatmap) {
+            int ansi = isatty(STDOUT_FILENO);
+            size_t need = cx_term_heatmap(NULL, 0, map, h, w, ansi);
+            char *buf = malloc(need + 1);
+            if (buf) {
+                cx_term_heatmap(buf, need + 1, map, h, w, ansi);
+                printf("attribution of example 0 (red positive, blue negative%s):\n%s", ansi ? "" : "; ramp: +  .:oO@  -  ,;xX#", buf);
+                free(buf);
+            }
+        }
+        if (a.png) {
+            int cell = h * w <= 256 ? 32 : (h * w <= 4096 ? 8 : 2);
+            st = cx_png_heatmap(a.png, map, h, w, cell);
+            if (st != CATTR_OK) {
+                free(map);
+                rc = cli_error(st, "cannot write the PNG");
+                goto done;
+            }
+            if (!a.quiet) printf("wrote %s\n", a.png);
+        }
+        free(map);
+    }
+    if (a.runs > 0) printf("time: first=%.6f warm_median=%.6f\n", times[0], runs >= 2 ? cli_median(times + 1, runs - 1) : NAN);
+    rc = CLI_OK;
+done:
+    free(times);
+    free(tb.idx);
+    for (int i = 0; i < MAXT; i++) {
+        cattr_tensor_free(in[i]);
+        cattr_tensor_free(add[i]);
+        cattr_tensor_free(base[i]);
+        cattr_tensor_free(attr[i]);
+    }
+    cattr_tensor_free(delta);
+    cattr_tensor_free(out);
+    cattr_explainer_free(e);
+    cattr_model_free(m);
+    return rc;
+}

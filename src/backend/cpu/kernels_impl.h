@@ -5,7 +5,7 @@
  * loops large enough to pay for a parallel region.
  */
 
-#define PAR_MIN 32768
+#define PAR_MIN (1 << 18)
 
 /* ---- elementwise unary ---------------------------------------------------------------------------------- */
 
@@ -439,7 +439,7 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
     T *y = out->data;
     bool grad = gy != NULL, maxp = n->op == CG_MAXPOOL || n->op == CG_MAXPOOL_GRAD;
     if (grad) memset(y, 0, (size_t)(NC * isp) * sizeof(T));
-#pragma omp parallel for if (NC * osp > PAR_MIN / 8) schedule(static)
+#pragma omp parallel for if (NC * osp * g.k[0] * g.k[1] * g.k[2] > PAR_MIN) schedule(static)
     for (int64_t nc = 0; nc < NC; nc++) {
         const T *xc = x + nc * isp;
         T *yc = y + (grad ? nc * isp : nc * osp);
