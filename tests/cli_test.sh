@@ -1,0 +1,83 @@
+#!/bin/sh
+# End-to-end checks of the cattr command: the demo forms work, bad input fails with a message naming the offending
+# thing, a non-zero exit and no output file. usage: cli_test.sh CATTR_BINARY (run from the repository root)
+cattr=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+checks=0
+model=models/digits/digits.onnx
+x=models/digits/samples/digit_3.npy
+
+ok() { checks=$((checks + 1)); }
+bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*"; }
+
+# expect_fail NAME EXPECTED_SUBSTRING OUTPUT_FILE -- ARGS...
+expect_fail() {
+    name=$1; want=$2; outf=$3; shift 4
+    "$cattr" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [ $rc -eq 0 ]; then bad "$name: exit 0"; return; fi
+    if ! grep -q -- "$want" "$tmp/stderr"; then bad "$name: stderr lacks '$want':"; cat "$tmp/stderr"; return; fi
+    if [ -n "$outf" ] && [ -e "$outf" ]; then bad "$name: wrote $outf"; return; fi
+    if ls "$tmp" | grep -q '\.tmp\.'; then bad "$name: left a temporary file"; return; fi
+    ok
+}
+
+expect_ok() {
+    name=$1; shift
+    if "$cattr" "$@" >"$tmp/stdout" 2>"$tmp/stderr"; then ok; else bad "$name: exit $?"; cat "$tmp/stderr"; fi
+}
+
+# --- the forms the docs promise ---------------------------------------------------------------------------------
+expect_ok "explain npy" explain $model --method integrated-gradients --input $x --target 3 --steps 50 \
+    --dtype float32 --output "$tmp/a.npy" --runs 3
+[ -s "$tmp/a.npy" ] && ok || bad "a.npy not written"
+grep -q '^time: first=[0-9.]* warm_median=[0-9.]*$' "$tmp/stdout" && ok || bad "no time line"
+grep -q 'convergence delta' "$tmp/stdout" && ok || bad "no delta printed"
+expect_ok "explain json" explain $model --input $x --output "$tmp/a.json"
+grep -q '"attributions"' "$tmp/a.json" && ok || bad "json lacks attributions"
+expect_ok "explain safetensors" explain $model --method saliency --input tests/data/cli/batch2.npy \
+    --targets 3,7 --output "$tmp/a.safetensors"
+expect_ok "explain png" explain $model --method input-x-gradient --input $x --output "$tmp/b.npy" --png "$tmp/h.png" --heatmap
+[ -s "$tmp/h.png" ] && ok || bad "png not written"
+expect_ok "explain float64 riemann" explain $model --input $x --dtype float64 --quadrature riemann_trapezoid \
+    --steps 20 --baseline 0.1 --internal-batch-size 4 --output "$tmp/c.npy"
+expect_ok "explain eager" explain $model --input $x --executor eager --output "$tmp/d.npy"
+cmp -s "$tmp/a.npy" "$tmp/d.npy" && ok || bad "eager and planned outputs differ"
+expect_ok "info" info $model
+grep -q 'conv1' "$tmp/stdout" && ok || bad "info lacks layer conv1"
+expect_ok "help" --help
+expect_ok "explain help" explain --help
+expect_ok "replay help" replay --help
+expect_ok "info help" info --help
+
+# --- bad input ------------------------------------------------------------------------------------------------
+expect_fail "missing model" "no-such.onnx" "$tmp/o.npy" -- explain "$tmp/no-such.onnx" --input $x --output "$tmp/o.npy"
+head -c 300 $model >"$tmp/trunc.onnx"
+expect_fail "truncated model" "trunc.onnx" "$tmp/o.npy" -- explain "$tmp/trunc.onnx" --input $x --output "$tmp/o.npy"
+printf 'garbage\001\002\003' >"$tmp/garbage.onnx"
+expect_fail "garbage model" "garbage.onnx" "$tmp/o.npy" -- info "$tmp/garbage.onnx"
+expect_fail "unknown op" "op" "" -- info tests/data/onnx/err_unknown_op.onnx
+expect_fail "missing input" "nope.npy" "$tmp/o.npy" -- explain $model --input "$tmp/nope.npy" --output "$tmp/o.npy"
+expect_fail "bad npy" "bad_magic.npy" "$tmp/o.npy" -- explain $model --input tests/data/cli/bad_magic.npy --output "$tmp/o.npy"
+expect_fail "wrong shape" "shape" "$tmp/o.npy" -- explain $model --input tests/data/cli/wrong_shape.npy --output "$tmp/o.npy"
+expect_fail "int input" "int64" "$tmp/o.npy" -- explain $model --input tests/data/cli/int_input.npy --output "$tmp/o.npy"
+expect_fail "nan input" "non-finite" "$tmp/o.npy" -- explain $model --input tests/data/cli/nan_input.npy --output "$tmp/o.npy"
+expect_fail "target range" "out of range" "$tmp/o.npy" -- explain $model --input $x --target 12 --output "$tmp/o.npy"
+expect_fail "target tuple" "target" "$tmp/o.npy" -- explain $model --input $x --target 1,2 --output "$tmp/o.npy"
+expect_fail "targets count" "batch" "$tmp/o.npy" -- explain $model --input $x --targets 1,2 --output "$tmp/o.npy"
+expect_fail "bad method" "unknown method" "$tmp/o.npy" -- explain $model --method nope --input $x --output "$tmp/o.npy"
+expect_fail "bad steps" "--steps" "$tmp/o.npy" -- explain $model --input $x --steps 0 --output "$tmp/o.npy"
+expect_fail "bad quadrature" "quadrature" "$tmp/o.npy" -- explain $model --input $x --quadrature simpson --output "$tmp/o.npy"
+expect_fail "riemann n=1" "n_steps" "$tmp/o.npy" -- explain $model --input $x --quadrature riemann_left --steps 1 --output "$tmp/o.npy"
+expect_fail "bad baseline" "baseline" "$tmp/o.npy" -- explain $model --input $x --baseline tests/data/cli/wrong_shape.npy --output "$tmp/o.npy"
+expect_fail "no output" "--output" "" -- explain $model --input $x
+expect_fail "bad extension" "--output" "" -- explain $model --input $x --output "$tmp/o.txt"
+expect_fail "unwritable output" "cannot write" "" -- explain $model --input $x --output "$tmp/no/such/dir/o.npy"
+expect_fail "unknown option" "unknown option" "" -- explain $model --input $x --output "$tmp/o.npy" --frobnicate
+expect_fail "unknown command" "unknown command" "" -- frobnicate
+expect_fail "replay missing" "no such file" "" -- replay "$tmp/none"
+
+echo "$((checks - fails)) passed, $fails failed"
+[ $fails -eq 0 ]
