@@ -1,0 +1,22 @@
+#!/bin/sh
+# Installs the Debian 12 packages cattr needs to build and test, if any are missing (sudo when not root).
+set -eu
+pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+libcjson-dev libpng-dev"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+echo "cattr: installing Debian packages:$missing"
+if [ "$(id -u)" -eq 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+else
+    echo "cattr: these packages are missing and there is no sudo: install them as root:$missing" >&2
+    exit 1
+fi
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
