@@ -588,10 +588,8 @@ def run_case(c, a, tmp, help_txt):
 
     # cattr side
     cout = stem + ".cattr.npy"
-    t = c["targets"]
-    target_arg = str(int(t[0])) if np.all(t == t[0]) else ",".join(str(int(v)) for v in t)
     cmd = [a.cattr, "explain", c["model"], "--method", "integrated-gradients",
-           "--input", xin, "--target", target_arg, "--steps", str(c["steps"]),
+           "--input", xin, "--target-file", tin, "--steps", str(c["steps"]),
            "--quadrature", c["quadrature"], "--dtype", "float32", "--output", cout,
            "--runs", str(a.runs)]
     if np.any(c["baseline"]):

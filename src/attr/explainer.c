@@ -33,6 +33,7 @@ struct cattr_explainer {
     int fwd_next;
     size_t peak;
     const cattr_target *cur_target; /* during a call */
+    double *alphas, *steps;         /* IG points, computed once */
 };
 
 /* ---- names and defaults ------------------------------------------------------------------------------------ */
@@ -119,6 +120,8 @@ void cattr_explainer_free(cattr_explainer *e) {
     drop_plans(e);
     cg_free(e->g);
     cx_consts_free(e->consts);
+    free(e->alphas);
+    free(e->steps);
     free(e);
 }
 
@@ -475,18 +478,55 @@ static cattr_status steps_per_chunk(cattr_explainer *e, call_data *c, int n_step
     return CATTR_OK;
 }
 
+/* The IG path in the compute dtype T, operation by operation as Captum/torch computes it:
+ * scaled = b + alpha * (x - b); total = sum_s grad_s * step_s (sequential); attr = total * (x - b). */
+#define DEFINE_IG_KERNELS(T, SFX)                                                                                      \
+    static void ig_scale_##SFX(const T *x, const T *b, int64_t m, const double *alphas, int s0, int s1, T *xs) {     \
+        for (int s = s0; s < s1; s++) {                                                                                \
+            T a = (T)alphas[s];                                                                                        \
+            T *dst = xs + (int64_t)(s - s0) * m;                                                                       \
+            for (int64_t k = 0; k < m; k++) dst[k] = b[k] + a * (x[k] - b[k]);                                         \
+        }                                                                                                              \
+    }                                                                                                                  \
+    static void ig_accumulate_##SFX(const T *gr, const T *x, const T *b, int64_t m, const double *steps, int s0,      \
+                                    int s1, int mul, int first, T *attr) {                                             \
+        for (int64_t k = 0; k < m; k++) {                                                                              \
+            T tot = 0;                                                                                                 \
+            for (int s = s0; s < s1; s++) tot = tot + gr[(int64_t)(s - s0) * m + k] * (T)steps[s];                    \
+            T v = mul ? tot * (x[k] - b[k]) : tot;                                                                     \
+            attr[k] = first ? v : attr[k] + v;                                                                         \
+        }                                                                                                              \
+    }
+DEFINE_IG_KERNELS(float, f32)
+DEFINE_IG_KERNELS(double, f64)
+
+/* Captum's points for the explainer's rule, computed once: alphas cast to the dtype, step sizes to float32. */
+static cattr_status ig_points(cattr_explainer *e) {
+    int n = e->p.n_steps;
+    if (e->alphas) return CATTR_OK;
+    e->alphas = malloc((size_t)n * sizeof *e->alphas);
+    e->steps = malloc((size_t)n * sizeof *e->steps);
+    if (!e->alphas || !e->steps) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cattr_quadrature_points(e->p.quadrature, n, e->alphas, e->steps);
+    if (st != CATTR_OK) {
+        free(e->alphas);
+        free(e->steps);
+        e->alphas = e->steps = NULL;
+        return st;
+    }
+    for (int s = 0; s < n; s++) {
+        e->steps[s] = (double)(float)e->steps[s]; /* Captum multiplies with float32 step sizes in every dtype */
+        e->alphas[s] = rnd(e->p.dtype, e->alphas[s]); /* and casts alpha to the input dtype */
+    }
+    return CATTR_OK;
+}
+
 static cattr_status integrated_gradients(cattr_explainer *e, call_data *c, cattr_tensor **attr) {
     int n = e->p.n_steps;
     cattr_dtype dt = c->dt;
-    double *alphas = malloc((size_t)n * sizeof *alphas), *steps = malloc((size_t)n * sizeof *steps);
     cattr_tensor *xs[MAX_IN] = {0}, *gr[MAX_IN] = {0};
-    cattr_status st = CATTR_OK;
-    if (!alphas || !steps) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = cattr_quadrature_points(e->p.quadrature, n, alphas, steps);
-    for (int s = 0; s < n && st == CATTR_OK; s++) {
-        steps[s] = (double)(float)steps[s]; /* Captum multiplies with float32 step sizes in every dtype */
-        alphas[s] = rnd(dt, alphas[s]);    /* and casts alpha to the input dtype */
-    }
+    cattr_status st = ig_points(e);
+    const double *alphas = e->alphas, *steps = e->steps;
     int chunk = n;
     if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
@@ -508,26 +548,18 @@ static cattr_status integrated_gradients(cattr_explainer *e, call_data *c, cattr
                 }
             }
             int64_t m = c->x[i]->numel;
-            for (int s = s0; s < s1; s++)
-                for (int64_t k = 0; k < m; k++) {
-                    double x = cx_tensor_get(c->x[i], k), b = cx_tensor_get(c->base[i], k);
-                    cx_tensor_set(xs[i], (int64_t)(s - s0) * m + k, rnd(dt, b + rnd(dt, alphas[s] * rnd(dt, x - b))));
-                }
+            if (dt == CATTR_FLOAT32) ig_scale_f32(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
+            else ig_scale_f64(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
         }
         if (st == CATTR_OK) st = run_grad(e, c, xs, reps, gr);
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
             int64_t m = c->x[i]->numel;
-            for (int64_t k = 0; k < m; k++) {
-                double tot = 0;
-                for (int s = s0; s < s1; s++)
-                    tot = rnd(dt, tot + rnd(dt, cx_tensor_get(gr[i], (int64_t)(s - s0) * m + k) * steps[s]));
-                double v = tot;
-                if (e->p.multiply_by_inputs) {
-                    double x = cx_tensor_get(c->x[i], k), b = cx_tensor_get(c->base[i], k);
-                    v = rnd(dt, tot * rnd(dt, x - b));
-                }
-                cx_tensor_set(attr[i], k, s0 == 0 ? v : rnd(dt, cx_tensor_get(attr[i], k) + v));
-            }
+            if (dt == CATTR_FLOAT32)
+                ig_accumulate_f32(gr[i]->data, c->x[i]->data, c->base[i]->data, m, steps, s0, s1,
+                                  e->p.multiply_by_inputs, s0 == 0, attr[i]->data);
+            else
+                ig_accumulate_f64(gr[i]->data, c->x[i]->data, c->base[i]->data, m, steps, s0, s1,
+                                  e->p.multiply_by_inputs, s0 == 0, attr[i]->data);
         }
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(gr[i]);
@@ -535,8 +567,6 @@ static cattr_status integrated_gradients(cattr_explainer *e, call_data *c, cattr
         }
     }
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
-    free(alphas);
-    free(steps);
     return st;
 }
 

@@ -251,7 +251,7 @@ static cattr_status need_const(const nctx *c, int pos, const char *role, const c
 }
 
 static cattr_status fold_ints(const nctx *c, int pos, const char *role, int max, int64_t *dst, int *n) {
-    const cattr_tensor *t;
+    const cattr_tensor *t = NULL;
     CX_CHECK(need_const(c, pos, role, &t));
     if (t->dtype != CATTR_INT64 || t->ndim > 1)
         return nfail(c, CATTR_ERR_FORMAT, "input '%s' (%s) must be a 1-D integer tensor", c->n->input[pos], role);
@@ -264,7 +264,7 @@ static cattr_status fold_ints(const nctx *c, int pos, const char *role, int max,
 }
 
 static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double *v) {
-    const cattr_tensor *t;
+    const cattr_tensor *t = NULL;
     CX_CHECK(need_const(c, pos, role, &t));
     if (t->numel != 1) return nfail(c, CATTR_ERR_FORMAT, "input '%s' (%s) must be a scalar", c->n->input[pos], role);
     *v = cx_tensor_get(t, 0);
@@ -319,6 +319,7 @@ static const op_spec k_ops[] = {
 
 static bool word_in(const char *list, const char *w) {
     size_t n = strlen(w);
+    if (n == 0) return false;
     for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
         if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
     return false;

@@ -12,6 +12,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Grow-only per-thread scratch buffers (convolution columns), so that repeated calls allocate nothing. */
+static _Thread_local void *g_scratch[2];
+static _Thread_local size_t g_scratch_size[2];
+
+static void *cpu_scratch(int slot, size_t bytes) {
+    if (g_scratch_size[slot] < bytes) {
+        free(g_scratch[slot]);
+        g_scratch[slot] = NULL;
+        g_scratch_size[slot] = 0;
+        if (posix_memalign(&g_scratch[slot], 64, bytes)) return NULL;
+        g_scratch_size[slot] = bytes;
+    }
+    return g_scratch[slot];
+}
+
+__attribute__((destructor)) static void cpu_scratch_release(void) {
+    for (int i = 0; i < 2; i++) {
+        free(g_scratch[i]);
+        g_scratch[i] = NULL;
+        g_scratch_size[i] = 0;
+    }
+}
+
 /* ---- float instantiation ---- */
 #define T float
 #define K(name) name##_f32

@@ -6,6 +6,26 @@
  */
 
 #define PAR_MIN (1 << 18)
+#ifndef PAR_FOR
+/* Runs a for statement on the OpenMP team when `cond` holds and inline otherwise: an omp `if` clause still enters
+ * libgomp, which costs microseconds per call, more than the whole kernel on small tensors. */
+#define PAR_FOR(cond, ...)                                                                                             \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            _Pragma("omp parallel for schedule(static)") __VA_ARGS__                                                  \
+        } else {                                                                                                       \
+            __VA_ARGS__                                                                                                \
+        }                                                                                                              \
+    } while (0)
+#define PAR_FOR2(cond, ...)                                                                                            \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            _Pragma("omp parallel for collapse(2) schedule(static)") __VA_ARGS__                                      \
+        } else {                                                                                                       \
+            __VA_ARGS__                                                                                                \
+        }                                                                                                              \
+    } while (0)
+#endif
 
 /* ---- elementwise unary ---------------------------------------------------------------------------------- */
 
@@ -19,31 +39,31 @@ static cattr_status K(unary)(const cg_node *n, const cx_view *in, cx_view *out) 
         if (y != x) memcpy(y, x, (size_t)cnt * sizeof(T));
         break;
     case CG_RELU:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : (T)0;
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : (T)0;);
         break;
     case CG_LEAKYRELU:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : x[i] * alpha;
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? x[i] : x[i] * alpha;);
         break;
     case CG_SIGMOID:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = (T)1 / ((T)1 + EXP(-x[i]));
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = (T)1 / ((T)1 + EXP(-x[i])););
         break;
     case CG_TANH:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = TANH(x[i]);
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = TANH(x[i]););
         break;
     case CG_CLIP:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+        PAR_FOR(cnt > PAR_MIN,
         for (int64_t i = 0; i < cnt; i++) {
             T v = x[i] < alpha ? alpha : x[i];
             y[i] = v > beta ? beta : v;
-        }
+        });
         break;
     case CG_NEG:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = -x[i];
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = -x[i];);
         break;
     case CG_ZEROS_LIKE:
         memset(y, 0, (size_t)cnt * sizeof(T));
@@ -61,24 +81,24 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
     const T alpha = (T)n->a.alpha, beta = (T)n->a.beta;
     switch (n->op) {
     case CG_RELU_GRAD:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : (T)0;
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : (T)0;);
         break;
     case CG_LEAKYRELU_GRAD:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : g[i] * alpha;
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : g[i] * alpha;);
         break;
     case CG_SIGMOID_GRAD:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = g[i] * ((T)1 - x[i]) * x[i];
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = g[i] * ((T)1 - x[i]) * x[i];);
         break;
     case CG_TANH_GRAD:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = g[i] * ((T)1 - x[i] * x[i]);
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = g[i] * ((T)1 - x[i] * x[i]););
         break;
     case CG_CLIP_GRAD:
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = (x[i] >= alpha && x[i] <= beta) ? g[i] : (T)0;
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = (x[i] >= alpha && x[i] <= beta) ? g[i] : (T)0;);
         break;
     default: return cx_fail(CATTR_ERR_INTERNAL, "unary grad kernel: bad op");
     }
@@ -104,20 +124,20 @@ static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out)
     int64_t na = cx_view_numel(&in[0]), nb = cx_view_numel(&in[1]);
     cg_op op = n->op;
     if (na == cnt && nb == cnt) {
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], b[i]);
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], b[i]););
         return CATTR_OK;
     }
     if (nb == 1 && na == cnt) {
         T bv = b[0];
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], bv);
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], bv););
         return CATTR_OK;
     }
     if (na == 1 && nb == cnt) {
         T av = a[0];
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
-        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, av, b[i]);
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, av, b[i]););
         return CATTR_OK;
     }
     /* general case: broadcast strides over the output shape */
@@ -133,7 +153,7 @@ static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out)
     }
     int64_t inner = nd ? out->shape[nd - 1] : 1, rows = inner ? cnt / inner : 0;
     int64_t ia_in = nd ? sa[nd - 1] : 0, ib_in = nd ? sb[nd - 1] : 0;
-#pragma omp parallel for if (cnt > PAR_MIN) schedule(static)
+    PAR_FOR(cnt > PAR_MIN,
     for (int64_t r = 0; r < rows; r++) {
         int64_t rem = r, oa = 0, ob = 0;
         for (int d = nd - 2; d >= 0; d--) {
@@ -144,7 +164,7 @@ static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out)
         }
         T *yr = y + r * inner;
         for (int64_t j = 0; j < inner; j++) yr[j] = K(binop)(op, a[oa + j * ia_in], b[ob + j * ib_in]);
-    }
+    });
     return CATTR_OK;
 }
 
@@ -250,68 +270,81 @@ static cattr_status K(matmul)(const cg_node *n, const cx_view *in, cx_view *out)
 
 /* ---- convolution as GEMM -------------------------------------------------------------------------------- */
 
+/* Output positions o in [*lo, *hi) read input index o*s + off inside [0, in). */
+static inline void K(valid_range)(int64_t in, int64_t out, int64_t s, int64_t off, int64_t *lo, int64_t *hi) {
+    int64_t l = off >= 0 ? 0 : (-off + s - 1) / s;
+    int64_t h = in - off > 0 ? (in - off + s - 1) / s : 0;
+    *lo = l < out ? l : out;
+    *hi = h < out ? (h > *lo ? h : *lo) : out;
+}
+
 /* col[kidx, b*P + p] for images b0..b0+nb-1 and channels c0..c0+cg-1 */
 static void K(im2col)(const cx_geom *g, const T *x, int64_t b0, int64_t nb, int64_t c0, int64_t cg, T *col) {
-    int64_t P = g->out[0] * g->out[1] * g->out[2], KK = g->k[0] * g->k[1] * g->k[2];
+    int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], P = OD * OH * OW, KK = g->k[0] * g->k[1] * g->k[2];
     int64_t ispat = g->in[0] * g->in[1] * g->in[2];
     int64_t rows = cg * KK;
-#pragma omp parallel for if (rows * nb * P > PAR_MIN) schedule(static)
+    PAR_FOR(rows * nb * P > PAR_MIN,
     for (int64_t r = 0; r < rows; r++) {
         int64_t c = r / KK, kk = r % KK;
         int64_t kz = kk / (g->k[1] * g->k[2]), ky = (kk / g->k[2]) % g->k[1], kx = kk % g->k[2];
+        int64_t offz = kz * g->d[0] - g->pb[0], offy = ky * g->d[1] - g->pb[1], offx = kx * g->d[2] - g->pb[2];
+        int64_t lo, hi, sx = g->s[2];
+        K(valid_range)(g->in[2], OW, sx, offx, &lo, &hi);
         T *crow = col + r * nb * P;
         for (int64_t b = 0; b < nb; b++) {
             const T *xc = x + ((b0 + b) * g->c_in + c0 + c) * ispat;
-            T *cp = crow + b * P;
-            for (int64_t oz = 0; oz < g->out[0]; oz++) {
-                int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
-                for (int64_t oy = 0; oy < g->out[1]; oy++) {
-                    int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
-                    T *cq = cp + (oz * g->out[1] + oy) * g->out[2];
+            for (int64_t oz = 0; oz < OD; oz++) {
+                int64_t iz = oz * g->s[0] + offz;
+                for (int64_t oy = 0; oy < OH; oy++) {
+                    int64_t iy = oy * g->s[1] + offy;
+                    T *cq = crow + b * P + (oz * OH + oy) * OW;
                     if (iz < 0 || iz >= g->in[0] || iy < 0 || iy >= g->in[1]) {
-                        for (int64_t ox = 0; ox < g->out[2]; ox++) cq[ox] = 0;
+                        memset(cq, 0, (size_t)OW * sizeof(T));
                         continue;
                     }
-                    const T *xr = xc + (iz * g->in[1] + iy) * g->in[2];
-                    for (int64_t ox = 0; ox < g->out[2]; ox++) {
-                        int64_t ix = ox * g->s[2] - g->pb[2] + kx * g->d[2];
-                        cq[ox] = (ix >= 0 && ix < g->in[2]) ? xr[ix] : (T)0;
-                    }
+                    const T *xr = xc + (iz * g->in[1] + iy) * g->in[2] + offx;
+                    for (int64_t ox = 0; ox < lo; ox++) cq[ox] = 0;
+                    if (sx == 1) memcpy(cq + lo, xr + lo, (size_t)(hi - lo) * sizeof(T));
+                    else
+                        for (int64_t ox = lo; ox < hi; ox++) cq[ox] = xr[ox * sx];
+                    for (int64_t ox = hi; ox < OW; ox++) cq[ox] = 0;
                 }
             }
         }
-    }
+    });
 }
 
 /* dx += col2im(col); parallel over channels so that no two threads write the same element */
 static void K(col2im)(const cx_geom *g, const T *col, int64_t b0, int64_t nb, int64_t c0, int64_t cg, T *dx) {
-    int64_t P = g->out[0] * g->out[1] * g->out[2], KK = g->k[0] * g->k[1] * g->k[2];
+    int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2], P = OD * OH * OW, KK = g->k[0] * g->k[1] * g->k[2];
     int64_t ispat = g->in[0] * g->in[1] * g->in[2];
-#pragma omp parallel for if (cg * KK * nb * P > PAR_MIN) schedule(static)
+    PAR_FOR(cg * KK * nb * P > PAR_MIN,
     for (int64_t c = 0; c < cg; c++) {
         for (int64_t kk = 0; kk < KK; kk++) {
             int64_t kz = kk / (g->k[1] * g->k[2]), ky = (kk / g->k[2]) % g->k[1], kx = kk % g->k[2];
+            int64_t offz = kz * g->d[0] - g->pb[0], offy = ky * g->d[1] - g->pb[1], offx = kx * g->d[2] - g->pb[2];
+            int64_t lo, hi, sx = g->s[2];
+            K(valid_range)(g->in[2], OW, sx, offx, &lo, &hi);
             const T *crow = col + (c * KK + kk) * nb * P;
             for (int64_t b = 0; b < nb; b++) {
                 T *xc = dx + ((b0 + b) * g->c_in + c0 + c) * ispat;
-                const T *cp = crow + b * P;
-                for (int64_t oz = 0; oz < g->out[0]; oz++) {
-                    int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
+                for (int64_t oz = 0; oz < OD; oz++) {
+                    int64_t iz = oz * g->s[0] + offz;
                     if (iz < 0 || iz >= g->in[0]) continue;
-                    for (int64_t oy = 0; oy < g->out[1]; oy++) {
-                        int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
+                    for (int64_t oy = 0; oy < OH; oy++) {
+                        int64_t iy = oy * g->s[1] + offy;
                         if (iy < 0 || iy >= g->in[1]) continue;
-                        const T *cq = cp + (oz * g->out[1] + oy) * g->out[2];
-                        T *xr = xc + (iz * g->in[1] + iy) * g->in[2];
-                        for (int64_t ox = 0; ox < g->out[2]; ox++) {
-                            int64_t ix = ox * g->s[2] - g->pb[2] + kx * g->d[2];
-                            if (ix >= 0 && ix < g->in[2]) xr[ix] += cq[ox];
-                        }
+                        const T *cq = crow + b * P + (oz * OH + oy) * OW;
+                        T *xr = xc + (iz * g->in[1] + iy) * g->in[2] + offx;
+                        if (sx == 1)
+                            for (int64_t ox = lo; ox < hi; ox++) xr[ox] += cq[ox];
+                        else
+                            for (int64_t ox = lo; ox < hi; ox++) xr[ox * sx] += cq[ox];
                     }
                 }
             }
         }
-    }
+    });
 }
 
 /* Images per chunk so that the column buffer stays near 32 MiB. */
@@ -332,11 +365,9 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *x = in[0].data, *w = in[1].data, *bias = n->n_in > 2 ? in[2].data : NULL;
     T *y = out->data;
     int64_t chunk = K(conv_chunk)(&g, kdim);
-    T *col = malloc((size_t)(kdim * chunk * P) * sizeof(T));
-    T *tmp = malloc((size_t)(cog * chunk * P) * sizeof(T));
+    T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
+    T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
     if (!col || !tmp) {
-        free(col);
-        free(tmp);
         return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
     }
     for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
@@ -345,18 +376,16 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
             K(im2col)(&g, x, b0, nb, gi * cig, cig, col);
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)(nb * P), (int)kdim, (T)1,
                  w + gi * cog * kdim, (int)kdim, col, (int)(nb * P), (T)0, tmp, (int)(nb * P));
-#pragma omp parallel for collapse(2) if (cog * nb * P > PAR_MIN) schedule(static)
+            PAR_FOR2(cog * nb * P > PAR_MIN,
             for (int64_t b = 0; b < nb; b++)
                 for (int64_t co = 0; co < cog; co++) {
                     T bv = bias ? bias[gi * cog + co] : (T)0;
                     const T *src = tmp + co * nb * P + b * P;
                     T *dst = y + ((b0 + b) * g.c_out + gi * cog + co) * P;
                     for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
-                }
+                });
         }
     }
-    free(col);
-    free(tmp);
     return CATTR_OK;
 }
 
@@ -370,11 +399,9 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
     T *dx = out->data;
     memset(dx, 0, (size_t)cx_view_numel(out) * sizeof(T));
     int64_t chunk = K(conv_chunk)(&g, kdim);
-    T *col = malloc((size_t)(kdim * chunk * P) * sizeof(T));
-    T *tmp = malloc((size_t)(cog * chunk * P) * sizeof(T));
+    T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
+    T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
     if (!col || !tmp) {
-        free(col);
-        free(tmp);
         return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
     }
     for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
@@ -389,47 +416,23 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
             K(col2im)(&g, col, b0, nb, gi * cig, cig, dx);
         }
     }
-    free(col);
-    free(tmp);
     return CATTR_OK;
 }
 
 /* ---- pooling -------------------------------------------------------------------------------------------- */
 
-/* Flat input index of the first maximum of window (nc, o), or -1 if the window holds no input element. */
-static inline int64_t K(pool_argmax)(const cx_geom *g, const T *xc, int64_t oz, int64_t oy, int64_t ox) {
-    int64_t best = -1;
-    T bv = 0;
-    for (int64_t kz = 0; kz < g->k[0]; kz++) {
-        int64_t iz = oz * g->s[0] - g->pb[0] + kz * g->d[0];
-        if (iz < 0 || iz >= g->in[0]) continue;
-        for (int64_t ky = 0; ky < g->k[1]; ky++) {
-            int64_t iy = oy * g->s[1] - g->pb[1] + ky * g->d[1];
-            if (iy < 0 || iy >= g->in[1]) continue;
-            for (int64_t kx = 0; kx < g->k[2]; kx++) {
-                int64_t ix = ox * g->s[2] - g->pb[2] + kx * g->d[2];
-                if (ix < 0 || ix >= g->in[2]) continue;
-                int64_t idx = (iz * g->in[1] + iy) * g->in[2] + ix;
-                T v = xc[idx];
-                if (best < 0 || v > bv || v != v) {
-                    best = idx;
-                    bv = v;
-                }
-            }
-        }
-    }
-    return best;
+/* Kernel taps [*k0, *k1) of output position o that land inside the input along one dim. */
+static inline void K(tap_range)(const cx_geom *g, int d, int64_t o, int64_t *k0, int64_t *k1) {
+    int64_t base = o * g->s[d] - g->pb[d], dd = g->d[d];
+    int64_t a = base >= 0 ? 0 : (-base + dd - 1) / dd;
+    int64_t b = g->in[d] - base > 0 ? (g->in[d] - base + dd - 1) / dd : 0;
+    *k0 = a;
+    *k1 = b < g->k[d] ? b : g->k[d];
+    if (*k1 < *k0) *k1 = *k0;
 }
 
-/* Averaging window bounds along one dim; returns the clipped count and writes the padded-extent count. */
-static inline void K(avg_bounds)(const cx_geom *g, int d, int64_t o, int64_t *lo, int64_t *hi, int64_t *padded) {
-    int64_t s = o * g->s[d] - g->pb[d], e = s + g->k[d];
-    int64_t pe = g->in[d] + g->pe[d];
-    *padded = (e < pe ? e : pe) - s;
-    *lo = s < 0 ? 0 : s;
-    *hi = e > g->in[d] ? g->in[d] : e;
-}
-
+/* Max and average pooling, forward (gy_view NULL) or backward (dx into out). The maximum is the first one in
+ * window scan order, as in PyTorch; windows that hold no input element give -inf (max) or 0 (average). */
 static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, const cx_view *gy_view) {
     cx_geom g;
     cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, NULL);
@@ -438,40 +441,76 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
     const T *gy = gy_view ? gy_view->data : NULL;
     T *y = out->data;
     bool grad = gy != NULL, maxp = n->op == CG_MAXPOOL || n->op == CG_MAXPOOL_GRAD;
+    int64_t IH = g.in[1], IW = g.in[2];
     if (grad) memset(y, 0, (size_t)(NC * isp) * sizeof(T));
-#pragma omp parallel for if (NC * osp * g.k[0] * g.k[1] * g.k[2] > PAR_MIN) schedule(static)
+    /* tap ranges per output position and dim, computed once: [k0, k1) in r[d][2*o], r[d][2*o+1] */
+    int64_t nr = 2 * (g.out[0] + g.out[1] + g.out[2]);
+    int64_t stackr[192], *r0 = nr <= 192 ? stackr : malloc((size_t)nr * sizeof(int64_t));
+    if (!r0) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    int64_t *rr[3] = {r0, r0 + 2 * g.out[0], r0 + 2 * (g.out[0] + g.out[1])};
+    for (int d = 0; d < 3; d++)
+        for (int64_t o = 0; o < g.out[d]; o++) K(tap_range)(&g, d, o, &rr[d][2 * o], &rr[d][2 * o + 1]);
+    PAR_FOR(NC * osp * g.k[0] * g.k[1] * g.k[2] > PAR_MIN,
     for (int64_t nc = 0; nc < NC; nc++) {
         const T *xc = x + nc * isp;
         T *yc = y + (grad ? nc * isp : nc * osp);
         const T *gc = grad ? gy + nc * osp : NULL;
-        for (int64_t oz = 0; oz < g.out[0]; oz++)
-            for (int64_t oy = 0; oy < g.out[1]; oy++)
+        for (int64_t oz = 0; oz < g.out[0]; oz++) {
+            int64_t z0 = rr[0][2 * oz], z1 = rr[0][2 * oz + 1], bz = oz * g.s[0] - g.pb[0];
+            for (int64_t oy = 0; oy < g.out[1]; oy++) {
+                int64_t y0 = rr[1][2 * oy], y1 = rr[1][2 * oy + 1], by = oy * g.s[1] - g.pb[1];
                 for (int64_t ox = 0; ox < g.out[2]; ox++) {
+                    int64_t x0 = rr[2][2 * ox], x1 = rr[2][2 * ox + 1], bx = ox * g.s[2] - g.pb[2];
                     int64_t o = (oz * g.out[1] + oy) * g.out[2] + ox;
                     if (maxp) {
-                        int64_t am = K(pool_argmax)(&g, xc, oz, oy, ox);
-                        if (grad) {
-                            if (am >= 0) yc[am] += gc[o];
-                        } else {
-                            yc[o] = am >= 0 ? xc[am] : (T)(-INFINITY);
+                        if (z0 == z1 || y0 == y1 || x0 == x1) { /* the window holds no input element */
+                            if (!grad) yc[o] = (T)(-INFINITY);
+                            continue;
                         }
+                        int64_t best = ((bz + z0 * g.d[0]) * IH + by + y0 * g.d[1]) * IW + bx + x0 * g.d[2];
+                        T bv = xc[best];
+                        for (int64_t kz = z0; kz < z1; kz++)
+                            for (int64_t ky = y0; ky < y1; ky++) {
+                                const int64_t row = ((bz + kz * g.d[0]) * IH + by + ky * g.d[1]) * IW + bx;
+                                for (int64_t kx = x0; kx < x1; kx++) {
+                                    int64_t idx = row + kx * g.d[2];
+                                    T v = xc[idx];
+                                    /* branch-free first maximum (NaN wins, as in PyTorch) */
+                                    int take = (v > bv) | (v != v);
+                                    best = take ? idx : best;
+                                    bv = take ? v : bv;
+                                }
+                            }
+                        if (grad) yc[best] += gc[o];
+                        else yc[o] = bv;
                         continue;
                     }
-                    int64_t lo[3], hi[3], pd[3], oo[3] = {oz, oy, ox};
-                    for (int d = 0; d < 3; d++) K(avg_bounds)(&g, d, oo[d], &lo[d], &hi[d], &pd[d]);
-                    int64_t cnt = n->a.count_include_pad ? pd[0] * pd[1] * pd[2]
-                                                         : (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]);
-                    T s = 0, gv = grad ? gc[o] / (T)cnt : 0;
-                    for (int64_t iz = lo[0]; iz < hi[0]; iz++)
-                        for (int64_t iy = lo[1]; iy < hi[1]; iy++)
-                            for (int64_t ix = lo[2]; ix < hi[2]; ix++) {
-                                int64_t idx = (iz * g.in[1] + iy) * g.in[2] + ix;
-                                if (grad) yc[idx] += gv;
-                                else s += xc[idx];
+                    int64_t cnt;
+                    if (n->a.count_include_pad) {
+                        int64_t pd[3], bb[3] = {bz, by, bx};
+                        for (int d = 0; d < 3; d++) {
+                            int64_t e = bb[d] + g.k[d], pe = g.in[d] + g.pe[d];
+                            pd[d] = (e < pe ? e : pe) - bb[d];
+                        }
+                        cnt = pd[0] * pd[1] * pd[2];
+                    } else {
+                        cnt = (z1 - z0) * (y1 - y0) * (x1 - x0);
+                    }
+                    T acc = 0, gv = grad && cnt > 0 ? gc[o] / (T)cnt : 0;
+                    for (int64_t kz = z0; kz < z1; kz++)
+                        for (int64_t ky = y0; ky < y1; ky++) {
+                            const int64_t row = ((bz + kz * g.d[0]) * IH + by + ky * g.d[1]) * IW + bx;
+                            for (int64_t kx = x0; kx < x1; kx++) {
+                                if (grad) yc[row + kx * g.d[2]] += gv;
+                                else acc += xc[row + kx * g.d[2]];
                             }
-                    if (!grad) yc[o] = cnt > 0 ? s / (T)cnt : (T)0;
+                        }
+                    if (!grad) yc[o] = cnt > 0 ? acc / (T)cnt : (T)0;
                 }
-    }
+            }
+        }
+    });
+    if (r0 != stackr) free(r0);
     return CATTR_OK;
 }
 
@@ -512,7 +551,7 @@ static cattr_status K(softmax)(const cg_node *n, const cx_view *in, cx_view *out
     K(axis_split)(n, &in[0], &outer, &len, &inner);
     const T *x = in[0].data;
     T *y = out->data;
-#pragma omp parallel for collapse(2) if (outer * len * inner > PAR_MIN) schedule(static)
+    PAR_FOR2(outer * len * inner > PAR_MIN,
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             const T *xp = x + o * len * inner + i;
@@ -526,7 +565,7 @@ static cattr_status K(softmax)(const cg_node *n, const cx_view *in, cx_view *out
                 s += yp[j * inner];
             }
             for (int64_t j = 0; j < len; j++) yp[j * inner] /= s;
-        }
+        });
     return CATTR_OK;
 }
 
@@ -536,14 +575,14 @@ static cattr_status K(softmax_grad)(const cg_node *n, const cx_view *in, cx_view
     K(axis_split)(n, &in[0], &outer, &len, &inner);
     const T *yv = in[0].data, *g = in[1].data;
     T *dx = out->data;
-#pragma omp parallel for collapse(2) if (outer * len * inner > PAR_MIN) schedule(static)
+    PAR_FOR2(outer * len * inner > PAR_MIN,
     for (int64_t o = 0; o < outer; o++)
         for (int64_t i = 0; i < inner; i++) {
             int64_t base = o * len * inner + i;
             T s = 0;
             for (int64_t j = 0; j < len; j++) s += g[base + j * inner] * yv[base + j * inner];
             for (int64_t j = 0; j < len; j++) dx[base + j * inner] = yv[base + j * inner] * (g[base + j * inner] - s);
-        }
+        });
     return CATTR_OK;
 }
 

@@ -1,0 +1,1001 @@
+/* test_ops.c - per-op tests of the IR, the CPU kernels, autodiff and both executors.
+ *
+ *  1. forward: every op as a one-node graph, float32 and float64, planned and eager, against reference loops;
+ *  2. backward: autodiff of L = sum(s * y) against central finite differences (float64, h = 1e-6) for every
+ *     differentiable op, a composed graph with fan-out, and a zero gradient for an input y does not depend on;
+ *  3. executors: a small CNN and its backward give bitwise-identical results eager vs planned (and on a re-run);
+ *  4. errors: shape errors and a missing backward rule return the right status and name the node.
+ * Runs with cwd = repo root. Prints each failed check and exits 1 if any failed, 0 otherwise. */
+#include "backend/backend.h"
+#include "core/core.h"
+#include "graph/autodiff.h"
+#include "graph/graph.h"
+#include "graph/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int g_checks, g_failed;
+
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        g_checks++;                                                                                                    \
+        if (!(cond)) {                                                                                                 \
+            g_failed++;                                                                                                \
+            printf("FAIL %s:%d: (%s) ", __FILE__, __LINE__, #cond);                                                    \
+            printf(__VA_ARGS__);                                                                                       \
+            printf("\n");                                                                                              \
+        }                                                                                                              \
+    } while (0)
+
+#define MAXIO 16
+#define FD_H 1e-6
+#define FD_TOL 1e-6
+
+/* ---- tensors ------------------------------------------------------------------------------------------------ */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* xorshift64, [0, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 9007199254740992.0;
+}
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define RANK(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define DIMS(...) RANK(__VA_ARGS__), SHAPE(__VA_ARGS__)
+
+static cattr_tensor *alloc_or_die(cattr_dtype dt, int nd, const int64_t *sh) {
+    cattr_tensor *t = cx_tensor_alloc(dt, nd, sh);
+    if (!t) {
+        printf("out of memory\n");
+        exit(2);
+    }
+    return t;
+}
+static double *D(cattr_tensor *t) { return (double *)t->data; }
+
+/* float64 tensor from values */
+static cattr_tensor *mk(int nd, const int64_t *sh, const double *v) {
+    cattr_tensor *t = alloc_or_die(CATTR_FLOAT64, nd, sh);
+    memcpy(t->data, v, (size_t)t->numel * sizeof(double));
+    return t;
+}
+/* uniform in [-1, 1] */
+static cattr_tensor *rnd(int nd, const int64_t *sh) {
+    cattr_tensor *t = alloc_or_die(CATTR_FLOAT64, nd, sh);
+    for (int64_t i = 0; i < t->numel; i++) D(t)[i] = 2 * urand() - 1;
+    return t;
+}
+/* |v| in [lo, 1], random sign: away from kinks at 0 and from zero denominators */
+static cattr_tensor *rnd_away(int nd, const int64_t *sh, double lo) {
+    cattr_tensor *t = alloc_or_die(CATTR_FLOAT64, nd, sh);
+    for (int64_t i = 0; i < t->numel; i++) D(t)[i] = (lo + (1 - lo) * urand()) * (urand() < 0.5 ? -1 : 1);
+    return t;
+}
+/* distinct values at least 0.01 apart (shuffled), for max pooling without near-ties */
+static cattr_tensor *rnd_distinct(int nd, const int64_t *sh) {
+    cattr_tensor *t = alloc_or_die(CATTR_FLOAT64, nd, sh);
+    for (int64_t i = 0; i < t->numel; i++) D(t)[i] = -1 + 0.02 * (double)i + 0.005 * urand();
+    for (int64_t i = t->numel - 1; i > 0; i--) {
+        int64_t j = (int64_t)(urand() * (double)(i + 1));
+        double v = D(t)[i];
+        D(t)[i] = D(t)[j];
+        D(t)[j] = v;
+    }
+    return t;
+}
+static cattr_tensor *idx64(int nd, const int64_t *sh, const int64_t *v) {
+    cattr_tensor *t = alloc_or_die(CATTR_INT64, nd, sh);
+    memcpy(t->data, v, (size_t)t->numel * sizeof(int64_t));
+    return t;
+}
+static void set_ints(cg_attrs *a, int n, const int64_t *v) {
+    a->n_ints = n;
+    memcpy(a->ints, v, (size_t)n * sizeof(int64_t));
+}
+
+/* Compares got (any float dtype) with want; tolerance relative to 1 + |want|, by dtype. */
+static void expect(const char *what, const cattr_tensor *got, int nd, const int64_t *sh, const double *want) {
+    char b1[96], b2[96];
+    CHECK(cx_shape_eq(got->ndim, got->shape, nd, sh), "%s: shape %s, want %s", what,
+          cx_shape_str(got->ndim, got->shape, b1, sizeof b1), cx_shape_str(nd, sh, b2, sizeof b2));
+    if (!cx_shape_eq(got->ndim, got->shape, nd, sh)) return;
+    double tol = got->dtype == CATTR_FLOAT32 ? 1e-5 : 1e-12, worst = 0;
+    int64_t bad = -1;
+    for (int64_t i = 0; i < got->numel; i++) {
+        double e = fabs(cx_tensor_get(got, i) - want[i]) / (1 + fabs(want[i]));
+        if (!(e <= tol) && bad < 0) bad = i;
+        if (!(e <= worst)) worst = e;
+    }
+    CHECK(bad < 0, "%s: element %lld = %.10g, want %.10g (max rel err %.3g)", what, (long long)bad,
+          bad >= 0 ? cx_tensor_get(got, bad) : 0.0, bad >= 0 ? want[bad] : 0.0, worst);
+}
+
+/* ---- graphs and runs ---------------------------------------------------------------------------------------- */
+
+/* One operand of a single-op graph: a graph input or a constant. t == NULL: an absent optional input. */
+typedef struct {
+    cattr_tensor *t;
+    int cnst;
+} opnd;
+#define IN(t) ((opnd){(t), 0})
+#define CST(t) ((opnd){(t), 1})
+
+/* Graph y = op(operands) with the node called "node". The graph borrows the constants. */
+static cg_graph *op_graph(cg_op op, const cg_attrs *a, int n, const opnd *ops, int *y) {
+    cg_graph *g = cg_new();
+    int ids[CG_MAX_IN];
+    char name[16];
+    for (int i = 0; i < n; i++) {
+        snprintf(name, sizeof name, "in%d", i);
+        ids[i] = !ops[i].t ? -1 : ops[i].cnst ? cg_add_const(g, name, ops[i].t, false) : cg_add_input(g, name);
+    }
+    *y = cg_add_node(g, op, "node", ids, n, a, "y");
+    cg_add_output(g, *y);
+    return g;
+}
+/* The host tensors of op_graph's graph inputs, in order; returns their count. */
+static int op_inputs(int n, const opnd *ops, cattr_tensor **in) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ops[i].t && !ops[i].cnst) in[k++] = ops[i].t;
+    return k;
+}
+
+/* A plan with its constants. Inputs are host tensors in graph-input order (NULL: not needed), converted to the
+ * compute dtype on each run. */
+typedef struct {
+    cx_consts *c;
+    cx_plan *p;
+    cattr_dtype dt;
+    int n_in, n_out, outs[MAXIO];
+} runner;
+
+static cattr_status runner_new(runner *r, const cg_graph *g, cattr_tensor *const *in, cattr_dtype dt, bool eager,
+                               const int *outs, int n_out) {
+    int nd[MAXIO] = {0};
+    int64_t sh[MAXIO][CATTR_MAX_DIMS];
+    memset(r, 0, sizeof *r);
+    memset(sh, 0, sizeof sh);
+    r->dt = dt;
+    r->n_in = g->n_inputs;
+    r->n_out = n_out;
+    memcpy(r->outs, outs, (size_t)n_out * sizeof *outs);
+    for (int i = 0; i < g->n_inputs; i++)
+        if (in[i]) {
+            nd[i] = in[i]->ndim;
+            memcpy(sh[i], in[i]->shape, sizeof sh[i]);
+        }
+    cattr_status st = cx_consts_new(cx_backend_cpu(), dt, &r->c);
+    if (st == CATTR_OK)
+        st = cx_plan_new(g, r->c, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, outs, n_out, &r->p);
+    return st;
+}
+
+static void runner_free(runner *r) {
+    cx_plan_free(r->p);
+    cx_consts_free(r->c);
+    memset(r, 0, sizeof *r);
+}
+
+/* Runs the plan; out[k] receives a new tensor (compute dtype) for output k, or NULL on failure. */
+static cattr_status runner_run(runner *r, cattr_tensor *const *in, cattr_tensor **out) {
+    const void *host[MAXIO] = {0};
+    cattr_tensor *conv[MAXIO] = {0};
+    void *dst[MAXIO];
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < r->n_in && st == CATTR_OK; i++) {
+        if (!in[i]) continue;
+        if (in[i]->dtype == r->dt) host[i] = in[i]->data;
+        else if ((st = cattr_tensor_convert(in[i], r->dt, &conv[i])) == CATTR_OK) host[i] = conv[i]->data;
+    }
+    for (int k = 0; k < r->n_out; k++) {
+        const cx_view *v = cx_plan_view(r->p, r->outs[k]);
+        out[k] = alloc_or_die(v->dtype, v->ndim, v->shape);
+        dst[k] = out[k]->data;
+    }
+    if (st == CATTR_OK) st = cx_plan_run(r->p, host, dst);
+    for (int i = 0; i < r->n_in; i++) cattr_tensor_free(conv[i]);
+    if (st != CATTR_OK)
+        for (int k = 0; k < r->n_out; k++) {
+            cattr_tensor_free(out[k]);
+            out[k] = NULL;
+        }
+    return st;
+}
+
+/* Plans and runs graph g once for output y; NULL (and a failed check) on error. */
+static cattr_tensor *run_graph(const char *what, const cg_graph *g, int y, cattr_tensor *const *in, cattr_dtype dt,
+                               bool eager) {
+    runner r;
+    cattr_tensor *out = NULL;
+    cattr_status st = runner_new(&r, g, in, dt, eager, &y, 1);
+    if (st == CATTR_OK) st = runner_run(&r, in, &out);
+    CHECK(st == CATTR_OK, "%s: %s: %s", what, cattr_status_string(st), cattr_last_error());
+    runner_free(&r);
+    return out;
+}
+
+/* Forward check of y = op(operands) in float32 and float64, planned and eager. */
+static void fwd_case(const char *what, cg_op op, const cg_attrs *a, int n, const opnd *ops, int nd, const int64_t *sh,
+                     const double *want) {
+    int y;
+    cg_graph *g = op_graph(op, a, n, ops, &y);
+    cattr_tensor *in[MAXIO];
+    op_inputs(n, ops, in);
+    for (int d = 0; d < 2; d++)
+        for (int eager = 0; eager < 2; eager++) {
+            cattr_dtype dt = d ? CATTR_FLOAT64 : CATTR_FLOAT32;
+            char name[160];
+            snprintf(name, sizeof name, "%s [%s, %s]", what, cattr_dtype_name(dt), eager ? "eager" : "planned");
+            cattr_tensor *out = run_graph(name, g, y, in, dt, eager);
+            if (out) {
+                CHECK(out->dtype == dt, "%s: output dtype %s", name, cattr_dtype_name(out->dtype));
+                expect(name, out, nd, sh, want);
+            }
+            cattr_tensor_free(out);
+        }
+    cg_free(g);
+}
+
+/* Gradients of sum(seed * y) w.r.t. every graph input of g (on a clone; g is not modified). */
+static cattr_status autodiff_run(const cg_graph *g0, int y, cattr_tensor *const *in, cattr_tensor *seed,
+                                 const cg_rules *rules, cattr_tensor **grads) {
+    cg_graph *g = cg_clone(g0);
+    int n = g->n_inputs, wrt[MAXIO], gid[MAXIO];
+    memcpy(wrt, g->inputs, (size_t)n * sizeof(int));
+    int s = cg_add_input(g, "seed");
+    cattr_status st = cg_autodiff(g, y, s, wrt, n, rules, gid);
+    if (st == CATTR_OK) {
+        cattr_tensor *in2[MAXIO];
+        memcpy(in2, in, (size_t)n * sizeof *in);
+        in2[n] = seed;
+        runner r;
+        st = runner_new(&r, g, in2, CATTR_FLOAT64, false, gid, n);
+        if (st == CATTR_OK) st = runner_run(&r, in2, grads);
+        runner_free(&r);
+    }
+    cg_free(g);
+    return st;
+}
+
+static double loss(runner *fw, cattr_tensor *const *in, const cattr_tensor *seed) {
+    cattr_tensor *y = NULL;
+    if (runner_run(fw, in, &y) != CATTR_OK) return NAN;
+    double L = 0;
+    for (int64_t i = 0; i < y->numel; i++) L += D(y)[i] * cx_tensor_get(seed, i);
+    cattr_tensor_free(y);
+    return L;
+}
+
+/* Checks the autodiff gradient of L = sum(s * y), s random, w.r.t. every graph input of g (float64 host tensors
+ * in[], perturbed in place and restored) against central differences on every element. gmax (optional) receives
+ * the largest |gradient| per input. */
+static void grad_check(const char *what, const cg_graph *g, int y, cattr_tensor *const *in, double *gmax) {
+    int n = g->n_inputs;
+    runner fw;
+    cattr_status st = runner_new(&fw, g, in, CATTR_FLOAT64, false, &y, 1);
+    CHECK(st == CATTR_OK, "%s: forward plan: %s", what, cattr_last_error());
+    if (st != CATTR_OK) return;
+    const cx_view *yv = cx_plan_view(fw.p, y);
+    cattr_tensor *seed = rnd(yv->ndim, yv->shape);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    cattr_tensor *grads[MAXIO] = {0};
+    st = autodiff_run(g, y, in, seed, &rules, grads);
+    CHECK(st == CATTR_OK, "%s: backward: %s: %s", what, cattr_status_string(st), cattr_last_error());
+    for (int k = 0; k < n && st == CATTR_OK; k++) {
+        char b1[96], b2[96];
+        cattr_tensor *x = in[k], *gr = grads[k];
+        bool same = cx_shape_eq(gr->ndim, gr->shape, x->ndim, x->shape);
+        CHECK(same, "%s: gradient %d has shape %s, input %s", what, k, cx_shape_str(gr->ndim, gr->shape, b1, sizeof b1),
+              cx_shape_str(x->ndim, x->shape, b2, sizeof b2));
+        if (!same) continue;
+        double maxdiff = 0, maxfd = 0, gm = 0, wg = 0, wfd = 0;
+        int64_t worst = -1;
+        for (int64_t i = 0; i < x->numel; i++) {
+            double v = D(x)[i], xp = v + FD_H, xm = v - FD_H;
+            D(x)[i] = xp;
+            double lp = loss(&fw, in, seed);
+            D(x)[i] = xm;
+            double lm = loss(&fw, in, seed);
+            D(x)[i] = v;
+            double fd = (lp - lm) / (xp - xm), gi = D(gr)[i], diff = fabs(gi - fd);
+            if (!(diff <= maxdiff)) {
+                maxdiff = diff;
+                worst = i;
+                wg = gi;
+                wfd = fd;
+            }
+            if (fabs(fd) > maxfd) maxfd = fabs(fd);
+            if (fabs(gi) > gm) gm = fabs(gi);
+        }
+        double rel = maxdiff / (maxfd > 1 ? maxfd : 1);
+        CHECK(rel < FD_TOL, "%s: d/d(input %d): rel err %.3g at element %lld (autodiff %.12g, finite diff %.12g)", what,
+              k, rel, (long long)worst, wg, wfd);
+        if (gmax) gmax[k] = gm;
+    }
+    for (int k = 0; k < n; k++) cattr_tensor_free(grads[k]);
+    cattr_tensor_free(seed);
+    runner_free(&fw);
+}
+
+static void grad_op(const char *what, cg_op op, const cg_attrs *a, int n, const opnd *ops) {
+    int y;
+    cg_graph *g = op_graph(op, a, n, ops, &y);
+    cattr_tensor *in[MAXIO];
+    op_inputs(n, ops, in);
+    char name[160];
+    snprintf(name, sizeof name, "grad %s", what);
+    grad_check(name, g, y, in, NULL);
+    cg_free(g);
+}
+
+static void free_ops(int n, opnd *ops) {
+    for (int i = 0; i < n; i++) cattr_tensor_free(ops[i].t);
+}
+
+/* ---- reference implementations ----------------------------------------------------------------------------- */
+
+static void ref_gemm(const double *A, const double *B, const double *C, int cm, int cn, int M, int K, int N, int ta,
+                     int tb, double alpha, double beta, double *Y) {
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (ta ? A[k * M + i] : A[i * K + k]) * (tb ? B[j * K + k] : B[k * N + j]);
+            Y[i * N + j] = alpha * s + (C ? beta * C[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] : 0);
+        }
+}
+
+/* [ba, M, K] @ [bb, K, N] with ba, bb in {1, b} */
+static void ref_matmul(const double *A, const double *B, int ba, int bb, int M, int K, int N, double *Y) {
+    int bo = ba > bb ? ba : bb;
+    for (int b = 0; b < bo; b++)
+        ref_gemm(A + (ba == 1 ? 0 : b) * M * K, B + (bb == 1 ? 0 : b) * K * N, NULL, 0, 0, M, K, N, 0, 0, 1, 0,
+                 Y + b * M * N);
+}
+
+typedef struct {
+    int N, C, H, W, CO, KH, KW, G, s[2], p[2], d[2], OH, OW; /* p: begin pads (end pads only change OH, OW) */
+} conv_geo;
+
+static void ref_conv(const conv_geo *c, const double *x, const double *w, const double *b, double *y) {
+    int cig = c->C / c->G, cog = c->CO / c->G;
+    for (int n = 0; n < c->N; n++)
+        for (int co = 0; co < c->CO; co++)
+            for (int oh = 0; oh < c->OH; oh++)
+                for (int ow = 0; ow < c->OW; ow++) {
+                    double s = b ? b[co] : 0;
+                    for (int ci = 0; ci < cig; ci++)
+                        for (int kh = 0; kh < c->KH; kh++)
+                            for (int kw = 0; kw < c->KW; kw++) {
+                                int ih = oh * c->s[0] - c->p[0] + kh * c->d[0], iw = ow * c->s[1] - c->p[1] + kw * c->d[1];
+                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                                s += x[((n * c->C + co / cog * cig + ci) * c->H + ih) * c->W + iw] *
+                                     w[((co * cig + ci) * c->KH + kh) * c->KW + kw];
+                            }
+                    y[((n * c->CO + co) * c->OH + oh) * c->OW + ow] = s;
+                }
+}
+
+typedef struct {
+    int NC, H, W, k[2], s[2], pb[2], pe[2], cip, OH, OW;
+} pool_geo;
+
+static void ref_pool(const pool_geo *p, bool maxp, const double *x, double *y) {
+    for (int nc = 0; nc < p->NC; nc++)
+        for (int oh = 0; oh < p->OH; oh++)
+            for (int ow = 0; ow < p->OW; ow++) {
+                int h0 = oh * p->s[0] - p->pb[0], w0 = ow * p->s[1] - p->pb[1], seen = 0;
+                double best = 0, sum = 0;
+                for (int ih = h0; ih < h0 + p->k[0]; ih++)
+                    for (int iw = w0; iw < w0 + p->k[1]; iw++) {
+                        if (ih < 0 || ih >= p->H || iw < 0 || iw >= p->W) continue;
+                        double v = x[(nc * p->H + ih) * p->W + iw];
+                        if (!seen++ || v > best) best = v;
+                        sum += v;
+                    }
+                int eh = h0 + p->k[0] < p->H + p->pe[0] ? h0 + p->k[0] : p->H + p->pe[0];
+                int ew = w0 + p->k[1] < p->W + p->pe[1] ? w0 + p->k[1] : p->W + p->pe[1];
+                int div = p->cip ? (eh - h0) * (ew - w0) : seen;
+                y[(nc * p->OH + oh) * p->OW + ow] = maxp ? best : sum / div;
+            }
+}
+
+static void pool_attrs(cg_attrs *a, const pool_geo *p) {
+    a->nsp = 2;
+    for (int i = 0; i < 2; i++) {
+        a->kernel[i] = p->k[i];
+        a->stride[i] = p->s[i];
+        a->pad[i] = p->pb[i];
+        a->pad[2 + i] = p->pe[i];
+    }
+    a->count_include_pad = p->cip;
+}
+
+static void ref_softmax(const double *x, int outer, int len, int inner, double *y) {
+    for (int o = 0; o < outer; o++)
+        for (int i = 0; i < inner; i++) {
+            double s = 0;
+            for (int j = 0; j < len; j++) s += exp(x[(o * len + j) * inner + i]);
+            for (int j = 0; j < len; j++) y[(o * len + j) * inner + i] = exp(x[(o * len + j) * inner + i]) / s;
+        }
+}
+
+/* ---- 1 + 2: per-op forward and backward ------------------------------------------------------------------- */
+
+static void test_gemm(void) {
+    enum { M = 2, K = 3, N = 4 };
+    const struct {
+        const char *name;
+        int nd;
+        int64_t sh[2];
+        int cm, cn;
+    } cs[] = {{"no C", -1, {0}, 0, 0},     {"C[N]", 1, {N}, 1, N},    {"C[1,N]", 2, {1, N}, 1, N},
+              {"C[M,N]", 2, {M, N}, M, N}, {"C scalar", 0, {0}, 1, 1}, {"C[M,1]", 2, {M, 1}, M, 1}};
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (size_t c = 0; c < CX_ARRAY_LEN(cs); c++) {
+                opnd ops[3] = {IN(ta ? rnd(DIMS(K, M)) : rnd(DIMS(M, K))), IN(tb ? rnd(DIMS(N, K)) : rnd(DIMS(K, N))),
+                               IN(cs[c].nd >= 0 ? rnd(cs[c].nd, cs[c].sh) : NULL)};
+                cg_attrs a = cg_attrs_default();
+                a.trans_a = ta;
+                a.trans_b = tb;
+                a.alpha = 0.5;
+                a.beta = cs[c].nd >= 0 ? 2.0 : 1.0;
+                double want[M * N];
+                ref_gemm(D(ops[0].t), D(ops[1].t), ops[2].t ? D(ops[2].t) : NULL, cs[c].cm, cs[c].cn, M, K, N, ta, tb,
+                         a.alpha, a.beta, want);
+                char what[96];
+                snprintf(what, sizeof what, "Gemm trans_a=%d trans_b=%d %s", ta, tb, cs[c].name);
+                int n = ops[2].t ? 3 : 2;
+                fwd_case(what, CG_GEMM, &a, n, ops, DIMS(M, N), want);
+                grad_op(what, CG_GEMM, &a, n, ops);
+                ops[1].cnst = 1; /* B as a weight: gradients w.r.t. A and C only */
+                grad_op(what, CG_GEMM, &a, n, ops);
+                free_ops(3, ops);
+            }
+    /* beta = 0: C is ignored and gets a zero gradient */
+    opnd ops[3] = {IN(rnd(DIMS(M, K))), CST(rnd(DIMS(K, N))), IN(rnd(DIMS(M, N)))};
+    cg_attrs a = cg_attrs_default();
+    a.beta = 0;
+    double want[M * N];
+    ref_gemm(D(ops[0].t), D(ops[1].t), NULL, 0, 0, M, K, N, 0, 0, 1, 0, want);
+    fwd_case("Gemm beta=0", CG_GEMM, &a, 3, ops, DIMS(M, N), want);
+    grad_op("Gemm beta=0", CG_GEMM, &a, 3, ops);
+    free_ops(3, ops);
+}
+
+static void test_matmul(void) {
+    const struct {
+        int nda;
+        int64_t as[3];
+        int ndb;
+        int64_t bs[3];
+    } cs[] = {{2, {3, 4}, 2, {4, 5}},       {3, {2, 3, 4}, 3, {2, 4, 5}}, {3, {2, 3, 4}, 2, {4, 5}},
+              {3, {1, 3, 4}, 3, {2, 4, 5}}, {2, {3, 4}, 3, {2, 4, 5}},    {3, {2, 3, 4}, 3, {1, 4, 5}}};
+    for (size_t c = 0; c < CX_ARRAY_LEN(cs); c++) {
+        opnd ops[2] = {IN(rnd(cs[c].nda, cs[c].as)), IN(rnd(cs[c].ndb, cs[c].bs))};
+        int ba = cs[c].nda == 3 ? (int)cs[c].as[0] : 1, bb = cs[c].ndb == 3 ? (int)cs[c].bs[0] : 1;
+        int bo = ba > bb ? ba : bb;
+        double want[2 * 3 * 5];
+        ref_matmul(D(ops[0].t), D(ops[1].t), ba, bb, 3, 4, 5, want);
+        char what[64];
+        snprintf(what, sizeof what, "MatMul case %zu", c);
+        if (cs[c].nda == 2 && cs[c].ndb == 2) fwd_case(what, CG_MATMUL, NULL, 2, ops, DIMS(3, 5), want);
+        else fwd_case(what, CG_MATMUL, NULL, 2, ops, DIMS(bo, 3, 5), want);
+        grad_op(what, CG_MATMUL, NULL, 2, ops);
+        free_ops(2, ops);
+    }
+}
+
+static void conv_case(const char *what, const conv_geo *c, int nsp, const int64_t *pe, bool bias) {
+    cg_attrs a = cg_attrs_default();
+    a.nsp = nsp;
+    a.group = c->G;
+    for (int i = 0; i < nsp; i++) { /* a 1-D conv is the W axis of the 2-D reference (H = 1) */
+        int r = nsp == 1 ? 1 : i;
+        a.stride[i] = c->s[r];
+        a.dilation[i] = c->d[r];
+        a.pad[i] = c->p[r];
+        a.pad[nsp + i] = pe[i];
+    }
+    int64_t xs[4] = {c->N, c->C, c->H, c->W}, ws[4] = {c->CO, c->C / c->G, c->KH, c->KW};
+    int64_t ys[4] = {c->N, c->CO, c->OH, c->OW};
+    if (nsp == 1) xs[2] = xs[3], ws[2] = ws[3], ys[2] = ys[3];
+    opnd ops[3] = {IN(rnd(2 + nsp, xs)), CST(rnd(2 + nsp, ws)), CST(bias ? rnd(DIMS(c->CO)) : NULL)};
+    double *want = malloc((size_t)(c->N * c->CO * c->OH * c->OW) * sizeof(double));
+    ref_conv(c, D(ops[0].t), D(ops[1].t), bias ? D(ops[2].t) : NULL, want);
+    fwd_case(what, CG_CONV, &a, bias ? 3 : 2, ops, 2 + nsp, ys, want);
+    grad_op(what, CG_CONV, &a, bias ? 3 : 2, ops);
+    free(want);
+    free_ops(3, ops);
+}
+
+static void test_conv(void) {
+    /* 1-D: L 7, k 3, stride 2, pads (1, 2), dilation 2 -> (7 + 3 - 4 - 1) / 2 + 1 = 3 */
+    conv_geo c1 = {2, 2, 1, 7, 3, 1, 3, 1, {1, 2}, {0, 1}, {1, 2}, 1, 3};
+    conv_case("Conv 1-D stride/pad/dilation", &c1, 1, SHAPE(2), true);
+    /* 2-D: [5, 6], k [3, 2], stride (2, 1), pads (1, 0 | 1, 1), dilation (1, 2) -> [3, 5] */
+    conv_geo c2 = {1, 2, 5, 6, 4, 3, 2, 1, {2, 1}, {1, 0}, {1, 2}, 3, 5};
+    conv_case("Conv 2-D stride/pad/dilation", &c2, 2, SHAPE(1, 1), true);
+    /* groups = 2, no bias, pads 1 */
+    conv_geo c3 = {2, 4, 4, 4, 6, 3, 3, 2, {1, 1}, {1, 1}, {1, 1}, 4, 4};
+    conv_case("Conv 2-D groups=2 no bias", &c3, 2, SHAPE(1, 1), false);
+    /* groups = 2, stride 2, 1-D */
+    conv_geo c4 = {1, 4, 1, 8, 2, 1, 2, 2, {1, 2}, {0, 0}, {1, 1}, 1, 4};
+    conv_case("Conv 1-D groups=2 stride 2", &c4, 1, SHAPE(0), true);
+}
+
+static void pool_case(const char *what, cg_op op, const pool_geo *p, int ceil_mode, bool negative) {
+    cg_attrs a = cg_attrs_default();
+    pool_attrs(&a, p);
+    a.ceil_mode = ceil_mode;
+    opnd x = IN(rnd_distinct(DIMS(1, p->NC, p->H, p->W)));
+    if (negative) /* all-negative input: padding must not act as a 0 in max pooling */
+        for (int64_t i = 0; i < x.t->numel; i++) D(x.t)[i] -= 2;
+    double want[64];
+    ref_pool(p, op == CG_MAXPOOL, D(x.t), want);
+    fwd_case(what, op, &a, 1, &x, DIMS(1, p->NC, p->OH, p->OW), want);
+    grad_op(what, op, &a, 1, &x);
+    free_ops(1, &x);
+}
+
+static void test_pools(void) {
+    pool_geo p1 = {2, 4, 4, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 2, 2};
+    pool_case("MaxPool 2x2/2", CG_MAXPOOL, &p1, 0, false);
+    pool_geo p2 = {1, 5, 5, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 0, 3, 3};
+    pool_case("MaxPool 3x3/2 pad 1", CG_MAXPOOL, &p2, 0, true);
+    pool_geo p3 = {1, 5, 5, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 3, 3};
+    pool_case("MaxPool ceil_mode", CG_MAXPOOL, &p3, 1, false);
+    pool_geo p4 = {2, 4, 5, {3, 2}, {2, 2}, {1, 0}, {1, 1}, 0, 2, 3};
+    pool_case("MaxPool asymmetric pads", CG_MAXPOOL, &p4, 0, true);
+    for (int cip = 0; cip < 2; cip++) {
+        char what[64];
+        pool_geo q1 = {2, 4, 4, {3, 3}, {2, 2}, {1, 1}, {1, 1}, cip, 2, 2};
+        snprintf(what, sizeof what, "AveragePool pad 1 count_include_pad=%d", cip);
+        pool_case(what, CG_AVGPOOL, &q1, 0, false);
+        pool_geo q2 = {1, 5, 5, {2, 2}, {2, 2}, {0, 0}, {0, 0}, cip, 3, 3};
+        snprintf(what, sizeof what, "AveragePool ceil_mode count_include_pad=%d", cip);
+        pool_case(what, CG_AVGPOOL, &q2, 1, false);
+        pool_geo q3 = {1, 4, 5, {2, 3}, {1, 2}, {0, 1}, {1, 1}, cip, 4, 3};
+        snprintf(what, sizeof what, "AveragePool asymmetric pads count_include_pad=%d", cip);
+        pool_case(what, CG_AVGPOOL, &q3, 0, false);
+    }
+    /* first-maximum rule: forward picks the max, backward routes each window's gradient to its first maximum */
+    pool_geo pt = {1, 2, 4, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 1, 2};
+    cg_attrs a = cg_attrs_default();
+    pool_attrs(&a, &pt);
+    opnd x = IN(mk(DIMS(1, 1, 2, 4), (const double[]){0.5, 0.9, 1, 1, 0.9, 0.1, 1, 1}));
+    fwd_case("MaxPool ties", CG_MAXPOOL, &a, 1, &x, DIMS(1, 1, 1, 2), (const double[]){0.9, 1});
+    int y;
+    cg_graph *g = op_graph(CG_MAXPOOL, &a, 1, &x, &y);
+    cattr_tensor *seed = mk(DIMS(1, 1, 1, 2), (const double[]){3, 5}), *gr = NULL;
+    cg_rules rules;
+    cg_rules_default(&rules);
+    cattr_status st = autodiff_run(g, y, &x.t, seed, &rules, &gr);
+    CHECK(st == CATTR_OK, "MaxPool ties backward: %s", cattr_last_error());
+    if (gr) expect("MaxPool ties backward", gr, DIMS(1, 1, 2, 4), (const double[]){0, 3, 5, 0, 0, 0, 0, 0});
+    cattr_tensor_free(gr);
+    cattr_tensor_free(seed);
+    cg_free(g);
+    free_ops(1, &x);
+
+    opnd gx = IN(rnd(DIMS(2, 3, 2, 2)));
+    double want[6];
+    for (int i = 0; i < 6; i++) want[i] = (D(gx.t)[4 * i] + D(gx.t)[4 * i + 1] + D(gx.t)[4 * i + 2] + D(gx.t)[4 * i + 3]) / 4;
+    fwd_case("GlobalAveragePool", CG_GLOBALAVGPOOL, NULL, 1, &gx, DIMS(2, 3, 1, 1), want);
+    grad_op("GlobalAveragePool", CG_GLOBALAVGPOOL, NULL, 1, &gx);
+    free_ops(1, &gx);
+}
+
+static void test_unary(void) {
+    opnd x = IN(rnd_away(DIMS(2, 3, 4), 0.05));
+    double want[24], lo = -0.5, hi = 0.3;
+    const cg_op ops[] = {CG_RELU, CG_LEAKYRELU, CG_SIGMOID, CG_TANH, CG_NEG, CG_CLIP};
+    for (size_t k = 0; k < CX_ARRAY_LEN(ops); k++) {
+        cg_attrs a = cg_attrs_default();
+        if (ops[k] == CG_LEAKYRELU) a.alpha = 0.1;
+        if (ops[k] == CG_CLIP) a.alpha = lo, a.beta = hi;
+        for (int i = 0; i < 24; i++) {
+            double v = D(x.t)[i];
+            switch (ops[k]) {
+            case CG_RELU: want[i] = v > 0 ? v : 0; break;
+            case CG_LEAKYRELU: want[i] = v > 0 ? v : 0.1 * v; break;
+            case CG_SIGMOID: want[i] = 1 / (1 + exp(-v)); break;
+            case CG_TANH: want[i] = tanh(v); break;
+            case CG_NEG: want[i] = -v; break;
+            default: want[i] = v < lo ? lo : v > hi ? hi : v; break;
+            }
+        }
+        if (ops[k] == CG_CLIP) /* keep the finite-difference points away from the bounds */
+            for (int i = 0; i < 24; i++)
+                if (fabs(D(x.t)[i] - lo) < 0.01 || fabs(D(x.t)[i] - hi) < 0.01) D(x.t)[i] += 0.02;
+        if (ops[k] != CG_CLIP) fwd_case(cg_op_names[ops[k]], ops[k], &a, 1, &x, DIMS(2, 3, 4), want);
+        grad_op(cg_op_names[ops[k]], ops[k], &a, 1, &x);
+    }
+    /* Clip forward on exact values (bounds included) and with one bound absent */
+    opnd c = IN(mk(DIMS(5), (const double[]){-1, -0.5, 0, 0.3, 2}));
+    cg_attrs a = cg_attrs_default();
+    a.alpha = lo, a.beta = hi;
+    fwd_case("Clip", CG_CLIP, &a, 1, &c, DIMS(5), (const double[]){-0.5, -0.5, 0, 0.3, 0.3});
+    a.beta = INFINITY;
+    fwd_case("Clip no max", CG_CLIP, &a, 1, &c, DIMS(5), (const double[]){-0.5, -0.5, 0, 0.3, 2});
+    free_ops(1, &c);
+    free_ops(1, &x);
+}
+
+static void test_softmax(void) {
+    opnd x = IN(rnd(DIMS(2, 3, 4)));
+    double want[24];
+    struct {
+        const char *what;
+        int64_t axis, legacy;
+        int outer, len, inner;
+    } cs[] = {{"Softmax axis 1", 1, 0, 2, 3, 4},
+              {"Softmax axis -1", -1, 0, 6, 4, 1},
+              {"Softmax axis 2", 2, 0, 6, 4, 1},
+              {"Softmax legacy axis 1", 1, 1, 2, 12, 1}};
+    for (size_t k = 0; k < CX_ARRAY_LEN(cs); k++) {
+        cg_attrs a = cg_attrs_default();
+        a.axis = cs[k].axis;
+        a.index = cs[k].legacy;
+        ref_softmax(D(x.t), cs[k].outer, cs[k].len, cs[k].inner, want);
+        fwd_case(cs[k].what, CG_SOFTMAX, &a, 1, &x, DIMS(2, 3, 4), want);
+        grad_op(cs[k].what, CG_SOFTMAX, &a, 1, &x);
+    }
+    free_ops(1, &x);
+}
+
+static void test_binary(void) {
+    const cg_op ops[] = {CG_ADD, CG_SUB, CG_MUL, CG_DIV};
+    const struct {
+        const char *what;
+        int nda;
+        int64_t as[2];
+        int ndb;
+        int64_t bs[2];
+    } cs[] = {{"[2,3] . [3]", 2, {2, 3}, 1, {3}},       {"[2,1] . [1,3]", 2, {2, 1}, 2, {1, 3}},
+              {"[2,3] . scalar", 2, {2, 3}, 0, {0}},    {"scalar . [2,3]", 0, {0}, 2, {2, 3}},
+              {"[2,3] . [2,3]", 2, {2, 3}, 2, {2, 3}},  {"[3] . [2,1]", 1, {3}, 2, {2, 1}}};
+    for (size_t k = 0; k < CX_ARRAY_LEN(ops); k++)
+        for (size_t c = 0; c < CX_ARRAY_LEN(cs); c++) {
+            opnd in[2] = {IN(rnd(cs[c].nda, cs[c].as)), IN(rnd_away(cs[c].ndb, cs[c].bs, 0.5))};
+            double want[6];
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 3; j++) { /* index each operand by its own broadcast strides */
+                    const int64_t *s[2] = {cs[c].as, cs[c].bs};
+                    int nd[2] = {cs[c].nda, cs[c].ndb};
+                    double v[2];
+                    for (int o = 0; o < 2; o++) {
+                        int64_t rows = nd[o] == 2 ? s[o][0] : 1, cols = nd[o] >= 1 ? s[o][nd[o] - 1] : 1;
+                        v[o] = D(in[o].t)[(rows == 1 ? 0 : i) * cols + (cols == 1 ? 0 : j)];
+                    }
+                    want[i * 3 + j] = ops[k] == CG_ADD ? v[0] + v[1] : ops[k] == CG_SUB ? v[0] - v[1]
+                                    : ops[k] == CG_MUL ? v[0] * v[1] : v[0] / v[1];
+                }
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", cg_op_names[ops[k]], cs[c].what);
+            fwd_case(what, ops[k], NULL, 2, in, DIMS(2, 3), want);
+            grad_op(what, ops[k], NULL, 2, in);
+            free_ops(2, in);
+        }
+}
+
+static void test_shape_ops(void) {
+    opnd x = IN(rnd(DIMS(2, 3, 4)));
+    const double *xv = D(x.t);
+    cg_attrs a = cg_attrs_default();
+    /* Reshape, Flatten, Unsqueeze, Squeeze keep the data and change the shape */
+    set_ints(&a, 2, SHAPE(0, -1));
+    fwd_case("Reshape [0,-1]", CG_RESHAPE, &a, 1, &x, DIMS(2, 12), xv);
+    grad_op("Reshape [0,-1]", CG_RESHAPE, &a, 1, &x);
+    set_ints(&a, 3, SHAPE(4, 0, -1));
+    fwd_case("Reshape [4,0,-1]", CG_RESHAPE, &a, 1, &x, DIMS(4, 3, 2), xv);
+    a = cg_attrs_default();
+    a.axis = 2;
+    fwd_case("Flatten axis 2", CG_FLATTEN, &a, 1, &x, DIMS(6, 4), xv);
+    grad_op("Flatten axis 2", CG_FLATTEN, &a, 1, &x);
+    a.axis = 0;
+    fwd_case("Flatten axis 0", CG_FLATTEN, &a, 1, &x, DIMS(1, 24), xv);
+    a = cg_attrs_default();
+    set_ints(&a, 2, SHAPE(0, 4));
+    fwd_case("Unsqueeze [0,4]", CG_UNSQUEEZE, &a, 1, &x, DIMS(1, 2, 3, 4, 1), xv);
+    grad_op("Unsqueeze [0,4]", CG_UNSQUEEZE, &a, 1, &x);
+    set_ints(&a, 1, SHAPE(-1));
+    fwd_case("Unsqueeze [-1]", CG_UNSQUEEZE, &a, 1, &x, DIMS(2, 3, 4, 1), xv);
+    opnd s = IN(rnd(DIMS(1, 3, 1, 4)));
+    set_ints(&a, 1, SHAPE(2));
+    fwd_case("Squeeze [2]", CG_SQUEEZE, &a, 1, &s, DIMS(1, 3, 4), D(s.t));
+    grad_op("Squeeze [2]", CG_SQUEEZE, &a, 1, &s);
+    a.n_ints = 0;
+    fwd_case("Squeeze all", CG_SQUEEZE, &a, 1, &s, DIMS(3, 4), D(s.t));
+    free_ops(1, &s);
+
+    /* Transpose */
+    double want[24];
+    set_ints(&a, 3, SHAPE(2, 0, 1));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) want[(k * 2 + i) * 3 + j] = xv[(i * 3 + j) * 4 + k];
+    fwd_case("Transpose [2,0,1]", CG_TRANSPOSE, &a, 1, &x, DIMS(4, 2, 3), want);
+    grad_op("Transpose [2,0,1]", CG_TRANSPOSE, &a, 1, &x);
+    a.n_ints = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++) want[(k * 3 + j) * 2 + i] = xv[(i * 3 + j) * 4 + k];
+    fwd_case("Transpose reverse", CG_TRANSPOSE, &a, 1, &x, DIMS(4, 3, 2), want);
+    grad_op("Transpose reverse", CG_TRANSPOSE, &a, 1, &x);
+
+    /* Concat: axis 0 and 1 (= -1), gradients to all inputs */
+    opnd c0[2] = {IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(1, 3)))};
+    a = cg_attrs_default();
+    memcpy(want, D(c0[0].t), 6 * sizeof(double));
+    memcpy(want + 6, D(c0[1].t), 3 * sizeof(double));
+    fwd_case("Concat axis 0", CG_CONCAT, &a, 2, c0, DIMS(3, 3), want);
+    grad_op("Concat axis 0", CG_CONCAT, &a, 2, c0);
+    opnd c1[3] = {IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(2, 1))), IN(rnd(DIMS(2, 2)))};
+    for (int i = 0; i < 2; i++) {
+        double *w = want + 6 * i;
+        memcpy(w, D(c1[0].t) + 3 * i, 3 * sizeof(double));
+        w[3] = D(c1[1].t)[i];
+        memcpy(w + 4, D(c1[2].t) + 2 * i, 2 * sizeof(double));
+    }
+    for (int ax = 1; ax >= -1; ax -= 2) {
+        a.axis = ax;
+        fwd_case(ax == 1 ? "Concat axis 1" : "Concat axis -1", CG_CONCAT, &a, 3, c1, DIMS(2, 6), want);
+        grad_op(ax == 1 ? "Concat axis 1" : "Concat axis -1", CG_CONCAT, &a, 3, c1);
+    }
+    free_ops(2, c0);
+    free_ops(3, c1);
+    free_ops(1, &x);
+}
+
+static void test_gather_slice(void) {
+    opnd d = IN(rnd(DIMS(4, 3)));
+    const double *dv = D(d.t);
+    double want[24];
+    cg_attrs a = cg_attrs_default();
+    /* axis 0, 2-D indices with a negative and a repeated index */
+    opnd g0[2] = {d, CST(idx64(DIMS(2, 2), SHAPE(3, -1, 0, 3)))};
+    const int r0[4] = {3, 3, 0, 3};
+    for (int i = 0; i < 4; i++) memcpy(want + 3 * i, dv + 3 * r0[i], 3 * sizeof(double));
+    fwd_case("Gather axis 0", CG_GATHER, &a, 2, g0, DIMS(2, 2, 3), want);
+    grad_op("Gather axis 0 repeated", CG_GATHER, &a, 2, g0);
+    /* axis 1 */
+    opnd g1[2] = {d, CST(idx64(DIMS(3), SHAPE(-1, 1, 2)))};
+    a.axis = 1;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) want[i * 3 + j] = dv[i * 3 + (j == 1 ? 1 : 2)];
+    fwd_case("Gather axis 1", CG_GATHER, &a, 2, g1, DIMS(4, 3), want);
+    grad_op("Gather axis 1 repeated", CG_GATHER, &a, 2, g1);
+    /* scalar index removes the axis */
+    opnd g2[2] = {d, CST(idx64(0, NULL, SHAPE(-2)))};
+    a.axis = 0;
+    fwd_case("Gather scalar index", CG_GATHER, &a, 2, g2, DIMS(3), dv + 6);
+    grad_op("Gather scalar index", CG_GATHER, &a, 2, g2);
+    cattr_tensor_free(g0[1].t);
+    cattr_tensor_free(g1[1].t);
+    cattr_tensor_free(g2[1].t);
+    free_ops(1, &d);
+
+    /* Slice on [4, 5]: steps 2 and -1, negative starts, out-of-range ends */
+    opnd s = IN(rnd(DIMS(4, 5)));
+    const double *sv = D(s.t);
+    a = cg_attrs_default();
+    set_ints(&a, 8, SHAPE(0, -3, /* ends */ 100, 4, /* axes */ 1, 0, /* steps */ 2, 1));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) want[i * 3 + j] = sv[(1 + i) * 5 + 2 * j];
+    fwd_case("Slice step 2", CG_SLICE, &a, 1, &s, DIMS(3, 3), want);
+    grad_op("Slice step 2", CG_SLICE, &a, 1, &s);
+    set_ints(&a, 8, SHAPE(-1, 2, /* ends */ INT64_MIN, 0, /* axes */ -1, 0, /* steps */ -1, -1));
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 5; j++) want[i * 5 + j] = sv[(2 - i) * 5 + (4 - j)];
+    fwd_case("Slice step -1", CG_SLICE, &a, 1, &s, DIMS(2, 5), want);
+    grad_op("Slice step -1", CG_SLICE, &a, 1, &s);
+    set_ints(&a, 4, SHAPE(-2, -5, 1, -2));
+    for (int i = 0; i < 4; i++) {
+        want[2 * i] = sv[i * 5 + 3];
+        want[2 * i + 1] = sv[i * 5 + 1];
+    }
+    fwd_case("Slice step -2", CG_SLICE, &a, 1, &s, DIMS(4, 2), want);
+    grad_op("Slice step -2", CG_SLICE, &a, 1, &s);
+    free_ops(1, &s);
+}
+
+static void test_batchnorm(void) {
+    opnd ops[5] = {IN(rnd(DIMS(2, 3, 2, 2))), CST(rnd(DIMS(3))), CST(rnd(DIMS(3))), CST(rnd(DIMS(3))),
+                   CST(mk(DIMS(3), (const double[]){0.5, 1.5, 0.01}))};
+    cg_attrs a = cg_attrs_default();
+    a.alpha = 1e-3;
+    double want[24];
+    for (int i = 0; i < 24; i++) {
+        int c = (i / 4) % 3;
+        want[i] = (D(ops[0].t)[i] - D(ops[3].t)[c]) / sqrt(D(ops[4].t)[c] + 1e-3) * D(ops[1].t)[c] + D(ops[2].t)[c];
+    }
+    fwd_case("BatchNormalization", CG_BATCHNORM, &a, 5, ops, DIMS(2, 3, 2, 2), want);
+    grad_op("BatchNormalization", CG_BATCHNORM, &a, 5, ops);
+    free_ops(5, ops);
+}
+
+/* y = Concat(Tanh(x)^2 + Sigmoid(x), x, Tanh(x)): x and Tanh(x) feed several consumers (gradient accumulation,
+ * including a Mul whose two inputs are the same value). A second input z is unused: its gradient must be zeros. */
+static void test_composed(void) {
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x");
+    cg_add_input(g, "z");
+    int t = cg_add_node(g, CG_TANH, "tanh", &x, 1, NULL, NULL);
+    int sg = cg_add_node(g, CG_SIGMOID, "sigmoid", &x, 1, NULL, NULL);
+    int m = cg_add_node(g, CG_MUL, "square", (const int[]){t, t}, 2, NULL, NULL);
+    int s = cg_add_node(g, CG_ADD, "add", (const int[]){m, sg}, 2, NULL, NULL);
+    cg_attrs a = cg_attrs_default();
+    a.axis = 1;
+    int y = cg_add_node(g, CG_CONCAT, "concat", (const int[]){s, x, t}, 3, &a, NULL);
+    cg_add_output(g, y);
+    cattr_tensor *in[2] = {rnd(DIMS(2, 3)), rnd(DIMS(4))};
+    double gmax[2] = {-1, -1};
+    grad_check("grad composed fan-out", g, y, in, gmax);
+    CHECK(gmax[0] > 0, "composed: gradient w.r.t. x is zero");
+    CHECK(gmax[1] == 0, "composed: gradient w.r.t. the unused input is not zero (max %g)", gmax[1]);
+    cattr_tensor_free(in[0]);
+    cattr_tensor_free(in[1]);
+    cg_free(g);
+}
+
+/* ---- 3: eager vs planned ------------------------------------------------------------------------------------ */
+
+/* x[2,2,6,6] -> Conv(3x3, pad 1, 3 out) -> Relu -> MaxPool(2x2/2) -> Reshape[0,-1] -> Gemm(trans_b, [4,27]) ->
+ * Softmax(axis 1); constants owned by the graph. */
+static cg_graph *cnn_graph(int *y) {
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x");
+    int w = cg_add_const(g, "conv.w", rnd(DIMS(3, 2, 3, 3)), true), b = cg_add_const(g, "conv.b", rnd(DIMS(3)), true);
+    int fw = cg_add_const(g, "fc.w", rnd(DIMS(4, 27)), true), fb = cg_add_const(g, "fc.b", rnd(DIMS(4)), true);
+    cg_attrs a = cg_attrs_default();
+    a.nsp = 2;
+    for (int i = 0; i < 4; i++) a.pad[i] = 1;
+    int c = cg_add_node(g, CG_CONV, "conv", (const int[]){x, w, b}, 3, &a, NULL);
+    int r = cg_add_node(g, CG_RELU, "relu", &c, 1, NULL, NULL);
+    a = cg_attrs_default();
+    a.nsp = 2;
+    a.kernel[0] = a.kernel[1] = a.stride[0] = a.stride[1] = 2;
+    int p = cg_add_node(g, CG_MAXPOOL, "pool", &r, 1, &a, NULL);
+    a = cg_attrs_default();
+    set_ints(&a, 2, SHAPE(0, -1));
+    int f = cg_add_node(g, CG_RESHAPE, "flatten", &p, 1, &a, NULL);
+    a = cg_attrs_default();
+    a.trans_b = 1;
+    int l = cg_add_node(g, CG_GEMM, "fc", (const int[]){f, fw, fb}, 3, &a, NULL);
+    a = cg_attrs_default();
+    a.axis = 1;
+    *y = cg_add_node(g, CG_SOFTMAX, "softmax", &l, 1, &a, NULL);
+    cg_add_output(g, *y);
+    return g;
+}
+
+static void test_executors(void) {
+    int y;
+    cg_graph *g = cnn_graph(&y);
+    cattr_tensor *x = rnd(DIMS(2, 2, 6, 6)), *seed = rnd(DIMS(2, 4));
+    grad_check("grad CNN", g, y, &x, NULL);
+    cg_graph *gg = cg_clone(g);
+    int s = cg_add_input(gg, "seed"), gx;
+    cg_rules rules;
+    cg_rules_default(&rules);
+    cattr_status st = cg_autodiff(gg, y, s, &gg->inputs[0], 1, &rules, &gx);
+    CHECK(st == CATTR_OK, "CNN autodiff: %s", cattr_last_error());
+    cattr_tensor *in[2] = {x, seed};
+    for (int d = 0; d < 2 && st == CATTR_OK; d++) {
+        cattr_dtype dt = d ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        const char *dn = cattr_dtype_name(dt);
+        runner pl = {0}, eg = {0};
+        cattr_tensor *r1[2] = {0}, *r2[2] = {0}, *re[2] = {0};
+        st = runner_new(&pl, gg, in, dt, false, (const int[]){y, gx}, 2);
+        if (st == CATTR_OK) st = runner_new(&eg, gg, in, dt, true, (const int[]){y, gx}, 2);
+        if (st == CATTR_OK) st = runner_run(&pl, in, r1);
+        if (st == CATTR_OK) st = runner_run(&eg, in, re);
+        if (st == CATTR_OK) st = runner_run(&pl, in, r2);
+        CHECK(st == CATTR_OK, "CNN %s: %s", dn, cattr_last_error());
+        for (int k = 0; k < 2 && st == CATTR_OK; k++) {
+            const char *what = k ? "gradient" : "output";
+            size_t bytes = (size_t)r1[k]->numel * cattr_dtype_size(dt);
+            CHECK(r1[k]->dtype == dt && r1[k]->numel == (k ? x->numel : 8), "CNN %s %s: dtype/size", dn, what);
+            CHECK(cx_shape_eq(r1[k]->ndim, r1[k]->shape, re[k]->ndim, re[k]->shape) &&
+                      memcmp(r1[k]->data, re[k]->data, bytes) == 0,
+                  "CNN %s %s: eager and planned results differ", dn, what);
+            CHECK(memcmp(r1[k]->data, r2[k]->data, bytes) == 0, "CNN %s %s: a second planned run differs", dn, what);
+        }
+        if (st == CATTR_OK) /* sanity: softmax rows sum to one, gradient not all zero */
+            for (int b = 0; b < 2; b++) {
+                double sum = 0, gs = 0;
+                for (int j = 0; j < 4; j++) sum += cx_tensor_get(r1[0], b * 4 + j);
+                for (int64_t j = 0; j < x->numel; j++) gs += fabs(cx_tensor_get(r1[1], j));
+                CHECK(fabs(sum - 1) < 1e-5 && gs > 0, "CNN %s: row %d sums to %g, |grad| %g", dn, b, sum, gs);
+            }
+        for (int k = 0; k < 2; k++) {
+            cattr_tensor_free(r1[k]);
+            cattr_tensor_free(r2[k]);
+            cattr_tensor_free(re[k]);
+        }
+        runner_free(&pl);
+        runner_free(&eg);
+    }
+    cg_free(gg);
+    cg_free(g);
+    cattr_tensor_free(x);
+    cattr_tensor_free(seed);
+}
+
+/* ---- 4: errors ---------------------------------------------------------------------------------------------- */
+
+static void expect_shape_error(const char *what, cg_op op, const cg_attrs *a, int n, const opnd *ops) {
+    cg_graph *g = cg_new();
+    int ids[CG_MAX_IN];
+    for (int i = 0; i < n; i++) ids[i] = ops[i].cnst ? cg_add_const(g, NULL, ops[i].t, false) : cg_add_input(g, NULL);
+    int y = cg_add_node(g, op, "bad_node_7", ids, n, a, NULL);
+    cattr_tensor *in[MAXIO];
+    op_inputs(n, ops, in);
+    for (int eager = 0; eager < 2; eager++) {
+        runner r;
+        cattr_status st = runner_new(&r, g, in, CATTR_FLOAT64, eager, &y, 1);
+        CHECK(st == CATTR_ERR_SHAPE, "%s: got %s (%s), want a shape error", what, cattr_status_string(st),
+              cattr_last_error());
+        CHECK(r.p == NULL, "%s: a plan was returned on error", what);
+        CHECK(strstr(cattr_last_error(), "bad_node_7") != NULL, "%s: message '%s' does not name the node", what,
+              cattr_last_error());
+        runner_free(&r);
+    }
+    cg_free(g);
+}
+
+static void test_errors(void) {
+    opnd gm[2] = {IN(rnd(DIMS(2, 3))), CST(rnd(DIMS(4, 5)))};
+    expect_shape_error("Gemm inner-dim mismatch", CG_GEMM, NULL, 2, gm);
+    free_ops(2, gm);
+    opnd ad[2] = {IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(4)))};
+    expect_shape_error("Add not broadcastable", CG_ADD, NULL, 2, ad);
+    free_ops(2, ad);
+    opnd rs = IN(rnd(DIMS(2, 3)));
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 2, SHAPE(4, 2));
+    expect_shape_error("Reshape element count", CG_RESHAPE, &a, 1, &rs);
+    set_ints(&a, 2, SHAPE(4, -1));
+    expect_shape_error("Reshape -1 not inferable", CG_RESHAPE, &a, 1, &rs);
+
+    /* autodiff through an op without a rule */
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x"), s = cg_add_input(g, "seed"), gx = -1;
+    int r = cg_add_node(g, CG_RELU, "the_relu", &x, 1, NULL, NULL);
+    int y = cg_add_node(g, CG_TANH, "the_tanh", &r, 1, NULL, NULL);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    rules.by_op[CG_RELU] = NULL;
+    cattr_status st = cg_autodiff(g, y, s, &x, 1, &rules, &gx);
+    CHECK(st == CATTR_ERR_UNSUPPORTED, "autodiff without a Relu rule: got %s", cattr_status_string(st));
+    CHECK(strstr(cattr_last_error(), "the_relu") != NULL, "autodiff error '%s' does not name the node",
+          cattr_last_error());
+    cg_free(g);
+    free_ops(1, &rs);
+}
+
+int main(void) {
+    test_gemm();
+    test_matmul();
+    test_conv();
+    test_pools();
+    test_unary();
+    test_softmax();
+    test_binary();
+    test_shape_ops();
+    test_gather_slice();
+    test_batchnorm();
+    test_composed();
+    test_executors();
+    test_errors();
+    printf("test_ops: %d checks, %d failed\n", g_checks, g_failed);
+    return g_failed ? 1 : 0;
+}
