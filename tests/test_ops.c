@@ -383,7 +383,7 @@ static void ref_conv(const conv_geo *c, const double *x, const double *w, const 
 }
 
 typedef struct {
-    int NC, H, W, k[2], s[2], pb[2], pe[2], cip, OH, OW;
+    int NC, H, W, k[2], s[2], pb[2], pe[2], cip, OH, OW, d[2]; /* d: dilation (max pooling; 0 means 1) */
 } pool_geo;
 
 static void ref_pool(const pool_geo *p, bool maxp, const double *x, double *y) {
@@ -391,9 +391,10 @@ static void ref_pool(const pool_geo *p, bool maxp, const double *x, double *y) {
         for (int oh = 0; oh < p->OH; oh++)
             for (int ow = 0; ow < p->OW; ow++) {
                 int h0 = oh * p->s[0] - p->pb[0], w0 = ow * p->s[1] - p->pb[1], seen = 0;
+                int dh = p->d[0] ? p->d[0] : 1, dw = p->d[1] ? p->d[1] : 1;
                 double best = 0, sum = 0;
-                for (int ih = h0; ih < h0 + p->k[0]; ih++)
-                    for (int iw = w0; iw < w0 + p->k[1]; iw++) {
+                for (int ih = h0; ih < h0 + p->k[0] * dh; ih += dh)
+                    for (int iw = w0; iw < w0 + p->k[1] * dw; iw += dw) {
                         if (ih < 0 || ih >= p->H || iw < 0 || iw >= p->W) continue;
                         double v = x[(nc * p->H + ih) * p->W + iw];
                         if (!seen++ || v > best) best = v;
@@ -413,6 +414,7 @@ static void pool_attrs(cg_attrs *a, const pool_geo *p) {
         a->stride[i] = p->s[i];
         a->pad[i] = p->pb[i];
         a->pad[2 + i] = p->pe[i];
+        a->dilation[i] = p->d[i] ? p->d[i] : 1;
     }
     a->count_include_pad = p->cip;
 }
@@ -529,6 +531,9 @@ static void test_conv(void) {
     /* groups = 2, stride 2, 1-D */
     conv_geo c4 = {1, 4, 1, 8, 2, 1, 2, 2, {1, 2}, {0, 0}, {1, 1}, 1, 4};
     conv_case("Conv 1-D groups=2 stride 2", &c4, 1, SHAPE(0), true);
+    /* dilation along H: [6, 5], k [2, 3], stride (1, 2), pads (2, 1 | 0, 1), dilation (2, 1) -> [6, 3] */
+    conv_geo c5 = {1, 2, 6, 5, 2, 2, 3, 1, {1, 2}, {2, 1}, {2, 1}, 6, 3};
+    conv_case("Conv 2-D dilation along H", &c5, 2, SHAPE(0, 1), true);
 }
 
 static void pool_case(const char *what, cg_op op, const pool_geo *p, int ceil_mode, bool negative) {
@@ -546,28 +551,31 @@ static void pool_case(const char *what, cg_op op, const pool_geo *p, int ceil_mo
 }
 
 static void test_pools(void) {
-    pool_geo p1 = {2, 4, 4, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 2, 2};
+    pool_geo p1 = {2, 4, 4, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 2, 2, {1, 1}};
     pool_case("MaxPool 2x2/2", CG_MAXPOOL, &p1, 0, false);
-    pool_geo p2 = {1, 5, 5, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 0, 3, 3};
+    pool_geo p2 = {1, 5, 5, {3, 3}, {2, 2}, {1, 1}, {1, 1}, 0, 3, 3, {1, 1}};
     pool_case("MaxPool 3x3/2 pad 1", CG_MAXPOOL, &p2, 0, true);
-    pool_geo p3 = {1, 5, 5, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 3, 3};
+    pool_geo p3 = {1, 5, 5, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 3, 3, {1, 1}};
     pool_case("MaxPool ceil_mode", CG_MAXPOOL, &p3, 1, false);
-    pool_geo p4 = {2, 4, 5, {3, 2}, {2, 2}, {1, 0}, {1, 1}, 0, 2, 3};
+    pool_geo p4 = {2, 4, 5, {3, 2}, {2, 2}, {1, 0}, {1, 1}, 0, 2, 3, {1, 1}};
     pool_case("MaxPool asymmetric pads", CG_MAXPOOL, &p4, 0, true);
+    /* dilation (2, 3): extent 5 x 7 on [7, 9] with pads 1 -> [(9 - 5) / 2 + 1, (11 - 7) / 1 + 1] = [3, 5] */
+    pool_geo p5 = {1, 7, 9, {3, 3}, {2, 1}, {1, 1}, {1, 1}, 0, 3, 5, {2, 3}};
+    pool_case("MaxPool dilation", CG_MAXPOOL, &p5, 0, true);
     for (int cip = 0; cip < 2; cip++) {
         char what[64];
-        pool_geo q1 = {2, 4, 4, {3, 3}, {2, 2}, {1, 1}, {1, 1}, cip, 2, 2};
+        pool_geo q1 = {2, 4, 4, {3, 3}, {2, 2}, {1, 1}, {1, 1}, cip, 2, 2, {1, 1}};
         snprintf(what, sizeof what, "AveragePool pad 1 count_include_pad=%d", cip);
         pool_case(what, CG_AVGPOOL, &q1, 0, false);
-        pool_geo q2 = {1, 5, 5, {2, 2}, {2, 2}, {0, 0}, {0, 0}, cip, 3, 3};
+        pool_geo q2 = {1, 5, 5, {2, 2}, {2, 2}, {0, 0}, {0, 0}, cip, 3, 3, {1, 1}};
         snprintf(what, sizeof what, "AveragePool ceil_mode count_include_pad=%d", cip);
         pool_case(what, CG_AVGPOOL, &q2, 1, false);
-        pool_geo q3 = {1, 4, 5, {2, 3}, {1, 2}, {0, 1}, {1, 1}, cip, 4, 3};
+        pool_geo q3 = {1, 4, 5, {2, 3}, {1, 2}, {0, 1}, {1, 1}, cip, 4, 3, {1, 1}};
         snprintf(what, sizeof what, "AveragePool asymmetric pads count_include_pad=%d", cip);
         pool_case(what, CG_AVGPOOL, &q3, 0, false);
     }
     /* first-maximum rule: forward picks the max, backward routes each window's gradient to its first maximum */
-    pool_geo pt = {1, 2, 4, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 1, 2};
+    pool_geo pt = {1, 2, 4, {2, 2}, {2, 2}, {0, 0}, {0, 0}, 0, 1, 2, {1, 1}};
     cg_attrs a = cg_attrs_default();
     pool_attrs(&a, &pt);
     opnd x = IN(mk(DIMS(1, 1, 2, 4), (const double[]){0.5, 0.9, 1, 1, 0.9, 0.1, 1, 1}));
@@ -627,6 +635,36 @@ static void test_unary(void) {
     fwd_case("Clip no max", CG_CLIP, &a, 1, &c, DIMS(5), (const double[]){-0.5, -0.5, 0, 0.3, 2});
     free_ops(1, &c);
     free_ops(1, &x);
+}
+
+/* Gradient conventions at kinks (PyTorch's): Relu'(0) = 0, LeakyRelu'(0) = alpha, Clip passes the gradient at
+ * both bounds. Seed = 1 everywhere, so the gradient is the derivative. */
+static void kink_case(const char *what, cg_op op, const cg_attrs *a, const double *x, const double *want) {
+    opnd in = IN(mk(DIMS(5), x));
+    cattr_tensor *seed = mk(DIMS(5), (const double[]){1, 1, 1, 1, 1}), *gr = NULL;
+    int y;
+    cg_graph *g = op_graph(op, a, 1, &in, &y);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    cattr_status st = autodiff_run(g, y, &in.t, seed, &rules, &gr);
+    CHECK(st == CATTR_OK, "%s: %s", what, cattr_last_error());
+    if (gr) expect(what, gr, DIMS(5), want);
+    cattr_tensor_free(gr);
+    cattr_tensor_free(seed);
+    free_ops(1, &in);
+    cg_free(g);
+}
+
+static void test_kinks(void) {
+    cg_attrs a = cg_attrs_default();
+    kink_case("Relu gradient at 0", CG_RELU, &a, (const double[]){-1, -0.0, 0, 1e-300, 2},
+              (const double[]){0, 0, 0, 1, 1});
+    a.alpha = 0.25;
+    kink_case("LeakyRelu gradient at 0", CG_LEAKYRELU, &a, (const double[]){-1, -0.0, 0, 1e-300, 2},
+              (const double[]){0.25, 0.25, 0.25, 1, 1});
+    a.alpha = -0.5, a.beta = 0.3;
+    kink_case("Clip gradient at the bounds", CG_CLIP, &a, (const double[]){-0.6, -0.5, 0, 0.3, 0.4},
+              (const double[]){0, 1, 1, 1, 0});
 }
 
 static void test_softmax(void) {
@@ -988,6 +1026,7 @@ int main(void) {
     test_conv();
     test_pools();
     test_unary();
+    test_kinks();
     test_softmax();
     test_binary();
     test_shape_ops();

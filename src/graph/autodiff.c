@@ -48,7 +48,8 @@ static cattr_status unary_rule(cg_graph *g, int ni, int gy, const bool *need, in
 }
 static cattr_status r_relu(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
-    return unary_rule(g, ni, gy, need, gx, CG_RELU_GRAD, false);
+    /* reads the output (Y > 0 iff X > 0), so the pre-activation can be fused away by the planner */
+    return unary_rule(g, ni, gy, need, gx, CG_RELU_GRAD, true);
 }
 static cattr_status r_leakyrelu(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;

@@ -41,7 +41,7 @@ typedef enum cg_op {
     CG_SLICE,     /* ints = [starts(n), ends(n), axes(n), steps(n)], n = n_ints / 4 */
     CG_BATCHNORM, /* X, scale, bias, mean, var; alpha = epsilon */
     /* ---- internal ops emitted by autodiff and methods ---- */
-    CG_RELU_GRAD,       /* (X, gY) -> gY * (X > 0) */
+    CG_RELU_GRAD,       /* (X or Y, gY) -> gY * (X > 0); the standard rule passes Y = relu(X) (same mask) */
     CG_LEAKYRELU_GRAD,  /* (X, gY); alpha */
     CG_SIGMOID_GRAD,    /* (Y, gY) -> gY * Y * (1 - Y) */
     CG_TANH_GRAD,       /* (Y, gY) -> gY * (1 - Y^2) */
@@ -79,6 +79,7 @@ typedef struct cg_attrs {
     int ceil_mode;
     int count_include_pad;
     int allowzero;
+    int fuse_relu; /* set by the planner only: apply ReLU to the result (a fused Relu node) */
     int n_ints;
     int64_t ints[CG_MAX_INTS];
 } cg_attrs;

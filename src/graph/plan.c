@@ -106,7 +106,9 @@ struct cx_plan {
     size_t *bytes;    /* per value */
     int *last_use;    /* per root: position in order of the last reader (n_order for outputs) */
     int *order;       /* node ids to run */
+    cg_node *nodes;   /* the nodes to run, in order (copies: fusion sets flags on them) */
     int n_order;
+    int n_fused;
     int *outs;
     int n_outs;
     void *arena;
@@ -130,6 +132,7 @@ void cx_plan_free(cx_plan *p) {
     free(p->bytes);
     free(p->last_use);
     free(p->order);
+    free(p->nodes);
     free(p->outs);
     free(p);
 }
@@ -163,7 +166,7 @@ static cattr_status place(cx_plan *p) {
             for (int i = 0; i < g->n_inputs && nd < 16; i++)
                 if (p->last_use[g->inputs[i]] >= 0) defs[nd++] = g->inputs[i];
         } else {
-            int v = g->nodes[p->order[pos]].out;
+            int v = p->nodes[pos].out;
             if (p->root[v] == v) defs[nd++] = v;
         }
         for (int d = 0; d < nd; d++) {
@@ -221,6 +224,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     p->order = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *p->order);
     p->outs = malloc((size_t)(n_outs ? n_outs : 1) * sizeof *p->outs);
     bool *needed = calloc((size_t)nv, sizeof *needed);
+    int *fused_into = NULL; /* per value: the value a fused Relu output aliases, else -1 */
     cattr_status st = CATTR_OK;
     if (!p->views || !p->root || !p->offset || !p->bytes || !p->last_use || !p->order || !p->outs || !needed) {
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -246,6 +250,53 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     }
     for (int i = 0; i < g->n_nodes; i++)
         if (needed[g->nodes[i].out]) p->order[p->n_order++] = i;
+    /* fusion (planned only): a Relu whose input comes from a Gemm, MatMul, Conv or elementwise Add/Sub that nothing
+     * else reads becomes that node's epilogue; the Relu's output shares the producer's storage */
+    p->nodes = malloc((size_t)(p->n_order ? p->n_order : 1) * sizeof *p->nodes);
+    fused_into = malloc((size_t)nv * sizeof *fused_into);
+    int *readers = calloc((size_t)nv, sizeof *readers);
+    if (!p->nodes || !fused_into || !readers) {
+        free(readers);
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
+    for (int v = 0; v < nv; v++) fused_into[v] = -1;
+    for (int k = 0; k < p->n_order; k++) {
+        const cg_node *n = &g->nodes[p->order[k]];
+        for (int j = 0; j < n->n_in; j++)
+            if (n->in[j] >= 0) readers[n->in[j]]++;
+    }
+    for (int k = 0; k < n_outs; k++) readers[outs[k]] += 2; /* a requested value must stay materialised */
+    {
+        int kept = 0;
+        int *pos_of = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *pos_of);
+        if (!pos_of) {
+            free(readers);
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (int k = 0; k < p->n_order; k++) {
+            const cg_node *n = &g->nodes[p->order[k]];
+            int src = n->op == CG_RELU ? n->in[0] : -1;
+            int prod = src >= 0 ? g->vals[src].producer : -1;
+            cg_op pop = prod >= 0 ? g->nodes[prod].op : CG_OP_COUNT;
+            bool fusible = !eager && src >= 0 && prod >= 0 && readers[src] == 1 &&
+                           (pop == CG_GEMM || pop == CG_MATMUL || pop == CG_CONV || pop == CG_ADD || pop == CG_SUB);
+            if (fusible) {
+                p->nodes[pos_of[prod]].a.fuse_relu = 1;
+                fused_into[n->out] = src;
+                p->n_fused++;
+                continue;
+            }
+            pos_of[p->order[k]] = kept;
+            p->nodes[kept] = *n;
+            p->order[kept++] = p->order[k];
+        }
+        p->n_order = kept;
+        free(pos_of);
+    }
+    free(readers);
+
     /* views of inputs and constants */
     for (int i = 0; i < g->n_inputs; i++) {
         int v = g->inputs[i];
@@ -262,7 +313,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     }
     /* shape inference and aliasing */
     for (int k = 0; k < p->n_order; k++) {
-        const cg_node *n = &g->nodes[p->order[k]];
+        const cg_node *n = &p->nodes[k];
         cx_view in[CG_MAX_IN];
         for (int j = 0; j < n->n_in; j++) {
             if (n->in[j] < 0) memset(&in[j], 0, sizeof in[j]);
@@ -278,10 +329,20 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
         p->bytes[n->out] = (size_t)cx_view_numel(o) * cattr_dtype_size(o->dtype);
         if (!eager && is_view_op(n->op) && g->vals[n->in[0]].kind != CG_VAL_CONST)
             p->root[n->out] = p->root[n->in[0]];
+        if (n->a.fuse_relu) { /* the fused Relu's output is this node's output */
+            for (int v = 0; v < nv; v++)
+                if (fused_into[v] == n->out) {
+                    p->views[v] = *o;
+                    p->bytes[v] = p->bytes[n->out];
+                    p->root[v] = p->root[n->out];
+                }
+        }
     }
+    free(fused_into);
+    fused_into = NULL;
     /* liveness per root */
     for (int k = 0; k < p->n_order; k++) {
-        const cg_node *n = &g->nodes[p->order[k]];
+        const cg_node *n = &p->nodes[k];
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0) {
                 int r = p->root[n->in[j]];
@@ -307,6 +368,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     return CATTR_OK;
 fail:
     free(needed);
+    free(fused_into);
     cx_plan_free(p);
     return st;
 }
@@ -344,7 +406,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             CX_CHECK(be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]));
         }
-        for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &g->nodes[p->order[k]]);
+        for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
     } else {
         for (int i = 0; i < g->n_inputs && st == CATTR_OK; i++) {
             int v = g->inputs[i];
@@ -357,7 +419,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             cur += p->bytes[v];
         }
         for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
-            const cg_node *n = &g->nodes[p->order[k]];
+            const cg_node *n = &p->nodes[k];
             cx_view *o = &p->views[n->out];
             o->data = be->alloc(be->ctx, p->bytes[n->out]);
             if (!o->data) {

@@ -218,10 +218,17 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
         return DISPATCH(unary, n, in, out);
     case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_CLIP_GRAD:
         return DISPATCH(unary_grad, n, in, out);
-    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: return DISPATCH(binary, n, in, out);
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: {
+        cattr_status st = DISPATCH(binary, n, in, out);
+        if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));
+        return st;
+    }
     case CG_REDUCE_SUM_LIKE: return DISPATCH(reduce_sum_like, n, in, out);
-    case CG_GEMM: return DISPATCH(gemm, n, in, out);
-    case CG_MATMUL: return DISPATCH(matmul, n, in, out);
+    case CG_GEMM: case CG_MATMUL: {
+        cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);
+        if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));
+        return st;
+    }
     case CG_CONV: return DISPATCH(conv, n, in, out);
     case CG_CONV_GRAD_INPUT: return DISPATCH(conv_grad_input, n, in, out);
     case CG_MAXPOOL: case CG_AVGPOOL: return DISPATCH(pool, n, in, out, NULL);

@@ -105,6 +105,11 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
     return CATTR_OK;
 }
 
+/* In-place ReLU on a kernel's result: the epilogue of a node the planner fused with a following Relu. */
+static void K(relu_inplace)(T *y, int64_t cnt) {
+    PAR_FOR(cnt > PAR_MIN, for (int64_t i = 0; i < cnt; i++) y[i] = y[i] > 0 ? y[i] : (T)0;);
+}
+
 /* ---- broadcasting binary ops ---------------------------------------------------------------------------- */
 
 static inline T K(binop)(cg_op op, T a, T b) {
@@ -364,6 +369,7 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t KK = g.k[0] * g.k[1] * g.k[2], kdim = cig * KK, P = g.out[0] * g.out[1] * g.out[2];
     const T *x = in[0].data, *w = in[1].data, *bias = n->n_in > 2 ? in[2].data : NULL;
     T *y = out->data;
+    const int relu = n->a.fuse_relu;
     int64_t chunk = K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
     T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
@@ -382,7 +388,13 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
                     T bv = bias ? bias[gi * cog + co] : (T)0;
                     const T *src = tmp + co * nb * P + b * P;
                     T *dst = y + ((b0 + b) * g.c_out + gi * cog + co) * P;
-                    for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
+                    if (relu)
+                        for (int64_t p = 0; p < P; p++) {
+                            T v = src[p] + bv;
+                            dst[p] = v > 0 ? v : (T)0;
+                        }
+                    else
+                        for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
                 });
         }
     }
