@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages cattr needs to build and test, if any are missing (sudo when not root).
 set -eu
 pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-libcjson-dev libpng-dev"
+libcjson-dev libpng-dev libpcre2-dev libutf8proc-dev"
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -313,13 +313,10 @@ static cattr_status prepare(cattr_explainer *e, const cattr_tensor *const *input
         }
         if (e->p.check_finite) CX_CHECK(check_finite(b, "baseline", i));
         int64_t per = c->B ? n / c->B : 0;
-        bool scalar = b->numel == 1 && (b->ndim == 0 || (b->ndim == 1 && x->ndim != 1) ||
-                                        (b->ndim == x->ndim && per == 1 && c->B != 1) || b->ndim == 0);
         bool full = cx_shape_eq(b->ndim, b->shape, x->ndim, x->shape);
         bool row1 = !full && b->ndim == x->ndim && b->shape[0] == 1 &&
                     cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1);
-        if (b->ndim == 0) scalar = true;
-        else if (full || row1) scalar = false;
+        bool scalar = !full && !row1 && b->numel == 1;
         if (!scalar && !full && !row1)
             return cx_fail(CATTR_ERR_SHAPE, "baseline %d has shape %s; use a scalar, the input's shape %s or batch 1",
                            i, cx_shape_str(b->ndim, b->shape, s1, sizeof s1), cx_shape_str(x->ndim, x->shape, s2, sizeof s2));

@@ -355,13 +355,8 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     for (int i = 0; i < g->n_inputs; i++)
         if (!needed[g->inputs[i]]) p->last_use[g->inputs[i]] = -1;
     if (!eager) {
-        st = place(p);
+        st = place(p); /* the arena itself is allocated by the first run: a plan used for shapes costs no memory */
         if (st != CATTR_OK) goto fail;
-        p->arena = p->be->alloc(p->be->ctx, p->arena_bytes ? p->arena_bytes : 64);
-        if (!p->arena) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", p->arena_bytes);
-            goto fail;
-        }
     }
     free(needed);
     *out = p;
@@ -390,6 +385,10 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
     cattr_status st = CATTR_OK;
     size_t cur = 0;
     if (!p->eager) {
+        if (!p->arena) {
+            p->arena = be->alloc(be->ctx, p->arena_bytes ? p->arena_bytes : 64);
+            if (!p->arena) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", p->arena_bytes);
+        }
         char *base = p->arena;
         for (int v = 0; v < g->n_vals; v++) {
             if (g->vals[v].kind == CG_VAL_CONST) continue;

@@ -30,7 +30,7 @@ bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_sh
 /* The inferred view (dtype, shape) of value v; data is NULL outside a run. */
 const cx_view *cx_plan_view(const cx_plan *p, int v);
 
-/* Runs the plan: copies host inputs (in graph-input order, each in the plan's input dtype, NULL for inputs the
+/* Runs the plan (the first run of a planned plan allocates its arena, kept for later runs): copies host inputs (in graph-input order, each in the plan's input dtype, NULL for inputs the
  * outputs do not need) in, executes, and copies output k into host buffer out_host[k] (sized from cx_plan_view).
  * Errors: whatever a kernel reports (naming the node), CATTR_ERR_NO_MEMORY. */
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host);
