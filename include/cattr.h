@@ -206,6 +206,9 @@ typedef struct cattr_target {
     const int64_t *idx;
 } cattr_target;
 
+/* Progress callback: `done` of `total` units of work (IG steps) are finished. Called from the calling thread. */
+typedef void (*cattr_progress_fn)(int64_t done, int64_t total, void *user);
+
 typedef struct cattr_attr_params {
     cattr_method method;
     cattr_dtype dtype;            /* compute dtype: CATTR_FLOAT32 (default) or CATTR_FLOAT64 */
@@ -218,6 +221,8 @@ typedef struct cattr_attr_params {
     int return_convergence_delta; /* IG: 1 computes the convergence delta (default 1) */
     cattr_executor_kind executor; /* planned (default) or eager */
     int check_finite;             /* 1 (default): NaN/Inf in inputs or baselines is an error */
+    cattr_progress_fn progress;   /* NULL (default) or called after each chunk of work */
+    void *progress_user;
 } cattr_attr_params;
 
 /* Default parameters for a method (Captum's defaults). */

@@ -493,6 +493,18 @@ static void test_matmul(void) {
         grad_op(what, CG_MATMUL, NULL, 2, ops);
         free_ops(2, ops);
     }
+    /* 1-D operands (numpy: a vector is a row on the left, a column on the right) */
+    double want[6];
+    opnd mv[2] = {IN(rnd(DIMS(2, 3, 4))), CST(rnd(DIMS(4)))};
+    ref_matmul(D(mv[0].t), D(mv[1].t), 1, 1, 6, 4, 1, want);
+    fwd_case("MatMul [2,3,4] @ [4]", CG_MATMUL, NULL, 2, mv, DIMS(2, 3), want);
+    grad_op("MatMul [2,3,4] @ [4] (vector weight)", CG_MATMUL, NULL, 2, mv);
+    opnd vm[2] = {IN(rnd(DIMS(4))), IN(rnd(DIMS(4, 5)))};
+    ref_matmul(D(vm[0].t), D(vm[1].t), 1, 1, 1, 4, 5, want);
+    fwd_case("MatMul [4] @ [4,5]", CG_MATMUL, NULL, 2, vm, DIMS(5), want);
+    grad_op("MatMul [4] @ [4,5]", CG_MATMUL, NULL, 2, vm);
+    free_ops(2, mv);
+    free_ops(2, vm);
 }
 
 static void conv_case(const char *what, const conv_geo *c, int nsp, const int64_t *pe, bool bias) {
@@ -990,6 +1002,24 @@ static void expect_shape_error(const char *what, cg_op op, const cg_attrs *a, in
     cg_free(g);
 }
 
+/* A plan output that is a constant or a graph input is copied out whole. */
+static void test_plan_outputs(void) {
+    cg_graph *g = cg_new();
+    cattr_tensor *c = rnd(DIMS(2, 3)), *x = rnd(DIMS(4));
+    int xv = cg_add_input(g, "x"), cv = cg_add_const(g, "c", c, false);
+    for (int eager = 0; eager < 2; eager++) {
+        cattr_tensor *o1 = run_graph("constant output", g, cv, &x, CATTR_FLOAT64, eager);
+        cattr_tensor *o2 = run_graph("input output", g, xv, &x, CATTR_FLOAT64, eager);
+        if (o1) expect(eager ? "constant as plan output [eager]" : "constant as plan output [planned]", o1, DIMS(2, 3), D(c));
+        if (o2) expect(eager ? "input as plan output [eager]" : "input as plan output [planned]", o2, DIMS(4), D(x));
+        cattr_tensor_free(o1);
+        cattr_tensor_free(o2);
+    }
+    cattr_tensor_free(c);
+    cattr_tensor_free(x);
+    cg_free(g);
+}
+
 static void test_errors(void) {
     opnd gm[2] = {IN(rnd(DIMS(2, 3))), CST(rnd(DIMS(4, 5)))};
     expect_shape_error("Gemm inner-dim mismatch", CG_GEMM, NULL, 2, gm);
@@ -1034,6 +1064,7 @@ int main(void) {
     test_batchnorm();
     test_composed();
     test_executors();
+    test_plan_outputs();
     test_errors();
     printf("test_ops: %d checks, %d failed\n", g_checks, g_failed);
     return g_failed ? 1 : 0;

@@ -562,6 +562,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, call_data *c, cattr
             cattr_tensor_free(gr[i]);
             gr[i] = NULL;
         }
+        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
     }
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
     return st;

@@ -399,6 +399,48 @@ static double *map2d(const cattr_tensor *t, int *h, int *w) {
     return m;
 }
 
+/* Prints each example's predicted class and the class being explained (for [B, C] outputs). */
+static void print_prediction(const cattr_tensor *out, int64_t B, const target_buf *tb, bool auto_pred) {
+    if (cattr_tensor_ndim(out) != 2 || cattr_tensor_shape(out)[1] < 2) return;
+    const int64_t C = cattr_tensor_shape(out)[1];
+    cattr_tensor *od = NULL;
+    if (cattr_tensor_convert(out, CATTR_FLOAT64, &od) != CATTR_OK) return;
+    const double *v = cattr_tensor_data_const(od);
+    for (int64_t b = 0; b < B && b < 8; b++) {
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (v[b * C + c] > v[b * C + best]) best = c;
+        printf("example %lld: predicted class %lld (score %.4g)", (long long)b, (long long)best, v[b * C + best]);
+        if (tb->t.kind != CATTR_TARGET_NONE && tb->t.n_idx == 1) {
+            int64_t t = tb->t.kind == CATTR_TARGET_PER_EXAMPLE ? tb->idx[b] : tb->idx[0];
+            printf(", explaining class %lld%s", (long long)t, auto_pred ? " (the prediction; --target to choose)" : "");
+        }
+        printf("\n");
+    }
+    if (B > 8) printf("... (%lld examples)\n", (long long)B);
+    cattr_tensor_free(od);
+}
+
+typedef struct {
+    double start;
+    bool shown;
+} progress_state;
+
+/* A progress bar on stderr, only on a terminal and only once the work has taken a second. */
+static void show_progress(int64_t done, int64_t total, void *user) {
+    progress_state *ps = user;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (!isatty(STDERR_FILENO) || (t - ps->start < 1.0 && !ps->shown)) return;
+    int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld steps %.1fs", fill, "########################################",
+            width - fill, "", (long long)done, (long long)total, t - ps->start);
+    if (done >= total) fprintf(stderr, "\n");
+    ps->shown = done < total;
+    fflush(stderr);
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -458,25 +500,9 @@ int cmd_explain(int argc, char **argv) {
     int64_t B = cattr_tensor_ndim(in[0]) ? cattr_tensor_shape(in[0])[0] : 1;
     bool auto_pred = false;
     if ((rc = build_target(&a, out, B, &tb, &auto_pred))) goto done;
-    if (!a.quiet && cattr_tensor_ndim(out) == 2 && cattr_tensor_shape(out)[1] > 1) {
-        const int64_t C = cattr_tensor_shape(out)[1];
-        cattr_tensor *od = NULL;
-        cattr_tensor_convert(out, CATTR_FLOAT64, &od);
-        const double *v = cattr_tensor_data_const(od);
-        for (int64_t b = 0; b < B && b < 8; b++) {
-            int64_t best = 0;
-            for (int64_t c = 1; c < C; c++)
-                if (v[b * C + c] > v[b * C + best]) best = c;
-            printf("example %lld: predicted class %lld (score %.4g)", (long long)b, (long long)best, v[b * C + best]);
-            if (tb.t.kind != CATTR_TARGET_NONE && tb.t.n_idx == 1) {
-                int64_t t = tb.t.kind == CATTR_TARGET_PER_EXAMPLE ? tb.idx[b] : tb.idx[0];
-                printf(", explaining class %lld%s", (long long)t, auto_pred ? " (the prediction; --target to choose)" : "");
-            }
-            printf("\n");
-        }
-        if (B > 8) printf("... (%lld examples)\n", (long long)B);
-        cattr_tensor_free(od);
-    }
+    progress_state prog = {now_s(), false};
+    a.p.progress = show_progress;
+    a.p.progress_user = &prog;
     st = cattr_explainer_new(m, &a.p, &e);
     if (st != CATTR_OK) {
         rc = cli_error(st, "bad parameters");
@@ -492,6 +518,7 @@ int cmd_explain(int argc, char **argv) {
         cattr_tensor_free(delta);
         delta = NULL;
         double t0 = now_s();
+        prog.start = t0;
         st = cattr_explainer_attribute(e, (const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
                                        &tb.t, (const cattr_tensor *const *)add, a.n_add, attr,
                                        a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS && !a.no_delta ? &delta : NULL);
@@ -503,6 +530,7 @@ int cmd_explain(int argc, char **argv) {
     }
     if ((rc = write_output(&a, attr, a.n_in, delta, &tb.t))) goto done;
     if (!a.quiet) {
+        print_prediction(out, B, &tb, auto_pred);
         printf("wrote %s (%s, %s", a.output, cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
         if (a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS)
             printf(", %d steps, %s", a.p.n_steps, cattr_quadrature_name(a.p.quadrature));
