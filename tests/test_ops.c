@@ -3,8 +3,10 @@
  *  1. forward: every op as a one-node graph, float32 and float64, planned and eager, against reference loops;
  *  2. backward: autodiff of L = sum(s * y) against central finite differences (float64, h = 1e-6) for every
  *     differentiable op, a composed graph with fan-out, and a zero gradient for an input y does not depend on;
+ *     plus PyTorch's conventions at kinks (Relu/LeakyRelu at 0, Clip at its bounds, MaxPool ties);
  *  3. executors: a small CNN and its backward give bitwise-identical results eager vs planned (and on a re-run);
- *  4. errors: shape errors and a missing backward rule return the right status and name the node.
+ *  4. errors: shape errors and a missing backward rule return the right status and name the node; constants and
+ *     inputs as plan outputs; cg_clone of an empty graph.
  * Runs with cwd = repo root. Prints each failed check and exits 1 if any failed, 0 otherwise. */
 #include "backend/backend.h"
 #include "core/core.h"
@@ -502,9 +504,13 @@ static void test_matmul(void) {
     opnd vm[2] = {IN(rnd(DIMS(4))), IN(rnd(DIMS(4, 5)))};
     ref_matmul(D(vm[0].t), D(vm[1].t), 1, 1, 1, 4, 5, want);
     fwd_case("MatMul [4] @ [4,5]", CG_MATMUL, NULL, 2, vm, DIMS(5), want);
-    grad_op("MatMul [4] @ [4,5]", CG_MATMUL, NULL, 2, vm);
+    vm[0].cnst = 1;
+    grad_op("MatMul [4] @ [4,5] (vector weight)", CG_MATMUL, NULL, 2, vm);
     free_ops(2, mv);
     free_ops(2, vm);
+    opnd b4[2] = {IN(rnd(DIMS(2, 1, 3, 4))), IN(rnd(DIMS(3, 4, 5)))}; /* both sides broadcast: [2, 3, 3, 5] */
+    grad_op("MatMul [2,1,3,4] @ [3,4,5]", CG_MATMUL, NULL, 2, b4);
+    free_ops(2, b4);
 }
 
 static void conv_case(const char *what, const conv_geo *c, int nsp, const int64_t *pe, bool bias) {
@@ -1020,6 +1026,14 @@ static void test_plan_outputs(void) {
     cg_free(g);
 }
 
+/* cg_clone of a graph with no inputs and no outputs (under UBSan: no memcpy from a NULL array). */
+static void test_clone_empty(void) {
+    cg_graph *g = cg_new(), *c = cg_clone(g);
+    CHECK(c && c->n_inputs == 0 && c->n_outputs == 0 && c->n_nodes == 0, "cg_clone of an empty graph");
+    cg_free(c);
+    cg_free(g);
+}
+
 static void test_errors(void) {
     opnd gm[2] = {IN(rnd(DIMS(2, 3))), CST(rnd(DIMS(4, 5)))};
     expect_shape_error("Gemm inner-dim mismatch", CG_GEMM, NULL, 2, gm);
@@ -1066,6 +1080,7 @@ int main(void) {
     test_executors();
     test_plan_outputs();
     test_errors();
+    test_clone_empty();
     printf("test_ops: %d checks, %d failed\n", g_checks, g_failed);
     return g_failed ? 1 : 0;
 }

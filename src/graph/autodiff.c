@@ -168,15 +168,32 @@ static cattr_status r_matmul(cg_graph *g, int ni, int gy, const bool *need, int 
     cg_node nd = g->nodes[ni];
     if (nd.a.trans_a || nd.a.trans_b)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed MatMul", nd.name);
-    cg_attrs a = cg_attrs_default();
+    /* numpy promotion of a 1-D operand drops a dim from Y; ranks are only known here for constants, which then use
+     * the outer-product form */
+    const cg_value *va = &g->vals[nd.in[0]], *vb = &g->vals[nd.in[1]];
+    bool a1 = va->kind == CG_VAL_CONST && va->data->ndim == 1, b1 = vb->kind == CG_VAL_CONST && vb->data->ndim == 1;
+    cg_attrs a = cg_attrs_default(), ua = cg_attrs_default();
+    ua.n_ints = 1;
     if (need[0]) {
-        a.trans_b = 1;
-        gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, gy, nd.in[1]), nd.in[0]);
-        a.trans_b = 0;
+        if (b1) {
+            ua.ints[0] = -1;
+            gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MUL, NULL, EMIT(CG_UNSQUEEZE, &ua, gy), nd.in[1]), nd.in[0]);
+        } else {
+            a.trans_b = 1;
+            gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, gy, nd.in[1]), nd.in[0]);
+            a.trans_b = 0;
+        }
     }
     if (need[1]) {
-        a.trans_a = 1;
-        gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, nd.in[0], gy), nd.in[1]);
+        if (a1) {
+            ua.ints[0] = -1;
+            int ac = EMIT(CG_UNSQUEEZE, &ua, nd.in[0]);
+            ua.ints[0] = -2;
+            gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MUL, NULL, ac, EMIT(CG_UNSQUEEZE, &ua, gy)), nd.in[1]);
+        } else {
+            a.trans_a = 1;
+            gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, nd.in[0], gy), nd.in[1]);
+        }
     }
     return CATTR_OK;
 }

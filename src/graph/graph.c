@@ -158,9 +158,9 @@ cg_graph *cg_clone(const cg_graph *g) {
         c->n_nodes = i + 1;
         if (!c->nodes[i].name) goto fail;
     }
-    memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof(int));
+    if (g->n_inputs) memcpy(c->inputs, g->inputs, (size_t)g->n_inputs * sizeof(int));
     c->n_inputs = g->n_inputs;
-    memcpy(c->outputs, g->outputs, (size_t)g->n_outputs * sizeof(int));
+    if (g->n_outputs) memcpy(c->outputs, g->outputs, (size_t)g->n_outputs * sizeof(int));
     c->n_outputs = g->n_outputs;
     return c;
 fail:

@@ -310,6 +310,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
         if (g->vals[v].kind != CG_VAL_CONST || !needed[v]) continue;
         st = consts_get(consts, g, v, &p->views[v]);
         if (st != CATTR_OK) goto fail;
+        p->bytes[v] = (size_t)cx_view_numel(&p->views[v]) * cattr_dtype_size(p->views[v].dtype);
     }
     /* shape inference and aliasing */
     for (int k = 0; k < p->n_order; k++) {
