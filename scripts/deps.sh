@@ -8,7 +8,6 @@ for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
-echo "cattr: installing Debian packages:$missing"
 if [ "$(id -u)" -eq 0 ]; then
     SUDO=""
 elif command -v sudo >/dev/null 2>&1; then
@@ -17,6 +16,7 @@ else
     echo "cattr: these packages are missing and there is no sudo: install them as root:$missing" >&2
     exit 1
 fi
+echo "cattr: installing Debian packages:$missing"
 $SUDO apt-get update -q
 # shellcheck disable=SC2086
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
