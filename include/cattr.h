@@ -166,12 +166,31 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
 typedef enum cattr_method {
     CATTR_METHOD_SALIENCY = 0,
     CATTR_METHOD_INPUT_X_GRADIENT = 1,
-    CATTR_METHOD_INTEGRATED_GRADIENTS = 2
+    CATTR_METHOD_INTEGRATED_GRADIENTS = 2,
+    CATTR_METHOD_DEEPLIFT = 3,
+    CATTR_METHOD_DEEPLIFT_SHAP = 4,
+    CATTR_METHOD_GUIDED_BACKPROP = 5,
+    CATTR_METHOD_DECONVOLUTION = 6,
+    CATTR_METHOD_GUIDED_GRADCAM = 7,
+    CATTR_METHOD_LRP = 8,
+    CATTR_METHOD_GRADIENT_SHAP = 9,
+    CATTR_METHOD_FEATURE_ABLATION = 10,
+    CATTR_METHOD_FEATURE_PERMUTATION = 11,
+    CATTR_METHOD_OCCLUSION = 12,
+    CATTR_METHOD_SHAPLEY_VALUE_SAMPLING = 13,
+    CATTR_METHOD_SHAPLEY_VALUES = 14,
+    CATTR_METHOD_LIME = 15,
+    CATTR_METHOD_KERNEL_SHAP = 16,
+    CATTR_METHOD_COUNT
 } cattr_method;
 
-/* Parses "saliency", "input-x-gradient", "integrated-gradients" (and Captum's class names). Returns -1 if unknown. */
+/* Parses a method name: the CLI spelling ("integrated-gradients", "feature-ablation") or Captum's class name
+ * ("IntegratedGradients"). Returns -1 if unknown. */
 int cattr_method_from_name(const char *name);
+/* The CLI spelling of a method ("?" if invalid). */
 const char *cattr_method_name(cattr_method m);
+/* 1 if this build implements the method, else 0. */
+int cattr_method_implemented(cattr_method m);
 
 typedef enum cattr_quadrature {
     CATTR_QUAD_RIEMANN_LEFT = 0,
@@ -209,20 +228,64 @@ typedef struct cattr_target {
 /* Progress callback: `done` of `total` units of work (IG steps) are finished. Called from the calling thread. */
 typedef void (*cattr_progress_fn)(int64_t done, int64_t total, void *user);
 
+/* NoiseTunnel around any method (Captum's nt_type). */
+typedef enum cattr_noise_tunnel {
+    CATTR_NT_NONE = 0,
+    CATTR_NT_SMOOTHGRAD = 1,
+    CATTR_NT_SMOOTHGRAD_SQ = 2,
+    CATTR_NT_VARGRAD = 3
+} cattr_noise_tunnel;
+
+/* A backward or propagation rule for one graph node (by ONNX node name), e.g. from a recorded Captum run: rule is
+ * "deeplift_nonlinear", "deeplift_maxpool", "deeplift_softmax", "guided_backprop_relu", "deconvolution_relu",
+ * "EpsilonRule", "GammaRule", "Alpha1_Beta0_Rule", "IdentityRule", "lrp_passthrough_nonlinear". Strings are
+ * borrowed for the lifetime of the explainer. */
+typedef struct cattr_node_rule {
+    const char *node;
+    const char *rule;
+    double epsilon;       /* LRP stabiliser (EpsilonRule default 1e-9) */
+    double gamma;         /* GammaRule (default 0.25) */
+    int set_bias_to_zero; /* LRP rules */
+} cattr_node_rule;
+
+#define CATTR_MAX_INPUTS 8
+
 typedef struct cattr_attr_params {
     cattr_method method;
     cattr_dtype dtype;            /* compute dtype: CATTR_FLOAT32 (default) or CATTR_FLOAT64 */
     int n_steps;                  /* IG: integration steps (default 50) */
     cattr_quadrature quadrature;  /* IG: default gausslegendre */
     int internal_batch_size;      /* IG: rows per chunk as in Captum (0: choose from max_memory) */
-    size_t max_memory;            /* IG: activation memory budget in bytes (0: a quarter of free RAM) */
-    int multiply_by_inputs;       /* IG: 1 (default) multiplies by (input - baseline) */
+    size_t max_memory;            /* activation memory budget in bytes (0: a quarter of free RAM) */
+    int multiply_by_inputs;       /* IG, DeepLift, GradientShap: 1 (default) multiplies by (input - baseline) */
     int abs;                      /* Saliency: 1 (default) returns |gradient| */
-    int return_convergence_delta; /* IG: 1 computes the convergence delta (default 1) */
+    int return_convergence_delta; /* methods with a delta: 1 computes it (default 1) */
     cattr_executor_kind executor; /* planned (default) or eager */
     int check_finite;             /* 1 (default): NaN/Inf in inputs or baselines is an error */
     cattr_progress_fn progress;   /* NULL (default) or called after each chunk of work */
     void *progress_user;
+    /* ---- methods beyond the gradient family ---- */
+    double eps;                   /* DeepLift: |delta in| below which the plain gradient is used (default 1e-10) */
+    int perturbations_per_eval;   /* perturbation methods: perturbations per forward pass (0: from max_memory) */
+    int n_samples;                /* ShapleyValueSampling 25, Lime 50, KernelShap 25, GradientShap 5 */
+    double stdevs;                /* GradientShap / NoiseTunnel noise standard deviation (default 0 / 1) */
+    cattr_noise_tunnel nt_type;   /* NoiseTunnel around the method (default none) */
+    int nt_samples;               /* default 5 */
+    int nt_samples_batch_size;    /* 0: all samples in one batch */
+    int draw_baseline_from_distrib;
+    uint64_t seed;                /* counter-based generator key for stochastic methods (default 0) */
+    /* Occlusion: window shape and strides per input (without the batch dim); ndim 0 = not given */
+    int sliding_window_ndim[CATTR_MAX_INPUTS];
+    int64_t sliding_window[CATTR_MAX_INPUTS][CATTR_MAX_DIMS];
+    int strides_ndim[CATTR_MAX_INPUTS];
+    int64_t strides[CATTR_MAX_INPUTS][CATTR_MAX_DIMS];
+    /* Lime: Lasso alpha (default 0.01) and kernel width of the exponential cosine kernel (default 1.0) */
+    double lime_alpha;
+    double kernel_width;
+    /* Rules for named nodes (replaying a Captum run); n_node_rules 0: the method's rule on every node of the op
+     * kinds it acts on */
+    const cattr_node_rule *node_rules;
+    int n_node_rules;
 } cattr_attr_params;
 
 /* Default parameters for a method (Captum's defaults). */
@@ -237,17 +300,38 @@ typedef struct cattr_explainer cattr_explainer;
 cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_params *params, cattr_explainer **out);
 void cattr_explainer_free(cattr_explainer *e);
 
-/* Attributes the target output to the inputs.
- *  inputs:      n_inputs tensors, the first model inputs, batch first; float32 or float64 (converted to the dtype).
- *  baselines:   NULL (zeros), or n_inputs entries each NULL (zero), a 0-d tensor (scalar), a tensor of the input's
- *               shape, or a tensor with batch 1 (broadcast).
- *  additional:  n_additional tensors fed to the next model inputs; expanded with the inputs (Captum's rule).
- *  attr_out:    receives n_inputs new tensors (caller frees each) of the inputs' shapes, in the compute dtype.
- *  delta_out:   NULL, or receives a new [batch] tensor with the convergence delta (IG with return_convergence_delta;
- *               NULL is written otherwise).
- * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_SHAPE (inputs, baselines or additional tensors of a wrong shape),
- * CATTR_ERR_DTYPE, CATTR_ERR_TARGET (a target that is out of range or leaves more than one value per example),
- * CATTR_ERR_NONFINITE, CATTR_ERR_NO_MEMORY. On error nothing is written to attr_out / delta_out. */
+/* Everything one attribution call takes. Pointers are borrowed for the duration of the call. */
+typedef struct cattr_call {
+    const cattr_tensor *const *inputs; /* n_inputs tensors, the first model inputs, batch first; float32/float64 */
+    int n_inputs;
+    /* NULL (zeros), or n_inputs entries each NULL (zero), a 0-d tensor (scalar), a tensor of the input's shape, or
+     * a tensor with batch 1 (broadcast); for DeepLiftShap and GradientShap, any number of rows (a distribution) */
+    const cattr_tensor *const *baselines;
+    const cattr_target *target;             /* NULL: no target */
+    const cattr_tensor *const *additional;  /* n_additional tensors fed to the next model inputs */
+    int n_additional;
+    /* perturbation methods: NULL, or n_inputs int64 masks (NULL entry: every element its own feature), broadcastable
+     * to the input with dim 0 equal to 1 or the batch; equal ids across inputs are perturbed together */
+    const cattr_tensor *const *feature_masks;
+    /* explicit random draws in consumption order, with their roles (shared/golden/README.md section 7), used
+     * instead of the generator when n_draws > 0 */
+    const cattr_tensor *const *draws;
+    const char *const *draw_roles;
+    int n_draws;
+} cattr_call;
+
+/* Attributes the target output to the inputs of `call`.
+ *  attr_out:  receives call->n_inputs new tensors (caller frees each), in the compute dtype; shapes are the inputs'
+ *             for gradient methods, [n, *input.shape[1:]] for perturbation methods (Captum's rule).
+ *  delta_out: NULL, or receives a new tensor with the convergence delta where the method has one (NULL otherwise).
+ * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_SHAPE (inputs, baselines, masks or additional tensors of a wrong
+ * shape), CATTR_ERR_DTYPE, CATTR_ERR_TARGET (a target that is out of range or leaves more than one value per
+ * example), CATTR_ERR_NONFINITE, CATTR_ERR_NO_MEMORY, CATTR_ERR_UNSUPPORTED. On error nothing is written to attr_out
+ * or delta_out. */
+cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                                 cattr_tensor **delta_out);
+
+/* Shorthand for cattr_explainer_run without feature masks or explicit draws. */
 cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
                                        const cattr_tensor *const *baselines, const cattr_target *target,
                                        const cattr_tensor *const *additional, int n_additional,

@@ -1,13 +1,12 @@
-/* explainer.c - gradient attribution methods over a model: Saliency, InputXGradient and IntegratedGradients.
+/* explainer.c - the explainer: method dispatch, call preparation, plan caching, and the batched gradient and
+ * forward passes that every attribution method is built from (see internal.h).
  *
  * One explainer holds the model's gradient graph (the forward graph, a seed input and the autodiff nodes for the
- * attributed inputs), the constants uploaded in the compute dtype, and a small cache of plans keyed by input
- * shapes. Everything a call needs (scaled inputs for all steps, the tiled additional inputs, the target mask that
- * seeds the backward pass) is built as whole tensors and run as one batched pass per chunk of steps.
+ * attributed inputs, under the method's backward rules), the constants uploaded in the compute dtype, and a small
+ * cache of plans keyed by input shapes. Everything a call needs (batched inputs, expanded additional inputs, the
+ * target mask that seeds the backward pass) is built as whole tensors and run as one batched pass per chunk.
  */
-#include "attr/model.h"
-#include "graph/autodiff.h"
-#include "graph/plan.h"
+#include "attr/internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,48 +14,58 @@
 #include <string.h>
 #include <unistd.h>
 
-#define PLAN_CACHE 4
-#define MAX_IN 16
+#define MAX_IN CX_MAX_IN
 
-struct cattr_explainer {
-    const cattr_model *m;
-    cattr_attr_params p;
-    cx_backend *be;
-    cx_consts *consts;
-    cg_graph *g; /* gradient graph; built for n_attr attributed inputs */
-    int n_attr;
-    int seed_input; /* graph-input index of the seed */
-    int grads[MAX_IN];
-    cx_plan *plans[PLAN_CACHE]; /* gradient plans */
-    int plan_next;
-    cx_plan *fwd[PLAN_CACHE]; /* forward-only plans (delta) */
-    int fwd_next;
-    size_t peak;
-    const cattr_target *cur_target; /* during a call */
-    double *alphas, *steps;         /* IG points, computed once */
+const cx_method *const cx_methods[CATTR_METHOD_COUNT] = {
+    [CATTR_METHOD_SALIENCY] = &cx_method_saliency,
+    [CATTR_METHOD_INPUT_X_GRADIENT] = &cx_method_input_x_gradient,
+    [CATTR_METHOD_INTEGRATED_GRADIENTS] = &cx_method_integrated_gradients,
 };
 
 /* ---- names and defaults ------------------------------------------------------------------------------------ */
 
+static const struct {
+    cattr_method m;
+    const char *cli, *captum;
+} method_names[] = {
+    {CATTR_METHOD_SALIENCY, "saliency", "Saliency"},
+    {CATTR_METHOD_INPUT_X_GRADIENT, "input-x-gradient", "InputXGradient"},
+    {CATTR_METHOD_INTEGRATED_GRADIENTS, "integrated-gradients", "IntegratedGradients"},
+    {CATTR_METHOD_DEEPLIFT, "deeplift", "DeepLift"},
+    {CATTR_METHOD_DEEPLIFT_SHAP, "deeplift-shap", "DeepLiftShap"},
+    {CATTR_METHOD_GUIDED_BACKPROP, "guided-backprop", "GuidedBackprop"},
+    {CATTR_METHOD_DECONVOLUTION, "deconvolution", "Deconvolution"},
+    {CATTR_METHOD_GUIDED_GRADCAM, "guided-gradcam", "GuidedGradCam"},
+    {CATTR_METHOD_LRP, "lrp", "LRP"},
+    {CATTR_METHOD_GRADIENT_SHAP, "gradient-shap", "GradientShap"},
+    {CATTR_METHOD_FEATURE_ABLATION, "feature-ablation", "FeatureAblation"},
+    {CATTR_METHOD_FEATURE_PERMUTATION, "feature-permutation", "FeaturePermutation"},
+    {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion"},
+    {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling", "ShapleyValueSampling"},
+    {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues"},
+    {CATTR_METHOD_LIME, "lime", "Lime"},
+    {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap"},
+};
+_Static_assert(sizeof method_names / sizeof method_names[0] == CATTR_METHOD_COUNT, "method_names out of step");
+
 int cattr_method_from_name(const char *s) {
     if (!s) return -1;
-    if (!strcmp(s, "saliency") || !strcmp(s, "Saliency")) return CATTR_METHOD_SALIENCY;
-    if (!strcmp(s, "input-x-gradient") || !strcmp(s, "InputXGradient") || !strcmp(s, "input_x_gradient"))
-        return CATTR_METHOD_INPUT_X_GRADIENT;
-    if (!strcmp(s, "integrated-gradients") || !strcmp(s, "IntegratedGradients") || !strcmp(s, "ig") ||
-        !strcmp(s, "integrated_gradients"))
-        return CATTR_METHOD_INTEGRATED_GRADIENTS;
+    for (size_t i = 0; i < CATTR_METHOD_COUNT; i++) {
+        if (!strcmp(s, method_names[i].cli) || !strcmp(s, method_names[i].captum)) return (int)method_names[i].m;
+        /* also accept underscores for dashes */
+        const char *a = s, *b = method_names[i].cli;
+        while (*a && *b && (*a == *b || (*a == '_' && *b == '-'))) a++, b++;
+        if (!*a && !*b) return (int)method_names[i].m;
+    }
+    if (!strcmp(s, "ig")) return CATTR_METHOD_INTEGRATED_GRADIENTS;
     return -1;
 }
 
 const char *cattr_method_name(cattr_method m) {
-    switch (m) {
-    case CATTR_METHOD_SALIENCY: return "saliency";
-    case CATTR_METHOD_INPUT_X_GRADIENT: return "input-x-gradient";
-    case CATTR_METHOD_INTEGRATED_GRADIENTS: return "integrated-gradients";
-    }
-    return "?";
+    return m >= 0 && m < CATTR_METHOD_COUNT ? method_names[m].cli : "?";
 }
+
+int cattr_method_implemented(cattr_method m) { return m >= 0 && m < CATTR_METHOD_COUNT && cx_methods[m] != NULL; }
 
 cattr_attr_params cattr_attr_default_params(cattr_method method) {
     cattr_attr_params p;
@@ -65,42 +74,44 @@ cattr_attr_params cattr_attr_default_params(cattr_method method) {
     p.dtype = CATTR_FLOAT32;
     p.n_steps = 50;
     p.quadrature = CATTR_QUAD_GAUSS_LEGENDRE;
-    p.internal_batch_size = 0;
-    p.max_memory = 0;
     p.multiply_by_inputs = 1;
     p.abs = 1;
     p.return_convergence_delta = 1;
     p.executor = CATTR_EXEC_PLANNED;
     p.check_finite = 1;
+    p.eps = 1e-10;
+    p.n_samples = method == CATTR_METHOD_LIME ? 50 : method == CATTR_METHOD_GRADIENT_SHAP ? 5 : 25;
+    p.stdevs = method == CATTR_METHOD_GRADIENT_SHAP ? 0.0 : 1.0;
+    p.nt_samples = 5;
+    p.lime_alpha = 0.01;
+    p.kernel_width = 1.0;
     return p;
 }
+
+/* ---- lifetime ---------------------------------------------------------------------------------------------- */
 
 cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_params *params, cattr_explainer **out) {
     if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
     if (!model || !params) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "model and params are required");
     const cattr_attr_params *p = params;
-    if (p->method < CATTR_METHOD_SALIENCY || p->method > CATTR_METHOD_INTEGRATED_GRADIENTS)
+    if (p->method < 0 || p->method >= CATTR_METHOD_COUNT)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown method %d", (int)p->method);
+    if (!cx_methods[p->method])
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "method %s is not implemented yet", cattr_method_name(p->method));
     if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be float32 or float64");
-    if (p->method == CATTR_METHOD_INTEGRATED_GRADIENTS) {
-        if (p->n_steps < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_steps must be at least 1 (got %d)", p->n_steps);
-        if (p->quadrature < CATTR_QUAD_RIEMANN_LEFT || p->quadrature > CATTR_QUAD_GAUSS_LEGENDRE)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown quadrature %d", (int)p->quadrature);
-        if (p->quadrature != CATTR_QUAD_GAUSS_LEGENDRE && p->n_steps < 2)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "riemann rules need n_steps >= 2 (got %d)", p->n_steps);
-        if (p->internal_batch_size < 0)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "internal_batch_size must be positive");
-    }
     cattr_explainer *e = calloc(1, sizeof *e);
     if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     e->m = model;
     e->p = *p;
+    e->method = cx_methods[p->method];
     e->be = cx_backend_cpu();
-    cattr_status st = cx_consts_new(e->be, p->dtype, &e->consts);
+    cg_rules_default(&e->rules);
+    cattr_status st = e->method->init ? e->method->init(e) : CATTR_OK;
+    if (st == CATTR_OK) st = cx_consts_new(e->be, p->dtype, &e->consts);
     if (st != CATTR_OK) {
-        free(e);
+        cattr_explainer_free(e);
         return st;
     }
     *out = e;
@@ -108,7 +119,7 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
 }
 
 static void drop_plans(cattr_explainer *e) {
-    for (int i = 0; i < PLAN_CACHE; i++) {
+    for (int i = 0; i < CX_PLAN_CACHE; i++) {
         cx_plan_free(e->plans[i]);
         cx_plan_free(e->fwd[i]);
         e->plans[i] = e->fwd[i] = NULL;
@@ -117,6 +128,7 @@ static void drop_plans(cattr_explainer *e) {
 
 void cattr_explainer_free(cattr_explainer *e) {
     if (!e) return;
+    if (e->method && e->method->release) e->method->release(e);
     drop_plans(e);
     cg_free(e->g);
     cx_consts_free(e->consts);
@@ -127,7 +139,7 @@ void cattr_explainer_free(cattr_explainer *e) {
 
 size_t cattr_explainer_peak_memory(const cattr_explainer *e) { return e ? e->peak : 0; }
 
-/* Builds the gradient graph for the first n_attr model inputs. */
+/* Builds the gradient graph for the first n_attr model inputs under the method's rules. */
 static cattr_status build_graph(cattr_explainer *e, int n_attr) {
     if (e->g && e->n_attr == n_attr) return CATTR_OK;
     drop_plans(e);
@@ -137,9 +149,7 @@ static cattr_status build_graph(cattr_explainer *e, int n_attr) {
     int seed = cg_add_input(e->g, "__cattr_seed__");
     if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     e->seed_input = e->g->n_inputs - 1;
-    cg_rules rules;
-    cg_rules_default(&rules);
-    CX_CHECK(cg_autodiff(e->g, cx_model_output(e->m), seed, e->g->inputs, n_attr, &rules, e->grads));
+    CX_CHECK(cg_autodiff(e->g, cx_model_output(e->m), seed, e->g->inputs, n_attr, &e->rules, e->grads));
     e->n_attr = n_attr;
     return CATTR_OK;
 }
@@ -149,7 +159,7 @@ static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const 
                              const cattr_dtype *dt, cx_plan **out) {
     cx_plan **cache = fwd ? e->fwd : e->plans;
     int *next = fwd ? &e->fwd_next : &e->plan_next;
-    for (int i = 0; i < PLAN_CACHE; i++)
+    for (int i = 0; i < CX_PLAN_CACHE; i++)
         if (cache[i] && cx_plan_matches(cache[i], nd, sh)) {
             *out = cache[i];
             return CATTR_OK;
@@ -166,7 +176,7 @@ static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const 
     CX_CHECK(cx_plan_new(e->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, outs, n_outs, &p));
     cx_plan_free(cache[*next]);
     cache[*next] = p;
-    *next = (*next + 1) % PLAN_CACHE;
+    *next = (*next + 1) % CX_PLAN_CACHE;
     size_t b = cx_plan_bytes(p);
     if (b > e->peak) e->peak = b;
     *out = p;
@@ -185,7 +195,7 @@ static cattr_status check_finite(const cattr_tensor *t, const char *what, int i)
     return CATTR_OK;
 }
 
-/* Selection mask over one block of B rows of the output (shape osh): 1 where the target picks. */
+/* Selection mask over one example-block of the output (shape osh, osh[0] = B): 1 where the target picks. */
 static cattr_status target_mask(const cattr_target *t, int ond, const int64_t *osh, double *mask) {
     int64_t B = osh[0], per = cx_numel(ond - 1, osh + 1);
     char sh[128];
@@ -226,22 +236,13 @@ static cattr_status target_mask(const cattr_target *t, int ond, const int64_t *o
     return CATTR_OK;
 }
 
-/* ---- the attribution ------------------------------------------------------------------------------------- */
+/* ---- call preparation ---------------------------------------------------------------------------------------- */
 
-typedef struct {
-    int n; /* attributed inputs */
-    int64_t B;
-    cattr_dtype dt;
-    cattr_tensor *x[MAX_IN];    /* inputs in dt */
-    cattr_tensor *base[MAX_IN]; /* baselines expanded to the inputs' shapes, in dt */
-    int n_add;
-    cattr_tensor *add[MAX_IN]; /* additional inputs (dt, or int64) */
-} call_data;
-
-static void call_free(call_data *c) {
+static void call_free(cx_call *c) {
     for (int i = 0; i < MAX_IN; i++) {
         cattr_tensor_free(c->x[i]);
         cattr_tensor_free(c->base[i]);
+        cattr_tensor_free(c->dist[i]);
         cattr_tensor_free(c->add[i]);
     }
 }
@@ -250,26 +251,36 @@ static cattr_status to_dtype(const cattr_tensor *t, cattr_dtype dt, cattr_tensor
     return cattr_tensor_convert(t, dt, out);
 }
 
-/* Tiles rows of t (batch-major block) `reps` times: out = [t; t; ...]. */
-static cattr_tensor *tile_rows(const cattr_tensor *t, int64_t reps) {
+cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how) {
     int64_t sh[CATTR_MAX_DIMS];
     memcpy(sh, t->shape, sizeof sh);
-    sh[0] *= reps;
+    int64_t B = t->ndim ? t->shape[0] : 1;
+    if (t->ndim) sh[0] *= reps;
     cattr_tensor *o = cx_tensor_alloc(t->dtype, t->ndim, sh);
     if (!o) return NULL;
-    size_t bytes = (size_t)t->numel * cattr_dtype_size(t->dtype);
-    for (int64_t r = 0; r < reps; r++) memcpy((char *)o->data + r * bytes, t->data, bytes);
+    size_t bytes = (size_t)t->numel * cattr_dtype_size(t->dtype), row = B ? bytes / (size_t)B : 0;
+    if (how == CX_TILE || B <= 1) {
+        for (int64_t r = 0; r < reps; r++) memcpy((char *)o->data + (size_t)r * bytes, t->data, bytes);
+    } else {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < reps; r++)
+                memcpy((char *)o->data + (size_t)(b * reps + r) * row, (const char *)t->data + (size_t)b * row, row);
+    }
     return o;
 }
 
-static cattr_status prepare(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
-                            const cattr_tensor *const *baselines, const cattr_tensor *const *additional,
-                            int n_additional, call_data *c) {
+static cattr_status prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) {
+    const cattr_tensor *const *inputs = call->inputs, *const *baselines = call->baselines;
+    const cattr_tensor *const *additional = call->additional;
+    int n_inputs = call->n_inputs, n_additional = call->n_additional;
     const cg_graph *mg = e->m->g;
     cattr_dtype dt = e->p.dtype;
     char s1[128], s2[128];
     memset(c, 0, sizeof *c);
     c->dt = dt;
+    c->target = call->target;
+    c->user = call;
+    if (n_inputs > CATTR_MAX_INPUTS) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d attributed inputs", CATTR_MAX_INPUTS);
     if (n_inputs < 1 || !inputs) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "at least one input is required");
     if (n_inputs + n_additional != mg->n_inputs)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
@@ -304,6 +315,31 @@ static cattr_status prepare(cattr_explainer *e, const cattr_tensor *const *input
         CX_CHECK(to_dtype(x, dt, &c->x[i]));
         /* baseline */
         const cattr_tensor *b = baselines ? baselines[i] : NULL;
+        if (e->method->baseline_distribution) { /* rows of baselines, kept as given (scalars become one row) */
+            if (b && e->p.check_finite) CX_CHECK(check_finite(b, "baseline", i));
+            if (b && b->numel == 1 && !(b->ndim == x->ndim && cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1))) {
+                int64_t sh[CATTR_MAX_DIMS];
+                memcpy(sh, x->shape, sizeof sh);
+                sh[0] = 1;
+                c->dist[i] = cx_tensor_alloc(dt, x->ndim, sh);
+                if (!c->dist[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                for (int64_t k = 0; k < c->dist[i]->numel; k++) cx_tensor_set(c->dist[i], k, cx_tensor_get(b, 0));
+            } else if (b) {
+                if (b->ndim != x->ndim || b->shape[0] < 1 || !cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1))
+                    return cx_fail(CATTR_ERR_SHAPE, "baseline %d has shape %s; a distribution needs rows of shape %s", i,
+                                   cx_shape_str(b->ndim, b->shape, s1, sizeof s1),
+                                   cx_shape_str(x->ndim - 1, x->shape + 1, s2, sizeof s2));
+                CX_CHECK(to_dtype(b, dt, &c->dist[i]));
+            } else {
+                int64_t sh[CATTR_MAX_DIMS];
+                memcpy(sh, x->shape, sizeof sh);
+                sh[0] = 1;
+                c->dist[i] = cx_tensor_alloc(dt, x->ndim, sh);
+                if (!c->dist[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                memset(c->dist[i]->data, 0, (size_t)c->dist[i]->numel * cattr_dtype_size(dt));
+            }
+            continue;
+        }
         c->base[i] = cx_tensor_alloc(dt, x->ndim, x->shape);
         if (!c->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         int64_t n = x->numel;
@@ -338,81 +374,117 @@ static cattr_status prepare(cattr_explainer *e, const cattr_tensor *const *input
     return CATTR_OK;
 }
 
-/* Runs the gradient plan on `rows` = reps*B rows: scaled inputs given, additional inputs and the mask tiled. */
-static cattr_status run_grad(cattr_explainer *e, call_data *c, cattr_tensor **xs, int64_t reps, cattr_tensor **grads) {
-    const cg_graph *g = e->g;
-    int nin = g->n_inputs;
+/* ---- batched passes ------------------------------------------------------------------------------------------ */
+
+/* Input shapes and host pointers for a pass over reps*B rows; additional inputs expanded into tmp. */
+typedef struct {
     int nd[MAX_IN];
     int64_t sh[MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[MAX_IN];
     const void *host[MAX_IN];
-    cattr_tensor *tmp[MAX_IN] = {0};
-    cattr_tensor *seed = NULL;
-    cattr_status st = CATTR_OK;
+    cattr_tensor *tmp[MAX_IN];
+} pass_inputs;
+
+static void pass_free(pass_inputs *pi) {
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(pi->tmp[i]);
+}
+
+static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                               pass_inputs *pi) {
+    memset(pi, 0, sizeof *pi);
     for (int i = 0; i < c->n; i++) {
-        nd[i] = xs[i]->ndim;
-        memcpy(sh[i], xs[i]->shape, sizeof sh[i]);
-        dt[i] = c->dt;
-        host[i] = xs[i]->data;
+        pi->nd[i] = xs[i]->ndim;
+        memcpy(pi->sh[i], xs[i]->shape, sizeof pi->sh[i]);
+        pi->dt[i] = c->dt;
+        pi->host[i] = xs[i]->data;
     }
-    for (int j = 0; j < c->n_add && st == CATTR_OK; j++) {
+    for (int j = 0; j < c->n_add; j++) {
         int gi = c->n + j;
-        tmp[gi] = reps == 1 ? NULL : tile_rows(c->add[j], reps);
-        const cattr_tensor *a = tmp[gi] ? tmp[gi] : c->add[j];
-        if (reps != 1 && !tmp[gi]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        nd[gi] = a->ndim;
-        memcpy(sh[gi], a->shape, sizeof sh[gi]);
-        dt[gi] = a->dtype;
-        host[gi] = a->data;
+        const cattr_tensor *a = c->add[j];
+        if (reps != 1) {
+            pi->tmp[gi] = cx_expand_rows(c->add[j], reps, how);
+            if (!pi->tmp[gi]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            a = pi->tmp[gi];
+        }
+        pi->nd[gi] = a->ndim;
+        memcpy(pi->sh[gi], a->shape, sizeof pi->sh[gi]);
+        pi->dt[gi] = a->dtype;
+        pi->host[gi] = a->data;
     }
-    /* the seed's shape is the output's: plan once with a placeholder, then read the inferred output shape */
-    int si = e->seed_input, outv = cx_model_output(e->m);
-    nd[si] = 0;
-    dt[si] = c->dt;
-    cx_plan *p = NULL;
+    int si = e->seed_input;
+    pi->nd[si] = 0;
+    pi->dt[si] = c->dt;
+    return CATTR_OK;
+}
+
+/* Seed over reps*B output rows: the target mask of each row's example. */
+static cattr_status make_seed(const cx_call *c, int ond, const int64_t *osh, int64_t reps, cx_expand how,
+                              cattr_tensor **seed) {
+    int64_t blk[CATTR_MAX_DIMS];
+    memcpy(blk, osh, sizeof blk);
+    blk[0] = c->B;
+    int64_t per_ex = cx_numel(ond - 1, osh + 1);
+    double *mask = malloc((size_t)(c->B * per_ex + 1) * sizeof *mask);
+    cattr_tensor *s = cx_tensor_alloc(c->dt, ond, osh);
+    if (!mask || !s) {
+        free(mask);
+        cattr_tensor_free(s);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    cattr_status st = target_mask(c->target, ond, blk, mask);
     if (st == CATTR_OK) {
-        /* infer the output shape through a forward plan (cached as well) */
-        cx_plan *fp = NULL;
-        st = get_plan(e, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &fp);
-        if (st == CATTR_OK) {
-            const cx_view *ov = cx_plan_view(fp, outv);
-            nd[si] = ov->ndim;
-            memcpy(sh[si], ov->shape, sizeof sh[si]);
-            int64_t blk[CATTR_MAX_DIMS];
-            memcpy(blk, ov->shape, sizeof blk);
-            if (ov->ndim < 1 || blk[0] != reps * c->B) {
-                char s[128];
-                st = cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s; expected the batch (%lld) first",
-                             cx_shape_str(ov->ndim, ov->shape, s, sizeof s), (long long)(reps * c->B));
-            }
+        int64_t rows = reps * c->B;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t b = how == CX_TILE ? r % c->B : r / reps;
+            for (int64_t k = 0; k < per_ex; k++) cx_tensor_set(s, r * per_ex + k, mask[b * per_ex + k]);
         }
     }
-    if (st == CATTR_OK) st = get_plan(e, false, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &p);
-    double *mask = NULL;
-    if (st == CATTR_OK) {
-        int64_t blk[CATTR_MAX_DIMS];
-        memcpy(blk, sh[si], sizeof blk);
-        blk[0] = c->B;
-        int64_t per = cx_numel(nd[si], blk);
-        mask = malloc((size_t)(per ? per : 1) * sizeof *mask);
-        seed = cx_tensor_alloc(c->dt, nd[si], sh[si]);
-        if (!mask || !seed) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = target_mask(e->cur_target, nd[si], blk, mask);
-        if (st == CATTR_OK)
-            for (int64_t r = 0; r < reps; r++)
-                for (int64_t k = 0; k < per; k++) cx_tensor_set(seed, r * per + k, mask[k]);
-        host[si] = seed ? seed->data : NULL;
-    }
     free(mask);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(s);
+        return st;
+    }
+    *seed = s;
+    return CATTR_OK;
+}
+
+/* The output view of a shape-only forward plan for these inputs, checked to have reps*B rows. */
+static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t rows, cx_plan **fp, const cx_view **ov) {
+    CX_CHECK(get_plan(e, true, pi->nd, (const int64_t(*)[CATTR_MAX_DIMS])pi->sh, pi->dt, fp));
+    *ov = cx_plan_view(*fp, cx_model_output(e->m));
+    if ((*ov)->ndim < 1 || (*ov)->shape[0] != rows) {
+        char s[128];
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s; expected the batch (%lld) first",
+                       cx_shape_str((*ov)->ndim, (*ov)->shape, s, sizeof s), (long long)rows);
+    }
+    return CATTR_OK;
+}
+
+cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                     cattr_tensor **grads) {
+    pass_inputs pi;
+    cattr_tensor *seed = NULL;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    int si = e->seed_input;
+    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK) {
+        pi.nd[si] = ov->ndim;
+        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
+    }
+    if (st == CATTR_OK) st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
+    if (st == CATTR_OK) pi.host[si] = seed->data;
     void *outs[MAX_IN];
+    for (int i = 0; i < c->n; i++) grads[i] = NULL;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         grads[i] = cx_tensor_alloc(c->dt, xs[i]->ndim, xs[i]->shape);
         if (!grads[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else outs[i] = grads[i]->data;
     }
-    if (st == CATTR_OK) st = cx_plan_run(p, host, outs);
-    (void)nin;
-    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(tmp[i]);
+    if (st == CATTR_OK) st = cx_plan_run(p, pi.host, outs);
+    pass_free(&pi);
     cattr_tensor_free(seed);
     if (st != CATTR_OK)
         for (int i = 0; i < c->n; i++) {
@@ -422,9 +494,51 @@ static cattr_status run_grad(cattr_explainer *e, call_data *c, cattr_tensor **xs
     return st;
 }
 
-/* Rounds to the compute dtype: double arithmetic followed by this rounding reproduces float32 arithmetic exactly for
- * one +, - or * (53 >= 2*24 + 2 bits), which is how the float32 path mimics torch's float32 kernels. */
-static inline double rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT32 ? (double)(float)v : v; }
+cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                        cattr_tensor **out) {
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    cattr_tensor *o = NULL;
+    *out = NULL;
+    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK) {
+        o = cx_tensor_alloc(ov->dtype, ov->ndim, ov->shape);
+        if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        void *dst = o->data;
+        st = cx_plan_run(fp, pi.host, &dst);
+    }
+    pass_free(&pi);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(o);
+        return st;
+    }
+    *out = o;
+    return CATTR_OK;
+}
+
+cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, cx_expand how, double *sel) {
+    int64_t blk[CATTR_MAX_DIMS];
+    memcpy(blk, out->shape, sizeof blk);
+    blk[0] = c->B;
+    int64_t per_ex = cx_numel(out->ndim - 1, out->shape + 1);
+    double *mask = malloc((size_t)(c->B * per_ex + 1) * sizeof *mask);
+    if (!mask) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = target_mask(c->target, out->ndim, blk, mask);
+    if (st == CATTR_OK)
+        for (int64_t r = 0; r < reps * c->B; r++) {
+            int64_t b = how == CX_TILE ? r % c->B : r / reps;
+            double s = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (mask[b * per_ex + k] != 0) s += cx_tensor_get(out, r * per_ex + k);
+            sel[r] = s;
+        }
+    free(mask);
+    return st;
+}
 
 static size_t avail_memory(void) {
     long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
@@ -432,259 +546,125 @@ static size_t avail_memory(void) {
     return (size_t)pages * (size_t)psz;
 }
 
-/* Steps per chunk: Captum's rule for internal_batch_size, else as many as the memory budget allows. */
-static cattr_status steps_per_chunk(cattr_explainer *e, call_data *c, int n_steps, int *out) {
-    if (e->p.internal_batch_size > 0) {
-        int64_t k = e->p.internal_batch_size / (c->B ? c->B : 1);
-        *out = (int)(k < 1 ? 1 : (k > n_steps ? n_steps : k));
+size_t cx_memory_budget(const cattr_explainer *e) { return e->p.max_memory ? e->p.max_memory : avail_memory() / 4; }
+
+cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t *bytes) {
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
+    pass_free(&pi);
+    if (st != CATTR_OK) return st;
+    size_t host = 0;
+    for (int i = 0; i < c->n; i++) host += (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+    size_t b = (with_grad ? 3 : 1) * cx_plan_bytes(fp) + (with_grad ? 3 : 1) * host;
+    *bytes = c->B ? b / (size_t)c->B : b;
+    if (*bytes == 0) *bytes = 1;
+    return CATTR_OK;
+}
+
+cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip, const cattr_tensor **out) {
+    *out = NULL;
+    const cattr_call *u = c->user;
+    if (!u || u->n_draws <= 0) return CATTR_OK;
+    while (c->next_draw < u->n_draws) {
+        const char *r = u->draw_roles ? u->draw_roles[c->next_draw] : NULL;
+        bool skipped = false;
+        for (int k = 0; skip && skip[k] && r; k++) skipped |= strcmp(r, skip[k]) == 0;
+        if (skipped) {
+            c->next_draw++;
+            continue;
+        }
+        if (r && role && strcmp(r, role) != 0)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw %d has role '%s'; the method needs '%s'",
+                           c->next_draw, r, role);
+        *out = u->draws[c->next_draw++];
         return CATTR_OK;
     }
-    size_t budget = e->p.max_memory ? e->p.max_memory : avail_memory() / 4;
-    /* bytes of one step: the plan's arena for B rows plus the host copies of inputs and gradients */
-    size_t host = 0;
-    for (int i = 0; i < c->n; i++) host += 3 * (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
-    size_t per_step = host;
-    {
-        int nd[MAX_IN];
-        int64_t sh[MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[MAX_IN];
-        /* a forward plan for one step bounds activations; the backward roughly doubles them */
-        for (int i = 0; i < c->n; i++) {
-            nd[i] = c->x[i]->ndim;
-            memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
-            dt[i] = c->dt;
-        }
-        for (int j = 0; j < c->n_add; j++) {
-            nd[c->n + j] = c->add[j]->ndim;
-            memcpy(sh[c->n + j], c->add[j]->shape, sizeof sh[0]);
-            dt[c->n + j] = c->add[j]->dtype;
-        }
-        nd[e->seed_input] = 0;
-        dt[e->seed_input] = c->dt;
-        cx_plan *fp;
-        CX_CHECK(get_plan(e, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &fp));
-        per_step += 3 * cx_plan_bytes(fp);
-    }
-    size_t k = per_step ? budget / per_step : (size_t)n_steps;
-    if (k < 1) {
-        cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one step (%zu bytes); running one step per "
-                               "chunk", budget, per_step);
-        k = 1;
-    }
-    *out = (int)(k > (size_t)n_steps ? (size_t)n_steps : k);
-    return CATTR_OK;
+    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the %d explicit draws are used up; the method needs another '%s'",
+                   u->n_draws, role ? role : "?");
 }
 
-/* The IG path in the compute dtype T, operation by operation as Captum/torch computes it:
- * scaled = b + alpha * (x - b); total = sum_s grad_s * step_s (sequential); attr = total * (x - b). */
-#define DEFINE_IG_KERNELS(T, SFX)                                                                                      \
-    static void ig_scale_##SFX(const T *x, const T *b, int64_t m, const double *alphas, int s0, int s1, T *xs) {     \
-        for (int s = s0; s < s1; s++) {                                                                                \
-            T a = (T)alphas[s];                                                                                        \
-            T *dst = xs + (int64_t)(s - s0) * m;                                                                       \
-            for (int64_t k = 0; k < m; k++) dst[k] = b[k] + a * (x[k] - b[k]);                                         \
-        }                                                                                                              \
-    }                                                                                                                  \
-    static void ig_accumulate_##SFX(const T *gr, const T *x, const T *b, int64_t m, const double *steps, int s0,      \
-                                    int s1, int mul, int first, T *attr) {                                             \
-        for (int64_t k = 0; k < m; k++) {                                                                              \
-            T tot = 0;                                                                                                 \
-            for (int s = s0; s < s1; s++) tot = tot + gr[(int64_t)(s - s0) * m + k] * (T)steps[s];                    \
-            T v = mul ? tot * (x[k] - b[k]) : tot;                                                                     \
-            attr[k] = first ? v : attr[k] + v;                                                                         \
-        }                                                                                                              \
-    }
-DEFINE_IG_KERNELS(float, f32)
-DEFINE_IG_KERNELS(double, f64)
+/* ---- the public entry points ---------------------------------------------------------------------------------- */
 
-/* Captum's points for the explainer's rule, computed once: alphas cast to the dtype, step sizes to float32. */
-static cattr_status ig_points(cattr_explainer *e) {
-    int n = e->p.n_steps;
-    if (e->alphas) return CATTR_OK;
-    e->alphas = malloc((size_t)n * sizeof *e->alphas);
-    e->steps = malloc((size_t)n * sizeof *e->steps);
-    if (!e->alphas || !e->steps) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = cattr_quadrature_points(e->p.quadrature, n, e->alphas, e->steps);
-    if (st != CATTR_OK) {
-        free(e->alphas);
-        free(e->steps);
-        e->alphas = e->steps = NULL;
-        return st;
-    }
-    for (int s = 0; s < n; s++) {
-        e->steps[s] = (double)(float)e->steps[s]; /* Captum multiplies with float32 step sizes in every dtype */
-        e->alphas[s] = rnd(e->p.dtype, e->alphas[s]); /* and casts alpha to the input dtype */
-    }
-    return CATTR_OK;
-}
-
-static cattr_status integrated_gradients(cattr_explainer *e, call_data *c, cattr_tensor **attr) {
-    int n = e->p.n_steps;
-    cattr_dtype dt = c->dt;
-    cattr_tensor *xs[MAX_IN] = {0}, *gr[MAX_IN] = {0};
-    cattr_status st = ig_points(e);
-    const double *alphas = e->alphas, *steps = e->steps;
-    int chunk = n;
-    if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
-        int s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            int64_t sh[CATTR_MAX_DIMS];
-            memcpy(sh, c->x[i]->shape, sizeof sh);
-            sh[0] *= reps;
-            if (!xs[i] || xs[i]->shape[0] != sh[0]) {
-                cattr_tensor_free(xs[i]);
-                xs[i] = cx_tensor_alloc(dt, c->x[i]->ndim, sh);
-                if (!xs[i]) {
-                    st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-                    break;
-                }
-            }
-            int64_t m = c->x[i]->numel;
-            if (dt == CATTR_FLOAT32) ig_scale_f32(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
-            else ig_scale_f64(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
-        }
-        if (st == CATTR_OK) st = run_grad(e, c, xs, reps, gr);
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            int64_t m = c->x[i]->numel;
-            if (dt == CATTR_FLOAT32)
-                ig_accumulate_f32(gr[i]->data, c->x[i]->data, c->base[i]->data, m, steps, s0, s1,
-                                  e->p.multiply_by_inputs, s0 == 0, attr[i]->data);
-            else
-                ig_accumulate_f64(gr[i]->data, c->x[i]->data, c->base[i]->data, m, steps, s0, s1,
-                                  e->p.multiply_by_inputs, s0 == 0, attr[i]->data);
-        }
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(gr[i]);
-            gr[i] = NULL;
-        }
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
-    }
-    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
-    return st;
-}
-
-/* delta[b] = sum of attributions of example b - (F(x_b) - F(baseline_b)), F target-selected and row-summed */
-static cattr_status convergence_delta(cattr_explainer *e, call_data *c, cattr_tensor **attr, cattr_tensor **delta) {
-    cattr_dtype dt = c->dt;
-    int64_t B = c->B;
-    int nd[MAX_IN];
-    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dty[MAX_IN];
-    const void *host[MAX_IN] = {0};
-    cattr_tensor *tmp[MAX_IN] = {0}, *outt = NULL;
-    double *mask = NULL;
-    cattr_status st = CATTR_OK;
-    for (int i = 0; i < c->n + c->n_add && st == CATTR_OK; i++) {
-        cattr_tensor *t;
-        if (i < c->n) { /* [x; baseline] */
-            int64_t s2[CATTR_MAX_DIMS];
-            memcpy(s2, c->x[i]->shape, sizeof s2);
-            s2[0] *= 2;
-            t = cx_tensor_alloc(dt, c->x[i]->ndim, s2);
-            if (t) {
-                size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(dt);
-                memcpy(t->data, c->x[i]->data, bytes);
-                memcpy((char *)t->data + bytes, c->base[i]->data, bytes);
-            }
-        } else {
-            t = tile_rows(c->add[i - c->n], 2);
-        }
-        if (!t) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        tmp[i] = t;
-        nd[i] = t->ndim;
-        memcpy(sh[i], t->shape, sizeof sh[i]);
-        dty[i] = t->dtype;
-        host[i] = t->data;
-    }
-    nd[e->seed_input] = 0;
-    dty[e->seed_input] = dt;
-    cx_plan *fp = NULL;
-    int outv = cx_model_output(e->m);
-    if (st == CATTR_OK) st = get_plan(e, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dty, &fp);
-    if (st == CATTR_OK) {
-        const cx_view *ov = cx_plan_view(fp, outv);
-        outt = cx_tensor_alloc(ov->dtype, ov->ndim, ov->shape);
-        int64_t blk[CATTR_MAX_DIMS];
-        memcpy(blk, ov->shape, sizeof blk);
-        blk[0] = B;
-        mask = malloc((size_t)(cx_numel(ov->ndim, blk) + 1) * sizeof *mask);
-        if (!outt || !mask) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = target_mask(e->cur_target, ov->ndim, blk, mask);
-        void *dst = outt ? outt->data : NULL;
-        if (st == CATTR_OK) st = cx_plan_run(fp, host, &dst);
-    }
-    if (st == CATTR_OK) {
-        int64_t len = B;
-        *delta = cx_tensor_alloc(dt, 1, &len);
-        if (!*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == CATTR_OK) {
-        int64_t per = outt->numel / (2 * (B ? B : 1));
-        for (int64_t b = 0; b < B; b++) {
-            double attr_sum = 0;
-            for (int i = 0; i < c->n; i++) {
-                int64_t m = attr[i]->numel / B;
-                double rs = 0;
-                for (int64_t k = 0; k < m; k++) rs += cx_tensor_get(attr[i], b * m + k);
-                attr_sum = rnd(dt, attr_sum + rnd(dt, rs));
-            }
-            double fx = 0, fb = 0;
-            for (int64_t k = 0; k < per; k++) {
-                fx += mask[b * per + k] * cx_tensor_get(outt, b * per + k);
-                fb += mask[b * per + k] * cx_tensor_get(outt, (B + b) * per + k);
-            }
-            cx_tensor_set(*delta, b, rnd(dt, attr_sum - rnd(dt, rnd(dt, fx) - rnd(dt, fb))));
-        }
-    }
-    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(tmp[i]);
-    cattr_tensor_free(outt);
-    free(mask);
-    return st;
-}
-
-cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
-                                       const cattr_tensor *const *baselines, const cattr_target *target,
-                                       const cattr_tensor *const *additional, int n_additional,
-                                       cattr_tensor **attr_out, cattr_tensor **delta_out) {
-    if (!e || !attr_out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer and attr_out are required");
+cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                                 cattr_tensor **delta_out) {
+    if (!e || !attr_out || !call) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and attr_out are required");
     if (delta_out) *delta_out = NULL;
-    call_data c;
+    cx_call c;
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
-    cattr_status st = prepare(e, inputs, n_inputs, baselines, additional, n_additional, &c);
-    if (st == CATTR_OK) st = build_graph(e, n_inputs);
-    e->cur_target = target;
-    if (st == CATTR_OK) {
-        if (e->p.method == CATTR_METHOD_INTEGRATED_GRADIENTS) {
-            st = integrated_gradients(e, &c, attr);
-            if (st == CATTR_OK && delta_out && e->p.return_convergence_delta)
-                st = convergence_delta(e, &c, attr, &delta);
-        } else {
-            st = run_grad(e, &c, c.x, 1, attr);
-            for (int i = 0; i < c.n && st == CATTR_OK; i++)
-                for (int64_t k = 0; k < attr[i]->numel; k++) {
-                    double gv = cx_tensor_get(attr[i], k);
-                    if (e->p.method == CATTR_METHOD_SALIENCY) gv = e->p.abs ? fabs(gv) : gv;
-                    else gv = rnd(c.dt, gv * cx_tensor_get(c.x[i], k));
-                    cx_tensor_set(attr[i], k, gv);
-                }
-        }
-    }
-    e->cur_target = NULL;
+    cattr_status st = prepare(e, call, &c);
+    if (st == CATTR_OK) st = build_graph(e, call->n_inputs);
+    if (st == CATTR_OK) st = e->method->attribute(e, &c, attr, delta_out ? &delta : NULL);
     call_free(&c);
     if (st != CATTR_OK) {
         for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(attr[i]);
         cattr_tensor_free(delta);
         return st;
     }
-    for (int i = 0; i < n_inputs; i++) attr_out[i] = attr[i];
+    for (int i = 0; i < call->n_inputs; i++) attr_out[i] = attr[i];
     if (delta_out) *delta_out = delta;
+    else cattr_tensor_free(delta);
     return CATTR_OK;
+}
+
+cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
+                                       const cattr_tensor *const *baselines, const cattr_target *target,
+                                       const cattr_tensor *const *additional, int n_additional,
+                                       cattr_tensor **attr_out, cattr_tensor **delta_out) {
+    cattr_call call;
+    memset(&call, 0, sizeof call);
+    call.inputs = inputs;
+    call.n_inputs = n_inputs;
+    call.baselines = baselines;
+    call.target = target;
+    call.additional = additional;
+    call.n_additional = n_additional;
+    return cattr_explainer_run(e, &call, attr_out, delta_out);
+}
+
+cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
+                                  cattr_tensor *const *start, cattr_tensor **delta) {
+    cattr_dtype dt = c->dt;
+    int64_t B = c->B;
+    cattr_tensor *xs[MAX_IN] = {0}, *out = NULL;
+    double *sel = malloc((size_t)(2 * B + 1) * sizeof *sel);
+    cattr_status st = sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* [x; start] */
+        int64_t s2[CATTR_MAX_DIMS];
+        memcpy(s2, c->x[i]->shape, sizeof s2);
+        s2[0] *= 2;
+        xs[i] = cx_tensor_alloc(dt, c->x[i]->ndim, s2);
+        if (!xs[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(dt);
+        memcpy(xs[i]->data, c->x[i]->data, bytes);
+        memcpy((char *)xs[i]->data + bytes, start[i]->data, bytes);
+    }
+    if (st == CATTR_OK) st = cx_forward(e, c, xs, 2, CX_TILE, &out);
+    if (st == CATTR_OK) st = cx_select(c, out, 2, CX_TILE, sel);
+    if (st == CATTR_OK) {
+        int64_t len = B;
+        *delta = cx_tensor_alloc(dt, 1, &len);
+        if (!*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK)
+        for (int64_t b = 0; b < B; b++) {
+            double attr_sum = 0;
+            for (int i = 0; i < c->n; i++) {
+                int64_t m = attr[i]->numel / B;
+                double rs = 0;
+                for (int64_t k = 0; k < m; k++) rs += cx_tensor_get(attr[i], b * m + k);
+                attr_sum = cx_rnd(dt, attr_sum + cx_rnd(dt, rs));
+            }
+            double fx = cx_rnd(dt, sel[b]), fb = cx_rnd(dt, sel[B + b]);
+            cx_tensor_set(*delta, b, cx_rnd(dt, attr_sum - cx_rnd(dt, fx - fb)));
+        }
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
+    cattr_tensor_free(out);
+    free(sel);
+    return st;
 }

@@ -1,0 +1,110 @@
+/* internal.h - what attribution methods share: the explainer, a prepared call, the method table and the batched
+ * gradient / forward passes every method is built from.
+ *
+ * A method is a cx_method: `init` checks the parameters and may replace backward rules (DeepLift, guided
+ * backprop, LRP); `attribute` builds whatever batched inputs it needs (integration paths, perturbations, samples)
+ * and runs them through cx_grad / cx_forward, which expand the additional inputs and the target like the inputs.
+ */
+#ifndef CATTR_ATTR_INTERNAL_H
+#define CATTR_ATTR_INTERNAL_H
+
+#include "attr/model.h"
+#include "graph/autodiff.h"
+#include "graph/plan.h"
+
+#define CX_PLAN_CACHE 4
+#define CX_MAX_IN 16
+
+typedef struct cx_method cx_method;
+
+struct cattr_explainer {
+    const cattr_model *m;
+    cattr_attr_params p;
+    const cx_method *method;
+    cg_rules rules; /* backward rules of the gradient graph (set by the method's init) */
+    cx_backend *be;
+    cx_consts *consts;
+    cg_graph *g; /* gradient graph; built for n_attr attributed inputs */
+    int n_attr;
+    int seed_input; /* graph-input index of the seed */
+    int grads[CX_MAX_IN];
+    cx_plan *plans[CX_PLAN_CACHE]; /* gradient plans */
+    int plan_next;
+    cx_plan *fwd[CX_PLAN_CACHE]; /* forward-only plans */
+    int fwd_next;
+    size_t peak;
+    double *alphas, *steps; /* IG points, computed once */
+    void *method_state;     /* owned by the method; released by its `release` */
+};
+
+/* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or
+ * per-example interleaving (row b*reps + r, NoiseTunnel and the Shap methods). */
+typedef enum cx_expand { CX_TILE = 0, CX_INTERLEAVE = 1 } cx_expand;
+
+/* A prepared call: inputs and baselines converted to the compute dtype. */
+typedef struct cx_call {
+    int n; /* attributed inputs */
+    int64_t B;
+    cattr_dtype dt;
+    cattr_tensor *x[CX_MAX_IN];    /* inputs */
+    cattr_tensor *base[CX_MAX_IN]; /* baselines broadcast to the inputs' shapes (NULL for distribution methods) */
+    cattr_tensor *dist[CX_MAX_IN]; /* distribution methods: the baseline rows as given */
+    int n_add;
+    cattr_tensor *add[CX_MAX_IN]; /* additional inputs (dt, or int64) */
+    const cattr_target *target;
+    const cattr_call *user; /* the caller's call (feature masks, draws) */
+    int next_draw;          /* explicit draws consumed so far */
+} cx_call;
+
+struct cx_method {
+    cattr_method id;
+    const char *name;   /* CLI spelling */
+    const char *captum; /* Captum class name */
+    bool baseline_distribution;
+    cattr_status (*init)(cattr_explainer *e);
+    cattr_status (*attribute)(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
+    void (*release)(cattr_explainer *e); /* may be NULL */
+};
+
+/* The table of implemented methods, indexed by cattr_method (NULL: not implemented). */
+extern const cx_method *const cx_methods[CATTR_METHOD_COUNT];
+extern const cx_method cx_method_saliency, cx_method_input_x_gradient, cx_method_integrated_gradients;
+
+/* Rounds to the compute dtype: double arithmetic followed by this rounding reproduces float32 arithmetic exactly for
+ * one +, - or * (53 >= 2*24 + 2 bits), which is how float32 paths mimic torch's float32 kernels. */
+static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT32 ? (double)(float)v : v; }
+
+/* Gradients of the target-selected outputs (summed over rows) w.r.t. the attributed inputs, for batched inputs
+ * xs[i] of reps*B rows; additional inputs and the target are expanded the same way. grads[i] are new tensors of
+ * xs[i]'s shapes. */
+cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                     cattr_tensor **grads);
+
+/* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
+ * to *out (a new tensor). */
+cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                        cattr_tensor **out);
+
+/* Target selection of a batched output of reps*B rows: sel[r] = sum over the selected values of row r (one value
+ * per row). Errors: CATTR_ERR_TARGET. */
+cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, cx_expand how, double *sel);
+
+/* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
+cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
+
+/* Memory budget for a method's batches (params.max_memory, else a quarter of the available RAM). */
+size_t cx_memory_budget(const cattr_explainer *e);
+
+/* Bytes one row of the forward pass (with_grad: forward and backward) needs, from a shape-only plan. */
+cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t *bytes);
+
+/* The next explicit draw of the call, which must have role `role` (draws whose role is in `skip` are passed over);
+ * NULL in *out when the call has no explicit draws (the method then uses the generator).
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (draws exhausted, or a role other than expected). */
+cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip, const cattr_tensor **out);
+
+/* IG-style convergence delta: delta[b] = sum of the attributions of example b - (F(x_b) - F(start_b)). */
+cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
+                                  cattr_tensor *const *start, cattr_tensor **delta);
+
+#endif
