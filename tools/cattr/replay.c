@@ -51,19 +51,17 @@ static const cJSON *arg(const cJSON *c, const char *key) {
     return a && !cJSON_IsNull(a) ? a : NULL;
 }
 
-static const cJSON *ctor_arg(const cJSON *c, const char *key) {
-    const cJSON *k = cJSON_GetObjectItemCaseSensitive(c, "constructor");
-    const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "args"), key);
-    if (a && !cJSON_IsNull(a)) return a;
-    a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "defaults"), key);
-    return a && !cJSON_IsNull(a) ? a : NULL;
-}
-
 typedef struct {
-    cattr_tensor *inputs[16], *baselines[16], *additional[16];
+    cattr_tensor *inputs[16], *baselines[16], *additional[16], *masks[16];
     int n_in, n_add;
+    bool have_masks;
     int64_t *tidx;
     cattr_target target;
+    const cattr_tensor **draws; /* borrowed from the tensor set */
+    const char **roles;         /* borrowed from the case JSON */
+    int n_draws;
+    cattr_node_rule *rules; /* node and rule strings borrowed from the case JSON */
+    int n_rules;
 } case_data;
 
 static void case_free(case_data *d) {
@@ -71,14 +69,87 @@ static void case_free(case_data *d) {
         cattr_tensor_free(d->inputs[i]);
         cattr_tensor_free(d->baselines[i]);
         cattr_tensor_free(d->additional[i]);
+        cattr_tensor_free(d->masks[i]);
     }
     free(d->tidx);
+    free(d->draws);
+    free(d->roles);
+    free(d->rules);
 }
 
 static const cattr_tensor *need(const cattr_tensor_set *set, const char *name, char *why, size_t n) {
     const cattr_tensor *t = cattr_tensor_set_get(set, name);
     if (!t) snprintf(why, n, "tensors.safetensors has no tensor '%s'", name);
     return t;
+}
+
+/* Feature masks, recorded random draws (of the run in `dtype`) and per-node rules of a case. */
+static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype dtype, case_data *d, char *why,
+                        size_t wn) {
+    const cJSON *it;
+    const cJSON *fm = cJSON_GetObjectItemCaseSensitive(arg(c, "feature_mask"), "tensors");
+    int i = 0;
+    cJSON_ArrayForEach(it, fm) {
+        if (i >= 16) break;
+        if (cJSON_IsString(it)) {
+            const cattr_tensor *t = need(set, it->valuestring, why, wn);
+            if (!t) return false;
+            cattr_tensor_convert(t, CATTR_INT64, &d->masks[i]);
+        }
+        d->have_masks = true;
+        i++;
+    }
+    const cJSON *rd = cJSON_GetObjectItemCaseSensitive(c, "random_draws");
+    if (rd && !cJSON_IsNull(rd)) {
+        const cJSON *seq = cJSON_GetObjectItemCaseSensitive(rd, "sequence");
+        bool same = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rd, "f32_run_uses_same_draws"));
+        const char *fmt = "draw.%04d";
+        if (dtype == CATTR_FLOAT32 && !same) fmt = "f32.draw.%04d";
+        int n = cJSON_GetArraySize(seq);
+        if (dtype == CATTR_FLOAT32 && !same) {
+            const cJSON *fc = cJSON_GetObjectItemCaseSensitive(rd, "f32_count");
+            if (cJSON_IsNumber(fc)) n = fc->valueint;
+            const cJSON *fs = cJSON_GetObjectItemCaseSensitive(rd, "f32_sequence");
+            if (fs && cJSON_IsArray(fs)) seq = fs;
+        }
+        d->draws = calloc((size_t)(n ? n : 1), sizeof *d->draws);
+        d->roles = calloc((size_t)(n ? n : 1), sizeof *d->roles);
+        if (!d->draws || !d->roles) return false;
+        for (int k = 0; k < n; k++) {
+            char name[64];
+            snprintf(name, sizeof name, fmt, k);
+            d->draws[k] = need(set, name, why, wn);
+            if (!d->draws[k]) return false;
+            const cJSON *r = cJSON_GetArrayItem(seq, k);
+            d->roles[k] = r && cJSON_IsString(r) ? r->valuestring : NULL;
+        }
+        d->n_draws = n;
+    }
+    const cJSON *mods = cJSON_GetObjectItemCaseSensitive(c, "modules");
+    int nr = 0;
+    cJSON_ArrayForEach(it, mods) {
+        const cJSON *rule = cJSON_GetObjectItemCaseSensitive(it, "rule");
+        if (cJSON_IsString(rule)) nr += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(it, "onnx_nodes"));
+    }
+    if (nr) {
+        d->rules = calloc((size_t)nr, sizeof *d->rules);
+        if (!d->rules) return false;
+        cJSON_ArrayForEach(it, mods) {
+            const cJSON *rule = cJSON_GetObjectItemCaseSensitive(it, "rule");
+            if (!cJSON_IsString(rule)) continue;
+            const cJSON *rp = cJSON_GetObjectItemCaseSensitive(it, "rule_params"), *v;
+            const cJSON *node;
+            cJSON_ArrayForEach(node, cJSON_GetObjectItemCaseSensitive(it, "onnx_nodes")) {
+                cattr_node_rule *r = &d->rules[d->n_rules++];
+                r->node = node->valuestring;
+                r->rule = rule->valuestring;
+                r->epsilon = (v = cJSON_GetObjectItemCaseSensitive(rp, "epsilon")) && cJSON_IsNumber(v) ? v->valuedouble : 1e-9;
+                r->gamma = (v = cJSON_GetObjectItemCaseSensitive(rp, "gamma")) && cJSON_IsNumber(v) ? v->valuedouble : 0.25;
+                r->set_bias_to_zero = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(rp, "set_bias_to_zero"));
+            }
+        }
+    }
+    return true;
 }
 
 /* Reads inputs, baselines, additional inputs and the target. Returns false with `why` on malformed data. */
@@ -179,6 +250,12 @@ static void compare(const cattr_tensor *a, const cattr_tensor *e, double rtol, d
     *allowed = rtol * mx + atol;
 }
 
+/* NoiseTunnel is a parameter of every method (nt_type); it is replayed once the engine implements it. */
+static bool noise_tunnel_supported(void) {
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+    return p.nt_samples > 0 && getenv("CATTR_NOISE_TUNNEL") != NULL;
+}
+
 static bool implemented(const char *method) {
     int m = cattr_method_from_name(method);
     return m >= 0 && cattr_method_implemented((cattr_method)m);
@@ -207,6 +284,16 @@ static int replay_case(const char *dir, replay_opts *o) {
     }
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
     const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "method"));
+    const char *inner_m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "inner_method"));
+    if (method && !strcmp(method, "NoiseTunnel")) {
+        if (!noise_tunnel_supported()) {
+            printf("SKIP %s method NoiseTunnel not implemented yet\n", name ? name : dir);
+            o->skipped++;
+            cJSON_Delete(c);
+            return 0;
+        }
+        method = inner_m;
+    }
     if (!name) name = dir;
     if (!method || !implemented(method)) {
         printf("SKIP %s method %s not implemented yet\n", name, method ? method : "?");
@@ -248,7 +335,56 @@ static int replay_case(const char *dir, replay_opts *o) {
     if ((v = arg(c, "method")) && cJSON_IsString(v)) p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
     if ((v = arg(c, "internal_batch_size"))) p.internal_batch_size = v->valueint;
     if ((v = arg(c, "abs"))) p.abs = cJSON_IsTrue(v);
-    if ((v = ctor_arg(c, "multiply_by_inputs"))) p.multiply_by_inputs = cJSON_IsTrue(v);
+    if ((v = arg(c, "perturbations_per_eval")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
+    if ((v = arg(c, "n_samples")) && cJSON_IsNumber(v)) p.n_samples = v->valueint;
+    if ((v = arg(c, "stdevs")) && cJSON_IsNumber(v)) p.stdevs = v->valuedouble;
+    if ((v = arg(c, "nt_samples")) && cJSON_IsNumber(v)) p.nt_samples = v->valueint;
+    if ((v = arg(c, "nt_samples_batch_size")) && cJSON_IsNumber(v)) p.nt_samples_batch_size = v->valueint;
+    if ((v = arg(c, "draw_baseline_from_distrib"))) p.draw_baseline_from_distrib = cJSON_IsTrue(v);
+    if ((v = arg(c, "nt_type")) && cJSON_IsString(v))
+        p.nt_type = !strcmp(v->valuestring, "smoothgrad_sq") ? CATTR_NT_SMOOTHGRAD_SQ
+                    : !strcmp(v->valuestring, "vargrad")     ? CATTR_NT_VARGRAD
+                                                             : CATTR_NT_SMOOTHGRAD;
+    for (int k = 0; k < 2; k++) { /* sliding_window_shapes / strides: one list (or int) per input */
+        const cJSON *w = arg(c, k ? "strides" : "sliding_window_shapes");
+        if (!w) continue;
+        int idx = 0;
+        const cJSON *per;
+        if (cJSON_IsNumber(w)) w = NULL; /* a single int stride applies to every dim: handled below */
+        cJSON_ArrayForEach(per, w) {
+            if (idx >= CATTR_MAX_INPUTS) break;
+            int nd = 0;
+            const cJSON *dim;
+            if (cJSON_IsNumber(per)) {
+                (k ? p.strides : p.sliding_window)[idx][nd++] = (int64_t)per->valuedouble;
+            } else {
+                cJSON_ArrayForEach(dim, per) if (nd < CATTR_MAX_DIMS)(k ? p.strides : p.sliding_window)[idx][nd++] =
+                    (int64_t)dim->valuedouble;
+            }
+            (k ? p.strides_ndim : p.sliding_window_ndim)[idx++] = nd;
+        }
+        if (k && !w && (v = arg(c, "strides")) && cJSON_IsNumber(v))
+            for (int t = 0; t < CATTR_MAX_INPUTS; t++) {
+                p.strides_ndim[t] = -1; /* -1: one stride for every dim */
+                p.strides[t][0] = (int64_t)v->valuedouble;
+            }
+    }
+    /* constructor arguments: of the wrapped method for NoiseTunnel */
+    const cJSON *ctor = cJSON_GetObjectItemCaseSensitive(c, "constructor");
+    const cJSON *inner = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ctor, "args"), "attribution_method");
+    const cJSON *cargs = inner ? inner : ctor;
+    const cJSON *ca = cJSON_GetObjectItemCaseSensitive(cargs, "args"), *cd = cJSON_GetObjectItemCaseSensitive(cargs, "defaults");
+    if ((v = cJSON_GetObjectItemCaseSensitive(ca, "multiply_by_inputs")) || (v = cJSON_GetObjectItemCaseSensitive(cd, "multiply_by_inputs")))
+        p.multiply_by_inputs = cJSON_IsTrue(v);
+    if (((v = cJSON_GetObjectItemCaseSensitive(ca, "eps")) || (v = cJSON_GetObjectItemCaseSensitive(cd, "eps"))) && cJSON_IsNumber(v))
+        p.eps = v->valuedouble;
+    if (!load_extras(c, set, o->dtype, &d, why, sizeof why)) {
+        printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
+        o->failed++;
+        goto done;
+    }
+    p.node_rules = d.rules;
+    p.n_node_rules = d.n_rules;
     bool want_delta = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "return_convergence_delta"));
     p.return_convergence_delta = want_delta;
     st = cattr_explainer_new(m, &p, &e);
@@ -262,10 +398,11 @@ static int replay_case(const char *dir, replay_opts *o) {
         cattr_tensor_free(delta);
         delta = NULL;
         double t0 = now_s();
-        st = cattr_explainer_attribute(e, (const cattr_tensor *const *)d.inputs, d.n_in,
-                                       (const cattr_tensor *const *)d.baselines, &d.target,
-                                       (const cattr_tensor *const *)d.additional, d.n_add, attr,
-                                       want_delta ? &delta : NULL);
+        cattr_call call = {(const cattr_tensor *const *)d.inputs, d.n_in, (const cattr_tensor *const *)d.baselines,
+                           &d.target, (const cattr_tensor *const *)d.additional, d.n_add,
+                           d.have_masks ? (const cattr_tensor *const *)d.masks : NULL,
+                           d.draws, (const char *const *)d.roles, d.n_draws};
+        st = cattr_explainer_run(e, &call, attr, want_delta ? &delta : NULL);
         times[r] = now_s() - t0;
     }
     if (st != CATTR_OK) {
