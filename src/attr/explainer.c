@@ -20,6 +20,19 @@ const cx_method *const cx_methods[CATTR_METHOD_COUNT] = {
     [CATTR_METHOD_SALIENCY] = &cx_method_saliency,
     [CATTR_METHOD_INPUT_X_GRADIENT] = &cx_method_input_x_gradient,
     [CATTR_METHOD_INTEGRATED_GRADIENTS] = &cx_method_integrated_gradients,
+    [CATTR_METHOD_FEATURE_ABLATION] = &cx_method_feature_ablation,
+    [CATTR_METHOD_FEATURE_PERMUTATION] = &cx_method_feature_permutation,
+    [CATTR_METHOD_OCCLUSION] = &cx_method_occlusion,
+    [CATTR_METHOD_SHAPLEY_VALUE_SAMPLING] = &cx_method_shapley_value_sampling,
+    [CATTR_METHOD_SHAPLEY_VALUES] = &cx_method_shapley_values,
+    [CATTR_METHOD_DEEPLIFT] = &cx_method_deeplift,
+    [CATTR_METHOD_DEEPLIFT_SHAP] = &cx_method_deeplift_shap,
+    [CATTR_METHOD_GUIDED_BACKPROP] = &cx_method_guided_backprop,
+    [CATTR_METHOD_DECONVOLUTION] = &cx_method_deconvolution,
+    [CATTR_METHOD_LRP] = &cx_method_lrp,
+    [CATTR_METHOD_LIME] = &cx_method_lime,
+    [CATTR_METHOD_KERNEL_SHAP] = &cx_method_kernel_shap,
+    [CATTR_METHOD_GRADIENT_SHAP] = &cx_method_gradient_shap,
 };
 
 /* ---- names and defaults ------------------------------------------------------------------------------------ */
@@ -65,7 +78,9 @@ const char *cattr_method_name(cattr_method m) {
     return m >= 0 && m < CATTR_METHOD_COUNT ? method_names[m].cli : "?";
 }
 
-int cattr_method_implemented(cattr_method m) { return m >= 0 && m < CATTR_METHOD_COUNT && cx_methods[m] != NULL; }
+int cattr_method_implemented(cattr_method m) {
+    return m >= 0 && m < CATTR_METHOD_COUNT && cx_methods[m] != NULL && cx_methods[m]->attribute != NULL;
+}
 
 cattr_attr_params cattr_attr_default_params(cattr_method method) {
     cattr_attr_params p;
@@ -97,10 +112,12 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     const cattr_attr_params *p = params;
     if (p->method < 0 || p->method >= CATTR_METHOD_COUNT)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown method %d", (int)p->method);
-    if (!cx_methods[p->method])
+    if (!cattr_method_implemented(p->method))
         return cx_fail(CATTR_ERR_UNSUPPORTED, "method %s is not implemented yet", cattr_method_name(p->method));
     if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be float32 or float64");
+    if (p->nt_type != CATTR_NT_NONE && !cx_noise_tunnel)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "NoiseTunnel is not implemented yet");
     cattr_explainer *e = calloc(1, sizeof *e);
     if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     e->m = model;
@@ -596,7 +613,10 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
     cattr_status st = prepare(e, call, &c);
     if (st == CATTR_OK) st = build_graph(e, call->n_inputs);
-    if (st == CATTR_OK) st = e->method->attribute(e, &c, attr, delta_out ? &delta : NULL);
+    if (st == CATTR_OK) {
+        if (e->p.nt_type != CATTR_NT_NONE) st = cx_noise_tunnel(e, &c, attr, delta_out ? &delta : NULL);
+        else st = e->method->attribute(e, &c, attr, delta_out ? &delta : NULL);
+    }
     call_free(&c);
     if (st != CATTR_OK) {
         for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(attr[i]);

@@ -69,6 +69,8 @@ struct cx_method {
 /* The table of implemented methods, indexed by cattr_method (NULL: not implemented). */
 extern const cx_method *const cx_methods[CATTR_METHOD_COUNT];
 extern const cx_method cx_method_saliency, cx_method_input_x_gradient, cx_method_integrated_gradients;
+/* One per method of src/attr/{rules,perturbation,lime,noise}.c; attribute == NULL means not implemented yet. */
+extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation, cx_method_occlusion, cx_method_shapley_value_sampling, cx_method_shapley_values, cx_method_deeplift, cx_method_deeplift_shap, cx_method_guided_backprop, cx_method_deconvolution, cx_method_lrp, cx_method_lime, cx_method_kernel_shap, cx_method_gradient_shap;
 
 /* Rounds to the compute dtype: double arithmetic followed by this rounding reproduces float32 arithmetic exactly for
  * one +, - or * (53 >= 2*24 + 2 bits), which is how float32 paths mimic torch's float32 kernels. */
@@ -102,6 +104,10 @@ cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t
  * NULL in *out when the call has no explicit draws (the method then uses the generator).
  * Errors: CATTR_ERR_INVALID_ARGUMENT (draws exhausted, or a role other than expected). */
 cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip, const cattr_tensor **out);
+
+/* NoiseTunnel around the explainer's method (params.nt_type != CATTR_NT_NONE), in noise.c. NULL while not
+ * implemented. */
+extern cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
 
 /* IG-style convergence delta: delta[b] = sum of the attributions of example b - (F(x_b) - F(start_b)). */
 cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
