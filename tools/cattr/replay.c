@@ -48,6 +48,8 @@ static const cJSON *arg(const cJSON *c, const char *key) {
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "attribute_args"), key);
     if (a && !cJSON_IsNull(a)) return a;
     a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "attribute_defaults"), key);
+    if (a && !cJSON_IsNull(a)) return a;
+    a = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "noise_tunnel_attribute_defaults"), key);
     return a && !cJSON_IsNull(a) ? a : NULL;
 }
 
