@@ -22,7 +22,10 @@ static void explain_help(FILE *f) {
         ".safetensors (FILE.safetensors:NAME to pick a tensor), batch first, in the model's input order.\n"
         "\n"
         "method:\n"
-        "  --method M              integrated-gradients (default) | saliency | input-x-gradient\n"
+        "  --method M              integrated-gradients (default) | saliency | input-x-gradient | deeplift |\n"
+        "                          deeplift-shap | guided-backprop | deconvolution | lrp | gradient-shap |\n"
+        "                          feature-ablation | feature-permutation | occlusion | shapley-value-sampling |\n"
+        "                          shapley-values | lime | kernel-shap (see docs/CLI.md for which are implemented)\n"
         "  --steps N               IG integration steps (default 50)\n"
         "  --quadrature Q          gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
         "                          riemann_trapezoid\n"
@@ -30,7 +33,20 @@ static void explain_help(FILE *f) {
         "                          --baseline applies to every input; default 0\n"
         "  --no-multiply-by-inputs IG: return the integrated gradient without multiplying by (input - baseline)\n"
         "  --signed                saliency: signed gradient instead of its absolute value\n"
-        "  --no-delta              IG: skip the convergence delta\n"
+        "  --no-delta              skip the convergence delta\n"
+        "  --eps X                 DeepLift: threshold on |input difference| (default 1e-10)\n"
+        "  --feature-mask FILE     perturbation methods, Lime, KernelShap: int64 feature ids per input (repeat\n"
+        "                          per input; default: every element its own feature)\n"
+        "  --perturbations-per-eval N  perturbations per forward pass (default: from --max-memory)\n"
+        "  --n-samples N           ShapleyValueSampling (25), Lime (50), KernelShap (25), GradientShap (5)\n"
+        "  --sliding-window D,D..  Occlusion: window shape per input (repeat per input)\n"
+        "  --strides D,D..         Occlusion: strides per input (repeat per input; default 1)\n"
+        "  --stdevs X              GradientShap / NoiseTunnel noise standard deviation\n"
+        "  --noise-tunnel T        wrap the method: smoothgrad | smoothgrad_sq | vargrad\n"
+        "  --nt-samples N          NoiseTunnel samples (default 5)\n"
+        "  --nt-samples-batch-size N  NoiseTunnel samples per batch (default all)\n"
+        "  --draw-baseline-from-distrib  NoiseTunnel: draw one baseline row per sample\n"
+        "  --seed N                seed of the counter-based generator of stochastic methods (default 0)\n"
         "target (default: the predicted class of each example when the output has one row of scores):\n"
         "  --target T              an index (3) or a tuple (1,0,0) used for every example\n"
         "  --targets LIST          one per example: 2,0,1 or tuples 1,0,0;0,1,1\n"
@@ -52,8 +68,8 @@ static void explain_help(FILE *f) {
 
 typedef struct {
     const char *model, *output, *png;
-    const char *inputs[MAXT], *additional[MAXT], *baselines[MAXT];
-    int n_in, n_add, n_base;
+    const char *inputs[MAXT], *additional[MAXT], *baselines[MAXT], *masks[MAXT];
+    int n_in, n_add, n_base, n_masks;
     const char *target, *targets, *target_file;
     cattr_attr_params p;
     int runs;
@@ -65,11 +81,31 @@ static bool ends_with(const char *s, const char *suf) {
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
 
+/* Parses "1,0,0" into ints; returns the count or -1. */
+static int parse_ints(const char *s, int64_t *out, int max) {
+    int n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long long v = strtoll(p, &end, 10);
+        if (end == p || n >= max) return -1;
+        out[n++] = v;
+        while (*end == ' ') end++;
+        if (*end == ',') end++;
+        else if (*end) return -1;
+        p = end;
+    }
+    return n;
+}
+
 static int parse_args(int argc, char **argv, explain_args *a) {
     memset(a, 0, sizeof *a);
     a->p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
     int method = CATTR_METHOD_INTEGRATED_GRADIENTS;
     bool signed_sal = false, no_mul = false;
+    cattr_attr_params x = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS); /* method-specific flags */
+    bool have_n_samples = false, have_stdevs = false;
+    int n_windows = 0, n_strides = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -143,6 +179,59 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--png")) {
             NEED_VALUE();
             a->png = v;
+        } else if (!strcmp(o, "--eps")) {
+            NEED_VALUE();
+            if (!cli_parse_double(v, &x.eps) || x.eps < 0) return cli_usage_error("--eps needs a number >= 0");
+        } else if (!strcmp(o, "--feature-mask")) {
+            NEED_VALUE();
+            if (a->n_masks >= MAXT - 1) return cli_usage_error("too many --feature-mask");
+            a->masks[a->n_masks++] = v;
+        } else if (!strcmp(o, "--perturbations-per-eval")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 100000000) return cli_usage_error("--perturbations-per-eval needs a positive integer");
+            x.perturbations_per_eval = (int)n;
+        } else if (!strcmp(o, "--n-samples")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 100000000) return cli_usage_error("--n-samples needs a positive integer");
+            x.n_samples = (int)n;
+            have_n_samples = true;
+        } else if (!strcmp(o, "--sliding-window") || !strcmp(o, "--strides")) {
+            NEED_VALUE();
+            bool win = !strcmp(o, "--sliding-window");
+            int *cnt = win ? &n_windows : &n_strides;
+            if (*cnt >= CATTR_MAX_INPUTS) return cli_usage_error("too many %s", o);
+            int64_t dims[CATTR_MAX_DIMS];
+            int nd = parse_ints(v, dims, CATTR_MAX_DIMS);
+            if (nd < 1) return cli_usage_error("%s needs sizes such as 1,3,3: '%s'", o, v);
+            for (int d = 0; d < nd; d++)
+                if (dims[d] < 1) return cli_usage_error("%s sizes must be positive: '%s'", o, v);
+            memcpy(win ? x.sliding_window[*cnt] : x.strides[*cnt], dims, (size_t)nd * sizeof(int64_t));
+            (win ? x.sliding_window_ndim : x.strides_ndim)[*cnt] = nd;
+            (*cnt)++;
+        } else if (!strcmp(o, "--stdevs")) {
+            NEED_VALUE();
+            if (!cli_parse_double(v, &x.stdevs) || x.stdevs < 0) return cli_usage_error("--stdevs needs a number >= 0");
+            have_stdevs = true;
+        } else if (!strcmp(o, "--noise-tunnel")) {
+            NEED_VALUE();
+            if (!strcmp(v, "smoothgrad")) x.nt_type = CATTR_NT_SMOOTHGRAD;
+            else if (!strcmp(v, "smoothgrad_sq") || !strcmp(v, "smoothgrad-sq")) x.nt_type = CATTR_NT_SMOOTHGRAD_SQ;
+            else if (!strcmp(v, "vargrad")) x.nt_type = CATTR_NT_VARGRAD;
+            else return cli_usage_error("--noise-tunnel must be smoothgrad, smoothgrad_sq or vargrad, not '%s'", v);
+        } else if (!strcmp(o, "--nt-samples")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--nt-samples needs a positive integer");
+            x.nt_samples = (int)n;
+        } else if (!strcmp(o, "--nt-samples-batch-size")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--nt-samples-batch-size needs a positive integer");
+            x.nt_samples_batch_size = (int)n;
+        } else if (!strcmp(o, "--draw-baseline-from-distrib")) {
+            x.draw_baseline_from_distrib = 1;
+        } else if (!strcmp(o, "--seed")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 0) return cli_usage_error("--seed needs an integer >= 0");
+            x.seed = (uint64_t)n;
         } else if (!strcmp(o, "--heatmap")) {
             a->heatmap = true;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
@@ -172,6 +261,19 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     def.abs = !signed_sal;
     def.multiply_by_inputs = !no_mul;
     def.return_convergence_delta = !a->no_delta;
+    def.eps = x.eps;
+    def.perturbations_per_eval = x.perturbations_per_eval;
+    if (have_n_samples) def.n_samples = x.n_samples;
+    if (have_stdevs) def.stdevs = x.stdevs;
+    def.nt_type = x.nt_type;
+    def.nt_samples = x.nt_samples;
+    def.nt_samples_batch_size = x.nt_samples_batch_size;
+    def.draw_baseline_from_distrib = x.draw_baseline_from_distrib;
+    def.seed = x.seed;
+    memcpy(def.sliding_window, x.sliding_window, sizeof def.sliding_window);
+    memcpy(def.sliding_window_ndim, x.sliding_window_ndim, sizeof def.sliding_window_ndim);
+    memcpy(def.strides, x.strides, sizeof def.strides);
+    memcpy(def.strides_ndim, x.strides_ndim, sizeof def.strides_ndim);
     a->p = def;
     if (!a->model) return cli_usage_error("explain: no model given (see cattr explain --help)");
     if (!a->n_in) return cli_usage_error("explain: give at least one --input");
@@ -185,25 +287,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                a->n_base);
     if (!!a->target + !!a->targets + !!a->target_file > 1)
         return cli_usage_error("use only one of --target, --targets and --target-file");
+    if (a->n_masks && a->n_masks != a->n_in)
+        return cli_usage_error("give one --feature-mask per input (%d inputs, %d masks)", a->n_in, a->n_masks);
     if (a->png && !ends_with(a->png, ".png")) return cli_usage_error("--png must name a .png file: '%s'", a->png);
     return 0;
-}
-
-/* Parses "1,0,0" into ints; returns the count or -1. */
-static int parse_ints(const char *s, int64_t *out, int max) {
-    int n = 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long long v = strtoll(p, &end, 10);
-        if (end == p || n >= max) return -1;
-        out[n++] = v;
-        while (*end == ' ') end++;
-        if (*end == ',') end++;
-        else if (*end) return -1;
-        p = end;
-    }
-    return n;
 }
 
 typedef struct {
@@ -453,6 +540,7 @@ int cmd_explain(int argc, char **argv) {
     if (rc) return rc < 0 ? CLI_OK : rc;
     cattr_model *m = NULL;
     cattr_tensor *in[MAXT] = {0}, *add[MAXT] = {0}, *base[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL, *out = NULL;
+    cattr_tensor *masks[MAXT] = {0};
     cattr_explainer *e = NULL;
     target_buf tb = {{0}, NULL};
     double *times = NULL;
@@ -464,6 +552,11 @@ int cmd_explain(int argc, char **argv) {
     for (int i = 0; i < a.n_in; i++)
         if ((st = cli_load_tensor(a.inputs[i], &in[i])) != CATTR_OK) {
             rc = cli_error(st, "cannot read --input");
+            goto done;
+        }
+    for (int i = 0; i < a.n_masks; i++)
+        if ((st = cli_load_tensor(a.masks[i], &masks[i])) != CATTR_OK) {
+            rc = cli_error(st, "cannot read --feature-mask");
             goto done;
         }
     for (int i = 0; i < a.n_add; i++)
@@ -519,9 +612,10 @@ int cmd_explain(int argc, char **argv) {
         delta = NULL;
         double t0 = now_s();
         prog.start = t0;
-        st = cattr_explainer_attribute(e, (const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
-                                       &tb.t, (const cattr_tensor *const *)add, a.n_add, attr,
-                                       a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS && !a.no_delta ? &delta : NULL);
+        cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
+                           &tb.t, (const cattr_tensor *const *)add, a.n_add,
+                           a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0};
+        st = cattr_explainer_run(e, &call, attr, a.no_delta ? NULL : &delta);
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = cli_error(st, "attribution failed");
@@ -584,6 +678,7 @@ done:
         cattr_tensor_free(in[i]);
         cattr_tensor_free(add[i]);
         cattr_tensor_free(base[i]);
+        cattr_tensor_free(masks[i]);
         cattr_tensor_free(attr[i]);
     }
     cattr_tensor_free(delta);
