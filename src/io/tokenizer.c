@@ -434,7 +434,7 @@ static bool trie_add(trie *tr, const unsigned char *s, size_t n, int32_t tok) {
     tr->any = true;
     return true;
 }
-/* Leftmost-longest match in s[from..n): returns the token index and sets *start/*end, or -1. */
+/* Leftmost-longest match in s[from..n): returns the token index and sets *start and *end, or -1. */
 static int32_t trie_find(const trie *tr, const unsigned char *s, size_t n, size_t from, size_t *start, size_t *end) {
     for (size_t i = from; i < n; i++) {
         int32_t cur = tr->root[s[i]];
@@ -786,7 +786,7 @@ static cattr_status parse_pretokenizer(const lctx *L, const cJSON *node, const c
         return lfail(L, CATTR_ERR_UNSUPPORTED, jpath, "a pre-tokenizer after ByteLevel is not supported (ByteLevel must be last)");
     if (strcmp(type, "ByteLevel") == 0) {
         pt_step s = {.kind = STEP_BYTELEVEL};
-        bool use_regex;
+        bool use_regex = true;
         CX_CHECK(jbool(L, node, "add_prefix_space", true, jpath, &s.prefix_space));
         CX_CHECK(jbool(L, node, "use_regex", true, jpath, &use_regex));
         if (use_regex) CX_CHECK(compile_regex(L, jpath, GPT2_REGEX, false, &s.re));
@@ -1024,6 +1024,11 @@ static cattr_status build_tries(const lctx *L) {
     return CATTR_OK;
 }
 
+static const char *merge_path(char *buf, size_t size, int rank) {
+    snprintf(buf, size, "model.merges[%d]", rank);
+    return buf;
+}
+
 static cattr_status parse_model(const lctx *L, const cJSON *model, size_t *arena_pos, char *arena) {
     cx_tokenizer *t = L->t;
     if (!cJSON_IsObject(model)) return lfail(L, CATTR_ERR_FORMAT, "model", "missing or not an object");
@@ -1037,7 +1042,7 @@ static cattr_status parse_model(const lctx *L, const cJSON *model, size_t *arena
     if (merges && !cJSON_IsNull(merges) && !cJSON_IsArray(merges))
         return lfail(L, CATTR_ERR_FORMAT, "model.merges", "must be an array");
 
-    bool byte_fallback;
+    bool byte_fallback = false;
     CX_CHECK(jbool(L, model, "byte_fallback", false, "model", &byte_fallback));
     if (byte_fallback) return lfail(L, CATTR_ERR_UNSUPPORTED, "model.byte_fallback", "byte_fallback is not supported");
     CX_CHECK(jbool(L, model, "ignore_merges", false, "model", &t->ignore_merges));
@@ -1077,15 +1082,14 @@ static cattr_status parse_model(const lctx *L, const cJSON *model, size_t *arena
     cattr_status st = CATTR_OK;
     if (n_merges > 0) {
         cJSON_ArrayForEach(it, merges) {
-            char jp[64];
-            snprintf(jp, sizeof jp, "model.merges[%d]", rank);
+            char jp[64]; /* the JSON path, formatted only for a message */
             const char *a = NULL, *b = NULL;
             size_t la = 0, lb = 0;
             if (cJSON_IsString(it)) {
                 const char *s = it->valuestring;
                 const char *sp = strchr(s, ' ');
                 if (!sp || strchr(sp + 1, ' ')) {
-                    st = lfail(L, CATTR_ERR_FORMAT, jp, "merge '%s' is not two tokens separated by one space", s);
+                    st = lfail(L, CATTR_ERR_FORMAT, merge_path(jp, sizeof jp, rank), "merge '%s' is not two tokens separated by one space", s);
                     break;
                 }
                 a = s;
@@ -1099,7 +1103,7 @@ static cattr_status parse_model(const lctx *L, const cJSON *model, size_t *arena
                 la = strlen(a);
                 lb = strlen(b);
             } else {
-                st = lfail(L, CATTR_ERR_FORMAT, jp, "a merge must be \"a b\" or [\"a\", \"b\"]");
+                st = lfail(L, CATTR_ERR_FORMAT, merge_path(jp, sizeof jp, rank), "a merge must be \"a b\" or [\"a\", \"b\"]");
                 break;
             }
             int64_t ia = sm_get(&t->vocab, a, la), ib = sm_get(&t->vocab, b, lb);
@@ -1110,7 +1114,7 @@ static cattr_status parse_model(const lctx *L, const cJSON *model, size_t *arena
             }
             int64_t im = sm_get(&t->vocab, cat.p, cat.n);
             if (ia < 0 || ib < 0 || im < 0) {
-                st = lfail(L, CATTR_ERR_FORMAT, jp, "token '%.*s' is not in the vocabulary",
+                st = lfail(L, CATTR_ERR_FORMAT, merge_path(jp, sizeof jp, rank), "token '%.*s' is not in the vocabulary",
                            (int)(ia < 0 ? la : ib < 0 ? lb : cat.n), ia < 0 ? a : ib < 0 ? b : cat.p);
                 break;
             }
@@ -1380,6 +1384,8 @@ static cattr_status bpe_word(enc_ctx *c, const unsigned char *s, size_t n) {
         int64_t id = sm_get(&t->vocab, key, kn);
         if (id >= 0) return iv_push(&c->out, id) ? CATTR_OK : enc_nomem();
     }
+    if (n > (size_t)INT32_MAX / 4)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "tokenizer encode: a single pre-token of %zu bytes is too long", n);
     if (n > c->sym_cap) {
         size_t cap = n < 64 ? 64 : n;
         bpe_sym *ns = realloc(c->sym, cap * sizeof *ns);
@@ -1437,7 +1443,7 @@ static cattr_status bpe_word(enc_ctx *c, const unsigned char *s, size_t n) {
     return CATTR_OK;
 }
 
-/* One regex match at or after `off`: returns 1 (and *ms/*me), 0 (no match) or a failure status via *st. */
+/* One regex match at or after `off`: returns 1 (and sets *ms, *me), 0 (no match) or a failure status via *st. */
 static int regex_find(enc_ctx *c, const pcre2_code *re, const char *s, size_t n, size_t off, size_t *ms, size_t *me,
                       cattr_status *st) {
     int rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, PCRE2_NO_UTF_CHECK, c->md, NULL);
