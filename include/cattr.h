@@ -130,7 +130,7 @@ cattr_status cattr_tensor_set_save(const cattr_tensor_set *s, const char *path);
 
 typedef struct cattr_model cattr_model;
 
-/* Loads an ONNX model (opset 11..21). Every node is checked at load time: an op or attribute cattr does not
+/* Loads an ONNX model (default-domain opset 7 or later). Every node is checked at load time: an op or attribute cattr does not
  * implement is an error naming the node and the op. Errors: CATTR_ERR_IO, CATTR_ERR_FORMAT (malformed protobuf,
  * dangling value names), CATTR_ERR_UNSUPPORTED. */
 cattr_status cattr_model_load_onnx(const char *path, cattr_model **out);

@@ -177,7 +177,7 @@ static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const 
     cx_plan **cache = fwd ? e->fwd : e->plans;
     int *next = fwd ? &e->fwd_next : &e->plan_next;
     for (int i = 0; i < CX_PLAN_CACHE; i++)
-        if (cache[i] && cx_plan_matches(cache[i], nd, sh)) {
+        if (cache[i] && cx_plan_matches(cache[i], nd, sh, dt)) {
             *out = cache[i];
             return CATTR_OK;
         }
@@ -317,17 +317,7 @@ static cattr_status prepare(cattr_explainer *e, const cattr_call *call, cx_call 
         else if (x->shape[0] != c->B)
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has batch %lld, input 0 has %lld", i, name,
                            (long long)x->shape[0], (long long)c->B);
-        /* declared shape check (dynamic dims are -1) */
-        int dn = e->m->in_ndim[i];
-        if (dn >= 0) {
-            bool ok = dn == x->ndim;
-            for (int d = 0; ok && d < dn; d++) ok = e->m->in_shape[i][d] < 0 || e->m->in_shape[i][d] == x->shape[d];
-            if (!ok) {
-                cx_shape_str(dn, e->m->in_shape[i], s1, sizeof s1);
-                return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has shape %s; the model expects %s (-1 = any)", i,
-                               name, cx_shape_str(x->ndim, x->shape, s2, sizeof s2), s1);
-            }
-        }
+        CX_CHECK(cx_model_check_input(e->m, i, x, "input"));
         if (e->p.check_finite) CX_CHECK(check_finite(x, "input", i));
         CX_CHECK(to_dtype(x, dt, &c->x[i]));
         /* baseline */

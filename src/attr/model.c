@@ -225,6 +225,27 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
     return s.len;
 }
 
+cattr_status cx_model_check_input(const cattr_model *m, int i, const cattr_tensor *x, const char *what) {
+    const char *name = m->g->vals[m->g->inputs[i]].name;
+    char s1[128], s2[128];
+    if (x->dtype == CATTR_INT64 && m->in_dtype[i] != CATTR_INT64)
+        return cx_fail(CATTR_ERR_DTYPE, "%s %d ('%s') is int64; the model expects float values", what, i, name);
+    int dn = m->in_ndim[i];
+    if (dn < 0) return CATTR_OK;
+    bool ok = dn == x->ndim;
+    for (int d = 0; ok && d < dn; d++) ok = m->in_shape[i][d] < 0 || m->in_shape[i][d] == x->shape[d];
+    if (!ok) {
+        cx_shape_str(dn, m->in_shape[i], s1, sizeof s1);
+        for (char *c = s1; (c = strstr(c, "-1")) != NULL;) { /* dynamic dims as '?' */
+            c[0] = '?';
+            memmove(c + 1, c + 2, strlen(c + 2) + 1);
+        }
+        return cx_fail(CATTR_ERR_SHAPE, "%s %d ('%s') has shape %s; the model expects %s (? = any size)", what, i, name,
+                       cx_shape_str(x->ndim, x->shape, s2, sizeof s2), s1);
+    }
+    return CATTR_OK;
+}
+
 /* ---- forward ----------------------------------------------------------------------------------------------- */
 
 cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const cattr_tensor *const *inputs,
@@ -245,6 +266,8 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
     if (n_inputs > 16) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than 16 inputs");
     for (int i = 0; i < n_inputs && st == CATTR_OK; i++) {
         const cattr_tensor *t = inputs[i];
+        if (!t) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d is NULL", i);
+        CX_CHECK(cx_model_check_input(m, i, t, "input"));
         nd[i] = t->ndim;
         memcpy(sh[i], t->shape, sizeof sh[i]);
         dt[i] = t->dtype == CATTR_INT64 ? CATTR_INT64 : dtype;

@@ -13,6 +13,10 @@ struct cattr_model {
     cattr_dtype *in_dtype;
 };
 
+/* Checks tensor x against model input i: its declared rank and static sizes, and a float dtype for inputs declared
+ * float. `what` names the role in messages ("input", "additional input"). Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE. */
+cattr_status cx_model_check_input(const cattr_model *m, int i, const cattr_tensor *x, const char *what);
+
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }
 

@@ -301,10 +301,9 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
                          int *grad_out) {
     int nv = g->n_vals, nn = g->n_nodes;
     bool *dep = calloc((size_t)nv, sizeof *dep);     /* value depends on a wrt value */
-    bool *contrib = calloc((size_t)nv, sizeof *contrib); /* value contributes to y */
     int *gacc = malloc((size_t)nv * sizeof *gacc);
     cattr_status st = CATTR_OK;
-    if (!dep || !contrib || !gacc) {
+    if (!dep || !gacc) {
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory in autodiff");
         goto done;
     }
@@ -314,13 +313,6 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
         const cg_node *n = &g->nodes[i];
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0 && dep[n->in[j]]) dep[n->out] = true;
-    }
-    contrib[y] = true;
-    for (int i = nn - 1; i >= 0; i--) {
-        const cg_node *n = &g->nodes[i];
-        if (!contrib[n->out]) continue;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) contrib[n->in[j]] = true;
     }
     gacc[y] = seed;
     for (int i = nn - 1; i >= 0; i--) {
@@ -379,7 +371,6 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
     }
 done:
     free(dep);
-    free(contrib);
     free(gacc);
     return st;
 }

@@ -100,6 +100,8 @@ struct cx_plan {
     int n_inputs;
     int in_ndim[16];
     int64_t in_shape[16][CATTR_MAX_DIMS];
+    cattr_dtype in_dtype[16];
+    cattr_dtype consts_dtype;
     cx_view *views;   /* per value */
     int *root;        /* per value: the value whose storage it uses (itself unless a view alias) */
     size_t *offset;   /* per root value: arena offset (planned) */
@@ -137,9 +139,12 @@ void cx_plan_free(cx_plan *p) {
     free(p);
 }
 
-bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS]) {
-    for (int i = 0; i < p->n_inputs; i++)
+bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS],
+                     const cattr_dtype *in_dtype) {
+    for (int i = 0; i < p->n_inputs; i++) {
         if (!cx_shape_eq(p->in_ndim[i], p->in_shape[i], in_ndim[i], in_shape[i])) return false;
+        if (p->in_dtype[i] != (in_dtype ? in_dtype[i] : p->consts_dtype)) return false;
+    }
     return true;
 }
 
@@ -232,9 +237,11 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     }
     memcpy(p->outs, outs, (size_t)n_outs * sizeof *outs);
     p->n_outs = n_outs;
+    p->consts_dtype = consts->dtype;
     for (int i = 0; i < g->n_inputs; i++) {
         p->in_ndim[i] = in_ndim[i];
         memcpy(p->in_shape[i], in_shape[i], sizeof p->in_shape[i]);
+        p->in_dtype[i] = in_dtype ? in_dtype[i] : consts->dtype;
     }
     for (int v = 0; v < nv; v++) {
         p->root[v] = v;

@@ -24,8 +24,9 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
                          int n_outs, cx_plan **out);
 void cx_plan_free(cx_plan *p);
 
-/* True when the plan was made for exactly these input shapes. */
-bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS]);
+/* True when the plan was made for exactly these input shapes and dtypes (in_dtype NULL: the compute dtype). */
+bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS],
+                     const cattr_dtype *in_dtype);
 
 /* The inferred view (dtype, shape) of value v; data is NULL outside a run. */
 const cx_view *cx_plan_view(const cx_plan *p, int v);

@@ -7,7 +7,8 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-/* Exit codes: 0 success, 1 a failed check or attribution error, 2 usage or I/O error. */
+/* Exit codes: 0 success, 1 a failed check or an attribution error (bad target, unsupported op, NaN input, ...),
+ * 2 a usage error or an unreadable, missing or corrupt file. */
 enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2 };
 
 int cmd_explain(int argc, char **argv);

@@ -121,10 +121,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--method")) {
             NEED_VALUE();
             method = cattr_method_from_name(v);
-            if (method < 0) return cli_usage_error("unknown method '%s' (integrated-gradients, saliency, input-x-gradient)", v);
+            if (method < 0) return cli_usage_error("unknown method '%s' (see cattr explain --help)", v);
         } else if (!strcmp(o, "--input")) {
             NEED_VALUE();
-            if (a->n_in >= MAXT - 1) return cli_usage_error("too many --input");
+            if (a->n_in >= CATTR_MAX_INPUTS) return cli_usage_error("at most %d --input", CATTR_MAX_INPUTS);
             a->inputs[a->n_in++] = v;
         } else if (!strcmp(o, "--additional")) {
             NEED_VALUE();
@@ -360,7 +360,7 @@ static int build_target(const explain_args *a, const cattr_tensor *out, int64_t 
     const int64_t *osh = cattr_tensor_shape(out);
     int64_t per = B ? cattr_tensor_numel(out) / B : 0;
     if (per <= 1) return 0;
-    if (ond != 2) return cli_usage_error("the output has shape with %d dims: give --target or --targets", ond);
+    if (ond != 2) return cli_usage_error("the output has %d dims, so there is no predicted class to explain: give --target or --targets", ond);
     tb->idx = malloc((size_t)B * sizeof(int64_t));
     if (!tb->idx) return cli_usage_error("out of memory");
     cattr_tensor *od = NULL;
@@ -622,7 +622,30 @@ int cmd_explain(int argc, char **argv) {
             goto done;
         }
     }
-    if ((rc = write_output(&a, attr, a.n_in, delta, &tb.t))) goto done;
+    /* the heatmap first: an attribution that cannot be drawn, or a PNG that cannot be written, leaves no output */
+    double *map = NULL;
+    int mh = 0, mw = 0;
+    if (a.png || a.heatmap) {
+        map = map2d(attr[0], &mh, &mw);
+        if (!map) {
+            rc = cli_usage_error("cannot draw a heatmap of a %d-D attribution", cattr_tensor_ndim(attr[0]));
+            goto done;
+        }
+        if (a.png) {
+            int cell = mh * mw <= 256 ? 32 : (mh * mw <= 4096 ? 8 : 2);
+            st = cx_png_heatmap(a.png, map, mh, mw, cell);
+            if (st != CATTR_OK) {
+                free(map);
+                rc = cli_error(st, "cannot write the PNG");
+                goto done;
+            }
+        }
+    }
+    if ((rc = write_output(&a, attr, a.n_in, delta, &tb.t))) {
+        if (a.png) remove(a.png);
+        free(map);
+        goto done;
+    }
     if (!a.quiet) {
         print_prediction(out, B, &tb, auto_pred);
         printf("wrote %s (%s, %s", a.output, cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
@@ -636,39 +659,22 @@ int cmd_explain(int argc, char **argv) {
                 const double *dv = cattr_tensor_data_const(dd);
                 for (int64_t b = 0; b < cattr_tensor_numel(dd) && b < 8; b++) printf(" %.3e", dv[b]);
             }
+            printf("%s\n", cattr_tensor_numel(dd) > 8 ? " ..." : "");
             cattr_tensor_free(dd);
-            printf("%s\n", cattr_tensor_numel(delta) > 8 ? " ..." : "");
+        }
+        if (a.png) printf("wrote %s\n", a.png);
+    }
+    if (a.heatmap) {
+        int ansi = isatty(STDOUT_FILENO);
+        size_t need = cx_term_heatmap(NULL, 0, map, mh, mw, ansi);
+        char *buf = malloc(need + 1);
+        if (buf) {
+            cx_term_heatmap(buf, need + 1, map, mh, mw, ansi);
+            printf("attribution of example 0 (red positive, blue negative%s):\n%s", ansi ? "" : "; ramp: +  .:oO@  -  ,;xX#", buf);
+            free(buf);
         }
     }
-    if (a.png || a.heatmap) {
-        int h = 0, w = 0;
-        double *map = map2d(attr[0], &h, &w);
-        if (!map) {
-            rc = cli_usage_error("cannot draw a heatmap of a %d-D attribution", cattr_tensor_ndim(attr[0]));
-            goto done;
-        }
-        if (a.heatmap) {
-            int ansi = isatty(STDOUT_FILENO);
-            size_t need = cx_term_heatmap(NULL, 0, map, h, w, ansi);
-            char *buf = malloc(need + 1);
-            if (buf) {
-                cx_term_heatmap(buf, need + 1, map, h, w, ansi);
-                printf("attribution of example 0 (red positive, blue negative%s):\n%s", ansi ? "" : "; ramp: +  .:oO@  -  ,;xX#", buf);
-                free(buf);
-            }
-        }
-        if (a.png) {
-            int cell = h * w <= 256 ? 32 : (h * w <= 4096 ? 8 : 2);
-            st = cx_png_heatmap(a.png, map, h, w, cell);
-            if (st != CATTR_OK) {
-                free(map);
-                rc = cli_error(st, "cannot write the PNG");
-                goto done;
-            }
-            if (!a.quiet) printf("wrote %s\n", a.png);
-        }
-        free(map);
-    }
+    free(map);
     if (a.runs > 0) printf("time: first=%.6f warm_median=%.6f\n", times[0], runs >= 2 ? cli_median(times + 1, runs - 1) : NAN);
     rc = CLI_OK;
 done:

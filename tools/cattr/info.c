@@ -8,8 +8,7 @@ int cmd_info(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fprintf(argc < 2 ? stderr : stdout,
                 "usage: cattr info MODEL.onnx\n\nPrints the model's inputs (declared shapes, ? = dynamic), outputs, op "
-                "counts and the layers that\nlayer methods and --layer options can name (PyTorch module path and ONNX "
-                "tensor).\n");
+                "counts and the layers (PyTorch module path and ONNX tensor).\n");
         return argc < 2 ? CLI_USAGE : CLI_OK;
     }
     if (argc > 2) return cli_usage_error("info takes one model (got '%s' too)", argv[2]);

@@ -1,6 +1,8 @@
 /* main.c - the cattr command: dispatch to subcommands and shared helpers. */
 #include "cli.h"
 
+#include "core/core.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -47,7 +49,7 @@ int main(int argc, char **argv) {
 
 int cli_error(cattr_status st, const char *what) {
     fprintf(stderr, "cattr: %s: %s\n", what, cattr_last_error());
-    return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT ? CLI_USAGE : CLI_FAIL;
+    return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT || st == CATTR_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
 }
 
 int cli_usage_error(const char *fmt, ...) {
@@ -89,16 +91,14 @@ cattr_status cli_load_tensor(const char *spec, cattr_tensor **out) {
             t = cattr_tensor_set_get(set, name);
             if (!t) {
                 cattr_tensor_set_free(set);
-                fprintf(stderr, "cattr: '%s' has no tensor named '%s'\n", path, name);
-                return CATTR_ERR_INVALID_ARGUMENT;
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s' has no tensor named '%s'", path, name);
             }
         } else if (cattr_tensor_set_count(set) == 1) {
             t = cattr_tensor_set_get(set, cattr_tensor_set_name(set, 0));
         } else {
-            fprintf(stderr, "cattr: '%s' holds %d tensors: name one as FILE.safetensors:NAME\n", path,
-                    cattr_tensor_set_count(set));
+            int n = cattr_tensor_set_count(set);
             cattr_tensor_set_free(set);
-            return CATTR_ERR_INVALID_ARGUMENT;
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s' holds %d tensors: name one as FILE.safetensors:NAME", path, n);
         }
         s = cattr_tensor_convert(t, cattr_tensor_dtype(t), out);
         cattr_tensor_set_free(set);
@@ -132,12 +132,12 @@ bool cli_parse_size(const char *s, size_t *out) {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
-    if (errno || v < 0) return false;
+    if (errno || !(v >= 0) || v > 1e18 || end == s) return false;
     double mul = 1;
     if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
     else if (*end == 'm' || *end == 'M') mul = 1024.0 * 1024, end++;
     else if (*end == 'g' || *end == 'G') mul = 1024.0 * 1024 * 1024, end++;
-    if (*end == 'i' || *end == 'B') end++;
+    if (mul > 1 && *end == 'i') end++;
     if (*end == 'B') end++;
     if (*end) return false;
     *out = (size_t)(v * mul);
