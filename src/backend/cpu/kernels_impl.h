@@ -445,6 +445,32 @@ static inline void K(tap_range)(const cx_geom *g, int d, int64_t o, int64_t *k0,
 
 /* Max and average pooling, forward (gy_view NULL) or backward (dx into out). The maximum is the first one in
  * window scan order, as in PyTorch; windows that hold no input element give -inf (max) or 0 (average). */
+/* Max pooling over 2-D (or 1-D) windows that lie wholly inside the input (no padding, no dilation, windows that
+ * do not reach past the edge): the common CNN case, without per-tap bounds. Same first-maximum rule. */
+static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T *gy, T *y) {
+    const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
+    const int64_t SH = g->s[1], SW = g->s[2], isp = IH * IW, osp = OH * OW;
+    PAR_FOR(NC * osp * KH * KW > PAR_MIN,
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const T *xc = x + nc * isp;
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                const T *w0 = xc + oy * SH * IW + ox * SW;
+                int64_t best = 0;
+                T bv = w0[0];
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        T v = w0[ky * IW + kx];
+                        int take = (v > bv) | (v != v);
+                        best = take ? ky * IW + kx : best;
+                        bv = take ? v : bv;
+                    }
+                if (gy) y[nc * isp + oy * SH * IW + ox * SW + best] += gy[nc * osp + oy * OW + ox];
+                else y[nc * osp + oy * OW + ox] = bv;
+            }
+    });
+}
+
 static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, const cx_view *gy_view) {
     cx_geom g;
     cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, NULL);
@@ -455,6 +481,12 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
     bool grad = gy != NULL, maxp = n->op == CG_MAXPOOL || n->op == CG_MAXPOOL_GRAD;
     int64_t IH = g.in[1], IW = g.in[2];
     if (grad) memset(y, 0, (size_t)(NC * isp) * sizeof(T));
+    bool inside = maxp && g.in[0] == 1 && g.k[0] == 1 && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 && g.pb[2] == 0 &&
+                  (g.out[1] - 1) * g.s[1] + g.k[1] <= IH && (g.out[2] - 1) * g.s[2] + g.k[2] <= IW;
+    if (inside) {
+        K(maxpool_inside)(&g, NC, x, gy, y);
+        return CATTR_OK;
+    }
     /* tap ranges per output position and dim, computed once: [k0, k1) in r[d][2*o], r[d][2*o+1] */
     int64_t nr = 2 * (g.out[0] + g.out[1] + g.out[2]);
     int64_t stackr[192], *r0 = nr <= 192 ? stackr : malloc((size_t)nr * sizeof(int64_t));
