@@ -237,6 +237,11 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_SOFTMAX: return DISPATCH(softmax, n, in, out);
     case CG_SOFTMAX_GRAD: return DISPATCH(softmax_grad, n, in, out);
     case CG_BATCHNORM: case CG_BATCHNORM_GRAD: return DISPATCH(batchnorm, n, in, out);
+    case CG_DL_DELTA: return DISPATCH(dl_delta, n, in, out);
+    case CG_DL_RESCALE: return DISPATCH(dl_rescale, n, in, out);
+    case CG_DL_CENTER: return DISPATCH(dl_center, n, in, out);
+    case CG_DL_MAXPOOL: return DISPATCH(dl_maxpool, n, in, out);
+    case CG_LRP_DIV: return DISPATCH(lrp_div, n, in, out);
     default: break;
     }
     return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the CPU backend has no kernel for op %s", n->name,

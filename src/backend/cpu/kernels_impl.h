@@ -461,7 +461,7 @@ static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T 
                 for (int64_t ky = 0; ky < KH; ky++)
                     for (int64_t kx = 0; kx < KW; kx++) {
                         T v = w0[ky * IW + kx];
-                        int take = (v > bv) | (v != v);
+                        int take = !(v <= bv); /* v > bv, or v is NaN */
                         best = take ? ky * IW + kx : best;
                         bv = take ? v : bv;
                     }
@@ -520,7 +520,7 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
                                     int64_t idx = row + kx * g.d[2];
                                     T v = xc[idx];
                                     /* branch-free first maximum (NaN wins, as in PyTorch) */
-                                    int take = (v > bv) | (v != v);
+                                    int take = !(v <= bv); /* v > bv, or v is NaN */
                                     best = take ? idx : best;
                                     bv = take ? v : bv;
                                 }
@@ -650,5 +650,129 @@ static cattr_status K(batchnorm)(const cg_node *n, const cx_view *in, cx_view *o
                 for (int64_t j = 0; j < sp; j++) yp[j] = (xp[j] - mean[c]) * inv * scale[c] + bias[c];
             }
         }
+    return CATTR_OK;
+}
+
+/* ---- rule ops: DeepLift and LRP backward rules (src/attr/rules.c) ---------------------------------------------- */
+
+/* The DeepLift ops see a batch of 2N rows, N actual rows followed by their N references, as a tensor of two equal
+ * halves (Captum's chunk(2) along dim 0); every value is computed in T in the order torch evaluates it. */
+
+/* (X) -> cat2(Xa - Xr) */
+static cattr_status K(dl_delta)(const cg_node *n, const cx_view *in, cx_view *out) {
+    (void)n;
+    const T *x = in[0].data;
+    T *y = out->data;
+    int64_t half = cx_view_numel(out) / 2;
+    PAR_FOR(half > PAR_MIN,
+    for (int64_t i = 0; i < half; i++) {
+        T d = x[i] - x[half + i];
+        y[i] = d;
+        y[half + i] = d;
+    });
+    return CATTR_OK;
+}
+
+/* (G0, gY, dY, dX) -> where(|dX| < eps, G0, gY * dY / dX); the division is skipped where it is not used */
+static cattr_status K(dl_rescale)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *g0 = in[0].data, *gy = in[1].data, *dy = in[2].data, *dx = in[3].data;
+    T *y = out->data;
+    const T eps = (T)n->a.alpha;
+    int64_t cnt = cx_view_numel(out);
+    PAR_FOR(cnt > PAR_MIN,
+    for (int64_t i = 0; i < cnt; i++) {
+        T d = dx[i];
+        y[i] = (d < 0 ? -d : d) < eps ? g0[i] : gy[i] * dy[i] / d;
+    });
+    return CATTR_OK;
+}
+
+/* (U) -> U - sum(U) / numel(U); the sum is accumulated in double (torch's float sum is more exact than a naive
+ * float loop) and rounded to T */
+static cattr_status K(dl_center)(const cg_node *n, const cx_view *in, cx_view *out) {
+    (void)n;
+    const T *u = in[0].data;
+    T *y = out->data;
+    int64_t cnt = cx_view_numel(out);
+    double s = 0;
+    for (int64_t i = 0; i < cnt; i++) s += (double)u[i];
+    const T m = (T)s / (T)cnt;
+    PAR_FOR(cnt > PAR_MIN, for (int64_t i = 0; i < cnt; i++) y[i] = u[i] - m;);
+    return CATTR_OK;
+}
+
+/* DeepLift's max-pool rule (X, Y, gY, G0) -> gX, with Xa, Xr (Ya, Yr) the actual and reference halves:
+ *   dOut = [max(Ya, Yr) - Yr ; Ya - max(Ya, Yr)]
+ *   P    = unpool(gY * dOut) at the argmax of each window of X (torch's max_unpool: assignment, the last window
+ *          that picks an element wins)
+ *   gX   = cat2(where(|Xa - Xr| < eps, G0[0], (Pa + Pr) / (Xa - Xr)))
+ * G0[0], the first row of the incoming input gradient broadcast to every row, is Captum's fallback. */
+static cattr_status K(dl_maxpool)(const cg_node *n, const cx_view *in, cx_view *out) {
+    cx_geom g;
+    cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, NULL);
+    const int64_t C = g.c_in, NC = g.n * C, half = g.n / 2;
+    const int64_t isp = g.in[0] * g.in[1] * g.in[2], osp = g.out[0] * g.out[1] * g.out[2];
+    const int64_t IH = g.in[1], IW = g.in[2];
+    const T *x = in[0].data, *yv = in[1].data, *gy = in[2].data, *g0 = in[3].data;
+    T *u = out->data;
+    int64_t cnt = cx_view_numel(out);
+    memset(u, 0, (size_t)cnt * sizeof(T));
+    PAR_FOR(NC * osp * g.k[0] * g.k[1] * g.k[2] > PAR_MIN,
+    for (int64_t nc = 0; nc < NC; nc++) {
+        const bool actual = nc / C < half;
+        const int64_t nca = actual ? nc : nc - half * C; /* the plane of the actual row */
+        const T *ya = yv + nca * osp, *yr = yv + (nca + half * C) * osp, *gc = gy + nc * osp, *xc = x + nc * isp;
+        T *uc = u + nc * isp;
+        for (int64_t oz = 0; oz < g.out[0]; oz++) {
+            int64_t z0, z1, bz = oz * g.s[0] - g.pb[0];
+            K(tap_range)(&g, 0, oz, &z0, &z1);
+            for (int64_t oy = 0; oy < g.out[1]; oy++) {
+                int64_t y0, y1, by = oy * g.s[1] - g.pb[1];
+                K(tap_range)(&g, 1, oy, &y0, &y1);
+                for (int64_t ox = 0; ox < g.out[2]; ox++) {
+                    int64_t x0, x1, bx = ox * g.s[2] - g.pb[2];
+                    K(tap_range)(&g, 2, ox, &x0, &x1);
+                    if (z0 == z1 || y0 == y1 || x0 == x1) continue; /* the window holds no input element */
+                    int64_t best = ((bz + z0 * g.d[0]) * IH + by + y0 * g.d[1]) * IW + bx + x0 * g.d[2];
+                    T bv = xc[best];
+                    for (int64_t kz = z0; kz < z1; kz++)
+                        for (int64_t ky = y0; ky < y1; ky++) {
+                            const int64_t row = ((bz + kz * g.d[0]) * IH + by + ky * g.d[1]) * IW + bx;
+                            for (int64_t kx = x0; kx < x1; kx++) {
+                                int64_t idx = row + kx * g.d[2];
+                                T v = xc[idx];
+                                int take = (v > bv) | (v != v); /* the first maximum, NaN wins: as the pool */
+                                best = take ? idx : best;
+                                bv = take ? v : bv;
+                            }
+                        }
+                    int64_t o = (oz * g.out[1] + oy) * g.out[2] + ox;
+                    T a = ya[o], r = yr[o];
+                    T m = (a > r || a != a) ? a : r; /* torch.max propagates NaN */
+                    uc[best] = gc[o] * (actual ? m - r : a - m);
+                }
+            }
+        }
+    });
+    const int64_t hn = cnt / 2, row = g.n ? cnt / g.n : 0;
+    const T eps = (T)n->a.alpha;
+    PAR_FOR(hn > PAR_MIN,
+    for (int64_t i = 0; i < hn; i++) {
+        T s = u[i] + u[hn + i], d = x[i] - x[hn + i];
+        T v = (d < 0 ? -d : d) < eps ? g0[i % row] : s / d;
+        u[i] = v;
+        u[hn + i] = v;
+    });
+    return CATTR_OK;
+}
+
+/* LRP's epsilon stabiliser: (gY, Z) -> gY / (Z + eps * sign(Z)) with sign(0) = +1 */
+static cattr_status K(lrp_div)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *g = in[0].data, *z = in[1].data;
+    T *y = out->data;
+    const T eps = (T)n->a.alpha;
+    int64_t cnt = cx_view_numel(out);
+    PAR_FOR(cnt > PAR_MIN,
+    for (int64_t i = 0; i < cnt; i++) y[i] = g[i] / (z[i] + (z[i] < 0 ? -eps : eps)););
     return CATTR_OK;
 }
