@@ -267,7 +267,7 @@ typedef struct cattr_attr_params {
     /* ---- methods beyond the gradient family ---- */
     double eps;                   /* DeepLift: |delta in| below which the plain gradient is used (default 1e-10) */
     int perturbations_per_eval;   /* perturbation methods: perturbations per forward pass (0: from max_memory) */
-    int n_samples;                /* ShapleyValueSampling 25, Lime 50, KernelShap 25, GradientShap 5 */
+    int n_samples;                /* ShapleyValueSampling 25, Lime 25, KernelShap 25, GradientShap 5 */
     double stdevs;                /* GradientShap / NoiseTunnel noise standard deviation (default 0 / 1) */
     cattr_noise_tunnel nt_type;   /* NoiseTunnel around the method (default none) */
     int nt_samples;               /* default 5 */

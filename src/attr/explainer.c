@@ -95,7 +95,7 @@ cattr_attr_params cattr_attr_default_params(cattr_method method) {
     p.executor = CATTR_EXEC_PLANNED;
     p.check_finite = 1;
     p.eps = 1e-10;
-    p.n_samples = method == CATTR_METHOD_LIME ? 50 : method == CATTR_METHOD_GRADIENT_SHAP ? 5 : 25;
+    p.n_samples = method == CATTR_METHOD_GRADIENT_SHAP ? 5 : 25;
     p.stdevs = method == CATTR_METHOD_GRADIENT_SHAP ? 0.0 : 1.0;
     p.nt_samples = 5;
     p.lime_alpha = 0.01;

@@ -1,6 +1,430 @@
-/* lime.c - interpretable-model methods: Lime and KernelShap. Not implemented yet: the entries are registered with
- * no attribute function. */
+/* lime.c - the surrogate-model methods Lime and KernelShap (Captum semantics: shared/reference/captum_spec.md
+ * section 7; shared/golden/README.md sections 7-9 for the random draws and the interpretable models).
+ *
+ * Both explain each example with a linear model over M interpretable features (the feature-mask groups, shared
+ * across inputs; without masks every element is its own feature). For example b they draw n_samples 0/1 vectors z,
+ * evaluate the model on "z_f ? x : baseline" for every element of feature f, weight each sample, and fit a linear
+ * model of the target output on z; the attribution of an element is the coefficient of its feature.
+ *  - Lime: z ~ Bernoulli(0.5) per feature; weight exp(-d^2 / (2 width^2)) with d the cosine distance between the
+ *    flattened original and perturbed inputs (float32); weighted Lasso(alpha).
+ *  - KernelShap: the all-ones and all-zeros samples first, then k ~ p(k) proportional to (M-1)/(k(M-k)) and the k
+ *    features with the largest Gaussian scores; weights 1, and 1e6 for samples with none or all features;
+ *    weighted least squares.
+ * Captum fits one model per example (B > 1 with one output per example); the fit data are float32 and so are the
+ * coefficients (attributions are float32 values in either compute dtype).
+ *
+ * All samples of all examples are drawn first (in Captum's consumption order: example 0's samples, then example
+ * 1's, ...), then evaluated in batched forward passes of k samples x B examples (row r*B + b, CX_TILE), with k
+ * from perturbations_per_eval or the memory budget. Random numbers come from the call's explicit draws when it has
+ * them (replay of a recorded Captum run) and otherwise from the Philox generator keyed by params.seed, one stream
+ * per example.
+ */
 #include "attr/internal.h"
+#include "attr/linmodel.h"
+#include "core/rng.h"
 
-const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, NULL, NULL, NULL};
-const cx_method cx_method_kernel_shap = {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap", false, NULL, NULL, NULL};
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KS_INF_WEIGHT 1000000.0f /* KernelShap.inf_weight */
+#define COSINE_EPS 1e-8          /* torch.nn.CosineSimilarity's eps */
+
+/* Draws of a recorded run that influence nothing (a DataLoader's seed, a torch Linear's initial weights). */
+static const char *const unused_draws[] = {"dataloader_base_seed", "linear_model_init_unused", NULL};
+
+static cattr_status oom(void) { return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"); }
+
+/* ---- interpretable features ---------------------------------------------------------------------------------- */
+
+/* The feature id of every element of every example, per input ([B * per] ids), and their count M. */
+typedef struct features {
+    int64_t M;
+    int64_t per[CX_MAX_IN];
+    int64_t *ids[CX_MAX_IN];
+} features;
+
+static void features_free(features *f) {
+    for (int i = 0; i < CX_MAX_IN; i++) free(f->ids[i]);
+    memset(f, 0, sizeof *f);
+}
+
+/* Checks that mask i broadcasts to input i (same rank; each dim equal or 1; dim 0 equal to 1 or the batch). */
+static cattr_status check_mask(const cattr_tensor *mask, const cattr_tensor *x, int i) {
+    char s1[128], s2[128];
+    if (mask->dtype != CATTR_INT64)
+        return cx_fail(CATTR_ERR_DTYPE, "feature mask %d is %s: masks hold int64 feature ids", i,
+                       cattr_dtype_name(mask->dtype));
+    bool ok = mask->ndim == x->ndim;
+    for (int d = 0; ok && d < x->ndim; d++) ok = mask->shape[d] == x->shape[d] || mask->shape[d] == 1;
+    if (!ok)
+        return cx_fail(CATTR_ERR_SHAPE,
+                       "feature mask %d has shape %s; it must broadcast to input %d of shape %s (same rank, each dim "
+                       "equal or 1, dim 0 equal to 1 or the batch)",
+                       i, cx_shape_str(mask->ndim, mask->shape, s1, sizeof s1), i,
+                       cx_shape_str(x->ndim, x->shape, s2, sizeof s2));
+    return CATTR_OK;
+}
+
+/* Flat index into the mask of element k of x (broadcasting dims of size 1). */
+static int64_t mask_index(const cattr_tensor *mask, const cattr_tensor *x, int64_t k) {
+    int64_t idx = 0, stride = 1;
+    for (int d = x->ndim - 1; d >= 0; d--) {
+        int64_t coord = k % x->shape[d];
+        k /= x->shape[d];
+        if (mask->shape[d] != 1) idx += coord * stride;
+        stride *= mask->shape[d];
+    }
+    return idx;
+}
+
+/* Captum's construct_feature_mask: user masks shifted so that the smallest id is 0 (the minimum over all masks);
+ * inputs without a mask get one id per element, after the masks' ids; M = largest id + 1. */
+static cattr_status build_features(const cx_call *c, features *f) {
+    memset(f, 0, sizeof *f);
+    const cattr_tensor *const *masks = c->user ? c->user->feature_masks : NULL;
+    int64_t lo = INT64_MAX, hi = -1;
+    for (int i = 0; i < c->n; i++) {
+        f->per[i] = c->B ? c->x[i]->numel / c->B : 0;
+        const cattr_tensor *m = masks ? masks[i] : NULL;
+        if (!m) continue;
+        CX_CHECK(check_mask(m, c->x[i], i));
+        const int64_t *v = m->data;
+        for (int64_t k = 0; k < m->numel; k++) lo = v[k] < lo ? v[k] : lo;
+    }
+    for (int i = 0; i < c->n; i++) {
+        f->ids[i] = malloc((size_t)(c->x[i]->numel + 1) * sizeof *f->ids[i]);
+        if (!f->ids[i]) return oom();
+        const cattr_tensor *m = masks ? masks[i] : NULL;
+        if (!m) continue;
+        const int64_t *v = m->data;
+        for (int64_t k = 0; k < c->x[i]->numel; k++) {
+            int64_t id = v[mask_index(m, c->x[i], k)] - lo;
+            f->ids[i][k] = id;
+            hi = id > hi ? id : hi;
+        }
+    }
+    int64_t next = hi + 1; /* unmasked inputs: consecutive ids per element, the same for every example */
+    for (int i = 0; i < c->n; i++) {
+        if (masks && masks[i]) continue;
+        for (int64_t k = 0; k < c->x[i]->numel; k++) f->ids[i][k] = next + (f->per[i] ? k % f->per[i] : 0);
+        next += f->per[i];
+    }
+    f->M = next;
+    if (f->M < 1) return cx_fail(CATTR_ERR_SHAPE, "the inputs have no elements: there is nothing to attribute to");
+    if (f->M > 10000)
+        cx_log(CATTR_LOG_WARN,
+               "%lld interpretable features: the surrogate model may be slow and underdetermined; "
+               "consider a feature mask that groups elements",
+               (long long)f->M);
+    return CATTR_OK;
+}
+
+/* ---- samples ------------------------------------------------------------------------------------------------- */
+
+/* The samples z of every example: Z[(b * n + s) * M + f] in {0, 1}. */
+typedef struct samples {
+    int64_t n, M;
+    unsigned char *Z;
+} samples;
+
+/* Lime's Bernoulli(0.5) sample (draw role lime_sample, F32 [1, M]). */
+static cattr_status lime_sample(cx_call *c, cx_rng *g, int64_t M, unsigned char *z) {
+    const cattr_tensor *d = NULL;
+    CX_CHECK(cx_next_draw(c, "lime_sample", unused_draws, &d));
+    if (d && d->numel != M)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "explicit draw 'lime_sample' has %lld values; %lld features need "
+                       "one each",
+                       (long long)d->numel, (long long)M);
+    for (int64_t f = 0; f < M; f++) {
+        if (!d) {
+            z[f] = cx_rng_uniform(g) < 0.5;
+            continue;
+        }
+        double v = cx_tensor_get(d, f);
+        if (v != 0.0 && v != 1.0)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'lime_sample' holds %g; samples are 0 or 1", v);
+        z[f] = v == 1.0;
+    }
+    return CATTR_OK;
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+/* KernelShap's number of selected features: k ~ p(k) = (M-1) / (k (M-k)) for k = 1..M-1 (float32, as Captum
+ * builds the Categorical), by inversion of one uniform. */
+static int64_t ks_draw_count(cx_rng *g, int64_t M) {
+    double total = 0;
+    for (int64_t k = 1; k < M; k++) total += (double)((float)(M - 1) / ((float)k * (float)(M - k)));
+    double u = cx_rng_uniform(g) * total, acc = 0;
+    for (int64_t k = 1; k < M; k++) {
+        acc += (double)((float)(M - 1) / ((float)k * (float)(M - k)));
+        if (u < acc) return k;
+    }
+    return M - 1;
+}
+
+/* KernelShap's sample s: all ones, all zeros, then the features whose Gaussian score exceeds the (M-k)-th smallest
+ * score (draws ks_num_selected, I64 [1,1], and ks_scores, F32 [1, M]). */
+static cattr_status ks_sample(cx_call *c, cx_rng *g, int64_t M, int64_t s, float *scores, float *sorted,
+                              unsigned char *z) {
+    if (s < 2) {
+        memset(z, s == 0, (size_t)M);
+        return CATTR_OK;
+    }
+    if (M < 2)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "KernelShap needs at least 2 interpretable features to draw more "
+                       "than 2 samples (there is %lld)",
+                       (long long)M);
+    const cattr_tensor *dk = NULL, *ds = NULL;
+    CX_CHECK(cx_next_draw(c, "ks_num_selected", unused_draws, &dk));
+    int64_t k;
+    if (dk) {
+        if (dk->numel != 1)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'ks_num_selected' has %lld values, not 1",
+                           (long long)dk->numel);
+        double v = cx_tensor_get(dk, 0);
+        if (!(v >= 1 && v <= (double)(M - 1)))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'ks_num_selected' is %g; it must be in 1..%lld",
+                           v, (long long)(M - 1));
+        k = (int64_t)v;
+        CX_CHECK(cx_next_draw(c, "ks_scores", unused_draws, &ds));
+        if (!ds || ds->numel != M)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                           "explicit draw 'ks_scores' is missing or does not have %lld "
+                           "values",
+                           (long long)M);
+        for (int64_t f = 0; f < M; f++) scores[f] = (float)cx_tensor_get(ds, f);
+    } else {
+        k = ks_draw_count(g, M);
+        for (int64_t f = 0; f < M; f++) scores[f] = (float)cx_rng_normal(g);
+    }
+    memcpy(sorted, scores, (size_t)M * sizeof *sorted);
+    qsort(sorted, (size_t)M, sizeof *sorted, cmp_float);
+    float thr = sorted[M - k - 1]; /* torch.kthvalue(scores, M - k): the (M-k)-th smallest */
+    for (int64_t f = 0; f < M; f++) z[f] = scores[f] > thr;
+    return CATTR_OK;
+}
+
+static cattr_status draw_samples(cattr_explainer *e, cx_call *c, bool kernel_shap, samples *S) {
+    int64_t n = S->n, M = S->M;
+    float *scores = kernel_shap ? malloc((size_t)(2 * M) * sizeof *scores) : NULL;
+    if (kernel_shap && !scores) return oom();
+    cattr_status st = CATTR_OK;
+    for (int64_t b = 0; b < c->B && st == CATTR_OK; b++) {
+        cx_rng g;
+        cx_rng_init(&g, e->p.seed, (uint64_t)b);
+        for (int64_t s = 0; s < n && st == CATTR_OK; s++) {
+            unsigned char *z = S->Z + (size_t)(b * n + s) * (size_t)M;
+            st = kernel_shap ? ks_sample(c, &g, M, s, scores, scores + M, z) : lime_sample(c, &g, M, z);
+        }
+    }
+    free(scores);
+    return st;
+}
+
+/* ---- sample weights -------------------------------------------------------------------------------------------- */
+
+/* Lime's exponential kernel on the cosine distance, as Captum computes it: the flattened inputs cast to float32,
+ * torch's cosine_similarity (each vector divided by max(norm, 1e-8), then the dot product), d = 1 - cos,
+ * exp(-d^2 / (2 width^2)) in double from the float32 exponent, stored as float32. */
+static float lime_weight(const cx_call *c, const features *F, int64_t b, const unsigned char *z, double width) {
+    double n1 = 0, n2 = 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t per = F->per[i], at = b * per;
+        for (int64_t k = 0; k < per; k++) {
+            float o = (float)cx_tensor_get(c->x[i], at + k);
+            float p = z[F->ids[i][at + k]] ? o : (float)cx_tensor_get(c->base[i], at + k);
+            n1 += (double)o * o;
+            n2 += (double)p * p;
+        }
+    }
+    float r1 = (float)sqrt(n1), r2 = (float)sqrt(n2);
+    r1 = r1 < (float)COSINE_EPS ? (float)COSINE_EPS : r1;
+    r2 = r2 < (float)COSINE_EPS ? (float)COSINE_EPS : r2;
+    double dot = 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t per = F->per[i], at = b * per;
+        for (int64_t k = 0; k < per; k++) {
+            float o = (float)cx_tensor_get(c->x[i], at + k);
+            float p = z[F->ids[i][at + k]] ? o : (float)cx_tensor_get(c->base[i], at + k);
+            dot += (double)((o / r1) * (p / r2));
+        }
+    }
+    float d = 1.0f - (float)dot;
+    float t = -(d * d) / (float)(2.0 * width * width);
+    return (float)exp((double)t);
+}
+
+static float kernel_shap_weight(const unsigned char *z, int64_t M) {
+    int64_t on = 0;
+    for (int64_t f = 0; f < M; f++) on += z[f];
+    return on == 0 || on == M ? KS_INF_WEIGHT : 1.0f;
+}
+
+/* ---- model evaluation ------------------------------------------------------------------------------------------- */
+
+/* Samples per forward pass (each pass holds that many samples of every example). */
+static cattr_status samples_per_pass(cattr_explainer *e, cx_call *c, int64_t n, int64_t *out) {
+    if (e->p.perturbations_per_eval > 0) {
+        *out = e->p.perturbations_per_eval < n ? e->p.perturbations_per_eval : n;
+        return CATTR_OK;
+    }
+    size_t budget = cx_memory_budget(e), row = 0;
+    CX_CHECK(cx_row_bytes(e, c, false, &row));
+    size_t per_sample = row * (size_t)c->B, k = per_sample ? budget / per_sample : (size_t)n;
+    if (k < 1) {
+        cx_log(CATTR_LOG_WARN,
+               "the memory budget (%zu bytes) is below one sample of the batch (%zu bytes); running "
+               "one sample per pass",
+               budget, per_sample);
+        k = 1;
+    }
+    *out = k > (size_t)n ? n : (int64_t)k;
+    return CATTR_OK;
+}
+
+/* Y[b * n + s] = the target output of example b on its sample s (float32, as Captum casts it). */
+static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
+    int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
+    cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
+    double *sel = NULL;
+    cattr_status st = samples_per_pass(e, c, n, &chunk);
+    if (st == CATTR_OK) {
+        sel = malloc((size_t)(chunk * B + 1) * sizeof *sel);
+        if (!sel) st = oom();
+    }
+    for (int64_t s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
+        int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            const cattr_tensor *x = c->x[i];
+            int64_t sh[CATTR_MAX_DIMS];
+            memcpy(sh, x->shape, sizeof sh);
+            sh[0] = reps * B;
+            if (!xs[i] || xs[i]->shape[0] != sh[0]) {
+                cattr_tensor_free(xs[i]);
+                xs[i] = cx_tensor_alloc(c->dt, x->ndim, sh);
+                if (!xs[i]) {
+                    st = oom();
+                    break;
+                }
+            }
+            int64_t per = F->per[i];
+            size_t es = cattr_dtype_size(c->dt);
+            for (int64_t r = 0; r < reps; r++)
+                for (int64_t b = 0; b < B; b++) {
+                    const unsigned char *z = S->Z + (size_t)(b * n + s0 + r) * (size_t)M;
+                    const int64_t *ids = F->ids[i] + b * per;
+                    char *dst = (char *)xs[i]->data + (size_t)((r * B + b) * per) * es;
+                    const char *xv = (const char *)x->data + (size_t)(b * per) * es;
+                    const char *bv = (const char *)c->base[i]->data + (size_t)(b * per) * es;
+                    for (int64_t k = 0; k < per; k++) memcpy(dst + k * es, (z[ids[k]] ? xv : bv) + k * es, es);
+                }
+        }
+        if (st == CATTR_OK) st = cx_forward(e, c, xs, reps, CX_TILE, &out);
+        if (st == CATTR_OK) st = cx_select(c, out, reps, CX_TILE, sel);
+        if (st == CATTR_OK)
+            for (int64_t r = 0; r < reps; r++)
+                for (int64_t b = 0; b < B; b++) Y[b * n + s0 + r] = (float)sel[r * B + b];
+        cattr_tensor_free(out);
+        out = NULL;
+        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    free(sel);
+    return st;
+}
+
+/* ---- the methods ---------------------------------------------------------------------------------------------- */
+
+static cattr_status surrogate_init(cattr_explainer *e) {
+    const cattr_attr_params *p = &e->p;
+    const char *name = e->method->captum;
+    if (p->n_samples < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs n_samples >= 1 (got %d)", name, p->n_samples);
+    if (p->perturbations_per_eval < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "perturbations_per_eval must be positive, or 0 to choose from the "
+                       "memory budget (got %d)",
+                       p->perturbations_per_eval);
+    if (p->method == CATTR_METHOD_LIME) {
+        if (!(p->lime_alpha >= 0) || !isfinite(p->lime_alpha))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "Lime's lime_alpha must be a finite number >= 0 (got %g)",
+                           p->lime_alpha);
+        if (!(p->kernel_width > 0) || !isfinite(p->kernel_width))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "Lime's kernel_width must be a finite number > 0 (got %g)",
+                           p->kernel_width);
+    }
+    return CATTR_OK;
+}
+
+static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta; /* no convergence delta */
+    bool ks = e->p.method == CATTR_METHOD_KERNEL_SHAP;
+    int64_t B = c->B, n = e->p.n_samples;
+    features F;
+    samples S = {n, 0, NULL};
+    float *X = NULL, *Y = NULL, *W = NULL, *coef = NULL;
+    cattr_status st = build_features(c, &F);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        if (!c->base[i]) st = cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (st == CATTR_OK && !attr[i]) st = oom();
+    }
+    if (st == CATTR_OK && B > 0) {
+        S.M = F.M;
+        size_t nm = (size_t)n * (size_t)F.M;
+        S.Z = malloc((size_t)B * nm);
+        X = malloc(nm * sizeof *X);
+        Y = malloc((size_t)(B * n) * sizeof *Y);
+        W = malloc((size_t)(B * n) * sizeof *W);
+        coef = malloc((size_t)F.M * sizeof *coef);
+        if (!S.Z || !X || !Y || !W || !coef)
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory for %lld samples of %lld interpretable features",
+                         (long long)n, (long long)F.M);
+    }
+    if (st == CATTR_OK && B > 0) st = draw_samples(e, c, ks, &S);
+    for (int64_t r = 0; r < B * n && st == CATTR_OK; r++) {
+        const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
+        W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width);
+    }
+    if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y);
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++) { /* one interpretable model per example */
+        size_t nm = (size_t)n * (size_t)S.M;
+        for (size_t k = 0; k < nm; k++) X[k] = S.Z[(size_t)b * nm + k];
+        float intercept;
+        if (ks) {
+            st = cx_linreg_fit(n, S.M, X, Y + b * n, W + b * n, coef, &intercept);
+        } else {
+            cx_lasso_opts o = CX_LASSO_DEFAULTS(e->p.lime_alpha);
+            st = cx_lasso_fit(n, S.M, X, Y + b * n, W + b * n, &o, coef, &intercept, NULL);
+        }
+        if (st != CATTR_OK) {
+            cx_fail_context(st, "example %lld", (long long)b);
+            break;
+        }
+        for (int i = 0; i < c->n; i++)
+            for (int64_t k = b * F.per[i]; k < (b + 1) * F.per[i]; k++) cx_tensor_set(attr[i], k, coef[F.ids[i][k]]);
+    }
+    features_free(&F);
+    free(S.Z);
+    free(X);
+    free(Y);
+    free(W);
+    free(coef);
+    if (st != CATTR_OK)
+        for (int i = 0; i < c->n; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
+    return st;
+}
+
+const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, surrogate_init, surrogate, NULL};
+const cx_method cx_method_kernel_shap = {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap", false,
+                                         surrogate_init,           surrogate,     NULL};

@@ -38,7 +38,7 @@ static void explain_help(FILE *f) {
         "  --feature-mask FILE     perturbation methods, Lime, KernelShap: int64 feature ids per input (repeat\n"
         "                          per input; default: every element its own feature)\n"
         "  --perturbations-per-eval N  perturbations per forward pass (default: from --max-memory)\n"
-        "  --n-samples N           ShapleyValueSampling (25), Lime (50), KernelShap (25), GradientShap (5)\n"
+        "  --n-samples N           ShapleyValueSampling, Lime, KernelShap (25), GradientShap (5)\n"
         "  --sliding-window D,D..  Occlusion: window shape per input (repeat per input)\n"
         "  --strides D,D..         Occlusion: strides per input (repeat per input; default 1)\n"
         "  --stdevs X              GradientShap / NoiseTunnel noise standard deviation\n"
