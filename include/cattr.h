@@ -282,6 +282,10 @@ typedef struct cattr_attr_params {
     /* Lime: Lasso alpha (default 0.01) and kernel width of the exponential cosine kernel (default 1.0) */
     double lime_alpha;
     double kernel_width;
+    int lime_euclidean; /* Lime's kernel distance: 0 cosine (Lime's default), 1 euclidean (LimeBase's option) */
+    /* Lime/KernelShap: 1 returns the interpretable model's coefficients, [batch, features], as attr[0] (Captum's
+     * return_input_shape=False, and LimeBase); the other attr entries are then empty tensors */
+    int return_coefficients;
     /* Rules for named nodes (replaying a Captum run); n_node_rules 0: the method's rule on every node of the op
      * kinds it acts on */
     const cattr_node_rule *node_rules;

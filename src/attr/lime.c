@@ -233,8 +233,24 @@ static cattr_status draw_samples(cattr_explainer *e, cx_call *c, bool kernel_sha
 /* Lime's exponential kernel on the cosine distance, as Captum computes it: the flattened inputs cast to float32,
  * torch's cosine_similarity (each vector divided by max(norm, 1e-8), then the dot product), d = 1 - cos,
  * exp(-d^2 / (2 width^2)) in double from the float32 exponent, stored as float32. */
-static float lime_weight(const cx_call *c, const features *F, int64_t b, const unsigned char *z, double width) {
+static float lime_weight(const cx_call *c, const features *F, int64_t b, const unsigned char *z, double width,
+                         bool euclidean) {
     double n1 = 0, n2 = 0;
+    if (euclidean) { /* torch.norm of the float32 difference, then the same exponential kernel in float32 */
+        double ss = 0;
+        for (int i = 0; i < c->n; i++) {
+            int64_t per = F->per[i], at = b * per;
+            for (int64_t k = 0; k < per; k++) {
+                float o = (float)cx_tensor_get(c->x[i], at + k);
+                float p = z[F->ids[i][at + k]] ? o : (float)cx_tensor_get(c->base[i], at + k);
+                float dlt = o - p;
+                ss += (double)dlt * dlt;
+            }
+        }
+        float d = (float)sqrt(ss);
+        float t = -(d * d) / (float)(2.0 * width * width);
+        return expf(t);
+    }
     for (int i = 0; i < c->n; i++) {
         int64_t per = F->per[i], at = b * per;
         for (int64_t k = 0; k < per; k++) {
@@ -370,6 +386,7 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     features F;
     samples S = {n, 0, NULL};
     float *X = NULL, *Y = NULL, *W = NULL, *coef = NULL;
+    cattr_tensor *coefs = NULL; /* return_coefficients: [B, M] */
     cattr_status st = build_features(c, &F);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         if (!c->base[i]) st = cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
@@ -384,14 +401,18 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
         Y = malloc((size_t)(B * n) * sizeof *Y);
         W = malloc((size_t)(B * n) * sizeof *W);
         coef = malloc((size_t)F.M * sizeof *coef);
-        if (!S.Z || !X || !Y || !W || !coef)
+        if (e->p.return_coefficients) {
+            int64_t csh[2] = {B, F.M};
+            coefs = cx_tensor_alloc(c->dt, 2, csh);
+        }
+        if (!S.Z || !X || !Y || !W || !coef || (e->p.return_coefficients && !coefs))
             st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory for %lld samples of %lld interpretable features",
                          (long long)n, (long long)F.M);
     }
     if (st == CATTR_OK && B > 0) st = draw_samples(e, c, ks, &S);
     for (int64_t r = 0; r < B * n && st == CATTR_OK; r++) {
         const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
-        W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width);
+        W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width, e->p.lime_euclidean != 0);
     }
     if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y);
     for (int64_t b = 0; b < B && st == CATTR_OK; b++) { /* one interpretable model per example */
@@ -408,9 +429,22 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
             cx_fail_context(st, "example %lld", (long long)b);
             break;
         }
-        for (int i = 0; i < c->n; i++)
-            for (int64_t k = b * F.per[i]; k < (b + 1) * F.per[i]; k++) cx_tensor_set(attr[i], k, coef[F.ids[i][k]]);
+        if (e->p.return_coefficients)
+            for (int64_t f = 0; f < S.M; f++) cx_tensor_set(coefs, b * S.M + f, coef[f]);
+        else
+            for (int i = 0; i < c->n; i++)
+                for (int64_t k = b * F.per[i]; k < (b + 1) * F.per[i]; k++) cx_tensor_set(attr[i], k, coef[F.ids[i][k]]);
     }
+    if (st == CATTR_OK && e->p.return_coefficients) { /* attr[0] = [B, M] coefficients, the rest empty */
+        int64_t zero = 0;
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = i == 0 ? coefs : cx_tensor_alloc(c->dt, 1, &zero);
+            if (!attr[i]) st = oom();
+        }
+        coefs = NULL;
+    }
+    cattr_tensor_free(coefs);
     features_free(&F);
     free(S.Z);
     free(X);

@@ -1,10 +1,1031 @@
-/* perturbation.c - perturbation methods: FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling,
- * ShapleyValues (Captum semantics: shared/reference/captum_spec.md). Not implemented yet: the entries are
- * registered with no attribute function. */
+/* perturbation.c - the perturbation methods: FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling
+ * and ShapleyValues, with Captum's semantics (shared/reference/captum_spec.md section 6; golden README sections 7, 8
+ * and 11).
+ *
+ * Every method evaluates the model on perturbed copies of the inputs. One copy ("state") has the B rows of the
+ * batch; states are independent of each other, so many of them run as one forward pass of reps*B rows (CX_TILE:
+ * row r*B + b is state r of example b, which is also how Captum tiles with perturbations_per_eval). The number of
+ * states per pass is params.perturbations_per_eval, or what the memory budget allows when it is 0. The outputs are
+ * then combined one state at a time, in Captum's order of operations, so the result never depends on the batching:
+ *  - FeatureAblation / FeaturePermutation: every element receives exactly one output difference, in the
+ *    model-output dtype (Captum's attribution dtype).
+ *  - Occlusion: overlapping windows are summed per chunk of perturbations_per_eval windows (Captum adds one chunk sum
+ *    at a time), then the float32 total is divided by the float32 window count.
+ *  - ShapleyValueSampling / ShapleyValues: one difference per feature and permutation, added into float32 totals in
+ *    permutation order, then divided by the number of permutations in float32.
+ * The unperturbed output (of the inputs, or of the baselines for the Shapley methods) is computed once.
+ *
+ * Result shapes: FeatureAblation, FeaturePermutation and Occlusion return [n, *input.shape[1:]] where n is the number
+ * of values of the target-selected output (B with a target; every output element without one). The Shapley methods
+ * return [*output.shape, *input.shape[1:]] for the target-selected output (the same numbers, Captum's shape).
+ *
+ * Random numbers: explicit draws of the call (a replay of a recorded Captum run) in Captum's consumption order, else
+ * the Philox generator keyed by params.seed, one stream per purpose (and per feature for FeaturePermutation, so
+ * that the draws never depend on the batching).
+ */
 #include "attr/internal.h"
+#include "core/rng.h"
 
-const cx_method cx_method_feature_ablation = {CATTR_METHOD_FEATURE_ABLATION, "feature-ablation", "FeatureAblation", false, NULL, NULL, NULL};
-const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATION, "feature-permutation", "FeaturePermutation", false, NULL, NULL, NULL};
-const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, NULL, NULL, NULL};
-const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling", "ShapleyValueSampling", false, NULL, NULL, NULL};
-const cx_method cx_method_shapley_values = {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues", false, NULL, NULL, NULL};
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PT_STREAM_FP 0x4650000000000000ull  /* FeaturePermutation: + feature ordinal */
+#define PT_STREAM_SVS 0x5356530000000000ull /* ShapleyValueSampling: the n_samples orders, in turn */
+#define SV_MAX_FEATURES 12                  /* ShapleyValues enumerates M! orders */
+#define SVS_MAX_FEATURES ((int64_t)1 << 26) /* ShapleyValueSampling numbers features 0..max id */
+
+/* ---- small helpers ---------------------------------------------------------------------------------------------- */
+
+static inline void copy_el(void *dst, int64_t di, const void *src, int64_t si, size_t esz) {
+    if (esz == 8) ((uint64_t *)dst)[di] = ((const uint64_t *)src)[si];
+    else ((uint32_t *)dst)[di] = ((const uint32_t *)src)[si];
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Index of v in the ascending array a[n], or -1. */
+static int64_t find_sorted(const int64_t *a, int64_t n, int64_t v) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < n && a[lo] == v ? lo : -1;
+}
+
+static bool is_identity(const int64_t *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (p[i] != i) return false;
+    return true;
+}
+
+/* Per-example element count of a tensor (its shape without the batch dim). */
+static int64_t example_numel(const cattr_tensor *x) { return cx_numel(x->ndim - 1, x->shape + 1); }
+
+static bool replaying(const cx_call *c) { return c->user && c->user->n_draws > 0; }
+
+/* Copies an explicit permutation draw of `n` entries into out after checking it is one. */
+static cattr_status take_perm_draw(cx_call *c, const char *role, int64_t n, int64_t *out) {
+    const cattr_tensor *t = NULL;
+    CX_CHECK(cx_next_draw(c, role, NULL, &t));
+    if (!t) return cx_fail(CATTR_ERR_INTERNAL, "no explicit '%s' draw", role);
+    if (t->dtype != CATTR_INT64 || t->numel != n)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' must be %lld int64 values (a permutation)",
+                       role, (long long)n);
+    unsigned char *seen = calloc((size_t)n + 1, 1);
+    if (!seen) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    const int64_t *v = t->data;
+    for (int64_t k = 0; k < n; k++) {
+        if (v[k] < 0 || v[k] >= n || seen[v[k]]) {
+            free(seen);
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' is not a permutation of 0..%lld", role,
+                           (long long)n - 1);
+        }
+        seen[v[k]] = 1;
+        out[k] = v[k];
+    }
+    free(seen);
+    return CATTR_OK;
+}
+
+/* ---- feature masks ---------------------------------------------------------------------------------------------- */
+
+/* Feature ids per input, expanded to `rows` x per-example elements, and for every feature the mask positions
+ * (row*per + k) that hold it. */
+typedef struct pt_masks {
+    int n;
+    int64_t B;
+    int64_t per[CX_MAX_IN];  /* elements per example of input i */
+    int64_t rows[CX_MAX_IN]; /* mask rows: 1 (shared by the examples) or B */
+    int64_t *ids[CX_MAX_IN]; /* rows*per feature ids */
+    int64_t F;               /* features, numbered 0..F-1 in visiting order */
+    bool dense;              /* feature q has id q (Shapley methods); else looked up in by_id */
+    int64_t *by_id;          /* F pairs (id, ordinal), ascending by id */
+    uint32_t *holds;         /* F: bit i set when input i has elements of the feature */
+    int64_t *start[CX_MAX_IN]; /* F+1 offsets into pos */
+    int64_t *pos[CX_MAX_IN];   /* positions grouped by feature */
+} pt_masks;
+
+static void masks_free(pt_masks *pm) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        free(pm->ids[i]);
+        free(pm->start[i]);
+        free(pm->pos[i]);
+    }
+    free(pm->by_id);
+    free(pm->holds);
+    memset(pm, 0, sizeof *pm);
+}
+
+/* Broadcasts mask m (right-aligned, each dim 1 or the input's; dim 0: 1 or the batch) to per-example ids. */
+static cattr_status mask_expand(const cattr_tensor *m, const cattr_tensor *x, int i, int64_t B, int64_t per,
+                                int64_t *rows, int64_t **ids) {
+    char s1[128], s2[128];
+    if (m->dtype != CATTR_INT64)
+        return cx_fail(CATTR_ERR_DTYPE, "feature mask %d is %s; feature masks hold int64 ids", i,
+                       cattr_dtype_name(m->dtype));
+    int off = x->ndim - m->ndim;
+    bool ok = off >= 0;
+    int64_t mst[CATTR_MAX_DIMS] = {0}, st = 1; /* the mask's strides over the input's dims (0: broadcast) */
+    for (int d = m->ndim - 1; ok && d >= 0; d--) {
+        int64_t md = m->shape[d], xd = x->shape[d + off];
+        if (md != 1 && md != xd) ok = false;
+        mst[d + off] = md == 1 ? 0 : st;
+        st *= md;
+    }
+    if (!ok)
+        return cx_fail(CATTR_ERR_SHAPE,
+                       "feature mask %d has shape %s; it must broadcast to input %d of shape %s (dim 0: 1 or the batch)",
+                       i, cx_shape_str(m->ndim, m->shape, s1, sizeof s1), i, cx_shape_str(x->ndim, x->shape, s2, sizeof s2));
+    *rows = mst[0] != 0 ? B : 1;
+    *ids = malloc((size_t)(*rows * per + 1) * sizeof **ids);
+    if (!*ids) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    const int64_t *v = m->data;
+    for (int64_t r = 0; r < *rows; r++)
+        for (int64_t k = 0; k < per; k++) {
+            int64_t rem = k, o = r * mst[0];
+            for (int d = x->ndim - 1; d >= 1; d--) {
+                o += (rem % x->shape[d]) * mst[d];
+                rem /= x->shape[d];
+            }
+            (*ids)[r * per + k] = v[o];
+        }
+    return CATTR_OK;
+}
+
+/* The call's feature masks, or Captum's default: every element its own feature, numbered consecutively across the
+ * inputs (input 0: 0..n0-1, input 1: n0.., ...). A NULL entry among given masks numbers its elements the same way,
+ * after the largest given id. */
+static cattr_status masks_load(const cx_call *c, pt_masks *pm) {
+    const cattr_tensor *const *um = c->user ? c->user->feature_masks : NULL;
+    memset(pm, 0, sizeof *pm);
+    pm->n = c->n;
+    pm->B = c->B;
+    int64_t next = 0;
+    bool any = false;
+    for (int i = 0; um && i < c->n; i++)
+        if (um[i] && um[i]->dtype == CATTR_INT64)
+            for (int64_t k = 0; k < um[i]->numel; k++) {
+                int64_t v = ((const int64_t *)um[i]->data)[k];
+                if (!any || v + 1 > next) next = v + 1;
+                any = true;
+            }
+    for (int i = 0; i < c->n; i++) {
+        const cattr_tensor *x = c->x[i];
+        int64_t per = example_numel(x);
+        pm->per[i] = per;
+        if (um && um[i]) {
+            CX_CHECK(mask_expand(um[i], x, i, c->B, per, &pm->rows[i], &pm->ids[i]));
+            continue;
+        }
+        pm->rows[i] = 1;
+        pm->ids[i] = malloc((size_t)(per + 1) * sizeof *pm->ids[i]);
+        if (!pm->ids[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t k = 0; k < per; k++) pm->ids[i][k] = next + k;
+        next += per;
+    }
+    return CATTR_OK;
+}
+
+/* Ordinal of feature id v, or -1 when it is not a feature. */
+static int64_t feature_of(const pt_masks *pm, int64_t v) {
+    if (pm->dense) return v >= 0 && v < pm->F ? v : -1;
+    int64_t lo = 0, hi = pm->F;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (pm->by_id[2 * mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < pm->F && pm->by_id[2 * lo] == v ? pm->by_id[2 * lo + 1] : -1;
+}
+
+static int cmp_pair(const void *a, const void *b) { return cmp_i64(a, b); }
+
+/* FeatureAblation's order: the ids of input 0 ascending (torch.unique), then the ids of input 1 not seen yet, ... */
+static cattr_status features_first_seen(pt_masks *pm) {
+    int64_t *u[CX_MAX_IN] = {0}, nu[CX_MAX_IN] = {0}, total = 0;
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < pm->n && st == CATTR_OK; i++) {
+        int64_t n = pm->rows[i] * pm->per[i];
+        u[i] = malloc((size_t)(n + 1) * sizeof *u[i]);
+        if (!u[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        memcpy(u[i], pm->ids[i], (size_t)n * sizeof *u[i]);
+        qsort(u[i], (size_t)n, sizeof *u[i], cmp_i64);
+        int64_t m = 0;
+        for (int64_t k = 0; k < n; k++)
+            if (m == 0 || u[i][m - 1] != u[i][k]) u[i][m++] = u[i][k];
+        nu[i] = m;
+        total += m;
+    }
+    if (st == CATTR_OK) {
+        pm->by_id = malloc((size_t)(2 * total + 2) * sizeof *pm->by_id);
+        if (!pm->by_id) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        int64_t F = 0;
+        for (int i = 0; i < pm->n; i++)
+            for (int64_t k = 0; k < nu[i]; k++) {
+                bool seen = false;
+                for (int j = 0; j < i && !seen; j++) seen = find_sorted(u[j], nu[j], u[i][k]) >= 0;
+                if (seen) continue;
+                pm->by_id[2 * F] = u[i][k];
+                pm->by_id[2 * F + 1] = F;
+                F++;
+            }
+        pm->F = F;
+        qsort(pm->by_id, (size_t)F, 2 * sizeof *pm->by_id, cmp_pair);
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) free(u[i]);
+    return st;
+}
+
+/* The Shapley methods' features: ids 0..max id (negative ids are never added). */
+static cattr_status features_dense(pt_masks *pm) {
+    int64_t mx = -1;
+    for (int i = 0; i < pm->n; i++)
+        for (int64_t k = 0; k < pm->rows[i] * pm->per[i]; k++)
+            if (pm->ids[i][k] > mx) mx = pm->ids[i][k];
+    if (mx >= SVS_MAX_FEATURES)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "feature id %lld is too large: the Shapley methods number the features 0..max id (at most %lld)",
+                       (long long)mx, (long long)SVS_MAX_FEATURES - 1);
+    pm->dense = true;
+    pm->F = mx + 1;
+    return CATTR_OK;
+}
+
+/* Groups every input's mask positions by feature and records which inputs hold each feature. */
+static cattr_status masks_index(pt_masks *pm) {
+    int64_t F = pm->F;
+    pm->holds = calloc((size_t)F + 1, sizeof *pm->holds);
+    if (!pm->holds) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < pm->n; i++) {
+        int64_t n = pm->rows[i] * pm->per[i];
+        int64_t *q = malloc((size_t)(n + 1) * sizeof *q), *cur = malloc((size_t)(F + 1) * sizeof *cur);
+        pm->start[i] = calloc((size_t)F + 2, sizeof *pm->start[i]);
+        pm->pos[i] = malloc((size_t)(n + 1) * sizeof *pm->pos[i]);
+        if (!q || !cur || !pm->start[i] || !pm->pos[i]) {
+            free(q);
+            free(cur);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        int64_t *start = pm->start[i];
+        for (int64_t p = 0; p < n; p++) {
+            q[p] = feature_of(pm, pm->ids[i][p]);
+            if (q[p] < 0) continue;
+            start[q[p] + 1]++;
+            pm->holds[q[p]] |= 1u << i;
+        }
+        for (int64_t f = 0; f < F; f++) start[f + 1] += start[f];
+        memcpy(cur, start, (size_t)F * sizeof *cur);
+        for (int64_t p = 0; p < n; p++)
+            if (q[p] >= 0) pm->pos[i][cur[q[p]]++] = p;
+        free(q);
+        free(cur);
+    }
+    return CATTR_OK;
+}
+
+/* ---- the unperturbed output and the batched passes -------------------------------------------------------------- */
+
+/* Target-selected output of one state: n_out values (B with a target, every output element without one). */
+typedef struct pt_ref {
+    double *y;
+    int64_t n_out;
+    int64_t per_row; /* values per example: n_out / B */
+    cattr_dtype dt;  /* model-output dtype */
+    int ndim;        /* shape of the target-selected output */
+    int64_t shape[CATTR_MAX_DIMS];
+} pt_ref;
+
+static bool has_target(const cx_call *c) { return c->target && c->target->kind != CATTR_TARGET_NONE; }
+
+/* The target-selected values of an output of reps states (reps*n_out values, state-major). */
+static cattr_status out_values(const cx_call *c, const cattr_tensor *out, int64_t reps, int64_t n_out, double *vals) {
+    if (has_target(c)) return cx_select(c, out, reps, CX_TILE, vals);
+    if (out->numel != reps * n_out) {
+        char s[128];
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s for %lld perturbed copies of the batch; "
+                                        "expected %lld values per copy",
+                       cx_shape_str(out->ndim, out->shape, s, sizeof s), (long long)reps, (long long)n_out);
+    }
+    for (int64_t k = 0; k < out->numel; k++) vals[k] = cx_tensor_get(out, k);
+    return CATTR_OK;
+}
+
+/* One forward pass of the batch xs (B rows): the reference every perturbation is compared with. */
+static cattr_status reference_output(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, pt_ref *ref) {
+    cattr_tensor *out = NULL;
+    memset(ref, 0, sizeof *ref);
+    CX_CHECK(cx_forward(e, c, xs, 1, CX_TILE, &out));
+    ref->dt = out->dtype;
+    if (has_target(c)) {
+        ref->n_out = c->B;
+        ref->ndim = 1;
+        ref->shape[0] = c->B;
+    } else {
+        ref->n_out = out->numel;
+        ref->ndim = out->ndim;
+        memcpy(ref->shape, out->shape, sizeof ref->shape);
+    }
+    ref->per_row = c->B ? ref->n_out / c->B : 0;
+    ref->y = malloc((size_t)(ref->n_out + 1) * sizeof *ref->y);
+    cattr_status st = ref->y ? out_values(c, out, 1, ref->n_out, ref->y) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_tensor_free(out);
+    return st;
+}
+
+/* The first output row that mask row m of input i applies to, and one past the last. */
+static inline void rows_of(const pt_masks *pm, int i, const pt_ref *ref, int64_t m, int64_t *r0, int64_t *r1) {
+    if (pm->rows[i] == 1) {
+        *r0 = 0;
+        *r1 = ref->n_out;
+    } else {
+        *r0 = m * ref->per_row;
+        *r1 = (m + 1) * ref->per_row;
+    }
+}
+
+/* Attribution tensor [*lead, *x.shape[1:]], zero-filled. */
+static cattr_status alloc_attr(cattr_dtype dt, int lead_nd, const int64_t *lead, const cattr_tensor *x,
+                               cattr_tensor **out) {
+    int64_t sh[CATTR_MAX_DIMS];
+    int nd = lead_nd + x->ndim - 1;
+    if (nd > CATTR_MAX_DIMS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "the attribution would have %d dims (more than %d)", nd, CATTR_MAX_DIMS);
+    memcpy(sh, lead, (size_t)lead_nd * sizeof *sh);
+    memcpy(sh + lead_nd, x->shape + 1, (size_t)(x->ndim - 1) * sizeof *sh);
+    *out = cx_tensor_alloc(dt, nd, sh);
+    if (!*out) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    memset((*out)->data, 0, (size_t)(*out)->numel * cattr_dtype_size(dt));
+    return CATTR_OK;
+}
+
+/* A sequence of perturbed states, evaluated many per forward pass and consumed in order. */
+typedef struct pt_pass pt_pass;
+struct pt_pass {
+    cattr_explainer *e;
+    cx_call *c;
+    int64_t n_states;
+    int64_t n_out;
+    /* writes state s into slot[i] (the B rows of input i, compute dtype); called in state order */
+    cattr_status (*fill)(pt_pass *p, int64_t s, char *const *slot);
+    /* consumes the n_out target-selected output values of state s; called in state order */
+    cattr_status (*take)(pt_pass *p, int64_t s, const double *y);
+    void *user;
+};
+
+/* States per forward pass: perturbations_per_eval, or as many as the memory budget allows. */
+static cattr_status states_per_pass(cattr_explainer *e, cx_call *c, int64_t n_states, int64_t *out) {
+    int64_t k = e->p.perturbations_per_eval;
+    if (k <= 0) {
+        size_t row = 0;
+        CX_CHECK(cx_row_bytes(e, c, false, &row));
+        size_t per_state = row * (size_t)(c->B > 0 ? c->B : 1), budget = cx_memory_budget(e);
+        size_t fit = per_state ? budget / per_state : (size_t)n_states;
+        if (fit < 1)
+            cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one perturbed batch (%zu bytes); "
+                                   "running one per forward pass", budget, per_state);
+        k = fit > (size_t)n_states ? n_states : (int64_t)fit;
+    }
+    *out = k < 1 ? 1 : (k > n_states ? n_states : k);
+    return CATTR_OK;
+}
+
+static cattr_status run_states(pt_pass *p) {
+    cattr_explainer *e = p->e;
+    cx_call *c = p->c;
+    if (p->n_states <= 0) return CATTR_OK;
+    int64_t per = 1, have = 0;
+    CX_CHECK(states_per_pass(e, c, p->n_states, &per));
+    size_t esz = cattr_dtype_size(c->dt);
+    cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
+    double *vals = malloc((size_t)(per * p->n_out + 1) * sizeof *vals);
+    cattr_status st = vals ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
+        int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per;
+        for (int i = 0; i < c->n && st == CATTR_OK && cnt != have; i++) {
+            int64_t sh[CATTR_MAX_DIMS];
+            memcpy(sh, c->x[i]->shape, sizeof sh);
+            sh[0] = cnt * c->B;
+            cattr_tensor_free(xs[i]);
+            xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, sh);
+            if (!xs[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        have = cnt;
+        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) {
+            char *slot[CX_MAX_IN];
+            for (int i = 0; i < c->n; i++) slot[i] = (char *)xs[i]->data + (size_t)(j * c->x[i]->numel) * esz;
+            st = p->fill(p, s0 + j, slot);
+        }
+        if (st == CATTR_OK) st = cx_forward(e, c, xs, cnt, CX_TILE, &out);
+        if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
+        cattr_tensor_free(out);
+        out = NULL;
+        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+        if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    free(vals);
+    return st;
+}
+
+static cattr_status check_ppe(const cattr_explainer *e) {
+    if (e->p.perturbations_per_eval < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval must be positive, or 0 to choose it from "
+                                                   "the memory budget (got %d)", e->p.perturbations_per_eval);
+    return CATTR_OK;
+}
+
+/* ---- FeatureAblation and FeaturePermutation --------------------------------------------------------------------- */
+
+typedef struct fa_run {
+    pt_masks *pm;
+    pt_ref *ref;
+    cattr_tensor **attr;
+    bool permute;
+    int64_t *perms;   /* replay: the recorded permutations, B each */
+    int64_t *perm_at; /* replay: F x n offsets into perms (-1: none) */
+    int64_t *scratch; /* B: a generated permutation */
+    double *diff;     /* n_out */
+    uint64_t seed;
+} fa_run;
+
+/* State q: feature q replaced by the baseline (ablation) or by other examples' values (permutation) in every input
+ * holding it. */
+static cattr_status fa_fill(pt_pass *p, int64_t q, char *const *slot) {
+    fa_run *f = p->user;
+    const pt_masks *pm = f->pm;
+    const cx_call *c = p->c;
+    size_t esz = cattr_dtype_size(c->dt);
+    int64_t B = c->B;
+    cx_rng rng;
+    if (f->permute && !f->perms) cx_rng_init(&rng, f->seed, PT_STREAM_FP + (uint64_t)q);
+    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->x[i]->data, (size_t)c->x[i]->numel * esz);
+    for (int i = 0; i < c->n; i++) {
+        if (!(pm->holds[q] & (1u << i))) continue;
+        const int64_t *perm = NULL;
+        if (f->permute && f->perms) {
+            perm = f->perms + f->perm_at[q * pm->n + i];
+        } else if (f->permute) {
+            do {
+                cx_rng_permutation(&rng, B, f->scratch);
+            } while (is_identity(f->scratch, B));
+            perm = f->scratch;
+        }
+        const void *src = f->permute ? c->x[i]->data : c->base[i]->data;
+        int64_t per = pm->per[i];
+        for (int64_t t = pm->start[i][q]; t < pm->start[i][q + 1]; t++) {
+            int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per;
+            int64_t b0 = pm->rows[i] == 1 ? 0 : m, b1 = pm->rows[i] == 1 ? B : m + 1;
+            for (int64_t b = b0; b < b1; b++) copy_el(slot[i], b * per + k, src, (perm ? perm[b] : b) * per + k, esz);
+        }
+    }
+    return CATTR_OK;
+}
+
+/* attr[r, element of q] = y0[r] - y[r], in the model-output dtype. */
+static cattr_status fa_take(pt_pass *p, int64_t q, const double *y) {
+    fa_run *f = p->user;
+    const pt_masks *pm = f->pm;
+    const pt_ref *ref = f->ref;
+    for (int64_t r = 0; r < ref->n_out; r++) f->diff[r] = cx_rnd(ref->dt, ref->y[r] - y[r]);
+    for (int i = 0; i < pm->n; i++) {
+        if (!(pm->holds[q] & (1u << i))) continue;
+        int64_t per = pm->per[i];
+        for (int64_t t = pm->start[i][q]; t < pm->start[i][q + 1]; t++) {
+            int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per, r0, r1;
+            rows_of(pm, i, ref, m, &r0, &r1);
+            for (int64_t r = r0; r < r1; r++) cx_tensor_set(f->attr[i], r * per + k, f->diff[r]);
+        }
+    }
+    return CATTR_OK;
+}
+
+/* A replay's permutations in Captum's consumption order: features in chunks of perturbations_per_eval; per chunk,
+ * for every input holding one of its features (ascending), one draw per feature of the chunk (used only where the
+ * input holds that feature); an identity draw is discarded and the next one taken. */
+static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
+    const pt_masks *pm = f->pm;
+    int64_t F = pm->F, B = c->B, need = 0, used = 0;
+    int64_t k = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
+    for (int64_t q = 0; q < F; q++)
+        for (int i = 0; i < pm->n; i++) need += (pm->holds[q] >> i) & 1u;
+    f->perms = malloc((size_t)(need * B + 1) * sizeof *f->perms);
+    f->perm_at = malloc((size_t)(F * pm->n + 1) * sizeof *f->perm_at);
+    if (!f->perms || !f->perm_at) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t q0 = 0; q0 < F; q0 += k) {
+        int64_t kc = F - q0 < k ? F - q0 : k;
+        uint32_t in_chunk = 0;
+        for (int64_t j = 0; j < kc; j++) in_chunk |= pm->holds[q0 + j];
+        for (int i = 0; i < pm->n; i++) {
+            if (!(in_chunk & (1u << i))) continue;
+            for (int64_t j = 0; j < kc; j++) {
+                do { /* an identity draw is thrown away */
+                    CX_CHECK(take_perm_draw(c, "fp_batch_permutation", B, f->scratch));
+                } while (is_identity(f->scratch, B));
+                int64_t q = q0 + j;
+                f->perm_at[q * pm->n + i] = -1;
+                if (!(pm->holds[q] & (1u << i))) continue;
+                memcpy(f->perms + used * B, f->scratch, (size_t)B * sizeof *f->perms);
+                f->perm_at[q * pm->n + i] = used * B;
+                used++;
+            }
+        }
+    }
+    return CATTR_OK;
+}
+
+static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool permute) {
+    pt_masks pm;
+    pt_ref ref;
+    fa_run f;
+    memset(&f, 0, sizeof f);
+    memset(&ref, 0, sizeof ref);
+    cattr_status st = masks_load(c, &pm);
+    if (st == CATTR_OK) st = features_first_seen(&pm);
+    if (st == CATTR_OK) st = masks_index(&pm);
+    if (st == CATTR_OK) st = reference_output(e, c, c->x, &ref);
+    int64_t lead = ref.n_out;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = alloc_attr(ref.dt, 1, &lead, c->x[i], &attr[i]);
+    bool skip = permute && c->B < 2;
+    if (st == CATTR_OK && skip) /* Captum skips every feature group of a batch below 2: all attributions stay 0 */
+        cx_log(CATTR_LOG_WARN, "FeaturePermutation needs a batch of at least 2 examples (got %lld): every "
+                               "attribution is 0", (long long)c->B);
+    if (st == CATTR_OK && !skip) {
+        f.pm = &pm;
+        f.ref = &ref;
+        f.attr = attr;
+        f.permute = permute;
+        f.seed = e->p.seed;
+        f.scratch = malloc((size_t)(c->B + 1) * sizeof *f.scratch);
+        f.diff = malloc((size_t)(ref.n_out + 1) * sizeof *f.diff);
+        if (!f.scratch || !f.diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK && permute && replaying(c)) st = fp_replay_perms(e, c, &f);
+        pt_pass p = {e, c, pm.F, ref.n_out, fa_fill, fa_take, &f};
+        if (st == CATTR_OK) st = run_states(&p);
+    }
+    free(f.perms);
+    free(f.perm_at);
+    free(f.scratch);
+    free(f.diff);
+    free(ref.y);
+    masks_free(&pm);
+    return st;
+}
+
+static cattr_status feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return ablation_attribute(e, c, attr, false);
+}
+
+static cattr_status feature_permutation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return ablation_attribute(e, c, attr, true);
+}
+
+static cattr_status ablation_init(cattr_explainer *e) { return check_ppe(e); }
+
+/* ---- Occlusion -------------------------------------------------------------------------------------------------- */
+
+/* Sliding windows over the per-example shape of one input. */
+typedef struct occ_input {
+    int nd;
+    int64_t dim[CATTR_MAX_DIMS], win[CATTR_MAX_DIMS], stride[CATTR_MAX_DIMS], shift[CATTR_MAX_DIMS];
+    int64_t P;     /* windows: prod shift */
+    int64_t first; /* feature id of its first window (ids run consecutively over the inputs) */
+    int64_t qmod;  /* Captum's window-number offset (the product of the earlier inputs' window counts) mod P */
+} occ_input;
+
+typedef struct occ_run {
+    occ_input in[CX_MAX_IN];
+    pt_ref *ref;
+    int64_t G, chunk;          /* windows in all; Captum's perturbations_per_eval */
+    double *total[CX_MAX_IN];  /* n_out x per, model-output dtype */
+    double *part[CX_MAX_IN];   /* the current chunk's sums */
+    unsigned char *hit[CX_MAX_IN];
+    int64_t *touched[CX_MAX_IN], n_touched[CX_MAX_IN];
+    double *weight[CX_MAX_IN]; /* per element: windows covering it */
+    int64_t *box;              /* scratch: element offsets of one window */
+    double *diff;
+} occ_run;
+
+static cattr_status occ_setup(const cattr_explainer *e, const cx_call *c, occ_run *o) {
+    char s1[128], s2[128];
+    int64_t first = 0;
+    if (c->user && c->user->feature_masks)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "Occlusion takes sliding windows, not feature masks");
+    for (int i = 0; i < c->n; i++) {
+        occ_input *w = &o->in[i];
+        const cattr_tensor *x = c->x[i];
+        w->nd = x->ndim - 1;
+        memcpy(w->dim, x->shape + 1, (size_t)w->nd * sizeof *w->dim);
+        int wn = e->p.sliding_window_ndim[i], sn = e->p.strides_ndim[i];
+        if (wn != w->nd)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                           "Occlusion needs a sliding window of %d dims for input %d (example shape %s); %d given",
+                           w->nd, i, cx_shape_str(w->nd, w->dim, s1, sizeof s1), wn);
+        if (!(sn == 0 || sn == -1 || sn == 1 || sn == w->nd))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                           "the strides of input %d have %d dims; give one int or %d (one per dim of %s)", i, sn,
+                           w->nd, cx_shape_str(w->nd, w->dim, s1, sizeof s1));
+        w->P = 1;
+        for (int d = 0; d < w->nd; d++) {
+            w->win[d] = e->p.sliding_window[i][d];
+            w->stride[d] = sn == 0 ? 1 : (sn == w->nd ? e->p.strides[i][d] : e->p.strides[i][0]);
+            if (w->win[d] < 1 || w->win[d] > w->dim[d])
+                return cx_fail(CATTR_ERR_SHAPE, "sliding window %s does not fit input %d (example shape %s)",
+                               cx_shape_str(w->nd, w->win, s1, sizeof s1), i, cx_shape_str(w->nd, w->dim, s2, sizeof s2));
+            if (w->stride[d] < 1 || (w->stride[d] > w->win[d] && w->dim[d] != w->win[d]))
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                               "stride %lld of dim %d of input %d must be between 1 and the window size %lld",
+                               (long long)w->stride[d], d + 1, i, (long long)w->win[d]);
+            w->shift[d] = (w->dim[d] - w->win[d] + w->stride[d] - 1) / w->stride[d] + 1;
+            w->P *= w->shift[d];
+            if (w->P > INT32_MAX) return cx_fail(CATTR_ERR_UNSUPPORTED, "input %d has too many windows", i);
+        }
+        w->first = first;
+        first += w->P;
+        /* Captum numbers input i's windows from the product, not the sum, of the earlier inputs' window counts
+         * (the same set of windows, visited in a rotated order when there are more than two inputs) */
+        int64_t qm = i == 0 ? 0 : 1 % w->P;
+        for (int j = 0; j < i; j++) qm = (qm * (o->in[j].P % w->P)) % w->P;
+        w->qmod = qm;
+    }
+    o->G = first;
+    return CATTR_OK;
+}
+
+/* Input of window g and the per-example element offsets its box covers. */
+static void occ_window(const occ_run *o, int n_in, int64_t g, int *in, int64_t *box, int64_t *n_box) {
+    int i = 0;
+    while (i + 1 < n_in && g >= o->in[i].first + o->in[i].P) i++;
+    const occ_input *w = &o->in[i];
+    int64_t n = ((g - w->first - w->qmod) % w->P + w->P) % w->P; /* Python's modulo */
+    int64_t lo[CATTR_MAX_DIMS], hi[CATTR_MAX_DIMS], idx[CATTR_MAX_DIMS];
+    for (int d = 0; d < w->nd; d++) { /* first non-batch dim fastest */
+        lo[d] = (n % w->shift[d]) * w->stride[d];
+        hi[d] = lo[d] + w->win[d] < w->dim[d] ? lo[d] + w->win[d] : w->dim[d];
+        n /= w->shift[d];
+        idx[d] = lo[d];
+    }
+    *in = i;
+    *n_box = 0;
+    for (;;) {
+        int64_t k = 0;
+        for (int d = 0; d < w->nd; d++) k = k * w->dim[d] + idx[d];
+        box[(*n_box)++] = k;
+        int d = w->nd - 1;
+        while (d >= 0 && ++idx[d] == hi[d]) idx[d] = lo[d], d--;
+        if (d < 0) break;
+    }
+}
+
+static cattr_status occ_fill(pt_pass *p, int64_t g, char *const *slot) {
+    occ_run *o = p->user;
+    const cx_call *c = p->c;
+    size_t esz = cattr_dtype_size(c->dt);
+    int i;
+    int64_t nb;
+    for (int t = 0; t < c->n; t++) memcpy(slot[t], c->x[t]->data, (size_t)c->x[t]->numel * esz);
+    occ_window(o, c->n, g, &i, o->box, &nb);
+    int64_t per = example_numel(c->x[i]);
+    for (int64_t t = 0; t < nb; t++)
+        for (int64_t b = 0; b < c->B; b++) copy_el(slot[i], b * per + o->box[t], c->base[i]->data, b * per + o->box[t], esz);
+    return CATTR_OK;
+}
+
+/* Adds y0 - y to the chunk sums of the window's elements; at a chunk's end the sums go into the totals
+ * (Captum: total += (diff * masks).sum(0) per chunk of perturbations_per_eval windows, summed in window order). */
+static cattr_status occ_take(pt_pass *p, int64_t g, const double *y) {
+    occ_run *o = p->user;
+    const cx_call *c = p->c;
+    const pt_ref *ref = o->ref;
+    cattr_dtype dt = ref->dt;
+    int i;
+    int64_t nb, n_out = ref->n_out;
+    for (int64_t r = 0; r < n_out; r++) o->diff[r] = cx_rnd(dt, ref->y[r] - y[r]);
+    occ_window(o, c->n, g, &i, o->box, &nb);
+    int64_t per = example_numel(c->x[i]);
+    for (int64_t t = 0; t < nb; t++) {
+        int64_t k = o->box[t];
+        bool fresh = !o->hit[i][k];
+        if (fresh) {
+            o->hit[i][k] = 1;
+            o->touched[i][o->n_touched[i]++] = k;
+        }
+        double *part = o->part[i];
+        for (int64_t r = 0; r < n_out; r++)
+            part[r * per + k] = fresh ? o->diff[r] : cx_rnd(dt, part[r * per + k] + o->diff[r]);
+    }
+    if ((g + 1) % o->chunk != 0 && g + 1 != o->G) return CATTR_OK;
+    for (int t = 0; t < c->n; t++) {
+        int64_t pt = example_numel(c->x[t]);
+        for (int64_t u = 0; u < o->n_touched[t]; u++) {
+            int64_t k = o->touched[t][u];
+            for (int64_t r = 0; r < n_out; r++)
+                o->total[t][r * pt + k] = cx_rnd(dt, o->total[t][r * pt + k] + o->part[t][r * pt + k]);
+            o->hit[t][k] = 0;
+        }
+        o->n_touched[t] = 0;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    occ_run o;
+    pt_ref ref;
+    memset(&o, 0, sizeof o);
+    memset(&ref, 0, sizeof ref);
+    int64_t max_box = 1;
+    cattr_status st = occ_setup(e, c, &o);
+    if (st == CATTR_OK) st = reference_output(e, c, c->x, &ref);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        int64_t per = example_numel(c->x[i]), nb = 1;
+        for (int d = 0; d < o.in[i].nd; d++) nb *= o.in[i].win[d];
+        if (nb > max_box) max_box = nb;
+        o.total[i] = calloc((size_t)(ref.n_out * per) + 1, sizeof *o.total[i]);
+        o.part[i] = calloc((size_t)(ref.n_out * per) + 1, sizeof *o.part[i]);
+        o.hit[i] = calloc((size_t)per + 1, 1);
+        o.touched[i] = malloc((size_t)(per + 1) * sizeof *o.touched[i]);
+        o.weight[i] = calloc((size_t)per + 1, sizeof *o.weight[i]);
+        if (!o.total[i] || !o.part[i] || !o.hit[i] || !o.touched[i] || !o.weight[i])
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        o.ref = &ref;
+        o.chunk = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
+        o.box = malloc((size_t)max_box * sizeof *o.box);
+        o.diff = malloc((size_t)(ref.n_out + 1) * sizeof *o.diff);
+        if (!o.box || !o.diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int64_t g = 0; g < o.G && st == CATTR_OK; g++) { /* window counts (float32 in Captum, exact) */
+        int i;
+        int64_t nb;
+        occ_window(&o, c->n, g, &i, o.box, &nb);
+        for (int64_t t = 0; t < nb; t++) o.weight[i][o.box[t]] += 1;
+    }
+    pt_pass p = {e, c, o.G, ref.n_out, occ_fill, occ_take, &o};
+    if (st == CATTR_OK) st = run_states(&p);
+    int64_t lead = ref.n_out;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* total.float() / weight */
+        st = alloc_attr(c->dt, 1, &lead, c->x[i], &attr[i]);
+        int64_t per = example_numel(c->x[i]);
+        for (int64_t r = 0; r < ref.n_out && st == CATTR_OK; r++)
+            for (int64_t k = 0; k < per; k++) {
+                float tot = (float)o.total[i][r * per + k];
+                cx_tensor_set(attr[i], r * per + k, (double)(float)((double)tot / o.weight[i][k]));
+            }
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        free(o.total[i]);
+        free(o.part[i]);
+        free(o.hit[i]);
+        free(o.touched[i]);
+        free(o.weight[i]);
+    }
+    free(o.box);
+    free(o.diff);
+    free(ref.y);
+    return st;
+}
+
+static cattr_status occlusion_init(cattr_explainer *e) {
+    CX_CHECK(check_ppe(e));
+    for (int i = 0; i < CATTR_MAX_INPUTS; i++) {
+        for (int d = 0; d < e->p.sliding_window_ndim[i] && d < CATTR_MAX_DIMS; d++)
+            if (e->p.sliding_window[i][d] < 1)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "sliding window dim %d of input %d is %lld; it must be >= 1",
+                               d + 1, i, (long long)e->p.sliding_window[i][d]);
+        int sn = e->p.strides_ndim[i] < 0 ? 1 : e->p.strides_ndim[i];
+        for (int d = 0; d < sn && d < CATTR_MAX_DIMS; d++)
+            if (e->p.strides[i][d] < 1)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "stride of dim %d of input %d is %lld; it must be >= 1", d + 1, i,
+                               (long long)e->p.strides[i][d]);
+    }
+    return CATTR_OK;
+}
+
+/* ---- ShapleyValueSampling and ShapleyValues --------------------------------------------------------------------- */
+
+typedef struct sv_run {
+    pt_masks *pm;
+    pt_ref *ref;
+    int64_t M;
+    int64_t *perms;         /* SVS: n_samples x M feature orders */
+    char *cur[CX_MAX_IN];   /* SVS: the state being built (B rows per input) */
+    double *prev;           /* SVS: outputs of the previous state */
+    double *coal;           /* ShapleyValues: outputs per coalition, 2^M x n_out */
+    double *acc;            /* n_out x M float32 totals */
+} sv_run;
+
+/* Puts the inputs' values of feature f into the B-row state dst (the feature is "added"). */
+static void add_feature(const pt_masks *pm, const cx_call *c, int64_t f, char *const *dst) {
+    size_t esz = cattr_dtype_size(c->dt);
+    for (int i = 0; i < c->n; i++) {
+        if (!(pm->holds[f] & (1u << i))) continue;
+        int64_t per = pm->per[i];
+        for (int64_t t = pm->start[i][f]; t < pm->start[i][f + 1]; t++) {
+            int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per;
+            int64_t b0 = pm->rows[i] == 1 ? 0 : m, b1 = pm->rows[i] == 1 ? c->B : m + 1;
+            for (int64_t b = b0; b < b1; b++) copy_el(dst[i], b * per + k, c->x[i]->data, b * per + k, esz);
+        }
+    }
+}
+
+/* total[r, f] += y_after - y_before in float32 (Captum's float32 totals; the difference in the output dtype). */
+static void sv_accumulate(sv_run *s, int64_t f, const double *after, const double *before) {
+    const pt_ref *ref = s->ref;
+    for (int64_t r = 0; r < ref->n_out; r++) {
+        double d = cx_rnd(ref->dt, after[r] - before[r]);
+        double *a = &s->acc[r * s->M + f];
+        *a = (double)(float)(*a + d);
+    }
+}
+
+/* State t*M + j of ShapleyValueSampling: the baselines with the first j+1 features of order t added. */
+static cattr_status svs_fill(pt_pass *p, int64_t s, char *const *slot) {
+    sv_run *sv = p->user;
+    const cx_call *c = p->c;
+    size_t esz = cattr_dtype_size(c->dt);
+    if (s % sv->M == 0)
+        for (int i = 0; i < c->n; i++) memcpy(sv->cur[i], c->base[i]->data, (size_t)c->x[i]->numel * esz);
+    add_feature(sv->pm, c, sv->perms[s], sv->cur);
+    for (int i = 0; i < c->n; i++) memcpy(slot[i], sv->cur[i], (size_t)c->x[i]->numel * esz);
+    return CATTR_OK;
+}
+
+static cattr_status svs_take(pt_pass *p, int64_t s, const double *y) {
+    sv_run *sv = p->user;
+    sv_accumulate(sv, sv->perms[s], y, s % sv->M == 0 ? sv->ref->y : sv->prev);
+    memcpy(sv->prev, y, (size_t)sv->ref->n_out * sizeof *y);
+    return CATTR_OK;
+}
+
+/* State S-1 of ShapleyValues: the baselines with the features of coalition S (a bit set, S >= 1) added. */
+static cattr_status sv_fill(pt_pass *p, int64_t s, char *const *slot) {
+    sv_run *sv = p->user;
+    const cx_call *c = p->c;
+    size_t esz = cattr_dtype_size(c->dt);
+    int64_t S = s + 1;
+    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->base[i]->data, (size_t)c->x[i]->numel * esz);
+    for (int64_t f = 0; f < sv->M; f++)
+        if (S & ((int64_t)1 << f)) add_feature(sv->pm, c, f, slot);
+    return CATTR_OK;
+}
+
+static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
+    sv_run *sv = p->user;
+    memcpy(sv->coal + (s + 1) * sv->ref->n_out, y, (size_t)sv->ref->n_out * sizeof *y);
+    return CATTR_OK;
+}
+
+/* Next permutation in lexicographic order (itertools.permutations of 0..n-1); false after the last. */
+static bool next_permutation(int64_t *a, int64_t n) {
+    int64_t i = n - 2;
+    while (i >= 0 && a[i] >= a[i + 1]) i--;
+    if (i < 0) return false;
+    int64_t j = n - 1;
+    while (a[j] <= a[i]) j--;
+    int64_t t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+    for (int64_t l = i + 1, h = n - 1; l < h; l++, h--) t = a[l], a[l] = a[h], a[h] = t;
+    return true;
+}
+
+/* attr[r, element] = total[r, feature of the element] / n_iter in float32 (0 for ids outside 0..M-1). */
+static cattr_status sv_result(const cx_call *c, const pt_masks *pm, const sv_run *sv, double n_iter,
+                              cattr_tensor **attr) {
+    const pt_ref *ref = sv->ref;
+    for (int i = 0; i < c->n; i++) {
+        CX_CHECK(alloc_attr(c->dt, ref->ndim, ref->shape, c->x[i], &attr[i]));
+        int64_t per = pm->per[i];
+        for (int64_t r = 0; r < ref->n_out; r++) {
+            int64_t m = pm->rows[i] == 1 ? 0 : r / ref->per_row;
+            for (int64_t k = 0; k < per; k++) {
+                int64_t f = pm->ids[i][m * per + k];
+                double v = f >= 0 && f < sv->M ? (double)(float)(sv->acc[r * sv->M + f] / n_iter) : 0.0;
+                cx_tensor_set(attr[i], r * per + k, v);
+            }
+        }
+    }
+    return CATTR_OK;
+}
+
+static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool exact) {
+    pt_masks pm;
+    pt_ref ref;
+    sv_run sv;
+    memset(&sv, 0, sizeof sv);
+    memset(&ref, 0, sizeof ref);
+    cattr_status st = masks_load(c, &pm);
+    if (st == CATTR_OK) st = features_dense(&pm);
+    if (st == CATTR_OK && exact && pm.F > SV_MAX_FEATURES)
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                     "ShapleyValues enumerates all orders of the %lld features (%lld!); group them with a feature "
+                     "mask into at most %d, or use ShapleyValueSampling",
+                     (long long)pm.F, (long long)pm.F, SV_MAX_FEATURES);
+    if (st == CATTR_OK) st = masks_index(&pm);
+    if (st == CATTR_OK) st = reference_output(e, c, c->base, &ref);
+    int64_t M = pm.F, n_out = ref.n_out, n_perm = exact ? 1 : e->p.n_samples;
+    double n_iter = 1;
+    if (st == CATTR_OK) {
+        sv.pm = &pm;
+        sv.ref = &ref;
+        sv.M = M;
+        sv.acc = calloc((size_t)(n_out * M) + 1, sizeof *sv.acc);
+        if (!sv.acc) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK && !exact) { /* the orders, one per sample, drawn in turn */
+        sv.perms = malloc(((size_t)(n_perm * M) + 1) * sizeof *sv.perms);
+        sv.prev = malloc((size_t)(n_out + 1) * sizeof *sv.prev);
+        if (!sv.perms || !sv.prev) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        cx_rng rng;
+        cx_rng_init(&rng, e->p.seed, PT_STREAM_SVS);
+        for (int64_t t = 0; t < n_perm && st == CATTR_OK; t++) {
+            if (replaying(c)) st = take_perm_draw(c, "svs_permutation", M, sv.perms + t * M);
+            else cx_rng_permutation(&rng, M, sv.perms + t * M);
+        }
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            sv.cur[i] = malloc((size_t)c->x[i]->numel * cattr_dtype_size(c->dt) + 1);
+            if (!sv.cur[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        pt_pass p = {e, c, n_perm * M, n_out, svs_fill, svs_take, &sv};
+        if (st == CATTR_OK) st = run_states(&p);
+        n_iter = (double)n_perm;
+    }
+    if (st == CATTR_OK && exact) { /* every coalition once, then all M! orders in lexicographic order */
+        int64_t n_coal = (int64_t)1 << M;
+        sv.coal = malloc(((size_t)(n_coal * n_out) + 1) * sizeof *sv.coal);
+        int64_t *order = malloc((size_t)(M + 1) * sizeof *order);
+        if (!sv.coal || !order) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) {
+            memcpy(sv.coal, ref.y, (size_t)n_out * sizeof *sv.coal);
+            pt_pass p = {e, c, n_coal - 1, n_out, sv_fill, sv_take, &sv};
+            st = run_states(&p);
+        }
+        if (st == CATTR_OK) {
+            for (int64_t j = 0; j < M; j++) order[j] = j;
+            n_iter = 0;
+            do {
+                int64_t S = 0;
+                for (int64_t j = 0; j < M; j++) {
+                    int64_t T = S | ((int64_t)1 << order[j]);
+                    sv_accumulate(&sv, order[j], sv.coal + T * n_out, sv.coal + S * n_out);
+                    S = T;
+                }
+                n_iter += 1;
+            } while (next_permutation(order, M));
+        }
+        free(order);
+    }
+    if (st == CATTR_OK) st = sv_result(c, &pm, &sv, n_iter, attr);
+    for (int i = 0; i < CX_MAX_IN; i++) free(sv.cur[i]);
+    free(sv.perms);
+    free(sv.prev);
+    free(sv.coal);
+    free(sv.acc);
+    free(ref.y);
+    masks_free(&pm);
+    return st;
+}
+
+static cattr_status shapley_value_sampling(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return shapley_attribute(e, c, attr, false);
+}
+
+static cattr_status shapley_values(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return shapley_attribute(e, c, attr, true);
+}
+
+static cattr_status svs_init(cattr_explainer *e) {
+    CX_CHECK(check_ppe(e));
+    if (e->p.n_samples < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be at least 1 (got %d)", e->p.n_samples);
+    return CATTR_OK;
+}
+
+/* ---- the method table entries ----------------------------------------------------------------------------------- */
+
+const cx_method cx_method_feature_ablation = {CATTR_METHOD_FEATURE_ABLATION, "feature-ablation", "FeatureAblation",
+                                              false, ablation_init, feature_ablation, NULL};
+const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATION, "feature-permutation",
+                                                 "FeaturePermutation", false, ablation_init, feature_permutation, NULL};
+const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, occlusion_init,
+                                       occlusion, NULL};
+const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling",
+                                                    "ShapleyValueSampling", false, svs_init, shapley_value_sampling, NULL};
+const cx_method cx_method_shapley_values = {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues", false,
+                                            ablation_init, shapley_values, NULL};

@@ -282,6 +282,8 @@ static int replay_case(const char *dir, replay_opts *o) {
     const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "method"));
     const char *inner_m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "inner_method"));
     if (method && !strcmp(method, "NoiseTunnel")) method = inner_m; /* nt_type is a parameter of the method */
+    bool lime_base = method && !strcmp(method, "LimeBase"); /* Lime with the kernel and model named in the case */
+    if (lime_base) method = "Lime";
     if (!name) name = dir;
     if (!method || !implemented(method)) {
         printf("SKIP %s method %s not implemented yet\n", name, method ? method : "?");
@@ -323,6 +325,7 @@ static int replay_case(const char *dir, replay_opts *o) {
     if ((v = arg(c, "method")) && cJSON_IsString(v)) p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
     if ((v = arg(c, "internal_batch_size"))) p.internal_batch_size = v->valueint;
     if ((v = arg(c, "abs"))) p.abs = cJSON_IsTrue(v);
+    if ((v = arg(c, "return_input_shape")) && cJSON_IsFalse(v)) p.return_coefficients = 1;
     if ((v = arg(c, "perturbations_per_eval")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
     if ((v = arg(c, "n_samples")) && cJSON_IsNumber(v)) p.n_samples = v->valueint;
     if ((v = arg(c, "stdevs")) && cJSON_IsNumber(v)) p.stdevs = v->valuedouble;
@@ -366,6 +369,15 @@ static int replay_case(const char *dir, replay_opts *o) {
         p.multiply_by_inputs = cJSON_IsTrue(v);
     if (((v = cJSON_GetObjectItemCaseSensitive(ca, "eps")) || (v = cJSON_GetObjectItemCaseSensitive(cd, "eps"))) && cJSON_IsNumber(v))
         p.eps = v->valuedouble;
+    if (lime_base) {
+        const cJSON *sim = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ca, "similarity_func"), "args");
+        const cJSON *im = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ca, "interpretable_model"), "args");
+        const char *dm = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(sim, "distance_mode"));
+        p.lime_euclidean = dm && !strcmp(dm, "euclidean");
+        p.return_coefficients = 1; /* LimeBase returns the interpretable model's coefficients */
+        if ((v = cJSON_GetObjectItemCaseSensitive(sim, "kernel_width")) && cJSON_IsNumber(v)) p.kernel_width = v->valuedouble;
+        if ((v = cJSON_GetObjectItemCaseSensitive(im, "alpha")) && cJSON_IsNumber(v)) p.lime_alpha = v->valuedouble;
+    }
     if (!load_extras(c, set, o->dtype, &d, why, sizeof why)) {
         printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
         o->failed++;
