@@ -322,7 +322,8 @@ static cattr_status prepare(cattr_explainer *e, const cattr_call *call, cx_call 
         CX_CHECK(to_dtype(x, dt, &c->x[i]));
         /* baseline */
         const cattr_tensor *b = baselines ? baselines[i] : NULL;
-        if (e->method->baseline_distribution) { /* rows of baselines, kept as given (scalars become one row) */
+        if (e->method->baseline_distribution || (e->p.nt_type != CATTR_NT_NONE && e->p.draw_baseline_from_distrib)) {
+            /* rows of baselines, kept as given (scalars become one row) */
             if (b && e->p.check_finite) CX_CHECK(check_finite(b, "baseline", i));
             if (b && b->numel == 1 && !(b->ndim == x->ndim && cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1))) {
                 int64_t sh[CATTR_MAX_DIMS];
