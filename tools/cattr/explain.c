@@ -521,7 +521,7 @@ static void show_progress(int64_t done, int64_t total, void *user) {
     double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
     if (!isatty(STDERR_FILENO) || (t - ps->start < 1.0 && !ps->shown)) return;
     int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
-    fprintf(stderr, "\r[%.*s%*s] %lld/%lld steps %.1fs", fill, "########################################",
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld %.1fs", fill, "########################################",
             width - fill, "", (long long)done, (long long)total, t - ps->start);
     if (done >= total) fprintf(stderr, "\n");
     ps->shown = done < total;

@@ -158,6 +158,8 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
 static bool load_case(const cJSON *c, const cattr_tensor_set *set, case_data *d, char *why, size_t wn) {
     memset(d, 0, sizeof *d);
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(arg(c, "inputs"), "tensors");
+    if (!ins) /* DataLoaderAttribution: the whole dataset, attributed at once (reduce=None) */
+        ins = cJSON_GetObjectItemCaseSensitive(arg(c, "dataloader"), "dataset");
     const cJSON *it;
     cJSON_ArrayForEach(it, ins) {
         const cattr_tensor *t = need(set, it->valuestring, why, wn);
@@ -282,6 +284,11 @@ static int replay_case(const char *dir, replay_opts *o) {
     const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "method"));
     const char *inner_m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "inner_method"));
     if (method && !strcmp(method, "NoiseTunnel")) method = inner_m; /* nt_type is a parameter of the method */
+    if (method && !strcmp(method, "DataLoaderAttribution")) { /* the wrapped method over the concatenated dataset */
+        const cJSON *k = cJSON_GetObjectItemCaseSensitive(c, "constructor");
+        const cJSON *am = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(k, "args"), "attr_method");
+        method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(am, "class"));
+    }
     bool lime_base = method && !strcmp(method, "LimeBase"); /* Lime with the kernel and model named in the case */
     if (lime_base) method = "Lime";
     if (!name) name = dir;
@@ -327,6 +334,7 @@ static int replay_case(const char *dir, replay_opts *o) {
     if ((v = arg(c, "abs"))) p.abs = cJSON_IsTrue(v);
     if ((v = arg(c, "return_input_shape")) && cJSON_IsFalse(v)) p.return_coefficients = 1;
     if ((v = arg(c, "perturbations_per_eval")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
+    if ((v = arg(c, "perturbations_per_pass")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
     if ((v = arg(c, "n_samples")) && cJSON_IsNumber(v)) p.n_samples = v->valueint;
     if ((v = arg(c, "stdevs")) && cJSON_IsNumber(v)) p.stdevs = v->valuedouble;
     if ((v = arg(c, "nt_samples")) && cJSON_IsNumber(v)) p.nt_samples = v->valueint;
