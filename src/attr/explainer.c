@@ -635,13 +635,71 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
     return cattr_explainer_run(e, &call, attr_out, delta_out);
 }
 
+/* Sums over the samples reproduce torch's CPU sum kernel (ReduceOps SumKernel.cpp, cascade_sum) in the dtype of the
+ * attributions, so that float32 runs round like Captum's `attribution.view(B, m, -1).sum(1)`. */
+
+/* multi_row_sum for one column: levels of 2^max(4, ceil(log2 n)/4) terms added into the next level up. */
+static double cascade_sum(cattr_dtype dt, const double *v, int64_t stride, int64_t n) {
+    enum { LEVELS = 4 };
+    int64_t power = 4, lg = 0;
+    while (((int64_t)1 << lg) < n) lg++;
+    if (lg / LEVELS > power) power = lg / LEVELS;
+    int64_t step = (int64_t)1 << power, mask = step - 1;
+    double acc[LEVELS] = {0};
+    int64_t i = 0;
+    while (i + step <= n) {
+        for (int64_t j = 0; j < step; j++, i++) acc[0] = cx_rnd(dt, acc[0] + v[i * stride]);
+        for (int l = 1; l < LEVELS; l++) {
+            acc[l] = cx_rnd(dt, acc[l] + acc[l - 1]);
+            acc[l - 1] = 0;
+            if ((i & (mask << (l * power))) != 0) break;
+        }
+    }
+    for (; i < n; i++) acc[0] = cx_rnd(dt, acc[0] + v[i * stride]);
+    for (int l = 1; l < LEVELS; l++) acc[0] = cx_rnd(dt, acc[0] + acc[l]);
+    return acc[0];
+}
+
+/* row_sum: four interleaved cascades (instruction-level parallelism), the tail into the first, then combined. */
+static double row_sum(cattr_dtype dt, const double *v, int64_t stride, int64_t n) {
+    int64_t n4 = n / 4;
+    double part[4];
+    for (int k = 0; k < 4; k++) part[k] = cascade_sum(dt, v + k * stride, 4 * stride, n4);
+    for (int64_t i = n4 * 4; i < n; i++) part[0] = cx_rnd(dt, part[0] + v[i * stride]);
+    for (int k = 1; k < 4; k++) part[0] = cx_rnd(dt, part[0] + part[k]);
+    return part[0];
+}
+
+/* The sum of the m samples col[0..m) of column k of `per` columns. torch picks the loop by layout and vector width
+ * (W lanes: AVX2's 8 floats or 4 doubles): one column (per == 1) is a contiguous reduction, summed in W lanes of
+ * row_sum each; otherwise columns are reduced four (or 4*W) at a time with multi_row_sum, the leftover columns one
+ * at a time with row_sum. */
+double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per) {
+    int64_t W = dt == CATTR_FLOAT32 ? 8 : 4;
+    if (per == 1) {
+        if (m < W) return row_sum(dt, col, 1, m);
+        int64_t rows = m / W;
+        double lanes[8], acc = 0;
+        for (int64_t l = 0; l < W; l++) lanes[l] = row_sum(dt, col + l, W, rows);
+        for (int64_t i = rows * W; i < m; i++) acc = cx_rnd(dt, acc + col[i]);
+        for (int64_t l = 0; l < W; l++) acc = cx_rnd(dt, acc + lanes[l]);
+        return acc;
+    }
+    int64_t group = per >= W ? 4 * W : 4;
+    return k < per / group * group ? cascade_sum(dt, col, 1, m) : row_sum(dt, col, 1, m);
+}
+
 cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
                                   cattr_tensor *const *start, cattr_tensor **delta) {
     cattr_dtype dt = c->dt;
     int64_t B = c->B;
     cattr_tensor *xs[MAX_IN] = {0}, *out = NULL;
     double *sel = malloc((size_t)(2 * B + 1) * sizeof *sel);
-    cattr_status st = sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int64_t maxm = 1;
+    for (int i = 0; i < c->n; i++)
+        if (B && attr[i]->numel / B > maxm) maxm = attr[i]->numel / B;
+    double *row = malloc((size_t)maxm * sizeof *row);
+    cattr_status st = sel && row ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* [x; start] */
         int64_t s2[CATTR_MAX_DIMS];
         memcpy(s2, c->x[i]->shape, sizeof s2);
@@ -667,9 +725,8 @@ cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *
             double attr_sum = 0;
             for (int i = 0; i < c->n; i++) {
                 int64_t m = attr[i]->numel / B;
-                double rs = 0;
-                for (int64_t k = 0; k < m; k++) rs += cx_tensor_get(attr[i], b * m + k);
-                attr_sum = cx_rnd(dt, attr_sum + cx_rnd(dt, rs));
+                for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
+                attr_sum = cx_rnd(dt, attr_sum + cx_torch_sum(attr[i]->dtype, row, m, 0, 1));
             }
             double fx = cx_rnd(dt, sel[b]), fb = cx_rnd(dt, sel[B + b]);
             cx_tensor_set(*delta, b, cx_rnd(dt, attr_sum - cx_rnd(dt, fx - fb)));
@@ -677,5 +734,6 @@ cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
     cattr_tensor_free(out);
     free(sel);
+    free(row);
     return st;
 }

@@ -109,6 +109,10 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
  * implemented. */
 extern cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
 
+/* A sum as torch's CPU sum kernel computes it (cascade sums in the dtype, AVX2 vector widths): of m values col[0..m)
+ * that are column k of `per` columns being reduced (per == 1: one contiguous reduction). */
+double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per);
+
 /* IG-style convergence delta: delta[b] = sum of the attributions of example b - (F(x_b) - F(start_b)). */
 cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
                                   cattr_tensor *const *start, cattr_tensor **delta);
