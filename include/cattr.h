@@ -286,6 +286,9 @@ typedef struct cattr_attr_params {
     /* Lime/KernelShap: 1 returns the interpretable model's coefficients, [batch, features], as attr[0] (Captum's
      * return_input_shape=False, and LimeBase); the other attr entries are then empty tensors */
     int return_coefficients;
+    /* Layer and GradCAM methods: the layer, as a PyTorch module path ("conv2") or an ONNX value name; borrowed */
+    const char *layer;
+    int attribute_to_layer_input; /* use the layer's input instead of its output */
     /* Rules for named nodes (replaying a Captum run); n_node_rules 0: the method's rule on every node of the op
      * kinds it acts on */
     const cattr_node_rule *node_rules;

@@ -20,6 +20,7 @@ const cx_method *const cx_methods[CATTR_METHOD_COUNT] = {
     [CATTR_METHOD_SALIENCY] = &cx_method_saliency,
     [CATTR_METHOD_INPUT_X_GRADIENT] = &cx_method_input_x_gradient,
     [CATTR_METHOD_INTEGRATED_GRADIENTS] = &cx_method_integrated_gradients,
+    [CATTR_METHOD_GUIDED_GRADCAM] = &cx_method_guided_gradcam,
     [CATTR_METHOD_FEATURE_ABLATION] = &cx_method_feature_ablation,
     [CATTR_METHOD_FEATURE_PERMUTATION] = &cx_method_feature_permutation,
     [CATTR_METHOD_OCCLUSION] = &cx_method_occlusion,
@@ -143,10 +144,20 @@ static void drop_plans(cattr_explainer *e) {
     }
 }
 
+static void drop_layer_graph(cattr_explainer *e) {
+    for (int i = 0; i < CX_PLAN_CACHE; i++) {
+        cx_plan_free(e->lplans[i]);
+        e->lplans[i] = NULL;
+    }
+    cg_free(e->lg);
+    e->lg = NULL;
+}
+
 void cattr_explainer_free(cattr_explainer *e) {
     if (!e) return;
     if (e->method && e->method->release) e->method->release(e);
     drop_plans(e);
+    drop_layer_graph(e);
     cg_free(e->g);
     cx_consts_free(e->consts);
     free(e->alphas);
@@ -569,6 +580,100 @@ cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t
     size_t b = (with_grad ? 3 : 1) * cx_plan_bytes(fp) + (with_grad ? 3 : 1) * host;
     *bytes = c->B ? b / (size_t)c->B : b;
     if (*bytes == 0) *bytes = 1;
+    return CATTR_OK;
+}
+
+cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool layer_input, int *value) {
+    if (!layer || !*layer) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "this method needs a layer");
+    const char *onnx = NULL;
+    CX_CHECK(cattr_model_resolve_value(e->m, layer, &onnx));
+    int v = cg_find_value(e->m->g, onnx);
+    if (v < 0) return cx_fail(CATTR_ERR_INTERNAL, "layer '%s' resolved to an unknown value", layer);
+    if (layer_input) { /* the first non-constant input of the node producing the layer value */
+        int prod = e->m->g->vals[v].producer;
+        int in = -1;
+        for (int j = 0; prod >= 0 && j < e->m->g->nodes[prod].n_in && in < 0; j++) {
+            int u = e->m->g->nodes[prod].in[j];
+            if (u >= 0 && e->m->g->vals[u].kind != CG_VAL_CONST) in = u;
+        }
+        if (in < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "layer '%s' has no input value", layer);
+        v = in;
+    }
+    *value = v;
+    return CATTR_OK;
+}
+
+/* Builds the layer graph: the model, a seed input and the gradient w.r.t. `layer` under the default rules. */
+static cattr_status build_layer_graph(cattr_explainer *e, int layer) {
+    if (e->lg && e->lg_layer == layer) return CATTR_OK;
+    drop_layer_graph(e);
+    e->lg = cg_clone(e->m->g);
+    if (!e->lg) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int seed = cg_add_input(e->lg, "__cattr_seed__");
+    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->lg_seed_input = e->lg->n_inputs - 1;
+    cg_rules rules;
+    cg_rules_default(&rules);
+    CX_CHECK(cg_autodiff(e->lg, cx_model_output(e->m), seed, &layer, 1, &rules, &e->lg_grad));
+    e->lg_layer = layer;
+    return CATTR_OK;
+}
+
+cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                           int layer, bool want_grad, cattr_tensor **act, cattr_tensor **grad) {
+    *act = NULL;
+    if (grad) *grad = NULL;
+    CX_CHECK(build_layer_graph(e, layer));
+    pass_inputs pi;
+    cattr_tensor *seed = NULL, *a = NULL, *gr = NULL;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    int si = e->lg_seed_input;
+    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
+    pi.nd[si] = 0;
+    pi.dt[si] = c->dt;
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK && want_grad) {
+        pi.nd[si] = ov->ndim;
+        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
+        if (st == CATTR_OK) pi.host[si] = seed->data;
+    }
+    if (st == CATTR_OK) { /* plan: cached by input shapes */
+        for (int i = 0; i < CX_PLAN_CACHE && !p; i++)
+            if (e->lplans[i] && cx_plan_matches(e->lplans[i], pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt))
+                p = e->lplans[i];
+        if (!p) {
+            int outs[2] = {layer, e->lg_grad};
+            st = cx_plan_new(e->lg, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                             (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, want_grad ? 2 : 1, &p);
+            if (st == CATTR_OK) {
+                cx_plan_free(e->lplans[e->lplan_next]);
+                e->lplans[e->lplan_next] = p;
+                e->lplan_next = (e->lplan_next + 1) % CX_PLAN_CACHE;
+            }
+        }
+    }
+    if (st == CATTR_OK) {
+        const cx_view *lv = cx_plan_view(p, layer);
+        a = cx_tensor_alloc(lv->dtype, lv->ndim, lv->shape);
+        if (want_grad) gr = cx_tensor_alloc(lv->dtype, lv->ndim, lv->shape);
+        if (!a || (want_grad && !gr)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        void *outs[2] = {a->data, gr ? gr->data : NULL};
+        st = cx_plan_run(p, pi.host, outs);
+    }
+    pass_free(&pi);
+    cattr_tensor_free(seed);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(a);
+        cattr_tensor_free(gr);
+        return st;
+    }
+    *act = a;
+    if (grad) *grad = gr;
+    else cattr_tensor_free(gr);
     return CATTR_OK;
 }
 

@@ -34,6 +34,11 @@ struct cattr_explainer {
     int fwd_next;
     size_t peak;
     double *alphas, *steps; /* IG points, computed once */
+    /* layer graph: the forward graph plus the gradient of the target w.r.t. one intermediate value (default rules) */
+    cg_graph *lg;
+    int lg_layer, lg_grad, lg_seed_input;
+    cx_plan *lplans[CX_PLAN_CACHE];
+    int lplan_next;
     void *method_state;     /* owned by the method; released by its `release` */
 };
 
@@ -69,6 +74,7 @@ struct cx_method {
 /* The table of implemented methods, indexed by cattr_method (NULL: not implemented). */
 extern const cx_method *const cx_methods[CATTR_METHOD_COUNT];
 extern const cx_method cx_method_saliency, cx_method_input_x_gradient, cx_method_integrated_gradients;
+extern const cx_method cx_method_guided_gradcam;
 /* One per method of src/attr/{rules,perturbation,lime,noise}.c; attribute == NULL means not implemented yet. */
 extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation, cx_method_occlusion, cx_method_shapley_value_sampling, cx_method_shapley_values, cx_method_deeplift, cx_method_deeplift_shap, cx_method_guided_backprop, cx_method_deconvolution, cx_method_lrp, cx_method_lime, cx_method_kernel_shap, cx_method_gradient_shap;
 
@@ -108,6 +114,15 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
 /* NoiseTunnel around the explainer's method (params.nt_type != CATTR_NT_NONE), in noise.c. NULL while not
  * implemented. */
 extern cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
+
+/* The value id a layer name (module path or ONNX value; with attribute_to_layer_input, the module's input) refers
+ * to. Errors: CATTR_ERR_INVALID_ARGUMENT naming the layer and suggesting close names. */
+cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool layer_input, int *value);
+
+/* The activation of value `layer` and (want_grad) the gradient of the target-selected outputs w.r.t. it, for batched
+ * inputs xs of reps*B rows (expanded like cx_grad). *act and *grad are new tensors (grad NULL when !want_grad). */
+cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                           int layer, bool want_grad, cattr_tensor **act, cattr_tensor **grad);
 
 /* A sum as torch's CPU sum kernel computes it (cascade sums in the dtype, AVX2 vector widths): of m values col[0..m)
  * that are column k of `per` columns being reduced (per == 1: one contiguous reduction). */

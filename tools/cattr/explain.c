@@ -35,6 +35,9 @@ static void explain_help(FILE *f) {
         "  --signed                saliency: signed gradient instead of its absolute value\n"
         "  --no-delta              skip the convergence delta\n"
         "  --eps X                 DeepLift: threshold on |input difference| (default 1e-10)\n"
+        "  --layer NAME            GuidedGradCam: the layer (PyTorch module path such as conv2, or an ONNX value;\n"
+        "                          `cattr info` lists them)\n"
+        "  --layer-input           use the layer's input instead of its output\n"
         "  --feature-mask FILE     perturbation methods, Lime, KernelShap: int64 feature ids per input (repeat\n"
         "                          per input; default: every element its own feature)\n"
         "  --perturbations-per-eval N  perturbations per forward pass (default: from --max-memory)\n"
@@ -179,6 +182,11 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--png")) {
             NEED_VALUE();
             a->png = v;
+        } else if (!strcmp(o, "--layer")) {
+            NEED_VALUE();
+            x.layer = v;
+        } else if (!strcmp(o, "--layer-input")) {
+            x.attribute_to_layer_input = 1;
         } else if (!strcmp(o, "--eps")) {
             NEED_VALUE();
             if (!cli_parse_double(v, &x.eps) || x.eps < 0) return cli_usage_error("--eps needs a number >= 0");
@@ -262,6 +270,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     def.multiply_by_inputs = !no_mul;
     def.return_convergence_delta = !a->no_delta;
     def.eps = x.eps;
+    def.layer = x.layer;
+    def.attribute_to_layer_input = x.attribute_to_layer_input;
     def.perturbations_per_eval = x.perturbations_per_eval;
     if (have_n_samples) def.n_samples = x.n_samples;
     if (have_stdevs) def.stdevs = x.stdevs;

@@ -332,6 +332,12 @@ static int replay_case(const char *dir, replay_opts *o) {
     if ((v = arg(c, "method")) && cJSON_IsString(v)) p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
     if ((v = arg(c, "internal_batch_size"))) p.internal_batch_size = v->valueint;
     if ((v = arg(c, "abs"))) p.abs = cJSON_IsTrue(v);
+    if ((v = arg(c, "attribute_to_layer_input"))) p.attribute_to_layer_input = cJSON_IsTrue(v);
+    {
+        const cJSON *ly = cJSON_GetObjectItemCaseSensitive(c, "layer");
+        const cJSON *paths = cJSON_GetObjectItemCaseSensitive(ly, "paths");
+        if (cJSON_IsArray(paths) && cJSON_GetArraySize(paths) == 1) p.layer = cJSON_GetArrayItem(paths, 0)->valuestring;
+    }
     if ((v = arg(c, "return_input_shape")) && cJSON_IsFalse(v)) p.return_coefficients = 1;
     if ((v = arg(c, "perturbations_per_eval")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
     if ((v = arg(c, "perturbations_per_pass")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
