@@ -303,13 +303,15 @@ static void K(im2col)(const cx_geom *g, const T *x, int64_t b0, int64_t nb, int6
                 for (int64_t oy = 0; oy < OH; oy++) {
                     int64_t iy = oy * g->s[1] + offy;
                     T *cq = crow + b * P + (oz * OH + oy) * OW;
+                    /* plain loops: rows are short, and a memcpy call per row costs more than the copy */
                     if (iz < 0 || iz >= g->in[0] || iy < 0 || iy >= g->in[1]) {
-                        memset(cq, 0, (size_t)OW * sizeof(T));
+                        for (int64_t ox = 0; ox < OW; ox++) cq[ox] = 0;
                         continue;
                     }
                     const T *xr = xc + (iz * g->in[1] + iy) * g->in[2] + offx;
                     for (int64_t ox = 0; ox < lo; ox++) cq[ox] = 0;
-                    if (sx == 1) memcpy(cq + lo, xr + lo, (size_t)(hi - lo) * sizeof(T));
+                    if (sx == 1)
+                        for (int64_t ox = lo; ox < hi; ox++) cq[ox] = xr[ox];
                     else
                         for (int64_t ox = lo; ox < hi; ox++) cq[ox] = xr[ox * sx];
                     for (int64_t ox = hi; ox < OW; ox++) cq[ox] = 0;
@@ -420,9 +422,11 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
         int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk;
         for (int64_t gi = 0; gi < G; gi++) {
             for (int64_t co = 0; co < cog; co++)
-                for (int64_t b = 0; b < nb; b++)
-                    memcpy(tmp + co * nb * P + b * P, gy + ((b0 + b) * g.c_out + gi * cog + co) * P,
-                           (size_t)P * sizeof(T));
+                for (int64_t b = 0; b < nb; b++) {
+                    T *dst = tmp + co * nb * P + b * P;
+                    const T *src = gy + ((b0 + b) * g.c_out + gi * cog + co) * P;
+                    for (int64_t q = 0; q < P; q++) dst[q] = src[q];
+                }
             GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, (int)kdim, (int)(nb * P), (int)cog, (T)1,
                  w + gi * cog * kdim, (int)kdim, tmp, (int)(nb * P), (T)0, col, (int)(nb * P));
             K(col2im)(&g, col, b0, nb, gi * cig, cig, dx);
@@ -741,7 +745,7 @@ static cattr_status K(dl_maxpool)(const cg_node *n, const cx_view *in, cx_view *
                             for (int64_t kx = x0; kx < x1; kx++) {
                                 int64_t idx = row + kx * g.d[2];
                                 T v = xc[idx];
-                                int take = (v > bv) | (v != v); /* the first maximum, NaN wins: as the pool */
+                                int take = !(v <= bv); /* the first maximum, NaN wins: as the pool */
                                 best = take ? idx : best;
                                 bv = take ? v : bv;
                             }
