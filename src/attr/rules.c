@@ -1,9 +1,755 @@
-/* rules.c - methods that replace backward rules: DeepLift, DeepLiftShap, GuidedBackprop, Deconvolution, LRP.
- * Not implemented yet: the entries are registered with no attribute function. */
+/* rules.c - methods that replace backward rules: DeepLift, DeepLiftShap, GuidedBackprop, Deconvolution and LRP
+ * (Captum semantics: shared/reference/captum_spec.md sections 2, 8 and 14; shared/golden/README.md section 5).
+ *
+ * Captum implements these methods with hooks on PyTorch modules. For a hooked module M with input tensor X and
+ * output Y (captum._utils.common._register_backward_hook):
+ *   - a hook on Y records grad_out, the gradient of Y as it arrives, before any hook that a later module put on
+ *     the same tensor (hooks run in registration order, which is forward order);
+ *   - a hook on X replaces the *total* gradient of X (all of X's readers summed) by the method's rule, given that
+ *     total and grad_out.
+ * LRP layers add two more tensor hooks: the gradient of Y is divided by (Y + eps * sign(Y)), and the total gradient
+ * of each input tensor is multiplied by the input (once per tensor, by the first layer that reads it).
+ *
+ * On the graph, a node's backward rule gets gy, the summed gradient of its output. Changes to a value's total
+ * gradient ("xforms") are registered by the value's readers and applied by the value's producer, in forward order
+ * of the readers; the producer's own rule then sees both gy (what Captum's grad_out recorded) and the changed
+ * gradient (what flows on). This matters when hooked modules follow each other (ReLU -> MaxPool: the ReLU's rescale
+ * multiplier uses the max-pool gradient before DeepLift's max-pool rule replaced it). A graph input has no
+ * producer: its xforms are applied at once to the one reader's contribution (exact when that reader is the only
+ * one; LRP's multiplication by the input is done at the end instead). So every node of the model goes through
+ * rule_wrapper: it applies the pending xforms of the node's output, then runs the node's rule or the standard one.
+ *
+ * DeepLift runs the model on [x; x'] (2B rows) and its ops (CG_DL_*, see graph.h) pair row r with row r + B.
+ * DeepLiftShap pairs every example with every baseline and reruns DeepLift on B * n_baselines rows.
+ */
 #include "attr/internal.h"
 
-const cx_method cx_method_deeplift = {CATTR_METHOD_DEEPLIFT, "deeplift", "DeepLift", false, NULL, NULL, NULL};
-const cx_method cx_method_deeplift_shap = {CATTR_METHOD_DEEPLIFT_SHAP, "deeplift-shap", "DeepLiftShap", true, NULL, NULL, NULL};
-const cx_method cx_method_guided_backprop = {CATTR_METHOD_GUIDED_BACKPROP, "guided-backprop", "GuidedBackprop", false, NULL, NULL, NULL};
-const cx_method cx_method_deconvolution = {CATTR_METHOD_DECONVOLUTION, "deconvolution", "Deconvolution", false, NULL, NULL, NULL};
-const cx_method cx_method_lrp = {CATTR_METHOD_LRP, "lrp", "LRP", false, NULL, NULL, NULL};
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- rules and their state --------------------------------------------------------------------------------- */
+
+typedef enum rule_kind {
+    RULE_NONE = 0,
+    RULE_DL_NONLINEAR, /* Relu, LeakyRelu, Sigmoid, Tanh: rescale */
+    RULE_DL_MAXPOOL,
+    RULE_DL_SOFTMAX,
+    RULE_GUIDED_RELU,
+    RULE_DECONV_RELU,
+    RULE_LRP_EPSILON,
+    RULE_LRP_GAMMA,
+    RULE_LRP_ALPHA1_BETA0,
+    RULE_LRP_IDENTITY,
+    RULE_LRP_PASS, /* relevance passes through a nonlinearity unchanged */
+} rule_kind;
+
+typedef struct node_rule {
+    rule_kind kind;
+    double eps, gamma; /* LRP stabiliser and GammaRule's gamma */
+    bool zero_bias;
+} node_rule;
+
+/* A change to the total gradient of `value`, registered by its reader `node`. */
+typedef enum xf_kind {
+    XF_DL_RESCALE, /* DL_RESCALE(t, a0 = grad_out, a1 = dY, a2 = dX) */
+    XF_DL_SOFTMAX, /* DL_CENTER of the above */
+    XF_DL_MAXPOOL, /* DL_MAXPOOL(a0 = X, a1 = Y, a2 = grad_out, t) with node's pool attributes */
+    XF_RELU,       /* relu(t) */
+    XF_REPLACE,    /* a0 */
+    XF_MUL_SELF,   /* t * value */
+} xf_kind;
+
+typedef struct xform {
+    int value, node;
+    xf_kind kind;
+    int a[3];
+    double eps;
+} xform;
+
+typedef struct rules_state {
+    cattr_dtype dt;
+    double dl_eps;
+    int n_nodes;         /* of the model graph; the gradient graph is a clone with the same node and value ids */
+    node_rule *rule;     /* per node */
+    int *lrp_owner;      /* per value: the first LRP layer (graph order) that has it as an input, else -1 */
+    bool in_mul[CX_MAX_IN]; /* LRP: attributed input i's gradient is multiplied by the input at the end */
+    cg_rules std;           /* the standard rules */
+    /* per cg_autodiff run */
+    const cg_graph *run_g;
+    int last_ni;
+    bool emit_failed;
+    xform *xf;
+    int n_xf, cap_xf;
+} rules_state;
+
+static bool is_lrp_layer(rule_kind k) {
+    return k == RULE_LRP_EPSILON || k == RULE_LRP_GAMMA || k == RULE_LRP_ALPHA1_BETA0 || k == RULE_LRP_IDENTITY;
+}
+
+/* The constant behind value v, following Identity nodes (weights shared by value), or -1. */
+static int const_of(const cg_graph *g, int v) {
+    while (v >= 0 && g->vals[v].kind == CG_VAL_NODE) {
+        const cg_node *p = &g->nodes[g->vals[v].producer];
+        if (p->op != CG_IDENTITY) return -1;
+        v = p->in[0];
+    }
+    return v >= 0 && g->vals[v].kind == CG_VAL_CONST ? v : -1;
+}
+
+/* Input slots of an LRP layer that are the module's inputs (hooked), as opposed to its parameters. */
+static int module_inputs(const cg_graph *g, const cg_node *nd, int *slots) {
+    if (nd->op == CG_GEMM || nd->op == CG_CONV || nd->op == CG_BATCHNORM) {
+        slots[0] = 0;
+        return 1;
+    }
+    int k = 0;
+    for (int j = 0; j < nd->n_in; j++)
+        if (nd->in[j] >= 0 && const_of(g, nd->in[j]) < 0) slots[k++] = j;
+    return k;
+}
+
+/* Slot of the weight (and bias) an LRP rule modifies, or -1. */
+static void weight_slots(const cg_graph *g, const cg_node *nd, int *w, int *b) {
+    *w = *b = -1;
+    switch (nd->op) {
+    case CG_GEMM: case CG_CONV: case CG_BATCHNORM:
+        *w = 1;
+        *b = nd->n_in > 2 && nd->in[2] >= 0 ? 2 : -1;
+        break;
+    case CG_MATMUL:
+        if (const_of(g, nd->in[1]) >= 0) *w = 1;
+        break;
+    default: break;
+    }
+    if (*w >= 0 && const_of(g, nd->in[*w]) < 0) *w = -1;
+    if (*b >= 0 && const_of(g, nd->in[*b]) < 0) *b = -1;
+}
+
+/* ---- emitting nodes ------------------------------------------------------------------------------------------ */
+
+static int emit(rules_state *s, cg_graph *g, const char *base, cg_op op, const cg_attrs *a, int n, const int *in) {
+    int v = cg_emit(g, op, base, in, n, a);
+    if (v < 0) s->emit_failed = true;
+    return v;
+}
+static int emit1(rules_state *s, cg_graph *g, const char *base, cg_op op, const cg_attrs *a, int x) {
+    return emit(s, g, base, op, a, 1, &x);
+}
+static cg_attrs eps_attrs(double eps) {
+    cg_attrs a = cg_attrs_default();
+    a.alpha = eps;
+    return a;
+}
+
+/* The standard backward rule of node ni. */
+static cattr_status standard(rules_state *s, cg_graph *g, int ni, int gy, const bool *need, int *gx) {
+    cg_backward_fn fn = s->std.by_op[g->nodes[ni].op];
+    if (!fn)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op %s): no backward rule", g->nodes[ni].name,
+                       cg_op_names[g->nodes[ni].op]);
+    return fn(g, ni, gy, need, gx, NULL);
+}
+
+/* t transformed by x; the new value id (or -1 with emit_failed set). */
+static int apply_xform(rules_state *s, cg_graph *g, const xform *x, int t) {
+    const char *base = g->nodes[x->node].name;
+    cg_attrs a = eps_attrs(x->eps);
+    switch (x->kind) {
+    case XF_DL_RESCALE:
+    case XF_DL_SOFTMAX: {
+        int in[4] = {t, x->a[0], x->a[1], x->a[2]};
+        int u = emit(s, g, base, CG_DL_RESCALE, &a, 4, in);
+        return x->kind == XF_DL_RESCALE ? u : emit1(s, g, base, CG_DL_CENTER, NULL, u);
+    }
+    case XF_DL_MAXPOOL: {
+        cg_attrs pa = g->nodes[x->node].a;
+        pa.alpha = x->eps;
+        int in[4] = {x->a[0], x->a[1], x->a[2], t};
+        return emit(s, g, base, CG_DL_MAXPOOL, &pa, 4, in);
+    }
+    case XF_RELU: return emit1(s, g, base, CG_RELU, NULL, t);
+    case XF_REPLACE: return x->a[0];
+    case XF_MUL_SELF: {
+        int in[2] = {t, x->value};
+        return emit(s, g, base, CG_MUL, NULL, 2, in);
+    }
+    }
+    return -1;
+}
+
+/* Registers x for the total gradient of x.value, whose contribution from this reader is *slot (-1: none). */
+static cattr_status add_xform(rules_state *s, cg_graph *g, xform x, int *slot) {
+    if (*slot < 0) return CATTR_OK;
+    int v = x.value;
+    if (g->vals[v].kind != CG_VAL_NODE) {
+        *slot = apply_xform(s, g, &x, *slot);
+        return CATTR_OK;
+    }
+    if (s->n_xf == s->cap_xf) {
+        int cap = s->cap_xf ? 2 * s->cap_xf : 16;
+        xform *p = realloc(s->xf, (size_t)cap * sizeof *p);
+        if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory while building the backward graph");
+        s->xf = p;
+        s->cap_xf = cap;
+    }
+    s->xf[s->n_xf++] = x;
+    return CATTR_OK;
+}
+
+/* Applies the xforms queued for value v to its total gradient *t, in forward order of their readers. */
+static void apply_pending(rules_state *s, cg_graph *g, int v, int *t) {
+    for (;;) {
+        int best = -1;
+        for (int k = 0; k < s->n_xf; k++)
+            if (s->xf[k].value == v && (best < 0 || s->xf[k].node < s->xf[best].node)) best = k;
+        if (best < 0) return;
+        xform x = s->xf[best];
+        s->xf[best] = s->xf[--s->n_xf];
+        *t = apply_xform(s, g, &x, *t);
+    }
+}
+
+/* ---- LRP layers ------------------------------------------------------------------------------------------------ */
+
+/* A copy of the constant behind value v in the compute dtype, changed by an LRP rule (Captum's
+ * _manipulate_weights, in the model's dtype): gamma: W + gamma * max(W, 0); alpha1-beta0: max(W, 0); zero: 0. */
+static int lrp_const(rules_state *s, cg_graph *g, int v, const char *node, rule_kind kind, double gamma, bool zero) {
+    const cattr_tensor *w = g->vals[const_of(g, v)].data;
+    cattr_tensor *t = cx_tensor_alloc(s->dt, w->ndim, w->shape);
+    if (!t) {
+        s->emit_failed = true;
+        cx_fail(CATTR_ERR_NO_MEMORY, "out of memory while building the backward graph");
+        return -1;
+    }
+    for (int64_t k = 0; k < w->numel; k++) {
+        double x = cx_tensor_get(w, k), y;
+        if (zero) {
+            y = 0;
+        } else if (kind == RULE_LRP_ALPHA1_BETA0) {
+            y = x < 0 ? 0 : x; /* clamp(min=0) keeps NaN */
+        } else if (s->dt == CATTR_FLOAT32) {
+            float xf = (float)x, cl = xf < 0 ? 0.0f : xf, gm = (float)gamma * cl;
+            y = (double)(xf + gm);
+        } else {
+            y = x + gamma * (x < 0 ? 0 : x);
+        }
+        cx_tensor_set(t, k, y);
+    }
+    char name[320];
+    snprintf(name, sizeof name, "%s/lrp/%s", node, zero ? "zero_bias" : "weight");
+    int id = cg_add_const(g, name, t, true);
+    if (id < 0) {
+        cattr_tensor_free(t);
+        s->emit_failed = true;
+        cx_fail(CATTR_ERR_NO_MEMORY, "out of memory while building the backward graph");
+    }
+    return id;
+}
+
+/* An LRP layer: relevance gy / (z + eps sign z) through the layer's gradient (with the rule's weights), then each
+ * module input's total gradient is multiplied by the input (IdentityRule: replaced by gy). */
+static cattr_status lrp_layer(rules_state *s, cg_graph *g, int ni, int gy, const bool *need, int *gx) {
+    cg_node nd = g->nodes[ni];
+    node_rule r = s->rule[ni];
+    int back = ni, z = nd.out;
+    int ws, bs;
+    weight_slots(g, &nd, &ws, &bs);
+    bool gamma_like = r.kind == RULE_LRP_GAMMA || r.kind == RULE_LRP_ALPHA1_BETA0;
+    if ((gamma_like && ws >= 0) || (gamma_like && r.zero_bias && bs >= 0)) {
+        /* the pass-2 output of Captum: the same input activations through the changed weights */
+        int in[CG_MAX_IN];
+        memcpy(in, nd.in, sizeof in);
+        if (ws >= 0) in[ws] = lrp_const(s, g, nd.in[ws], nd.name, r.kind, r.gamma, false);
+        if (bs >= 0 && r.zero_bias) in[bs] = lrp_const(s, g, nd.in[bs], nd.name, r.kind, r.gamma, true);
+        if (s->emit_failed) return CATTR_ERR_NO_MEMORY;
+        z = emit(s, g, nd.name, nd.op, &nd.a, nd.n_in, in);
+        if (z < 0) return CATTR_ERR_NO_MEMORY;
+        back = g->vals[z].producer;
+    }
+    cg_attrs a = eps_attrs(r.eps);
+    int in2[2] = {gy, z};
+    int rel = emit(s, g, nd.name, CG_LRP_DIV, &a, 2, in2);
+    if (rel < 0) return CATTR_ERR_NO_MEMORY;
+    CX_CHECK(standard(s, g, back, rel, need, gx));
+    int slots[CG_MAX_IN], n = module_inputs(g, &nd, slots);
+    for (int k = 0; k < n; k++) {
+        int j = slots[k], v = nd.in[j];
+        bool first = true;
+        for (int q = 0; q < k; q++) first &= nd.in[slots[q]] != v;
+        if (!need[j] || !first || s->lrp_owner[v] != ni) continue;
+        if (r.kind == RULE_LRP_IDENTITY) {
+            xform x = {v, ni, XF_REPLACE, {gy, -1, -1}, 0};
+            CX_CHECK(add_xform(s, g, x, &gx[j]));
+        } else if (g->vals[v].kind == CG_VAL_NODE) { /* graph inputs are multiplied at the end (in_mul) */
+            xform x = {v, ni, XF_MUL_SELF, {-1, -1, -1}, 0};
+            CX_CHECK(add_xform(s, g, x, &gx[j]));
+        }
+    }
+    return CATTR_OK;
+}
+
+/* ---- the wrapper every node's backward goes through ------------------------------------------------------------ */
+
+static cattr_status rule_wrapper(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *user) {
+    rules_state *s = user;
+    cg_node nd = g->nodes[ni];
+    int gt = gy; /* gy after the hooks of later modules on this output; gy itself is what Captum's grad_out saw */
+    s->emit_failed = false;
+    apply_pending(s, g, nd.out, &gt);
+    if (s->emit_failed) return CATTR_ERR_NO_MEMORY;
+    node_rule r = s->rule[ni];
+    int X = nd.in[0], dx, dy;
+    cattr_status st = CATTR_OK;
+    switch (r.kind) {
+    case RULE_NONE: st = standard(s, g, ni, gt, need, gx); break;
+    case RULE_DL_NONLINEAR:
+    case RULE_DL_SOFTMAX:
+        st = standard(s, g, ni, gt, need, gx);
+        if (st != CATTR_OK || !need[0]) break;
+        dx = emit1(s, g, nd.name, CG_DL_DELTA, NULL, X);
+        dy = emit1(s, g, nd.name, CG_DL_DELTA, NULL, nd.out);
+        st = add_xform(s, g, (xform){X, ni, r.kind == RULE_DL_SOFTMAX ? XF_DL_SOFTMAX : XF_DL_RESCALE, {gy, dy, dx},
+                                     s->dl_eps}, &gx[0]);
+        break;
+    case RULE_DL_MAXPOOL:
+        st = standard(s, g, ni, gt, need, gx);
+        if (st != CATTR_OK || !need[0]) break;
+        st = add_xform(s, g, (xform){X, ni, XF_DL_MAXPOOL, {X, nd.out, gy}, s->dl_eps}, &gx[0]);
+        break;
+    case RULE_GUIDED_RELU:
+        st = standard(s, g, ni, gt, need, gx);
+        if (st != CATTR_OK || !need[0]) break;
+        st = add_xform(s, g, (xform){X, ni, XF_RELU, {-1, -1, -1}, 0}, &gx[0]);
+        break;
+    case RULE_DECONV_RELU:
+        st = standard(s, g, ni, gt, need, gx);
+        if (st != CATTR_OK || !need[0]) break;
+        st = add_xform(s, g, (xform){X, ni, XF_REPLACE, {emit1(s, g, nd.name, CG_RELU, NULL, gy), -1, -1}, 0}, &gx[0]);
+        break;
+    case RULE_LRP_PASS:
+        if (!need[0]) break;
+        gx[0] = gt;
+        st = add_xform(s, g, (xform){X, ni, XF_REPLACE, {gt, -1, -1}, 0}, &gx[0]);
+        break;
+    case RULE_LRP_EPSILON:
+    case RULE_LRP_GAMMA:
+    case RULE_LRP_ALPHA1_BETA0:
+    case RULE_LRP_IDENTITY: st = lrp_layer(s, g, ni, gt, need, gx); break;
+    }
+    if (st == CATTR_OK && s->emit_failed) st = CATTR_ERR_NO_MEMORY;
+    return st;
+}
+
+static cg_backward_fn rules_by_node(const cg_graph *g, int ni, void *user) {
+    rules_state *s = user;
+    /* cg_autodiff visits nodes in decreasing order: a new graph or a non-decreasing index is a new run */
+    if (g != s->run_g || ni >= s->last_ni) {
+        s->run_g = g;
+        s->n_xf = 0;
+    }
+    s->last_ni = ni;
+    return ni < s->n_nodes ? rule_wrapper : NULL;
+}
+
+/* ---- set-up: which rule on which node -------------------------------------------------------------------------- */
+
+typedef enum family { FAM_DEEPLIFT, FAM_GUIDED, FAM_DECONV, FAM_LRP } family;
+
+static const struct {
+    const char *name;
+    bool prefix;
+    rule_kind kind;
+    family fam;
+} k_rule_names[] = {
+    {"deeplift_nonlinear", false, RULE_DL_NONLINEAR, FAM_DEEPLIFT},
+    {"deeplift_maxpool", true, RULE_DL_MAXPOOL, FAM_DEEPLIFT}, /* deeplift_maxpool1d/2d/3d */
+    {"deeplift_softmax", false, RULE_DL_SOFTMAX, FAM_DEEPLIFT},
+    {"guided_backprop_relu", false, RULE_GUIDED_RELU, FAM_GUIDED},
+    {"deconvolution_relu", false, RULE_DECONV_RELU, FAM_DECONV},
+    {"EpsilonRule", false, RULE_LRP_EPSILON, FAM_LRP},
+    {"GammaRule", false, RULE_LRP_GAMMA, FAM_LRP},
+    {"Alpha1_Beta0_Rule", false, RULE_LRP_ALPHA1_BETA0, FAM_LRP},
+    {"IdentityRule", false, RULE_LRP_IDENTITY, FAM_LRP},
+    {"lrp_passthrough_nonlinear", false, RULE_LRP_PASS, FAM_LRP},
+};
+
+/* Whether a rule can act on an op (the module kinds Captum applies it to, as they appear in ONNX). */
+static bool rule_fits(rule_kind k, cg_op op) {
+    switch (k) {
+    case RULE_DL_NONLINEAR: return op == CG_RELU || op == CG_LEAKYRELU || op == CG_SIGMOID || op == CG_TANH;
+    case RULE_DL_MAXPOOL: return op == CG_MAXPOOL;
+    case RULE_DL_SOFTMAX: return op == CG_SOFTMAX;
+    case RULE_GUIDED_RELU: case RULE_DECONV_RELU: return op == CG_RELU;
+    case RULE_LRP_PASS: return op == CG_RELU || op == CG_TANH || op == CG_IDENTITY;
+    case RULE_LRP_EPSILON: case RULE_LRP_GAMMA: case RULE_LRP_ALPHA1_BETA0: case RULE_LRP_IDENTITY:
+        return op == CG_GEMM || op == CG_CONV || op == CG_MATMUL || op == CG_MAXPOOL || op == CG_AVGPOOL ||
+               op == CG_GLOBALAVGPOOL || op == CG_BATCHNORM || op == CG_ADD;
+    case RULE_NONE: break;
+    }
+    return false;
+}
+
+/* The method's rule for an op when no node rules are given (Captum's choice per module type), or RULE_NONE. */
+static cattr_status default_rule(family fam, const cg_node *nd, node_rule *r) {
+    cg_op op = nd->op;
+    memset(r, 0, sizeof *r);
+    switch (fam) {
+    case FAM_DEEPLIFT:
+        r->kind = op == CG_MAXPOOL ? RULE_DL_MAXPOOL : op == CG_SOFTMAX ? RULE_DL_SOFTMAX
+                  : rule_fits(RULE_DL_NONLINEAR, op) ? RULE_DL_NONLINEAR : RULE_NONE;
+        break;
+    case FAM_GUIDED: r->kind = op == CG_RELU ? RULE_GUIDED_RELU : RULE_NONE; break;
+    case FAM_DECONV: r->kind = op == CG_RELU ? RULE_DECONV_RELU : RULE_NONE; break;
+    case FAM_LRP:
+        if (op == CG_GEMM || op == CG_CONV || op == CG_MAXPOOL || op == CG_AVGPOOL || op == CG_GLOBALAVGPOOL ||
+            op == CG_BATCHNORM) {
+            r->kind = RULE_LRP_EPSILON;
+            r->eps = 1e-9;
+        } else if (op == CG_RELU || op == CG_TANH) {
+            r->kind = RULE_LRP_PASS;
+        } else if (op == CG_SIGMOID || op == CG_SOFTMAX || op == CG_LEAKYRELU || op == CG_CLIP) {
+            return cx_fail(CATTR_ERR_UNSUPPORTED,
+                           "LRP has no default rule for node '%s' (op %s): Captum's LRP handles Linear, Conv2d, pools "
+                           "and BatchNorm2d (epsilon rule) and ReLU, Tanh, Dropout (pass-through); give rules for the "
+                           "model's nodes explicitly",
+                           nd->name, cg_op_names[op]);
+        }
+        break;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status assign_rules(const cattr_explainer *e, family fam, rules_state *s) {
+    const cg_graph *g = e->m->g;
+    const cattr_attr_params *p = &e->p;
+    if (p->n_node_rules < 0 || (p->n_node_rules > 0 && !p->node_rules))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules: %d rules given without an array", p->n_node_rules);
+    if (p->n_node_rules == 0) {
+        for (int i = 0; i < g->n_nodes; i++) CX_CHECK(default_rule(fam, &g->nodes[i], &s->rule[i]));
+        return CATTR_OK;
+    }
+    for (int k = 0; k < p->n_node_rules; k++) {
+        const cattr_node_rule *nr = &p->node_rules[k];
+        if (!nr->node || !nr->rule)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: the node name and the rule are required", k);
+        int ri = -1;
+        for (int q = 0; q < (int)CX_ARRAY_LEN(k_rule_names) && ri < 0; q++) {
+            size_t len = strlen(k_rule_names[q].name);
+            if (k_rule_names[q].prefix ? !strncmp(nr->rule, k_rule_names[q].name, len)
+                                        : !strcmp(nr->rule, k_rule_names[q].name))
+                ri = q;
+        }
+        if (ri < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: unknown rule '%s'", k, nr->rule);
+        if (k_rule_names[ri].fam != fam)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' does not belong to method %s", k,
+                           nr->rule, cattr_method_name(p->method));
+        int ni = -1;
+        for (int i = 0; i < g->n_nodes && ni < 0; i++)
+            if (!strcmp(g->nodes[i].name, nr->node)) ni = i;
+        if (ni < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: the model has no node '%s'", k, nr->node);
+        rule_kind kind = k_rule_names[ri].kind;
+        if (!rule_fits(kind, g->nodes[ni].op))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' cannot act on node '%s' (op %s)", k,
+                           nr->rule, nr->node, cg_op_names[g->nodes[ni].op]);
+        if (s->rule[ni].kind != RULE_NONE)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: node '%s' already has a rule", k, nr->node);
+        if (is_lrp_layer(kind) && (!isfinite(nr->epsilon) || (kind == RULE_LRP_GAMMA && !isfinite(nr->gamma))))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' on node '%s' needs a finite epsilon%s",
+                           k, nr->rule, nr->node, kind == RULE_LRP_GAMMA ? " and gamma" : "");
+        s->rule[ni] = (node_rule){kind, nr->epsilon, nr->gamma, nr->set_bias_to_zero != 0};
+    }
+    return CATTR_OK;
+}
+
+/* ---- installing the rules ---------------------------------------------------------------------------------------- */
+
+void cx_rules_free(void *state) {
+    rules_state *s = state;
+    if (!s) return;
+    free(s->rule);
+    free(s->lrp_owner);
+    free(s->xf);
+    free(s);
+}
+
+/* The rule state for explainer e's model and params (node_rules, or the family's defaults). */
+static cattr_status rules_new(const cattr_explainer *e, family fam, rules_state **out) {
+    const cg_graph *g = e->m->g;
+    rules_state *s = calloc(1, sizeof *s);
+    cattr_status st = s ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        s->dt = e->p.dtype;
+        s->dl_eps = e->p.eps;
+        s->n_nodes = g->n_nodes;
+        s->rule = calloc((size_t)(g->n_nodes + 1), sizeof *s->rule);
+        s->lrp_owner = malloc((size_t)(g->n_vals + 1) * sizeof *s->lrp_owner);
+        if (!s->rule || !s->lrp_owner) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) st = assign_rules(e, fam, s);
+    if (st != CATTR_OK) {
+        cx_rules_free(s);
+        return st;
+    }
+    for (int v = 0; v < g->n_vals; v++) s->lrp_owner[v] = -1;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const cg_node *nd = &g->nodes[i];
+        if (!is_lrp_layer(s->rule[i].kind)) continue;
+        int slots[CG_MAX_IN], n = module_inputs(g, nd, slots);
+        for (int k = 0; k < n; k++)
+            if (s->lrp_owner[nd->in[slots[k]]] < 0) s->lrp_owner[nd->in[slots[k]]] = i;
+    }
+    for (int i = 0; i < g->n_inputs && i < CX_MAX_IN; i++) {
+        int owner = s->lrp_owner[g->inputs[i]];
+        s->in_mul[i] = owner >= 0 && s->rule[owner].kind != RULE_LRP_IDENTITY;
+    }
+    cg_rules_default(&s->std);
+    *out = s;
+    return CATTR_OK;
+}
+
+/* For the Layer and Neuron variants of these methods: installs into *rules (filled by cg_rules_default) the backward
+ * rules of `method`'s family (DeepLift and DeepLiftShap, GuidedBackprop and GuidedGradCam, Deconvolution, LRP) for
+ * explainer e's model and params, and returns the state they use (free it with cx_rules_free after the last
+ * cg_autodiff with these rules). Errors: CATTR_ERR_INVALID_ARGUMENT (bad node_rules), CATTR_ERR_UNSUPPORTED (LRP
+ * without a default rule for an op), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state) {
+    family fam;
+    switch (method) {
+    case CATTR_METHOD_DEEPLIFT: case CATTR_METHOD_DEEPLIFT_SHAP: fam = FAM_DEEPLIFT; break;
+    case CATTR_METHOD_GUIDED_BACKPROP: case CATTR_METHOD_GUIDED_GRADCAM: fam = FAM_GUIDED; break;
+    case CATTR_METHOD_DECONVOLUTION: fam = FAM_DECONV; break;
+    case CATTR_METHOD_LRP: fam = FAM_LRP; break;
+    default:
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method %s replaces no backward rules", cattr_method_name(method));
+    }
+    rules_state *s = NULL;
+    CX_CHECK(rules_new(e, fam, &s));
+    rules->by_node = rules_by_node;
+    rules->user = s;
+    *state = s;
+    return CATTR_OK;
+}
+
+/* LRP: whether the gradient of attributed input i is to be multiplied by the input (the first layer reading it
+ * has an epsilon, gamma or alpha1-beta0 rule; Captum's hook on the input). */
+bool cx_rules_input_multiplied(const void *state, int i) {
+    const rules_state *s = state;
+    return s && i >= 0 && i < CX_MAX_IN && s->in_mul[i];
+}
+
+static cattr_status rules_init(cattr_explainer *e) {
+    return cx_rules_new(e, e->p.method, &e->rules, &e->method_state);
+}
+
+static void rules_release(cattr_explainer *e) {
+    cx_rules_free(e->method_state);
+    e->method_state = NULL;
+}
+
+/* ---- DeepLift ----------------------------------------------------------------------------------------------------- */
+
+static cattr_status deeplift_init(cattr_explainer *e) {
+    if (!isfinite(e->p.eps) || e->p.eps < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "eps must be a finite number >= 0 (got %g)", e->p.eps);
+    return rules_init(e);
+}
+
+/* DeepLift multipliers on [x; base] (2B rows, additional inputs and target tiled as Captum does), then
+ * attr = (x - base) * multiplier, or the multiplier alone without multiply_by_inputs. */
+static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *base, cattr_tensor **attr) {
+    cattr_tensor *xs[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, c->x[i]->shape, sizeof sh);
+        sh[0] *= 2;
+        xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, sh);
+        if (!xs[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        memcpy(xs[i]->data, c->x[i]->data, bytes);
+        memcpy((char *)xs[i]->data + bytes, base[i]->data, bytes);
+    }
+    if (st == CATTR_OK) st = cx_grad(e, c, xs, 2, CX_TILE, gr);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        for (int64_t k = 0; k < c->x[i]->numel; k++) {
+            double g = cx_tensor_get(gr[i], k);
+            if (e->p.multiply_by_inputs)
+                g = cx_rnd(c->dt, cx_rnd(c->dt, cx_tensor_get(c->x[i], k) - cx_tensor_get(base[i], k)) * g);
+            cx_tensor_set(attr[i], k, g);
+        }
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(xs[i]);
+        cattr_tensor_free(gr[i]);
+    }
+    return st;
+}
+
+static cattr_status deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    CX_CHECK(deeplift_pass(e, c, c->base, attr));
+    if (delta && e->p.return_convergence_delta) return cx_convergence_delta(e, c, attr, c->base, delta);
+    return CATTR_OK;
+}
+
+/* ---- DeepLiftShap ------------------------------------------------------------------------------------------------ */
+
+static void pairs_free(cx_call *p, int64_t *tidx) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(p->x[i]);
+        cattr_tensor_free(p->base[i]);
+        cattr_tensor_free(p->add[i]);
+    }
+    free(tidx);
+}
+
+/* The call of every (example, baseline) pair: row b * nb + k pairs example b with baseline row k (inputs, additional
+ * inputs and per-example targets repeated per example, baselines tiled), as Captum's DeepLiftShap expands them. */
+static cattr_status make_pairs(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx) {
+    memset(p, 0, sizeof *p);
+    *tidx = NULL;
+    p->n = c->n;
+    p->B = c->B * nb;
+    p->dt = c->dt;
+    p->n_add = c->n_add;
+    p->user = c->user;
+    p->target = c->target;
+    for (int i = 0; i < c->n; i++) {
+        p->x[i] = cx_expand_rows(c->x[i], nb, CX_INTERLEAVE);
+        p->base[i] = cx_expand_rows(c->dist[i], c->B, CX_TILE);
+        if (!p->x[i] || !p->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int j = 0; j < c->n_add; j++)
+        if (!(p->add[j] = cx_expand_rows(c->add[j], nb, CX_INTERLEAVE)))
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    const cattr_target *t = c->target;
+    if (t && t->kind == CATTR_TARGET_PER_EXAMPLE) {
+        if (t->n_rows != c->B || t->n_idx < 1 || !t->idx)
+            return cx_fail(CATTR_ERR_TARGET, "%lld per-example targets of %d indices given for a batch of %lld",
+                           (long long)t->n_rows, t->n_idx, (long long)c->B);
+        *tidx = malloc((size_t)(p->B * t->n_idx) * sizeof **tidx);
+        if (!*tidx) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t r = 0; r < p->B; r++)
+            memcpy(*tidx + r * t->n_idx, t->idx + (r / nb) * t->n_idx, (size_t)t->n_idx * sizeof **tidx);
+        *tgt = *t;
+        tgt->n_rows = p->B;
+        tgt->idx = *tidx;
+        p->target = tgt;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    int64_t nb = c->dist[0] ? c->dist[0]->shape[0] : 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t ni = c->dist[i] ? c->dist[i]->shape[0] : 0;
+        if (ni != nb)
+            return cx_fail(CATTR_ERR_SHAPE, "baseline %d has %lld rows and baseline 0 has %lld: DeepLiftShap pairs "
+                                            "every input with the same number of baselines", i, (long long)ni,
+                           (long long)nb);
+    }
+    if (nb < 2)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "DeepLiftShap needs a distribution of at least 2 baseline rows (got %lld); use DeepLift for a "
+                       "single baseline", (long long)nb);
+    cx_call p;
+    cattr_target tgt;
+    int64_t *tidx = NULL;
+    cattr_tensor *pair_attr[CX_MAX_IN] = {0};
+    cattr_status st = make_pairs(c, nb, &p, &tgt, &tidx);
+    if (st == CATTR_OK) st = deeplift_pass(e, &p, p.base, pair_attr);
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta)
+        st = cx_convergence_delta(e, &p, pair_attr, p.base, delta);
+    double *col = malloc((size_t)nb * sizeof *col);
+    if (st == CATTR_OK && !col) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* torch.mean over the baselines: the sum, then / nb */
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        int64_t per = c->B ? c->x[i]->numel / c->B : 0;
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t f = 0; f < per; f++) {
+                for (int64_t k = 0; k < nb; k++) col[k] = cx_tensor_get(pair_attr[i], (b * nb + k) * per + f);
+                double sum = cx_torch_sum(c->dt, col, nb, f, per);
+                cx_tensor_set(attr[i], b * per + f, cx_rnd(c->dt, sum / (double)nb));
+            }
+    }
+    free(col);
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pair_attr[i]);
+    pairs_free(&p, tidx);
+    return st;
+}
+
+/* ---- GuidedBackprop and Deconvolution ---------------------------------------------------------------------------- */
+
+
+static cattr_status modified_gradient(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return cx_grad(e, c, c->x, 1, CX_TILE, attr);
+}
+
+/* ---- LRP ------------------------------------------------------------------------------------------------------- */
+
+/* relevance = (gradient under the rules [* x where the first layer reads x]) * the target output of the example;
+ * delta = output - the sum of every relevance of the example. */
+static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    cattr_dtype dt = c->dt;
+    cattr_tensor *out = NULL;
+    int64_t maxm = 1;
+    for (int i = 0; i < c->n; i++)
+        if (c->B && c->x[i]->numel / c->B > maxm) maxm = c->x[i]->numel / c->B;
+    double *sel = malloc((size_t)(c->B + 1) * sizeof *sel), *row = malloc((size_t)maxm * sizeof *row);
+    cattr_status st = sel && row ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_grad(e, c, c->x, 1, CX_TILE, attr);
+    if (st == CATTR_OK) st = cx_forward(e, c, c->x, 1, CX_TILE, &out);
+    if (st == CATTR_OK) st = cx_select(c, out, 1, CX_TILE, sel);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        int64_t m = c->B ? attr[i]->numel / c->B : 1;
+        for (int64_t k = 0; k < attr[i]->numel; k++) {
+            double g = cx_tensor_get(attr[i], k);
+            if (cx_rules_input_multiplied(e->method_state, i)) g = cx_rnd(dt, g * cx_tensor_get(c->x[i], k));
+            cx_tensor_set(attr[i], k, cx_rnd(dt, g * cx_rnd(dt, sel[k / m])));
+        }
+    }
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
+        int64_t len = c->B;
+        *delta = cx_tensor_alloc(dt, 1, &len);
+        if (!*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t b = 0; b < c->B && st == CATTR_OK; b++) {
+            double total = 0;
+            for (int i = 0; i < c->n; i++) {
+                int64_t m = attr[i]->numel / c->B;
+                for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
+                total = cx_rnd(dt, total + cx_torch_sum(dt, row, m, 0, 1));
+            }
+            cx_tensor_set(*delta, b, cx_rnd(dt, cx_rnd(dt, sel[b]) - total));
+        }
+    }
+    cattr_tensor_free(out);
+    free(sel);
+    free(row);
+    return st;
+}
+
+/* ---- the method table entries ------------------------------------------------------------------------------------ */
+
+const cx_method cx_method_deeplift = {CATTR_METHOD_DEEPLIFT, "deeplift", "DeepLift", false, deeplift_init, deeplift,
+                                      rules_release};
+const cx_method cx_method_deeplift_shap = {CATTR_METHOD_DEEPLIFT_SHAP, "deeplift-shap", "DeepLiftShap", true,
+                                           deeplift_init, deeplift_shap, rules_release};
+const cx_method cx_method_guided_backprop = {CATTR_METHOD_GUIDED_BACKPROP, "guided-backprop", "GuidedBackprop", false,
+                                             rules_init, modified_gradient, rules_release};
+const cx_method cx_method_deconvolution = {CATTR_METHOD_DECONVOLUTION, "deconvolution", "Deconvolution", false,
+                                           rules_init, modified_gradient, rules_release};
+const cx_method cx_method_lrp = {CATTR_METHOD_LRP, "lrp", "LRP", false, rules_init, lrp, rules_release};

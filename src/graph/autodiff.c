@@ -166,8 +166,12 @@ static cattr_status r_gemm(cg_graph *g, int ni, int gy, const bool *need, int *g
 static cattr_status r_matmul(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
-    if (nd.a.trans_a || nd.a.trans_b)
-        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed MatMul", nd.name);
+    if (nd.a.trans_a || (nd.a.trans_b && need[1]))
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed MatMul operand", nd.name);
+    if (nd.a.trans_b) { /* y = a b^T (a projection by a weight): da = gy b */
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, NULL, gy, nd.in[1]), nd.in[0]);
+        return CATTR_OK;
+    }
     /* numpy promotion of a 1-D operand drops a dim from Y; ranks are only known here for constants, which then use
      * the outer-product form */
     const cg_value *va = &g->vals[nd.in[0]], *vb = &g->vals[nd.in[1]];
@@ -264,6 +268,49 @@ static cattr_status r_slice(cg_graph *g, int ni, int gy, const bool *need, int *
     return CATTR_OK;
 }
 
+/* ---- transformer ops ---- */
+
+static cattr_status r_rmsnorm(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1]) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the RMSNorm weight depends on an attributed value", nd.name);
+    if (need[0]) gx[0] = EMIT(CG_RMSNORM_GRAD, &nd.a, nd.in[0], nd.in[1], gy);
+    return CATTR_OK;
+}
+
+static cattr_status r_rope(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    cg_attrs a = nd.a;
+    a.index = !nd.a.index; /* the transpose of a rotation is the inverse rotation */
+    if (need[0]) gx[0] = EMIT(CG_ROPE, &a, gy, nd.in[1]);
+    return CATTR_OK;
+}
+
+static cattr_status r_attention(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int packed = EMIT(CG_ATTENTION_GRAD, &nd.a, nd.in[0], nd.in[1], nd.in[2], gy);
+    int64_t cq = nd.a.ints[0] * nd.a.ints[2], ck = nd.a.ints[1] * nd.a.ints[2];
+    int64_t lo[3] = {0, cq, cq + ck}, hi[3] = {cq, cq + ck, cq + 2 * ck};
+    for (int i = 0; i < 3; i++) {
+        if (!need[i]) continue;
+        cg_attrs s = cg_attrs_default();
+        s.n_ints = 4;
+        s.ints[0] = lo[i];
+        s.ints[1] = hi[i];
+        s.ints[2] = -1;
+        s.ints[3] = 1;
+        gx[i] = EMIT(CG_SLICE, &s, packed);
+    }
+    return CATTR_OK;
+}
+
+static cattr_status r_logsoftmax(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    return unary_rule(g, ni, gy, need, gx, CG_LOGSOFTMAX_GRAD, true);
+}
+
 void cg_rules_default(cg_rules *r) {
     memset(r, 0, sizeof *r);
     r->by_op[CG_IDENTITY] = r_identity;
@@ -293,6 +340,10 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_GATHER] = r_gather;
     r->by_op[CG_SLICE] = r_slice;
     r->by_op[CG_BATCHNORM] = r_batchnorm;
+    r->by_op[CG_RMSNORM] = r_rmsnorm;
+    r->by_op[CG_ROPE] = r_rope;
+    r->by_op[CG_ATTENTION] = r_attention;
+    r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
 }
 
 /* ---- the transform ----------------------------------------------------------------------------------------- */

@@ -58,6 +58,21 @@ typedef enum cg_op {
     CG_SLICE_GRAD,      /* (gY, X); slice ints -> zeros of X's shape with gY written into the slice */
     CG_BATCHNORM_GRAD,  /* (gY, scale, var); alpha = epsilon -> gY * scale / sqrt(var + eps) per channel */
     CG_ZEROS_LIKE,      /* (X) -> zeros of X's shape */
+    /* transformer ops (src/models/decoder.c); activations [..., T, C], sequence in the second-to-last dim */
+    CG_RMSNORM,         /* (X, W); alpha = eps -> w * x / sqrt(mean(x^2) + eps) over groups of len(W) of the last dim */
+    CG_RMSNORM_GRAD,    /* (X, W, gY); alpha = eps -> gX */
+    CG_ROPE,            /* (X, inv_freq); ints[0] = head_dim; index 1: the inverse rotation -> rotate-half RoPE */
+    CG_ATTENTION,       /* (Q, K, V); ints = {heads, kv heads, head_dim} -> causal grouped-query attention */
+    CG_ATTENTION_GRAD,  /* (Q, K, V, gO) -> [dQ | dK | dV] packed along the last dim */
+    CG_LOGSOFTMAX,      /* (X) -> log-softmax over the last dim */
+    CG_LOGSOFTMAX_GRAD, /* (Y, gY) -> gY - exp(Y) * sum(gY) */
+    /* rule ops (src/attr/rules.c). The DeepLift ops see a batch of 2N rows: N actual rows, then their N references
+     * (Captum's cat([x, x'])); "cat2(v)" below is [v; v]. */
+    CG_DL_DELTA,        /* (X) -> cat2(X[:N] - X[N:]) */
+    CG_DL_RESCALE,      /* (G0, gY, dY, dX); alpha = eps -> where(|dX| < eps, G0, gY * dY / dX) */
+    CG_DL_CENTER,       /* (U) -> U - sum(U) / numel(U) (DeepLift's softmax rule) */
+    CG_DL_MAXPOOL,      /* (X, Y, gY, G0); pool attrs, alpha = eps -> DeepLift's max-pool multipliers (see kernel) */
+    CG_LRP_DIV,         /* (gY, Z); alpha = eps -> gY / (Z + eps * sign(Z)), sign(0) = +1 */
     CG_OP_COUNT
 } cg_op;
 

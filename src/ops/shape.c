@@ -339,6 +339,61 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         memcpy(out->shape, cnt, sizeof cnt);
         return CATTR_OK;
     }
+    case CG_RMSNORM: case CG_RMSNORM_GRAD: {
+        int64_t D = cx_view_numel(&in[1]);
+        if (in[0].ndim < 1 || D < 1 || in[0].shape[in[0].ndim - 1] % D)
+            SHAPE_FAIL("the weight (%lld values) does not divide the last dim", (long long)D);
+        copy_shape(out, &in[0]);
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    }
+    case CG_ROPE: {
+        int64_t d = a->n_ints ? a->ints[0] : 0;
+        if (in[0].ndim < 2 || d < 2 || d % 2 || in[0].shape[in[0].ndim - 1] % d || cx_view_numel(&in[1]) != d / 2)
+            SHAPE_FAIL("rotary embedding needs [..., T, heads*%lld] and %lld frequencies", (long long)d,
+                       (long long)(d / 2));
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    }
+    case CG_ATTENTION: case CG_ATTENTION_GRAD: {
+        int64_t nh = a->ints[0], nkv = a->ints[1], d = a->ints[2];
+        int nd = in[0].ndim;
+        if (a->n_ints < 3 || nh < 1 || nkv < 1 || nh % nkv || d < 1 || nd < 2 || in[1].ndim != nd || in[2].ndim != nd ||
+            in[0].shape[nd - 1] != nh * d || in[1].shape[nd - 1] != nkv * d || in[2].shape[nd - 1] != nkv * d ||
+            !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[1].shape) || !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[2].shape))
+            SHAPE_FAIL("attention needs q [..., T, %lld], k and v [..., T, %lld]", (long long)(nh * d),
+                       (long long)(nkv * d));
+        copy_shape(out, &in[0]);
+        if (n->op == CG_ATTENTION_GRAD) out->shape[nd - 1] = (nh + 2 * nkv) * d;
+        return CATTR_OK;
+    }
+    case CG_LOGSOFTMAX: case CG_LOGSOFTMAX_GRAD:
+        if (in[0].ndim < 1) SHAPE_FAIL("log-softmax needs a dim");
+        copy_shape(out, &in[0]);
+        if (n->op == CG_LOGSOFTMAX_GRAD) out->dtype = in[1].dtype;
+        return CATTR_OK;
+    case CG_DL_DELTA: case CG_DL_RESCALE: case CG_DL_CENTER: case CG_LRP_DIV:
+        for (int i = 1; i < n->n_in; i++)
+            if (!cx_shape_eq(in[i].ndim, in[i].shape, in[0].ndim, in[0].shape)) SHAPE_FAIL("operand shapes differ");
+        if (n->op == CG_DL_DELTA && (in[0].ndim < 1 || in[0].shape[0] % 2))
+            SHAPE_FAIL("needs an even batch (actual rows, then their references)");
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    case CG_DL_MAXPOOL: {
+        int nsp = in[0].ndim - 2;
+        if (nsp < 1 || nsp > 3) SHAPE_FAIL("expected 1 to 3 spatial dims");
+        if (in[0].shape[0] % 2) SHAPE_FAIL("needs an even batch (actual rows, then their references)");
+        if (!cx_shape_eq(in[1].ndim, in[1].shape, in[2].ndim, in[2].shape) ||
+            !cx_shape_eq(in[3].ndim, in[3].shape, in[0].ndim, in[0].shape) || in[1].ndim != in[0].ndim ||
+            in[1].shape[0] != in[0].shape[0] || in[1].shape[1] != in[0].shape[1])
+            SHAPE_FAIL("expected (X, Y, gY, gX) of the pool's input and output shapes");
+        cx_geom g;
+        cx_geom_init(&g, a, in[0].shape, in[0].ndim, NULL);
+        for (int i = 0; i < nsp; i++)
+            if (in[1].shape[2 + i] != g.out[3 - nsp + i]) SHAPE_FAIL("Y is not the pool output of X");
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
+    }
     case CG_OP_COUNT: break;
     }
     return cx_fail(CATTR_ERR_INTERNAL, "node '%s': no shape rule for op %d", n->name, (int)n->op);

@@ -43,6 +43,7 @@ __attribute__((destructor)) static void cpu_scratch_release(void) {
 #define TANH tanhf
 #define SQRT sqrtf
 #include "kernels_impl.h"
+#include "llm_impl.h"
 #undef T
 #undef K
 #undef GEMM
@@ -59,6 +60,7 @@ __attribute__((destructor)) static void cpu_scratch_release(void) {
 #define TANH tanh
 #define SQRT sqrt
 #include "kernels_impl.h"
+#include "llm_impl.h"
 #undef T
 #undef K
 #undef GEMM
@@ -237,6 +239,13 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_SOFTMAX: return DISPATCH(softmax, n, in, out);
     case CG_SOFTMAX_GRAD: return DISPATCH(softmax_grad, n, in, out);
     case CG_BATCHNORM: case CG_BATCHNORM_GRAD: return DISPATCH(batchnorm, n, in, out);
+    case CG_RMSNORM: return DISPATCH(rmsnorm, n, in, out);
+    case CG_RMSNORM_GRAD: return DISPATCH(rmsnorm_grad, n, in, out);
+    case CG_ROPE: return DISPATCH(rope, n, in, out);
+    case CG_ATTENTION: return DISPATCH(attention, n, in, out);
+    case CG_ATTENTION_GRAD: return DISPATCH(attention_grad, n, in, out);
+    case CG_LOGSOFTMAX: return DISPATCH(logsoftmax, n, in, out);
+    case CG_LOGSOFTMAX_GRAD: return DISPATCH(logsoftmax_grad, n, in, out);
     case CG_DL_DELTA: return DISPATCH(dl_delta, n, in, out);
     case CG_DL_RESCALE: return DISPATCH(dl_rescale, n, in, out);
     case CG_DL_CENTER: return DISPATCH(dl_center, n, in, out);

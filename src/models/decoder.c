@@ -1,0 +1,209 @@
+/* decoder.c - builds the graph of a decoder-only transformer (see decoder.h and shared/golden/llm/README.md 1, 6):
+ * embeddings -> layers of [RMSNorm, q/k/v projections (+bias), q/k RMSNorm (qwen3), RoPE, causal grouped-query
+ * attention, o projection, residual, RMSNorm, SiLU-gated MLP, residual] -> final RMSNorm -> LM head. */
+#include "models/decoder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cx_decoder_inv_freq(const cx_hf_config *cfg, double *inv) {
+    int64_t d = cfg->head_dim;
+    for (int64_t m = 0; m < d / 2; m++) {
+        double f = pow(cfg->rope_theta, -2.0 * (double)m / (double)d);
+        if (!strcmp(cfg->rope_type, "llama3")) {
+            double F = cfg->rope_factor, lo = cfg->rope_low_freq_factor, hi = cfg->rope_high_freq_factor;
+            double C = (double)cfg->rope_original_max_position_embeddings, lambda = 2.0 * M_PI / f;
+            if (lambda < C / hi) {
+                /* high frequencies unchanged */
+            } else if (lambda > C / lo) {
+                f = f / F;
+            } else {
+                double s = (C / lambda - lo) / (hi - lo);
+                f = (1 - s) * f / F + s * f;
+            }
+        }
+        inv[m] = f;
+    }
+}
+
+typedef struct {
+    cg_graph *g;
+    cx_hf_weights *w;
+    cattr_status st;
+    char name[256];
+} builder;
+
+/* A weight as a graph constant (float32), checked against the expected shape. -1 on error (b->st set). */
+static int weight(builder *b, const char *name, int nd, int64_t d0, int64_t d1) {
+    if (b->st != CATTR_OK) return -1;
+    int64_t sh[2] = {d0, d1};
+    cattr_tensor *t = NULL;
+    b->st = cx_hf_weight(b->w, name, CATTR_FLOAT32, nd, sh, &t);
+    if (b->st != CATTR_OK) return -1;
+    int v = cg_add_const(b->g, name, t, true);
+    if (v < 0) {
+        cattr_tensor_free(t);
+        b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    return v;
+}
+
+static int node(builder *b, cg_op op, const char *name, const int *in, int n, const cg_attrs *a) {
+    if (b->st != CATTR_OK) return -1;
+    for (int i = 0; i < n; i++)
+        if (in[i] < 0) return -1;
+    int v = cg_add_node(b->g, op, name, in, n, a, name);
+    if (v < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    return v;
+}
+
+#define NODE(op, a, nm, ...) node(b, op, nm, (const int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), a)
+
+/* y = x W^T (+ bias) over the last dim */
+static int linear(builder *b, int x, const char *wname, int64_t out, int64_t in, bool bias, const char *name) {
+    cg_attrs a = cg_attrs_default();
+    a.trans_b = 1;
+    int w = weight(b, wname, 2, out, in);
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s/MatMul", name);
+    int y = NODE(CG_MATMUL, &a, bias ? nm : name, x, w);
+    if (!bias) return y;
+    char bn[300];
+    snprintf(bn, sizeof bn, "%.*s.bias", (int)(strlen(wname) - strlen(".weight")), wname);
+    int bv = weight(b, bn, 1, out, 0);
+    return NODE(CG_ADD, NULL, name, y, bv);
+}
+
+static int rmsnorm(builder *b, int x, const char *wname, int64_t dim, double eps, const char *name) {
+    cg_attrs a = cg_attrs_default();
+    a.alpha = eps;
+    int w = weight(b, wname, 1, dim, 0);
+    return NODE(CG_RMSNORM, &a, name, x, w);
+}
+
+cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr_model **out, cx_hf_config *cfg_out) {
+    *out = NULL;
+    cx_hf_config cfg;
+    CX_CHECK(cx_hf_config_load(dir, &cfg));
+    builder bb = {cg_new(), NULL, CATTR_OK, ""}, *b = &bb;
+    if (!b->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    b->st = cx_hf_weights_open(dir, &b->w);
+    const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
+    const int64_t d = cfg.head_dim, I = cfg.intermediate_size, V = cfg.vocab_size;
+    int x = -1, E = -1;
+    if (b->st == CATTR_OK) {
+        E = weight(b, "model.embed_tokens.weight", 2, V, H);
+        if (opts->ids_input) {
+            int ids = cg_add_input(b->g, "input_ids");
+            cg_attrs a = cg_attrs_default();
+            x = NODE(CG_GATHER, &a, "hidden.embed", E, ids);
+        } else {
+            int in = cg_add_input(b->g, "inputs_embeds");
+            x = NODE(CG_IDENTITY, NULL, "hidden.embed", in);
+        }
+    }
+    /* RoPE table input: inverse frequencies as a constant */
+    int invv = -1;
+    if (b->st == CATTR_OK) {
+        int64_t half = d / 2;
+        cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT64, 1, &half);
+        if (!t) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else {
+            cx_decoder_inv_freq(&cfg, t->data);
+            invv = cg_add_const(b->g, "rope.inv_freq", t, true);
+        }
+    }
+    char n1[256], n2[256];
+    for (int64_t l = 0; l < cfg.num_hidden_layers && b->st == CATTR_OK; l++) {
+#define W(s) (snprintf(n1, sizeof n1, "model.layers.%lld." s, (long long)l), n1)
+#define N(s) (snprintf(n2, sizeof n2, "model.layers.%lld." s, (long long)l), n2)
+        int h = rmsnorm(b, x, W("input_layernorm.weight"), H, cfg.rms_norm_eps, N("input_layernorm"));
+        int q = linear(b, h, W("self_attn.q_proj.weight"), nh * d, H, cfg.qkv_bias, N("self_attn.q_proj"));
+        int k = linear(b, h, W("self_attn.k_proj.weight"), nkv * d, H, cfg.qkv_bias, N("self_attn.k_proj"));
+        int v = linear(b, h, W("self_attn.v_proj.weight"), nkv * d, H, cfg.qkv_bias, N("self_attn.v_proj"));
+        if (cfg.qk_norm) {
+            q = rmsnorm(b, q, W("self_attn.q_norm.weight"), d, cfg.rms_norm_eps, N("self_attn.q_norm"));
+            k = rmsnorm(b, k, W("self_attn.k_norm.weight"), d, cfg.rms_norm_eps, N("self_attn.k_norm"));
+        }
+        cg_attrs ra = cg_attrs_default();
+        ra.n_ints = 1;
+        ra.ints[0] = d;
+        q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv);
+        k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv);
+        cg_attrs aa = cg_attrs_default();
+        aa.n_ints = 3;
+        aa.ints[0] = nh;
+        aa.ints[1] = nkv;
+        aa.ints[2] = d;
+        int att = NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v);
+        int o = linear(b, att, W("self_attn.o_proj.weight"), H, nh * d, cfg.o_bias, N("self_attn.o_proj"));
+        x = NODE(CG_ADD, NULL, N("residual_attn"), x, o);
+        int h2 = rmsnorm(b, x, W("post_attention_layernorm.weight"), H, cfg.rms_norm_eps, N("post_attention_layernorm"));
+        int gate = linear(b, h2, W("mlp.gate_proj.weight"), I, H, cfg.mlp_bias, N("mlp.gate_proj"));
+        int up = linear(b, h2, W("mlp.up_proj.weight"), I, H, cfg.mlp_bias, N("mlp.up_proj"));
+        int sg = NODE(CG_SIGMOID, NULL, N("mlp.act_sigmoid"), gate);
+        int act = NODE(CG_MUL, NULL, N("mlp.act_fn"), gate, sg);
+        int prod = NODE(CG_MUL, NULL, N("mlp.gated"), act, up);
+        int down = linear(b, prod, W("mlp.down_proj.weight"), H, I, cfg.mlp_bias, N("mlp.down_proj"));
+        char hn[64];
+        snprintf(hn, sizeof hn, "hidden.layer%lld", (long long)l);
+        x = NODE(CG_ADD, NULL, hn, x, down);
+#undef W
+#undef N
+    }
+    x = rmsnorm(b, x, "model.norm.weight", H, cfg.rms_norm_eps, "hidden.final_norm");
+    int head = E;
+    if (b->st == CATTR_OK && !cfg.tie_word_embeddings) head = weight(b, "lm_head.weight", 2, V, H);
+    if (b->st == CATTR_OK) {
+        cg_attrs ma = cg_attrs_default();
+        ma.trans_b = 1;
+        int y;
+        if (opts->all_logits) {
+            y = NODE(CG_MATMUL, &ma, "logits", x, head);
+        } else {
+            cg_attrs sa = cg_attrs_default(); /* the last position only: logits are computed where they are scored */
+            sa.n_ints = 4;
+            sa.ints[0] = -1;
+            sa.ints[1] = INT64_MAX;
+            sa.ints[2] = -2;
+            sa.ints[3] = 1;
+            int last = NODE(CG_SLICE, &sa, "last_position", x);
+            int lg = NODE(CG_MATMUL, &ma, "logits", last, head);
+            y = NODE(CG_LOGSOFTMAX, NULL, "logprobs", lg);
+        }
+        if (b->st == CATTR_OK && cg_add_output(b->g, y) != 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (b->w) cx_hf_weights_release_pages(b->w);
+    cx_hf_weights_free(b->w);
+    cattr_model *m = NULL;
+    if (b->st == CATTR_OK) {
+        m = calloc(1, sizeof *m);
+        if (m) {
+            m->in_ndim = calloc(1, sizeof *m->in_ndim);
+            m->in_shape = calloc(1, sizeof *m->in_shape);
+            m->in_dtype = calloc(1, sizeof *m->in_dtype);
+            m->path = cx_strdup(dir);
+        }
+        if (!m || !m->in_ndim || !m->in_shape || !m->in_dtype || !m->path) {
+            cattr_model_free(m);
+            m = NULL;
+            b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        } else {
+            m->g = b->g;
+            b->g = NULL;
+            m->opset = 0;
+            m->in_ndim[0] = opts->ids_input ? 2 : 3;
+            m->in_shape[0][0] = -1;
+            m->in_shape[0][1] = -1;
+            m->in_shape[0][2] = H;
+            m->in_dtype[0] = opts->ids_input ? CATTR_INT64 : CATTR_FLOAT32;
+        }
+    }
+    cg_free(b->g);
+    if (b->st != CATTR_OK) return b->st;
+    if (cfg_out) *cfg_out = cfg;
+    *out = m;
+    return CATTR_OK;
+}

@@ -1,0 +1,24 @@
+/* decoder.h - decoder-only transformers (qwen3, llama, qwen2, mistral) built from a Hugging Face checkpoint folder
+ * into the cattr IR, driven by config.json (io/hf.h). */
+#ifndef CATTR_MODELS_DECODER_H
+#define CATTR_MODELS_DECODER_H
+
+#include "attr/model.h"
+#include "io/hf.h"
+
+typedef struct cx_decoder_opts {
+    bool ids_input;    /* graph input "input_ids" int64 [S, T] (else "inputs_embeds" [S, T, hidden]) */
+    bool all_logits;   /* output 0: logits at every position [S, T, vocab] (else log-probabilities at the last
+                        * position, [S, 1, vocab]: what attribution scores) */
+} cx_decoder_opts;
+
+/* Builds the model. Weights are converted to float32 once (the mapped pages are released afterwards); a float64
+ * explainer upcasts them. Values named "hidden.embed", "hidden.layer<i>" and "hidden.final_norm" hold the residual
+ * stream. *cfg_out (may be NULL) receives the config. Errors: as cx_hf_config_load / cx_hf_weights_open, and
+ * CATTR_ERR_FORMAT for a missing weight or one whose shape does not fit the config (naming it). */
+cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr_model **out, cx_hf_config *cfg_out);
+
+/* The RoPE inverse frequencies of the config (llama3 rescaling included), head_dim/2 values, in float64. */
+void cx_decoder_inv_freq(const cx_hf_config *cfg, double *inv);
+
+#endif
