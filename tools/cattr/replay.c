@@ -19,7 +19,16 @@ typedef struct {
     cattr_dtype dtype;
     int runs;
     int passed, failed, skipped;
+    const char *tokenizer;
 } replay_opts;
+
+int replay_llm_index(const char *path, cattr_dtype dtype, int *passed, int *failed, int *skipped);
+int replay_tokenizer(const char *path, const char *tokdir, int *passed, int *failed);
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
 
 static double now_s(void) {
     struct timespec ts;
@@ -521,9 +530,44 @@ static int replay_path(const char *path, replay_opts *o) {
         fprintf(stderr, "cattr: '%s': no such file or directory\n", path);
         return -1;
     }
+    if (ends_with(path, ".jsonl")) {
+        if (!o->tokenizer) {
+            fprintf(stderr, "cattr: '%s' holds tokenizer cases: give --tokenizer DIR (a folder with tokenizer.json)\n",
+                    path);
+            return -1;
+        }
+        return replay_tokenizer(path, o->tokenizer, &o->passed, &o->failed);
+    }
+    if (ends_with(path, "cases.json")) return replay_llm_index(path, o->dtype, &o->passed, &o->failed, &o->skipped);
     snprintf(buf, sizeof buf, "%s/case.json", path);
     if (stat(buf, &sb) == 0) return replay_case(path, o);
     DIR *dir = opendir(path);
+    if (dir) { /* a language-model golden folder: every *cases.json index in it */
+        char **idx = NULL;
+        int ni = 0;
+        struct dirent *de;
+        while ((de = readdir(dir)))
+            if (ends_with(de->d_name, "cases.json")) {
+                char **nn = realloc(idx, (size_t)(ni + 1) * sizeof *nn);
+                if (!nn) break;
+                idx = nn;
+                idx[ni++] = strdup(de->d_name);
+            }
+        closedir(dir);
+        if (ni) {
+            qsort(idx, (size_t)ni, sizeof *idx, cmp_str);
+            int rc = 0;
+            for (int i = 0; i < ni && rc == 0; i++) {
+                snprintf(buf, sizeof buf, "%s/%s", path, idx[i]);
+                rc = replay_llm_index(buf, o->dtype, &o->passed, &o->failed, &o->skipped);
+            }
+            for (int i = 0; i < ni; i++) free(idx[i]);
+            free(idx);
+            return rc;
+        }
+        free(idx);
+        dir = opendir(path);
+    }
     if (!dir) {
         fprintf(stderr, "cattr: '%s' is neither a case folder nor a folder of cases\n", path);
         return -1;
@@ -558,11 +602,12 @@ static int replay_path(const char *path, replay_opts *o) {
 }
 
 static void replay_help(FILE *f) {
-    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--runs N]\n"
+    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--runs N] [--tokenizer DIR]\n"
                "\n"
                "Re-runs recorded Captum attributions (golden case folders: case.json, model.onnx,\n"
                "tensors.safetensors) and compares cattr's numbers with them.\n"
-               "  PATH            a case folder, or a folder holding case folders\n"
+               "  PATH            a case folder, or a folder holding case folders; a language-model golden\n"
+               "                  folder or one of its *cases.json indexes; a tokenizer .jsonl (with --tokenizer)\n"
                "  --dtype D       float64 (default): compare with the float64 reference and its tolerances;\n"
                "                  float32: compare with the f32.* tensors\n"
                "  --runs N        run each attribution N times and print 'time: first=<s> warm_median=<s>'\n"
@@ -572,7 +617,7 @@ static void replay_help(FILE *f) {
 }
 
 int cmd_replay(int argc, char **argv) {
-    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0};
+    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL};
     const char *paths[256];
     int np = 0;
     for (int i = 1; i < argc; i++) {
@@ -585,6 +630,9 @@ int cmd_replay(int argc, char **argv) {
             if (!strcmp(argv[i], "float64")) o.dtype = CATTR_FLOAT64;
             else if (!strcmp(argv[i], "float32")) o.dtype = CATTR_FLOAT32;
             else return cli_usage_error("--dtype must be float64 or float32, not '%s'", argv[i]);
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (++i >= argc) return cli_usage_error("--tokenizer needs a folder");
+            o.tokenizer = argv[i];
         } else if (!strcmp(a, "--runs")) {
             long long n;
             if (++i >= argc || !cli_parse_int(argv[i], &n) || n < 1 || n > 1000000)

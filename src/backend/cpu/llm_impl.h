@@ -184,9 +184,9 @@ static cattr_status K(logsoftmax)(const cg_node *n, const cx_view *in, cx_view *
         T mx = xr[0];
         for (int64_t i = 1; i < D; i++)
             if (xr[i] > mx) mx = xr[i];
-        T sum = 0;
-        for (int64_t i = 0; i < D; i++) sum += EXP(xr[i] - mx);
-        T lse = mx + (T)log((double)sum);
+        double sum = 0; /* in double: float32 sums over a 150k vocabulary drift by many ulps */
+        for (int64_t i = 0; i < D; i++) sum += (double)EXP(xr[i] - mx);
+        T lse = mx + (T)log(sum);
         for (int64_t i = 0; i < D; i++) yr[i] = xr[i] - lse;
     });
     return CATTR_OK;
@@ -202,8 +202,9 @@ static cattr_status K(logsoftmax_grad)(const cg_node *n, const cx_view *in, cx_v
     for (int64_t r = 0; r < rows; r++) {
         const T *yr = yv + r * D, *gr = g + r * D;
         T *o = gx + r * D;
-        T s = 0;
-        for (int64_t i = 0; i < D; i++) s += gr[i];
+        double sd = 0;
+        for (int64_t i = 0; i < D; i++) sd += (double)gr[i];
+        const T s = (T)sd;
         for (int64_t i = 0; i < D; i++) o[i] = gr[i] - EXP(yr[i]) * s;
     });
     return CATTR_OK;

@@ -1,0 +1,595 @@
+/* replay_llm.c - `cattr replay` for the language-model goldens (shared/golden/llm/README.md): forward checks of every
+ * prompt (hidden states, last-position logits, logsumexp, target log-probabilities, tokenization) and token
+ * attributions: LayerIntegratedGradients and LayerGradientXActivation on the embedding output (teacher forcing),
+ * FeatureAblation and ShapleyValueSampling over prompt tokens. Other cases are reported as SKIP. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include "attr/internal.h"
+#include "io/fileutil.h"
+#include "io/tokenizer.h"
+#include "models/decoder.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char dir[4096];
+    cattr_model *ids_all; /* ids -> logits at every position */
+    cattr_model *embeds;  /* embeddings -> log-probabilities at the last position */
+    cx_hf_config cfg;
+    const cattr_tensor *E; /* embedding matrix (owned by embeds' graph) */
+    cx_tokenizer *tok;
+    cx_consts *consts; /* embeds' constants in the replay dtype, uploaded once */
+} llm_model;
+
+typedef struct {
+    cattr_dtype dtype;
+    int *passed, *failed, *skipped;
+    llm_model models[4];
+    int n_models;
+} llm_ctx;
+
+static void models_free(llm_ctx *x) {
+    for (int i = 0; i < x->n_models; i++) {
+        cattr_model_free(x->models[i].ids_all);
+        cattr_model_free(x->models[i].embeds);
+        cx_tokenizer_free(x->models[i].tok);
+        cx_consts_free(x->models[i].consts);
+    }
+    x->n_models = 0;
+}
+
+static cattr_status get_model(llm_ctx *x, const char *dir, llm_model **out) {
+    for (int i = 0; i < x->n_models; i++)
+        if (!strcmp(x->models[i].dir, dir)) {
+            *out = &x->models[i];
+            return CATTR_OK;
+        }
+    if (x->n_models == 4) models_free(x);
+    llm_model *m = &x->models[x->n_models];
+    memset(m, 0, sizeof *m);
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    cx_decoder_opts a = {true, true}, b = {false, false};
+    CX_CHECK(cx_decoder_load(dir, &a, &m->ids_all, &m->cfg));
+    cattr_status st = cx_decoder_load(dir, &b, &m->embeds, NULL);
+    if (st != CATTR_OK) {
+        cattr_model_free(m->ids_all);
+        return st;
+    }
+    if ((st = cx_consts_new(cx_backend_cpu(), x->dtype, &m->consts)) != CATTR_OK) {
+        cattr_model_free(m->ids_all);
+        cattr_model_free(m->embeds);
+        return st;
+    }
+    int v = cg_find_value(m->embeds->g, "model.embed_tokens.weight");
+    m->E = v >= 0 ? m->embeds->g->vals[v].data : NULL;
+    char tp[4200];
+    snprintf(tp, sizeof tp, "%s/tokenizer.json", dir);
+    struct stat sb;
+    if (stat(tp, &sb) == 0) cx_tokenizer_load(dir, &m->tok); /* optional: arch models have none */
+    x->n_models++;
+    *out = m;
+    return CATTR_OK;
+}
+
+static const cattr_tensor *tensor(const cattr_tensor_set *s, const char *name) { return cattr_tensor_set_get(s, name); }
+
+/* max |a - e| over n values (a in double) against tensor e */
+static double max_err(const double *a, const cattr_tensor *e, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - cx_tensor_get(e, i));
+        if (!(d <= m)) m = isnan(d) ? INFINITY : d;
+    }
+    return m;
+}
+
+static double atol_of(const cJSON *tol) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(tol, "suggested_atol");
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static int64_t *json_ids(const cJSON *arr, int64_t *n) {
+    *n = cJSON_GetArraySize(arr);
+    int64_t *ids = malloc((size_t)(*n + 1) * sizeof *ids);
+    for (int64_t i = 0; ids && i < *n; i++) ids[i] = (int64_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
+    return ids;
+}
+
+/* Embeddings of ids [R, L] (row-major) as a float32 tensor [R, L, H]. */
+static cattr_tensor *embed(const llm_model *m, const int64_t *ids, int64_t R, int64_t L) {
+    int64_t H = m->cfg.hidden_size, sh[3] = {R, L, H};
+    cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT32, 3, sh);
+    if (!t) return NULL;
+    for (int64_t r = 0; r < R * L; r++)
+        memcpy((float *)t->data + r * H, (const float *)m->E->data + ids[r] * H, (size_t)H * sizeof(float));
+    return t;
+}
+
+/* Log-probabilities of token y at the last position of R sequences of length L. */
+static cattr_status logprobs(const llm_model *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
+                             double *out) {
+    cattr_tensor *e = embed(m, ids, R, L), *ec = NULL, *o = NULL;
+    if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cattr_tensor_convert(e, dt, &ec);
+    cattr_tensor_free(e);
+    cx_plan *p = NULL;
+    int outv = cx_model_output(m->embeds), nd = 3;
+    int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
+    if (st == CATTR_OK)
+        st = cx_plan_new(m->embeds->g, m->consts, false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, &outv, 1, &p);
+    if (st == CATTR_OK) {
+        const cx_view *v = cx_plan_view(p, outv);
+        o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+        if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        const void *in[1] = {ec->data};
+        void *dst = o->data;
+        st = cx_plan_run(p, in, &dst);
+    }
+    if (st == CATTR_OK) {
+        int64_t V = o->shape[2];
+        for (int64_t r = 0; r < R; r++) out[r] = cx_tensor_get(o, r * V + y);
+    }
+    cx_plan_free(p);
+    cattr_tensor_free(ec);
+    cattr_tensor_free(o);
+    return st;
+}
+
+/* ---- forward checks ------------------------------------------------------------------------------------------- */
+
+static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const char *model_dir) {
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "id"));
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", base, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "tensor_file")));
+    cattr_tensor_set *set = NULL;
+    llm_model *m = NULL;
+    int64_t T = 0, n = 0, *ids = NULL, *tg = NULL;
+    cattr_tensor *out = NULL, *hid[4] = {0};
+    double worst = 0, *buf = NULL;
+    char what[256] = "";
+    bool fail = false;
+    cattr_status st = get_model(x, model_dir, &m);
+    if (st == CATTR_OK) st = cattr_tensor_set_load(path, &set);
+    if (st != CATTR_OK) {
+        printf("FAIL forward:%s load err=%s allowed=0\n", id, cattr_last_error());
+        (*x->failed)++;
+        return;
+    }
+    ids = json_ids(cJSON_GetObjectItemCaseSensitive(p, "input_ids"), &T);
+    tg = json_ids(cJSON_GetObjectItemCaseSensitive(p, "target_ids"), &n);
+    const cJSON *tol = cJSON_GetObjectItemCaseSensitive(p, "tolerance");
+    /* tokenization, where the prompt has text and the model a tokenizer */
+    const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
+    const char *ttext = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "target_text"));
+    if (text && m->tok) {
+        for (int k = 0; k < 2 && !fail; k++) {
+            int64_t *got = NULL, gn = 0;
+            const char *s = k ? ttext : text;
+            if (!s) continue;
+            st = cx_tokenizer_encode(m->tok, s, strlen(s), false, &got, &gn);
+            if (st != CATTR_OK || gn != (k ? n : T) || memcmp(got, k ? tg : ids, (size_t)gn * sizeof *got)) {
+                snprintf(what, sizeof what, "%s err=ids allowed=0", k ? "target_ids" : "input_ids");
+                fail = true;
+            }
+            free(got);
+        }
+    }
+    /* one pass over prompt + target[:-1]: hidden states of the prompt rows, logits at every position */
+    int64_t L = T + (n > 0 ? n - 1 : 0);
+    int64_t *seq = malloc((size_t)(L + 1) * sizeof *seq);
+    memcpy(seq, ids, (size_t)T * sizeof *seq);
+    for (int64_t k = 0; k + 1 < n; k++) seq[T + k] = tg[k];
+    const char *hn[4] = {"hidden.embed", "hidden.layer0", "hidden.layer1", "hidden.final_norm"};
+    if (!fail) {
+        cx_consts *c = NULL;
+        cx_plan *pl = NULL;
+        int outs[6], no = 0;
+        outs[no++] = cx_model_output(m->ids_all);
+        const cJSON *hs;
+        cJSON_ArrayForEach(hs, cJSON_GetObjectItemCaseSensitive(p, "hidden_states")) {
+            const char *full = hs->valuestring, *dot = strchr(full, '.');
+            int v = dot ? cg_find_value(m->ids_all->g, dot + 1) : -1;
+            if (v >= 0 && no < 6) outs[no++] = v;
+        }
+        int nd = 2;
+        int64_t sh[1][CATTR_MAX_DIMS] = {{1, L}};
+        cattr_dtype idt = CATTR_INT64;
+        st = cx_consts_new(cx_backend_cpu(), x->dtype, &c);
+        if (st == CATTR_OK) st = cx_plan_new(m->ids_all->g, c, false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &idt, outs, no, &pl);
+        cattr_tensor *res[6] = {0};
+        void *hp[6];
+        for (int i = 0; i < no && st == CATTR_OK; i++) {
+            const cx_view *vw = cx_plan_view(pl, outs[i]);
+            res[i] = cx_tensor_alloc(vw->dtype, vw->ndim, vw->shape);
+            hp[i] = res[i] ? res[i]->data : NULL;
+        }
+        const void *in[1] = {seq};
+        if (st == CATTR_OK) st = cx_plan_run(pl, in, hp);
+        if (st != CATTR_OK) {
+            snprintf(what, sizeof what, "run err=%s allowed=0", cattr_last_error());
+            fail = true;
+        } else {
+            out = res[0];
+            int64_t V = out->shape[2], H = m->cfg.hidden_size;
+            buf = malloc((size_t)(V > L ? V : L) * sizeof *buf);
+            /* hidden states of the prompt rows */
+            int hi = 1;
+            cJSON_ArrayForEach(hs, cJSON_GetObjectItemCaseSensitive(p, "hidden_states")) {
+                const cattr_tensor *e = tensor(set, hs->valuestring);
+                const cJSON *ht = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tol, "hidden_states"), hs->valuestring);
+                if (!e || hi >= no) continue;
+                for (int64_t k = 0; k < T * H; k++) buf[k] = cx_tensor_get(res[hi], k);
+                double err = max_err(buf, e, T * H), al = atol_of(ht), r = al > 0 ? err / al : INFINITY;
+                if (r > worst) worst = r;
+                if (!(err <= al) && !fail) {
+                    snprintf(what, sizeof what, "%s err=%.3e allowed=%.3e", hs->valuestring, err, al);
+                    fail = true;
+                }
+                hi++;
+            }
+            /* last prompt position's logits, logsumexp over every prompt position, target log-probabilities */
+            char tn[256];
+            snprintf(tn, sizeof tn, "%s.logits_last", id);
+            const cattr_tensor *ll = tensor(set, tn);
+            if (ll) {
+                for (int64_t v = 0; v < V; v++) buf[v] = cx_tensor_get(out, (T - 1) * V + v);
+                double err = max_err(buf, ll, V), al = atol_of(cJSON_GetObjectItemCaseSensitive(tol, "logits"));
+                double r = al > 0 ? err / al : INFINITY;
+                if (r > worst) worst = r;
+                if (!(err <= al) && !fail) {
+                    snprintf(what, sizeof what, "logits_last err=%.3e allowed=%.3e", err, al);
+                    fail = true;
+                }
+            }
+            double *lse = malloc((size_t)(L + 1) * sizeof *lse);
+            for (int64_t t = 0; lse && t < L; t++) {
+                double mx = -INFINITY, s = 0;
+                for (int64_t v = 0; v < V; v++) mx = fmax(mx, cx_tensor_get(out, t * V + v));
+                for (int64_t v = 0; v < V; v++) s += exp(cx_tensor_get(out, t * V + v) - mx);
+                lse[t] = mx + log(s);
+            }
+            snprintf(tn, sizeof tn, "%s.logsumexp_all", id);
+            const cattr_tensor *le = tensor(set, tn);
+            if (le && lse) {
+                double err = max_err(lse, le, T), al = atol_of(cJSON_GetObjectItemCaseSensitive(tol, "logsumexp"));
+                double r = al > 0 ? err / al : INFINITY;
+                if (r > worst) worst = r;
+                if (!(err <= al) && !fail) {
+                    snprintf(what, sizeof what, "logsumexp_all err=%.3e allowed=%.3e", err, al);
+                    fail = true;
+                }
+            }
+            snprintf(tn, sizeof tn, "%s.target_logprobs", id);
+            const cattr_tensor *te = tensor(set, tn);
+            if (te && lse) {
+                double f[16];
+                for (int64_t k = 0; k < n && k < 16; k++) f[k] = cx_tensor_get(out, (T - 1 + k) * V + tg[k]) - lse[T - 1 + k];
+                double err = max_err(f, te, n < 16 ? n : 16);
+                double al = atol_of(cJSON_GetObjectItemCaseSensitive(tol, "target_logprobs"));
+                double r = al > 0 ? err / al : INFINITY;
+                if (r > worst) worst = r;
+                if (!(err <= al) && !fail) {
+                    snprintf(what, sizeof what, "target_logprobs err=%.3e allowed=%.3e", err, al);
+                    fail = true;
+                }
+            }
+            free(lse);
+        }
+        for (int i = 1; i < 6; i++) cattr_tensor_free(res[i]);
+        cx_plan_free(pl);
+        cx_consts_free(c);
+    }
+    if (fail) {
+        printf("FAIL forward:%s %s\n", id, what);
+        (*x->failed)++;
+    } else {
+        printf("PASS forward:%s %.3e\n", id, worst);
+        (*x->passed)++;
+    }
+    (void)hn;
+    free(seq);
+    free(buf);
+    free(ids);
+    free(tg);
+    cattr_tensor_free(out);
+    for (int i = 0; i < 4; i++) cattr_tensor_free(hid[i]);
+    cattr_tensor_set_free(set);
+}
+
+/* ---- attribution cases ---------------------------------------------------------------------------------------- */
+
+/* Gradient methods on the embedding output, one call per target token (teacher forcing). */
+static cattr_status gradient_case(llm_ctx *x, const llm_model *m, const cJSON *cs, bool ig, const int64_t *ids, int64_t T,
+                                  const int64_t *tg, int64_t n, double *token_attr) {
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
+    cattr_attr_params p = cattr_attr_default_params(ig ? CATTR_METHOD_INTEGRATED_GRADIENTS : CATTR_METHOD_INPUT_X_GRADIENT);
+    p.dtype = x->dtype;
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_steps")) && cJSON_IsNumber(v)) p.n_steps = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "method")) && cJSON_IsString(v))
+        p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
+    p.return_convergence_delta = 0;
+    const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cs, "baseline");
+    const char *bk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(bl, "kind"));
+    int64_t btok = -1;
+    if (bk && !strcmp(bk, "token")) btok = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
+    cattr_explainer *e = NULL;
+    CX_CHECK(cattr_explainer_new(m->embeds, &p, &e));
+    int64_t H = m->cfg.hidden_size;
+    cattr_status st = CATTR_OK;
+    int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+    memcpy(seq, ids, (size_t)T * sizeof *seq);
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
+        int64_t L = T + k;
+        if (k > 0) seq[T + k - 1] = tg[k - 1];
+        cattr_tensor *ein = embed(m, seq, 1, L), *base = NULL, *attr = NULL;
+        if (ig) {
+            base = embed(m, seq, 1, L);
+            for (int64_t i = 0; i < T; i++)
+                for (int64_t h = 0; h < H; h++)
+                    ((float *)base->data)[i * H + h] = btok >= 0 ? ((const float *)m->E->data)[btok * H + h] : 0.0f;
+        }
+        int64_t idx[2] = {0, tg[k]};
+        cattr_target t = {CATTR_TARGET_INDEX, 2, 0, idx};
+        const cattr_tensor *in[1] = {ein}, *bs[1] = {base};
+        st = cattr_explainer_attribute(e, in, 1, ig ? bs : NULL, &t, NULL, 0, &attr, NULL);
+        if (st == CATTR_OK) {
+            double *row = malloc((size_t)H * sizeof *row);
+            for (int64_t i = 0; i < T; i++) {
+                for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, i * H + h);
+                token_attr[k * T + i] = cx_torch_sum(x->dtype, row, H, 0, 1);
+            }
+            free(row);
+        }
+        cattr_tensor_free(ein);
+        cattr_tensor_free(base);
+        cattr_tensor_free(attr);
+    }
+    free(seq);
+    cattr_explainer_free(e);
+    return st;
+}
+
+/* FeatureAblation / ShapleyValueSampling over prompt tokens with a baseline token (float32 accumulation). */
+static cattr_status perturb_case(llm_ctx *x, const llm_model *m, const cJSON *cs, bool svs, const int64_t *ids,
+                                 int64_t T, const int64_t *tg, int64_t n, double *token_attr, double *seq_attr) {
+    const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cs, "baseline");
+    int64_t b = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
+    cattr_dtype dt = x->dtype;
+    cattr_status st = CATTR_OK;
+    int64_t R = T + 1, Lmax = T + n;
+    int64_t *rows = malloc((size_t)(R * Lmax) * sizeof *rows);
+    double *f = malloc((size_t)(R * n) * sizeof *f);
+    float *acc = calloc((size_t)((n + 1) * T), sizeof *acc);
+    const cJSON *perms = cJSON_GetObjectItemCaseSensitive(cs, "permutations");
+    int S = svs ? cJSON_GetArraySize(perms) : 1;
+    for (int s = 0; s < S && st == CATTR_OK; s++) {
+        const cJSON *perm = svs ? cJSON_GetArrayItem(perms, s) : NULL;
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* rows: the states for target k */
+            int64_t L = T + k;
+            for (int64_t r = 0; r < R; r++) {
+                int64_t *z = rows + r * L;
+                if (!svs) { /* row 0 the prompt, row r the prompt with token r-1 ablated */
+                    memcpy(z, ids, (size_t)T * sizeof *z);
+                    if (r > 0) z[r - 1] = b;
+                } else { /* row r: the first r tokens of the permutation restored */
+                    for (int64_t i = 0; i < T; i++) z[i] = b;
+                    for (int64_t j = 0; j < r; j++) {
+                        int64_t pos = (int64_t)cJSON_GetArrayItem(perm, (int)j)->valuedouble;
+                        z[pos] = ids[pos];
+                    }
+                }
+                for (int64_t j = 0; j < k; j++) z[T + j] = tg[j];
+            }
+            double *fk = malloc((size_t)R * sizeof *fk);
+            st = logprobs(m, dt, rows, R, L, tg[k], fk);
+            for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
+            free(fk);
+        }
+        if (st != CATTR_OK) break;
+        for (int64_t r = 1; r < R; r++) {
+            int64_t col = svs ? (int64_t)cJSON_GetArrayItem(perm, (int)(r - 1))->valuedouble : r - 1;
+            double tot_cur = 0, tot_prev = 0;
+            for (int64_t k = 0; k < n; k++) {
+                double cur = f[r * n + k], prev = f[(svs ? r - 1 : 0) * n + k];
+                tot_cur = cx_rnd(dt, tot_cur + cur);
+                tot_prev = cx_rnd(dt, tot_prev + prev);
+                float d = svs ? (float)cx_rnd(dt, cur - prev) : (float)cx_rnd(dt, prev - cur);
+                acc[(k + 1) * T + col] += d;
+            }
+            float dt_tot = svs ? (float)cx_rnd(dt, tot_cur - tot_prev) : (float)cx_rnd(dt, tot_prev - tot_cur);
+            acc[col] += dt_tot;
+        }
+    }
+    for (int64_t i = 0; i < T; i++) {
+        seq_attr[i] = svs ? (double)(acc[i] / (float)S) : (double)acc[i];
+        for (int64_t k = 0; k < n; k++) token_attr[k * T + i] = svs ? (double)(acc[(k + 1) * T + i] / (float)S) : (double)acc[(k + 1) * T + i];
+    }
+    free(rows);
+    free(f);
+    free(acc);
+    return st;
+}
+
+static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const char *base, const char *model_dir) {
+    const char *id = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "id"));
+    const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "method"));
+    bool ig = method && !strcmp(method, "LayerIntegratedGradients");
+    bool gxa = method && !strcmp(method, "LayerGradientXActivation");
+    bool fa = method && !strcmp(method, "FeatureAblation") && !cJSON_GetObjectItemCaseSensitive(cs, "input");
+    bool svs = method && !strcmp(method, "ShapleyValueSampling");
+    if (!ig && !gxa && !fa && !svs) {
+        printf("SKIP %s LLM %s not implemented yet\n", id, method ? method : "?");
+        (*x->skipped)++;
+        return;
+    }
+    llm_model *m = NULL;
+    cattr_tensor_set *set = NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s", base, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "tensor_file")));
+    cattr_status st = get_model(x, model_dir, &m);
+    if (st == CATTR_OK) st = cattr_tensor_set_load(path, &set);
+    int64_t T = 0, n = 0;
+    const cJSON *idsj = cJSON_GetObjectItemCaseSensitive(cs, "input_ids");
+    if (!idsj) idsj = cJSON_GetObjectItemCaseSensitive(prompt, "input_ids");
+    int64_t *ids = json_ids(idsj, &T), *tg = json_ids(cJSON_GetObjectItemCaseSensitive(cs, "target_ids"), &n);
+    double *token_attr = calloc((size_t)(n * T + 1), sizeof *token_attr), *seq_attr = calloc((size_t)(T + 1), sizeof *seq_attr);
+    if (st == CATTR_OK) {
+        if (ig || gxa) {
+            st = gradient_case(x, m, cs, ig, ids, T, tg, n, token_attr);
+            for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
+                double s = 0;
+                for (int64_t k = 0; k < n; k++) s = cx_rnd(x->dtype, s + token_attr[k * T + i]);
+                seq_attr[i] = s;
+            }
+        } else {
+            st = perturb_case(x, m, cs, svs, ids, T, tg, n, token_attr, seq_attr);
+        }
+    }
+    if (st != CATTR_OK) {
+        printf("FAIL %s attribute err=error allowed=0 (%s)\n", id, cattr_last_error());
+        (*x->failed)++;
+    } else {
+        const cJSON *ex = cJSON_GetObjectItemCaseSensitive(cs, x->dtype == CATTR_FLOAT32 ? "expected" : "expected_f64");
+        double al = atol_of(cJSON_GetObjectItemCaseSensitive(cs, "tolerance")), worst = 0;
+        char what[256] = "";
+        bool fail = false;
+        for (int k = 0; k < 2; k++) {
+            const char *tn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ex, k ? "token_attr" : "seq_attr"));
+            if (!tn) continue;
+            const cattr_tensor *e = tensor(set, tn);
+            if (!e || cattr_tensor_numel(e) != (k ? n * T : T)) {
+                snprintf(what, sizeof what, "%s err=missing allowed=0", tn);
+                fail = true;
+                break;
+            }
+            double err = max_err(k ? token_attr : seq_attr, e, k ? n * T : T), r = al > 0 ? err / al : INFINITY;
+            if (r > worst) worst = r;
+            if (!(err <= al) && !fail) {
+                snprintf(what, sizeof what, "%s err=%.3e allowed=%.3e", tn, err, al);
+                fail = true;
+            }
+        }
+        if (fail) {
+            printf("FAIL %s %s\n", id, what);
+            (*x->failed)++;
+        } else {
+            printf("PASS %s %.3e\n", id, worst);
+            (*x->passed)++;
+        }
+    }
+    fflush(stdout);
+    free(ids);
+    free(tg);
+    free(token_attr);
+    free(seq_attr);
+    cattr_tensor_set_free(set);
+}
+
+/* Replays one index file (cases.json, arch_cases.json, more_cases.json). Returns -1 on an I/O error. */
+int replay_llm_index(const char *path, cattr_dtype dtype, int *passed, int *failed, int *skipped) {
+    void *text = NULL;
+    size_t size = 0;
+    if (cx_read_file(path, &text, &size) != CATTR_OK) {
+        fprintf(stderr, "cattr: %s\n", cattr_last_error());
+        return -1;
+    }
+    cJSON *j = cJSON_ParseWithLength(text, size);
+    free(text);
+    if (!j) {
+        fprintf(stderr, "cattr: '%s' is not valid JSON\n", path);
+        return -1;
+    }
+    char base[4096];
+    snprintf(base, sizeof base, "%s", path);
+    char *slash = strrchr(base, '/');
+    if (slash) *slash = 0;
+    else snprintf(base, sizeof base, ".");
+    llm_ctx x;
+    memset(&x, 0, sizeof x);
+    x.dtype = dtype;
+    x.passed = passed;
+    x.failed = failed;
+    x.skipped = skipped;
+    const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
+    const char *default_dir = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "model"), "dir"));
+    const cJSON *p, *c;
+    /* model dir of a record: its `model` id looked up in models[], else the index's model */
+    #define MODEL_DIR(rec, out)                                                                                        \
+        do {                                                                                                          \
+            const char *mid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rec, "model"));                   \
+            const char *d = default_dir;                                                                              \
+            const cJSON *mm;                                                                                          \
+            cJSON_ArrayForEach(mm, models) if (mid && !strcmp(mid, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mm, "id")))) \
+                d = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mm, "dir"));                               \
+            snprintf(out, sizeof out, "%s/%s", base, d ? d : "");                                                     \
+        } while (0)
+    char dir[4200];
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "prompts")) {
+        if (!cJSON_GetObjectItemCaseSensitive(p, "hidden_states") && strstr(path, "more_cases")) continue;
+        MODEL_DIR(p, dir);
+        check_prompt(&x, p, base, dir);
+        fflush(stdout);
+    }
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "cases")) {
+        const char *pid = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "prompt"));
+        const cJSON *prompt = NULL;
+        cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "prompts")) if (pid && !strcmp(pid, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "id")))) prompt = p;
+        const cJSON *rec = prompt ? prompt : c;
+        MODEL_DIR(rec, dir);
+        run_case(&x, c, prompt, base, dir);
+    }
+    #undef MODEL_DIR
+    models_free(&x);
+    cJSON_Delete(j);
+    return 0;
+}
+
+/* Tokenizer cases (a .jsonl file of shared/golden/tokenizer): PASS tok:<id> per line. */
+int replay_tokenizer(const char *path, const char *tokdir, int *passed, int *failed) {
+    cx_tokenizer *t = NULL;
+    if (cx_tokenizer_load(tokdir, &t) != CATTR_OK) {
+        fprintf(stderr, "cattr: %s\n", cattr_last_error());
+        return -1;
+    }
+    void *text = NULL;
+    size_t size = 0;
+    if (cx_read_file(path, &text, &size) != CATTR_OK) {
+        fprintf(stderr, "cattr: %s\n", cattr_last_error());
+        cx_tokenizer_free(t);
+        return -1;
+    }
+    char *save = NULL;
+    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j) continue;
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(j, "id");
+        const char *s = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "text"));
+        const char *dec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "decoded"));
+        int64_t n = 0, *want = json_ids(cJSON_GetObjectItemCaseSensitive(j, "ids"), &n), *got = NULL, gn = 0;
+        char *back = NULL;
+        bool ok = s && cx_tokenizer_encode(t, s, strlen(s), false, &got, &gn) == CATTR_OK && gn == n &&
+                  !memcmp(got, want, (size_t)n * sizeof *got);
+        ok = ok && cx_tokenizer_decode(t, want, n, false, &back) == CATTR_OK && dec && !strcmp(back, dec);
+        if (ok) {
+            printf("PASS tok:%d 0.000e+00\n", id ? id->valueint : -1);
+            (*passed)++;
+        } else {
+            printf("FAIL tok:%d ids err=mismatch allowed=0\n", id ? id->valueint : -1);
+            (*failed)++;
+        }
+        free(want);
+        free(got);
+        free(back);
+        cJSON_Delete(j);
+    }
+    free(text);
+    cx_tokenizer_free(t);
+    return 0;
+}
