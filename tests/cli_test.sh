@@ -79,5 +79,25 @@ expect_fail "unknown option" "unknown option" "" -- explain $model --input $x --
 expect_fail "unknown command" "unknown command" "" -- frobnicate
 expect_fail "replay missing" "no such file" "" -- replay "$tmp/none"
 
+# --- the other primary methods: each runs from the CLI, and their bad input is refused -----------------------------
+b2=tests/data/cli/batch2.npy
+for m in deeplift guided-backprop deconvolution lrp feature-ablation shapley-value-sampling lime kernel-shap; do
+    expect_ok "method $m" explain $model --method $m --input $b2 --output "$tmp/m.npy"
+done
+expect_ok "occlusion" explain $model --method occlusion --sliding-window 1,3,3 --strides 1,2,2 --input $x --output "$tmp/m.npy"
+expect_ok "feature mask" explain $model --method feature-ablation --feature-mask tests/data/cli/mask_quadrants.npy --input $b2 --output "$tmp/m.npy"
+expect_ok "deeplift-shap" explain $model --method deeplift-shap --baseline tests/data/cli/baseline_dist.npy --input $b2 --output "$tmp/m.npy"
+expect_ok "gradient-shap" explain $model --method gradient-shap --baseline tests/data/cli/baseline_dist.npy --seed 7 --input $b2 --output "$tmp/gs1.npy"
+expect_ok "gradient-shap again" explain $model --method gradient-shap --baseline tests/data/cli/baseline_dist.npy --seed 7 --input $b2 --output "$tmp/gs2.npy"
+cmp -s "$tmp/gs1.npy" "$tmp/gs2.npy" && ok || bad "the same seed gave different GradientShap results"
+expect_ok "noise tunnel" explain $model --method saliency --noise-tunnel smoothgrad --nt-samples 3 --input $x --output "$tmp/m.npy"
+expect_ok "guided-gradcam" explain $model --method guided-gradcam --layer conv2 --input $x --output "$tmp/m.npy"
+expect_fail "bad feature mask" "mask" "$tmp/o.npy" -- explain $model --method feature-ablation --feature-mask tests/data/cli/mask_bad.npy --input $x --output "$tmp/o.npy"
+expect_fail "one-row distribution" "baseline" "$tmp/o.npy" -- explain $model --method deeplift-shap --input $x --output "$tmp/o.npy"
+expect_fail "n_samples 0" "--n-samples" "$tmp/o.npy" -- explain $model --method lime --n-samples 0 --input $x --output "$tmp/o.npy"
+expect_fail "window too large" "window" "$tmp/o.npy" -- explain $model --method occlusion --sliding-window 1,9,9 --input $x --output "$tmp/o.npy"
+expect_fail "no window" "window" "$tmp/o.npy" -- explain $model --method occlusion --input $x --output "$tmp/o.npy"
+expect_fail "unknown layer" "closest" "$tmp/o.npy" -- explain $model --method guided-gradcam --layer conv9 --input $x --output "$tmp/o.npy"
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]
