@@ -638,8 +638,8 @@ static cattr_status occ_setup(const cattr_explainer *e, const cx_call *c, occ_ru
                            "the strides of input %d have %d dims; give one int or %d (one per dim of %s)", i, sn,
                            w->nd, cx_shape_str(w->nd, w->dim, s1, sizeof s1));
         w->P = 1;
+        for (int d = 0; d < w->nd; d++) w->win[d] = e->p.sliding_window[i][d]; /* whole, for the messages */
         for (int d = 0; d < w->nd; d++) {
-            w->win[d] = e->p.sliding_window[i][d];
             w->stride[d] = sn == 0 ? 1 : (sn == w->nd ? e->p.strides[i][d] : e->p.strides[i][0]);
             if (w->win[d] < 1 || w->win[d] > w->dim[d])
                 return cx_fail(CATTR_ERR_SHAPE, "sliding window %s does not fit input %d (example shape %s)",
