@@ -347,6 +347,70 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
 /* Peak bytes of backend memory used by the explainer's plans so far. */
 size_t cattr_explainer_peak_memory(const cattr_explainer *e);
 
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Language models (Hugging Face checkpoint folders: qwen3, llama, qwen2, mistral)                              */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+typedef struct cattr_llm cattr_llm;
+
+/* Loads DIR: config.json, model.safetensors (or shards with model.safetensors.index.json), and tokenizer.json when
+ * present. Weights are converted once to float32. Errors: CATTR_ERR_IO, CATTR_ERR_FORMAT (a truncated or malicious
+ * safetensors header, a weight missing or of the wrong shape), CATTR_ERR_UNSUPPORTED (a model_type or config key
+ * that changes the math in a way cattr does not implement, naming it). */
+cattr_status cattr_llm_load(const char *dir, cattr_llm **out);
+void cattr_llm_free(cattr_llm *m);
+
+/* Token ids of UTF-8 text (no special tokens added, as Qwen's tokenizer does); *ids is malloc'd (caller frees).
+ * Errors: CATTR_ERR_UNSUPPORTED (the folder has no tokenizer.json), CATTR_ERR_INVALID_ARGUMENT (invalid UTF-8). */
+cattr_status cattr_llm_encode(const cattr_llm *m, const char *text, int64_t **ids, int64_t *n);
+/* The text of one token (decoded alone) into buf with snprintf semantics; "<id>" without a tokenizer. */
+size_t cattr_llm_token_text(const cattr_llm *m, int64_t id, char *buf, size_t size);
+/* Vocabulary size of the model, its maximum context, and its end-of-sequence token (-1 if none). */
+int64_t cattr_llm_vocab_size(const cattr_llm *m);
+int64_t cattr_llm_max_positions(const cattr_llm *m);
+int64_t cattr_llm_eos_token(const cattr_llm *m);
+/* The padding token used as the default ablation baseline: the tokenizer's pad token, else eos, else -1. */
+int64_t cattr_llm_pad_token(const cattr_llm *m);
+
+typedef enum cattr_llm_method {
+    CATTR_LLM_LAYER_IG = 0,                   /* LLMGradientAttribution(LayerIntegratedGradients(embeddings)) */
+    CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION = 1, /* LLMGradientAttribution(LayerGradientXActivation(embeddings)) */
+    CATTR_LLM_FEATURE_ABLATION = 2,           /* LLMAttribution(FeatureAblation) over prompt tokens */
+    CATTR_LLM_SHAPLEY_VALUE_SAMPLING = 3      /* LLMAttribution(ShapleyValueSampling) over prompt tokens */
+} cattr_llm_method;
+
+typedef struct cattr_llm_params {
+    cattr_llm_method method;
+    cattr_dtype dtype;           /* float32 (default) or float64 */
+    int n_steps;                 /* IG: default 50 */
+    cattr_quadrature quadrature; /* IG: default gausslegendre */
+    int64_t baseline_token;      /* IG: -1 (default) the zero embedding, else that token's embedding; ablation
+                                  * methods: the replacement token (-1: the model's pad token) */
+    int n_samples;               /* ShapleyValueSampling permutations (default 25) */
+    uint64_t seed;               /* generator key for the permutations */
+    const int64_t *permutations; /* ShapleyValueSampling: n_samples recorded orders of the T prompt positions, or NULL */
+    int internal_batch_size;     /* IG rows per chunk (0: from max_memory) */
+    size_t max_memory;           /* bytes (0: a quarter of free RAM) */
+    cattr_progress_fn progress;
+    void *progress_user;
+} cattr_llm_params;
+
+cattr_llm_params cattr_llm_default_params(cattr_llm_method method);
+
+/* Attributes the log-probability of each target token (teacher forcing: target token k follows the prompt and the
+ * real targets 0..k-1) to the T prompt tokens. Writes seq_attr[T] (the sum over target tokens), token_attr[n*T]
+ * (row k = target token k) and, if not NULL, target_logprobs[n] and convergence_delta[n] (IG only; NaN otherwise).
+ * Caller-owned buffers. Errors: CATTR_ERR_INVALID_ARGUMENT (empty prompt or target, an id outside the vocabulary,
+ * a sequence longer than the model's context), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
+                                 const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
+                                 double *target_logprobs, double *convergence_delta);
+
+/* Greedy continuation of the prompt: up to max_new tokens, stopping after the end-of-sequence token. *out is
+ * malloc'd (caller frees). */
+cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
+                                int64_t **out, int64_t *n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -18,12 +18,10 @@
 
 typedef struct {
     char dir[4096];
-    cattr_model *ids_all; /* ids -> logits at every position */
-    cattr_model *embeds;  /* embeddings -> log-probabilities at the last position */
+    cattr_model *ids_all; /* ids -> logits at every position (forward checks) */
+    cattr_llm *llm;       /* attribution */
     cx_hf_config cfg;
-    const cattr_tensor *E; /* embedding matrix (owned by embeds' graph) */
     cx_tokenizer *tok;
-    cx_consts *consts; /* embeds' constants in the replay dtype, uploaded once */
 } llm_model;
 
 typedef struct {
@@ -36,9 +34,8 @@ typedef struct {
 static void models_free(llm_ctx *x) {
     for (int i = 0; i < x->n_models; i++) {
         cattr_model_free(x->models[i].ids_all);
-        cattr_model_free(x->models[i].embeds);
+        cattr_llm_free(x->models[i].llm);
         cx_tokenizer_free(x->models[i].tok);
-        cx_consts_free(x->models[i].consts);
     }
     x->n_models = 0;
 }
@@ -53,20 +50,13 @@ static cattr_status get_model(llm_ctx *x, const char *dir, llm_model **out) {
     llm_model *m = &x->models[x->n_models];
     memset(m, 0, sizeof *m);
     snprintf(m->dir, sizeof m->dir, "%s", dir);
-    cx_decoder_opts a = {true, true}, b = {false, false};
+    cx_decoder_opts a = {true, true};
     CX_CHECK(cx_decoder_load(dir, &a, &m->ids_all, &m->cfg));
-    cattr_status st = cx_decoder_load(dir, &b, &m->embeds, NULL);
+    cattr_status st = cattr_llm_load(dir, &m->llm);
     if (st != CATTR_OK) {
         cattr_model_free(m->ids_all);
         return st;
     }
-    if ((st = cx_consts_new(cx_backend_cpu(), x->dtype, &m->consts)) != CATTR_OK) {
-        cattr_model_free(m->ids_all);
-        cattr_model_free(m->embeds);
-        return st;
-    }
-    int v = cg_find_value(m->embeds->g, "model.embed_tokens.weight");
-    m->E = v >= 0 ? m->embeds->g->vals[v].data : NULL;
     char tp[4200];
     snprintf(tp, sizeof tp, "%s/tokenizer.json", dir);
     struct stat sb;
@@ -98,48 +88,6 @@ static int64_t *json_ids(const cJSON *arr, int64_t *n) {
     int64_t *ids = malloc((size_t)(*n + 1) * sizeof *ids);
     for (int64_t i = 0; ids && i < *n; i++) ids[i] = (int64_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
     return ids;
-}
-
-/* Embeddings of ids [R, L] (row-major) as a float32 tensor [R, L, H]. */
-static cattr_tensor *embed(const llm_model *m, const int64_t *ids, int64_t R, int64_t L) {
-    int64_t H = m->cfg.hidden_size, sh[3] = {R, L, H};
-    cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT32, 3, sh);
-    if (!t) return NULL;
-    for (int64_t r = 0; r < R * L; r++)
-        memcpy((float *)t->data + r * H, (const float *)m->E->data + ids[r] * H, (size_t)H * sizeof(float));
-    return t;
-}
-
-/* Log-probabilities of token y at the last position of R sequences of length L. */
-static cattr_status logprobs(const llm_model *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
-                             double *out) {
-    cattr_tensor *e = embed(m, ids, R, L), *ec = NULL, *o = NULL;
-    if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = cattr_tensor_convert(e, dt, &ec);
-    cattr_tensor_free(e);
-    cx_plan *p = NULL;
-    int outv = cx_model_output(m->embeds), nd = 3;
-    int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
-    if (st == CATTR_OK)
-        st = cx_plan_new(m->embeds->g, m->consts, false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, &outv, 1, &p);
-    if (st == CATTR_OK) {
-        const cx_view *v = cx_plan_view(p, outv);
-        o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-        if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == CATTR_OK) {
-        const void *in[1] = {ec->data};
-        void *dst = o->data;
-        st = cx_plan_run(p, in, &dst);
-    }
-    if (st == CATTR_OK) {
-        int64_t V = o->shape[2];
-        for (int64_t r = 0; r < R; r++) out[r] = cx_tensor_get(o, r * V + y);
-    }
-    cx_plan_free(p);
-    cattr_tensor_free(ec);
-    cattr_tensor_free(o);
-    return st;
 }
 
 /* ---- forward checks ------------------------------------------------------------------------------------------- */
@@ -305,116 +253,29 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
 
 /* ---- attribution cases ---------------------------------------------------------------------------------------- */
 
-/* Gradient methods on the embedding output, one call per target token (teacher forcing). */
-static cattr_status gradient_case(llm_ctx *x, const llm_model *m, const cJSON *cs, bool ig, const int64_t *ids, int64_t T,
-                                  const int64_t *tg, int64_t n, double *token_attr) {
+/* The case's parameters for cattr_llm_attribute. */
+static void case_params(llm_ctx *x, const cJSON *cs, cattr_llm_method method, cattr_llm_params *p, int64_t **perms,
+                        int64_t T) {
+    *p = cattr_llm_default_params(method);
+    p->dtype = x->dtype;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
-    cattr_attr_params p = cattr_attr_default_params(ig ? CATTR_METHOD_INTEGRATED_GRADIENTS : CATTR_METHOD_INPUT_X_GRADIENT);
-    p.dtype = x->dtype;
-    if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_steps")) && cJSON_IsNumber(v)) p.n_steps = v->valueint;
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_steps")) && cJSON_IsNumber(v)) p->n_steps = v->valueint;
     if ((v = cJSON_GetObjectItemCaseSensitive(args, "method")) && cJSON_IsString(v))
-        p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
-    p.return_convergence_delta = 0;
+        p->quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
     const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cs, "baseline");
     const char *bk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(bl, "kind"));
-    int64_t btok = -1;
-    if (bk && !strcmp(bk, "token")) btok = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
-    cattr_explainer *e = NULL;
-    CX_CHECK(cattr_explainer_new(m->embeds, &p, &e));
-    int64_t H = m->cfg.hidden_size;
-    cattr_status st = CATTR_OK;
-    int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
-    memcpy(seq, ids, (size_t)T * sizeof *seq);
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
-        int64_t L = T + k;
-        if (k > 0) seq[T + k - 1] = tg[k - 1];
-        cattr_tensor *ein = embed(m, seq, 1, L), *base = NULL, *attr = NULL;
-        if (ig) {
-            base = embed(m, seq, 1, L);
+    if (bk && !strcmp(bk, "token")) p->baseline_token = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cs, "permutations");
+    *perms = NULL;
+    if (cJSON_IsArray(pm)) { /* the recorded orders of torch's generator */
+        int S = cJSON_GetArraySize(pm);
+        *perms = malloc((size_t)(S * T + 1) * sizeof **perms);
+        for (int s = 0; *perms && s < S; s++)
             for (int64_t i = 0; i < T; i++)
-                for (int64_t h = 0; h < H; h++)
-                    ((float *)base->data)[i * H + h] = btok >= 0 ? ((const float *)m->E->data)[btok * H + h] : 0.0f;
-        }
-        int64_t idx[2] = {0, tg[k]};
-        cattr_target t = {CATTR_TARGET_INDEX, 2, 0, idx};
-        const cattr_tensor *in[1] = {ein}, *bs[1] = {base};
-        st = cattr_explainer_attribute(e, in, 1, ig ? bs : NULL, &t, NULL, 0, &attr, NULL);
-        if (st == CATTR_OK) {
-            double *row = malloc((size_t)H * sizeof *row);
-            for (int64_t i = 0; i < T; i++) {
-                for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, i * H + h);
-                token_attr[k * T + i] = cx_torch_sum(x->dtype, row, H, 0, 1);
-            }
-            free(row);
-        }
-        cattr_tensor_free(ein);
-        cattr_tensor_free(base);
-        cattr_tensor_free(attr);
+                (*perms)[s * T + i] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(pm, s), (int)i)->valuedouble;
+        p->permutations = *perms;
+        p->n_samples = S;
     }
-    free(seq);
-    cattr_explainer_free(e);
-    return st;
-}
-
-/* FeatureAblation / ShapleyValueSampling over prompt tokens with a baseline token (float32 accumulation). */
-static cattr_status perturb_case(llm_ctx *x, const llm_model *m, const cJSON *cs, bool svs, const int64_t *ids,
-                                 int64_t T, const int64_t *tg, int64_t n, double *token_attr, double *seq_attr) {
-    const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cs, "baseline");
-    int64_t b = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
-    cattr_dtype dt = x->dtype;
-    cattr_status st = CATTR_OK;
-    int64_t R = T + 1, Lmax = T + n;
-    int64_t *rows = malloc((size_t)(R * Lmax) * sizeof *rows);
-    double *f = malloc((size_t)(R * n) * sizeof *f);
-    float *acc = calloc((size_t)((n + 1) * T), sizeof *acc);
-    const cJSON *perms = cJSON_GetObjectItemCaseSensitive(cs, "permutations");
-    int S = svs ? cJSON_GetArraySize(perms) : 1;
-    for (int s = 0; s < S && st == CATTR_OK; s++) {
-        const cJSON *perm = svs ? cJSON_GetArrayItem(perms, s) : NULL;
-        for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* rows: the states for target k */
-            int64_t L = T + k;
-            for (int64_t r = 0; r < R; r++) {
-                int64_t *z = rows + r * L;
-                if (!svs) { /* row 0 the prompt, row r the prompt with token r-1 ablated */
-                    memcpy(z, ids, (size_t)T * sizeof *z);
-                    if (r > 0) z[r - 1] = b;
-                } else { /* row r: the first r tokens of the permutation restored */
-                    for (int64_t i = 0; i < T; i++) z[i] = b;
-                    for (int64_t j = 0; j < r; j++) {
-                        int64_t pos = (int64_t)cJSON_GetArrayItem(perm, (int)j)->valuedouble;
-                        z[pos] = ids[pos];
-                    }
-                }
-                for (int64_t j = 0; j < k; j++) z[T + j] = tg[j];
-            }
-            double *fk = malloc((size_t)R * sizeof *fk);
-            st = logprobs(m, dt, rows, R, L, tg[k], fk);
-            for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
-            free(fk);
-        }
-        if (st != CATTR_OK) break;
-        for (int64_t r = 1; r < R; r++) {
-            int64_t col = svs ? (int64_t)cJSON_GetArrayItem(perm, (int)(r - 1))->valuedouble : r - 1;
-            double tot_cur = 0, tot_prev = 0;
-            for (int64_t k = 0; k < n; k++) {
-                double cur = f[r * n + k], prev = f[(svs ? r - 1 : 0) * n + k];
-                tot_cur = cx_rnd(dt, tot_cur + cur);
-                tot_prev = cx_rnd(dt, tot_prev + prev);
-                float d = svs ? (float)cx_rnd(dt, cur - prev) : (float)cx_rnd(dt, prev - cur);
-                acc[(k + 1) * T + col] += d;
-            }
-            float dt_tot = svs ? (float)cx_rnd(dt, tot_cur - tot_prev) : (float)cx_rnd(dt, tot_prev - tot_cur);
-            acc[col] += dt_tot;
-        }
-    }
-    for (int64_t i = 0; i < T; i++) {
-        seq_attr[i] = svs ? (double)(acc[i] / (float)S) : (double)acc[i];
-        for (int64_t k = 0; k < n; k++) token_attr[k * T + i] = svs ? (double)(acc[(k + 1) * T + i] / (float)S) : (double)acc[(k + 1) * T + i];
-    }
-    free(rows);
-    free(f);
-    free(acc);
-    return st;
 }
 
 static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const char *base, const char *model_dir) {
@@ -441,16 +302,13 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
     int64_t *ids = json_ids(idsj, &T), *tg = json_ids(cJSON_GetObjectItemCaseSensitive(cs, "target_ids"), &n);
     double *token_attr = calloc((size_t)(n * T + 1), sizeof *token_attr), *seq_attr = calloc((size_t)(T + 1), sizeof *seq_attr);
     if (st == CATTR_OK) {
-        if (ig || gxa) {
-            st = gradient_case(x, m, cs, ig, ids, T, tg, n, token_attr);
-            for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
-                double s = 0;
-                for (int64_t k = 0; k < n; k++) s = cx_rnd(x->dtype, s + token_attr[k * T + i]);
-                seq_attr[i] = s;
-            }
-        } else {
-            st = perturb_case(x, m, cs, svs, ids, T, tg, n, token_attr, seq_attr);
-        }
+        cattr_llm_method lm = ig ? CATTR_LLM_LAYER_IG : gxa ? CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION
+                            : svs ? CATTR_LLM_SHAPLEY_VALUE_SAMPLING : CATTR_LLM_FEATURE_ABLATION;
+        cattr_llm_params lp;
+        int64_t *perms = NULL;
+        case_params(x, cs, lm, &lp, &perms, T);
+        st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, seq_attr, token_attr, NULL, NULL);
+        free(perms);
     }
     if (st != CATTR_OK) {
         printf("FAIL %s attribute err=error allowed=0 (%s)\n", id, cattr_last_error());

@@ -1,0 +1,348 @@
+/* llm.c - token attribution for decoder-only language models (Captum's LLMAttribution and LLMGradientAttribution):
+ * the model is built with an embedding input and a log-probability output at the last position only, so
+ * LayerIntegratedGradients / LayerGradientXActivation on the embedding output are IG / InputXGradient on that input,
+ * and FeatureAblation / ShapleyValueSampling over tokens are batches of sequences with tokens replaced. */
+#include "attr/internal.h"
+#include "io/tokenizer.h"
+#include "models/decoder.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/rng.h"
+
+struct cattr_llm {
+    cattr_model *model; /* embeddings [S, L, H] -> log-probabilities [S, 1, V] */
+    cx_hf_config cfg;
+    const cattr_tensor *E;
+    cx_tokenizer *tok;
+    cx_consts *consts[2]; /* per compute dtype, uploaded on first use */
+};
+
+cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
+    if (!dir || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_load: NULL argument");
+    *out = NULL;
+    cattr_llm *m = calloc(1, sizeof *m);
+    if (!m) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cx_decoder_opts o = {false, false};
+    cattr_status st = cx_decoder_load(dir, &o, &m->model, &m->cfg);
+    if (st == CATTR_OK) {
+        int v = cg_find_value(m->model->g, "model.embed_tokens.weight");
+        m->E = v >= 0 ? m->model->g->vals[v].data : NULL;
+        if (!m->E) st = cx_fail(CATTR_ERR_INTERNAL, "no embedding matrix in the built model");
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    struct stat sb;
+    if (st == CATTR_OK && stat(path, &sb) == 0) st = cx_tokenizer_load(dir, &m->tok);
+    if (st != CATTR_OK) {
+        cattr_llm_free(m);
+        return st;
+    }
+    *out = m;
+    return CATTR_OK;
+}
+
+void cattr_llm_free(cattr_llm *m) {
+    if (!m) return;
+    cattr_model_free(m->model);
+    cx_tokenizer_free(m->tok);
+    cx_consts_free(m->consts[0]);
+    cx_consts_free(m->consts[1]);
+    free(m);
+}
+
+cattr_status cattr_llm_encode(const cattr_llm *m, const char *text, int64_t **ids, int64_t *n) {
+    if (!m || !text || !ids || !n) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_encode: NULL argument");
+    if (!m->tok) return cx_fail(CATTR_ERR_UNSUPPORTED, "the checkpoint has no tokenizer.json: give token ids");
+    return cx_tokenizer_encode(m->tok, text, strlen(text), false, ids, n);
+}
+
+size_t cattr_llm_token_text(const cattr_llm *m, int64_t id, char *buf, size_t size) {
+    char *s = NULL;
+    int n;
+    if (m->tok && cx_tokenizer_decode(m->tok, &id, 1, false, &s) == CATTR_OK) n = snprintf(buf, size, "%s", s);
+    else n = snprintf(buf, size, "<%lld>", (long long)id);
+    free(s);
+    return n > 0 ? (size_t)n : 0;
+}
+
+int64_t cattr_llm_vocab_size(const cattr_llm *m) { return m->cfg.vocab_size; }
+int64_t cattr_llm_max_positions(const cattr_llm *m) { return m->cfg.max_position_embeddings; }
+int64_t cattr_llm_eos_token(const cattr_llm *m) {
+    int64_t t = m->tok ? cx_tokenizer_special_id(m->tok, "eos") : -1;
+    return t >= 0 ? t : m->cfg.eos_token_id;
+}
+int64_t cattr_llm_pad_token(const cattr_llm *m) {
+    int64_t t = m->tok ? cx_tokenizer_special_id(m->tok, "pad") : -1;
+    return t >= 0 ? t : cattr_llm_eos_token(m);
+}
+
+cattr_llm_params cattr_llm_default_params(cattr_llm_method method) {
+    cattr_llm_params p;
+    memset(&p, 0, sizeof p);
+    p.method = method;
+    p.dtype = CATTR_FLOAT32;
+    p.n_steps = 50;
+    p.quadrature = CATTR_QUAD_GAUSS_LEGENDRE;
+    p.baseline_token = -1;
+    p.n_samples = 25;
+    return p;
+}
+
+/* Embeddings of ids [R, L] as a float32 tensor [R, L, H]. */
+static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, int64_t L) {
+    int64_t H = m->cfg.hidden_size, sh[3] = {R, L, H};
+    cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT32, 3, sh);
+    if (!t) return NULL;
+    for (int64_t r = 0; r < R * L; r++)
+        memcpy((float *)t->data + r * H, (const float *)m->E->data + ids[r] * H, (size_t)H * sizeof(float));
+    return t;
+}
+
+/* Log-probabilities at the last position of R sequences of length L: lp[r * V + v] (all of them when y < 0) or
+ * just token y: lp[r]. */
+static cattr_status forward_logprobs(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
+                                     double *lp) {
+    int di = dt == CATTR_FLOAT64;
+    if (!m->consts[di]) CX_CHECK(cx_consts_new(cx_backend_cpu(), dt, &m->consts[di]));
+    cattr_tensor *e = embed(m, ids, R, L), *ec = NULL, *o = NULL;
+    if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cattr_tensor_convert(e, dt, &ec);
+    cattr_tensor_free(e);
+    cx_plan *p = NULL;
+    int outv = cx_model_output(m->model), nd = 3;
+    int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
+    if (st == CATTR_OK)
+        st = cx_plan_new(m->model->g, m->consts[di], false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, &outv, 1, &p);
+    if (st == CATTR_OK) {
+        const cx_view *v = cx_plan_view(p, outv);
+        o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+        if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        const void *in[1] = {ec->data};
+        void *dst = o->data;
+        st = cx_plan_run(p, in, &dst);
+    }
+    if (st == CATTR_OK) {
+        int64_t V = o->shape[2];
+        for (int64_t r = 0; r < R; r++) {
+            if (y >= 0) lp[r] = cx_tensor_get(o, r * V + y);
+            else
+                for (int64_t v = 0; v < V; v++) lp[r * V + v] = cx_tensor_get(o, r * V + v);
+        }
+    }
+    cx_plan_free(p);
+    cattr_tensor_free(ec);
+    cattr_tensor_free(o);
+    return st;
+}
+
+static cattr_status check_ids(const cattr_llm *m, const int64_t *ids, int64_t n, const char *what) {
+    for (int64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s token %lld has id %lld, outside the vocabulary of %lld", what,
+                           (long long)i, (long long)ids[i], (long long)m->cfg.vocab_size);
+    return CATTR_OK;
+}
+
+/* ---- gradient methods on the embedding output ------------------------------------------------------------------- */
+
+static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
+                                  const int64_t *tg, int64_t n, double *token_attr, double *delta) {
+    bool ig = lp->method == CATTR_LLM_LAYER_IG;
+    cattr_attr_params p = cattr_attr_default_params(ig ? CATTR_METHOD_INTEGRATED_GRADIENTS : CATTR_METHOD_INPUT_X_GRADIENT);
+    p.dtype = lp->dtype;
+    p.n_steps = lp->n_steps;
+    p.quadrature = lp->quadrature;
+    p.internal_batch_size = lp->internal_batch_size;
+    p.max_memory = lp->max_memory;
+    p.return_convergence_delta = ig && delta != NULL;
+    cattr_explainer *e = NULL;
+    CX_CHECK(cattr_explainer_new(m->model, &p, &e));
+    int64_t H = m->cfg.hidden_size;
+    cattr_status st = CATTR_OK;
+    int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+    double *row = malloc((size_t)H * sizeof *row);
+    if (!seq || !row) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) memcpy(seq, ids, (size_t)T * sizeof *seq);
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* one call per target token, as Captum */
+        int64_t L = T + k;
+        if (k > 0) seq[T + k - 1] = tg[k - 1];
+        cattr_tensor *ein = embed(m, seq, 1, L), *base = NULL, *attr = NULL, *dl = NULL;
+        if (ig && ein) {
+            base = embed(m, seq, 1, L);
+            for (int64_t i = 0; base && i < T; i++)
+                for (int64_t h = 0; h < H; h++)
+                    ((float *)base->data)[i * H + h] =
+                        lp->baseline_token >= 0 ? ((const float *)m->E->data)[lp->baseline_token * H + h] : 0.0f;
+        }
+        if (!ein || (ig && !base)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        int64_t idx[2] = {0, tg[k]};
+        cattr_target t = {CATTR_TARGET_INDEX, 2, 0, idx};
+        const cattr_tensor *in[1] = {ein}, *bs[1] = {base};
+        if (st == CATTR_OK) st = cattr_explainer_attribute(e, in, 1, ig ? bs : NULL, &t, NULL, 0, &attr, p.return_convergence_delta ? &dl : NULL);
+        if (st == CATTR_OK) {
+            for (int64_t i = 0; i < T; i++) { /* the attribution of a token: its embedding's, summed */
+                for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, i * H + h);
+                token_attr[k * T + i] = cx_torch_sum(lp->dtype, row, H, 0, 1);
+            }
+            if (delta) delta[k] = dl ? cx_tensor_get(dl, 0) : NAN;
+        }
+        if (st == CATTR_OK && lp->progress) lp->progress(k + 1, n, lp->progress_user);
+        cattr_tensor_free(ein);
+        cattr_tensor_free(base);
+        cattr_tensor_free(attr);
+        cattr_tensor_free(dl);
+    }
+    free(seq);
+    free(row);
+    cattr_explainer_free(e);
+    return st;
+}
+
+/* ---- perturbations over prompt tokens (float32 accumulation, as Captum's LLMAttribution) ---------------------------- */
+
+static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
+                                 const int64_t *tg, int64_t n, double *token_attr, double *seq_attr) {
+    bool svs = lp->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING;
+    int64_t b = lp->baseline_token >= 0 ? lp->baseline_token : cattr_llm_pad_token(m);
+    if (b < 0 || b >= m->cfg.vocab_size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no valid baseline token (%lld)", (long long)b);
+    if (svs && lp->n_samples < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %d)", lp->n_samples);
+    cattr_dtype dt = lp->dtype;
+    int64_t R = T + 1, S = svs ? lp->n_samples : 1;
+    int64_t *rows = malloc((size_t)(R * (T + n)) * sizeof *rows), *perm = malloc((size_t)T * sizeof *perm);
+    double *f = malloc((size_t)(R * n) * sizeof *f), *fk = malloc((size_t)R * sizeof *fk);
+    float *acc = calloc((size_t)((n + 1) * T), sizeof *acc);
+    cattr_status st = rows && perm && f && fk && acc ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cx_rng rng;
+    cx_rng_init(&rng, lp->seed, 0x5356u);
+    for (int64_t s = 0; s < S && st == CATTR_OK; s++) {
+        if (svs) {
+            if (lp->permutations) memcpy(perm, lp->permutations + s * T, (size_t)T * sizeof *perm);
+            else cx_rng_permutation(&rng, T, perm);
+            for (int64_t i = 0; i < T; i++)
+                if (perm[i] < 0 || perm[i] >= T)
+                    st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "permutation %lld holds position %lld", (long long)s, (long long)perm[i]);
+        }
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* the states of this sample for target k, one batch */
+            int64_t L = T + k;
+            for (int64_t r = 0; r < R; r++) {
+                int64_t *z = rows + r * L;
+                if (!svs) { /* row 0 the prompt, row r the prompt with token r-1 replaced */
+                    memcpy(z, ids, (size_t)T * sizeof *z);
+                    if (r > 0) z[r - 1] = b;
+                } else { /* row r: the first r positions of the permutation restored */
+                    for (int64_t i = 0; i < T; i++) z[i] = b;
+                    for (int64_t j = 0; j < r; j++) z[perm[j]] = ids[perm[j]];
+                }
+                for (int64_t j = 0; j < k; j++) z[T + j] = tg[j];
+            }
+            st = forward_logprobs(m, dt, rows, R, L, tg[k], fk);
+            for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
+        }
+        if (st != CATTR_OK) break;
+        for (int64_t r = 1; r < R; r++) {
+            int64_t col = svs ? perm[r - 1] : r - 1;
+            double tot_cur = 0, tot_prev = 0;
+            for (int64_t k = 0; k < n; k++) {
+                double cur = f[r * n + k], prev = f[(svs ? r - 1 : 0) * n + k];
+                tot_cur = cx_rnd(dt, tot_cur + cur);
+                tot_prev = cx_rnd(dt, tot_prev + prev);
+                acc[(k + 1) * T + col] += svs ? (float)cx_rnd(dt, cur - prev) : (float)cx_rnd(dt, prev - cur);
+            }
+            acc[col] += svs ? (float)cx_rnd(dt, tot_cur - tot_prev) : (float)cx_rnd(dt, tot_prev - tot_cur);
+        }
+        if (lp->progress) lp->progress(s + 1, S, lp->progress_user);
+    }
+    for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
+        seq_attr[i] = svs ? (double)(acc[i] / (float)S) : (double)acc[i];
+        for (int64_t k = 0; k < n; k++)
+            token_attr[k * T + i] = svs ? (double)(acc[(k + 1) * T + i] / (float)S) : (double)acc[(k + 1) * T + i];
+    }
+    free(rows);
+    free(perm);
+    free(f);
+    free(fk);
+    free(acc);
+    return st;
+}
+
+cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
+                                 const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
+                                 double *target_logprobs, double *convergence_delta) {
+    if (!m || !p || !prompt || !target || !seq_attr || !token_attr)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute: NULL argument");
+    if (T < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt is empty");
+    if (n < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the target is empty");
+    if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be float32 or float64");
+    if (T + n > m->cfg.max_position_embeddings)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "prompt (%lld tokens) and target (%lld) exceed the model's context of %lld",
+                       (long long)T, (long long)n, (long long)m->cfg.max_position_embeddings);
+    CX_CHECK(check_ids(m, prompt, T, "prompt"));
+    CX_CHECK(check_ids(m, target, n, "target"));
+    if (p->baseline_token >= m->cfg.vocab_size)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline token %lld is outside the vocabulary", (long long)p->baseline_token);
+    cattr_status st;
+    if (p->method == CATTR_LLM_LAYER_IG || p->method == CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION) {
+        st = gradient_attr(m, p, prompt, T, target, n, token_attr, convergence_delta);
+        for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
+            double s = 0;
+            for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * T + i]);
+            seq_attr[i] = s;
+        }
+    } else if (p->method == CATTR_LLM_FEATURE_ABLATION || p->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING) {
+        st = perturb_attr(m, p, prompt, T, target, n, token_attr, seq_attr);
+        if (convergence_delta)
+            for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
+    } else {
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown LLM method %d", (int)p->method);
+    }
+    if (st == CATTR_OK && target_logprobs) { /* f_k at the real prompt */
+        int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+        if (!seq) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        memcpy(seq, prompt, (size_t)T * sizeof *seq);
+        memcpy(seq + T, target, (size_t)n * sizeof *seq);
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_logprobs(m, p->dtype, seq, 1, T + k, target[k], &target_logprobs[k]);
+        free(seq);
+    }
+    return st;
+}
+
+cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
+                                int64_t **out, int64_t *n) {
+    if (!m || !prompt || !out || !n) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_generate: NULL argument");
+    *out = NULL;
+    *n = 0;
+    CX_CHECK(check_ids(m, prompt, T, "prompt"));
+    int64_t V = m->cfg.vocab_size, eos = cattr_llm_eos_token(m);
+    int64_t *seq = malloc((size_t)(T + max_new + 1) * sizeof *seq), *gen = malloc((size_t)(max_new + 1) * sizeof *gen);
+    double *lp = malloc((size_t)V * sizeof *lp);
+    cattr_status st = seq && gen && lp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) memcpy(seq, prompt, (size_t)T * sizeof *seq);
+    int64_t L = T, k = 0;
+    while (st == CATTR_OK && k < max_new && L < m->cfg.max_position_embeddings) {
+        st = forward_logprobs(m, dtype, seq, 1, L, -1, lp);
+        if (st != CATTR_OK) break;
+        int64_t best = 0;
+        for (int64_t v = 1; v < V; v++)
+            if (lp[v] > lp[best]) best = v;
+        gen[k++] = best;
+        seq[L++] = best;
+        if (best == eos) break;
+    }
+    free(seq);
+    free(lp);
+    if (st != CATTR_OK) {
+        free(gen);
+        return st;
+    }
+    *out = gen;
+    *n = k;
+    return CATTR_OK;
+}
