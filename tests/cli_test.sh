@@ -99,5 +99,22 @@ expect_fail "window too large" "window" "$tmp/o.npy" -- explain $model --method 
 expect_fail "no window" "window" "$tmp/o.npy" -- explain $model --method occlusion --input $x --output "$tmp/o.npy"
 expect_fail "unknown layer" "closest" "$tmp/o.npy" -- explain $model --method guided-gradcam --layer conv9 --input $x --output "$tmp/o.npy"
 
+# --- language models (the only Hugging Face checkpoints at hand are the golden ones) ----------------------------------
+golden=${CATTR_GOLDEN:-../shared/golden}
+qwen=$golden/llm/qwen3-tiny
+if [ -d "$qwen" ]; then
+    expect_ok "explain-llm" explain-llm "$qwen" --prompt "The capital of France is" --target " Paris" --steps 8 \
+        --output "$tmp/llm.json" --html "$tmp/llm.html"
+    grep -q '"token_attr"' "$tmp/llm.json" && grep -q '"seq_attr"' "$tmp/llm.json" && ok || bad "explain-llm JSON keys"
+    grep -q 'Paris' "$tmp/llm.html" && grep -q 'France' "$tmp/llm.html" && ok || bad "explain-llm HTML lacks tokens"
+    expect_ok "explain-llm generate" explain-llm "$qwen" --prompt-ids 785,6722 --method feature-ablation --max-new-tokens 2 -q
+    expect_fail "llm empty target" "nothing" "$tmp/l.json" -- explain-llm "$qwen" --prompt "Hi" --target "" --output "$tmp/l.json"
+    expect_fail "llm bad id" "vocabulary" "$tmp/l.json" -- explain-llm "$qwen" --prompt-ids 1,999999 --target-ids 5 --output "$tmp/l.json"
+    expect_fail "llm no tokenizer" "tokenizer" "" -- explain-llm "$golden/llm/llama-tiny" --prompt "Hi"
+    expect_fail "llm missing folder" "config.json" "" -- explain-llm "$tmp/none" --prompt "Hi"
+else
+    echo "SKIP: language-model CLI checks ($qwen not found)"
+fi
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

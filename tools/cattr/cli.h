@@ -32,6 +32,15 @@ bool cli_parse_size(const char *s, size_t *out);
 /* Median of n doubles (sorts in place); NAN for n == 0. */
 double cli_median(double *v, int n);
 
+/* A progress bar on stderr, only on a terminal and only once the work has taken a second (cattr_progress_fn). */
+typedef struct {
+    double start;
+    bool shown;
+} cli_progress_state;
+void cli_progress(int64_t done, int64_t total, void *user);
+
+int cmd_explain_llm(int argc, char **argv);
+
 /* Log callback printing warnings and errors to stderr. */
 void cli_log(cattr_log_level level, const char *msg, void *user);
 

@@ -518,26 +518,6 @@ static void print_prediction(const cattr_tensor *out, int64_t B, const target_bu
     cattr_tensor_free(od);
 }
 
-typedef struct {
-    double start;
-    bool shown;
-} progress_state;
-
-/* A progress bar on stderr, only on a terminal and only once the work has taken a second. */
-static void show_progress(int64_t done, int64_t total, void *user) {
-    progress_state *ps = user;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (!isatty(STDERR_FILENO) || (t - ps->start < 1.0 && !ps->shown)) return;
-    int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
-    fprintf(stderr, "\r[%.*s%*s] %lld/%lld %.1fs", fill, "########################################",
-            width - fill, "", (long long)done, (long long)total, t - ps->start);
-    if (done >= total) fprintf(stderr, "\n");
-    ps->shown = done < total;
-    fflush(stderr);
-}
-
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -603,8 +583,8 @@ int cmd_explain(int argc, char **argv) {
     int64_t B = cattr_tensor_ndim(in[0]) ? cattr_tensor_shape(in[0])[0] : 1;
     bool auto_pred = false;
     if ((rc = build_target(&a, out, B, &tb, &auto_pred))) goto done;
-    progress_state prog = {now_s(), false};
-    a.p.progress = show_progress;
+    cli_progress_state prog = {now_s(), false};
+    a.p.progress = cli_progress;
     a.p.progress_user = &prog;
     st = cattr_explainer_new(m, &a.p, &e);
     if (st != CATTR_OK) {

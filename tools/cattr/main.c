@@ -1,9 +1,12 @@
 /* main.c - the cattr command: dispatch to subcommands and shared helpers. */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
 #include "core/core.h"
 
 #include <errno.h>
+#include <time.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -18,6 +21,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  explain MODEL.onnx --method M --input FILE --output FILE [...]   attribute a prediction to the inputs\n"
             "  replay PATH... [--dtype float64|float32] [--runs N]             re-run recorded Captum cases\n"
+            "  explain-llm DIR --prompt TEXT [--target TEXT] [...]             token attribution for a language model\n"
             "  info MODEL.onnx                                                  inputs, outputs, ops and layers\n"
             "  version                                                          print the version\n"
             "\n"
@@ -42,6 +46,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "explain")) return cmd_explain(argc - 1, argv + 1);
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
+    if (!strcmp(cmd, "explain-llm")) return cmd_explain_llm(argc - 1, argv + 1);
     fprintf(stderr, "cattr: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return CLI_USAGE;
@@ -153,4 +158,18 @@ double cli_median(double *v, int n) {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void cli_progress(int64_t done, int64_t total, void *user) {
+    cli_progress_state *ps = user;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (!isatty(STDERR_FILENO) || (t - ps->start < 1.0 && !ps->shown)) return;
+    int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld %.1fs", fill, "########################################", width - fill, "",
+            (long long)done, (long long)total, t - ps->start);
+    if (done >= total) fprintf(stderr, "\n");
+    ps->shown = done < total;
+    fflush(stderr);
 }

@@ -1,0 +1,466 @@
+/* explain_llm.c - `cattr explain-llm`: which prompt tokens made a language model predict a continuation. Writes
+ * Captum's LLMAttributionResult fields as JSON, a self-contained HTML heatmap, and a terminal view. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include "io/fileutil.h"
+#include "viz/heatmap.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static void help(FILE *f) {
+    fprintf(f,
+        "usage: cattr explain-llm DIR (--prompt TEXT | --prompt-ids 1,2,3) [--target TEXT | --target-ids 4,5] [options]\n"
+        "\n"
+        "Attributes the log-probability of each target token (teacher forcing) to the prompt tokens of a Hugging Face\n"
+        "checkpoint folder (config.json, *.safetensors, tokenizer.json): qwen3, llama, qwen2 or mistral.\n"
+        "Without a target, the greedy continuation (--max-new-tokens) is generated and attributed.\n"
+        "\n"
+        "  --method M              layer-ig (default) | layer-gradient-x-activation | feature-ablation |\n"
+        "                          shapley-value-sampling\n"
+        "  --steps N               layer-ig: integration steps (default 50)\n"
+        "  --quadrature Q          layer-ig: gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
+        "                          riemann_trapezoid\n"
+        "  --baseline B            zeros (layer-ig default: the zero embedding) | pad (the pad token; the ablation\n"
+        "                          methods' default) | a token id\n"
+        "  --n-samples N           shapley-value-sampling: permutations (default 25)\n"
+        "  --seed N                generator key for the permutations (default 0)\n"
+        "  --max-new-tokens N      tokens generated when there is no target (default 8)\n"
+        "  --dtype D               float32 (default) | float64\n"
+        "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
+        "  --max-memory SIZE       memory budget, e.g. 2G (default: 1/4 of free RAM)\n"
+        "  --output FILE.json      input_tokens, input_ids, output_tokens, output_ids, seq_attr, token_attr,\n"
+        "                          target_logprobs, method, args, convergence_delta\n"
+        "  --html FILE             a heatmap page that opens in any browser without network access\n"
+        "  --runs N                run the attribution N times; print 'time: first=<s> warm_median=<s>'\n"
+        "  --quiet                 no terminal view\n");
+}
+
+static int parse_ids(const char *s, int64_t **out, int64_t *n) {
+    size_t cap = strlen(s) / 2 + 2;
+    int64_t *v = malloc(cap * sizeof *v);
+    int64_t k = 0;
+    const char *p = s;
+    while (v && *p) {
+        char *end;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || (size_t)k >= cap) {
+            free(v);
+            return -1;
+        }
+        v[k++] = x;
+        while (*end == ' ') end++;
+        if (*end == ',') end++;
+        else if (*end) {
+            free(v);
+            return -1;
+        }
+        p = end;
+    }
+    *out = v;
+    *n = k;
+    return v ? 0 : -1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- output ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    char *text;
+} text_ctx;
+
+static cattr_status write_text(FILE *f, void *ctx) { return fputs(((text_ctx *)ctx)->text, f) < 0 ? CATTR_ERR_IO : CATTR_OK; }
+
+static cJSON *num_array(const double *v, int64_t n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int64_t i = 0; i < n; i++) cJSON_AddItemToArray(a, isnan(v[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(v[i]));
+    return a;
+}
+
+static void html_escape(char **buf, size_t *len, size_t *cap, const char *s) {
+    for (; *s; s++) {
+        const char *rep = NULL;
+        char one[2] = {*s, 0};
+        switch (*s) {
+        case '&': rep = "&amp;"; break;
+        case '<': rep = "&lt;"; break;
+        case '>': rep = "&gt;"; break;
+        case '"': rep = "&quot;"; break;
+        case '\'': rep = "&#39;"; break;
+        case ' ': rep = "&middot;"; break; /* leading spaces of byte-level tokens stay visible */
+        case '\n': rep = "&#8629;"; break;
+        default: rep = one;
+        }
+        size_t l = strlen(rep);
+        if (*len + l + 1 > *cap) {
+            *cap = (*cap + l + 1) * 2;
+            *buf = realloc(*buf, *cap);
+        }
+        memcpy(*buf + *len, rep, l);
+        *len += l;
+        (*buf)[*len] = 0;
+    }
+}
+
+static void html_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void html_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (*len + (size_t)n + 1 > *cap) {
+        *cap = (*cap + (size_t)n + 1) * 2;
+        *buf = realloc(*buf, *cap);
+    }
+    vsnprintf(*buf + *len, *cap - *len, fmt, ap2);
+    va_end(ap2);
+    *len += (size_t)n;
+}
+
+static void cell_colour(double v, double m, char *out, size_t n) {
+    unsigned char rgb[3];
+    cx_heatmap_colour(v, m, rgb);
+    snprintf(out, n, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+static char *html_page(const char *model, char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq,
+                       const double *tok, const double *lp, const char *method) {
+    size_t len = 0, cap = 4096;
+    char *b = malloc(cap);
+    b[0] = 0;
+    double m = 0;
+    for (int64_t i = 0; i < T; i++) m = fmax(m, fabs(seq[i]));
+    for (int64_t i = 0; i < n * T; i++) m = fmax(m, fabs(tok[i]));
+    if (m == 0) m = 1;
+    html_printf(&b, &len, &cap,
+                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cattr token attribution</title>\n<style>"
+                "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+                "padding:4px 6px;text-align:center;font-family:monospace;font-size:13px}th{background:#f4f4f4}"
+                ".legend{display:flex;align-items:center;gap:8px;margin:1em 0}.bar{width:240px;height:14px;"
+                "background:linear-gradient(to right,#2166ac,#ffffff,#b2182b)}</style></head><body>\n"
+                "<h2>Token attribution</h2><p>model: ");
+    html_escape(&b, &len, &cap, model);
+    html_printf(&b, &len, &cap, " &mdash; method: %s</p>\n<div class=\"legend\"><span>%.3g</span><div class=\"bar\"></div>"
+                "<span>%.3g</span><span>(blue: lowers the target's log-probability, red: raises it)</span></div>\n"
+                "<table><tr><th>target token</th><th>log-prob</th>", method, -m, m);
+    for (int64_t i = 0; i < T; i++) {
+        html_printf(&b, &len, &cap, "<th>");
+        html_escape(&b, &len, &cap, in_tok[i]);
+        html_printf(&b, &len, &cap, "</th>");
+    }
+    html_printf(&b, &len, &cap, "</tr>\n");
+    char col[16];
+    for (int64_t k = -1; k < n; k++) {
+        html_printf(&b, &len, &cap, "<tr><th>");
+        if (k < 0) html_printf(&b, &len, &cap, "(all targets)");
+        else html_escape(&b, &len, &cap, out_tok[k]);
+        if (k < 0) html_printf(&b, &len, &cap, "</th><td></td>");
+        else html_printf(&b, &len, &cap, "</th><td>%.4f</td>", lp[k]);
+        for (int64_t i = 0; i < T; i++) {
+            double v = k < 0 ? seq[i] : tok[k * T + i];
+            cell_colour(v, m, col, sizeof col);
+            html_printf(&b, &len, &cap, "<td style=\"background:%s\" title=\"%.6g\">%.3f</td>", col, v, v);
+        }
+        html_printf(&b, &len, &cap, "</tr>\n");
+    }
+    html_printf(&b, &len, &cap, "</table>\n</body></html>\n");
+    return b;
+}
+
+static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq, const double *tok) {
+    double m = 0;
+    for (int64_t i = 0; i < n * T; i++) m = fmax(m, fabs(tok[i]));
+    for (int64_t i = 0; i < T; i++) m = fmax(m, fabs(seq[i]));
+    if (m == 0) m = 1;
+    bool ansi = isatty(STDOUT_FILENO);
+    printf("%-16s", "");
+    for (int64_t i = 0; i < T; i++) printf(" %8.8s", in_tok[i]);
+    printf("\n");
+    for (int64_t k = -1; k < n; k++) {
+        printf("%-16.16s", k < 0 ? "(all targets)" : out_tok[k]);
+        for (int64_t i = 0; i < T; i++) {
+            double v = k < 0 ? seq[i] : tok[k * T + i];
+            if (ansi) {
+                unsigned char rgb[3];
+                cx_heatmap_colour(v, m, rgb);
+                printf(" \x1b[48;2;%d;%d;%dm\x1b[30m%8.3f\x1b[0m", rgb[0], rgb[1], rgb[2], v);
+            } else {
+                printf(" %8.3f", v);
+            }
+        }
+        printf("\n");
+    }
+}
+
+/* A token's display text: the decoded piece with control characters made visible. */
+static char *token_text(const cattr_llm *m, int64_t id) {
+    char buf[256];
+    cattr_llm_token_text(m, id, buf, sizeof buf);
+    for (char *c = buf; *c; c++)
+        if ((unsigned char)*c < 0x20) *c = ' ';
+    return strdup(buf);
+}
+
+int cmd_explain_llm(int argc, char **argv) {
+    const char *dir = NULL, *prompt = NULL, *target = NULL, *prompt_ids = NULL, *target_ids = NULL, *output = NULL,
+               *html = NULL, *baseline = NULL;
+    cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_LAYER_IG);
+    int max_new = 8, runs = 0;
+    bool quiet = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x;
+#define NEED()                                                                                                         \
+    do {                                                                                                               \
+        if (!v) return cli_usage_error("%s needs a value (see cattr explain-llm --help)", o);                          \
+        i++;                                                                                                           \
+    } while (0)
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            help(stdout);
+            return CLI_OK;
+        } else if (!strcmp(o, "--prompt")) { NEED(); prompt = v;
+        } else if (!strcmp(o, "--prompt-ids")) { NEED(); prompt_ids = v;
+        } else if (!strcmp(o, "--target")) { NEED(); target = v;
+        } else if (!strcmp(o, "--target-ids")) { NEED(); target_ids = v;
+        } else if (!strcmp(o, "--method")) {
+            NEED();
+            if (!strcmp(v, "layer-ig") || !strcmp(v, "layer-integrated-gradients")) p.method = CATTR_LLM_LAYER_IG;
+            else if (!strcmp(v, "layer-gradient-x-activation")) p.method = CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION;
+            else if (!strcmp(v, "feature-ablation")) p.method = CATTR_LLM_FEATURE_ABLATION;
+            else if (!strcmp(v, "shapley-value-sampling")) p.method = CATTR_LLM_SHAPLEY_VALUE_SAMPLING;
+            else if (!strcmp(v, "lime") || !strcmp(v, "kernel-shap"))
+                return cli_usage_error("--method %s is not implemented for language models yet", v);
+            else return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
+        } else if (!strcmp(o, "--steps")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 1 || x > 100000) return cli_usage_error("--steps needs an integer >= 1");
+            p.n_steps = (int)x;
+        } else if (!strcmp(o, "--quadrature")) {
+            NEED();
+            int q = cattr_quadrature_from_name(v);
+            if (q < 0) return cli_usage_error("unknown quadrature '%s'", v);
+            p.quadrature = (cattr_quadrature)q;
+        } else if (!strcmp(o, "--baseline")) { NEED(); baseline = v;
+        } else if (!strcmp(o, "--n-samples")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 1 || x > 1000000) return cli_usage_error("--n-samples needs a positive integer");
+            p.n_samples = (int)x;
+        } else if (!strcmp(o, "--seed")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 0) return cli_usage_error("--seed needs an integer >= 0");
+            p.seed = (uint64_t)x;
+        } else if (!strcmp(o, "--max-new-tokens")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 1 || x > 100000) return cli_usage_error("--max-new-tokens needs a positive integer");
+            max_new = (int)x;
+        } else if (!strcmp(o, "--dtype")) {
+            NEED();
+            if (!strcmp(v, "float32")) p.dtype = CATTR_FLOAT32;
+            else if (!strcmp(v, "float64")) p.dtype = CATTR_FLOAT64;
+            else return cli_usage_error("--dtype must be float32 or float64");
+        } else if (!strcmp(o, "--precision")) {
+            NEED();
+            if (strcmp(v, "highest")) return cli_usage_error("--precision %s is not implemented yet (highest only)", v);
+        } else if (!strcmp(o, "--internal-batch-size")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 1) return cli_usage_error("--internal-batch-size needs a positive integer");
+            p.internal_batch_size = (int)x;
+        } else if (!strcmp(o, "--max-memory")) {
+            NEED();
+            if (!cli_parse_size(v, &p.max_memory) || !p.max_memory) return cli_usage_error("--max-memory needs a size such as 2G");
+        } else if (!strcmp(o, "--output") || !strcmp(o, "-o")) { NEED(); output = v;
+        } else if (!strcmp(o, "--html")) { NEED(); html = v;
+        } else if (!strcmp(o, "--runs")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 1 || x > 100000) return cli_usage_error("--runs needs a positive integer");
+            runs = (int)x;
+        } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
+            quiet = true;
+        } else if (!strcmp(o, "--template") || !strcmp(o, "--slot")) {
+            return cli_usage_error("%s (text templates) is not implemented yet", o);
+        } else if (o[0] == '-' && o[1]) {
+            return cli_usage_error("explain-llm: unknown option '%s' (see cattr explain-llm --help)", o);
+        } else if (!dir) {
+            dir = o;
+        } else {
+            return cli_usage_error("explain-llm: unexpected argument '%s'", o);
+        }
+#undef NEED
+    }
+    if (!dir) return cli_usage_error("explain-llm: give a checkpoint folder (see cattr explain-llm --help)");
+    if (!!prompt + !!prompt_ids != 1) return cli_usage_error("give exactly one of --prompt and --prompt-ids");
+    if (target && target_ids) return cli_usage_error("give at most one of --target and --target-ids");
+    if (output && (strlen(output) < 5 || strcmp(output + strlen(output) - 5, ".json")))
+        return cli_usage_error("--output must end in .json: '%s'", output);
+    cattr_llm *m = NULL;
+    int64_t *ids = NULL, *tg = NULL, T = 0, n = 0;
+    double *seq = NULL, *tok = NULL, *lp = NULL, *delta = NULL, *times = NULL;
+    char **in_tok = NULL, **out_tok = NULL;
+    int rc = CLI_FAIL;
+    cattr_status st = cattr_llm_load(dir, &m);
+    if (st != CATTR_OK) {
+        rc = cli_error(st, "cannot load the model");
+        goto done;
+    }
+    if (prompt) st = cattr_llm_encode(m, prompt, &ids, &T);
+    else if (parse_ids(prompt_ids, &ids, &T)) {
+        rc = cli_usage_error("--prompt-ids must be integers such as 1,2,3");
+        goto done;
+    }
+    if (st != CATTR_OK) {
+        rc = cli_error(st, "cannot tokenize the prompt");
+        goto done;
+    }
+    if (T < 1) {
+        rc = cli_usage_error("the prompt tokenizes to nothing");
+        goto done;
+    }
+    if (target) {
+        st = cattr_llm_encode(m, target, &tg, &n);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "cannot tokenize the target");
+            goto done;
+        }
+        if (n < 1) {
+            rc = cli_usage_error("the target '%s' tokenizes to nothing", target);
+            goto done;
+        }
+    } else if (target_ids) {
+        if (parse_ids(target_ids, &tg, &n) || n < 1) {
+            rc = cli_usage_error("--target-ids must be integers such as 4,5");
+            goto done;
+        }
+    } else {
+        st = cattr_llm_generate(m, p.dtype, ids, T, max_new, &tg, &n);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "generation failed");
+            goto done;
+        }
+        if (!quiet) printf("generated %lld tokens (greedy)\n", (long long)n);
+    }
+    if (baseline) {
+        long long x;
+        if (!strcmp(baseline, "zeros")) p.baseline_token = -1;
+        else if (!strcmp(baseline, "pad")) p.baseline_token = cattr_llm_pad_token(m);
+        else if (cli_parse_int(baseline, &x) && x >= 0) p.baseline_token = x;
+        else {
+            rc = cli_usage_error("--baseline must be zeros, pad or a token id: '%s'", baseline);
+            goto done;
+        }
+    }
+    seq = calloc((size_t)T, sizeof *seq);
+    tok = calloc((size_t)(n * T), sizeof *tok);
+    lp = calloc((size_t)n, sizeof *lp);
+    delta = calloc((size_t)n, sizeof *delta);
+    int nruns = runs > 0 ? runs : 1;
+    times = calloc((size_t)nruns, sizeof *times);
+    cli_progress_state prog = {now_s(), false};
+    p.progress = cli_progress;
+    p.progress_user = &prog;
+    for (int r = 0; r < nruns; r++) {
+        double t0 = now_s();
+        prog.start = t0;
+        st = cattr_llm_attribute(m, &p, ids, T, tg, n, seq, tok, lp, delta);
+        times[r] = now_s() - t0;
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "attribution failed");
+            goto done;
+        }
+    }
+    in_tok = calloc((size_t)T, sizeof *in_tok);
+    out_tok = calloc((size_t)n, sizeof *out_tok);
+    for (int64_t i = 0; i < T; i++) in_tok[i] = token_text(m, ids[i]);
+    for (int64_t k = 0; k < n; k++) out_tok[k] = token_text(m, tg[k]);
+    const char *mname = p.method == CATTR_LLM_LAYER_IG ? "layer-ig"
+                        : p.method == CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION ? "layer-gradient-x-activation"
+                        : p.method == CATTR_LLM_FEATURE_ABLATION ? "feature-ablation" : "shapley-value-sampling";
+    if (html) { /* before the JSON, so that a failure leaves neither */
+        char *page = html_page(dir, in_tok, T, out_tok, n, seq, tok, lp, mname);
+        text_ctx ctx = {page};
+        st = cx_write_file_atomic(html, write_text, &ctx);
+        free(page);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "cannot write the HTML page");
+            goto done;
+        }
+    }
+    if (output) {
+        cJSON *root = cJSON_CreateObject();
+        cJSON *a = cJSON_AddArrayToObject(root, "input_tokens");
+        for (int64_t i = 0; i < T; i++) cJSON_AddItemToArray(a, cJSON_CreateString(in_tok[i]));
+        a = cJSON_AddArrayToObject(root, "input_ids");
+        for (int64_t i = 0; i < T; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)ids[i]));
+        a = cJSON_AddArrayToObject(root, "output_tokens");
+        for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, cJSON_CreateString(out_tok[k]));
+        a = cJSON_AddArrayToObject(root, "output_ids");
+        for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)tg[k]));
+        cJSON_AddItemToObject(root, "seq_attr", num_array(seq, T));
+        a = cJSON_AddArrayToObject(root, "token_attr");
+        for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, num_array(tok + k * T, T));
+        cJSON_AddItemToObject(root, "target_logprobs", num_array(lp, n));
+        cJSON_AddStringToObject(root, "method", mname);
+        cJSON *args = cJSON_AddObjectToObject(root, "args");
+        cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(p.dtype));
+        if (p.method == CATTR_LLM_LAYER_IG) {
+            cJSON_AddNumberToObject(args, "n_steps", p.n_steps);
+            cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p.quadrature));
+        }
+        if (p.method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p.n_samples);
+        if (p.baseline_token >= 0) cJSON_AddNumberToObject(args, "baseline_token", (double)p.baseline_token);
+        else cJSON_AddStringToObject(args, "baseline", p.method == CATTR_LLM_LAYER_IG ? "zeros" : "pad");
+        if (p.method == CATTR_LLM_LAYER_IG) cJSON_AddItemToObject(root, "convergence_delta", num_array(delta, n));
+        else cJSON_AddNullToObject(root, "convergence_delta");
+        char *text = cJSON_Print(root);
+        cJSON_Delete(root);
+        text_ctx ctx = {text};
+        st = text ? cx_write_file_atomic(output, write_text, &ctx) : CATTR_ERR_NO_MEMORY;
+        free(text);
+        if (st != CATTR_OK) {
+            if (html) remove(html);
+            rc = cli_error(st, "cannot write the output");
+            goto done;
+        }
+    }
+    if (!quiet) {
+        printf("target log-probabilities:");
+        for (int64_t k = 0; k < n; k++) printf(" %.4f", lp[k]);
+        printf("\n");
+        if (p.method == CATTR_LLM_LAYER_IG) {
+            printf("convergence delta:");
+            for (int64_t k = 0; k < n; k++) printf(" %.3e", delta[k]);
+            printf("\n");
+        }
+        terminal_view(in_tok, T, out_tok, n, seq, tok);
+        if (output) printf("wrote %s\n", output);
+        if (html) printf("wrote %s\n", html);
+    }
+    if (runs > 0) printf("time: first=%.6f warm_median=%.6f\n", times[0], runs >= 2 ? cli_median(times + 1, runs - 1) : NAN);
+    rc = CLI_OK;
+done:
+    for (int64_t i = 0; in_tok && i < T; i++) free(in_tok[i]);
+    for (int64_t k = 0; out_tok && k < n; k++) free(out_tok[k]);
+    free(in_tok);
+    free(out_tok);
+    free(ids);
+    free(tg);
+    free(seq);
+    free(tok);
+    free(lp);
+    free(delta);
+    free(times);
+    cattr_llm_free(m);
+    return rc;
+}
