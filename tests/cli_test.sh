@@ -91,6 +91,8 @@ expect_ok "gradient-shap" explain $model --method gradient-shap --baseline tests
 expect_ok "gradient-shap again" explain $model --method gradient-shap --baseline tests/data/cli/baseline_dist.npy --seed 7 --input $b2 --output "$tmp/gs2.npy"
 cmp -s "$tmp/gs1.npy" "$tmp/gs2.npy" && ok || bad "the same seed gave different GradientShap results"
 expect_ok "noise tunnel" explain $model --method saliency --noise-tunnel smoothgrad --nt-samples 3 --input $x --output "$tmp/m.npy"
+expect_ok "dataset in batches" explain $model --method feature-ablation --batch-size 1 --input $b2 --output "$tmp/m.npy"
+expect_fail "batched permutation" "batch" "" -- explain $model --method feature-permutation --batch-size 1 --input $b2 --output "$tmp/m.npy"
 expect_ok "guided-gradcam" explain $model --method guided-gradcam --layer conv2 --input $x --output "$tmp/m.npy"
 expect_fail "bad feature mask" "mask" "$tmp/o.npy" -- explain $model --method feature-ablation --feature-mask tests/data/cli/mask_bad.npy --input $x --output "$tmp/o.npy"
 expect_fail "one-row distribution" "baseline" "$tmp/o.npy" -- explain $model --method deeplift-shap --input $x --output "$tmp/o.npy"

@@ -62,6 +62,8 @@ static void explain_help(FILE *f) {
         "  --max-memory SIZE       memory budget for the IG path, e.g. 512M, 2G (default: 1/4 of free RAM)\n"
         "  --executor E            planned (default) | eager (op by op, for debugging)\n"
         "  --runs N                run the attribution N times; print 'time: first=<s> warm_median=<s>'\n"
+        "  --batch-size N          attribute the examples N at a time (a dataset that does not fit in memory at\n"
+        "                          once; examples are independent, so only float rounding can differ)\n"
         "output:\n"
         "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
         "  --png FILE              heatmap PNG of example 0's attribution (last two dims, channels summed)\n"
@@ -76,6 +78,7 @@ typedef struct {
     const char *target, *targets, *target_file;
     cattr_attr_params p;
     int runs;
+    int64_t batch_size;
     bool heatmap, quiet, no_delta;
 } explain_args;
 
@@ -182,6 +185,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--png")) {
             NEED_VALUE();
             a->png = v;
+        } else if (!strcmp(o, "--batch-size")) {
+            NEED_VALUE();
+            if (!cli_parse_int(v, &n) || n < 1) return cli_usage_error("--batch-size needs a positive integer");
+            a->batch_size = n;
         } else if (!strcmp(o, "--layer")) {
             NEED_VALUE();
             x.layer = v;
@@ -297,6 +304,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                a->n_base);
     if (!!a->target + !!a->targets + !!a->target_file > 1)
         return cli_usage_error("use only one of --target, --targets and --target-file");
+    if (a->batch_size && a->p.method == CATTR_METHOD_FEATURE_PERMUTATION)
+        return cli_usage_error("--batch-size cannot split feature-permutation, which permutes across the batch");
     if (a->n_masks && a->n_masks != a->n_in)
         return cli_usage_error("give one --feature-mask per input (%d inputs, %d masks)", a->n_in, a->n_masks);
     if (a->png && !ends_with(a->png, ".png")) return cli_usage_error("--png must name a .png file: '%s'", a->png);
@@ -524,6 +533,95 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Rows [b0, b1) of t, or a copy of t when its first dim is not the batch (scalars, batch-1 or distribution rows). */
+static cattr_tensor *rows_of(const cattr_tensor *t, int64_t B, int64_t b0, int64_t b1, bool per_example) {
+    if (!t) return NULL;
+    cattr_tensor *o = NULL;
+    if (!per_example || cattr_tensor_ndim(t) < 1 || cattr_tensor_shape(t)[0] != B) {
+        cattr_tensor_convert(t, cattr_tensor_dtype(t), &o);
+        return o;
+    }
+    int64_t sh[CATTR_MAX_DIMS];
+    memcpy(sh, cattr_tensor_shape(t), sizeof sh);
+    sh[0] = b1 - b0;
+    size_t row = cattr_tensor_numel(t) / (B ? B : 1) * cattr_dtype_size(cattr_tensor_dtype(t));
+    cattr_tensor_from_data(cattr_tensor_dtype(t), cattr_tensor_ndim(t), sh,
+                           (const char *)cattr_tensor_data_const(t) + (size_t)b0 * row, &o);
+    return o;
+}
+
+/* [a; b] along dim 0 (a may be NULL: returns a copy of b). */
+static cattr_tensor *cat_rows(cattr_tensor *a, const cattr_tensor *b) {
+    cattr_tensor *o = NULL;
+    if (!a) {
+        cattr_tensor_convert(b, cattr_tensor_dtype(b), &o);
+        return o;
+    }
+    int64_t sh[CATTR_MAX_DIMS];
+    memcpy(sh, cattr_tensor_shape(a), sizeof sh);
+    sh[0] += cattr_tensor_shape(b)[0];
+    size_t na = cattr_tensor_numel(a) * cattr_dtype_size(cattr_tensor_dtype(a));
+    size_t nb = cattr_tensor_numel(b) * cattr_dtype_size(cattr_tensor_dtype(b));
+    if (cattr_tensor_new(cattr_tensor_dtype(a), cattr_tensor_ndim(a), sh, &o) != CATTR_OK) return NULL;
+    memcpy(cattr_tensor_data(o), cattr_tensor_data_const(a), na);
+    memcpy((char *)cattr_tensor_data(o) + na, cattr_tensor_data_const(b), nb);
+    return o;
+}
+
+/* The attribution in batches of `bs` examples, concatenated (examples are independent for every method but
+ * FeaturePermutation, which shuffles across the batch). */
+static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, int64_t bs, bool distribution,
+                                   cattr_tensor **attr, cattr_tensor **delta) {
+    int64_t B = cattr_tensor_shape(call->inputs[0])[0];
+    if (bs <= 0 || bs >= B) return cattr_explainer_run(e, call, attr, delta);
+    cattr_status st = CATTR_OK;
+    for (int64_t b0 = 0; b0 < B && st == CATTR_OK; b0 += bs) {
+        int64_t b1 = b0 + bs < B ? b0 + bs : B;
+        cattr_tensor *in[MAXT] = {0}, *bl[MAXT] = {0}, *ad[MAXT] = {0}, *mk[MAXT] = {0}, *pa[MAXT] = {0}, *pd = NULL;
+        int64_t *tidx = NULL;
+        cattr_target t = call->target ? *call->target : (cattr_target){CATTR_TARGET_NONE, 0, 0, NULL};
+        for (int i = 0; i < call->n_inputs; i++) {
+            in[i] = rows_of(call->inputs[i], B, b0, b1, true);
+            bl[i] = call->baselines ? rows_of(call->baselines[i], B, b0, b1, !distribution) : NULL;
+            mk[i] = call->feature_masks ? rows_of(call->feature_masks[i], B, b0, b1, true) : NULL;
+        }
+        for (int j = 0; j < call->n_additional; j++) ad[j] = rows_of(call->additional[j], B, b0, b1, true);
+        if (t.kind == CATTR_TARGET_PER_EXAMPLE) {
+            tidx = malloc((size_t)((b1 - b0) * t.n_idx + 1) * sizeof *tidx);
+            if (tidx) memcpy(tidx, t.idx + b0 * t.n_idx, (size_t)((b1 - b0) * t.n_idx) * sizeof *tidx);
+            t.idx = tidx;
+            t.n_rows = b1 - b0;
+        }
+        cattr_call c = *call;
+        c.inputs = (const cattr_tensor *const *)in;
+        c.baselines = call->baselines ? (const cattr_tensor *const *)bl : NULL;
+        c.additional = (const cattr_tensor *const *)ad;
+        c.feature_masks = call->feature_masks ? (const cattr_tensor *const *)mk : NULL;
+        c.target = &t;
+        st = cattr_explainer_run(e, &c, pa, delta ? &pd : NULL);
+        for (int i = 0; i < call->n_inputs && st == CATTR_OK; i++) {
+            cattr_tensor *joined = cat_rows(attr[i], pa[i]);
+            cattr_tensor_free(attr[i]);
+            attr[i] = joined;
+        }
+        if (st == CATTR_OK && delta && pd) {
+            cattr_tensor *joined = cat_rows(*delta, pd);
+            cattr_tensor_free(*delta);
+            *delta = joined;
+        }
+        for (int i = 0; i < MAXT; i++) {
+            cattr_tensor_free(in[i]);
+            cattr_tensor_free(bl[i]);
+            cattr_tensor_free(ad[i]);
+            cattr_tensor_free(mk[i]);
+            cattr_tensor_free(pa[i]);
+        }
+        cattr_tensor_free(pd);
+        free(tidx);
+    }
+    return st;
+}
+
 int cmd_explain(int argc, char **argv) {
     explain_args a;
     int rc = parse_args(argc, argv, &a);
@@ -605,7 +703,9 @@ int cmd_explain(int argc, char **argv) {
         cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
                            &tb.t, (const cattr_tensor *const *)add, a.n_add,
                            a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0};
-        st = cattr_explainer_run(e, &call, attr, a.no_delta ? NULL : &delta);
+        bool dist = a.p.method == CATTR_METHOD_DEEPLIFT_SHAP || a.p.method == CATTR_METHOD_GRADIENT_SHAP ||
+                    a.p.draw_baseline_from_distrib;
+        st = run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = cli_error(st, "attribution failed");
