@@ -139,8 +139,9 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
 static void drop_plans(cattr_explainer *e) {
     for (int i = 0; i < CX_PLAN_CACHE; i++) {
         cx_plan_free(e->plans[i]);
+        cx_plan_free(e->plans2[i]);
         cx_plan_free(e->fwd[i]);
-        e->plans[i] = e->fwd[i] = NULL;
+        e->plans[i] = e->plans2[i] = e->fwd[i] = NULL;
     }
 }
 
@@ -183,10 +184,10 @@ static cattr_status build_graph(cattr_explainer *e, int n_attr) {
 }
 
 /* Returns a cached plan for these input shapes, or makes one (evicting round-robin). */
-static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
-                             const cattr_dtype *dt, cx_plan **out) {
-    cx_plan **cache = fwd ? e->fwd : e->plans;
-    int *next = fwd ? &e->fwd_next : &e->plan_next;
+static cattr_status get_plan_slot(cattr_explainer *e, bool fwd, int slot, const int *nd,
+                                  const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, cx_plan **out) {
+    cx_plan **cache = fwd ? e->fwd : slot ? e->plans2 : e->plans;
+    int *next = fwd ? &e->fwd_next : slot ? &e->plan2_next : &e->plan_next;
     for (int i = 0; i < CX_PLAN_CACHE; i++)
         if (cache[i] && cx_plan_matches(cache[i], nd, sh, dt)) {
             *out = cache[i];
@@ -209,6 +210,11 @@ static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const 
     if (b > e->peak) e->peak = b;
     *out = p;
     return CATTR_OK;
+}
+
+static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
+                             const cattr_dtype *dt, cx_plan **out) {
+    return get_plan_slot(e, fwd, 0, nd, sh, dt, out);
 }
 
 /* ---- validation ------------------------------------------------------------------------------------------- */
@@ -479,8 +485,9 @@ static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t ro
     return CATTR_OK;
 }
 
-cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                     cattr_tensor **grads) {
+/* The gradient pass; with grads NULL only makes its plans. */
+static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                              cattr_tensor **grads, int slot) {
     pass_inputs pi;
     cattr_tensor *seed = NULL;
     cx_plan *fp = NULL, *p = NULL;
@@ -493,8 +500,13 @@ cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, in
         memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
         st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     }
-    if (st == CATTR_OK) st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
+    if (st == CATTR_OK) st = get_plan_slot(e, false, slot, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
     if (st == CATTR_OK) pi.host[si] = seed->data;
+    if (!grads) {
+        pass_free(&pi);
+        cattr_tensor_free(seed);
+        return st;
+    }
     void *outs[MAX_IN];
     for (int i = 0; i < c->n; i++) grads[i] = NULL;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
@@ -511,6 +523,21 @@ cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, in
             grads[i] = NULL;
         }
     return st;
+}
+
+cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                     cattr_tensor **grads) {
+    return grad_pass(e, c, xs, reps, how, grads, 0);
+}
+
+cattr_status cx_grad_slot(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                          cattr_tensor **grads, int slot) {
+    return grad_pass(e, c, xs, reps, how, grads, slot);
+}
+
+cattr_status cx_grad_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                             int slot) {
+    return grad_pass(e, c, xs, reps, how, NULL, slot);
 }
 
 cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,

@@ -4,6 +4,8 @@
 #include "attr/internal.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -102,6 +104,97 @@ static cattr_status ig_points(cattr_explainer *e) {
     return CATTR_OK;
 }
 
+/* Scaled inputs of steps [s0, s1) for every input into xs (allocated). */
+static cattr_status ig_scaled(cx_call *c, const double *alphas, int s0, int s1, cattr_tensor **xs) {
+    for (int i = 0; i < c->n; i++) {
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, c->x[i]->shape, sizeof sh);
+        sh[0] *= s1 - s0;
+        xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, sh);
+        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        int64_t m = c->x[i]->numel;
+        if (c->dt == CATTR_FLOAT32) ig_scale_f32(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
+        else ig_scale_f64(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
+    }
+    return CATTR_OK;
+}
+
+/* part[i] = the contribution of steps [s0, s1) to input i's attribution (a new tensor). */
+static cattr_status ig_part(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int s0, int s1, int slot,
+                            cattr_tensor **part) {
+    cattr_tensor *gr[CX_MAX_IN] = {0};
+    cattr_status st = cx_grad_slot(e, c, xs, s1 - s0, CX_TILE, gr, slot);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        part[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!part[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        int64_t m = c->x[i]->numel;
+        if (c->dt == CATTR_FLOAT32)
+            ig_accumulate_f32(gr[i]->data, c->x[i]->data, c->base[i]->data, m, e->steps, s0, s1, e->p.multiply_by_inputs,
+                              1, part[i]->data);
+        else
+            ig_accumulate_f64(gr[i]->data, c->x[i]->data, c->base[i]->data, m, e->steps, s0, s1, e->p.multiply_by_inputs,
+                              1, part[i]->data);
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(gr[i]);
+    return st;
+}
+
+/* Small paths run as two halves of the steps at once (on two cores when there are), each with its own plan: one fork
+ * and join per call, where kernels too small to parallelise would fork per op. The halves are added in order: the same
+ * numbers as running them one after the other as two chunks, whatever the thread count. */
+static cattr_status ig_two_halves(cattr_explainer *e, cx_call *c, cattr_tensor **attr) {
+    int n = e->p.n_steps, h = (n + 1) / 2;
+    cattr_tensor *xa[CX_MAX_IN] = {0}, *xb[CX_MAX_IN] = {0}, *pa[CX_MAX_IN] = {0}, *pb[CX_MAX_IN] = {0};
+    cattr_status st = ig_scaled(c, e->alphas, 0, h, xa);
+    if (st == CATTR_OK) st = ig_scaled(c, e->alphas, h, n, xb);
+    if (st == CATTR_OK) st = cx_grad_prepare(e, c, xa, h, CX_TILE, 0);
+    if (st == CATTR_OK) st = cx_grad_prepare(e, c, xb, n - h, CX_TILE, 1);
+    cattr_status ts[2] = {CATTR_OK, CATTR_OK};
+    char msg[2][512] = {"", ""};
+    if (st == CATTR_OK) {
+#pragma omp parallel num_threads(2)
+        {
+            int t = omp_get_thread_num();
+            if (t < 2) {
+                ts[t] = t ? ig_part(e, c, xb, h, n, 1, pb) : ig_part(e, c, xa, 0, h, 0, pa);
+                if (ts[t] != CATTR_OK) snprintf(msg[t], sizeof msg[t], "%s", cattr_last_error());
+            }
+        }
+        for (int t = 0; t < 2 && st == CATTR_OK; t++)
+            if (ts[t] != CATTR_OK) st = cx_fail(ts[t], "%s", msg[t]);
+    }
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        for (int64_t k = 0; k < attr[i]->numel; k++)
+            cx_tensor_set(attr[i], k, cx_rnd(c->dt, cx_tensor_get(pa[i], k) + cx_tensor_get(pb[i], k)));
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(xa[i]);
+        cattr_tensor_free(xb[i]);
+        cattr_tensor_free(pa[i]);
+        cattr_tensor_free(pb[i]);
+    }
+    if (st == CATTR_OK && e->p.progress) e->p.progress(n, n, e->p.progress_user);
+    return st;
+}
+
+/* Whether a path is small enough that its kernels run on one core each (see PAR_MIN), so that two halves at once
+ * pay; big paths parallelise inside their kernels instead. */
+static bool ig_split_pays(const cattr_explainer *e, const cx_call *c, int chunk) {
+    /* decided by sizes alone, never by the thread count, so that the numbers do not depend on the machine */
+    if (e->p.internal_batch_size > 0 || chunk < e->p.n_steps || e->p.n_steps < 4) return false;
+    int64_t elems = 0;
+    for (int i = 0; i < c->n; i++) elems += c->x[i]->numel;
+    return elems * e->p.n_steps <= ((int64_t)1 << 16);
+}
+
 static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     int n = e->p.n_steps;
     cattr_dtype dt = c->dt;
@@ -110,6 +203,12 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     const double *alphas = e->alphas, *steps = e->steps;
     int chunk = n;
     if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
+    if (st == CATTR_OK && ig_split_pays(e, c, chunk)) {
+        st = ig_two_halves(e, c, attr);
+        if (st == CATTR_OK && delta && e->p.return_convergence_delta)
+            st = cx_convergence_delta(e, c, attr, c->base, delta);
+        return st;
+    }
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         attr[i] = cx_tensor_alloc(dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");

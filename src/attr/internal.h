@@ -30,6 +30,8 @@ struct cattr_explainer {
     int grads[CX_MAX_IN];
     cx_plan *plans[CX_PLAN_CACHE]; /* gradient plans */
     int plan_next;
+    cx_plan *plans2[CX_PLAN_CACHE]; /* gradient plans of a second thread (slot 1, see cx_grad_slot) */
+    int plan2_next;
     cx_plan *fwd[CX_PLAN_CACHE]; /* forward-only plans */
     int fwd_next;
     size_t peak;
@@ -87,6 +89,14 @@ static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT
  * xs[i]'s shapes. */
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads);
+
+/* cx_grad with the plans of `slot` (0 or 1): two threads may run cx_grad_slot concurrently on different slots once
+ * cx_grad_prepare has made the plans of both (the plan caches are then only read). */
+cattr_status cx_grad_slot(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                          cattr_tensor **grads, int slot);
+/* Makes (without running) the plans cx_grad_slot needs for inputs shaped like xs, in `slot`. */
+cattr_status cx_grad_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                             int slot);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
  * to *out (a new tensor). */
