@@ -821,51 +821,78 @@ double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int
     return k < per / group * group ? cascade_sum(dt, col, 1, m) : row_sum(dt, col, 1, m);
 }
 
-cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
-                                  cattr_tensor *const *start, cattr_tensor **delta) {
-    cattr_dtype dt = c->dt;
-    int64_t B = c->B;
-    cattr_tensor *xs[MAX_IN] = {0}, *out = NULL;
-    double *sel = malloc((size_t)(2 * B + 1) * sizeof *sel);
-    int64_t maxm = 1;
-    for (int i = 0; i < c->n; i++)
-        if (B && attr[i]->numel / B > maxm) maxm = attr[i]->numel / B;
-    double *row = malloc((size_t)maxm * sizeof *row);
-    cattr_status st = sel && row ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* [x; start] */
+/* [x; start] for every input: the endpoints of the delta in one batch. */
+static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, cattr_tensor **xs) {
+    for (int i = 0; i < c->n; i++) {
         int64_t s2[CATTR_MAX_DIMS];
         memcpy(s2, c->x[i]->shape, sizeof s2);
         s2[0] *= 2;
-        xs[i] = cx_tensor_alloc(dt, c->x[i]->ndim, s2);
-        if (!xs[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(dt);
+        xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, s2);
+        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
         memcpy(xs[i]->data, c->x[i]->data, bytes);
         memcpy((char *)xs[i]->data + bytes, start[i]->data, bytes);
     }
+    return CATTR_OK;
+}
+
+cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start) {
+    cattr_tensor *xs[MAX_IN] = {0};
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    cattr_status st = delta_inputs(c, start, xs);
+    if (st == CATTR_OK) st = pass_setup(e, c, xs, 2, CX_TILE, &pi);
+    if (st == CATTR_OK) {
+        st = output_shape(e, &pi, 2 * c->B, &fp, &ov);
+        pass_free(&pi);
+    }
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
+    return st;
+}
+
+cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
+    cattr_tensor *xs[MAX_IN] = {0}, *out = NULL;
+    cattr_status st = delta_inputs(c, start, xs);
     if (st == CATTR_OK) st = cx_forward(e, c, xs, 2, CX_TILE, &out);
     if (st == CATTR_OK) st = cx_select(c, out, 2, CX_TILE, sel);
-    if (st == CATTR_OK) {
-        int64_t len = B;
-        *delta = cx_tensor_alloc(dt, 1, &len);
-        if (!*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == CATTR_OK)
-        for (int64_t b = 0; b < B; b++) {
-            double attr_sum = 0;
-            for (int i = 0; i < c->n; i++) {
-                int64_t m = attr[i]->numel / B;
-                for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
-                attr_sum = cx_rnd(dt, attr_sum + cx_torch_sum(attr[i]->dtype, row, m, 0, 1));
-            }
-            double fx = cx_rnd(dt, sel[b]), fb = cx_rnd(dt, sel[B + b]);
-            cx_tensor_set(*delta, b, cx_rnd(dt, attr_sum - cx_rnd(dt, fx - fb)));
-        }
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
     cattr_tensor_free(out);
-    free(sel);
+    return st;
+}
+
+cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta) {
+    cattr_dtype dt = c->dt;
+    int64_t B = c->B, maxm = 1, len = B;
+    for (int i = 0; i < c->n; i++)
+        if (B && attr[i]->numel / B > maxm) maxm = attr[i]->numel / B;
+    double *row = malloc((size_t)maxm * sizeof *row);
+    *delta = cx_tensor_alloc(dt, 1, &len);
+    if (!row || !*delta) {
+        free(row);
+        cattr_tensor_free(*delta);
+        *delta = NULL;
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int64_t b = 0; b < B; b++) {
+        double attr_sum = 0;
+        for (int i = 0; i < c->n; i++) {
+            int64_t m = attr[i]->numel / B;
+            for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
+            attr_sum = cx_rnd(dt, attr_sum + cx_torch_sum(attr[i]->dtype, row, m, 0, 1));
+        }
+        double fx = cx_rnd(dt, sel[b]), fb = cx_rnd(dt, sel[B + b]);
+        cx_tensor_set(*delta, b, cx_rnd(dt, attr_sum - cx_rnd(dt, fx - fb)));
+    }
     free(row);
+    return CATTR_OK;
+}
+
+cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
+                                  cattr_tensor *const *start, cattr_tensor **delta) {
+    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
+    cattr_status st = sel ? cx_delta_forward(e, c, start, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_delta_finish(c, attr, sel, delta);
+    free(sel);
     return st;
 }

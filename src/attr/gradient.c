@@ -145,25 +145,27 @@ static cattr_status ig_part(cattr_explainer *e, cx_call *c, cattr_tensor *const 
 /* Small paths run as two halves of the steps at once (on two cores when there are), each with its own plan: one fork
  * and join per call, where kernels too small to parallelise would fork per op. The halves are added in order: the same
  * numbers as running them one after the other as two chunks, whatever the thread count. */
-static cattr_status ig_two_halves(cattr_explainer *e, cx_call *c, cattr_tensor **attr) {
+static cattr_status ig_two_halves(cattr_explainer *e, cx_call *c, cattr_tensor **attr, double *delta_sel) {
     int n = e->p.n_steps, h = (n + 1) / 2;
     cattr_tensor *xa[CX_MAX_IN] = {0}, *xb[CX_MAX_IN] = {0}, *pa[CX_MAX_IN] = {0}, *pb[CX_MAX_IN] = {0};
     cattr_status st = ig_scaled(c, e->alphas, 0, h, xa);
     if (st == CATTR_OK) st = ig_scaled(c, e->alphas, h, n, xb);
     if (st == CATTR_OK) st = cx_grad_prepare(e, c, xa, h, CX_TILE, 0);
     if (st == CATTR_OK) st = cx_grad_prepare(e, c, xb, n - h, CX_TILE, 1);
-    cattr_status ts[2] = {CATTR_OK, CATTR_OK};
-    char msg[2][512] = {"", ""};
+    if (st == CATTR_OK && delta_sel) st = cx_delta_prepare(e, c, c->base);
+    /* three tasks, taken by whichever thread is free: the two halves and the delta's forward pass */
+    cattr_status ts[3] = {CATTR_OK, CATTR_OK, CATTR_OK};
+    char msg[3][512] = {"", "", ""};
+    int tasks = delta_sel ? 3 : 2;
     if (st == CATTR_OK) {
-#pragma omp parallel num_threads(2)
-        {
-            int t = omp_get_thread_num();
-            if (t < 2) {
-                ts[t] = t ? ig_part(e, c, xb, h, n, 1, pb) : ig_part(e, c, xa, 0, h, 0, pa);
-                if (ts[t] != CATTR_OK) snprintf(msg[t], sizeof msg[t], "%s", cattr_last_error());
-            }
+#pragma omp parallel for num_threads(2) schedule(dynamic, 1)
+        for (int t = 0; t < tasks; t++) {
+            ts[t] = t == 0   ? ig_part(e, c, xa, 0, h, 0, pa)
+                    : t == 1 ? ig_part(e, c, xb, h, n, 1, pb)
+                             : cx_delta_forward(e, c, c->base, delta_sel);
+            if (ts[t] != CATTR_OK) snprintf(msg[t], sizeof msg[t], "%s", cattr_last_error());
         }
-        for (int t = 0; t < 2 && st == CATTR_OK; t++)
+        for (int t = 0; t < tasks && st == CATTR_OK; t++)
             if (ts[t] != CATTR_OK) st = cx_fail(ts[t], "%s", msg[t]);
     }
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
@@ -192,7 +194,8 @@ static bool ig_split_pays(const cattr_explainer *e, const cx_call *c, int chunk)
     if (e->p.internal_batch_size > 0 || chunk < e->p.n_steps || e->p.n_steps < 4) return false;
     int64_t elems = 0;
     for (int i = 0; i < c->n; i++) elems += c->x[i]->numel;
-    return elems * e->p.n_steps <= ((int64_t)1 << 16);
+    /* below ~1k input elements a fork costs more than the whole pass (an MLP on a few features) */
+    return elems * e->p.n_steps >= 1024 && elems * e->p.n_steps <= ((int64_t)1 << 16);
 }
 
 static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
@@ -204,9 +207,12 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     int chunk = n;
     if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
     if (st == CATTR_OK && ig_split_pays(e, c, chunk)) {
-        st = ig_two_halves(e, c, attr);
-        if (st == CATTR_OK && delta && e->p.return_convergence_delta)
-            st = cx_convergence_delta(e, c, attr, c->base, delta);
+        bool want = delta && e->p.return_convergence_delta;
+        double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
+        if (want && !sel) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        st = ig_two_halves(e, c, attr, sel);
+        if (st == CATTR_OK && want) st = cx_delta_finish(c, attr, sel, delta);
+        free(sel);
         return st;
     }
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {

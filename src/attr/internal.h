@@ -138,6 +138,13 @@ cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *
  * that are column k of `per` columns being reduced (per == 1: one contiguous reduction). */
 double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per);
 
+/* The convergence delta in parts, so that its forward pass can run beside other work: make the plan
+ * (cx_delta_prepare), run the forward of [x; start] into sel[2B] (cx_delta_forward), then combine with the
+ * attributions (cx_delta_finish). */
+cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start);
+cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel);
+cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta);
+
 /* IG-style convergence delta: delta[b] = sum of the attributions of example b - (F(x_b) - F(start_b)). */
 cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
                                   cattr_tensor *const *start, cattr_tensor **delta);
