@@ -498,15 +498,14 @@ static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *cons
     if (st == CATTR_OK) {
         pi.nd[si] = ov->ndim;
         memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
-        st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     }
     if (st == CATTR_OK) st = get_plan_slot(e, false, slot, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
-    if (st == CATTR_OK) pi.host[si] = seed->data;
-    if (!grads) {
+    if (!grads) { /* plans only */
         pass_free(&pi);
-        cattr_tensor_free(seed);
         return st;
     }
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
+    if (st == CATTR_OK) pi.host[si] = seed->data;
     void *outs[MAX_IN];
     for (int i = 0; i < c->n; i++) grads[i] = NULL;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
