@@ -16,18 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int g_failures;
-static char g_dir[64];
+#include "test_util.h"
 
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            g_failures++;                                                                                              \
-            printf("FAIL %s:%d: (%s) ", __FILE__, __LINE__, #cond);                                                    \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+static char g_dir[64];
 
 /* Checks a status and, for failures, that the message mentions `needle` (NULL: no check). */
 static void check_status(const char *file, int line, cattr_status got, cattr_status want, const char *needle,

@@ -22,18 +22,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static int g_failures;
-static char g_dir[64];
+#include "test_util.h"
 
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            g_failures++;                                                                                              \
-            printf("FAIL %s:%d: (%s) ", __FILE__, __LINE__, #cond);                                                    \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
+static char g_dir[64];
 
 static void check_status(int line, cattr_status got, cattr_status want, const char *needle, const char *what) {
     if (got != want) {

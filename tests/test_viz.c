@@ -13,17 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_failures;
+#include "test_util.h"
 
-#define CHECK(cond, ...)                                                                                               \
-    do {                                                                                                               \
-        if (!(cond)) {                                                                                                 \
-            g_failures++;                                                                                              \
-            printf("FAIL %s:%d: (%s) ", __FILE__, __LINE__, #cond);                                                    \
-            printf(__VA_ARGS__);                                                                                       \
-            printf("\n");                                                                                              \
-        }                                                                                                              \
-    } while (0)
 
 typedef struct image {
     int w, h;
