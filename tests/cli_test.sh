@@ -114,6 +114,12 @@ if [ -d "$qwen" ]; then
     expect_fail "llm bad id" "vocabulary" "$tmp/l.json" -- explain-llm "$qwen" --prompt-ids 1,999999 --target-ids 5 --output "$tmp/l.json"
     expect_fail "llm no tokenizer" "tokenizer" "" -- explain-llm "$golden/llm/llama-tiny" --prompt "Hi"
     expect_fail "llm missing folder" "config.json" "" -- explain-llm "$tmp/none" --prompt "Hi"
+    mkdir -p "$tmp/broken"
+    cp "$qwen/config.json" "$tmp/broken/"
+    head -c 5000 "$qwen/model.safetensors" >"$tmp/broken/model.safetensors"
+    expect_fail "llm truncated weights" "model.safetensors" "$tmp/l.json" -- explain-llm "$tmp/broken" --prompt-ids 1,2 --target-ids 3 --output "$tmp/l.json"
+    printf '\377\377\377\377\377\377\377\177{}' >"$tmp/broken/model.safetensors"
+    expect_fail "llm malicious header" "header" "$tmp/l.json" -- explain-llm "$tmp/broken" --prompt-ids 1,2 --target-ids 3 --output "$tmp/l.json"
 else
     echo "SKIP: language-model CLI checks ($qwen not found)"
 fi
