@@ -181,6 +181,29 @@ typedef enum cattr_method {
     CATTR_METHOD_SHAPLEY_VALUES = 14,
     CATTR_METHOD_LIME = 15,
     CATTR_METHOD_KERNEL_SHAP = 16,
+    /* layer methods: attributions of (or to) a layer's value */
+    CATTR_METHOD_LAYER_ACTIVATION = 17,
+    CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION = 18,
+    CATTR_METHOD_LAYER_GRADCAM = 19,
+    CATTR_METHOD_INTERNAL_INFLUENCE = 20,
+    CATTR_METHOD_LAYER_CONDUCTANCE = 21,
+    CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS = 22,
+    CATTR_METHOD_LAYER_DEEPLIFT = 23,
+    CATTR_METHOD_LAYER_DEEPLIFT_SHAP = 24,
+    CATTR_METHOD_LAYER_GRADIENT_SHAP = 25,
+    CATTR_METHOD_LAYER_FEATURE_ABLATION = 26,
+    CATTR_METHOD_LAYER_FEATURE_PERMUTATION = 27,
+    CATTR_METHOD_LAYER_LRP = 28,
+    /* neuron methods: attributions of one neuron of a layer to the inputs */
+    CATTR_METHOD_NEURON_GRADIENT = 29,
+    CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS = 30,
+    CATTR_METHOD_NEURON_CONDUCTANCE = 31,
+    CATTR_METHOD_NEURON_DEEPLIFT = 32,
+    CATTR_METHOD_NEURON_DEEPLIFT_SHAP = 33,
+    CATTR_METHOD_NEURON_GRADIENT_SHAP = 34,
+    CATTR_METHOD_NEURON_GUIDED_BACKPROP = 35,
+    CATTR_METHOD_NEURON_DECONVOLUTION = 36,
+    CATTR_METHOD_NEURON_FEATURE_ABLATION = 37,
     CATTR_METHOD_COUNT
 } cattr_method;
 
@@ -249,6 +272,16 @@ typedef struct cattr_node_rule {
 } cattr_node_rule;
 
 #define CATTR_MAX_INPUTS 8
+/* attr_out arrays hold at most this many tensors (one per input, or one per layer tensor for layer methods) */
+#define CATTR_MAX_OUTPUTS 16
+
+/* Neuron selector (Captum's neuron_selector), applied to the layer value of each example. */
+typedef enum cattr_neuron_kind {
+    CATTR_NEURON_NONE = 0,
+    CATTR_NEURON_INDEX = 1,  /* layer[b, index...] */
+    CATTR_NEURON_SLICES = 2, /* the sum over layer[b, slice...] (a dim whose slice is an index keeps one entry) */
+    CATTR_NEURON_SUM = 3     /* layer[b].sum over sum_dims (dims counted with the batch, as in Captum) */
+} cattr_neuron_kind;
 
 typedef struct cattr_attr_params {
     cattr_method method;
@@ -288,7 +321,20 @@ typedef struct cattr_attr_params {
     int return_coefficients;
     /* Layer and GradCAM methods: the layer, as a PyTorch module path ("conv2") or an ONNX value name; borrowed */
     const char *layer;
-    int attribute_to_layer_input; /* use the layer's input instead of its output */
+    int attribute_to_layer_input; /* use the layer's input instead of its output (and the neuron's input) */
+    /* several layers, or the several output tensors of one module, as value names (n_layers 0: `layer` alone) */
+    const char *const *layers;
+    int n_layers;
+    /* neuron methods */
+    cattr_neuron_kind neuron_kind;
+    int neuron_ndim;                              /* entries of neuron_index / neuron_slice */
+    int64_t neuron_index[CATTR_MAX_DIMS];         /* INDEX */
+    int64_t neuron_slice[CATTR_MAX_DIMS][3];      /* SLICES: start, stop, step (stop INT64_MAX: to the end) */
+    int neuron_slice_is_index[CATTR_MAX_DIMS];    /* SLICES: this dim is a plain index (start) */
+    int neuron_sum_ndim;
+    int64_t neuron_sum_dims[CATTR_MAX_DIMS];      /* SUM */
+    int relu_attributions;                        /* LayerGradCam: ReLU on the map (default 0) */
+    int attr_dim_summation;                       /* LayerGradCam: sum over channels (default 1) */
     /* Rules for named nodes (replaying a Captum run); n_node_rules 0: the method's rule on every node of the op
      * kinds it acts on */
     const cattr_node_rule *node_rules;
@@ -325,11 +371,18 @@ typedef struct cattr_call {
     const cattr_tensor *const *draws;
     const char *const *draw_roles;
     int n_draws;
+    /* LayerFeatureAblation / LayerFeaturePermutation: masks over the layer tensors (NULL entries: default), and the
+     * layer baseline (NULL: 0; a 0-d tensor: a scalar; else a tensor of the layer's shape or batch 1) */
+    const cattr_tensor *const *layer_masks;
+    int n_layer_masks;
+    const cattr_tensor *layer_baseline;
 } cattr_call;
 
 /* Attributes the target output to the inputs of `call`.
- *  attr_out:  receives call->n_inputs new tensors (caller frees each), in the compute dtype; shapes are the inputs'
- *             for gradient methods, [n, *input.shape[1:]] for perturbation methods (Captum's rule).
+ *  attr_out:  receives one new tensor (caller frees each) per input, in the compute dtype; for layer methods one
+ *             per layer tensor instead (give an array of CATTR_MAX_OUTPUTS entries). Shapes are the inputs' for
+ *             gradient methods, [n, *input.shape[1:]] for perturbation methods (Captum's rule), the layer tensors'
+ *             for layer methods.
  *  delta_out: NULL, or receives a new tensor with the convergence delta where the method has one (NULL otherwise).
  * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_SHAPE (inputs, baselines, masks or additional tensors of a wrong
  * shape), CATTR_ERR_DTYPE, CATTR_ERR_TARGET (a target that is out of range or leaves more than one value per

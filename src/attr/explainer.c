@@ -21,6 +21,27 @@ const cx_method *const cx_methods[CATTR_METHOD_COUNT] = {
     [CATTR_METHOD_INPUT_X_GRADIENT] = &cx_method_input_x_gradient,
     [CATTR_METHOD_INTEGRATED_GRADIENTS] = &cx_method_integrated_gradients,
     [CATTR_METHOD_GUIDED_GRADCAM] = &cx_method_guided_gradcam,
+    [CATTR_METHOD_LAYER_ACTIVATION] = &cx_method_layer_activation,
+    [CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION] = &cx_method_layer_gradient_x_activation,
+    [CATTR_METHOD_LAYER_GRADCAM] = &cx_method_layer_gradcam,
+    [CATTR_METHOD_INTERNAL_INFLUENCE] = &cx_method_internal_influence,
+    [CATTR_METHOD_LAYER_CONDUCTANCE] = &cx_method_layer_conductance,
+    [CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS] = &cx_method_layer_integrated_gradients,
+    [CATTR_METHOD_NEURON_GRADIENT] = &cx_method_neuron_gradient,
+    [CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS] = &cx_method_neuron_integrated_gradients,
+    [CATTR_METHOD_NEURON_CONDUCTANCE] = &cx_method_neuron_conductance,
+    [CATTR_METHOD_LAYER_DEEPLIFT] = &cx_method_layer_deeplift,
+    [CATTR_METHOD_LAYER_DEEPLIFT_SHAP] = &cx_method_layer_deeplift_shap,
+    [CATTR_METHOD_LAYER_GRADIENT_SHAP] = &cx_method_layer_gradient_shap,
+    [CATTR_METHOD_LAYER_FEATURE_ABLATION] = &cx_method_layer_feature_ablation,
+    [CATTR_METHOD_LAYER_FEATURE_PERMUTATION] = &cx_method_layer_feature_permutation,
+    [CATTR_METHOD_LAYER_LRP] = &cx_method_layer_lrp,
+    [CATTR_METHOD_NEURON_DEEPLIFT] = &cx_method_neuron_deeplift,
+    [CATTR_METHOD_NEURON_DEEPLIFT_SHAP] = &cx_method_neuron_deeplift_shap,
+    [CATTR_METHOD_NEURON_GRADIENT_SHAP] = &cx_method_neuron_gradient_shap,
+    [CATTR_METHOD_NEURON_GUIDED_BACKPROP] = &cx_method_neuron_guided_backprop,
+    [CATTR_METHOD_NEURON_DECONVOLUTION] = &cx_method_neuron_deconvolution,
+    [CATTR_METHOD_NEURON_FEATURE_ABLATION] = &cx_method_neuron_feature_ablation,
     [CATTR_METHOD_FEATURE_ABLATION] = &cx_method_feature_ablation,
     [CATTR_METHOD_FEATURE_PERMUTATION] = &cx_method_feature_permutation,
     [CATTR_METHOD_OCCLUSION] = &cx_method_occlusion,
@@ -59,6 +80,27 @@ static const struct {
     {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues"},
     {CATTR_METHOD_LIME, "lime", "Lime"},
     {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap"},
+    {CATTR_METHOD_LAYER_ACTIVATION, "layer-activation", "LayerActivation"},
+    {CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION, "layer-gradient-x-activation", "LayerGradientXActivation"},
+    {CATTR_METHOD_LAYER_GRADCAM, "layer-gradcam", "LayerGradCam"},
+    {CATTR_METHOD_INTERNAL_INFLUENCE, "internal-influence", "InternalInfluence"},
+    {CATTR_METHOD_LAYER_CONDUCTANCE, "layer-conductance", "LayerConductance"},
+    {CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, "layer-integrated-gradients", "LayerIntegratedGradients"},
+    {CATTR_METHOD_LAYER_DEEPLIFT, "layer-deeplift", "LayerDeepLift"},
+    {CATTR_METHOD_LAYER_DEEPLIFT_SHAP, "layer-deeplift-shap", "LayerDeepLiftShap"},
+    {CATTR_METHOD_LAYER_GRADIENT_SHAP, "layer-gradient-shap", "LayerGradientShap"},
+    {CATTR_METHOD_LAYER_FEATURE_ABLATION, "layer-feature-ablation", "LayerFeatureAblation"},
+    {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, "layer-feature-permutation", "LayerFeaturePermutation"},
+    {CATTR_METHOD_LAYER_LRP, "layer-lrp", "LayerLRP"},
+    {CATTR_METHOD_NEURON_GRADIENT, "neuron-gradient", "NeuronGradient"},
+    {CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS, "neuron-integrated-gradients", "NeuronIntegratedGradients"},
+    {CATTR_METHOD_NEURON_CONDUCTANCE, "neuron-conductance", "NeuronConductance"},
+    {CATTR_METHOD_NEURON_DEEPLIFT, "neuron-deeplift", "NeuronDeepLift"},
+    {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, "neuron-deeplift-shap", "NeuronDeepLiftShap"},
+    {CATTR_METHOD_NEURON_GRADIENT_SHAP, "neuron-gradient-shap", "NeuronGradientShap"},
+    {CATTR_METHOD_NEURON_GUIDED_BACKPROP, "neuron-guided-backprop", "NeuronGuidedBackprop"},
+    {CATTR_METHOD_NEURON_DECONVOLUTION, "neuron-deconvolution", "NeuronDeconvolution"},
+    {CATTR_METHOD_NEURON_FEATURE_ABLATION, "neuron-feature-ablation", "NeuronFeatureAblation"},
 };
 _Static_assert(sizeof method_names / sizeof method_names[0] == CATTR_METHOD_COUNT, "method_names out of step");
 
@@ -101,6 +143,12 @@ cattr_attr_params cattr_attr_default_params(cattr_method method) {
     p.nt_samples = 5;
     p.lime_alpha = 0.01;
     p.kernel_width = 1.0;
+    p.attr_dim_summation = 1;
+    if (method == CATTR_METHOD_NEURON_CONDUCTANCE) p.quadrature = CATTR_QUAD_RIEMANN_TRAPEZOID;
+    if (method == CATTR_METHOD_LAYER_GRADIENT_SHAP || method == CATTR_METHOD_NEURON_GRADIENT_SHAP) {
+        p.n_samples = 5;
+        p.stdevs = 0.0;
+    }
     return p;
 }
 
@@ -739,13 +787,15 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
         if (e->p.nt_type != CATTR_NT_NONE) st = cx_noise_tunnel(e, &c, attr, delta_out ? &delta : NULL);
         else st = e->method->attribute(e, &c, attr, delta_out ? &delta : NULL);
     }
+    int c_n_out = c.n_out;
     call_free(&c);
     if (st != CATTR_OK) {
         for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(attr[i]);
         cattr_tensor_free(delta);
         return st;
     }
-    for (int i = 0; i < call->n_inputs; i++) attr_out[i] = attr[i];
+    int n_out = c_n_out > 0 ? c_n_out : call->n_inputs;
+    for (int i = 0; i < n_out; i++) attr_out[i] = attr[i];
     if (delta_out) *delta_out = delta;
     else cattr_tensor_free(delta);
     return CATTR_OK;

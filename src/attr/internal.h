@@ -61,6 +61,7 @@ typedef struct cx_call {
     const cattr_target *target;
     const cattr_call *user; /* the caller's call (feature masks, draws) */
     int next_draw;          /* explicit draws consumed so far */
+    int n_out;              /* attributions written (layer methods: one per layer tensor); 0 means one per input */
 } cx_call;
 
 struct cx_method {
@@ -77,6 +78,15 @@ struct cx_method {
 extern const cx_method *const cx_methods[CATTR_METHOD_COUNT];
 extern const cx_method cx_method_saliency, cx_method_input_x_gradient, cx_method_integrated_gradients;
 extern const cx_method cx_method_guided_gradcam;
+/* layer and neuron methods: src/attr/layer.c (gradient family) and src/attr/layer_perturb.c (rules, perturbations,
+ * Shap family); attribute == NULL while not implemented */
+extern const cx_method cx_method_layer_activation, cx_method_layer_gradient_x_activation, cx_method_layer_gradcam,
+    cx_method_internal_influence, cx_method_layer_conductance, cx_method_layer_integrated_gradients,
+    cx_method_neuron_gradient, cx_method_neuron_integrated_gradients, cx_method_neuron_conductance;
+extern const cx_method cx_method_layer_deeplift, cx_method_layer_deeplift_shap, cx_method_layer_gradient_shap,
+    cx_method_layer_feature_ablation, cx_method_layer_feature_permutation, cx_method_layer_lrp,
+    cx_method_neuron_deeplift, cx_method_neuron_deeplift_shap, cx_method_neuron_gradient_shap,
+    cx_method_neuron_guided_backprop, cx_method_neuron_deconvolution, cx_method_neuron_feature_ablation;
 /* One per method of src/attr/{rules,perturbation,lime,noise}.c; attribute == NULL means not implemented yet. */
 extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation, cx_method_occlusion, cx_method_shapley_value_sampling, cx_method_shapley_values, cx_method_deeplift, cx_method_deeplift_shap, cx_method_guided_backprop, cx_method_deconvolution, cx_method_lrp, cx_method_lime, cx_method_kernel_shap, cx_method_gradient_shap;
 

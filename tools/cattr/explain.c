@@ -702,7 +702,7 @@ int cmd_explain(int argc, char **argv) {
         prog.start = t0;
         cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
                            &tb.t, (const cattr_tensor *const *)add, a.n_add,
-                           a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0};
+                           a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0, NULL, 0, NULL};
         bool dist = a.p.method == CATTR_METHOD_DEEPLIFT_SHAP || a.p.method == CATTR_METHOD_GRADIENT_SHAP ||
                     a.p.draw_baseline_from_distrib;
         st = run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);

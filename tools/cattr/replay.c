@@ -63,9 +63,11 @@ static const cJSON *arg(const cJSON *c, const char *key) {
 }
 
 typedef struct {
-    cattr_tensor *inputs[16], *baselines[16], *additional[16], *masks[16];
-    int n_in, n_add;
-    bool have_masks;
+    cattr_tensor *inputs[16], *baselines[16], *additional[16], *masks[16], *layer_masks[16], *layer_baseline;
+    int n_in, n_add, n_layer_masks;
+    bool have_masks, have_layer_masks;
+    const char *layer_names[16]; /* borrowed from the case JSON */
+    int n_layer_names;
     int64_t *tidx;
     cattr_target target;
     const cattr_tensor **draws; /* borrowed from the tensor set */
@@ -81,7 +83,9 @@ static void case_free(case_data *d) {
         cattr_tensor_free(d->baselines[i]);
         cattr_tensor_free(d->additional[i]);
         cattr_tensor_free(d->masks[i]);
+        cattr_tensor_free(d->layer_masks[i]);
     }
+    cattr_tensor_free(d->layer_baseline);
     free(d->tidx);
     free(d->draws);
     free(d->roles);
@@ -109,6 +113,39 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
         }
         d->have_masks = true;
         i++;
+    }
+    const cJSON *lm = cJSON_GetObjectItemCaseSensitive(arg(c, "layer_mask"), "tensors");
+    i = 0;
+    cJSON_ArrayForEach(it, lm) {
+        if (i >= 16) break;
+        if (cJSON_IsString(it)) {
+            const cattr_tensor *t = need(set, it->valuestring, why, wn);
+            if (!t) return false;
+            cattr_tensor_convert(t, CATTR_INT64, &d->layer_masks[i]);
+        }
+        d->have_layer_masks = true;
+        d->n_layer_masks = ++i;
+    }
+    const cJSON *lb = arg(c, "layer_baselines");
+    if (lb) {
+        const cJSON *tn = cJSON_GetObjectItemCaseSensitive(lb, "tensor"), *sc = cJSON_GetObjectItemCaseSensitive(lb, "scalar");
+        if (cJSON_IsString(tn)) {
+            const cattr_tensor *t = need(set, tn->valuestring, why, wn);
+            if (!t) return false;
+            cattr_tensor_convert(t, cattr_tensor_dtype(t), &d->layer_baseline);
+        } else if (cJSON_IsNumber(sc)) {
+            double v = sc->valuedouble;
+            cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &d->layer_baseline);
+        }
+    }
+    /* the layer(s): the exact ONNX tensors of the module outputs (or inputs) the case names */
+    const cJSON *ly = cJSON_GetObjectItemCaseSensitive(c, "layer");
+    bool to_input = cJSON_IsTrue(arg(c, "attribute_to_layer_input")) || cJSON_IsTrue(arg(c, "attribute_to_neuron_input"));
+    const cJSON *lo;
+    cJSON_ArrayForEach(lo, cJSON_GetObjectItemCaseSensitive(ly, "onnx")) {
+        const cJSON *tn;
+        cJSON_ArrayForEach(tn, cJSON_GetObjectItemCaseSensitive(lo, to_input ? "input_tensors" : "output_tensors"))
+            if (cJSON_IsString(tn) && d->n_layer_names < 16) d->layer_names[d->n_layer_names++] = tn->valuestring;
     }
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(c, "random_draws");
     if (rd && !cJSON_IsNull(rd)) {
@@ -408,6 +445,45 @@ static int replay_case(const char *dir, replay_opts *o) {
     }
     p.node_rules = d.rules;
     p.n_node_rules = d.n_rules;
+    if (d.n_layer_names) {
+        p.layers = d.layer_names;
+        p.n_layers = d.n_layer_names;
+        p.layer = d.layer_names[0];
+        p.attribute_to_layer_input = 0; /* the names already are the inputs' tensors where asked */
+    }
+    if ((v = arg(c, "relu_attributions"))) p.relu_attributions = cJSON_IsTrue(v);
+    if ((v = arg(c, "attr_dim_summation"))) p.attr_dim_summation = cJSON_IsTrue(v);
+    const cJSON *ns = arg(c, "neuron_selector");
+    if (ns) {
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ns, "kind"));
+        const cJSON *ix = cJSON_GetObjectItemCaseSensitive(ns, "index"), *it2;
+        if (kind && !strcmp(kind, "function")) {
+            p.neuron_kind = CATTR_NEURON_SUM;
+            cJSON_ArrayForEach(it2, cJSON_GetObjectItemCaseSensitive(ns, "dims")) if (p.neuron_sum_ndim < CATTR_MAX_DIMS)
+                p.neuron_sum_dims[p.neuron_sum_ndim++] = (int64_t)it2->valuedouble;
+        } else {
+            bool slices = kind && !strcmp(kind, "slices");
+            p.neuron_kind = slices ? CATTR_NEURON_SLICES : CATTR_NEURON_INDEX;
+            cJSON_ArrayForEach(it2, ix) {
+                int k = p.neuron_ndim;
+                if (k >= CATTR_MAX_DIMS) break;
+                const cJSON *sl = cJSON_GetObjectItemCaseSensitive(it2, "slice");
+                if (cJSON_IsArray(sl)) {
+                    for (int q = 0; q < 3; q++) {
+                        const cJSON *e3 = cJSON_GetArrayItem(sl, q);
+                        p.neuron_slice[k][q] = cJSON_IsNumber(e3) ? (int64_t)e3->valuedouble : (q == 1 ? INT64_MAX : q == 2 ? 1 : 0);
+                    }
+                } else if (cJSON_IsNumber(it2)) {
+                    p.neuron_index[k] = (int64_t)it2->valuedouble;
+                    p.neuron_slice[k][0] = p.neuron_index[k];
+                    p.neuron_slice[k][1] = p.neuron_index[k] + 1;
+                    p.neuron_slice[k][2] = 1;
+                    p.neuron_slice_is_index[k] = 1;
+                }
+                p.neuron_ndim++;
+            }
+        }
+    }
     bool want_delta = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "return_convergence_delta"));
     p.return_convergence_delta = want_delta;
     st = cattr_explainer_new(m, &p, &e);
@@ -429,7 +505,9 @@ static int replay_case(const char *dir, replay_opts *o) {
         cattr_call call = {(const cattr_tensor *const *)d.inputs, d.n_in, (const cattr_tensor *const *)d.baselines,
                            &d.target, (const cattr_tensor *const *)d.additional, d.n_add,
                            d.have_masks ? (const cattr_tensor *const *)d.masks : NULL,
-                           d.draws, (const char *const *)d.roles, d.n_draws};
+                           d.draws, (const char *const *)d.roles, d.n_draws,
+                           d.have_layer_masks ? (const cattr_tensor *const *)d.layer_masks : NULL, d.n_layer_masks,
+                           d.layer_baseline};
         st = cattr_explainer_run(e, &call, attr, want_delta ? &delta : NULL);
         times[r] = now_s() - t0;
     }
@@ -446,13 +524,15 @@ static int replay_case(const char *dir, replay_opts *o) {
     double fail_err = 0, fail_allowed = 0;
     bool failed = false;
     const cJSON *ex;
+    int ordinal = 0; /* layer methods: expected tensors in the order of the layers' tensors */
     cJSON_ArrayForEach(ex, cJSON_GetObjectItemCaseSensitive(c, "expected")) {
         const char *en = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ex, f32 ? "f32_name" : "name"));
         const cJSON *tol = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ex, "tolerance"), tolkey);
         int idx = cJSON_GetObjectItemCaseSensitive(ex, "input_index")
-                      ? cJSON_GetObjectItemCaseSensitive(ex, "input_index")->valueint : 0;
+                      ? cJSON_GetObjectItemCaseSensitive(ex, "input_index")->valueint : ordinal;
+        ordinal++;
         const cattr_tensor *et = en ? cattr_tensor_set_get(set, en) : NULL;
-        if (!et || !tol || idx < 0 || idx >= d.n_in) {
+        if (!et || !tol || idx < 0 || idx >= 16 || !attr[idx]) {
             printf("FAIL %s %s err=missing allowed=0\n", name, en ? en : "?");
             o->failed++;
             goto done;
