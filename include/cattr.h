@@ -429,7 +429,9 @@ typedef enum cattr_llm_method {
     CATTR_LLM_LAYER_IG = 0,                   /* LLMGradientAttribution(LayerIntegratedGradients(embeddings)) */
     CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION = 1, /* LLMGradientAttribution(LayerGradientXActivation(embeddings)) */
     CATTR_LLM_FEATURE_ABLATION = 2,           /* LLMAttribution(FeatureAblation) over prompt tokens */
-    CATTR_LLM_SHAPLEY_VALUE_SAMPLING = 3      /* LLMAttribution(ShapleyValueSampling) over prompt tokens */
+    CATTR_LLM_SHAPLEY_VALUE_SAMPLING = 3,     /* LLMAttribution(ShapleyValueSampling) over prompt tokens */
+    CATTR_LLM_LIME = 4,                       /* LLMAttribution(Lime) over prompt tokens: seq_attr only */
+    CATTR_LLM_KERNEL_SHAP = 5                 /* LLMAttribution(KernelShap) over prompt tokens: seq_attr only */
 } cattr_llm_method;
 
 typedef struct cattr_llm_params {
@@ -444,6 +446,12 @@ typedef struct cattr_llm_params {
     const int64_t *permutations; /* ShapleyValueSampling: n_samples recorded orders of the T prompt positions, or NULL */
     int internal_batch_size;     /* IG rows per chunk (0: from max_memory) */
     size_t max_memory;           /* bytes (0: a quarter of free RAM) */
+    double lime_alpha;           /* Lime's Lasso alpha (default 0.01) */
+    /* Lime / KernelShap: recorded draws in Captum's order (roles lime_sample, ks_num_selected, ks_scores; others are
+     * skipped), or n_draws 0 for the generator */
+    const cattr_tensor *const *draws;
+    const char *const *draw_roles;
+    int n_draws;
     cattr_progress_fn progress;
     void *progress_user;
 } cattr_llm_params;
@@ -458,6 +466,14 @@ cattr_llm_params cattr_llm_default_params(cattr_llm_method method);
 cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
                                  double *target_logprobs, double *convergence_delta);
+
+/* FeatureAblation over the slots of a text template (Captum's TextTemplateInput): `tmpl` holds n_slots "{}" slots;
+ * the prompt fills them with values, and ablating slot i fills it with baselines[i] (NULL: the empty string) instead;
+ * every text is tokenized from scratch. Writes seq_attr[n_slots] and token_attr[n * n_slots]. Errors: as
+ * cattr_llm_attribute, and CATTR_ERR_INVALID_ARGUMENT for a template whose slot count differs from n_slots. */
+cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+                                          const char *const *values, const char *const *baselines, int n_slots,
+                                          const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
 
 /* Greedy continuation of the prompt: up to max_new tokens, stopping after the end-of-sequence token. *out is
  * malloc'd (caller frees). */

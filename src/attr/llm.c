@@ -3,6 +3,7 @@
  * LayerIntegratedGradients / LayerGradientXActivation on the embedding output are IG / InputXGradient on that input,
  * and FeatureAblation / ShapleyValueSampling over tokens are batches of sequences with tokens replaced. */
 #include "attr/internal.h"
+#include "attr/linmodel.h"
 #include "io/tokenizer.h"
 #include "models/decoder.h"
 
@@ -90,6 +91,7 @@ cattr_llm_params cattr_llm_default_params(cattr_llm_method method) {
     p.quadrature = CATTR_QUAD_GAUSS_LEGENDRE;
     p.baseline_token = -1;
     p.n_samples = 25;
+    p.lime_alpha = 0.01;
     return p;
 }
 
@@ -272,6 +274,114 @@ static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const
     return st;
 }
 
+/* ---- Lime and KernelShap over prompt tokens (shared/golden/llm/README.md 7.2) ---------------------------------------- */
+
+/* The next recorded draw of `role` (others skipped), or NULL without draws. */
+static const cattr_tensor *next_draw(const cattr_llm_params *p, int *at, const char *role) {
+    while (*at < p->n_draws) {
+        int k = (*at)++;
+        if (p->draw_roles && p->draw_roles[k] && !strcmp(p->draw_roles[k], role)) return p->draws[k];
+    }
+    return NULL;
+}
+
+/* g(z) = sum_k f_k of the prompt with the tokens where z is 0 replaced by b (teacher forcing). */
+static cattr_status total_logprob(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t T, const int64_t *tg,
+                                  int64_t n, const unsigned char *z, int64_t b, int64_t *buf, double *g) {
+    double tot = 0;
+    for (int64_t k = 0; k < n; k++) {
+        for (int64_t i = 0; i < T; i++) buf[i] = z[i] ? ids[i] : b;
+        for (int64_t j = 0; j < k; j++) buf[T + j] = tg[j];
+        double f;
+        CX_CHECK(forward_logprobs(m, dt, buf, 1, T + k, tg[k], &f));
+        tot = cx_rnd(dt, tot + f);
+    }
+    *g = tot;
+    return CATTR_OK;
+}
+
+static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, const int64_t *ids, int64_t T,
+                                   const int64_t *tg, int64_t n, double *seq_attr) {
+    bool ks = p->method == CATTR_LLM_KERNEL_SHAP;
+    int64_t S = p->n_samples, M = T, b = p->baseline_token >= 0 ? p->baseline_token : cattr_llm_pad_token(m);
+    if (S < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %lld)", (long long)S);
+    if (b < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no baseline token");
+    unsigned char *Z = calloc((size_t)(S * M), 1);
+    float *X = malloc((size_t)(S * M) * sizeof *X), *y = malloc((size_t)S * sizeof *y), *w = malloc((size_t)S * sizeof *w);
+    float *coef = malloc((size_t)M * sizeof *coef), icpt = 0;
+    int64_t *buf = malloc((size_t)(T + n) * sizeof *buf);
+    double *sc = malloc((size_t)M * sizeof *sc);
+    cattr_status st = Z && X && y && w && coef && buf && sc ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cx_rng rng;
+    cx_rng_init(&rng, p->seed, ks ? 0x4b53u : 0x4c4du);
+    int at = 0;
+    for (int64_t r = 0; r < S && st == CATTR_OK; r++) { /* the samples, in Captum's draw order */
+        unsigned char *z = Z + r * M;
+        if (!ks) {
+            const cattr_tensor *d = next_draw(p, &at, "lime_sample");
+            for (int64_t i = 0; i < M; i++) z[i] = d ? cx_tensor_get(d, i) != 0 : cx_rng_uniform(&rng) < 0.5;
+        } else if (r < 2) {
+            memset(z, r == 0, (size_t)M);
+        } else {
+            const cattr_tensor *dk = next_draw(p, &at, "ks_num_selected"), *ds = next_draw(p, &at, "ks_scores");
+            int64_t k;
+            if (dk && ds) {
+                k = (int64_t)cx_tensor_get(dk, 0);
+                for (int64_t i = 0; i < M; i++) sc[i] = cx_tensor_get(ds, i);
+            } else { /* k with p(k) proportional to (M-1)/(k(M-k)), then k of M gaussian scores */
+                double tot = 0, u;
+                for (int64_t j = 1; j < M; j++) tot += (double)(M - 1) / (double)(j * (M - j));
+                u = cx_rng_uniform(&rng) * tot;
+                for (k = 1; k < M - 1 && (u -= (double)(M - 1) / (double)(k * (M - k))) > 0; k++) {
+                }
+                for (int64_t i = 0; i < M; i++) sc[i] = cx_rng_normal(&rng);
+            }
+            /* selected: scores above the (M-k)-th smallest */
+            for (int64_t i = 0; i < M; i++) {
+                int64_t below = 0;
+                for (int64_t j = 0; j < M; j++) below += sc[j] < sc[i] || (sc[j] == sc[i] && j < i);
+                z[i] = below >= M - k;
+            }
+        }
+    }
+    for (int64_t r = 0; r < S && st == CATTR_OK; r++) { /* outputs and weights, in float32 as Captum fits */
+        const unsigned char *z = Z + r * M;
+        double g = 0;
+        st = total_logprob(m, p->dtype, ids, T, tg, n, z, b, buf, &g);
+        y[r] = (float)g;
+        int64_t on = 0;
+        for (int64_t i = 0; i < M; i++) {
+            on += z[i];
+            X[r * M + i] = z[i];
+        }
+        if (ks) {
+            w[r] = on == 0 || on == M ? 1e6f : 1.0f;
+        } else { /* exp(-d^2/2), d = 1 - cos(ones(M), z) in float32 */
+            float nz = sqrtf((float)on), no = sqrtf((float)M);
+            float cosv = on ? (float)on / (no * nz) : 0.0f, d = 1.0f - cosv;
+            w[r] = (float)exp((double)(-(d * d) / 2.0f));
+        }
+        if (p->progress) p->progress(r + 1, S, p->progress_user);
+    }
+    if (st == CATTR_OK) {
+        if (ks) {
+            st = cx_linreg_fit(S, M, X, y, w, coef, &icpt);
+        } else {
+            cx_lasso_opts o = CX_LASSO_DEFAULTS(p->lime_alpha);
+            st = cx_lasso_fit(S, M, X, y, w, &o, coef, &icpt, NULL);
+        }
+    }
+    for (int64_t i = 0; i < M && st == CATTR_OK; i++) seq_attr[i] = coef[i];
+    free(Z);
+    free(X);
+    free(y);
+    free(w);
+    free(coef);
+    free(buf);
+    free(sc);
+    return st;
+}
+
 cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
                                  double *target_logprobs, double *convergence_delta) {
@@ -296,6 +406,11 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
             for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * T + i]);
             seq_attr[i] = s;
         }
+    } else if (p->method == CATTR_LLM_LIME || p->method == CATTR_LLM_KERNEL_SHAP) {
+        st = surrogate_attr(m, p, prompt, T, target, n, seq_attr);
+        for (int64_t i = 0; i < n * T; i++) token_attr[i] = NAN; /* Captum returns no token_attr here */
+        if (convergence_delta)
+            for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     } else if (p->method == CATTR_LLM_FEATURE_ABLATION || p->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING) {
         st = perturb_attr(m, p, prompt, T, target, n, token_attr, seq_attr);
         if (convergence_delta)
@@ -311,6 +426,92 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
         for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_logprobs(m, p->dtype, seq, 1, T + k, target[k], &target_logprobs[k]);
         free(seq);
     }
+    return st;
+}
+
+/* The template with slot j filled by fill(j); NULL on a slot-count mismatch or allocation failure. */
+static char *fill_template(const char *tmpl, int n_slots, const char *const *vals, int skip, const char *repl) {
+    size_t len = strlen(tmpl) + 1;
+    for (int j = 0; j < n_slots; j++) len += strlen(j == skip ? (repl ? repl : "") : vals[j]);
+    char *out = malloc(len), *o = out;
+    int slot = 0;
+    if (!out) return NULL;
+    for (const char *c = tmpl; *c;) {
+        if (c[0] == '{' && c[1] == '}') {
+            if (slot >= n_slots) {
+                free(out);
+                return NULL;
+            }
+            const char *v = slot == skip ? (repl ? repl : "") : vals[slot];
+            size_t l = strlen(v);
+            memcpy(o, v, l);
+            o += l;
+            slot++;
+            c += 2;
+        } else {
+            *o++ = *c++;
+        }
+    }
+    *o = 0;
+    if (slot != n_slots) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* f_k (k = 0..n-1) of the text's tokens followed by the target (teacher forcing). */
+static cattr_status text_logprobs(cattr_llm *m, cattr_dtype dt, const char *text, const int64_t *tg, int64_t n,
+                                  double *f) {
+    int64_t *ids = NULL, T = 0;
+    CX_CHECK(cattr_llm_encode(m, text, &ids, &T));
+    int64_t *seq = realloc(ids, (size_t)(T + n + 1) * sizeof *seq);
+    if (!seq) {
+        free(ids);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (T == 0) {
+        free(seq);
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the text '%s' tokenizes to nothing", text);
+    }
+    memcpy(seq + T, tg, (size_t)n * sizeof *seq);
+    cattr_status st = CATTR_OK;
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_logprobs(m, dt, seq, 1, T + k, tg[k], &f[k]);
+    free(seq);
+    return st;
+}
+
+cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+                                          const char *const *values, const char *const *baselines, int n_slots,
+                                          const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
+    if (!m || !p || !tmpl || !values || !target || !seq_attr || !token_attr || n_slots < 1 || n < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: bad arguments");
+    CX_CHECK(check_ids(m, target, n, "target"));
+    double *f0 = malloc((size_t)n * sizeof *f0), *fi = malloc((size_t)n * sizeof *fi);
+    char *text = fill_template(tmpl, n_slots, values, -1, NULL);
+    cattr_status st = f0 && fi ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && !text)
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the template '%s' does not hold %d slots '{}'", tmpl, n_slots);
+    if (st == CATTR_OK) st = text_logprobs(m, p->dtype, text, target, n, f0);
+    free(text);
+    for (int i = 0; i < n_slots && st == CATTR_OK; i++) {
+        char *ti = fill_template(tmpl, n_slots, values, i, baselines ? baselines[i] : NULL);
+        st = ti ? text_logprobs(m, p->dtype, ti, target, n, fi) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        free(ti);
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) /* float32 accumulation, as Captum's LLMAttribution */
+            token_attr[k * n_slots + i] = (double)(float)cx_rnd(p->dtype, f0[k] - fi[k]);
+        if (st == CATTR_OK) {
+            double a = 0, b2 = 0;
+            for (int64_t k = 0; k < n; k++) {
+                a = cx_rnd(p->dtype, a + f0[k]);
+                b2 = cx_rnd(p->dtype, b2 + fi[k]);
+            }
+            seq_attr[i] = (double)(float)cx_rnd(p->dtype, a - b2);
+        }
+        if (p->progress) p->progress(i + 1, n_slots, p->progress_user);
+    }
+    free(f0);
+    free(fi);
     return st;
 }
 

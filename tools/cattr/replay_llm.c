@@ -283,9 +283,11 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
     const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cs, "method"));
     bool ig = method && !strcmp(method, "LayerIntegratedGradients");
     bool gxa = method && !strcmp(method, "LayerGradientXActivation");
-    bool fa = method && !strcmp(method, "FeatureAblation") && !cJSON_GetObjectItemCaseSensitive(cs, "input");
+    const cJSON *tpl = cJSON_GetObjectItemCaseSensitive(cs, "input");
+    bool fa = method && !strcmp(method, "FeatureAblation");
     bool svs = method && !strcmp(method, "ShapleyValueSampling");
-    if (!ig && !gxa && !fa && !svs) {
+    bool lime = method && !strcmp(method, "Lime"), ks = method && !strcmp(method, "KernelShap");
+    if (!ig && !gxa && !fa && !svs && !lime && !ks) {
         printf("SKIP %s LLM %s not implemented yet\n", id, method ? method : "?");
         (*x->skipped)++;
         return;
@@ -301,15 +303,61 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
     if (!idsj) idsj = cJSON_GetObjectItemCaseSensitive(prompt, "input_ids");
     int64_t *ids = json_ids(idsj, &T), *tg = json_ids(cJSON_GetObjectItemCaseSensitive(cs, "target_ids"), &n);
     double *token_attr = calloc((size_t)(n * T + 1), sizeof *token_attr), *seq_attr = calloc((size_t)(T + 1), sizeof *seq_attr);
+    const cattr_tensor **draws = NULL;
+    const char **roles = NULL;
+    const char *vals[16] = {0}, *bls[16] = {0};
+    int n_slots = 0;
+    if (st == CATTR_OK && tpl) { /* a text template: one column per slot */
+        const cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(tpl, "values")) if (n_slots < 16) vals[n_slots++] = it->valuestring;
+        int nb = 0;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(tpl, "baselines_used")) if (nb < 16) bls[nb++] = it->valuestring;
+        T = n_slots;
+        free(token_attr);
+        free(seq_attr);
+        token_attr = calloc((size_t)(n * T + 1), sizeof *token_attr);
+        seq_attr = calloc((size_t)(T + 1), sizeof *seq_attr);
+    }
     if (st == CATTR_OK) {
         cattr_llm_method lm = ig ? CATTR_LLM_LAYER_IG : gxa ? CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION
-                            : svs ? CATTR_LLM_SHAPLEY_VALUE_SAMPLING : CATTR_LLM_FEATURE_ABLATION;
+                            : svs ? CATTR_LLM_SHAPLEY_VALUE_SAMPLING : lime ? CATTR_LLM_LIME
+                            : ks ? CATTR_LLM_KERNEL_SHAP : CATTR_LLM_FEATURE_ABLATION;
         cattr_llm_params lp;
         int64_t *perms = NULL;
         case_params(x, cs, lm, &lp, &perms, T);
-        st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, seq_attr, token_attr, NULL, NULL);
+        const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
+        if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_samples")) && cJSON_IsNumber(v)) lp.n_samples = v->valueint;
+        if ((v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(args, "sklearn_kwargs"), "alpha")) && cJSON_IsNumber(v))
+            lp.lime_alpha = v->valuedouble;
+        const cJSON *rd = cJSON_GetObjectItemCaseSensitive(cs, "random_draws");
+        if (rd) { /* recorded draws, by the case's name format */
+            const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "tensor_name_format"));
+            const cJSON *seq = cJSON_GetObjectItemCaseSensitive(rd, "sequence");
+            int nd = cJSON_GetArraySize(seq);
+            draws = calloc((size_t)(nd + 1), sizeof *draws);
+            roles = calloc((size_t)(nd + 1), sizeof *roles);
+            for (int k = 0; fmt && draws && roles && k < nd; k++) {
+                char name[256];
+                snprintf(name, sizeof name, fmt, k);
+                draws[k] = tensor(set, name);
+                roles[k] = cJSON_GetArrayItem(seq, k)->valuestring;
+                if (!draws[k]) st = cx_fail(CATTR_ERR_FORMAT, "missing draw '%s'", name);
+            }
+            lp.draws = draws;
+            lp.draw_roles = roles;
+            lp.n_draws = nd;
+        }
+        if (st == CATTR_OK) {
+            if (tpl)
+                st = cattr_llm_attribute_template(m->llm, &lp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tpl, "template")),
+                                                  vals, bls, n_slots, tg, n, seq_attr, token_attr);
+            else
+                st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, seq_attr, token_attr, NULL, NULL);
+        }
         free(perms);
     }
+    free(draws);
+    free(roles);
     if (st != CATTR_OK) {
         printf("FAIL %s attribute err=error allowed=0 (%s)\n", id, cattr_last_error());
         (*x->failed)++;
