@@ -110,6 +110,11 @@ if [ -d "$qwen" ]; then
     grep -q '"token_attr"' "$tmp/llm.json" && grep -q '"seq_attr"' "$tmp/llm.json" && ok || bad "explain-llm JSON keys"
     grep -q 'Paris' "$tmp/llm.html" && grep -q 'France' "$tmp/llm.html" && ok || bad "explain-llm HTML lacks tokens"
     expect_ok "explain-llm generate" explain-llm "$qwen" --prompt-ids 785,6722 --method feature-ablation --max-new-tokens 2 -q
+    expect_ok "explain-llm kernel-shap" explain-llm "$qwen" --prompt "The capital of France is" --target " Paris" \
+        --method kernel-shap --n-samples 20 --output "$tmp/ks.json"
+    grep -q '"token_attr":	null' "$tmp/ks.json" && ok || bad "kernel-shap JSON must have token_attr null"
+    expect_ok "explain-llm template" explain-llm "$qwen" --template "{} is the capital of {}" --slot Paris --slot France \
+        --method feature-ablation --target "." -q
     expect_fail "llm empty target" "nothing" "$tmp/l.json" -- explain-llm "$qwen" --prompt "Hi" --target "" --output "$tmp/l.json"
     expect_fail "llm bad id" "vocabulary" "$tmp/l.json" -- explain-llm "$qwen" --prompt-ids 1,999999 --target-ids 5 --output "$tmp/l.json"
     expect_fail "llm no tokenizer" "tokenizer" "" -- explain-llm "$golden/llm/llama-tiny" --prompt "Hi"

@@ -23,7 +23,9 @@ static void help(FILE *f) {
         "Without a target, the greedy continuation (--max-new-tokens) is generated and attributed.\n"
         "\n"
         "  --method M              layer-ig (default) | layer-gradient-x-activation | feature-ablation |\n"
-        "                          shapley-value-sampling\n"
+        "                          shapley-value-sampling | lime | kernel-shap (seq_attr only, as in Captum)\n"
+        "  --template T --slot V...  a text template with '{}' slots and their values: one column per slot\n"
+        "                          (feature-ablation); --slot-baseline V per slot (default: the empty string)\n"
         "  --steps N               layer-ig: integration steps (default 50)\n"
         "  --quadrature Q          layer-ig: gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
         "                          riemann_trapezoid\n"
@@ -190,6 +192,7 @@ static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, c
     for (int64_t i = 0; i < T; i++) printf(" %8.8s", in_tok[i]);
     printf("\n");
     for (int64_t k = -1; k < n; k++) {
+        if (k >= 0 && T > 0 && isnan(tok[k * T])) continue; /* Lime and KernelShap give no per-token rows */
         printf("%-16.16s", k < 0 ? "(all targets)" : out_tok[k]);
         for (int64_t i = 0; i < T; i++) {
             double v = k < 0 ? seq[i] : tok[k * T + i];
@@ -218,8 +221,9 @@ int cmd_explain_llm(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *target = NULL, *prompt_ids = NULL, *target_ids = NULL, *output = NULL,
                *html = NULL, *baseline = NULL;
     cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_LAYER_IG);
-    int max_new = 8, runs = 0;
+    int max_new = 8, runs = 0, n_slots = 0, n_slot_bases = 0;
     bool quiet = false;
+    const char *tmpl = NULL, *slots[16] = {0}, *slot_bases[16] = {0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
@@ -241,8 +245,8 @@ int cmd_explain_llm(int argc, char **argv) {
             else if (!strcmp(v, "layer-gradient-x-activation")) p.method = CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION;
             else if (!strcmp(v, "feature-ablation")) p.method = CATTR_LLM_FEATURE_ABLATION;
             else if (!strcmp(v, "shapley-value-sampling")) p.method = CATTR_LLM_SHAPLEY_VALUE_SAMPLING;
-            else if (!strcmp(v, "lime") || !strcmp(v, "kernel-shap"))
-                return cli_usage_error("--method %s is not implemented for language models yet", v);
+            else if (!strcmp(v, "lime")) p.method = CATTR_LLM_LIME;
+            else if (!strcmp(v, "kernel-shap")) p.method = CATTR_LLM_KERNEL_SHAP;
             else return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
         } else if (!strcmp(o, "--steps")) {
             NEED();
@@ -289,8 +293,15 @@ int cmd_explain_llm(int argc, char **argv) {
             runs = (int)x;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
             quiet = true;
-        } else if (!strcmp(o, "--template") || !strcmp(o, "--slot")) {
-            return cli_usage_error("%s (text templates) is not implemented yet", o);
+        } else if (!strcmp(o, "--template")) {
+            NEED();
+            tmpl = v;
+        } else if (!strcmp(o, "--slot") || !strcmp(o, "--slot-baseline")) {
+            NEED();
+            bool base = !strcmp(o, "--slot-baseline");
+            int *cnt = base ? &n_slot_bases : &n_slots;
+            if (*cnt >= 16) return cli_usage_error("at most 16 %s", o);
+            (base ? slot_bases : slots)[(*cnt)++] = v;
         } else if (o[0] == '-' && o[1]) {
             return cli_usage_error("explain-llm: unknown option '%s' (see cattr explain-llm --help)", o);
         } else if (!dir) {
@@ -301,6 +312,26 @@ int cmd_explain_llm(int argc, char **argv) {
 #undef NEED
     }
     if (!dir) return cli_usage_error("explain-llm: give a checkpoint folder (see cattr explain-llm --help)");
+    if (tmpl) { /* the prompt is the template with its slots filled */
+        if (prompt || prompt_ids) return cli_usage_error("--template replaces --prompt");
+        if (n_slots < 1) return cli_usage_error("--template needs a --slot value per '{}'");
+        if (n_slot_bases && n_slot_bases != n_slots)
+            return cli_usage_error("give one --slot-baseline per --slot (%d slots, %d baselines)", n_slots, n_slot_bases);
+        if (p.method != CATTR_LLM_FEATURE_ABLATION) return cli_usage_error("--template works with --method feature-ablation");
+        static char filled[8192];
+        size_t o = 0;
+        int k = 0;
+        for (const char *c = tmpl; *c && o + 1 < sizeof filled;) {
+            if (c[0] == '{' && c[1] == '}' && k < n_slots) {
+                o += (size_t)snprintf(filled + o, sizeof filled - o, "%s", slots[k++]);
+                c += 2;
+            } else {
+                filled[o++] = *c++;
+            }
+        }
+        filled[o < sizeof filled ? o : sizeof filled - 1] = 0;
+        prompt = filled;
+    }
     if (!!prompt + !!prompt_ids != 1) return cli_usage_error("give exactly one of --prompt and --prompt-ids");
     if (target && target_ids) return cli_usage_error("give at most one of --target and --target-ids");
     if (output && (strlen(output) < 5 || strcmp(output + strlen(output) - 5, ".json")))
@@ -361,6 +392,7 @@ int cmd_explain_llm(int argc, char **argv) {
             goto done;
         }
     }
+    if (tmpl) T = n_slots;
     seq = calloc((size_t)T, sizeof *seq);
     tok = calloc((size_t)(n * T), sizeof *tok);
     lp = calloc((size_t)n, sizeof *lp);
@@ -373,7 +405,13 @@ int cmd_explain_llm(int argc, char **argv) {
     for (int r = 0; r < nruns; r++) {
         double t0 = now_s();
         prog.start = t0;
-        st = cattr_llm_attribute(m, &p, ids, T, tg, n, seq, tok, lp, delta);
+        if (tmpl) { /* one column per slot */
+            st = cattr_llm_attribute_template(m, &p, tmpl, slots, n_slot_bases ? slot_bases : NULL, n_slots, tg, n,
+                                              seq, tok);
+            for (int64_t k = 0; k < n; k++) lp[k] = delta[k] = NAN;
+        } else {
+            st = cattr_llm_attribute(m, &p, ids, T, tg, n, seq, tok, lp, delta);
+        }
         times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = cli_error(st, "attribution failed");
@@ -382,11 +420,13 @@ int cmd_explain_llm(int argc, char **argv) {
     }
     in_tok = calloc((size_t)T, sizeof *in_tok);
     out_tok = calloc((size_t)n, sizeof *out_tok);
-    for (int64_t i = 0; i < T; i++) in_tok[i] = token_text(m, ids[i]);
+    for (int64_t i = 0; i < T; i++) in_tok[i] = tmpl ? strdup(slots[i]) : token_text(m, ids[i]);
     for (int64_t k = 0; k < n; k++) out_tok[k] = token_text(m, tg[k]);
     const char *mname = p.method == CATTR_LLM_LAYER_IG ? "layer-ig"
                         : p.method == CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION ? "layer-gradient-x-activation"
-                        : p.method == CATTR_LLM_FEATURE_ABLATION ? "feature-ablation" : "shapley-value-sampling";
+                        : p.method == CATTR_LLM_FEATURE_ABLATION ? "feature-ablation"
+                        : p.method == CATTR_LLM_LIME ? "lime"
+                        : p.method == CATTR_LLM_KERNEL_SHAP ? "kernel-shap" : "shapley-value-sampling";
     if (html) { /* before the JSON, so that a failure leaves neither */
         char *page = html_page(dir, in_tok, T, out_tok, n, seq, tok, lp, mname);
         text_ctx ctx = {page};
@@ -408,8 +448,12 @@ int cmd_explain_llm(int argc, char **argv) {
         a = cJSON_AddArrayToObject(root, "output_ids");
         for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)tg[k]));
         cJSON_AddItemToObject(root, "seq_attr", num_array(seq, T));
-        a = cJSON_AddArrayToObject(root, "token_attr");
-        for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, num_array(tok + k * T, T));
+        if (p.method == CATTR_LLM_LIME || p.method == CATTR_LLM_KERNEL_SHAP) {
+            cJSON_AddNullToObject(root, "token_attr"); /* Captum gives none for these */
+        } else {
+            a = cJSON_AddArrayToObject(root, "token_attr");
+            for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, num_array(tok + k * T, T));
+        }
         cJSON_AddItemToObject(root, "target_logprobs", num_array(lp, n));
         cJSON_AddStringToObject(root, "method", mname);
         cJSON *args = cJSON_AddObjectToObject(root, "args");
@@ -435,9 +479,11 @@ int cmd_explain_llm(int argc, char **argv) {
         }
     }
     if (!quiet) {
-        printf("target log-probabilities:");
-        for (int64_t k = 0; k < n; k++) printf(" %.4f", lp[k]);
-        printf("\n");
+        if (n > 0 && !isnan(lp[0])) {
+            printf("target log-probabilities:");
+            for (int64_t k = 0; k < n; k++) printf(" %.4f", lp[k]);
+            printf("\n");
+        }
         if (p.method == CATTR_LLM_LAYER_IG) {
             printf("convergence delta:");
             for (int64_t k = 0; k < n; k++) printf(" %.3e", delta[k]);
