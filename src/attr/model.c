@@ -205,7 +205,26 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
     sb_printf(&s, "ops (%d nodes):", g->n_nodes);
     for (int op = 0; op < CG_OP_COUNT; op++)
         if (counts[op]) sb_printf(&s, " %s x%d", cg_op_names[op], counts[op]);
-    sb_printf(&s, "\nlayers (module path -> ONNX value):\n");
+    sb_printf(&s, "\nlayers (module path -> ONNX value, shape for one example):\n");
+    /* shapes: a plan (never run) for one example of the declared input shapes */
+    cx_consts *cc = NULL;
+    cx_plan *pl = NULL;
+    {
+        int nd[16];
+        int64_t sh[16][CATTR_MAX_DIMS];
+        bool known = g->n_inputs <= 16;
+        for (int i = 0; known && i < g->n_inputs; i++) {
+            nd[i] = m->in_ndim[i];
+            known = nd[i] >= 0;
+            for (int d = 0; known && d < nd[i]; d++) sh[i][d] = m->in_shape[i][d] < 0 ? 1 : m->in_shape[i][d];
+        }
+        int *outs = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *outs);
+        for (int i = 0; outs && i < g->n_nodes; i++) outs[i] = g->nodes[i].out;
+        if (known && outs && cx_consts_new(cx_backend_cpu(), CATTR_FLOAT32, &cc) == CATTR_OK &&
+            cx_plan_new(g, cc, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, m->in_dtype, outs, g->n_nodes, &pl) != CATTR_OK)
+            pl = NULL;
+        free(outs);
+    }
     char mod[512], prev[512] = "";
     for (int i = 0; i < g->n_nodes; i++) {
         if (!node_module(g->nodes[i].name, mod, sizeof mod) || strcmp(mod, prev) == 0) continue;
@@ -220,8 +239,15 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
             if (later) continue;
         }
         snprintf(prev, sizeof prev, "%s", mod);
-        sb_printf(&s, "  %-28s %s (%s)\n", mod, g->vals[out].name, cg_op_names[g->nodes[i].op]);
+        char shs[128] = "";
+        if (pl) {
+            const cx_view *v = cx_plan_view(pl, out);
+            if (v->ndim > 0) cx_shape_str(v->ndim - 1, v->shape + 1, shs, sizeof shs);
+        }
+        sb_printf(&s, "  %-28s %-36s %-14s (%s)\n", mod, g->vals[out].name, shs, cg_op_names[g->nodes[i].op]);
     }
+    cx_plan_free(pl);
+    cx_consts_free(cc);
     return s.len;
 }
 

@@ -25,7 +25,10 @@ static void explain_help(FILE *f) {
         "  --method M              integrated-gradients (default) | saliency | input-x-gradient | deeplift |\n"
         "                          deeplift-shap | guided-backprop | deconvolution | lrp | gradient-shap |\n"
         "                          feature-ablation | feature-permutation | occlusion | shapley-value-sampling |\n"
-        "                          shapley-values | lime | kernel-shap (see docs/CLI.md for which are implemented)\n"
+        "                          shapley-values | lime | kernel-shap | guided-gradcam, the layer methods\n"
+        "                          layer-activation | layer-gradient-x-activation | layer-gradcam | internal-influence |\n"
+        "                          layer-conductance | layer-integrated-gradients | layer-deeplift | ... and the\n"
+        "                          neuron methods neuron-gradient | neuron-integrated-gradients | ... (docs/CLI.md)\n"
         "  --steps N               IG integration steps (default 50)\n"
         "  --quadrature Q          gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
         "                          riemann_trapezoid\n"
@@ -35,9 +38,11 @@ static void explain_help(FILE *f) {
         "  --signed                saliency: signed gradient instead of its absolute value\n"
         "  --no-delta              skip the convergence delta\n"
         "  --eps X                 DeepLift: threshold on |input difference| (default 1e-10)\n"
-        "  --layer NAME            GuidedGradCam: the layer (PyTorch module path such as conv2, or an ONNX value;\n"
+        "  --layer NAME            layer and neuron methods, GuidedGradCam: the layer (PyTorch module path such as\n"
+        "                          conv2, or an ONNX value;\n"
         "                          `cattr info` lists them)\n"
         "  --layer-input           use the layer's input instead of its output\n"
+        "  --neuron I,J,...        neuron methods: the neuron of the layer (indices without the batch dim)\n"
         "  --feature-mask FILE     perturbation methods, Lime, KernelShap: int64 feature ids per input (repeat\n"
         "                          per input; default: every element its own feature)\n"
         "  --perturbations-per-eval N  perturbations per forward pass (default: from --max-memory)\n"
@@ -192,6 +197,12 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--layer")) {
             NEED_VALUE();
             x.layer = v;
+        } else if (!strcmp(o, "--neuron")) {
+            NEED_VALUE();
+            int nd = parse_ints(v, x.neuron_index, CATTR_MAX_DIMS);
+            if (nd < 1) return cli_usage_error("--neuron needs the neuron's indices without the batch dim, e.g. 3,1,1");
+            x.neuron_kind = CATTR_NEURON_INDEX;
+            x.neuron_ndim = nd;
         } else if (!strcmp(o, "--layer-input")) {
             x.attribute_to_layer_input = 1;
         } else if (!strcmp(o, "--eps")) {
@@ -278,6 +289,9 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     def.return_convergence_delta = !a->no_delta;
     def.eps = x.eps;
     def.layer = x.layer;
+    def.neuron_kind = x.neuron_kind;
+    def.neuron_ndim = x.neuron_ndim;
+    memcpy(def.neuron_index, x.neuron_index, sizeof def.neuron_index);
     def.attribute_to_layer_input = x.attribute_to_layer_input;
     def.perturbations_per_eval = x.perturbations_per_eval;
     if (have_n_samples) def.n_samples = x.n_samples;
@@ -599,7 +613,7 @@ static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, i
         c.feature_masks = call->feature_masks ? (const cattr_tensor *const *)mk : NULL;
         c.target = &t;
         st = cattr_explainer_run(e, &c, pa, delta ? &pd : NULL);
-        for (int i = 0; i < call->n_inputs && st == CATTR_OK; i++) {
+        for (int i = 0; i < MAXT && pa[i] && st == CATTR_OK; i++) { /* per input, or per layer tensor */
             cattr_tensor *joined = cat_rows(attr[i], pa[i]);
             cattr_tensor_free(attr[i]);
             attr[i] = joined;
@@ -731,7 +745,13 @@ int cmd_explain(int argc, char **argv) {
             }
         }
     }
-    if ((rc = write_output(&a, attr, a.n_in, delta, &tb.t))) {
+    int n_out = 0; /* one per input, or one per layer tensor for layer methods */
+    while (n_out < MAXT && attr[n_out]) n_out++;
+    if (ends_with(a.output, ".npy") && n_out > 1) {
+        rc = cli_usage_error("the method returned %d tensors: use an .safetensors or .json --output", n_out);
+        goto done;
+    }
+    if ((rc = write_output(&a, attr, n_out, delta, &tb.t))) {
         if (a.png) remove(a.png);
         free(map);
         goto done;
