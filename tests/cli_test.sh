@@ -93,6 +93,10 @@ cmp -s "$tmp/gs1.npy" "$tmp/gs2.npy" && ok || bad "the same seed gave different 
 expect_ok "noise tunnel" explain $model --method saliency --noise-tunnel smoothgrad --nt-samples 3 --input $x --output "$tmp/m.npy"
 expect_ok "dataset in batches" explain $model --method feature-ablation --batch-size 1 --input $b2 --output "$tmp/m.npy"
 expect_fail "batched permutation" "batch" "" -- explain $model --method feature-permutation --batch-size 1 --input $b2 --output "$tmp/m.npy"
+expect_ok "layer-gradcam overlay" explain $model --method layer-gradcam --layer conv2 --input $x --output "$tmp/lg.npy" --png "$tmp/lg.png" --overlay --sign all
+[ -s "$tmp/lg.png" ] && ok || bad "overlay PNG not written"
+expect_ok "neuron-ig" explain $model --method neuron-integrated-gradients --layer conv2 --neuron 3,1,1 --input $x --output "$tmp/m.npy"
+expect_fail "neuron without selector" "selector" "$tmp/o.npy" -- explain $model --method neuron-gradient --layer conv2 --input $x --output "$tmp/o.npy"
 expect_ok "guided-gradcam" explain $model --method guided-gradcam --layer conv2 --input $x --output "$tmp/m.npy"
 expect_fail "bad feature mask" "mask" "$tmp/o.npy" -- explain $model --method feature-ablation --feature-mask tests/data/cli/mask_bad.npy --input $x --output "$tmp/o.npy"
 expect_fail "one-row distribution" "baseline" "$tmp/o.npy" -- explain $model --method deeplift-shap --input $x --output "$tmp/o.npy"

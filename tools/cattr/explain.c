@@ -73,6 +73,10 @@ static void explain_help(FILE *f) {
         "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
         "  --png FILE              heatmap PNG of example 0's attribution (last two dims, channels summed)\n"
         "  --heatmap               print that heatmap in the terminal (ANSI colours on a terminal)\n"
+        "  --overlay               --png: blend the map over the input image (a layer map, e.g. layer-gradcam's,\n"
+        "                          is first upsampled to the input by nearest neighbour)\n"
+        "  --sign S                --png with --overlay: all | positive | negative | absolute_value (default)\n"
+        "  --outlier-perc P        --png with --overlay: clip at the top P%% of |values| by cumulative sum (2)\n"
         "  --quiet                 print nothing but errors and timing\n");
 }
 
@@ -84,7 +88,9 @@ typedef struct {
     cattr_attr_params p;
     int runs;
     int64_t batch_size;
-    bool heatmap, quiet, no_delta;
+    bool heatmap, quiet, no_delta, overlay;
+    const char *sign;
+    double outlier_perc;
 } explain_args;
 
 static bool ends_with(const char *s, const char *suf) {
@@ -112,6 +118,7 @@ static int parse_ints(const char *s, int64_t *out, int max) {
 static int parse_args(int argc, char **argv, explain_args *a) {
     memset(a, 0, sizeof *a);
     a->p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
+    a->outlier_perc = 2;
     int method = CATTR_METHOD_INTEGRATED_GRADIENTS;
     bool signed_sal = false, no_mul = false;
     cattr_attr_params x = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS); /* method-specific flags */
@@ -258,6 +265,17 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             NEED_VALUE();
             if (!cli_parse_int(v, &n) || n < 0) return cli_usage_error("--seed needs an integer >= 0");
             x.seed = (uint64_t)n;
+        } else if (!strcmp(o, "--overlay")) {
+            a->overlay = true;
+        } else if (!strcmp(o, "--sign")) {
+            NEED_VALUE();
+            if (strcmp(v, "all") && strcmp(v, "positive") && strcmp(v, "negative") && strcmp(v, "absolute_value"))
+                return cli_usage_error("--sign must be all, positive, negative or absolute_value");
+            a->sign = v;
+        } else if (!strcmp(o, "--outlier-perc")) {
+            NEED_VALUE();
+            if (!cli_parse_double(v, &a->outlier_perc) || a->outlier_perc < 0 || a->outlier_perc >= 100)
+                return cli_usage_error("--outlier-perc must be a number in [0, 100)");
         } else if (!strcmp(o, "--heatmap")) {
             a->heatmap = true;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
@@ -500,6 +518,11 @@ static int write_output(const explain_args *a, cattr_tensor **attr, int n, const
 }
 
 /* The attribution of example 0, input 0, reduced to its last two dims (channels summed). */
+static int cmp_abs_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static double *map2d(const cattr_tensor *t, int *h, int *w) {
     int nd = cattr_tensor_ndim(t);
     const int64_t *sh = cattr_tensor_shape(t);
@@ -517,6 +540,46 @@ static double *map2d(const cattr_tensor *t, int *h, int *w) {
     *h = (int)H;
     *w = (int)W;
     return m;
+}
+
+/* Captum's visualize_image_attr conventions: the map by sign mode (all, positive, negative, absolute_value), scaled
+ * by the value where the cumulative sum of the sorted |values| reaches (100 - outlier_perc)% and clipped to [-1, 1]. */
+static void normalize_map(double *m, int n, const char *sign, double outlier_perc) {
+    for (int i = 0; i < n; i++) {
+        if (!strcmp(sign, "absolute_value")) m[i] = fabs(m[i]);
+        else if (!strcmp(sign, "positive")) m[i] = m[i] > 0 ? m[i] : 0;
+        else if (!strcmp(sign, "negative")) m[i] = m[i] < 0 ? m[i] : 0;
+    }
+    double *v = malloc((size_t)n * sizeof *v);
+    if (!v) return;
+    for (int i = 0; i < n; i++) v[i] = fabs(m[i]);
+    qsort(v, (size_t)n, sizeof *v, cmp_abs_double);
+    double total = 0, cum = 0, thr = v[n - 1];
+    for (int i = 0; i < n; i++) total += v[i];
+    for (int i = 0; i < n; i++) { /* the first value whose cumulative sum reaches the percentile */
+        cum += v[i];
+        if (cum >= total * 0.01 * (100.0 - outlier_perc)) {
+            thr = v[i];
+            break;
+        }
+    }
+    free(v);
+    if (thr <= 0) return;
+    for (int i = 0; i < n; i++) {
+        double x = m[i] / thr;
+        m[i] = x > 1 ? 1 : (x < -1 ? -1 : x);
+    }
+}
+
+/* Nearest-neighbour resize of an h x w map to H x W (Captum's LayerAttribution.interpolate, mode "nearest"). */
+static double *resize_nearest(const double *m, int h, int w, int H, int W) {
+    double *o = malloc((size_t)H * (size_t)W * sizeof *o);
+    for (int y = 0; o && y < H; y++)
+        for (int x = 0; x < W; x++) {
+            int sy = (int)floorf((float)y * ((float)h / (float)H)), sx = (int)floorf((float)x * ((float)w / (float)W));
+            o[y * W + x] = m[(sy < h ? sy : h - 1) * w + (sx < w ? sx : w - 1)];
+        }
+    return o;
 }
 
 /* Prints each example's predicted class and the class being explained (for [B, C] outputs). */
@@ -735,7 +798,32 @@ int cmd_explain(int argc, char **argv) {
             rc = cli_usage_error("cannot draw a heatmap of a %d-D attribution", cattr_tensor_ndim(attr[0]));
             goto done;
         }
-        if (a.png) {
+        if (a.png && a.overlay) { /* the map over example 0's image (channels averaged), Captum's conventions */
+            int ih = 0, iw = 0;
+            double *img = map2d(in[0], &ih, &iw);
+            double *mm = img && (ih != mh || iw != mw) ? resize_nearest(map, mh, mw, ih, iw) : NULL;
+            if (!img || (!mm && (ih != mh || iw != mw))) {
+                free(img);
+                free(map);
+                rc = cli_usage_error("cannot overlay the attribution on input 0 (it needs two spatial dims)");
+                goto done;
+            }
+            if (mm) {
+                free(map);
+                map = mm;
+                mh = ih;
+                mw = iw;
+            }
+            normalize_map(map, mh * mw, a.sign ? a.sign : "absolute_value", a.outlier_perc);
+            int cell = mh * mw <= 256 ? 32 : (mh * mw <= 4096 ? 8 : 2);
+            st = cx_png_heatmap_overlay(a.png, img, map, mh, mw, cell, 0.6);
+            free(img);
+            if (st != CATTR_OK) {
+                free(map);
+                rc = cli_error(st, "cannot write the PNG");
+                goto done;
+            }
+        } else if (a.png) {
             int cell = mh * mw <= 256 ? 32 : (mh * mw <= 4096 ? 8 : 2);
             st = cx_png_heatmap(a.png, map, mh, mw, cell);
             if (st != CATTR_OK) {
