@@ -1,18 +1,1017 @@
-/* layer_perturb.c - layer and neuron methods built on rules, perturbations and the Shap family: LayerDeepLift,
- * LayerDeepLiftShap, LayerGradientShap, LayerFeatureAblation, LayerFeaturePermutation, LayerLRP, NeuronDeepLift,
- * NeuronDeepLiftShap, NeuronGradientShap, NeuronGuidedBackprop, NeuronDeconvolution, NeuronFeatureAblation. Not
- * implemented yet: the entries are registered with no attribute function. */
+/* layer_perturb.c - layer and neuron methods built on rules, perturbations and the Shap family (Captum semantics:
+ * shared/reference/captum_spec.md sections 3 and 4, neuron selectors in 1.8).
+ *
+ * Implemented: NeuronGuidedBackprop, NeuronDeconvolution, NeuronDeepLift (the neuron gradient under the method's
+ * backward rules of rules.c), NeuronFeatureAblation (FeatureAblation whose "output" is the selected neuron),
+ * LayerFeatureAblation (FeatureAblation over the layer's activations, the model re-run from the ablated layer),
+ * LayerDeepLift (the target's gradient at the layer under DeepLift's rules on [x; x']) and LayerLRP (the relevance
+ * arriving at the layer times the target output).
+ * Not implemented yet (attribute == NULL): LayerDeepLiftShap, LayerGradientShap, LayerFeaturePermutation,
+ * NeuronDeepLiftShap, NeuronGradientShap.
+ *
+ * Every method works on its own graph (lp_graph): a clone of the model graph with, as extra graph inputs after the
+ * model's, either a seed (gradient graphs: cg_autodiff of a layer value or of the model output) or one replacement
+ * input per layer tensor (LayerFeatureAblation: the nodes that read the layer value read the replacement instead,
+ * while the layer's own producer still computes the activation from the model inputs).
+ */
 #include "attr/internal.h"
 
-const cx_method cx_method_layer_deeplift = {CATTR_METHOD_LAYER_DEEPLIFT, "layer-deeplift", "LayerDeepLift", false, NULL, NULL, NULL};
-const cx_method cx_method_layer_deeplift_shap = {CATTR_METHOD_LAYER_DEEPLIFT_SHAP, "layer-deeplift-shap", "LayerDeepLiftShap", true, NULL, NULL, NULL};
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* rules.c (not in internal.h) */
+cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state);
+void cx_rules_free(void *state);
+bool cx_rules_input_multiplied(const void *state, int i);
+
+#define LP_MAX_LAYERS CX_MAX_IN
+#define LP_MAX_OUTS (CX_MAX_IN + LP_MAX_LAYERS + 2)
+
+/* ---- graphs and plans ------------------------------------------------------------------------------------------ */
+
+typedef struct lp_plan {
+    cx_plan *p;
+    int outs[LP_MAX_OUTS];
+    int n_outs;
+} lp_plan;
+
+typedef struct lp_graph {
+    cg_graph *g;
+    int n_model_in; /* graph inputs of the model; the extra inputs follow */
+    int n_extra;
+    int extra[LP_MAX_LAYERS]; /* value ids of the extra inputs */
+    int grads[LP_MAX_OUTS];   /* gradient value ids (gradient graphs) */
+    int n_grads;
+    lp_plan plans[CX_PLAN_CACHE];
+    int next;
+} lp_graph;
+
+typedef struct lp_state {
+    void *rules_state; /* rules.c state (NULL: default rules) */
+    cg_rules rules;
+    int layers[LP_MAX_LAYERS]; /* layer value ids, in the order of params.layers */
+    int n_layers;
+    lp_graph lg;
+} lp_state;
+
+static void graph_free(lp_graph *lg) {
+    for (int i = 0; i < CX_PLAN_CACHE; i++) cx_plan_free(lg->plans[i].p);
+    cg_free(lg->g);
+    memset(lg, 0, sizeof *lg);
+}
+
+static void lp_release(cattr_explainer *e) {
+    lp_state *s = e->method_state;
+    if (!s) return;
+    graph_free(&s->lg);
+    cx_rules_free(s->rules_state);
+    free(s);
+    e->method_state = NULL;
+}
+
+/* A new state: the layers resolved, and the backward rules of `rules_method` (CATTR_METHOD_COUNT: default rules). */
+static cattr_status lp_init_common(cattr_explainer *e, cattr_method rules_method) {
+    lp_state *s = calloc(1, sizeof *s);
+    if (!s) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->method_state = s;
+    const cattr_attr_params *p = &e->p;
+    int n = p->n_layers > 0 ? p->n_layers : 1;
+    if (n > LP_MAX_LAYERS) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d layer tensors", LP_MAX_LAYERS);
+    for (int k = 0; k < n; k++) {
+        const char *name = p->n_layers > 0 ? p->layers[k] : p->layer;
+        CX_CHECK(cx_resolve_layer(e, name, p->attribute_to_layer_input != 0, &s->layers[k]));
+    }
+    s->n_layers = n;
+    cg_rules_default(&s->rules);
+    if (rules_method != CATTR_METHOD_COUNT) CX_CHECK(cx_rules_new(e, rules_method, &s->rules, &s->rules_state));
+    return CATTR_OK;
+}
+
+/* A clone of the model graph with n_extra new inputs. */
+static cattr_status graph_clone(const cattr_explainer *e, lp_graph *lg, int n_extra) {
+    lg->g = cg_clone(e->m->g);
+    if (!lg->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    lg->n_model_in = e->m->g->n_inputs;
+    for (int k = 0; k < n_extra; k++) {
+        char name[48];
+        snprintf(name, sizeof name, "__cattr_extra_%d__", k);
+        lg->extra[k] = cg_add_input(lg->g, name);
+        if (lg->extra[k] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    lg->n_extra = n_extra;
+    return CATTR_OK;
+}
+
+/* Gradient graph: d(sum(seed * y))/d(wrt) under the state's rules; the seed is the one extra input. */
+static cattr_status graph_grad(cattr_explainer *e, lp_state *s, int y, const int *wrt, int n_wrt) {
+    lp_graph *lg = &s->lg;
+    if (lg->g) return CATTR_OK;
+    CX_CHECK(graph_clone(e, lg, 1));
+    CX_CHECK(cg_autodiff(lg->g, y, lg->extra[0], wrt, n_wrt, &s->rules, lg->grads));
+    lg->n_grads = n_wrt;
+    return CATTR_OK;
+}
+
+/* Ablation graph: one extra input per layer tensor, read instead of the layer value by every node. */
+static cattr_status graph_replace_layers(cattr_explainer *e, lp_state *s) {
+    lp_graph *lg = &s->lg;
+    if (lg->g) return CATTR_OK;
+    CX_CHECK(graph_clone(e, lg, s->n_layers));
+    cg_graph *g = lg->g;
+    for (int k = 0; k < s->n_layers; k++) {
+        int v = s->layers[k];
+        if (v == cx_model_output(e->m))
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "layer '%s' is the model output: nothing reads it to be ablated",
+                           g->vals[v].name);
+        for (int ni = 0; ni < g->n_nodes; ni++)
+            for (int j = 0; j < g->nodes[ni].n_in; j++)
+                if (g->nodes[ni].in[j] == v) g->nodes[ni].in[j] = lg->extra[k];
+    }
+    return CATTR_OK;
+}
+
+/* Runs (res != NULL) or only plans graph lg on the attributed inputs xs (reps*B rows; additional inputs expanded
+ * like them) and the extra inputs (NULL: not given), writing the values outs[] to new tensors res[]. *plan receives
+ * the plan (for the shapes of its values). */
+static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, cattr_tensor *const *xs, int64_t reps,
+                              cx_expand how, cattr_tensor *const *extra, const int *outs, int n_outs,
+                              cattr_tensor **res, cx_plan **plan) {
+    int nin = lg->n_model_in + lg->n_extra;
+    int nd[LP_MAX_OUTS + 2] = {0};
+    int64_t sh[LP_MAX_OUTS + 2][CATTR_MAX_DIMS];
+    cattr_dtype dt[LP_MAX_OUTS + 2];
+    const void *host[LP_MAX_OUTS + 2] = {0};
+    cattr_tensor *tmp[CX_MAX_IN] = {0};
+    cattr_status st = CATTR_OK;
+    memset(sh, 0, sizeof sh);
+    for (int i = 0; i < nin; i++) dt[i] = c->dt;
+    for (int i = 0; i < c->n; i++) {
+        nd[i] = xs[i]->ndim;
+        memcpy(sh[i], xs[i]->shape, sizeof sh[i]);
+        host[i] = xs[i]->data;
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++) {
+        int gi = c->n + j;
+        const cattr_tensor *a = c->add[j];
+        if (reps != 1) {
+            tmp[j] = cx_expand_rows(a, reps, how);
+            if (!tmp[j]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            a = tmp[j];
+        }
+        if (st != CATTR_OK) break;
+        nd[gi] = a->ndim;
+        memcpy(sh[gi], a->shape, sizeof sh[gi]);
+        dt[gi] = a->dtype;
+        host[gi] = a->data;
+    }
+    for (int k = 0; k < lg->n_extra; k++) {
+        int gi = lg->n_model_in + k;
+        if (!extra || !extra[k]) continue;
+        nd[gi] = extra[k]->ndim;
+        memcpy(sh[gi], extra[k]->shape, sizeof sh[gi]);
+        host[gi] = extra[k]->data;
+    }
+    cx_plan *p = NULL;
+    for (int i = 0; i < CX_PLAN_CACHE && !p && st == CATTR_OK; i++) {
+        lp_plan *q = &lg->plans[i];
+        if (q->p && q->n_outs == n_outs && !memcmp(q->outs, outs, (size_t)n_outs * sizeof *outs) &&
+            cx_plan_matches(q->p, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt))
+            p = q->p;
+    }
+    if (!p && st == CATTR_OK) {
+        st = cx_plan_new(lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                         (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, outs, n_outs, &p);
+        if (st == CATTR_OK) {
+            lp_plan *q = &lg->plans[lg->next];
+            cx_plan_free(q->p);
+            q->p = p;
+            memcpy(q->outs, outs, (size_t)n_outs * sizeof *outs);
+            q->n_outs = n_outs;
+            lg->next = (lg->next + 1) % CX_PLAN_CACHE;
+            size_t b = cx_plan_bytes(p);
+            if (b > e->peak) e->peak = b;
+        }
+    }
+    if (plan) *plan = p;
+    if (res && st == CATTR_OK) {
+        void *oh[LP_MAX_OUTS];
+        for (int k = 0; k < n_outs; k++) res[k] = NULL;
+        for (int k = 0; k < n_outs && st == CATTR_OK; k++) {
+            const cx_view *v = cx_plan_view(p, outs[k]);
+            res[k] = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+            if (!res[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else oh[k] = res[k]->data;
+        }
+        if (st == CATTR_OK) st = cx_plan_run(p, host, oh);
+        if (st != CATTR_OK)
+            for (int k = 0; k < n_outs; k++) {
+                cattr_tensor_free(res[k]);
+                res[k] = NULL;
+            }
+    }
+    for (int j = 0; j < CX_MAX_IN; j++) cattr_tensor_free(tmp[j]);
+    return st;
+}
+
+/* ---- neuron selectors ------------------------------------------------------------------------------------------ */
+
+/* Python slice bounds of a dim of size n (step > 0). */
+static void slice_bounds(int64_t n, int64_t start, int64_t stop, int64_t *lo, int64_t *hi) {
+    if (start < 0) start += n;
+    if (start < 0) start = 0;
+    if (start > n) start = n;
+    if (stop != INT64_MAX && stop < 0) stop += n;
+    if (stop < 0) stop = 0;
+    if (stop > n) stop = n;
+    *lo = start;
+    *hi = stop;
+}
+
+/* The per-example selection mask (1 on the selected elements) of params' neuron selector over a layer value of
+ * shape (ndim, shape) with the batch first. Errors: CATTR_ERR_INVALID_ARGUMENT naming the problem. */
+static cattr_status neuron_mask(const cattr_explainer *e, int ndim, const int64_t *shape, double *mask) {
+    const cattr_attr_params *p = &e->p;
+    int64_t m = cx_numel(ndim - 1, shape + 1);
+    char s1[128];
+    cx_shape_str(ndim, shape, s1, sizeof s1);
+    switch (p->neuron_kind) {
+    case CATTR_NEURON_INDEX: {
+        if (p->neuron_ndim != ndim - 1)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron index of %d entries does not pick one value of a layer "
+                                                       "of shape %s (give %d)", p->neuron_ndim, s1, ndim - 1);
+        int64_t off = 0;
+        for (int d = 0; d < ndim - 1; d++) {
+            int64_t n = shape[d + 1], v = p->neuron_index[d];
+            if (v < 0) v += n;
+            if (v < 0 || v >= n)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron index %lld is out of range for dim %d of the layer "
+                                                           "of shape %s", (long long)p->neuron_index[d], d + 1, s1);
+            off = off * n + v;
+        }
+        memset(mask, 0, (size_t)m * sizeof *mask);
+        mask[off] = 1;
+        return CATTR_OK;
+    }
+    case CATTR_NEURON_SLICES: {
+        if (p->neuron_ndim > ndim - 1 || p->neuron_ndim < 1)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector of %d entries does not fit a layer of shape %s",
+                           p->neuron_ndim, s1);
+        int64_t lo[CATTR_MAX_DIMS], hi[CATTR_MAX_DIMS], step[CATTR_MAX_DIMS];
+        for (int d = 0; d < ndim - 1; d++) {
+            int64_t n = shape[d + 1];
+            lo[d] = 0, hi[d] = n, step[d] = 1;
+            if (d >= p->neuron_ndim) continue;
+            if (p->neuron_slice_is_index[d]) {
+                int64_t v = p->neuron_slice[d][0];
+                if (v < 0) v += n;
+                if (v < 0 || v >= n)
+                    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron index %lld is out of range for dim %d of the "
+                                                               "layer of shape %s", (long long)p->neuron_slice[d][0],
+                                   d + 1, s1);
+                lo[d] = v, hi[d] = v + 1;
+                continue;
+            }
+            if (p->neuron_slice[d][2] < 1)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron slice step %lld on dim %d: steps must be positive",
+                               (long long)p->neuron_slice[d][2], d + 1);
+            slice_bounds(n, p->neuron_slice[d][0], p->neuron_slice[d][1], &lo[d], &hi[d]);
+            step[d] = p->neuron_slice[d][2];
+        }
+        for (int64_t k = 0; k < m; k++) {
+            int64_t rem = k;
+            bool in = true;
+            for (int d = ndim - 2; d >= 0; d--) {
+                int64_t v = rem % shape[d + 1];
+                rem /= shape[d + 1];
+                in &= v >= lo[d] && v < hi[d] && (v - lo[d]) % step[d] == 0;
+            }
+            mask[k] = in ? 1 : 0;
+        }
+        return CATTR_OK;
+    }
+    case CATTR_NEURON_SUM: {
+        bool covered[CATTR_MAX_DIMS] = {false};
+        for (int k = 0; k < p->neuron_sum_ndim; k++) {
+            int64_t d = p->neuron_sum_dims[k];
+            if (d < 0) d += ndim;
+            if (d < 1 || d >= ndim)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the neuron selector sums over dim %lld, which is not a "
+                                                           "non-batch dim of the layer of shape %s",
+                               (long long)p->neuron_sum_dims[k], s1);
+            covered[d] = true;
+        }
+        for (int d = 1; d < ndim; d++)
+            if (!covered[d] && shape[d] != 1)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the neuron selector leaves dim %d of the layer of shape %s: "
+                                                           "it must give one value per example", d, s1);
+        for (int64_t k = 0; k < m; k++) mask[k] = 1;
+        return CATTR_OK;
+    }
+    case CATTR_NEURON_NONE: break;
+    }
+    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "this method needs a neuron selector");
+}
+
+/* The selected neuron value of every row of the layer activation act (torch's sum over the selected elements). */
+static cattr_status neuron_values(const cattr_explainer *e, const cattr_tensor *act, double *vals) {
+    int64_t R = act->shape[0], m = cx_numel(act->ndim - 1, act->shape + 1);
+    double *mask = malloc((size_t)(m + 1) * sizeof *mask), *sel = malloc((size_t)(m + 1) * sizeof *sel);
+    cattr_status st = mask && sel ? neuron_mask(e, act->ndim, act->shape, mask)
+                                  : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t r = 0; r < R && st == CATTR_OK; r++) {
+        int64_t n = 0;
+        for (int64_t k = 0; k < m; k++)
+            if (mask[k] != 0) sel[n++] = cx_tensor_get(act, r * m + k);
+        vals[r] = n == 1 ? sel[0] : cx_torch_sum(act->dtype, sel, n, 0, 1);
+    }
+    free(mask);
+    free(sel);
+    return st;
+}
+
+/* ---- the neuron gradient ---------------------------------------------------------------------------------------- */
+
+/* Gradients of the selected neuron (summed over all rows) w.r.t. the attributed inputs at xs (reps*B rows), under
+ * the state's rules. */
+static cattr_status neuron_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                                cattr_tensor **grads) {
+    lp_state *s = e->method_state;
+    int layer = s->layers[0];
+    if (s->n_layers != 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (got %d)",
+                       s->n_layers);
+    CX_CHECK(graph_grad(e, s, layer, e->m->g->inputs, c->n));
+    lp_graph *lg = &s->lg;
+    cx_plan *p = NULL;
+    CX_CHECK(graph_run(e, c, lg, xs, reps, how, NULL, &layer, 1, NULL, &p));
+    const cx_view *v = cx_plan_view(p, layer);
+    int64_t m = cx_numel(v->ndim - 1, v->shape + 1);
+    double *mask = malloc((size_t)(m + 1) * sizeof *mask);
+    cattr_tensor *seed = cx_tensor_alloc(c->dt, v->ndim, v->shape);
+    cattr_status st = mask && seed ? neuron_mask(e, v->ndim, v->shape, mask)
+                                   : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        for (int64_t k = 0; k < seed->numel; k++) cx_tensor_set(seed, k, mask[k % m]);
+        st = graph_run(e, c, lg, xs, reps, how, &seed, lg->grads, c->n, grads, NULL);
+    }
+    free(mask);
+    cattr_tensor_free(seed);
+    return st;
+}
+
+/* ---- NeuronGuidedBackprop and NeuronDeconvolution -------------------------------------------------------------- */
+
+static cattr_status guided_init(cattr_explainer *e) { return lp_init_common(e, CATTR_METHOD_GUIDED_BACKPROP); }
+static cattr_status deconv_init(cattr_explainer *e) { return lp_init_common(e, CATTR_METHOD_DECONVOLUTION); }
+
+static cattr_status neuron_modified_gradient(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return neuron_grad(e, c, c->x, 1, CX_TILE, attr);
+}
+
+/* ---- DeepLift on [x; x'] ------------------------------------------------------------------------------------------ */
+
+static cattr_status deeplift_init(cattr_explainer *e) {
+    if (!isfinite(e->p.eps) || e->p.eps < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "eps must be a finite number >= 0 (got %g)", e->p.eps);
+    e->p.eps = 1e-10; /* Captum's layer and neuron DeepLift fix eps at 1e-10 */
+    return lp_init_common(e, CATTR_METHOD_DEEPLIFT);
+}
+
+/* [a; b] of every attributed input. */
+static cattr_status stack2(const cx_call *c, cattr_tensor *const *a, cattr_tensor *const *b, cattr_tensor **xs) {
+    for (int i = 0; i < c->n; i++) {
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, a[i]->shape, sizeof sh);
+        sh[0] *= 2;
+        xs[i] = cx_tensor_alloc(c->dt, a[i]->ndim, sh);
+        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        size_t bytes = (size_t)a[i]->numel * cattr_dtype_size(c->dt);
+        memcpy(xs[i]->data, a[i]->data, bytes);
+        memcpy((char *)xs[i]->data + bytes, b[i]->data, bytes);
+    }
+    return CATTR_OK;
+}
+
+static cattr_status neuron_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    cattr_tensor *xs[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
+    cattr_status st = stack2(c, c->x, c->base, xs);
+    if (st == CATTR_OK) st = neuron_grad(e, c, xs, 2, CX_TILE, gr);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        for (int64_t k = 0; k < c->x[i]->numel; k++) {
+            double g = cx_tensor_get(gr[i], k);
+            if (e->p.multiply_by_inputs)
+                g = cx_rnd(c->dt, cx_rnd(c->dt, cx_tensor_get(c->x[i], k) - cx_tensor_get(c->base[i], k)) * g);
+            cx_tensor_set(attr[i], k, g);
+        }
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(xs[i]);
+        cattr_tensor_free(gr[i]);
+    }
+    return st;
+}
+
+/* ---- the target's gradient at the layer -------------------------------------------------------------------------- */
+
+/* The seed of the model output for reps*B tiled rows: 1 where the target selects. The target mask is found with
+ * cx_select on a probe output whose values are their flat index + 1 (a target selects one value per example). */
+static cattr_status target_seed(const cx_call *c, const cx_view *ov, int64_t reps, cattr_tensor **seed) {
+    cattr_tensor *probe = cx_tensor_alloc(CATTR_FLOAT64, ov->ndim, ov->shape);
+    cattr_tensor *sd = cx_tensor_alloc(c->dt, ov->ndim, ov->shape);
+    double *sel = malloc((size_t)(reps * c->B + 1) * sizeof *sel);
+    cattr_status st = probe && sd && sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        for (int64_t k = 0; k < probe->numel; k++) cx_tensor_set(probe, k, (double)(k + 1));
+        memset(sd->data, 0, (size_t)sd->numel * cattr_dtype_size(c->dt));
+        st = cx_select(c, probe, reps, CX_TILE, sel);
+    }
+    for (int64_t r = 0; r < reps * c->B && st == CATTR_OK; r++) {
+        int64_t k = (int64_t)sel[r] - 1;
+        if (k >= 0 && k < sd->numel) cx_tensor_set(sd, k, 1);
+    }
+    cattr_tensor_free(probe);
+    free(sel);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(sd);
+        return st;
+    }
+    *seed = sd;
+    return CATTR_OK;
+}
+
+/* Gradient graph of the model output w.r.t. the layer tensors, read through replacement inputs (extra inputs
+ * 0..n-1; the seed is extra input n). The readers' rules then change the gradient each reader sends to the layer
+ * tensor (as Captum's hooks on the module inputs change the gradient of the layer's output tensor). */
+static cattr_status graph_grad_replaced(cattr_explainer *e, lp_state *s) {
+    lp_graph *lg = &s->lg;
+    if (lg->g) return CATTR_OK;
+    int n = s->n_layers;
+    CX_CHECK(graph_clone(e, lg, n + 1));
+    cg_graph *g = lg->g;
+    for (int k = 0; k < n; k++) {
+        if (s->layers[k] == cx_model_output(e->m))
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "layer '%s' is the model output", g->vals[s->layers[k]].name);
+        for (int ni = 0; ni < g->n_nodes; ni++)
+            for (int j = 0; j < g->nodes[ni].n_in; j++)
+                if (g->nodes[ni].in[j] == s->layers[k]) g->nodes[ni].in[j] = lg->extra[k];
+    }
+    CX_CHECK(cg_autodiff(g, cx_model_output(e->m), lg->extra[n], lg->extra, n, &s->rules, lg->grads));
+    lg->n_grads = n;
+    return CATTR_OK;
+}
+
+/* Layer activations act[k] and gradients grad[k] of the target at the layer tensors, for inputs xs of reps*B tiled
+ * rows, under the state's rules; *out (optional) receives the model output. With `replaced`, the gradient is taken
+ * at replacement inputs fed with the activations (graph_grad_replaced), else at the layer values themselves. */
+static cattr_status layer_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, bool replaced,
+                               cattr_tensor **act, cattr_tensor **grad, cattr_tensor **out) {
+    lp_state *s = e->method_state;
+    int y = cx_model_output(e->m), n = s->n_layers;
+    lp_graph *lg = &s->lg;
+    cx_plan *p = NULL;
+    cattr_tensor *seed = NULL, *res[LP_MAX_OUTS] = {0}, *ext[LP_MAX_LAYERS + 1] = {0};
+    int outs[LP_MAX_OUTS], no = 0;
+    if (replaced) {
+        CX_CHECK(graph_grad_replaced(e, s));
+        CX_CHECK(graph_run(e, c, lg, xs, reps, CX_TILE, NULL, s->layers, n, act, NULL));
+        for (int k = 0; k < n; k++) ext[k] = act[k];
+    } else {
+        CX_CHECK(graph_grad(e, s, y, s->layers, n));
+    }
+    cattr_status st = graph_run(e, c, lg, xs, reps, CX_TILE, ext, &y, 1, NULL, &p);
+    if (st == CATTR_OK) st = target_seed(c, cx_plan_view(p, y), reps, &seed);
+    ext[replaced ? n : 0] = seed;
+    if (!replaced)
+        for (int k = 0; k < n; k++) outs[no++] = s->layers[k];
+    for (int k = 0; k < n; k++) outs[no++] = lg->grads[k];
+    outs[no++] = y;
+    if (st == CATTR_OK) st = graph_run(e, c, lg, xs, reps, CX_TILE, ext, outs, no, res, NULL);
+    cattr_tensor_free(seed);
+    if (st != CATTR_OK) {
+        if (replaced)
+            for (int k = 0; k < n; k++) {
+                cattr_tensor_free(act[k]);
+                act[k] = NULL;
+            }
+        return st;
+    }
+    int g0 = replaced ? 0 : n;
+    for (int k = 0; k < n; k++) {
+        if (!replaced) act[k] = res[k];
+        grad[k] = res[g0 + k];
+    }
+    if (out) *out = res[no - 1];
+    else cattr_tensor_free(res[no - 1]);
+    return CATTR_OK;
+}
+
+/* Per-example sums of the layer attributions (attr[0..n)) minus, with sel != NULL, F(x) - F(x') (IG-style delta,
+ * sel holding the 2B target values of [x; x']); with out != NULL, out - the sums (LRP's delta). */
+static cattr_status layer_delta(const cx_call *c, int n, cattr_tensor *const *attr, const double *sel,
+                                const double *out, cattr_tensor **delta) {
+    cx_call c2 = *c;
+    c2.n = n;
+    if (sel) return cx_delta_finish(&c2, attr, sel, delta);
+    cattr_dtype dt = c->dt;
+    int64_t len = c->B, maxm = 1;
+    for (int k = 0; k < n; k++)
+        if (c->B && attr[k]->numel / c->B > maxm) maxm = attr[k]->numel / c->B;
+    double *row = malloc((size_t)maxm * sizeof *row);
+    *delta = cx_tensor_alloc(dt, 1, &len);
+    if (!row || !*delta) {
+        free(row);
+        cattr_tensor_free(*delta);
+        *delta = NULL;
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int64_t b = 0; b < c->B; b++) {
+        double total = 0;
+        for (int k = 0; k < n; k++) {
+            int64_t m = attr[k]->numel / c->B;
+            for (int64_t j = 0; j < m; j++) row[j] = cx_tensor_get(attr[k], b * m + j);
+            total = cx_rnd(dt, total + cx_torch_sum(dt, row, m, 0, 1));
+        }
+        cx_tensor_set(*delta, b, cx_rnd(dt, cx_rnd(dt, out[b]) - total));
+    }
+    free(row);
+    return CATTR_OK;
+}
+
+/* ---- LayerDeepLift ------------------------------------------------------------------------------------------------ */
+
+static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    lp_state *s = e->method_state;
+    cattr_tensor *xs[CX_MAX_IN] = {0}, *act[LP_MAX_LAYERS] = {0}, *gr[LP_MAX_LAYERS] = {0}, *out = NULL;
+    double *sel = NULL;
+    cattr_status st = stack2(c, c->x, c->base, xs);
+    if (st == CATTR_OK) st = layer_grad(e, c, xs, 2, true, act, gr, &out);
+    for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, act[k]->shape, sizeof sh);
+        sh[0] = c->B;
+        attr[k] = cx_tensor_alloc(c->dt, act[k]->ndim, sh);
+        if (!attr[k]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        int64_t half = attr[k]->numel;
+        for (int64_t j = 0; j < half; j++) {
+            double g = cx_tensor_get(gr[k], j);
+            if (e->p.multiply_by_inputs)
+                g = cx_rnd(c->dt, cx_rnd(c->dt, cx_tensor_get(act[k], j) - cx_tensor_get(act[k], half + j)) * g);
+            cx_tensor_set(attr[k], j, g);
+        }
+    }
+    c->n_out = s->n_layers;
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
+        sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
+        st = sel ? cx_delta_forward(e, c, c->base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) st = layer_delta(c, s->n_layers, attr, sel, NULL, delta);
+    }
+    free(sel);
+    cattr_tensor_free(out);
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    for (int k = 0; k < LP_MAX_LAYERS; k++) {
+        cattr_tensor_free(act[k]);
+        cattr_tensor_free(gr[k]);
+    }
+    return st;
+}
+
+/* ---- LayerLRP ----------------------------------------------------------------------------------------------------- */
+
+static cattr_status lrp_init(cattr_explainer *e) { return lp_init_common(e, CATTR_METHOD_LRP); }
+
+/* relevance = (gradient of the target at the layer under the LRP rules) * the target output of the example. */
+static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    lp_state *s = e->method_state;
+    cattr_dtype dt = c->dt;
+    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *gr[LP_MAX_LAYERS] = {0}, *out = NULL;
+    double *sel = malloc((size_t)(c->B + 1) * sizeof *sel);
+    cattr_status st = sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = layer_grad(e, c, c->x, 1, false, act, gr, &out);
+    if (st == CATTR_OK) st = cx_select(c, out, 1, CX_TILE, sel);
+    for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
+        int64_t m = c->B ? gr[k]->numel / c->B : 1;
+        for (int64_t j = 0; j < gr[k]->numel; j++)
+            cx_tensor_set(gr[k], j, cx_rnd(dt, cx_tensor_get(gr[k], j) * cx_rnd(dt, sel[j / m])));
+        attr[k] = gr[k];
+        gr[k] = NULL;
+    }
+    c->n_out = s->n_layers;
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta) st = layer_delta(c, s->n_layers, attr, NULL, sel, delta);
+    free(sel);
+    cattr_tensor_free(out);
+    for (int k = 0; k < LP_MAX_LAYERS; k++) {
+        cattr_tensor_free(act[k]);
+        cattr_tensor_free(gr[k]);
+    }
+    return st;
+}
+
+/* ---- feature ablation over any tensors ------------------------------------------------------------------------- */
+
+/* Evaluates the B-row states in ts (cnt states, state-major, cnt*B rows): one value per row into vals. */
+typedef cattr_status (*ablate_eval)(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt,
+                                    double *vals);
+
+/* Feature ids of n tensors T (B rows): masks[i] (int64, broadcastable, dim 0 of 1 or B) or Captum's default (every
+ * element its own feature, numbered consecutively across the tensors, after the largest given id). */
+typedef struct ab_masks {
+    int n;
+    int64_t per[CX_MAX_IN], rows[CX_MAX_IN];
+    int64_t *ids[CX_MAX_IN];
+    int64_t *feat; /* features in FeatureAblation's order */
+    int64_t F;
+} ab_masks;
+
+static void ab_masks_free(ab_masks *am) {
+    for (int i = 0; i < CX_MAX_IN; i++) free(am->ids[i]);
+    free(am->feat);
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static cattr_status ab_masks_load(int n, cattr_tensor *const *T, int64_t B, const cattr_tensor *const *masks,
+                                  const char *what, ab_masks *am) {
+    char s1[128], s2[128];
+    memset(am, 0, sizeof *am);
+    am->n = n;
+    int64_t next = 0;
+    bool any = false;
+    for (int i = 0; masks && i < n; i++)
+        if (masks[i]) {
+            if (masks[i]->dtype != CATTR_INT64)
+                return cx_fail(CATTR_ERR_DTYPE, "%s %d is %s; masks hold int64 ids", what, i,
+                               cattr_dtype_name(masks[i]->dtype));
+            for (int64_t k = 0; k < masks[i]->numel; k++) {
+                int64_t v = ((const int64_t *)masks[i]->data)[k];
+                if (!any || v + 1 > next) next = v + 1;
+                any = true;
+            }
+        }
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const cattr_tensor *x = T[i], *m = masks ? masks[i] : NULL;
+        int64_t per = cx_numel(x->ndim - 1, x->shape + 1);
+        am->per[i] = per;
+        if (!m) {
+            am->rows[i] = 1;
+            am->ids[i] = malloc((size_t)(per + 1) * sizeof *am->ids[i]);
+            if (!am->ids[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            for (int64_t k = 0; k < per; k++) am->ids[i][k] = next + k;
+            next += per;
+            total += per;
+            continue;
+        }
+        int off = x->ndim - m->ndim;
+        bool ok = off >= 0;
+        int64_t mst[CATTR_MAX_DIMS] = {0}, stride = 1;
+        for (int d = m->ndim - 1; ok && d >= 0; d--) {
+            int64_t md = m->shape[d], xd = x->shape[d + off];
+            if (md != 1 && md != xd) ok = false;
+            mst[d + off] = md == 1 ? 0 : stride;
+            stride *= md;
+        }
+        if (!ok)
+            return cx_fail(CATTR_ERR_SHAPE, "%s %d has shape %s; it must broadcast to shape %s (dim 0: 1 or the batch)",
+                           what, i, cx_shape_str(m->ndim, m->shape, s1, sizeof s1),
+                           cx_shape_str(x->ndim, x->shape, s2, sizeof s2));
+        am->rows[i] = mst[0] != 0 ? B : 1;
+        am->ids[i] = malloc((size_t)(am->rows[i] * per + 1) * sizeof *am->ids[i]);
+        if (!am->ids[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        const int64_t *v = m->data;
+        for (int64_t r = 0; r < am->rows[i]; r++)
+            for (int64_t k = 0; k < per; k++) {
+                int64_t rem = k, o = r * mst[0];
+                for (int d = x->ndim - 1; d >= 1; d--) {
+                    o += (rem % x->shape[d]) * mst[d];
+                    rem /= x->shape[d];
+                }
+                am->ids[i][r * per + k] = v[o];
+            }
+        total += am->rows[i] * per;
+    }
+    /* FeatureAblation's order: the ids of tensor 0 ascending, then the ids of tensor 1 not seen yet, ... */
+    am->feat = malloc((size_t)(total + 1) * sizeof *am->feat);
+    int64_t *u = malloc((size_t)(total + 1) * sizeof *u);
+    if (!am->feat || !u) {
+        free(u);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        int64_t cnt = am->rows[i] * am->per[i], nu = 0, before = am->F;
+        memcpy(u, am->ids[i], (size_t)cnt * sizeof *u);
+        qsort(u, (size_t)cnt, sizeof *u, cmp_i64);
+        for (int64_t k = 0; k < cnt; k++)
+            if (nu == 0 || u[nu - 1] != u[k]) u[nu++] = u[k];
+        for (int64_t k = 0; k < nu; k++) {
+            bool seen = false;
+            for (int64_t q = 0; q < before && !seen; q++) seen = am->feat[q] == u[k];
+            if (!seen) am->feat[am->F++] = u[k];
+        }
+    }
+    free(u);
+    return CATTR_OK;
+}
+
+/* FeatureAblation over tensors T (B rows each) with baselines base (T's shapes): attr[i] (T[i]'s shape) holds, at
+ * the elements of each feature, eval(T) - eval(T with the feature ablated), in the dtype of the values. */
+static cattr_status ablate(cattr_explainer *e, cx_call *c, int n, cattr_tensor *const *T, cattr_tensor *const *base,
+                           const cattr_tensor *const *masks, const char *what, ablate_eval ev, cattr_tensor **attr) {
+    int64_t B = c->B;
+    cattr_dtype dt = c->dt;
+    size_t esz = cattr_dtype_size(dt);
+    ab_masks am;
+    cattr_tensor *xs[CX_MAX_IN] = {0};
+    double *y0 = malloc((size_t)(B + 1) * sizeof *y0), *y = NULL;
+    int64_t k = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
+    cattr_status st = ab_masks_load(n, T, B, masks, what, &am);
+    if (st == CATTR_OK && !y0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = ev(e, c, T, 1, y0);
+    if (k > am.F && am.F > 0) k = am.F;
+    if (st == CATTR_OK && !(y = malloc((size_t)(k * B + 1) * sizeof *y))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(dt, T[i]->ndim, T[i]->shape);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else memset(attr[i]->data, 0, (size_t)attr[i]->numel * esz);
+    }
+    int64_t have = 0;
+    for (int64_t q0 = 0; q0 < am.F && st == CATTR_OK; q0 += k) {
+        int64_t cnt = am.F - q0 < k ? am.F - q0 : k;
+        for (int i = 0; i < n && st == CATTR_OK && cnt != have; i++) {
+            int64_t sh[CATTR_MAX_DIMS];
+            memcpy(sh, T[i]->shape, sizeof sh);
+            sh[0] = cnt * B;
+            cattr_tensor_free(xs[i]);
+            xs[i] = cx_tensor_alloc(dt, T[i]->ndim, sh);
+            if (!xs[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        have = cnt;
+        if (st != CATTR_OK) break;
+        for (int64_t j = 0; j < cnt; j++) /* state j: feature q0 + j replaced by the baseline */
+            for (int i = 0; i < n; i++) {
+                char *slot = (char *)xs[i]->data + (size_t)(j * T[i]->numel) * esz;
+                memcpy(slot, T[i]->data, (size_t)T[i]->numel * esz);
+                int64_t per = am.per[i];
+                for (int64_t p = 0; p < am.rows[i] * per; p++) {
+                    if (am.ids[i][p] != am.feat[q0 + j]) continue;
+                    int64_t m = p / per, e2 = p % per;
+                    int64_t b0 = am.rows[i] == 1 ? 0 : m, b1 = am.rows[i] == 1 ? B : m + 1;
+                    for (int64_t b = b0; b < b1; b++)
+                        memcpy(slot + (size_t)(b * per + e2) * esz, (const char *)base[i]->data + (size_t)(b * per + e2) * esz, esz);
+                }
+            }
+        st = ev(e, c, xs, cnt, y);
+        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++)
+            for (int i = 0; i < n; i++) {
+                int64_t per = am.per[i];
+                for (int64_t p = 0; p < am.rows[i] * per; p++) {
+                    if (am.ids[i][p] != am.feat[q0 + j]) continue;
+                    int64_t m = p / per, e2 = p % per;
+                    int64_t b0 = am.rows[i] == 1 ? 0 : m, b1 = am.rows[i] == 1 ? B : m + 1;
+                    for (int64_t b = b0; b < b1; b++)
+                        cx_tensor_set(attr[i], b * per + e2, cx_rnd(dt, y0[b] - y[j * B + b]));
+                }
+            }
+    }
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    free(y0);
+    free(y);
+    ab_masks_free(&am);
+    return st;
+}
+
+static cattr_status ablation_init(cattr_explainer *e) {
+    if (e->p.perturbations_per_eval < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval must be positive, or 0 for one per forward "
+                                                   "pass (got %d)", e->p.perturbations_per_eval);
+    return lp_init_common(e, CATTR_METHOD_COUNT);
+}
+
+/* ---- NeuronFeatureAblation -------------------------------------------------------------------------------------- */
+
+/* The selected neuron of the inputs ts (cnt*B rows). */
+static cattr_status neuron_eval(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt, double *vals) {
+    lp_state *s = e->method_state;
+    cattr_tensor *act = NULL;
+    if (!s->lg.g) CX_CHECK(graph_clone(e, &s->lg, 0));
+    CX_CHECK(graph_run(e, c, &s->lg, ts, cnt, CX_TILE, NULL, &s->layers[0], 1, &act, NULL));
+    cattr_status st = neuron_values(e, act, vals);
+    cattr_tensor_free(act);
+    return st;
+}
+
+static cattr_status neuron_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    lp_state *s = e->method_state;
+    if (s->n_layers != 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (got %d)",
+                       s->n_layers);
+    const cattr_tensor *const *masks = c->user ? c->user->feature_masks : NULL;
+    return ablate(e, c, c->n, c->x, c->base, masks, "feature mask", neuron_eval, attr);
+}
+
+/* ---- LayerFeatureAblation -------------------------------------------------------------------------------------- */
+
+/* The target output with the layer tensors replaced by ts (cnt*B rows); the inputs tiled cnt times. */
+static cattr_status layer_eval(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt, double *vals) {
+    lp_state *s = e->method_state;
+    cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
+    int y = cx_model_output(e->m);
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++)
+        if (!(xs[i] = cx_expand_rows(c->x[i], cnt, CX_TILE))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = graph_run(e, c, &s->lg, xs, cnt, CX_TILE, ts, &y, 1, &out, NULL);
+    if (st == CATTR_OK) st = cx_select(c, out, cnt, CX_TILE, vals);
+    cattr_tensor_free(out);
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    return st;
+}
+
+static cattr_status layer_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    lp_state *s = e->method_state;
+    int n = s->n_layers;
+    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *base[LP_MAX_LAYERS] = {0};
+    const cattr_tensor *lb = c->user ? c->user->layer_baseline : NULL;
+    const cattr_call *u = c->user;
+    char s1[128], s2[128];
+    cattr_status st = graph_replace_layers(e, s);
+    if (st == CATTR_OK && u && u->layer_masks && u->n_layer_masks != n)
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d layer masks given for a layer of %d tensors", u->n_layer_masks, n);
+    if (st == CATTR_OK) st = graph_run(e, c, &s->lg, c->x, 1, CX_TILE, NULL, s->layers, n, act, NULL);
+    for (int k = 0; k < n && st == CATTR_OK; k++) { /* the baseline of each layer tensor at full shape */
+        const cattr_tensor *a = act[k];
+        base[k] = cx_tensor_alloc(c->dt, a->ndim, a->shape);
+        if (!base[k]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        int64_t per = c->B ? a->numel / c->B : 0;
+        bool full = lb && cx_shape_eq(lb->ndim, lb->shape, a->ndim, a->shape);
+        bool row1 = lb && !full && lb->ndim == a->ndim && lb->shape[0] == 1 &&
+                    cx_shape_eq(lb->ndim - 1, lb->shape + 1, a->ndim - 1, a->shape + 1);
+        bool scalar = lb && !full && !row1 && lb->numel == 1;
+        if (lb && !full && !row1 && !scalar) {
+            st = cx_fail(CATTR_ERR_SHAPE, "the layer baseline has shape %s; use a scalar, the layer's shape %s or batch 1",
+                         cx_shape_str(lb->ndim, lb->shape, s1, sizeof s1), cx_shape_str(a->ndim, a->shape, s2, sizeof s2));
+            break;
+        }
+        for (int64_t j = 0; j < a->numel; j++)
+            cx_tensor_set(base[k], j, !lb ? 0.0 : cx_tensor_get(lb, scalar ? 0 : full ? j : j % per));
+    }
+    if (st == CATTR_OK)
+        st = ablate(e, c, n, act, base, u ? u->layer_masks : NULL, "layer mask", layer_eval, attr);
+    c->n_out = n;
+    for (int k = 0; k < LP_MAX_LAYERS; k++) {
+        cattr_tensor_free(act[k]);
+        cattr_tensor_free(base[k]);
+    }
+    return st;
+}
+
+/* ---- LayerDeepLiftShap and NeuronDeepLiftShap ---------------------------------------------------------------- */
+
+static void pairs_free(cx_call *p, int64_t *tidx) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(p->x[i]);
+        cattr_tensor_free(p->base[i]);
+        cattr_tensor_free(p->add[i]);
+    }
+    free(tidx);
+}
+
+/* The call of every (example, baseline) pair: row b * nb + k pairs example b with baseline row k (inputs, additional
+ * inputs and per-example targets repeated per example, baselines tiled), as Captum's DeepLiftShap expands them. */
+static cattr_status make_pairs(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx) {
+    memset(p, 0, sizeof *p);
+    *tidx = NULL;
+    p->n = c->n;
+    p->B = c->B * nb;
+    p->dt = c->dt;
+    p->n_add = c->n_add;
+    p->user = c->user;
+    p->target = c->target;
+    for (int i = 0; i < c->n; i++) {
+        p->x[i] = cx_expand_rows(c->x[i], nb, CX_INTERLEAVE);
+        p->base[i] = cx_expand_rows(c->dist[i], c->B, CX_TILE);
+        if (!p->x[i] || !p->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int j = 0; j < c->n_add; j++)
+        if (!(p->add[j] = cx_expand_rows(c->add[j], nb, CX_INTERLEAVE)))
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    const cattr_target *t = c->target;
+    if (t && t->kind == CATTR_TARGET_PER_EXAMPLE) {
+        if (t->n_rows != c->B || t->n_idx < 1 || !t->idx)
+            return cx_fail(CATTR_ERR_TARGET, "%lld per-example targets of %d indices given for a batch of %lld",
+                           (long long)t->n_rows, t->n_idx, (long long)c->B);
+        *tidx = malloc((size_t)(p->B * t->n_idx) * sizeof **tidx);
+        if (!*tidx) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t r = 0; r < p->B; r++)
+            memcpy(*tidx + r * t->n_idx, t->idx + (r / nb) * t->n_idx, (size_t)t->n_idx * sizeof **tidx);
+        *tgt = *t;
+        tgt->n_rows = p->B;
+        tgt->idx = *tidx;
+        p->target = tgt;
+    }
+    return CATTR_OK;
+}
+
+/* The method on every (example, baseline) pair, then the mean over the baselines (torch.mean: the sum, then / nb);
+ * the delta (layer method) has one entry per pair. */
+static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta,
+                                  cattr_status (*pass)(cattr_explainer *, cx_call *, cattr_tensor **, cattr_tensor **)) {
+    int64_t nb = c->dist[0] ? c->dist[0]->shape[0] : 0;
+    for (int i = 0; i < c->n; i++) {
+        int64_t ni = c->dist[i] ? c->dist[i]->shape[0] : 0;
+        if (ni != nb)
+            return cx_fail(CATTR_ERR_SHAPE, "baseline %d has %lld rows and baseline 0 has %lld: DeepLiftShap pairs "
+                                            "every input with the same number of baselines", i, (long long)ni,
+                           (long long)nb);
+    }
+    if (nb < 2)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs a distribution of at least 2 baseline rows (got %lld)",
+                       e->method->captum, (long long)nb);
+    cx_call p;
+    cattr_target tgt;
+    int64_t *tidx = NULL;
+    cattr_tensor *pair_attr[CX_MAX_IN] = {0};
+    cattr_status st = make_pairs(c, nb, &p, &tgt, &tidx);
+    if (st == CATTR_OK) st = pass(e, &p, pair_attr, delta);
+    int n_out = p.n_out > 0 ? p.n_out : c->n;
+    c->n_out = p.n_out;
+    double *col = malloc((size_t)nb * sizeof *col);
+    if (st == CATTR_OK && !col) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < n_out && st == CATTR_OK; i++) {
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, pair_attr[i]->shape, sizeof sh);
+        sh[0] = c->B;
+        attr[i] = cx_tensor_alloc(c->dt, pair_attr[i]->ndim, sh);
+        if (!attr[i]) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        int64_t per = c->B ? attr[i]->numel / c->B : 0;
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t f = 0; f < per; f++) {
+                for (int64_t k = 0; k < nb; k++) col[k] = cx_tensor_get(pair_attr[i], (b * nb + k) * per + f);
+                double sum = cx_torch_sum(c->dt, col, nb, f, per);
+                cx_tensor_set(attr[i], b * per + f, cx_rnd(c->dt, sum / (double)nb));
+            }
+    }
+    free(col);
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pair_attr[i]);
+    pairs_free(&p, tidx);
+    return st;
+}
+
+static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    return deeplift_shap(e, c, attr, delta, layer_deeplift);
+}
+
+static cattr_status neuron_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    return deeplift_shap(e, c, attr, delta, neuron_deeplift);
+}
+
+/* ---- the method table entries ------------------------------------------------------------------------------------ */
+
+const cx_method cx_method_layer_deeplift = {CATTR_METHOD_LAYER_DEEPLIFT, "layer-deeplift", "LayerDeepLift", false,
+                                            deeplift_init, layer_deeplift, lp_release};
+const cx_method cx_method_layer_deeplift_shap = {CATTR_METHOD_LAYER_DEEPLIFT_SHAP, "layer-deeplift-shap",
+                                                 "LayerDeepLiftShap", true, deeplift_init, layer_deeplift_shap,
+                                                 lp_release};
 const cx_method cx_method_layer_gradient_shap = {CATTR_METHOD_LAYER_GRADIENT_SHAP, "layer-gradient-shap", "LayerGradientShap", true, NULL, NULL, NULL};
-const cx_method cx_method_layer_feature_ablation = {CATTR_METHOD_LAYER_FEATURE_ABLATION, "layer-feature-ablation", "LayerFeatureAblation", false, NULL, NULL, NULL};
+const cx_method cx_method_layer_feature_ablation = {CATTR_METHOD_LAYER_FEATURE_ABLATION, "layer-feature-ablation",
+                                                    "LayerFeatureAblation", false, ablation_init,
+                                                    layer_feature_ablation, lp_release};
 const cx_method cx_method_layer_feature_permutation = {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, "layer-feature-permutation", "LayerFeaturePermutation", false, NULL, NULL, NULL};
-const cx_method cx_method_layer_lrp = {CATTR_METHOD_LAYER_LRP, "layer-lrp", "LayerLRP", false, NULL, NULL, NULL};
-const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, "neuron-deeplift", "NeuronDeepLift", false, NULL, NULL, NULL};
-const cx_method cx_method_neuron_deeplift_shap = {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, "neuron-deeplift-shap", "NeuronDeepLiftShap", true, NULL, NULL, NULL};
+const cx_method cx_method_layer_lrp = {CATTR_METHOD_LAYER_LRP, "layer-lrp", "LayerLRP", false, lrp_init, layer_lrp,
+                                       lp_release};
+const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, "neuron-deeplift", "NeuronDeepLift", false,
+                                             deeplift_init, neuron_deeplift, lp_release};
+const cx_method cx_method_neuron_deeplift_shap = {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, "neuron-deeplift-shap",
+                                                  "NeuronDeepLiftShap", true, deeplift_init, neuron_deeplift_shap,
+                                                  lp_release};
 const cx_method cx_method_neuron_gradient_shap = {CATTR_METHOD_NEURON_GRADIENT_SHAP, "neuron-gradient-shap", "NeuronGradientShap", true, NULL, NULL, NULL};
-const cx_method cx_method_neuron_guided_backprop = {CATTR_METHOD_NEURON_GUIDED_BACKPROP, "neuron-guided-backprop", "NeuronGuidedBackprop", false, NULL, NULL, NULL};
-const cx_method cx_method_neuron_deconvolution = {CATTR_METHOD_NEURON_DECONVOLUTION, "neuron-deconvolution", "NeuronDeconvolution", false, NULL, NULL, NULL};
-const cx_method cx_method_neuron_feature_ablation = {CATTR_METHOD_NEURON_FEATURE_ABLATION, "neuron-feature-ablation", "NeuronFeatureAblation", false, NULL, NULL, NULL};
+const cx_method cx_method_neuron_guided_backprop = {CATTR_METHOD_NEURON_GUIDED_BACKPROP, "neuron-guided-backprop",
+                                                    "NeuronGuidedBackprop", false, guided_init,
+                                                    neuron_modified_gradient, lp_release};
+const cx_method cx_method_neuron_deconvolution = {CATTR_METHOD_NEURON_DECONVOLUTION, "neuron-deconvolution",
+                                                  "NeuronDeconvolution", false, deconv_init, neuron_modified_gradient,
+                                                  lp_release};
+const cx_method cx_method_neuron_feature_ablation = {CATTR_METHOD_NEURON_FEATURE_ABLATION, "neuron-feature-ablation",
+                                                     "NeuronFeatureAblation", false, ablation_init,
+                                                     neuron_feature_ablation, lp_release};
