@@ -3,11 +3,12 @@
  *
  * Implemented: NeuronGuidedBackprop, NeuronDeconvolution, NeuronDeepLift (the neuron gradient under the method's
  * backward rules of rules.c), NeuronFeatureAblation (FeatureAblation whose "output" is the selected neuron),
- * LayerFeatureAblation (FeatureAblation over the layer's activations, the model re-run from the ablated layer),
- * LayerDeepLift (the target's gradient at the layer under DeepLift's rules on [x; x']) and LayerLRP (the relevance
- * arriving at the layer times the target output).
- * Not implemented yet (attribute == NULL): LayerDeepLiftShap, LayerGradientShap, LayerFeaturePermutation,
- * NeuronDeepLiftShap, NeuronGradientShap.
+ * LayerFeatureAblation and LayerFeaturePermutation (FeatureAblation / FeaturePermutation over the layer's
+ * activations, the model re-run from the perturbed layer), LayerDeepLift (the target's gradient at the layer under
+ * DeepLift's rules on [x; x']), LayerLRP (the relevance arriving at the layer times the target output),
+ * LayerDeepLiftShap and NeuronDeepLiftShap (DeepLift on every (example, baseline) pair, averaged), and
+ * LayerGradientShap and NeuronGradientShap (GradientShap's noise tunnel around the layer's or the neuron's
+ * "input - baseline times the gradient at a random point").
  *
  * Every method works on its own graph (lp_graph): a clone of the model graph with, as extra graph inputs after the
  * model's, either a seed (gradient graphs: cg_autodiff of a layer value or of the model output) or one replacement
@@ -15,6 +16,7 @@
  * while the layer's own producer still computes the activation from the model inputs).
  */
 #include "attr/internal.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -727,24 +729,105 @@ static cattr_status ab_masks_load(int n, cattr_tensor *const *T, int64_t B, cons
     return CATTR_OK;
 }
 
-/* FeatureAblation over tensors T (B rows each) with baselines base (T's shapes): attr[i] (T[i]'s shape) holds, at
- * the elements of each feature, eval(T) - eval(T with the feature ablated), in the dtype of the values. */
+/* FeaturePermutation's permutations of the B rows for every (feature q, tensor i) with tensor i holding feature q:
+ * perm_at[q*n + i] is an offset into *perms (-1: none). A replay takes them in Captum's order (features in chunks of
+ * perturbations_per_eval; per chunk, for every tensor holding one of its features, one fp_batch_permutation per
+ * feature of the chunk, used only where the tensor holds it; an identity draw is thrown away and the next taken);
+ * otherwise the Philox generator, one stream per feature and tensor, redrawing identities. */
+static cattr_status ab_perms(cattr_explainer *e, cx_call *c, const ab_masks *am, int64_t k, int64_t **perms,
+                             int64_t **perm_at) {
+    int n = am->n;
+    int64_t F = am->F, B = c->B, used = 0;
+    bool *holds = calloc((size_t)(F * n + 1), sizeof *holds);
+    int64_t *scratch = malloc((size_t)(B + 1) * sizeof *scratch);
+    *perms = malloc((size_t)(F * n * B + 1) * sizeof **perms);
+    *perm_at = malloc((size_t)(F * n + 1) * sizeof **perm_at);
+    cattr_status st = holds && scratch && *perms && *perm_at ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t q = 0; q < F && st == CATTR_OK; q++)
+        for (int i = 0; i < n; i++) {
+            (*perm_at)[q * n + i] = -1;
+            for (int64_t p = 0; p < am->rows[i] * am->per[i] && !holds[q * n + i]; p++)
+                holds[q * n + i] = am->ids[i][p] == am->feat[q];
+        }
+    for (int64_t q0 = 0; q0 < F && st == CATTR_OK; q0 += k) {
+        int64_t kc = F - q0 < k ? F - q0 : k;
+        for (int i = 0; i < n && st == CATTR_OK; i++) {
+            bool any = false;
+            for (int64_t j = 0; j < kc; j++) any = any || holds[(q0 + j) * n + i];
+            if (!any) continue;
+            for (int64_t j = 0; j < kc && st == CATTR_OK; j++) {
+                int64_t q = q0 + j;
+                const cattr_tensor *d = NULL;
+                cx_rng rng;
+                bool identity = true;
+                if (!(c->user && c->user->n_draws > 0)) {
+                    if (!holds[q * n + i]) continue;
+                    cx_rng_init(&rng, e->p.seed, ((uint64_t)0x4d << 56) | ((uint64_t)i << 40) | (uint64_t)q);
+                }
+                while (identity && st == CATTR_OK) {
+                    if (c->user && c->user->n_draws > 0) {
+                        st = cx_next_draw(c, "fp_batch_permutation", NULL, &d);
+                        if (st != CATTR_OK) break;
+                        if (!d || d->dtype != CATTR_INT64 || d->numel != B) {
+                            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'fp_batch_permutation' must be %lld "
+                                                                     "int64 values (a permutation)", (long long)B);
+                            break;
+                        }
+                        for (int64_t b = 0; b < B; b++) {
+                            scratch[b] = ((const int64_t *)d->data)[b];
+                            if (scratch[b] < 0 || scratch[b] >= B)
+                                st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'fp_batch_permutation' holds "
+                                                                         "row %lld of a batch of %lld",
+                                             (long long)scratch[b], (long long)B);
+                        }
+                    } else {
+                        cx_rng_permutation(&rng, B, scratch);
+                    }
+                    identity = true;
+                    for (int64_t b = 0; b < B; b++)
+                        if (scratch[b] != b) identity = false;
+                }
+                if (st != CATTR_OK || !holds[q * n + i]) continue;
+                memcpy(*perms + used * B, scratch, (size_t)B * sizeof *scratch);
+                (*perm_at)[q * n + i] = used * B;
+                used++;
+            }
+        }
+    }
+    free(holds);
+    free(scratch);
+    return st;
+}
+
+/* FeatureAblation over tensors T (B rows each) with baselines base (T's shapes), or with `permute` FeaturePermutation
+ * (the feature's values taken from other rows of T; base unused): attr[i] (T[i]'s shape) holds, at the elements of
+ * each feature, eval(T) - eval(T with the feature ablated), in the dtype of the values. */
 static cattr_status ablate(cattr_explainer *e, cx_call *c, int n, cattr_tensor *const *T, cattr_tensor *const *base,
-                           const cattr_tensor *const *masks, const char *what, ablate_eval ev, cattr_tensor **attr) {
+                           const cattr_tensor *const *masks, const char *what, ablate_eval ev, bool permute,
+                           int64_t n_out, cattr_tensor **attr) {
     int64_t B = c->B;
     cattr_dtype dt = c->dt;
     size_t esz = cattr_dtype_size(dt);
     ab_masks am;
     cattr_tensor *xs[CX_MAX_IN] = {0};
-    double *y0 = malloc((size_t)(B + 1) * sizeof *y0), *y = NULL;
+    double *y0 = malloc((size_t)(n_out + 1) * sizeof *y0), *y = NULL;
     int64_t k = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
     cattr_status st = ab_masks_load(n, T, B, masks, what, &am);
     if (st == CATTR_OK && !y0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = ev(e, c, T, 1, y0);
     if (k > am.F && am.F > 0) k = am.F;
-    if (st == CATTR_OK && !(y = malloc((size_t)(k * B + 1) * sizeof *y))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int64_t *perms = NULL, *perm_at = NULL;
+    if (st == CATTR_OK && permute) st = ab_perms(e, c, &am, k, &perms, &perm_at);
+    for (int i = 0; i < n && st == CATTR_OK; i++)
+        if (am.rows[i] != 1 && n_out != B)
+            st = cx_fail(CATTR_ERR_SHAPE, "%s %d has one row per example, but the %lld attributed output values are "
+                                          "not one per example: give a target", what, i, (long long)n_out);
+    if (st == CATTR_OK && !(y = malloc((size_t)(k * n_out + 1) * sizeof *y))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(dt, T[i]->ndim, T[i]->shape);
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, T[i]->shape, sizeof sh);
+        sh[0] = n_out; /* one row per example, or (no target) per model output value */
+        attr[i] = cx_tensor_alloc(dt, T[i]->ndim, sh);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else memset(attr[i]->data, 0, (size_t)attr[i]->numel * esz);
     }
@@ -770,8 +853,10 @@ static cattr_status ablate(cattr_explainer *e, cx_call *c, int n, cattr_tensor *
                     if (am.ids[i][p] != am.feat[q0 + j]) continue;
                     int64_t m = p / per, e2 = p % per;
                     int64_t b0 = am.rows[i] == 1 ? 0 : m, b1 = am.rows[i] == 1 ? B : m + 1;
+                    const int64_t *perm = permute ? perms + perm_at[(q0 + j) * n + i] : NULL;
+                    const char *src = permute ? (const char *)T[i]->data : (const char *)base[i]->data;
                     for (int64_t b = b0; b < b1; b++)
-                        memcpy(slot + (size_t)(b * per + e2) * esz, (const char *)base[i]->data + (size_t)(b * per + e2) * esz, esz);
+                        memcpy(slot + (size_t)(b * per + e2) * esz, src + (size_t)((perm ? perm[b] : b) * per + e2) * esz, esz);
                 }
             }
         st = ev(e, c, xs, cnt, y);
@@ -781,13 +866,15 @@ static cattr_status ablate(cattr_explainer *e, cx_call *c, int n, cattr_tensor *
                 for (int64_t p = 0; p < am.rows[i] * per; p++) {
                     if (am.ids[i][p] != am.feat[q0 + j]) continue;
                     int64_t m = p / per, e2 = p % per;
-                    int64_t b0 = am.rows[i] == 1 ? 0 : m, b1 = am.rows[i] == 1 ? B : m + 1;
-                    for (int64_t b = b0; b < b1; b++)
-                        cx_tensor_set(attr[i], b * per + e2, cx_rnd(dt, y0[b] - y[j * B + b]));
+                    int64_t r0 = am.rows[i] == 1 ? 0 : m, r1 = am.rows[i] == 1 ? n_out : m + 1;
+                    for (int64_t r = r0; r < r1; r++)
+                        cx_tensor_set(attr[i], r * per + e2, cx_rnd(dt, y0[r] - y[j * n_out + r]));
                 }
             }
     }
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    free(perms);
+    free(perm_at);
     free(y0);
     free(y);
     ab_masks_free(&am);
@@ -821,12 +908,14 @@ static cattr_status neuron_feature_ablation(cattr_explainer *e, cx_call *c, catt
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (got %d)",
                        s->n_layers);
     const cattr_tensor *const *masks = c->user ? c->user->feature_masks : NULL;
-    return ablate(e, c, c->n, c->x, c->base, masks, "feature mask", neuron_eval, attr);
+    return ablate(e, c, c->n, c->x, c->base, masks, "feature mask", neuron_eval, false, c->B, attr);
 }
 
 /* ---- LayerFeatureAblation -------------------------------------------------------------------------------------- */
 
-/* The target output with the layer tensors replaced by ts (cnt*B rows); the inputs tiled cnt times. */
+static bool lp_has_target(const cx_call *c) { return c->target && c->target->kind != CATTR_TARGET_NONE; }
+
+/* The target output (no target: every output value) with the layer tensors replaced by ts (cnt*B rows); the inputs tiled cnt times. */
 static cattr_status layer_eval(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt, double *vals) {
     lp_state *s = e->method_state;
     cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
@@ -835,14 +924,18 @@ static cattr_status layer_eval(cattr_explainer *e, cx_call *c, cattr_tensor *con
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
         if (!(xs[i] = cx_expand_rows(c->x[i], cnt, CX_TILE))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = graph_run(e, c, &s->lg, xs, cnt, CX_TILE, ts, &y, 1, &out, NULL);
-    if (st == CATTR_OK) st = cx_select(c, out, cnt, CX_TILE, vals);
+    if (st == CATTR_OK && !lp_has_target(c)) /* every output value, state-major */
+        for (int64_t k = 0; k < out->numel; k++) vals[k] = cx_tensor_get(out, k);
+    else if (st == CATTR_OK)
+        st = cx_select(c, out, cnt, CX_TILE, vals);
     cattr_tensor_free(out);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
     return st;
 }
 
-static cattr_status layer_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    (void)delta;
+/* LayerFeatureAblation, or with `permute` LayerFeaturePermutation (no layer baseline; a batch below 2 leaves every
+ * attribution 0, as Captum skips every feature group then). */
+static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool permute) {
     lp_state *s = e->method_state;
     int n = s->n_layers;
     cattr_tensor *act[LP_MAX_LAYERS] = {0}, *base[LP_MAX_LAYERS] = {0};
@@ -873,14 +966,44 @@ static cattr_status layer_feature_ablation(cattr_explainer *e, cx_call *c, cattr
         for (int64_t j = 0; j < a->numel; j++)
             cx_tensor_set(base[k], j, !lb ? 0.0 : cx_tensor_get(lb, scalar ? 0 : full ? j : j % per));
     }
-    if (st == CATTR_OK)
-        st = ablate(e, c, n, act, base, u ? u->layer_masks : NULL, "layer mask", layer_eval, attr);
+    int64_t n_out = c->B; /* attributed output values: one per example, or with no target all of them */
+    if (st == CATTR_OK && !lp_has_target(c)) {
+        cattr_tensor *out = NULL;
+        st = cx_forward(e, c, c->x, 1, CX_TILE, &out);
+        if (st == CATTR_OK) n_out = out->numel;
+        cattr_tensor_free(out);
+    }
+    if (st == CATTR_OK && permute && c->B < 2) { /* Captum skips every group: the attributions stay 0 */
+        cx_log(CATTR_LOG_WARN, "LayerFeaturePermutation needs a batch of at least 2 examples (got %lld): every "
+                               "attribution is 0", (long long)c->B);
+        for (int k = 0; k < n && st == CATTR_OK; k++) {
+            int64_t sh[CATTR_MAX_DIMS];
+            memcpy(sh, act[k]->shape, sizeof sh);
+            sh[0] = n_out;
+            attr[k] = cx_tensor_alloc(c->dt, act[k]->ndim, sh);
+            if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else memset(attr[k]->data, 0, (size_t)attr[k]->numel * cattr_dtype_size(c->dt));
+        }
+    } else if (st == CATTR_OK) {
+        st = ablate(e, c, n, act, base, u ? u->layer_masks : NULL, "layer mask", layer_eval, permute, n_out, attr);
+    }
     c->n_out = n;
     for (int k = 0; k < LP_MAX_LAYERS; k++) {
         cattr_tensor_free(act[k]);
         cattr_tensor_free(base[k]);
     }
     return st;
+}
+
+static cattr_status layer_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    return layer_ablate(e, c, attr, false);
+}
+
+static cattr_status layer_feature_permutation(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
+                                              cattr_tensor **delta) {
+    (void)delta;
+    return layer_ablate(e, c, attr, true);
 }
 
 /* ---- LayerDeepLiftShap and NeuronDeepLiftShap ---------------------------------------------------------------- */
@@ -986,6 +1109,301 @@ static cattr_status neuron_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_t
     return deeplift_shap(e, c, attr, delta, neuron_deeplift);
 }
 
+/* ---- NeuronGradientShap and LayerGradientShap ----------------------------------------------------------------- */
+
+/* Captum's GradientShap family: NoiseTunnel(smoothgrad, nt_samples = n_samples, stdevs, baselines drawn from the
+ * distribution) around an "input-baseline x gradient at a random point" pass, all samples in one partition. The
+ * derived call has B*n rows, example-major (row b*n + j = sample j of example b): noisy inputs, drawn baselines,
+ * additional inputs and per-example targets interleaved. Draws (golden README section 7): nt_baseline_index per input
+ * with a tensor baseline, nt_noise per input, then one gradshap_coeff per row; without explicit draws the Philox
+ * generator (one stream per kind, input and example; the counter is the sample). */
+
+enum { GS_TAG = 0x4c, GS_NOISE = 1, GS_BASELINE = 2, GS_COEFF = 3 };
+
+static uint64_t gs_stream(uint64_t kind, uint64_t input, int64_t example) {
+    return ((uint64_t)GS_TAG << 56) | (kind << 48) | ((input & 0xff) << 40) | ((uint64_t)example & 0xffffffffu);
+}
+
+/* The derived call of B*m rows, and what it owns. */
+typedef struct gs_call {
+    cx_call d;
+    cattr_target tgt;
+    int64_t *tidx;
+    double *coef; /* B*m coefficients, in the compute dtype */
+} gs_call;
+
+static void gs_free(gs_call *g) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(g->d.x[i]);
+        cattr_tensor_free(g->d.base[i]);
+        cattr_tensor_free(g->d.add[i]);
+    }
+    free(g->tidx);
+    free(g->coef);
+    memset(g, 0, sizeof *g);
+}
+
+/* Does the caller give input i's baseline as a tensor (rows are drawn only for tensor baselines)? */
+static bool gs_tensor_baseline(const cx_call *c, int i) {
+    const cattr_tensor *b = c->user && c->user->baselines ? c->user->baselines[i] : NULL;
+    return b && b->ndim >= 1 && b->ndim == c->x[i]->ndim;
+}
+
+/* Baseline row indices of input i (B*m values in [0, rows of the distribution)). */
+static cattr_status gs_indices(cattr_explainer *e, cx_call *c, int i, int64_t m, int64_t *idx) {
+    int64_t n_ref = c->dist[i]->shape[0], rows = c->B * m;
+    char role[48];
+    snprintf(role, sizeof role, "nt_baseline_index.input%d", i);
+    const cattr_tensor *d = NULL;
+    CX_CHECK(cx_next_draw(c, role, NULL, &d));
+    if (d && d->numel != rows)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
+                       (long long)d->numel, (long long)rows);
+    for (int64_t r = 0; r < rows; r++) {
+        if (d) {
+            double v = cx_tensor_get(d, r);
+            if (!(v >= 0 && v < (double)n_ref))
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' holds index %g; baseline %d has %lld rows",
+                               role, v, i, (long long)n_ref);
+            idx[r] = (int64_t)v;
+        } else {
+            cx_rng g;
+            cx_rng_init(&g, e->p.seed, gs_stream(GS_BASELINE, (uint64_t)i, r / m));
+            g.index = (uint64_t)(r % m);
+            idx[r] = cx_rng_below(&g, n_ref);
+        }
+    }
+    return CATTR_OK;
+}
+
+/* Input i repeated m times per example plus float32 Gaussian noise of stdev (nt_noise.input<i>). */
+static cattr_status gs_noisy(cattr_explainer *e, cx_call *c, int i, int64_t m, cattr_tensor **out) {
+    const cattr_tensor *x = c->x[i];
+    int64_t rows = c->B * m, per = c->B ? x->numel / c->B : 0;
+    char role[48];
+    snprintf(role, sizeof role, "nt_noise.input%d", i);
+    const cattr_tensor *d = NULL;
+    CX_CHECK(cx_next_draw(c, role, NULL, &d));
+    if (d && d->numel != rows * per)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
+                       (long long)d->numel, (long long)(rows * per));
+    int64_t sh[CATTR_MAX_DIMS];
+    memcpy(sh, x->shape, sizeof sh);
+    sh[0] = rows;
+    cattr_tensor *o = cx_tensor_alloc(c->dt, x->ndim, sh);
+    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    float sd = (float)e->p.stdevs; /* torch.tensor(stdev): float32 */
+    for (int64_t b = 0; b < c->B; b++) {
+        cx_rng g;
+        cx_rng_init(&g, e->p.seed, gs_stream(GS_NOISE, (uint64_t)i, b));
+        for (int64_t j = 0; j < m; j++)
+            for (int64_t k = 0; k < per; k++) {
+                int64_t r = b * m + j;
+                double noise;
+                if (d) noise = (double)(float)cx_tensor_get(d, r * per + k);
+                else noise = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal(&g));
+                cx_tensor_set(o, r * per + k, cx_rnd(c->dt, cx_tensor_get(x, b * per + k) + noise));
+            }
+    }
+    *out = o;
+    return CATTR_OK;
+}
+
+/* The derived call: baselines drawn, noise added, coefficients drawn, in Captum's order. */
+static cattr_status gs_prepare(cattr_explainer *e, cx_call *c, gs_call *g) {
+    int64_t m = e->p.n_samples, B = c->B, rows = B * m;
+    cx_call *d = &g->d;
+    memset(g, 0, sizeof *g);
+    d->n = c->n;
+    d->B = rows;
+    d->dt = c->dt;
+    d->n_add = c->n_add;
+    d->user = c->user;
+    d->target = c->target;
+    int64_t *idx[CX_MAX_IN] = {0};
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        if (!c->dist[i] || c->dist[i]->shape[0] < 1)
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs a baseline for input %d", e->method->captum, i);
+        else if (!gs_tensor_baseline(c, i))
+            continue;
+        else if (!(idx[i] = malloc((size_t)(rows + 1) * sizeof *idx[i])))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else
+            st = gs_indices(e, c, i, m, idx[i]);
+    }
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = gs_noisy(e, c, i, m, &d->x[i]);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* baselines: drawn rows, or the one row repeated */
+        const cattr_tensor *src = c->dist[i];
+        int64_t per = src->numel / src->shape[0];
+        if (!idx[i] && src->shape[0] != 1) {
+            st = cx_fail(CATTR_ERR_SHAPE, "baseline %d: give a tensor of baseline rows or one scalar", i);
+            break;
+        }
+        if (!(d->base[i] = cx_tensor_alloc(c->dt, d->x[i]->ndim, d->x[i]->shape))) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        size_t rb = (size_t)per * cattr_dtype_size(c->dt);
+        for (int64_t r = 0; r < rows; r++)
+            memcpy((char *)d->base[i]->data + (size_t)r * rb, (const char *)src->data + (size_t)(idx[i] ? idx[i][r] : 0) * rb, rb);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
+        if (!(d->add[j] = cx_expand_rows(c->add[j], m, CX_INTERLEAVE))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    const cattr_target *t = c->target;
+    if (st == CATTR_OK && t && t->kind == CATTR_TARGET_PER_EXAMPLE) {
+        if (t->n_rows != B || t->n_idx < 1 || !t->idx)
+            st = cx_fail(CATTR_ERR_TARGET, "%lld per-example targets of %d indices given for a batch of %lld",
+                         (long long)t->n_rows, t->n_idx, (long long)B);
+        else if (!(g->tidx = malloc((size_t)(rows * t->n_idx) * sizeof *g->tidx)))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else {
+            for (int64_t r = 0; r < rows; r++)
+                memcpy(g->tidx + r * t->n_idx, t->idx + (r / m) * t->n_idx, (size_t)t->n_idx * sizeof *g->tidx);
+            g->tgt = *t;
+            g->tgt.n_rows = rows;
+            g->tgt.idx = g->tidx;
+            d->target = &g->tgt;
+        }
+    }
+    const cattr_tensor *cd = NULL;
+    if (st == CATTR_OK && !(g->coef = malloc((size_t)(rows + 1) * sizeof *g->coef)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_next_draw(c, "gradshap_coeff", NULL, &cd);
+    if (st == CATTR_OK && cd && cd->numel != rows)
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'gradshap_coeff' has %lld values; %lld are needed",
+                     (long long)cd->numel, (long long)rows);
+    for (int64_t r = 0; r < rows && st == CATTR_OK; r++) {
+        double v;
+        if (cd) {
+            v = cx_tensor_get(cd, r);
+        } else {
+            cx_rng rg;
+            cx_rng_init(&rg, e->p.seed, gs_stream(GS_COEFF, 0, r / m));
+            rg.index = (uint64_t)(r % m);
+            v = cx_rng_uniform(&rg);
+        }
+        g->coef[r] = cx_rnd(c->dt, v); /* numpy's float64 draw converted to the input dtype */
+    }
+    d->next_draw = c->next_draw;
+    for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);
+    return st;
+}
+
+/* The random points c*x + (1-c)*x' of the derived call, in torch's operation order. */
+static cattr_status gs_points(const gs_call *g, cattr_tensor **pts) {
+    const cx_call *d = &g->d;
+    cattr_dtype dt = d->dt;
+    for (int i = 0; i < d->n; i++) {
+        const cattr_tensor *x = d->x[i], *b = d->base[i];
+        if (!(pts[i] = cx_tensor_alloc(dt, x->ndim, x->shape))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        int64_t per = d->B ? x->numel / d->B : 0;
+        for (int64_t r = 0; r < d->B; r++) {
+            double cr = g->coef[r], om = cx_rnd(dt, 1.0 - cr);
+            for (int64_t k = r * per; k < (r + 1) * per; k++)
+                cx_tensor_set(pts[i], k, cx_rnd(dt, cx_rnd(dt, cr * cx_tensor_get(x, k)) + cx_rnd(dt, om * cx_tensor_get(b, k))));
+        }
+    }
+    return CATTR_OK;
+}
+
+/* smoothgrad: per example, the sum over the m samples (torch's sum) / m, of each of the n attributions. */
+static cattr_status gs_mean(const cx_call *c, int64_t m, int n, cattr_tensor *const *per_row, cattr_tensor **attr) {
+    double *col = malloc((size_t)(m + 1) * sizeof *col);
+    if (!col) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, per_row[i]->shape, sizeof sh);
+        sh[0] = c->B;
+        if (!(attr[i] = cx_tensor_alloc(c->dt, per_row[i]->ndim, sh))) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            break;
+        }
+        int64_t per = c->B ? attr[i]->numel / c->B : 0;
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t f = 0; f < per; f++) {
+                for (int64_t j = 0; j < m; j++) col[j] = cx_tensor_get(per_row[i], (b * m + j) * per + f);
+                cx_tensor_set(attr[i], b * per + f, cx_rnd(c->dt, cx_torch_sum(c->dt, col, m, f, per) / (double)m));
+            }
+    }
+    free(col);
+    return st;
+}
+
+static cattr_status gshap_init(cattr_explainer *e) {
+    if (e->p.n_samples < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs n_samples >= 1 (got %d)", e->method->captum,
+                       e->p.n_samples);
+    if (!isfinite(e->p.stdevs) || e->p.stdevs < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "stdevs must be a finite number >= 0 (got %g)", e->p.stdevs);
+    return lp_init_common(e, CATTR_METHOD_COUNT);
+}
+
+/* NeuronGradientShap: the neuron's gradient at the random points times (noisy input - baseline). */
+static cattr_status neuron_gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    gs_call g;
+    cattr_tensor *pts[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
+    cattr_dtype dt = c->dt;
+    cattr_status st = gs_prepare(e, c, &g);
+    c->next_draw = g.d.next_draw;
+    if (st == CATTR_OK) st = gs_points(&g, pts);
+    if (st == CATTR_OK) st = neuron_grad(e, &g.d, pts, 1, CX_TILE, gr);
+    for (int i = 0; i < c->n && st == CATTR_OK && e->p.multiply_by_inputs; i++)
+        for (int64_t k = 0; k < gr[i]->numel; k++)
+            cx_tensor_set(gr[i], k, cx_rnd(dt, cx_rnd(dt, cx_tensor_get(g.d.x[i], k) - cx_tensor_get(g.d.base[i], k)) *
+                                                   cx_tensor_get(gr[i], k)));
+    if (st == CATTR_OK) st = gs_mean(c, e->p.n_samples, c->n, gr, attr);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cattr_tensor_free(pts[i]);
+        cattr_tensor_free(gr[i]);
+    }
+    gs_free(&g);
+    return st;
+}
+
+/* LayerGradientShap: (a(noisy input) - a(baseline)) times the target's gradient at the layer at the random points;
+ * the delta has one entry per derived row. */
+static cattr_status layer_gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    lp_state *s = e->method_state;
+    int n = s->n_layers;
+    gs_call g;
+    cattr_tensor *pts[CX_MAX_IN] = {0}, *ap[LP_MAX_LAYERS] = {0}, *gr[LP_MAX_LAYERS] = {0};
+    cattr_tensor *ax[LP_MAX_LAYERS] = {0}, *ab[LP_MAX_LAYERS] = {0};
+    cattr_dtype dt = c->dt;
+    double *sel = NULL;
+    cattr_status st = gs_prepare(e, c, &g);
+    c->next_draw = g.d.next_draw;
+    if (st == CATTR_OK) st = gs_points(&g, pts);
+    if (st == CATTR_OK) st = layer_grad(e, &g.d, pts, 1, false, ap, gr, NULL);
+    if (st == CATTR_OK && e->p.multiply_by_inputs) {
+        st = graph_run(e, &g.d, &s->lg, g.d.x, 1, CX_TILE, NULL, s->layers, n, ax, NULL);
+        if (st == CATTR_OK) st = graph_run(e, &g.d, &s->lg, g.d.base, 1, CX_TILE, NULL, s->layers, n, ab, NULL);
+        for (int k = 0; k < n && st == CATTR_OK; k++)
+            for (int64_t j = 0; j < gr[k]->numel; j++)
+                cx_tensor_set(gr[k], j, cx_rnd(dt, cx_rnd(dt, cx_tensor_get(ax[k], j) - cx_tensor_get(ab[k], j)) *
+                                                       cx_tensor_get(gr[k], j)));
+    }
+    if (st == CATTR_OK) st = gs_mean(c, e->p.n_samples, n, gr, attr);
+    c->n_out = n;
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
+        sel = malloc((size_t)(2 * g.d.B + 1) * sizeof *sel);
+        st = sel ? cx_delta_forward(e, &g.d, g.d.base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) st = layer_delta(&g.d, n, gr, sel, NULL, delta);
+    }
+    free(sel);
+    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pts[i]);
+    for (int k = 0; k < LP_MAX_LAYERS; k++) {
+        cattr_tensor_free(ap[k]);
+        cattr_tensor_free(gr[k]);
+        cattr_tensor_free(ax[k]);
+        cattr_tensor_free(ab[k]);
+    }
+    gs_free(&g);
+    return st;
+}
+
 /* ---- the method table entries ------------------------------------------------------------------------------------ */
 
 const cx_method cx_method_layer_deeplift = {CATTR_METHOD_LAYER_DEEPLIFT, "layer-deeplift", "LayerDeepLift", false,
@@ -993,11 +1411,11 @@ const cx_method cx_method_layer_deeplift = {CATTR_METHOD_LAYER_DEEPLIFT, "layer-
 const cx_method cx_method_layer_deeplift_shap = {CATTR_METHOD_LAYER_DEEPLIFT_SHAP, "layer-deeplift-shap",
                                                  "LayerDeepLiftShap", true, deeplift_init, layer_deeplift_shap,
                                                  lp_release};
-const cx_method cx_method_layer_gradient_shap = {CATTR_METHOD_LAYER_GRADIENT_SHAP, "layer-gradient-shap", "LayerGradientShap", true, NULL, NULL, NULL};
+const cx_method cx_method_layer_gradient_shap = {CATTR_METHOD_LAYER_GRADIENT_SHAP, "layer-gradient-shap", "LayerGradientShap", true, gshap_init, layer_gradient_shap, lp_release};
 const cx_method cx_method_layer_feature_ablation = {CATTR_METHOD_LAYER_FEATURE_ABLATION, "layer-feature-ablation",
                                                     "LayerFeatureAblation", false, ablation_init,
                                                     layer_feature_ablation, lp_release};
-const cx_method cx_method_layer_feature_permutation = {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, "layer-feature-permutation", "LayerFeaturePermutation", false, NULL, NULL, NULL};
+const cx_method cx_method_layer_feature_permutation = {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, "layer-feature-permutation", "LayerFeaturePermutation", false, ablation_init, layer_feature_permutation, lp_release};
 const cx_method cx_method_layer_lrp = {CATTR_METHOD_LAYER_LRP, "layer-lrp", "LayerLRP", false, lrp_init, layer_lrp,
                                        lp_release};
 const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, "neuron-deeplift", "NeuronDeepLift", false,
@@ -1005,7 +1423,7 @@ const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, "neur
 const cx_method cx_method_neuron_deeplift_shap = {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, "neuron-deeplift-shap",
                                                   "NeuronDeepLiftShap", true, deeplift_init, neuron_deeplift_shap,
                                                   lp_release};
-const cx_method cx_method_neuron_gradient_shap = {CATTR_METHOD_NEURON_GRADIENT_SHAP, "neuron-gradient-shap", "NeuronGradientShap", true, NULL, NULL, NULL};
+const cx_method cx_method_neuron_gradient_shap = {CATTR_METHOD_NEURON_GRADIENT_SHAP, "neuron-gradient-shap", "NeuronGradientShap", true, gshap_init, neuron_gradient_shap, lp_release};
 const cx_method cx_method_neuron_guided_backprop = {CATTR_METHOD_NEURON_GUIDED_BACKPROP, "neuron-guided-backprop",
                                                     "NeuronGuidedBackprop", false, guided_init,
                                                     neuron_modified_gradient, lp_release};
