@@ -148,6 +148,12 @@ cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *
  * that are column k of `per` columns being reduced (per == 1: one contiguous reduction). */
 double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per);
 
+/* The call of every (example, baseline-row) pair of a distribution method (DeepLiftShap and its layer and neuron
+ * forms): row b * nb + k pairs example b with baseline row k. tgt/tidx hold the expanded per-example target;
+ * release with cx_pairs_free. */
+cattr_status cx_pairs_make(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx);
+void cx_pairs_free(cx_call *p, int64_t *tidx);
+
 /* The convergence delta in parts, so that its forward pass can run beside other work: make the plan
  * (cx_delta_prepare), run the forward of [x; start] into sel[2B] (cx_delta_forward), then combine with the
  * attributions (cx_delta_finish). */

@@ -1008,50 +1008,6 @@ static cattr_status layer_feature_permutation(cattr_explainer *e, cx_call *c, ca
 
 /* ---- LayerDeepLiftShap and NeuronDeepLiftShap ---------------------------------------------------------------- */
 
-static void pairs_free(cx_call *p, int64_t *tidx) {
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cattr_tensor_free(p->x[i]);
-        cattr_tensor_free(p->base[i]);
-        cattr_tensor_free(p->add[i]);
-    }
-    free(tidx);
-}
-
-/* The call of every (example, baseline) pair: row b * nb + k pairs example b with baseline row k (inputs, additional
- * inputs and per-example targets repeated per example, baselines tiled), as Captum's DeepLiftShap expands them. */
-static cattr_status make_pairs(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx) {
-    memset(p, 0, sizeof *p);
-    *tidx = NULL;
-    p->n = c->n;
-    p->B = c->B * nb;
-    p->dt = c->dt;
-    p->n_add = c->n_add;
-    p->user = c->user;
-    p->target = c->target;
-    for (int i = 0; i < c->n; i++) {
-        p->x[i] = cx_expand_rows(c->x[i], nb, CX_INTERLEAVE);
-        p->base[i] = cx_expand_rows(c->dist[i], c->B, CX_TILE);
-        if (!p->x[i] || !p->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int j = 0; j < c->n_add; j++)
-        if (!(p->add[j] = cx_expand_rows(c->add[j], nb, CX_INTERLEAVE)))
-            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    const cattr_target *t = c->target;
-    if (t && t->kind == CATTR_TARGET_PER_EXAMPLE) {
-        if (t->n_rows != c->B || t->n_idx < 1 || !t->idx)
-            return cx_fail(CATTR_ERR_TARGET, "%lld per-example targets of %d indices given for a batch of %lld",
-                           (long long)t->n_rows, t->n_idx, (long long)c->B);
-        *tidx = malloc((size_t)(p->B * t->n_idx) * sizeof **tidx);
-        if (!*tidx) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int64_t r = 0; r < p->B; r++)
-            memcpy(*tidx + r * t->n_idx, t->idx + (r / nb) * t->n_idx, (size_t)t->n_idx * sizeof **tidx);
-        *tgt = *t;
-        tgt->n_rows = p->B;
-        tgt->idx = *tidx;
-        p->target = tgt;
-    }
-    return CATTR_OK;
-}
 
 /* The method on every (example, baseline) pair, then the mean over the baselines (torch.mean: the sum, then / nb);
  * the delta (layer method) has one entry per pair. */
@@ -1072,7 +1028,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     cattr_target tgt;
     int64_t *tidx = NULL;
     cattr_tensor *pair_attr[CX_MAX_IN] = {0};
-    cattr_status st = make_pairs(c, nb, &p, &tgt, &tidx);
+    cattr_status st = cx_pairs_make(c, nb, &p, &tgt, &tidx);
     if (st == CATTR_OK) st = pass(e, &p, pair_attr, delta);
     int n_out = p.n_out > 0 ? p.n_out : c->n;
     c->n_out = p.n_out;
@@ -1097,7 +1053,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     }
     free(col);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pair_attr[i]);
-    pairs_free(&p, tidx);
+    cx_pairs_free(&p, tidx);
     return st;
 }
 

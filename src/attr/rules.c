@@ -603,7 +603,7 @@ static cattr_status deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr
 
 /* ---- DeepLiftShap ------------------------------------------------------------------------------------------------ */
 
-static void pairs_free(cx_call *p, int64_t *tidx) {
+void cx_pairs_free(cx_call *p, int64_t *tidx) {
     for (int i = 0; i < CX_MAX_IN; i++) {
         cattr_tensor_free(p->x[i]);
         cattr_tensor_free(p->base[i]);
@@ -614,7 +614,7 @@ static void pairs_free(cx_call *p, int64_t *tidx) {
 
 /* The call of every (example, baseline) pair: row b * nb + k pairs example b with baseline row k (inputs, additional
  * inputs and per-example targets repeated per example, baselines tiled), as Captum's DeepLiftShap expands them. */
-static cattr_status make_pairs(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx) {
+cattr_status cx_pairs_make(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx) {
     memset(p, 0, sizeof *p);
     *tidx = NULL;
     p->n = c->n;
@@ -665,7 +665,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     cattr_target tgt;
     int64_t *tidx = NULL;
     cattr_tensor *pair_attr[CX_MAX_IN] = {0};
-    cattr_status st = make_pairs(c, nb, &p, &tgt, &tidx);
+    cattr_status st = cx_pairs_make(c, nb, &p, &tgt, &tidx);
     if (st == CATTR_OK) st = deeplift_pass(e, &p, p.base, pair_attr);
     if (st == CATTR_OK && delta && e->p.return_convergence_delta)
         st = cx_convergence_delta(e, &p, pair_attr, p.base, delta);
@@ -687,7 +687,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     }
     free(col);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pair_attr[i]);
-    pairs_free(&p, tidx);
+    cx_pairs_free(&p, tidx);
     return st;
 }
 
