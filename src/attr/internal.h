@@ -153,6 +153,9 @@ double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int
  * release with cx_pairs_free. */
 cattr_status cx_pairs_make(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx);
 void cx_pairs_free(cx_call *p, int64_t *tidx);
+/* attr[i] (new, batch c->B) = the mean over the nb baseline rows of pair_attr[i] (batch c->B * nb), in torch's
+ * summation order, for i < n. */
+cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pair_attr, int n, cattr_tensor **attr);
 
 /* The convergence delta in parts, so that its forward pass can run beside other work: make the plan
  * (cx_delta_prepare), run the forward of [x; start] into sel[2B] (cx_delta_forward), then combine with the

@@ -1032,26 +1032,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     if (st == CATTR_OK) st = pass(e, &p, pair_attr, delta);
     int n_out = p.n_out > 0 ? p.n_out : c->n;
     c->n_out = p.n_out;
-    double *col = malloc((size_t)nb * sizeof *col);
-    if (st == CATTR_OK && !col) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < n_out && st == CATTR_OK; i++) {
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, pair_attr[i]->shape, sizeof sh);
-        sh[0] = c->B;
-        attr[i] = cx_tensor_alloc(c->dt, pair_attr[i]->ndim, sh);
-        if (!attr[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        int64_t per = c->B ? attr[i]->numel / c->B : 0;
-        for (int64_t b = 0; b < c->B; b++)
-            for (int64_t f = 0; f < per; f++) {
-                for (int64_t k = 0; k < nb; k++) col[k] = cx_tensor_get(pair_attr[i], (b * nb + k) * per + f);
-                double sum = cx_torch_sum(c->dt, col, nb, f, per);
-                cx_tensor_set(attr[i], b * per + f, cx_rnd(c->dt, sum / (double)nb));
-            }
-    }
-    free(col);
+    if (st == CATTR_OK) st = cx_pairs_mean(c, nb, pair_attr, n_out, attr);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pair_attr[i]);
     cx_pairs_free(&p, tidx);
     return st;
