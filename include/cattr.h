@@ -454,6 +454,13 @@ typedef struct cattr_llm_params {
     int n_draws;
     cattr_progress_fn progress;
     void *progress_user;
+    /* perturbation methods: sequences per forward pass (0, the default: as many as max_memory allows; 1: one forward
+     * per perturbed sequence, as Captum's default) */
+    int perturbations_per_eval;
+    /* FeatureAblation: 0 (default) computes the unchanged prefix of the ablated sequences once (ablating token i
+     * changes nothing before position i) and runs only the positions from i on; 1 runs every sequence in full. The
+     * prefix form is used when perturbations_per_eval is 0. */
+    int no_prefix_cache;
 } cattr_llm_params;
 
 cattr_llm_params cattr_llm_default_params(cattr_llm_method method);

@@ -633,13 +633,13 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
     return st;
 }
 
-static size_t avail_memory(void) {
+size_t cx_avail_memory(void) {
     long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     if (pages <= 0 || psz <= 0) return (size_t)1 << 30;
     return (size_t)pages * (size_t)psz;
 }
 
-size_t cx_memory_budget(const cattr_explainer *e) { return e->p.max_memory ? e->p.max_memory : avail_memory() / 4; }
+size_t cx_memory_budget(const cattr_explainer *e) { return e->p.max_memory ? e->p.max_memory : cx_avail_memory() / 4; }
 
 cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t *bytes) {
     pass_inputs pi;
@@ -649,9 +649,34 @@ cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t
     if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
     pass_free(&pi);
     if (st != CATTR_OK) return st;
-    size_t host = 0;
+    size_t host = 0, act = cx_plan_bytes(fp);
     for (int i = 0; i < c->n; i++) host += (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
-    size_t b = (with_grad ? 3 : 1) * cx_plan_bytes(fp) + (with_grad ? 3 : 1) * host;
+    if (with_grad && e->g) {
+        /* the gradient plan keeps what the backward needs of every layer: plan it for one rep (a plan made for its
+         * shapes allocates nothing) and take its arena; remembered for these shapes */
+        bool same = e->rb_n == c->n && e->rb_bytes;
+        for (int i = 0; i < c->n && same; i++) same = !memcmp(e->rb_sh[i], c->x[i]->shape, sizeof e->rb_sh[i]);
+        if (!same) {
+            st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+            cx_plan *gp = NULL;
+            if (st == CATTR_OK) {
+                pi.nd[e->seed_input] = ov->ndim;
+                memcpy(pi.sh[e->seed_input], ov->shape, sizeof pi.sh[e->seed_input]);
+                st = cx_plan_new(e->g, e->consts, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->grads,
+                                 e->n_attr, &gp);
+            }
+            pass_free(&pi);
+            if (st != CATTR_OK) return st;
+            e->rb_bytes = cx_plan_bytes(gp) + 1;
+            cx_plan_free(gp);
+            e->rb_n = c->n;
+            for (int i = 0; i < c->n; i++) memcpy(e->rb_sh[i], c->x[i]->shape, sizeof e->rb_sh[i]);
+        }
+        act = e->rb_bytes;
+    } else if (with_grad) {
+        act *= 3;
+    }
+    size_t b = act + (with_grad ? 3 : 1) * host;
     *bytes = c->B ? b / (size_t)c->B : b;
     if (*bytes == 0) *bytes = 1;
     return CATTR_OK;

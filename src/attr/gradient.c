@@ -58,6 +58,8 @@ static cattr_status steps_per_chunk(cattr_explainer *e, cx_call *c, int n_steps,
         k = 1;
     }
     *out = (int)(k > (size_t)n_steps ? (size_t)n_steps : k);
+    cx_log(CATTR_LOG_INFO, "%d of %d steps per chunk (%.1f MiB per step, budget %.1f MiB)", *out, n_steps,
+           (double)per_step / 1048576.0, (double)budget / 1048576.0);
     return CATTR_OK;
 }
 

@@ -42,6 +42,10 @@ struct cattr_explainer {
     cx_plan *lplans[CX_PLAN_CACHE];
     int lplan_next;
     void *method_state;     /* owned by the method; released by its `release` */
+    /* cx_row_bytes with gradients: the gradient plan's bytes for one row, for the one-rep input shapes in rb_sh */
+    int rb_n;
+    int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
+    size_t rb_bytes;
 };
 
 /* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or
@@ -119,6 +123,9 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 
 /* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
+
+/* Bytes of RAM available now (MemAvailable), or a fallback when unknown. */
+size_t cx_avail_memory(void);
 
 /* Memory budget for a method's batches (params.max_memory, else a quarter of the available RAM). */
 size_t cx_memory_budget(const cattr_explainer *e);

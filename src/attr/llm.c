@@ -15,12 +15,26 @@
 
 #include "core/rng.h"
 
+#define LLM_PLAN_CACHE 12
+
 struct cattr_llm {
     cattr_model *model; /* embeddings [S, L, H] -> log-probabilities [S, 1, V] */
     cx_hf_config cfg;
     const cattr_tensor *E;
     cx_tokenizer *tok;
-    cx_consts *consts[2]; /* per compute dtype, uploaded on first use */
+    cx_consts *consts[2][2]; /* per graph (the model, the prefix-continuing one: constants are keyed by value id)
+                              * and compute dtype, uploaded on first use */
+    /* kept between calls so that repeated attributions reuse their plans and working memory */
+    cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
+    cattr_attr_params gp;
+    /* forward plans by shape (kind, rows, length, prefix, dtype), least recently used evicted */
+    struct {
+        cx_plan *p;
+        int64_t key[5];
+        uint64_t used;
+    } pc[LLM_PLAN_CACHE];
+    uint64_t clock;
+    cg_graph *cached; /* the decoder continuing a shared prefix (cx_decoder_build_cached), built on first use */
 };
 
 cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
@@ -51,8 +65,10 @@ void cattr_llm_free(cattr_llm *m) {
     if (!m) return;
     cattr_model_free(m->model);
     cx_tokenizer_free(m->tok);
-    cx_consts_free(m->consts[0]);
-    cx_consts_free(m->consts[1]);
+    cattr_explainer_free(m->ge);
+    for (int i = 0; i < LLM_PLAN_CACHE; i++) cx_plan_free(m->pc[i].p);
+    cg_free(m->cached);
+    for (int i = 0; i < 4; i++) cx_consts_free(m->consts[i / 2][i % 2]);
     free(m);
 }
 
@@ -105,42 +121,194 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
     return t;
 }
 
-/* Log-probabilities at the last position of R sequences of length L: lp[r * V + v] (all of them when y < 0) or
- * just token y: lp[r]. */
-static cattr_status forward_logprobs(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
-                                     double *lp) {
+/* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder) for inputs of the given shapes. */
+static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
+                             const int64_t (*sh)[CATTR_MAX_DIMS], const int *outs, int n_outs, cx_plan **out) {
     int di = dt == CATTR_FLOAT64;
-    if (!m->consts[di]) CX_CHECK(cx_consts_new(cx_backend_cpu(), dt, &m->consts[di]));
+    cx_consts **cs = &m->consts[kind][di];
+    if (!*cs) CX_CHECK(cx_consts_new(cx_backend_cpu(), dt, cs));
+    int64_t key[5] = {kind, sh[0][0], sh[0][1], n_in > 1 ? sh[1][0] : 0, (int64_t)dt * 1000 + n_outs};
+    int lru = 0;
+    for (int i = 0; i < LLM_PLAN_CACHE; i++) {
+        if (m->pc[i].p && !memcmp(m->pc[i].key, key, sizeof key)) {
+            m->pc[i].used = ++m->clock;
+            *out = m->pc[i].p;
+            return CATTR_OK;
+        }
+        if (!m->pc[i].p || (m->pc[lru].p && m->pc[i].used < m->pc[lru].used)) lru = i;
+    }
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_new(g, *cs, false, nd, sh, NULL, outs, n_outs, &p));
+    cx_plan_free(m->pc[lru].p);
+    m->pc[lru].p = p;
+    memcpy(m->pc[lru].key, key, sizeof key);
+    m->pc[lru].used = ++m->clock;
+    *out = p;
+    return CATTR_OK;
+}
+
+/* Reads token y (or all V values when y < 0) of the log-probabilities [R, 1, V] in o into lp. */
+static void take_logprobs(const cattr_tensor *o, int64_t R, int64_t y, double *lp) {
+    int64_t V = o->shape[2];
+    for (int64_t r = 0; r < R; r++) {
+        if (y >= 0) lp[r] = cx_tensor_get(o, r * V + y);
+        else
+            for (int64_t v = 0; v < V; v++) lp[r * V + v] = cx_tensor_get(o, r * V + v);
+    }
+}
+
+/* Log-probabilities at the last position of R sequences of length L, in one forward pass: lp[r * V + v] (all of
+ * them when y < 0) or just token y: lp[r]. With kv (the keys and values of every layer, [L, kv_heads * head_dim]
+ * each, 2 per layer, R = 1), the pass also returns them. */
+static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
+                                 double *lp, void **kv) {
     cattr_tensor *e = embed(m, ids, R, L), *ec = NULL, *o = NULL;
     if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cattr_status st = cattr_tensor_convert(e, dt, &ec);
     cattr_tensor_free(e);
-    cx_plan *p = NULL;
-    int outv = cx_model_output(m->model), nd = 3;
-    int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
-    if (st == CATTR_OK)
-        st = cx_plan_new(m->model->g, m->consts[di], false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, &outv, 1, &p);
+    int64_t nl = m->cfg.num_hidden_layers;
+    int n_outs = kv ? (int)(1 + 2 * nl) : 1, nd = 3;
+    int *outs = malloc((size_t)n_outs * sizeof *outs);
+    void **dst = malloc((size_t)n_outs * sizeof *dst);
+    if (st == CATTR_OK && (!outs || !dst)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
-        const cx_view *v = cx_plan_view(p, outv);
+        outs[0] = cx_model_output(m->model);
+        for (int64_t l = 0; kv && l < nl && st == CATTR_OK; l++) {
+            char nm[128];
+            snprintf(nm, sizeof nm, "model.layers.%lld.self_attn.k_rope", (long long)l);
+            outs[1 + 2 * l] = cg_find_value(m->model->g, nm);
+            snprintf(nm, sizeof nm, "model.layers.%lld.self_attn.v_proj", (long long)l);
+            outs[2 + 2 * l] = cg_find_value(m->model->g, nm);
+            if (outs[1 + 2 * l] < 0 || outs[2 + 2 * l] < 0) st = cx_fail(CATTR_ERR_INTERNAL, "no key/value of layer %lld", (long long)l);
+        }
+    }
+    int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
+    cx_plan *p = NULL;
+    if (st == CATTR_OK) st = get_plan(m, 0, m->model->g, dt, 1, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, outs, n_outs, &p);
+    if (st == CATTR_OK) {
+        const cx_view *v = cx_plan_view(p, outs[0]);
         o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
         if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     if (st == CATTR_OK) {
         const void *in[1] = {ec->data};
-        void *dst = o->data;
-        st = cx_plan_run(p, in, &dst);
+        dst[0] = o->data;
+        for (int k = 1; k < n_outs; k++) dst[k] = kv[k - 1];
+        st = cx_plan_run(p, in, dst);
     }
-    if (st == CATTR_OK) {
-        int64_t V = o->shape[2];
-        for (int64_t r = 0; r < R; r++) {
-            if (y >= 0) lp[r] = cx_tensor_get(o, r * V + y);
-            else
-                for (int64_t v = 0; v < V; v++) lp[r * V + v] = cx_tensor_get(o, r * V + v);
-        }
-    }
-    cx_plan_free(p);
+    if (st == CATTR_OK) take_logprobs(o, R, y, lp);
+    free(outs);
+    free(dst);
     cattr_tensor_free(ec);
     cattr_tensor_free(o);
+    return st;
+}
+
+/* Forward rows per pass: the perturbation batches are cut to the memory budget (or perturbations_per_eval). The
+ * forward arena of a pass over `pos` positions is about pos times that of one position. */
+static int64_t rows_per_pass(cattr_llm *m, const cattr_llm_params *lp, int64_t R, int64_t L) {
+    if (lp->perturbations_per_eval > 0) return lp->perturbations_per_eval < R ? lp->perturbations_per_eval : R;
+    size_t budget = lp->max_memory ? lp->max_memory : cx_avail_memory() / 4;
+    /* per position: the residual stream, the MLP's two projections and their product, q/k/v, in the compute dtype
+     * (what a forward pass holds live at once), with a factor 2 for the arena's fragmentation */
+    const cx_hf_config *c = &m->cfg;
+    size_t per = 2 * (size_t)(3 * c->hidden_size + 3 * c->intermediate_size +
+                              (c->num_attention_heads + 2 * c->num_key_value_heads) * c->head_dim) * sizeof(double);
+    size_t rows = budget / (per * (size_t)(L > 0 ? L : 1) + (size_t)c->vocab_size * 16);
+    if (rows < 1) rows = 1;
+    return (int64_t)rows < R ? (int64_t)rows : R;
+}
+
+/* forward_pass over R rows in passes of at most `chunk` rows. */
+static cattr_status forward_logprobs_chunked(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L,
+                                             int64_t y, double *lp, int64_t chunk) {
+    int64_t V = m->cfg.vocab_size;
+    for (int64_t r0 = 0; r0 < R; r0 += chunk) {
+        int64_t nr = R - r0 < chunk ? R - r0 : chunk;
+        CX_CHECK(forward_pass(m, dt, ids + r0 * L, nr, L, y, lp + (y >= 0 ? r0 : r0 * V), NULL));
+    }
+    return CATTR_OK;
+}
+
+static cattr_status forward_logprobs(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
+                                     double *lp) {
+    return forward_pass(m, dt, ids, R, L, y, lp, NULL);
+}
+
+/* FeatureAblation rows of one target token with the unchanged prefix computed once (issue: prefix reuse). seq is the
+ * sequence (prompt + earlier targets, length L); f[0] = log p(y | seq) and f[1 + i] = the same with prompt token i
+ * (i < T) replaced by b. One pass over seq returns every layer's keys and values; then the rows that ablate
+ * positions p0..p1-1 run only positions p0..L-1, attending to the prefix 0..p0-1 from that pass. Blocks hold about
+ * `target` positions (rows x suffix length) per pass. */
+static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, const int64_t *seq, int64_t T, int64_t L,
+                                    int64_t b, int64_t y, double *f) {
+    cattr_dtype dt = lp->dtype;
+    size_t es = cattr_dtype_size(dt);
+    int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
+    if (!m->cached) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached));
+    void **kv = calloc((size_t)(2 * nl), sizeof *kv);
+    cattr_status st = kv ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < 2 * nl && st == CATTR_OK; i++)
+        if (!(kv[i] = malloc((size_t)(L * ck) * es))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = forward_pass(m, dt, seq, 1, L, y, &f[0], kv);
+    int64_t budget_rows = rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */
+    int64_t target = budget_rows < 512 ? budget_rows : 512;
+    int n_in = (int)(1 + 2 * nl);
+    int *nd = malloc((size_t)n_in * sizeof *nd);
+    int64_t(*sh)[CATTR_MAX_DIMS] = calloc((size_t)n_in, sizeof *sh);
+    const void **in = malloc((size_t)n_in * sizeof *in);
+    int64_t *ids = malloc((size_t)(T * L) * sizeof *ids);
+    if (st == CATTR_OK && (!nd || !sh || !in || !ids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t p0 = 0; p0 < T && st == CATTR_OK;) {
+        int64_t Ls = L - p0, rows = target / Ls;
+        if (rows < 1) rows = 1;
+        if (rows > T - p0) rows = T - p0;
+        for (int64_t r = 0; r < rows; r++) { /* row r: positions p0.. of seq with position p0 + r replaced */
+            memcpy(ids + r * Ls, seq + p0, (size_t)Ls * sizeof *ids);
+            ids[r * Ls + r] = b;
+        }
+        if (p0 == 0) { /* nothing to reuse yet: the plain model */
+            st = forward_logprobs(m, dt, ids, rows, Ls, y, f + 1);
+        } else {
+            cattr_tensor *e = embed(m, ids, rows, Ls), *ec = NULL, *o = NULL;
+            st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            cattr_tensor_free(e);
+            nd[0] = 3;
+            sh[0][0] = rows;
+            sh[0][1] = Ls;
+            sh[0][2] = H;
+            for (int k = 1; k < n_in; k++) {
+                nd[k] = 2;
+                sh[k][0] = p0;
+                sh[k][1] = ck;
+                in[k] = kv[k - 1];
+            }
+            int outv = m->cached->outputs[0];
+            cx_plan *p = NULL;
+            if (st == CATTR_OK)
+                st = get_plan(m, 1, m->cached, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &outv, 1, &p);
+            if (st == CATTR_OK) {
+                const cx_view *v = cx_plan_view(p, outv);
+                o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+                if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            }
+            if (st == CATTR_OK) {
+                in[0] = ec->data;
+                void *dst = o->data;
+                st = cx_plan_run(p, in, &dst);
+            }
+            if (st == CATTR_OK) take_logprobs(o, rows, y, f + 1 + p0);
+            cattr_tensor_free(ec);
+            cattr_tensor_free(o);
+        }
+        p0 += rows;
+    }
+    for (int64_t i = 0; kv && i < 2 * nl; i++) free(kv[i]);
+    free(kv);
+    free(nd);
+    free(sh);
+    free(in);
+    free(ids);
     return st;
 }
 
@@ -164,8 +332,13 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     p.internal_batch_size = lp->internal_batch_size;
     p.max_memory = lp->max_memory;
     p.return_convergence_delta = ig && delta != NULL;
-    cattr_explainer *e = NULL;
-    CX_CHECK(cattr_explainer_new(m->model, &p, &e));
+    if (!m->ge || memcmp(&m->gp, &p, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
+        cattr_explainer_free(m->ge);
+        m->ge = NULL;
+        CX_CHECK(cattr_explainer_new(m->model, &p, &m->ge));
+        m->gp = p;
+    }
+    cattr_explainer *e = m->ge;
     int64_t H = m->cfg.hidden_size;
     cattr_status st = CATTR_OK;
     int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
@@ -203,14 +376,13 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     }
     free(seq);
     free(row);
-    cattr_explainer_free(e);
     return st;
 }
 
 /* ---- perturbations over prompt tokens (float32 accumulation, as Captum's LLMAttribution) ---------------------------- */
 
 static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
-                                 const int64_t *tg, int64_t n, double *token_attr, double *seq_attr) {
+                                 const int64_t *tg, int64_t n, double *token_attr, double *seq_attr, double *lp0) {
     bool svs = lp->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING;
     int64_t b = lp->baseline_token >= 0 ? lp->baseline_token : cattr_llm_pad_token(m);
     if (b < 0 || b >= m->cfg.vocab_size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no valid baseline token (%lld)", (long long)b);
@@ -244,8 +416,10 @@ static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const
                 }
                 for (int64_t j = 0; j < k; j++) z[T + j] = tg[j];
             }
-            st = forward_logprobs(m, dt, rows, R, L, tg[k], fk);
+            if (!svs && !lp->no_prefix_cache && lp->perturbations_per_eval == 0) st = ablation_prefix(m, lp, rows, T, L, b, tg[k], fk);
+            else st = forward_logprobs_chunked(m, dt, rows, R, L, tg[k], fk, rows_per_pass(m, lp, R, L));
             for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
+            if (st == CATTR_OK && lp0 && s == 0) lp0[k] = fk[0]; /* row 0: the unablated sequence */
         }
         if (st != CATTR_OK) break;
         for (int64_t r = 1; r < R; r++) {
@@ -412,7 +586,9 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     } else if (p->method == CATTR_LLM_FEATURE_ABLATION || p->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING) {
-        st = perturb_attr(m, p, prompt, T, target, n, token_attr, seq_attr);
+        bool fa = p->method == CATTR_LLM_FEATURE_ABLATION;
+        st = perturb_attr(m, p, prompt, T, target, n, token_attr, seq_attr, fa ? target_logprobs : NULL);
+        if (fa) target_logprobs = NULL; /* row 0 of every batch was the real sequence: already written */
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     } else {

@@ -36,6 +36,9 @@ typedef struct cx_backend {
     size_t (*peak_memory)(void *ctx);    /* high-water mark of bytes allocated */
     void (*reset_peak)(void *ctx);
     bool (*supports_op)(void *ctx, cg_op op, cattr_dtype dtype);
+    /* true when buffers are plain host memory: graph constants of the compute dtype are then used in place (never
+     * written), not copied, so a model's weights exist once */
+    bool host_memory;
 } cx_backend;
 
 /* The CPU backend (OpenBLAS + OpenMP); process-wide, never freed. */

@@ -283,13 +283,27 @@ static cattr_status r_rope(cg_graph *g, int ni, int gy, const bool *need, int *g
     cg_node nd = g->nodes[ni];
     cg_attrs a = nd.a;
     a.index = !nd.a.index; /* the transpose of a rotation is the inverse rotation */
+    if (nd.n_in > 2) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient through a prefix-continuing RoPE", nd.name);
     if (need[0]) gx[0] = EMIT(CG_ROPE, &a, gy, nd.in[1]);
+    return CATTR_OK;
+}
+
+static cattr_status r_swiglu(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    for (int i = 0; i < 2; i++) {
+        if (!need[i]) continue;
+        cg_attrs a = cg_attrs_default();
+        a.index = i;
+        gx[i] = EMIT(CG_SWIGLU_GRAD, &a, nd.in[0], nd.in[1], gy);
+    }
     return CATTR_OK;
 }
 
 static cattr_status r_attention(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
+    if (nd.n_in > 3) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient through attention over a prefix cache", nd.name);
     int packed = EMIT(CG_ATTENTION_GRAD, &nd.a, nd.in[0], nd.in[1], nd.in[2], gy);
     int64_t cq = nd.a.ints[0] * nd.a.ints[2], ck = nd.a.ints[1] * nd.a.ints[2];
     int64_t lo[3] = {0, cq, cq + ck}, hi[3] = {cq, cq + ck, cq + 2 * ck};
@@ -342,6 +356,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_BATCHNORM] = r_batchnorm;
     r->by_op[CG_RMSNORM] = r_rmsnorm;
     r->by_op[CG_ROPE] = r_rope;
+    r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_ATTENTION] = r_attention;
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
 }

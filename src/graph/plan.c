@@ -5,6 +5,10 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+/* graph inputs a plan takes (the prefix-continuing decoder has two per layer) */
+#define CX_PLAN_MAX_IN 256
 
 /* ---- constants -------------------------------------------------------------------------------------------- */
 
@@ -29,7 +33,7 @@ cattr_status cx_consts_new(cx_backend *be, cattr_dtype dtype, cx_consts **out) {
 void cx_consts_free(cx_consts *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++)
-        if (c->views[i].data) c->be->free(c->be->ctx, c->views[i].data, c->bytes[i]);
+        if (c->views[i].data && c->bytes[i]) c->be->free(c->be->ctx, c->views[i].data, c->bytes[i]);
     free(c->src);
     free(c->views);
     free(c->bytes);
@@ -55,7 +59,7 @@ static cattr_status consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *
     }
     const cattr_tensor *t = g->vals[v].data;
     if (c->src[v] != t) { /* a different graph reused this id: replace */
-        if (c->views[v].data) c->be->free(c->be->ctx, c->views[v].data, c->bytes[v]);
+        if (c->views[v].data && c->bytes[v]) c->be->free(c->be->ctx, c->views[v].data, c->bytes[v]);
         c->views[v].data = NULL;
         c->src[v] = NULL;
     }
@@ -63,6 +67,16 @@ static cattr_status consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *
         cattr_dtype dt = t->dtype == CATTR_INT64 ? CATTR_INT64 : c->dtype;
         cattr_tensor *conv = NULL;
         const cattr_tensor *use = t;
+        if (dt == t->dtype && c->be->host_memory) { /* used in place; bytes 0 marks it as not ours */
+            c->views[v].dtype = dt;
+            c->views[v].ndim = t->ndim;
+            memcpy(c->views[v].shape, t->shape, sizeof t->shape);
+            c->views[v].data = t->data;
+            c->bytes[v] = 0;
+            c->src[v] = t;
+            *out = c->views[v];
+            return CATTR_OK;
+        }
         if (dt != t->dtype) {
             CX_CHECK(cattr_tensor_convert(t, dt, &conv));
             use = conv;
@@ -98,9 +112,9 @@ struct cx_plan {
     cx_backend *be;
     bool eager;
     int n_inputs;
-    int in_ndim[16];
-    int64_t in_shape[16][CATTR_MAX_DIMS];
-    cattr_dtype in_dtype[16];
+    int in_ndim[CX_PLAN_MAX_IN];
+    int64_t in_shape[CX_PLAN_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype in_dtype[CX_PLAN_MAX_IN];
     cattr_dtype consts_dtype;
     cx_view *views;   /* per value */
     int *root;        /* per value: the value whose storage it uses (itself unless a view alias) */
@@ -166,9 +180,9 @@ static cattr_status place(cx_plan *p) {
         for (int i = 0; i < nb;)
             if (live[i].end < pos) live[i] = live[--nb];
             else i++;
-        int defs[16], nd = 0;
+        int defs[CX_PLAN_MAX_IN], nd = 0;
         if (pos < 0) {
-            for (int i = 0; i < g->n_inputs && nd < 16; i++)
+            for (int i = 0; i < g->n_inputs && nd < CX_PLAN_MAX_IN; i++)
                 if (p->last_use[g->inputs[i]] >= 0) defs[nd++] = g->inputs[i];
         } else {
             int v = p->nodes[pos].out;
@@ -212,7 +226,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
                          const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
                          int n_outs, cx_plan **out) {
     *out = NULL;
-    if (g->n_inputs > 16) return cx_fail(CATTR_ERR_UNSUPPORTED, "models with more than 16 inputs");
+    if (g->n_inputs > CX_PLAN_MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "graphs with more than %d inputs", CX_PLAN_MAX_IN);
     cx_plan *p = calloc(1, sizeof *p);
     if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     int nv = g->n_vals;
@@ -387,6 +401,20 @@ static cattr_status run_node(cx_plan *p, const cg_node *n) {
     return p->be->run_op(p->be->ctx, n, in, o);
 }
 
+/* CATTR_PROFILE=1: time per op kind of planned runs, summed over the process and logged (debug level) at exit */
+static bool g_profile_init, g_profile;
+static double g_prof_s[CG_OP_COUNT];
+static long g_prof_n[CG_OP_COUNT];
+static void profile_report(void) {
+    double tot = 0;
+    for (int i = 0; i < CG_OP_COUNT; i++) tot += g_prof_s[i];
+    for (int i = 0; i < CG_OP_COUNT; i++)
+        if (g_prof_n[i])
+            cx_log(CATTR_LOG_DEBUG, "profile: %-22s %8ld runs %10.3f s %5.1f%%", cg_op_names[i], g_prof_n[i], g_prof_s[i],
+                   tot > 0 ? 100 * g_prof_s[i] / tot : 0.0);
+    cx_log(CATTR_LOG_DEBUG, "profile: total %.3f s", tot);
+}
+
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host) {
     const cg_graph *g = p->g;
     cx_backend *be = p->be;
@@ -413,7 +441,25 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             CX_CHECK(be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]));
         }
-        for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
+        if (!g_profile_init) {
+            const char *e = getenv("CATTR_PROFILE");
+            g_profile = e && *e && strcmp(e, "0");
+            g_profile_init = true;
+            if (g_profile) atexit(profile_report);
+        }
+        if (!g_profile) {
+            for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
+        } else {
+            for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
+                struct timespec t0, t1;
+                clock_gettime(CLOCK_MONOTONIC, &t0);
+                st = run_node(p, &p->nodes[k]);
+                clock_gettime(CLOCK_MONOTONIC, &t1);
+                int op = p->nodes[k].op;
+                g_prof_s[op] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+                g_prof_n[op]++;
+            }
+        }
     } else {
         for (int i = 0; i < g->n_inputs && st == CATTR_OK; i++) {
             int v = g->inputs[i];

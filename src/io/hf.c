@@ -324,6 +324,13 @@ static float half_to_float(uint16_t h) {
     return f;
 }
 
+/* Drops the resident pages that lie wholly inside [p, p + n) of a read-only file mapping (they are re-read from the
+ * file if touched again). */
+static void cx_hf_release_range(const void *p, size_t n) {
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = ((uintptr_t)p + pg - 1) / pg * pg, b = ((uintptr_t)p + n) / pg * pg;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype dtype, int exp_ndim,
                           const int64_t *exp_shape, cattr_tensor **out) {
     *out = NULL;
@@ -336,18 +343,51 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
     cattr_tensor *t = cx_tensor_alloc(dtype, e->ndim, e->shape);
     if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory loading '%s'", name);
     int64_t n = t->numel;
-    for (int64_t i = 0; i < n; i++) {
-        double v;
-        const unsigned char *p = e->data;
-        switch (e->type) {
-        case W_F32: { uint32_t b = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24; float f; memcpy(&f, &b, 4); v = f; break; }
-        case W_F64: { uint64_t b = 0; for (int k = 0; k < 8; k++) b |= (uint64_t)p[8 * i + k] << (8 * k); memcpy(&v, &b, 8); break; }
-        case W_BF16: { uint32_t b = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16; float f; memcpy(&f, &b, 4); v = f; break; }
-        default: v = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)); break;
+    const unsigned char *p = e->data;
+    float *f32 = dtype == CATTR_FLOAT32 ? t->data : NULL;
+    double *f64 = dtype == CATTR_FLOAT64 ? t->data : NULL;
+    /* one tight loop per source type (safetensors is little-endian; bytes are assembled explicitly) */
+    switch (e->type) {
+    case W_BF16:
+#pragma omp parallel for if (n > (1 << 20)) schedule(static)
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16;
+            float f;
+            memcpy(&f, &b, 4);
+            if (f32) f32[i] = f;
+            else f64[i] = f;
         }
-        if (dtype == CATTR_FLOAT32) ((float *)t->data)[i] = (float)v;
-        else ((double *)t->data)[i] = v;
+        break;
+    case W_F32:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t b = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+            float f;
+            memcpy(&f, &b, 4);
+            if (f32) f32[i] = f;
+            else f64[i] = f;
+        }
+        break;
+    case W_F64:
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t b = 0;
+            for (int k = 0; k < 8; k++) b |= (uint64_t)p[8 * i + k] << (8 * k);
+            double v;
+            memcpy(&v, &b, 8);
+            if (f32) f32[i] = (float)v;
+            else f64[i] = v;
+        }
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++) {
+            double v = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            if (f32) f32[i] = (float)v;
+            else f64[i] = v;
+        }
+        break;
     }
+    /* the mapped pages of this weight are no longer needed: release them so the BF16 file and the float32 copy do
+     * not both stay resident */
+    cx_hf_release_range(e->data, (size_t)n * (e->type == W_F32 ? 4 : e->type == W_F64 ? 8 : 2));
     *out = t;
     return CATTR_OK;
 }

@@ -30,6 +30,7 @@ void cx_decoder_inv_freq(const cx_hf_config *cfg, double *inv) {
 
 typedef struct {
     cg_graph *g;
+    const cg_graph *src; /* borrow the weights from this graph (else load them from w) */
     cx_hf_weights *w;
     cattr_status st;
     char name[256];
@@ -38,6 +39,16 @@ typedef struct {
 /* A weight as a graph constant (float32), checked against the expected shape. -1 on error (b->st set). */
 static int weight(builder *b, const char *name, int nd, int64_t d0, int64_t d1) {
     if (b->st != CATTR_OK) return -1;
+    if (b->src) {
+        int sv = cg_find_value(b->src, name);
+        if (sv < 0 || !b->src->vals[sv].data) {
+            b->st = cx_fail(CATTR_ERR_INTERNAL, "no weight '%s' in the base graph", name);
+            return -1;
+        }
+        int v = cg_add_const(b->g, name, (cattr_tensor *)b->src->vals[sv].data, false);
+        if (v < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        return v;
+    }
     int64_t sh[2] = {d0, d1};
     cattr_tensor *t = NULL;
     b->st = cx_hf_weight(b->w, name, CATTR_FLOAT32, nd, sh, &t);
@@ -83,13 +94,10 @@ static int rmsnorm(builder *b, int x, const char *wname, int64_t dim, double eps
     return NODE(CG_RMSNORM, &a, name, x, w);
 }
 
-cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr_model **out, cx_hf_config *cfg_out) {
-    *out = NULL;
-    cx_hf_config cfg;
-    CX_CHECK(cx_hf_config_load(dir, &cfg));
-    builder bb = {cg_new(), NULL, CATTR_OK, ""}, *b = &bb;
-    if (!b->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    b->st = cx_hf_weights_open(dir, &b->w);
+/* The layers, final norm and head into b->g; with `cached`, the per-layer prefix inputs (see
+ * cx_decoder_build_cached). */
+static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_opts *opts, bool cached) {
+    const cx_hf_config cfg = *cfgp;
     const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
     const int64_t d = cfg.head_dim, I = cfg.intermediate_size, V = cfg.vocab_size;
     int x = -1, E = -1;
@@ -119,6 +127,15 @@ cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr
     for (int64_t l = 0; l < cfg.num_hidden_layers && b->st == CATTR_OK; l++) {
 #define W(s) (snprintf(n1, sizeof n1, "model.layers.%lld." s, (long long)l), n1)
 #define N(s) (snprintf(n2, sizeof n2, "model.layers.%lld." s, (long long)l), n2)
+        int pk = -1, pv = -1;
+        if (cached) {
+            char pn[64];
+            snprintf(pn, sizeof pn, "past.%lld.k", (long long)l);
+            pk = cg_add_input(b->g, pn);
+            snprintf(pn, sizeof pn, "past.%lld.v", (long long)l);
+            pv = cg_add_input(b->g, pn);
+            if (pk < 0 || pv < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
         int h = rmsnorm(b, x, W("input_layernorm.weight"), H, cfg.rms_norm_eps, N("input_layernorm"));
         int q = linear(b, h, W("self_attn.q_proj.weight"), nh * d, H, cfg.qkv_bias, N("self_attn.q_proj"));
         int k = linear(b, h, W("self_attn.k_proj.weight"), nkv * d, H, cfg.qkv_bias, N("self_attn.k_proj"));
@@ -130,22 +147,26 @@ cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr
         cg_attrs ra = cg_attrs_default();
         ra.n_ints = 1;
         ra.ints[0] = d;
-        q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv);
-        k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv);
+        if (cached) { /* positions continue after the prefix: its length is the offset */
+            q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv, pk);
+            k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv, pk);
+        } else {
+            q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv);
+            k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv);
+        }
         cg_attrs aa = cg_attrs_default();
         aa.n_ints = 3;
         aa.ints[0] = nh;
         aa.ints[1] = nkv;
         aa.ints[2] = d;
-        int att = NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v);
+        int att = cached ? NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v, pk, pv)
+                         : NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v);
         int o = linear(b, att, W("self_attn.o_proj.weight"), H, nh * d, cfg.o_bias, N("self_attn.o_proj"));
         x = NODE(CG_ADD, NULL, N("residual_attn"), x, o);
         int h2 = rmsnorm(b, x, W("post_attention_layernorm.weight"), H, cfg.rms_norm_eps, N("post_attention_layernorm"));
         int gate = linear(b, h2, W("mlp.gate_proj.weight"), I, H, cfg.mlp_bias, N("mlp.gate_proj"));
         int up = linear(b, h2, W("mlp.up_proj.weight"), I, H, cfg.mlp_bias, N("mlp.up_proj"));
-        int sg = NODE(CG_SIGMOID, NULL, N("mlp.act_sigmoid"), gate);
-        int act = NODE(CG_MUL, NULL, N("mlp.act_fn"), gate, sg);
-        int prod = NODE(CG_MUL, NULL, N("mlp.gated"), act, up);
+        int prod = NODE(CG_SWIGLU, NULL, N("mlp.gated"), gate, up); /* act_fn(gate) * up */
         int down = linear(b, prod, W("mlp.down_proj.weight"), H, I, cfg.mlp_bias, N("mlp.down_proj"));
         char hn[64];
         snprintf(hn, sizeof hn, "hidden.layer%lld", (long long)l);
@@ -175,6 +196,31 @@ cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr
         }
         if (b->st == CATTR_OK && cg_add_output(b->g, y) != 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
+}
+
+cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, cg_graph **out) {
+    *out = NULL;
+    builder bb = {cg_new(), base, NULL, CATTR_OK, ""};
+    if (!bb.g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cx_decoder_opts o = {false, false};
+    build_body(&bb, cfg, &o, true);
+    if (bb.st != CATTR_OK) {
+        cg_free(bb.g);
+        return bb.st;
+    }
+    *out = bb.g;
+    return CATTR_OK;
+}
+
+cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr_model **out, cx_hf_config *cfg_out) {
+    *out = NULL;
+    cx_hf_config cfg;
+    CX_CHECK(cx_hf_config_load(dir, &cfg));
+    builder bb = {cg_new(), NULL, NULL, CATTR_OK, ""}, *b = &bb;
+    if (!b->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    b->st = cx_hf_weights_open(dir, &b->w);
+    const int64_t H = cfg.hidden_size;
+    build_body(b, &cfg, opts, false);
     if (b->w) cx_hf_weights_release_pages(b->w);
     cx_hf_weights_free(b->w);
     cattr_model *m = NULL;

@@ -339,6 +339,12 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         memcpy(out->shape, cnt, sizeof cnt);
         return CATTR_OK;
     }
+    case CG_SWIGLU: case CG_SWIGLU_GRAD:
+        if (!cx_shape_eq(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape) ||
+            (n->op == CG_SWIGLU_GRAD && !cx_shape_eq(in[0].ndim, in[0].shape, in[2].ndim, in[2].shape)))
+            SHAPE_FAIL("gate, up (and gradient) shapes differ");
+        copy_shape(out, &in[0]);
+        return CATTR_OK;
     case CG_RMSNORM: case CG_RMSNORM_GRAD: {
         int64_t D = cx_view_numel(&in[1]);
         if (in[0].ndim < 1 || D < 1 || in[0].shape[in[0].ndim - 1] % D)
@@ -363,6 +369,10 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[1].shape) || !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[2].shape))
             SHAPE_FAIL("attention needs q [..., T, %lld], k and v [..., T, %lld]", (long long)(nh * d),
                        (long long)(nkv * d));
+        if (n->op == CG_ATTENTION && n->n_in > 4 &&
+            (in[3].ndim != 2 || in[4].ndim != 2 || in[3].shape[0] != in[4].shape[0] || in[3].shape[1] != nkv * d ||
+             in[4].shape[1] != nkv * d))
+            SHAPE_FAIL("the prefix keys and values must be [P, %lld]", (long long)(nkv * d));
         copy_shape(out, &in[0]);
         if (n->op == CG_ATTENTION_GRAD) out->shape[nd - 1] = (nh + 2 * nkv) * d;
         return CATTR_OK;

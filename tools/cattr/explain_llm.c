@@ -37,6 +37,10 @@ static void help(FILE *f) {
         "  --dtype D               float32 (default) | float64\n"
         "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
         "  --max-memory SIZE       memory budget, e.g. 2G (default: 1/4 of free RAM)\n"
+        "  --perturbations-per-eval N  perturbation methods: sequences per forward pass (default: from --max-memory;\n"
+        "                          1 = one forward per perturbed sequence, as Captum's default)\n"
+        "  --no-prefix-cache       feature-ablation: run every ablated sequence in full (default: the unchanged prefix\n"
+        "                          is computed once and only the positions from the ablated token on are run)\n"
         "  --output FILE.json      input_tokens, input_ids, output_tokens, output_ids, seq_attr, token_attr,\n"
         "                          target_logprobs, method, args, convergence_delta\n"
         "  --html FILE             a heatmap page that opens in any browser without network access\n"
@@ -278,6 +282,12 @@ int cmd_explain_llm(int argc, char **argv) {
         } else if (!strcmp(o, "--precision")) {
             NEED();
             if (strcmp(v, "highest")) return cli_usage_error("--precision %s is not implemented yet (highest only)", v);
+        } else if (!strcmp(o, "--perturbations-per-eval")) {
+            NEED();
+            if (!cli_parse_int(v, &x) || x < 1 || x > 1000000) return cli_usage_error("--perturbations-per-eval needs a positive integer");
+            p.perturbations_per_eval = (int)x;
+        } else if (!strcmp(o, "--no-prefix-cache")) {
+            p.no_prefix_cache = 1;
         } else if (!strcmp(o, "--internal-batch-size")) {
             NEED();
             if (!cli_parse_int(v, &x) || x < 1) return cli_usage_error("--internal-batch-size needs a positive integer");

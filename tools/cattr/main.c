@@ -69,7 +69,14 @@ int cli_usage_error(const char *fmt, ...) {
 
 void cli_log(cattr_log_level level, const char *msg, void *user) {
     (void)user;
-    if (level >= CATTR_LOG_WARN) fprintf(stderr, "cattr: %s: %s\n", level == CATTR_LOG_WARN ? "warning" : "error", msg);
+    /* CATTR_LOG=info (or debug) shows the library's planning messages too (chunk sizes, memory) */
+    static int min = -1;
+    if (min < 0) {
+        const char *e = getenv("CATTR_LOG");
+        min = e && !strcmp(e, "debug") ? CATTR_LOG_DEBUG : e && !strcmp(e, "info") ? CATTR_LOG_INFO : CATTR_LOG_WARN;
+    }
+    static const char *names[] = {"debug", "info", "warning", "error"};
+    if ((int)level >= min) fprintf(stderr, "cattr: %s: %s\n", names[level], msg);
 }
 
 static bool ends_with(const char *s, const char *suf) {

@@ -35,10 +35,59 @@ __attribute__((destructor)) static void cpu_scratch_release(void) {
     }
 }
 
+/* ---- GEMM: OpenBLAS single-threaded inside, threads of our own outside ----
+ * OpenBLAS's pthreads pool and OpenMP's pool spin against each other on a few cores (each waiting for work while the
+ * other runs), which cost a third of an LLM attribution. So OpenBLAS runs one thread per call (set once, process-wide,
+ * when the backend is first used) and a large product is split into row (or column) blocks over the OpenMP threads. */
+#include <omp.h>
+#include <pthread.h>
+
+static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+
+#define GEMM_DEFINE(NAME, TY, BLAS)                                                                                    \
+    static void NAME(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,       \
+                     TY alpha, const TY *A, int lda, const TY *B, int ldb, TY beta, TY *C, int ldc) {                 \
+        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                                                     \
+        double work = (double)m * (double)n * (double)k;                                                             \
+        if (nt < 2 || work < 4.0e6 || (m < 16 * nt && n < 64 * nt)) {                                                          \
+            BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                            \
+            return;                                                                                                  \
+        }                                                                                                            \
+        bool rows = m >= n ? m >= 16 * nt : n < 64 * nt; /* split the longer side of C: each block packs less */                                      \
+        int total = rows ? m : n, align = rows ? 8 : 16;                                                            \
+        _Pragma("omp parallel num_threads(nt)")                                                                      \
+        {                                                                                                            \
+            int t = omp_get_thread_num(), cnt = omp_get_num_threads();                                              \
+            int per = (total + cnt - 1) / cnt;                                                                       \
+            per = (per + align - 1) / align * align;                                                                 \
+            int lo = t * per, hi = lo + per < total ? lo + per : total;                                              \
+            if (lo < hi) {                                                                                           \
+                if (rows) {                                                                                          \
+                    const TY *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;                               \
+                    BLAS(o, ta, tb, hi - lo, n, k, alpha, a, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);        \
+                } else {                                                                                             \
+                    const TY *b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;                               \
+                    BLAS(o, ta, tb, m, hi - lo, k, alpha, A, lda, b, ldb, beta, C + lo, ldc);                      \
+                }                                                                                                    \
+            }                                                                                                        \
+        }                                                                                                            \
+    }
+GEMM_DEFINE(cx_sgemm, float, cblas_sgemm)
+GEMM_DEFINE(cx_dgemm, double, cblas_dgemm)
+
+/* Hot row kernels are built for several instruction sets and picked at load time (GCC's target_clones); their
+ * reductions use fixed lanes, so every clone rounds the same way. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define CX_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CX_CLONES
+#endif
+
 /* ---- float instantiation ---- */
 #define T float
 #define K(name) name##_f32
-#define GEMM cblas_sgemm
+#define GEMM cx_sgemm
 #define EXP expf
 #define TANH tanhf
 #define SQRT sqrtf
@@ -55,7 +104,7 @@ __attribute__((destructor)) static void cpu_scratch_release(void) {
 /* ---- double instantiation ---- */
 #define T double
 #define K(name) name##_f64
-#define GEMM cblas_dgemm
+#define GEMM cx_dgemm
 #define EXP exp
 #define TANH tanh
 #define SQRT sqrt
@@ -182,6 +231,20 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
     }
     if (grad) memset(out->data, 0, (size_t)cx_view_numel(out) * es);
     int64_t total = cx_view_numel(small);
+    if (nd >= 1 && sp[nd - 1] == 1 && cnt[nd - 1] > 0) { /* contiguous runs along the last dim: one copy per run */
+        int64_t run = cnt[nd - 1], runs = total / run;
+        size_t rb = (size_t)run * es;
+        for (int64_t i = 0; i < runs; i++) {
+            int64_t rem = i, off = st[nd - 1];
+            for (int d = nd - 2; d >= 0; d--) {
+                off += (st[d] + (rem % cnt[d]) * sp[d]) * str[d];
+                rem /= cnt[d];
+            }
+            if (grad) memcpy((char *)out->data + (size_t)off * es, (const char *)in[0].data + (size_t)i * rb, rb);
+            else memcpy((char *)out->data + (size_t)i * rb, (const char *)in[0].data + (size_t)off * es, rb);
+        }
+        return CATTR_OK;
+    }
     for (int64_t i = 0; i < total; i++) {
         int64_t rem = i, off = 0;
         for (int d = nd - 1; d >= 0; d--) {
@@ -240,6 +303,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_SOFTMAX_GRAD: return DISPATCH(softmax_grad, n, in, out);
     case CG_BATCHNORM: case CG_BATCHNORM_GRAD: return DISPATCH(batchnorm, n, in, out);
     case CG_RMSNORM: return DISPATCH(rmsnorm, n, in, out);
+    case CG_SWIGLU: case CG_SWIGLU_GRAD: return DISPATCH(swiglu, n, in, out);
     case CG_RMSNORM_GRAD: return DISPATCH(rmsnorm_grad, n, in, out);
     case CG_ROPE: return DISPATCH(rope, n, in, out);
     case CG_ATTENTION: return DISPATCH(attention, n, in, out);
@@ -323,6 +387,10 @@ static cx_backend g_cpu = {
     .peak_memory = cpu_peak,
     .reset_peak = cpu_reset_peak,
     .supports_op = cpu_supports,
+    .host_memory = true,
 };
 
-cx_backend *cx_backend_cpu(void) { return &g_cpu; }
+cx_backend *cx_backend_cpu(void) {
+    pthread_once(&g_blas_once, blas_single_thread);
+    return &g_cpu;
+}

@@ -255,6 +255,12 @@ static cattr_status K(matmul)(const cg_node *n, const cx_view *in, cx_view *out)
     }
     const T *A = in[0].data, *B = in[1].data;
     T *Y = out->data;
+    if (in[1].ndim == 2 && !a->trans_a && nbatch > 1 && k > 0 && nbat == na - 2) {
+        /* [..., m, k] x [k, n]: the batch dims of A fold into the rows of one GEMM (one packing of B, full panels) */
+        GEMM(CblasRowMajor, CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)(nbatch * m), (int)nn, (int)k,
+             (T)1, A, (int)ac, B, (int)bc, (T)0, Y, (int)nn);
+        return CATTR_OK;
+    }
     for (int64_t b = 0; b < nbatch; b++) {
         int64_t rem = b, oa = 0, ob = 0;
         for (int d = nbat - 1; d >= 0; d--) {

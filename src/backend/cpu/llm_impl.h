@@ -2,7 +2,26 @@
  * log-softmax) and their gradients, instantiated for float and double like kernels_impl.h (T, K(name), EXP, SQRT).
  * Layouts: activations are [..., T, C] with the sequence in the second-to-last dim and heads packed in the last. */
 
+/* Dot product in 16 independent lanes summed by a fixed tree: the same rounding at every vector width (the lanes
+ * vectorise without reassociation, so results do not depend on the instruction set a clone was built for). */
+static inline T K(dot)(const T *a, const T *b, int64_t n) {
+    T acc[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int l = 0; l < 16; l++) acc[l] += a[i + l] * b[i + l];
+    for (int l = 0; i < n; i++, l++) acc[l] += a[i] * b[i];
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
 /* ---- RMSNorm: y = w * (x / sqrt(mean(x^2) + eps)) over groups of len(w) along the last dim ---------------------- */
+
+static CX_CLONES void K(rmsnorm_row)(const T *xr, const T *w, T *yr, int64_t D, T eps) {
+    T ss = K(dot)(xr, xr, D);
+    T rms = SQRT(ss / (T)D + eps);
+    for (int64_t i = 0; i < D; i++) yr[i] = w[i] * (xr[i] / rms);
+}
 
 static cattr_status K(rmsnorm)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *x = in[0].data, *w = in[1].data;
@@ -10,39 +29,57 @@ static cattr_status K(rmsnorm)(const cg_node *n, const cx_view *in, cx_view *out
     int64_t D = cx_view_numel(&in[1]), rows = D ? cx_view_numel(&in[0]) / D : 0;
     const T eps = (T)n->a.alpha;
     PAR_FOR(rows * D > PAR_MIN,
-    for (int64_t r = 0; r < rows; r++) {
-        const T *xr = x + r * D;
-        T *yr = y + r * D;
-        T ss = 0;
-        for (int64_t i = 0; i < D; i++) ss += xr[i] * xr[i];
-        T rms = SQRT(ss / (T)D + eps);
-        for (int64_t i = 0; i < D; i++) yr[i] = w[i] * (xr[i] / rms);
-    });
+    for (int64_t r = 0; r < rows; r++) K(rmsnorm_row)(x + r * D, w, y + r * D, D, eps););
     return CATTR_OK;
 }
 
 /* (X, W, gY) -> gX = w*g/rms - x * sum(x*w*g) / (D * rms^3) */
+static CX_CLONES void K(rmsnorm_grad_row)(const T *xr, const T *w, const T *gr, T *o, int64_t D, T eps) {
+    T a1[16] = {0}, a2[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= D; i += 16)
+        for (int l = 0; l < 16; l++) {
+            a1[l] += xr[i + l] * xr[i + l];
+            a2[l] += xr[i + l] * w[i + l] * gr[i + l];
+        }
+    for (int l = 0; i < D; i++, l++) {
+        a1[l] += xr[i] * xr[i];
+        a2[l] += xr[i] * w[i] * gr[i];
+    }
+    for (int k = 8; k >= 1; k /= 2)
+        for (int l = 0; l < k; l++) {
+            a1[l] += a1[l + k];
+            a2[l] += a2[l + k];
+        }
+    T ss = a1[0], dot = a2[0];
+    T rms = SQRT(ss / (T)D + eps), inv = (T)1 / rms, c = dot * inv * inv * inv / (T)D;
+    for (i = 0; i < D; i++) o[i] = w[i] * gr[i] * inv - xr[i] * c;
+}
+
 static cattr_status K(rmsnorm_grad)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *x = in[0].data, *w = in[1].data, *g = in[2].data;
     T *gx = out->data;
     int64_t D = cx_view_numel(&in[1]), rows = D ? cx_view_numel(&in[0]) / D : 0;
     const T eps = (T)n->a.alpha;
     PAR_FOR(rows * D > PAR_MIN,
-    for (int64_t r = 0; r < rows; r++) {
-        const T *xr = x + r * D, *gr = g + r * D;
-        T *o = gx + r * D;
-        T ss = 0, dot = 0;
-        for (int64_t i = 0; i < D; i++) {
-            ss += xr[i] * xr[i];
-            dot += xr[i] * w[i] * gr[i];
-        }
-        T rms = SQRT(ss / (T)D + eps), inv = (T)1 / rms, c = dot * inv * inv * inv / (T)D;
-        for (int64_t i = 0; i < D; i++) o[i] = w[i] * gr[i] * inv - xr[i] * c;
-    });
+    for (int64_t r = 0; r < rows; r++) K(rmsnorm_grad_row)(x + r * D, w, g + r * D, gx + r * D, D, eps););
     return CATTR_OK;
 }
 
 /* ---- rotary embedding, rotate-half layout; positions 0..T-1; a.ints[0] = head_dim; a.index = 1: inverse --------- */
+
+static CX_CLONES void K(rope_row)(const T *xr, T *yr, const T *c, const T *s, int64_t heads, int64_t d) {
+    int64_t half = d / 2;
+    for (int64_t h = 0; h < heads; h++) {
+        const T *x1 = xr + h * d, *x2 = x1 + half;
+        T *y1 = yr + h * d, *y2 = y1 + half;
+        for (int64_t m = 0; m < half; m++) {
+            T u1 = x1[m], u2 = x2[m];
+            y1[m] = u1 * c[m] - u2 * s[m];
+            y2[m] = u2 * c[m] + u1 * s[m];
+        }
+    }
+}
 
 static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *x = in[0].data, *invf = in[1].data;
@@ -51,25 +88,54 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t d = n->a.ints[0], half = d / 2, C = in[0].shape[nd - 1], Tn = in[0].shape[nd - 2];
     int64_t rows = cx_view_numel(&in[0]) / C, heads = C / d;
     const T sgn = n->a.index ? (T)-1 : (T)1;
+    /* an optional third input is a prefix these positions continue: its length is the first position */
+    int64_t off = n->n_in > 2 && in[2].data && in[2].ndim >= 2 ? in[2].shape[in[2].ndim - 2] : 0;
+    /* the cos/sin table of every position, once: angle in double, rounded to T as before */
+    T *tab = malloc((size_t)(2 * (Tn > 0 ? Tn : 1) * (half > 0 ? half : 1)) * sizeof(T));
+    if (!tab) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    for (int64_t t = 0; t < Tn; t++)
+        for (int64_t m = 0; m < half; m++) {
+            double a = (double)(t + off) * (double)invf[m];
+            tab[(2 * t) * half + m] = (T)cos(a);
+            tab[(2 * t + 1) * half + m] = sgn * (T)sin(a);
+        }
     PAR_FOR(rows * C > PAR_MIN,
     for (int64_t r = 0; r < rows; r++) {
         int64_t t = r % Tn;
-        const T *xr = x + r * C;
-        T *yr = y + r * C;
-        for (int64_t m = 0; m < half; m++) {
-            double a = (double)t * (double)invf[m];
-            T c = (T)cos(a), s = sgn * (T)sin(a);
-            for (int64_t h = 0; h < heads; h++) {
-                T u1 = xr[h * d + m], u2 = xr[h * d + half + m];
-                yr[h * d + m] = u1 * c - u2 * s;
-                yr[h * d + half + m] = u2 * c + u1 * s;
-            }
-        }
+        K(rope_row)(x + r * C, y + r * C, tab + 2 * t * half, tab + (2 * t + 1) * half, heads, d);
     });
+    free(tab);
     return CATTR_OK;
 }
 
 /* ---- causal grouped-query attention: ints = {n_heads, n_kv_heads, head_dim} --------------------------------------- */
+
+/* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
+ * P prefix keys and values pk, pv (same strides) come before them. pr holds P + Tn scores. */
+static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
+                                   T *pr, int64_t Tn, int64_t cq, int64_t ck, int64_t d, T scale) {
+    for (int64_t t = 0; t < Tn; t++) {
+        const T *qt = q + t * cq;
+        T mx = -(T)INFINITY;
+        for (int64_t u = 0; u < P + t + 1; u++) {
+            const T *ku = u < P ? pk + u * ck : k + (u - P) * ck;
+            pr[u] = K(dot)(qt, ku, d) * scale;
+            if (pr[u] > mx) mx = pr[u];
+        }
+        T sum = 0;
+        for (int64_t u = 0; u < P + t + 1; u++) {
+            pr[u] = EXP(pr[u] - mx);
+            sum += pr[u];
+        }
+        T *ot = o + t * cq;
+        for (int64_t i = 0; i < d; i++) ot[i] = 0;
+        for (int64_t u = 0; u < P + t + 1; u++) {
+            T pu = pr[u] / sum;
+            const T *vu = u < P ? pv + u * ck : v + (u - P) * ck;
+            for (int64_t i = 0; i < d; i++) ot[i] += pu * vu[i];
+        }
+    }
+}
 
 static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *q = in[0].data, *k = in[1].data, *v = in[2].data;
@@ -79,38 +145,55 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
     const int64_t Tn = in[0].shape[nd - 2], S = cx_view_numel(&in[0]) / (Tn * nh * d);
     const int64_t cq = nh * d, ck = nkv * d;
     const T scale = (T)1 / SQRT((T)d);
-    T *p = malloc((size_t)(Tn > 0 ? Tn : 1) * sizeof(T) * (size_t)(S * nh));
+    /* optional prefix keys and values [P, kv_heads * d], shared by every sequence */
+    const T *pk = n->n_in > 4 ? in[3].data : NULL, *pv = n->n_in > 4 ? in[4].data : NULL;
+    const int64_t P = pk && pv && in[3].ndim >= 2 ? in[3].shape[in[3].ndim - 2] : 0, W = P + Tn > 0 ? P + Tn : 1;
+    T *p = malloc((size_t)W * sizeof(T) * (size_t)(S * nh));
     if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-    PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
+    PAR_FOR(S * nh * Tn * (Tn + P) * d > PAR_MIN,
     for (int64_t sh = 0; sh < S * nh; sh++) {
         int64_t s = sh / nh, j = sh % nh, g = j / grp;
-        T *pr = p + sh * Tn;
-        for (int64_t t = 0; t < Tn; t++) {
-            const T *qt = q + (s * Tn + t) * cq + j * d;
-            T mx = -(T)INFINITY;
-            for (int64_t u = 0; u <= t; u++) {
-                const T *ku = k + (s * Tn + u) * ck + g * d;
-                T dot = 0;
-                for (int64_t i = 0; i < d; i++) dot += qt[i] * ku[i];
-                pr[u] = dot * scale;
-                if (pr[u] > mx) mx = pr[u];
-            }
-            T sum = 0;
-            for (int64_t u = 0; u <= t; u++) {
-                pr[u] = EXP(pr[u] - mx);
-                sum += pr[u];
-            }
-            T *ot = o + (s * Tn + t) * cq + j * d;
-            for (int64_t i = 0; i < d; i++) ot[i] = 0;
-            for (int64_t u = 0; u <= t; u++) {
-                T pu = pr[u] / sum;
-                const T *vu = v + (s * Tn + u) * ck + g * d;
-                for (int64_t i = 0; i < d; i++) ot[i] += pu * vu[i];
-            }
-        }
+        K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, P ? pk + g * d : NULL,
+                     P ? pv + g * d : NULL, P, o + s * Tn * cq + j * d, p + sh * W, Tn, cq, ck, d, scale);
     });
     free(p);
     return CATTR_OK;
+}
+
+/* The gradient of one (sequence, query head) into its dQ columns and its kv head's dK, dV columns (row stride cp). */
+static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, const T *go, T *dqc, T *dkc, T *dvc, T *p,
+                                        int64_t Tn, int64_t cq, int64_t ck, int64_t cp, int64_t d, T scale) {
+    T *dp = p + Tn;
+    for (int64_t t = 0; t < Tn; t++) {
+        const T *qt = q + t * cq, *got = go + t * cq;
+        T mx = -(T)INFINITY, sum = 0;
+        for (int64_t u = 0; u <= t; u++) {
+            p[u] = K(dot)(qt, k + u * ck, d) * scale;
+            if (p[u] > mx) mx = p[u];
+        }
+        for (int64_t u = 0; u <= t; u++) {
+            p[u] = EXP(p[u] - mx);
+            sum += p[u];
+        }
+        T pdp = 0;
+        for (int64_t u = 0; u <= t; u++) {
+            p[u] /= sum;
+            T dot = K(dot)(got, v + u * ck, d);
+            dp[u] = dot;
+            pdp += p[u] * dot;
+        }
+        T *dq = dqc + t * cp;
+        for (int64_t u = 0; u <= t; u++) {
+            T ds = p[u] * (dp[u] - pdp) * scale, pu = p[u];
+            const T *ku = k + u * ck;
+            T *dk = dkc + u * cp, *dv = dvc + u * cp;
+            for (int64_t i = 0; i < d; i++) {
+                dq[i] += ds * ku[i];
+                dk[i] += ds * qt[i];
+                dv[i] += pu * got[i];
+            }
+        }
+    }
 }
 
 /* (Q, K, V, gO) -> [dQ | dK | dV] packed along the last dim ([..., T, (nh + 2 nkv) * d]) */
@@ -123,50 +206,53 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
     const int64_t cq = nh * d, ck = nkv * d, cp = cq + 2 * ck;
     const T scale = (T)1 / SQRT((T)d);
     memset(gp, 0, (size_t)cx_view_numel(out) * sizeof(T));
-    T *p = malloc((size_t)(Tn > 0 ? 2 * Tn : 2) * sizeof(T));
-    if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-    T *dp = p + Tn;
-    /* serial over (s, j): dK and dV of a kv head gather from every query head of its group */
-    for (int64_t s = 0; s < S; s++)
-        for (int64_t j = 0; j < nh; j++) {
-            int64_t g = j / grp;
-            for (int64_t t = 0; t < Tn; t++) {
-                const T *qt = q + (s * Tn + t) * cq + j * d, *got = go + (s * Tn + t) * cq + j * d;
-                T mx = -(T)INFINITY, sum = 0;
-                for (int64_t u = 0; u <= t; u++) {
-                    const T *ku = k + (s * Tn + u) * ck + g * d;
-                    T dot = 0;
-                    for (int64_t i = 0; i < d; i++) dot += qt[i] * ku[i];
-                    p[u] = dot * scale;
-                    if (p[u] > mx) mx = p[u];
-                }
-                for (int64_t u = 0; u <= t; u++) {
-                    p[u] = EXP(p[u] - mx);
-                    sum += p[u];
-                }
-                T pdp = 0;
-                for (int64_t u = 0; u <= t; u++) {
-                    p[u] /= sum;
-                    const T *vu = v + (s * Tn + u) * ck + g * d;
-                    T dot = 0;
-                    for (int64_t i = 0; i < d; i++) dot += got[i] * vu[i];
-                    dp[u] = dot;
-                    pdp += p[u] * dot;
-                }
-                T *dq = gp + (s * Tn + t) * cp + j * d;
-                for (int64_t u = 0; u <= t; u++) {
-                    T ds = p[u] * (dp[u] - pdp) * scale;
-                    const T *ku = k + (s * Tn + u) * ck + g * d;
-                    T *dk = gp + (s * Tn + u) * cp + cq + g * d, *dv = gp + (s * Tn + u) * cp + cq + ck + g * d;
-                    for (int64_t i = 0; i < d; i++) {
-                        dq[i] += ds * ku[i];
-                        dk[i] += ds * qt[i];
-                        dv[i] += p[u] * got[i];
-                    }
-                }
-            }
+    int64_t ts = Tn > 0 ? 2 * Tn : 2;
+    T *pbuf = malloc((size_t)ts * sizeof(T) * (size_t)(S * nkv > 0 ? S * nkv : 1));
+    if (!pbuf) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    /* parallel over (s, kv head): dK and dV of a kv head gather from the query heads of its group, in head order */
+    PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
+    for (int64_t sg = 0; sg < S * nkv; sg++) {
+        int64_t s = sg / nkv, g = sg % nkv;
+        for (int64_t j = g * grp; j < (g + 1) * grp; j++)
+            K(attn_head_grad)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d,
+                              go + s * Tn * cq + j * d, gp + s * Tn * cp + j * d, gp + s * Tn * cp + cq + g * d,
+                              gp + s * Tn * cp + cq + ck + g * d, pbuf + sg * ts, Tn, cq, ck, cp, d, scale);
+    });
+    free(pbuf);
+    return CATTR_OK;
+}
+
+/* ---- SwiGLU: y = g * sigmoid(g) * u, the same operations as Sigmoid, Mul, Mul; its gradient as autograd forms it --- */
+
+static CX_CLONES void K(swiglu_run)(const T *gt, const T *u, const T *gy, T *y, int64_t cnt, int which) {
+    if (!gy) {
+        for (int64_t i = 0; i < cnt; i++) {
+            T sg = (T)1 / ((T)1 + EXP(-gt[i]));
+            y[i] = (gt[i] * sg) * u[i];
         }
-    free(p);
+    } else if (which == 1) { /* dU = gY * silu(G) */
+        for (int64_t i = 0; i < cnt; i++) {
+            T sg = (T)1 / ((T)1 + EXP(-gt[i]));
+            y[i] = gy[i] * (gt[i] * sg);
+        }
+    } else { /* dG = dA * sg + (dA * G) * (1 - sg) * sg with dA = gY * U */
+        for (int64_t i = 0; i < cnt; i++) {
+            T sg = (T)1 / ((T)1 + EXP(-gt[i])), da = gy[i] * u[i];
+            y[i] = da * sg + (da * gt[i]) * ((T)1 - sg) * sg;
+        }
+    }
+}
+
+static cattr_status K(swiglu)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *gt = in[0].data, *u = in[1].data, *gy = n->op == CG_SWIGLU_GRAD ? in[2].data : NULL;
+    T *y = out->data;
+    int64_t cnt = cx_view_numel(out), blk = 4096, nb = (cnt + blk - 1) / blk;
+    int which = n->a.index;
+    PAR_FOR(cnt > PAR_MIN,
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t lo = b * blk, len = cnt - lo < blk ? cnt - lo : blk;
+        K(swiglu_run)(gt + lo, u + lo, gy ? gy + lo : NULL, y + lo, len, which);
+    });
     return CATTR_OK;
 }
 

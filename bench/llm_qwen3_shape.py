@@ -1,0 +1,209 @@
+#!/usr/bin/python3
+"""cattr on a language model with Qwen3-0.6B's shapes: time, peak memory and the share of the GEMM roofline.
+
+Run from the repository root with Debian's Python (numpy only):
+
+    /usr/bin/python3 bench/llm_qwen3_shape.py [--cattr build/cattr] [--dir /tmp/cattr-qwen3-0.6b-random]
+
+1. Writes (once; reused when present) a randomly initialised BF16 checkpoint with Qwen3-0.6B's shapes: hidden 1024,
+   28 layers, 16 heads, 8 KV heads, head_dim 128, intermediate 3072, vocab 151936, tied embeddings (config.json +
+   model.safetensors, about 1.2 GB).
+2. Measures the roofline: OpenBLAS sgemm at 2048^3 (`sgemm_rate`, built with cattr: the same BLAS and threads).
+3. Runs `cattr explain-llm` on a 42-token prompt with a one-token target, each in its own process (peak RSS from
+   os.wait4): LayerIG with 64 steps, FeatureAblation over all tokens, and FeatureAblation evaluated one forward per
+   ablated token (--perturbations-per-eval 1 --no-prefix-cache, the reference the batched form is compared with).
+   `--runs R` gives the first-call and the warm (median of runs 2..R) time.
+
+FLOPs of LayerIG = 2 x (matmul weights of the layers, without embedding and LM head) x tokens x steps x 2 (forward
+and input-gradient backward) + the LM head at the scored positions (2 x V x H per step, forward and backward).
+Share of the roofline = FLOPs / warm time / sgemm rate.
+"""
+import argparse
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import time
+
+try:
+    import numpy as np
+except ImportError:  # pragma: no cover
+    sys.exit("numpy missing: run this script with /usr/bin/python3 (Debian's Python)")
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHAPE = dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+             intermediate_size=3072, vocab_size=151936)
+
+
+def config():
+    c = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False,
+         "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+         "rope_scaling": None, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "bos_token_id": 151643,
+         "eos_token_id": 151645, "sliding_window": None, "use_sliding_window": False}
+    c.update(SHAPE)
+    return c
+
+
+def tensors():
+    """(name, shape, kind) of every weight, in file order."""
+    H, L, nh, nkv, d, I, V = (SHAPE[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                  "num_key_value_heads", "head_dim", "intermediate_size", "vocab_size"))
+    out = [("model.embed_tokens.weight", (V, H), "w")]
+    for l in range(L):
+        p = "model.layers.%d." % l
+        out += [(p + "input_layernorm.weight", (H,), "one"), (p + "post_attention_layernorm.weight", (H,), "one"),
+                (p + "self_attn.q_proj.weight", (nh * d, H), "w"), (p + "self_attn.k_proj.weight", (nkv * d, H), "w"),
+                (p + "self_attn.v_proj.weight", (nkv * d, H), "w"), (p + "self_attn.o_proj.weight", (H, nh * d), "w"),
+                (p + "self_attn.q_norm.weight", (d,), "one"), (p + "self_attn.k_norm.weight", (d,), "one"),
+                (p + "mlp.gate_proj.weight", (I, H), "w"), (p + "mlp.up_proj.weight", (I, H), "w"),
+                (p + "mlp.down_proj.weight", (H, I), "w")]
+    out.append(("model.norm.weight", (H,), "one"))
+    return out
+
+
+def layer_matmul_params():
+    return sum(int(np.prod(s)) for n, s, k in tensors() if k == "w" and n.startswith("model.layers."))
+
+
+def write_checkpoint(d, seed=0):
+    os.makedirs(d, exist_ok=True)
+    st = os.path.join(d, "model.safetensors")
+    if os.path.exists(st) and os.path.exists(os.path.join(d, "config.json")):
+        return False
+    rng = np.random.default_rng(seed)
+    header, off = {}, 0
+    specs = tensors()
+    for name, shape, kind in specs:
+        n = int(np.prod(shape)) * 2
+        header[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    hb = json.dumps(header, separators=(",", ":")).encode()
+    hb += b" " * (-len(hb) % 8)
+    tmp = st + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(hb)))
+        f.write(hb)
+        for name, shape, kind in specs:
+            if kind == "one":
+                x = np.ones(shape, np.float32)
+            else:
+                x = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
+            u = x.view(np.uint32)
+            bf = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+            f.write(bf.tobytes())
+    os.replace(tmp, st)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(config(), f, indent=1)
+    return True
+
+
+def run_wait4(cmd, env):
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    out, err = p.stdout.read(), p.stderr.read()
+    _, status, ru = os.wait4(p.pid, 0)
+    p.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    return p.returncode, out.decode(), err.decode(), wall, ru.ru_maxrss / 1024.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cattr", default=os.path.join(REPO, "build", "cattr"))
+    ap.add_argument("--sgemm", default=None, help="the sgemm_rate binary (default: next to --cattr)")
+    ap.add_argument("--dir", default="/tmp/cattr-qwen3-0.6b-random", help="where the checkpoint is written/reused")
+    ap.add_argument("--tokens", type=int, default=42)
+    ap.add_argument("--steps", type=int, default=64)
+    ap.add_argument("--runs", type=int, default=2, help="calls per process (first + warm median of the rest)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--max-memory", default=None, help="passed to cattr (default: cattr's own default)")
+    ap.add_argument("--methods", default="layer-ig,feature-ablation,feature-ablation-1",
+                    help="comma list of layer-ig, feature-ablation, feature-ablation-1 (one forward per token)")
+    ap.add_argument("--precision", default="highest", help="cattr --precision (highest | high)")
+    ap.add_argument("--json", default=None, help="write every measurement as JSON")
+    a = ap.parse_args()
+
+    if not os.path.exists(a.cattr):
+        sys.exit("cattr binary %s missing: build first (cmake --build build)" % a.cattr)
+    sg = a.sgemm or os.path.join(os.path.dirname(a.cattr), "sgemm_rate")
+    env = dict(os.environ)
+    for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[k] = str(a.threads)
+
+    t0 = time.perf_counter()
+    if write_checkpoint(a.dir):
+        print("wrote %s in %.1f s" % (a.dir, time.perf_counter() - t0), flush=True)
+    size = os.path.getsize(os.path.join(a.dir, "model.safetensors"))
+    n_params = sum(int(np.prod(s)) for _, s, _ in tensors())
+    f32_mib = n_params * 4 / 2**20
+    P = layer_matmul_params()
+    H, V = SHAPE["hidden_size"], SHAPE["vocab_size"]
+    print("checkpoint: %s, %.2f GB BF16, %.1f M parameters (%.1f M in layer matmuls), float32 weights %.0f MiB"
+          % (a.dir, size / 1e9, n_params / 1e6, P / 1e6, f32_mib), flush=True)
+
+    rc, out, err, _, _ = run_wait4([sg, "2048", "5"], env)
+    m = re.search(r"gflops=([0-9.]+)", out)
+    if rc != 0 or not m:
+        sys.exit("sgemm_rate failed: %s" % (err or out))
+    rate = float(m.group(1)) * 1e9
+    print("roofline: sgemm 2048^3 = %.1f GFLOP/s (%d threads)" % (rate / 1e9, a.threads), flush=True)
+
+    rng = np.random.default_rng(1)
+    prompt = ",".join(str(int(x)) for x in rng.integers(0, V, a.tokens))
+    target = str(int(rng.integers(0, V)))
+    results = {"sgemm_gflops": rate / 1e9, "threads": a.threads, "tokens": a.tokens, "steps": a.steps,
+               "f32_weights_mib": f32_mib, "runs": {}}
+    base = [a.cattr, "explain-llm", a.dir, "--prompt-ids", prompt, "--target-ids", target, "--runs", str(a.runs),
+            "--quiet", "--precision", a.precision]
+    if a.max_memory:
+        base += ["--max-memory", a.max_memory]
+    flops_ig = 2.0 * P * a.tokens * a.steps * 2 + 2.0 * V * H * a.steps * 2
+    flops_fa = 2.0 * P * a.tokens * (a.tokens + 1) + 2.0 * V * H * (a.tokens + 1)  # one full forward per row
+    print("\n%-22s %10s %10s %9s %10s %9s  %s" % ("method", "first s", "warm s", "RSS MiB", "GFLOP/s", "roofline",
+                                                "notes"))
+    for meth in [x for x in a.methods.split(",") if x]:
+        if meth == "layer-ig":
+            cmd = base + ["--method", "layer-ig", "--steps", str(a.steps)]
+            flops = flops_ig
+        elif meth == "feature-ablation":
+            cmd = base + ["--method", "feature-ablation"]
+            flops = flops_fa
+        elif meth == "feature-ablation-1":
+            cmd = base + ["--method", "feature-ablation", "--perturbations-per-eval", "1", "--no-prefix-cache"]
+            flops = flops_fa
+        else:
+            sys.exit("unknown method %s" % meth)
+        rc, out, err, wall, rss = run_wait4(cmd, env)
+        m = re.search(r"time: first=([0-9.]+) warm_median=([0-9.na]+)", out + err)
+        if rc != 0 or not m:
+            print("%-22s failed (exit %d): %s" % (meth, rc, (err or out).strip()[-400:]))
+            results["runs"][meth] = {"rc": rc, "stderr": err[-2000:]}
+            continue
+        first, warm = float(m.group(1)), float(m.group(2))
+        t = warm if warm == warm else first
+        gf = flops / t
+        note = "process %.1f s" % wall
+        if meth == "layer-ig":
+            note += ", FLOPs %.3g (roofline time %.1f s)" % (flops, flops / rate)
+        print("%-22s %10.3f %10.3f %9.0f %10.1f %8.1f%%  %s" % (meth, first, warm, rss, gf / 1e9, 100 * gf / rate, note),
+              flush=True)
+        results["runs"][meth] = {"first_s": first, "warm_s": warm, "rss_mib": rss, "flops": flops,
+                                 "gflops": gf / 1e9, "roofline_share": gf / rate, "process_s": wall, "cmd": cmd}
+    r = results["runs"]
+    if "feature-ablation" in r and "feature-ablation-1" in r and "warm_s" in r["feature-ablation"] \
+            and "warm_s" in r["feature-ablation-1"]:
+        sp = r["feature-ablation-1"]["warm_s"] / r["feature-ablation"]["warm_s"]
+        results["fa_speedup"] = sp
+        print("\nFeatureAblation batched with prefix reuse vs one forward per token: %.2fx" % sp)
+    worst = max((v.get("rss_mib", 0) for v in r.values()), default=0)
+    print("peak RSS %.0f MiB; float32 weights + 1 GiB = %.0f MiB" % (worst, f32_mib + 1024))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
