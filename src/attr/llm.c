@@ -25,6 +25,7 @@ struct cattr_llm {
     cx_consts *consts[2][2]; /* per graph (the model, the prefix-continuing one: constants are keyed by value id)
                               * and compute dtype, uploaded on first use */
     /* kept between calls so that repeated attributions reuse their plans and working memory */
+    cattr_model *pos_model; /* the same decoder scored at given positions (borrowed weights), for the gradients */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
     /* forward plans by shape (kind, rows, length, prefix, dtype), least recently used evicted */
@@ -42,7 +43,7 @@ cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
     *out = NULL;
     cattr_llm *m = calloc(1, sizeof *m);
     if (!m) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cx_decoder_opts o = {false, false};
+    cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = false};
     cattr_status st = cx_decoder_load(dir, &o, &m->model, &m->cfg);
     if (st == CATTR_OK) {
         int v = cg_find_value(m->model->g, "model.embed_tokens.weight");
@@ -63,12 +64,14 @@ cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
 
 void cattr_llm_free(cattr_llm *m) {
     if (!m) return;
-    cattr_model_free(m->model);
-    cx_tokenizer_free(m->tok);
+    /* the plans and the rebuilt graphs first: they borrow the model's weights */
     cattr_explainer_free(m->ge);
+    cattr_model_free(m->pos_model);
     for (int i = 0; i < LLM_PLAN_CACHE; i++) cx_plan_free(m->pc[i].p);
     cg_free(m->cached);
     for (int i = 0; i < 4; i++) cx_consts_free(m->consts[i / 2][i % 2]);
+    cattr_model_free(m->model);
+    cx_tokenizer_free(m->tok);
     free(m);
 }
 
@@ -322,6 +325,10 @@ static cattr_status check_ids(const cattr_llm *m, const int64_t *ids, int64_t n,
 
 /* ---- gradient methods on the embedding output ------------------------------------------------------------------- */
 
+/* All target tokens in one batched pass: example k is the teacher-forced sequence prompt + target[0..n-2] (length
+ * T + n - 1) scored at position T - 1 + k for token target[k]. The model is causal, so positions after T - 1 + k do
+ * not change that score: this is Captum's one call per target token (sequence prompt + target[0..k-1]) in one
+ * batch. The explainer chunks the n x steps rows to the memory budget. */
 static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
                                   const int64_t *tg, int64_t n, double *token_attr, double *delta) {
     bool ig = lp->method == CATTR_LLM_LAYER_IG;
@@ -332,50 +339,69 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     p.internal_batch_size = lp->internal_batch_size;
     p.max_memory = lp->max_memory;
     p.return_convergence_delta = ig && delta != NULL;
+    p.progress = lp->progress;
+    p.progress_user = lp->progress_user;
+    if (!m->pos_model) {
+        cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->pos_model));
+    }
     if (!m->ge || memcmp(&m->gp, &p, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
         cattr_explainer_free(m->ge);
         m->ge = NULL;
-        CX_CHECK(cattr_explainer_new(m->model, &p, &m->ge));
+        CX_CHECK(cattr_explainer_new(m->pos_model, &p, &m->ge));
         m->gp = p;
     }
     cattr_explainer *e = m->ge;
-    int64_t H = m->cfg.hidden_size;
+    int64_t H = m->cfg.hidden_size, L = T + n - 1;
     cattr_status st = CATTR_OK;
-    int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+    int64_t *seq = malloc((size_t)L * sizeof *seq), *tidx = malloc((size_t)(2 * n) * sizeof *tidx);
     double *row = malloc((size_t)H * sizeof *row);
-    if (!seq || !row) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) memcpy(seq, ids, (size_t)T * sizeof *seq);
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* one call per target token, as Captum */
-        int64_t L = T + k;
-        if (k > 0) seq[T + k - 1] = tg[k - 1];
-        cattr_tensor *ein = embed(m, seq, 1, L), *base = NULL, *attr = NULL, *dl = NULL;
-        if (ig && ein) {
-            base = embed(m, seq, 1, L);
-            for (int64_t i = 0; base && i < T; i++)
-                for (int64_t h = 0; h < H; h++)
-                    ((float *)base->data)[i * H + h] =
-                        lp->baseline_token >= 0 ? ((const float *)m->E->data)[lp->baseline_token * H + h] : 0.0f;
-        }
-        if (!ein || (ig && !base)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        int64_t idx[2] = {0, tg[k]};
-        cattr_target t = {CATTR_TARGET_INDEX, 2, 0, idx};
-        const cattr_tensor *in[1] = {ein}, *bs[1] = {base};
-        if (st == CATTR_OK) st = cattr_explainer_attribute(e, in, 1, ig ? bs : NULL, &t, NULL, 0, &attr, p.return_convergence_delta ? &dl : NULL);
-        if (st == CATTR_OK) {
-            for (int64_t i = 0; i < T; i++) { /* the attribution of a token: its embedding's, summed */
-                for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, i * H + h);
-                token_attr[k * T + i] = cx_torch_sum(lp->dtype, row, H, 0, 1);
+    int64_t psh[1] = {n}, ish[3] = {n, L, H};
+    cattr_tensor *pos = cx_tensor_alloc(CATTR_INT64, 1, psh), *ein = cx_tensor_alloc(CATTR_FLOAT32, 3, ish);
+    cattr_tensor *base = ig ? cx_tensor_alloc(CATTR_FLOAT32, 3, ish) : NULL, *one = NULL, *attr = NULL, *dl = NULL;
+    if (!seq || !tidx || !row || !pos || !ein || (ig && !base)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        memcpy(seq, ids, (size_t)T * sizeof *seq);
+        memcpy(seq + T, tg, (size_t)(n - 1) * sizeof *seq);
+        one = embed(m, seq, 1, L);
+        if (!one) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        size_t bytes = (size_t)(L * H) * sizeof(float);
+        for (int64_t k = 0; k < n; k++) {
+            memcpy((float *)ein->data + k * L * H, one->data, bytes);
+            if (base) {
+                float *bk = (float *)base->data + k * L * H;
+                memcpy(bk, one->data, bytes);
+                for (int64_t i = 0; i < T; i++)
+                    for (int64_t h = 0; h < H; h++)
+                        bk[i * H + h] = lp->baseline_token >= 0 ? ((const float *)m->E->data)[lp->baseline_token * H + h] : 0.0f;
             }
-            if (delta) delta[k] = dl ? cx_tensor_get(dl, 0) : NAN;
+            ((int64_t *)pos->data)[k] = T - 1 + k;
+            tidx[2 * k] = 0;
+            tidx[2 * k + 1] = tg[k];
         }
-        if (st == CATTR_OK && lp->progress) lp->progress(k + 1, n, lp->progress_user);
-        cattr_tensor_free(ein);
-        cattr_tensor_free(base);
-        cattr_tensor_free(attr);
-        cattr_tensor_free(dl);
+    }
+    cattr_target t = {CATTR_TARGET_PER_EXAMPLE, 2, n, tidx};
+    const cattr_tensor *in[1] = {ein}, *bs[1] = {base}, *add[1] = {pos};
+    if (st == CATTR_OK)
+        st = cattr_explainer_attribute(e, in, 1, ig ? bs : NULL, &t, add, 1, &attr, p.return_convergence_delta ? &dl : NULL);
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
+        for (int64_t i = 0; i < T; i++) { /* the attribution of a token: its embedding's, summed */
+            for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, (k * L + i) * H + h);
+            token_attr[k * T + i] = cx_torch_sum(lp->dtype, row, H, 0, 1);
+        }
+        if (delta) delta[k] = dl ? cx_tensor_get(dl, k) : NAN;
     }
     free(seq);
+    free(tidx);
     free(row);
+    cattr_tensor_free(pos);
+    cattr_tensor_free(ein);
+    cattr_tensor_free(base);
+    cattr_tensor_free(one);
+    cattr_tensor_free(attr);
+    cattr_tensor_free(dl);
     return st;
 }
 

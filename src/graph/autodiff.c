@@ -270,6 +270,13 @@ static cattr_status r_slice(cg_graph *g, int ni, int gy, const bool *need, int *
 
 /* ---- transformer ops ---- */
 
+static cattr_status r_seq_pick(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_SEQ_PICK_GRAD, &nd.a, gy, nd.in[1], nd.in[0]);
+    return CATTR_OK;
+}
+
 static cattr_status r_rmsnorm(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
@@ -357,6 +364,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_RMSNORM] = r_rmsnorm;
     r->by_op[CG_ROPE] = r_rope;
     r->by_op[CG_SWIGLU] = r_swiglu;
+    r->by_op[CG_SEQ_PICK] = r_seq_pick;
     r->by_op[CG_ATTENTION] = r_attention;
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
 }

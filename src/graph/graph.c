@@ -13,7 +13,7 @@ const char *const cg_op_names[CG_OP_COUNT] = {
     "ReluGrad", "LeakyReluGrad", "SigmoidGrad", "TanhGrad", "SoftmaxGrad", "ClipGrad", "MaxPoolGrad",
     "AveragePoolGrad", "GlobalAveragePoolGrad", "ConvGradInput", "ReshapeLike", "ReduceSumLike", "ConcatGrad",
     "GatherGrad", "SliceGrad", "BatchNormGrad", "ZerosLike", "RMSNorm", "RMSNormGrad", "RoPE", "Attention", "AttentionGrad", "LogSoftmax",
-    "LogSoftmaxGrad", "SwiGLU", "SwiGLUGrad", "DlDelta", "DlRescale", "DlCenter", "DlMaxPool",
+    "LogSoftmaxGrad", "SwiGLU", "SwiGLUGrad", "SeqPick", "SeqPickGrad", "DlDelta", "DlRescale", "DlCenter", "DlMaxPool",
     "LrpDiv",
 };
 _Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");

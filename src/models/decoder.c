@@ -184,13 +184,19 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         if (opts->all_logits) {
             y = NODE(CG_MATMUL, &ma, "logits", x, head);
         } else {
-            cg_attrs sa = cg_attrs_default(); /* the last position only: logits are computed where they are scored */
-            sa.n_ints = 4;
-            sa.ints[0] = -1;
-            sa.ints[1] = INT64_MAX;
-            sa.ints[2] = -2;
-            sa.ints[3] = 1;
-            int last = NODE(CG_SLICE, &sa, "last_position", x);
+            int last;
+            if (opts->pos_input) { /* row s scored at positions[s] */
+                int pos = cg_add_input(b->g, "positions");
+                last = NODE(CG_SEQ_PICK, NULL, "scored_position", x, pos);
+            } else {
+                cg_attrs sa = cg_attrs_default(); /* the last position only: logits are computed where they are scored */
+                sa.n_ints = 4;
+                sa.ints[0] = -1;
+                sa.ints[1] = INT64_MAX;
+                sa.ints[2] = -2;
+                sa.ints[3] = 1;
+                last = NODE(CG_SLICE, &sa, "last_position", x);
+            }
             int lg = NODE(CG_MATMUL, &ma, "logits", last, head);
             y = NODE(CG_LOGSOFTMAX, NULL, "logprobs", lg);
         }
@@ -202,13 +208,56 @@ cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *c
     *out = NULL;
     builder bb = {cg_new(), base, NULL, CATTR_OK, ""};
     if (!bb.g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cx_decoder_opts o = {false, false};
+    cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = false};
     build_body(&bb, cfg, &o, true);
     if (bb.st != CATTR_OK) {
         cg_free(bb.g);
         return bb.st;
     }
     *out = bb.g;
+    return CATTR_OK;
+}
+
+static cattr_model *wrap_model(cg_graph *g, const char *path, const cx_decoder_opts *opts, int64_t H) {
+    int n_in = opts->pos_input ? 2 : 1;
+    cattr_model *m = calloc(1, sizeof *m);
+    if (!m) return NULL;
+    m->in_ndim = calloc((size_t)n_in, sizeof *m->in_ndim);
+    m->in_shape = calloc((size_t)n_in, sizeof *m->in_shape);
+    m->in_dtype = calloc((size_t)n_in, sizeof *m->in_dtype);
+    m->path = cx_strdup(path);
+    if (!m->in_ndim || !m->in_shape || !m->in_dtype || !m->path) {
+        cattr_model_free(m);
+        return NULL;
+    }
+    m->g = g;
+    m->opset = 0;
+    m->in_ndim[0] = opts->ids_input ? 2 : 3;
+    m->in_shape[0][0] = -1;
+    m->in_shape[0][1] = -1;
+    m->in_shape[0][2] = H;
+    m->in_dtype[0] = opts->ids_input ? CATTR_INT64 : CATTR_FLOAT32;
+    if (opts->pos_input) {
+        m->in_ndim[1] = 1;
+        m->in_shape[1][0] = -1;
+        m->in_dtype[1] = CATTR_INT64;
+    }
+    return m;
+}
+
+cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg, const cx_decoder_opts *opts,
+                                cattr_model **out) {
+    *out = NULL;
+    builder bb = {cg_new(), base->g, NULL, CATTR_OK, ""};
+    if (!bb.g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    build_body(&bb, cfg, opts, false);
+    cattr_model *m = bb.st == CATTR_OK ? wrap_model(bb.g, base->path, opts, cfg->hidden_size) : NULL;
+    if (bb.st == CATTR_OK && !m) bb.st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (bb.st != CATTR_OK) {
+        cg_free(bb.g);
+        return bb.st;
+    }
+    *out = m;
     return CATTR_OK;
 }
 
@@ -225,27 +274,9 @@ cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr
     cx_hf_weights_free(b->w);
     cattr_model *m = NULL;
     if (b->st == CATTR_OK) {
-        m = calloc(1, sizeof *m);
-        if (m) {
-            m->in_ndim = calloc(1, sizeof *m->in_ndim);
-            m->in_shape = calloc(1, sizeof *m->in_shape);
-            m->in_dtype = calloc(1, sizeof *m->in_dtype);
-            m->path = cx_strdup(dir);
-        }
-        if (!m || !m->in_ndim || !m->in_shape || !m->in_dtype || !m->path) {
-            cattr_model_free(m);
-            m = NULL;
-            b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        } else {
-            m->g = b->g;
-            b->g = NULL;
-            m->opset = 0;
-            m->in_ndim[0] = opts->ids_input ? 2 : 3;
-            m->in_shape[0][0] = -1;
-            m->in_shape[0][1] = -1;
-            m->in_shape[0][2] = H;
-            m->in_dtype[0] = opts->ids_input ? CATTR_INT64 : CATTR_FLOAT32;
-        }
+        m = wrap_model(b->g, dir, opts, H);
+        if (m) b->g = NULL;
+        else b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     cg_free(b->g);
     if (b->st != CATTR_OK) return b->st;

@@ -10,7 +10,14 @@ typedef struct cx_decoder_opts {
     bool ids_input;    /* graph input "input_ids" int64 [S, T] (else "inputs_embeds" [S, T, hidden]) */
     bool all_logits;   /* output 0: logits at every position [S, T, vocab] (else log-probabilities at the last
                         * position, [S, 1, vocab]: what attribution scores) */
+    bool pos_input;    /* a second input "positions" int64 [S]: the log-probabilities are taken at position
+                        * positions[s] of row s (else at the last position) */
 } cx_decoder_opts;
+
+/* The decoder of `base` (a model from cx_decoder_load) rebuilt with other options, borrowing its weights (`base`
+ * must outlive the result). */
+cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg, const cx_decoder_opts *opts,
+                                cattr_model **out);
 
 /* The same decoder as a graph that continues a shared prefix: inputs "inputs_embeds" [S, T, hidden] (the suffix
  * rows), then per layer l "past.<l>.k" and "past.<l>.v" [P, kv_heads * head_dim] (the prefix's rotated keys and

@@ -50,7 +50,7 @@ static cattr_status get_model(llm_ctx *x, const char *dir, llm_model **out) {
     llm_model *m = &x->models[x->n_models];
     memset(m, 0, sizeof *m);
     snprintf(m->dir, sizeof m->dir, "%s", dir);
-    cx_decoder_opts a = {true, true};
+    cx_decoder_opts a = {.ids_input = true, .all_logits = true, .pos_input = false};
     CX_CHECK(cx_decoder_load(dir, &a, &m->ids_all, &m->cfg));
     cattr_status st = cattr_llm_load(dir, &m->llm);
     if (st != CATTR_OK) {

@@ -257,6 +257,23 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
     return CATTR_OK;
 }
 
+/* SeqPick: (X [S, L, C], pos) -> [S, 1, C]; SeqPickGrad: (gY, pos, X) -> zeros with gY at the positions. */
+static cattr_status k_seq_pick(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_SEQ_PICK_GRAD;
+    const cx_view *big = grad ? out : &in[0];
+    const int64_t *pos = in[1].data;
+    int64_t S = big->shape[0], L = big->shape[1];
+    size_t row = (size_t)big->shape[2] * cattr_dtype_size(out->dtype);
+    if (grad) memset(out->data, 0, (size_t)(S * L) * row);
+    for (int64_t s = 0; s < S; s++) {
+        if (pos[s] < 0 || pos[s] >= L) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': position %lld outside 0..%lld", n->name, (long long)pos[s], (long long)(L - 1));
+        char *big_row = (char *)big->data + (size_t)(s * L + pos[s]) * row;
+        if (grad) memcpy(big_row, (const char *)in[0].data + (size_t)s * row, row);
+        else memcpy((char *)out->data + (size_t)s * row, big_row, row);
+    }
+    return CATTR_OK;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------------------------- */
 
 #define DISPATCH(fn, ...) (f64 ? fn##_f64(__VA_ARGS__) : fn##_f32(__VA_ARGS__))
@@ -273,6 +290,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_CONCAT_GRAD: return k_concat_grad(n, in, out);
     case CG_GATHER: case CG_GATHER_GRAD: return k_gather(n, in, out);
     case CG_SLICE: case CG_SLICE_GRAD: return k_slice(n, in, out);
+    case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
     default: break;
     }
     if (!flt)
