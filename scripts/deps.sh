@@ -1,8 +1,12 @@
 #!/bin/sh
-# Installs the Debian 12 packages cattr needs to build and test, if any are missing (sudo when not root).
+# Installs the Debian 12 packages cattr needs to build, if any are missing (sudo when not root); with --test also
+# what the test suite uses (chromium renders the HTML heatmap in tests/test_html_render.c).
 set -eu
 pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
 libcjson-dev libpng-dev libpcre2-dev libutf8proc-dev"
+if [ "${1:-}" = "--test" ]; then
+    pkgs="$pkgs chromium"
+fi
 missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

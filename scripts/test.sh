@@ -3,6 +3,7 @@
 # and are skipped with a message when it is absent.
 set -eu
 cd "$(dirname "$0")/.."
+sh scripts/deps.sh --test
 sh scripts/build.sh
 cd "${CATTR_BUILD_DIR:-build}"
 ctest --output-on-failure

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static void help(FILE *f) {
@@ -504,6 +505,11 @@ int cmd_explain_llm(int argc, char **argv) {
         if (html) printf("wrote %s\n", html);
     }
     if (runs > 0) printf("time: first=%.6f warm_median=%.6f\n", times[0], runs >= 2 ? cli_median(times + 1, runs - 1) : NAN);
+    {
+        struct rusage ru;
+        if (!getrusage(RUSAGE_SELF, &ru)) /* weights, working memory and everything else this process touched */
+            fprintf(stderr, "peak memory: %.0f MiB resident\n", (double)ru.ru_maxrss / 1024.0);
+    }
     rc = CLI_OK;
 done:
     for (int64_t i = 0; in_tok && i < T; i++) free(in_tok[i]);
