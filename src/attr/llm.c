@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend/cpu/bf16_gemm.h"
 #include "core/rng.h"
 
 #define LLM_PLAN_CACHE 12
@@ -22,12 +23,15 @@ struct cattr_llm {
     cx_hf_config cfg;
     const cattr_tensor *E;
     cx_tokenizer *tok;
-    cx_consts *consts[2][2]; /* per graph (the model, the prefix-continuing one: constants are keyed by value id)
+    cx_consts *consts[4][2]; /* per graph (the model, the prefix-continuing one: constants are keyed by value id)
                               * and compute dtype, uploaded on first use */
     /* kept between calls so that repeated attributions reuse their plans and working memory */
-    cattr_model *pos_model; /* the same decoder scored at given positions (borrowed weights), for the gradients */
+    int prec;                  /* precision of the current call: 0 highest, 1 high (bfloat16 projections) */
+    cattr_model *hi_model;     /* the decoder with bfloat16 projections (borrowed weights), built on first use */
+    cattr_model *pos_model[2]; /* per precision: the decoder scored at given positions, for the gradients */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
+    int ge_prec;
     /* forward plans by shape (kind, rows, length, prefix, dtype), least recently used evicted */
     struct {
         cx_plan *p;
@@ -35,7 +39,7 @@ struct cattr_llm {
         uint64_t used;
     } pc[LLM_PLAN_CACHE];
     uint64_t clock;
-    cg_graph *cached; /* the decoder continuing a shared prefix (cx_decoder_build_cached), built on first use */
+    cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
 };
 
 cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
@@ -66,10 +70,14 @@ void cattr_llm_free(cattr_llm *m) {
     if (!m) return;
     /* the plans and the rebuilt graphs first: they borrow the model's weights */
     cattr_explainer_free(m->ge);
-    cattr_model_free(m->pos_model);
+    for (int i = 0; i < 2; i++) {
+        cattr_model_free(m->pos_model[i]);
+        cg_free(m->cached[i]);
+    }
+    cattr_model_free(m->hi_model);
     for (int i = 0; i < LLM_PLAN_CACHE; i++) cx_plan_free(m->pc[i].p);
-    cg_free(m->cached);
-    for (int i = 0; i < 4; i++) cx_consts_free(m->consts[i / 2][i % 2]);
+    for (int i = 0; i < 8; i++) cx_consts_free(m->consts[i / 2][i % 2]);
+    cx_bf16_release_all();
     cattr_model_free(m->model);
     cx_tokenizer_free(m->tok);
     free(m);
@@ -124,7 +132,8 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
     return t;
 }
 
-/* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder) for inputs of the given shapes. */
+/* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision "high") for
+ * inputs of the given shapes. */
 static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
                              const int64_t (*sh)[CATTR_MAX_DIMS], const int *outs, int n_outs, cx_plan **out) {
     int di = dt == CATTR_FLOAT64;
@@ -171,23 +180,29 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
     cattr_tensor_free(e);
     int64_t nl = m->cfg.num_hidden_layers;
     int n_outs = kv ? (int)(1 + 2 * nl) : 1, nd = 3;
+    const cattr_model *model = m->model;
+    if (m->prec && !m->hi_model) {
+        cx_decoder_opts ho = {.ids_input = false, .all_logits = false, .pos_input = false, .bf16_matmul = true};
+        st = cx_decoder_rebuild(m->model, &m->cfg, &ho, &m->hi_model);
+    }
+    if (m->prec) model = m->hi_model;
     int *outs = malloc((size_t)n_outs * sizeof *outs);
     void **dst = malloc((size_t)n_outs * sizeof *dst);
     if (st == CATTR_OK && (!outs || !dst)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
-        outs[0] = cx_model_output(m->model);
+        outs[0] = cx_model_output(model);
         for (int64_t l = 0; kv && l < nl && st == CATTR_OK; l++) {
             char nm[128];
             snprintf(nm, sizeof nm, "model.layers.%lld.self_attn.k_rope", (long long)l);
-            outs[1 + 2 * l] = cg_find_value(m->model->g, nm);
+            outs[1 + 2 * l] = cg_find_value(model->g, nm);
             snprintf(nm, sizeof nm, "model.layers.%lld.self_attn.v_proj", (long long)l);
-            outs[2 + 2 * l] = cg_find_value(m->model->g, nm);
+            outs[2 + 2 * l] = cg_find_value(model->g, nm);
             if (outs[1 + 2 * l] < 0 || outs[2 + 2 * l] < 0) st = cx_fail(CATTR_ERR_INTERNAL, "no key/value of layer %lld", (long long)l);
         }
     }
     int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
     cx_plan *p = NULL;
-    if (st == CATTR_OK) st = get_plan(m, 0, m->model->g, dt, 1, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, outs, n_outs, &p);
+    if (st == CATTR_OK) st = get_plan(m, 2 * m->prec, model->g, dt, 1, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, outs, n_outs, &p);
     if (st == CATTR_OK) {
         const cx_view *v = cx_plan_view(p, outs[0]);
         o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
@@ -207,11 +222,19 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
     return st;
 }
 
+/* The activation budget of the language-model paths: max_memory, else a quarter of the free RAM but at most 768 MiB
+ * (GEMM efficiency saturates well below that, and the process stays near the size of its weights). */
+static size_t llm_budget(const cattr_llm_params *lp) {
+    if (lp->max_memory) return lp->max_memory;
+    size_t b = cx_avail_memory() / 4, cap = (size_t)768 << 20;
+    return b < cap ? b : cap;
+}
+
 /* Forward rows per pass: the perturbation batches are cut to the memory budget (or perturbations_per_eval). The
  * forward arena of a pass over `pos` positions is about pos times that of one position. */
 static int64_t rows_per_pass(cattr_llm *m, const cattr_llm_params *lp, int64_t R, int64_t L) {
     if (lp->perturbations_per_eval > 0) return lp->perturbations_per_eval < R ? lp->perturbations_per_eval : R;
-    size_t budget = lp->max_memory ? lp->max_memory : cx_avail_memory() / 4;
+    size_t budget = llm_budget(lp);
     /* per position: the residual stream, the MLP's two projections and their product, q/k/v, in the compute dtype
      * (what a forward pass holds live at once), with a factor 2 for the arena's fragmentation */
     const cx_hf_config *c = &m->cfg;
@@ -248,7 +271,8 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
     cattr_dtype dt = lp->dtype;
     size_t es = cattr_dtype_size(dt);
     int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
-    if (!m->cached) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached));
+    cg_graph **cg = &m->cached[m->prec];
+    if (!*cg) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, m->prec != 0, cg));
     void **kv = calloc((size_t)(2 * nl), sizeof *kv);
     cattr_status st = kv ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t i = 0; i < 2 * nl && st == CATTR_OK; i++)
@@ -286,10 +310,10 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
                 sh[k][1] = ck;
                 in[k] = kv[k - 1];
             }
-            int outv = m->cached->outputs[0];
+            int outv = (*cg)->outputs[0];
             cx_plan *p = NULL;
             if (st == CATTR_OK)
-                st = get_plan(m, 1, m->cached, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &outv, 1, &p);
+                st = get_plan(m, 1 + 2 * m->prec, *cg, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &outv, 1, &p);
             if (st == CATTR_OK) {
                 const cx_view *v = cx_plan_view(p, outv);
                 o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
@@ -337,21 +361,26 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     p.n_steps = lp->n_steps;
     p.quadrature = lp->quadrature;
     p.internal_batch_size = lp->internal_batch_size;
-    p.max_memory = lp->max_memory;
+    p.max_memory = llm_budget(lp);
     p.return_convergence_delta = ig && delta != NULL;
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
-    if (!m->pos_model) {
-        cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true};
-        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->pos_model));
+    cattr_model **pm = &m->pos_model[m->prec];
+    if (!*pm) {
+        cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true, .bf16_matmul = m->prec != 0};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, pm));
     }
-    if (!m->ge || memcmp(&m->gp, &p, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
+    cattr_attr_params cmp = p; /* the budget may change between calls without a new explainer */
+    cmp.max_memory = m->gp.max_memory;
+    if (!m->ge || m->ge_prec != m->prec || memcmp(&m->gp, &cmp, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
         cattr_explainer_free(m->ge);
         m->ge = NULL;
-        CX_CHECK(cattr_explainer_new(m->pos_model, &p, &m->ge));
+        CX_CHECK(cattr_explainer_new(*pm, &p, &m->ge));
+        m->ge_prec = m->prec;
         m->gp = p;
     }
     cattr_explainer *e = m->ge;
+    e->p.max_memory = m->gp.max_memory = p.max_memory;
     int64_t H = m->cfg.hidden_size, L = T + n - 1;
     cattr_status st = CATTR_OK;
     int64_t *seq = malloc((size_t)L * sizeof *seq), *tidx = malloc((size_t)(2 * n) * sizeof *tidx);
@@ -582,6 +611,20 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
     return st;
 }
 
+/* Sets the precision of this call (see cattr_llm_params.precision). */
+static cattr_status set_precision(cattr_llm *m, const cattr_llm_params *p) {
+    if (p->precision != CATTR_PRECISION_HIGHEST && p->precision != CATTR_PRECISION_HIGH)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown precision %d", (int)p->precision);
+    if (p->precision == CATTR_PRECISION_HIGH) {
+        if (p->dtype != CATTR_FLOAT32)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "precision 'high' (bfloat16 matmul inputs) needs dtype float32");
+        if (!cx_bf16_available())
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs a CPU with AVX-512 BF16; use 'highest'");
+    }
+    m->prec = p->precision == CATTR_PRECISION_HIGH;
+    return CATTR_OK;
+}
+
 cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
                                  double *target_logprobs, double *convergence_delta) {
@@ -596,6 +639,7 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
                        (long long)T, (long long)n, (long long)m->cfg.max_position_embeddings);
     CX_CHECK(check_ids(m, prompt, T, "prompt"));
     CX_CHECK(check_ids(m, target, n, "target"));
+    CX_CHECK(set_precision(m, p));
     if (p->baseline_token >= m->cfg.vocab_size)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline token %lld is outside the vocabulary", (long long)p->baseline_token);
     cattr_status st;
@@ -689,6 +733,7 @@ cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *
     if (!m || !p || !tmpl || !values || !target || !seq_attr || !token_attr || n_slots < 1 || n < 1)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: bad arguments");
     CX_CHECK(check_ids(m, target, n, "target"));
+    CX_CHECK(set_precision(m, p));
     double *f0 = malloc((size_t)n * sizeof *f0), *fi = malloc((size_t)n * sizeof *fi);
     char *text = fill_template(tmpl, n_slots, values, -1, NULL);
     cattr_status st = f0 && fi ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -723,6 +768,7 @@ cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *
     *out = NULL;
     *n = 0;
     CX_CHECK(check_ids(m, prompt, T, "prompt"));
+    m->prec = 0; /* greedy generation in full precision */
     int64_t V = m->cfg.vocab_size, eos = cattr_llm_eos_token(m);
     int64_t *seq = malloc((size_t)(T + max_new + 1) * sizeof *seq), *gen = malloc((size_t)(max_new + 1) * sizeof *gen);
     double *lp = malloc((size_t)V * sizeof *lp);

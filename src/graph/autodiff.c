@@ -169,7 +169,9 @@ static cattr_status r_matmul(cg_graph *g, int ni, int gy, const bool *need, int 
     if (nd.a.trans_a || (nd.a.trans_b && need[1]))
         return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed MatMul operand", nd.name);
     if (nd.a.trans_b) { /* y = a b^T (a projection by a weight): da = gy b */
-        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, NULL, gy, nd.in[1]), nd.in[0]);
+        cg_attrs ga = cg_attrs_default();
+        ga.bf16 = nd.a.bf16; /* the input gradient at the forward's precision */
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &ga, gy, nd.in[1]), nd.in[0]);
         return CATTR_OK;
     }
     /* numpy promotion of a 1-D operand drops a dim from Y; ranks are only known here for constants, which then use

@@ -99,6 +99,7 @@ typedef struct cg_attrs {
     int count_include_pad;
     int allowzero;
     int fuse_relu; /* set by the planner only: apply ReLU to the result (a fused Relu node) */
+    int bf16;      /* MatMul by a constant 2-D weight: bfloat16 inputs, float32 accumulation (precision "high") */
     int n_ints;
     int64_t ints[CG_MAX_INTS];
 } cg_attrs;

@@ -12,6 +12,7 @@ typedef struct cx_decoder_opts {
                         * position, [S, 1, vocab]: what attribution scores) */
     bool pos_input;    /* a second input "positions" int64 [S]: the log-probabilities are taken at position
                         * positions[s] of row s (else at the last position) */
+    bool bf16_matmul;  /* the layers' projections in bfloat16 with float32 accumulation (precision "high") */
 } cx_decoder_opts;
 
 /* The decoder of `base` (a model from cx_decoder_load) rebuilt with other options, borrowing its weights (`base`
@@ -22,9 +23,9 @@ cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg
 /* The same decoder as a graph that continues a shared prefix: inputs "inputs_embeds" [S, T, hidden] (the suffix
  * rows), then per layer l "past.<l>.k" and "past.<l>.v" [P, kv_heads * head_dim] (the prefix's rotated keys and
  * values, shared by the S rows; positions start at P); output the log-probabilities at the last position. Weights
- * are borrowed from `base` (a graph built by cx_decoder_load), which must outlive the result. The prefix's keys and
+ * are borrowed from `base` (bf16: projections flagged for precision "high") (a graph built by cx_decoder_load), which must outlive the result. The prefix's keys and
  * values are the values "model.layers.<l>.self_attn.k_rope" and "model.layers.<l>.self_attn.v_proj" of `base`. */
-cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, cg_graph **out);
+cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, bool bf16, cg_graph **out);
 
 /* Builds the model. Weights are converted to float32 once (the mapped pages are released afterwards); a float64
  * explainer upcasts them. Values named "hidden.embed", "hidden.layer<i>" and "hidden.final_norm" hold the residual

@@ -37,7 +37,10 @@ static void help(FILE *f) {
         "  --max-new-tokens N      tokens generated when there is no target (default 8)\n"
         "  --dtype D               float32 (default) | float64\n"
         "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
-        "  --max-memory SIZE       memory budget, e.g. 2G (default: 1/4 of free RAM)\n"
+        "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 768M)\n"
+        "  --precision P           highest (default: float32 throughout) | high (bfloat16 inputs of the layers'\n"
+        "                          projections, float32 accumulation; AVX-512 BF16 CPUs, float32 only)\n"
+        "  --precision-error       also run at the other precision and print the error of high against highest\n"
         "  --perturbations-per-eval N  perturbation methods: sequences per forward pass (default: from --max-memory;\n"
         "                          1 = one forward per perturbed sequence, as Captum's default)\n"
         "  --no-prefix-cache       feature-ablation: run every ablated sequence in full (default: the unchanged prefix\n"
@@ -227,6 +230,7 @@ int cmd_explain_llm(int argc, char **argv) {
                *html = NULL, *baseline = NULL;
     cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_LAYER_IG);
     int max_new = 8, runs = 0, n_slots = 0, n_slot_bases = 0;
+    bool precision_error = false;
     bool quiet = false;
     const char *tmpl = NULL, *slots[16] = {0}, *slot_bases[16] = {0};
     for (int i = 1; i < argc; i++) {
@@ -282,7 +286,11 @@ int cmd_explain_llm(int argc, char **argv) {
             else return cli_usage_error("--dtype must be float32 or float64");
         } else if (!strcmp(o, "--precision")) {
             NEED();
-            if (strcmp(v, "highest")) return cli_usage_error("--precision %s is not implemented yet (highest only)", v);
+            if (!strcmp(v, "highest")) p.precision = CATTR_PRECISION_HIGHEST;
+            else if (!strcmp(v, "high")) p.precision = CATTR_PRECISION_HIGH;
+            else return cli_usage_error("--precision must be highest or high");
+        } else if (!strcmp(o, "--precision-error")) {
+            precision_error = true;
         } else if (!strcmp(o, "--perturbations-per-eval")) {
             NEED();
             if (!cli_parse_int(v, &x) || x < 1 || x > 1000000) return cli_usage_error("--perturbations-per-eval needs a positive integer");
@@ -426,6 +434,37 @@ int cmd_explain_llm(int argc, char **argv) {
         times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = cli_error(st, "attribution failed");
+            goto done;
+        }
+    }
+    if (precision_error) { /* the same attribution at the other precision: the error of "high" against "highest" */
+        cattr_llm_params q = p;
+        q.precision = p.precision == CATTR_PRECISION_HIGH ? CATTR_PRECISION_HIGHEST : CATTR_PRECISION_HIGH;
+        q.progress = NULL;
+        double *seq2 = calloc((size_t)T, sizeof *seq2), *tok2 = calloc((size_t)(n * T), sizeof *tok2);
+        double *lp2 = calloc((size_t)n, sizeof *lp2), *d2 = calloc((size_t)n, sizeof *d2);
+        if (!seq2 || !tok2 || !lp2 || !d2) st = CATTR_ERR_NO_MEMORY;
+        else if (tmpl) st = cattr_llm_attribute_template(m, &q, tmpl, slots, n_slot_bases ? slot_bases : NULL, n_slots, tg, n, seq2, tok2);
+        else st = cattr_llm_attribute(m, &q, ids, T, tg, n, seq2, tok2, lp2, d2);
+        if (st == CATTR_OK) {
+            const double *hi = p.precision == CATTR_PRECISION_HIGH ? seq : seq2, *ref = hi == seq ? seq2 : seq;
+            double e = 0, mx = 0, el = 0;
+            for (int64_t i = 0; i < T; i++) {
+                e = fmax(e, fabs(hi[i] - ref[i]));
+                mx = fmax(mx, fabs(ref[i]));
+            }
+            for (int64_t k = 0; !tmpl && k < n; k++) el = fmax(el, fabs(lp[k] - lp2[k]));
+            fprintf(stderr, "precision high vs highest: max |seq_attr error| %.3e (%.3e of max |seq_attr| %.3e)", e,
+                    mx > 0 ? e / mx : 0.0, mx);
+            if (!tmpl) fprintf(stderr, ", max |target log-prob error| %.3e", el);
+            fprintf(stderr, "\n");
+        }
+        free(seq2);
+        free(tok2);
+        free(lp2);
+        free(d2);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "the attribution at the other precision failed");
             goto done;
         }
     }

@@ -4,6 +4,7 @@
  * (reshape, transpose, concat, slice, gather) work on bytes and serve every dtype.
  */
 #include "backend/backend.h"
+#include "backend/cpu/bf16_gemm.h"
 #include "ops/ops.h"
 
 #include <cblas.h>

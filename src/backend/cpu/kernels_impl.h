@@ -255,6 +255,10 @@ static cattr_status K(matmul)(const cg_node *n, const cx_view *in, cx_view *out)
     }
     const T *A = in[0].data, *B = in[1].data;
     T *Y = out->data;
+    if (a->bf16 && sizeof(T) == sizeof(float) && in[1].ndim == 2 && !a->trans_a && k > 0) { /* precision "high" */
+        return cx_bf16_gemm(nbatch * m, nn, k, (const float *)(const void *)A, ac, (const float *)(const void *)B, bc,
+                            a->trans_b != 0, (float *)(void *)Y, nn);
+    }
     if (in[1].ndim == 2 && !a->trans_a && nbatch > 1 && k > 0 && nbat == na - 2) {
         /* [..., m, k] x [k, n]: the batch dims of A fold into the rows of one GEMM (one packing of B, full panels) */
         GEMM(CblasRowMajor, CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)(nbatch * m), (int)nn, (int)k,

@@ -1,0 +1,23 @@
+/* bf16_gemm.h - float32 GEMM with bfloat16 inputs and float32 accumulation (AVX-512 BF16), for precision "high". */
+#ifndef CATTR_BF16_GEMM_H
+#define CATTR_BF16_GEMM_H
+
+#include "cattr.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Whether this build and CPU have the AVX-512 BF16 kernels. */
+bool cx_bf16_available(void);
+
+/* C[M, N] = A[M, K] x B, B[k][n] = trans ? W[n * ldw + k] : W[k * ldw + n] (row-major), with A and B rounded to
+ * bfloat16 (nearest even) and float32 accumulation. W must be a constant: its bfloat16 panels are made on first use
+ * and kept (keyed by address, shape, orientation and a sample of values) until cx_bf16_release_all. Errors:
+ * CATTR_ERR_UNSUPPORTED without AVX-512 BF16, CATTR_ERR_NO_MEMORY. */
+cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *W, int64_t ldw,
+                          bool trans, float *C, int64_t ldc);
+
+/* Frees every packed weight. */
+void cx_bf16_release_all(void);
+
+#endif
