@@ -12,7 +12,9 @@ Run from the repository root with Debian's Python (numpy only):
 3. Runs `cattr explain-llm` on a 42-token prompt with a one-token target, each in its own process (peak RSS from
    os.wait4): LayerIG with 64 steps, FeatureAblation over all tokens, and FeatureAblation evaluated one forward per
    ablated token (--perturbations-per-eval 1 --no-prefix-cache, the reference the batched form is compared with).
-   `--runs R` gives the first-call and the warm (median of runs 2..R) time.
+   `--runs R` gives the first-call and the warm (median of runs 2..R) time. LayerIG runs again with --precision high
+   (bfloat16 GEMM inputs, float32 accumulation) and --precision-error (its error against highest, measured in the
+   same process).
 
 FLOPs of LayerIG = 2 x (matmul weights of the layers, without embedding and LM head) x tokens x steps x 2 (forward
 and input-gradient backward) + the LM head at the scored positions (2 x V x H per step, forward and backward).
@@ -119,9 +121,9 @@ def main():
     ap.add_argument("--runs", type=int, default=2, help="calls per process (first + warm median of the rest)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--max-memory", default=None, help="passed to cattr (default: cattr's own default)")
-    ap.add_argument("--methods", default="layer-ig,feature-ablation,feature-ablation-1",
-                    help="comma list of layer-ig, feature-ablation, feature-ablation-1 (one forward per token)")
-    ap.add_argument("--precision", default="highest", help="cattr --precision (highest | high)")
+    ap.add_argument("--methods", default="layer-ig,layer-ig-high,feature-ablation,feature-ablation-1",
+                    help="comma list of layer-ig, layer-ig-high (--precision high), feature-ablation, "
+                         "feature-ablation-1 (one full forward per ablated token)")
     ap.add_argument("--json", default=None, help="write every measurement as JSON")
     a = ap.parse_args()
 
@@ -156,7 +158,7 @@ def main():
     results = {"sgemm_gflops": rate / 1e9, "threads": a.threads, "tokens": a.tokens, "steps": a.steps,
                "f32_weights_mib": f32_mib, "runs": {}}
     base = [a.cattr, "explain-llm", a.dir, "--prompt-ids", prompt, "--target-ids", target, "--runs", str(a.runs),
-            "--quiet", "--precision", a.precision]
+            "--quiet"]
     if a.max_memory:
         base += ["--max-memory", a.max_memory]
     flops_ig = 2.0 * P * a.tokens * a.steps * 2 + 2.0 * V * H * a.steps * 2
@@ -164,8 +166,10 @@ def main():
     print("\n%-22s %10s %10s %9s %10s %9s  %s" % ("method", "first s", "warm s", "RSS MiB", "GFLOP/s", "roofline",
                                                 "notes"))
     for meth in [x for x in a.methods.split(",") if x]:
-        if meth == "layer-ig":
+        if meth in ("layer-ig", "layer-ig-high"):
             cmd = base + ["--method", "layer-ig", "--steps", str(a.steps)]
+            if meth == "layer-ig-high":
+                cmd += ["--precision", "high", "--precision-error"]
             flops = flops_ig
         elif meth == "feature-ablation":
             cmd = base + ["--method", "feature-ablation"]
@@ -185,7 +189,10 @@ def main():
         t = warm if warm == warm else first
         gf = flops / t
         note = "process %.1f s" % wall
-        if meth == "layer-ig":
+        m2 = re.search(r"precision high vs highest: (.*)", err)
+        if m2:
+            note += "; " + m2.group(1).strip()
+        if meth.startswith("layer-ig"):
             note += ", FLOPs %.3g (roofline time %.1f s)" % (flops, flops / rate)
         print("%-22s %10.3f %10.3f %9.0f %10.1f %8.1f%%  %s" % (meth, first, warm, rss, gf / 1e9, 100 * gf / rate, note),
               flush=True)

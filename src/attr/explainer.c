@@ -191,6 +191,11 @@ static void drop_plans(cattr_explainer *e) {
         cx_plan_free(e->fwd[i]);
         e->plans[i] = e->plans2[i] = e->fwd[i] = NULL;
     }
+    for (int s = 0; s < 2; s++) {
+        e->be->free(e->be->ctx, e->arena[s], e->arena_bytes[s]);
+        e->arena[s] = NULL;
+        e->arena_bytes[s] = 0;
+    }
 }
 
 static void drop_layer_graph(cattr_explainer *e) {
@@ -256,6 +261,7 @@ static cattr_status get_plan_slot(cattr_explainer *e, bool fwd, int slot, const 
     *next = (*next + 1) % CX_PLAN_CACHE;
     size_t b = cx_plan_bytes(p);
     if (b > e->peak) e->peak = b;
+    cx_log(CATTR_LOG_DEBUG, "%s plan: %.1f MiB of activations", fwd ? "forward" : "gradient", (double)b / 1048576.0);
     *out = p;
     return CATTR_OK;
 }
@@ -552,6 +558,18 @@ static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *cons
         pass_free(&pi);
         return st;
     }
+    if (st == CATTR_OK && !e->p.executor && cx_plan_bytes(p) > e->arena_bytes[slot]) { /* grow the shared arena */
+        cx_plan_use_arena(p, NULL);
+        for (int i = 0; i < CX_PLAN_CACHE; i++) { /* no plan may keep the old block */
+            cx_plan *q = slot ? e->plans2[i] : e->plans[i];
+            if (q) cx_plan_use_arena(q, NULL);
+        }
+        e->be->free(e->be->ctx, e->arena[slot], e->arena_bytes[slot]);
+        e->arena[slot] = e->be->alloc(e->be->ctx, cx_plan_bytes(p));
+        e->arena_bytes[slot] = e->arena[slot] ? cx_plan_bytes(p) : 0;
+        if (!e->arena[slot]) st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", cx_plan_bytes(p));
+    }
+    if (st == CATTR_OK && !e->p.executor) cx_plan_use_arena(p, e->arena[slot]);
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     if (st == CATTR_OK) pi.host[si] = seed->data;
     void *outs[MAX_IN];

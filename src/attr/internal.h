@@ -46,6 +46,10 @@ struct cattr_explainer {
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
     size_t rb_bytes;
+    /* one arena per gradient slot, shared by the slot's cached plans (they never run at once): the size of the
+     * largest, not the sum */
+    void *arena[2];
+    size_t arena_bytes[2];
 };
 
 /* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or

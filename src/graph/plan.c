@@ -129,6 +129,7 @@ struct cx_plan {
     int n_outs;
     void *arena;
     size_t arena_bytes;
+    bool arena_external; /* lent by cx_plan_use_arena: not ours to free */
     size_t eager_peak;
 };
 
@@ -141,7 +142,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 void cx_plan_free(cx_plan *p) {
     if (!p) return;
-    if (p->arena) p->be->free(p->be->ctx, p->arena, p->arena_bytes);
+    if (p->arena && !p->arena_external) p->be->free(p->be->ctx, p->arena, p->arena_bytes);
     free(p->views);
     free(p->root);
     free(p->offset);
@@ -164,6 +165,13 @@ bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_sh
 
 const cx_view *cx_plan_view(const cx_plan *p, int v) { return &p->views[v]; }
 size_t cx_plan_bytes(const cx_plan *p) { return p->eager ? p->eager_peak : p->arena_bytes; }
+
+void cx_plan_use_arena(cx_plan *p, void *arena) {
+    if (p->eager || p->arena == arena) return;
+    if (p->arena && !p->arena_external) p->be->free(p->be->ctx, p->arena, p->arena_bytes);
+    p->arena = arena;
+    p->arena_external = arena != NULL;
+}
 
 /* First-fit placement of [lo, hi) lifetimes into one arena. */
 typedef struct { size_t off, size; int end; } block;
@@ -349,8 +357,9 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
         if (st != CATTR_OK) goto fail;
         o->data = NULL;
         p->bytes[n->out] = (size_t)cx_view_numel(o) * cattr_dtype_size(o->dtype);
-        if (!eager && is_view_op(n->op) && g->vals[n->in[0]].kind != CG_VAL_CONST)
-            p->root[n->out] = p->root[n->in[0]];
+        /* a ReduceSumLike that reduces nothing (the gradient of a same-shape operand) is a view as well */
+        bool view = is_view_op(n->op) || (n->op == CG_REDUCE_SUM_LIKE && cx_view_numel(o) == cx_view_numel(&in[0]));
+        if (!eager && view && g->vals[n->in[0]].kind != CG_VAL_CONST) p->root[n->out] = p->root[n->in[0]];
         if (n->a.fuse_relu) { /* the fused Relu's output is this node's output */
             for (int v = 0; v < nv; v++)
                 if (fused_into[v] == n->out) {
@@ -397,7 +406,8 @@ static cattr_status run_node(cx_plan *p, const cg_node *n) {
         else in[j] = p->views[n->in[j]];
     }
     cx_view *o = &p->views[n->out];
-    if (o->data == in[0].data && n->n_in > 0 && is_view_op(n->op)) return CATTR_OK; /* aliased view: no work */
+    if (n->n_in > 0 && o->data == in[0].data && (is_view_op(n->op) || n->op == CG_REDUCE_SUM_LIKE))
+        return CATTR_OK; /* aliased view: no work */
     return p->be->run_op(p->be->ctx, n, in, o);
 }
 

@@ -23,6 +23,10 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
                          const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
                          int n_outs, cx_plan **out);
 void cx_plan_free(cx_plan *p);
+/* Lends the plan an arena of at least cx_plan_bytes(p) bytes of backend memory, owned by the caller, who keeps it
+ * alive while the plan may run (NULL: the plan allocates its own again). Plans that never run at the same time can
+ * share one arena. */
+void cx_plan_use_arena(cx_plan *p, void *arena);
 
 /* True when the plan was made for exactly these input shapes and dtypes (in_dtype NULL: the compute dtype). */
 bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS],

@@ -15,6 +15,11 @@ static inline T K(dot)(const T *a, const T *b, int64_t n) {
     return acc[0];
 }
 
+/* y += a * x over n values (y and x do not overlap) */
+static inline void K(axpy)(T *restrict y, T a, const T *restrict x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
 /* ---- RMSNorm: y = w * (x / sqrt(mean(x^2) + eps)) over groups of len(w) along the last dim ---------------------- */
 
 static CX_CLONES void K(rmsnorm_row)(const T *xr, const T *w, T *yr, int64_t D, T eps) {
@@ -129,11 +134,7 @@ static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *
         }
         T *ot = o + t * cq;
         for (int64_t i = 0; i < d; i++) ot[i] = 0;
-        for (int64_t u = 0; u < P + t + 1; u++) {
-            T pu = pr[u] / sum;
-            const T *vu = u < P ? pv + u * ck : v + (u - P) * ck;
-            for (int64_t i = 0; i < d; i++) ot[i] += pu * vu[i];
-        }
+        for (int64_t u = 0; u < P + t + 1; u++) K(axpy)(ot, pr[u] / sum, u < P ? pv + u * ck : v + (u - P) * ck, d);
     }
 }
 
@@ -185,13 +186,9 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
         T *dq = dqc + t * cp;
         for (int64_t u = 0; u <= t; u++) {
             T ds = p[u] * (dp[u] - pdp) * scale, pu = p[u];
-            const T *ku = k + u * ck;
-            T *dk = dkc + u * cp, *dv = dvc + u * cp;
-            for (int64_t i = 0; i < d; i++) {
-                dq[i] += ds * ku[i];
-                dk[i] += ds * qt[i];
-                dv[i] += pu * got[i];
-            }
+            K(axpy)(dq, ds, k + u * ck, d);
+            K(axpy)(dkc + u * cp, ds, qt, d);
+            K(axpy)(dvc + u * cp, pu, got, d);
         }
     }
 }
