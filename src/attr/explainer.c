@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #define MAX_IN CX_MAX_IN
 
@@ -652,9 +654,18 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 }
 
 size_t cx_avail_memory(void) {
+    /* read at most every half second: small models call this per attribution and the query is a system call */
+    static _Atomic long long last_ns = -1;
+    static _Atomic size_t last;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, prev = last_ns;
+    if (prev >= 0 && now - prev < 500000000LL) return last;
     long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    if (pages <= 0 || psz <= 0) return (size_t)1 << 30;
-    return (size_t)pages * (size_t)psz;
+    size_t v = pages <= 0 || psz <= 0 ? (size_t)1 << 30 : (size_t)pages * (size_t)psz;
+    last = v;
+    last_ns = now;
+    return v;
 }
 
 size_t cx_memory_budget(const cattr_explainer *e) { return e->p.max_memory ? e->p.max_memory : cx_avail_memory() / 4; }

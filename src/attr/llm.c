@@ -273,20 +273,33 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
     int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
     cg_graph **cg = &m->cached[m->prec];
     if (!*cg) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, m->prec != 0, cg));
-    void **kv = calloc((size_t)(2 * nl), sizeof *kv);
-    cattr_status st = kv ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t i = 0; i < 2 * nl && st == CATTR_OK; i++)
-        if (!(kv[i] = malloc((size_t)(L * ck) * es))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = forward_pass(m, dt, seq, 1, L, y, &f[0], kv);
     int64_t budget_rows = rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */
-    int64_t target = budget_rows < 512 ? budget_rows : 512;
+    /* ~256 positions per pass: GEMMs near their peak rate, and little recomputation of positions before the
+     * ablated token within a block */
+    int64_t target = budget_rows < 256 ? budget_rows : 256;
+    /* the first pass: the unablated sequence (row 0: its keys and values are the prefix of every later block) and
+     * the rows ablating positions 0..first-1, all in full */
+    int64_t first = target / L < 1 ? 1 : target / L;
+    if (first > T) first = T;
+    void **kv = calloc((size_t)(2 * nl), sizeof *kv);
+    int64_t *ids = malloc((size_t)((T + 1) * L) * sizeof *ids);
+    cattr_status st = kv && ids ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < 2 * nl && st == CATTR_OK; i++)
+        if (!(kv[i] = malloc((size_t)((first + 1) * L * ck) * es))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        memcpy(ids, seq, (size_t)L * sizeof *ids);
+        for (int64_t r = 0; r < first; r++) {
+            memcpy(ids + (r + 1) * L, seq, (size_t)L * sizeof *ids);
+            ids[(r + 1) * L + r] = b;
+        }
+        st = forward_pass(m, dt, ids, first + 1, L, y, f, kv); /* f[0], f[1..first] */
+    }
     int n_in = (int)(1 + 2 * nl);
     int *nd = malloc((size_t)n_in * sizeof *nd);
     int64_t(*sh)[CATTR_MAX_DIMS] = calloc((size_t)n_in, sizeof *sh);
     const void **in = malloc((size_t)n_in * sizeof *in);
-    int64_t *ids = malloc((size_t)(T * L) * sizeof *ids);
-    if (st == CATTR_OK && (!nd || !sh || !in || !ids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t p0 = 0; p0 < T && st == CATTR_OK;) {
+    if (st == CATTR_OK && (!nd || !sh || !in)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t p0 = first; p0 < T && st == CATTR_OK;) {
         int64_t Ls = L - p0, rows = target / Ls;
         if (rows < 1) rows = 1;
         if (rows > T - p0) rows = T - p0;
@@ -294,9 +307,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
             memcpy(ids + r * Ls, seq + p0, (size_t)Ls * sizeof *ids);
             ids[r * Ls + r] = b;
         }
-        if (p0 == 0) { /* nothing to reuse yet: the plain model */
-            st = forward_logprobs(m, dt, ids, rows, Ls, y, f + 1);
-        } else {
+        {
             cattr_tensor *e = embed(m, ids, rows, Ls), *ec = NULL, *o = NULL;
             st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             cattr_tensor_free(e);

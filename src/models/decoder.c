@@ -96,6 +96,26 @@ static int rmsnorm(builder *b, int x, const char *wname, int64_t dim, double eps
     return NODE(CG_RMSNORM, &a, name, x, w);
 }
 
+/* v [S, L, C] at the scored position of each row, [S, 1, C]: positions[s] (the "positions" input, made on first
+ * use into *pos) or the last position. Logits are computed where they are scored. */
+static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *name, int *pos) {
+    if (b->st != CATTR_OK) return -1;
+    if (opts->pos_input) {
+        if (*pos < 0 && (*pos = cg_add_input(b->g, "positions")) < 0) {
+            b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            return -1;
+        }
+        return NODE(CG_SEQ_PICK, NULL, name, v, *pos);
+    }
+    cg_attrs sa = cg_attrs_default();
+    sa.n_ints = 4;
+    sa.ints[0] = -1;
+    sa.ints[1] = INT64_MAX;
+    sa.ints[2] = -2;
+    sa.ints[3] = 1;
+    return NODE(CG_SLICE, &sa, name, v);
+}
+
 /* The layers, final norm and head into b->g; with `cached`, the per-layer prefix inputs (see
  * cx_decoder_build_cached). */
 static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_opts *opts, bool cached) {
@@ -126,6 +146,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         }
     }
     char n1[256], n2[256];
+    int pos = -1; /* the "positions" input (opts->pos_input) */
     for (int64_t l = 0; l < cfg.num_hidden_layers && b->st == CATTR_OK; l++) {
 #define W(s) (snprintf(n1, sizeof n1, "model.layers.%lld." s, (long long)l), n1)
 #define N(s) (snprintf(n2, sizeof n2, "model.layers.%lld." s, (long long)l), n2)
@@ -163,6 +184,12 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         aa.ints[2] = d;
         int att = cached ? NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v, pk, pv)
                          : NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v);
+        if (!opts->all_logits && l == cfg.num_hidden_layers - 1) {
+            /* only the scored position matters after the last attention: the rest of the last layer, the final norm
+             * and the head run at that position alone */
+            att = scored(b, opts, att, N("self_attn.scored"), &pos);
+            x = scored(b, opts, x, N("residual_scored"), &pos);
+        }
         int o = linear(b, att, W("self_attn.o_proj.weight"), H, nh * d, cfg.o_bias, N("self_attn.o_proj"));
         x = NODE(CG_ADD, NULL, N("residual_attn"), x, o);
         int h2 = rmsnorm(b, x, W("post_attention_layernorm.weight"), H, cfg.rms_norm_eps, N("post_attention_layernorm"));
@@ -186,19 +213,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         if (opts->all_logits) {
             y = NODE(CG_MATMUL, &ma, "logits", x, head);
         } else {
-            int last;
-            if (opts->pos_input) { /* row s scored at positions[s] */
-                int pos = cg_add_input(b->g, "positions");
-                last = NODE(CG_SEQ_PICK, NULL, "scored_position", x, pos);
-            } else {
-                cg_attrs sa = cg_attrs_default(); /* the last position only: logits are computed where they are scored */
-                sa.n_ints = 4;
-                sa.ints[0] = -1;
-                sa.ints[1] = INT64_MAX;
-                sa.ints[2] = -2;
-                sa.ints[3] = 1;
-                last = NODE(CG_SLICE, &sa, "last_position", x);
-            }
+            int last = cfg.num_hidden_layers > 0 ? x : scored(b, opts, x, "last_position", &pos);
             int lg = NODE(CG_MATMUL, &ma, "logits", last, head);
             y = NODE(CG_LOGSOFTMAX, NULL, "logprobs", lg);
         }

@@ -172,7 +172,10 @@ void cli_progress(int64_t done, int64_t total, void *user) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-    if (!isatty(STDERR_FILENO) || (t - ps->start < 1.0 && !ps->shown)) return;
+    if (t - ps->start < 1.0 && !ps->shown) return; /* short work shows nothing (and costs no system call) */
+    static int tty = -1;
+    if (tty < 0) tty = isatty(STDERR_FILENO);
+    if (!tty) return;
     int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
     fprintf(stderr, "\r[%.*s%*s] %lld/%lld %.1fs", fill, "########################################", width - fill, "",
             (long long)done, (long long)total, t - ps->start);

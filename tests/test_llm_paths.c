@@ -1,0 +1,104 @@
+/* test_llm_paths.c - the language-model fast paths agree with the plain ones on the golden qwen3-tiny checkpoint:
+ * FeatureAblation with the prompt prefix computed once = every ablated sequence in full = one forward per sequence;
+ * LayerIG over several target tokens in one batched pass = one call per target token (Captum's form, teacher
+ * forcing); precision "high" (bfloat16 GEMM) stays within a few per cent of "highest". Skips (77) without the golden
+ * data (CATTR_GOLDEN). */
+#include "test_util.h"
+
+#include "cattr.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static double max_abs(const double *a, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+
+static double max_diff(const double *a, const double *b, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) m = fmax(m, fabs(a[i] - b[i]));
+    return m;
+}
+
+int main(void) {
+    const char *golden = getenv("CATTR_GOLDEN") ? getenv("CATTR_GOLDEN") : "../shared/golden";
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/llm/qwen3-tiny", golden);
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        printf("SKIP: %s is absent (set CATTR_GOLDEN)\n", dir);
+        return 77;
+    }
+    cattr_llm *m = NULL;
+    CHECK(cattr_llm_load(dir, &m) == CATTR_OK, "load: %s", cattr_last_error());
+    if (!m) return 1;
+    enum { T = 40, N = 3 };
+    int64_t prompt[T], tg[N] = {7, 9, 13};
+    for (int i = 0; i < T; i++) prompt[i] = (i * 37) % 200 + 3;
+
+    /* FeatureAblation: prefix reuse (several blocks at this length), full sequences, one forward per sequence */
+    double seq[3][T], tok[3][N * T], lp[3][N];
+    for (int v = 0; v < 3; v++) {
+        cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_FEATURE_ABLATION);
+        p.no_prefix_cache = v > 0;
+        p.perturbations_per_eval = v == 2 ? 1 : 0;
+        CHECK(cattr_llm_attribute(m, &p, prompt, T, tg, N, seq[v], tok[v], lp[v], NULL) == CATTR_OK, "FA %d: %s", v,
+              cattr_last_error());
+    }
+    double scale = max_abs(tok[1], N * T);
+    printf("FeatureAblation: prefix vs full %.2e, one-per-sequence vs full %.2e (max |attr| %.3f)\n",
+           max_diff(tok[0], tok[1], N * T), max_diff(tok[2], tok[1], N * T), scale);
+    CHECK(scale > 0, "all-zero attributions");
+    /* an attribution is a difference of two float32 log-probabilities: a few ulps of their size is the resolution
+     * (other batch shapes round the GEMMs differently) */
+    double tol = 8 * max_abs(lp[1], N) * 0x1p-23;
+    CHECK(max_diff(tok[0], tok[1], N * T) <= tol, "prefix reuse changed the attributions (tolerance %.2e)", tol);
+    CHECK(max_diff(tok[2], tok[1], N * T) <= tol, "one forward per sequence changed them (tolerance %.2e)", tol);
+    CHECK(max_diff(lp[0], lp[1], N) <= tol, "target log-probabilities differ");
+
+    /* LayerIG: three targets in one pass vs one call per target token with the earlier targets appended */
+    cattr_llm_params ig = cattr_llm_default_params(CATTR_LLM_LAYER_IG);
+    ig.n_steps = 16;
+    double s_all[T], t_all[N * T], d_all[N], lp_all[N];
+    CHECK(cattr_llm_attribute(m, &ig, prompt, T, tg, N, s_all, t_all, lp_all, d_all) == CATTR_OK, "IG: %s",
+          cattr_last_error());
+    /* row k of a call over targets 0..k scores sequences of length T + k (no tokens after the scored position),
+     * row k of the call over all N targets sequences of length T + N - 1: causality makes them equal */
+    double worst = 0, mag = max_abs(t_all, N * T);
+    for (int k = 0; k < N; k++) {
+        double s1[T], t1[N * T], d1[N], lp1[N];
+        CHECK(cattr_llm_attribute(m, &ig, prompt, T, tg, k + 1, s1, t1, lp1, d1) == CATTR_OK, "IG k=%d: %s", k,
+              cattr_last_error());
+        worst = fmax(worst, max_diff(t1 + k * T, t_all + k * T, T));
+        CHECK(fabs(d1[k] - d_all[k]) <= 1e-4 + 1e-4 * fabs(d1[k]), "delta of target %d: %g vs %g", k, d1[k], d_all[k]);
+        CHECK(fabs(lp1[k] - lp_all[k]) <= 1e-5, "log-prob of target %d: %g vs %g", k, lp1[k], lp_all[k]);
+    }
+    printf("LayerIG: targets scored at their own length vs in one batch %.2e (max |attr| %.3f)\n", worst, mag);
+    CHECK(worst <= 1e-5 * mag + 1e-6, "trailing target tokens changed the attributions");
+    for (int k = 0; k < N; k++) CHECK(isfinite(d_all[k]) && fabs(d_all[k]) < 0.5, "delta %d = %g", k, d_all[k]);
+
+    /* precision high */
+    cattr_llm_params hi = ig;
+    hi.precision = CATTR_PRECISION_HIGH;
+    double s_hi[T], t_hi[N * T], d_hi[N], lp_hi[N];
+    cattr_status st = cattr_llm_attribute(m, &hi, prompt, T, tg, N, s_hi, t_hi, lp_hi, d_hi);
+    if (st == CATTR_ERR_UNSUPPORTED) {
+        printf("precision high: not available on this CPU (%s)\n", cattr_last_error());
+    } else {
+        CHECK(st == CATTR_OK, "high: %s", cattr_last_error());
+        double e = max_diff(s_hi, s_all, T), sm = max_abs(s_all, T);
+        printf("precision high vs highest: seq_attr error %.2e of %.3f, log-prob error %.2e\n", e, sm,
+               max_diff(lp_hi, lp_all, N));
+        CHECK(e <= 0.05 * sm, "bfloat16 error above 5%% of the attributions");
+        CHECK(max_diff(lp_hi, lp_all, N) <= 0.05, "bfloat16 log-prob error above 0.05");
+        hi.dtype = CATTR_FLOAT64;
+        CHECK(cattr_llm_attribute(m, &hi, prompt, T, tg, N, s_hi, t_hi, lp_hi, d_hi) == CATTR_ERR_INVALID_ARGUMENT,
+              "high with float64 must be refused");
+    }
+    cattr_llm_free(m);
+    return g_failures ? 1 : 0;
+}
