@@ -134,12 +134,16 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
 
 /* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision "high") for
  * inputs of the given shapes. */
-static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
-                             const int64_t (*sh)[CATTR_MAX_DIMS], const int *outs, int n_outs, cx_plan **out) {
+static cattr_status get_plan_dt(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
+                                const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dts, const int *outs,
+                                int n_outs, cx_plan **out) {
     int di = dt == CATTR_FLOAT64;
     cx_consts **cs = &m->consts[kind][di];
     if (!*cs) CX_CHECK(cx_consts_new(cx_backend_cpu(), dt, cs));
-    int64_t key[5] = {kind, sh[0][0], sh[0][1], n_in > 1 ? sh[1][0] : 0, (int64_t)dt * 1000 + n_outs};
+    uint64_t h = 1469598103934665603ull; /* every input's shape */
+    for (int i = 0; i < n_in; i++)
+        for (int d = 0; d < nd[i]; d++) h = (h ^ (uint64_t)sh[i][d]) * 1099511628211ull ^ (uint64_t)(i * 8 + d);
+    int64_t key[5] = {kind, sh[0][0], sh[0][1], (int64_t)h, (int64_t)dt * 1000 + n_outs};
     int lru = 0;
     for (int i = 0; i < LLM_PLAN_CACHE; i++) {
         if (m->pc[i].p && !memcmp(m->pc[i].key, key, sizeof key)) {
@@ -150,13 +154,19 @@ static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dt
         if (!m->pc[i].p || (m->pc[lru].p && m->pc[i].used < m->pc[lru].used)) lru = i;
     }
     cx_plan *p = NULL;
-    CX_CHECK(cx_plan_new(g, *cs, false, nd, sh, NULL, outs, n_outs, &p));
+    CX_CHECK(cx_plan_new(g, *cs, false, nd, sh, dts, outs, n_outs, &p));
     cx_plan_free(m->pc[lru].p);
     m->pc[lru].p = p;
     memcpy(m->pc[lru].key, key, sizeof key);
     m->pc[lru].used = ++m->clock;
     *out = p;
     return CATTR_OK;
+}
+
+/* get_plan_dt with every input in the compute dtype. */
+static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
+                             const int64_t (*sh)[CATTR_MAX_DIMS], const int *outs, int n_outs, cx_plan **out) {
+    return get_plan_dt(m, kind, g, dt, n_in, nd, sh, NULL, outs, n_outs, out);
 }
 
 /* Reads token y (or all V values when y < 0) of the log-probabilities [R, 1, V] in o into lp. */
@@ -294,53 +304,75 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
         }
         st = forward_pass(m, dt, ids, first + 1, L, y, f, kv); /* f[0], f[1..first] */
     }
-    int n_in = (int)(1 + 2 * nl);
+    /* the other rows as segments of ragged passes: row i runs positions i..L-1 only (token i replaced), attending to
+     * the unablated prefix 0..i-1 */
+    int n_in = (int)(4 + 2 * nl);
+    int64_t maxn = (T - first) * L + 1;
     int *nd = malloc((size_t)n_in * sizeof *nd);
     int64_t(*sh)[CATTR_MAX_DIMS] = calloc((size_t)n_in, sizeof *sh);
     const void **in = malloc((size_t)n_in * sizeof *in);
-    if (st == CATTR_OK && (!nd || !sh || !in)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t p0 = first; p0 < T && st == CATTR_OK;) {
-        int64_t Ls = L - p0, rows = target / Ls;
-        if (rows < 1) rows = 1;
-        if (rows > T - p0) rows = T - p0;
-        for (int64_t r = 0; r < rows; r++) { /* row r: positions p0.. of seq with position p0 + r replaced */
-            memcpy(ids + r * Ls, seq + p0, (size_t)Ls * sizeof *ids);
-            ids[r * Ls + r] = b;
-        }
-        {
-            cattr_tensor *e = embed(m, ids, rows, Ls), *ec = NULL, *o = NULL;
-            st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            cattr_tensor_free(e);
-            nd[0] = 3;
-            sh[0][0] = rows;
-            sh[0][1] = Ls;
-            sh[0][2] = H;
-            for (int k = 1; k < n_in; k++) {
-                nd[k] = 2;
-                sh[k][0] = p0;
-                sh[k][1] = ck;
-                in[k] = kv[k - 1];
+    int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * T + 3) * sizeof *segs);
+    int64_t *last = malloc((size_t)(T + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
+    if (st == CATTR_OK && (!nd || !sh || !in || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int64_t pass_target = target < 384 ? 384 : target; /* no recomputation here: bigger passes only help the GEMMs */
+    if (budget_rows < pass_target) pass_target = budget_rows;
+    for (int64_t i0 = first; i0 < T && st == CATTR_OK;) {
+        int64_t N = 0, S = 0, i = i0;
+        while (i < T && (S == 0 || N + (L - i) <= pass_target)) {
+            segs[3 * S] = N;
+            segs[3 * S + 1] = L - i;
+            segs[3 * S + 2] = i;
+            for (int64_t t = i; t < L; t++) {
+                tids[N] = t == i ? b : seq[t];
+                tpos[N++] = t;
             }
-            int outv = (*cg)->outputs[0];
-            cx_plan *p = NULL;
+            last[S++] = N - 1;
+            i++;
+        }
+        cattr_tensor *e = embed(m, tids, 1, N), *ec = NULL, *o = NULL;
+        st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        cattr_tensor_free(e);
+        nd[0] = 3, sh[0][0] = 1, sh[0][1] = N, sh[0][2] = H;
+        nd[1] = 1, sh[1][0] = N;
+        nd[2] = 2, sh[2][0] = S, sh[2][1] = 3;
+        nd[3] = 1, sh[3][0] = S;
+        in[1] = tpos, in[2] = segs, in[3] = last;
+        for (int k = 4; k < n_in; k++) {
+            nd[k] = 2;
+            sh[k][0] = L;
+            sh[k][1] = ck;
+            in[k] = kv[k - 4]; /* row 0 of the first pass: the unablated sequence */
+        }
+        int outv = (*cg)->outputs[0];
+        cx_plan *p = NULL;
+        if (st == CATTR_OK) {
+            /* int64 inputs keep their dtype */
+            cattr_dtype *dts = malloc((size_t)n_in * sizeof *dts);
+            if (!dts) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            for (int k = 0; dts && k < n_in; k++) dts[k] = k >= 1 && k <= 3 ? CATTR_INT64 : dt;
             if (st == CATTR_OK)
-                st = get_plan(m, 1 + 2 * m->prec, *cg, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &outv, 1, &p);
-            if (st == CATTR_OK) {
-                const cx_view *v = cx_plan_view(p, outv);
-                o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-                if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            }
-            if (st == CATTR_OK) {
-                in[0] = ec->data;
-                void *dst = o->data;
-                st = cx_plan_run(p, in, &dst);
-            }
-            if (st == CATTR_OK) take_logprobs(o, rows, y, f + 1 + p0);
-            cattr_tensor_free(ec);
-            cattr_tensor_free(o);
+                st = get_plan_dt(m, 1 + 2 * m->prec, *cg, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dts, &outv, 1, &p);
+            free(dts);
         }
-        p0 += rows;
+        if (st == CATTR_OK) {
+            const cx_view *v = cx_plan_view(p, outv);
+            o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+            if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        if (st == CATTR_OK) {
+            in[0] = ec->data;
+            void *dst = o->data;
+            st = cx_plan_run(p, in, &dst);
+        }
+        if (st == CATTR_OK) take_logprobs(o, S, y, f + 1 + i0); /* [1, S, V]: row s at s * V */
+        cattr_tensor_free(ec);
+        cattr_tensor_free(o);
+        i0 = i;
     }
+    free(tpos);
+    free(segs);
+    free(last);
+    free(tids);
     for (int64_t i = 0; kv && i < 2 * nl; i++) free(kv[i]);
     free(kv);
     free(nd);

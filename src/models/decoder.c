@@ -98,8 +98,13 @@ static int rmsnorm(builder *b, int x, const char *wname, int64_t dim, double eps
 
 /* v [S, L, C] at the scored position of each row, [S, 1, C]: positions[s] (the "positions" input, made on first
  * use into *pos) or the last position. Logits are computed where they are scored. */
-static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *name, int *pos) {
+static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *name, int *pos, int last_idx) {
     if (b->st != CATTR_OK) return -1;
+    if (last_idx >= 0) { /* ragged: the last token of every segment, [1, S, C] */
+        cg_attrs ga = cg_attrs_default();
+        ga.axis = 1;
+        return NODE(CG_GATHER, &ga, name, v, last_idx);
+    }
     if (opts->pos_input) {
         if (*pos < 0 && (*pos = cg_add_input(b->g, "positions")) < 0) {
             b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -119,6 +124,7 @@ static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *na
 /* The layers, final norm and head into b->g; with `cached`, the per-layer prefix inputs (see
  * cx_decoder_build_cached). */
 static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_opts *opts, bool cached) {
+    const bool ragged = cached; /* the prefix-continuing form is ragged: segments of one flattened sequence */
     const cx_hf_config cfg = *cfgp;
     const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
     const int64_t d = cfg.head_dim, I = cfg.intermediate_size, V = cfg.vocab_size;
@@ -147,6 +153,13 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
     }
     char n1[256], n2[256];
     int pos = -1; /* the "positions" input (opts->pos_input) */
+    int tok_pos = -1, segs = -1, last_idx = -1; /* ragged: per-token positions, segments, last token of each */
+    if (ragged && b->st == CATTR_OK) {
+        tok_pos = cg_add_input(b->g, "tok_pos");
+        segs = cg_add_input(b->g, "segs");
+        last_idx = cg_add_input(b->g, "last_idx");
+        if (tok_pos < 0 || segs < 0 || last_idx < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
     for (int64_t l = 0; l < cfg.num_hidden_layers && b->st == CATTR_OK; l++) {
 #define W(s) (snprintf(n1, sizeof n1, "model.layers.%lld." s, (long long)l), n1)
 #define N(s) (snprintf(n2, sizeof n2, "model.layers.%lld." s, (long long)l), n2)
@@ -170,9 +183,9 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         cg_attrs ra = cg_attrs_default();
         ra.n_ints = 1;
         ra.ints[0] = d;
-        if (cached) { /* positions continue after the prefix: its length is the offset */
-            q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv, pk);
-            k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv, pk);
+        if (ragged) { /* every token at its own position */
+            q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv, tok_pos);
+            k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv, tok_pos);
         } else {
             q = NODE(CG_ROPE, &ra, N("self_attn.q_rope"), q, invv);
             k = NODE(CG_ROPE, &ra, N("self_attn.k_rope"), k, invv);
@@ -182,13 +195,13 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         aa.ints[0] = nh;
         aa.ints[1] = nkv;
         aa.ints[2] = d;
-        int att = cached ? NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v, pk, pv)
+        int att = ragged ? NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v, pk, pv, segs)
                          : NODE(CG_ATTENTION, &aa, N("self_attn.attention"), q, k, v);
         if (!opts->all_logits && l == cfg.num_hidden_layers - 1) {
             /* only the scored position matters after the last attention: the rest of the last layer, the final norm
              * and the head run at that position alone */
-            att = scored(b, opts, att, N("self_attn.scored"), &pos);
-            x = scored(b, opts, x, N("residual_scored"), &pos);
+            att = scored(b, opts, att, N("self_attn.scored"), &pos, last_idx);
+            x = scored(b, opts, x, N("residual_scored"), &pos, last_idx);
         }
         int o = linear(b, att, W("self_attn.o_proj.weight"), H, nh * d, cfg.o_bias, N("self_attn.o_proj"));
         x = NODE(CG_ADD, NULL, N("residual_attn"), x, o);
@@ -213,7 +226,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         if (opts->all_logits) {
             y = NODE(CG_MATMUL, &ma, "logits", x, head);
         } else {
-            int last = cfg.num_hidden_layers > 0 ? x : scored(b, opts, x, "last_position", &pos);
+            int last = cfg.num_hidden_layers > 0 ? x : scored(b, opts, x, "last_position", &pos, last_idx);
             int lg = NODE(CG_MATMUL, &ma, "logits", last, head);
             y = NODE(CG_LOGSOFTMAX, NULL, "logprobs", lg);
         }

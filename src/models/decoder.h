@@ -20,9 +20,12 @@ typedef struct cx_decoder_opts {
 cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg, const cx_decoder_opts *opts,
                                 cattr_model **out);
 
-/* The same decoder as a graph that continues a shared prefix: inputs "inputs_embeds" [S, T, hidden] (the suffix
- * rows), then per layer l "past.<l>.k" and "past.<l>.v" [P, kv_heads * head_dim] (the prefix's rotated keys and
- * values, shared by the S rows; positions start at P); output the log-probabilities at the last position. Weights
+/* The same decoder as a graph that continues prefixes of one sequence, ragged: inputs "inputs_embeds" [1, N, hidden]
+ * (S segments of tokens, flattened), "tok_pos" int64 [N] (each token's position), "segs" int64 [S, 3] (start, length,
+ * prefix length of each segment), "last_idx" int64 [S] (the flattened index of each segment's last token), then per
+ * layer l "past.<l>.k" and "past.<l>.v" [L, kv_heads * head_dim] (the rotated keys and values of the full sequence;
+ * segment s attends to its first prefix-length rows, then to its own tokens causally); output the
+ * log-probabilities at each segment's last token, [1, S, vocab]. Weights
  * are borrowed from `base` (bf16: projections flagged for precision "high") (a graph built by cx_decoder_load), which must outlive the result. The prefix's keys and
  * values are the values "model.layers.<l>.self_attn.k_rope" and "model.layers.<l>.self_attn.v_proj" of `base`. */
 cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, bool bf16, cg_graph **out);

@@ -381,6 +381,9 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[1].shape) || !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[2].shape))
             SHAPE_FAIL("attention needs q [..., T, %lld], k and v [..., T, %lld]", (long long)(nh * d),
                        (long long)(nkv * d));
+        if (n->op == CG_ATTENTION && n->n_in > 5 &&
+            (in[5].dtype != CATTR_INT64 || in[5].ndim != 2 || in[5].shape[1] != 3 || in[0].shape[0] != 1 || nd != 3))
+            SHAPE_FAIL("ragged attention needs one flattened sequence [1, N, C] and int64 segments [S, 3]");
         if (n->op == CG_ATTENTION && n->n_in > 4 &&
             (in[3].ndim != 2 || in[4].ndim != 2 || in[3].shape[0] != in[4].shape[0] || in[3].shape[1] != nkv * d ||
              in[4].shape[1] != nkv * d))

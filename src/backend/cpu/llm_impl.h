@@ -93,12 +93,23 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t d = n->a.ints[0], half = d / 2, C = in[0].shape[nd - 1], Tn = in[0].shape[nd - 2];
     int64_t rows = cx_view_numel(&in[0]) / C, heads = C / d;
     const T sgn = n->a.index ? (T)-1 : (T)1;
-    /* an optional third input is a prefix these positions continue: its length is the first position */
-    int64_t off = n->n_in > 2 && in[2].data && in[2].ndim >= 2 ? in[2].shape[in[2].ndim - 2] : 0;
+    /* an optional third input: int64 positions of the rows (ragged batches), or a prefix these positions continue
+     * (its length is the first position) */
+    const int64_t *rpos = n->n_in > 2 && in[2].data && in[2].dtype == CATTR_INT64 ? in[2].data : NULL;
+    int64_t off = !rpos && n->n_in > 2 && in[2].data && in[2].ndim >= 2 ? in[2].shape[in[2].ndim - 2] : 0;
+    int64_t np = Tn; /* table rows: positions 0..np-1 (with rpos: up to the largest) */
+    if (rpos) {
+        np = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            if (rpos[r] < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': negative position", n->name);
+            if (rpos[r] + 1 > np) np = rpos[r] + 1;
+        }
+        off = 0;
+    }
     /* the cos/sin table of every position, once: angle in double, rounded to T as before */
-    T *tab = malloc((size_t)(2 * (Tn > 0 ? Tn : 1) * (half > 0 ? half : 1)) * sizeof(T));
+    T *tab = malloc((size_t)(2 * (np > 0 ? np : 1) * (half > 0 ? half : 1)) * sizeof(T));
     if (!tab) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-    for (int64_t t = 0; t < Tn; t++)
+    for (int64_t t = 0; t < np; t++)
         for (int64_t m = 0; m < half; m++) {
             double a = (double)(t + off) * (double)invf[m];
             tab[(2 * t) * half + m] = (T)cos(a);
@@ -106,7 +117,7 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
         }
     PAR_FOR(rows * C > PAR_MIN,
     for (int64_t r = 0; r < rows; r++) {
-        int64_t t = r % Tn;
+        int64_t t = rpos ? rpos[r] : r % Tn;
         K(rope_row)(x + r * C, y + r * C, tab + 2 * t * half, tab + (2 * t + 1) * half, heads, d);
     });
     free(tab);
@@ -146,6 +157,28 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
     const int64_t Tn = in[0].shape[nd - 2], S = cx_view_numel(&in[0]) / (Tn * nh * d);
     const int64_t cq = nh * d, ck = nkv * d;
     const T scale = (T)1 / SQRT((T)d);
+    if (n->n_in > 5 && in[5].data) { /* ragged: segments of one flattened sequence, each continuing its own prefix */
+        const int64_t *seg = in[5].data, ns = in[5].shape[0];
+        const T *pk = in[3].data, *pv = in[4].data;
+        int64_t Lp = in[3].shape[0], maxw = 1;
+        for (int64_t s = 0; s < ns; s++) {
+            int64_t st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
+            if (st0 < 0 || len < 0 || st0 + len > Tn || P < 0 || P > Lp)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': segment %lld out of range", n->name, (long long)s);
+            if (P + len > maxw) maxw = P + len;
+        }
+        for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
+        T *p = malloc((size_t)maxw * sizeof(T) * (size_t)(ns * nh > 0 ? ns * nh : 1));
+        if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+        PAR_FOR(ns * nh * maxw * d * 16 > PAR_MIN,
+        for (int64_t sh = 0; sh < ns * nh; sh++) {
+            int64_t s = sh / nh, j = sh % nh, g = j / grp, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
+            K(attn_head)(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
+                         P ? pv + g * d : NULL, P, o + st0 * cq + j * d, p + sh * maxw, len, cq, ck, d, scale);
+        });
+        free(p);
+        return CATTR_OK;
+    }
     /* optional prefix keys and values [P, kv_heads * d], shared by every sequence */
     const T *pk = n->n_in > 4 ? in[3].data : NULL, *pv = n->n_in > 4 ? in[4].data : NULL;
     const int64_t P = pk && pv && in[3].ndim >= 2 ? in[3].shape[in[3].ndim - 2] : 0, W = P + Tn > 0 ? P + Tn : 1;
