@@ -36,6 +36,8 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static packed_b *g_packs;
 static int g_n, g_cap;
 
+static size_t round64(size_t n) { return (n + 63) / 64 * 64; } /* aligned_alloc wants a multiple */
+
 static inline uint16_t to_bf16(float f) { /* round to nearest even; NaN stays NaN */
     uint32_t u;
     memcpy(&u, &f, 4);
@@ -74,7 +76,7 @@ static bool get_pack(const float *w, int64_t K, int64_t N, int64_t ldw, bool tra
         g_cap = nc;
     }
     packed_b pb = {w, K, N, trans, smp, NULL, (K + 1) / 2, (N + 31) / 32};
-    pb.packed = aligned_alloc(64, (size_t)(pb.n_panels * pb.kp * 32) * 4);
+    pb.packed = aligned_alloc(64, round64((size_t)(pb.n_panels * pb.kp * 32) * 4));
     if (!pb.packed) {
         pthread_mutex_unlock(&g_mu);
         return false;
@@ -158,7 +160,7 @@ cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64
     if (!get_pack(W, K, N, ldw, trans, &pk)) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory packing a bfloat16 weight");
     const packed_b *pb = &pk;
     int64_t kp = pb->kp, Mp = (M + MR - 1) / MR * MR;
-    uint32_t *ap = aligned_alloc(64, (size_t)(Mp * kp) * 4 + 64);
+    uint32_t *ap = aligned_alloc(64, round64((size_t)(Mp * kp) * 4 + 64));
     if (!ap) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
 #pragma omp parallel for schedule(static) if (M * K > 65536)
     for (int64_t m = 0; m < Mp; m++) {
