@@ -140,6 +140,12 @@ static bool is_view_op(cg_op op) {
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* Inputs whose kernels read only the shape (fixed when planning), never the data. */
+static bool shape_only_input(cg_op op, int j) {
+    return (j == 1 && (op == CG_REDUCE_SUM_LIKE || op == CG_RESHAPE_LIKE || op == CG_SLICE_GRAD)) ||
+           (j == 2 && op == CG_SEQ_PICK_GRAD) || (j == 0 && op == CG_ZEROS_LIKE);
+}
+
 void cx_plan_free(cx_plan *p) {
     if (!p) return;
     if (p->arena && !p->arena_external) p->be->free(p->be->ctx, p->arena, p->arena_bytes);
@@ -371,11 +377,13 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     }
     free(fused_into);
     fused_into = NULL;
-    /* liveness per root */
+    /* liveness per root (an input read for its shape only does not keep its data alive: the backward of a
+     * projection names its input for the shape, and keeping every layer's inputs for that cost a third of the
+     * activation memory of an LLM path) */
     for (int k = 0; k < p->n_order; k++) {
         const cg_node *n = &p->nodes[k];
         for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) {
+            if (n->in[j] >= 0 && !shape_only_input(n->op, j)) {
                 int r = p->root[n->in[j]];
                 if (p->last_use[r] < k) p->last_use[r] = k;
             }
