@@ -451,7 +451,7 @@ typedef struct cattr_llm_params {
     uint64_t seed;               /* generator key for the permutations */
     const int64_t *permutations; /* ShapleyValueSampling: n_samples recorded orders of the T prompt positions, or NULL */
     int internal_batch_size;     /* IG rows per chunk (0: from max_memory) */
-    size_t max_memory;           /* activation bytes (0: a quarter of free RAM, at most 768 MiB) */
+    size_t max_memory;           /* activation bytes (0: a quarter of free RAM, at most 896 MiB) */
     double lime_alpha;           /* Lime's Lasso alpha (default 0.01) */
     /* Lime / KernelShap: recorded draws in Captum's order (roles lime_sample, ks_num_selected, ks_scores; others are
      * skipped), or n_draws 0 for the generator */

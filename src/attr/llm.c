@@ -232,11 +232,11 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
     return st;
 }
 
-/* The activation budget of the language-model paths: max_memory, else a quarter of the free RAM but at most 768 MiB
+/* The activation budget of the language-model paths: max_memory, else a quarter of the free RAM but at most 896 MiB
  * (GEMM efficiency saturates well below that, and the process stays near the size of its weights). */
 static size_t llm_budget(const cattr_llm_params *lp) {
     if (lp->max_memory) return lp->max_memory;
-    size_t b = cx_avail_memory() / 4, cap = (size_t)768 << 20;
+    size_t b = cx_avail_memory() / 4, cap = (size_t)896 << 20;
     return b < cap ? b : cap;
 }
 

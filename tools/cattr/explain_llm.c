@@ -37,7 +37,7 @@ static void help(FILE *f) {
         "  --max-new-tokens N      tokens generated when there is no target (default 8)\n"
         "  --dtype D               float32 (default) | float64\n"
         "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
-        "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 768M)\n"
+        "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 896M)\n"
         "  --precision P           highest (default: float32 throughout) | high (bfloat16 inputs of the layers'\n"
         "                          projections, float32 accumulation; AVX-512 BF16 CPUs, float32 only)\n"
         "  --precision-error       also run at the other precision and print the error of high against highest\n"
