@@ -140,7 +140,7 @@ static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *
         }
         T sum = 0;
         for (int64_t u = 0; u < P + t + 1; u++) {
-            pr[u] = EXP(pr[u] - mx);
+            pr[u] = VEXP(pr[u] - mx);
             sum += pr[u];
         }
         T *ot = o + t * cq;
@@ -206,7 +206,7 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
             if (p[u] > mx) mx = p[u];
         }
         for (int64_t u = 0; u <= t; u++) {
-            p[u] = EXP(p[u] - mx);
+            p[u] = VEXP(p[u] - mx);
             sum += p[u];
         }
         T pdp = 0;
@@ -257,17 +257,17 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
 static CX_CLONES void K(swiglu_run)(const T *gt, const T *u, const T *gy, T *y, int64_t cnt, int which) {
     if (!gy) {
         for (int64_t i = 0; i < cnt; i++) {
-            T sg = (T)1 / ((T)1 + EXP(-gt[i]));
+            T sg = (T)1 / ((T)1 + VEXP(-gt[i]));
             y[i] = (gt[i] * sg) * u[i];
         }
     } else if (which == 1) { /* dU = gY * silu(G) */
         for (int64_t i = 0; i < cnt; i++) {
-            T sg = (T)1 / ((T)1 + EXP(-gt[i]));
+            T sg = (T)1 / ((T)1 + VEXP(-gt[i]));
             y[i] = gy[i] * (gt[i] * sg);
         }
     } else { /* dG = dA * sg + (dA * G) * (1 - sg) * sg with dA = gY * U */
         for (int64_t i = 0; i < cnt; i++) {
-            T sg = (T)1 / ((T)1 + EXP(-gt[i])), da = gy[i] * u[i];
+            T sg = (T)1 / ((T)1 + VEXP(-gt[i])), da = gy[i] * u[i];
             y[i] = da * sg + (da * gt[i]) * ((T)1 - sg) * sg;
         }
     }
