@@ -128,14 +128,37 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
 
 /* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
  * P prefix keys and values pk, pv (same strides) come before them. pr holds P + Tn scores. */
+/* kt[i * W + u] = key u's element i (the prefix's P keys, then the Tn own ones): scores of one query against all
+ * keys then vectorise over the keys, each summed over i in order. */
+static inline void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt) {
+    int64_t W = P + Tn;
+    for (int64_t u = 0; u < W; u++) {
+        const T *ku = u < P ? pk + u * ck : k + (u - P) * ck;
+        for (int64_t i = 0; i < d; i++) kt[i * W + u] = ku[i];
+    }
+}
+
+/* pr[u] = sum_i q[i] kt[i][u] for u < nu */
+static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t W, int64_t nu, int64_t d,
+                             T *restrict pr) {
+    for (int64_t u = 0; u < nu; u++) pr[u] = 0;
+    for (int64_t i = 0; i < d; i++) {
+        const T qi = qt[i], *restrict kr = kt + i * W;
+        for (int64_t u = 0; u < nu; u++) pr[u] += qi * kr[u];
+    }
+}
+
 static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
                                    T *pr, int64_t Tn, int64_t cq, int64_t ck, int64_t d, T scale) {
+    T *kt = malloc((size_t)((P + Tn) * d) * sizeof(T));
+    if (kt) K(transpose_keys)(pk, P, k, Tn, ck, d, kt);
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq;
         T mx = -(T)INFINITY;
+        if (kt) K(scores)(qt, kt, P + Tn, P + t + 1, d, pr);
         for (int64_t u = 0; u < P + t + 1; u++) {
-            const T *ku = u < P ? pk + u * ck : k + (u - P) * ck;
-            pr[u] = K(dot)(qt, ku, d) * scale;
+            if (!kt) pr[u] = K(dot)(qt, u < P ? pk + u * ck : k + (u - P) * ck, d); /* no memory for the transpose */
+            pr[u] *= scale;
             if (pr[u] > mx) mx = pr[u];
         }
         T sum = 0;
@@ -147,6 +170,7 @@ static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *
         for (int64_t i = 0; i < d; i++) ot[i] = 0;
         for (int64_t u = 0; u < P + t + 1; u++) K(axpy)(ot, pr[u] / sum, u < P ? pv + u * ck : v + (u - P) * ck, d);
     }
+    free(kt);
 }
 
 static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *out) {
@@ -198,11 +222,21 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
 static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, const T *go, T *dqc, T *dkc, T *dvc, T *p,
                                         int64_t Tn, int64_t cq, int64_t ck, int64_t cp, int64_t d, T scale) {
     T *dp = p + Tn;
+    T *kt = malloc((size_t)(2 * Tn * d) * sizeof(T)), *vt = kt ? kt + Tn * d : NULL;
+    if (kt) {
+        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt);
+        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt);
+    }
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq, *got = go + t * cq;
         T mx = -(T)INFINITY, sum = 0;
+        if (kt) {
+            K(scores)(qt, kt, Tn, t + 1, d, p);
+            K(scores)(got, vt, Tn, t + 1, d, dp);
+        }
         for (int64_t u = 0; u <= t; u++) {
-            p[u] = K(dot)(qt, k + u * ck, d) * scale;
+            if (!kt) p[u] = K(dot)(qt, k + u * ck, d);
+            p[u] *= scale;
             if (p[u] > mx) mx = p[u];
         }
         for (int64_t u = 0; u <= t; u++) {
@@ -212,9 +246,8 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
         T pdp = 0;
         for (int64_t u = 0; u <= t; u++) {
             p[u] /= sum;
-            T dot = K(dot)(got, v + u * ck, d);
-            dp[u] = dot;
-            pdp += p[u] * dot;
+            if (!kt) dp[u] = K(dot)(got, v + u * ck, d);
+            pdp += p[u] * dp[u];
         }
         T *dq = dqc + t * cp;
         for (int64_t u = 0; u <= t; u++) {
@@ -224,6 +257,7 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
             K(axpy)(dvc + u * cp, pu, got, d);
         }
     }
+    free(kt);
 }
 
 /* (Q, K, V, gO) -> [dQ | dK | dV] packed along the last dim ([..., T, (nh + 2 nkv) * d]) */
