@@ -508,6 +508,7 @@ int cmd_explain_llm(int argc, char **argv) {
         cJSON_AddStringToObject(root, "method", mname);
         cJSON *args = cJSON_AddObjectToObject(root, "args");
         cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(p.dtype));
+        cJSON_AddStringToObject(args, "precision", p.precision == CATTR_PRECISION_HIGH ? "high" : "highest");
         if (p.method == CATTR_LLM_LAYER_IG) {
             cJSON_AddNumberToObject(args, "n_steps", p.n_steps);
             cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p.quadrature));
