@@ -557,21 +557,6 @@ static const cattr_tensor *next_draw(const cattr_llm_params *p, int *at, const c
     return NULL;
 }
 
-/* g(z) = sum_k f_k of the prompt with the tokens where z is 0 replaced by b (teacher forcing). */
-static cattr_status total_logprob(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t T, const int64_t *tg,
-                                  int64_t n, const unsigned char *z, int64_t b, int64_t *buf, double *g) {
-    double tot = 0;
-    for (int64_t k = 0; k < n; k++) {
-        for (int64_t i = 0; i < T; i++) buf[i] = z[i] ? ids[i] : b;
-        for (int64_t j = 0; j < k; j++) buf[T + j] = tg[j];
-        double f;
-        CX_CHECK(forward_logprobs(m, dt, buf, 1, T + k, tg[k], &f));
-        tot = cx_rnd(dt, tot + f);
-    }
-    *g = tot;
-    return CATTR_OK;
-}
-
 static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, const int64_t *ids, int64_t T,
                                    const int64_t *tg, int64_t n, double *seq_attr) {
     bool ks = p->method == CATTR_LLM_KERNEL_SHAP;
@@ -581,9 +566,8 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
     unsigned char *Z = calloc((size_t)(S * M), 1);
     float *X = malloc((size_t)(S * M) * sizeof *X), *y = malloc((size_t)S * sizeof *y), *w = malloc((size_t)S * sizeof *w);
     float *coef = malloc((size_t)M * sizeof *coef), icpt = 0;
-    int64_t *buf = malloc((size_t)(T + n) * sizeof *buf);
     double *sc = malloc((size_t)M * sizeof *sc);
-    cattr_status st = Z && X && y && w && coef && buf && sc ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = Z && X && y && w && coef && sc ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cx_rng rng;
     cx_rng_init(&rng, p->seed, ks ? 0x4b53u : 0x4c4du);
     int at = 0;
@@ -616,11 +600,26 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
             }
         }
     }
+    /* g(z) of every sample: per target token one batched evaluation of all samples (cut to the memory budget),
+     * summed over the target tokens in order */
+    double *G = st == CATTR_OK ? calloc((size_t)S, sizeof *G) : NULL, *fk = st == CATTR_OK ? malloc((size_t)S * sizeof *fk) : NULL;
+    int64_t *rows = st == CATTR_OK ? malloc((size_t)(S * (T + n)) * sizeof *rows) : NULL;
+    if (st == CATTR_OK && (!G || !fk || !rows)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
+        int64_t L = T + k;
+        for (int64_t r = 0; r < S; r++) {
+            const unsigned char *z = Z + r * M;
+            int64_t *row = rows + r * L;
+            for (int64_t i = 0; i < T; i++) row[i] = z[i] ? ids[i] : b; /* the baseline token where z is 0 */
+            for (int64_t j = 0; j < k; j++) row[T + j] = tg[j];
+        }
+        st = forward_logprobs_chunked(m, p->dtype, rows, S, L, tg[k], fk, rows_per_pass(m, p, S, L));
+        for (int64_t r = 0; r < S && st == CATTR_OK; r++) G[r] = cx_rnd(p->dtype, G[r] + fk[r]);
+        if (st == CATTR_OK && p->progress) p->progress(k + 1, n, p->progress_user);
+    }
     for (int64_t r = 0; r < S && st == CATTR_OK; r++) { /* outputs and weights, in float32 as Captum fits */
         const unsigned char *z = Z + r * M;
-        double g = 0;
-        st = total_logprob(m, p->dtype, ids, T, tg, n, z, b, buf, &g);
-        y[r] = (float)g;
+        y[r] = (float)G[r];
         int64_t on = 0;
         for (int64_t i = 0; i < M; i++) {
             on += z[i];
@@ -633,8 +632,10 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
             float cosv = on ? (float)on / (no * nz) : 0.0f, d = 1.0f - cosv;
             w[r] = (float)exp((double)(-(d * d) / 2.0f));
         }
-        if (p->progress) p->progress(r + 1, S, p->progress_user);
     }
+    free(G);
+    free(fk);
+    free(rows);
     if (st == CATTR_OK) {
         if (ks) {
             st = cx_linreg_fit(S, M, X, y, w, coef, &icpt);
@@ -649,7 +650,6 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
     free(y);
     free(w);
     free(coef);
-    free(buf);
     free(sc);
     return st;
 }
