@@ -77,7 +77,9 @@ void cattr_llm_free(cattr_llm *m) {
     cattr_model_free(m->hi_model);
     for (int i = 0; i < LLM_PLAN_CACHE; i++) cx_plan_free(m->pc[i].p);
     for (int i = 0; i < 8; i++) cx_consts_free(m->consts[i / 2][i % 2]);
-    cx_bf16_release_all();
+    for (int v = 0; m->model && v < m->model->g->n_vals; v++) /* the bfloat16 panels of this model's weights */
+        if (m->model->g->vals[v].kind == CG_VAL_CONST && m->model->g->vals[v].data)
+            cx_bf16_release(m->model->g->vals[v].data->data);
     cattr_model_free(m->model);
     cx_tokenizer_free(m->tok);
     free(m);

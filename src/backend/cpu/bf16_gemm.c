@@ -195,6 +195,18 @@ cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64
     return CATTR_OK;
 }
 
+void cx_bf16_release(const float *w) {
+    pthread_mutex_lock(&g_mu);
+    for (int i = 0; i < g_n;)
+        if (g_packs[i].w == w) {
+            free(g_packs[i].packed);
+            g_packs[i] = g_packs[--g_n];
+        } else {
+            i++;
+        }
+    pthread_mutex_unlock(&g_mu);
+}
+
 void cx_bf16_release_all(void) {
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_n; i++) free(g_packs[i].packed);
@@ -213,6 +225,8 @@ cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64
     (void)M, (void)N, (void)K, (void)A, (void)lda, (void)W, (void)ldw, (void)trans, (void)C, (void)ldc;
     return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs AVX-512 BF16 kernels, not built here");
 }
+
+void cx_bf16_release(const float *w) { (void)w; }
 
 void cx_bf16_release_all(void) {}
 

@@ -17,7 +17,11 @@ bool cx_bf16_available(void);
 cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *W, int64_t ldw,
                           bool trans, float *C, int64_t ldc);
 
-/* Frees every packed weight. */
+/* Frees the packed forms of weight w (call before freeing w; other weights' forms stay, so models in use on other
+ * threads are unaffected). */
+void cx_bf16_release(const float *w);
+
+/* Frees every packed weight (no GEMM may be running). */
 void cx_bf16_release_all(void);
 
 #endif
