@@ -128,6 +128,12 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 /* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
 
+/* Input i of the call repeated m times per example (row b*m + j) plus float32 Gaussian noise of standard deviation
+ * stdev, as Captum's NoiseTunnel and GradientShap add it: the recorded draw nt_noise.input<i> when the call has one,
+ * else per example b the generator (seed, streams[b]) from Philox block `start`. */
+cattr_status cx_noisy_rows(cx_call *c, int i, int64_t m, double stdev, uint64_t seed, const uint64_t *streams,
+                           uint64_t start, cattr_tensor **out);
+
 /* Bytes of RAM available now (MemAvailable), or a fallback when unknown. */
 size_t cx_avail_memory(void);
 

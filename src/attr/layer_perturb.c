@@ -1115,35 +1115,12 @@ static cattr_status gs_indices(cattr_explainer *e, cx_call *c, int i, int64_t m,
 
 /* Input i repeated m times per example plus float32 Gaussian noise of stdev (nt_noise.input<i>). */
 static cattr_status gs_noisy(cattr_explainer *e, cx_call *c, int i, int64_t m, cattr_tensor **out) {
-    const cattr_tensor *x = c->x[i];
-    int64_t rows = c->B * m, per = c->B ? x->numel / c->B : 0;
-    char role[48];
-    snprintf(role, sizeof role, "nt_noise.input%d", i);
-    const cattr_tensor *d = NULL;
-    CX_CHECK(cx_next_draw(c, role, NULL, &d));
-    if (d && d->numel != rows * per)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
-                       (long long)d->numel, (long long)(rows * per));
-    int64_t sh[CATTR_MAX_DIMS];
-    memcpy(sh, x->shape, sizeof sh);
-    sh[0] = rows;
-    cattr_tensor *o = cx_tensor_alloc(c->dt, x->ndim, sh);
-    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    float sd = (float)e->p.stdevs; /* torch.tensor(stdev): float32 */
-    for (int64_t b = 0; b < c->B; b++) {
-        cx_rng g;
-        cx_rng_init(&g, e->p.seed, gs_stream(GS_NOISE, (uint64_t)i, b));
-        for (int64_t j = 0; j < m; j++)
-            for (int64_t k = 0; k < per; k++) {
-                int64_t r = b * m + j;
-                double noise;
-                if (d) noise = (double)(float)cx_tensor_get(d, r * per + k);
-                else noise = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal(&g));
-                cx_tensor_set(o, r * per + k, cx_rnd(c->dt, cx_tensor_get(x, b * per + k) + noise));
-            }
-    }
-    *out = o;
-    return CATTR_OK;
+    uint64_t *streams = malloc((size_t)(c->B + 1) * sizeof *streams);
+    if (!streams) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t b = 0; b < c->B; b++) streams[b] = gs_stream(GS_NOISE, (uint64_t)i, b);
+    cattr_status st = cx_noisy_rows(c, i, m, e->p.stdevs, e->p.seed, streams, 0, out);
+    free(streams);
+    return st;
 }
 
 /* The derived call: baselines drawn, noise added, coefficients drawn, in Captum's order. */

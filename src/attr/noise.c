@@ -135,11 +135,9 @@ static cattr_status draw_indices(cattr_explainer *e, cx_call *c, const tunnel *t
     return CATTR_OK;
 }
 
-/* Input i repeated m times per example (interleaved) plus float32 Gaussian noise (nt_noise.input<i>). */
-static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t, int i, const part_info *pi,
-                                cattr_tensor **out) {
+cattr_status cx_noisy_rows(cx_call *c, int i, int64_t m, double stdev, uint64_t seed, const uint64_t *streams,
+                           uint64_t start, cattr_tensor **out) {
     const cattr_tensor *x = c->x[i];
-    int64_t m = pi->m;
     int64_t rows = c->B * m, per = c->B ? x->numel / c->B : 0;
     char role[48];
     snprintf(role, sizeof role, "nt_noise.input%d", i);
@@ -150,11 +148,11 @@ static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t,
                        (long long)d->numel, (long long)(rows * per));
     cattr_tensor *o = alloc_rows(x, c->dt, rows);
     if (!o) return oom();
-    float sd = (float)t->stdev; /* torch.tensor(stdev): float32 */
+    float sd = (float)stdev; /* torch.tensor(stdev): float32 */
     for (int64_t b = 0; b < c->B; b++) {
-        cx_rng g; /* one normal per Philox block: sample j's noise starts at block j*per */
-        cx_rng_init(&g, e->p.seed, stream_id(t->tag, DRAW_NOISE, (uint64_t)i, 0, b));
-        g.index = (uint64_t)(pi->j0 * per);
+        cx_rng g; /* one normal per Philox block */
+        cx_rng_init(&g, seed, streams[b]);
+        g.index = start;
         for (int64_t j = 0; j < m; j++) {
             int64_t r = b * m + j;
             for (int64_t k = 0; k < per; k++) {
@@ -167,6 +165,19 @@ static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t,
     }
     *out = o;
     return CATTR_OK;
+}
+
+/* Input i repeated m times per example (interleaved) plus float32 Gaussian noise (nt_noise.input<i>); sample j's
+ * noise starts at Philox block j*per of the example's stream. */
+static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t, int i, const part_info *pi,
+                                cattr_tensor **out) {
+    int64_t per = c->B ? c->x[i]->numel / c->B : 0;
+    uint64_t *streams = malloc((size_t)(c->B + 1) * sizeof *streams);
+    if (!streams) return oom();
+    for (int64_t b = 0; b < c->B; b++) streams[b] = stream_id(t->tag, DRAW_NOISE, (uint64_t)i, 0, b);
+    cattr_status st = cx_noisy_rows(c, i, pi->m, t->stdev, e->p.seed, streams, (uint64_t)(pi->j0 * per), out);
+    free(streams);
+    return st;
 }
 
 /* ---- the derived call ------------------------------------------------------------------------------------------ */

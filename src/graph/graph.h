@@ -61,8 +61,10 @@ typedef enum cg_op {
     /* transformer ops (src/models/decoder.c); activations [..., T, C], sequence in the second-to-last dim */
     CG_RMSNORM,         /* (X, W); alpha = eps -> w * x / sqrt(mean(x^2) + eps) over groups of len(W) of the last dim */
     CG_RMSNORM_GRAD,    /* (X, W, gY); alpha = eps -> gX */
-    CG_ROPE,            /* (X, inv_freq); ints[0] = head_dim; index 1: the inverse rotation -> rotate-half RoPE */
-    CG_ATTENTION,       /* (Q, K, V); ints = {heads, kv heads, head_dim} -> causal grouped-query attention */
+    CG_ROPE,            /* (X, inv_freq[, int64 positions of the rows]); ints[0] = head_dim; index 1: the inverse
+                         * rotation -> rotate-half RoPE (row r at position r mod T without positions) */
+    CG_ATTENTION,       /* (Q, K, V[, prefix K, prefix V, int64 segments [S, 3]]); ints = {heads, kv heads, head_dim}
+                         * -> causal grouped-query attention (ragged: segments of [1, N, C] continuing their prefixes) */
     CG_ATTENTION_GRAD,  /* (Q, K, V, gO) -> [dQ | dK | dV] packed along the last dim */
     CG_LOGSOFTMAX,      /* (X) -> log-softmax over the last dim */
     CG_LOGSOFTMAX_GRAD, /* (Y, gY) -> gY - exp(Y) * sum(gY) */

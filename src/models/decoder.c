@@ -121,10 +121,9 @@ static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *na
     return NODE(CG_SLICE, &sa, name, v);
 }
 
-/* The layers, final norm and head into b->g; with `cached`, the per-layer prefix inputs (see
+/* The layers, final norm and head into b->g; with `ragged`, the ragged prefix-continuing form (see
  * cx_decoder_build_cached). */
-static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_opts *opts, bool cached) {
-    const bool ragged = cached; /* the prefix-continuing form is ragged: segments of one flattened sequence */
+static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_opts *opts, bool ragged) {
     const cx_hf_config cfg = *cfgp;
     const int64_t H = cfg.hidden_size, nh = cfg.num_attention_heads, nkv = cfg.num_key_value_heads;
     const int64_t d = cfg.head_dim, I = cfg.intermediate_size, V = cfg.vocab_size;
@@ -164,7 +163,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
 #define W(s) (snprintf(n1, sizeof n1, "model.layers.%lld." s, (long long)l), n1)
 #define N(s) (snprintf(n2, sizeof n2, "model.layers.%lld." s, (long long)l), n2)
         int pk = -1, pv = -1;
-        if (cached) {
+        if (ragged) {
             char pn[64];
             snprintf(pn, sizeof pn, "past.%lld.k", (long long)l);
             pk = cg_add_input(b->g, pn);

@@ -93,10 +93,8 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t d = n->a.ints[0], half = d / 2, C = in[0].shape[nd - 1], Tn = in[0].shape[nd - 2];
     int64_t rows = cx_view_numel(&in[0]) / C, heads = C / d;
     const T sgn = n->a.index ? (T)-1 : (T)1;
-    /* an optional third input: int64 positions of the rows (ragged batches), or a prefix these positions continue
-     * (its length is the first position) */
-    const int64_t *rpos = n->n_in > 2 && in[2].data && in[2].dtype == CATTR_INT64 ? in[2].data : NULL;
-    int64_t off = !rpos && n->n_in > 2 && in[2].data && in[2].ndim >= 2 ? in[2].shape[in[2].ndim - 2] : 0;
+    /* an optional third input: the int64 positions of the rows (ragged batches); else row r is at r mod T */
+    const int64_t *rpos = n->n_in > 2 && in[2].data ? in[2].data : NULL;
     int64_t np = Tn; /* table rows: positions 0..np-1 (with rpos: up to the largest) */
     if (rpos) {
         np = 0;
@@ -104,14 +102,13 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
             if (rpos[r] < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': negative position", n->name);
             if (rpos[r] + 1 > np) np = rpos[r] + 1;
         }
-        off = 0;
     }
     /* the cos/sin table of every position, once: angle in double, rounded to T as before */
     T *tab = malloc((size_t)(2 * (np > 0 ? np : 1) * (half > 0 ? half : 1)) * sizeof(T));
     if (!tab) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
     for (int64_t t = 0; t < np; t++)
         for (int64_t m = 0; m < half; m++) {
-            double a = (double)(t + off) * (double)invf[m];
+            double a = (double)t * (double)invf[m];
             tab[(2 * t) * half + m] = (T)cos(a);
             tab[(2 * t + 1) * half + m] = sgn * (T)sin(a);
         }
@@ -126,8 +123,6 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
 
 /* ---- causal grouped-query attention: ints = {n_heads, n_kv_heads, head_dim} --------------------------------------- */
 
-/* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
- * P prefix keys and values pk, pv (same strides) come before them. pr holds P + Tn scores. */
 /* kt[i * W + u] = key u's element i (the prefix's P keys, then the Tn own ones): scores of one query against all
  * keys then vectorise over the keys, each summed over i in order. */
 static inline void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt) {
@@ -148,16 +143,17 @@ static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t
     }
 }
 
+/* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
+ * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds P + Tn scores, kt the
+ * (P + Tn) x d transposed keys. */
 static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
-                                   T *pr, int64_t Tn, int64_t cq, int64_t ck, int64_t d, T scale) {
-    T *kt = malloc((size_t)((P + Tn) * d) * sizeof(T));
-    if (kt) K(transpose_keys)(pk, P, k, Tn, ck, d, kt);
+                                   T *pr, T *kt, int64_t Tn, int64_t cq, int64_t ck, int64_t d, T scale) {
+    K(transpose_keys)(pk, P, k, Tn, ck, d, kt);
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq;
         T mx = -(T)INFINITY;
-        if (kt) K(scores)(qt, kt, P + Tn, P + t + 1, d, pr);
+        K(scores)(qt, kt, P + Tn, P + t + 1, d, pr);
         for (int64_t u = 0; u < P + t + 1; u++) {
-            if (!kt) pr[u] = K(dot)(qt, u < P ? pk + u * ck : k + (u - P) * ck, d); /* no memory for the transpose */
             pr[u] *= scale;
             if (pr[u] > mx) mx = pr[u];
         }
@@ -170,7 +166,6 @@ static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *
         for (int64_t i = 0; i < d; i++) ot[i] = 0;
         for (int64_t u = 0; u < P + t + 1; u++) K(axpy)(ot, pr[u] / sum, u < P ? pv + u * ck : v + (u - P) * ck, d);
     }
-    free(kt);
 }
 
 static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *out) {
@@ -192,50 +187,46 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
             if (P + len > maxw) maxw = P + len;
         }
         for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
-        T *p = malloc((size_t)maxw * sizeof(T) * (size_t)(ns * nh > 0 ? ns * nh : 1));
+        int64_t per = maxw * (d + 1); /* scratch per thread: scores and transposed keys */
+        T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
         if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
         PAR_FOR(ns * nh * maxw * d * 16 > PAR_MIN,
         for (int64_t sh = 0; sh < ns * nh; sh++) {
             int64_t s = sh / nh, j = sh % nh, g = j / grp, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
+            T *sc = p + omp_get_thread_num() * per;
             K(attn_head)(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
-                         P ? pv + g * d : NULL, P, o + st0 * cq + j * d, p + sh * maxw, len, cq, ck, d, scale);
+                         P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + maxw, len, cq, ck, d, scale);
         });
         free(p);
         return CATTR_OK;
     }
-    /* optional prefix keys and values [P, kv_heads * d], shared by every sequence */
-    const T *pk = n->n_in > 4 ? in[3].data : NULL, *pv = n->n_in > 4 ? in[4].data : NULL;
-    const int64_t P = pk && pv && in[3].ndim >= 2 ? in[3].shape[in[3].ndim - 2] : 0, W = P + Tn > 0 ? P + Tn : 1;
-    T *p = malloc((size_t)W * sizeof(T) * (size_t)(S * nh));
+    int64_t W = Tn > 0 ? Tn : 1, per = W * (d + 1); /* scratch per thread: scores and transposed keys */
+    T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
     if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-    PAR_FOR(S * nh * Tn * (Tn + P) * d > PAR_MIN,
+    PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
     for (int64_t sh = 0; sh < S * nh; sh++) {
         int64_t s = sh / nh, j = sh % nh, g = j / grp;
-        K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, P ? pk + g * d : NULL,
-                     P ? pv + g * d : NULL, P, o + s * Tn * cq + j * d, p + sh * W, Tn, cq, ck, d, scale);
+        T *sc = p + omp_get_thread_num() * per;
+        K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
+                     o + s * Tn * cq + j * d, sc, sc + W, Tn, cq, ck, d, scale);
     });
     free(p);
     return CATTR_OK;
 }
 
-/* The gradient of one (sequence, query head) into its dQ columns and its kv head's dK, dV columns (row stride cp). */
+/* The gradient of one (sequence, query head) into its dQ columns and its kv head's dK, dV columns (row stride cp).
+ * Scratch p: 2 Tn values, then the Tn x d transposed keys and values. */
 static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, const T *go, T *dqc, T *dkc, T *dvc, T *p,
                                         int64_t Tn, int64_t cq, int64_t ck, int64_t cp, int64_t d, T scale) {
-    T *dp = p + Tn;
-    T *kt = malloc((size_t)(2 * Tn * d) * sizeof(T)), *vt = kt ? kt + Tn * d : NULL;
-    if (kt) {
-        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt);
-        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt);
-    }
+    T *dp = p + Tn, *kt = p + 2 * Tn, *vt = kt + Tn * d;
+    K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt);
+    K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt);
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq, *got = go + t * cq;
         T mx = -(T)INFINITY, sum = 0;
-        if (kt) {
-            K(scores)(qt, kt, Tn, t + 1, d, p);
-            K(scores)(got, vt, Tn, t + 1, d, dp);
-        }
+        K(scores)(qt, kt, Tn, t + 1, d, p);
+        K(scores)(got, vt, Tn, t + 1, d, dp);
         for (int64_t u = 0; u <= t; u++) {
-            if (!kt) p[u] = K(dot)(qt, k + u * ck, d);
             p[u] *= scale;
             if (p[u] > mx) mx = p[u];
         }
@@ -246,7 +237,6 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
         T pdp = 0;
         for (int64_t u = 0; u <= t; u++) {
             p[u] /= sum;
-            if (!kt) dp[u] = K(dot)(got, v + u * ck, d);
             pdp += p[u] * dp[u];
         }
         T *dq = dqc + t * cp;
@@ -257,7 +247,6 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
             K(axpy)(dvc + u * cp, pu, got, d);
         }
     }
-    free(kt);
 }
 
 /* (Q, K, V, gO) -> [dQ | dK | dV] packed along the last dim ([..., T, (nh + 2 nkv) * d]) */
@@ -270,8 +259,8 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
     const int64_t cq = nh * d, ck = nkv * d, cp = cq + 2 * ck;
     const T scale = (T)1 / SQRT((T)d);
     memset(gp, 0, (size_t)cx_view_numel(out) * sizeof(T));
-    int64_t ts = Tn > 0 ? 2 * Tn : 2;
-    T *pbuf = malloc((size_t)ts * sizeof(T) * (size_t)(S * nkv > 0 ? S * nkv : 1));
+    int64_t ts = (Tn > 0 ? Tn : 1) * (2 + 2 * d); /* scratch per thread (see attn_head_grad) */
+    T *pbuf = malloc((size_t)(ts * omp_get_max_threads()) * sizeof(T));
     if (!pbuf) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
     /* parallel over (s, kv head): dK and dV of a kv head gather from the query heads of its group, in head order */
     PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
@@ -280,7 +269,7 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
             K(attn_head_grad)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d,
                               go + s * Tn * cq + j * d, gp + s * Tn * cp + j * d, gp + s * Tn * cp + cq + g * d,
-                              gp + s * Tn * cp + cq + ck + g * d, pbuf + sg * ts, Tn, cq, ck, cp, d, scale);
+                              gp + s * Tn * cp + cq + ck + g * d, pbuf + omp_get_thread_num() * ts, Tn, cq, ck, cp, d, scale);
     });
     free(pbuf);
     return CATTR_OK;
