@@ -552,6 +552,15 @@ static void test_conv(void) {
     /* dilation along H: [6, 5], k [2, 3], stride (1, 2), pads (2, 1 | 0, 1), dilation (2, 1) -> [6, 3] */
     conv_geo c5 = {1, 2, 6, 5, 2, 2, 3, 1, {1, 2}, {2, 1}, {2, 1}, 6, 3};
     conv_case("Conv 2-D dilation along H", &c5, 2, SHAPE(0, 1), true);
+    /* stride 1, asymmetric pads below the kernel size: the direct (padded-plane) kernels */
+    conv_geo c6 = {2, 3, 5, 6, 4, 3, 2, 1, {1, 1}, {1, 0}, {1, 1}, 6, 6};
+    conv_case("Conv 2-D stride 1 asymmetric pads (direct)", &c6, 2, SHAPE(2, 1), true);
+    /* stride 1 but a filter too large for the direct kernels (16 x 3 x 3 x 8 taps): im2col + GEMM */
+    conv_geo c7 = {1, 16, 4, 4, 8, 3, 3, 1, {1, 1}, {1, 1}, {1, 1}, 4, 4};
+    conv_case("Conv 2-D stride 1 large filter (im2col)", &c7, 2, SHAPE(1, 1), true);
+    /* stride 1 with pads as large as the kernel (the output reads only padding at its edges): im2col + GEMM */
+    conv_geo c8 = {1, 1, 3, 3, 2, 2, 2, 1, {1, 1}, {2, 2}, {1, 1}, 6, 6};
+    conv_case("Conv 2-D pads = kernel (im2col)", &c8, 2, SHAPE(2, 2), true);
 }
 
 static void pool_case(const char *what, cg_op op, const pool_geo *p, int ceil_mode, bool negative) {

@@ -364,6 +364,122 @@ static void K(col2im)(const cx_geom *g, const T *col, int64_t b0, int64_t nb, in
     });
 }
 
+/* Direct 2-D convolution (stride 1, no dilation, padding < kernel) for small filters and images, where im2col and a
+ * GEMM call cost more than the products (a 3x3 conv of 1 -> 3 channels on 10x10 images). Each source plane is
+ * copied once into a zero-padded plane of row length PW; an output plane is then, per tap, one long contiguous
+ * y_ext[q] += w * src[q + tap offset] over q < OH * PW (the PW - OW extra columns are discarded). The backward to the
+ * input is the same with the output gradient padded by K - 1 - pad and the kernel flipped. The taps of one source
+ * plane are summed per element in registers (in tap order, so the rounding is the same on every ISA). Planes are independent
+ * (no two threads write one element) and each element sums its terms in a fixed order. */
+static CX_CLONES void K(taps_row)(int64_t n, int nt, const T *wv, const int64_t *off, const T *x, T *y) {
+    typedef T vec __attribute__((vector_size(64))); /* 64 bytes of sums held in registers across the taps */
+    enum { L = 64 / sizeof(T) };
+    int64_t i = 0;
+    for (; i + L <= n; i += L) {
+        vec s, xv;
+        memcpy(&s, y + i, sizeof s);
+        for (int t = 0; t < nt; t++) {
+            memcpy(&xv, x + i + off[t], sizeof xv);
+            s += wv[t] * xv;
+        }
+        memcpy(y + i, &s, sizeof s);
+    }
+    for (; i < n; i++) {
+        T s = y[i];
+        for (int t = 0; t < nt; t++) s += wv[t] * x[i + off[t]];
+        y[i] = s;
+    }
+}
+
+static bool K(conv_direct_ok)(const cx_geom *g, int64_t G) {
+    int64_t kdim = g->c_in / G * g->k[1] * g->k[2];
+    if (g->in[0] != 1 || g->k[0] != 1 || g->k[1] * g->k[2] > 64 || kdim * (g->c_out / G) > 1024) return false;
+    for (int d = 1; d < 3; d++)
+        if (g->s[d] != 1 || g->d[d] != 1 || g->pb[d] >= g->k[d] || g->pe[d] >= g->k[d]) return false;
+    int64_t planes = g->n * (g->c_in > g->c_out ? g->c_in : g->c_out);
+    return planes * (g->in[1] + 2 * g->k[1]) * (g->in[2] + 2 * g->k[2]) <= ((int64_t)1 << 20);
+}
+
+/* dst[PH x PW] = zeros with src[H x W] placed at (oy, ox), cropped to the plane */
+static void K(pad_plane)(const T *src, int64_t H, int64_t W, T *dst, int64_t PH, int64_t PW, int64_t oy, int64_t ox) {
+    memset(dst, 0, (size_t)(PH * PW) * sizeof(T));
+    for (int64_t y = 0; y < H; y++) {
+        int64_t ty = y + oy;
+        if (ty < 0 || ty >= PH) continue;
+        for (int64_t x = 0; x < W; x++) {
+            int64_t tx = x + ox;
+            if (tx >= 0 && tx < PW) dst[ty * PW + tx] = src[y * W + x];
+        }
+    }
+}
+
+/* out[b, co] (OH x OW) = sum over ci of the correlation of src[b, ci] with w (flipped when `flip`), from padded
+ * planes: `np_src` planes per image in `pad` (PH x PW each). wk(co, ci) gives the KH x KW taps. */
+static cattr_status K(conv_direct_run)(const cg_node *n, int64_t nimg, int64_t c_src, int64_t c_dst, int64_t per_group_src,
+                                       int64_t per_group_dst, const T *pad, int64_t PH, int64_t PW, int64_t KH, int64_t KW,
+                                       const T *w, bool flip, int64_t OH, int64_t OW, const T *bias, int relu, T *out) {
+    int64_t ext = OH * PW;
+    bool fail = false;
+    PAR_FOR(nimg * c_dst * ext * per_group_src * KH * KW > PAR_MIN,
+    for (int64_t bc = 0; bc < nimg * c_dst; bc++) {
+        int64_t b = bc / c_dst, c = bc % c_dst, gi = c / per_group_dst;
+        T *acc = cpu_scratch(1, (size_t)ext * sizeof(T));
+        if (!acc) {
+            fail = true;
+            continue;
+        }
+        memset(acc, 0, (size_t)ext * sizeof(T));
+        for (int64_t j = 0; j < per_group_src; j++) {
+            int64_t cs = gi * per_group_src + j;
+            const T *pp = pad + (b * c_src + cs) * PH * PW;
+            /* forward: w[c, j]; backward: w[cs, c % per_group_dst], taps flipped */
+            const T *wk = flip ? w + (cs * per_group_dst + c % per_group_dst) * KH * KW : w + (c * per_group_src + j) * KH * KW;
+            T wv[64];
+            int64_t off[64];
+            for (int64_t ky = 0; ky < KH; ky++)
+                for (int64_t kx = 0; kx < KW; kx++) {
+                    wv[ky * KW + kx] = flip ? wk[(KH - 1 - ky) * KW + (KW - 1 - kx)] : wk[ky * KW + kx];
+                    off[ky * KW + kx] = ky * PW + kx;
+                }
+            K(taps_row)((OH - 1) * PW + OW, (int)(KH * KW), wv, off, pp, acc);
+        }
+        T *yp = out + bc * OH * OW;
+        T bv = bias ? bias[c] : (T)0;
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                T v = acc[oy * PW + ox] + bv;
+                yp[oy * OW + ox] = relu && !(v > 0) ? (T)0 : v;
+            }
+    });
+    if (fail) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    return CATTR_OK;
+}
+
+static cattr_status K(conv_direct)(const cg_node *n, const cx_geom *g, int64_t G, const T *x, const T *w, const T *bias,
+                                   int relu, T *y) {
+    const int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
+    const int64_t PH = OH + KH - 1, PW = OW + KW - 1, planes = g->n * g->c_in;
+    T *pad = cpu_scratch(0, (size_t)(planes * PH * PW) * sizeof(T));
+    if (!pad) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    for (int64_t p = 0; p < planes; p++)
+        K(pad_plane)(x + p * g->in[1] * g->in[2], g->in[1], g->in[2], pad + p * PH * PW, PH, PW, g->pb[1], g->pb[2]);
+    return K(conv_direct_run)(n, g->n, g->c_in, g->c_out, g->c_in / G, g->c_out / G, pad, PH, PW, KH, KW, w, false,
+                              OH, OW, bias, relu, y);
+}
+
+static cattr_status K(conv_direct_grad_input)(const cg_node *n, const cx_geom *g, int64_t G, const T *w, const T *gy,
+                                              T *dx) {
+    const int64_t KH = g->k[1], KW = g->k[2], IH = g->in[1], IW = g->in[2];
+    const int64_t QH = IH + KH - 1, QW = IW + KW - 1, planes = g->n * g->c_out;
+    T *pad = cpu_scratch(0, (size_t)(planes * QH * QW) * sizeof(T));
+    if (!pad) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    for (int64_t p = 0; p < planes; p++)
+        K(pad_plane)(gy + p * g->out[1] * g->out[2], g->out[1], g->out[2], pad + p * QH * QW, QH, QW,
+                     KH - 1 - g->pb[1], KW - 1 - g->pb[2]);
+    return K(conv_direct_run)(n, g->n, g->c_out, g->c_in, g->c_out / G, g->c_in / G, pad, QH, QW, KH, KW, w, true,
+                              IH, IW, NULL, 0, dx);
+}
+
 /* Images per chunk so that the column buffer stays near 32 MiB. */
 static int64_t K(conv_chunk)(const cx_geom *g, int64_t kdim) {
     int64_t P = g->out[0] * g->out[1] * g->out[2];
@@ -382,6 +498,7 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *x = in[0].data, *w = in[1].data, *bias = n->n_in > 2 ? in[2].data : NULL;
     T *y = out->data;
     const int relu = n->a.fuse_relu;
+    if (K(conv_direct_ok)(&g, G)) return K(conv_direct)(n, &g, G, x, w, bias, relu, y);
     int64_t chunk = K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
     T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
@@ -421,6 +538,7 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
     int64_t KK = g.k[0] * g.k[1] * g.k[2], kdim = cig * KK, P = g.out[0] * g.out[1] * g.out[2];
     const T *w = in[1].data, *gy = in[2].data;
     T *dx = out->data;
+    if (K(conv_direct_ok)(&g, G)) return K(conv_direct_grad_input)(n, &g, G, w, gy, dx);
     memset(dx, 0, (size_t)cx_view_numel(out) * sizeof(T));
     int64_t chunk = K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
@@ -464,6 +582,29 @@ static inline void K(tap_range)(const cx_geom *g, int d, int64_t o, int64_t *k0,
 static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T *gy, T *y) {
     const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
     const int64_t SH = g->s[1], SW = g->s[2], isp = IH * IW, osp = OH * OW;
+    if (KH == 2 && KW == 2 && SH == 2 && SW == 2) { /* the common 2x2 / 2 window, unrolled */
+        PAR_FOR(NC * osp * 4 > PAR_MIN,
+        for (int64_t nc = 0; nc < NC; nc++) {
+            const T *xc = x + nc * isp;
+            for (int64_t oy = 0; oy < OH; oy++) {
+                const T *r0 = xc + 2 * oy * IW;
+                for (int64_t ox = 0; ox < OW; ox++) {
+                    const T *w0 = r0 + 2 * ox;
+                    const T v[4] = {w0[0], w0[1], w0[IW], w0[IW + 1]};
+                    int64_t best = 0;
+                    T bv = v[0];
+                    for (int t = 1; t < 4; t++) {
+                        int take = !(v[t] <= bv); /* v > bv, or v is NaN */
+                        best = take ? t : best;
+                        bv = take ? v[t] : bv;
+                    }
+                    if (gy) y[nc * isp + 2 * oy * IW + 2 * ox + (best >> 1) * IW + (best & 1)] += gy[nc * osp + oy * OW + ox];
+                    else y[nc * osp + oy * OW + ox] = bv;
+                }
+            }
+        });
+        return;
+    }
     PAR_FOR(NC * osp * KH * KW > PAR_MIN,
     for (int64_t nc = 0; nc < NC; nc++) {
         const T *xc = x + nc * isp;
