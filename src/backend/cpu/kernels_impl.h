@@ -371,11 +371,14 @@ static void K(col2im)(const cx_geom *g, const T *col, int64_t b0, int64_t nb, in
  * input is the same with the output gradient padded by K - 1 - pad and the kernel flipped. The taps of one source
  * plane are summed per element in registers (in tap order, so the rounding is the same on every ISA). Planes are independent
  * (no two threads write one element) and each element sums its terms in a fixed order. */
+#ifndef CX_VEC_SLACK
+#define CX_VEC_SLACK 16 /* elements past a buffer's end that whole-vector loops may touch */
+#endif
+/* y[i] += sum over taps t of wv[t] * x[i + off[t]] for i < n rounded up to a whole vector of 64 bytes: y and x must
+ * hold that many (the extra lanes compute values the caller discards). */
 static CX_CLONES void K(taps_row)(int64_t n, int nt, const T *wv, const int64_t *off, const T *x, T *y) {
     typedef T vec __attribute__((vector_size(64))); /* 64 bytes of sums held in registers across the taps */
-    enum { L = 64 / sizeof(T) };
-    int64_t i = 0;
-    for (; i + L <= n; i += L) {
+    for (int64_t i = 0; i < n; i += (int64_t)(64 / sizeof(T))) {
         vec s, xv;
         memcpy(&s, y + i, sizeof s);
         for (int t = 0; t < nt; t++) {
@@ -383,11 +386,6 @@ static CX_CLONES void K(taps_row)(int64_t n, int nt, const T *wv, const int64_t 
             s += wv[t] * xv;
         }
         memcpy(y + i, &s, sizeof s);
-    }
-    for (; i < n; i++) {
-        T s = y[i];
-        for (int t = 0; t < nt; t++) s += wv[t] * x[i + off[t]];
-        y[i] = s;
     }
 }
 
@@ -403,13 +401,11 @@ static bool K(conv_direct_ok)(const cx_geom *g, int64_t G) {
 /* dst[PH x PW] = zeros with src[H x W] placed at (oy, ox), cropped to the plane */
 static void K(pad_plane)(const T *src, int64_t H, int64_t W, T *dst, int64_t PH, int64_t PW, int64_t oy, int64_t ox) {
     memset(dst, 0, (size_t)(PH * PW) * sizeof(T));
-    for (int64_t y = 0; y < H; y++) {
-        int64_t ty = y + oy;
-        if (ty < 0 || ty >= PH) continue;
-        for (int64_t x = 0; x < W; x++) {
-            int64_t tx = x + ox;
-            if (tx >= 0 && tx < PW) dst[ty * PW + tx] = src[y * W + x];
-        }
+    int64_t x0 = ox < 0 ? -ox : 0, x1 = PW - ox < W ? PW - ox : W; /* source columns that land inside */
+    for (int64_t y = oy < 0 ? -oy : 0; y < H && y + oy < PH; y++) {
+        T *d = dst + (y + oy) * PW + ox;
+        const T *r = src + y * W;
+        for (int64_t x = x0; x < x1; x++) d[x] = r[x];
     }
 }
 
@@ -423,12 +419,12 @@ static cattr_status K(conv_direct_run)(const cg_node *n, int64_t nimg, int64_t c
     PAR_FOR(nimg * c_dst * ext * per_group_src * KH * KW > PAR_MIN,
     for (int64_t bc = 0; bc < nimg * c_dst; bc++) {
         int64_t b = bc / c_dst, c = bc % c_dst, gi = c / per_group_dst;
-        T *acc = cpu_scratch(1, (size_t)ext * sizeof(T));
+        T *acc = cpu_scratch(1, (size_t)(ext + CX_VEC_SLACK) * sizeof(T));
         if (!acc) {
             fail = true;
             continue;
         }
-        memset(acc, 0, (size_t)ext * sizeof(T));
+        memset(acc, 0, (size_t)(ext + CX_VEC_SLACK) * sizeof(T));
         for (int64_t j = 0; j < per_group_src; j++) {
             int64_t cs = gi * per_group_src + j;
             const T *pp = pad + (b * c_src + cs) * PH * PW;
@@ -459,8 +455,9 @@ static cattr_status K(conv_direct)(const cg_node *n, const cx_geom *g, int64_t G
                                    int relu, T *y) {
     const int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
     const int64_t PH = OH + KH - 1, PW = OW + KW - 1, planes = g->n * g->c_in;
-    T *pad = cpu_scratch(0, (size_t)(planes * PH * PW) * sizeof(T));
+    T *pad = cpu_scratch(0, (size_t)(planes * PH * PW + CX_VEC_SLACK) * sizeof(T));
     if (!pad) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    memset(pad + planes * PH * PW, 0, CX_VEC_SLACK * sizeof(T));
     for (int64_t p = 0; p < planes; p++)
         K(pad_plane)(x + p * g->in[1] * g->in[2], g->in[1], g->in[2], pad + p * PH * PW, PH, PW, g->pb[1], g->pb[2]);
     return K(conv_direct_run)(n, g->n, g->c_in, g->c_out, g->c_in / G, g->c_out / G, pad, PH, PW, KH, KW, w, false,
@@ -471,8 +468,9 @@ static cattr_status K(conv_direct_grad_input)(const cg_node *n, const cx_geom *g
                                               T *dx) {
     const int64_t KH = g->k[1], KW = g->k[2], IH = g->in[1], IW = g->in[2];
     const int64_t QH = IH + KH - 1, QW = IW + KW - 1, planes = g->n * g->c_out;
-    T *pad = cpu_scratch(0, (size_t)(planes * QH * QW) * sizeof(T));
+    T *pad = cpu_scratch(0, (size_t)(planes * QH * QW + CX_VEC_SLACK) * sizeof(T));
     if (!pad) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    memset(pad + planes * QH * QW, 0, CX_VEC_SLACK * sizeof(T));
     for (int64_t p = 0; p < planes; p++)
         K(pad_plane)(gy + p * g->out[1] * g->out[2], g->out[1], g->out[2], pad + p * QH * QW, QH, QW,
                      KH - 1 - g->pb[1], KW - 1 - g->pb[2]);
