@@ -8,7 +8,9 @@ Run from the repository root with Debian's Python (numpy only):
 1. Writes (once; reused when present) a randomly initialised BF16 checkpoint with Qwen3-0.6B's shapes: hidden 1024,
    28 layers, 16 heads, 8 KV heads, head_dim 128, intermediate 3072, vocab 151936, tied embeddings (config.json +
    model.safetensors, about 1.2 GB).
-2. Measures the roofline: OpenBLAS sgemm at 2048^3 (`sgemm_rate`, built with cattr: the same BLAS and threads).
+2. Measures the roofline: OpenBLAS sgemm at 2048^3 (`sgemm_rate`, built with cattr: the same BLAS and threads),
+   and the rate of cattr's own AVX-512F float32 GEMM at 2048^3 (`sgemm_rate 2048 5 own`), which cattr uses in place
+   of OpenBLAS where the CPU has AVX-512F ('own roof': the share of that rate; CATTR_GEMM=openblas turns it off).
 3. Runs `cattr explain-llm` on a 42-token prompt with a one-token target, each in its own process (peak RSS from
    os.wait4): LayerIG with 64 steps, FeatureAblation over all tokens, and FeatureAblation evaluated one forward per
    ablated token (--perturbations-per-eval 1 --no-prefix-cache, the reference the batched form is compared with).
@@ -18,7 +20,7 @@ Run from the repository root with Debian's Python (numpy only):
 
 FLOPs of LayerIG = 2 x (matmul weights of the layers, without embedding and LM head) x tokens x steps x 2 (forward
 and input-gradient backward) + the LM head at the scored positions (2 x V x H per step, forward and backward).
-Share of the roofline = FLOPs / warm time / sgemm rate.
+Share of the roofline = FLOPs / warm time / sgemm rate (own roof: / the own GEMM rate).
 """
 import argparse
 import json
@@ -151,11 +153,19 @@ def main():
         sys.exit("sgemm_rate failed: %s" % (err or out))
     rate = float(m.group(1)) * 1e9
     print("roofline: sgemm 2048^3 = %.1f GFLOP/s (%d threads)" % (rate / 1e9, a.threads), flush=True)
+    rc, out, err, _, _ = run_wait4([sg, "2048", "5", "own"], env)
+    m = re.search(r"gflops=([0-9.]+)", out)
+    own_rate = float(m.group(1)) * 1e9 if rc == 0 and m else None
+    if own_rate:
+        print("cattr's own float32 GEMM (AVX-512F, used in place of OpenBLAS here) at 2048^3 = %.1f GFLOP/s: "
+              "'own roof' is the share of that rate" % (own_rate / 1e9), flush=True)
+    else:
+        print("cattr's own float32 GEMM: not available on this CPU (OpenBLAS runs every product)", flush=True)
 
     rng = np.random.default_rng(1)
     prompt = ",".join(str(int(x)) for x in rng.integers(0, V, a.tokens))
     target = str(int(rng.integers(0, V)))
-    results = {"sgemm_gflops": rate / 1e9, "threads": a.threads, "tokens": a.tokens, "steps": a.steps,
+    results = {"sgemm_gflops": rate / 1e9, "own_gemm_gflops": own_rate / 1e9 if own_rate else None, "threads": a.threads, "tokens": a.tokens, "steps": a.steps,
                "f32_weights_mib": f32_mib, "runs": {}}
     base = [a.cattr, "explain-llm", a.dir, "--prompt-ids", prompt, "--target-ids", target, "--runs", str(a.runs),
             "--quiet"]
@@ -163,8 +173,8 @@ def main():
         base += ["--max-memory", a.max_memory]
     flops_ig = 2.0 * P * a.tokens * a.steps * 2 + 2.0 * V * H * a.steps * 2
     flops_fa = 2.0 * P * a.tokens * (a.tokens + 1) + 2.0 * V * H * (a.tokens + 1)  # one full forward per row
-    print("\n%-22s %10s %10s %9s %10s %9s  %s" % ("method", "first s", "warm s", "RSS MiB", "GFLOP/s", "roofline",
-                                                "notes"))
+    print("\n%-22s %10s %10s %9s %10s %9s %9s  %s" % ("method", "first s", "warm s", "RSS MiB", "GFLOP/s", "roofline",
+                                                     "own roof", "notes"))
     for meth in [x for x in a.methods.split(",") if x]:
         if meth in ("layer-ig", "layer-ig-high"):
             cmd = base + ["--method", "layer-ig", "--steps", str(a.steps)]
@@ -194,10 +204,12 @@ def main():
             note += "; " + m2.group(1).strip()
         if meth.startswith("layer-ig"):
             note += ", FLOPs %.3g (roofline time %.1f s)" % (flops, flops / rate)
-        print("%-22s %10.3f %10.3f %9.0f %10.1f %8.1f%%  %s" % (meth, first, warm, rss, gf / 1e9, 100 * gf / rate, note),
-              flush=True)
+        own_share = "%8.1f%%" % (100 * gf / own_rate) if own_rate else "%9s" % "-"
+        print("%-22s %10.3f %10.3f %9.0f %10.1f %8.1f%% %s  %s" % (meth, first, warm, rss, gf / 1e9, 100 * gf / rate,
+                                                                  own_share, note), flush=True)
         results["runs"][meth] = {"first_s": first, "warm_s": warm, "rss_mib": rss, "flops": flops,
-                                 "gflops": gf / 1e9, "roofline_share": gf / rate, "process_s": wall, "cmd": cmd}
+                                 "gflops": gf / 1e9, "roofline_share": gf / rate,
+                                 "own_gemm_share": gf / own_rate if own_rate else None, "process_s": wall, "cmd": cmd}
     r = results["runs"]
     if "feature-ablation" in r and "feature-ablation-1" in r and "warm_s" in r["feature-ablation"] \
             and "warm_s" in r["feature-ablation-1"]:

@@ -5,6 +5,7 @@
  */
 #include "backend/backend.h"
 #include "backend/cpu/bf16_gemm.h"
+#include "backend/cpu/f32_gemm.h"
 #include "ops/ops.h"
 
 #include <cblas.h>
@@ -46,17 +47,39 @@ __attribute__((destructor)) static void cpu_scratch_release(void) {
 static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_thread(void) { openblas_set_num_threads(1); }
 
-#define GEMM_DEFINE(NAME, TY, BLAS)                                                                                    \
+/* float32: cattr's own AVX-512F kernels (f32_gemm.c) take the plain products C = A x op(B) of at least 4e6
+ * multiply-adds when the CPU has them (smaller ones stay with OpenBLAS, whose call costs less there) */
+#define GEMM_MIN_SPLIT 4.0e6
+static bool own_sgemm_ok(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, float alpha, float beta, double work) {
+    return o == CblasRowMajor && ta == CblasNoTrans && alpha == 1.0f && beta == 0.0f && work >= GEMM_MIN_SPLIT &&
+           cx_f32_gemm_available();
+}
+static void own_sgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
+                      float *C, int ldc) {
+    cx_f32_gemm(m, n, k, A, lda, B, ldb, tb == CblasTrans, C, ldc);
+}
+static bool own_dgemm_ok(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, double alpha, double beta, double work) {
+    (void)o, (void)ta, (void)alpha, (void)beta, (void)work;
+    return false;
+}
+static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double *A, int lda, const double *B, int ldb,
+                      double *C, int ldc) {
+    (void)tb, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc;
+}
+
+#define GEMM_DEFINE(NAME, TY, BLAS, OWN)                                                                               \
     static void NAME(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,       \
                      TY alpha, const TY *A, int lda, const TY *B, int ldb, TY beta, TY *C, int ldc) {                 \
         int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                                                     \
         double work = (double)m * (double)n * (double)k;                                                             \
-        if (nt < 2 || work < 4.0e6 || (m < 16 * nt && n < 64 * nt)) {                                                          \
-            BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                            \
+        bool own = OWN##_ok(o, ta, alpha, beta, work) && k > 0;                                                      \
+        if (nt < 2 || work < GEMM_MIN_SPLIT || (m < 16 * nt && n < 64 * nt)) {                                       \
+            if (own) OWN(tb, m, n, k, A, lda, B, ldb, C, ldc);                                                       \
+            else BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                      \
             return;                                                                                                  \
         }                                                                                                            \
-        bool rows = m >= n ? m >= 16 * nt : n < 64 * nt; /* split the longer side of C: each block packs less */                                      \
-        int total = rows ? m : n, align = rows ? 8 : 16;                                                            \
+        bool rows = m >= n ? m >= 16 * nt : n < 64 * nt; /* split the longer side of C: each block packs less */    \
+        int total = rows ? m : n, align = rows ? 12 : 32; /* whole tiles of either kernel */                         \
         _Pragma("omp parallel num_threads(nt)")                                                                      \
         {                                                                                                            \
             int t = omp_get_thread_num(), cnt = omp_get_num_threads();                                              \
@@ -66,16 +89,18 @@ static void blas_single_thread(void) { openblas_set_num_threads(1); }
             if (lo < hi) {                                                                                           \
                 if (rows) {                                                                                          \
                     const TY *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;                               \
-                    BLAS(o, ta, tb, hi - lo, n, k, alpha, a, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);        \
+                    if (own) OWN(tb, hi - lo, n, k, a, lda, B, ldb, C + (size_t)lo * ldc, ldc);                      \
+                    else BLAS(o, ta, tb, hi - lo, n, k, alpha, a, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);     \
                 } else {                                                                                             \
                     const TY *b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;                               \
-                    BLAS(o, ta, tb, m, hi - lo, k, alpha, A, lda, b, ldb, beta, C + lo, ldc);                      \
+                    if (own) OWN(tb, m, hi - lo, k, A, lda, b, ldb, C + lo, ldc);                                    \
+                    else BLAS(o, ta, tb, m, hi - lo, k, alpha, A, lda, b, ldb, beta, C + lo, ldc);                   \
                 }                                                                                                    \
             }                                                                                                        \
         }                                                                                                            \
     }
-GEMM_DEFINE(cx_sgemm, float, cblas_sgemm)
-GEMM_DEFINE(cx_dgemm, double, cblas_dgemm)
+GEMM_DEFINE(cx_sgemm, float, cblas_sgemm, own_sgemm)
+GEMM_DEFINE(cx_dgemm, double, cblas_dgemm, own_dgemm)
 
 /* Hot row kernels are built for several instruction sets and picked at load time (GCC's target_clones); their
  * reductions use fixed lanes, so every clone rounds the same way. */

@@ -1,0 +1,19 @@
+/* f32_gemm.h - cattr's own float32 GEMM for AVX-512F CPUs (exact float32: products and sums in float32, no reduced
+ * precision), used in place of OpenBLAS's sgemm for large products where the CPU has AVX-512F. */
+#ifndef CATTR_F32_GEMM_H
+#define CATTR_F32_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Whether the kernels are built in, the CPU has AVX-512F and the environment does not ask for OpenBLAS
+ * (CATTR_GEMM=openblas). Decided once per process. */
+bool cx_f32_gemm_available(void);
+
+/* C[M, N] = A[M, K] x op(B) (row-major, C overwritten), op(B)[k][n] = trans_b ? B[n * ldb + k] : B[k * ldb + n].
+ * Single-threaded (the caller splits the product over its threads); each element's sum runs in a fixed order that
+ * depends only on K, so a split never changes a result. Only after cx_f32_gemm_available() returned true. */
+void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
+                 float *C, int64_t ldc);
+
+#endif
