@@ -74,7 +74,7 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans) {
     fill(A, M * lda, &s, 1.0f);
     fill(B, brows * ldb, &s, 0.1f);
     for (int64_t i = 0; i < M * ldc; i++) C[i] = C2[i] = -7.0f; /* the gaps between rows must stay untouched */
-    cx_f32_gemm(M, N, K, A, lda, B, ldb, trans, C, ldc, M);
+    cx_f32_gemm(M, N, K, A, lda, B, ldb, trans, C, ldc);
     double worst = 0;
     bool gaps_ok = true;
     for (int64_t m = 0; m < M; m++) {
@@ -95,15 +95,15 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans) {
     CHECK(gaps_ok, "f32 gemm M=%lld N=%lld K=%lld trans=%d wrote past a row", (long long)M, (long long)N, (long long)K,
           (int)trans);
     int64_t half = N / 2 / 32 * 32 > 0 ? N / 2 / 32 * 32 : N / 2;
-    cx_f32_gemm(M, half, K, A, lda, B, ldb, trans, C2, ldc, M);
-    cx_f32_gemm(M, N - half, K, A, lda, trans ? B + half * ldb : B + half, ldb, trans, C2 + half, ldc, M);
+    cx_f32_gemm(M, half, K, A, lda, B, ldb, trans, C2, ldc);
+    cx_f32_gemm(M, N - half, K, A, lda, trans ? B + half * ldb : B + half, ldb, trans, C2 + half, ldc);
     CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
           "f32 gemm M=%lld N=%lld K=%lld trans=%d: two column blocks differ from the whole", (long long)M, (long long)N,
           (long long)K, (int)trans);
     int64_t top = M / 2; /* and two row blocks */
     for (int64_t i = 0; i < M * ldc; i++) C2[i] = -7.0f;
-    cx_f32_gemm(top, N, K, A, lda, B, ldb, trans, C2, ldc, M);
-    cx_f32_gemm(M - top, N, K, A + top * lda, lda, B, ldb, trans, C2 + top * ldc, ldc, M);
+    cx_f32_gemm(top, N, K, A, lda, B, ldb, trans, C2, ldc);
+    cx_f32_gemm(M - top, N, K, A + top * lda, lda, B, ldb, trans, C2 + top * ldc, ldc);
     CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
           "f32 gemm M=%lld N=%lld K=%lld trans=%d: two row blocks differ from the whole", (long long)M, (long long)N,
           (long long)K, (int)trans);
@@ -140,8 +140,8 @@ int main(void) {
         one_f32(1, 1, 1, t);
         one_f32(13, 45, 37, t);
         one_f32(12, 32, 16, t);
-        one_f32(5, 40, 2100, t);   /* few rows: the dot kernel for B^T, three K blocks */
-        one_f32(25, 70, 1100, t);  /* the panel kernel: six K panels */
+        one_f32(5, 40, 2100, t);   /* three K blocks of the dot kernel (B^T), eleven panels (B) */
+        one_f32(25, 70, 1100, t);
         one_f32(71, 130, 2300, t); /* three K blocks; partial row and column tiles */
     }
     if (!cx_bf16_available()) {

@@ -2,19 +2,20 @@
  *
  * Why: OpenBLAS is often configured (or detects the CPU) to run its AVX2 kernels on AVX-512 machines
  * (OPENBLAS_CORETYPE=Haswell here), and it repacks the constant operand on every call. These two kernels keep every
- * product exact in float32 and reach 1.2-1.7x that rate at the shapes of a transformer layer (bench/gemm_rate.c).
+ * product exact in float32 and run 1.2-1.7x faster than that at the shapes of a transformer layer (measured with
+ * bench/sgemm_rate.c and in the LLM bench).
  *
- * Main kernel: a panel of op(B) (192 rows of K x 32 columns) is copied into L1 (transposed on the way for
- * op(B) = B^T, a layer's forward x W^T; a plain row copy for op(B) = B, the input gradient dy W), then tiles of
- * 12 rows x 32 columns of C accumulate broadcast elements of A times the panel (24 vector sums in registers); K
- * blocks after the first add into C.
+ * op(B) = B^T (x W^T with W [N, K], a layer's forward): a dot-product kernel on the row-major operands as they are,
+ * no packing: 6 rows of A x 4 rows of W, 24 vector sums (16 lanes of k each) over K blocks of 1024, each reduced to
+ * a scalar by a fixed lane tree. W streams from memory row by row, which is what a weight read once per call wants
+ * (a transposing copy into L1 panels measured faster with W in cache, slower in an LLM pass where it is not).
  *
- * Few rows (fewer than 24 in the whole product) with op(B) = B^T: a dot-product kernel on the row-major operands as
- * they are, no packing (the copy would cost more than it saves): 6 rows of A x 4 rows of W, 24 vector sums (16
- * lanes of k each) over K blocks of 1024, each reduced by a fixed lane tree.
+ * op(B) = B (dy W, the input gradient of a layer; convolution GEMMs): B's rows are copied into an L1 panel of 32
+ * columns x 192 rows, then tiles of 12 rows x 32 columns of C accumulate broadcast elements of A times the panel
+ * (24 vector sums in registers); K blocks after the first add into C.
  *
- * The order of every element's sum depends only on K and the whole product's row count (which kernel), never on the
- * block a thread computes, the tile or the thread count. */
+ * The order of every element's sum depends only on K and the orientation, never on the block a thread computes, the
+ * tile or the thread count. */
 #include "backend/cpu/f32_gemm.h"
 
 #include <stdlib.h>
@@ -26,9 +27,8 @@
 #define MR 6      /* dot tile: rows of A */
 #define NR 4      /* dot tile: rows of W */
 #define KBLK 1024 /* dot: K per block */
-#define DOT_ROWS 24 /* products with fewer rows (and op(B) = B^T) take the dot kernel */
 #define BMR 12    /* panel tile: rows of A */
-#define JB 192    /* panel: rows of op(B) (K) */
+#define JB 192    /* panel: rows of B (K) */
 
 /* [sum a, sum b, sum c, sum d] */
 static inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -136,22 +136,18 @@ static inline __attribute__((always_inline)) void bcast_tile(int mr, int64_t jb,
     }
 }
 
-/* C = A x op(B) through L1 panels of op(B): 32 columns x up to JB rows, zero-padded to 32 columns */
+/* C = A x B through L1 panels of B: 32 columns x up to JB rows, zero-padded to 32 columns */
 static void gemm_panels(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        bool trans, float *C, int64_t ldc) {
+                        float *C, int64_t ldc) {
     float bp[JB * 32] __attribute__((aligned(64)));
     for (int64_t j0 = 0; j0 < K; j0 += JB) {
         int64_t jb = K - j0 < JB ? K - j0 : JB;
         for (int64_t c0 = 0; c0 < N; c0 += 32) {
             int nc = N - c0 < 32 ? (int)(N - c0) : 32;
-            if (nc < 32) memset(bp, 0, (size_t)jb * 32 * sizeof(float));
-            if (trans) /* op(B)[j][c] = B[c][j]: column c of the panel is a stretch of row c of B */
-                for (int l = 0; l < nc; l++) {
-                    const float *src = B + (c0 + l) * ldb + j0;
-                    for (int64_t j = 0; j < jb; j++) bp[j * 32 + l] = src[j];
-                }
-            else
-                for (int64_t j = 0; j < jb; j++) memcpy(bp + j * 32, B + (j0 + j) * ldb + c0, (size_t)nc * sizeof(float));
+            for (int64_t j = 0; j < jb; j++) {
+                if (nc < 32) memset(bp + j * 32, 0, 32 * sizeof(float));
+                memcpy(bp + j * 32, B + (j0 + j) * ldb + c0, (size_t)nc * sizeof(float));
+            }
             for (int64_t m = 0; m < M; m += BMR) {
                 int mr = M - m < BMR ? (int)(M - m) : BMR;
                 const float *a = A + m * lda + j0;
@@ -174,9 +170,9 @@ bool cx_f32_gemm_available(void) {
 }
 
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc, int64_t rows_total) {
-    if (trans_b && rows_total < DOT_ROWS) gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
-    else gemm_panels(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+                 float *C, int64_t ldc) {
+    if (trans_b) gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
+    else gemm_panels(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 #else
@@ -184,8 +180,8 @@ void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
 bool cx_f32_gemm_available(void) { return false; }
 
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc, int64_t rows_total) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc, (void)rows_total;
+                 float *C, int64_t ldc) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc;
 }
 
 #endif
