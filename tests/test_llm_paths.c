@@ -40,24 +40,27 @@ int main(void) {
     int64_t prompt[T], tg[N] = {7, 9, 13};
     for (int i = 0; i < T; i++) prompt[i] = (i * 37) % 200 + 3;
 
-    /* FeatureAblation: prefix reuse (several blocks at this length), full sequences, one forward per sequence */
-    double seq[3][T], tok[3][N * T], lp[3][N];
-    for (int v = 0; v < 3; v++) {
+    /* FeatureAblation: prefix reuse (one ragged pass at this length), full sequences, one forward per sequence, and
+     * prefix reuse in passes of at most 4 sequences' positions (several ragged passes) */
+    double seq[4][T], tok[4][N * T], lp[4][N];
+    for (int v = 0; v < 4; v++) {
         cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_FEATURE_ABLATION);
-        p.no_prefix_cache = v > 0;
-        p.perturbations_per_eval = v == 2 ? 1 : 0;
+        p.no_prefix_cache = v == 1 || v == 2;
+        p.perturbations_per_eval = v == 2 ? 1 : v == 3 ? 4 : 0;
         CHECK(cattr_llm_attribute(m, &p, prompt, T, tg, N, seq[v], tok[v], lp[v], NULL) == CATTR_OK, "FA %d: %s", v,
               cattr_last_error());
     }
     double scale = max_abs(tok[1], N * T);
-    printf("FeatureAblation: prefix vs full %.2e, one-per-sequence vs full %.2e (max |attr| %.3f)\n",
-           max_diff(tok[0], tok[1], N * T), max_diff(tok[2], tok[1], N * T), scale);
+    printf("FeatureAblation: prefix vs full %.2e, one-per-sequence vs full %.2e, prefix in small passes vs full %.2e "
+           "(max |attr| %.3f)\n", max_diff(tok[0], tok[1], N * T), max_diff(tok[2], tok[1], N * T),
+           max_diff(tok[3], tok[1], N * T), scale);
     CHECK(scale > 0, "all-zero attributions");
     /* an attribution is a difference of two float32 log-probabilities: a few ulps of their size is the resolution
      * (other batch shapes round the GEMMs differently) */
     double tol = 8 * max_abs(lp[1], N) * 0x1p-23;
     CHECK(max_diff(tok[0], tok[1], N * T) <= tol, "prefix reuse changed the attributions (tolerance %.2e)", tol);
     CHECK(max_diff(tok[2], tok[1], N * T) <= tol, "one forward per sequence changed them (tolerance %.2e)", tol);
+    CHECK(max_diff(tok[3], tok[1], N * T) <= tol, "prefix reuse in several passes changed them (tolerance %.2e)", tol);
     CHECK(max_diff(lp[0], lp[1], N) <= tol, "target log-probabilities differ");
 
     /* LayerIG: three targets in one pass vs one call per target token with the earlier targets appended */

@@ -316,7 +316,9 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
     int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * T + 3) * sizeof *segs);
     int64_t *last = malloc((size_t)(T + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
     if (st == CATTR_OK && (!nd || !sh || !in || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int64_t pass_target = target < 384 ? 384 : target; /* no recomputation here: bigger passes only help the GEMMs */
+    /* no recomputation in these passes: bigger ones only help the GEMMs (1024 positions measured 3-5% faster than
+     * 384 at Qwen3-0.6B's shapes) */
+    int64_t pass_target = target < 1024 ? 1024 : target;
     if (budget_rows < pass_target) pass_target = budget_rows;
     for (int64_t i0 = first; i0 < T && st == CATTR_OK;) {
         int64_t N = 0, S = 0, i = i0;
