@@ -398,15 +398,21 @@ static bool K(conv_direct_ok)(const cx_geom *g, int64_t G) {
     return planes * (g->in[1] + 2 * g->k[1]) * (g->in[2] + 2 * g->k[2]) <= ((int64_t)1 << 20);
 }
 
-/* dst[PH x PW] = zeros with src[H x W] placed at (oy, ox), cropped to the plane */
-static void K(pad_plane)(const T *src, int64_t H, int64_t W, T *dst, int64_t PH, int64_t PW, int64_t oy, int64_t ox) {
-    memset(dst, 0, (size_t)(PH * PW) * sizeof(T));
+/* The `planes` planes of src (H x W each) copied into zero planes of PH x PW at offset (oy, ox), cropped, in this
+ * thread's scratch buffer 0, followed by CX_VEC_SLACK zeros; NULL when out of memory. */
+static T *K(pad_planes)(const T *src, int64_t planes, int64_t H, int64_t W, int64_t PH, int64_t PW, int64_t oy,
+                        int64_t ox) {
+    T *pad = cpu_scratch(0, (size_t)(planes * PH * PW + CX_VEC_SLACK) * sizeof(T));
+    if (!pad) return NULL;
+    memset(pad, 0, (size_t)(planes * PH * PW + CX_VEC_SLACK) * sizeof(T));
     int64_t x0 = ox < 0 ? -ox : 0, x1 = PW - ox < W ? PW - ox : W; /* source columns that land inside */
-    for (int64_t y = oy < 0 ? -oy : 0; y < H && y + oy < PH; y++) {
-        T *d = dst + (y + oy) * PW + ox;
-        const T *r = src + y * W;
-        for (int64_t x = x0; x < x1; x++) d[x] = r[x];
-    }
+    for (int64_t p = 0; p < planes; p++)
+        for (int64_t y = oy < 0 ? -oy : 0; y < H && y + oy < PH; y++) {
+            T *d = pad + p * PH * PW + (y + oy) * PW + ox;
+            const T *r = src + (p * H + y) * W;
+            for (int64_t x = x0; x < x1; x++) d[x] = r[x];
+        }
+    return pad;
 }
 
 /* out[b, co] (OH x OW) = sum over ci of the correlation of src[b, ci] with w (flipped when `flip`), from padded
@@ -455,11 +461,8 @@ static cattr_status K(conv_direct)(const cg_node *n, const cx_geom *g, int64_t G
                                    int relu, T *y) {
     const int64_t KH = g->k[1], KW = g->k[2], OH = g->out[1], OW = g->out[2];
     const int64_t PH = OH + KH - 1, PW = OW + KW - 1, planes = g->n * g->c_in;
-    T *pad = cpu_scratch(0, (size_t)(planes * PH * PW + CX_VEC_SLACK) * sizeof(T));
+    T *pad = K(pad_planes)(x, planes, g->in[1], g->in[2], PH, PW, g->pb[1], g->pb[2]);
     if (!pad) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
-    memset(pad + planes * PH * PW, 0, CX_VEC_SLACK * sizeof(T));
-    for (int64_t p = 0; p < planes; p++)
-        K(pad_plane)(x + p * g->in[1] * g->in[2], g->in[1], g->in[2], pad + p * PH * PW, PH, PW, g->pb[1], g->pb[2]);
     return K(conv_direct_run)(n, g->n, g->c_in, g->c_out, g->c_in / G, g->c_out / G, pad, PH, PW, KH, KW, w, false,
                               OH, OW, bias, relu, y);
 }
@@ -468,12 +471,8 @@ static cattr_status K(conv_direct_grad_input)(const cg_node *n, const cx_geom *g
                                               T *dx) {
     const int64_t KH = g->k[1], KW = g->k[2], IH = g->in[1], IW = g->in[2];
     const int64_t QH = IH + KH - 1, QW = IW + KW - 1, planes = g->n * g->c_out;
-    T *pad = cpu_scratch(0, (size_t)(planes * QH * QW + CX_VEC_SLACK) * sizeof(T));
+    T *pad = K(pad_planes)(gy, planes, g->out[1], g->out[2], QH, QW, KH - 1 - g->pb[1], KW - 1 - g->pb[2]);
     if (!pad) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
-    memset(pad + planes * QH * QW, 0, CX_VEC_SLACK * sizeof(T));
-    for (int64_t p = 0; p < planes; p++)
-        K(pad_plane)(gy + p * g->out[1] * g->out[2], g->out[1], g->out[2], pad + p * QH * QW, QH, QW,
-                     KH - 1 - g->pb[1], KW - 1 - g->pb[2]);
     return K(conv_direct_run)(n, g->n, g->c_out, g->c_in, g->c_out / G, g->c_in / G, pad, QH, QW, KH, KW, w, true,
                               IH, IW, NULL, 0, dx);
 }
