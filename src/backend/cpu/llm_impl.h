@@ -145,10 +145,12 @@ static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t
 
 /* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
  * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds P + Tn scores, kt the
- * (P + Tn) x d transposed keys. */
+ * (P + Tn) x d transposed keys, written here when !keys_ready (the first query head of a kv group) and reused by the
+ * group's other heads. */
 static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
-                                   T *pr, T *kt, int64_t Tn, int64_t cq, int64_t ck, int64_t d, T scale) {
-    K(transpose_keys)(pk, P, k, Tn, ck, d, kt);
+                                   T *pr, T *kt, bool keys_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t d,
+                                   T scale) {
+    if (!keys_ready) K(transpose_keys)(pk, P, k, Tn, ck, d, kt);
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq;
         T mx = -(T)INFINITY;
@@ -191,11 +193,13 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
         if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
         PAR_FOR(ns * nh * maxw * d * 16 > PAR_MIN,
-        for (int64_t sh = 0; sh < ns * nh; sh++) {
-            int64_t s = sh / nh, j = sh % nh, g = j / grp, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
+        for (int64_t sg = 0; sg < ns * nkv; sg++) { /* (segment, kv head): its query heads share the keys */
+            int64_t s = sg / nkv, g = sg % nkv, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
             T *sc = p + omp_get_thread_num() * per;
-            K(attn_head)(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
-                         P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + maxw, len, cq, ck, d, scale);
+            for (int64_t j = g * grp; j < (g + 1) * grp; j++)
+                K(attn_head)(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
+                             P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + maxw, j > g * grp, len, cq, ck, d,
+                             scale);
         });
         free(p);
         return CATTR_OK;
@@ -204,23 +208,27 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
     T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
     if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
     PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
-    for (int64_t sh = 0; sh < S * nh; sh++) {
-        int64_t s = sh / nh, j = sh % nh, g = j / grp;
+    for (int64_t sg = 0; sg < S * nkv; sg++) { /* (sequence, kv head): its query heads share the keys */
+        int64_t s = sg / nkv, g = sg % nkv;
         T *sc = p + omp_get_thread_num() * per;
-        K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
-                     o + s * Tn * cq + j * d, sc, sc + W, Tn, cq, ck, d, scale);
+        for (int64_t j = g * grp; j < (g + 1) * grp; j++)
+            K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
+                         o + s * Tn * cq + j * d, sc, sc + W, j > g * grp, Tn, cq, ck, d, scale);
     });
     free(p);
     return CATTR_OK;
 }
 
 /* The gradient of one (sequence, query head) into its dQ columns and its kv head's dK, dV columns (row stride cp).
- * Scratch p: 2 Tn values, then the Tn x d transposed keys and values. */
+ * Scratch p: 2 Tn values, then the Tn x d transposed keys and values (written when !kv_ready, as in attn_head). */
 static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, const T *go, T *dqc, T *dkc, T *dvc, T *p,
-                                        int64_t Tn, int64_t cq, int64_t ck, int64_t cp, int64_t d, T scale) {
+                                        bool kv_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t cp, int64_t d,
+                                        T scale) {
     T *dp = p + Tn, *kt = p + 2 * Tn, *vt = kt + Tn * d;
-    K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt);
-    K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt);
+    if (!kv_ready) {
+        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt);
+        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt);
+    }
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq, *got = go + t * cq;
         T mx = -(T)INFINITY, sum = 0;
@@ -269,7 +277,8 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
             K(attn_head_grad)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d,
                               go + s * Tn * cq + j * d, gp + s * Tn * cp + j * d, gp + s * Tn * cp + cq + g * d,
-                              gp + s * Tn * cp + cq + ck + g * d, pbuf + omp_get_thread_num() * ts, Tn, cq, ck, cp, d, scale);
+                              gp + s * Tn * cp + cq + ck + g * d, pbuf + omp_get_thread_num() * ts, j > g * grp, Tn, cq,
+                              ck, cp, d, scale);
     });
     free(pbuf);
     return CATTR_OK;
