@@ -143,7 +143,7 @@ static inline void tile(const uint32_t *a, int64_t kp, const uint32_t *b, int64_
 }
 
 static bool cpu_ok(void) {
-    static int ok = -1;
+    static _Atomic int ok = -1; /* threads may race to set it: all set the same value */
     if (ok < 0) {
         __builtin_cpu_init();
         ok = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f");

@@ -160,7 +160,7 @@ static void gemm_panels(int64_t M, int64_t N, int64_t K, const float *A, int64_t
 }
 
 bool cx_f32_gemm_available(void) {
-    static int ok = -1; /* benign race: every thread computes the same value */
+    static _Atomic int ok = -1; /* threads may race to set it: all set the same value */
     if (ok < 0) {
         const char *e = getenv("CATTR_GEMM");
         __builtin_cpu_init();
