@@ -135,10 +135,10 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
 }
 
 /* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision "high") for
- * inputs of the given shapes. */
-static cattr_status get_plan_dt(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
-                                const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dts, const int *outs,
-                                int n_outs, cx_plan **out) {
+ * inputs of the given shapes and dtypes (dts NULL: all in the compute dtype). */
+static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
+                             const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dts, const int *outs,
+                             int n_outs, cx_plan **out) {
     int di = dt == CATTR_FLOAT64;
     cx_consts **cs = &m->consts[kind][di];
     if (!*cs) CX_CHECK(cx_consts_new(cx_backend_cpu(), dt, cs));
@@ -163,12 +163,6 @@ static cattr_status get_plan_dt(cattr_llm *m, int kind, const cg_graph *g, cattr
     m->pc[lru].used = ++m->clock;
     *out = p;
     return CATTR_OK;
-}
-
-/* get_plan_dt with every input in the compute dtype. */
-static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
-                             const int64_t (*sh)[CATTR_MAX_DIMS], const int *outs, int n_outs, cx_plan **out) {
-    return get_plan_dt(m, kind, g, dt, n_in, nd, sh, NULL, outs, n_outs, out);
 }
 
 /* Reads token y (or all V values when y < 0) of the log-probabilities [R, 1, V] in o into lp. */
@@ -214,7 +208,7 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
     }
     int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
     cx_plan *p = NULL;
-    if (st == CATTR_OK) st = get_plan(m, 2 * m->prec, model->g, dt, 1, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, outs, n_outs, &p);
+    if (st == CATTR_OK) st = get_plan(m, 2 * m->prec, model->g, dt, 1, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, outs, n_outs, &p);
     if (st == CATTR_OK) {
         const cx_view *v = cx_plan_view(p, outs[0]);
         o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
@@ -268,11 +262,6 @@ static cattr_status forward_logprobs_chunked(cattr_llm *m, cattr_dtype dt, const
     return CATTR_OK;
 }
 
-static cattr_status forward_logprobs(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
-                                     double *lp) {
-    return forward_pass(m, dt, ids, R, L, y, lp, NULL);
-}
-
 /* FeatureAblation rows of one target token with the unchanged prefix computed once (issue: prefix reuse). seq is the
  * sequence (prompt + earlier targets, length L); f[0] = log p(y | seq) and f[1 + i] = the same with prompt token i
  * (i < T) replaced by b. One pass over seq returns every layer's keys and values; then the rows that ablate
@@ -313,9 +302,11 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
     int *nd = malloc((size_t)n_in * sizeof *nd);
     int64_t(*sh)[CATTR_MAX_DIMS] = calloc((size_t)n_in, sizeof *sh);
     const void **in = malloc((size_t)n_in * sizeof *in);
+    cattr_dtype *dts = malloc((size_t)n_in * sizeof *dts); /* int64 inputs (positions, segments) keep their dtype */
+    for (int k = 0; dts && k < n_in; k++) dts[k] = k >= 1 && k <= 3 ? CATTR_INT64 : dt;
     int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * T + 3) * sizeof *segs);
     int64_t *last = malloc((size_t)(T + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
-    if (st == CATTR_OK && (!nd || !sh || !in || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && (!nd || !sh || !in || !dts || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     /* no recomputation in these passes: bigger ones only help the GEMMs (1024 positions measured 3-5% faster than
      * 384 at Qwen3-0.6B's shapes) */
     int64_t pass_target = target < 1024 ? 1024 : target;
@@ -349,15 +340,8 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
         }
         int outv = (*cg)->outputs[0];
         cx_plan *p = NULL;
-        if (st == CATTR_OK) {
-            /* int64 inputs keep their dtype */
-            cattr_dtype *dts = malloc((size_t)n_in * sizeof *dts);
-            if (!dts) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            for (int k = 0; dts && k < n_in; k++) dts[k] = k >= 1 && k <= 3 ? CATTR_INT64 : dt;
-            if (st == CATTR_OK)
-                st = get_plan_dt(m, 1 + 2 * m->prec, *cg, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dts, &outv, 1, &p);
-            free(dts);
-        }
+        if (st == CATTR_OK)
+            st = get_plan(m, 1 + 2 * m->prec, *cg, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dts, &outv, 1, &p);
         if (st == CATTR_OK) {
             const cx_view *v = cx_plan_view(p, outv);
             o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
@@ -382,6 +366,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
     free(nd);
     free(sh);
     free(in);
+    free(dts);
     free(ids);
     return st;
 }
@@ -444,14 +429,17 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     }
     if (st == CATTR_OK) {
         size_t bytes = (size_t)(L * H) * sizeof(float);
+        /* the baseline embedding of a prompt token: the baseline token's, or zeros */
+        const float *brow = lp->baseline_token >= 0 ? (const float *)m->E->data + lp->baseline_token * H : NULL;
         for (int64_t k = 0; k < n; k++) {
             memcpy((float *)ein->data + k * L * H, one->data, bytes);
             if (base) {
                 float *bk = (float *)base->data + k * L * H;
                 memcpy(bk, one->data, bytes);
-                for (int64_t i = 0; i < T; i++)
-                    for (int64_t h = 0; h < H; h++)
-                        bk[i * H + h] = lp->baseline_token >= 0 ? ((const float *)m->E->data)[lp->baseline_token * H + h] : 0.0f;
+                for (int64_t i = 0; i < T; i++) {
+                    if (brow) memcpy(bk + i * H, brow, (size_t)H * sizeof(float));
+                    else memset(bk + i * H, 0, (size_t)H * sizeof(float));
+                }
             }
             ((int64_t *)pos->data)[k] = T - 1 + k;
             tidx[2 * k] = 0;
@@ -716,7 +704,7 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
         if (!seq) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         memcpy(seq, prompt, (size_t)T * sizeof *seq);
         memcpy(seq + T, target, (size_t)n * sizeof *seq);
-        for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_logprobs(m, p->dtype, seq, 1, T + k, target[k], &target_logprobs[k]);
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_pass(m, p->dtype, seq, 1, T + k, target[k], &target_logprobs[k], NULL);
         free(seq);
     }
     return st;
@@ -769,7 +757,7 @@ static cattr_status text_logprobs(cattr_llm *m, cattr_dtype dt, const char *text
     }
     memcpy(seq + T, tg, (size_t)n * sizeof *seq);
     cattr_status st = CATTR_OK;
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_logprobs(m, dt, seq, 1, T + k, tg[k], &f[k]);
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_pass(m, dt, seq, 1, T + k, tg[k], &f[k], NULL);
     free(seq);
     return st;
 }
@@ -823,7 +811,7 @@ cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *
     if (st == CATTR_OK) memcpy(seq, prompt, (size_t)T * sizeof *seq);
     int64_t L = T, k = 0;
     while (st == CATTR_OK && k < max_new && L < m->cfg.max_position_embeddings) {
-        st = forward_logprobs(m, dtype, seq, 1, L, -1, lp);
+        st = forward_pass(m, dtype, seq, 1, L, -1, lp, NULL);
         if (st != CATTR_OK) break;
         int64_t best = 0;
         for (int64_t v = 1; v < V; v++)

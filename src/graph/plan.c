@@ -3,6 +3,7 @@
 
 #include "ops/ops.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -419,8 +420,11 @@ static cattr_status run_node(cx_plan *p, const cg_node *n) {
     return p->be->run_op(p->be->ctx, n, in, o);
 }
 
-/* CATTR_PROFILE=1: time per op kind of planned runs, summed over the process and logged (debug level) at exit */
-static bool g_profile_init, g_profile;
+/* CATTR_PROFILE=1: time per op kind of planned runs, summed over the process and logged (debug level) at exit.
+ * Plans may run on several threads at once (IG's two halves): the switch is read once, the sums under a lock. */
+static pthread_once_t g_profile_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_profile_mu = PTHREAD_MUTEX_INITIALIZER;
+static bool g_profile;
 static double g_prof_s[CG_OP_COUNT];
 static long g_prof_n[CG_OP_COUNT];
 static void profile_report(void) {
@@ -431,6 +435,11 @@ static void profile_report(void) {
             cx_log(CATTR_LOG_DEBUG, "profile: %-22s %8ld runs %10.3f s %5.1f%%", cg_op_names[i], g_prof_n[i], g_prof_s[i],
                    tot > 0 ? 100 * g_prof_s[i] / tot : 0.0);
     cx_log(CATTR_LOG_DEBUG, "profile: total %.3f s", tot);
+}
+static void profile_init(void) {
+    const char *e = getenv("CATTR_PROFILE");
+    g_profile = e && *e && strcmp(e, "0");
+    if (g_profile) atexit(profile_report);
 }
 
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host) {
@@ -459,12 +468,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             CX_CHECK(be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]));
         }
-        if (!g_profile_init) {
-            const char *e = getenv("CATTR_PROFILE");
-            g_profile = e && *e && strcmp(e, "0");
-            g_profile_init = true;
-            if (g_profile) atexit(profile_report);
-        }
+        pthread_once(&g_profile_once, profile_init);
         if (!g_profile) {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
         } else {
@@ -474,8 +478,10 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
                 st = run_node(p, &p->nodes[k]);
                 clock_gettime(CLOCK_MONOTONIC, &t1);
                 int op = p->nodes[k].op;
+                pthread_mutex_lock(&g_profile_mu);
                 g_prof_s[op] += (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
                 g_prof_n[op]++;
+                pthread_mutex_unlock(&g_profile_mu);
             }
         }
     } else {

@@ -25,9 +25,10 @@ cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg
  * prefix length of each segment), "last_idx" int64 [S] (the flattened index of each segment's last token), then per
  * layer l "past.<l>.k" and "past.<l>.v" [L, kv_heads * head_dim] (the rotated keys and values of the full sequence;
  * segment s attends to its first prefix-length rows, then to its own tokens causally); output the
- * log-probabilities at each segment's last token, [1, S, vocab]. Weights
- * are borrowed from `base` (bf16: projections flagged for precision "high") (a graph built by cx_decoder_load), which must outlive the result. The prefix's keys and
- * values are the values "model.layers.<l>.self_attn.k_rope" and "model.layers.<l>.self_attn.v_proj" of `base`. */
+ * log-probabilities at each segment's last token, [1, S, vocab]. Weights are borrowed from `base` (a graph built by
+ * cx_decoder_load), which must outlive the result; bf16 flags the projections for precision "high". The prefix's
+ * keys and values are the values "model.layers.<l>.self_attn.k_rope" and "model.layers.<l>.self_attn.v_proj" of
+ * `base`. */
 cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, bool bf16, cg_graph **out);
 
 /* Builds the model. Weights are converted to float32 once (the mapped pages are released afterwards); a float64

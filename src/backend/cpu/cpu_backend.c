@@ -286,28 +286,20 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
     }
     if (grad) memset(out->data, 0, (size_t)cx_view_numel(out) * es);
     int64_t total = cx_view_numel(small);
-    if (nd >= 1 && sp[nd - 1] == 1 && cnt[nd - 1] > 0) { /* contiguous runs along the last dim: one copy per run */
-        int64_t run = cnt[nd - 1], runs = total / run;
-        size_t rb = (size_t)run * es;
-        for (int64_t i = 0; i < runs; i++) {
-            int64_t rem = i, off = st[nd - 1];
-            for (int d = nd - 2; d >= 0; d--) {
-                off += (st[d] + (rem % cnt[d]) * sp[d]) * str[d];
-                rem /= cnt[d];
-            }
-            if (grad) memcpy((char *)out->data + (size_t)off * es, (const char *)in[0].data + (size_t)i * rb, rb);
-            else memcpy((char *)out->data + (size_t)i * rb, (const char *)in[0].data + (size_t)off * es, rb);
-        }
-        return CATTR_OK;
-    }
-    for (int64_t i = 0; i < total; i++) {
-        int64_t rem = i, off = 0;
-        for (int d = nd - 1; d >= 0; d--) {
+    /* one copy per run of elements: along the last dim when it is taken with step 1 (whole rows of the slice), else
+     * element by element; `top` dims index the runs */
+    bool rows = nd >= 1 && sp[nd - 1] == 1 && cnt[nd - 1] > 0;
+    int64_t run = rows ? cnt[nd - 1] : 1, runs = total / run;
+    int top = rows ? nd - 1 : nd;
+    size_t rb = (size_t)run * es;
+    for (int64_t i = 0; i < runs; i++) {
+        int64_t rem = i, off = rows ? st[nd - 1] : 0;
+        for (int d = top - 1; d >= 0; d--) {
             off += (st[d] + (rem % cnt[d]) * sp[d]) * str[d];
             rem /= cnt[d];
         }
-        if (grad) memcpy((char *)out->data + (size_t)off * es, (const char *)in[0].data + (size_t)i * es, es);
-        else memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)off * es, es);
+        if (grad) memcpy((char *)out->data + (size_t)off * es, (const char *)in[0].data + (size_t)i * rb, rb);
+        else memcpy((char *)out->data + (size_t)i * rb, (const char *)in[0].data + (size_t)off * es, rb);
     }
     return CATTR_OK;
 }
