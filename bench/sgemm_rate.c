@@ -26,7 +26,7 @@ static void own_gemm(int n, const float *a, const float *b, float *c) {
     {
         int t = omp_get_thread_num(), cnt = omp_get_num_threads();
         int per = ((n + cnt - 1) / cnt + 31) / 32 * 32, lo = t * per, hi = lo + per < n ? lo + per : n;
-        if (lo < hi) cx_f32_gemm(n, hi - lo, n, a, n, b + (size_t)lo * n, n, true, c + lo, n);
+        if (lo < hi) cx_f32_gemm(n, hi - lo, n, a, n, b + (size_t)lo * n, n, true, c + lo, n, n);
     }
 }
 

@@ -65,8 +65,10 @@ static void fill(float *x, int64_t n, uint64_t *s, float scale) {
 }
 
 /* C = A x op(B) with every leading dimension 3 wider than its rows, against float64; then the same product computed
- * as two column blocks (as the backend splits it over threads) must equal the whole bit for bit. */
-static void one_f32(int64_t M, int64_t N, int64_t K, bool trans) {
+ * as two column blocks and as two row blocks (as the backend splits it over threads, passing the whole product's rows)
+ * must equal the whole bit for bit. rows_all: the rows the kernel is told the whole product has (it picks the kernel
+ * of x W^T from it: the dot kernel below 48 rows, packed panels from 48). */
+static void one_f32(int64_t M, int64_t N, int64_t K, bool trans, int64_t rows_all) {
     int64_t lda = K + 3, ldb = (trans ? K : N) + 3, ldc = N + 3, brows = trans ? N : K;
     float *A = malloc((size_t)(M * lda) * sizeof *A), *B = malloc((size_t)(brows * ldb) * sizeof *B);
     float *C = malloc((size_t)(M * ldc) * sizeof *C), *C2 = malloc((size_t)(M * ldc) * sizeof *C2);
@@ -74,7 +76,7 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans) {
     fill(A, M * lda, &s, 1.0f);
     fill(B, brows * ldb, &s, 0.1f);
     for (int64_t i = 0; i < M * ldc; i++) C[i] = C2[i] = -7.0f; /* the gaps between rows must stay untouched */
-    cx_f32_gemm(M, N, K, A, lda, B, ldb, trans, C, ldc);
+    cx_f32_gemm(M, N, K, A, lda, B, ldb, trans, C, ldc, rows_all);
     double worst = 0;
     bool gaps_ok = true;
     for (int64_t m = 0; m < M; m++) {
@@ -90,25 +92,25 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans) {
         }
         for (int64_t n = N; n < ldc; n++) gaps_ok &= C[m * ldc + n] == -7.0f;
     }
-    CHECK(worst < 1e-6, "f32 gemm M=%lld N=%lld K=%lld trans=%d: error %.3e of the magnitude", (long long)M,
-          (long long)N, (long long)K, (int)trans, worst);
-    CHECK(gaps_ok, "f32 gemm M=%lld N=%lld K=%lld trans=%d wrote past a row", (long long)M, (long long)N, (long long)K,
-          (int)trans);
+    CHECK(worst < 1e-6, "f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: error %.3e of the magnitude", (long long)M,
+          (long long)N, (long long)K, (int)trans, (long long)rows_all, worst);
+    CHECK(gaps_ok, "f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld wrote past a row", (long long)M, (long long)N, (long long)K,
+          (int)trans, (long long)rows_all);
     int64_t half = N / 2 / 32 * 32 > 0 ? N / 2 / 32 * 32 : N / 2;
-    cx_f32_gemm(M, half, K, A, lda, B, ldb, trans, C2, ldc);
-    cx_f32_gemm(M, N - half, K, A, lda, trans ? B + half * ldb : B + half, ldb, trans, C2 + half, ldc);
+    cx_f32_gemm(M, half, K, A, lda, B, ldb, trans, C2, ldc, rows_all);
+    cx_f32_gemm(M, N - half, K, A, lda, trans ? B + half * ldb : B + half, ldb, trans, C2 + half, ldc, rows_all);
     CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
-          "f32 gemm M=%lld N=%lld K=%lld trans=%d: two column blocks differ from the whole", (long long)M, (long long)N,
-          (long long)K, (int)trans);
+          "f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: two column blocks differ from the whole", (long long)M, (long long)N,
+          (long long)K, (int)trans, (long long)rows_all);
     int64_t top = M / 2; /* and two row blocks */
     for (int64_t i = 0; i < M * ldc; i++) C2[i] = -7.0f;
-    cx_f32_gemm(top, N, K, A, lda, B, ldb, trans, C2, ldc);
-    cx_f32_gemm(M - top, N, K, A + top * lda, lda, B, ldb, trans, C2 + top * ldc, ldc);
+    cx_f32_gemm(top, N, K, A, lda, B, ldb, trans, C2, ldc, rows_all);
+    cx_f32_gemm(M - top, N, K, A + top * lda, lda, B, ldb, trans, C2 + top * ldc, ldc, rows_all);
     CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
-          "f32 gemm M=%lld N=%lld K=%lld trans=%d: two row blocks differ from the whole", (long long)M, (long long)N,
-          (long long)K, (int)trans);
-    printf("f32 gemm M=%lld N=%lld K=%lld trans=%d: max error %.2e of the magnitude\n", (long long)M, (long long)N,
-           (long long)K, (int)trans, worst);
+          "f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: two row blocks differ from the whole", (long long)M, (long long)N,
+          (long long)K, (int)trans, (long long)rows_all);
+    printf("f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: max error %.2e of the magnitude\n", (long long)M, (long long)N,
+           (long long)K, (int)trans, (long long)rows_all, worst);
     free(A);
     free(B);
     free(C);
@@ -137,12 +139,17 @@ int main(void) {
     bool f32 = cx_f32_gemm_available();
     if (!f32) printf("SKIP: the float32 GEMM part: this CPU (or build) has no AVX-512F, or CATTR_GEMM=openblas\n");
     for (int t = 0; f32 && t < 2; t++) {
-        one_f32(1, 1, 1, t);
-        one_f32(13, 45, 37, t);
-        one_f32(12, 32, 16, t);
-        one_f32(5, 40, 2100, t);   /* three K blocks of the dot kernel (B^T), eleven panels (B) */
-        one_f32(25, 70, 1100, t);
-        one_f32(71, 130, 2300, t); /* three K blocks; partial row and column tiles */
+        for (int packed = 0; packed < 2; packed++) { /* B^T: the dot kernel, then packed panels */
+            int64_t r = packed ? 1000 : 1;
+            one_f32(1, 1, 1, t, r);
+            one_f32(13, 45, 37, t, r);
+            one_f32(12, 32, 16, t, r);
+            one_f32(5, 40, 2100, t, r);   /* three K blocks of the dot kernel, nine of the packed one */
+            one_f32(25, 70, 1100, t, r);
+            one_f32(71, 130, 2300, t, r); /* partial row and column tiles */
+            one_f32(97, 33, 257, t, r);   /* one past a K block, a column tile and eight row tiles */
+            one_f32(30, 35, 9000, t, r);  /* three super-blocks of the packed kernel (an LM head's input gradient) */
+        }
     }
     if (!cx_bf16_available()) {
         printf("SKIP: the bfloat16 GEMM part: this CPU (or build) has no AVX-512 BF16\n");

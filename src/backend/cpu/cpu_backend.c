@@ -55,16 +55,16 @@ static bool own_sgemm_ok(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, float alph
            cx_f32_gemm_available();
 }
 static void own_sgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
-                      float *C, int ldc) {
-    cx_f32_gemm(m, n, k, A, lda, B, ldb, tb == CblasTrans, C, ldc);
+                      float *C, int ldc, int m_all) {
+    cx_f32_gemm(m, n, k, A, lda, B, ldb, tb == CblasTrans, C, ldc, m_all);
 }
 static bool own_dgemm_ok(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, double alpha, double beta, double work) {
     (void)o, (void)ta, (void)alpha, (void)beta, (void)work;
     return false;
 }
 static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double *A, int lda, const double *B, int ldb,
-                      double *C, int ldc) {
-    (void)tb, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc;
+                      double *C, int ldc, int m_all) {
+    (void)tb, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)m_all;
 }
 
 #define GEMM_DEFINE(NAME, TY, BLAS, OWN)                                                                               \
@@ -74,7 +74,7 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
         double work = (double)m * (double)n * (double)k;                                                             \
         bool own = OWN##_ok(o, ta, alpha, beta, work) && k > 0;                                                      \
         if (nt < 2 || work < GEMM_MIN_SPLIT || (m < 16 * nt && n < 64 * nt)) {                                       \
-            if (own) OWN(tb, m, n, k, A, lda, B, ldb, C, ldc);                                                       \
+            if (own) OWN(tb, m, n, k, A, lda, B, ldb, C, ldc, m);                                                       \
             else BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                      \
             return;                                                                                                  \
         }                                                                                                            \
@@ -89,11 +89,11 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
             if (lo < hi) {                                                                                           \
                 if (rows) {                                                                                          \
                     const TY *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;                               \
-                    if (own) OWN(tb, hi - lo, n, k, a, lda, B, ldb, C + (size_t)lo * ldc, ldc);                      \
+                    if (own) OWN(tb, hi - lo, n, k, a, lda, B, ldb, C + (size_t)lo * ldc, ldc, m);                      \
                     else BLAS(o, ta, tb, hi - lo, n, k, alpha, a, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);     \
                 } else {                                                                                             \
                     const TY *b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;                               \
-                    if (own) OWN(tb, m, hi - lo, k, A, lda, b, ldb, C + lo, ldc);                                    \
+                    if (own) OWN(tb, m, hi - lo, k, A, lda, b, ldb, C + lo, ldc, m);                                    \
                     else BLAS(o, ta, tb, m, hi - lo, k, alpha, A, lda, b, ldb, beta, C + lo, ldc);                   \
                 }                                                                                                    \
             }                                                                                                        \

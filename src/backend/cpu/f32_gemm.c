@@ -18,6 +18,7 @@
  * tile or the thread count. */
 #include "backend/cpu/f32_gemm.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,8 +28,11 @@
 #define MR 6      /* dot tile: rows of A */
 #define NR 4      /* dot tile: rows of W */
 #define KBLK 1024 /* dot: K per block */
-#define BMR 12    /* panel tile: rows of A */
-#define JB 192    /* panel: rows of B (K) */
+#define PMR 12    /* packed tile: rows of A */
+#define PNR 32    /* packed tile: columns of op(B) (two vectors) */
+#define PKC 256   /* packed: K per block (a 32 KiB panel of op(B), 12 KiB of A) */
+#define PKSUPER 4096 /* packed: K per super-block (sums of K blocks) */
+#define PACK_MIN_ROWS 48 /* x W^T with at least this many rows in the whole product runs packed */
 
 /* [sum a, sum b, sum c, sum d] */
 static inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
@@ -107,56 +111,148 @@ static void gemm_dot(int64_t M, int64_t N, int64_t K, const float *A, int64_t ld
     }
 }
 
-/* C[r][0..nc) (+)= sum over j < jb of A[r][j] Bp[j][0..nc), r < mr */
-static inline __attribute__((always_inline)) void bcast_tile(int mr, int64_t jb, const float *A, int64_t lda,
-                                                             const float *Bp, float *C, int64_t ldc, int nc, bool add) {
-    __m512 acc[BMR][2];
-#pragma GCC unroll 16
-    for (int r = 0; r < BMR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-    for (int64_t j = 0; j < jb; j++) {
-        __m512 b0 = _mm512_load_ps(Bp + j * 32), b1 = _mm512_load_ps(Bp + j * 32 + 16);
-#pragma GCC unroll 16
-        for (int r = 0; r < BMR; r++)
-            if (r < mr) {
-                __m512 a = _mm512_set1_ps(A[r * lda + j]);
-                acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
-                acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
-            }
+/* Transposes the 16 x 16 block in v (v[i] = row i) in place: v[c] = column c. */
+static inline void transpose16(__m512 v[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(v[i], v[i + 1]);
     }
-    __mmask16 m0 = nc >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nc) - 1);
-    __mmask16 m1 = nc >= 32 ? (__mmask16)0xffff : nc <= 16 ? (__mmask16)0 : (__mmask16)((1u << (nc - 16)) - 1);
-    for (int r = 0; r < mr; r++) {
-        __m512 c0 = acc[r][0], c1 = acc[r][1];
-        if (add) {
-            c0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, C + r * ldc), c0);
-            c1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, C + r * ldc + 16), c1);
-        }
-        _mm512_mask_storeu_ps(C + r * ldc, m0, c0);
-        _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1);
+    /* u[4i + q], 128-bit lane j: rows 4i..4i+3 at column 4j + q */
+    for (int i = 0; i < 16; i += 4) {
+        __m512d t0 = _mm512_castps_pd(t[i]), t1 = _mm512_castps_pd(t[i + 1]);
+        __m512d t2 = _mm512_castps_pd(t[i + 2]), t3 = _mm512_castps_pd(t[i + 3]);
+        u[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+        u[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+        u[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+        u[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    }
+    for (int q = 0; q < 4; q++) {
+        __m512 v02 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0x88), w02 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0x88);
+        __m512 v13 = _mm512_shuffle_f32x4(u[q], u[4 + q], 0xDD), w13 = _mm512_shuffle_f32x4(u[8 + q], u[12 + q], 0xDD);
+        v[q] = _mm512_shuffle_f32x4(v02, w02, 0x88);
+        v[8 + q] = _mm512_shuffle_f32x4(v02, w02, 0xDD);
+        v[4 + q] = _mm512_shuffle_f32x4(v13, w13, 0x88);
+        v[12 + q] = _mm512_shuffle_f32x4(v13, w13, 0xDD);
     }
 }
 
-/* C = A x B through L1 panels of B: 32 columns x up to JB rows, zero-padded to 32 columns */
-static void gemm_panels(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        float *C, int64_t ldc) {
-    float bp[JB * 32] __attribute__((aligned(64)));
-    for (int64_t j0 = 0; j0 < K; j0 += JB) {
-        int64_t jb = K - j0 < JB ? K - j0 : JB;
-        for (int64_t c0 = 0; c0 < N; c0 += 32) {
-            int nc = N - c0 < 32 ? (int)(N - c0) : 32;
-            for (int64_t j = 0; j < jb; j++) {
-                if (nc < 32) memset(bp + j * 32, 0, 32 * sizeof(float));
-                memcpy(bp + j * 32, B + (j0 + j) * ldb + c0, (size_t)nc * sizeof(float));
+static inline __mmask16 lanes(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
+
+/* Ap[k][r] = A[r][k] for k < kc, r < PMR (rows from mr on are zero) */
+static void pack_a(int mr, int64_t kc, const float *A, int64_t lda, float *Ap) {
+    for (int64_t k = 0; k < kc; k += 16) {
+        __mmask16 km = lanes(kc - k);
+        __m512 v[16];
+        for (int r = 0; r < 16; r++) v[r] = r < mr ? _mm512_maskz_loadu_ps(km, A + r * lda + k) : _mm512_setzero_ps();
+        transpose16(v);
+        for (int i = 0; i < 16 && k + i < kc; i++) _mm512_mask_storeu_ps(Ap + (k + i) * PMR, lanes(PMR), v[i]);
+    }
+}
+
+/* Bp[k][c] = op(B)[k][c] for k < kc, c < PNR (columns from nc on are zero); B points at op(B)[0][0] */
+static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b, float *Bp) {
+    if (!trans_b) {
+        __mmask16 m0 = lanes(nc), m1 = nc > 16 ? lanes(nc - 16) : 0;
+        for (int64_t k = 0; k < kc; k++) {
+            _mm512_store_ps(Bp + k * PNR, _mm512_maskz_loadu_ps(m0, B + k * ldb));
+            _mm512_store_ps(Bp + k * PNR + 16, _mm512_maskz_loadu_ps(m1, B + k * ldb + 16));
+        }
+        return;
+    }
+    for (int h = 0; h < PNR; h += 16)
+        for (int64_t k = 0; k < kc; k += 16) {
+            __mmask16 km = lanes(kc - k);
+            __m512 v[16];
+            for (int c = 0; c < 16; c++)
+                v[c] = h + c < nc ? _mm512_maskz_loadu_ps(km, B + (h + c) * ldb + k) : _mm512_setzero_ps();
+            transpose16(v);
+            for (int i = 0; i < 16 && k + i < kc; i++) _mm512_store_ps(Bp + (k + i) * PNR + h, v[i]);
+        }
+}
+
+/* C[r][0..nc) = (add ? C[r][..] : 0) + sum over k < kc of Ap[k][r] Bp[k][..], r < mr: the sum one fused
+ * multiply-add chain from zero in k order, then added to C */
+static inline __attribute__((always_inline)) void packed_tile(int mr, int64_t kc, const float *Ap, const float *Bp,
+                                                              float *C, int64_t ldc, int nc, bool add) {
+    __mmask16 m0 = lanes(nc), m1 = nc > 16 ? lanes(nc - 16) : 0;
+    __m512 acc[PMR][2];
+#pragma GCC unroll 16
+    for (int r = 0; r < PMR; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_load_ps(Bp + k * PNR), b1 = _mm512_load_ps(Bp + k * PNR + 16);
+#pragma GCC unroll 16
+        for (int r = 0; r < PMR; r++) {
+            __m512 a = _mm512_set1_ps(Ap[k * PMR + r]);
+            acc[r][0] = _mm512_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < PMR; r++)
+        if (r < mr) {
+            __m512 c0 = acc[r][0], c1 = acc[r][1];
+            if (add) {
+                c0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, C + r * ldc), c0);
+                c1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, C + r * ldc + 16), c1);
             }
-            for (int64_t m = 0; m < M; m += BMR) {
-                int mr = M - m < BMR ? (int)(M - m) : BMR;
-                const float *a = A + m * lda + j0;
+            _mm512_mask_storeu_ps(C + r * ldc, m0, c0);
+            _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1);
+        }
+}
+
+/* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order; ap holds the
+ * packed A of one block */
+static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         bool trans_b, float *C, int64_t ldc, float *ap) {
+    int64_t tiles = (M + PMR - 1) / PMR;
+    float bp[PKC * PNR] __attribute__((aligned(64)));
+    for (int64_t j0 = 0; j0 < K; j0 += PKC) {
+        int64_t kc = K - j0 < PKC ? K - j0 : PKC;
+        for (int64_t t = 0; t < tiles; t++) {
+            int64_t m = t * PMR;
+            pack_a(M - m < PMR ? (int)(M - m) : PMR, kc, A + m * lda + j0, lda, ap + t * PMR * kc);
+        }
+        for (int64_t c0 = 0; c0 < N; c0 += PNR) {
+            int nc = N - c0 < PNR ? (int)(N - c0) : PNR;
+            pack_b(nc, kc, trans_b ? B + c0 * ldb + j0 : B + j0 * ldb + c0, ldb, trans_b, bp);
+            for (int64_t t = 0; t < tiles; t++) {
+                int64_t m = t * PMR;
                 float *c = C + m * ldc + c0;
-                if (mr == BMR) bcast_tile(BMR, jb, a, lda, bp, c, ldc, nc, j0 > 0);
-                else bcast_tile(mr, jb, a, lda, bp, c, ldc, nc, j0 > 0);
+                if (M - m >= PMR) packed_tile(PMR, kc, ap + t * PMR * kc, bp, c, ldc, nc, j0 > 0);
+                else packed_tile((int)(M - m), kc, ap + t * PMR * kc, bp, c, ldc, nc, j0 > 0);
             }
         }
     }
+}
+
+/* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
+ * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
+ * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. False when a buffer could not be
+ * allocated. */
+static bool gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                        bool trans_b, float *C, int64_t ldc) {
+    int64_t tiles = (M + PMR - 1) / PMR;
+    float *ap = aligned_alloc(64, (size_t)(tiles * PMR * PKC) * sizeof *ap), *part = NULL;
+    if (ap && K > PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
+    if (!ap || (K > PKSUPER && !part)) {
+        free(ap);
+        return false;
+    }
+    for (int64_t s0 = 0; s0 < K; s0 += PKSUPER) {
+        int64_t ks = K - s0 < PKSUPER ? K - s0 : PKSUPER;
+        const float *b = trans_b ? B + s0 : B + s0 * ldb;
+        if (s0 == 0) {
+            packed_range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap);
+            continue;
+        }
+        packed_range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
+    }
+    free(part);
+    free(ap);
+    return true;
 }
 
 bool cx_f32_gemm_available(void) {
@@ -170,9 +266,19 @@ bool cx_f32_gemm_available(void) {
 }
 
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc) {
-    if (trans_b) gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
-    else gemm_panels(M, N, K, A, lda, B, ldb, C, ldc);
+                 float *C, int64_t ldc, int64_t rows_all) {
+    if ((!trans_b || rows_all >= PACK_MIN_ROWS) && gemm_packed(M, N, K, A, lda, B, ldb, trans_b, C, ldc)) return;
+    if (trans_b) {
+        gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
+        return;
+    }
+    /* out of memory for the packed A: the same chains, one row at a time */
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc = fmaf(A[m * lda + k], B[k * ldb + n], acc);
+            C[m * ldc + n] = acc;
+        }
 }
 
 #else
@@ -180,8 +286,8 @@ void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
 bool cx_f32_gemm_available(void) { return false; }
 
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc;
+                 float *C, int64_t ldc, int64_t rows_all) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc, (void)rows_all;
 }
 
 #endif

@@ -11,10 +11,11 @@
 bool cx_f32_gemm_available(void);
 
 /* C[M, N] = A[M, K] x op(B) (row-major, C overwritten), op(B)[k][n] = trans_b ? B[n * ldb + k] : B[k * ldb + n].
- * Single-threaded (the caller splits the product over its threads); each element's sum runs in a fixed order that
- * depends only on K and trans_b, so a split never changes a result. Only after cx_f32_gemm_available() returned
- * true. */
+ * Single-threaded: the caller splits a product over its threads in row or column blocks and passes each block with
+ * rows_all, the rows of the whole product. Each element's sum runs in a fixed order that depends only on K, trans_b
+ * and rows_all (which picks the kernel of x W^T), so a split never changes a result. Only after
+ * cx_f32_gemm_available() returned true. */
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc);
+                 float *C, int64_t ldc, int64_t rows_all);
 
 #endif
