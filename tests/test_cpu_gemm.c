@@ -144,11 +144,11 @@ int main(void) {
             one_f32(1, 1, 1, t, r);
             one_f32(13, 45, 37, t, r);
             one_f32(12, 32, 16, t, r);
-            one_f32(5, 40, 2100, t, r);   /* three K blocks of the dot kernel, nine of the packed one */
+            one_f32(5, 40, 2100, t, r);   /* three K blocks of either kernel */
             one_f32(25, 70, 1100, t, r);
             one_f32(71, 130, 2300, t, r); /* partial row and column tiles */
-            one_f32(97, 33, 257, t, r);   /* one past a K block, a column tile and eight row tiles */
-            one_f32(30, 35, 9000, t, r);  /* three super-blocks of the packed kernel (an LM head's input gradient) */
+            one_f32(97, 33, 1025, t, r);  /* one past a K block, a column tile and eight row tiles */
+            one_f32(30, 35, 9000, t, r);  /* three super-blocks of the packed one (an LM head's input gradient) */
         }
     }
     if (!cx_bf16_available()) {

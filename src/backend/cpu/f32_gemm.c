@@ -30,7 +30,9 @@
 #define KBLK 1024 /* dot: K per block */
 #define PMR 12    /* packed tile: rows of A */
 #define PNR 32    /* packed tile: columns of op(B) (two vectors) */
-#define PKC 256   /* packed: K per block (a 32 KiB panel of op(B), 12 KiB of A) */
+#ifndef PKC
+#define PKC 1024  /* packed: K per block (a 128 KiB panel of op(B) streamed from L2, 48 KiB of A per tile) */
+#endif
 #define PKSUPER 4096 /* packed: K per super-block (sums of K blocks) */
 #define PACK_MIN_ROWS 48 /* x W^T with at least this many rows in the whole product runs packed */
 
@@ -202,11 +204,10 @@ static inline __attribute__((always_inline)) void packed_tile(int mr, int64_t kc
 }
 
 /* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order; ap holds the
- * packed A of one block */
+ * packed A of one block, bp one panel of op(B) */
 static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                         bool trans_b, float *C, int64_t ldc, float *ap) {
+                         bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
     int64_t tiles = (M + PMR - 1) / PMR;
-    float bp[PKC * PNR] __attribute__((aligned(64)));
     for (int64_t j0 = 0; j0 < K; j0 += PKC) {
         int64_t kc = K - j0 < PKC ? K - j0 : PKC;
         for (int64_t t = 0; t < tiles; t++) {
@@ -233,20 +234,21 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
 static bool gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         bool trans_b, float *C, int64_t ldc) {
     int64_t tiles = (M + PMR - 1) / PMR;
-    float *ap = aligned_alloc(64, (size_t)(tiles * PMR * PKC) * sizeof *ap), *part = NULL;
+    float *ap = aligned_alloc(64, (size_t)((tiles * PMR + PNR) * PKC) * sizeof *ap), *part = NULL;
     if (ap && K > PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
     if (!ap || (K > PKSUPER && !part)) {
         free(ap);
         return false;
     }
+    float *bp = ap + tiles * PMR * PKC;
     for (int64_t s0 = 0; s0 < K; s0 += PKSUPER) {
         int64_t ks = K - s0 < PKSUPER ? K - s0 : PKSUPER;
         const float *b = trans_b ? B + s0 : B + s0 * ldb;
         if (s0 == 0) {
-            packed_range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap);
+            packed_range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap, bp);
             continue;
         }
-        packed_range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap);
+        packed_range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap, bp);
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
     }

@@ -123,14 +123,17 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
 
 /* ---- causal grouped-query attention: ints = {n_heads, n_kv_heads, head_dim} --------------------------------------- */
 
-/* kt[i * W + u] = key u's element i (the prefix's P keys, then the Tn own ones): scores of one query against all
- * keys then vectorise over the keys, each summed over i in order. */
-static inline void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt) {
+/* kt[i * Wp + u] = key u's element i (the prefix's P keys, then the Tn own ones; columns W = P + Tn up to Wp are
+ * zero): scores of one query against all keys then vectorise over the keys, each summed over i in order. */
+static inline void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt,
+                                     int64_t Wp) {
     int64_t W = P + Tn;
     for (int64_t u = 0; u < W; u++) {
         const T *ku = u < P ? pk + u * ck : k + (u - P) * ck;
-        for (int64_t i = 0; i < d; i++) kt[i * W + u] = ku[i];
+        for (int64_t i = 0; i < d; i++) kt[i * Wp + u] = ku[i];
     }
+    for (int64_t i = 0; i < d; i++)
+        for (int64_t u = W; u < Wp; u++) kt[i * Wp + u] = 0;
 }
 
 /* pr[u] = sum_i q[i] kt[i][u] for u < nu */
@@ -143,30 +146,88 @@ static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t
     }
 }
 
+#define ATT_R 4 /* queries per block of the attention forward */
+
+/* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): the same sums in the
+ * same order as K(scores), four queries at a time, each key row loaded once for all four */
+static inline void K(scores_block)(const T *const *qs, const T *restrict kt, int64_t Wp, int64_t nu, int64_t d,
+                                   T *restrict pr) {
+    for (int64_t u0 = 0; u0 < nu; u0 += 16) {
+        T acc[ATT_R][16];
+        for (int r = 0; r < ATT_R; r++)
+            for (int l = 0; l < 16; l++) acc[r][l] = 0;
+        for (int64_t i = 0; i < d; i++) {
+            const T *restrict kr = kt + i * Wp + u0;
+            for (int r = 0; r < ATT_R; r++) {
+                const T qi = qs[r][i];
+                for (int l = 0; l < 16; l++) acc[r][l] += qi * kr[l];
+            }
+        }
+        for (int r = 0; r < ATT_R; r++)
+            for (int l = 0; l < 16; l++) pr[r * Wp + u0 + l] = acc[r][l];
+    }
+}
+
+/* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
+ * (as K(axpy) from zero would): four outputs share each load of a value row */
+static inline void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
+                                   const T *v, int64_t ck, int64_t d, T *const *ot) {
+    for (int64_t i0 = 0; i0 < d; i0 += 32) {
+        int64_t w = d - i0 < 32 ? d - i0 : 32;
+        T acc[ATT_R][32];
+        for (int r = 0; r < ATT_R; r++)
+            for (int l = 0; l < 32; l++) acc[r][l] = 0;
+        for (int64_t u = 0; u < nu0 + nr - 1; u++) {
+            const T *restrict vu = (u < P ? pv + u * ck : v + (u - P) * ck) + i0;
+            if (w == 32 && u < nu0) {
+                for (int r = 0; r < ATT_R; r++) {
+                    const T a = pw[r * Wp + u];
+                    for (int l = 0; l < 32; l++) acc[r][l] += a * vu[l];
+                }
+            } else {
+                for (int r = 0; r < nr; r++)
+                    if (u < nu0 + r)
+                        for (int64_t l = 0; l < w; l++) acc[r][l] += pw[r * Wp + u] * vu[l];
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int64_t l = 0; l < w; l++) ot[r][i0 + l] = acc[r][l];
+    }
+}
+
 /* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
- * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds P + Tn scores, kt the
- * (P + Tn) x d transposed keys, written here when !keys_ready (the first query head of a kv group) and reused by the
- * group's other heads. */
+ * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds ATT_R x Wp scores (Wp = P + Tn
+ * rounded up to 16), kt the d x Wp transposed keys, written here when !keys_ready (the first query head of a kv
+ * group) and reused by the group's other heads. Queries run in blocks of ATT_R; every value is summed in the same
+ * order as one query at a time. */
 static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
                                    T *pr, T *kt, bool keys_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t d,
                                    T scale) {
-    if (!keys_ready) K(transpose_keys)(pk, P, k, Tn, ck, d, kt);
-    for (int64_t t = 0; t < Tn; t++) {
-        const T *qt = q + t * cq;
-        T mx = -(T)INFINITY;
-        K(scores)(qt, kt, P + Tn, P + t + 1, d, pr);
-        for (int64_t u = 0; u < P + t + 1; u++) {
-            pr[u] *= scale;
-            if (pr[u] > mx) mx = pr[u];
+    int64_t Wp = (P + Tn + 15) / 16 * 16;
+    if (!keys_ready) K(transpose_keys)(pk, P, k, Tn, ck, d, kt, Wp);
+    for (int64_t t0 = 0; t0 < Tn; t0 += ATT_R) {
+        int nr = Tn - t0 < ATT_R ? (int)(Tn - t0) : ATT_R;
+        const T *qs[ATT_R];
+        T *ot[ATT_R];
+        for (int r = 0; r < ATT_R; r++) {
+            qs[r] = q + (t0 + (r < nr ? r : 0)) * cq; /* a block's missing queries repeat its first */
+            ot[r] = o + (t0 + r) * cq;
         }
-        T sum = 0;
-        for (int64_t u = 0; u < P + t + 1; u++) {
-            pr[u] = VEXP(pr[u] - mx);
-            sum += pr[u];
+        K(scores_block)(qs, kt, Wp, P + t0 + nr, d, pr);
+        for (int r = 0; r < nr; r++) { /* softmax; the maximum in 16 lanes (any order gives the same value) */
+            T *pw = pr + r * Wp, mx = -(T)INFINITY, sum = 0, ml[16];
+            int64_t nu = P + t0 + r + 1, u = 0;
+            for (u = 0; u < nu; u++) pw[u] *= scale;
+            for (int l = 0; l < 16; l++) ml[l] = -(T)INFINITY;
+            for (u = 0; u + 16 <= nu; u += 16)
+                for (int l = 0; l < 16; l++) ml[l] = pw[u + l] > ml[l] ? pw[u + l] : ml[l];
+            for (; u < nu; u++) mx = pw[u] > mx ? pw[u] : mx;
+            for (int l = 0; l < 16; l++) mx = ml[l] > mx ? ml[l] : mx;
+            for (u = 0; u < nu; u++) pw[u] = VEXP(pw[u] - mx);
+            for (u = 0; u < nu; u++) sum += pw[u];
+            for (u = 0; u < nu; u++) pw[u] = pw[u] / sum;
         }
-        T *ot = o + t * cq;
-        for (int64_t i = 0; i < d; i++) ot[i] = 0;
-        for (int64_t u = 0; u < P + t + 1; u++) K(axpy)(ot, pr[u] / sum, u < P ? pv + u * ck : v + (u - P) * ck, d);
+        K(values_block)(pr, Wp, nr, P + t0 + 1, pv, P, v, ck, d, ot);
     }
 }
 
@@ -189,7 +250,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
             if (P + len > maxw) maxw = P + len;
         }
         for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
-        int64_t per = maxw * (d + 1); /* scratch per thread: scores and transposed keys */
+        int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_R); /* scratch per thread: scores, transposed keys */
         T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
         if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
         PAR_FOR(ns * nh * maxw * d * 16 > PAR_MIN,
@@ -198,13 +259,13 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
             T *sc = p + omp_get_thread_num() * per;
             for (int64_t j = g * grp; j < (g + 1) * grp; j++)
                 K(attn_head)(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
-                             P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + maxw, j > g * grp, len, cq, ck, d,
+                             P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + ATT_R * wp, j > g * grp, len, cq, ck, d,
                              scale);
         });
         free(p);
         return CATTR_OK;
     }
-    int64_t W = Tn > 0 ? Tn : 1, per = W * (d + 1); /* scratch per thread: scores and transposed keys */
+    int64_t W = (Tn + 15) / 16 * 16, per = (W > 0 ? W : 16) * (d + ATT_R); /* scratch per thread: scores, transposed keys */
     T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
     if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
     PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
@@ -213,7 +274,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         T *sc = p + omp_get_thread_num() * per;
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
             K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
-                         o + s * Tn * cq + j * d, sc, sc + W, j > g * grp, Tn, cq, ck, d, scale);
+                         o + s * Tn * cq + j * d, sc, sc + ATT_R * W, j > g * grp, Tn, cq, ck, d, scale);
     });
     free(p);
     return CATTR_OK;
@@ -226,8 +287,8 @@ static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, cons
                                         T scale) {
     T *dp = p + Tn, *kt = p + 2 * Tn, *vt = kt + Tn * d;
     if (!kv_ready) {
-        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt);
-        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt);
+        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt, Tn);
+        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt, Tn);
     }
     for (int64_t t = 0; t < Tn; t++) {
         const T *qt = q + t * cq, *got = go + t * cq;
