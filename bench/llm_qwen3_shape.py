@@ -16,7 +16,8 @@ Run from the repository root with Debian's Python (numpy only):
    ablated token (--perturbations-per-eval 1 --no-prefix-cache, the reference the batched form is compared with).
    `--runs R` gives the first-call and the warm (median of runs 2..R) time. LayerIG runs again with --precision high
    (bfloat16 GEMM inputs, float32 accumulation) and --precision-error (its error against highest, measured in the
-   same process).
+   same process). `--pairs N` runs the two FeatureAblation forms alternately N times in all and reports the median
+   of the N ratios (each pair back to back: this machine's load drifts by 10-30% within minutes).
 
 FLOPs of LayerIG = 2 x (matmul weights of the layers, without embedding and LM head) x tokens x steps x 2 (forward
 and input-gradient backward) + the LM head at the scored positions (2 x V x H per step, forward and backward).
@@ -126,6 +127,10 @@ def main():
     ap.add_argument("--methods", default="layer-ig,layer-ig-high,feature-ablation,feature-ablation-1",
                     help="comma list of layer-ig, layer-ig-high (--precision high), feature-ablation, "
                          "feature-ablation-1 (one full forward per ablated token)")
+    ap.add_argument("--pairs", type=int, default=1,
+                    help="FeatureAblation ratio: run batched and one-forward-per-token alternately this many more "
+                         "times and report every pair's ratio and their median (a shared machine's load changes "
+                         "within minutes; a pair runs back to back)")
     ap.add_argument("--json", default=None, help="write every measurement as JSON")
     a = ap.parse_args()
 
@@ -216,6 +221,28 @@ def main():
         sp = r["feature-ablation-1"]["warm_s"] / r["feature-ablation"]["warm_s"]
         results["fa_speedup"] = sp
         print("\nFeatureAblation batched with prefix reuse vs one forward per token: %.2fx" % sp)
+    if a.pairs > 1 and "fa_speedup" in results:
+        fa = base + ["--method", "feature-ablation"]
+        cmds = (fa, fa + ["--perturbations-per-eval", "1", "--no-prefix-cache"])
+        ratios = [results["fa_speedup"]]
+        for i in range(1, a.pairs):
+            t = []
+            for cmd in cmds:
+                rc, out, err, _, _ = run_wait4(cmd, env)
+                m = re.search(r"time: first=([0-9.]+) warm_median=([0-9.na]+)", out + err)
+                if rc != 0 or not m:
+                    sys.exit("feature-ablation pair %d failed (exit %d): %s" % (i + 1, rc, (err or out).strip()[-400:]))
+                w = float(m.group(2))
+                t.append(w if w == w else float(m.group(1)))
+            ratios.append(t[1] / t[0])
+            print("pair %d: batched %.3f s, one forward per token %.3f s: %.2fx" % (i + 1, t[0], t[1], ratios[-1]),
+                  flush=True)
+        srt = sorted(ratios)
+        med = srt[len(srt) // 2] if len(srt) % 2 else 0.5 * (srt[len(srt) // 2 - 1] + srt[len(srt) // 2])
+        results["fa_speedup_pairs"] = ratios
+        results["fa_speedup_median"] = med
+        print("FeatureAblation ratio over %d pairs: median %.2fx, min %.2fx, max %.2fx"
+              % (len(ratios), med, srt[0], srt[-1]))
     worst = max((v.get("rss_mib", 0) for v in r.values()), default=0)
     print("peak RSS %.0f MiB; float32 weights + 1 GiB = %.0f MiB" % (worst, f32_mib + 1024))
     if a.json:

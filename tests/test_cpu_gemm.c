@@ -67,7 +67,7 @@ static void fill(float *x, int64_t n, uint64_t *s, float scale) {
 /* C = A x op(B) with every leading dimension 3 wider than its rows, against float64; then the same product computed
  * as two column blocks and as two row blocks (as the backend splits it over threads, passing the whole product's rows)
  * must equal the whole bit for bit. rows_all: the rows the kernel is told the whole product has (it picks the kernel
- * of x W^T from it: the dot kernel below 48 rows, packed panels from 48). */
+ * of x W^T from it: the dot kernel below 32 rows, packed panels from 32). */
 static void one_f32(int64_t M, int64_t N, int64_t K, bool trans, int64_t rows_all) {
     int64_t lda = K + 3, ldb = (trans ? K : N) + 3, ldc = N + 3, brows = trans ? N : K;
     float *A = malloc((size_t)(M * lda) * sizeof *A), *B = malloc((size_t)(brows * ldb) * sizeof *B);

@@ -1,21 +1,23 @@
 /* f32_gemm.c - float32 GEMM with AVX-512F kernels of cattr's own.
  *
  * Why: OpenBLAS is often configured (or detects the CPU) to run its AVX2 kernels on AVX-512 machines
- * (OPENBLAS_CORETYPE=Haswell here), and it repacks the constant operand on every call. These two kernels keep every
- * product exact in float32 and run 1.2-1.7x faster than that at the shapes of a transformer layer (measured with
+ * (OPENBLAS_CORETYPE=Haswell here), and it repacks the constant operand on every call. These kernels keep every
+ * product exact in float32 and run up to ~1.8x faster than that at the shapes of a transformer layer (measured with
  * bench/sgemm_rate.c and in the LLM bench).
  *
- * op(B) = B^T (x W^T with W [N, K], a layer's forward): a dot-product kernel on the row-major operands as they are,
- * no packing: 6 rows of A x 4 rows of W, 24 vector sums (16 lanes of k each) over K blocks of 1024, each reduced to
- * a scalar by a fixed lane tree. W streams from memory row by row, which is what a weight read once per call wants
- * (a transposing copy into L1 panels measured faster with W in cache, slower in an LLM pass where it is not).
+ * Packed (op(B) = B, and op(B) = B^T from PACK_MIN_ROWS rows of the whole product): per K block of PKC, A is packed
+ * into panels of 12 rows (k-major) and op(B) into panels of 32 columns (B^T transposed on the copy, 16 x 16 register
+ * transposes); tiles of 12 rows x 32 columns of C accumulate broadcast elements of A times two vectors of the panel
+ * (24 vector sums in registers). Each element is one fused multiply-add chain per K block, added to C block after
+ * block; a K longer than PKSUPER is cut into super-blocks whose sums are formed apart and then added, so a sum over
+ * an LM head's vocabulary rounds like the others.
  *
- * op(B) = B (dy W, the input gradient of a layer; convolution GEMMs): B's rows are copied into an L1 panel of 32
- * columns x 192 rows, then tiles of 12 rows x 32 columns of C accumulate broadcast elements of A times the panel
- * (24 vector sums in registers); K blocks after the first add into C.
+ * Dot (op(B) = B^T, x W^T with W [N, K], below PACK_MIN_ROWS rows): a dot-product kernel on the row-major operands
+ * as they are, no packing: 6 rows of A x 4 rows of W, 24 vector sums (16 lanes of k each) over K blocks of 1024,
+ * each reduced to a scalar by a fixed lane tree. With few rows, packing W costs as much as it saves.
  *
- * The order of every element's sum depends only on K and the orientation, never on the block a thread computes, the
- * tile or the thread count. */
+ * The order of every element's sum depends only on K, the orientation and the kernel (chosen from the rows of the
+ * whole product, not of the block a thread computes), never on the tile or the thread count. */
 #include "backend/cpu/f32_gemm.h"
 
 #include <math.h>
@@ -30,11 +32,9 @@
 #define KBLK 1024 /* dot: K per block */
 #define PMR 12    /* packed tile: rows of A */
 #define PNR 32    /* packed tile: columns of op(B) (two vectors) */
-#ifndef PKC
 #define PKC 1024  /* packed: K per block (a 128 KiB panel of op(B) streamed from L2, 48 KiB of A per tile) */
-#endif
-#define PKSUPER 4096 /* packed: K per super-block (sums of K blocks) */
-#define PACK_MIN_ROWS 48 /* x W^T with at least this many rows in the whole product runs packed */
+#define PKSUPER 4096       /* packed: K per super-block (sums of K blocks) */
+#define PACK_MIN_ROWS 32   /* x W^T with at least this many rows in the whole product runs packed */
 
 /* [sum a, sum b, sum c, sum d] */
 static inline __m128 sum4(__m512 a, __m512 b, __m512 c, __m512 d) {
