@@ -17,6 +17,15 @@
             __VA_ARGS__                                                                                                \
         }                                                                                                              \
     } while (0)
+/* the same with iterations handed out one at a time, for iterations of unequal work */
+#define PAR_FOR_DYN(cond, ...)                                                                                         \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            _Pragma("omp parallel for schedule(dynamic, 1)") __VA_ARGS__                                              \
+        } else {                                                                                                       \
+            __VA_ARGS__                                                                                                \
+        }                                                                                                              \
+    } while (0)
 #define PAR_FOR2(cond, ...)                                                                                            \
     do {                                                                                                               \
         if (cond) {                                                                                                    \

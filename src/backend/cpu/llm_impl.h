@@ -253,7 +253,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_R); /* scratch per thread: scores, transposed keys */
         T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
         if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-        PAR_FOR(ns * nh * maxw * d * 16 > PAR_MIN,
+        PAR_FOR_DYN(ns * nh * maxw * d * 16 > PAR_MIN, /* dynamic: segments differ in length */
         for (int64_t sg = 0; sg < ns * nkv; sg++) { /* (segment, kv head): its query heads share the keys */
             int64_t s = sg / nkv, g = sg % nkv, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
             T *sc = p + omp_get_thread_num() * per;
