@@ -109,6 +109,13 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans, int64_t rows_al
     CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
           "f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: two row blocks differ from the whole", (long long)M, (long long)N,
           (long long)K, (int)trans, (long long)rows_all);
+    if (!trans || rows_all >= 32) { /* the packed kernel: its element-by-element form (the fallback) must agree */
+        for (int64_t i = 0; i < M * ldc; i++) C2[i] = -7.0f;
+        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans, C2, ldc);
+        CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
+              "f32 gemm M=%lld N=%lld K=%lld trans=%d: the packed kernel and its element-by-element form differ",
+              (long long)M, (long long)N, (long long)K, (int)trans);
+    }
     printf("f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: max error %.2e of the magnitude\n", (long long)M, (long long)N,
            (long long)K, (int)trans, (long long)rows_all, worst);
     free(A);

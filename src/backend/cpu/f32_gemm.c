@@ -21,6 +21,7 @@
 #include "backend/cpu/f32_gemm.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,7 +159,7 @@ static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b
         __mmask16 m0 = lanes(nc), m1 = nc > 16 ? lanes(nc - 16) : 0;
         for (int64_t k = 0; k < kc; k++) {
             _mm512_store_ps(Bp + k * PNR, _mm512_maskz_loadu_ps(m0, B + k * ldb));
-            _mm512_store_ps(Bp + k * PNR + 16, _mm512_maskz_loadu_ps(m1, B + k * ldb + 16));
+            _mm512_store_ps(Bp + k * PNR + 16, m1 ? _mm512_maskz_loadu_ps(m1, B + k * ldb + 16) : _mm512_setzero_ps());
         }
         return;
     }
@@ -196,10 +197,10 @@ static inline __attribute__((always_inline)) void packed_tile(int mr, int64_t kc
             __m512 c0 = acc[r][0], c1 = acc[r][1];
             if (add) {
                 c0 = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, C + r * ldc), c0);
-                c1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, C + r * ldc + 16), c1);
+                if (m1) c1 = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, C + r * ldc + 16), c1);
             }
             _mm512_mask_storeu_ps(C + r * ldc, m0, c0);
-            _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1);
+            if (m1) _mm512_mask_storeu_ps(C + r * ldc + 16, m1, c1); /* no pointer past a short row */
         }
 }
 
@@ -229,22 +230,29 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
 
 /* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
  * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
- * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. False when a buffer could not be
- * allocated. */
+ * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. Without memory for its buffers the
+ * same sums run element by element (cx_f32_gemm_packed_scalar). */
 /* Each thread keeps its packing buffer from call to call (up to PACK_KEEP bytes; it is the size of the largest
  * product's packed A, a few MiB in an LLM pass): glibc returns a freed block of this size to the kernel, and mapping
- * it again costs a page fault per 4 KiB on every call (at 2048^3 it halved the rate). The block stays reachable
- * through the thread's pointer until the process ends. */
-#define PACK_KEEP ((size_t)64 << 20)
+ * it again costs a page fault per 4 KiB on every call (at 2048^3 it halved the rate). A thread-specific key frees it
+ * when its thread exits; the main thread's stays reachable until the process ends. */
+#define PACK_KEEP ((size_t)32 << 20)
 static _Thread_local float *g_pack;
 static _Thread_local size_t g_pack_bytes;
+static pthread_key_t g_pack_key;
+static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
+static bool g_pack_key_ok;
+
+static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
 
 static float *pack_buffer(size_t bytes) {
-    if (bytes > PACK_KEEP) return aligned_alloc(64, bytes);
+    pthread_once(&g_pack_once, pack_key_make);
+    if (bytes > PACK_KEEP || !g_pack_key_ok) return aligned_alloc(64, bytes);
     if (bytes > g_pack_bytes) {
         free(g_pack);
         g_pack = aligned_alloc(64, bytes);
         g_pack_bytes = g_pack ? bytes : 0;
+        pthread_setspecific(g_pack_key, g_pack);
     }
     return g_pack;
 }
@@ -253,14 +261,38 @@ static void pack_buffer_done(float *p) {
     if (p != g_pack) free(p);
 }
 
-static bool gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+/* The packed kernel's sums element by element, for when its buffers cannot be allocated: the same fused chain per K
+ * block, blocks added in order, super-blocks formed apart; so the result is the same bit for bit, only slower. */
+void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                               int64_t ldb, bool trans_b, float *C, int64_t ldc) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float c = 0.0f;
+            for (int64_t s0 = 0; s0 < K; s0 += PKSUPER) {
+                int64_t s1 = s0 + PKSUPER < K ? s0 + PKSUPER : K;
+                float part = 0.0f;
+                for (int64_t j0 = s0; j0 < s1; j0 += PKC) {
+                    int64_t j1 = j0 + PKC < s1 ? j0 + PKC : s1;
+                    float acc = 0.0f;
+                    for (int64_t k = j0; k < j1; k++)
+                        acc = fmaf(A[m * lda + k], trans_b ? B[n * ldb + k] : B[k * ldb + n], acc);
+                    part = j0 == s0 ? acc : part + acc;
+                }
+                c = s0 == 0 ? part : c + part;
+            }
+            C[m * ldc + n] = c;
+        }
+}
+
+static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         bool trans_b, float *C, int64_t ldc) {
     int64_t tiles = (M + PMR - 1) / PMR;
     float *ap = pack_buffer((size_t)((tiles * PMR + PNR) * PKC) * sizeof(float)), *part = NULL;
     if (ap && K > PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
     if (!ap || (K > PKSUPER && !part)) {
         pack_buffer_done(ap);
-        return false;
+        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        return;
     }
     float *bp = ap + tiles * PMR * PKC;
     for (int64_t s0 = 0; s0 < K; s0 += PKSUPER) {
@@ -276,7 +308,6 @@ static bool gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t
     }
     free(part);
     pack_buffer_done(ap);
-    return true;
 }
 
 bool cx_f32_gemm_available(void) {
@@ -291,23 +322,18 @@ bool cx_f32_gemm_available(void) {
 
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
                  float *C, int64_t ldc, int64_t rows_all) {
-    if ((!trans_b || rows_all >= PACK_MIN_ROWS) && gemm_packed(M, N, K, A, lda, B, ldb, trans_b, C, ldc)) return;
-    if (trans_b) {
-        gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
-        return;
-    }
-    /* out of memory for the packed A: the same chains, one row at a time */
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            float acc = 0.0f;
-            for (int64_t k = 0; k < K; k++) acc = fmaf(A[m * lda + k], B[k * ldb + n], acc);
-            C[m * ldc + n] = acc;
-        }
+    if (!trans_b || rows_all >= PACK_MIN_ROWS) gemm_packed(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+    else gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 #else
 
 bool cx_f32_gemm_available(void) { return false; }
+
+void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                               int64_t ldb, bool trans_b, float *C, int64_t ldc) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc;
+}
 
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
                  float *C, int64_t ldc, int64_t rows_all) {

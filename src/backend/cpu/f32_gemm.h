@@ -18,4 +18,10 @@ bool cx_f32_gemm_available(void);
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
                  float *C, int64_t ldc, int64_t rows_all);
 
+/* The packed kernel's sums (used by cx_f32_gemm for op(B) = B, and for B^T from 32 rows of the whole product)
+ * computed element by element in the same order, bit for bit: its fallback when the packing buffers cannot be
+ * allocated, and the tests' check of that order. Slow. Only after cx_f32_gemm_available() returned true. */
+void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                               int64_t ldb, bool trans_b, float *C, int64_t ldc);
+
 #endif

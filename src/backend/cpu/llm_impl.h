@@ -195,11 +195,27 @@ static inline void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int
     }
 }
 
+/* pw[u] = softmax(scale x pw)[u] over u < nu, as the one-query-at-a-time form computed it: the maximum in 16 lanes
+ * (any order gives the same value), the sum of the exponentials in order, then each divided by it */
+static inline void K(softmax_row)(T *pw, int64_t nu, T scale) {
+    T mx = -(T)INFINITY, sum = 0, ml[16];
+    int64_t u = 0;
+    for (u = 0; u < nu; u++) pw[u] *= scale;
+    for (int l = 0; l < 16; l++) ml[l] = -(T)INFINITY;
+    for (u = 0; u + 16 <= nu; u += 16)
+        for (int l = 0; l < 16; l++) ml[l] = pw[u + l] > ml[l] ? pw[u + l] : ml[l];
+    for (; u < nu; u++) mx = pw[u] > mx ? pw[u] : mx;
+    for (int l = 0; l < 16; l++) mx = ml[l] > mx ? ml[l] : mx;
+    for (u = 0; u < nu; u++) pw[u] = VEXP(pw[u] - mx);
+    for (u = 0; u < nu; u++) sum += pw[u];
+    for (u = 0; u < nu; u++) pw[u] = pw[u] / sum;
+}
+
 /* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
  * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds ATT_R x Wp scores (Wp = P + Tn
  * rounded up to 16), kt the d x Wp transposed keys, written here when !keys_ready (the first query head of a kv
- * group) and reused by the group's other heads. Queries run in blocks of ATT_R; every value is summed in the same
- * order as one query at a time. */
+ * group) and reused by the group's other heads. Queries run in blocks of ATT_R (the last few one at a time); every
+ * value is summed in the same order as one query at a time. */
 static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
                                    T *pr, T *kt, bool keys_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t d,
                                    T scale) {
@@ -207,26 +223,25 @@ static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *
     if (!keys_ready) K(transpose_keys)(pk, P, k, Tn, ck, d, kt, Wp);
     for (int64_t t0 = 0; t0 < Tn; t0 += ATT_R) {
         int nr = Tn - t0 < ATT_R ? (int)(Tn - t0) : ATT_R;
+        if (nr < ATT_R) { /* the last few queries one at a time (a block would compute all ATT_R) */
+            for (int64_t t = t0; t < Tn; t++) {
+                int64_t nu = P + t + 1;
+                K(scores)(q + t * cq, kt, Wp, nu, d, pr);
+                K(softmax_row)(pr, nu, scale);
+                T *ot = o + t * cq;
+                for (int64_t i = 0; i < d; i++) ot[i] = 0;
+                for (int64_t u = 0; u < nu; u++) K(axpy)(ot, pr[u], u < P ? pv + u * ck : v + (u - P) * ck, d);
+            }
+            break;
+        }
         const T *qs[ATT_R];
         T *ot[ATT_R];
         for (int r = 0; r < ATT_R; r++) {
-            qs[r] = q + (t0 + (r < nr ? r : 0)) * cq; /* a block's missing queries repeat its first */
+            qs[r] = q + (t0 + r) * cq;
             ot[r] = o + (t0 + r) * cq;
         }
         K(scores_block)(qs, kt, Wp, P + t0 + nr, d, pr);
-        for (int r = 0; r < nr; r++) { /* softmax; the maximum in 16 lanes (any order gives the same value) */
-            T *pw = pr + r * Wp, mx = -(T)INFINITY, sum = 0, ml[16];
-            int64_t nu = P + t0 + r + 1, u = 0;
-            for (u = 0; u < nu; u++) pw[u] *= scale;
-            for (int l = 0; l < 16; l++) ml[l] = -(T)INFINITY;
-            for (u = 0; u + 16 <= nu; u += 16)
-                for (int l = 0; l < 16; l++) ml[l] = pw[u + l] > ml[l] ? pw[u + l] : ml[l];
-            for (; u < nu; u++) mx = pw[u] > mx ? pw[u] : mx;
-            for (int l = 0; l < 16; l++) mx = ml[l] > mx ? ml[l] : mx;
-            for (u = 0; u < nu; u++) pw[u] = VEXP(pw[u] - mx);
-            for (u = 0; u < nu; u++) sum += pw[u];
-            for (u = 0; u < nu; u++) pw[u] = pw[u] / sum;
-        }
+        for (int r = 0; r < nr; r++) K(softmax_row)(pr + r * Wp, P + t0 + r + 1, scale);
         K(values_block)(pr, Wp, nr, P + t0 + 1, pv, P, v, ck, d, ot);
     }
 }
