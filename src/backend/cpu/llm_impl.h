@@ -149,50 +149,67 @@ static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t
 #define ATT_R 4 /* queries per block of the attention forward */
 
 /* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): the same sums in the
- * same order as K(scores), four queries at a time, each key row loaded once for all four */
+ * same order as K(scores), four queries at a time, each key row loaded once for all four (GCC vectors of 16 lanes:
+ * the plain-array form was left partly scalar, its sums spilled to the stack) */
 static inline void K(scores_block)(const T *const *qs, const T *restrict kt, int64_t Wp, int64_t nu, int64_t d,
                                    T *restrict pr) {
+    typedef T vec __attribute__((vector_size(16 * sizeof(T))));
     for (int64_t u0 = 0; u0 < nu; u0 += 16) {
-        T acc[ATT_R][16];
-        for (int r = 0; r < ATT_R; r++)
-            for (int l = 0; l < 16; l++) acc[r][l] = 0;
+        vec acc[ATT_R];
+        for (int r = 0; r < ATT_R; r++) acc[r] = (vec){0};
         for (int64_t i = 0; i < d; i++) {
-            const T *restrict kr = kt + i * Wp + u0;
-            for (int r = 0; r < ATT_R; r++) {
-                const T qi = qs[r][i];
-                for (int l = 0; l < 16; l++) acc[r][l] += qi * kr[l];
-            }
+            vec kr;
+            memcpy(&kr, kt + i * Wp + u0, sizeof kr);
+            for (int r = 0; r < ATT_R; r++) acc[r] += qs[r][i] * kr;
         }
-        for (int r = 0; r < ATT_R; r++)
-            for (int l = 0; l < 16; l++) pr[r * Wp + u0 + l] = acc[r][l];
+        for (int r = 0; r < ATT_R; r++) memcpy(pr + r * Wp + u0, &acc[r], sizeof acc[r]);
     }
 }
 
 /* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
- * (as K(axpy) from zero would): four outputs share each load of a value row */
+ * (as K(axpy) from zero would): a full block's four outputs share each load of a value row, 32 elements at a time;
+ * a short block or a head dim's remainder runs one element at a time */
 static inline void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
                                    const T *v, int64_t ck, int64_t d, T *const *ot) {
-    for (int64_t i0 = 0; i0 < d; i0 += 32) {
-        int64_t w = d - i0 < 32 ? d - i0 : 32;
-        T acc[ATT_R][32];
-        for (int r = 0; r < ATT_R; r++)
-            for (int l = 0; l < 32; l++) acc[r][l] = 0;
-        for (int64_t u = 0; u < nu0 + nr - 1; u++) {
-            const T *restrict vu = (u < P ? pv + u * ck : v + (u - P) * ck) + i0;
-            if (w == 32 && u < nu0) {
-                for (int r = 0; r < ATT_R; r++) {
-                    const T a = pw[r * Wp + u];
-                    for (int l = 0; l < 32; l++) acc[r][l] += a * vu[l];
-                }
-            } else {
-                for (int r = 0; r < nr; r++)
-                    if (u < nu0 + r)
-                        for (int64_t l = 0; l < w; l++) acc[r][l] += pw[r * Wp + u] * vu[l];
+    typedef T vec __attribute__((vector_size(16 * sizeof(T))));
+    int64_t i0 = 0;
+    for (; nr == ATT_R && i0 + 32 <= d; i0 += 32) {
+        vec acc[ATT_R][2];
+        for (int r = 0; r < ATT_R; r++) acc[r][0] = acc[r][1] = (vec){0};
+        for (int64_t u = 0; u < nu0; u++) {
+            const T *vu = (u < P ? pv + u * ck : v + (u - P) * ck) + i0;
+            vec v0, v1;
+            memcpy(&v0, vu, sizeof v0);
+            memcpy(&v1, vu + 16, sizeof v1);
+            for (int r = 0; r < ATT_R; r++) {
+                const T a = pw[r * Wp + u];
+                acc[r][0] += a * v0;
+                acc[r][1] += a * v1;
             }
         }
-        for (int r = 0; r < nr; r++)
-            for (int64_t l = 0; l < w; l++) ot[r][i0 + l] = acc[r][l];
+        for (int64_t u = nu0; u < nu0 + nr - 1; u++) {
+            const T *vu = (u < P ? pv + u * ck : v + (u - P) * ck) + i0;
+            vec v0, v1;
+            memcpy(&v0, vu, sizeof v0);
+            memcpy(&v1, vu + 16, sizeof v1);
+            for (int r = 0; r < nr; r++)
+                if (u < nu0 + r) {
+                    const T a = pw[r * Wp + u];
+                    acc[r][0] += a * v0;
+                    acc[r][1] += a * v1;
+                }
+        }
+        for (int r = 0; r < nr; r++) {
+            memcpy(ot[r] + i0, &acc[r][0], sizeof acc[r][0]);
+            memcpy(ot[r] + i0 + 16, &acc[r][1], sizeof acc[r][1]);
+        }
     }
+    for (; i0 < d; i0++) /* a head dim not a multiple of 32, or a short block: the rest one element at a time */
+        for (int r = 0; r < nr; r++) {
+            T acc = 0;
+            for (int64_t u = 0; u < nu0 + r; u++) acc += pw[r * Wp + u] * (u < P ? pv + u * ck : v + (u - P) * ck)[i0];
+            ot[r][i0] = acc;
+        }
 }
 
 /* pw[u] = softmax(scale x pw)[u] over u < nu, as the one-query-at-a-time form computed it: the maximum in 16 lanes
@@ -296,39 +313,60 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
 }
 
 /* The gradient of one (sequence, query head) into its dQ columns and its kv head's dK, dV columns (row stride cp).
- * Scratch p: 2 Tn values, then the Tn x d transposed keys and values (written when !kv_ready, as in attn_head). */
+ * Scratch p: 2 x ATT_R x Wp values (Wp = Tn rounded up to 16), then the d x Wp transposed keys and values (written
+ * when !kv_ready, as in attn_head). Queries run in blocks of ATT_R as in the forward: each key and value row is
+ * loaded once per block for the scores and for dQ, and each dK, dV row once per block; every sum runs in the order
+ * of one query at a time (dK and dV of a key gather over the queries in order), so results are bit-identical to it. */
 static CX_CLONES void K(attn_head_grad)(const T *q, const T *k, const T *v, const T *go, T *dqc, T *dkc, T *dvc, T *p,
                                         bool kv_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t cp, int64_t d,
                                         T scale) {
-    T *dp = p + Tn, *kt = p + 2 * Tn, *vt = kt + Tn * d;
+    int64_t Wp = (Tn + 15) / 16 * 16;
+    T *pp = p, *dp = p + ATT_R * Wp, *kt = p + 2 * ATT_R * Wp, *vt = kt + Wp * d;
     if (!kv_ready) {
-        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt, Tn);
-        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt, Tn);
+        K(transpose_keys)(NULL, 0, k, Tn, ck, d, kt, Wp);
+        K(transpose_keys)(NULL, 0, v, Tn, ck, d, vt, Wp);
     }
-    for (int64_t t = 0; t < Tn; t++) {
-        const T *qt = q + t * cq, *got = go + t * cq;
-        T mx = -(T)INFINITY, sum = 0;
-        K(scores)(qt, kt, Tn, t + 1, d, p);
-        K(scores)(got, vt, Tn, t + 1, d, dp);
-        for (int64_t u = 0; u <= t; u++) {
-            p[u] *= scale;
-            if (p[u] > mx) mx = p[u];
+    for (int64_t t0 = 0; t0 < Tn; t0 += ATT_R) {
+        int nr = Tn - t0 < ATT_R ? (int)(Tn - t0) : ATT_R;
+        const T *qs[ATT_R], *gs[ATT_R];
+        T *dq[ATT_R];
+        for (int r = 0; r < ATT_R; r++) {
+            int64_t t = t0 + (r < nr ? r : 0);
+            qs[r] = q + t * cq;
+            gs[r] = go + t * cq;
+            dq[r] = dqc + (t0 + (r < nr ? r : 0)) * cp;
         }
-        for (int64_t u = 0; u <= t; u++) {
-            p[u] = VEXP(p[u] - mx);
-            sum += p[u];
+        K(scores_block)(qs, kt, Wp, t0 + nr, d, pp);
+        K(scores_block)(gs, vt, Wp, t0 + nr, d, dp);
+        for (int r = 0; r < nr; r++) {
+            T *pr = pp + r * Wp, *dr = dp + r * Wp, pdp = 0;
+            int64_t nu = t0 + r + 1, u;
+            K(softmax_row)(pr, nu, scale);
+            for (u = 0; u < nu; u++) pdp += pr[u] * dr[u];
+            for (u = 0; u < nu; u++) dr[u] = pr[u] * (dr[u] - pdp) * scale;
         }
-        T pdp = 0;
-        for (int64_t u = 0; u <= t; u++) {
-            p[u] /= sum;
-            pdp += p[u] * dp[u];
-        }
-        T *dq = dqc + t * cp;
-        for (int64_t u = 0; u <= t; u++) {
-            T ds = p[u] * (dp[u] - pdp) * scale, pu = p[u];
-            K(axpy)(dq, ds, k + u * ck, d);
-            K(axpy)(dkc + u * cp, ds, qt, d);
-            K(axpy)(dvc + u * cp, pu, got, d);
+        K(values_block)(dp, Wp, nr, t0 + 1, NULL, 0, k, ck, d, dq);
+        for (int64_t u = 0; u < t0 + nr; u++) {
+            int r0 = u > t0 ? (int)(u - t0) : 0;
+            T *dk = dkc + u * cp, *dv = dvc + u * cp;
+            typedef T vec __attribute__((vector_size(16 * sizeof(T))));
+            int64_t i0 = 0;
+            for (; i0 + 16 <= d; i0 += 16) {
+                vec ak, av;
+                memcpy(&ak, dk + i0, sizeof ak);
+                memcpy(&av, dv + i0, sizeof av);
+                for (int r = r0; r < nr; r++) {
+                    vec qv, gv;
+                    memcpy(&qv, qs[r] + i0, sizeof qv);
+                    memcpy(&gv, gs[r] + i0, sizeof gv);
+                    ak += dp[r * Wp + u] * qv;
+                    av += pp[r * Wp + u] * gv;
+                }
+                memcpy(dk + i0, &ak, sizeof ak);
+                memcpy(dv + i0, &av, sizeof av);
+            }
+            for (; i0 < d; i0++)
+                for (int r = r0; r < nr; r++) { dk[i0] += dp[r * Wp + u] * qs[r][i0]; dv[i0] += pp[r * Wp + u] * gs[r][i0]; }
         }
     }
 }
@@ -343,7 +381,7 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
     const int64_t cq = nh * d, ck = nkv * d, cp = cq + 2 * ck;
     const T scale = (T)1 / SQRT((T)d);
     memset(gp, 0, (size_t)cx_view_numel(out) * sizeof(T));
-    int64_t ts = (Tn > 0 ? Tn : 1) * (2 + 2 * d); /* scratch per thread (see attn_head_grad) */
+    int64_t ts = ((Tn + 15) / 16 * 16 + 16) * (2 * ATT_R + 2 * d); /* scratch per thread (see attn_head_grad) */
     T *pbuf = malloc((size_t)(ts * omp_get_max_threads()) * sizeof(T));
     if (!pbuf) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
     /* parallel over (s, kv head): dK and dV of a kv head gather from the query heads of its group, in head order */
