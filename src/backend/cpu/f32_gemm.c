@@ -228,10 +228,6 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
     }
 }
 
-/* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
- * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
- * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. Without memory for its buffers the
- * same sums run element by element (cx_f32_gemm_packed_scalar). */
 /* Each thread keeps its packing buffer from call to call (up to PACK_KEEP bytes; it is the size of the largest
  * product's packed A, a few MiB in an LLM pass): glibc returns a freed block of this size to the kernel, and mapping
  * it again costs a page fault per 4 KiB on every call (at 2048^3 it halved the rate). A thread-specific key frees it
@@ -284,6 +280,10 @@ void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, 
         }
 }
 
+/* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
+ * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
+ * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. Without memory for its buffers the
+ * same sums run element by element (cx_f32_gemm_packed_scalar). */
 static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         bool trans_b, float *C, int64_t ldc) {
     int64_t tiles = (M + PMR - 1) / PMR;

@@ -7,33 +7,22 @@
 
 #define PAR_MIN (1 << 18)
 #ifndef PAR_FOR
-/* Runs a for statement on the OpenMP team when `cond` holds and inline otherwise: an omp `if` clause still enters
- * libgomp, which costs microseconds per call, more than the whole kernel on small tensors. */
-#define PAR_FOR(cond, ...)                                                                                             \
+/* Runs a for statement on the OpenMP team (omp parallel for with the given clauses) when `cond` holds and inline
+ * otherwise: an omp `if` clause still enters libgomp, which costs microseconds per call, more than the whole kernel
+ * on small tensors. */
+#define CX_PRAGMA(x) _Pragma(#x)
+#define PAR_FOR_WITH(clauses, cond, ...)                                                                               \
     do {                                                                                                               \
         if (cond) {                                                                                                    \
-            _Pragma("omp parallel for schedule(static)") __VA_ARGS__                                                  \
+            CX_PRAGMA(omp parallel for clauses) __VA_ARGS__                                                           \
         } else {                                                                                                       \
             __VA_ARGS__                                                                                                \
         }                                                                                                              \
     } while (0)
-/* the same with iterations handed out one at a time, for iterations of unequal work */
-#define PAR_FOR_DYN(cond, ...)                                                                                         \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            _Pragma("omp parallel for schedule(dynamic, 1)") __VA_ARGS__                                              \
-        } else {                                                                                                       \
-            __VA_ARGS__                                                                                                \
-        }                                                                                                              \
-    } while (0)
-#define PAR_FOR2(cond, ...)                                                                                            \
-    do {                                                                                                               \
-        if (cond) {                                                                                                    \
-            _Pragma("omp parallel for collapse(2) schedule(static)") __VA_ARGS__                                      \
-        } else {                                                                                                       \
-            __VA_ARGS__                                                                                                \
-        }                                                                                                              \
-    } while (0)
+#define PAR_FOR(cond, ...) PAR_FOR_WITH(schedule(static), cond, __VA_ARGS__)
+/* iterations handed out one at a time, for iterations of unequal work */
+#define PAR_FOR_DYN(cond, ...) PAR_FOR_WITH(schedule(dynamic, 1), cond, __VA_ARGS__)
+#define PAR_FOR2(cond, ...) PAR_FOR_WITH(collapse(2) schedule(static), cond, __VA_ARGS__)
 #endif
 
 /* ---- elementwise unary ---------------------------------------------------------------------------------- */

@@ -146,7 +146,7 @@ static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t
     }
 }
 
-#define ATT_R 4 /* queries per block of the attention forward */
+#define ATT_R 4 /* queries per block of the attention and its gradient */
 
 /* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): the same sums in the
  * same order as K(scores), four queries at a time, each key row loaded once for all four (GCC vectors of 16 lanes:
