@@ -7,6 +7,7 @@
  * backend splits it; prints 'own: n=<N> gflops=<G>', or 'own: unavailable' without AVX-512F. */
 #define _POSIX_C_SOURCE 200809L
 #include "backend/cpu/f32_gemm.h"
+#include "core/core.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -43,7 +44,8 @@ int main(int argc, char **argv) {
     }
     if (own) openblas_set_num_threads(1); /* as in cattr: OpenBLAS single-threaded, OpenMP threads outside */
     size_t nn = (size_t)n * (size_t)n;
-    float *a = malloc(nn * sizeof *a), *b = malloc(nn * sizeof *b), *c = malloc(nn * sizeof *c);
+    /* allocated as cattr allocates tensors (cx_malloc: 2 MiB-aligned, huge-page advice) */
+    float *a = cx_malloc(nn * sizeof *a), *b = cx_malloc(nn * sizeof *b), *c = cx_malloc(nn * sizeof *c);
     if (!a || !b || !c) {
         fprintf(stderr, "sgemm_rate: out of memory\n");
         return 1;

@@ -109,6 +109,8 @@ GEMM_DEFINE(cx_dgemm, double, cblas_dgemm, own_dgemm)
 #else
 #define CX_CLONES
 #endif
+/* for helpers of a CX_CLONES kernel: a helper left out of line is built for the default target only */
+#define CX_INLINE inline __attribute__((always_inline))
 
 /* exp for float in a form the vectoriser takes: Cephes' expf (Cody-Waite reduction by ln 2, degree-6 polynomial),
  * within 2 ulp of expf on [-87, 88]; arguments are clamped there (e^-87 = 1.6e-38 stands for anything smaller). Used
@@ -392,8 +394,8 @@ static _Atomic size_t g_cur, g_peak;
 
 static void *cpu_alloc(void *ctx, size_t bytes) {
     (void)ctx;
-    void *p = NULL;
-    if (posix_memalign(&p, 64, bytes ? bytes : 64)) return NULL;
+    void *p = cx_malloc(bytes ? bytes : 64); /* 64-byte aligned; huge-page advice from 2 MiB */
+    if (!p) return NULL;
     size_t cur = atomic_fetch_add(&g_cur, bytes) + bytes;
     size_t pk = atomic_load(&g_peak);
     while (cur > pk && !atomic_compare_exchange_weak(&g_peak, &pk, cur)) {

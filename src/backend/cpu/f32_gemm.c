@@ -35,6 +35,7 @@
 #define PNR 32    /* packed tile: columns of op(B) (two vectors) */
 #define PKC 1024  /* packed: K per block (a 128 KiB panel of op(B) streamed from L2, 48 KiB of A per tile) */
 #define PKSUPER 4096       /* packed: K per super-block (sums of K blocks) */
+#define PF_ROWS 24 /* pack of op(B) = B: rows ahead to prefetch */
 #define PACK_MIN_ROWS 32   /* x W^T with at least this many rows in the whole product runs packed */
 
 /* [sum a, sum b, sum c, sum d] */
@@ -158,6 +159,10 @@ static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b
     if (!trans_b) {
         __mmask16 m0 = lanes(nc), m1 = nc > 16 ? lanes(nc - 16) : 0;
         for (int64_t k = 0; k < kc; k++) {
+            if (k + PF_ROWS < kc) {
+                _mm_prefetch((const char *)(B + (k + PF_ROWS) * ldb), _MM_HINT_T0);
+                _mm_prefetch((const char *)(B + (k + PF_ROWS) * ldb) + 64, _MM_HINT_T0);
+            }
             _mm512_store_ps(Bp + k * PNR, _mm512_maskz_loadu_ps(m0, B + k * ldb));
             _mm512_store_ps(Bp + k * PNR + 16, m1 ? _mm512_maskz_loadu_ps(m1, B + k * ldb + 16) : _mm512_setzero_ps());
         }

@@ -125,7 +125,7 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
 
 /* kt[i * Wp + u] = key u's element i (the prefix's P keys, then the Tn own ones; columns W = P + Tn up to Wp are
  * zero): scores of one query against all keys then vectorise over the keys, each summed over i in order. */
-static inline void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt,
+static CX_INLINE void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt,
                                      int64_t Wp) {
     int64_t W = P + Tn;
     for (int64_t u = 0; u < W; u++) {
@@ -137,7 +137,7 @@ static inline void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t
 }
 
 /* pr[u] = sum_i q[i] kt[i][u] for u < nu */
-static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t W, int64_t nu, int64_t d,
+static CX_INLINE void K(scores)(const T *restrict qt, const T *restrict kt, int64_t W, int64_t nu, int64_t d,
                              T *restrict pr) {
     for (int64_t u = 0; u < nu; u++) pr[u] = 0;
     for (int64_t i = 0; i < d; i++) {
@@ -151,7 +151,7 @@ static inline void K(scores)(const T *restrict qt, const T *restrict kt, int64_t
 /* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): the same sums in the
  * same order as K(scores), four queries at a time, each key row loaded once for all four (GCC vectors of 16 lanes:
  * the plain-array form was left partly scalar, its sums spilled to the stack) */
-static inline void K(scores_block)(const T *const *qs, const T *restrict kt, int64_t Wp, int64_t nu, int64_t d,
+static CX_INLINE void K(scores_block)(const T *const *qs, const T *restrict kt, int64_t Wp, int64_t nu, int64_t d,
                                    T *restrict pr) {
     typedef T vec __attribute__((vector_size(16 * sizeof(T))));
     for (int64_t u0 = 0; u0 < nu; u0 += 16) {
@@ -167,13 +167,14 @@ static inline void K(scores_block)(const T *const *qs, const T *restrict kt, int
 }
 
 /* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
- * (as K(axpy) from zero would): a full block's four outputs share each load of a value row, 32 elements at a time;
- * a short block or a head dim's remainder runs one element at a time */
-static inline void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
+ * (as K(axpy) from zero would): the block's outputs share each load of a value row, 32 elements at a time; a head
+ * dim's remainder runs one element at a time. pw must hold ATT_R defined rows up to nu0 + nr - 1 even when nr < ATT_R
+ * (a short block): the rows from nr on are summed with the others (no branch in the loop) but never stored. */
+static CX_INLINE void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
                                    const T *v, int64_t ck, int64_t d, T *const *ot) {
     typedef T vec __attribute__((vector_size(16 * sizeof(T))));
     int64_t i0 = 0;
-    for (; nr == ATT_R && i0 + 32 <= d; i0 += 32) {
+    for (; i0 + 32 <= d; i0 += 32) {
         vec acc[ATT_R][2];
         for (int r = 0; r < ATT_R; r++) acc[r][0] = acc[r][1] = (vec){0};
         for (int64_t u = 0; u < nu0; u++) {
@@ -214,7 +215,7 @@ static inline void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int
 
 /* pw[u] = softmax(scale x pw)[u] over u < nu, as the one-query-at-a-time form computed it: the maximum in 16 lanes
  * (any order gives the same value), the sum of the exponentials in order, then each divided by it */
-static inline void K(softmax_row)(T *pw, int64_t nu, T scale) {
+static CX_INLINE void K(softmax_row)(T *pw, int64_t nu, T scale) {
     T mx = -(T)INFINITY, sum = 0, ml[16];
     int64_t u = 0;
     for (u = 0; u < nu; u++) pw[u] *= scale;
