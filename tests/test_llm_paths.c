@@ -80,6 +80,15 @@ int main(void) {
         CHECK(fabs(d1[k] - d_all[k]) <= 1e-4 + 1e-4 * fabs(d1[k]), "delta of target %d: %g vs %g", k, d1[k], d_all[k]);
         CHECK(fabs(lp1[k] - lp_all[k]) <= 1e-5, "log-prob of target %d: %g vs %g", k, lp1[k], lp_all[k]);
     }
+    /* the target log-probabilities of an IG call come from its convergence delta's forward pass at the inputs;
+     * without a delta from a forward pass of their own; FeatureAblation's from its unablated row: all the same */
+    double lp_nd[N], s_nd[T], t_nd[N * T];
+    CHECK(cattr_llm_attribute(m, &ig, prompt, T, tg, N, s_nd, t_nd, lp_nd, NULL) == CATTR_OK, "IG without delta: %s",
+          cattr_last_error());
+    CHECK(max_diff(lp_all, lp_nd, N) <= 1e-5, "IG log-probs with and without the delta differ by %.2e",
+          max_diff(lp_all, lp_nd, N));
+    CHECK(max_diff(lp_all, lp[1], N) <= 1e-5, "IG and FeatureAblation log-probs differ by %.2e",
+          max_diff(lp_all, lp[1], N));
     printf("LayerIG: targets scored at their own length vs in one batch %.2e (max |attr| %.3f)\n", worst, mag);
     CHECK(worst <= 1e-5 * mag + 1e-6, "trailing target tokens changed the attributions");
     for (int k = 0; k < N; k++) CHECK(isfinite(d_all[k]) && fabs(d_all[k]) < 0.5, "delta %d = %g", k, d_all[k]);

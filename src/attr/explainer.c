@@ -218,6 +218,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_consts_free(e->consts);
     free(e->alphas);
     free(e->steps);
+    free(e->fx);
     free(e);
 }
 
@@ -835,12 +836,14 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
     if (delta_out) *delta_out = NULL;
     cx_call c;
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
+    e->fx_n = 0;
     cattr_status st = prepare(e, call, &c);
     if (st == CATTR_OK) st = build_graph(e, call->n_inputs);
     if (st == CATTR_OK) {
         if (e->p.nt_type != CATTR_NT_NONE) st = cx_noise_tunnel(e, &c, attr, delta_out ? &delta : NULL);
         else st = e->method->attribute(e, &c, attr, delta_out ? &delta : NULL);
     }
+    if (e->p.nt_type != CATTR_NT_NONE || st != CATTR_OK) e->fx_n = 0; /* f at noisy inputs is not f(x) */
     int c_n_out = c.n_out;
     call_free(&c);
     if (st != CATTR_OK) {
@@ -991,10 +994,22 @@ cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const 
     return CATTR_OK;
 }
 
+void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B) {
+    double *f = realloc(e->fx, (size_t)(B > 0 ? B : 1) * sizeof *f);
+    if (!f) {
+        e->fx_n = 0;
+        return;
+    }
+    memcpy(f, sel, (size_t)B * sizeof *f);
+    e->fx = f;
+    e->fx_n = B;
+}
+
 cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
                                   cattr_tensor *const *start, cattr_tensor **delta) {
     double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
     cattr_status st = sel ? cx_delta_forward(e, c, start, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_keep_fx(e, sel, c->B);
     if (st == CATTR_OK) st = cx_delta_finish(c, attr, sel, delta);
     free(sel);
     return st;

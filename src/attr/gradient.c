@@ -213,6 +213,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
         if (want && !sel) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         st = ig_two_halves(e, c, attr, sel);
+        if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
         if (st == CATTR_OK && want) st = cx_delta_finish(c, attr, sel, delta);
         free(sel);
         return st;

@@ -50,6 +50,10 @@ struct cattr_explainer {
      * largest, not the sum */
     void *arena[2];
     size_t arena_bytes[2];
+    /* the selected output f(x) of each example at its input, from the last call's convergence-delta forward pass
+     * (fx_n examples; 0 when that call computed none): the LLM path reads its target log-probabilities here */
+    double *fx;
+    int64_t fx_n;
 };
 
 /* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or
@@ -180,6 +184,8 @@ cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pa
 cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start);
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel);
 cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta);
+/* Keeps sel[0..B) (f at the inputs, as cx_delta_forward selects them) in e->fx; e->fx_n = 0 without memory. */
+void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B);
 
 /* IG-style convergence delta: delta[b] = sum of the attributions of example b - (F(x_b) - F(start_b)). */
 cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,

@@ -386,7 +386,8 @@ static cattr_status check_ids(const cattr_llm *m, const int64_t *ids, int64_t n,
  * not change that score: this is Captum's one call per target token (sequence prompt + target[0..k-1]) in one
  * batch. The explainer chunks the n x steps rows to the memory budget. */
 static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
-                                  const int64_t *tg, int64_t n, double *token_attr, double *delta) {
+                                  const int64_t *tg, int64_t n, double *token_attr, double *delta, double *logprobs,
+                                  bool *have_logprobs) {
     bool ig = lp->method == CATTR_LLM_LAYER_IG;
     cattr_attr_params p = cattr_attr_default_params(ig ? CATTR_METHOD_INTEGRATED_GRADIENTS : CATTR_METHOD_INPUT_X_GRADIENT);
     p.dtype = lp->dtype;
@@ -457,6 +458,10 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
         }
         if (delta) delta[k] = dl ? cx_tensor_get(dl, k) : NAN;
     }
+    /* the delta's forward pass at the inputs scored every target token: f_k = log p(target k | prompt + earlier
+     * targets), what a separate forward pass per target would compute */
+    *have_logprobs = st == CATTR_OK && logprobs && e->fx_n == n;
+    for (int64_t k = 0; *have_logprobs && k < n; k++) logprobs[k] = e->fx[k];
     free(seq);
     free(tidx);
     free(row);
@@ -679,7 +684,9 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline token %lld is outside the vocabulary", (long long)p->baseline_token);
     cattr_status st;
     if (p->method == CATTR_LLM_LAYER_IG || p->method == CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION) {
-        st = gradient_attr(m, p, prompt, T, target, n, token_attr, convergence_delta);
+        bool have = false;
+        st = gradient_attr(m, p, prompt, T, target, n, token_attr, convergence_delta, target_logprobs, &have);
+        if (have) target_logprobs = NULL; /* already written */
         for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
             double s = 0;
             for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * T + i]);
