@@ -199,8 +199,8 @@ def main():
         else:
             sys.exit("unknown method %s" % meth)
         rc, out, err, wall, rss = run_wait4(cmd, env)
-        roof = own_rate
-        if own_rate and meth.startswith("layer-ig"):
+        roof, after = own_rate, None
+        if own_rate and meth.startswith("layer-ig") and rc == 0:
             # this machine's GEMM rate moves 10-30% with the load of its neighbours: measured again right after the
             # run, and the share taken of the higher of the two (the stricter)
             after = own_gemm_rate()
@@ -257,8 +257,10 @@ def main():
         results["fa_speedup_median"] = med
         print("FeatureAblation ratio over %d pairs: median %.2fx, min %.2fx, max %.2fx"
               % (len(ratios), med, srt[0], srt[-1]))
-    worst = max((v.get("rss_mib", 0) for k, v in r.items() if k != "layer-ig-high"), default=0)
-    print("peak RSS at precision highest %.0f MiB; float32 weights + 1 GiB = %.0f MiB" % (worst, f32_mib + 1024))
+    highest = [v["rss_mib"] for k, v in r.items() if k != "layer-ig-high" and "rss_mib" in v]
+    if highest:
+        print("peak RSS at precision highest %.0f MiB; float32 weights + 1 GiB = %.0f MiB" % (max(highest),
+                                                                                             f32_mib + 1024))
     if "rss_mib" in r.get("layer-ig-high", {}):
         print("(layer-ig-high with --precision-error holds the float32 and the bfloat16 weights: %.0f MiB)"
               % r["layer-ig-high"]["rss_mib"])

@@ -245,8 +245,8 @@ static void fwd_case(const char *what, cg_op op, const cg_attrs *a, int n, const
 }
 
 /* Gradients of sum(seed * y) w.r.t. every graph input of g (on a clone; g is not modified). */
-static cattr_status autodiff_run(const cg_graph *g0, int y, cattr_tensor *const *in, cattr_tensor *seed,
-                                 const cg_rules *rules, cattr_tensor **grads) {
+static cattr_status autodiff_run_dt(const cg_graph *g0, int y, cattr_tensor *const *in, cattr_tensor *seed,
+                                    const cg_rules *rules, cattr_dtype dt, cattr_tensor **grads) {
     cg_graph *g = cg_clone(g0);
     int n = g->n_inputs, wrt[MAXIO], gid[MAXIO];
     memcpy(wrt, g->inputs, (size_t)n * sizeof(int));
@@ -257,12 +257,17 @@ static cattr_status autodiff_run(const cg_graph *g0, int y, cattr_tensor *const 
         memcpy(in2, in, (size_t)n * sizeof *in);
         in2[n] = seed;
         runner r;
-        st = runner_new(&r, g, in2, CATTR_FLOAT64, false, gid, n);
+        st = runner_new(&r, g, in2, dt, false, gid, n);
         if (st == CATTR_OK) st = runner_run(&r, in2, grads);
         runner_free(&r);
     }
     cg_free(g);
     return st;
+}
+
+static cattr_status autodiff_run(const cg_graph *g0, int y, cattr_tensor *const *in, cattr_tensor *seed,
+                                 const cg_rules *rules, cattr_tensor **grads) {
+    return autodiff_run_dt(g0, y, in, seed, rules, CATTR_FLOAT64, grads);
 }
 
 static double loss(runner *fw, cattr_tensor *const *in, const cattr_tensor *seed) {
@@ -1073,6 +1078,77 @@ static void test_errors(void) {
     free_ops(1, &rs);
 }
 
+/* Causal grouped-query attention at a head dim of 48 (the kernels' 32-wide vector loop and its remainder) and 7
+ * positions (a block of four queries and a short block of three): the forward against a direct float64 reference in
+ * both dtypes, the gradient against finite differences (float64) and float32's gradient against float64's. */
+static void ref_attention(const double *q, const double *k, const double *v, int S, int T, int nh, int nkv, int d,
+                          double *o) {
+    int grp = nh / nkv;
+    double sc[64];
+    for (int s = 0; s < S; s++)
+        for (int j = 0; j < nh; j++)
+            for (int t = 0; t < T; t++) {
+                const double *qt = q + ((int64_t)s * T + t) * nh * d + j * d;
+                double mx = -INFINITY, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *ku = k + ((int64_t)s * T + u) * nkv * d + (j / grp) * d;
+                    double a = 0;
+                    for (int i = 0; i < d; i++) a += qt[i] * ku[i];
+                    sc[u] = a / sqrt((double)d);
+                    mx = fmax(mx, sc[u]);
+                }
+                for (int u = 0; u <= t; u++) sum += (sc[u] = exp(sc[u] - mx));
+                double *ot = o + ((int64_t)s * T + t) * nh * d + j * d;
+                for (int i = 0; i < d; i++) {
+                    double a = 0;
+                    for (int u = 0; u <= t; u++) a += sc[u] / sum * v[((int64_t)s * T + u) * nkv * d + (j / grp) * d + i];
+                    ot[i] = a;
+                }
+            }
+}
+
+static void test_attention(void) {
+    enum { S = 2, T = 7, NH = 4, NKV = 2, HD = 48 };
+    int64_t qs[3] = {S, T, NH * HD}, ks[3] = {S, T, NKV * HD};
+    opnd ops[3] = {IN(rnd(3, qs)), IN(rnd(3, ks)), IN(rnd(3, ks))};
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 3, (int64_t[]){NH, NKV, HD});
+    double *want = malloc(sizeof(double) * S * T * NH * HD);
+    if (!want) {
+        CHECK(0, "attention: out of memory");
+        free_ops(3, ops);
+        return;
+    }
+    ref_attention(D(ops[0].t), D(ops[1].t), D(ops[2].t), S, T, NH, NKV, HD, want);
+    fwd_case("attention d=48 T=7", CG_ATTENTION, &a, 3, ops, 3, qs, want);
+    free(want);
+    grad_op("attention d=48 T=7", CG_ATTENTION, &a, 3, ops);
+    /* float32's gradient kernel against float64's */
+    int y;
+    cg_graph *g = op_graph(CG_ATTENTION, &a, 3, ops, &y);
+    cattr_tensor *in[MAXIO];
+    op_inputs(3, ops, in);
+    cattr_tensor *seed = rnd(3, qs), *g32[MAXIO] = {0}, *g64[MAXIO] = {0};
+    cg_rules rules;
+    cg_rules_default(&rules);
+    cattr_status s32 = autodiff_run_dt(g, y, in, seed, &rules, CATTR_FLOAT32, g32);
+    cattr_status s64 = autodiff_run_dt(g, y, in, seed, &rules, CATTR_FLOAT64, g64);
+    CHECK(s32 == CATTR_OK && s64 == CATTR_OK, "attention gradients: %s", cattr_last_error());
+    for (int k = 0; k < 3 && s32 == CATTR_OK && s64 == CATTR_OK; k++) {
+        double worst = 0;
+        for (int64_t i = 0; i < g64[k]->numel; i++)
+            worst = fmax(worst, fabs(cx_tensor_get(g32[k], i) - D(g64[k])[i]) / (1 + fabs(D(g64[k])[i])));
+        CHECK(worst < 1e-5, "attention gradient %d: float32 differs from float64 by %.3g", k, worst);
+    }
+    for (int k = 0; k < 3; k++) {
+        cattr_tensor_free(g32[k]);
+        cattr_tensor_free(g64[k]);
+    }
+    cattr_tensor_free(seed);
+    cg_free(g);
+    free_ops(3, ops);
+}
+
 int main(void) {
     test_gemm();
     test_matmul();
@@ -1081,6 +1157,7 @@ int main(void) {
     test_unary();
     test_kinks();
     test_softmax();
+    test_attention();
     test_binary();
     test_shape_ops();
     test_gather_slice();

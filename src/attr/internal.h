@@ -50,8 +50,10 @@ struct cattr_explainer {
      * largest, not the sum */
     void *arena[2];
     size_t arena_bytes[2];
-    /* the selected output f(x) of each example at its input, from the last call's convergence-delta forward pass
-     * (fx_n examples; 0 when that call computed none): the LLM path reads its target log-probabilities here */
+    /* what the last call's cx_convergence_delta (or IG's two-halves path) selected at its first B rows: for IG and
+     * DeepLift f(x) of each example at its input (fx_n = B; 0 when the call computed none or used a noise tunnel);
+     * GradientShap and DeepLiftShap run their deltas over other points (noisy inputs, example x baseline pairs).
+     * Only the LLM IG path reads it, for its target log-probabilities. */
     double *fx;
     int64_t fx_n;
 };

@@ -459,7 +459,8 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
         if (delta) delta[k] = dl ? cx_tensor_get(dl, k) : NAN;
     }
     /* the delta's forward pass at the inputs scored every target token: f_k = log p(target k | prompt + earlier
-     * targets), what a separate forward pass per target would compute */
+     * targets), what a separate forward pass per target computes, equal up to the float rounding of GEMMs over
+     * another batch shape (~1 ulp) */
     *have_logprobs = st == CATTR_OK && logprobs && e->fx_n == n;
     for (int64_t k = 0; *have_logprobs && k < n; k++) logprobs[k] = e->fx[k];
     free(seq);

@@ -2,8 +2,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core.h"
 
+#include <errno.h>
 #include <math.h>
 #include <sys/mman.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,16 +77,21 @@ void cx_log(cattr_log_level level, const char *fmt, ...) {
     g_log_fn(level, buf, g_log_user);
 }
 
-/* 64-byte aligned (a cache line, an AVX-512 vector). Blocks of CX_HUGE bytes and more (weights, activation arenas) are aligned to 2 MiB and advised to the kernel as
- * candidates for transparent huge pages: a GEMM reading a weight matrix down its columns touches a new 4 KiB page
- * on every row, and with 4 KiB pages those TLB misses were a tenth of the packed kernel's time. */
+/* 64-byte aligned (a cache line, an AVX-512 vector). Blocks of CX_HUGE bytes and more (weights, activation arenas)
+ * are aligned to 2 MiB and advised to the kernel as candidates for transparent huge pages: a GEMM reading a weight
+ * matrix down its columns touches a new 4 KiB page on every row, and with 4 KiB pages those TLB misses were a tenth
+ * of the packed kernel's time. The last huge page of a block may hold up to 2 MiB beyond n (not counted by the
+ * backend's peak counter). NULL where n rounded up does not fit a size_t. errno is left as the allocation left it. */
 #define CX_HUGE ((size_t)2 << 20)
 void *cx_malloc(size_t n) {
     if (n < CX_HUGE) return aligned_alloc(64, n ? (n + 63) / 64 * 64 : 64);
+    if (n > SIZE_MAX - CX_HUGE) return NULL;
     size_t r = (n + CX_HUGE - 1) / CX_HUGE * CX_HUGE;
     void *p = aligned_alloc(CX_HUGE, r);
 #ifdef MADV_HUGEPAGE
+    int e = errno;
     if (p) (void)madvise(p, r, MADV_HUGEPAGE);
+    errno = e;
 #endif
     return p;
 }

@@ -161,7 +161,7 @@ static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b
         for (int64_t k = 0; k < kc; k++) {
             if (k + PF_ROWS < kc) {
                 _mm_prefetch((const char *)(B + (k + PF_ROWS) * ldb), _MM_HINT_T0);
-                _mm_prefetch((const char *)(B + (k + PF_ROWS) * ldb) + 64, _MM_HINT_T0);
+                if (nc > 16) _mm_prefetch((const char *)(B + (k + PF_ROWS) * ldb) + 64, _MM_HINT_T0);
             }
             _mm512_store_ps(Bp + k * PNR, _mm512_maskz_loadu_ps(m0, B + k * ldb));
             _mm512_store_ps(Bp + k * PNR + 16, m1 ? _mm512_maskz_loadu_ps(m1, B + k * ldb + 16) : _mm512_setzero_ps());

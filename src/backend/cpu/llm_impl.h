@@ -4,7 +4,7 @@
 
 /* Dot product in 16 independent lanes summed by a fixed tree: the same rounding at every vector width (the lanes
  * vectorise without reassociation, so results do not depend on the instruction set a clone was built for). */
-static inline T K(dot)(const T *a, const T *b, int64_t n) {
+static CX_INLINE T K(dot)(const T *a, const T *b, int64_t n) {
     T acc[16] = {0};
     int64_t i = 0;
     for (; i + 16 <= n; i += 16)
@@ -16,7 +16,7 @@ static inline T K(dot)(const T *a, const T *b, int64_t n) {
 }
 
 /* y += a * x over n values (y and x do not overlap) */
-static inline void K(axpy)(T *restrict y, T a, const T *restrict x, int64_t n) {
+static CX_INLINE void K(axpy)(T *restrict y, T a, const T *restrict x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
 }
 
@@ -168,8 +168,8 @@ static CX_INLINE void K(scores_block)(const T *const *qs, const T *restrict kt, 
 
 /* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
  * (as K(axpy) from zero would): the block's outputs share each load of a value row, 32 elements at a time; a head
- * dim's remainder runs one element at a time. pw must hold ATT_R defined rows up to nu0 + nr - 1 even when nr < ATT_R
- * (a short block): the rows from nr on are summed with the others (no branch in the loop) but never stored. */
+ * dim's remainder runs one element at a time. pw must hold ATT_R defined rows for u < nu0 even when nr < ATT_R (a
+ * short block): the rows from nr on are summed with the others (no branch in the loop) but never stored. */
 static CX_INLINE void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
                                    const T *v, int64_t ck, int64_t d, T *const *ot) {
     typedef T vec __attribute__((vector_size(16 * sizeof(T))));
