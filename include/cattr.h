@@ -75,7 +75,8 @@ size_t cattr_dtype_size(cattr_dtype dtype);
 typedef struct cattr_tensor cattr_tensor;
 
 /* Creates a zero-filled tensor. ndim 0 makes a scalar (one element). A dimension of 0 is allowed.
- * Errors: CATTR_ERR_INVALID_ARGUMENT (bad dtype, ndim > CATTR_MAX_DIMS, negative size), CATTR_ERR_NO_MEMORY. */
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (bad dtype, ndim > CATTR_MAX_DIMS, negative size), CATTR_ERR_NO_MEMORY (also when
+ * the byte size overflows). */
 cattr_status cattr_tensor_new(cattr_dtype dtype, int ndim, const int64_t *shape, cattr_tensor **out);
 
 /* Creates a tensor holding a copy of `data` (numel * element size bytes). Errors as cattr_tensor_new. */

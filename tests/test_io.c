@@ -380,6 +380,13 @@ static void test_safetensors_roundtrip(void) {
     cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &d, &b);
     cattr_tensor_from_data(CATTR_INT64, 1, s3, iv, &c);
     cattr_tensor_new(CATTR_FLOAT64, 2, s03, &e);
+    {   /* sizes whose bytes overflow are refused, not allocated short */
+        const int64_t huge[2] = {(int64_t)1 << 40, (int64_t)1 << 30}, h1[1] = {((int64_t)1 << 61) - 1};
+        cattr_tensor *x = NULL;
+        CHECK_STATUS(cattr_tensor_new(CATTR_FLOAT64, 2, huge, &x), CATTR_ERR_NO_MEMORY, "too large", "huge tensor");
+        CHECK(x == NULL, "a refused tensor must leave *out NULL");
+        CHECK_STATUS(cattr_tensor_new(CATTR_FLOAT64, 1, h1, &x), CATTR_ERR_NO_MEMORY, "too large", "2^61 doubles");
+    }
     /* insertion order deliberately not alphabetical */
     const char *names[4] = {"z.weights", "m.scalar", "a.ints", "\"quoted\\name\""};
     cattr_tensor *ts[4] = {a, b, c, e};

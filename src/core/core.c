@@ -173,8 +173,14 @@ static cattr_status check_shape_args(cattr_dtype dtype, int ndim, const int64_t 
     if (ndim < 0 || ndim > CATTR_MAX_DIMS)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "tensor rank %d is outside 0..%d", ndim, CATTR_MAX_DIMS);
     if (ndim > 0 && !shape) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "shape is NULL");
-    for (int i = 0; i < ndim; i++)
+    uint64_t n = 1, cap = (uint64_t)(SIZE_MAX < INT64_MAX ? SIZE_MAX : INT64_MAX) / cattr_dtype_size(dtype);
+    for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "negative size %lld in dim %d", (long long)shape[i], i);
+        if (shape[i] && n > cap / (uint64_t)shape[i])
+            return cx_fail(CATTR_ERR_NO_MEMORY, "a tensor of shape %s is too large to allocate",
+                           cx_shape_str(ndim, shape, (char[160]){0}, 160));
+        n *= (uint64_t)shape[i];
+    }
     return CATTR_OK;
 }
 
