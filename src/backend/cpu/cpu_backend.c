@@ -294,6 +294,7 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t run = rows ? cnt[nd - 1] : 1, runs = total / run;
     int top = rows ? nd - 1 : nd;
     size_t rb = (size_t)run * es;
+    PAR_FOR(total > (1 << 18), /* the runs are disjoint: threads copy them independently */
     for (int64_t i = 0; i < runs; i++) {
         int64_t rem = i, off = rows ? st[nd - 1] : 0;
         for (int d = top - 1; d >= 0; d--) {
@@ -302,7 +303,7 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
         }
         if (grad) memcpy((char *)out->data + (size_t)off * es, (const char *)in[0].data + (size_t)i * rb, rb);
         else memcpy((char *)out->data + (size_t)i * rb, (const char *)in[0].data + (size_t)off * es, rb);
-    }
+    });
     return CATTR_OK;
 }
 
