@@ -119,16 +119,25 @@ static inline T K(binop)(cg_op op, T a, T b) {
     }
 }
 
-/* y = a op b over n elements of equal shape, the op chosen outside the loop so that it vectorises (with the switch
- * inside, the residual adds of a transformer ran one element at a time) */
-static CX_CLONES void K(binary_same)(cg_op op, const T *a, const T *b, T *y, int64_t n) {
+/* y[j] = a[j * ia] op b[j * ib] for j < n, ia and ib 0 (a broadcast scalar) or 1: the op and the strides chosen
+ * outside the loop so that it vectorises (with the switch inside, the residual adds of a transformer ran one element
+ * at a time) */
+#define BIN_LOOP(E)                                                                                                    \
+    do {                                                                                                               \
+        if (ia && ib) for (int64_t j = 0; j < n; j++) { T u = a[j], v = b[j]; y[j] = (E); }                            \
+        else if (ia) { const T v = b[0]; for (int64_t j = 0; j < n; j++) { T u = a[j]; y[j] = (E); } }                 \
+        else if (ib) { const T u = a[0]; for (int64_t j = 0; j < n; j++) { T v = b[j]; y[j] = (E); } }                 \
+        else { const T u = a[0], v = b[0]; for (int64_t j = 0; j < n; j++) y[j] = (E); }                               \
+    } while (0)
+static CX_CLONES void K(binary_run)(cg_op op, const T *a, int ia, const T *b, int ib, T *y, int64_t n) {
     switch (op) {
-    case CG_ADD: for (int64_t i = 0; i < n; i++) y[i] = a[i] + b[i]; break;
-    case CG_SUB: for (int64_t i = 0; i < n; i++) y[i] = a[i] - b[i]; break;
-    case CG_MUL: for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i]; break;
-    default: for (int64_t i = 0; i < n; i++) y[i] = K(binop)(op, a[i], b[i]); break;
+    case CG_ADD: BIN_LOOP(u + v); break;
+    case CG_SUB: BIN_LOOP(u - v); break;
+    case CG_MUL: BIN_LOOP(u * v); break;
+    default: BIN_LOOP(K(binop)(op, u, v)); break;
     }
 }
+#undef BIN_LOOP
 
 static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out) {
     const T *a = in[0].data, *b = in[1].data;
@@ -137,25 +146,14 @@ static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out)
     int64_t cnt = cx_view_numel(out);
     int64_t na = cx_view_numel(&in[0]), nb = cx_view_numel(&in[1]);
     cg_op op = n->op;
-    if (na == cnt && nb == cnt) {
+    if ((na == cnt || na == 1) && (nb == cnt || nb == 1)) { /* equal shapes, or a scalar with the other */
+        int ia = na == cnt, ib = nb == cnt;
         int64_t blk = 4096, nbk = (cnt + blk - 1) / blk;
         PAR_FOR(cnt > PAR_MIN,
         for (int64_t k = 0; k < nbk; k++) {
             int64_t lo = k * blk;
-            K(binary_same)(op, a + lo, b + lo, y + lo, cnt - lo < blk ? cnt - lo : blk);
+            K(binary_run)(op, a + lo * ia, ia, b + lo * ib, ib, y + lo, cnt - lo < blk ? cnt - lo : blk);
         });
-        return CATTR_OK;
-    }
-    if (nb == 1 && na == cnt) {
-        T bv = b[0];
-        PAR_FOR(cnt > PAR_MIN,
-        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, a[i], bv););
-        return CATTR_OK;
-    }
-    if (na == 1 && nb == cnt) {
-        T av = a[0];
-        PAR_FOR(cnt > PAR_MIN,
-        for (int64_t i = 0; i < cnt; i++) y[i] = K(binop)(op, av, b[i]););
         return CATTR_OK;
     }
     /* general case: broadcast strides over the output shape */
@@ -180,8 +178,7 @@ static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out)
             oa += i * sa[d];
             ob += i * sb[d];
         }
-        T *yr = y + r * inner;
-        for (int64_t j = 0; j < inner; j++) yr[j] = K(binop)(op, a[oa + j * ia_in], b[ob + j * ib_in]);
+        K(binary_run)(op, a + oa, (int)ia_in, b + ob, (int)ib_in, y + r * inner, inner);
     });
     return CATTR_OK;
 }

@@ -15,11 +15,6 @@ static CX_INLINE T K(dot)(const T *a, const T *b, int64_t n) {
     return acc[0];
 }
 
-/* y += a * x over n values (y and x do not overlap) */
-static CX_INLINE void K(axpy)(T *restrict y, T a, const T *restrict x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
-}
-
 /* ---- RMSNorm: y = w * (x / sqrt(mean(x^2) + eps)) over groups of len(w) along the last dim ---------------------- */
 
 static CX_CLONES void K(rmsnorm_row)(const T *xr, const T *w, T *yr, int64_t D, T eps) {
@@ -136,21 +131,11 @@ static CX_INLINE void K(transpose_keys)(const T *pk, int64_t P, const T *k, int6
         for (int64_t u = W; u < Wp; u++) kt[i * Wp + u] = 0;
 }
 
-/* pr[u] = sum_i q[i] kt[i][u] for u < nu */
-static CX_INLINE void K(scores)(const T *restrict qt, const T *restrict kt, int64_t W, int64_t nu, int64_t d,
-                             T *restrict pr) {
-    for (int64_t u = 0; u < nu; u++) pr[u] = 0;
-    for (int64_t i = 0; i < d; i++) {
-        const T qi = qt[i], *restrict kr = kt + i * W;
-        for (int64_t u = 0; u < nu; u++) pr[u] += qi * kr[u];
-    }
-}
-
 #define ATT_R 4 /* queries per block of the attention and its gradient */
 
-/* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): the same sums in the
- * same order as K(scores), four queries at a time, each key row loaded once for all four (GCC vectors of 16 lanes:
- * the plain-array form was left partly scalar, its sums spilled to the stack) */
+/* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): each score one chain
+ * over i in order, as one query at a time would sum it, four queries at a time, each key row loaded once for all four
+ * (GCC vectors of 16 lanes: the plain-array form was left partly scalar, its sums spilled to the stack) */
 static CX_INLINE void K(scores_block)(const T *const *qs, const T *restrict kt, int64_t Wp, int64_t nu, int64_t d,
                                    T *restrict pr) {
     typedef T vec __attribute__((vector_size(16 * sizeof(T))));
@@ -167,7 +152,7 @@ static CX_INLINE void K(scores_block)(const T *const *qs, const T *restrict kt, 
 }
 
 /* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
- * (as K(axpy) from zero would): the block's outputs share each load of a value row, 32 elements at a time; a head
+ * (a chain from zero, as one query at a time): the block's outputs share each load of a value row, 32 elements at a time; a head
  * dim's remainder runs one element at a time. pw must hold ATT_R defined rows for u < nu0 even when nr < ATT_R (a
  * short block): the rows from nr on are summed with the others (no branch in the loop) but never stored. */
 static CX_INLINE void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
@@ -232,7 +217,7 @@ static CX_INLINE void K(softmax_row)(T *pw, int64_t nu, T scale) {
 /* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
  * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds ATT_R x Wp scores (Wp = P + Tn
  * rounded up to 16), kt the d x Wp transposed keys, written here when !keys_ready (the first query head of a kv
- * group) and reused by the group's other heads. Queries run in blocks of ATT_R (the last few one at a time); every
+ * group) and reused by the group's other heads. Queries run in blocks of ATT_R (a short last block too); every
  * value is summed in the same order as one query at a time. */
 static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
                                    T *pr, T *kt, bool keys_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t d,
@@ -241,22 +226,11 @@ static CX_CLONES void K(attn_head)(const T *q, const T *k, const T *v, const T *
     if (!keys_ready) K(transpose_keys)(pk, P, k, Tn, ck, d, kt, Wp);
     for (int64_t t0 = 0; t0 < Tn; t0 += ATT_R) {
         int nr = Tn - t0 < ATT_R ? (int)(Tn - t0) : ATT_R;
-        if (nr < ATT_R) { /* the last few queries one at a time (a block would compute all ATT_R) */
-            for (int64_t t = t0; t < Tn; t++) {
-                int64_t nu = P + t + 1;
-                K(scores)(q + t * cq, kt, Wp, nu, d, pr);
-                K(softmax_row)(pr, nu, scale);
-                T *ot = o + t * cq;
-                for (int64_t i = 0; i < d; i++) ot[i] = 0;
-                for (int64_t u = 0; u < nu; u++) K(axpy)(ot, pr[u], u < P ? pv + u * ck : v + (u - P) * ck, d);
-            }
-            break;
-        }
         const T *qs[ATT_R];
         T *ot[ATT_R];
-        for (int r = 0; r < ATT_R; r++) {
-            qs[r] = q + (t0 + r) * cq;
-            ot[r] = o + (t0 + r) * cq;
+        for (int r = 0; r < ATT_R; r++) { /* a short block's missing rows repeat its first (computed, not stored) */
+            qs[r] = q + (t0 + (r < nr ? r : 0)) * cq;
+            ot[r] = o + (t0 + (r < nr ? r : 0)) * cq;
         }
         K(scores_block)(qs, kt, Wp, P + t0 + nr, d, pr);
         for (int r = 0; r < nr; r++) K(softmax_row)(pr + r * Wp, P + t0 + r + 1, scale);
