@@ -160,7 +160,10 @@ static cattr_status ig_two_halves(cattr_explainer *e, cx_call *c, cattr_tensor *
     char msg[3][512] = {"", "", ""};
     int tasks = delta_sel ? 3 : 2;
     if (st == CATTR_OK) {
-#pragma omp parallel for num_threads(2) schedule(dynamic, 1)
+        /* two threads at most, one where the user limits OpenMP to one (OMP_NUM_THREADS=1): the kernels inside size
+         * their per-thread scratch from the team they run in, so either count is safe, and the sums are the same */
+        int nt = omp_get_max_threads() < 2 ? 1 : 2;
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
         for (int t = 0; t < tasks; t++) {
             ts[t] = t == 0   ? ig_part(e, c, xa, 0, h, 0, pa)
                     : t == 1 ? ig_part(e, c, xb, h, n, 1, pb)

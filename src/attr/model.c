@@ -8,12 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-cattr_status cattr_model_load_onnx(const char *path, cattr_model **out) {
-    if (!out || !path) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_load_onnx: NULL argument");
-    *out = NULL;
-    cg_graph *g = NULL;
-    cx_onnx_info *info = NULL;
-    CX_CHECK(cx_onnx_load_file_info(path, &g, &info));
+/* A model from a loaded graph (both g and info are consumed). */
+static cattr_status model_from_graph(cg_graph *g, cx_onnx_info *info, const char *path, cattr_model **out) {
     cattr_model *m = calloc(1, sizeof *m);
     int n = g->n_inputs;
     if (m) {
@@ -41,6 +37,23 @@ cattr_status cattr_model_load_onnx(const char *path, cattr_model **out) {
     }
     *out = m;
     return CATTR_OK;
+}
+
+cattr_status cattr_model_load_onnx(const char *path, cattr_model **out) {
+    if (!out || !path) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_load_onnx: NULL argument");
+    *out = NULL;
+    cg_graph *g = NULL;
+    cx_onnx_info *info = NULL;
+    CX_CHECK(cx_onnx_load_file_info(path, &g, &info));
+    return model_from_graph(g, info, path, out);
+}
+
+cattr_status cx_model_load_onnx_buffer(const void *data, size_t size, const char *what, cattr_model **out) {
+    *out = NULL;
+    cg_graph *g = NULL;
+    cx_onnx_info *info = NULL;
+    CX_CHECK(cx_onnx_load_buffer_info(data, size, what, &g, &info));
+    return model_from_graph(g, info, what, out);
 }
 
 void cattr_model_free(cattr_model *m) {

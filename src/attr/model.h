@@ -17,6 +17,10 @@ struct cattr_model {
  * float. `what` names the role in messages ("input", "additional input"). Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE. */
 cattr_status cx_model_check_input(const cattr_model *m, int i, const cattr_tensor *x, const char *what);
 
+/* cattr_model_load_onnx from a serialized ModelProto in memory (borrowed); `what` names it in messages and
+ * descriptions. Errors: as cattr_model_load_onnx. */
+cattr_status cx_model_load_onnx_buffer(const void *data, size_t size, const char *what, cattr_model **out);
+
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }
 

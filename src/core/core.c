@@ -107,7 +107,10 @@ char *cx_strdup(const char *s) {
 
 int64_t cx_numel(int ndim, const int64_t *shape) {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] == 0) return 0; /* a 0 anywhere: no element, whatever the other sizes */
+    for (int i = 0; i < ndim; i++)
+        if (shape[i] < 0 || __builtin_mul_overflow(n, shape[i], &n)) return -1;
     return n;
 }
 
@@ -160,7 +163,12 @@ cattr_tensor *cx_tensor_alloc(cattr_dtype dtype, int ndim, const int64_t *shape)
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
     t->numel = cx_numel(ndim, shape);
-    t->data = cx_malloc((size_t)t->numel * cattr_dtype_size(dtype));
+    size_t es = cattr_dtype_size(dtype), bytes;
+    if (t->numel < 0 || __builtin_mul_overflow((size_t)t->numel, es, &bytes)) { /* no such allocation can succeed */
+        free(t);
+        return NULL;
+    }
+    t->data = cx_malloc(bytes);
     if (!t->data) {
         free(t);
         return NULL;

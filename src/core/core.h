@@ -31,6 +31,8 @@ void *cx_calloc(size_t n, size_t size);
 void *cx_realloc(void *p, size_t n);
 char *cx_strdup(const char *s);
 
+/* The element count of a shape: 0 when a size is 0 (whatever the others), -1 when a size is negative or the product
+ * overflows an int64. */
 int64_t cx_numel(int ndim, const int64_t *shape);
 /* Formats a shape as "[2, 3, 4]" into buf (always NUL-terminated); returns buf. */
 char *cx_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);

@@ -361,6 +361,11 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
         }
         cx_view *o = &p->views[n->out];
         st = cx_infer(n, in, o);
+        if (st == CATTR_OK && (cx_view_numel(o) < 0 || (uint64_t)cx_view_numel(o) > (uint64_t)INT64_MAX / 8)) {
+            char sb[256];
+            st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): output shape %s is too large", n->name,
+                         cg_op_names[n->op], cx_shape_str(o->ndim, o->shape, sb, sizeof sb));
+        }
         if (st != CATTR_OK) goto fail;
         o->data = NULL;
         p->bytes[n->out] = (size_t)cx_view_numel(o) * cattr_dtype_size(o->dtype);

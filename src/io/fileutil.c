@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -59,7 +60,7 @@ static void sync_parent_dir(const char *path) {
 }
 
 cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE *f, void *ctx), void *ctx) {
-    if (!path || !*path || !writer) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_write_file_atomic: NULL path or writer");
+    if (!path || !*path || !writer) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no output file name given");
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a temporary file name for '%s'", path);
@@ -107,7 +108,7 @@ cattr_status cx_file_size(FILE *f, const char *path, uint64_t *size) {
 cattr_status cx_read_file(const char *path, void **data, size_t *size) {
     if (data) *data = NULL;
     if (size) *size = 0;
-    if (!path || !data || !size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_read_file: NULL argument");
+    if (!path || !data || !size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no file name given");
     FILE *f = fopen(path, "rb");
     if (!f) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     uint64_t n64 = 0;
@@ -138,6 +139,56 @@ cattr_status cx_read_file(const char *path, void **data, size_t *size) {
     *data = buf;
     *size = n;
     return CATTR_OK;
+}
+
+cattr_status cx_file_map_open(const char *path, cx_file_map *m) {
+    if (m) memset(m, 0, sizeof *m);
+    if (!path || !m) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no file name given");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return cx_fail(CATTR_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file", path);
+    }
+    if ((uint64_t)sb.st_size >= (uint64_t)SIZE_MAX) {
+        close(fd);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "'%s' is too large to map", path);
+    }
+    size_t n = (size_t)sb.st_size;
+    if (n == 0) {
+        close(fd);
+        m->data = (const unsigned char *)"";
+        return CATTR_OK;
+    }
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p != MAP_FAILED) {
+        m->map_ = p;
+        m->data = p;
+        m->size = n;
+        return CATTR_OK;
+    }
+    /* a file system without mmap: read it */
+    void *buf = NULL;
+    size_t got = 0;
+    CX_CHECK(cx_read_file(path, &buf, &got));
+    m->heap_ = buf;
+    m->data = buf;
+    m->size = got;
+    return CATTR_OK;
+}
+
+void cx_file_unmap(cx_file_map *m) {
+    if (!m) return;
+    if (m->map_) munmap(m->map_, m->size);
+    free(m->heap_);
+    memset(m, 0, sizeof *m);
 }
 
 /* ==== little-endian element codecs ========================================================================= */

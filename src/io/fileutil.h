@@ -22,6 +22,19 @@ cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE 
  * CATTR_ERR_NO_MEMORY. On failure *data is NULL and *size 0. */
 cattr_status cx_read_file(const char *path, void **data, size_t *size);
 
+/* A whole regular file, read-only, in memory: mapped (mmap) where it can be, else read into a buffer. */
+typedef struct cx_file_map {
+    const unsigned char *data; /* size bytes ("" for an empty file) */
+    size_t size;
+    void *map_, *heap_; /* what cx_file_unmap releases */
+} cx_file_map;
+
+/* Maps `path`. On failure *m is zeroed. Errors: CATTR_ERR_INVALID_ARGUMENT (NULL argument), CATTR_ERR_IO (cannot open
+ * or read it, or not a regular file: naming the path), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_file_map_open(const char *path, cx_file_map *m);
+/* Releases a mapping (a zeroed one too). */
+void cx_file_unmap(cx_file_map *m);
+
 /* Size in bytes of the open file `f` (fstat). Errors: CATTR_ERR_IO naming `path`. */
 cattr_status cx_file_size(FILE *f, const char *path, uint64_t *size);
 

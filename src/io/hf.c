@@ -2,10 +2,13 @@
 #include "io/hf.h"
 
 #include "io/fileutil.h"
+#include "io/tensorio.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,20 +23,35 @@ static const cJSON *key(const cJSON *o, const char *k) {
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
-static cattr_status get_int(const cJSON *o, const char *k, const char *path, bool required, int64_t def, int64_t *out) {
+/* Sizes are bounded so that every product the model builder forms (heads x head_dim, vocab x hidden, ...) fits an
+ * int64 with room to spare; no released model comes near these. */
+#define HF_MAX_SIZE ((int64_t)1 << 24)
+
+/* A JSON number that is an integer in [lo, hi] (checked as a double before any conversion). */
+static bool int_in(const cJSON *v, int64_t lo, int64_t hi, int64_t *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double d = v->valuedouble;
+    if (!(d >= (double)lo && d <= (double)hi) || d != floor(d)) return false;
+    *out = (int64_t)d;
+    return true;
+}
+
+static cattr_status get_int(const cJSON *o, const char *k, const char *path, bool required, int64_t def, int64_t lo,
+                            int64_t hi, int64_t *out) {
     const cJSON *v = key(o, k);
     if (!v) {
         if (required) return cx_fail(CATTR_ERR_FORMAT, "'%s': missing key '%s'", path, k);
         *out = def;
         return CATTR_OK;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != (double)(int64_t)v->valuedouble || v->valuedouble < 0)
-        return cx_fail(CATTR_ERR_FORMAT, "'%s': key '%s' must be a non-negative integer", path, k);
-    *out = (int64_t)v->valuedouble;
+    if (!int_in(v, lo, hi, out))
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': key '%s' must be an integer from %lld to %lld", path, k, (long long)lo,
+                       (long long)hi);
     return CATTR_OK;
 }
 
-static cattr_status get_num(const cJSON *o, const char *k, const char *path, double def, double *out) {
+/* A number; `positive`: finite and > 0 (what every scale and epsilon of the model's math needs). */
+static cattr_status get_num(const cJSON *o, const char *k, const char *path, double def, bool positive, double *out) {
     const cJSON *v = key(o, k);
     if (!v) {
         *out = def;
@@ -41,6 +59,9 @@ static cattr_status get_num(const cJSON *o, const char *k, const char *path, dou
     }
     if (!cJSON_IsNumber(v)) return cx_fail(CATTR_ERR_FORMAT, "'%s': key '%s' must be a number", path, k);
     *out = v->valuedouble;
+    if (positive && !(isfinite(*out) && *out > 0))
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': key '%s' is %g; it must be a finite number greater than 0", path, k,
+                       *out);
     return CATTR_OK;
 }
 
@@ -49,40 +70,49 @@ static bool get_bool(const cJSON *o, const char *k, bool def) {
     return v ? cJSON_IsTrue(v) : def;
 }
 
-cattr_status cx_hf_config_load(const char *dir, cx_hf_config *cfg) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    void *text = NULL;
-    size_t size = 0;
-    CX_CHECK(cx_read_file(path, &text, &size));
+/* A token id, or a list of them (Llama 3.1's eos_token_id): the first is kept. */
+static cattr_status get_token(const cJSON *o, const char *k, const char *path, int64_t *out) {
+    const cJSON *v = key(o, k);
+    *out = -1;
+    if (!v) return CATTR_OK;
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (v && !int_in(v, 0, INT32_MAX, out))
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': key '%s' must be a token id (or a list of them)", path, k);
+    return CATTR_OK;
+}
+
+cattr_status cx_hf_config_parse(const char *text, size_t size, const char *path, cx_hf_config *cfg) {
+    memset(cfg, 0, sizeof *cfg);
     cJSON *o = cJSON_ParseWithLength(text, size);
-    free(text);
     if (!o || !cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return cx_fail(CATTR_ERR_FORMAT, "'%s' is not a JSON object", path);
     }
-    memset(cfg, 0, sizeof *cfg);
     cattr_status st = CATTR_OK;
     const char *mt = cJSON_GetStringValue(key(o, "model_type"));
     if (!mt) st = cx_fail(CATTR_ERR_FORMAT, "'%s': missing key 'model_type'", path);
     else if (strcmp(mt, "qwen3") && strcmp(mt, "llama") && strcmp(mt, "qwen2") && strcmp(mt, "mistral"))
-        st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': model_type '%s' is not supported (qwen3, llama, qwen2, mistral)",
+        st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': model_type '%.64s' is not supported (qwen3, llama, qwen2, mistral)",
                      path, mt);
     else snprintf(cfg->model_type, sizeof cfg->model_type, "%s", mt);
-    if (st == CATTR_OK) st = get_int(o, "vocab_size", path, true, 0, &cfg->vocab_size);
-    if (st == CATTR_OK) st = get_int(o, "hidden_size", path, true, 0, &cfg->hidden_size);
-    if (st == CATTR_OK) st = get_int(o, "intermediate_size", path, true, 0, &cfg->intermediate_size);
-    if (st == CATTR_OK) st = get_int(o, "num_hidden_layers", path, true, 0, &cfg->num_hidden_layers);
-    if (st == CATTR_OK) st = get_int(o, "num_attention_heads", path, true, 0, &cfg->num_attention_heads);
+    const int64_t M = HF_MAX_SIZE;
+    if (st == CATTR_OK) st = get_int(o, "vocab_size", path, true, 0, 1, M, &cfg->vocab_size);
+    if (st == CATTR_OK) st = get_int(o, "hidden_size", path, true, 0, 1, M, &cfg->hidden_size);
+    if (st == CATTR_OK) st = get_int(o, "intermediate_size", path, true, 0, 1, M, &cfg->intermediate_size);
+    if (st == CATTR_OK) st = get_int(o, "num_hidden_layers", path, true, 0, 1, 1 << 16, &cfg->num_hidden_layers);
+    if (st == CATTR_OK) st = get_int(o, "num_attention_heads", path, true, 0, 1, 1 << 16, &cfg->num_attention_heads);
     if (st == CATTR_OK)
-        st = get_int(o, "num_key_value_heads", path, false, cfg->num_attention_heads, &cfg->num_key_value_heads);
-    if (st == CATTR_OK && cfg->num_attention_heads > 0)
-        st = get_int(o, "head_dim", path, false, cfg->hidden_size / cfg->num_attention_heads, &cfg->head_dim);
-    if (st == CATTR_OK) st = get_int(o, "max_position_embeddings", path, false, 32768, &cfg->max_position_embeddings);
-    if (st == CATTR_OK) st = get_num(o, "rms_norm_eps", path, 1e-6, &cfg->rms_norm_eps);
-    if (st == CATTR_OK) st = get_num(o, "rope_theta", path, 10000.0, &cfg->rope_theta);
-    if (st == CATTR_OK) st = get_int(o, "bos_token_id", path, false, -1, &cfg->bos_token_id);
-    if (st == CATTR_OK) st = get_int(o, "eos_token_id", path, false, -1, &cfg->eos_token_id);
+        st = get_int(o, "num_key_value_heads", path, false, cfg->num_attention_heads, 1, 1 << 16,
+                     &cfg->num_key_value_heads);
+    if (st == CATTR_OK)
+        st = get_int(o, "head_dim", path, false, cfg->hidden_size / cfg->num_attention_heads, 0, 1 << 16,
+                     &cfg->head_dim);
+    if (st == CATTR_OK)
+        st = get_int(o, "max_position_embeddings", path, false, 32768, 1, INT32_MAX, &cfg->max_position_embeddings);
+    if (st == CATTR_OK) st = get_num(o, "rms_norm_eps", path, 1e-6, true, &cfg->rms_norm_eps);
+    if (st == CATTR_OK) st = get_num(o, "rope_theta", path, 10000.0, true, &cfg->rope_theta);
+    if (st == CATTR_OK) st = get_token(o, "bos_token_id", path, &cfg->bos_token_id);
+    if (st == CATTR_OK) st = get_token(o, "eos_token_id", path, &cfg->eos_token_id);
     if (st == CATTR_OK) {
         cfg->tie_word_embeddings = get_bool(o, "tie_word_embeddings", false);
         cfg->attention_bias = get_bool(o, "attention_bias", false);
@@ -92,9 +122,11 @@ cattr_status cx_hf_config_load(const char *dir, cx_hf_config *cfg) {
         cfg->o_bias = (llama || qwen3) && cfg->attention_bias;
         cfg->qk_norm = qwen3;
         if (!llama) cfg->mlp_bias = false;
-        const char *act = cJSON_GetStringValue(key(o, "hidden_act"));
-        if (act && strcmp(act, "silu"))
-            st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': hidden_act '%s' is not supported (silu)", path, act);
+        const cJSON *actv = key(o, "hidden_act");
+        const char *act = cJSON_GetStringValue(actv);
+        if (actv && (!act || strcmp(act, "silu")))
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': hidden_act '%.64s' is not supported (silu)", path,
+                         act ? act : "(not a string)");
         if ((qwen2 || qwen3) && get_bool(o, "use_sliding_window", false))
             st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': use_sliding_window true is not supported", path);
         if (!strcmp(mt, "mistral") && key(o, "sliding_window"))
@@ -106,31 +138,46 @@ cattr_status cx_hf_config_load(const char *dir, cx_hf_config *cfg) {
         const char *type = cJSON_GetStringValue(key(rs, "rope_type"));
         if (!type) type = cJSON_GetStringValue(key(rs, "type"));
         if (!type || strcmp(type, "llama3"))
-            st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': rope_scaling type '%s' is not supported (llama3)", path,
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': rope_scaling type '%.64s' is not supported (llama3)", path,
                          type ? type : "?");
         else {
             snprintf(cfg->rope_type, sizeof cfg->rope_type, "llama3");
-            st = get_num(rs, "factor", path, 8.0, &cfg->rope_factor);
-            if (st == CATTR_OK) st = get_num(rs, "low_freq_factor", path, 1.0, &cfg->rope_low_freq_factor);
-            if (st == CATTR_OK) st = get_num(rs, "high_freq_factor", path, 4.0, &cfg->rope_high_freq_factor);
+            st = get_num(rs, "factor", path, 8.0, true, &cfg->rope_factor);
+            if (st == CATTR_OK) st = get_num(rs, "low_freq_factor", path, 1.0, true, &cfg->rope_low_freq_factor);
+            if (st == CATTR_OK) st = get_num(rs, "high_freq_factor", path, 4.0, true, &cfg->rope_high_freq_factor);
             if (st == CATTR_OK)
-                st = get_int(rs, "original_max_position_embeddings", path, false, 8192,
+                st = get_int(rs, "original_max_position_embeddings", path, false, 8192, 1, INT32_MAX,
                              &cfg->rope_original_max_position_embeddings);
+            if (st == CATTR_OK && !(cfg->rope_high_freq_factor > cfg->rope_low_freq_factor))
+                st = cx_fail(CATTR_ERR_FORMAT, "'%s': rope_scaling high_freq_factor (%g) must be greater than "
+                             "low_freq_factor (%g)", path, cfg->rope_high_freq_factor, cfg->rope_low_freq_factor);
         }
     }
-    if (st == CATTR_OK && (cfg->num_attention_heads < 1 || cfg->num_key_value_heads < 1 || cfg->head_dim < 2 ||
-                           cfg->num_attention_heads % cfg->num_key_value_heads || cfg->head_dim % 2 ||
-                           cfg->hidden_size < 1 || cfg->vocab_size < 1))
-        st = cx_fail(CATTR_ERR_FORMAT, "'%s': inconsistent sizes (heads %lld, kv heads %lld, head_dim %lld)", path,
+    if (st == CATTR_OK && (cfg->head_dim < 2 || cfg->num_attention_heads % cfg->num_key_value_heads ||
+                           cfg->head_dim % 2))
+        st = cx_fail(CATTR_ERR_FORMAT, "'%s': inconsistent sizes (heads %lld, kv heads %lld, head_dim %lld: the heads "
+                     "must be a multiple of the kv heads and head_dim even)", path,
                      (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads,
                      (long long)cfg->head_dim);
     cJSON_Delete(o);
     return st;
 }
 
+cattr_status cx_hf_config_load(const char *dir, cx_hf_config *cfg) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    void *text = NULL;
+    size_t size = 0;
+    memset(cfg, 0, sizeof *cfg);
+    CX_CHECK(cx_read_file(path, &text, &size));
+    cattr_status st = cx_hf_config_parse(text, size, path, cfg);
+    free(text);
+    return st;
+}
+
 /* ---- mapped safetensors --------------------------------------------------------------------------------------- */
 
-typedef enum { W_F32, W_F64, W_BF16, W_F16 } wtype;
+typedef enum { W_F32, W_F64, W_BF16, W_F16, W_OTHER } wtype;
 
 typedef struct {
     char *name;
@@ -163,11 +210,19 @@ void cx_hf_weights_free(cx_hf_weights *w) {
     free(w);
 }
 
+static const wentry *find(const cx_hf_weights *w, const char *name) {
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->w[i].name, name)) return &w->w[i];
+    return NULL;
+}
+
+/* Maps one shard and adds its tensors; the header is checked by the safetensors parser (sizes, offsets, overlaps,
+ * bytes outside every tensor). A name already seen in another shard is an error. */
 static cattr_status map_shard(cx_hf_weights *w, const char *path) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || sb.st_size < 8) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < 8) {
         close(fd);
         return cx_fail(CATTR_ERR_FORMAT, "'%s' is too short to be a safetensors file", path);
     }
@@ -182,69 +237,42 @@ static cattr_status map_shard(cx_hf_weights *w, const char *path) {
     }
     w->maps = nm;
     w->maps[w->n_maps++] = (mapping){map, size};
-    const unsigned char *p = map;
-    uint64_t hlen = 0;
-    for (int i = 0; i < 8; i++) hlen |= (uint64_t)p[i] << (8 * i);
-    if (hlen > size - 8 || hlen > ((uint64_t)100 << 20))
-        return cx_fail(CATTR_ERR_FORMAT, "'%s': header length %llu exceeds the file", path, (unsigned long long)hlen);
-    cJSON *h = cJSON_ParseWithLength((const char *)p + 8, (size_t)hlen);
-    if (!h || !cJSON_IsObject(h)) {
-        cJSON_Delete(h);
-        return cx_fail(CATTR_ERR_FORMAT, "'%s': the header is not a JSON object", path);
-    }
-    const unsigned char *data = p + 8 + hlen;
-    size_t data_size = size - 8 - (size_t)hlen;
+    cx_st_header h;
+    CX_CHECK(cx_st_header_parse(map, size, path, &h));
     cattr_status st = CATTR_OK;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, h) {
-        if (!strcmp(it->string, "__metadata__")) continue;
-        const char *dt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(it, "dtype"));
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(it, "shape");
-        const cJSON *offs = cJSON_GetObjectItemCaseSensitive(it, "data_offsets");
-        wentry e;
-        memset(&e, 0, sizeof e);
-        size_t es;
-        if (!dt) { st = cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s' has no dtype", path, it->string); break; }
-        if (!strcmp(dt, "F32")) e.type = W_F32, es = 4;
-        else if (!strcmp(dt, "F64")) e.type = W_F64, es = 8;
-        else if (!strcmp(dt, "BF16")) e.type = W_BF16, es = 2;
-        else if (!strcmp(dt, "F16")) e.type = W_F16, es = 2;
-        else { st = cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': tensor '%s' has dtype %s", path, it->string, dt); break; }
-        int nd = cJSON_GetArraySize(shape);
-        if (!cJSON_IsArray(shape) || nd > CATTR_MAX_DIMS || !cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2) {
-            st = cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s' has a bad shape or data_offsets", path, it->string);
-            break;
-        }
-        uint64_t numel = 1;
-        for (int d = 0; d < nd; d++) {
-            const cJSON *dv = cJSON_GetArrayItem(shape, d);
-            if (!cJSON_IsNumber(dv) || dv->valuedouble < 0 || dv->valuedouble > 9.0e15) { st = CATTR_ERR_FORMAT; break; }
-            e.shape[d] = (int64_t)dv->valuedouble;
-            if (e.shape[d] && numel > UINT64_MAX / (uint64_t)e.shape[d]) { st = CATTR_ERR_FORMAT; break; }
-            numel *= (uint64_t)e.shape[d];
-        }
-        double b0 = cJSON_GetArrayItem(offs, 0)->valuedouble, b1 = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        if (st != CATTR_OK || b0 < 0 || b1 < b0 || b1 > (double)data_size || numel > SIZE_MAX / es ||
-            (uint64_t)(b1 - b0) != numel * es) {
-            st = cx_fail(CATTR_ERR_FORMAT, "'%s': tensor '%s' has inconsistent shape, dtype and data_offsets", path,
-                         it->string);
-            break;
-        }
-        e.ndim = nd;
-        e.data = data + (size_t)b0;
-        e.bytes = (size_t)(b1 - b0);
-        e.name = cx_strdup(it->string);
-        if (w->n == w->cap) {
-            int cap = w->cap ? 2 * w->cap : 64;
-            wentry *nw = realloc(w->w, (size_t)cap * sizeof *nw);
-            if (!nw) { free(e.name); st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"); break; }
+    if (w->n + h.n > w->cap) {
+        int cap = w->n + h.n + 64;
+        wentry *nw = realloc(w->w, (size_t)cap * sizeof *nw);
+        if (!nw) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else {
             w->w = nw;
             w->cap = cap;
         }
-        if (!e.name) { st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"); break; }
+    }
+    for (int i = 0; i < h.n && st == CATTR_OK; i++) {
+        cx_st_entry *se = &h.e[i];
+        if (find(w, se->name)) {
+            st = cx_fail(CATTR_ERR_FORMAT, "'%s': weight '%s' is also in another shard", path, se->name);
+            break;
+        }
+        wentry e;
+        memset(&e, 0, sizeof e);
+        switch (se->elem) {
+        case CX_ELEM_F32: e.type = W_F32; break;
+        case CX_ELEM_F64: e.type = W_F64; break;
+        case CX_ELEM_BF16: e.type = W_BF16; break;
+        case CX_ELEM_F16: e.type = W_F16; break;
+        default: e.type = W_OTHER; break; /* an error only if the model reads it */
+        }
+        e.ndim = se->ndim;
+        memcpy(e.shape, se->shape, sizeof e.shape);
+        e.data = (const unsigned char *)map + h.data_start + se->begin;
+        e.bytes = (size_t)(se->end - se->begin);
+        e.name = se->name;
+        se->name = NULL; /* owned by the entry now */
         w->w[w->n++] = e;
     }
-    cJSON_Delete(h);
+    cx_st_header_free(&h);
     return st;
 }
 
@@ -297,12 +325,6 @@ cattr_status cx_hf_weights_open(const char *dir, cx_hf_weights **out) {
     return CATTR_OK;
 }
 
-static const wentry *find(const cx_hf_weights *w, const char *name) {
-    for (int i = 0; i < w->n; i++)
-        if (!strcmp(w->w[i].name, name)) return &w->w[i];
-    return NULL;
-}
-
 bool cx_hf_weights_has(const cx_hf_weights *w, const char *name) { return find(w, name) != NULL; }
 
 static float half_to_float(uint16_t h) {
@@ -336,6 +358,8 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
     *out = NULL;
     const wentry *e = find(w, name);
     if (!e) return cx_fail(CATTR_ERR_FORMAT, "the checkpoint has no weight '%s'", name);
+    if (e->type == W_OTHER)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "weight '%s' is not a float tensor (BF16, F16, F32 or F64)", name);
     char s1[128], s2[128];
     if (exp_ndim >= 0 && !cx_shape_eq(e->ndim, e->shape, exp_ndim, exp_shape))
         return cx_fail(CATTR_ERR_FORMAT, "weight '%s' has shape %s; the config implies %s", name,
@@ -347,11 +371,15 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
     float *f32 = dtype == CATTR_FLOAT32 ? t->data : NULL;
     double *f64 = dtype == CATTR_FLOAT64 ? t->data : NULL;
     /* one tight loop per source type (safetensors is little-endian; bytes are assembled explicitly) */
+    /* `bad` gathers, without a branch per element, whether any converted value is NaN or infinite: a checkpoint
+     * with such a weight gives NaN everywhere, and is refused here, naming the weight */
+    int bad = 0;
     switch (e->type) {
     case W_BF16:
-#pragma omp parallel for if (n > (1 << 20)) schedule(static)
+#pragma omp parallel for if (n > (1 << 20)) schedule(static) reduction(| : bad)
         for (int64_t i = 0; i < n; i++) {
             uint32_t b = ((uint32_t)p[2 * i] | (uint32_t)p[2 * i + 1] << 8) << 16;
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
             float f;
             memcpy(&f, &b, 4);
             if (f32) f32[i] = f;
@@ -361,6 +389,7 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
     case W_F32:
         for (int64_t i = 0; i < n; i++) {
             uint32_t b = (uint32_t)p[4 * i] | (uint32_t)p[4 * i + 1] << 8 | (uint32_t)p[4 * i + 2] << 16 | (uint32_t)p[4 * i + 3] << 24;
+            bad |= (b & 0x7f800000u) == 0x7f800000u;
             float f;
             memcpy(&f, &b, 4);
             if (f32) f32[i] = f;
@@ -373,17 +402,28 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
             for (int k = 0; k < 8; k++) b |= (uint64_t)p[8 * i + k] << (8 * k);
             double v;
             memcpy(&v, &b, 8);
+            bad |= !(fabs(v) <= (f32 ? (double)FLT_MAX : DBL_MAX)); /* also a double beyond float's range */
             if (f32) f32[i] = (float)v;
             else f64[i] = v;
         }
         break;
     default:
         for (int64_t i = 0; i < n; i++) {
-            double v = half_to_float((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+            uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+            bad |= (h & 0x7c00u) == 0x7c00u;
+            double v = half_to_float(h);
             if (f32) f32[i] = (float)v;
             else f64[i] = v;
         }
         break;
+    }
+    if (bad) {
+        int64_t at = 0;
+        while (at < n && isfinite(f32 ? (double)f32[at] : f64[at])) at++;
+        bool nan = at < n && isnan(f32 ? (double)f32[at] : f64[at]);
+        cattr_tensor_free(t);
+        return cx_fail(CATTR_ERR_FORMAT, "weight '%s' holds a non-finite value (%s at element %lld): the checkpoint "
+                       "is corrupt", name, nan ? "nan" : "inf", (long long)at);
     }
     /* the mapped pages of this weight are no longer needed: release them so the BF16 file and the float32 copy do
      * not both stay resident */

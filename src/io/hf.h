@@ -27,6 +27,12 @@ typedef struct cx_hf_config {
  * rope_scaling type, a hidden_act other than silu, sliding-window attention in use) is CATTR_ERR_UNSUPPORTED naming
  * it. Errors: CATTR_ERR_IO, CATTR_ERR_FORMAT (missing or mistyped keys), CATTR_ERR_UNSUPPORTED. */
 cattr_status cx_hf_config_load(const char *dir, cx_hf_config *cfg);
+/* The same from the text of a config.json (`size` bytes, borrowed); `what` names it in messages. Besides the types,
+ * values that make the math meaningless are refused (CATTR_ERR_FORMAT naming the key): sizes outside 1..2^24 (layers
+ * and heads 1..2^16), rms_norm_eps, rope_theta and the llama3 rope_scaling factors not finite and > 0, a
+ * high_freq_factor not above low_freq_factor. (Token ids may lie outside the vocabulary: shrunken test models keep
+ * their tokenizer's.) */
+cattr_status cx_hf_config_parse(const char *text, size_t size, const char *what, cx_hf_config *cfg);
 
 /* The mapped weights of a checkpoint. */
 typedef struct cx_hf_weights cx_hf_weights;

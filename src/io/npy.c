@@ -12,6 +12,7 @@
  * tuples of non-negative integers. Anything else (structured dtypes, object arrays) is rejected. */
 #define _POSIX_C_SOURCE 200809L
 #include "io/fileutil.h"
+#include "io/tensorio.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -177,12 +178,11 @@ static cattr_status descr_elem(const char *descr, const char *path, cx_elem *e) 
 
 /* ==== load ================================================================================================= */
 
-static cattr_status load_npy(FILE *f, const char *path, cattr_tensor **out) {
-    uint64_t fsize = 0;
-    CX_CHECK(cx_file_size(f, path, &fsize));
-    unsigned char pre[12];
-    if (fread(pre, 1, 10, f) != 10)
-        return cx_fail(CATTR_ERR_FORMAT, "'%s': not a .npy file (only %llu bytes)", path, (unsigned long long)fsize);
+cattr_status cx_npy_parse(const void *data, size_t fsize, const char *path, cattr_tensor **out) {
+    *out = NULL;
+    const unsigned char *pre = data;
+    if (fsize < 10)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': not a .npy file (only %zu bytes)", path, fsize);
     if (memcmp(pre, "\x93NUMPY", 6) != 0) return cx_fail(CATTR_ERR_FORMAT, "'%s': not a .npy file (bad magic)", path);
     int major = pre[6], minor = pre[7];
     uint64_t hlen, hstart;
@@ -190,7 +190,7 @@ static cattr_status load_npy(FILE *f, const char *path, cattr_tensor **out) {
         hlen = (uint64_t)pre[8] | ((uint64_t)pre[9] << 8);
         hstart = 10;
     } else if (major == 2 || major == 3) {
-        if (fread(pre + 10, 1, 2, f) != 2) return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated .npy preamble", path);
+        if (fsize < 12) return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated .npy preamble", path);
         hlen = (uint64_t)pre[8] | ((uint64_t)pre[9] << 8) | ((uint64_t)pre[10] << 16) | ((uint64_t)pre[11] << 24);
         hstart = 12;
     } else {
@@ -204,23 +204,13 @@ static cattr_status load_npy(FILE *f, const char *path, cattr_tensor **out) {
         return cx_fail(CATTR_ERR_FORMAT, "'%s': .npy header length %llu is implausibly large", path,
                        (unsigned long long)hlen);
     if (hstart + hlen > fsize)
-        return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated .npy header (%llu header bytes declared, file has %llu)",
-                       path, (unsigned long long)hlen, (unsigned long long)fsize);
-    char *text = malloc((size_t)hlen + 1);
-    if (!text) return cx_fail(CATTR_ERR_NO_MEMORY, "'%s': cannot allocate the .npy header", path);
-    if (fread(text, 1, (size_t)hlen, f) != hlen) {
-        free(text);
-        return cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, strerror(errno));
-    }
-    text[hlen] = '\0';
-    if (memchr(text, '\0', (size_t)hlen)) {
-        free(text);
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated .npy header (%llu header bytes declared, file has %zu)",
+                       path, (unsigned long long)hlen, fsize);
+    const char *text = (const char *)pre + hstart;
+    if (memchr(text, '\0', (size_t)hlen))
         return cx_fail(CATTR_ERR_FORMAT, "'%s': malformed .npy header: NUL byte in the header", path);
-    }
     npy_header h;
-    cattr_status st = parse_header(text, (size_t)hlen, path, &h);
-    free(text);
-    if (st != CATTR_OK) return st;
+    CX_CHECK(parse_header(text, (size_t)hlen, path, &h));
 
     cx_elem elem = CX_ELEM_F32;
     CX_CHECK(descr_elem(h.descr, path, &elem));
@@ -229,51 +219,42 @@ static cattr_status load_npy(FILE *f, const char *path, cattr_tensor **out) {
         return cx_fail(CATTR_ERR_UNSUPPORTED, "'%s': Fortran-ordered arrays are not supported (save a C-contiguous "
                        "array, e.g. numpy.ascontiguousarray)", path);
 
-    /* numel and byte count, guarded against overflow and against the actual file size before allocating. */
+    /* numel and byte count, guarded against overflow (whatever the order of the dims, a 0 among them included)
+     * and against the actual file size before allocating */
     uint64_t data_avail = fsize - hstart - hlen;
     uint64_t es = cx_elem_size(elem), numel = 1;
-    int zero = 0;
+    char sb[256];
     for (int i = 0; i < h.ndim; i++) {
-        if (h.shape[i] == 0) zero = 1;
+        uint64_t d = (uint64_t)h.shape[i];
+        if (d && numel > (uint64_t)INT64_MAX / es / d)
+            return cx_fail(CATTR_ERR_FORMAT, "'%s': shape %s is too large", path,
+                           cx_shape_str(h.ndim, h.shape, sb, sizeof sb));
+        numel = d ? numel * d : numel;
     }
-    if (zero) {
-        numel = 0;
-    } else {
-        for (int i = 0; i < h.ndim; i++) {
-            uint64_t d = (uint64_t)h.shape[i];
-            if (numel > (uint64_t)INT64_MAX / es / d) {
-                char sb[256];
-                return cx_fail(CATTR_ERR_FORMAT, "'%s': shape %s is too large", path,
-                               cx_shape_str(h.ndim, h.shape, sb, sizeof sb));
-            }
-            numel *= d;
-        }
-    }
-    if (numel * es > data_avail) {
-        char sb[256];
+    for (int i = 0; i < h.ndim; i++)
+        if (h.shape[i] == 0) numel = 0;
+    if (numel * es > data_avail)
         return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated data: shape %s of %s needs %llu bytes, the file holds %llu",
                        path, cx_shape_str(h.ndim, h.shape, sb, sizeof sb), h.descr,
                        (unsigned long long)(numel * es), (unsigned long long)data_avail);
-    }
+    if (numel * es < data_avail)
+        return cx_fail(CATTR_ERR_FORMAT, "'%s': %llu bytes after the data (shape %s of %s needs %llu bytes): not a "
+                       "single .npy array", path, (unsigned long long)(data_avail - numel * es),
+                       cx_shape_str(h.ndim, h.shape, sb, sizeof sb), h.descr, (unsigned long long)(numel * es));
     cattr_tensor *t = cx_tensor_alloc(cx_elem_dtype(elem), h.ndim, h.shape);
     if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "'%s': cannot allocate %llu elements", path, (unsigned long long)numel);
-    if (!cx_read_elems(f, elem, (size_t)numel, t->data)) {
-        int e = errno;
-        cattr_tensor_free(t);
-        if (ferror(f)) return cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, strerror(e));
-        return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated data", path);
-    }
+    cx_decode_le(elem, pre + hstart + hlen, (size_t)numel, t->data);
     *out = t;
     return CATTR_OK;
 }
 
 cattr_status cattr_tensor_load_npy(const char *path, cattr_tensor **out) {
     if (out) *out = NULL;
-    if (!path || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_tensor_load_npy: NULL argument");
-    FILE *f = fopen(path, "rb");
-    if (!f) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
-    cattr_status st = load_npy(f, path, out);
-    fclose(f);
+    if (!path || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no .npy file name or output given");
+    cx_file_map m;
+    CX_CHECK(cx_file_map_open(path, &m));
+    cattr_status st = cx_npy_parse(m.data, m.size, path, out);
+    cx_file_unmap(&m);
     return st;
 }
 

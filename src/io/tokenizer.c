@@ -1205,22 +1205,28 @@ static cattr_status parse_tokenizer_json(const lctx *L, const cJSON *root) {
     return CATTR_OK;
 }
 
+/* Parses JSON text (`size` bytes); `path` names it in messages. */
+static cattr_status parse_json(const char *data, size_t size, const char *path, cJSON **out) {
+    *out = NULL;
+    cJSON *root = cJSON_ParseWithLength(data, size);
+    if (!root) {
+        const char *ep = cJSON_GetErrorPtr();
+        size_t off = (ep && ep >= data && ep <= data + size) ? (size_t)(ep - data) : 0;
+        return cx_fail(CATTR_ERR_FORMAT, "'%s' is not valid JSON (error near byte %zu)", path, off);
+    }
+    *out = root;
+    return CATTR_OK;
+}
+
 /* Reads and parses a JSON file. */
 static cattr_status read_json(const char *path, cJSON **out) {
     *out = NULL;
     void *data = NULL;
     size_t size = 0;
     CX_CHECK(cx_read_file(path, &data, &size));
-    cJSON *root = cJSON_ParseWithLength(data, size);
-    if (!root) {
-        const char *ep = cJSON_GetErrorPtr();
-        size_t off = (ep && ep >= (const char *)data && ep <= (const char *)data + size) ? (size_t)(ep - (const char *)data) : 0;
-        free(data);
-        return cx_fail(CATTR_ERR_FORMAT, "'%s' is not valid JSON (error near byte %zu)", path, off);
-    }
+    cattr_status st = parse_json(data, size, path, out);
     free(data);
-    *out = root;
-    return CATTR_OK;
+    return st;
 }
 
 /* bos_token / eos_token / pad_token of tokenizer_config.json: a string, {"content": ...}, or null. */
@@ -1248,9 +1254,40 @@ static cattr_status parse_config(cx_tokenizer *t, const char *path) {
     return st;
 }
 
+static cx_tokenizer *tokenizer_new(void) {
+    cx_tokenizer *t = calloc(1, sizeof *t);
+    if (t) {
+        t->bos_id = t->eos_id = t->pad_id = -1;
+        t->unk_id = -1;
+        trie_init(&t->raw_trie);
+        trie_init(&t->norm_trie);
+    }
+    return t;
+}
+
+cattr_status cx_tokenizer_load_json(const char *json, size_t size, const char *what, cx_tokenizer **out) {
+    if (out) *out = NULL;
+    if (!json || !what || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no tokenizer text given");
+    cx_tokenizer *t = tokenizer_new();
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "tokenizer '%s': out of memory", what);
+    cJSON *root = NULL;
+    cattr_status st = parse_json(json, size, what, &root);
+    if (st == CATTR_OK) {
+        lctx L = {what, t};
+        st = parse_tokenizer_json(&L, root);
+    }
+    cJSON_Delete(root);
+    if (st != CATTR_OK) {
+        cx_tokenizer_free(t);
+        return st;
+    }
+    *out = t;
+    return CATTR_OK;
+}
+
 cattr_status cx_tokenizer_load(const char *dir_or_json_path, cx_tokenizer **out) {
     if (out) *out = NULL;
-    if (!dir_or_json_path || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_tokenizer_load: NULL argument");
+    if (!dir_or_json_path || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no tokenizer path given");
     const char *p = dir_or_json_path;
     struct stat sb;
     char *json_path = NULL, *cfg_path = NULL;
@@ -1262,7 +1299,7 @@ cattr_status cx_tokenizer_load(const char *dir_or_json_path, cx_tokenizer **out)
         if (!json_path || !cfg_path) {
             free(json_path);
             free(cfg_path);
-            return cx_fail(CATTR_ERR_NO_MEMORY, "cx_tokenizer_load: out of memory");
+            return cx_fail(CATTR_ERR_NO_MEMORY, "tokenizer '%s': out of memory", p);
         }
         const char *sep = (plen && p[plen - 1] == '/') ? "" : "/";
         snprintf(json_path, plen + 32, "%s%stokenizer.json", p, sep);
@@ -1273,18 +1310,12 @@ cattr_status cx_tokenizer_load(const char *dir_or_json_path, cx_tokenizer **out)
         }
     } else {
         json_path = cx_strdup(p);
-        if (!json_path) return cx_fail(CATTR_ERR_NO_MEMORY, "cx_tokenizer_load: out of memory");
+        if (!json_path) return cx_fail(CATTR_ERR_NO_MEMORY, "tokenizer '%s': out of memory", p);
     }
 
-    cx_tokenizer *t = calloc(1, sizeof *t);
+    cx_tokenizer *t = tokenizer_new();
     cJSON *root = NULL;
-    cattr_status st = t ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "cx_tokenizer_load: out of memory");
-    if (t) {
-        t->bos_id = t->eos_id = t->pad_id = -1;
-        t->unk_id = -1;
-        trie_init(&t->raw_trie);
-        trie_init(&t->norm_trie);
-    }
+    cattr_status st = t ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "tokenizer '%s': out of memory", p);
     if (st == CATTR_OK) st = read_json(json_path, &root);
     if (st == CATTR_OK) {
         lctx L = {json_path, t};
@@ -1596,11 +1627,11 @@ cattr_status cx_tokenizer_encode(const cx_tokenizer *t, const char *text, size_t
     if (ids) *ids = NULL;
     if (n) *n = 0;
     if (!t || !ids || !n || (!text && len))
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_tokenizer_encode: NULL argument");
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "tokenizer: no text to encode");
     if (!text) text = "";
     size_t bad = utf8_invalid_at((const unsigned char *)text, len);
     if (bad != len)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_tokenizer_encode: the text is not valid UTF-8 (byte %zu of %zu)",
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the text is not valid UTF-8 (byte %zu of %zu)",
                        bad, len);
     enc_ctx c = {.t = t};
     cattr_status st = CATTR_OK;
@@ -1640,7 +1671,7 @@ cattr_status cx_tokenizer_encode(const cx_tokenizer *t, const char *text, size_t
 cattr_status cx_tokenizer_decode(const cx_tokenizer *t, const int64_t *ids, int64_t n, bool skip_special, char **text) {
     if (text) *text = NULL;
     if (!t || !text || n < 0 || (!ids && n > 0))
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cx_tokenizer_decode: NULL argument or negative count");
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "tokenizer: no ids to decode, or a negative count");
     bbuf raw = {0}, out = {0};
     bool ok = bb_add(&raw, "", 0);
     bool first = true;
@@ -1679,7 +1710,7 @@ cattr_status cx_tokenizer_decode(const cx_tokenizer *t, const int64_t *ids, int6
     free(raw.p);
     if (!ok) {
         free(out.p);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "cx_tokenizer_decode: out of memory");
+        return cx_fail(CATTR_ERR_NO_MEMORY, "tokenizer: out of memory decoding %lld ids", (long long)n);
     }
     *text = out.p;
     return CATTR_OK;

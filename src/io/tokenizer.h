@@ -39,6 +39,10 @@ typedef struct cx_tokenizer cx_tokenizer;
  * CATTR_ERR_NO_MEMORY. */
 cattr_status cx_tokenizer_load(const char *dir_or_json_path, cx_tokenizer **out);
 
+/* Loads a tokenizer from the text of a tokenizer.json (`size` bytes, borrowed; no tokenizer_config.json). `what`
+ * names it in messages. Errors: as cx_tokenizer_load. */
+cattr_status cx_tokenizer_load_json(const char *json, size_t size, const char *what, cx_tokenizer **out);
+
 /* Releases a tokenizer; NULL is allowed. */
 void cx_tokenizer_free(cx_tokenizer *t);
 

@@ -255,7 +255,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
                 d = 1;
             } else if (d < 0) SHAPE_FAIL("negative size in target shape");
             out->shape[i] = d;
-            known *= d;
+            if (__builtin_mul_overflow(known, d, &known)) SHAPE_FAIL("target shape has more than 2^63 elements");
         }
         if (infer >= 0) {
             if (known == 0 || total % known) SHAPE_FAIL("cannot infer -1: %lld elements", (long long)total);

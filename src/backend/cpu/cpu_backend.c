@@ -113,11 +113,12 @@ GEMM_DEFINE(cx_dgemm, double, cblas_dgemm, own_dgemm)
 #define CX_INLINE inline __attribute__((always_inline))
 
 /* exp for float in a form the vectoriser takes: Cephes' expf (Cody-Waite reduction by ln 2, degree-6 polynomial),
- * within 2 ulp of expf on [-87, 88]; arguments are clamped there (e^-87 = 1.6e-38 stands for anything smaller). Used
+ * within 2 ulp of expf on [-87, 88]; arguments are clamped there (e^-87 = 1.6e-38 stands for anything smaller), NaN
+ * stays NaN. Used
  * by the transformer kernels' SiLU and softmax, where libm's scalar expf was a tenth of an LLM attribution. */
-static inline float cx_vexpf(float x) {
-    x = x > 88.0f ? 88.0f : x;
-    x = x < -87.0f ? -87.0f : x;
+static inline float cx_vexpf(float x0) {
+    float x = x0 < 88.0f ? x0 : 88.0f; /* NaN takes 88 here (no float-to-int conversion of a NaN below) ... */
+    x = x > -87.0f ? x : -87.0f;
     float fx = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* round to nearest, no libm call */
     float r = x - fx * 0.693359375f;
     r = r - fx * -2.12194440e-4f;
@@ -132,7 +133,7 @@ static inline float cx_vexpf(float x) {
     uint32_t bits = (uint32_t)((int32_t)fx + 127) << 23;
     float s;
     memcpy(&s, &bits, 4);
-    return p * s;
+    return x0 == x0 ? p * s : x0; /* ... and comes back out as NaN */
 }
 
 float cx_vexpf_for_tests(float x) { return cx_vexpf(x); }

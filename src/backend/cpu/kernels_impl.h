@@ -23,6 +23,36 @@
 /* iterations handed out one at a time, for iterations of unequal work */
 #define PAR_FOR_DYN(cond, ...) PAR_FOR_WITH(schedule(dynamic, 1), cond, __VA_ARGS__)
 #define PAR_FOR2(cond, ...) PAR_FOR_WITH(collapse(2) schedule(static), cond, __VA_ARGS__)
+/* As PAR_FOR_WITH, with `per` elements of scratch of type Ty per thread at `sc` (declared by the macro for the body).
+ * The scratch is sized and indexed from one source, the team actually running the loop: inside the parallel region,
+ * by omp_get_num_threads() and omp_get_thread_num() of that region (one thread allocates for the team while the
+ * others wait); inline, one buffer. Never by omp_get_max_threads() or a thread number read outside the region, which
+ * differ from the running team's inside a region with num_threads(...), a nested region, or when the inline path runs
+ * on an outer team's thread. `ok` is set to false when the scratch could not be allocated (then no iteration ran). */
+#define PAR_FOR_SCRATCH(clauses, cond, Ty, per, sc, ok, ...)                                                           \
+    do {                                                                                                               \
+        Ty *cx_sbase_ = NULL;                                                                                          \
+        size_t cx_sper_ = (size_t)(per);                                                                               \
+        if (cond) {                                                                                                    \
+            CX_PRAGMA(omp parallel)                                                                                    \
+            {                                                                                                          \
+                CX_PRAGMA(omp single)                                                                                  \
+                cx_sbase_ = malloc(cx_sper_ * (size_t)omp_get_num_threads() * sizeof(Ty));                             \
+                if (cx_sbase_) { /* the single's barrier publishes the pointer to the team */                          \
+                    Ty *sc = cx_sbase_ + (size_t)omp_get_thread_num() * cx_sper_;                                      \
+                    CX_PRAGMA(omp for clauses) __VA_ARGS__                                                             \
+                }                                                                                                      \
+            }                                                                                                          \
+        } else {                                                                                                       \
+            cx_sbase_ = malloc(cx_sper_ * sizeof(Ty));                                                                 \
+            if (cx_sbase_) {                                                                                           \
+                Ty *sc = cx_sbase_;                                                                                    \
+                __VA_ARGS__                                                                                            \
+            }                                                                                                          \
+        }                                                                                                              \
+        ok = cx_sbase_ != NULL;                                                                                        \
+        free(cx_sbase_);                                                                                               \
+    } while (0)
 #endif
 
 /* ---- elementwise unary ---------------------------------------------------------------------------------- */
@@ -432,7 +462,7 @@ static cattr_status K(conv_direct_run)(const cg_node *n, int64_t nimg, int64_t c
                                        const T *w, bool flip, int64_t OH, int64_t OW, const T *bias, int relu, T *out) {
     int64_t ext = OH * PW;
     bool fail = false;
-    PAR_FOR(nimg * c_dst * ext * per_group_src * KH * KW > PAR_MIN,
+    PAR_FOR_WITH(schedule(static) reduction(|| : fail), nimg * c_dst * ext * per_group_src * KH * KW > PAR_MIN,
     for (int64_t bc = 0; bc < nimg * c_dst; bc++) {
         int64_t b = bc / c_dst, c = bc % c_dst, gi = c / per_group_dst;
         T *acc = cpu_scratch(1, (size_t)(ext + CX_VEC_SLACK) * sizeof(T));

@@ -258,33 +258,27 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         }
         for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
         int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_R); /* scratch per thread: scores, transposed keys */
-        T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
-        if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-        PAR_FOR_DYN(ns * nh * maxw * d * 16 > PAR_MIN, /* dynamic: segments differ in length */
+        bool ok;
+        PAR_FOR_SCRATCH(schedule(dynamic, 1), ns * nh * maxw * d * 16 > PAR_MIN, T, per, sc, ok, /* dynamic: segments differ in length */
         for (int64_t sg = 0; sg < ns * nkv; sg++) { /* (segment, kv head): its query heads share the keys */
             int64_t s = sg / nkv, g = sg % nkv, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
-            T *sc = p + omp_get_thread_num() * per;
             for (int64_t j = g * grp; j < (g + 1) * grp; j++)
                 K(attn_head)(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
                              P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + ATT_R * wp, j > g * grp, len, cq, ck, d,
                              scale);
         });
-        free(p);
-        return CATTR_OK;
+        return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
     }
     int64_t W = (Tn + 15) / 16 * 16, per = (W > 0 ? W : 16) * (d + ATT_R); /* scratch per thread: scores, transposed keys */
-    T *p = malloc((size_t)(per * omp_get_max_threads()) * sizeof(T));
-    if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
-    PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
+    bool ok;
+    PAR_FOR_SCRATCH(schedule(static), S * nh * Tn * Tn * d > PAR_MIN, T, per, sc, ok,
     for (int64_t sg = 0; sg < S * nkv; sg++) { /* (sequence, kv head): its query heads share the keys */
         int64_t s = sg / nkv, g = sg % nkv;
-        T *sc = p + omp_get_thread_num() * per;
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
             K(attn_head)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
                          o + s * Tn * cq + j * d, sc, sc + ATT_R * W, j > g * grp, Tn, cq, ck, d, scale);
     });
-    free(p);
-    return CATTR_OK;
+    return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
 }
 
 /* The gradient of one (sequence, query head) into its dQ columns and its kv head's dK, dV columns (row stride cp).
@@ -357,20 +351,17 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
     const T scale = (T)1 / SQRT((T)d);
     memset(gp, 0, (size_t)cx_view_numel(out) * sizeof(T));
     int64_t ts = ((Tn + 15) / 16 * 16 + 16) * (2 * ATT_R + 2 * d); /* scratch per thread (see attn_head_grad) */
-    T *pbuf = malloc((size_t)(ts * omp_get_max_threads()) * sizeof(T));
-    if (!pbuf) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    bool ok;
     /* parallel over (s, kv head): dK and dV of a kv head gather from the query heads of its group, in head order */
-    PAR_FOR(S * nh * Tn * Tn * d > PAR_MIN,
+    PAR_FOR_SCRATCH(schedule(static), S * nh * Tn * Tn * d > PAR_MIN, T, ts, pbuf, ok,
     for (int64_t sg = 0; sg < S * nkv; sg++) {
         int64_t s = sg / nkv, g = sg % nkv;
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
             K(attn_head_grad)(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d,
                               go + s * Tn * cq + j * d, gp + s * Tn * cp + j * d, gp + s * Tn * cp + cq + g * d,
-                              gp + s * Tn * cp + cq + ck + g * d, pbuf + omp_get_thread_num() * ts, j > g * grp, Tn, cq,
-                              ck, cp, d, scale);
+                              gp + s * Tn * cp + cq + ck + g * d, pbuf, j > g * grp, Tn, cq, ck, cp, d, scale);
     });
-    free(pbuf);
-    return CATTR_OK;
+    return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
 }
 
 /* ---- SwiGLU: y = g * sigmoid(g) * u, the same operations as Sigmoid, Mul, Mul; its gradient as autograd forms it --- */
