@@ -131,7 +131,7 @@ if [ -d "$qwen" ]; then
     expect_fail "llm malicious header" "header" "$tmp/l.json" -- explain-llm "$tmp/broken" --prompt-ids 1,2 --target-ids 3 --output "$tmp/l.json"
     expect_fail "llm high float64" "float32" "$tmp/l.json" -- explain-llm "$qwen" --prompt-ids 5,6,7 --target-ids 8 --precision high --dtype float64 --output "$tmp/l.json"
     expect_fail "llm bad precision" "highest or high" "" -- explain-llm "$qwen" --prompt-ids 5,6,7 --target-ids 8 --precision medium
-    expect_fail "llm ppe 0" "positive" "" -- explain-llm "$qwen" --prompt-ids 5,6,7 --target-ids 8 --perturbations-per-eval 0
+    expect_fail "llm ppe 0" "from 1 to" "" -- explain-llm "$qwen" --prompt-ids 5,6,7 --target-ids 8 --perturbations-per-eval 0
     expect_ok "explain-llm ppe 2" explain-llm "$qwen" --prompt-ids 5,6,7,9 --target-ids 8 --method feature-ablation \
         --perturbations-per-eval 2 --no-prefix-cache -q
     grep -q "peak memory: .* MiB resident" "$tmp/stderr" && ok || bad "explain-llm reports no peak memory"

@@ -387,6 +387,9 @@ static cattr_status prepare(cattr_explainer *e, const cattr_call *call, cx_call 
         if (x->dtype == CATTR_INT64)
             return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: attributed inputs must be float", i, name);
         if (x->ndim < 1) return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') needs a batch dimension", i, name);
+        if (x->shape[0] == 0)
+            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has 0 rows (an empty batch): there is nothing to attribute",
+                           i, name);
         if (i == 0) c->B = x->shape[0];
         else if (x->shape[0] != c->B)
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has batch %lld, input 0 has %lld", i, name,
@@ -582,7 +585,7 @@ static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *cons
         if (!grads[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else outs[i] = grads[i]->data;
     }
-    if (st == CATTR_OK) st = cx_plan_run(p, pi.host, outs);
+    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
     pass_free(&pi);
     cattr_tensor_free(seed);
     if (st != CATTR_OK)
@@ -623,7 +626,7 @@ cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs,
     }
     if (st == CATTR_OK) {
         void *dst = o->data;
-        st = cx_plan_run(fp, pi.host, &dst);
+        st = cx_run_plan(e, fp, pi.host, &dst);
     }
     pass_free(&pi);
     if (st != CATTR_OK) {
@@ -791,7 +794,7 @@ cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *
     }
     if (st == CATTR_OK) {
         void *outs[2] = {a->data, gr ? gr->data : NULL};
-        st = cx_plan_run(p, pi.host, outs);
+        st = cx_run_plan(e, p, pi.host, outs);
     }
     pass_free(&pi);
     cattr_tensor_free(seed);
@@ -830,10 +833,31 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
 
 /* ---- the public entry points ---------------------------------------------------------------------------------- */
 
-cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
-                                 cattr_tensor **delta_out) {
-    if (!e || !attr_out || !call) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and attr_out are required");
-    if (delta_out) *delta_out = NULL;
+cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host) {
+    cx_plan_set_check_finite(p, e->diagnose);
+    return cx_plan_run(p, in_host, out_host);
+}
+
+cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta) {
+    for (int i = 0; i <= n; i++) {
+        const cattr_tensor *t = i < n ? attr[i] : delta;
+        if (!t || t->dtype == CATTR_INT64) continue;
+        for (int64_t k = 0; k < t->numel; k++) {
+            double v = cx_tensor_get(t, k);
+            if (!isfinite(v)) {
+                char what[64];
+                if (i < n) snprintf(what, sizeof what, "attribution %d", i);
+                else snprintf(what, sizeof what, "convergence delta");
+                return cx_fail(CATTR_ERR_NONFINITE, "%s holds %s at flat index %lld", what, isnan(v) ? "nan" : "inf",
+                               (long long)k);
+            }
+        }
+    }
+    return CATTR_OK;
+}
+
+static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                             cattr_tensor **delta_out, int *n_written) {
     cx_call c;
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
     e->fx_n = 0;
@@ -855,6 +879,38 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
     for (int i = 0; i < n_out; i++) attr_out[i] = attr[i];
     if (delta_out) *delta_out = delta;
     else cattr_tensor_free(delta);
+    *n_written = n_out;
+    return CATTR_OK;
+}
+
+cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                                 cattr_tensor **delta_out) {
+    if (!e || !attr_out || !call) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and attr_out are required");
+    if (delta_out) *delta_out = NULL;
+    cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
+    int n = 0;
+    cattr_status st = run_once(e, call, attr, delta_out ? &delta : NULL, &n);
+    if (st != CATTR_OK) return st;
+    if (e->p.check_finite && cx_check_results(attr, n, delta) != CATTR_OK) {
+        /* a NaN or Inf in the result is an error naming where it first appeared: the call runs again with every
+         * pass checking its values (slow, and only on this path) */
+        char found[1024];
+        snprintf(found, sizeof found, "%s", cattr_last_error());
+        for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(attr[i]);
+        cattr_tensor_free(delta);
+        e->diagnose = true;
+        cattr_tensor *a2[MAX_IN] = {0}, *d2 = NULL;
+        int n2 = 0;
+        st = run_once(e, call, a2, delta_out ? &d2 : NULL, &n2);
+        e->diagnose = false;
+        for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(a2[i]);
+        cattr_tensor_free(d2);
+        if (st == CATTR_ERR_NONFINITE) return cx_fail_context(st, "%s", found);
+        return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's "
+                       "arithmetic on them (an overflow or 0/0)", found);
+    }
+    for (int i = 0; i < n; i++) attr_out[i] = attr[i];
+    if (delta_out) *delta_out = delta;
     return CATTR_OK;
 }
 

@@ -56,6 +56,9 @@ struct cattr_explainer {
      * Only the LLM IG path reads it, for its target log-probabilities. */
     double *fx;
     int64_t fx_n;
+    /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
+     * values (cx_run_plan) */
+    bool diagnose;
 };
 
 /* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or
@@ -107,6 +110,14 @@ extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation
 /* Rounds to the compute dtype: double arithmetic followed by this rounding reproduces float32 arithmetic exactly for
  * one +, - or * (53 >= 2*24 + 2 bits), which is how float32 paths mimic torch's float32 kernels. */
 static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT32 ? (double)(float)v : v; }
+
+/* cx_plan_run for the explainer's passes: while e->diagnose is set, the plan looks for the node where a NaN or Inf
+ * first appears (cx_plan_set_check_finite). */
+cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host);
+
+/* Scans the attributions (n tensors) and the delta (may be NULL) of a finished call for NaN and Inf; when there is
+ * one, returns CATTR_ERR_NONFINITE naming the tensor and index (and what to do), else CATTR_OK. */
+cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta);
 
 /* Gradients of the target-selected outputs (summed over rows) w.r.t. the attributed inputs, for batched inputs
  * xs[i] of reps*B rows; additional inputs and the target are expanded the same way. grads[i] are new tensors of

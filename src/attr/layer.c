@@ -155,7 +155,7 @@ static cattr_status lg_run(cattr_explainer *e, lgraph *lg, const lpass *pi, cons
         if (!res[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else dst[k] = res[k]->data;
     }
-    if (st == CATTR_OK) st = cx_plan_run(p, pi->host, dst);
+    if (st == CATTR_OK) st = cx_run_plan(e, p, pi->host, dst);
     if (st != CATTR_OK)
         for (int k = 0; k < n_outs; k++) {
             cattr_tensor_free(res[k]);

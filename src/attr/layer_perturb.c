@@ -206,7 +206,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
             if (!res[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             else oh[k] = res[k]->data;
         }
-        if (st == CATTR_OK) st = cx_plan_run(p, host, oh);
+        if (st == CATTR_OK) st = cx_run_plan(e, p, host, oh);
         if (st != CATTR_OK)
             for (int k = 0; k < n_outs; k++) {
                 cattr_tensor_free(res[k]);

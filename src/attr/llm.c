@@ -40,7 +40,15 @@ struct cattr_llm {
     } pc[LLM_PLAN_CACHE];
     uint64_t clock;
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
+    bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
 };
+
+/* cx_plan_run for the forward passes; while m->diagnose is set, the plan looks for the node where NaN or Inf first
+ * appears. */
+static cattr_status llm_run_plan(const cattr_llm *m, cx_plan *p, const void *const *in, void *const *out) {
+    cx_plan_set_check_finite(p, m->diagnose);
+    return cx_plan_run(p, in, out);
+}
 
 cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
     if (!dir || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_load: NULL argument");
@@ -218,7 +226,7 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
         const void *in[1] = {ec->data};
         dst[0] = o->data;
         for (int k = 1; k < n_outs; k++) dst[k] = kv[k - 1];
-        st = cx_plan_run(p, in, dst);
+        st = llm_run_plan(m, p, in, dst);
     }
     if (st == CATTR_OK) take_logprobs(o, R, y, lp);
     free(outs);
@@ -350,7 +358,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, co
         if (st == CATTR_OK) {
             in[0] = ec->data;
             void *dst = o->data;
-            st = cx_plan_run(p, in, &dst);
+            st = llm_run_plan(m, p, in, &dst);
         }
         if (st == CATTR_OK) take_logprobs(o, S, y, f + 1 + i0); /* [1, S, V]: row s at s * V */
         cattr_tensor_free(ec);
@@ -666,9 +674,44 @@ static cattr_status set_precision(cattr_llm *m, const cattr_llm_params *p) {
     return CATTR_OK;
 }
 
+static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
+                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
+                                  double *target_logprobs, double *convergence_delta);
+
+/* The first NaN or Inf among n values named `what` (k: its index), else CATTR_OK. */
+static cattr_status finite_values(const double *v, int64_t n, const char *what) {
+    for (int64_t k = 0; v && k < n; k++)
+        if (!isfinite(v[k]))
+            return cx_fail(CATTR_ERR_NONFINITE, "%s %lld is %s", what, (long long)k, isnan(v[k]) ? "nan" : "inf");
+    return CATTR_OK;
+}
+
 cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
                                  double *target_logprobs, double *convergence_delta) {
+    cattr_status st = llm_attribute(m, p, prompt, T, target, n, seq_attr, token_attr, target_logprobs,
+                                    convergence_delta);
+    if (st != CATTR_OK) return st;
+    bool surrogate = p->method == CATTR_LLM_LIME || p->method == CATTR_LLM_KERNEL_SHAP; /* no token_attr: NaN */
+    st = finite_values(seq_attr, T, "seq_attr");
+    if (st == CATTR_OK && !surrogate) st = finite_values(token_attr, n * T, "token_attr");
+    if (st == CATTR_OK) st = finite_values(target_logprobs, n, "target log-probability");
+    if (st == CATTR_OK && p->method == CATTR_LLM_LAYER_IG) st = finite_values(convergence_delta, n, "convergence delta");
+    if (st == CATTR_OK) return CATTR_OK;
+    /* a NaN or Inf in a result is an error naming where it first appeared: run again with every pass checked */
+    char found[1024];
+    snprintf(found, sizeof found, "%s", cattr_last_error());
+    m->diagnose = true;
+    st = llm_attribute(m, p, prompt, T, target, n, seq_attr, token_attr, target_logprobs, convergence_delta);
+    m->diagnose = false;
+    if (st == CATTR_ERR_NONFINITE) return cx_fail_context(st, "%s", found);
+    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
+                   "on them", found);
+}
+
+static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
+                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
+                                  double *target_logprobs, double *convergence_delta) {
     if (!m || !p || !prompt || !target || !seq_attr || !token_attr)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute: NULL argument");
     if (T < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt is empty");
@@ -770,9 +813,31 @@ static cattr_status text_logprobs(cattr_llm *m, cattr_dtype dt, const char *text
     return st;
 }
 
+static cattr_status llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+                                           const char *const *values, const char *const *baselines, int n_slots,
+                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
+
 cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
                                           const char *const *values, const char *const *baselines, int n_slots,
                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
+    cattr_status st = llm_attribute_template(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
+    if (st != CATTR_OK) return st;
+    st = finite_values(seq_attr, n_slots, "seq_attr");
+    if (st == CATTR_OK) st = finite_values(token_attr, n * n_slots, "token_attr");
+    if (st == CATTR_OK) return CATTR_OK;
+    char found[1024];
+    snprintf(found, sizeof found, "%s", cattr_last_error());
+    m->diagnose = true;
+    st = llm_attribute_template(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
+    m->diagnose = false;
+    if (st == CATTR_ERR_NONFINITE) return cx_fail_context(st, "%s", found);
+    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
+                   "on them", found);
+}
+
+static cattr_status llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+                                           const char *const *values, const char *const *baselines, int n_slots,
+                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
     if (!m || !p || !tmpl || !values || !target || !seq_attr || !token_attr || n_slots < 1 || n < 1)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: bad arguments");
     CX_CHECK(check_ids(m, target, n, "target"));

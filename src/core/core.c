@@ -36,11 +36,63 @@ const char *cattr_status_string(cattr_status st) {
 
 const char *cattr_last_error(void) { return g_err; }
 
+/* Length of the valid UTF-8 sequence at s (at most n bytes; no overlongs, surrogates or code points above U+10FFFF),
+ * 0 if there is none. */
+static size_t utf8_valid_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    size_t len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) len = 2, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF) len = 3, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4) len = 4, min = 0x10000;
+    else return 0;
+    if (len > n) return 0;
+    unsigned cp = c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = cp << 6 | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+size_t cx_escape_text(const char *src, char *dst, size_t cap) {
+    const unsigned char *s = (const unsigned char *)src;
+    size_t n = strlen(src), o = 0;
+    for (size_t i = 0; i < n && cap;) {
+        size_t l = utf8_valid_len(s + i, n - i);
+        bool ctl = l == 1 && ((s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') || s[i] == 0x7F);
+        if (l && !ctl) {
+            if (o + l >= cap) break;
+            memcpy(dst + o, s + i, l);
+            o += l;
+            i += l;
+        } else {
+            if (o + 4 >= cap) break;
+            snprintf(dst + o, 5, "\\x%02x", s[i]);
+            o += 4;
+            i++;
+        }
+    }
+    if (cap) dst[o < cap ? o : cap - 1] = '\0';
+    return o;
+}
+
+/* Messages may quote names and text from files: anything that is not printable UTF-8 is escaped as \xNN, so that a
+ * corrupt file never writes raw bytes to a terminal or a log. */
+static void escape_in_place(char *buf, size_t cap) {
+    char tmp[sizeof g_err];
+    cx_escape_text(buf, tmp, cap < sizeof tmp ? cap : sizeof tmp);
+    memcpy(buf, tmp, strlen(tmp) + 1);
+}
+
 cattr_status cx_fail(cattr_status st, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_err, sizeof g_err, fmt, ap);
     va_end(ap);
+    escape_in_place(g_err, sizeof g_err);
     return st;
 }
 
@@ -59,6 +111,7 @@ cattr_status cx_fail_context(cattr_status st, const char *fmt, ...) {
     if (no > room) no = room;
     memcpy(g_err + np + 2, old, no);
     g_err[np + 2 + no] = '\0';
+    escape_in_place(g_err, sizeof g_err);
     return st;
 }
 
@@ -74,6 +127,7 @@ void cx_log(cattr_log_level level, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    escape_in_place(buf, sizeof buf);
     g_log_fn(level, buf, g_log_user);
 }
 

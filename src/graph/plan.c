@@ -4,6 +4,8 @@
 #include "ops/ops.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -132,6 +134,7 @@ struct cx_plan {
     size_t arena_bytes;
     bool arena_external; /* lent by cx_plan_use_arena: not ours to free */
     size_t eager_peak;
+    bool check_finite; /* cx_plan_set_check_finite: look for the node where NaN or Inf first appears */
 };
 
 static bool is_view_op(cg_op op) {
@@ -413,6 +416,64 @@ fail:
     return st;
 }
 
+void cx_plan_set_check_finite(cx_plan *p, bool on) { p->check_finite = on; }
+
+enum { NF_NAN = 1, NF_INF = 2 };
+
+/* NF_NAN / NF_INF bits of a float value in backend memory (copied out to look at it). */
+static int scan_value(cx_plan *p, const cx_view *v, const void *data, size_t bytes) {
+    if (!data || (v->dtype != CATTR_FLOAT32 && v->dtype != CATTR_FLOAT64) || !bytes) return 0;
+    void *h = malloc(bytes);
+    if (!h || p->be->copy_out(p->be->ctx, h, data, bytes) != CATTR_OK) {
+        free(h);
+        return 0;
+    }
+    int bits = 0;
+    size_t n = bytes / cattr_dtype_size(v->dtype);
+    for (size_t i = 0; i < n && bits != (NF_NAN | NF_INF); i++) {
+        double x = v->dtype == CATTR_FLOAT32 ? (double)((const float *)h)[i] : ((const double *)h)[i];
+        if (isnan(x)) bits |= NF_NAN;
+        else if (isinf(x)) bits |= NF_INF;
+    }
+    free(h);
+    return bits;
+}
+
+/* "node 'X' (op Y)", or for the gradient nodes autodiff names "<forward node>/grad/<op>_<k>", "node 'X' (op Y, in
+ * the backward pass of node 'Z')". */
+static void node_desc(const cg_node *n, char *buf, size_t size) {
+    const char *gr = strstr(n->name, "/grad/");
+    if (gr)
+        snprintf(buf, size, "node '%s' (op %s, in the backward pass of node '%.*s')", n->name, cg_op_names[n->op],
+                 (int)(gr - n->name), n->name);
+    else snprintf(buf, size, "node '%s' (op %s)", n->name, cg_op_names[n->op]);
+}
+
+/* The checked run's verdict: NaN (else Inf) in an output is an error naming the first node that made it from inputs
+ * without it, and for a NaN made from infinities, where the first of those came from; non-finite values that never
+ * reach an output (an attention mask of -inf) are not an error. src[0], src[1]: the positions of the first NaN and
+ * Inf sources, -1 for none. */
+static cattr_status finite_verdict(cx_plan *p, const int *src) {
+    int out_bits = 0;
+    for (int k = 0; k < p->n_outs; k++) {
+        int v = p->outs[k];
+        out_bits |= scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
+    }
+    int which = out_bits & NF_NAN ? 0 : out_bits & NF_INF ? 1 : -1;
+    if (which < 0) return CATTR_OK;
+    const char *what = which == 0 ? "nan" : "inf";
+    int k = src[which];
+    if (k < 0) return cx_fail(CATTR_ERR_NONFINITE, "%s comes from the inputs or the constants of the model", what);
+    char d1[600], d2[600];
+    node_desc(&p->nodes[k], d1, sizeof d1);
+    if (which == 0 && src[1] >= 0 && src[1] < k) {
+        node_desc(&p->nodes[src[1]], d2, sizeof d2);
+        return cx_fail(CATTR_ERR_NONFINITE, "nan first appears at %s, from infinite values; inf first appears at %s, "
+                       "from finite inputs", d1, d2);
+    }
+    return cx_fail(CATTR_ERR_NONFINITE, "%s first appears at %s, from finite inputs", what, d1);
+}
+
 static cattr_status run_node(cx_plan *p, const cg_node *n) {
     cx_view in[CG_MAX_IN];
     for (int j = 0; j < n->n_in; j++) {
@@ -474,7 +535,28 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             CX_CHECK(be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]));
         }
         pthread_once(&g_profile_once, profile_init);
-        if (!g_profile) {
+        if (p->check_finite) {
+            int *nf = calloc((size_t)g->n_vals, sizeof *nf), src[2] = {-1, -1};
+            if (!nf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory checking for non-finite values");
+            for (int v = 0; v < g->n_vals; v++)
+                if (g->vals[v].kind == CG_VAL_CONST || g->vals[v].kind == CG_VAL_INPUT)
+                    nf[v] = scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
+            for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
+                const cg_node *n = &p->nodes[k];
+                st = run_node(p, n);
+                int in_bits = 0;
+                for (int j = 0; j < n->n_in; j++)
+                    if (n->in[j] >= 0) in_bits |= nf[n->in[j]];
+                int b = scan_value(p, &p->views[n->out], p->views[n->out].data, p->bytes[n->out]);
+                nf[n->out] = b;
+                for (int v = 0; v < g->n_vals && n->a.fuse_relu; v++) /* the fused Relu's value shares the output */
+                    if (p->root[v] == p->root[n->out]) nf[v] = b;
+                if ((b & NF_NAN) && !(in_bits & NF_NAN) && src[0] < 0) src[0] = k;
+                if ((b & NF_INF) && !(in_bits & (NF_NAN | NF_INF)) && src[1] < 0) src[1] = k;
+            }
+            if (st == CATTR_OK) st = finite_verdict(p, src);
+            free(nf);
+        } else if (!g_profile) {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
         } else {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {

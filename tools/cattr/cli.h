@@ -26,6 +26,9 @@ cattr_status cli_load_tensor(const char *spec, cattr_tensor **out);
 /* Parses a number with strtol/strtod and range checks; false if the text is not entirely a number. */
 bool cli_parse_int(const char *s, long long *out);
 bool cli_parse_double(const char *s, double *out);
+/* The integer value of option `opt` in [lo, hi]; otherwise prints "cattr: --steps needs an integer from 1 to 1000000,
+ * not '1000001'" (or ">= lo" when hi is LLONG_MAX) and returns false. */
+bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out);
 /* Parses a byte size: 512M, 2G, 1000000. */
 bool cli_parse_size(const char *s, size_t *out);
 

@@ -6,6 +6,7 @@
 #include "viz/heatmap.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -163,7 +164,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             a->target_file = v;
         } else if (!strcmp(o, "--steps")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--steps needs an integer >= 1, not '%s'", v);
+            if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
             a->p.n_steps = (int)n;
         } else if (!strcmp(o, "--quadrature")) {
             NEED_VALUE();
@@ -172,11 +173,11 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             a->p.quadrature = (cattr_quadrature)q;
         } else if (!strcmp(o, "--internal-batch-size")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000000) return cli_usage_error("--internal-batch-size needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 1000000000, &n)) return CLI_USAGE;
             a->p.internal_batch_size = (int)n;
         } else if (!strcmp(o, "--max-memory")) {
             NEED_VALUE();
-            if (!cli_parse_size(v, &a->p.max_memory) || !a->p.max_memory) return cli_usage_error("--max-memory needs a size such as 512M or 2G");
+            if (!cli_parse_size(v, &a->p.max_memory) || !a->p.max_memory) return cli_usage_error("--max-memory needs a size such as 512M or 2G, not '%s'", v);
         } else if (!strcmp(o, "--dtype")) {
             NEED_VALUE();
             if (!strcmp(v, "float32")) a->p.dtype = CATTR_FLOAT32;
@@ -186,10 +187,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             NEED_VALUE();
             if (!strcmp(v, "planned")) a->p.executor = CATTR_EXEC_PLANNED;
             else if (!strcmp(v, "eager")) a->p.executor = CATTR_EXEC_EAGER;
-            else return cli_usage_error("--executor must be planned or eager");
+            else return cli_usage_error("--executor must be planned or eager, not '%s'", v);
         } else if (!strcmp(o, "--runs")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--runs needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
             a->runs = (int)n;
         } else if (!strcmp(o, "--output") || !strcmp(o, "-o")) {
             NEED_VALUE();
@@ -199,7 +200,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             a->png = v;
         } else if (!strcmp(o, "--batch-size")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1) return cli_usage_error("--batch-size needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 2147483647, &n)) return CLI_USAGE;
             a->batch_size = n;
         } else if (!strcmp(o, "--layer")) {
             NEED_VALUE();
@@ -214,18 +215,19 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             x.attribute_to_layer_input = 1;
         } else if (!strcmp(o, "--eps")) {
             NEED_VALUE();
-            if (!cli_parse_double(v, &x.eps) || x.eps < 0) return cli_usage_error("--eps needs a number >= 0");
+            if (!cli_parse_double(v, &x.eps) || !(x.eps >= 0) || !isfinite(x.eps))
+                return cli_usage_error("--eps needs a finite number >= 0, not '%s'", v);
         } else if (!strcmp(o, "--feature-mask")) {
             NEED_VALUE();
             if (a->n_masks >= MAXT - 1) return cli_usage_error("too many --feature-mask");
             a->masks[a->n_masks++] = v;
         } else if (!strcmp(o, "--perturbations-per-eval")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 100000000) return cli_usage_error("--perturbations-per-eval needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 100000000, &n)) return CLI_USAGE;
             x.perturbations_per_eval = (int)n;
         } else if (!strcmp(o, "--n-samples")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 100000000) return cli_usage_error("--n-samples needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 100000000, &n)) return CLI_USAGE;
             x.n_samples = (int)n;
             have_n_samples = true;
         } else if (!strcmp(o, "--sliding-window") || !strcmp(o, "--strides")) {
@@ -243,7 +245,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             (*cnt)++;
         } else if (!strcmp(o, "--stdevs")) {
             NEED_VALUE();
-            if (!cli_parse_double(v, &x.stdevs) || x.stdevs < 0) return cli_usage_error("--stdevs needs a number >= 0");
+            if (!cli_parse_double(v, &x.stdevs) || !(x.stdevs >= 0) || !isfinite(x.stdevs))
+                return cli_usage_error("--stdevs needs a finite number >= 0, not '%s'", v);
             have_stdevs = true;
         } else if (!strcmp(o, "--noise-tunnel")) {
             NEED_VALUE();
@@ -253,17 +256,17 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             else return cli_usage_error("--noise-tunnel must be smoothgrad, smoothgrad_sq or vargrad, not '%s'", v);
         } else if (!strcmp(o, "--nt-samples")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--nt-samples needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
             x.nt_samples = (int)n;
         } else if (!strcmp(o, "--nt-samples-batch-size")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 1 || n > 1000000) return cli_usage_error("--nt-samples-batch-size needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
             x.nt_samples_batch_size = (int)n;
         } else if (!strcmp(o, "--draw-baseline-from-distrib")) {
             x.draw_baseline_from_distrib = 1;
         } else if (!strcmp(o, "--seed")) {
             NEED_VALUE();
-            if (!cli_parse_int(v, &n) || n < 0) return cli_usage_error("--seed needs an integer >= 0");
+            if (!cli_int_arg(o, v, 0, LLONG_MAX, &n)) return CLI_USAGE;
             x.seed = (uint64_t)n;
         } else if (!strcmp(o, "--overlay")) {
             a->overlay = true;
@@ -275,7 +278,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--outlier-perc")) {
             NEED_VALUE();
             if (!cli_parse_double(v, &a->outlier_perc) || a->outlier_perc < 0 || a->outlier_perc >= 100)
-                return cli_usage_error("--outlier-perc must be a number in [0, 100)");
+                return cli_usage_error("--outlier-perc must be a number in [0, 100), not '%s'", v);
         } else if (!strcmp(o, "--heatmap")) {
             a->heatmap = true;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
@@ -596,7 +599,9 @@ static void print_prediction(const cattr_tensor *out, int64_t B, const target_bu
         printf("example %lld: predicted class %lld (score %.4g)", (long long)b, (long long)best, v[b * C + best]);
         if (tb->t.kind != CATTR_TARGET_NONE && tb->t.n_idx == 1) {
             int64_t t = tb->t.kind == CATTR_TARGET_PER_EXAMPLE ? tb->idx[b] : tb->idx[0];
-            printf(", explaining class %lld%s", (long long)t, auto_pred ? " (the prediction; --target to choose)" : "");
+            if (t < 0) /* Python indexing, as Captum: -1 is the last class */
+                printf(", explaining class %lld (%lld counts from the end, as in Python)", (long long)(t + C), (long long)t);
+            else printf(", explaining class %lld%s", (long long)t, auto_pred ? " (the prediction; --target to choose)" : "");
         }
         printf("\n");
     }

@@ -7,6 +7,7 @@
 #include "viz/heatmap.h"
 
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -259,7 +260,7 @@ int cmd_explain_llm(int argc, char **argv) {
             else return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
         } else if (!strcmp(o, "--steps")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 1 || x > 100000) return cli_usage_error("--steps needs an integer >= 1");
+            if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
             p.n_steps = (int)x;
         } else if (!strcmp(o, "--quadrature")) {
             NEED();
@@ -269,46 +270,46 @@ int cmd_explain_llm(int argc, char **argv) {
         } else if (!strcmp(o, "--baseline")) { NEED(); baseline = v;
         } else if (!strcmp(o, "--n-samples")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 1 || x > 1000000) return cli_usage_error("--n-samples needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 1000000, &x)) return CLI_USAGE;
             p.n_samples = (int)x;
         } else if (!strcmp(o, "--seed")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 0) return cli_usage_error("--seed needs an integer >= 0");
+            if (!cli_int_arg(o, v, 0, LLONG_MAX, &x)) return CLI_USAGE;
             p.seed = (uint64_t)x;
         } else if (!strcmp(o, "--max-new-tokens")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 1 || x > 100000) return cli_usage_error("--max-new-tokens needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
             max_new = (int)x;
         } else if (!strcmp(o, "--dtype")) {
             NEED();
             if (!strcmp(v, "float32")) p.dtype = CATTR_FLOAT32;
             else if (!strcmp(v, "float64")) p.dtype = CATTR_FLOAT64;
-            else return cli_usage_error("--dtype must be float32 or float64");
+            else return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
         } else if (!strcmp(o, "--precision")) {
             NEED();
             if (!strcmp(v, "highest")) p.precision = CATTR_PRECISION_HIGHEST;
             else if (!strcmp(v, "high")) p.precision = CATTR_PRECISION_HIGH;
-            else return cli_usage_error("--precision must be highest or high");
+            else return cli_usage_error("--precision must be highest or high, not '%s'", v);
         } else if (!strcmp(o, "--precision-error")) {
             precision_error = true;
         } else if (!strcmp(o, "--perturbations-per-eval")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 1 || x > 1000000) return cli_usage_error("--perturbations-per-eval needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 1000000, &x)) return CLI_USAGE;
             p.perturbations_per_eval = (int)x;
         } else if (!strcmp(o, "--no-prefix-cache")) {
             p.no_prefix_cache = 1;
         } else if (!strcmp(o, "--internal-batch-size")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 1) return cli_usage_error("--internal-batch-size needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 2147483647, &x)) return CLI_USAGE;
             p.internal_batch_size = (int)x;
         } else if (!strcmp(o, "--max-memory")) {
             NEED();
-            if (!cli_parse_size(v, &p.max_memory) || !p.max_memory) return cli_usage_error("--max-memory needs a size such as 2G");
+            if (!cli_parse_size(v, &p.max_memory) || !p.max_memory) return cli_usage_error("--max-memory needs a size such as 512M or 2G, not '%s'", v);
         } else if (!strcmp(o, "--output") || !strcmp(o, "-o")) { NEED(); output = v;
         } else if (!strcmp(o, "--html")) { NEED(); html = v;
         } else if (!strcmp(o, "--runs")) {
             NEED();
-            if (!cli_parse_int(v, &x) || x < 1 || x > 100000) return cli_usage_error("--runs needs a positive integer");
+            if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
             runs = (int)x;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
             quiet = true;

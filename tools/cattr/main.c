@@ -5,6 +5,7 @@
 #include "core/core.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <time.h>
 #include <unistd.h>
 #include <math.h>
@@ -53,17 +54,20 @@ int main(int argc, char **argv) {
 }
 
 int cli_error(cattr_status st, const char *what) {
-    fprintf(stderr, "cattr: %s: %s\n", what, cattr_last_error());
+    char esc[1024];
+    cx_escape_text(what, esc, sizeof esc);
+    fprintf(stderr, "cattr: %s: %s\n", esc, cattr_last_error());
     return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT || st == CATTR_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
 }
 
 int cli_usage_error(const char *fmt, ...) {
+    char msg[2048], esc[2048];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "cattr: ");
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, "\n");
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    cx_escape_text(msg, esc, sizeof esc); /* arguments may hold any bytes */
+    fprintf(stderr, "cattr: %s\n", esc);
     return CLI_USAGE;
 }
 
@@ -127,6 +131,17 @@ bool cli_parse_int(const char *s, long long *out) {
     if (errno || *end) return false;
     *out = v;
     return true;
+}
+
+bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    long long v;
+    if (cli_parse_int(s, &v) && v >= lo && v <= hi) {
+        *out = v;
+        return true;
+    }
+    if (hi == LLONG_MAX) fprintf(stderr, "cattr: %s needs an integer >= %lld, not '%s'\n", opt, lo, s);
+    else fprintf(stderr, "cattr: %s needs an integer from %lld to %lld, not '%s'\n", opt, lo, hi, s);
+    return false;
 }
 
 bool cli_parse_double(const char *s, double *out) {

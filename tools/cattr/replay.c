@@ -715,8 +715,8 @@ int cmd_replay(int argc, char **argv) {
             o.tokenizer = argv[i];
         } else if (!strcmp(a, "--runs")) {
             long long n;
-            if (++i >= argc || !cli_parse_int(argv[i], &n) || n < 1 || n > 1000000)
-                return cli_usage_error("--runs needs a positive integer");
+            if (++i >= argc) return cli_usage_error("--runs needs a value");
+            if (!cli_int_arg(a, argv[i], 1, 1000000, &n)) return CLI_USAGE;
             o.runs = (int)n;
         } else if (a[0] == '-' && a[1]) {
             return cli_usage_error("replay: unknown option '%s' (see cattr replay --help)", a);
