@@ -18,10 +18,18 @@ expect_fail() {
     "$cattr" "$@" >"$tmp/stdout" 2>"$tmp/stderr"
     rc=$?
     if [ $rc -eq 0 ]; then bad "$name: exit 0"; return; fi
-    if ! grep -q -- "$want" "$tmp/stderr"; then bad "$name: stderr lacks '$want':"; cat "$tmp/stderr"; return; fi
+    if ! grep -qF -- "$want" "$tmp/stderr"; then bad "$name: stderr lacks '$want':"; cat "$tmp/stderr"; return; fi
     if [ -n "$outf" ] && [ -e "$outf" ]; then bad "$name: wrote $outf"; return; fi
     if ls "$tmp" | grep -q '\.tmp\.'; then bad "$name: left a temporary file"; return; fi
     ok
+}
+
+# expect_exit NAME CODE EXPECTED_SUBSTRING OUTPUT_FILE -- ARGS...: as expect_fail, with that exit code
+expect_exit() {
+    code=$2; n0=$fails
+    name=$1; shift 2
+    expect_fail "$name" "$@"
+    [ "$fails" -eq "$n0" ] && [ "$rc" -ne "$code" ] && { checks=$((checks - 1)); bad "$name: exit $rc, expected $code"; }
 }
 
 expect_ok() {
@@ -105,7 +113,42 @@ expect_fail "window too large" "window" "$tmp/o.npy" -- explain $model --method 
 expect_fail "no window" "window" "$tmp/o.npy" -- explain $model --method occlusion --input $x --output "$tmp/o.npy"
 expect_fail "unknown layer" "closest" "$tmp/o.npy" -- explain $model --method guided-gradcam --layer conv9 --input $x --output "$tmp/o.npy"
 
-# --- language models (the only Hugging Face checkpoints at hand are the golden ones) ----------------------------------
+# --- refused input, messages and exit codes ------------------------------------------------------------------------
+d=tests/data/cli
+expect_exit "overlapping safetensors" 2 "overlap" "$tmp/o.npy" -- explain $model --input $d/overlap.safetensors --output "$tmp/o.npy"
+expect_exit "unindexed safetensors bytes" 2 "belong to no tensor" "$tmp/o.npy" -- explain $model --input $d/unindexed.safetensors --output "$tmp/o.npy"
+expect_exit "npy trailing bytes" 2 "8 bytes after the data" "$tmp/o.npy" -- explain $model --input $d/trailing.npy --output "$tmp/o.npy"
+expect_exit "empty batch" 1 "0 rows" "$tmp/o.npy" -- explain $model --input $d/empty_batch.npy --output "$tmp/o.npy"
+expect_exit "non-UTF-8 name escaped" 1 "tensor 'x\\xff\\x01'" "$tmp/o.npy" -- explain $model --input $d/bad_name.safetensors --output "$tmp/o.npy"
+expect_exit "steps range" 2 "--steps needs an integer from 1 to 1000000, not '1000001'" "$tmp/o.npy" -- explain $model --input $x --steps 1000001 --output "$tmp/o.npy"
+expect_ok "target -1" explain $model --input $x --target -1 --output "$tmp/t1.npy"
+grep -q "explaining class 9 (-1 counts from the end" "$tmp/stdout" && ok || bad "--target -1 does not say it explains class 9"
+expect_ok "target 9" explain $model --input $x --target 9 --output "$tmp/t9.npy"
+cmp -s "$tmp/t1.npy" "$tmp/t9.npy" && ok || bad "--target -1 and --target 9 differ"
+
+# --- language models: the small checkpoints of tests/data/llm (no golden data needed) --------------------------------
+tiny=tests/data/llm/tiny
+for t in 1 2 3; do # the per-thread scratch of the attention kernels at every team size (a 1-thread abort once)
+    OMP_NUM_THREADS=$t expect_ok "tiny explain-llm, $t threads" explain-llm $tiny --prompt "The capital of France is" \
+        --target " Paris" --output "$tmp/tiny$t.json" -q
+done
+cmp -s "$tmp/tiny1.json" "$tmp/tiny2.json" && cmp -s "$tmp/tiny1.json" "$tmp/tiny3.json" && ok ||
+    bad "explain-llm results differ across thread counts"
+for kv in "rms_norm_eps 0" "rms_norm_eps -1e-6" "rms_norm_eps 1e999" "rope_theta 0" "rope_theta -10000"; do
+    set -- $kv
+    rm -rf "$tmp/cfg" && mkdir -p "$tmp/cfg" && ln -s "$PWD/$tiny/model.safetensors" "$tmp/cfg/model.safetensors"
+    sed "s/\"$1\": [^,]*,/\"$1\": $2,/" $tiny/config.json >"$tmp/cfg/config.json"
+    grep -q "\"$1\": $2," "$tmp/cfg/config.json" || bad "could not set $1 in the test config"
+    expect_exit "config $1 $2" 2 "'$1' is" "$tmp/l.json" -- explain-llm "$tmp/cfg" --prompt-ids 1,2 --target-ids 3 --output "$tmp/l.json"
+done
+expect_exit "NaN in the attribution" 1 "first appears at node 'model.layers.0.mlp.up_proj' (op MatMul)" "$tmp/l.json" -- \
+    explain-llm tests/data/llm/overflow --prompt-ids 1,2,3 --target-ids 4 --output "$tmp/l.json"
+expect_exit "NaN in the ablation" 1 "first appears at node 'model.layers.0.mlp.up_proj'" "$tmp/l.json" -- \
+    explain-llm tests/data/llm/overflow --prompt-ids 1,2,3 --target-ids 4 --method feature-ablation --output "$tmp/l.json"
+expect_exit "invalid UTF-8 prompt" 2 "not valid UTF-8" "$tmp/l.json" -- explain-llm $tiny --prompt "$(printf 'ab\377c')" --target " x" --output "$tmp/l.json"
+grep -q "cx_" "$tmp/stderr" && bad "a message names an internal function: $(cat "$tmp/stderr")" || ok
+
+# --- language models (the golden checkpoints) ---------------------------------------------------------------------
 golden=${CATTR_GOLDEN:-../shared/golden}
 qwen=$golden/llm/qwen3-tiny
 if [ -d "$qwen" ]; then

@@ -9,6 +9,10 @@ import json
 import os
 import random
 import struct
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data"))
+from make_llm_fixtures import npy, safetensors, tokenizer, weights  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "seeds")
@@ -24,18 +28,6 @@ def write(harness, name, data):
 # ---- .npy ----------------------------------------------------------------------------------------------------
 
 
-def npy(descr, shape, payload, version=(1, 0)):
-    shp = "(" + "".join("%d, " % d for d in shape).rstrip(" ") + ")" if len(shape) != 1 else "(%d,)" % shape[0]
-    if not shape:
-        shp = "()"
-    head = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shp)
-    pre = 10 if version[0] == 1 else 12
-    pad = (64 - (pre + len(head) + 1) % 64) % 64
-    head = head + " " * pad + "\n"
-    hl = struct.pack("<H", len(head)) if version[0] == 1 else struct.pack("<I", len(head))
-    return b"\x93NUMPY" + bytes(version) + hl + head.encode() + payload
-
-
 write("npy", "f4_2x3.npy", npy("<f4", (2, 3), struct.pack("<6f", *range(6))))
 write("npy", "f8_scalar.npy", npy("<f8", (), struct.pack("<d", 3.25)))
 write("npy", "i8_0x3.npy", npy("<i8", (0, 3), b""))
@@ -44,21 +36,6 @@ write("npy", "b1_v2.npy", npy("|b1", (4,), b"\x00\x01\x02\x00", (2, 0)))
 write("npy", "f2_1x1x2.npy", npy("<f2", (1, 1, 2), b"\x00\x3c\x00\xc0"))
 
 # ---- .safetensors --------------------------------------------------------------------------------------------
-
-
-def safetensors(entries, meta=None, align=1, pad_header=8):
-    """entries: (name, dtype, shape, payload bytes)."""
-    header, data = {}, b""
-    if meta is not None:
-        header["__metadata__"] = meta
-    for name, dt, shape, raw in entries:
-        while len(data) % align:
-            data += b"\x00"
-        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [len(data), len(data) + len(raw)]}
-        data += raw
-    hj = json.dumps(header).encode()
-    hj += b" " * ((pad_header - len(hj) % pad_header) % pad_header)
-    return struct.pack("<Q", len(hj)) + hj + data
 
 
 write("safetensors", "mixed.safetensors", safetensors([
@@ -94,27 +71,6 @@ for name, cfg in [("qwen3", QWEN3), ("llama", LLAMA), ("qwen2", QWEN2), ("mistra
     write("hf_config", name + ".json", json.dumps(cfg, indent=2))
 
 # ---- tokenizer.json ------------------------------------------------------------------------------------------
-
-
-def byte_cp(b):
-    if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or b >= 0xAE:
-        return b
-    return 256 + sum(1 for x in range(b) if not (0x21 <= x <= 0x7E or 0xA1 <= x <= 0xAC or x >= 0xAE))
-
-
-def tokenizer(pre, normalizer=None, post=None, added=(), merges=(), extra=()):
-    vocab = {chr(byte_cp(b)): b for b in range(256)}
-    for i, t in enumerate(extra):
-        vocab[t] = 256 + i
-    return json.dumps({
-        "version": "1.0", "truncation": None, "padding": None,
-        "added_tokens": [dict(id=i, content=c, single_word=sw, lstrip=ls, rstrip=rs, normalized=n, special=sp)
-                         for i, c, sw, ls, rs, n, sp in added],
-        "normalizer": normalizer, "pre_tokenizer": pre, "post_processor": post,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False},
-        "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
-                  "end_of_word_suffix": "", "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
-                  "vocab": vocab, "merges": list(merges)}}, ensure_ascii=False)
 
 
 BL = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True}
@@ -155,49 +111,6 @@ def archive(files):
     for kind, data in files:
         data = data if isinstance(data, bytes) else data.encode()
         out += bytes([kind]) + struct.pack("<I", len(data)) + data
-    return out
-
-
-def bf16(values):
-    out = b""
-    for v in values:
-        out += struct.pack("<f", v)[2:]
-    return out
-
-
-def weights(cfg, rng, dtype="BF16"):
-    H, I, V = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    nh, nkv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d = cfg.get("head_dim", H // nh)
-    mt = cfg["model_type"]
-    shapes = {"model.embed_tokens.weight": [V, H], "model.norm.weight": [H]}
-    if not cfg["tie_word_embeddings"]:
-        shapes["lm_head.weight"] = [V, H]
-    for i in range(cfg["num_hidden_layers"]):
-        p = "model.layers.%d." % i
-        shapes.update({p + "input_layernorm.weight": [H], p + "post_attention_layernorm.weight": [H],
-                       p + "self_attn.q_proj.weight": [nh * d, H], p + "self_attn.k_proj.weight": [nkv * d, H],
-                       p + "self_attn.v_proj.weight": [nkv * d, H], p + "self_attn.o_proj.weight": [H, nh * d],
-                       p + "mlp.gate_proj.weight": [I, H], p + "mlp.up_proj.weight": [I, H],
-                       p + "mlp.down_proj.weight": [H, I]})
-        if mt == "qwen3":
-            shapes.update({p + "self_attn.q_norm.weight": [d], p + "self_attn.k_norm.weight": [d]})
-        if mt == "qwen2" or cfg.get("attention_bias"):
-            shapes.update({p + "self_attn.q_proj.bias": [nh * d], p + "self_attn.k_proj.bias": [nkv * d],
-                           p + "self_attn.v_proj.bias": [nkv * d]})
-        if mt == "llama" and cfg.get("attention_bias"):
-            shapes[p + "self_attn.o_proj.bias"] = [H]
-        if mt == "llama" and cfg.get("mlp_bias"):
-            shapes.update({p + "mlp.gate_proj.bias": [I], p + "mlp.up_proj.bias": [I], p + "mlp.down_proj.bias": [H]})
-    out = []
-    for name, shape in sorted(shapes.items()):
-        n = 1
-        for s in shape:
-            n *= s
-        norm = name.endswith("norm.weight")
-        vals = [(1.0 if norm else 0.0) + rng.gauss(0, 0.1 if norm else 0.02) for _ in range(n)]
-        raw = bf16(vals) if dtype == "BF16" else struct.pack("<%df" % n, *vals)
-        out.append((name, dtype, shape, raw))
     return out
 
 
