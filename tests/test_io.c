@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "core/core.h"
 #include "io/fileutil.h"
+#include "io/hf.h"
+#include "io/tensorio.h"
 
 #include <cjson/cJSON.h>
 
@@ -527,6 +529,22 @@ static void test_safetensors_hostile(void) {
         {"[1,2,3]", 8, UINT64_MAX, CATTR_ERR_FORMAT, "header not an object"},
         {"{\"a\":", 8, UINT64_MAX, CATTR_ERR_FORMAT, "invalid JSON"},
         {"{}  xx  ", 8, UINT64_MAX, CATTR_ERR_FORMAT, "garbage after the JSON"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+         12, UINT64_MAX, CATTR_ERR_FORMAT, "overlapping tensors"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}",
+         8, UINT64_MAX, CATTR_ERR_FORMAT, "two tensors on the same bytes"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 24, UINT64_MAX, CATTR_ERR_FORMAT,
+         "bytes after the last tensor"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[20,24]}}",
+         24, UINT64_MAX, CATTR_ERR_FORMAT, "a gap of 16 bytes between tensors"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+         "\"b\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[8,16]}}",
+         16, UINT64_MAX, CATTR_OK, "4 zero bytes aligning the next tensor to 8 (the golden files' padding)"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 8, UINT64_MAX, CATTR_OK,
+         "4 zero bytes aligning the end to 8"},
         {"{}", 0, 2, CATTR_OK, "minimal valid file"},
         {"{\"__metadata__\":{\"k\":\"v\"}}", 0, UINT64_MAX, CATTR_OK, "metadata only"},
     };
@@ -557,6 +575,80 @@ static void test_safetensors_hostile(void) {
             CHECK_STATUS(cattr_tensor_set_load(p, &s), CATTR_ERR_FORMAT, "100 MB", "header over 100 MB");
         unlink(p);
     }
+}
+
+/* Bytes of a padding gap that are not zero are data no tensor covers. */
+static void test_safetensors_padding_bytes(void) {
+    const char *json = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                       "\"b\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[8,16]}}";
+    size_t hl = strlen(json);
+    unsigned char buf[512] = {0};
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(buf + 8, json, hl);
+    buf[8 + hl + 5] = 0x7f;
+    cattr_tensor_set *s = NULL;
+    CHECK_STATUS(cx_tensor_set_parse(buf, 8 + hl + 16, "padded", &s), CATTR_ERR_FORMAT, "belong to no tensor",
+                 "non-zero padding");
+    buf[8 + hl + 5] = 0;
+    CHECK_STATUS(cx_tensor_set_parse(buf, 8 + hl + 16, "padded", &s), CATTR_OK, NULL, "zero padding");
+    cattr_tensor_set_free(s);
+}
+
+/* The undefined behaviour short fuzzing runs found (each is checked under UBSan in CI) and the checks that replaced
+ * it: element counts with a 0 among huge sizes, .npy trailing bytes, config.json values out of range. */
+static void test_fuzz_regressions(void) {
+    int64_t z[3] = {INT64_C(1) << 62, 0, INT64_C(1) << 62}, big[2] = {INT64_C(1) << 40, INT64_C(1) << 40};
+    CHECK(cx_numel(3, z) == 0, "a 0 among huge sizes: numel %lld", (long long)cx_numel(3, z));
+    CHECK(cx_numel(2, big) == -1, "an overflowing shape: numel %lld", (long long)cx_numel(2, big));
+    /* an .npy of shape (2^62, 0, 2^62): no data, 0 elements */
+    char hdr[128];
+    int hn = snprintf(hdr, sizeof hdr, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, 0, %lld), }",
+                      (long long)z[0], (long long)z[2]);
+    unsigned char npy[256] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    int pad = (64 - (10 + hn + 1) % 64) % 64;
+    memcpy(npy + 10, hdr, (size_t)hn);
+    memset(npy + 10 + hn, ' ', (size_t)pad);
+    npy[10 + hn + pad] = '\n';
+    int hl = hn + pad + 1;
+    npy[8] = (unsigned char)hl;
+    npy[9] = (unsigned char)(hl >> 8);
+    cattr_tensor *t = NULL;
+    CHECK_STATUS(cx_npy_parse(npy, (size_t)(10 + hl), "zero-dim.npy", &t), CATTR_OK, NULL, "0 among huge dims");
+    CHECK(t && cattr_tensor_numel(t) == 0, "0 among huge dims: numel");
+    cattr_tensor_free(t);
+    /* the same with 4 bytes after the (empty) data */
+    CHECK_STATUS(cx_npy_parse(npy, (size_t)(10 + hl + 4), "trailing.npy", &t), CATTR_ERR_FORMAT, "4 bytes after the data",
+                 "trailing bytes");
+    /* config.json */
+    static const struct {
+        const char *kv, *needle;
+    } bad[] = {{"\"vocab_size\": 3.2e49", "vocab_size"},      {"\"vocab_size\": -3", "vocab_size"},
+               {"\"vocab_size\": 2.5", "vocab_size"},        {"\"rms_norm_eps\": 0", "rms_norm_eps"},
+               {"\"rms_norm_eps\": -1e-6", "rms_norm_eps"},   {"\"rms_norm_eps\": 1e999", "rms_norm_eps"},
+               {"\"rope_theta\": 0", "rope_theta"},           {"\"rope_theta\": -1", "rope_theta"},
+               {"\"num_hidden_layers\": 1e30", "num_hidden_layers"}, {"\"head_dim\": 3", "head_dim"},
+               {"\"num_key_value_heads\": 3", "kv heads"},
+               {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 0}", "factor"},
+               {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"low_freq_factor\": 4, \"high_freq_factor\": 4}",
+                "high_freq_factor"},
+               {"\"eos_token_id\": \"x\"", "eos_token_id"}};
+    for (size_t i = 0; i <= CX_ARRAY_LEN(bad); i++) {
+        char json[1024];
+        /* the bad key first: cJSON finds the first of two equal keys */
+        snprintf(json, sizeof json, "{%s%s\"model_type\": \"qwen3\", \"hidden_size\": 8, \"intermediate_size\": 12, "
+                 "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 4, "
+                 "\"vocab_size\": 16}", i < CX_ARRAY_LEN(bad) ? bad[i].kv : "", i < CX_ARRAY_LEN(bad) ? ", " : "");
+        cx_hf_config cfg;
+        cattr_status st = cx_hf_config_parse(json, strlen(json), "config.json", &cfg);
+        if (i == CX_ARRAY_LEN(bad)) CHECK_STATUS(st, CATTR_OK, NULL, "the valid config");
+        else CHECK_STATUS(st, CATTR_ERR_FORMAT, bad[i].needle, bad[i].kv);
+    }
+    cx_hf_config cfg;
+    const char *lists = "{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 12, "
+                        "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"vocab_size\": 16, "
+                        "\"eos_token_id\": [12, 13, 14]}";
+    CHECK_STATUS(cx_hf_config_parse(lists, strlen(lists), "config.json", &cfg), CATTR_OK, NULL, "eos_token_id list");
+    CHECK(cfg.eos_token_id == 12, "the first of an eos_token_id list: %lld", (long long)cfg.eos_token_id);
 }
 
 static void test_golden(void) {
@@ -632,6 +724,8 @@ int main(void) {
     test_safetensors_roundtrip();
     test_safetensors_converted();
     test_safetensors_hostile();
+    test_safetensors_padding_bytes();
+    test_fuzz_regressions();
     test_golden();
     remove_dir();
     if (g_failures) {

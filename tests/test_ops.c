@@ -1061,6 +1061,11 @@ static void test_errors(void) {
     expect_shape_error("Reshape element count", CG_RESHAPE, &a, 1, &rs);
     set_ints(&a, 2, SHAPE(4, -1));
     expect_shape_error("Reshape -1 not inferable", CG_RESHAPE, &a, 1, &rs);
+    /* a crafted target shape whose product overflows an int64 (fuzzing found the signed overflow) */
+    set_ints(&a, 3, SHAPE(INT64_C(6875986619556429824), INT64_C(1701080941), 2));
+    expect_shape_error("Reshape element count overflows", CG_RESHAPE, &a, 1, &rs);
+    set_ints(&a, 9, SHAPE(1, 1, 1, 1, 1, 1, 1, 2, 3)); /* more dims than a shape holds */
+    expect_shape_error("Reshape to 9 dims", CG_RESHAPE, &a, 1, &rs);
 
     /* autodiff through an op without a rule */
     cg_graph *g = cg_new();

@@ -224,15 +224,16 @@ cattr_status cx_npy_parse(const void *data, size_t fsize, const char *path, catt
     uint64_t data_avail = fsize - hstart - hlen;
     uint64_t es = cx_elem_size(elem), numel = 1;
     char sb[256];
-    for (int i = 0; i < h.ndim; i++) {
+    bool zero = false;
+    for (int i = 0; i < h.ndim; i++) zero |= h.shape[i] == 0;
+    for (int i = 0; i < h.ndim && !zero; i++) {
         uint64_t d = (uint64_t)h.shape[i];
-        if (d && numel > (uint64_t)INT64_MAX / es / d)
+        if (numel > (uint64_t)INT64_MAX / es / d)
             return cx_fail(CATTR_ERR_FORMAT, "'%s': shape %s is too large", path,
                            cx_shape_str(h.ndim, h.shape, sb, sizeof sb));
-        numel = d ? numel * d : numel;
+        numel *= d;
     }
-    for (int i = 0; i < h.ndim; i++)
-        if (h.shape[i] == 0) numel = 0;
+    if (zero) numel = 0;
     if (numel * es > data_avail)
         return cx_fail(CATTR_ERR_FORMAT, "'%s': truncated data: shape %s of %s needs %llu bytes, the file holds %llu",
                        path, cx_shape_str(h.ndim, h.shape, sb, sizeof sb), h.descr,

@@ -242,6 +242,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     case CG_RESHAPE: {
         int64_t total = cx_view_numel(&in[0]), known = 1;
         int infer = -1;
+        if (a->n_ints > CATTR_MAX_DIMS) SHAPE_FAIL("target shape has %d dims (at most %d)", a->n_ints, CATTR_MAX_DIMS);
         out->ndim = a->n_ints;
         for (int i = 0; i < a->n_ints; i++) {
             int64_t d = a->ints[i];
@@ -255,8 +256,12 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
                 d = 1;
             } else if (d < 0) SHAPE_FAIL("negative size in target shape");
             out->shape[i] = d;
-            if (__builtin_mul_overflow(known, d, &known)) SHAPE_FAIL("target shape has more than 2^63 elements");
         }
+        bool zero = false;
+        for (int i = 0; i < a->n_ints; i++) zero |= out->shape[i] == 0;
+        for (int i = 0; i < a->n_ints && !zero; i++)
+            if (__builtin_mul_overflow(known, out->shape[i], &known)) SHAPE_FAIL("target shape has more than 2^63 elements");
+        if (zero) known = 0;
         if (infer >= 0) {
             if (known == 0 || total % known) SHAPE_FAIL("cannot infer -1: %lld elements", (long long)total);
             out->shape[infer] = total / known;
