@@ -467,6 +467,9 @@ static cattr_status points_per_chunk(cattr_explainer *e, cx_call *c, int n, int 
         CX_CHECK(cx_row_bytes(e, c, true, &row));
         size_t per = row * (size_t)B;
         k = per ? (int64_t)(cx_memory_budget(e) / per) : n;
+        if (k < 1 && min <= 1)
+            cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one point of the path (%zu bytes); running "
+                                   "one point per chunk", cx_memory_budget(e), per);
     }
     if (k < min) k = min;
     if (k < 1) k = 1;

@@ -51,10 +51,11 @@ typedef struct {
     float y_off;
 } centred;
 
-static void centred_free(centred *c) {
+static void centred_free(centred *c) { /* leaves it empty: freeing it again is harmless */
     free(c->Xc);
     free(c->yc);
     free(c->x_off);
+    memset(c, 0, sizeof *c);
 }
 
 static cattr_status check_data(int64_t n, int64_t m, const float *X, const float *y, const float *w) {

@@ -41,6 +41,7 @@ struct cattr_llm {
     uint64_t clock;
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
     bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
+    bool budget_warned;  /* the warning that the memory budget is below one sequence, once per call */
 };
 
 /* cx_plan_run for the forward passes; while m->diagnose is set, the plan looks for the node where NaN or Inf first
@@ -254,8 +255,14 @@ static int64_t rows_per_pass(cattr_llm *m, const cattr_llm_params *lp, int64_t R
     const cx_hf_config *c = &m->cfg;
     size_t per = 2 * (size_t)(3 * c->hidden_size + 3 * c->intermediate_size +
                               (c->num_attention_heads + 2 * c->num_key_value_heads) * c->head_dim) * sizeof(double);
-    size_t rows = budget / (per * (size_t)(L > 0 ? L : 1) + (size_t)c->vocab_size * 16);
-    if (rows < 1) rows = 1;
+    size_t row = per * (size_t)(L > 0 ? L : 1) + (size_t)c->vocab_size * 16, rows = budget / row;
+    if (rows < 1) {
+        if (!m->budget_warned)
+            cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one sequence of %lld tokens (about %zu "
+                                   "bytes); running one sequence per forward pass", budget, (long long)L, row);
+        m->budget_warned = true;
+        rows = 1;
+    }
     return (int64_t)rows < R ? (int64_t)rows : R;
 }
 
@@ -714,6 +721,7 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const
                                   double *target_logprobs, double *convergence_delta) {
     if (!m || !p || !prompt || !target || !seq_attr || !token_attr)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute: NULL argument");
+    m->budget_warned = false;
     if (T < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt is empty");
     if (n < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the target is empty");
     if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)

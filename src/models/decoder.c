@@ -65,7 +65,10 @@ static int weight(builder *b, const char *name, int nd, int64_t d0, int64_t d1) 
 static int node(builder *b, cg_op op, const char *name, const int *in, int n, const cg_attrs *a) {
     if (b->st != CATTR_OK) return -1;
     for (int i = 0; i < n; i++)
-        if (in[i] < 0) return -1;
+        if (in[i] < 0) { /* an input that could not be added (cg_add_input, cg_add_const fail only for memory) */
+            b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory building the model");
+            return -1;
+        }
     int v = cg_add_node(b->g, op, name, in, n, a, name);
     if (v < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     return v;
@@ -148,6 +151,10 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         else {
             cx_decoder_inv_freq(&cfg, t->data);
             invv = cg_add_const(b->g, "rope.inv_freq", t, true);
+            if (invv < 0) {
+                cattr_tensor_free(t);
+                b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            }
         }
     }
     char n1[256], n2[256];
