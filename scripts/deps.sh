@@ -23,7 +23,31 @@ else
     echo "cattr: these packages are missing and there is no sudo: install them as root:$missing" >&2
     exit 1
 fi
+# apt-get with these arguments; while another installation holds the package manager's lock (unattended upgrades, a
+# second set-up command), it waits and tries again, for up to 20 minutes, saying so
+apt_get() {
+    err=$(mktemp)
+    tries=0
+    while :; do
+        if $SUDO env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=60 "$@" 2>"$err"; then
+            cat "$err" >&2
+            rm -f "$err"
+            return 0
+        fi
+        if grep -qiE 'could not get lock|unable to acquire|unable to lock|is another process using it' "$err" &&
+            [ "$tries" -lt 20 ]; then
+            tries=$((tries + 1))
+            echo "cattr: another package installation holds the lock; waiting for it (try $tries of 20)" >&2
+            sleep 60
+            continue
+        fi
+        cat "$err" >&2
+        rm -f "$err"
+        return 1
+    done
+}
+
 echo "cattr: installing Debian packages:$missing"
-$SUDO apt-get update -q
+apt_get update -q
 # shellcheck disable=SC2086
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends $missing
+apt_get install -y -q --no-install-recommends $missing
