@@ -474,6 +474,39 @@ static cattr_status finite_verdict(cx_plan *p, const int *src) {
     return cx_fail(CATTR_ERR_NONFINITE, "%s first appears at %s, from finite inputs", what, d1);
 }
 
+/* The state of a checked run: NF_ bits per value, the positions of the first NaN and Inf sources. */
+typedef struct {
+    int *nf;
+    int src[2];
+} fcheck;
+
+/* Scans the inputs present now (graph inputs once copied in) and the constants. */
+static cattr_status fcheck_start(cx_plan *p, fcheck *fc) {
+    const cg_graph *g = p->g;
+    fc->src[0] = fc->src[1] = -1;
+    fc->nf = calloc((size_t)g->n_vals, sizeof *fc->nf);
+    if (!fc->nf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory checking for non-finite values");
+    for (int v = 0; v < g->n_vals; v++)
+        if (g->vals[v].kind == CG_VAL_CONST || g->vals[v].kind == CG_VAL_INPUT)
+            fc->nf[v] = scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
+    return CATTR_OK;
+}
+
+/* After node k ran: its output's bits, and whether it is the first source of NaN or Inf. */
+static void fcheck_node(cx_plan *p, fcheck *fc, int k) {
+    const cg_graph *g = p->g;
+    const cg_node *n = &p->nodes[k];
+    int in_bits = 0;
+    for (int j = 0; j < n->n_in; j++)
+        if (n->in[j] >= 0) in_bits |= fc->nf[n->in[j]];
+    int b = scan_value(p, &p->views[n->out], p->views[n->out].data, p->bytes[n->out]);
+    fc->nf[n->out] = b;
+    for (int v = 0; v < g->n_vals && n->a.fuse_relu; v++) /* the fused Relu's value shares the output */
+        if (p->root[v] == p->root[n->out]) fc->nf[v] = b;
+    if ((b & NF_NAN) && !(in_bits & NF_NAN) && fc->src[0] < 0) fc->src[0] = k;
+    if ((b & NF_INF) && !(in_bits & (NF_NAN | NF_INF)) && fc->src[1] < 0) fc->src[1] = k;
+}
+
 static cattr_status run_node(cx_plan *p, const cg_node *n) {
     cx_view in[CG_MAX_IN];
     for (int j = 0; j < n->n_in; j++) {
@@ -536,26 +569,14 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
         }
         pthread_once(&g_profile_once, profile_init);
         if (p->check_finite) {
-            int *nf = calloc((size_t)g->n_vals, sizeof *nf), src[2] = {-1, -1};
-            if (!nf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory checking for non-finite values");
-            for (int v = 0; v < g->n_vals; v++)
-                if (g->vals[v].kind == CG_VAL_CONST || g->vals[v].kind == CG_VAL_INPUT)
-                    nf[v] = scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
+            fcheck fc;
+            CX_CHECK(fcheck_start(p, &fc));
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
-                const cg_node *n = &p->nodes[k];
-                st = run_node(p, n);
-                int in_bits = 0;
-                for (int j = 0; j < n->n_in; j++)
-                    if (n->in[j] >= 0) in_bits |= nf[n->in[j]];
-                int b = scan_value(p, &p->views[n->out], p->views[n->out].data, p->bytes[n->out]);
-                nf[n->out] = b;
-                for (int v = 0; v < g->n_vals && n->a.fuse_relu; v++) /* the fused Relu's value shares the output */
-                    if (p->root[v] == p->root[n->out]) nf[v] = b;
-                if ((b & NF_NAN) && !(in_bits & NF_NAN) && src[0] < 0) src[0] = k;
-                if ((b & NF_INF) && !(in_bits & (NF_NAN | NF_INF)) && src[1] < 0) src[1] = k;
+                st = run_node(p, &p->nodes[k]);
+                if (st == CATTR_OK) fcheck_node(p, &fc, k);
             }
-            if (st == CATTR_OK) st = finite_verdict(p, src);
-            free(nf);
+            if (st == CATTR_OK) st = finite_verdict(p, fc.src);
+            free(fc.nf);
         } else if (!g_profile) {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
         } else {
@@ -582,6 +603,8 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             else st = be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]);
             cur += p->bytes[v];
         }
+        fcheck fc = {NULL, {-1, -1}};
+        if (st == CATTR_OK && p->check_finite) st = fcheck_start(p, &fc);
         for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
             const cg_node *n = &p->nodes[k];
             cx_view *o = &p->views[n->out];
@@ -593,6 +616,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             cur += p->bytes[n->out];
             if (cur > p->eager_peak) p->eager_peak = cur;
             st = run_node(p, n);
+            if (st == CATTR_OK && fc.nf) fcheck_node(p, &fc, k);
             for (int j = 0; j < n->n_in; j++) { /* free inputs at their last use */
                 int v = n->in[j];
                 if (v < 0 || g->vals[v].kind == CG_VAL_CONST || p->last_use[v] != k || !p->views[v].data) continue;
@@ -604,6 +628,8 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
                 cur -= p->bytes[v];
             }
         }
+        if (st == CATTR_OK && fc.nf) st = finite_verdict(p, fc.src);
+        free(fc.nf);
     }
     if (st == CATTR_OK) st = be->synchronize(be->ctx);
     for (int k = 0; k < p->n_outs && st == CATTR_OK; k++) {

@@ -40,7 +40,7 @@ const cx_view *cx_plan_view(const cx_plan *p, int v);
  * Errors: whatever a kernel reports (naming the node), CATTR_ERR_NO_MEMORY. */
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host);
 
-/* Diagnosis of non-finite results (a planned plan only; slow: every value is copied out and scanned). When on,
+/* Diagnosis of non-finite results (slow: every value is copied out and scanned). When on,
  * cx_plan_run fails with CATTR_ERR_NONFINITE naming the first node whose output holds NaN (else Inf) computed from
  * inputs without it, when such a value reaches one of the plan's outputs. */
 void cx_plan_set_check_finite(cx_plan *p, bool on);
