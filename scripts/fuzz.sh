@@ -62,10 +62,17 @@ run_one() {
 
 fail=0
 if [ "$jobs" -gt 1 ]; then
+    # at most $jobs harnesses at once: when that many run, wait for the oldest
     pids=""
     for h in $which; do
-        ( run_one "$h" ) & pids="$pids $!"
-        while [ "$(jobs -p | wc -l)" -ge "$jobs" ]; do sleep 1; done
+        run_one "$h" &
+        pids="$pids $!"
+        set -- $pids
+        if [ $# -ge "$jobs" ]; then
+            wait "$1" || fail=1
+            shift
+            pids="$*"
+        fi
     done
     for p in $pids; do wait "$p" || fail=1; done
 else

@@ -387,9 +387,9 @@ static cattr_status prepare(cattr_explainer *e, const cattr_call *call, cx_call 
         if (x->dtype == CATTR_INT64)
             return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: attributed inputs must be float", i, name);
         if (x->ndim < 1) return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') needs a batch dimension", i, name);
-        if (x->shape[0] == 0)
-            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has 0 rows (an empty batch): there is nothing to attribute",
-                           i, name);
+        if (x->numel == 0)
+            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (shape with a 0): there is nothing to "
+                           "attribute", i, name);
         if (i == 0) c->B = x->shape[0];
         else if (x->shape[0] != c->B)
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has batch %lld, input 0 has %lld", i, name,
@@ -905,7 +905,7 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
         e->diagnose = false;
         for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(a2[i]);
         cattr_tensor_free(d2);
-        if (st == CATTR_ERR_NONFINITE) return cx_fail_context(st, "%s", found);
+        if (st != CATTR_OK) return cx_fail_context(st, "%s", found); /* where it appeared, or what stopped the search */
         return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's "
                        "arithmetic on them (an overflow or 0/0)", found);
     }

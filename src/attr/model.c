@@ -306,9 +306,9 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
     for (int i = 0; i < n_inputs && st == CATTR_OK; i++) {
         const cattr_tensor *t = inputs[i];
         if (!t) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d is NULL", i);
-        if (t->ndim >= 1 && t->shape[0] == 0)
-            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has 0 rows (an empty batch)", i,
-                           g->vals[g->inputs[i]].name);
+        if (t->numel == 0)
+            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (%s)", i, g->vals[g->inputs[i]].name,
+                           t->ndim && t->shape[0] == 0 ? "0 rows: an empty batch" : "a dimension of size 0");
         CX_CHECK(cx_model_check_input(m, i, t, "input"));
         nd[i] = t->ndim;
         memcpy(sh[i], t->shape, sizeof sh[i]);

@@ -62,17 +62,19 @@ size_t cx_escape_text(const char *src, char *dst, size_t cap) {
     size_t n = strlen(src), o = 0;
     for (size_t i = 0; i < n && cap;) {
         size_t l = utf8_valid_len(s + i, n - i);
-        bool ctl = l == 1 && ((s[i] < 0x20 && s[i] != '\n' && s[i] != '\t') || s[i] == 0x7F);
+        /* C0 controls but tab, DEL, and the C1 controls U+0080-U+009F (0xC2 0x80-0x9F) are escaped too: a name
+         * from a file can neither move the cursor nor start a line of its own */
+        bool ctl = (l == 1 && ((s[i] < 0x20 && s[i] != '\t') || s[i] == 0x7F)) ||
+                   (l == 2 && s[i] == 0xC2 && s[i + 1] < 0xA0);
         if (l && !ctl) {
             if (o + l >= cap) break;
             memcpy(dst + o, s + i, l);
             o += l;
             i += l;
         } else {
-            if (o + 4 >= cap) break;
-            snprintf(dst + o, 5, "\\x%02x", s[i]);
-            o += 4;
-            i++;
+            size_t m = l ? l : 1; /* a control character's bytes, or one invalid byte */
+            if (o + 4 * m >= cap) break;
+            for (size_t k = 0; k < m; k++, i++, o += 4) snprintf(dst + o, 5, "\\x%02x", s[i]);
         }
     }
     if (cap) dst[o < cap ? o : cap - 1] = '\0';

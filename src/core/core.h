@@ -25,8 +25,8 @@ cattr_status cx_fail(cattr_status st, const char *fmt, ...) __attribute__((forma
 cattr_status cx_fail_context(cattr_status st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cx_log(cattr_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Copies the NUL-terminated src into dst (cap bytes, always NUL-terminated) with every byte that is not part of valid
- * UTF-8, and every control character but newline and tab, written as \xNN. Returns the length written. cx_fail and
- * cx_log pass their messages through it. */
+ * UTF-8, and every control character but tab (C0 with newline, DEL, C1), written as \xNN. Returns the length
+ * written. cx_fail and cx_log pass their messages through it. */
 size_t cx_escape_text(const char *src, char *dst, size_t cap);
 
 /* Allocation helpers; NULL on failure (callers turn that into CATTR_ERR_NO_MEMORY). */

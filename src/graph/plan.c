@@ -420,20 +420,21 @@ void cx_plan_set_check_finite(cx_plan *p, bool on) { p->check_finite = on; }
 
 enum { NF_NAN = 1, NF_INF = 2 };
 
-/* NF_NAN / NF_INF bits of a float value in backend memory (copied out to look at it). */
+/* NF_NAN / NF_INF bits of a float value in backend memory, copied out 1 MiB at a time to look at it; -1 when that
+ * buffer cannot be allocated. */
 static int scan_value(cx_plan *p, const cx_view *v, const void *data, size_t bytes) {
     if (!data || (v->dtype != CATTR_FLOAT32 && v->dtype != CATTR_FLOAT64) || !bytes) return 0;
-    void *h = malloc(bytes);
-    if (!h || p->be->copy_out(p->be->ctx, h, data, bytes) != CATTR_OK) {
-        free(h);
-        return 0;
-    }
+    size_t es = cattr_dtype_size(v->dtype), chunk = ((size_t)1 << 20) / es * es;
+    void *h = malloc(chunk < bytes ? chunk : bytes);
+    if (!h) return -1;
     int bits = 0;
-    size_t n = bytes / cattr_dtype_size(v->dtype);
-    for (size_t i = 0; i < n && bits != (NF_NAN | NF_INF); i++) {
-        double x = v->dtype == CATTR_FLOAT32 ? (double)((const float *)h)[i] : ((const double *)h)[i];
-        if (isnan(x)) bits |= NF_NAN;
-        else if (isinf(x)) bits |= NF_INF;
+    for (size_t off = 0; off < bytes && bits != (NF_NAN | NF_INF); off += chunk) {
+        size_t nb = bytes - off < chunk ? bytes - off : chunk;
+        if (p->be->copy_out(p->be->ctx, h, (const char *)data + off, nb) != CATTR_OK) break;
+        for (size_t i = 0; i < nb / es; i++) {
+            double x = es == 4 ? (double)((const float *)h)[i] : ((const double *)h)[i];
+            bits |= isnan(x) ? NF_NAN : isinf(x) ? NF_INF : 0;
+        }
     }
     free(h);
     return bits;
@@ -449,62 +450,119 @@ static void node_desc(const cg_node *n, char *buf, size_t size) {
     else snprintf(buf, size, "node '%s' (op %s)", n->name, cg_op_names[n->op]);
 }
 
-/* The checked run's verdict: NaN (else Inf) in an output is an error naming the first node that made it from inputs
- * without it, and for a NaN made from infinities, where the first of those came from; non-finite values that never
- * reach an output (an attention mask of -inf) are not an error. src[0], src[1]: the positions of the first NaN and
- * Inf sources, -1 for none. */
-static cattr_status finite_verdict(cx_plan *p, const int *src) {
-    int out_bits = 0;
-    for (int k = 0; k < p->n_outs; k++) {
-        int v = p->outs[k];
-        out_bits |= scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
-    }
-    int which = out_bits & NF_NAN ? 0 : out_bits & NF_INF ? 1 : -1;
-    if (which < 0) return CATTR_OK;
-    const char *what = which == 0 ? "nan" : "inf";
-    int k = src[which];
-    if (k < 0) return cx_fail(CATTR_ERR_NONFINITE, "%s comes from the inputs or the constants of the model", what);
-    char d1[600], d2[600];
-    node_desc(&p->nodes[k], d1, sizeof d1);
-    if (which == 0 && src[1] >= 0 && src[1] < k) {
-        node_desc(&p->nodes[src[1]], d2, sizeof d2);
-        return cx_fail(CATTR_ERR_NONFINITE, "nan first appears at %s, from infinite values; inf first appears at %s, "
-                       "from finite inputs", d1, d2);
-    }
-    return cx_fail(CATTR_ERR_NONFINITE, "%s first appears at %s, from finite inputs", what, d1);
-}
-
-/* The state of a checked run: NF_ bits per value, the positions of the first NaN and Inf sources. */
+/* A checked run. Per value: its NF_ bits, and where its NaN and its Inf came from: the position of the node that
+ * made them from inputs without them (a source), SRC_OUTSIDE for the graph inputs and constants, -1 for none. Per
+ * node position, for a NaN source: where the infinite values it was made from came from. */
+#define SRC_OUTSIDE (-2)
 typedef struct {
-    int *nf;
-    int src[2];
+    int *nf, *nan_src, *inf_src, *nan_from_inf;
 } fcheck;
 
-/* Scans the inputs present now (graph inputs once copied in) and the constants. */
+static void fcheck_free(fcheck *fc) {
+    free(fc->nf);
+    free(fc->nan_src);
+    free(fc->inf_src);
+    free(fc->nan_from_inf);
+    memset(fc, 0, sizeof *fc);
+}
+
+static cattr_status fcheck_nomem(fcheck *fc) {
+    fcheck_free(fc);
+    return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory checking for non-finite values");
+}
+
+/* Scans the graph inputs present now and the constants. */
 static cattr_status fcheck_start(cx_plan *p, fcheck *fc) {
     const cg_graph *g = p->g;
-    fc->src[0] = fc->src[1] = -1;
-    fc->nf = calloc((size_t)g->n_vals, sizeof *fc->nf);
-    if (!fc->nf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory checking for non-finite values");
-    for (int v = 0; v < g->n_vals; v++)
-        if (g->vals[v].kind == CG_VAL_CONST || g->vals[v].kind == CG_VAL_INPUT)
-            fc->nf[v] = scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
+    size_t nv = (size_t)g->n_vals;
+    fc->nf = calloc(nv, sizeof *fc->nf);
+    fc->nan_src = malloc(nv * sizeof *fc->nan_src);
+    fc->inf_src = malloc(nv * sizeof *fc->inf_src);
+    fc->nan_from_inf = malloc((size_t)(p->n_order ? p->n_order : 1) * sizeof *fc->nan_from_inf);
+    if (!fc->nf || !fc->nan_src || !fc->inf_src || !fc->nan_from_inf) return fcheck_nomem(fc);
+    for (int v = 0; v < g->n_vals; v++) {
+        fc->nan_src[v] = fc->inf_src[v] = -1;
+        if (g->vals[v].kind != CG_VAL_CONST && g->vals[v].kind != CG_VAL_INPUT) continue;
+        int b = scan_value(p, &p->views[v], p->views[v].data, p->bytes[v]);
+        if (b < 0) return fcheck_nomem(fc);
+        fc->nf[v] = b;
+        if (b & NF_NAN) fc->nan_src[v] = SRC_OUTSIDE;
+        if (b & NF_INF) fc->inf_src[v] = SRC_OUTSIDE;
+    }
     return CATTR_OK;
 }
 
-/* After node k ran: its output's bits, and whether it is the first source of NaN or Inf. */
-static void fcheck_node(cx_plan *p, fcheck *fc, int k) {
+/* After node k ran: its output's bits, and the sources they carry. */
+static cattr_status fcheck_node(cx_plan *p, fcheck *fc, int k) {
     const cg_graph *g = p->g;
     const cg_node *n = &p->nodes[k];
-    int in_bits = 0;
-    for (int j = 0; j < n->n_in; j++)
-        if (n->in[j] >= 0) in_bits |= fc->nf[n->in[j]];
     int b = scan_value(p, &p->views[n->out], p->views[n->out].data, p->bytes[n->out]);
-    fc->nf[n->out] = b;
-    for (int v = 0; v < g->n_vals && n->a.fuse_relu; v++) /* the fused Relu's value shares the output */
-        if (p->root[v] == p->root[n->out]) fc->nf[v] = b;
-    if ((b & NF_NAN) && !(in_bits & NF_NAN) && fc->src[0] < 0) fc->src[0] = k;
-    if ((b & NF_INF) && !(in_bits & (NF_NAN | NF_INF)) && fc->src[1] < 0) fc->src[1] = k;
+    if (b < 0) return fcheck_nomem(fc);
+    int nan_in = -1, inf_in = -1; /* the first input holding NaN, and Inf */
+    for (int j = 0; j < n->n_in; j++) {
+        int v = n->in[j];
+        if (v < 0) continue;
+        if (nan_in < 0 && (fc->nf[v] & NF_NAN)) nan_in = v;
+        if (inf_in < 0 && (fc->nf[v] & NF_INF)) inf_in = v;
+    }
+    int out = n->out, ns = -1, is = -1;
+    fc->nan_from_inf[k] = -1;
+    if (b & NF_NAN) {
+        if (nan_in >= 0) ns = fc->nan_src[nan_in];
+        else {
+            ns = k;
+            fc->nan_from_inf[k] = inf_in >= 0 ? fc->inf_src[inf_in] : -1;
+        }
+    }
+    if (b & NF_INF) is = inf_in >= 0 ? fc->inf_src[inf_in] : nan_in >= 0 ? fc->nan_src[nan_in] : k;
+    for (int v = 0; v < g->n_vals; v++) /* the output and, for a fused Relu, the Relu's value sharing it */
+        if (v == out || (n->a.fuse_relu && p->root[v] == p->root[out])) {
+            fc->nf[v] = b;
+            fc->nan_src[v] = ns;
+            fc->inf_src[v] = is;
+        }
+    return CATTR_OK;
+}
+
+/* "inf first appears at <node>", or that it came in with the inputs or constants. */
+static void source_desc(const cx_plan *p, int src, const char *what, char *buf, size_t size) {
+    if (src == SRC_OUTSIDE) {
+        snprintf(buf, size, "%s comes from the inputs or the constants of the model", what);
+        return;
+    }
+    char d[600];
+    node_desc(&p->nodes[src], d, sizeof d);
+    snprintf(buf, size, "%s first appears at %s", what, d);
+}
+
+/* The checked run's verdict: NaN (else Inf) in an output is an error naming the node that made the NaN (the Inf)
+ * which reaches that output from inputs without it, and for a NaN made from infinities, where those came from.
+ * Non-finite values that never reach an output (an attention mask of -inf) are not an error. */
+static cattr_status finite_verdict(const cx_plan *p, const fcheck *fc) {
+    int v_nan = -1, v_inf = -1;
+    for (int k = 0; k < p->n_outs; k++) {
+        int v = p->outs[k];
+        if (v_nan < 0 && (fc->nf[v] & NF_NAN)) v_nan = v;
+        if (v_inf < 0 && (fc->nf[v] & NF_INF)) v_inf = v;
+    }
+    char a[800], b[800];
+    if (v_nan >= 0) {
+        int s = fc->nan_src[v_nan];
+        if (s == -1) return cx_fail(CATTR_ERR_NONFINITE, "nan reaches an output by an unknown way");
+        source_desc(p, s, "nan", a, sizeof a);
+        if (s >= 0 && fc->nan_from_inf[s] != -1) {
+            source_desc(p, fc->nan_from_inf[s], "inf", b, sizeof b);
+            return cx_fail(CATTR_ERR_NONFINITE, "%s, from infinite values; %s", a, b);
+        }
+        return cx_fail(CATTR_ERR_NONFINITE, "%s%s", a, s >= 0 ? ", from finite inputs" : "");
+    }
+    if (v_inf >= 0) {
+        int s = fc->inf_src[v_inf];
+        if (s == -1) return cx_fail(CATTR_ERR_NONFINITE, "inf reaches an output by an unknown way");
+        source_desc(p, s, "inf", a, sizeof a);
+        return cx_fail(CATTR_ERR_NONFINITE, "%s%s", a, s >= 0 ? ", from finite inputs" : "");
+    }
+    return CATTR_OK;
 }
 
 static cattr_status run_node(cx_plan *p, const cg_node *n) {
@@ -569,14 +627,14 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
         }
         pthread_once(&g_profile_once, profile_init);
         if (p->check_finite) {
-            fcheck fc;
+            fcheck fc = {0};
             CX_CHECK(fcheck_start(p, &fc));
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
                 st = run_node(p, &p->nodes[k]);
-                if (st == CATTR_OK) fcheck_node(p, &fc, k);
+                if (st == CATTR_OK) st = fcheck_node(p, &fc, k);
             }
-            if (st == CATTR_OK) st = finite_verdict(p, fc.src);
-            free(fc.nf);
+            if (st == CATTR_OK) st = finite_verdict(p, &fc);
+            fcheck_free(&fc);
         } else if (!g_profile) {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
         } else {
@@ -603,7 +661,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             else st = be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]);
             cur += p->bytes[v];
         }
-        fcheck fc = {NULL, {-1, -1}};
+        fcheck fc = {0};
         if (st == CATTR_OK && p->check_finite) st = fcheck_start(p, &fc);
         for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
             const cg_node *n = &p->nodes[k];
@@ -616,7 +674,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             cur += p->bytes[n->out];
             if (cur > p->eager_peak) p->eager_peak = cur;
             st = run_node(p, n);
-            if (st == CATTR_OK && fc.nf) fcheck_node(p, &fc, k);
+            if (st == CATTR_OK && fc.nf) st = fcheck_node(p, &fc, k);
             for (int j = 0; j < n->n_in; j++) { /* free inputs at their last use */
                 int v = n->in[j];
                 if (v < 0 || g->vals[v].kind == CG_VAL_CONST || p->last_use[v] != k || !p->views[v].data) continue;
@@ -628,8 +686,8 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
                 cur -= p->bytes[v];
             }
         }
-        if (st == CATTR_OK && fc.nf) st = finite_verdict(p, fc.src);
-        free(fc.nf);
+        if (st == CATTR_OK && fc.nf) st = finite_verdict(p, &fc);
+        fcheck_free(&fc);
     }
     if (st == CATTR_OK) st = be->synchronize(be->ctx);
     for (int k = 0; k < p->n_outs && st == CATTR_OK; k++) {

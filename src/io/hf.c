@@ -81,6 +81,26 @@ static cattr_status get_token(const cJSON *o, const char *k, const char *path, i
     return CATTR_OK;
 }
 
+void cx_hf_rope_inv_freq(const cx_hf_config *cfg, double *inv) {
+    int64_t d = cfg->head_dim;
+    for (int64_t m = 0; m < d / 2; m++) {
+        double f = pow(cfg->rope_theta, -2.0 * (double)m / (double)d);
+        if (!strcmp(cfg->rope_type, "llama3")) {
+            double F = cfg->rope_factor, lo = cfg->rope_low_freq_factor, hi = cfg->rope_high_freq_factor;
+            double C = (double)cfg->rope_original_max_position_embeddings, lambda = 2.0 * M_PI / f;
+            if (lambda < C / hi) {
+                /* high frequencies unchanged */
+            } else if (lambda > C / lo) {
+                f = f / F;
+            } else {
+                double s = (C / lambda - lo) / (hi - lo);
+                f = (1 - s) * f / F + s * f;
+            }
+        }
+        inv[m] = f;
+    }
+}
+
 cattr_status cx_hf_config_parse(const char *text, size_t size, const char *path, cx_hf_config *cfg) {
     memset(cfg, 0, sizeof *cfg);
     cJSON *o = cJSON_ParseWithLength(text, size);
@@ -159,6 +179,20 @@ cattr_status cx_hf_config_parse(const char *text, size_t size, const char *path,
                      "must be a multiple of the kv heads and head_dim even)", path,
                      (long long)cfg->num_attention_heads, (long long)cfg->num_key_value_heads,
                      (long long)cfg->head_dim);
+    if (st == CATTR_OK) { /* the frequencies the values give must be usable: finite and above 0 */
+        double *inv = malloc((size_t)(cfg->head_dim / 2) * sizeof *inv);
+        if (!inv) st = cx_fail(CATTR_ERR_NO_MEMORY, "'%s': out of memory", path);
+        else {
+            cx_hf_rope_inv_freq(cfg, inv);
+            for (int64_t m = 0; m < cfg->head_dim / 2 && st == CATTR_OK; m++)
+                if (!(isfinite(inv[m]) && inv[m] > 0))
+                    st = cx_fail(CATTR_ERR_FORMAT, "'%s': rope_theta %g%s gives the rotary frequency %g for dim %lld "
+                                 "of %lld: it must be finite and above 0", path, cfg->rope_theta,
+                                 cfg->rope_type[0] ? " with this rope_scaling" : "", inv[m], (long long)(2 * m),
+                                 (long long)cfg->head_dim);
+            free(inv);
+        }
+    }
     cJSON_Delete(o);
     return st;
 }
@@ -402,9 +436,13 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
             for (int k = 0; k < 8; k++) b |= (uint64_t)p[8 * i + k] << (8 * k);
             double v;
             memcpy(&v, &b, 8);
-            bad |= !(fabs(v) <= (f32 ? (double)FLT_MAX : DBL_MAX)); /* also a double beyond float's range */
-            if (f32) f32[i] = (float)v;
-            else f64[i] = v;
+            if (f32) { /* also a double beyond float's range: the float is what must be finite */
+                f32[i] = (float)v;
+                bad |= !isfinite(f32[i]);
+            } else {
+                f64[i] = v;
+                bad |= !isfinite(v);
+            }
         }
         break;
     default:

@@ -30,9 +30,13 @@ cattr_status cx_hf_config_load(const char *dir, cx_hf_config *cfg);
 /* The same from the text of a config.json (`size` bytes, borrowed); `what` names it in messages. Besides the types,
  * values that make the math meaningless are refused (CATTR_ERR_FORMAT naming the key): sizes outside 1..2^24 (layers
  * and heads 1..2^16), rms_norm_eps, rope_theta and the llama3 rope_scaling factors not finite and > 0, a
- * high_freq_factor not above low_freq_factor. (Token ids may lie outside the vocabulary: shrunken test models keep
+ * high_freq_factor not above low_freq_factor, rotary frequencies that are not finite and > 0. (Token ids may lie outside the vocabulary: shrunken test models keep
  * their tokenizer's.) */
 cattr_status cx_hf_config_parse(const char *text, size_t size, const char *what, cx_hf_config *cfg);
+
+/* The rotary embedding's inverse frequencies inv[m] (m < head_dim / 2) of a config: rope_theta^(-2m/head_dim),
+ * with the llama3 rope_scaling applied. cx_hf_config_parse has checked that they are finite and above 0. */
+void cx_hf_rope_inv_freq(const cx_hf_config *cfg, double *inv);
 
 /* The mapped weights of a checkpoint. */
 typedef struct cx_hf_weights cx_hf_weights;

@@ -1182,6 +1182,12 @@ static cattr_status parse_tokenizer_json(const lctx *L, const cJSON *root) {
         if (t->vocab.e[i].id > max_id) max_id = t->vocab.e[i].id;
     for (size_t i = 0; i < t->n_added; i++)
         if (t->added[i].id > max_id) max_id = t->added[i].id;
+    /* ids index a table: they may leave gaps, but not a table far larger than the tokens (a 40-byte file naming id
+     * 2^31 - 2 would otherwise cost 16 GiB) */
+    int64_t n_tokens = (int64_t)(t->vocab.n + t->n_added);
+    if (max_id > 16 * n_tokens + 65536)
+        return lfail(L, CATTR_ERR_FORMAT, "model.vocab", "token id %lld is far beyond the %lld tokens (ids must be "
+                     "about as many as the tokens)", (long long)max_id, (long long)n_tokens);
     t->n_ids = max_id + 1;
     t->id_tok = calloc((size_t)t->n_ids + 1, sizeof *t->id_tok);
     t->id_flags = calloc((size_t)t->n_ids + 1, 1);

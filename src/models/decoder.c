@@ -8,26 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cx_decoder_inv_freq(const cx_hf_config *cfg, double *inv) {
-    int64_t d = cfg->head_dim;
-    for (int64_t m = 0; m < d / 2; m++) {
-        double f = pow(cfg->rope_theta, -2.0 * (double)m / (double)d);
-        if (!strcmp(cfg->rope_type, "llama3")) {
-            double F = cfg->rope_factor, lo = cfg->rope_low_freq_factor, hi = cfg->rope_high_freq_factor;
-            double C = (double)cfg->rope_original_max_position_embeddings, lambda = 2.0 * M_PI / f;
-            if (lambda < C / hi) {
-                /* high frequencies unchanged */
-            } else if (lambda > C / lo) {
-                f = f / F;
-            } else {
-                double s = (C / lambda - lo) / (hi - lo);
-                f = (1 - s) * f / F + s * f;
-            }
-        }
-        inv[m] = f;
-    }
-}
-
 typedef struct {
     cg_graph *g;
     const cg_graph *src; /* borrow the weights from this graph (else load them from w) */
@@ -149,7 +129,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT64, 1, &half);
         if (!t) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else {
-            cx_decoder_inv_freq(&cfg, t->data);
+            cx_hf_rope_inv_freq(&cfg, t->data);
             invv = cg_add_const(b->g, "rope.inv_freq", t, true);
             if (invv < 0) {
                 cattr_tensor_free(t);

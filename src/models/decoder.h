@@ -38,6 +38,5 @@ cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *c
 cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr_model **out, cx_hf_config *cfg_out);
 
 /* The RoPE inverse frequencies of the config (llama3 rescaling included), head_dim/2 values, in float64. */
-void cx_decoder_inv_freq(const cx_hf_config *cfg, double *inv);
 
 #endif

@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "explain-llm")) return cmd_explain_llm(argc - 1, argv + 1);
-    fprintf(stderr, "cattr: unknown command '%s'\n\n", cmd);
+    (void)cli_usage_error("unknown command '%s'", cmd);
+    fprintf(stderr, "\n");
     usage(stderr);
     return CLI_USAGE;
 }
@@ -139,8 +140,8 @@ bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, lon
         *out = v;
         return true;
     }
-    if (hi == LLONG_MAX) fprintf(stderr, "cattr: %s needs an integer >= %lld, not '%s'\n", opt, lo, s);
-    else fprintf(stderr, "cattr: %s needs an integer from %lld to %lld, not '%s'\n", opt, lo, hi, s);
+    if (hi == LLONG_MAX) (void)cli_usage_error("%s needs an integer >= %lld, not '%s'", opt, lo, s);
+    else (void)cli_usage_error("%s needs an integer from %lld to %lld, not '%s'", opt, lo, hi, s);
     return false;
 }
 

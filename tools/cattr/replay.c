@@ -317,13 +317,13 @@ static int replay_case(const char *dir, replay_opts *o) {
     snprintf(path, sizeof path, "%s/case.json", dir);
     char *text = read_text(path);
     if (!text) {
-        fprintf(stderr, "cattr: cannot read '%s'\n", path);
+        (void)cli_usage_error("cannot read '%s'", path);
         return -1;
     }
     cJSON *c = cJSON_Parse(text);
     free(text);
     if (!c) {
-        fprintf(stderr, "cattr: '%s' is not valid JSON\n", path);
+        (void)cli_usage_error("'%s' is not valid JSON", path);
         return -1;
     }
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
@@ -348,7 +348,7 @@ static int replay_case(const char *dir, replay_opts *o) {
     cattr_tensor_set *set = NULL;
     cattr_status st = cattr_tensor_set_load(path, &set);
     if (st != CATTR_OK) {
-        fprintf(stderr, "cattr: %s\n", cattr_last_error());
+        (void)cli_usage_error("%s", cattr_last_error());
         cJSON_Delete(c);
         return -1;
     }
@@ -607,12 +607,12 @@ static int replay_path(const char *path, replay_opts *o) {
     char buf[4096];
     struct stat sb;
     if (stat(path, &sb) != 0) {
-        fprintf(stderr, "cattr: '%s': no such file or directory\n", path);
+        (void)cli_usage_error("'%s': no such file or directory", path);
         return -1;
     }
     if (ends_with(path, ".jsonl")) {
         if (!o->tokenizer) {
-            fprintf(stderr, "cattr: '%s' holds tokenizer cases: give --tokenizer DIR (a folder with tokenizer.json)\n",
+            (void)cli_usage_error("'%s' holds tokenizer cases: give --tokenizer DIR (a folder with tokenizer.json)",
                     path);
             return -1;
         }
@@ -649,7 +649,7 @@ static int replay_path(const char *path, replay_opts *o) {
         dir = opendir(path);
     }
     if (!dir) {
-        fprintf(stderr, "cattr: '%s' is neither a case folder nor a folder of cases\n", path);
+        (void)cli_usage_error("'%s' is neither a case folder nor a folder of cases", path);
         return -1;
     }
     char **names = NULL;
@@ -666,7 +666,7 @@ static int replay_path(const char *path, replay_opts *o) {
     }
     closedir(dir);
     if (n == 0) {
-        fprintf(stderr, "cattr: '%s' holds no case folders (no */case.json)\n", path);
+        (void)cli_usage_error("'%s' holds no case folders (no */case.json)", path);
         free(names);
         return -1;
     }
