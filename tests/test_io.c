@@ -7,6 +7,7 @@
 #include "io/fileutil.h"
 #include "io/hf.h"
 #include "io/tensorio.h"
+#include "io/tokenizer.h"
 
 #include <cjson/cJSON.h>
 
@@ -631,7 +632,11 @@ static void test_fuzz_regressions(void) {
                {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 0}", "factor"},
                {"\"rope_scaling\": {\"rope_type\": \"llama3\", \"low_freq_factor\": 4, \"high_freq_factor\": 4}",
                 "high_freq_factor"},
-               {"\"eos_token_id\": \"x\"", "eos_token_id"}};
+               {"\"eos_token_id\": \"x\"", "eos_token_id"},
+               /* finite, positive values whose rotary frequencies are not (a review found them) */
+               {"\"rope_theta\": 1e-310, \"head_dim\": 65536", "rotary frequency"},
+               {"\"rope_theta\": 1e300, \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 1e300}",
+                "rotary frequency"}};
     for (size_t i = 0; i <= CX_ARRAY_LEN(bad); i++) {
         char json[1024];
         /* the bad key first: cJSON finds the first of two equal keys */
@@ -643,6 +648,12 @@ static void test_fuzz_regressions(void) {
         if (i == CX_ARRAY_LEN(bad)) CHECK_STATUS(st, CATTR_OK, NULL, "the valid config");
         else CHECK_STATUS(st, CATTR_ERR_FORMAT, bad[i].needle, bad[i].kv);
     }
+    /* a tokenizer.json naming an id far beyond its tokens (it cost a 16 GiB table) */
+    const char *tj = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 2147483646}, \"merges\": []}}";
+    cx_tokenizer *tok = NULL;
+    CHECK_STATUS(cx_tokenizer_load_json(tj, strlen(tj), "tokenizer.json", &tok), CATTR_ERR_FORMAT, "far beyond",
+                 "huge token id");
+    cx_tokenizer_free(tok);
     cx_hf_config cfg;
     const char *lists = "{\"model_type\": \"llama\", \"hidden_size\": 8, \"intermediate_size\": 12, "
                         "\"num_hidden_layers\": 1, \"num_attention_heads\": 2, \"vocab_size\": 16, "
