@@ -11,30 +11,52 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Grow-only per-thread scratch buffers (convolution columns), so that repeated calls allocate nothing. */
-static _Thread_local void *g_scratch[2];
-static _Thread_local size_t g_scratch_size[2];
+/* Grow-only per-thread scratch buffers (convolution columns), so that repeated calls allocate nothing. A thread's
+ * set is freed when the thread ends (a pthread key's destructor: OpenMP ends pool threads when a team shrinks), the
+ * main thread's at exit. */
+typedef struct {
+    void *p[2];
+    size_t n[2];
+} scratch_set;
+static _Thread_local scratch_set *g_scratch;
+static pthread_key_t g_scratch_key;
+static pthread_once_t g_scratch_once = PTHREAD_ONCE_INIT;
+static bool g_scratch_key_ok;
+
+static void scratch_set_free(void *v) {
+    scratch_set *s = v;
+    if (!s) return;
+    free(s->p[0]);
+    free(s->p[1]);
+    free(s);
+}
+static void scratch_key_make(void) { g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_set_free) == 0; }
 
 static void *cpu_scratch(int slot, size_t bytes) {
-    if (g_scratch_size[slot] < bytes) {
-        free(g_scratch[slot]);
-        g_scratch[slot] = NULL;
-        g_scratch_size[slot] = 0;
-        if (posix_memalign(&g_scratch[slot], 64, bytes)) return NULL;
-        g_scratch_size[slot] = bytes;
+    if (!g_scratch) {
+        pthread_once(&g_scratch_once, scratch_key_make);
+        if (!(g_scratch = calloc(1, sizeof *g_scratch))) return NULL;
+        if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, g_scratch);
     }
-    return g_scratch[slot];
+    scratch_set *s = g_scratch;
+    if (s->n[slot] < bytes) {
+        free(s->p[slot]);
+        s->p[slot] = NULL;
+        s->n[slot] = 0;
+        if (posix_memalign(&s->p[slot], 64, bytes)) return NULL;
+        s->n[slot] = bytes;
+    }
+    return s->p[slot];
 }
 
-__attribute__((destructor)) static void cpu_scratch_release(void) {
-    for (int i = 0; i < 2; i++) {
-        free(g_scratch[i]);
-        g_scratch[i] = NULL;
-        g_scratch_size[i] = 0;
-    }
+__attribute__((destructor)) static void cpu_scratch_release(void) { /* the main thread's (no key destructor there) */
+    if (g_scratch_key_ok) pthread_setspecific(g_scratch_key, NULL);
+    scratch_set_free(g_scratch);
+    g_scratch = NULL;
 }
 
 /* ---- GEMM: OpenBLAS single-threaded inside, threads of our own outside ----
