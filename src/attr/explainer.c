@@ -856,6 +856,12 @@ cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tens
     return CATTR_OK;
 }
 
+cattr_status cx_diagnosis(cattr_status rerun, const char *found) {
+    if (rerun != CATTR_OK) return cx_fail_context(rerun, "%s", found); /* where it appeared, or what stopped the search */
+    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
+                   "on them (an overflow or 0/0)", found);
+}
+
 static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
                              cattr_tensor **delta_out, int *n_written) {
     cx_call c;
@@ -905,9 +911,7 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
         e->diagnose = false;
         for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(a2[i]);
         cattr_tensor_free(d2);
-        if (st != CATTR_OK) return cx_fail_context(st, "%s", found); /* where it appeared, or what stopped the search */
-        return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's "
-                       "arithmetic on them (an overflow or 0/0)", found);
+        return cx_diagnosis(st, found);
     }
     for (int i = 0; i < n; i++) attr_out[i] = attr[i];
     if (delta_out) *delta_out = delta;

@@ -119,6 +119,11 @@ cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const
  * one, returns CATTR_ERR_NONFINITE naming the tensor and index (and what to do), else CATTR_OK. */
 cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta);
 
+/* The error after a call that found NaN or Inf in its results (message `found`) was re-run with every pass checked:
+ * the re-run's error (where it appeared) prefixed by `found`, or, when every pass was finite, that the method's own
+ * arithmetic made it. */
+cattr_status cx_diagnosis(cattr_status rerun, const char *found);
+
 /* Gradients of the target-selected outputs (summed over rows) w.r.t. the attributed inputs, for batched inputs
  * xs[i] of reps*B rows; additional inputs and the target are expanded the same way. grads[i] are new tensors of
  * xs[i]'s shapes. */

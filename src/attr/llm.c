@@ -711,9 +711,7 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const 
     m->diagnose = true;
     st = llm_attribute(m, p, prompt, T, target, n, seq_attr, token_attr, target_logprobs, convergence_delta);
     m->diagnose = false;
-    if (st != CATTR_OK) return cx_fail_context(st, "%s", found); /* where it appeared, or what stopped the search */
-    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
-                   "on them", found);
+    return cx_diagnosis(st, found);
 }
 
 static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
@@ -838,9 +836,7 @@ cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *
     m->diagnose = true;
     st = llm_attribute_template(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
     m->diagnose = false;
-    if (st != CATTR_OK) return cx_fail_context(st, "%s", found); /* where it appeared, or what stopped the search */
-    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
-                   "on them", found);
+    return cx_diagnosis(st, found);
 }
 
 static cattr_status llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
