@@ -259,7 +259,8 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
         int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_R); /* scratch per thread: scores, transposed keys */
         bool ok;
-        PAR_FOR_SCRATCH(schedule(dynamic, 1), ns * nh * maxw * d * 16 > PAR_MIN, T, per, sc, ok, /* dynamic: segments differ in length */
+        /* dynamic: segments differ in length */
+        PAR_FOR_SCRATCH(schedule(dynamic, 1), ns * nh * maxw * d * 16 > PAR_MIN, T, per, sc, ok,
         for (int64_t sg = 0; sg < ns * nkv; sg++) { /* (segment, kv head): its query heads share the keys */
             int64_t s = sg / nkv, g = sg % nkv, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
             for (int64_t j = g * grp; j < (g + 1) * grp; j++)
