@@ -410,7 +410,26 @@ static void test_golden(void) {
     printf("golden: %d models imported, %d nodes mapped\n", models, nodes);
 }
 
+/* Inputs found by fuzz_onnx that once crashed a kernel: the model loads, and its forward pass is refused. */
+static void test_fuzz_findings(void) {
+    cattr_model *m = NULL;
+    CHECK(cattr_model_load_onnx(FIX "fuzz_transpose_perm.onnx", &m) == CATTR_OK);
+    if (!m) return;
+    /* its Transpose repeats an axis: the kernel read past the input */
+    int64_t sa[3] = {10, 11, 4}, sb[2] = {4, 3};
+    cattr_tensor *a = NULL, *b = NULL, *out = NULL;
+    CHECK(cattr_tensor_new(CATTR_FLOAT32, 3, sa, &a) == CATTR_OK && cattr_tensor_new(CATTR_FLOAT32, 2, sb, &b) == CATTR_OK);
+    const cattr_tensor *in[2] = {a, b};
+    cattr_status st = cattr_model_forward(m, CATTR_FLOAT32, in, 2, &out);
+    CHECK(st == CATTR_ERR_SHAPE && strstr(cattr_last_error(), "not a permutation") && !out);
+    cattr_tensor_free(a);
+    cattr_tensor_free(b);
+    cattr_tensor_free(out);
+    cattr_model_free(m);
+}
+
 int main(void) {
+    test_fuzz_findings();
     test_mlp();
     test_cnn();
     test_conv1d();

@@ -1066,6 +1066,8 @@ static void test_errors(void) {
     expect_shape_error("Reshape element count overflows", CG_RESHAPE, &a, 1, &rs);
     set_ints(&a, 9, SHAPE(1, 1, 1, 1, 1, 1, 1, 2, 3)); /* more dims than a shape holds */
     expect_shape_error("Reshape to 9 dims", CG_RESHAPE, &a, 1, &rs);
+    set_ints(&a, 2, SHAPE(1, 1)); /* a perm repeating an axis read past the input (fuzzing found it) */
+    expect_shape_error("Transpose perm repeats an axis", CG_TRANSPOSE, &a, 1, &rs);
 
     /* autodiff through an op without a rule */
     cg_graph *g = cg_new();

@@ -318,9 +318,12 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     case CG_TRANSPOSE: {
         out->ndim = in[0].ndim;
         if (a->n_ints && a->n_ints != in[0].ndim) SHAPE_FAIL("perm has %d entries", a->n_ints);
+        bool seen[CATTR_MAX_DIMS] = {0};
         for (int d = 0; d < in[0].ndim; d++) {
             int64_t p = a->n_ints ? a->ints[d] : in[0].ndim - 1 - d;
-            if (p < 0 || p >= in[0].ndim) SHAPE_FAIL("bad perm");
+            if (p < 0 || p >= in[0].ndim || seen[p]) /* a repeated axis would read past the input (fuzzing found it) */
+                SHAPE_FAIL("perm is not a permutation of the %d axes (entry %d is %lld)", in[0].ndim, d, (long long)p);
+            seen[p] = true;
             out->shape[d] = in[0].shape[p];
         }
         return CATTR_OK;
