@@ -7,7 +7,7 @@
 #   sh scripts/fuzz.sh 36000 onnx npy     the named harnesses for ten hours each
 #   FUZZ_JOBS=2 sh scripts/fuzz.sh 3600   two harnesses at once
 #
-# A finding (crash, sanitizer report, leak, timeout over 10 s, more than 4 GiB resident) stops that harness; the input
+# A finding (crash, sanitizer report, leak, timeout over 25 s, more than 4 GiB resident) stops that harness; the input
 # is saved as ${CATTR_FUZZ_DIR}/findings/<harness>/crash-* (reproduce: build-fuzz/tests/fuzz/fuzz_<harness> FILE)
 # and the script exits 1 after the others have run. Each harness's line gives its executions and their rate.
 # fuzz_tokenize reads the real Qwen3 tokenizer from $CATTR_GOLDEN/llm/qwen3-tiny (default ../shared/golden); it is
@@ -48,7 +48,7 @@ run_one() {
     fi
     # shellcheck disable=SC2046
     if ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        "$dir/tests/fuzz/fuzz_$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=4096 -max_len=65536 \
+        "$dir/tests/fuzz/fuzz_$h" -max_total_time="$secs" -timeout=25 -rss_limit_mb=4096 -max_len=65536 \
         -print_final_stats=1 -artifact_prefix="$findings/" "$corpus" $(seeds_of "$h") >"$log" 2>&1; then
         status=ok
     else
