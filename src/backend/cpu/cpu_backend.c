@@ -60,14 +60,22 @@ __attribute__((destructor)) static void cpu_scratch_release(void) { /* the main 
 }
 
 /* ---- GEMM: OpenBLAS single-threaded inside, threads of our own outside ----
- * OpenBLAS's pthreads pool and OpenMP's pool spin against each other on a few cores (each waiting for work while the
- * other runs), which cost a third of an LLM attribution. So OpenBLAS runs one thread per call (set once, process-wide,
- * when the backend is first used) and a large product is split into row (or column) blocks over the OpenMP threads. */
+ * One thread pool in the process: the build links Debian's single-threaded OpenBLAS (CMake's CATTR_BLAS), and a
+ * large product is split into row (or column) blocks over cattr's OpenMP threads. A pthread OpenBLAS (linked with
+ * CATTR_BLAS=system, or loaded earlier by the host process) keeps its own pool, whose threads spin against OpenMP's
+ * on a few cores; it is then asked for one thread per call and a warning says so once. */
 #include <omp.h>
 #include <pthread.h>
 
 static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
-static void blas_single_thread(void) { openblas_set_num_threads(1); }
+static void blas_single_thread(void) {
+    if (openblas_get_parallel() != 0) {
+        openblas_set_num_threads(1);
+        cx_log(CATTR_LOG_WARN, "OpenBLAS has a thread pool of its own (%s build): small calls may be slowed by two "
+                               "pools spinning on the same cores; link the single-threaded OpenBLAS "
+                               "(libopenblas-serial-dev)", openblas_get_parallel() == 1 ? "pthread" : "OpenMP");
+    }
+}
 
 /* float32: cattr's own AVX-512F kernels (f32_gemm.c) take the plain products C = A x op(B) of at least 4e6
  * multiply-adds when the CPU has them (smaller ones stay with OpenBLAS, whose call costs less there) */
