@@ -3,7 +3,7 @@
 # what the test suite uses (chromium renders the HTML heatmap in tests/test_html_render.c; clang, its OpenMP and its
 # libFuzzer runtime build the fuzz harnesses), with --fuzz only the latter.
 set -eu
-pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libopenblas-serial-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
+pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libopenblas-openmp-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
 libcjson-dev libpng-dev libpcre2-dev libutf8proc-dev"
 if [ "${1:-}" = "--test" ]; then
     pkgs="$pkgs chromium clang libomp-dev libclang-rt-14-dev"

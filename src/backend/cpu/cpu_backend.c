@@ -60,20 +60,21 @@ __attribute__((destructor)) static void cpu_scratch_release(void) { /* the main 
 }
 
 /* ---- GEMM: OpenBLAS single-threaded inside, threads of our own outside ----
- * One thread pool in the process: the build links Debian's single-threaded OpenBLAS (CMake's CATTR_BLAS), and a
- * large product is split into row (or column) blocks over cattr's OpenMP threads. A pthread OpenBLAS (linked with
- * CATTR_BLAS=system, or loaded earlier by the host process) keeps its own pool, whose threads spin against OpenMP's
- * on a few cores; it is then asked for one thread per call and a warning says so once. */
+ * One thread pool in the process: the build links Debian's OpenMP OpenBLAS (CMake's CATTR_BLAS), which runs on the
+ * calling thread inside a parallel region, and a large product is split into row (or column) blocks over cattr's
+ * OpenMP threads. A pthread OpenBLAS (linked with CATTR_BLAS=system, or loaded earlier by the host process) keeps a
+ * pool of its own, whose threads spin against OpenMP's on a few cores; it is then asked for one thread per call and
+ * a warning says so once. (Not asked of the OpenMP build: there, the call would set OpenMP's thread count.) */
 #include <omp.h>
 #include <pthread.h>
 
 static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_thread(void) {
-    if (openblas_get_parallel() != 0) {
+    if (openblas_get_parallel() == 1) {
         openblas_set_num_threads(1);
-        cx_log(CATTR_LOG_WARN, "OpenBLAS has a thread pool of its own (%s build): small calls may be slowed by two "
-                               "pools spinning on the same cores; link the single-threaded OpenBLAS "
-                               "(libopenblas-serial-dev)", openblas_get_parallel() == 1 ? "pthread" : "OpenMP");
+        cx_log(CATTR_LOG_WARN, "OpenBLAS has a thread pool of its own (the pthread build): small calls may be slowed "
+                               "by two pools spinning on the same cores; link the OpenMP build "
+                               "(libopenblas-openmp-dev)");
     }
 }
 
