@@ -126,6 +126,22 @@ cattr_status cattr_tensor_set_add(cattr_tensor_set *s, const char *name, const c
 cattr_status cattr_tensor_set_save(const cattr_tensor_set *s, const char *path);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Devices                                                                                                       */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* A device is named by a string: "cpu" (the default; NULL and "" mean it too), "cpu-check" (scalar reference kernels
+ * behind memory only the backend may touch: slow, for testing that every op has a kernel and nothing reads device
+ * memory), and "cuda" / "cuda:N" in builds with the CUDA backend. A model has a device (cattr_model_set_device) for
+ * its own passes and as the default of its explainers; cattr_attr_params.device and cattr_llm_params.device choose
+ * one per explainer or call. Tensors given to and returned by the API always live on the host. */
+
+/* CATTR_OK when `device` names a device of this build and machine. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown name;
+ * the message lists the devices), CATTR_ERR_UNSUPPORTED (a device this build or machine lacks, e.g. CUDA). */
+cattr_status cattr_device_check(const char *device);
+/* The devices of this build, comma-separated (static string). */
+const char *cattr_device_names(void);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Models                                                                                                        */
 /* ------------------------------------------------------------------------------------------------------------ */
 
@@ -159,6 +175,10 @@ cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, c
  * CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_NO_MEMORY. */
 cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const cattr_tensor *const *inputs,
                                  int n_inputs, cattr_tensor **out);
+
+/* Sets the model's device (see Devices): used by cattr_model_forward and by explainers whose params leave `device`
+ * NULL. Set it before making explainers of the model. Errors: as cattr_device_check (the device stays unchanged). */
+cattr_status cattr_model_set_device(cattr_model *m, const char *device);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Attribution                                                                                                   */
@@ -295,6 +315,7 @@ typedef struct cattr_attr_params {
     int abs;                      /* Saliency: 1 (default) returns |gradient| */
     int return_convergence_delta; /* methods with a delta: 1 computes it (default 1) */
     cattr_executor_kind executor; /* planned (default) or eager */
+    const char *device;           /* NULL (default): the model's device (see Devices); read by cattr_explainer_new */
     int check_finite;             /* 1 (default): NaN/Inf in inputs or baselines is an error */
     cattr_progress_fn progress;   /* NULL (default) or called after each chunk of work */
     void *progress_user;
@@ -468,7 +489,9 @@ typedef struct cattr_llm_params {
      * changes nothing before position i) and runs only the positions from i on; 1 runs every sequence in full. The
      * prefix form is used when perturbations_per_eval is 0. */
     int no_prefix_cache;
-    cattr_precision precision; /* default CATTR_PRECISION_HIGHEST; HIGH needs float32 and AVX-512 BF16 */
+    cattr_precision precision; /* default CATTR_PRECISION_HIGHEST; HIGH needs float32 and a device with bfloat16
+                                * products (on the CPU: AVX-512 BF16) */
+    const char *device;        /* NULL (default): the checkpoint's device (cattr_llm_set_device); borrowed */
 } cattr_llm_params;
 
 cattr_llm_params cattr_llm_default_params(cattr_llm_method method);
@@ -490,10 +513,40 @@ cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *
                                           const char *const *values, const char *const *baselines, int n_slots,
                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
 
-/* Greedy continuation of the prompt: up to max_new tokens, stopping after the end-of-sequence token. *out is
- * malloc'd (caller frees). */
+/* Sets the checkpoint's device (see Devices): used by cattr_llm_generate and by calls whose params leave `device`
+ * NULL. Errors: as cattr_device_check (the device stays unchanged). */
+cattr_status cattr_llm_set_device(cattr_llm *m, const char *device);
+
+/* Greedy continuation of the prompt: up to max_new tokens, on the checkpoint's device, stopping after the
+ * end-of-sequence token. *out is malloc'd (caller frees). */
 cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
                                 int64_t **out, int64_t *n);
+
+/* ------------------------------------------------------------------------------------------------------------ */
+/* Profiling                                                                                                     */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* A process-wide profiler, off by default (a hook then costs one relaxed atomic load). While it is on, every backend
+ * op the executors run (category "op": the op kind, with the backend, the node and the shapes), every copy through a
+ * backend (category "copy": "in" to the backend, "out" of it, "zero"; with the bytes), every plan build (category
+ * "plan") and the peak of backend memory are recorded, from every thread. Times are CLOCK_MONOTONIC.
+ *
+ * Starts collecting; clears the events of an earlier session (also one that was never ended). Never fails. */
+cattr_status cattr_profile_begin(void);
+
+/* Stops collecting (whatever else happens) and, if json_path is not NULL, writes the session as a Chrome trace
+ * (JSON Trace Event Format, loaded by Perfetto and chrome://tracing: complete "X" events with ts and dur in
+ * microseconds, and a "memory" counter "C" event with args {"peak_bytes": N} where the peak rose) atomically
+ * (a temporary beside json_path, then rename). If summary is not NULL it receives a malloc'd text table (caller
+ * frees with free()): per op kind the count, total ms and share; copies per direction, count and bytes; plan builds,
+ * count and ms; the peak memory. The first 2^21 events are kept for the trace; later ones are counted in the summary.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (the profiler was not started, or json_path is ""), CATTR_ERR_IO (naming the
+ * path), CATTR_ERR_NO_MEMORY. On error *summary is NULL. */
+cattr_status cattr_profile_end(const char *json_path, char **summary);
+
+/* Events recorded in `category` ("op", "copy", "plan", "memory"; NULL: all) since the last cattr_profile_begin (after
+ * cattr_profile_end: those of the ended session). 0 before the first session. */
+int cattr_profile_count(const char *category);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the backend under test: CATTR_TEST_DEVICE (default cpu) */
+static cx_backend *cx_test_backend(void) {
+    cx_backend *be = NULL;
+    if (cx_backend_by_name(getenv("CATTR_TEST_DEVICE"), &be) != CATTR_OK) {
+        fprintf(stderr, "CATTR_TEST_DEVICE: %s\n", cattr_last_error());
+        exit(2);
+    }
+    return be;
+}
+
+
 static int g_checks, g_failed;
 
 #define CHECK(cond, ...)                                                                                               \
@@ -172,7 +183,7 @@ static cattr_status runner_new(runner *r, const cg_graph *g, cattr_tensor *const
             nd[i] = in[i]->ndim;
             memcpy(sh[i], in[i]->shape, sizeof sh[i]);
         }
-    cattr_status st = cx_consts_new(cx_backend_cpu(), dt, &r->c);
+    cattr_status st = cx_consts_new(cx_test_backend(), dt, &r->c);
     if (st == CATTR_OK)
         st = cx_plan_new(g, r->c, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, outs, n_out, &r->p);
     return st;

@@ -23,6 +23,16 @@
 
 static int g_checks, g_failed;
 
+/* the backend under test: CATTR_TEST_DEVICE (default cpu) */
+static cx_backend *cx_test_backend(void) {
+    cx_backend *be = NULL;
+    if (cx_backend_by_name(getenv("CATTR_TEST_DEVICE"), &be) != CATTR_OK) {
+        fprintf(stderr, "CATTR_TEST_DEVICE: %s\n", cattr_last_error());
+        exit(2);
+    }
+    return be;
+}
+
 #define CHECK(cond, ...)                                                                                               \
     do {                                                                                                               \
         g_checks++;                                                                                                    \
@@ -102,7 +112,7 @@ static cattr_tensor *try_op(cg_op op, const cg_attrs *a, int n, cattr_tensor *co
     cg_add_output(g, y);
     cx_consts *c = NULL;
     cx_plan *p = NULL;
-    cattr_status st = cx_consts_new(cx_backend_cpu(), dt, &c);
+    cattr_status st = cx_consts_new(cx_test_backend(), dt, &c);
     if (st == CATTR_OK) st = cx_plan_new(g, c, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, &y, 1, &p);
     for (int i = 0; i < n && st == CATTR_OK; i++) {
         st = cattr_tensor_convert(in[i], dt, &conv[i]);

@@ -174,9 +174,10 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     e->m = model;
     e->p = *p;
     e->method = cx_methods[p->method];
-    e->be = cx_backend_cpu();
     cg_rules_default(&e->rules);
-    cattr_status st = e->method->init ? e->method->init(e) : CATTR_OK;
+    cattr_status st = p->device ? cx_backend_by_name(p->device, &e->be) : cx_model_backend(model, &e->be);
+    e->p.device = NULL; /* borrowed for this call only; e->be keeps the choice */
+    if (st == CATTR_OK && e->method->init) st = e->method->init(e);
     if (st == CATTR_OK) st = cx_consts_new(e->be, p->dtype, &e->consts);
     if (st != CATTR_OK) {
         cattr_explainer_free(e);
@@ -193,7 +194,7 @@ static void drop_plans(cattr_explainer *e) {
         cx_plan_free(e->fwd[i]);
         e->plans[i] = e->plans2[i] = e->fwd[i] = NULL;
     }
-    for (int s = 0; s < 2; s++) {
+    for (int s = 0; s < 2 && e->be; s++) {
         e->be->free(e->be->ctx, e->arena[s], e->arena_bytes[s]);
         e->arena[s] = NULL;
         e->arena_bytes[s] = 0;

@@ -28,6 +28,7 @@ static cattr_status ggc_init(cattr_explainer *e) {
     cattr_attr_params p = e->p;
     p.method = CATTR_METHOD_GUIDED_BACKPROP;
     p.nt_type = CATTR_NT_NONE;
+    p.device = e->be->name;
     return cattr_explainer_new(e->m, &p, &s->gb);
 }
 

@@ -13,7 +13,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend/cpu/bf16_gemm.h"
 #include "core/rng.h"
 
 #define LLM_PLAN_CACHE 12
@@ -42,7 +41,48 @@ struct cattr_llm {
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
     bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
     bool budget_warned;  /* the warning that the memory budget is below one sequence, once per call */
+    cx_backend *dev;     /* cattr_llm_set_device (NULL: the default device) */
+    cx_backend *be;      /* the backend the plans, constants and explainer above belong to */
 };
+
+/* Drops everything made for backend m->be (plans, uploaded constants, the explainer) and what the backend derived
+ * from the weights, so that the next call starts afresh on another device. */
+static void drop_device_state(cattr_llm *m) {
+    cattr_explainer_free(m->ge);
+    m->ge = NULL;
+    for (int i = 0; i < LLM_PLAN_CACHE; i++) {
+        cx_plan_free(m->pc[i].p);
+        m->pc[i].p = NULL;
+    }
+    for (int i = 0; i < 8; i++) {
+        cx_consts_free(m->consts[i / 2][i % 2]);
+        m->consts[i / 2][i % 2] = NULL;
+    }
+    if (m->be && m->be->forget_host)
+        for (int v = 0; m->model && v < m->model->g->n_vals; v++) /* e.g. the bfloat16 panels of the weights */
+            if (m->model->g->vals[v].kind == CG_VAL_CONST && m->model->g->vals[v].data)
+                m->be->forget_host(m->be->ctx, m->model->g->vals[v].data->data);
+    m->be = NULL;
+}
+
+/* Makes `device` (NULL: the checkpoint's device) the backend of this call. */
+static cattr_status use_device(cattr_llm *m, const char *device) {
+    cx_backend *be = m->dev;
+    if (device || !be) CX_CHECK(cx_backend_by_name(device, &be));
+    if (be != m->be) {
+        drop_device_state(m);
+        m->be = be;
+    }
+    return CATTR_OK;
+}
+
+cattr_status cattr_llm_set_device(cattr_llm *m, const char *device) {
+    if (!m) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_set_device: checkpoint is NULL");
+    cx_backend *be = NULL;
+    CX_CHECK(cx_backend_by_name(device, &be));
+    m->dev = be;
+    return CATTR_OK;
+}
 
 /* cx_plan_run for the forward passes; while m->diagnose is set, the plan looks for the node where NaN or Inf first
  * appears. */
@@ -78,17 +118,12 @@ cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
 void cattr_llm_free(cattr_llm *m) {
     if (!m) return;
     /* the plans and the rebuilt graphs first: they borrow the model's weights */
-    cattr_explainer_free(m->ge);
+    drop_device_state(m);
     for (int i = 0; i < 2; i++) {
         cattr_model_free(m->pos_model[i]);
         cg_free(m->cached[i]);
     }
     cattr_model_free(m->hi_model);
-    for (int i = 0; i < LLM_PLAN_CACHE; i++) cx_plan_free(m->pc[i].p);
-    for (int i = 0; i < 8; i++) cx_consts_free(m->consts[i / 2][i % 2]);
-    for (int v = 0; m->model && v < m->model->g->n_vals; v++) /* the bfloat16 panels of this model's weights */
-        if (m->model->g->vals[v].kind == CG_VAL_CONST && m->model->g->vals[v].data)
-            cx_bf16_release(m->model->g->vals[v].data->data);
     cattr_model_free(m->model);
     cx_tokenizer_free(m->tok);
     free(m);
@@ -150,7 +185,8 @@ static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dt
                              int n_outs, cx_plan **out) {
     int di = dt == CATTR_FLOAT64;
     cx_consts **cs = &m->consts[kind][di];
-    if (!*cs) CX_CHECK(cx_consts_new(cx_backend_cpu(), dt, cs));
+    if (!m->be) CX_CHECK(use_device(m, NULL));
+    if (!*cs) CX_CHECK(cx_consts_new(m->be, dt, cs));
     uint64_t h = 1469598103934665603ull; /* every input's shape */
     for (int i = 0; i < n_in; i++)
         for (int d = 0; d < nd[i]; d++) h = (h ^ (uint64_t)sh[i][d]) * 1099511628211ull ^ (uint64_t)(i * 8 + d);
@@ -413,6 +449,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     p.return_convergence_delta = ig && delta != NULL;
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
+    p.device = m->be->name;
     cattr_model **pm = &m->pos_model[m->prec];
     if (!*pm) {
         cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true, .bf16_matmul = m->prec != 0};
@@ -667,15 +704,17 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
     return st;
 }
 
-/* Sets the precision of this call (see cattr_llm_params.precision). */
+/* Sets the device and the precision of this call (see cattr_llm_params). */
 static cattr_status set_precision(cattr_llm *m, const cattr_llm_params *p) {
+    CX_CHECK(use_device(m, p->device));
     if (p->precision != CATTR_PRECISION_HIGHEST && p->precision != CATTR_PRECISION_HIGH)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown precision %d", (int)p->precision);
     if (p->precision == CATTR_PRECISION_HIGH) {
         if (p->dtype != CATTR_FLOAT32)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "precision 'high' (bfloat16 matmul inputs) needs dtype float32");
-        if (!cx_bf16_available())
-            return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs a CPU with AVX-512 BF16; use 'highest'");
+        if (!m->be->has_cap || !m->be->has_cap(m->be->ctx, CX_CAP_BF16_GEMM))
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs bfloat16 products, which device '%s' lacks "
+                                                  "(on the CPU: AVX-512 BF16); use 'highest'", m->be->name);
     }
     m->prec = p->precision == CATTR_PRECISION_HIGH;
     return CATTR_OK;
@@ -880,6 +919,7 @@ cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *
     *out = NULL;
     *n = 0;
     CX_CHECK(check_ids(m, prompt, T, "prompt"));
+    CX_CHECK(use_device(m, NULL));
     m->prec = 0; /* greedy generation in full precision */
     int64_t V = m->cfg.vocab_size, eos = cattr_llm_eos_token(m);
     int64_t *seq = malloc((size_t)(T + max_new + 1) * sizeof *seq), *gen = malloc((size_t)(max_new + 1) * sizeof *gen);

@@ -222,6 +222,7 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
     /* shapes: a plan (never run) for one example of the declared input shapes */
     cx_consts *cc = NULL;
     cx_plan *pl = NULL;
+    cx_backend *be = NULL;
     {
         int nd[16];
         int64_t sh[16][CATTR_MAX_DIMS];
@@ -233,7 +234,7 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
         }
         int *outs = malloc((size_t)(g->n_nodes ? g->n_nodes : 1) * sizeof *outs);
         for (int i = 0; outs && i < g->n_nodes; i++) outs[i] = g->nodes[i].out;
-        if (known && outs && cx_consts_new(cx_backend_cpu(), CATTR_FLOAT32, &cc) == CATTR_OK &&
+        if (known && outs && cx_model_backend(m, &be) == CATTR_OK && cx_consts_new(be, CATTR_FLOAT32, &cc) == CATTR_OK &&
             cx_plan_new(g, cc, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, m->in_dtype, outs, g->n_nodes, &pl) != CATTR_OK)
             pl = NULL;
         free(outs);
@@ -323,7 +324,9 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
     cx_plan *p = NULL;
     cattr_tensor *res = NULL;
     int outv = cx_model_output(m);
-    if (st == CATTR_OK) st = cx_consts_new(cx_backend_cpu(), dtype, &c);
+    cx_backend *be = NULL;
+    if (st == CATTR_OK) st = cx_model_backend(m, &be);
+    if (st == CATTR_OK) st = cx_consts_new(be, dtype, &c);
     if (st == CATTR_OK) st = cx_plan_new(g, c, false, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &outv, 1, &p);
     if (st == CATTR_OK) {
         const cx_view *v = cx_plan_view(p, outv);
@@ -344,3 +347,26 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
     *out = res;
     return CATTR_OK;
 }
+
+cattr_status cx_model_backend(const cattr_model *m, cx_backend **out) {
+    if (m && m->be) {
+        *out = m->be;
+        return CATTR_OK;
+    }
+    return cx_backend_by_name(NULL, out);
+}
+
+cattr_status cattr_model_set_device(cattr_model *m, const char *device) {
+    if (!m) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_set_device: model is NULL");
+    cx_backend *be = NULL;
+    CX_CHECK(cx_backend_by_name(device, &be));
+    m->be = be;
+    return CATTR_OK;
+}
+
+cattr_status cattr_device_check(const char *device) {
+    cx_backend *be = NULL;
+    return cx_backend_by_name(device, &be);
+}
+
+const char *cattr_device_names(void) { return cx_backend_names(); }

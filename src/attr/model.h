@@ -2,6 +2,7 @@
 #ifndef CATTR_MODEL_H
 #define CATTR_MODEL_H
 
+#include "backend/backend.h"
 #include "graph/graph.h"
 
 struct cattr_model {
@@ -11,7 +12,11 @@ struct cattr_model {
     int *in_ndim;                      /* declared input rank, -1 unknown */
     int64_t (*in_shape)[CATTR_MAX_DIMS]; /* declared input shapes, -1 dynamic */
     cattr_dtype *in_dtype;
+    cx_backend *be; /* the model's device (cattr_model_set_device; NULL: the default device) */
 };
+
+/* The backend of the model's device. Errors: as cx_backend_by_name. */
+cattr_status cx_model_backend(const cattr_model *m, cx_backend **out);
 
 /* Checks tensor x against model input i: its declared rank and static sizes, and a float dtype for inputs declared
  * float. `what` names the role in messages ("input", "additional input"). Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE. */

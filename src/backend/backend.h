@@ -19,7 +19,14 @@ typedef struct cx_view {
 
 static inline int64_t cx_view_numel(const cx_view *v) { return cx_numel(v->ndim, v->shape); }
 
-#define CX_BACKEND_VERSION 1
+#define CX_BACKEND_VERSION 2
+
+/* What a backend can do beyond exact float32/float64 arithmetic (asked through the table, never by name). */
+typedef enum cx_cap {
+    CX_CAP_BF16_GEMM = 0, /* MatMul nodes with a.bf16: bfloat16 inputs, float32 accumulation (precision "high") */
+    CX_CAP_TF32 = 1,      /* TensorFloat-32 products */
+    CX_CAP_COUNT
+} cx_cap;
 
 typedef struct cx_backend {
     int version;
@@ -39,9 +46,19 @@ typedef struct cx_backend {
     /* true when buffers are plain host memory: graph constants of the compute dtype are then used in place (never
      * written), not copied, so a model's weights exist once */
     bool host_memory;
+    bool (*has_cap)(void *ctx, cx_cap cap);
+    /* Forgets whatever the backend derived from host constant memory `host` (e.g. packed bfloat16 weights), before
+     * the caller frees it. May be NULL. */
+    void (*forget_host)(void *ctx, const void *host);
 } cx_backend;
 
-/* The CPU backend (OpenBLAS + OpenMP); process-wide, never freed. */
-cx_backend *cx_backend_cpu(void);
+/* The one place that maps a device name to a backend (src/backend/registry.c): "cpu" (NULL or "" too), "cpu-check",
+ * "cuda" / "cuda:N" in builds with CUDA. Backends are process-wide and never freed. Errors:
+ * CATTR_ERR_INVALID_ARGUMENT (an unknown name; the message lists this build's devices), CATTR_ERR_UNSUPPORTED (a
+ * known device this build or machine lacks). */
+cattr_status cx_backend_by_name(const char *name, cx_backend **out);
+
+/* The devices of this build, comma-separated ("cpu, cpu-check"). */
+const char *cx_backend_names(void);
 
 #endif

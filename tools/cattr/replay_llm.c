@@ -149,7 +149,9 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
         int nd = 2;
         int64_t sh[1][CATTR_MAX_DIMS] = {{1, L}};
         cattr_dtype idt = CATTR_INT64;
-        st = cx_consts_new(cx_backend_cpu(), x->dtype, &c);
+        cx_backend *be = NULL;
+        st = cx_model_backend(m->ids_all, &be);
+        if (st == CATTR_OK) st = cx_consts_new(be, x->dtype, &c);
         if (st == CATTR_OK) st = cx_plan_new(m->ids_all->g, c, false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &idt, outs, no, &pl);
         cattr_tensor *res[6] = {0};
         void *hp[6];

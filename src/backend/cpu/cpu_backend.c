@@ -3,7 +3,7 @@
  * The float kernels live in kernels_impl.h and are instantiated here for float and double. Data-movement ops
  * (reshape, transpose, concat, slice, gather) work on bytes and serve every dtype.
  */
-#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/bf16_gemm.h"
 #include "backend/cpu/f32_gemm.h"
 #include "ops/ops.h"
@@ -473,6 +473,15 @@ static bool cpu_supports(void *ctx, cg_op op, cattr_dtype dtype) {
     return op < CG_OP_COUNT;
 }
 
+static bool cpu_has_cap(void *ctx, cx_cap cap) {
+    (void)ctx;
+    return cap == CX_CAP_BF16_GEMM && cx_bf16_available();
+}
+static void cpu_forget_host(void *ctx, const void *host) {
+    (void)ctx;
+    cx_bf16_release(host);
+}
+
 static cx_backend g_cpu = {
     .version = CX_BACKEND_VERSION,
     .name = "cpu",
@@ -488,9 +497,11 @@ static cx_backend g_cpu = {
     .reset_peak = cpu_reset_peak,
     .supports_op = cpu_supports,
     .host_memory = true,
+    .has_cap = cpu_has_cap,
+    .forget_host = cpu_forget_host,
 };
 
-cx_backend *cx_backend_cpu(void) {
+cx_backend *cx_backend_cpu_get(void) {
     pthread_once(&g_blas_once, blas_single_thread);
     return &g_cpu;
 }

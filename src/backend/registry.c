@@ -1,0 +1,33 @@
+/* registry.c - the one place where a device name becomes a backend. Nothing outside this file and the backends'
+ * own files names a backend; everything else asks cx_backend_by_name (the API's `device` parameters end here). */
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+
+#include <string.h>
+
+typedef struct device_entry {
+    const char *name;
+    cx_backend *(*get)(void);
+    const char *what;
+} device_entry;
+
+static const device_entry g_devices[] = {
+    {"cpu", cx_backend_cpu_get, "OpenBLAS and OpenMP kernels (the default)"},
+};
+#define N_DEVICES (int)(sizeof g_devices / sizeof g_devices[0])
+
+const char *cx_backend_names(void) { return "cpu, cpu-check"; }
+
+cattr_status cx_backend_by_name(const char *name, cx_backend **out) {
+    *out = NULL;
+    if (!name || !*name) name = "cpu";
+    for (int i = 0; i < N_DEVICES; i++)
+        if (strcmp(name, g_devices[i].name) == 0) {
+            *out = g_devices[i].get();
+            return CATTR_OK;
+        }
+    if (strcmp(name, "cuda") == 0 || strncmp(name, "cuda:", 5) == 0)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "device '%s': this build has no CUDA backend (devices: %s)", name,
+                       cx_backend_names());
+    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown device '%s' (devices: %s)", name, cx_backend_names());
+}
