@@ -1,6 +1,7 @@
 /* registry.c - the one place where a device name becomes a backend. Nothing outside this file and the backends'
  * own files names a backend; everything else asks cx_backend_by_name (the API's `device` parameters end here). */
 #include "backend/backend.h"
+#include "backend/check/check_backend.h"
 #include "backend/cpu/cpu_backend.h"
 
 #include <string.h>
@@ -13,6 +14,7 @@ typedef struct device_entry {
 
 static const device_entry g_devices[] = {
     {"cpu", cx_backend_cpu_get, "OpenBLAS and OpenMP kernels (the default)"},
+    {"cpu-check", cx_backend_check_get, "scalar reference kernels behind protected memory (slow; for testing)"},
 };
 #define N_DEVICES (int)(sizeof g_devices / sizeof g_devices[0])
 

@@ -1,6 +1,7 @@
 /* plan.c - the planned and eager executors (see plan.h). */
 #include "plan.h"
 
+#include "core/profile.h"
 #include "ops/ops.h"
 
 #include <pthread.h>
@@ -12,6 +13,20 @@
 
 /* graph inputs a plan takes (the prefix-continuing decoder has two per layer) */
 #define CX_PLAN_MAX_IN 256
+
+/* One transfer through the backend: host to backend, backend to host, or zeroing; with `prof` (the profiler's switch,
+ * read once per run) a copy event. */
+typedef enum { BE_COPY_IN, BE_COPY_OUT, BE_ZERO } be_copy_kind;
+static cattr_status be_copy(cx_backend *be, bool prof, be_copy_kind kind, void *dst, const void *src, size_t bytes) {
+    uint64_t t0 = prof ? cx_prof_now() : 0;
+    cattr_status st = kind == BE_COPY_IN    ? be->copy_in(be->ctx, dst, src, bytes)
+                      : kind == BE_COPY_OUT ? be->copy_out(be->ctx, dst, src, bytes)
+                                            : be->memset_zero(be->ctx, dst, bytes);
+    if (prof)
+        cx_prof_copy(be->name, kind == BE_COPY_IN ? "in" : kind == BE_COPY_OUT ? "out" : "zero", bytes, t0,
+                     cx_prof_now());
+    return st;
+}
 
 /* ---- constants -------------------------------------------------------------------------------------------- */
 
@@ -90,7 +105,7 @@ static cattr_status consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *
             cattr_tensor_free(conv);
             return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate constant '%s'", g->vals[v].name);
         }
-        cattr_status st = c->be->copy_in(c->be->ctx, p, use->data, bytes);
+        cattr_status st = be_copy(c->be, cx_prof_on(), BE_COPY_IN, p, use->data, bytes);
         cattr_tensor_free(conv);
         if (st != CATTR_OK) {
             c->be->free(c->be->ctx, p, bytes);
@@ -135,6 +150,7 @@ struct cx_plan {
     bool arena_external; /* lent by cx_plan_use_arena: not ours to free */
     size_t eager_peak;
     bool check_finite; /* cx_plan_set_check_finite: look for the node where NaN or Inf first appears */
+    bool prof;         /* the profiler's switch, read at the start of each run */
 };
 
 static bool is_view_op(cg_op op) {
@@ -240,9 +256,24 @@ static cattr_status place(cx_plan *p) {
     return CATTR_OK;
 }
 
+static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
+                             const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
+                             int n_outs, cx_plan **out);
+
+/* cx_plan_new is plan_new, timed as a "plan build" span when the profiler is on. */
 cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
                          const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
                          int n_outs, cx_plan **out) {
+    if (!cx_prof_on()) return plan_new(g, consts, eager, in_ndim, in_shape, in_dtype, outs, n_outs, out);
+    uint64_t t0 = cx_prof_now();
+    cattr_status st = plan_new(g, consts, eager, in_ndim, in_shape, in_dtype, outs, n_outs, out);
+    cx_prof_span("plan", "plan build", t0, cx_prof_now());
+    return st;
+}
+
+static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
+                             const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
+                             int n_outs, cx_plan **out) {
     *out = NULL;
     if (g->n_inputs > CX_PLAN_MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "graphs with more than %d inputs", CX_PLAN_MAX_IN);
     cx_plan *p = calloc(1, sizeof *p);
@@ -430,7 +461,7 @@ static int scan_value(cx_plan *p, const cx_view *v, const void *data, size_t byt
     int bits = 0;
     for (size_t off = 0; off < bytes && bits != (NF_NAN | NF_INF); off += chunk) {
         size_t nb = bytes - off < chunk ? bytes - off : chunk;
-        if (p->be->copy_out(p->be->ctx, h, (const char *)data + off, nb) != CATTR_OK) break;
+        if (be_copy(p->be, p->prof, BE_COPY_OUT, h, (const char *)data + off, nb) != CATTR_OK) break;
         for (size_t i = 0; i < nb / es; i++) {
             double x = es == 4 ? (double)((const float *)h)[i] : ((const double *)h)[i];
             bits |= isnan(x) ? NF_NAN : isinf(x) ? NF_INF : 0;
@@ -565,6 +596,38 @@ static cattr_status finite_verdict(const cx_plan *p, const fcheck *fc) {
     return CATTR_OK;
 }
 
+/* "[2,3]x[3,4]->[2,3]": the shapes of a node's inputs ("-" for an absent optional one) and of its output, for the
+ * profiler (cut with "..." when longer than the buffer). Formatted by hand: snprintf per dimension cost more than
+ * the small kernels it describes. */
+static void shapes_text(const cx_plan *p, const cg_node *n, char *buf, size_t size) {
+    size_t k = 0;
+    char *end = buf + size - 4; /* room for "..." and the NUL */
+#define PUT(ch) (buf + k < end ? (void)(buf[k++] = (ch)) : (void)(k = size))
+    for (int j = 0; j <= n->n_in && k < size; j++) {
+        const cx_view *v = j == n->n_in ? &p->views[n->out] : n->in[j] >= 0 ? &p->views[n->in[j]] : NULL;
+        if (j == n->n_in) PUT('-'), PUT('>');
+        else if (j) PUT('x');
+        if (!v) {
+            PUT('-');
+            continue;
+        }
+        PUT('[');
+        for (int d = 0; d < v->ndim && k < size; d++) {
+            if (d) PUT(',');
+            char dig[24];
+            int nd = 0;
+            uint64_t x = v->shape[d] < 0 ? (PUT('-'), (uint64_t)0 - (uint64_t)v->shape[d]) : (uint64_t)v->shape[d];
+            do dig[nd++] = (char)('0' + x % 10);
+            while ((x /= 10) && nd < 24);
+            while (nd) PUT(dig[--nd]);
+        }
+        PUT(']');
+    }
+#undef PUT
+    if (k >= size) memcpy(end, "...", 4);
+    else buf[k] = '\0';
+}
+
 static cattr_status run_node(cx_plan *p, const cg_node *n) {
     cx_view in[CG_MAX_IN];
     for (int j = 0; j < n->n_in; j++) {
@@ -574,7 +637,14 @@ static cattr_status run_node(cx_plan *p, const cg_node *n) {
     cx_view *o = &p->views[n->out];
     if (n->n_in > 0 && o->data == in[0].data && (is_view_op(n->op) || n->op == CG_REDUCE_SUM_LIKE))
         return CATTR_OK; /* aliased view: no work */
-    return p->be->run_op(p->be->ctx, n, in, o);
+    if (!p->prof) return p->be->run_op(p->be->ctx, n, in, o);
+    uint64_t t0 = cx_prof_now();
+    cattr_status st = p->be->run_op(p->be->ctx, n, in, o);
+    uint64_t t1 = cx_prof_now();
+    char sh[256];
+    shapes_text(p, n, sh, sizeof sh);
+    cx_prof_op(p->be->name, cg_op_names[n->op], n->name, sh, t0, t1);
+    return st;
 }
 
 /* CATTR_PROFILE=1: time per op kind of planned runs, summed over the process and logged (debug level) at exit.
@@ -604,6 +674,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
     cx_backend *be = p->be;
     cattr_status st = CATTR_OK;
     size_t cur = 0;
+    p->prof = cx_prof_on();
     if (!p->eager) {
         if (!p->arena) {
             p->arena = be->alloc(be->ctx, p->arena_bytes ? p->arena_bytes : 64);
@@ -623,7 +694,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             int v = g->inputs[i];
             if (p->last_use[v] < 0) continue;
             if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
-            CX_CHECK(be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]));
+            CX_CHECK(be_copy(be, p->prof, BE_COPY_IN, p->views[v].data, in_host[i], p->bytes[v]));
         }
         pthread_once(&g_profile_once, profile_init);
         if (p->check_finite) {
@@ -658,7 +729,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             p->views[v].data = be->alloc(be->ctx, p->bytes[v]);
             if (!p->views[v].data) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            else st = be->copy_in(be->ctx, p->views[v].data, in_host[i], p->bytes[v]);
+            else st = be_copy(be, p->prof, BE_COPY_IN, p->views[v].data, in_host[i], p->bytes[v]);
             cur += p->bytes[v];
         }
         fcheck fc = {0};
@@ -694,7 +765,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
         int v = p->outs[k];
         const void *src = p->views[v].data;
         if (g->vals[v].kind == CG_VAL_CONST) src = p->views[v].data;
-        st = be->copy_out(be->ctx, out_host[k], src, p->bytes[v]);
+        st = be_copy(be, p->prof, BE_COPY_OUT, out_host[k], src, p->bytes[v]);
     }
     if (p->eager) {
         for (int v = 0; v < g->n_vals; v++) {
@@ -703,5 +774,6 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             p->views[v].data = NULL;
         }
     }
+    if (p->prof && be->peak_memory) cx_prof_peak(be->name, be->peak_memory(be->ctx));
     return st;
 }

@@ -29,6 +29,9 @@ bool cli_parse_double(const char *s, double *out);
 /* The integer value of option `opt` in [lo, hi]; otherwise prints "cattr: --steps needs an integer from 1 to 1000000,
  * not '1000001'" (or ">= lo" when hi is LLONG_MAX) and returns false. */
 bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out);
+/* Checks a --device value (cattr_device_check); prints the error and returns false when it names no device of this
+ * build. */
+bool cli_device_arg(const char *name);
 /* Parses a byte size: 512M, 2G, 1000000. */
 bool cli_parse_size(const char *s, size_t *out);
 

@@ -66,6 +66,7 @@ static void explain_help(FILE *f) {
         "  --dtype D               float32 (default) | float64 (exact reference mode)\n"
         "  --internal-batch-size N rows per chunk of the IG path, as in Captum (default: from --max-memory)\n"
         "  --max-memory SIZE       memory budget for the IG path, e.g. 512M, 2G (default: 1/4 of free RAM)\n"
+        "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --executor E            planned (default) | eager (op by op, for debugging)\n"
         "  --runs N                run the attribution N times; print 'time: first=<s> warm_median=<s>'\n"
         "  --batch-size N          attribute the examples N at a time (a dataset that does not fit in memory at\n"
@@ -183,6 +184,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             if (!strcmp(v, "float32")) a->p.dtype = CATTR_FLOAT32;
             else if (!strcmp(v, "float64")) a->p.dtype = CATTR_FLOAT64;
             else return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
+        } else if (!strcmp(o, "--device")) {
+            NEED_VALUE();
+            if (!cli_device_arg(v)) return CLI_USAGE;
+            a->p.device = v;
         } else if (!strcmp(o, "--executor")) {
             NEED_VALUE();
             if (!strcmp(v, "planned")) a->p.executor = CATTR_EXEC_PLANNED;
@@ -715,6 +720,7 @@ int cmd_explain(int argc, char **argv) {
     target_buf tb = {{0}, NULL};
     double *times = NULL;
     cattr_status st = cattr_model_load_onnx(a.model, &m);
+    if (st == CATTR_OK) st = cattr_model_set_device(m, a.p.device);
     if (st != CATTR_OK) {
         rc = cli_error(st, "cannot load model");
         goto done;

@@ -39,6 +39,7 @@ static void help(FILE *f) {
         "  --dtype D               float32 (default) | float64\n"
         "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
         "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 896M)\n"
+        "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --precision P           highest (default: float32 throughout) | high (bfloat16 inputs of the layers'\n"
         "                          projections, float32 accumulation; AVX-512 BF16 CPUs, float32 only)\n"
         "  --precision-error       also run at the other precision and print the error of high against highest\n"
@@ -285,6 +286,10 @@ int cmd_explain_llm(int argc, char **argv) {
             if (!strcmp(v, "float32")) p.dtype = CATTR_FLOAT32;
             else if (!strcmp(v, "float64")) p.dtype = CATTR_FLOAT64;
             else return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
+        } else if (!strcmp(o, "--device")) {
+            NEED();
+            if (!cli_device_arg(v)) return CLI_USAGE;
+            p.device = v;
         } else if (!strcmp(o, "--precision")) {
             NEED();
             if (!strcmp(v, "highest")) p.precision = CATTR_PRECISION_HIGHEST;
@@ -362,6 +367,7 @@ int cmd_explain_llm(int argc, char **argv) {
     char **in_tok = NULL, **out_tok = NULL;
     int rc = CLI_FAIL;
     cattr_status st = cattr_llm_load(dir, &m);
+    if (st == CATTR_OK) st = cattr_llm_set_device(m, p.device);
     if (st != CATTR_OK) {
         rc = cli_error(st, "cannot load the model");
         goto done;

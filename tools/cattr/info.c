@@ -1,20 +1,50 @@
-/* info.c - `cattr info MODEL`: inputs, outputs, op counts and addressable layers. */
+/* info.c - `cattr info MODEL`: inputs, outputs, op counts and addressable layers; `cattr info --devices`. */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+static void info_help(FILE *f) {
+    fprintf(f, "usage: cattr info MODEL.onnx [--device NAME]\n"
+               "       cattr info --devices\n\n"
+               "Prints the model's inputs (declared shapes, ? = dynamic), outputs, op counts and the layers (PyTorch\n"
+               "module path and ONNX tensor), as planned on the device (default cpu). --devices lists the devices of\n"
+               "this build.\n");
+}
+
 int cmd_info(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
-        fprintf(argc < 2 ? stderr : stdout,
-                "usage: cattr info MODEL.onnx\n\nPrints the model's inputs (declared shapes, ? = dynamic), outputs, op "
-                "counts and the layers (PyTorch module path and ONNX tensor).\n");
-        return argc < 2 ? CLI_USAGE : CLI_OK;
+    const char *path = NULL, *device = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            info_help(stdout);
+            return CLI_OK;
+        } else if (!strcmp(a, "--devices")) {
+            printf("%s\n", cattr_device_names());
+            return CLI_OK;
+        } else if (!strcmp(a, "--device")) {
+            if (++i >= argc) return cli_usage_error("--device needs a name");
+            if (!cli_device_arg(argv[i])) return CLI_USAGE;
+            device = argv[i];
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage_error("info: unknown option '%s' (see cattr info --help)", a);
+        } else if (path) {
+            return cli_usage_error("info takes one model (got '%s' too)", a);
+        } else {
+            path = a;
+        }
     }
-    if (argc > 2) return cli_usage_error("info takes one model (got '%s' too)", argv[2]);
+    if (!path) {
+        info_help(stderr);
+        return CLI_USAGE;
+    }
     cattr_model *m = NULL;
-    cattr_status st = cattr_model_load_onnx(argv[1], &m);
-    if (st != CATTR_OK) return cli_error(st, "cannot load model");
+    cattr_status st = cattr_model_load_onnx(path, &m);
+    if (st == CATTR_OK) st = cattr_model_set_device(m, device);
+    if (st != CATTR_OK) {
+        cattr_model_free(m);
+        return cli_error(st, "cannot load model");
+    }
     size_t n = cattr_model_describe(m, NULL, 0);
     char *buf = malloc(n + 1);
     if (!buf) {

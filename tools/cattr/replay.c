@@ -20,9 +20,11 @@ typedef struct {
     int runs;
     int passed, failed, skipped;
     const char *tokenizer;
+    const char *device;
 } replay_opts;
 
-int replay_llm_index(const char *path, cattr_dtype dtype, int *passed, int *failed, int *skipped);
+int replay_llm_index(const char *path, cattr_dtype dtype, const char *device, int *passed, int *failed,
+                     int *skipped);
 int replay_tokenizer(const char *path, const char *tokdir, int *passed, int *failed);
 
 static bool ends_with(const char *s, const char *suf) {
@@ -361,6 +363,7 @@ static int replay_case(const char *dir, replay_opts *o) {
     double *times = NULL;
     int rc = 0;
     st = cattr_model_load_onnx(path, &m);
+    if (st == CATTR_OK) st = cattr_model_set_device(m, o->device);
     if (st != CATTR_OK) {
         printf("FAIL %s model err=load allowed=0 (%s)\n", name, cattr_last_error());
         o->failed++;
@@ -618,7 +621,7 @@ static int replay_path(const char *path, replay_opts *o) {
         }
         return replay_tokenizer(path, o->tokenizer, &o->passed, &o->failed);
     }
-    if (ends_with(path, "cases.json")) return replay_llm_index(path, o->dtype, &o->passed, &o->failed, &o->skipped);
+    if (ends_with(path, "cases.json")) return replay_llm_index(path, o->dtype, o->device, &o->passed, &o->failed, &o->skipped);
     snprintf(buf, sizeof buf, "%s/case.json", path);
     if (stat(buf, &sb) == 0) return replay_case(path, o);
     DIR *dir = opendir(path);
@@ -639,7 +642,7 @@ static int replay_path(const char *path, replay_opts *o) {
             int rc = 0;
             for (int i = 0; i < ni && rc == 0; i++) {
                 snprintf(buf, sizeof buf, "%s/%s", path, idx[i]);
-                rc = replay_llm_index(buf, o->dtype, &o->passed, &o->failed, &o->skipped);
+                rc = replay_llm_index(buf, o->dtype, o->device, &o->passed, &o->failed, &o->skipped);
             }
             for (int i = 0; i < ni; i++) free(idx[i]);
             free(idx);
@@ -682,7 +685,7 @@ static int replay_path(const char *path, replay_opts *o) {
 }
 
 static void replay_help(FILE *f) {
-    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--runs N] [--tokenizer DIR]\n"
+    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--device NAME] [--runs N] [--tokenizer DIR]\n"
                "\n"
                "Re-runs recorded Captum attributions (golden case folders: case.json, model.onnx,\n"
                "tensors.safetensors) and compares cattr's numbers with them.\n"
@@ -690,6 +693,7 @@ static void replay_help(FILE *f) {
                "                  folder or one of its *cases.json indexes; a tokenizer .jsonl (with --tokenizer)\n"
                "  --dtype D       float64 (default): compare with the float64 reference and its tolerances;\n"
                "                  float32: compare with the f32.* tensors\n"
+               "  --device NAME   cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
                "  --runs N        run each attribution N times and print 'time: first=<s> warm_median=<s>'\n"
                "Output: PASS <case> <ratio> | FAIL <case> <tensor> err=<e> allowed=<a> | SKIP <case> <reason>,\n"
                "then 'N passed, N failed, N skipped'. Exit 0: no failure and at least one pass; 1: a failure;\n"
@@ -697,7 +701,7 @@ static void replay_help(FILE *f) {
 }
 
 int cmd_replay(int argc, char **argv) {
-    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL};
+    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL};
     const char *paths[256];
     int np = 0;
     for (int i = 1; i < argc; i++) {
@@ -710,6 +714,10 @@ int cmd_replay(int argc, char **argv) {
             if (!strcmp(argv[i], "float64")) o.dtype = CATTR_FLOAT64;
             else if (!strcmp(argv[i], "float32")) o.dtype = CATTR_FLOAT32;
             else return cli_usage_error("--dtype must be float64 or float32, not '%s'", argv[i]);
+        } else if (!strcmp(a, "--device")) {
+            if (++i >= argc) return cli_usage_error("--device needs a name");
+            if (!cli_device_arg(argv[i])) return CLI_USAGE;
+            o.device = argv[i];
         } else if (!strcmp(a, "--tokenizer")) {
             if (++i >= argc) return cli_usage_error("--tokenizer needs a folder");
             o.tokenizer = argv[i];

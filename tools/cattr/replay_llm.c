@@ -26,6 +26,7 @@ typedef struct {
 
 typedef struct {
     cattr_dtype dtype;
+    const char *device;
     int *passed, *failed, *skipped;
     llm_model models[4];
     int n_models;
@@ -52,8 +53,12 @@ static cattr_status get_model(llm_ctx *x, const char *dir, llm_model **out) {
     snprintf(m->dir, sizeof m->dir, "%s", dir);
     cx_decoder_opts a = {.ids_input = true, .all_logits = true, .pos_input = false};
     CX_CHECK(cx_decoder_load(dir, &a, &m->ids_all, &m->cfg));
-    cattr_status st = cattr_llm_load(dir, &m->llm);
+    cattr_status st = cattr_model_set_device(m->ids_all, x->device);
+    if (st == CATTR_OK) st = cattr_llm_load(dir, &m->llm);
+    if (st == CATTR_OK) st = cattr_llm_set_device(m->llm, x->device);
     if (st != CATTR_OK) {
+        cattr_llm_free(m->llm);
+        m->llm = NULL;
         cattr_model_free(m->ids_all);
         return st;
     }
@@ -401,7 +406,8 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
 }
 
 /* Replays one index file (cases.json, arch_cases.json, more_cases.json). Returns -1 on an I/O error. */
-int replay_llm_index(const char *path, cattr_dtype dtype, int *passed, int *failed, int *skipped) {
+int replay_llm_index(const char *path, cattr_dtype dtype, const char *device, int *passed, int *failed,
+                     int *skipped) {
     void *text = NULL;
     size_t size = 0;
     if (cx_read_file(path, &text, &size) != CATTR_OK) {
@@ -422,6 +428,7 @@ int replay_llm_index(const char *path, cattr_dtype dtype, int *passed, int *fail
     llm_ctx x;
     memset(&x, 0, sizeof x);
     x.dtype = dtype;
+    x.device = device;
     x.passed = passed;
     x.failed = failed;
     x.skipped = skipped;

@@ -1,0 +1,170 @@
+/* cli.c - helpers shared by the cattr subcommands: error reporting and exit codes, argument parsing, tensor
+ * loading, progress and logging. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include "core/core.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <time.h>
+#include <unistd.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+int cli_error(cattr_status st, const char *what) {
+    char esc[1024];
+    cx_escape_text(what, esc, sizeof esc);
+    fprintf(stderr, "cattr: %s: %s\n", esc, cattr_last_error());
+    return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT || st == CATTR_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
+}
+
+int cli_usage_error(const char *fmt, ...) {
+    char msg[2048], esc[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cx_escape_text(msg, esc, sizeof esc); /* arguments may hold any bytes */
+    fprintf(stderr, "cattr: %s\n", esc);
+    return CLI_USAGE;
+}
+
+void cli_log(cattr_log_level level, const char *msg, void *user) {
+    (void)user;
+    /* CATTR_LOG=info (or debug) shows the library's planning messages too (chunk sizes, memory) */
+    static int min = -1;
+    if (min < 0) {
+        const char *e = getenv("CATTR_LOG");
+        min = e && !strcmp(e, "debug") ? CATTR_LOG_DEBUG : e && !strcmp(e, "info") ? CATTR_LOG_INFO : CATTR_LOG_WARN;
+    }
+    static const char *names[] = {"debug", "info", "warning", "error"};
+    if ((int)level >= min) fprintf(stderr, "cattr: %s: %s\n", names[level], msg);
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && strcmp(s + a - b, suf) == 0;
+}
+
+cattr_status cli_load_tensor(const char *spec, cattr_tensor **out) {
+    *out = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", spec);
+    char *name = NULL;
+    char *st = strstr(path, ".safetensors:");
+    if (st) {
+        st[strlen(".safetensors")] = 0;
+        name = st + strlen(".safetensors") + 1;
+    }
+    if (ends_with(path, ".safetensors")) {
+        cattr_tensor_set *set = NULL;
+        cattr_status s = cattr_tensor_set_load(path, &set);
+        if (s != CATTR_OK) return s;
+        const cattr_tensor *t = NULL;
+        if (name) {
+            t = cattr_tensor_set_get(set, name);
+            if (!t) {
+                cattr_tensor_set_free(set);
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s' has no tensor named '%s'", path, name);
+            }
+        } else if (cattr_tensor_set_count(set) == 1) {
+            t = cattr_tensor_set_get(set, cattr_tensor_set_name(set, 0));
+        } else {
+            int n = cattr_tensor_set_count(set);
+            cattr_tensor_set_free(set);
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s' holds %d tensors: name one as FILE.safetensors:NAME", path, n);
+        }
+        s = cattr_tensor_convert(t, cattr_tensor_dtype(t), out);
+        cattr_tensor_set_free(set);
+        return s;
+    }
+    return cattr_tensor_load_npy(path, out);
+}
+
+bool cli_parse_int(const char *s, long long *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    long long v;
+    if (cli_parse_int(s, &v) && v >= lo && v <= hi) {
+        *out = v;
+        return true;
+    }
+    if (hi == LLONG_MAX) (void)cli_usage_error("%s needs an integer >= %lld, not '%s'", opt, lo, s);
+    else (void)cli_usage_error("%s needs an integer from %lld to %lld, not '%s'", opt, lo, hi, s);
+    return false;
+}
+
+bool cli_parse_double(const char *s, double *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_size(const char *s, size_t *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !(v >= 0) || v > 1e18 || end == s) return false;
+    double mul = 1;
+    if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
+    else if (*end == 'm' || *end == 'M') mul = 1024.0 * 1024, end++;
+    else if (*end == 'g' || *end == 'G') mul = 1024.0 * 1024 * 1024, end++;
+    if (mul > 1 && *end == 'i') end++;
+    if (*end == 'B') end++;
+    if (*end) return false;
+    *out = (size_t)(v * mul);
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double cli_median(double *v, int n) {
+    if (n <= 0) return NAN;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+void cli_progress(int64_t done, int64_t total, void *user) {
+    cli_progress_state *ps = user;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (t - ps->start < 1.0 && !ps->shown) return; /* short work shows nothing (and costs no system call) */
+    static int tty = -1;
+    if (tty < 0) tty = isatty(STDERR_FILENO);
+    if (!tty) return;
+    int width = 40, fill = total > 0 ? (int)(width * done / total) : width;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld %.1fs", fill, "########################################", width - fill, "",
+            (long long)done, (long long)total, t - ps->start);
+    if (done >= total) fprintf(stderr, "\n");
+    ps->shown = done < total;
+    fflush(stderr);
+}
+
+bool cli_device_arg(const char *name) {
+    cattr_status st = cattr_device_check(name);
+    if (st == CATTR_OK) return true;
+    char esc[1024];
+    cx_escape_text(cattr_last_error(), esc, sizeof esc);
+    fprintf(stderr, "cattr: --device: %s\n", esc);
+    return false;
+}
