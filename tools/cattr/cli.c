@@ -4,6 +4,7 @@
 #include "cli.h"
 
 #include "core/core.h"
+#include "io/fileutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -167,4 +168,10 @@ bool cli_device_arg(const char *name) {
     cx_escape_text(cattr_last_error(), esc, sizeof esc);
     fprintf(stderr, "cattr: --device: %s\n", esc);
     return false;
+}
+
+static cattr_status put_text(FILE *f, void *ctx) { return fputs((const char *)ctx, f) < 0 ? CATTR_ERR_IO : CATTR_OK; }
+
+cattr_status cli_write_text_file(const char *path, const char *text) {
+    return cx_write_file_atomic(path, put_text, (void *)text);
 }

@@ -32,6 +32,8 @@ bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, lon
 /* Checks a --device value (cattr_device_check); prints the error and returns false when it names no device of this
  * build. */
 bool cli_device_arg(const char *name);
+/* Writes `text` to `path` atomically (cx_write_file_atomic). Errors: CATTR_ERR_IO naming the path. */
+cattr_status cli_write_text_file(const char *path, const char *text);
 /* Parses a byte size: 512M, 2G, 1000000. */
 bool cli_parse_size(const char *s, size_t *out);
 
@@ -46,6 +48,7 @@ typedef struct {
 void cli_progress(int64_t done, int64_t total, void *user);
 
 int cmd_explain_llm(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 /* Log callback printing warnings and errors to stderr. */
 void cli_log(cattr_log_level level, const char *msg, void *user);

@@ -23,8 +23,12 @@ static void usage(FILE *f) {
             "  explain MODEL.onnx --method M --input FILE --output FILE [...]   attribute a prediction to the inputs\n"
             "  replay PATH... [--dtype float64|float32] [--device NAME]       re-run recorded Captum cases\n"
             "  explain-llm DIR --prompt TEXT [--target TEXT] [...]             token attribution for a language model\n"
-            "  info MODEL.onnx                                                  inputs, outputs, ops and layers\n"
+            "  info MODEL.onnx [--device NAME] | info --devices                 inputs, outputs, ops and layers\n"
+            "  compare CASE|MODEL|DIR --devices A,B [...]                       the same attributions on two devices\n"
             "  version                                                          print the version\n"
+            "\n"
+            "Every command also takes --profile FILE.json: a Chrome trace (Perfetto, chrome://tracing) of every op,\n"
+            "copy between host and device and plan build, with a summary on stderr.\n"
             "\n"
             "Run 'cattr <command> --help' for the options of a command; docs/CLI.md documents every flag.\n");
 }
@@ -44,10 +48,40 @@ int main(int argc, char **argv) {
         printf("cattr %s\n", cattr_version());
         return CLI_OK;
     }
-    if (!strcmp(cmd, "explain")) return cmd_explain(argc - 1, argv + 1);
-    if (!strcmp(cmd, "replay")) return cmd_replay(argc - 1, argv + 1);
-    if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
-    if (!strcmp(cmd, "explain-llm")) return cmd_explain_llm(argc - 1, argv + 1);
+    int (*fn)(int, char **) = !strcmp(cmd, "explain")       ? cmd_explain
+                              : !strcmp(cmd, "replay")      ? cmd_replay
+                              : !strcmp(cmd, "info")        ? cmd_info
+                              : !strcmp(cmd, "explain-llm") ? cmd_explain_llm
+                              : !strcmp(cmd, "compare")     ? cmd_compare
+                                                            : NULL;
+    if (fn) {
+        /* --profile FILE belongs to every command: taken out here, the command runs under the profiler */
+        const char *profile = NULL;
+        int n = 0;
+        for (int i = 1; i < argc; i++) {
+            if (!strcmp(argv[i], "--profile")) {
+                if (i + 1 >= argc) return cli_usage_error("--profile needs a file name (FILE.json)");
+                profile = argv[++i];
+            } else {
+                argv[++n] = argv[i];
+            }
+        }
+        argc = n + 1;
+        if (profile) cattr_profile_begin();
+        int rc = fn(argc - 1, argv + 1);
+        if (profile) {
+            char *summary = NULL;
+            cattr_status st = cattr_profile_end(profile, &summary);
+            if (st != CATTR_OK) {
+                int prc = cli_error(st, "--profile");
+                if (rc == CLI_OK) rc = prc;
+            } else {
+                fprintf(stderr, "profile written to %s\n%s", profile, summary ? summary : "");
+            }
+            free(summary);
+        }
+        return rc;
+    }
     (void)cli_usage_error("unknown command '%s'", cmd);
     fprintf(stderr, "\n");
     usage(stderr);

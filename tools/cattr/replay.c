@@ -5,7 +5,9 @@
  * failed, 2 for usage or I/O errors.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "cli.h"
+#include "replay.h"
+
+#include "core/core.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -15,17 +17,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-typedef struct {
-    cattr_dtype dtype;
-    int runs;
-    int passed, failed, skipped;
-    const char *tokenizer;
-    const char *device;
-} replay_opts;
-
-int replay_llm_index(const char *path, cattr_dtype dtype, const char *device, int *passed, int *failed,
-                     int *skipped);
-int replay_tokenizer(const char *path, const char *tokdir, int *passed, int *failed);
 
 static bool ends_with(const char *s, const char *suf) {
     size_t a = strlen(s), b = strlen(suf);
@@ -314,6 +305,60 @@ static void print_time(double *t, int n) {
 }
 
 /* Runs one case folder; returns -1 for an I/O error that should stop the run. */
+/* All of a call's results as one vector of doubles (the attributions in order, then the delta). */
+static double *flatten(cattr_tensor *const *attr, const cattr_tensor *delta, int64_t *n) {
+    int64_t total = 0;
+    for (int i = 0; i < 16; i++) total += attr[i] ? cattr_tensor_numel(attr[i]) : 0;
+    total += delta ? cattr_tensor_numel(delta) : 0;
+    double *v = malloc((size_t)(total + 1) * sizeof *v);
+    if (!v) return NULL;
+    int64_t k = 0;
+    for (int i = 0; i <= 16; i++) {
+        const cattr_tensor *t = i < 16 ? attr[i] : delta;
+        for (int64_t j = 0; t && j < cattr_tensor_numel(t); j++) v[k++] = cx_tensor_get(t, j);
+    }
+    *n = total;
+    return v;
+}
+
+/* Compare mode: runs the call of a case again on device B and records the differences. */
+static void cmp_case(replay_opts *o, const char *name, const cattr_model *m, const cattr_attr_params *p,
+                     const case_data *d, cattr_tensor *const *attr, const cattr_tensor *delta, bool want_delta) {
+    cattr_attr_params pb = *p;
+    pb.device = o->cmp->device_b;
+    cattr_explainer *e = NULL;
+    cattr_tensor *attr_b[16] = {0}, *delta_b = NULL;
+    cattr_status st = cattr_explainer_new(m, &pb, &e);
+    if (st == CATTR_OK) {
+        cattr_call call = {(const cattr_tensor *const *)d->inputs, d->n_in, (const cattr_tensor *const *)d->baselines,
+                           &d->target, (const cattr_tensor *const *)d->additional, d->n_add,
+                           d->have_masks ? (const cattr_tensor *const *)d->masks : NULL,
+                           d->draws, (const char *const *)d->roles, d->n_draws,
+                           d->have_layer_masks ? (const cattr_tensor *const *)d->layer_masks : NULL, d->n_layer_masks,
+                           d->layer_baseline};
+        st = cattr_explainer_run(e, &call, attr_b, want_delta ? &delta_b : NULL);
+    }
+    if (st != CATTR_OK) {
+        printf("FAIL %s on %s: %s\n", name, o->cmp->device_b, cattr_last_error());
+        o->failed++;
+    } else {
+        int64_t na = 0, nb = 0;
+        double *a = flatten(attr, delta, &na), *b = flatten(attr_b, delta_b, &nb);
+        if (!a || !b || na != nb) {
+            printf("FAIL %s on %s: results of different sizes (%lld and %lld values)\n", name, o->cmp->device_b,
+                   (long long)na, (long long)nb);
+            o->failed++;
+        } else {
+            cmp_record(o, name, cattr_method_name(p->method), a, b, na);
+        }
+        free(a);
+        free(b);
+    }
+    for (int i = 0; i < 16; i++) cattr_tensor_free(attr_b[i]);
+    cattr_tensor_free(delta_b);
+    cattr_explainer_free(e);
+}
+
 static int replay_case(const char *dir, replay_opts *o) {
     char path[4096], why[512] = "";
     snprintf(path, sizeof path, "%s/case.json", dir);
@@ -519,6 +564,10 @@ static int replay_case(const char *dir, replay_opts *o) {
         o->failed++;
         goto done;
     }
+    if (o->cmp) { /* the same call on the second device, every result tensor against device A's */
+        cmp_case(o, name, m, &p, &d, attr, delta, want_delta);
+        goto done;
+    }
     /* compare every expected tensor, then the delta */
     bool f32 = o->dtype == CATTR_FLOAT32;
     const char *tolkey = f32 ? "vs_f32_reference" : "vs_f64_reference";
@@ -606,7 +655,7 @@ done:
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* A case folder, or a folder holding case folders (sorted by name). */
-static int replay_path(const char *path, replay_opts *o) {
+int replay_path(const char *path, replay_opts *o) {
     char buf[4096];
     struct stat sb;
     if (stat(path, &sb) != 0) {
@@ -621,7 +670,7 @@ static int replay_path(const char *path, replay_opts *o) {
         }
         return replay_tokenizer(path, o->tokenizer, &o->passed, &o->failed);
     }
-    if (ends_with(path, "cases.json")) return replay_llm_index(path, o->dtype, o->device, &o->passed, &o->failed, &o->skipped);
+    if (ends_with(path, "cases.json")) return replay_llm_index(path, o);
     snprintf(buf, sizeof buf, "%s/case.json", path);
     if (stat(buf, &sb) == 0) return replay_case(path, o);
     DIR *dir = opendir(path);
@@ -642,7 +691,7 @@ static int replay_path(const char *path, replay_opts *o) {
             int rc = 0;
             for (int i = 0; i < ni && rc == 0; i++) {
                 snprintf(buf, sizeof buf, "%s/%s", path, idx[i]);
-                rc = replay_llm_index(buf, o->dtype, o->device, &o->passed, &o->failed, &o->skipped);
+                rc = replay_llm_index(buf, o);
             }
             for (int i = 0; i < ni; i++) free(idx[i]);
             free(idx);
@@ -701,7 +750,7 @@ static void replay_help(FILE *f) {
 }
 
 int cmd_replay(int argc, char **argv) {
-    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL};
+    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL, NULL};
     const char *paths[256];
     int np = 0;
     for (int i = 1; i < argc; i++) {

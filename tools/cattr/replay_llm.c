@@ -3,7 +3,7 @@
  * attributions: LayerIntegratedGradients and LayerGradientXActivation on the embedding output (teacher forcing),
  * FeatureAblation and ShapleyValueSampling over prompt tokens. Other cases are reported as SKIP. */
 #define _POSIX_C_SOURCE 200809L
-#include "cli.h"
+#include "replay.h"
 
 #include "attr/internal.h"
 #include "io/fileutil.h"
@@ -27,6 +27,7 @@ typedef struct {
 typedef struct {
     cattr_dtype dtype;
     const char *device;
+    replay_opts *o;
     int *passed, *failed, *skipped;
     llm_model models[4];
     int n_models;
@@ -361,6 +362,32 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
             else
                 st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, seq_attr, token_attr, NULL, NULL);
         }
+        if (st == CATTR_OK && x->o->cmp) { /* the same call on device B: token_attr (whose rows sum to seq_attr) */
+            double *tb = calloc((size_t)(n * T + 1), sizeof *tb), *sb = calloc((size_t)(T + 1), sizeof *sb);
+            lp.device = x->o->cmp->device_b;
+            if (!tb || !sb) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else if (tpl)
+                st = cattr_llm_attribute_template(m->llm, &lp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tpl, "template")),
+                                                  vals, bls, n_slots, tg, n, sb, tb);
+            else
+                st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, sb, tb, NULL, NULL);
+            if (st == CATTR_OK) cmp_record(x->o, id, method, token_attr, tb, n * T);
+            free(tb);
+            free(sb);
+            if (st != CATTR_OK) {
+                printf("FAIL %s on %s: %s\n", id, x->o->cmp->device_b, cattr_last_error());
+                (*x->failed)++;
+                st = CATTR_OK;
+                free(perms);
+                free(draws);
+                free(roles);
+                goto out;
+            }
+            free(perms);
+            free(draws);
+            free(roles);
+            goto out;
+        }
         free(perms);
     }
     free(draws);
@@ -397,6 +424,7 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
             (*x->passed)++;
         }
     }
+out:
     fflush(stdout);
     free(ids);
     free(tg);
@@ -406,8 +434,7 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
 }
 
 /* Replays one index file (cases.json, arch_cases.json, more_cases.json). Returns -1 on an I/O error. */
-int replay_llm_index(const char *path, cattr_dtype dtype, const char *device, int *passed, int *failed,
-                     int *skipped) {
+int replay_llm_index(const char *path, replay_opts *o) {
     void *text = NULL;
     size_t size = 0;
     if (cx_read_file(path, &text, &size) != CATTR_OK) {
@@ -427,11 +454,12 @@ int replay_llm_index(const char *path, cattr_dtype dtype, const char *device, in
     else snprintf(base, sizeof base, ".");
     llm_ctx x;
     memset(&x, 0, sizeof x);
-    x.dtype = dtype;
-    x.device = device;
-    x.passed = passed;
-    x.failed = failed;
-    x.skipped = skipped;
+    x.dtype = o->dtype;
+    x.device = o->device;
+    x.o = o;
+    x.passed = &o->passed;
+    x.failed = &o->failed;
+    x.skipped = &o->skipped;
     const cJSON *models = cJSON_GetObjectItemCaseSensitive(j, "models");
     const char *default_dir = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "model"), "dir"));
     const cJSON *p, *c;
@@ -449,7 +477,7 @@ int replay_llm_index(const char *path, cattr_dtype dtype, const char *device, in
     cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(j, "prompts")) {
         if (!cJSON_GetObjectItemCaseSensitive(p, "hidden_states") && strstr(path, "more_cases")) continue;
         MODEL_DIR(p, dir);
-        check_prompt(&x, p, base, dir);
+        if (!o->cmp) check_prompt(&x, p, base, dir); /* the forward pass against the golden numbers */
         fflush(stdout);
     }
     cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "cases")) {
