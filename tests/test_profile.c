@@ -240,6 +240,9 @@ int main(void) {
     CHECK(ce.op > 0 && ce.copy > 0 && ce.plan > 0, "eager: op %d, copy %d, plan %d", ce.op, ce.copy, ce.plan);
     printf("copy events: IG 8 steps %d, IG 64 steps %d (op events %d, %d; plan builds %d, %d)\n", c8.copy, c64.copy,
            c8.op, c64.op, c8.plan, c64.plan);
+    /* IG runs as one graph on the backend: the inputs go up once and the attributions come down once, however many
+     * steps (8 steps take one chunk, 64 two halves at once) */
+    CHECK(c8.copy == c64.copy, "copies per IG call grow with the steps: %d at 8, %d at 64", c8.copy, c64.copy);
 
     /* off: nothing is recorded */
     int before = cattr_profile_count(NULL);

@@ -597,6 +597,18 @@ static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *cons
     return st;
 }
 
+cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) {
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    *seed = NULL;
+    cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, seed);
+    pass_free(&pi);
+    return st;
+}
+
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads) {
     return grad_pass(e, c, xs, reps, how, grads, 0);
@@ -837,6 +849,12 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
 cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host) {
     cx_plan_set_check_finite(p, e->diagnose);
     return cx_plan_run(p, in_host, out_host);
+}
+
+cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *in_dev,
+                             void *const *out_host, void *const *out_dev) {
+    cx_plan_set_check_finite(p, e->diagnose);
+    return cx_plan_run_dev(p, in_host, in_dev, out_host, out_dev);
 }
 
 cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta) {

@@ -1,6 +1,7 @@
 /* gradient.c - the gradient family: Saliency, InputXGradient and IntegratedGradients (Captum semantics, see
  * shared/reference/captum_spec.md section 2). IG runs its whole integration path as one batched pass, or a few
  * chunks of steps when the memory budget (or Captum's internal_batch_size) asks for it. */
+#include "attr/derive.h"
 #include "attr/internal.h"
 
 #include <math.h>
@@ -63,28 +64,6 @@ static cattr_status steps_per_chunk(cattr_explainer *e, cx_call *c, int n_steps,
     return CATTR_OK;
 }
 
-/* The IG path in the compute dtype T, operation by operation as Captum/torch computes it:
- * scaled = b + alpha * (x - b); total = sum_s grad_s * step_s (sequential); attr = total * (x - b). */
-#define DEFINE_IG_KERNELS(T, SFX)                                                                                      \
-    static void ig_scale_##SFX(const T *x, const T *b, int64_t m, const double *alphas, int s0, int s1, T *xs) {     \
-        for (int s = s0; s < s1; s++) {                                                                                \
-            T a = (T)alphas[s];                                                                                        \
-            T *dst = xs + (int64_t)(s - s0) * m;                                                                       \
-            for (int64_t k = 0; k < m; k++) dst[k] = b[k] + a * (x[k] - b[k]);                                         \
-        }                                                                                                              \
-    }                                                                                                                  \
-    static void ig_accumulate_##SFX(const T *gr, const T *x, const T *b, int64_t m, const double *steps, int s0,      \
-                                    int s1, int mul, int first, T *attr) {                                             \
-        for (int64_t k = 0; k < m; k++) {                                                                              \
-            T tot = 0;                                                                                                 \
-            for (int s = s0; s < s1; s++) tot = tot + gr[(int64_t)(s - s0) * m + k] * (T)steps[s];                    \
-            T v = mul ? tot * (x[k] - b[k]) : tot;                                                                     \
-            attr[k] = first ? v : attr[k] + v;                                                                         \
-        }                                                                                                              \
-    }
-DEFINE_IG_KERNELS(float, f32)
-DEFINE_IG_KERNELS(double, f64)
-
 /* Captum's points for the explainer's rule, computed once: alphas cast to the dtype, step sizes to float32. */
 static cattr_status ig_points(cattr_explainer *e) {
     int n = e->p.n_steps;
@@ -106,54 +85,327 @@ static cattr_status ig_points(cattr_explainer *e) {
     return CATTR_OK;
 }
 
-/* Scaled inputs of steps [s0, s1) for every input into xs (allocated). */
-static cattr_status ig_scaled(cx_call *c, const double *alphas, int s0, int s1, cattr_tensor **xs) {
-    for (int i = 0; i < c->n; i++) {
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, c->x[i]->shape, sizeof sh);
-        sh[0] *= s1 - s0;
-        xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, sh);
-        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        int64_t m = c->x[i]->numel;
-        if (c->dt == CATTR_FLOAT32) ig_scale_f32(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
-        else ig_scale_f64(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
+/* ---- the IG graph --------------------------------------------------------------------------------------------
+ * One derived graph computes a chunk of steps [s0, s1) on the backend (R = (s1 - s0) * B rows, step-major):
+ *   inputs   x_i, b_i [B, ...] (n), the additional inputs a_j [B, ...], seed [B, out...] (the target mask of one
+ *            block), rows [R] (int64: row r reads example r mod B), alpha_i and step_i [R, 1, ...] (per row: the
+ *            step's alpha in the compute dtype and its float32 step size), acc_i [B, ...]
+ *   prefix   scaled_i = Gather(b_i, rows) + alpha_i * (Gather(x_i, rows) - Gather(b_i, rows))   (Captum's order)
+ *   model    on scaled_i and Gather(a_j, rows); its gradient seeded with Gather(seed, rows)
+ *   suffix   tot_i = GatherGrad(grad_i * step_i, rows, x_i)   (the sum over the steps, in step order)
+ *            out_i = acc_i + (multiply_by_inputs ? tot_i * (x_i - b_i) : tot_i)
+ * A call uploads x, b, a, the seed block and the whole schedule (rows, alphas, steps) once, keeps acc on the
+ * backend from chunk to chunk (each chunk's output overwrites its acc), and downloads the attributions once. Every
+ * operation rounds as the host code it replaced did (and as Captum does), so the numbers are unchanged. */
+typedef struct ig_state {
+    cg_graph *g; /* for n inputs and n_add additional ones */
+    int n, n_add, mul;
+    int outs[CX_MAX_IN];
+    cx_consts *consts;
+    cx_plan_cache pc[2]; /* per slot (the two halves run at once) */
+    void *arena[2];      /* one arena per slot, lent to its plans (they never run at once) */
+    size_t arena_bytes[2];
+    cg_graph *sum_g; /* out_i = a_i + b_i: the two halves added */
+    int sum_outs[CX_MAX_IN];
+    cx_plan_cache sum_pc;
+} ig_state;
+
+static void ig_release(cattr_explainer *e) {
+    ig_state *s = e->method_state;
+    if (!s) return;
+    for (int k = 0; k < 2; k++) {
+        cx_plan_cache_clear(&s->pc[k]);
+        e->be->free(e->be->ctx, s->arena[k], s->arena_bytes[k]);
     }
+    cx_plan_cache_clear(&s->sum_pc);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    cg_free(s->sum_g);
+    free(s);
+    e->method_state = NULL;
+}
+
+/* graph-input positions (5 n + n_add + 2 of them) */
+#define IG_MAX_IN (6 * CX_MAX_IN + 2)
+#define IG_X(i) (i)
+#define IG_B(i) (s->n + (i))
+#define IG_ADD(j) (2 * s->n + (j))
+#define IG_SEED (2 * s->n + s->n_add)
+#define IG_ROWS (IG_SEED + 1)
+#define IG_ALPHA(i) (IG_ROWS + 1 + (i))
+#define IG_STEP(i) (IG_ROWS + 1 + s->n + (i))
+#define IG_ACC(i) (IG_ROWS + 1 + 2 * s->n + (i))
+#define IG_N_IN (IG_ROWS + 1 + 3 * s->n)
+
+/* a node over two values; -1 (nothing added) when either is -1, an earlier failure */
+static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
+}
+
+static cattr_status ig_build(cattr_explainer *e, ig_state *s) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = cg_new();
+    int *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof *map);
+    if (!g || !map) {
+        cg_free(g);
+        free(map);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    static const char *const names[8] = {"__ig_x", "__ig_b", "__ig_add", "__ig_seed", "__ig_rows", "__ig_alpha",
+                                         "__ig_step", "__ig_acc"};
+    int v[IG_MAX_IN], bad = 0;
+    for (int k = 0; k < IG_MAX_IN; k++) v[k] = -1;
+    for (int k = 0; k < IG_N_IN; k++) {
+        int kind = k < s->n ? 0 : k < 2 * s->n ? 1 : k < IG_SEED ? 2 : k == IG_SEED ? 3 : k == IG_ROWS ? 4
+                 : k < IG_STEP(0) ? 5 : k < IG_ACC(0) ? 6 : 7;
+        char nm[64];
+        snprintf(nm, sizeof nm, "%s%d", names[kind], k);
+        v[k] = cg_add_input(g, nm);
+        bad |= v[k] < 0;
+    }
+    int in_map[CX_MAX_IN * 2], rows = v[IG_ROWS];
+    for (int i = 0; i < s->n && !bad; i++) {
+        int xt = emit2(g, CG_GATHER, "__ig_xt", v[IG_X(i)], rows), bt = emit2(g, CG_GATHER, "__ig_bt", v[IG_B(i)], rows);
+        int d = emit2(g, CG_SUB, "__ig_diff", xt, bt);
+        int sc = emit2(g, CG_ADD, "__ig_scaled", bt, emit2(g, CG_MUL, "__ig_alpha_diff", v[IG_ALPHA(i)], d));
+        in_map[i] = sc;
+        bad |= xt < 0 || bt < 0 || d < 0 || sc < 0;
+    }
+    for (int j = 0; j < s->n_add && !bad; j++) bad |= (in_map[s->n + j] = emit2(g, CG_GATHER, "__ig_at", v[IG_ADD(j)], rows)) < 0;
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    int grads[CX_MAX_IN];
+    if (st == CATTR_OK) {
+        int seed = emit2(g, CG_GATHER, "__ig_seed_rows", v[IG_SEED], rows);
+        st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory")
+                      : cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, s->n, &e->rules, grads);
+    }
+    for (int i = 0; i < s->n && st == CATTR_OK; i++) {
+        int w = emit2(g, CG_MUL, "__ig_weighted", grads[i], v[IG_STEP(i)]);
+        int in3[3] = {w, rows, v[IG_X(i)]};
+        int tot = w < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__ig_sum", in3, 3, NULL);
+        int val = s->mul ? emit2(g, CG_MUL, "__ig_times_diff", tot, emit2(g, CG_SUB, "__ig_x_minus_b", v[IG_X(i)], v[IG_B(i)]))
+                         : tot;
+        s->outs[i] = emit2(g, CG_ADD, "__ig_acc_out", v[IG_ACC(i)], val);
+        if (w < 0 || tot < 0 || val < 0 || s->outs[i] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
     return CATTR_OK;
 }
 
-/* part[i] = the contribution of steps [s0, s1) to input i's attribution (a new tensor). */
-static cattr_status ig_part(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int s0, int s1, int slot,
-                            cattr_tensor **part) {
-    cattr_tensor *gr[CX_MAX_IN] = {0};
-    cattr_status st = cx_grad_slot(e, c, xs, s1 - s0, CX_TILE, gr, slot);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        part[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!part[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
+/* The state for this call's input counts: the graph (rebuilt when they change) and its constants. */
+static cattr_status ig_state_for(cattr_explainer *e, cx_call *c, ig_state **out) {
+    ig_state *s = e->method_state;
+    if (s && (s->n != c->n || s->n_add != c->n_add)) ig_release(e);
+    s = e->method_state;
+    if (!s) {
+        s = calloc(1, sizeof *s);
+        if (!s) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->method_state = s;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        s->mul = e->p.multiply_by_inputs;
+        cattr_status st = ig_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            ig_release(e);
+            return st;
         }
-        int64_t m = c->x[i]->numel;
-        if (c->dt == CATTR_FLOAT32)
-            ig_accumulate_f32(gr[i]->data, c->x[i]->data, c->base[i]->data, m, e->steps, s0, s1, e->p.multiply_by_inputs,
-                              1, part[i]->data);
-        else
-            ig_accumulate_f64(gr[i]->data, c->x[i]->data, c->base[i]->data, m, e->steps, s0, s1, e->p.multiply_by_inputs,
-                              1, part[i]->data);
     }
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(gr[i]);
+    *out = s;
+    return CATTR_OK;
+}
+
+/* Shapes and dtypes of the IG graph's inputs for chunks of R rows. */
+static void ig_shapes(const ig_state *s, const cx_call *c, const cattr_tensor *seed, int64_t R, int *nd,
+                      int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype *dt) {
+    for (int k = 0; k < IG_N_IN; k++) dt[k] = c->dt;
+    for (int i = 0; i < s->n; i++) {
+        const cattr_tensor *x = c->x[i];
+        nd[IG_X(i)] = nd[IG_B(i)] = nd[IG_ACC(i)] = nd[IG_ALPHA(i)] = nd[IG_STEP(i)] = x->ndim;
+        for (int d = 0; d < x->ndim; d++) {
+            sh[IG_X(i)][d] = sh[IG_B(i)][d] = sh[IG_ACC(i)][d] = x->shape[d];
+            sh[IG_ALPHA(i)][d] = sh[IG_STEP(i)][d] = d ? 1 : R;
+        }
+    }
+    for (int j = 0; j < s->n_add; j++) {
+        nd[IG_ADD(j)] = c->add[j]->ndim;
+        memcpy(sh[IG_ADD(j)], c->add[j]->shape, sizeof sh[0]);
+        dt[IG_ADD(j)] = c->add[j]->dtype;
+    }
+    nd[IG_SEED] = seed->ndim;
+    memcpy(sh[IG_SEED], seed->shape, sizeof sh[0]);
+    nd[IG_ROWS] = 1;
+    sh[IG_ROWS][0] = R;
+    dt[IG_ROWS] = CATTR_INT64;
+}
+
+/* What a call keeps on the backend. */
+typedef struct ig_dev {
+    cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, rows, alpha, step;
+    cx_dbuf acc_all;            /* every accumulator, zeroed at once */
+    void *acc[2][CX_MAX_IN];    /* per slot and input, in acc_all */
+} ig_dev;
+
+static void ig_dev_free(ig_dev *d) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&d->x[i]);
+        cx_dbuf_free(&d->b[i]);
+        cx_dbuf_free(&d->add[i]);
+    }
+    cx_dbuf_free(&d->acc_all);
+    cx_dbuf_free(&d->seed);
+    cx_dbuf_free(&d->rows);
+    cx_dbuf_free(&d->alpha);
+    cx_dbuf_free(&d->step);
+}
+
+/* Uploads the call: inputs, baselines, additional inputs, the seed block, and the schedule of every step (rows of
+ * at most max_rows; alphas and step sizes per row, step-major); zeroed accumulators for `slots` slots. */
+static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor *seed, int64_t max_rows, int slots,
+                              ig_dev *d) {
+    cx_backend *be = e->be;
+    int n = e->p.n_steps;
+    int64_t B = c->B, all = (int64_t)n * B;
+    size_t es = cattr_dtype_size(c->dt);
+    size_t acc_bytes = 0;
+    for (int i = 0; i < c->n; i++) {
+        CX_CHECK(cx_dbuf_upload(be, c->x[i], &d->x[i]));
+        CX_CHECK(cx_dbuf_upload(be, c->base[i], &d->b[i]));
+        acc_bytes += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+    }
+    CX_CHECK(cx_dbuf_alloc(be, acc_bytes * (size_t)slots, true, &d->acc_all));
+    size_t off = 0;
+    for (int k = 0; k < slots; k++)
+        for (int i = 0; i < c->n; i++) {
+            d->acc[k][i] = (char *)d->acc_all.p + off;
+            off += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+        }
+    for (int j = 0; j < c->n_add; j++) CX_CHECK(cx_dbuf_upload(be, c->add[j], &d->add[j]));
+    CX_CHECK(cx_dbuf_upload(be, seed, &d->seed));
+    int64_t *rows = malloc((size_t)(max_rows + 1) * sizeof *rows);
+    cattr_tensor *al = cx_tensor_alloc(c->dt, 1, &all), *stp = cx_tensor_alloc(c->dt, 1, &all);
+    cattr_status st = rows && al && stp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        for (int64_t r = 0; r < max_rows; r++) rows[r] = r % B;
+        for (int64_t r = 0; r < all; r++) {
+            cx_tensor_set(al, r, e->alphas[r / B]);
+            cx_tensor_set(stp, r, e->steps[r / B]);
+        }
+        st = cx_dbuf_upload_raw(be, rows, (size_t)max_rows * sizeof *rows, &d->rows);
+    }
+    if (st == CATTR_OK) st = cx_dbuf_upload(be, al, &d->alpha);
+    if (st == CATTR_OK) st = cx_dbuf_upload(be, stp, &d->step);
+    free(rows);
+    cattr_tensor_free(al);
+    cattr_tensor_free(stp);
     return st;
+}
+
+/* The plan for chunks of R rows in `slot`, running in the slot's arena (grown when a plan needs more). With
+ * run false only makes it. */
+static cattr_status ig_plan(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, int64_t R, int slot,
+                            cx_plan **out) {
+    int nd[IG_MAX_IN];
+    int64_t sh[IG_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[IG_MAX_IN];
+    ig_shapes(s, c, seed, R, nd, sh, dt);
+    bool eager = e->p.executor == CATTR_EXEC_EAGER;
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&s->pc[slot], s->g, s->consts, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
+                               s->outs, s->n, &p));
+    size_t b = cx_plan_bytes(p);
+    if (b > e->peak) e->peak = b;
+    if (!eager && b > s->arena_bytes[slot]) { /* grow the slot's arena; no plan may keep the old block */
+        for (int i = 0; i < CX_PLAN_CACHE_SIZE; i++)
+            if (s->pc[slot].p[i]) cx_plan_use_arena(s->pc[slot].p[i], NULL);
+        e->be->free(e->be->ctx, s->arena[slot], s->arena_bytes[slot]);
+        s->arena[slot] = e->be->alloc(e->be->ctx, b);
+        s->arena_bytes[slot] = s->arena[slot] ? b : 0;
+        if (!s->arena[slot]) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", b);
+    }
+    if (!eager) cx_plan_use_arena(p, s->arena[slot]);
+    *out = p;
+    return CATTR_OK;
+}
+
+/* Steps [s0, s1) added into the accumulators of `slot`. */
+static cattr_status ig_chunk(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, ig_dev *d,
+                             int s0, int s1, int slot) {
+    int64_t R = (int64_t)(s1 - s0) * c->B;
+    cx_plan *p = NULL;
+    CX_CHECK(ig_plan(e, s, c, seed, R, slot, &p));
+    size_t off = (size_t)s0 * (size_t)c->B * cattr_dtype_size(c->dt);
+    void *in[IG_MAX_IN], *out[CX_MAX_IN];
+    for (int i = 0; i < s->n; i++) {
+        in[IG_X(i)] = d->x[i].p;
+        in[IG_B(i)] = d->b[i].p;
+        in[IG_ACC(i)] = out[i] = d->acc[slot][i];
+        in[IG_ALPHA(i)] = (char *)d->alpha.p + off;
+        in[IG_STEP(i)] = (char *)d->step.p + off;
+    }
+    for (int j = 0; j < s->n_add; j++) in[IG_ADD(j)] = d->add[j].p;
+    in[IG_SEED] = d->seed.p;
+    in[IG_ROWS] = d->rows.p;
+    return cx_run_plan_dev(e, p, NULL, in, NULL, out);
+}
+
+/* The attributions from the accumulators of slot 0 (plus those of slot 1 when `two`, added on the backend). */
+static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_dev *d, bool two, cattr_tensor **attr) {
+    void *host[CX_MAX_IN];
+    for (int i = 0; i < c->n; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        host[i] = attr[i]->data;
+    }
+    if (!two) {
+        for (int i = 0; i < c->n; i++)
+            CX_CHECK(cx_copy_out(e->be, host[i], d->acc[0][i], (size_t)attr[i]->numel * cattr_dtype_size(c->dt)));
+        return CATTR_OK;
+    }
+    if (!s->sum_g) { /* out_i = a_i + b_i */
+        cg_graph *g = cg_new();
+        if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        s->sum_g = g;
+        int a[CX_MAX_IN], b[CX_MAX_IN];
+        for (int i = 0; i < s->n; i++) a[i] = cg_add_input(g, "__ig_half_a");
+        for (int i = 0; i < s->n; i++) b[i] = cg_add_input(g, "__ig_half_b");
+        for (int i = 0; i < s->n; i++)
+            if ((s->sum_outs[i] = emit2(g, CG_ADD, "__ig_halves", a[i], b[i])) < 0)
+                return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int nd[2 * CX_MAX_IN];
+    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_MAX_IN];
+    void *in[2 * CX_MAX_IN];
+    for (int k = 0; k < 2 * s->n; k++) {
+        const cattr_tensor *x = c->x[k % s->n];
+        nd[k] = x->ndim;
+        memcpy(sh[k], x->shape, sizeof sh[k]);
+        dt[k] = c->dt;
+        in[k] = d->acc[k / s->n][k % s->n];
+    }
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&s->sum_pc, s->sum_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->sum_outs, s->n, &p));
+    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
 }
 
 /* Small paths run as two halves of the steps at once (on two cores when there are), each with its own plan: one fork
  * and join per call, where kernels too small to parallelise would fork per op. The halves are added in order: the same
  * numbers as running them one after the other as two chunks, whatever the thread count. */
-static cattr_status ig_two_halves(cattr_explainer *e, cx_call *c, cattr_tensor **attr, double *delta_sel) {
+static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, ig_dev *d,
+                                  cattr_tensor **attr, double *delta_sel) {
     int n = e->p.n_steps, h = (n + 1) / 2;
-    cattr_tensor *xa[CX_MAX_IN] = {0}, *xb[CX_MAX_IN] = {0}, *pa[CX_MAX_IN] = {0}, *pb[CX_MAX_IN] = {0};
-    cattr_status st = ig_scaled(c, e->alphas, 0, h, xa);
-    if (st == CATTR_OK) st = ig_scaled(c, e->alphas, h, n, xb);
-    if (st == CATTR_OK) st = cx_grad_prepare(e, c, xa, h, CX_TILE, 0);
-    if (st == CATTR_OK) st = cx_grad_prepare(e, c, xb, n - h, CX_TILE, 1);
+    cx_plan *pa = NULL, *pb = NULL;
+    cattr_status st = ig_plan(e, s, c, seed, (int64_t)h * c->B, 0, &pa);
+    if (st == CATTR_OK) st = ig_plan(e, s, c, seed, (int64_t)(n - h) * c->B, 1, &pb);
     if (st == CATTR_OK && delta_sel) st = cx_delta_prepare(e, c, c->base);
     /* three tasks, taken by whichever thread is free: the two halves and the delta's forward pass */
     cattr_status ts[3] = {CATTR_OK, CATTR_OK, CATTR_OK};
@@ -165,29 +417,15 @@ static cattr_status ig_two_halves(cattr_explainer *e, cx_call *c, cattr_tensor *
         int nt = omp_get_max_threads() < 2 ? 1 : 2;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
         for (int t = 0; t < tasks; t++) {
-            ts[t] = t == 0   ? ig_part(e, c, xa, 0, h, 0, pa)
-                    : t == 1 ? ig_part(e, c, xb, h, n, 1, pb)
+            ts[t] = t == 0   ? ig_chunk(e, s, c, seed, d, 0, h, 0)
+                    : t == 1 ? ig_chunk(e, s, c, seed, d, h, n, 1)
                              : cx_delta_forward(e, c, c->base, delta_sel);
             if (ts[t] != CATTR_OK) snprintf(msg[t], sizeof msg[t], "%s", cattr_last_error());
         }
         for (int t = 0; t < tasks && st == CATTR_OK; t++)
             if (ts[t] != CATTR_OK) st = cx_fail(ts[t], "%s", msg[t]);
     }
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        for (int64_t k = 0; k < attr[i]->numel; k++)
-            cx_tensor_set(attr[i], k, cx_rnd(c->dt, cx_tensor_get(pa[i], k) + cx_tensor_get(pb[i], k)));
-    }
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cattr_tensor_free(xa[i]);
-        cattr_tensor_free(xb[i]);
-        cattr_tensor_free(pa[i]);
-        cattr_tensor_free(pb[i]);
-    }
+    if (st == CATTR_OK) st = ig_result(e, s, c, d, true, attr);
     if (st == CATTR_OK && e->p.progress) e->p.progress(n, n, e->p.progress_user);
     return st;
 }
@@ -205,65 +443,42 @@ static bool ig_split_pays(const cattr_explainer *e, const cx_call *c, int chunk)
 
 static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     int n = e->p.n_steps;
-    cattr_dtype dt = c->dt;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
-    cattr_status st = ig_points(e);
-    const double *alphas = e->alphas, *steps = e->steps;
+    ig_state *s = NULL;
+    cattr_tensor *seed = NULL;
+    ig_dev d;
+    memset(&d, 0, sizeof d);
     int chunk = n;
+    cattr_status st = ig_points(e);
     if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
-    if (st == CATTR_OK && ig_split_pays(e, c, chunk)) {
+    if (st == CATTR_OK) st = ig_state_for(e, c, &s);
+    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    bool halves = st == CATTR_OK && ig_split_pays(e, c, chunk);
+    if (halves) chunk = (n + 1) / 2;
+    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, halves ? 2 : 1, &d);
+    if (st == CATTR_OK && halves) {
         bool want = delta && e->p.return_convergence_delta;
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
-        if (want && !sel) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        st = ig_two_halves(e, c, attr, sel);
+        if (want && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, &d, attr, sel);
         if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
         if (st == CATTR_OK && want) st = cx_delta_finish(c, attr, sel, delta);
         free(sel);
-        return st;
-    }
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
-        int s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            int64_t sh[CATTR_MAX_DIMS];
-            memcpy(sh, c->x[i]->shape, sizeof sh);
-            sh[0] *= reps;
-            if (!xs[i] || xs[i]->shape[0] != sh[0]) {
-                cattr_tensor_free(xs[i]);
-                xs[i] = cx_tensor_alloc(dt, c->x[i]->ndim, sh);
-                if (!xs[i]) {
-                    st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-                    break;
-                }
-            }
-            int64_t m = c->x[i]->numel;
-            if (dt == CATTR_FLOAT32) ig_scale_f32(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
-            else ig_scale_f64(c->x[i]->data, c->base[i]->data, m, alphas, s0, s1, xs[i]->data);
+    } else {
+        for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
+            int s1 = s0 + chunk < n ? s0 + chunk : n;
+            st = ig_chunk(e, s, c, seed, &d, s0, s1, 0);
+            if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
         }
-        if (st == CATTR_OK) st = cx_grad(e, c, xs, reps, CX_TILE, gr);
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            int64_t m = c->x[i]->numel;
-            if (dt == CATTR_FLOAT32)
-                ig_accumulate_f32(gr[i]->data, c->x[i]->data, c->base[i]->data, m, steps, s0, s1,
-                                  e->p.multiply_by_inputs, s0 == 0, attr[i]->data);
-            else
-                ig_accumulate_f64(gr[i]->data, c->x[i]->data, c->base[i]->data, m, steps, s0, s1,
-                                  e->p.multiply_by_inputs, s0 == 0, attr[i]->data);
-        }
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(gr[i]);
-            gr[i] = NULL;
-        }
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
+        if (st == CATTR_OK) st = ig_result(e, s, c, &d, false, attr);
+        if (st == CATTR_OK && delta && e->p.return_convergence_delta)
+            st = cx_convergence_delta(e, c, attr, c->base, delta);
     }
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
-    if (st == CATTR_OK && delta && e->p.return_convergence_delta) st = cx_convergence_delta(e, c, attr, c->base, delta);
+    ig_dev_free(&d);
+    cattr_tensor_free(seed);
     return st;
 }
 
 const cx_method cx_method_integrated_gradients = {CATTR_METHOD_INTEGRATED_GRADIENTS, "integrated-gradients",
-                                                  "IntegratedGradients", false, ig_init, integrated_gradients, NULL};
+                                                  "IntegratedGradients", false, ig_init, integrated_gradients,
+                                                  ig_release};
 

@@ -114,6 +114,11 @@ static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT
 /* cx_plan_run for the explainer's passes: while e->diagnose is set, the plan looks for the node where a NaN or Inf
  * first appears (cx_plan_set_check_finite). */
 cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host);
+/* cx_plan_run_dev likewise. */
+cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *in_dev,
+                             void *const *out_host, void *const *out_dev);
+/* The seed of one block of B rows: the target mask over the model output for the call's inputs (a new tensor). */
+cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed);
 
 /* Scans the attributions (n tensors) and the delta (may be NULL) of a finished call for NaN and Inf; when there is
  * one, returns CATTR_ERR_NONFINITE naming the tensor and index (and what to do), else CATTR_OK. */

@@ -37,6 +37,7 @@ typedef struct cx_backend {
     cattr_status (*copy_in)(void *ctx, void *dst, const void *host_src, size_t bytes);
     cattr_status (*copy_out)(void *ctx, void *host_dst, const void *src, size_t bytes);
     cattr_status (*memset_zero)(void *ctx, void *dst, size_t bytes);
+    cattr_status (*copy_dev)(void *ctx, void *dst, const void *src, size_t bytes); /* backend to backend memory */
     /* Runs node `n` reading `in` (n->n_in views; absent optional inputs have data == NULL) into `out`. */
     cattr_status (*run_op)(void *ctx, const cg_node *n, const cx_view *in, cx_view *out);
     cattr_status (*synchronize)(void *ctx);

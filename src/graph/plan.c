@@ -16,16 +16,32 @@
 
 /* One transfer through the backend: host to backend, backend to host, or zeroing; with `prof` (the profiler's switch,
  * read once per run) a copy event. */
-typedef enum { BE_COPY_IN, BE_COPY_OUT, BE_ZERO } be_copy_kind;
+typedef enum { BE_COPY_IN, BE_COPY_OUT, BE_ZERO, BE_COPY_DEV } be_copy_kind;
 static cattr_status be_copy(cx_backend *be, bool prof, be_copy_kind kind, void *dst, const void *src, size_t bytes) {
     uint64_t t0 = prof ? cx_prof_now() : 0;
     cattr_status st = kind == BE_COPY_IN    ? be->copy_in(be->ctx, dst, src, bytes)
                       : kind == BE_COPY_OUT ? be->copy_out(be->ctx, dst, src, bytes)
+                      : kind == BE_COPY_DEV ? be->copy_dev(be->ctx, dst, src, bytes)
                                             : be->memset_zero(be->ctx, dst, bytes);
-    if (prof)
+    if (prof && kind == BE_COPY_DEV) /* inside the backend: not a transfer between host and device */
+        cx_prof_span("device", "copy within the device", t0, cx_prof_now());
+    else if (prof)
         cx_prof_copy(be->name, kind == BE_COPY_IN ? "in" : kind == BE_COPY_OUT ? "out" : "zero", bytes, t0,
                      cx_prof_now());
     return st;
+}
+
+cattr_status cx_copy_in(cx_backend *be, void *dev, const void *host, size_t bytes) {
+    return be_copy(be, cx_prof_on(), BE_COPY_IN, dev, host, bytes);
+}
+cattr_status cx_copy_out(cx_backend *be, void *host, const void *dev, size_t bytes) {
+    return be_copy(be, cx_prof_on(), BE_COPY_OUT, host, dev, bytes);
+}
+cattr_status cx_copy_dev(cx_backend *be, void *dst, const void *src, size_t bytes) {
+    return be_copy(be, cx_prof_on(), BE_COPY_DEV, dst, src, bytes);
+}
+cattr_status cx_zero(cx_backend *be, void *dev, size_t bytes) {
+    return be_copy(be, cx_prof_on(), BE_ZERO, dev, NULL, bytes);
 }
 
 /* ---- constants -------------------------------------------------------------------------------------------- */
@@ -670,6 +686,14 @@ static void profile_init(void) {
 }
 
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host) {
+    return cx_plan_run_dev(p, in_host, NULL, out_host, NULL);
+}
+
+/* whether input i of this run is bound to backend memory of the caller */
+#define BOUND(i) (in_dev && in_dev[i])
+
+cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                             void *const *out_dev) {
     const cg_graph *g = p->g;
     cx_backend *be = p->be;
     cattr_status st = CATTR_OK;
@@ -693,7 +717,12 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
         for (int i = 0; i < g->n_inputs; i++) {
             int v = g->inputs[i];
             if (p->last_use[v] < 0) continue;
-            if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
+            if (BOUND(i)) { /* used in place: the input and every view of it read the caller's memory */
+                for (int w = 0; w < g->n_vals; w++)
+                    if (g->vals[w].kind != CG_VAL_CONST && p->root[w] == p->root[v]) p->views[w].data = in_dev[i];
+                continue;
+            }
+            if (!in_host || !in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             CX_CHECK(be_copy(be, p->prof, BE_COPY_IN, p->views[v].data, in_host[i], p->bytes[v]));
         }
         pthread_once(&g_profile_once, profile_init);
@@ -726,7 +755,11 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             int v = g->inputs[i];
             p->views[v].data = NULL;
             if (p->last_use[v] < 0) continue;
-            if (!in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
+            if (BOUND(i)) { /* the caller's memory: never freed here */
+                p->views[v].data = in_dev[i];
+                continue;
+            }
+            if (!in_host || !in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             p->views[v].data = be->alloc(be->ctx, p->bytes[v]);
             if (!p->views[v].data) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             else st = be_copy(be, p->prof, BE_COPY_IN, p->views[v].data, in_host[i], p->bytes[v]);
@@ -749,6 +782,7 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
             for (int j = 0; j < n->n_in; j++) { /* free inputs at their last use */
                 int v = n->in[j];
                 if (v < 0 || g->vals[v].kind == CG_VAL_CONST || p->last_use[v] != k || !p->views[v].data) continue;
+                if (g->vals[v].kind == CG_VAL_INPUT && BOUND(g->vals[v].input_index)) continue;
                 bool dup = false;
                 for (int t = 0; t < j; t++) dup |= n->in[t] == v;
                 if (dup) continue;
@@ -764,12 +798,13 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
     for (int k = 0; k < p->n_outs && st == CATTR_OK; k++) {
         int v = p->outs[k];
         const void *src = p->views[v].data;
-        if (g->vals[v].kind == CG_VAL_CONST) src = p->views[v].data;
-        st = be_copy(be, p->prof, BE_COPY_OUT, out_host[k], src, p->bytes[v]);
+        if (out_dev && out_dev[k]) st = be_copy(be, p->prof, BE_COPY_DEV, out_dev[k], src, p->bytes[v]);
+        else if (out_host && out_host[k]) st = be_copy(be, p->prof, BE_COPY_OUT, out_host[k], src, p->bytes[v]);
     }
     if (p->eager) {
         for (int v = 0; v < g->n_vals; v++) {
             if (g->vals[v].kind == CG_VAL_CONST || !p->views[v].data) continue;
+            if (g->vals[v].kind == CG_VAL_INPUT && BOUND(g->vals[v].input_index)) continue;
             be->free(be->ctx, p->views[v].data, p->bytes[v]);
             p->views[v].data = NULL;
         }

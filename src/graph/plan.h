@@ -40,6 +40,20 @@ const cx_view *cx_plan_view(const cx_plan *p, int v);
  * Errors: whatever a kernel reports (naming the node), CATTR_ERR_NO_MEMORY. */
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host);
 
+/* cx_plan_run with inputs and outputs that may stay in backend memory: input i is read in place from in_dev[i]
+ * (backend memory of its size, owned by the caller, not written) when in_dev and in_dev[i] are not NULL, else copied
+ * from in_host[i]; output k goes to out_dev[k] (backend memory, by a copy inside the backend) when given, else to
+ * out_host[k] (an output with neither is not delivered). Errors: as cx_plan_run. */
+cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                             void *const *out_dev);
+
+/* Transfers through a backend, each a copy event for the profiler: host to backend, backend to host, backend to
+ * backend, zeroing. Errors: whatever the backend reports. */
+cattr_status cx_copy_in(cx_backend *be, void *dev, const void *host, size_t bytes);
+cattr_status cx_copy_out(cx_backend *be, void *host, const void *dev, size_t bytes);
+cattr_status cx_copy_dev(cx_backend *be, void *dst, const void *src, size_t bytes);
+cattr_status cx_zero(cx_backend *be, void *dev, size_t bytes);
+
 /* Diagnosis of non-finite results (slow: every value is copied out and scanned). When on,
  * cx_plan_run fails with CATTR_ERR_NONFINITE naming the first node whose output holds NaN (else Inf) computed from
  * inputs without it, when such a value reaches one of the plan's outputs. */

@@ -143,6 +143,24 @@ static cattr_status chk_copy_out(void *ctx, void *dst, const void *src, size_t b
     return chk_copy((void *)src, dst, bytes, false);
 }
 
+static cattr_status chk_copy_dev(void *ctx, void *dst, const void *src, size_t bytes) {
+    (void)ctx;
+    if (!bytes) return CATTR_OK;
+    pthread_mutex_lock(&g_lock);
+    open_set o = {.n = 0};
+    int rd = find(dst, bytes), rs = find(src, bytes);
+    open_region(&o, rd);
+    open_region(&o, rs);
+    cattr_status st = CATTR_OK;
+    if (rd < 0 || rs < 0)
+        st = cx_fail(CATTR_ERR_INTERNAL, "cpu-check: copy of %zu bytes from %p to %p: %s is not backend memory", bytes,
+                     src, dst, rs < 0 ? "the source" : "the destination");
+    else
+        memmove(dst, src, bytes);
+    close_all(&o);
+    return st;
+}
+
 static cattr_status chk_zero(void *ctx, void *dst, size_t bytes) {
     (void)ctx;
     if (!bytes) return CATTR_OK;
@@ -218,6 +236,7 @@ static cx_backend g_check = {
     .copy_in = chk_copy_in,
     .copy_out = chk_copy_out,
     .memset_zero = chk_zero,
+    .copy_dev = chk_copy_dev,
     .run_op = chk_run_op,
     .synchronize = chk_sync,
     .peak_memory = chk_peak,

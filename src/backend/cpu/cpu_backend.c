@@ -491,6 +491,7 @@ static cx_backend g_cpu = {
     .copy_in = cpu_copy,
     .copy_out = cpu_copy,
     .memset_zero = cpu_zero,
+    .copy_dev = cpu_copy,
     .run_op = cpu_run_op,
     .synchronize = cpu_sync,
     .peak_memory = cpu_peak,

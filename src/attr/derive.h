@@ -1,0 +1,46 @@
+/* derive.h - what every method builds its graphs and passes from: graphs derived from the model's graph, a cache of
+ * plans by input shapes, and backend memory held for one call.
+ *
+ * A method's graph is a prefix of method ops (making the model's inputs from what a call uploads: scaled, masked or
+ * noisy inputs), the model, its gradient (cg_autodiff) and a suffix of method ops (weighting, summing, multiplying),
+ * so that a call uploads its inputs once, runs whole chunks on the backend, and downloads the result once.
+ */
+#ifndef CATTR_DERIVE_H
+#define CATTR_DERIVE_H
+
+#include "graph/plan.h"
+
+/* Appends a copy of model graph m to g: constants shared (borrowed), nodes with the same names, ops and attributes,
+ * model input i read from value in_map[i] of g. Writes the id in g of every value of m to map[0..m->n_vals).
+ * Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in_map, int *map);
+
+/* Plans of one graph by input shapes and dtypes, the least recently made evicted. */
+#define CX_PLAN_CACHE_SIZE 4
+typedef struct cx_plan_cache {
+    cx_plan *p[CX_PLAN_CACHE_SIZE];
+    int next;
+} cx_plan_cache;
+
+/* The cached plan of g's outputs for these inputs, or a new one (cx_plan_new's arguments). */
+cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
+                               cx_plan **out);
+void cx_plan_cache_clear(cx_plan_cache *pc);
+
+/* Backend memory a method holds during a call. */
+typedef struct cx_dbuf {
+    cx_backend *be;
+    void *p;
+    size_t bytes;
+} cx_dbuf;
+
+/* New backend memory of `bytes` bytes, zeroed when `zero`. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+cattr_status cx_dbuf_alloc(cx_backend *be, size_t bytes, bool zero, cx_dbuf *out);
+/* New backend memory holding a copy of host tensor t. Errors: as cx_dbuf_alloc. */
+cattr_status cx_dbuf_upload(cx_backend *be, const cattr_tensor *t, cx_dbuf *out);
+/* Backend memory holding `bytes` bytes from host memory. */
+cattr_status cx_dbuf_upload_raw(cx_backend *be, const void *host, size_t bytes, cx_dbuf *out);
+void cx_dbuf_free(cx_dbuf *b);
+
+#endif
