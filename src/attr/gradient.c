@@ -97,6 +97,18 @@ static cattr_status ig_points(cattr_explainer *e) {
  * A call uploads x, b, a, the seed block and the whole schedule (rows, alphas, steps) once, keeps acc on the
  * backend from chunk to chunk (each chunk's output overwrites its acc), and downloads the attributions once. Every
  * operation rounds as the host code it replaced did (and as Captum does), so the numbers are unchanged. */
+/* What a call keeps on the backend. The buffers stay with the explainer and are reused by the next call when they
+ * are large enough; the schedule (rows, alphas, step sizes) is uploaded again only when B, the steps or the rows
+ * per chunk change. */
+typedef struct ig_dev {
+    cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, rows, alpha, step;
+    cx_dbuf acc_all;         /* every accumulator, zeroed at once */
+    void *acc[2][CX_MAX_IN]; /* per slot and input, in acc_all */
+    int64_t sched_B, sched_rows; /* what the schedule on the backend was made for (0: none) */
+    int sched_steps;
+    cattr_dtype sched_dt;
+} ig_dev;
+
 typedef struct ig_state {
     cg_graph *g; /* for n inputs and n_add additional ones */
     int n, n_add, mul;
@@ -108,7 +120,10 @@ typedef struct ig_state {
     cg_graph *sum_g; /* out_i = a_i + b_i: the two halves added */
     int sum_outs[CX_MAX_IN];
     cx_plan_cache sum_pc;
+    ig_dev d;
 } ig_state;
+
+static void ig_dev_free(ig_dev *d);
 
 static void ig_release(cattr_explainer *e) {
     ig_state *s = e->method_state;
@@ -118,6 +133,7 @@ static void ig_release(cattr_explainer *e) {
         e->be->free(e->be->ctx, s->arena[k], s->arena_bytes[k]);
     }
     cx_plan_cache_clear(&s->sum_pc);
+    ig_dev_free(&s->d);
     cx_consts_free(s->consts);
     cg_free(s->g);
     cg_free(s->sum_g);
@@ -246,13 +262,6 @@ static void ig_shapes(const ig_state *s, const cx_call *c, const cattr_tensor *s
     dt[IG_ROWS] = CATTR_INT64;
 }
 
-/* What a call keeps on the backend. */
-typedef struct ig_dev {
-    cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, rows, alpha, step;
-    cx_dbuf acc_all;            /* every accumulator, zeroed at once */
-    void *acc[2][CX_MAX_IN];    /* per slot and input, in acc_all */
-} ig_dev;
-
 static void ig_dev_free(ig_dev *d) {
     for (int i = 0; i < CX_MAX_IN; i++) {
         cx_dbuf_free(&d->x[i]);
@@ -266,29 +275,43 @@ static void ig_dev_free(ig_dev *d) {
     cx_dbuf_free(&d->step);
 }
 
-/* Uploads the call: inputs, baselines, additional inputs, the seed block, and the schedule of every step (rows of
- * at most max_rows; alphas and step sizes per row, step-major); zeroed accumulators for `slots` slots. */
+/* Backend memory of at least `bytes` bytes in *b (the buffer kept when large enough), with host data when given. */
+static cattr_status dbuf_fit(cx_backend *be, cx_dbuf *b, size_t bytes, const void *host, bool zero) {
+    if (b->p && b->bytes < bytes) cx_dbuf_free(b);
+    if (!b->p) CX_CHECK(cx_dbuf_alloc(be, bytes, false, b));
+    if (host && bytes) return cx_copy_in(be, b->p, host, bytes);
+    if (zero) return cx_zero(be, b->p, bytes);
+    return CATTR_OK;
+}
+
+/* Uploads the call: inputs, baselines, additional inputs, the seed block, and (when it changed) the schedule of
+ * every step (rows of at most max_rows; alphas and step sizes per row, step-major); zeroed accumulators for `slots`
+ * slots. */
 static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor *seed, int64_t max_rows, int slots,
                               ig_dev *d) {
     cx_backend *be = e->be;
     int n = e->p.n_steps;
     int64_t B = c->B, all = (int64_t)n * B;
-    size_t es = cattr_dtype_size(c->dt);
-    size_t acc_bytes = 0;
+    size_t es = cattr_dtype_size(c->dt), acc_bytes = 0;
     for (int i = 0; i < c->n; i++) {
-        CX_CHECK(cx_dbuf_upload(be, c->x[i], &d->x[i]));
-        CX_CHECK(cx_dbuf_upload(be, c->base[i], &d->b[i]));
-        acc_bytes += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+        size_t bytes = (size_t)c->x[i]->numel * es;
+        CX_CHECK(dbuf_fit(be, &d->x[i], bytes, c->x[i]->data, false));
+        CX_CHECK(dbuf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
+        acc_bytes += (bytes + 63) / 64 * 64;
     }
-    CX_CHECK(cx_dbuf_alloc(be, acc_bytes * (size_t)slots, true, &d->acc_all));
+    CX_CHECK(dbuf_fit(be, &d->acc_all, acc_bytes * (size_t)slots, NULL, true));
     size_t off = 0;
     for (int k = 0; k < slots; k++)
         for (int i = 0; i < c->n; i++) {
             d->acc[k][i] = (char *)d->acc_all.p + off;
             off += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
         }
-    for (int j = 0; j < c->n_add; j++) CX_CHECK(cx_dbuf_upload(be, c->add[j], &d->add[j]));
-    CX_CHECK(cx_dbuf_upload(be, seed, &d->seed));
+    for (int j = 0; j < c->n_add; j++)
+        CX_CHECK(dbuf_fit(be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                          c->add[j]->data, false));
+    CX_CHECK(dbuf_fit(be, &d->seed, (size_t)seed->numel * es, seed->data, false));
+    if (d->sched_B == B && d->sched_rows >= max_rows && d->sched_steps == n && d->sched_dt == c->dt) return CATTR_OK;
+    d->sched_B = 0;
     int64_t *rows = malloc((size_t)(max_rows + 1) * sizeof *rows);
     cattr_tensor *al = cx_tensor_alloc(c->dt, 1, &all), *stp = cx_tensor_alloc(c->dt, 1, &all);
     cattr_status st = rows && al && stp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -298,10 +321,16 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
             cx_tensor_set(al, r, e->alphas[r / B]);
             cx_tensor_set(stp, r, e->steps[r / B]);
         }
-        st = cx_dbuf_upload_raw(be, rows, (size_t)max_rows * sizeof *rows, &d->rows);
+        st = dbuf_fit(be, &d->rows, (size_t)max_rows * sizeof *rows, rows, false);
     }
-    if (st == CATTR_OK) st = cx_dbuf_upload(be, al, &d->alpha);
-    if (st == CATTR_OK) st = cx_dbuf_upload(be, stp, &d->step);
+    if (st == CATTR_OK) st = dbuf_fit(be, &d->alpha, (size_t)all * es, al->data, false);
+    if (st == CATTR_OK) st = dbuf_fit(be, &d->step, (size_t)all * es, stp->data, false);
+    if (st == CATTR_OK) {
+        d->sched_B = B;
+        d->sched_rows = max_rows;
+        d->sched_steps = n;
+        d->sched_dt = c->dt;
+    }
     free(rows);
     cattr_tensor_free(al);
     cattr_tensor_free(stp);
@@ -445,8 +474,6 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     int n = e->p.n_steps;
     ig_state *s = NULL;
     cattr_tensor *seed = NULL;
-    ig_dev d;
-    memset(&d, 0, sizeof d);
     int chunk = n;
     cattr_status st = ig_points(e);
     if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
@@ -454,26 +481,26 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
     bool halves = st == CATTR_OK && ig_split_pays(e, c, chunk);
     if (halves) chunk = (n + 1) / 2;
-    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, halves ? 2 : 1, &d);
+    ig_dev *d = s ? &s->d : NULL;
+    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, halves ? 2 : 1, d);
     if (st == CATTR_OK && halves) {
         bool want = delta && e->p.return_convergence_delta;
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
         if (want && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, &d, attr, sel);
+        if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, d, attr, sel);
         if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
         if (st == CATTR_OK && want) st = cx_delta_finish(c, attr, sel, delta);
         free(sel);
     } else {
         for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
             int s1 = s0 + chunk < n ? s0 + chunk : n;
-            st = ig_chunk(e, s, c, seed, &d, s0, s1, 0);
+            st = ig_chunk(e, s, c, seed, d, s0, s1, 0);
             if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
         }
-        if (st == CATTR_OK) st = ig_result(e, s, c, &d, false, attr);
+        if (st == CATTR_OK) st = ig_result(e, s, c, d, false, attr);
         if (st == CATTR_OK && delta && e->p.return_convergence_delta)
             st = cx_convergence_delta(e, c, attr, c->base, delta);
     }
-    ig_dev_free(&d);
     cattr_tensor_free(seed);
     return st;
 }
