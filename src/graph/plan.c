@@ -46,6 +46,86 @@ cattr_status cx_zero(cx_backend *be, void *dev, size_t bytes) {
 
 /* ---- constants -------------------------------------------------------------------------------------------- */
 
+/* Constants uploaded to a backend are shared by every cx_consts in the process: one upload per (backend, host
+ * tensor, dtype), counted references. A model's weights so exist once on a device however many explainers, graphs
+ * derived from the model and plan kinds use them. */
+typedef struct dev_const {
+    cx_backend *be;
+    const cattr_tensor *t;
+    const void *host; /* t->data and t->numel when uploaded, so that a tensor freed and another made at the same */
+    int64_t numel;    /* address is not taken for it */
+    cattr_dtype dtype;
+    void *p;
+    size_t bytes;
+    int refs;
+} dev_const;
+static pthread_mutex_t g_dc_mu = PTHREAD_MUTEX_INITIALIZER;
+static dev_const *g_dc;
+static int g_dc_n, g_dc_cap;
+
+/* A reference to t on be in dtype dt (uploaded on first use). Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+static cattr_status dc_acquire(cx_backend *be, const cattr_tensor *t, cattr_dtype dt, const char *name, void **res,
+                               size_t *bytes) {
+    cattr_status st = CATTR_ERR_NO_MEMORY;
+    *res = NULL;
+    pthread_mutex_lock(&g_dc_mu);
+    for (int i = 0; i < g_dc_n; i++) {
+        dev_const *d = &g_dc[i];
+        if (d->be == be && d->t == t && d->host == t->data && d->numel == t->numel && d->dtype == dt) {
+            d->refs++;
+            *bytes = d->bytes;
+            *res = d->p;
+            st = CATTR_OK;
+            goto out;
+        }
+    }
+    if (g_dc_n == g_dc_cap) {
+        int cap = g_dc_cap ? 2 * g_dc_cap : 64;
+        dev_const *n = realloc(g_dc, (size_t)cap * sizeof *n);
+        if (!n) {
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            goto out;
+        }
+        g_dc = n;
+        g_dc_cap = cap;
+    }
+    cattr_tensor *conv = NULL;
+    const cattr_tensor *use = t;
+    if (dt != t->dtype) {
+        if ((st = cattr_tensor_convert(t, dt, &conv)) != CATTR_OK) goto out;
+        use = conv;
+    }
+    size_t nb = (size_t)use->numel * cattr_dtype_size(dt);
+    void *p = be->alloc(be->ctx, nb);
+    if (!p) {
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate constant '%s' (%zu bytes) on device '%s'", name, nb,
+                     be->name);
+    } else if ((st = be_copy(be, cx_prof_on(), BE_COPY_IN, p, use->data, nb)) != CATTR_OK) {
+        be->free(be->ctx, p, nb);
+    } else {
+        g_dc[g_dc_n++] = (dev_const){be, t, t->data, t->numel, dt, p, nb, 1};
+        *bytes = nb;
+        *res = p;
+    }
+    cattr_tensor_free(conv);
+out:
+    pthread_mutex_unlock(&g_dc_mu);
+    return st;
+}
+
+static void dc_release(cx_backend *be, void *p) {
+    pthread_mutex_lock(&g_dc_mu);
+    for (int i = 0; i < g_dc_n; i++)
+        if (g_dc[i].be == be && g_dc[i].p == p) {
+            if (--g_dc[i].refs == 0) {
+                be->free(be->ctx, p, g_dc[i].bytes);
+                g_dc[i] = g_dc[--g_dc_n];
+            }
+            break;
+        }
+    pthread_mutex_unlock(&g_dc_mu);
+}
+
 struct cx_consts {
     cx_backend *be;
     cattr_dtype dtype;
@@ -67,7 +147,7 @@ cattr_status cx_consts_new(cx_backend *be, cattr_dtype dtype, cx_consts **out) {
 void cx_consts_free(cx_consts *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++)
-        if (c->views[i].data && c->bytes[i]) c->be->free(c->be->ctx, c->views[i].data, c->bytes[i]);
+        if (c->views[i].data && c->bytes[i]) dc_release(c->be, c->views[i].data);
     free(c->src);
     free(c->views);
     free(c->bytes);
@@ -93,14 +173,12 @@ static cattr_status consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *
     }
     const cattr_tensor *t = g->vals[v].data;
     if (c->src[v] != t) { /* a different graph reused this id: replace */
-        if (c->views[v].data && c->bytes[v]) c->be->free(c->be->ctx, c->views[v].data, c->bytes[v]);
+        if (c->views[v].data && c->bytes[v]) dc_release(c->be, c->views[v].data);
         c->views[v].data = NULL;
         c->src[v] = NULL;
     }
     if (!c->views[v].data) {
         cattr_dtype dt = t->dtype == CATTR_INT64 ? CATTR_INT64 : c->dtype;
-        cattr_tensor *conv = NULL;
-        const cattr_tensor *use = t;
         if (dt == t->dtype && c->be->host_memory) { /* used in place; bytes 0 marks it as not ours */
             c->views[v].dtype = dt;
             c->views[v].ndim = t->ndim;
@@ -111,22 +189,9 @@ static cattr_status consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *
             *out = c->views[v];
             return CATTR_OK;
         }
-        if (dt != t->dtype) {
-            CX_CHECK(cattr_tensor_convert(t, dt, &conv));
-            use = conv;
-        }
-        size_t bytes = (size_t)use->numel * cattr_dtype_size(dt);
-        void *p = c->be->alloc(c->be->ctx, bytes);
-        if (!p) {
-            cattr_tensor_free(conv);
-            return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate constant '%s'", g->vals[v].name);
-        }
-        cattr_status st = be_copy(c->be, cx_prof_on(), BE_COPY_IN, p, use->data, bytes);
-        cattr_tensor_free(conv);
-        if (st != CATTR_OK) {
-            c->be->free(c->be->ctx, p, bytes);
-            return st;
-        }
+        size_t bytes = 0;
+        void *p = NULL;
+        CX_CHECK(dc_acquire(c->be, t, dt, g->vals[v].name, &p, &bytes));
         c->views[v].dtype = dt;
         c->views[v].ndim = t->ndim;
         memcpy(c->views[v].shape, t->shape, sizeof t->shape);
