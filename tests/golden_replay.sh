@@ -1,10 +1,11 @@
 #!/bin/sh
 # Replays golden data with `cattr replay` in one dtype; cases of methods cattr does not implement yet are reported as
 # SKIP by replay itself. Skips (exit 77) when the golden data is absent.
-# usage: golden_replay.sh CATTR_BINARY float64|float32 [captum|llm|tokenizer]
+# usage: golden_replay.sh CATTR_BINARY float64|float32 [captum|llm|tokenizer] [DEVICE]
 cattr=$1
 dtype=$2
 what=${3:-captum}
+device=${4:-cpu}
 golden=${CATTR_GOLDEN:-../shared/golden}
 if [ ! -d "$golden/$what" ]; then
     echo "SKIP: golden data not found at '$golden/$what' (set CATTR_GOLDEN to the golden folder)"
@@ -12,7 +13,7 @@ if [ ! -d "$golden/$what" ]; then
 fi
 case $what in
 tokenizer) out=$("$cattr" replay "$golden/tokenizer/qwen3_cases.jsonl" --tokenizer "$golden/llm/qwen3-tiny") ;;
-*) out=$("$cattr" replay "$golden/$what" --dtype "$dtype") ;;
+*) out=$("$cattr" replay "$golden/$what" --dtype "$dtype" --device "$device") ;;
 esac
 rc=$?
 printf '%s\n' "$out" | grep -v '^SKIP'
