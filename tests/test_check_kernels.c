@@ -1057,6 +1057,19 @@ static void test_rules(void) {
     c->red = 2;
     run(c);
     /* DL_MAXPOOL is run by pool_family */
+    /* WhereId: A full, B broadcast per row; then A broadcast, B full; ids matching some elements of each row */
+    for (int v = 0; v < 2; v++) {
+        c = tc(CG_WHERE_ID, v ? "where id (A broadcast)" : "where id");
+        if (v) in_u(c, DIMS(4, 1, 1));
+        else in_u(c, DIMS(4, 3, 5));
+        if (v) in_u(c, DIMS(4, 3, 5));
+        else in_u(c, DIMS(4, 1, 1));
+        int64_t mv[60], id[4] = {0, 2, 7, 1};
+        for (int i = 0; i < 60; i++) mv[i] = (i * 7) % 3;
+        in_i(c, DIMS(4, 3, 5), mv);
+        in_i(c, DIMS(4), id);
+        run(c);
+    }
 }
 
 /* ---- errors --------------------------------------------------------------------------------------------------------- */

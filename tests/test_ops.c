@@ -864,6 +864,22 @@ static void test_gather_slice(void) {
     cattr_tensor_free(g2[1].t);
     free_ops(1, &d);
 
+    /* WhereId on [3, 4]: A full, B one value per row; ids select some elements of rows 0 and 2, none of row 1 */
+    {
+        opnd w[4] = {IN(rnd(DIMS(3, 4))), IN(rnd(DIMS(3, 1))), CST(idx64(DIMS(3, 4), SHAPE(1, 2, 1, 0, 5, 5, 5, 5, 0, 0, 9, 0))),
+                     CST(idx64(DIMS(3), SHAPE(1, 2, 0)))};
+        const double *av = D(w[0].t), *bv = D(w[1].t);
+        const int64_t mk_[12] = {1, 2, 1, 0, 5, 5, 5, 5, 0, 0, 9, 0}, id_[3] = {1, 2, 0};
+        double wv[12];
+        for (int i = 0; i < 12; i++) wv[i] = mk_[i] == id_[i / 4] ? bv[i / 4] : av[i];
+        cg_attrs aw = cg_attrs_default();
+        fwd_case("WhereId", CG_WHERE_ID, &aw, 4, w, DIMS(3, 4), wv);
+        grad_op("WhereId", CG_WHERE_ID, &aw, 4, w);
+        cattr_tensor_free(w[2].t);
+        cattr_tensor_free(w[3].t);
+        free_ops(2, w);
+    }
+
     /* Slice on [4, 5]: steps 2 and -1, negative starts, out-of-range ends */
     opnd s = IN(rnd(DIMS(4, 5)));
     const double *sv = D(s.t);

@@ -270,6 +270,16 @@ static cattr_status r_slice(cg_graph *g, int ni, int gy, const bool *need, int *
     return CATTR_OK;
 }
 
+/* WhereId passes gY to whichever of A and B each element came from (summed down to their shapes). */
+static cattr_status r_where_id(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int z = EMIT(CG_ZEROS_LIKE, NULL, gy);
+    if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, gy, z, nd.in[2], nd.in[3]), nd.in[0]);
+    if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, z, gy, nd.in[2], nd.in[3]), nd.in[1]);
+    return CATTR_OK;
+}
+
 /* ---- transformer ops ---- */
 
 static cattr_status r_seq_pick(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
@@ -367,6 +377,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_ROPE] = r_rope;
     r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
+    r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_ATTENTION] = r_attention;
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
 }

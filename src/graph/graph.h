@@ -79,6 +79,9 @@ typedef enum cg_op {
     CG_DL_CENTER,       /* (U) -> U - sum(U) / numel(U) (DeepLift's softmax rule) */
     CG_DL_MAXPOOL,      /* (X, Y, gY, G0); pool attrs, alpha = eps -> DeepLift's max-pool multipliers (see kernel) */
     CG_LRP_DIV,         /* (gY, Z); alpha = eps -> gY / (Z + eps * sign(Z)), sign(0) = +1 */
+    /* method ops (src/attr/perturbation.c) */
+    CG_WHERE_ID,        /* (A, B, M int64 [R, ...], id int64 [R]) -> M[r, ...] == id[r] ? B : A, of M's shape (A and B
+                         * broadcast to it): the perturbation methods' inputs, and their attributions placed by mask */
     CG_OP_COUNT
 } cg_op;
 

@@ -427,6 +427,22 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         copy_shape(out, &in[0]);
         return CATTR_OK;
     }
+    case CG_WHERE_ID: {
+        const cx_view *m = &in[2], *id = &in[3];
+        if (m->dtype != CATTR_INT64 || id->dtype != CATTR_INT64) SHAPE_FAIL("the mask and the ids must be int64");
+        if (in[0].dtype != in[1].dtype || in[0].dtype == CATTR_INT64) SHAPE_FAIL("A and B must be of one float dtype");
+        if (m->ndim < 1 || id->ndim != 1 || id->shape[0] != m->shape[0]) SHAPE_FAIL("expected one id per row of the mask");
+        for (int k = 0; k < 2; k++) {
+            int nb = 0;
+            int64_t b[CATTR_MAX_DIMS];
+            if (in[k].ndim > m->ndim || !cx_broadcast_shape(in[k].ndim, in[k].shape, m->ndim, m->shape, &nb, b) ||
+                !cx_shape_eq(nb, b, m->ndim, m->shape))
+                SHAPE_FAIL("%s does not broadcast to the mask's shape", k ? "B" : "A");
+        }
+        copy_shape(out, m);
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    }
     case CG_OP_COUNT: break;
     }
     return cx_fail(CATTR_ERR_INTERNAL, "node '%s': no shape rule for op %d", n->name, (int)n->op);

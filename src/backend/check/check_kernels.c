@@ -914,6 +914,18 @@ static cattr_status k_lrp_div(const cg_node *n, const cx_view *in, cx_view *out)
     return CATTR_OK;
 }
 
+/* WhereId: out[c] = M[c] == id[c_0] ? B[c] : A[c] over M's shape (A and B broadcast); a selection. */
+static cattr_status k_where_id(const cx_view *in, cx_view *out) {
+    const cx_view *m = &in[2];
+    int64_t c[CATTR_MAX_DIMS];
+    for (int64_t i = 0; i < cx_view_numel(m); i++) {
+        unravel(i, m->ndim, m->shape, c);
+        const cx_view *src = get(m, i) == get(&in[3], c[0]) ? &in[1] : &in[0];
+        copy_elem(out->data, i, src->data, bcast_index(m->ndim, c, src->ndim, src->shape), cattr_dtype_size(out->dtype));
+    }
+    return CATTR_OK;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------------------------------- */
 
 cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) {
@@ -957,6 +969,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_DL_CENTER: return k_dl_center(in, out);
     case CG_DL_MAXPOOL: return k_dl_maxpool(n, in, out);
     case CG_LRP_DIV: return k_lrp_div(n, in, out);
+    case CG_WHERE_ID: return k_where_id(in, out);
     default: break;
     }
     return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the cpu-check backend has no kernel for op %s", n->name,

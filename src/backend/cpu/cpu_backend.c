@@ -356,6 +356,42 @@ static cattr_status k_seq_pick(const cg_node *n, const cx_view *in, cx_view *out
     return CATTR_OK;
 }
 
+/* WhereId: (A, B, M, id) -> M[r, ...] == id[r] ? B : A over M's shape, A and B broadcast (a selection: no arithmetic,
+ * so one byte-wise kernel serves both float dtypes). Rows run in parallel. */
+static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out) {
+    (void)n;
+    const cx_view *m = &in[2];
+    int nd = m->ndim;
+    size_t es = cattr_dtype_size(out->dtype);
+    int64_t st[2][CATTR_MAX_DIMS]; /* element strides of A and B along M's dims (0 where broadcast) */
+    for (int k = 0; k < 2; k++) {
+        int64_t r = 1;
+        for (int d = nd - 1; d >= 0; d--) {
+            int dk = d - (nd - in[k].ndim);
+            int64_t size = dk >= 0 ? in[k].shape[dk] : 1;
+            st[k][d] = size == 1 ? 0 : r;
+            r *= size;
+        }
+    }
+    int64_t R = m->shape[0], per = R ? cx_view_numel(m) / R : 0;
+    const int64_t *mv = m->data, *id = in[3].data;
+    PAR_FOR(cx_view_numel(m) > (1 << 16),
+    for (int64_t r = 0; r < R; r++) {
+        for (int64_t k = 0; k < per; k++) {
+            int64_t i = r * per + k, rem = i, off[2] = {0, 0};
+            for (int d = nd - 1; d >= 0; d--) {
+                int64_t c = rem % m->shape[d];
+                rem /= m->shape[d];
+                off[0] += c * st[0][d];
+                off[1] += c * st[1][d];
+            }
+            int pick = mv[i] == id[r];
+            memcpy((char *)out->data + (size_t)i * es, (const char *)in[pick].data + (size_t)off[pick] * es, es);
+        }
+    });
+    return CATTR_OK;
+}
+
 /* ---- dispatch --------------------------------------------------------------------------------------------- */
 
 #define DISPATCH(fn, ...) (f64 ? fn##_f64(__VA_ARGS__) : fn##_f32(__VA_ARGS__))
@@ -373,6 +409,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_GATHER: case CG_GATHER_GRAD: return k_gather(n, in, out);
     case CG_SLICE: case CG_SLICE_GRAD: return k_slice(n, in, out);
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
+    case CG_WHERE_ID: return k_where_id(n, in, out);
     default: break;
     }
     if (!flt)
