@@ -1070,6 +1070,41 @@ static void test_rules(void) {
         in_i(c, DIMS(4), id);
         run(c);
     }
+    /* WhereId with row maps: 6 rows from A [2, 3, 4] (rows r mod 2), B [3, 3, 4] (a map), M [1, 3, 4] (all row 0) */
+    {
+        c = tc(CG_WHERE_ID, "where id, row maps");
+        in_u(c, DIMS(2, 3, 4));
+        in_u(c, DIMS(3, 3, 4));
+        int64_t mv[12], id[6] = {0, 1, 2, 3, 1, 0}, ar[6] = {0, 1, 0, 1, 0, 1}, br[6] = {2, 0, 1, 2, 1, 0}, mr[6] = {0};
+        for (int i = 0; i < 12; i++) mv[i] = i % 4;
+        in_i(c, DIMS(1, 3, 4), mv);
+        in_i(c, DIMS(6), id);
+        in_i(c, DIMS(6), ar);
+        in_i(c, DIMS(6), br);
+        in_i(c, DIMS(6), mr);
+        run(c);
+        c = tc(CG_WHERE_ID, "where id, one map absent");
+        in_u(c, DIMS(6, 3, 4));
+        in_u(c, DIMS(3, 3, 4));
+        in_i(c, DIMS(1, 3, 4), mv);
+        in_i(c, DIMS(6), id);
+        in_absent(c);
+        in_i(c, DIMS(6), br);
+        in_i(c, DIMS(6), mr);
+        run(c);
+    }
+    /* PlaceRows: B = 3 rows of [2, 4], 2 states (R = 6), ordinals -1..4 so that some fall before, in and after */
+    for (int v = 0; v < 2; v++) {
+        c = tc(CG_PLACE_ROWS, v ? "place rows, per-example ordinals" : "place rows");
+        in_u(c, DIMS(3, 2, 4));
+        in_u(c, DIMS(6));
+        int64_t ord[24], q0[1] = {1};
+        for (int i = 0; i < 24; i++) ord[i] = (i * 5) % 6 - 1;
+        if (v) in_i(c, DIMS(3, 2, 4), ord);
+        else in_i(c, DIMS(1, 2, 4), ord);
+        in_i(c, DIMS(1), q0);
+        run(c);
+    }
 }
 
 /* ---- errors --------------------------------------------------------------------------------------------------------- */

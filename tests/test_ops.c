@@ -879,6 +879,39 @@ static void test_gather_slice(void) {
         cattr_tensor_free(w[3].t);
         free_ops(2, w);
     }
+    /* WhereId with row maps: 4 rows read from A [2, 3] (rows 1, 0, 1, 1), B [3, 3] (no map: rows... B has 3 rows, so
+     * a map 2, 2, 0, 1), M [1, 3] (row 0 for all) */
+    {
+        opnd w[7] = {IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(3, 3))), CST(idx64(DIMS(1, 3), SHAPE(4, 5, 4))),
+                     CST(idx64(DIMS(4), SHAPE(4, 5, 0, 4))), CST(idx64(DIMS(4), SHAPE(1, 0, 1, 1))),
+                     CST(idx64(DIMS(4), SHAPE(2, 2, 0, 1))), CST(idx64(DIMS(4), SHAPE(0, 0, 0, 0)))};
+        const double *av = D(w[0].t), *bv = D(w[1].t);
+        const int64_t mk_[3] = {4, 5, 4}, id_[4] = {4, 5, 0, 4}, ar_[4] = {1, 0, 1, 1}, br_[4] = {2, 2, 0, 1};
+        double wv[12];
+        for (int r = 0; r < 4; r++)
+            for (int k = 0; k < 3; k++) wv[r * 3 + k] = mk_[k] == id_[r] ? bv[br_[r] * 3 + k] : av[ar_[r] * 3 + k];
+        cg_attrs aw = cg_attrs_default();
+        fwd_case("WhereId row maps", CG_WHERE_ID, &aw, 7, w, DIMS(4, 3), wv);
+        grad_op("WhereId row maps", CG_WHERE_ID, &aw, 7, w);
+        for (int k = 2; k < 7; k++) cattr_tensor_free(w[k].t);
+        free_ops(2, w);
+    }
+    /* PlaceRows: acc [2, 3], v [4] (2 states), ordinals per element, q0 = 1: states 1 and 2 are placed */
+    {
+        opnd w[4] = {IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(4))), CST(idx64(DIMS(1, 3), SHAPE(0, 1, 2))),
+                     CST(idx64(DIMS(1), SHAPE(1)))};
+        const double *av = D(w[0].t), *vv = D(w[1].t);
+        double wv[6];
+        for (int b = 0; b < 2; b++)
+            for (int k = 0; k < 3; k++) wv[b * 3 + k] = k == 0 ? av[b * 3 + k] : vv[(k - 1) * 2 + b];
+        cg_attrs aw = cg_attrs_default();
+        fwd_case("PlaceRows", CG_PLACE_ROWS, &aw, 4, w, DIMS(2, 3), wv);
+        /* the gradient of acc only (v's is refused): v as a constant */
+        opnd wc[4] = {w[0], CST(w[1].t), w[2], w[3]};
+        grad_op("PlaceRows", CG_PLACE_ROWS, &aw, 4, wc);
+        for (int k = 2; k < 4; k++) cattr_tensor_free(w[k].t);
+        free_ops(2, w);
+    }
 
     /* Slice on [4, 5]: steps 2 and -1, negative starts, out-of-range ends */
     opnd s = IN(rnd(DIMS(4, 5)));

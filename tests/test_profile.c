@@ -117,6 +117,38 @@ static counts profiled_ig(const cattr_model *m, const cattr_tensor *x, int n_ste
     return c;
 }
 
+/* Copy events of one profiled FeatureAblation call whose mask gives the 64 elements `features` features (blocks of
+ * 64 / features consecutive elements). */
+static int profiled_fa(const cattr_model *m, const cattr_tensor *x, int features) {
+    int64_t shape[4] = {1, 1, 8, 8};
+    cattr_tensor *mask = NULL;
+    CHECK(cattr_tensor_new(CATTR_INT64, 4, shape, &mask) == CATTR_OK, "mask");
+    if (!mask) return -1;
+    int64_t *mv = cattr_tensor_data(mask);
+    for (int k = 0; k < 64; k++) mv[k] = k / (64 / features);
+    CHECK(cattr_profile_begin() == CATTR_OK, "begin");
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
+    p.perturbations_per_eval = 4; /* several passes, more of them for more features */
+    cattr_explainer *e = NULL;
+    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "FA explainer");
+    int64_t tidx = 3;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
+    const cattr_tensor *in[1] = {x}, *masks[1] = {mask};
+    cattr_call call = {0};
+    call.inputs = in;
+    call.n_inputs = 1;
+    call.target = &t;
+    call.feature_masks = masks;
+    cattr_tensor *a = NULL;
+    if (e) CHECK(cattr_explainer_run(e, &call, &a, NULL) == CATTR_OK, "FA, %d features: %s", features, cattr_last_error());
+    int copies = cattr_profile_count("copy");
+    CHECK(cattr_profile_end(NULL, NULL) == CATTR_OK, "end");
+    cattr_tensor_free(a);
+    cattr_explainer_free(e);
+    cattr_tensor_free(mask);
+    return copies;
+}
+
 /* Threads recording at once: each its own tid, no event lost. */
 #define STRESS_THREADS 4
 #define STRESS_EVENTS 5000
@@ -243,6 +275,10 @@ int main(void) {
     /* IG runs as one graph on the backend: the inputs go up once and the attributions come down once, however many
      * steps (8 steps take one chunk, 64 two halves at once) */
     CHECK(c8.copy == c64.copy, "copies per IG call grow with the steps: %d at 8, %d at 64", c8.copy, c64.copy);
+    /* FeatureAblation likewise: masks, inputs and the schedule go up once, the attributions come down once */
+    int f4 = profiled_fa(m, x, 4), f64 = profiled_fa(m, x, 64);
+    printf("copy events: FeatureAblation 4 features %d, 64 features %d\n", f4, f64);
+    CHECK(f4 > 0 && f4 == f64, "copies per FeatureAblation call grow with the features: %d at 4, %d at 64", f4, f64);
 
     /* off: nothing is recorded */
     int before = cattr_profile_count(NULL);

@@ -79,3 +79,11 @@ void cx_dbuf_free(cx_dbuf *b) {
     b->p = NULL;
     b->bytes = 0;
 }
+
+cattr_status cx_dbuf_fit(cx_backend *be, cx_dbuf *b, size_t bytes, const void *host, bool zero) {
+    if (b->p && b->bytes < bytes) cx_dbuf_free(b);
+    if (!b->p) CX_CHECK(cx_dbuf_alloc(be, bytes, false, b));
+    if (host && bytes) return cx_copy_in(be, b->p, host, bytes);
+    if (zero) return cx_zero(be, b->p, bytes);
+    return CATTR_OK;
+}

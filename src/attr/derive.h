@@ -42,5 +42,8 @@ cattr_status cx_dbuf_upload(cx_backend *be, const cattr_tensor *t, cx_dbuf *out)
 /* Backend memory holding `bytes` bytes from host memory. */
 cattr_status cx_dbuf_upload_raw(cx_backend *be, const void *host, size_t bytes, cx_dbuf *out);
 void cx_dbuf_free(cx_dbuf *b);
+/* Keeps *b (reallocated only when smaller than `bytes`) and fills its first `bytes` bytes from host memory, or with
+ * zeros when `zero`, or leaves them. For buffers a method keeps from call to call. */
+cattr_status cx_dbuf_fit(cx_backend *be, cx_dbuf *b, size_t bytes, const void *host, bool zero);
 
 #endif

@@ -275,15 +275,6 @@ static void ig_dev_free(ig_dev *d) {
     cx_dbuf_free(&d->step);
 }
 
-/* Backend memory of at least `bytes` bytes in *b (the buffer kept when large enough), with host data when given. */
-static cattr_status dbuf_fit(cx_backend *be, cx_dbuf *b, size_t bytes, const void *host, bool zero) {
-    if (b->p && b->bytes < bytes) cx_dbuf_free(b);
-    if (!b->p) CX_CHECK(cx_dbuf_alloc(be, bytes, false, b));
-    if (host && bytes) return cx_copy_in(be, b->p, host, bytes);
-    if (zero) return cx_zero(be, b->p, bytes);
-    return CATTR_OK;
-}
-
 /* Uploads the call: inputs, baselines, additional inputs, the seed block, and (when it changed) the schedule of
  * every step (rows of at most max_rows; alphas and step sizes per row, step-major); zeroed accumulators for `slots`
  * slots. */
@@ -295,11 +286,11 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     size_t es = cattr_dtype_size(c->dt), acc_bytes = 0;
     for (int i = 0; i < c->n; i++) {
         size_t bytes = (size_t)c->x[i]->numel * es;
-        CX_CHECK(dbuf_fit(be, &d->x[i], bytes, c->x[i]->data, false));
-        CX_CHECK(dbuf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
+        CX_CHECK(cx_dbuf_fit(be, &d->x[i], bytes, c->x[i]->data, false));
+        CX_CHECK(cx_dbuf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
         acc_bytes += (bytes + 63) / 64 * 64;
     }
-    CX_CHECK(dbuf_fit(be, &d->acc_all, acc_bytes * (size_t)slots, NULL, true));
+    CX_CHECK(cx_dbuf_fit(be, &d->acc_all, acc_bytes * (size_t)slots, NULL, true));
     size_t off = 0;
     for (int k = 0; k < slots; k++)
         for (int i = 0; i < c->n; i++) {
@@ -307,9 +298,9 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
             off += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
         }
     for (int j = 0; j < c->n_add; j++)
-        CX_CHECK(dbuf_fit(be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+        CX_CHECK(cx_dbuf_fit(be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
                           c->add[j]->data, false));
-    CX_CHECK(dbuf_fit(be, &d->seed, (size_t)seed->numel * es, seed->data, false));
+    CX_CHECK(cx_dbuf_fit(be, &d->seed, (size_t)seed->numel * es, seed->data, false));
     if (d->sched_B == B && d->sched_rows >= max_rows && d->sched_steps == n && d->sched_dt == c->dt) return CATTR_OK;
     d->sched_B = 0;
     int64_t *rows = malloc((size_t)(max_rows + 1) * sizeof *rows);
@@ -321,10 +312,10 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
             cx_tensor_set(al, r, e->alphas[r / B]);
             cx_tensor_set(stp, r, e->steps[r / B]);
         }
-        st = dbuf_fit(be, &d->rows, (size_t)max_rows * sizeof *rows, rows, false);
+        st = cx_dbuf_fit(be, &d->rows, (size_t)max_rows * sizeof *rows, rows, false);
     }
-    if (st == CATTR_OK) st = dbuf_fit(be, &d->alpha, (size_t)all * es, al->data, false);
-    if (st == CATTR_OK) st = dbuf_fit(be, &d->step, (size_t)all * es, stp->data, false);
+    if (st == CATTR_OK) st = cx_dbuf_fit(be, &d->alpha, (size_t)all * es, al->data, false);
+    if (st == CATTR_OK) st = cx_dbuf_fit(be, &d->step, (size_t)all * es, stp->data, false);
     if (st == CATTR_OK) {
         d->sched_B = B;
         d->sched_rows = max_rows;

@@ -23,10 +23,12 @@
  * the Philox generator keyed by params.seed, one stream per purpose (and per feature for FeaturePermutation, so
  * that the draws never depend on the batching).
  */
+#include "attr/derive.h"
 #include "attr/internal.h"
 #include "core/rng.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -544,6 +546,339 @@ static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
     return CATTR_OK;
 }
 
+/* ---- FeatureAblation and FeaturePermutation as one derived graph --------------------------------------------------
+ * With a target (one output value per example), a chunk of states [q0, q0 + cnt) (R = cnt * B rows, state-major)
+ * runs as one graph on the backend:
+ *   inputs   x_i [B, ...]; src_i [B, ...] (the baselines, or x_i again for the permutation); srow_i [R] (the source
+ *            row of each row: r mod B, or the permuted example); the additional inputs; M_i and ord_i [1 or B, ...]
+ *            (int64 feature ids, and each element's feature ordinal or -1); mrow_i [R] (the mask row of each row);
+ *            rows [R] (r mod B); fid [R] (each row's feature id); tidx [R] (the flat index of the example's target
+ *            in its output); y0 [B] (the unperturbed target outputs); q0 [1]; acc_i [B, ...]
+ *   prefix   in_i = WhereId(x_i, src_i, M_i, fid; rows, srow_i, mrow_i)   (the perturbed rows, read in place)
+ *   model    on in_i and Gather(a_j, rows)
+ *   suffix   y = SeqPick(Reshape(model output, [R, -1, 1]), tidx) as [R]; diff = Gather(y0, rows) - y;
+ *            out_i = PlaceRows(acc_i, diff, ord_i, q0); second output y
+ * Every element belongs to one feature, so it receives one difference, in the output dtype, as in Captum; y0 comes
+ * from the same graph run once with a feature id no mask holds (nothing perturbed, nothing placed). The call uploads
+ * the inputs, masks and the whole schedule (with the permutations' draws) once and downloads the attributions once. */
+/* What a device call holds; kept with the explainer from call to call (buffers reused when large enough). */
+typedef struct fa_dev {
+    cx_dbuf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
+    cx_dbuf rows, zrows, fid, tidx, y0, q0, acc;
+    void *accp[CX_MAX_IN];
+} fa_dev;
+
+typedef struct fa_graph {
+    cg_graph *g;
+    int n, n_add, rank[CX_MAX_IN];
+    int outs[CX_MAX_IN + 1];
+    cx_consts *consts;
+    cx_plan_cache pc;
+    fa_dev d;
+} fa_graph;
+
+static void fa_dev_free(fa_dev *d);
+static void fa_graph_free(fa_graph *s) {
+    if (!s) return;
+    fa_dev_free(&s->d);
+    cx_plan_cache_clear(&s->pc);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    free(s);
+}
+static void fa_release(cattr_explainer *e) {
+    fa_graph_free(e->method_state);
+    e->method_state = NULL;
+}
+
+#define FA_X(i) (i)
+#define FA_SRC(i) (s->n + (i))
+#define FA_SROW(i) (2 * s->n + (i))
+#define FA_M(i) (3 * s->n + (i))
+#define FA_ORD(i) (4 * s->n + (i))
+#define FA_MROW(i) (5 * s->n + (i))
+#define FA_ACC(i) (6 * s->n + (i))
+#define FA_ADD(j) (7 * s->n + (j))
+#define FA_ROWS (7 * s->n + s->n_add)
+#define FA_FID (FA_ROWS + 1)
+#define FA_TIDX (FA_ROWS + 2)
+#define FA_Y0 (FA_ROWS + 3)
+#define FA_Q0 (FA_ROWS + 4)
+#define FA_N_IN (FA_ROWS + 5)
+#define FA_MAX_IN (8 * CX_MAX_IN + 5)
+
+static int fa_emit(cg_graph *g, cg_op op, const char *name, int n, const int *in, const cg_attrs *a) {
+    for (int k = 0; k < n; k++)
+        if (in[k] < 0) return -1;
+    return cg_emit(g, op, name, in, n, a);
+}
+#define E2(op, name, a, b) fa_emit(g, op, name, 2, (int[]){a, b}, NULL)
+
+static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = cg_new();
+    int *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof *map);
+    if (!g || !map) {
+        cg_free(g);
+        free(map);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int v[FA_MAX_IN], bad = 0;
+    for (int k = 0; k < FA_MAX_IN; k++) v[k] = -1;
+    for (int k = 0; k < FA_N_IN; k++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "__fa_in%d", k);
+        bad |= (v[k] = cg_add_input(g, nm)) < 0;
+    }
+    int rows = v[FA_ROWS], in_map[2 * CX_MAX_IN];
+    for (int i = 0; i < s->n && !bad; i++) {
+        in_map[i] = fa_emit(g, CG_WHERE_ID, "__fa_perturbed", 7,
+                            (int[]){v[FA_X(i)], v[FA_SRC(i)], v[FA_M(i)], v[FA_FID], rows, v[FA_SROW(i)], v[FA_MROW(i)]},
+                            NULL);
+        bad |= in_map[i] < 0;
+    }
+    for (int j = 0; j < s->n_add && !bad; j++) bad |= (in_map[s->n + j] = E2(CG_GATHER, "__fa_at", v[FA_ADD(j)], rows)) < 0;
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    if (st == CATTR_OK) {
+        cg_attrs a = cg_attrs_default();
+        a.n_ints = 3;
+        a.ints[0] = 0, a.ints[1] = -1, a.ints[2] = 1;
+        int y3 = fa_emit(g, CG_RESHAPE, "__fa_out_rows", 1, (int[]){map[cx_model_output(e->m)]}, &a);
+        int ys = E2(CG_SEQ_PICK, "__fa_target", y3, v[FA_TIDX]);
+        a.n_ints = 1;
+        a.ints[0] = -1;
+        int y = fa_emit(g, CG_RESHAPE, "__fa_y", 1, (int[]){ys}, &a);
+        int diff = E2(CG_SUB, "__fa_diff", E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], rows), y);
+        for (int i = 0; i < s->n; i++) {
+            s->outs[i] = fa_emit(g, CG_PLACE_ROWS, "__fa_placed", 4, (int[]){v[FA_ACC(i)], diff, v[FA_ORD(i)], v[FA_Q0]},
+                                 NULL);
+            bad |= s->outs[i] < 0;
+        }
+        s->outs[s->n] = y;
+        if (bad || y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
+    return CATTR_OK;
+}
+#undef E2
+
+static cattr_status fa_graph_for(cattr_explainer *e, cx_call *c, fa_graph **out) {
+    fa_graph *s = e->method_state;
+    bool same = s && s->n == c->n && s->n_add == c->n_add;
+    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
+    if (!same) fa_release(e);
+    s = e->method_state;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->method_state = s;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
+        cattr_status st = fa_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            fa_release(e);
+            return st;
+        }
+    }
+    *out = s;
+    return CATTR_OK;
+}
+
+static void fa_dev_free(fa_dev *d) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&d->x[i]);
+        cx_dbuf_free(&d->src[i]);
+        cx_dbuf_free(&d->add[i]);
+        cx_dbuf_free(&d->mask[i]);
+        cx_dbuf_free(&d->ord[i]);
+        cx_dbuf_free(&d->srow[i]);
+    }
+    cx_dbuf_free(&d->rows);
+    cx_dbuf_free(&d->zrows);
+    cx_dbuf_free(&d->fid);
+    cx_dbuf_free(&d->tidx);
+    cx_dbuf_free(&d->y0);
+    cx_dbuf_free(&d->q0);
+    cx_dbuf_free(&d->acc);
+}
+
+/* Runs chunk k of cnt states starting at state q0 (k 0: the reference, whose y goes to d->y0). Rows of state q are
+ * at (q + 1) * B in fid and srow (the reference's first). */
+static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, const fa_dev *d, const pt_masks *pm,
+                                 bool permute, int64_t cnt, int64_t q0, int64_t k) {
+    bool reference = k == 0;
+    int64_t R = cnt * c->B;
+    int nd[FA_MAX_IN];
+    int64_t sh[FA_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[FA_MAX_IN];
+    void *in[FA_MAX_IN], *out[CX_MAX_IN + 1];
+    size_t idx_off = reference ? 0 : (size_t)((q0 + 1) * c->B) * sizeof(int64_t);
+    for (int j = 0; j < FA_N_IN; j++) {
+        dt[j] = CATTR_INT64;
+        nd[j] = 1;
+        sh[j][0] = R;
+    }
+    for (int i = 0; i < s->n; i++) {
+        const cattr_tensor *x = c->x[i];
+        int rk[4] = {FA_X(i), FA_SRC(i), FA_ACC(i), FA_M(i)};
+        for (int t = 0; t < 4; t++) {
+            nd[rk[t]] = x->ndim;
+            memcpy(sh[rk[t]], x->shape, sizeof sh[0]);
+            dt[rk[t]] = t < 3 ? c->dt : CATTR_INT64;
+        }
+        nd[FA_ORD(i)] = x->ndim;
+        memcpy(sh[FA_ORD(i)], x->shape, sizeof sh[0]);
+        sh[FA_M(i)][0] = sh[FA_ORD(i)][0] = pm->rows[i];
+        in[FA_X(i)] = d->x[i].p;
+        in[FA_SRC(i)] = permute ? d->x[i].p : d->src[i].p;
+        in[FA_SROW(i)] = permute ? (char *)d->srow[i].p + idx_off : d->rows.p;
+        in[FA_M(i)] = d->mask[i].p;
+        in[FA_ORD(i)] = d->ord[i].p;
+        in[FA_MROW(i)] = pm->rows[i] == 1 ? d->zrows.p : d->rows.p;
+        in[FA_ACC(i)] = out[i] = d->accp[i];
+    }
+    for (int j = 0; j < s->n_add; j++) {
+        nd[FA_ADD(j)] = c->add[j]->ndim;
+        memcpy(sh[FA_ADD(j)], c->add[j]->shape, sizeof sh[0]);
+        dt[FA_ADD(j)] = c->add[j]->dtype;
+        in[FA_ADD(j)] = d->add[j].p;
+    }
+    in[FA_ROWS] = d->rows.p;
+    in[FA_FID] = (char *)d->fid.p + idx_off;
+    in[FA_TIDX] = d->tidx.p;
+    sh[FA_Y0][0] = c->B;
+    dt[FA_Y0] = c->dt;
+    in[FA_Y0] = d->y0.p;
+    sh[FA_Q0][0] = 1;
+    in[FA_Q0] = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
+    out[s->n] = reference ? d->y0.p : NULL;
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n + 1, &p));
+    return cx_run_plan_dev(e, p, NULL, in, NULL, out);
+}
+
+/* FeatureAblation / FeaturePermutation with a target, on the backend (see above). */
+static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks *pm, fa_run *f, cattr_tensor **attr) {
+    fa_graph *s = NULL;
+    cattr_tensor *seed = NULL;
+    int64_t B = c->B, F = pm->F, per = 1;
+    int64_t *ord2id = NULL, *buf = NULL;
+    cattr_status st = fa_graph_for(e, c, &s);
+    fa_dev *dp = s ? &s->d : NULL;
+    if (st == CATTR_OK) st = states_per_pass(e, c, F > 0 ? F : 1, &per);
+    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    int64_t n_chunks = F > 0 ? (F + per - 1) / per : 0;
+    int64_t rmax = (per > 1 ? per : 1) * B, n_sched = (F + 1) * B; /* fid, srow: the reference's rows, then states' */
+    int64_t n_buf = n_sched > rmax ? n_sched : rmax;
+    for (int i = 0; i < c->n; i++)
+        if (pm->rows[i] * pm->per[i] > n_buf) n_buf = pm->rows[i] * pm->per[i];
+    if (st == CATTR_OK) {
+        ord2id = malloc((size_t)(F + 1) * sizeof *ord2id);
+        buf = malloc((size_t)(n_buf + n_chunks + 2) * sizeof *buf);
+        if (!ord2id || !buf) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    /* a feature id no mask holds, for the unperturbed reference rows */
+    int64_t lo = 0, hi = 0;
+    bool any = false;
+    for (int i = 0; i < pm->n && st == CATTR_OK; i++)
+        for (int64_t k = 0; k < pm->rows[i] * pm->per[i]; k++) {
+            int64_t id = pm->ids[i][k];
+            if (!any || id < lo) lo = id;
+            if (!any || id > hi) hi = id;
+            any = true;
+        }
+    int64_t none = !any ? 0 : hi < INT64_MAX ? hi + 1 : lo - 1;
+    if (st == CATTR_OK && any && hi == INT64_MAX && lo == INT64_MIN)
+        st = cx_fail(CATTR_ERR_UNSUPPORTED, "feature masks that use both INT64_MIN and INT64_MAX");
+    for (int64_t q = 0; q < F && st == CATTR_OK; q++) {
+        if (pm->dense) ord2id[q] = q;
+        else ord2id[pm->by_id[2 * q + 1]] = pm->by_id[2 * q];
+    }
+    size_t es = cattr_dtype_size(c->dt);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        int64_t nm = pm->rows[i] * pm->per[i];
+        st = cx_dbuf_fit(e->be, &dp->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        if (st == CATTR_OK && !f->permute) st = cx_dbuf_fit(e->be, &dp->src[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
+        for (int64_t k = 0; k < nm && st == CATTR_OK; k++) buf[k] = feature_of(pm, pm->ids[i][k]);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->ord[i], (size_t)nm * sizeof *buf, buf, false);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
+        st = cx_dbuf_fit(e->be, &dp->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype), c->add[j]->data, false);
+    if (st == CATTR_OK) { /* rows r mod B, zeros, the targets' flat indices */
+        for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
+        st = cx_dbuf_fit(e->be, &dp->rows, (size_t)rmax * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->zrows, (size_t)rmax * sizeof *buf, NULL, true);
+        int64_t per_ex = seed->numel / (B ? B : 1);
+        for (int64_t b = 0; b < B && st == CATTR_OK; b++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
+            buf[b] = t;
+        }
+        for (int64_t r = B; r < rmax; r++) buf[r] = buf[r % B];
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)rmax * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK) { /* feature ids per row: the reference's, then state q's at (q + 1) * B */
+        for (int64_t r = 0; r < n_sched; r++) buf[r] = r < B ? none : ord2id[r / B - 1];
+        st = cx_dbuf_fit(e->be, &dp->fid, (size_t)n_sched * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK) { /* q0 per run: the reference places nothing (q0 = F), then the chunks' first states */
+        buf[0] = F;
+        for (int64_t k = 0; k < n_chunks; k++) buf[k + 1] = k * per;
+        st = cx_dbuf_fit(e->be, &dp->q0, (size_t)(n_chunks + 1) * sizeof *buf, buf, false);
+    }
+    for (int i = 0; i < c->n && st == CATTR_OK && f->permute; i++) { /* the source rows of every state's rows */
+        for (int64_t b = 0; b < B; b++) buf[b] = b;
+        for (int64_t q = 0; q < F; q++) {
+            const int64_t *perm = NULL;
+            if (f->perms && (pm->holds[q] & (1u << i))) perm = f->perms + f->perm_at[q * pm->n + i];
+            for (int64_t b = 0; b < B; b++) buf[(q + 1) * B + b] = perm ? perm[b] : b;
+            if (f->perms) continue;
+            /* generated: per state, one permutation for each input holding the feature, in input order */
+            cx_rng rng;
+            cx_rng_init(&rng, f->seed, PT_STREAM_FP + (uint64_t)q);
+            for (int k = 0; k <= i; k++) {
+                if (!(pm->holds[q] & (1u << k))) continue;
+                do {
+                    cx_rng_permutation(&rng, B, f->scratch);
+                } while (is_identity(f->scratch, B));
+                if (k == i) memcpy(buf + (q + 1) * B, f->scratch, (size_t)B * sizeof *buf);
+            }
+        }
+        st = cx_dbuf_fit(e->be, &dp->srow[i], (size_t)n_sched * sizeof *buf, buf, false);
+    }
+    size_t acc_bytes = 0;
+    for (int i = 0; i < c->n; i++) acc_bytes += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->acc, acc_bytes, NULL, true);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->y0, (size_t)B * es, NULL, true);
+    size_t off = 0;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        dp->accp[i] = (char *)dp->acc.p + off;
+        off += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+    }
+    if (st == CATTR_OK) st = fa_run_chunk(e, s, c, dp, pm, f->permute, 1, 0, 0);
+    for (int64_t k = 0; k < n_chunks && st == CATTR_OK; k++) {
+        int64_t q0 = k * per, cnt = F - q0 < per ? F - q0 : per;
+        st = fa_run_chunk(e, s, c, dp, pm, f->permute, cnt, q0, k + 1);
+        if (st == CATTR_OK && e->p.progress) e->p.progress(q0 + cnt, F, e->p.progress_user);
+    }
+    for (int i = 0; i < c->n && st == CATTR_OK; i++)
+        st = cx_copy_out(e->be, attr[i]->data, dp->accp[i], (size_t)attr[i]->numel * es);
+    cattr_tensor_free(seed);
+    free(ord2id);
+    free(buf);
+    return st;
+}
+
 static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool permute) {
     pt_masks pm;
     pt_ref ref;
@@ -553,7 +888,13 @@ static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_ten
     cattr_status st = masks_load(c, &pm);
     if (st == CATTR_OK) st = features_first_seen(&pm);
     if (st == CATTR_OK) st = masks_index(&pm);
-    if (st == CATTR_OK) st = reference_output(e, c, c->x, &ref);
+    bool device = has_target(c); /* one output per example: the graph on the backend (above) */
+    if (st == CATTR_OK && device) { /* the attributions' shape and dtype are the inputs' */
+        ref.dt = c->dt;
+        ref.n_out = c->B;
+    } else if (st == CATTR_OK) {
+        st = reference_output(e, c, c->x, &ref);
+    }
     int64_t lead = ref.n_out;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) st = alloc_attr(ref.dt, 1, &lead, c->x[i], &attr[i]);
     bool skip = permute && c->B < 2;
@@ -571,7 +912,8 @@ static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_ten
         if (!f.scratch || !f.diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK && permute && replaying(c)) st = fp_replay_perms(e, c, &f);
         pt_pass p = {e, c, pm.F, ref.n_out, fa_fill, fa_take, &f};
-        if (st == CATTR_OK) st = run_states(&p);
+        if (st == CATTR_OK && device) st = fa_on_device(e, c, &pm, &f, attr);
+        else if (st == CATTR_OK) st = run_states(&p);
     }
     free(f.perms);
     free(f.perm_at);
@@ -1020,9 +1362,10 @@ static cattr_status svs_init(cattr_explainer *e) {
 /* ---- the method table entries ----------------------------------------------------------------------------------- */
 
 const cx_method cx_method_feature_ablation = {CATTR_METHOD_FEATURE_ABLATION, "feature-ablation", "FeatureAblation",
-                                              false, ablation_init, feature_ablation, NULL};
+                                              false, ablation_init, feature_ablation, fa_release};
 const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATION, "feature-permutation",
-                                                 "FeaturePermutation", false, ablation_init, feature_permutation, NULL};
+                                                 "FeaturePermutation", false, ablation_init, feature_permutation,
+                                                 fa_release};
 const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, occlusion_init,
                                        occlusion, NULL};
 const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling",

@@ -275,8 +275,32 @@ static cattr_status r_where_id(cg_graph *g, int ni, int gy, const bool *need, in
     (void)u;
     cg_node nd = g->nodes[ni];
     int z = EMIT(CG_ZEROS_LIKE, NULL, gy);
-    if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, gy, z, nd.in[2], nd.in[3]), nd.in[0]);
-    if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, z, gy, nd.in[2], nd.in[3]), nd.in[1]);
+    if (nd.n_in <= 4) {
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, gy, z, nd.in[2], nd.in[3]), nd.in[0]);
+        if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, z, gy, nd.in[2], nd.in[3]), nd.in[1]);
+        return CATTR_OK;
+    }
+    /* row maps: the gradient of each row goes back to the row it was read from (scatter-added) */
+    int mrow = nd.n_in > 6 ? nd.in[6] : -1;
+    for (int k = 0; k < 2; k++) {
+        if (!need[k]) continue;
+        int sel = k == 0 ? emitv(g, CG_WHERE_ID, nd.name, NULL, 7, gy, z, nd.in[2], nd.in[3], -1, -1, mrow)
+                         : emitv(g, CG_WHERE_ID, nd.name, NULL, 7, z, gy, nd.in[2], nd.in[3], -1, -1, mrow);
+        int map = nd.n_in > 4 + k ? nd.in[4 + k] : -1;
+        gx[k] = map < 0 ? sel : EMIT(CG_GATHER_GRAD, NULL, sel, map, nd.in[k]);
+    }
+    return CATTR_OK;
+}
+
+/* PlaceRows keeps acc's gradient where nothing was placed; the placed values' gradient is not formed (nothing
+ * differentiates through a perturbation method's suffix). */
+static cattr_status r_place_rows(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1])
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for the values PlaceRows places", nd.name);
+    if (need[0])
+        gx[0] = EMIT(CG_PLACE_ROWS, NULL, gy, EMIT(CG_ZEROS_LIKE, NULL, nd.in[1]), nd.in[2], nd.in[3]);
     return CATTR_OK;
 }
 
@@ -378,6 +402,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
     r->by_op[CG_WHERE_ID] = r_where_id;
+    r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
 }

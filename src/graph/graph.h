@@ -81,7 +81,12 @@ typedef enum cg_op {
     CG_LRP_DIV,         /* (gY, Z); alpha = eps -> gY / (Z + eps * sign(Z)), sign(0) = +1 */
     /* method ops (src/attr/perturbation.c) */
     CG_WHERE_ID,        /* (A, B, M int64 [R, ...], id int64 [R]) -> M[r, ...] == id[r] ? B : A, of M's shape (A and B
-                         * broadcast to it): the perturbation methods' inputs, and their attributions placed by mask */
+                         * broadcast to it); with row maps (A, B, M, id, arow, brow, mrow; each map int64 [R] or
+                         * absent: row r itself) row r reads A[arow[r]], B[brow[r]], M[mrow[r]] (A and B then of M's
+                         * row shape) and the result is [R, *M.shape[1:]]: the perturbation methods' inputs */
+    CG_PLACE_ROWS,      /* (acc [B, ...], v [R], ord int64 [1 or B, ...], q0 int64 [1]) -> acc with element (b, k) replaced
+                         * by v[(ord[b, k] - q0) * B + b] where 0 <= ord - q0 < R / B: a chunk of perturbation states'
+                         * differences placed on the elements of their features */
     CG_OP_COUNT
 } cg_op;
 

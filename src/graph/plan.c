@@ -777,16 +777,14 @@ cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const
                 p->views[v].data = NULL;
                 continue;
             }
-            p->views[v].data = base + p->offset[r];
+            /* an input bound in place, and every view of it, read the caller's memory */
+            p->views[v].data = g->vals[r].kind == CG_VAL_INPUT && BOUND(g->vals[r].input_index)
+                                   ? in_dev[g->vals[r].input_index] : base + p->offset[r];
         }
         for (int i = 0; i < g->n_inputs; i++) {
             int v = g->inputs[i];
             if (p->last_use[v] < 0) continue;
-            if (BOUND(i)) { /* used in place: the input and every view of it read the caller's memory */
-                for (int w = 0; w < g->n_vals; w++)
-                    if (g->vals[w].kind != CG_VAL_CONST && p->root[w] == p->root[v]) p->views[w].data = in_dev[i];
-                continue;
-            }
+            if (BOUND(i)) continue; /* used in place (above) */
             if (!in_host || !in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
             CX_CHECK(be_copy(be, p->prof, BE_COPY_IN, p->views[v].data, in_host[i], p->bytes[v]));
         }

@@ -429,10 +429,25 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     }
     case CG_WHERE_ID: {
         const cx_view *m = &in[2], *id = &in[3];
+        bool maps = n->n_in > 4;
         if (m->dtype != CATTR_INT64 || id->dtype != CATTR_INT64) SHAPE_FAIL("the mask and the ids must be int64");
         if (in[0].dtype != in[1].dtype || in[0].dtype == CATTR_INT64) SHAPE_FAIL("A and B must be of one float dtype");
-        if (m->ndim < 1 || id->ndim != 1 || id->shape[0] != m->shape[0]) SHAPE_FAIL("expected one id per row of the mask");
+        if (m->ndim < 1 || id->ndim != 1 || (!maps && id->shape[0] != m->shape[0]))
+            SHAPE_FAIL("expected one id per row of the mask");
+        int64_t R = id->shape[0];
+        for (int k = 4; maps && k < n->n_in; k++)
+            if (n->in[k] >= 0) {
+                if (in[k].dtype != CATTR_INT64 || in[k].ndim != 1 || in[k].shape[0] != R)
+                    SHAPE_FAIL("row map %d must be int64 [%lld]", k - 4, (long long)R);
+            } else if (k < 7 && (k == 6 ? m->shape[0] : in[k - 4].shape[0]) != R) {
+                SHAPE_FAIL("without row map %d the operand needs %lld rows", k - 4, (long long)R);
+            }
         for (int k = 0; k < 2; k++) {
+            if (maps) {
+                if (in[k].ndim != m->ndim || !cx_shape_eq(m->ndim - 1, m->shape + 1, in[k].ndim - 1, in[k].shape + 1))
+                    SHAPE_FAIL("with row maps, %s must have the mask's row shape", k ? "B" : "A");
+                continue;
+            }
             int nb = 0;
             int64_t b[CATTR_MAX_DIMS];
             if (in[k].ndim > m->ndim || !cx_broadcast_shape(in[k].ndim, in[k].shape, m->ndim, m->shape, &nb, b) ||
@@ -440,7 +455,21 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
                 SHAPE_FAIL("%s does not broadcast to the mask's shape", k ? "B" : "A");
         }
         copy_shape(out, m);
+        out->shape[0] = R;
         out->dtype = in[0].dtype;
+        return CATTR_OK;
+    }
+    case CG_PLACE_ROWS: {
+        const cx_view *acc = &in[0], *v = &in[1], *ord = &in[2], *q0 = &in[3];
+        if (acc->dtype == CATTR_INT64 || v->dtype != acc->dtype) SHAPE_FAIL("acc and v must be of one float dtype");
+        if (ord->dtype != CATTR_INT64 || q0->dtype != CATTR_INT64 || cx_view_numel(q0) != 1)
+            SHAPE_FAIL("ord must be int64 and q0 one int64");
+        if (acc->ndim < 1 || v->ndim != 1 || acc->shape[0] < 1 || v->shape[0] % acc->shape[0])
+            SHAPE_FAIL("v must hold whole blocks of the %lld rows of acc", (long long)(acc->ndim ? acc->shape[0] : 0));
+        if (ord->ndim != acc->ndim || (ord->shape[0] != 1 && ord->shape[0] != acc->shape[0]) ||
+            !cx_shape_eq(ord->ndim - 1, ord->shape + 1, acc->ndim - 1, acc->shape + 1))
+            SHAPE_FAIL("ord must have acc's row shape and 1 or acc's rows");
+        copy_shape(out, acc);
         return CATTR_OK;
     }
     case CG_OP_COUNT: break;

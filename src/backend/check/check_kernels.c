@@ -914,15 +914,49 @@ static cattr_status k_lrp_div(const cg_node *n, const cx_view *in, cx_view *out)
     return CATTR_OK;
 }
 
-/* WhereId: out[c] = M[c] == id[c_0] ? B[c] : A[c] over M's shape (A and B broadcast); a selection. */
-static cattr_status k_where_id(const cx_view *in, cx_view *out) {
+/* WhereId: out[c] = M[c] == id[c_0] ? B[c] : A[c] over M's shape (A and B broadcast); with row maps, row r of A, B
+ * and M is row arow[r], brow[r], mrow[r] (row r without a map). A selection. */
+static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out) {
     const cx_view *m = &in[2];
     int64_t c[CATTR_MAX_DIMS];
+    size_t es = cattr_dtype_size(out->dtype);
+    if (n->n_in > 4) {
+        int64_t R = out->shape[0], per = R ? cx_view_numel(out) / R : 0;
+        for (int64_t r = 0; r < R; r++) {
+            int64_t row[3];
+            for (int k = 0; k < 3; k++) {
+                const cx_view *map = n->n_in > 4 + k && in[4 + k].data ? &in[4 + k] : NULL;
+                row[k] = map ? (int64_t)get(map, r) : r;
+                if (row[k] < 0 || row[k] >= in[k == 2 ? 2 : k].shape[0])
+                    return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op WhereId): row map out of range at row %lld",
+                                   n->name, (long long)r);
+            }
+            for (int64_t k = 0; k < per; k++) {
+                bool pick = get(m, row[2] * per + k) == get(&in[3], r);
+                copy_elem(out->data, r * per + k, in[pick].data, row[pick] * per + k, es);
+            }
+        }
+        return CATTR_OK;
+    }
     for (int64_t i = 0; i < cx_view_numel(m); i++) {
         unravel(i, m->ndim, m->shape, c);
         const cx_view *src = get(m, i) == get(&in[3], c[0]) ? &in[1] : &in[0];
-        copy_elem(out->data, i, src->data, bcast_index(m->ndim, c, src->ndim, src->shape), cattr_dtype_size(out->dtype));
+        copy_elem(out->data, i, src->data, bcast_index(m->ndim, c, src->ndim, src->shape), es);
     }
+    return CATTR_OK;
+}
+
+/* PlaceRows: out[b, k] = v[(ord[b or 0, k] - q0) * B + b] where 0 <= ord - q0 < R / B, else acc[b, k]. */
+static cattr_status k_place_rows(const cx_view *in, cx_view *out) {
+    int64_t B = out->shape[0], per = B ? cx_view_numel(out) / B : 0, S = B ? in[1].shape[0] / B : 0;
+    int64_t q0 = (int64_t)get(&in[3], 0);
+    size_t es = cattr_dtype_size(out->dtype);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t k = 0; k < per; k++) {
+            int64_t j = (int64_t)get(&in[2], (in[2].shape[0] == 1 ? 0 : b) * per + k) - q0;
+            if (j >= 0 && j < S) copy_elem(out->data, b * per + k, in[1].data, j * B + b, es);
+            else copy_elem(out->data, b * per + k, in[0].data, b * per + k, es);
+        }
     return CATTR_OK;
 }
 
@@ -969,7 +1003,8 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_DL_CENTER: return k_dl_center(in, out);
     case CG_DL_MAXPOOL: return k_dl_maxpool(n, in, out);
     case CG_LRP_DIV: return k_lrp_div(n, in, out);
-    case CG_WHERE_ID: return k_where_id(in, out);
+    case CG_WHERE_ID: return k_where_id(n, in, out);
+    case CG_PLACE_ROWS: return k_place_rows(in, out);
     default: break;
     }
     return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the cpu-check backend has no kernel for op %s", n->name,

@@ -357,12 +357,57 @@ static cattr_status k_seq_pick(const cg_node *n, const cx_view *in, cx_view *out
 }
 
 /* WhereId: (A, B, M, id) -> M[r, ...] == id[r] ? B : A over M's shape, A and B broadcast (a selection: no arithmetic,
- * so one byte-wise kernel serves both float dtypes). Rows run in parallel. */
+ * so one byte-wise kernel serves both float dtypes). A and B are each read as a whole tensor of M's shape, one value
+ * per row ([R, 1, ...]), one value, or (any other broadcast) through strides. Rows run in parallel. */
+enum { WI_FULL, WI_ROW, WI_ONE, WI_STRIDED };
+static int where_kind(const cx_view *v, const cx_view *m) {
+    int64_t nv = cx_view_numel(v), R = m->shape[0];
+    if (cx_shape_eq(v->ndim, v->shape, m->ndim, m->shape)) return WI_FULL;
+    if (nv == 1) return WI_ONE;
+    if (v->ndim == m->ndim && v->shape[0] == R && nv == R) return WI_ROW;
+    return WI_STRIDED;
+}
+/* one row of WhereId with row maps: a branch-free select the vectoriser takes */
+CX_CLONES static void where_row_4(void *o, const void *a, const void *b, const int64_t *m, int64_t id, int64_t n) {
+    uint32_t *y = o;
+    const uint32_t *x0 = a, *x1 = b;
+    for (int64_t k = 0; k < n; k++) y[k] = m[k] == id ? x1[k] : x0[k];
+}
+CX_CLONES static void where_row_8(void *o, const void *a, const void *b, const int64_t *m, int64_t id, int64_t n) {
+    uint64_t *y = o;
+    const uint64_t *x0 = a, *x1 = b;
+    for (int64_t k = 0; k < n; k++) y[k] = m[k] == id ? x1[k] : x0[k];
+}
+
 static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out) {
-    (void)n;
     const cx_view *m = &in[2];
-    int nd = m->ndim;
     size_t es = cattr_dtype_size(out->dtype);
+    const int64_t *id = in[3].data;
+    int64_t R = out->shape[0], per = R ? cx_view_numel(out) / R : 0;
+    if (n->n_in > 4) { /* row maps: row r of A, B and M at arow[r], brow[r], mrow[r] (each row of the row shape) */
+        const int64_t *map[3];
+        for (int k = 0; k < 3; k++) map[k] = n->n_in > 4 + k ? in[4 + k].data : NULL;
+        const int64_t *mv = m->data;
+        for (int64_t r = 0; r < R; r++) {
+            int64_t ra = map[0] ? map[0][r] : r, rb = map[1] ? map[1][r] : r, rm = map[2] ? map[2][r] : r;
+            if (ra < 0 || ra >= in[0].shape[0] || rb < 0 || rb >= in[1].shape[0] || rm < 0 || rm >= m->shape[0])
+                return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op WhereId): row map out of range at row %lld", n->name,
+                               (long long)r);
+        }
+        PAR_FOR(cx_view_numel(out) > (1 << 16),
+        for (int64_t r = 0; r < R; r++) {
+            int64_t ra = map[0] ? map[0][r] : r, rb = map[1] ? map[1][r] : r, rm = map[2] ? map[2][r] : r;
+            const char *a = (const char *)in[0].data + (size_t)(ra * per) * es;
+            const char *b = (const char *)in[1].data + (size_t)(rb * per) * es;
+            const int64_t *mr = mv + rm * per;
+            char *o = (char *)out->data + (size_t)(r * per) * es;
+            if (es == 4) where_row_4(o, a, b, mr, id[r], per);
+            else where_row_8(o, a, b, mr, id[r], per);
+        });
+        return CATTR_OK;
+    }
+    int nd = m->ndim;
+    int kind[2] = {where_kind(&in[0], m), where_kind(&in[1], m)};
     int64_t st[2][CATTR_MAX_DIMS]; /* element strides of A and B along M's dims (0 where broadcast) */
     for (int k = 0; k < 2; k++) {
         int64_t r = 1;
@@ -373,22 +418,49 @@ static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out
             r *= size;
         }
     }
-    int64_t R = m->shape[0], per = R ? cx_view_numel(m) / R : 0;
-    const int64_t *mv = m->data, *id = in[3].data;
+    const int64_t *mv = m->data;
     PAR_FOR(cx_view_numel(m) > (1 << 16),
     for (int64_t r = 0; r < R; r++) {
         for (int64_t k = 0; k < per; k++) {
-            int64_t i = r * per + k, rem = i, off[2] = {0, 0};
-            for (int d = nd - 1; d >= 0; d--) {
-                int64_t c = rem % m->shape[d];
-                rem /= m->shape[d];
-                off[0] += c * st[0][d];
-                off[1] += c * st[1][d];
-            }
+            int64_t i = r * per + k;
             int pick = mv[i] == id[r];
-            memcpy((char *)out->data + (size_t)i * es, (const char *)in[pick].data + (size_t)off[pick] * es, es);
+            int64_t off;
+            switch (kind[pick]) {
+            case WI_FULL: off = i; break;
+            case WI_ROW: off = r; break;
+            case WI_ONE: off = 0; break;
+            default: {
+                int64_t rem = i;
+                off = 0;
+                for (int d = nd - 1; d >= 0; d--) {
+                    off += (rem % m->shape[d]) * st[pick][d];
+                    rem /= m->shape[d];
+                }
+            }
+            }
+            memcpy((char *)out->data + (size_t)i * es, (const char *)in[pick].data + (size_t)off * es, es);
         }
     });
+    return CATTR_OK;
+}
+
+/* PlaceRows: (acc [B, ...], v [R], ord [1 or B, ...], q0) -> acc with element (b, k) taken from
+ * v[(ord[b, k] - q0) * B + b] where that state is among the R / B of v. */
+static cattr_status k_place_rows(const cg_node *n, const cx_view *in, cx_view *out) {
+    (void)n;
+    size_t es = cattr_dtype_size(out->dtype);
+    int64_t B = out->shape[0], per = B ? cx_view_numel(out) / B : 0, S = B ? in[1].shape[0] / B : 0;
+    int64_t q0 = ((const int64_t *)in[3].data)[0], orows = in[2].shape[0];
+    const int64_t *ord = in[2].data;
+    if (out->data != in[0].data) memcpy(out->data, in[0].data, (size_t)cx_view_numel(out) * es);
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t *o = ord + (orows == 1 ? 0 : b) * per;
+        for (int64_t k = 0; k < per; k++) {
+            int64_t j = o[k] - q0;
+            if (j >= 0 && j < S)
+                memcpy((char *)out->data + (size_t)(b * per + k) * es, (const char *)in[1].data + (size_t)(j * B + b) * es, es);
+        }
+    }
     return CATTR_OK;
 }
 
@@ -410,6 +482,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_SLICE: case CG_SLICE_GRAD: return k_slice(n, in, out);
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
     case CG_WHERE_ID: return k_where_id(n, in, out);
+    case CG_PLACE_ROWS: return k_place_rows(n, in, out);
     default: break;
     }
     if (!flt)
