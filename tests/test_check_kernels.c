@@ -493,6 +493,11 @@ static void test_elementwise(void) {
     c = tc(CG_NEG, "neg");
     in_u(c, DIMS(13));
     run(c);
+    c = tc(CG_ABS, "abs, with zeros");
+    x = in_u(c, DIMS(13));
+    x[0] = 0;
+    x[1] = -0.0;
+    run(c);
     c = tc(CG_ZEROS_LIKE, "zeros like");
     in_u(c, DIMS(3, 4));
     run(c);
@@ -517,6 +522,11 @@ static void test_elementwise(void) {
     in_u(c, DIMS(4, 6));
     in_u(c, DIMS(4, 6));
     c->red = 2;
+    run(c);
+    c = tc(CG_ABS_GRAD, "abs grad, sign(0) = 0");
+    x = in_u(c, DIMS(4, 6));
+    x[0] = 0;
+    in_u(c, DIMS(4, 6));
     run(c);
     c = tc(CG_CLIP_GRAD, "clip grad at the bounds");
     x = in_u(c, DIMS(5, 5));

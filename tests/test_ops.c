@@ -647,7 +647,7 @@ static void test_pools(void) {
 static void test_unary(void) {
     opnd x = IN(rnd_away(DIMS(2, 3, 4), 0.05));
     double want[24], lo = -0.5, hi = 0.3;
-    const cg_op ops[] = {CG_RELU, CG_LEAKYRELU, CG_SIGMOID, CG_TANH, CG_NEG, CG_CLIP};
+    const cg_op ops[] = {CG_RELU, CG_LEAKYRELU, CG_SIGMOID, CG_TANH, CG_NEG, CG_ABS, CG_CLIP};
     for (size_t k = 0; k < CX_ARRAY_LEN(ops); k++) {
         cg_attrs a = cg_attrs_default();
         if (ops[k] == CG_LEAKYRELU) a.alpha = 0.1;
@@ -660,6 +660,7 @@ static void test_unary(void) {
             case CG_SIGMOID: want[i] = 1 / (1 + exp(-v)); break;
             case CG_TANH: want[i] = tanh(v); break;
             case CG_NEG: want[i] = -v; break;
+            case CG_ABS: want[i] = fabs(v); break;
             default: want[i] = v < lo ? lo : v > hi ? hi : v; break;
             }
         }

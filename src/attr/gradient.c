@@ -10,24 +10,128 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Saliency and InputXGradient -------------------------------------------------------------------------------- */
+/* a node over two values; -1 (nothing added) when either is -1, an earlier failure */
+static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
+}
 
-static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    (void)delta;
-    CX_CHECK(cx_grad(e, c, c->x, 1, CX_TILE, attr));
-    for (int i = 0; i < c->n; i++)
-        for (int64_t k = 0; k < attr[i]->numel; k++) {
-            double g = cx_tensor_get(attr[i], k);
-            if (e->p.method == CATTR_METHOD_SALIENCY) g = e->p.abs ? fabs(g) : g;
-            else g = cx_rnd(c->dt, g * cx_tensor_get(c->x[i], k));
-            cx_tensor_set(attr[i], k, g);
-        }
+/* ---- Saliency and InputXGradient -------------------------------------------------------------------------------- */
+/* One derived graph: the model on x_i (and the additional inputs), its gradient seeded with the target mask of the
+ * batch, and per input |g| (Saliency, abs), g (Saliency, signed) or g * x (InputXGradient). The inputs go up once and
+ * the attributions come down once. */
+typedef struct pg_state {
+    cg_graph *g;
+    int n, n_add;
+    int outs[CX_MAX_IN];
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed;
+} pg_state;
+
+static void pg_release(cattr_explainer *e) {
+    pg_state *s = e->method_state;
+    if (!s) return;
+    cx_plan_cache_clear(&s->pc);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->x[i]);
+        cx_dbuf_free(&s->add[i]);
+    }
+    cx_dbuf_free(&s->seed);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    free(s);
+    e->method_state = NULL;
+}
+
+static cattr_status pg_build(cattr_explainer *e, pg_state *s) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = cg_new();
+    int *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof *map);
+    if (!g || !map) {
+        cg_free(g);
+        free(map);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int in_map[2 * CX_MAX_IN], bad = 0;
+    for (int k = 0; k < s->n + s->n_add; k++) bad |= (in_map[k] = cg_add_input(g, m->vals[m->inputs[k]].name)) < 0;
+    int seed = cg_add_input(g, "__pg_seed");
+    cattr_status st = bad || seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    int grads[CX_MAX_IN];
+    if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, s->n, &e->rules, grads);
+    for (int i = 0; i < s->n && st == CATTR_OK; i++) {
+        if (e->p.method == CATTR_METHOD_INPUT_X_GRADIENT) s->outs[i] = emit2(g, CG_MUL, "__pg_times_input", grads[i], in_map[i]);
+        else if (e->p.abs) s->outs[i] = cg_emit(g, CG_ABS, "__pg_abs", &grads[i], 1, NULL);
+        else s->outs[i] = grads[i];
+        if (s->outs[i] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
     return CATTR_OK;
 }
 
-const cx_method cx_method_saliency = {CATTR_METHOD_SALIENCY, "saliency", "Saliency", false, NULL, plain_gradient, NULL};
+static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    (void)delta;
+    pg_state *s = e->method_state;
+    if (s && (s->n != c->n || s->n_add != c->n_add)) pg_release(e);
+    if (!(s = e->method_state)) {
+        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->method_state = s;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        cattr_status st = pg_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            pg_release(e);
+            return st;
+        }
+    }
+    cattr_tensor *seed = NULL;
+    CX_CHECK(cx_seed_block(e, c, &seed));
+    int nd[2 * CX_MAX_IN + 1];
+    int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_MAX_IN + 1];
+    void *in[2 * CX_MAX_IN + 1], *host[CX_MAX_IN];
+    cattr_status st = CATTR_OK;
+    for (int k = 0; k < s->n + s->n_add && st == CATTR_OK; k++) {
+        const cattr_tensor *t = k < s->n ? c->x[k] : c->add[k - s->n];
+        cx_dbuf *b = k < s->n ? &s->x[k] : &s->add[k - s->n];
+        nd[k] = t->ndim;
+        memcpy(sh[k], t->shape, sizeof sh[k]);
+        dt[k] = t->dtype;
+        st = cx_dbuf_fit(e->be, b, (size_t)t->numel * cattr_dtype_size(t->dtype), t->data, false);
+        in[k] = b->p;
+    }
+    int si = s->n + s->n_add;
+    nd[si] = seed->ndim;
+    memcpy(sh[si], seed->shape, sizeof sh[si]);
+    dt[si] = c->dt;
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * cattr_dtype_size(c->dt), seed->data, false);
+    in[si] = s->seed.p;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else host[i] = attr[i]->data;
+    }
+    cx_plan *p = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n, &p);
+    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    cattr_tensor_free(seed);
+    return st;
+}
+
+const cx_method cx_method_saliency = {CATTR_METHOD_SALIENCY, "saliency", "Saliency", false, NULL, plain_gradient,
+                                      pg_release};
 const cx_method cx_method_input_x_gradient = {CATTR_METHOD_INPUT_X_GRADIENT, "input-x-gradient", "InputXGradient",
-                                              false, NULL, plain_gradient, NULL};
+                                              false, NULL, plain_gradient, pg_release};
 
 /* ---- Integrated Gradients ----------------------------------------------------------------------------------- */
 
@@ -153,11 +257,6 @@ static void ig_release(cattr_explainer *e) {
 #define IG_ACC(i) (IG_ROWS + 1 + 2 * s->n + (i))
 #define IG_N_IN (IG_ROWS + 1 + 3 * s->n)
 
-/* a node over two values; -1 (nothing added) when either is -1, an earlier failure */
-static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
-}
 
 static cattr_status ig_build(cattr_explainer *e, ig_state *s) {
     const cg_graph *m = e->m->g;

@@ -91,6 +91,13 @@ static cattr_status r_neg(cg_graph *g, int ni, int gy, const bool *need, int *gx
     return CATTR_OK;
 }
 
+static cattr_status r_abs(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_ABS_GRAD, NULL, nd.in[0], gy);
+    return CATTR_OK;
+}
+
 static cattr_status r_reshape(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
@@ -388,6 +395,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_MUL] = r_binary;
     r->by_op[CG_DIV] = r_binary;
     r->by_op[CG_NEG] = r_neg;
+    r->by_op[CG_ABS] = r_abs;
     r->by_op[CG_RESHAPE] = r_reshape;
     r->by_op[CG_FLATTEN] = r_reshape;
     r->by_op[CG_SQUEEZE] = r_reshape;

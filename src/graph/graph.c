@@ -14,7 +14,7 @@ const char *const cg_op_names[CG_OP_COUNT] = {
     "AveragePoolGrad", "GlobalAveragePoolGrad", "ConvGradInput", "ReshapeLike", "ReduceSumLike", "ConcatGrad",
     "GatherGrad", "SliceGrad", "BatchNormGrad", "ZerosLike", "RMSNorm", "RMSNormGrad", "RoPE", "Attention", "AttentionGrad", "LogSoftmax",
     "LogSoftmaxGrad", "SwiGLU", "SwiGLUGrad", "SeqPick", "SeqPickGrad", "DlDelta", "DlRescale", "DlCenter", "DlMaxPool",
-    "LrpDiv", "WhereId", "PlaceRows",
+    "LrpDiv", "WhereId", "PlaceRows", "Abs", "AbsGrad",
 };
 _Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");
 

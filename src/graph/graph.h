@@ -87,6 +87,8 @@ typedef enum cg_op {
     CG_PLACE_ROWS,      /* (acc [B, ...], v [R], ord int64 [1 or B, ...], q0 int64 [1]) -> acc with element (b, k) replaced
                          * by v[(ord[b, k] - q0) * B + b] where 0 <= ord - q0 < R / B: a chunk of perturbation states'
                          * differences placed on the elements of their features */
+    CG_ABS,             /* |X| (ONNX Abs; Saliency's absolute gradient) */
+    CG_ABS_GRAD,        /* (X, gY) -> gY * sign(X), sign(0) = 0 (torch's rule) */
     CG_OP_COUNT
 } cg_op;
 

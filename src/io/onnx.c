@@ -303,6 +303,7 @@ static const op_spec k_ops[] = {
     {"Mul", CG_MUL, 2, 2, "", 0, ""},
     {"Div", CG_DIV, 2, 2, "", 0, ""},
     {"Neg", CG_NEG, 1, 1, "", 0, ""},
+    {"Abs", CG_ABS, 1, 1, "", 0, ""},
     {"Reshape", CG_RESHAPE, 2, 2, "allowzero", 0, ""},
     {"Flatten", CG_FLATTEN, 1, 1, "axis", 0, ""},
     {"Concat", CG_CONCAT, 1, CG_MAX_IN, "axis", 0, ""},

@@ -107,7 +107,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     out->dtype = n->n_in > 0 ? in[0].dtype : CATTR_FLOAT32;
     switch (n->op) {
     case CG_IDENTITY: case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG:
-    case CG_ZEROS_LIKE:
+    case CG_ZEROS_LIKE: case CG_ABS:
         copy_shape(out, &in[0]);
         return CATTR_OK;
     case CG_SOFTMAX: {
@@ -122,7 +122,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             if (cx_view_numel(&in[i]) != in[0].shape[1]) SHAPE_FAIL("parameter %d does not match the channels", i);
         copy_shape(out, &in[0]);
         return CATTR_OK;
-    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_SOFTMAX_GRAD:
+    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_SOFTMAX_GRAD: case CG_ABS_GRAD:
     case CG_CLIP_GRAD:
         if (!cx_shape_eq(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape)) SHAPE_FAIL("gradient shape mismatch");
         copy_shape(out, &in[0]);

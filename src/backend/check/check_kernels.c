@@ -262,6 +262,7 @@ static cattr_status k_unary(const cg_node *n, const cx_view *in, cx_view *out) {
         case CG_TANH: y = tanh(x); break;
         case CG_CLIP: y = x < alpha ? alpha : x; y = y > beta ? beta : y; break; /* NaN stays NaN */
         case CG_NEG: y = -x; break;
+        case CG_ABS: y = fabs(x); break;
         default: return cx_fail(CATTR_ERR_INTERNAL, "node '%s': not a unary op", n->name);
         }
         put(out, i, y);
@@ -287,6 +288,7 @@ static cattr_status k_unary_grad(const cg_node *n, const cx_view *in, cx_view *o
         case CG_SIGMOID_GRAD: y = g * (1 - x) * x; break;
         case CG_TANH_GRAD: y = g * (1 - x * x); break;
         case CG_CLIP_GRAD: y = x >= alpha && x <= beta ? g : 0; break;
+        case CG_ABS_GRAD: y = x > 0 ? g : x < 0 ? -g : 0; break; /* sign(0) = 0, as torch */
         default: return cx_fail(CATTR_ERR_INTERNAL, "node '%s': not a unary gradient op", n->name);
         }
         put(out, i, y);
@@ -978,10 +980,10 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
         return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op %s): %s data is not supported by this op", n->name,
                        op_name(n->op), cattr_dtype_name(out->dtype));
     switch (n->op) {
-    case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG:
+    case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG: case CG_ABS:
         return k_unary(n, in, out);
     case CG_ZEROS_LIKE: return k_zeros(out);
-    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_CLIP_GRAD:
+    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_CLIP_GRAD: case CG_ABS_GRAD:
         return k_unary_grad(n, in, out);
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: return k_binary(n, in, out);
     case CG_REDUCE_SUM_LIKE: return k_reduce_sum_like(n, in, out);

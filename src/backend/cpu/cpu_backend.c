@@ -490,8 +490,10 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
                        cg_op_names[n->op]);
     switch (n->op) {
     case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG: case CG_ZEROS_LIKE:
+    case CG_ABS:
         return DISPATCH(unary, n, in, out);
     case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_CLIP_GRAD:
+    case CG_ABS_GRAD:
         return DISPATCH(unary_grad, n, in, out);
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: {
         cattr_status st = DISPATCH(binary, n, in, out);

@@ -93,6 +93,10 @@ static cattr_status K(unary)(const cg_node *n, const cx_view *in, cx_view *out) 
         PAR_FOR(cnt > PAR_MIN,
         for (int64_t i = 0; i < cnt; i++) y[i] = -x[i];);
         break;
+    case CG_ABS:
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] < 0 ? -x[i] : (x[i] == 0 ? (T)0 : x[i]););
+        break;
     case CG_ZEROS_LIKE:
         memset(y, 0, (size_t)cnt * sizeof(T));
         break;
@@ -127,6 +131,10 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
     case CG_CLIP_GRAD:
         PAR_FOR(cnt > PAR_MIN,
         for (int64_t i = 0; i < cnt; i++) y[i] = (x[i] >= alpha && x[i] <= beta) ? g[i] : (T)0;);
+        break;
+    case CG_ABS_GRAD:
+        PAR_FOR(cnt > PAR_MIN,
+        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : x[i] < 0 ? -g[i] : (T)0;);
         break;
     default: return cx_fail(CATTR_ERR_INTERNAL, "unary grad kernel: bad op");
     }
