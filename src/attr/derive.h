@@ -8,7 +8,7 @@
 #ifndef CATTR_DERIVE_H
 #define CATTR_DERIVE_H
 
-#include "graph/plan.h"
+#include "exec/plan.h"
 
 /* Appends a copy of model graph m to g: constants shared (borrowed), nodes with the same names, ops and attributes,
  * model input i read from value in_map[i] of g. Writes the id in g of every value of m to map[0..m->n_vals).

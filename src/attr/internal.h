@@ -8,9 +8,9 @@
 #ifndef CATTR_ATTR_INTERNAL_H
 #define CATTR_ATTR_INTERNAL_H
 
-#include "attr/model.h"
+#include "models/model.h"
 #include "graph/autodiff.h"
-#include "graph/plan.h"
+#include "exec/plan.h"
 
 #define CX_PLAN_CACHE 4
 #define CX_MAX_IN 16

@@ -8,16 +8,7 @@
 #define CATTR_BACKEND_H
 
 #include "graph/graph.h"
-
-/* A typed view of one backend buffer. */
-typedef struct cx_view {
-    cattr_dtype dtype;
-    int ndim;
-    int64_t shape[CATTR_MAX_DIMS];
-    void *data; /* backend memory */
-} cx_view;
-
-static inline int64_t cx_view_numel(const cx_view *v) { return cx_numel(v->ndim, v->shape); }
+#include "ops/ops.h"
 
 #define CX_BACKEND_VERSION 2
 

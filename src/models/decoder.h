@@ -3,7 +3,7 @@
 #ifndef CATTR_MODELS_DECODER_H
 #define CATTR_MODELS_DECODER_H
 
-#include "attr/model.h"
+#include "models/model.h"
 #include "io/hf.h"
 
 typedef struct cx_decoder_opts {

@@ -1,8 +1,19 @@
-/* ops.h - per-op shape inference and helpers shared by kernels of every backend. */
+/* ops.h - typed views of tensors, per-op shape inference and helpers shared by the kernels of every backend. */
 #ifndef CATTR_OPS_H
 #define CATTR_OPS_H
 
-#include "backend/backend.h"
+#include "graph/graph.h"
+
+/* A typed view of one buffer (backend memory during a run; data NULL when only the shape is known). */
+typedef struct cx_view {
+    cattr_dtype dtype;
+    int ndim;
+    int64_t shape[CATTR_MAX_DIMS];
+    void *data; /* backend memory */
+} cx_view;
+
+static inline int64_t cx_view_numel(const cx_view *v) { return cx_numel(v->ndim, v->shape); }
+
 
 /* Infers the output dtype and shape of node `n` from its input views (data pointers are not read, except for
  * int64 constants flagged by the caller). Errors: CATTR_ERR_SHAPE naming the node and the shapes. */

@@ -48,4 +48,12 @@ cattr_status cx_png_heatmap_overlay(const char *path, const double *img, const d
  * Invalid arguments (NULL vals, h or w < 1) render nothing and return 0. */
 size_t cx_term_heatmap(char *buf, size_t size, const double *vals, int h, int w, int ansi);
 
+/* A self-contained HTML page (no scripts, no network access) of a token-attribution matrix: one row per target
+ * token (its text and log-probability lp[k]) and a first row for seq, one column per prompt token, cells coloured on
+ * the blue-white-red scale of cx_heatmap_colour, token text escaped. *out is malloc'd (caller frees).
+ * Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cx_html_token_heatmap(const char *model, const char *const *in_tok, int64_t T, const char *const *out_tok,
+                                   int64_t n, const double *seq, const double *tok, const double *lp,
+                                   const char *method, char **out);
+
 #endif

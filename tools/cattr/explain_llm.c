@@ -9,7 +9,6 @@
 #include <cjson/cJSON.h>
 #include <limits.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -88,108 +87,10 @@ static double now_s(void) {
 
 /* ---- output ------------------------------------------------------------------------------------------------ */
 
-typedef struct {
-    char *text;
-} text_ctx;
-
-static cattr_status write_text(FILE *f, void *ctx) { return fputs(((text_ctx *)ctx)->text, f) < 0 ? CATTR_ERR_IO : CATTR_OK; }
-
 static cJSON *num_array(const double *v, int64_t n) {
     cJSON *a = cJSON_CreateArray();
     for (int64_t i = 0; i < n; i++) cJSON_AddItemToArray(a, isnan(v[i]) ? cJSON_CreateNull() : cJSON_CreateNumber(v[i]));
     return a;
-}
-
-static void html_escape(char **buf, size_t *len, size_t *cap, const char *s) {
-    for (; *s; s++) {
-        const char *rep = NULL;
-        char one[2] = {*s, 0};
-        switch (*s) {
-        case '&': rep = "&amp;"; break;
-        case '<': rep = "&lt;"; break;
-        case '>': rep = "&gt;"; break;
-        case '"': rep = "&quot;"; break;
-        case '\'': rep = "&#39;"; break;
-        case ' ': rep = "&middot;"; break; /* leading spaces of byte-level tokens stay visible */
-        case '\n': rep = "&#8629;"; break;
-        default: rep = one;
-        }
-        size_t l = strlen(rep);
-        if (*len + l + 1 > *cap) {
-            *cap = (*cap + l + 1) * 2;
-            *buf = realloc(*buf, *cap);
-        }
-        memcpy(*buf + *len, rep, l);
-        *len += l;
-        (*buf)[*len] = 0;
-    }
-}
-
-static void html_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void html_printf(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    va_list ap2;
-    va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (*len + (size_t)n + 1 > *cap) {
-        *cap = (*cap + (size_t)n + 1) * 2;
-        *buf = realloc(*buf, *cap);
-    }
-    vsnprintf(*buf + *len, *cap - *len, fmt, ap2);
-    va_end(ap2);
-    *len += (size_t)n;
-}
-
-static void cell_colour(double v, double m, char *out, size_t n) {
-    unsigned char rgb[3];
-    cx_heatmap_colour(v, m, rgb);
-    snprintf(out, n, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
-}
-
-static char *html_page(const char *model, char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq,
-                       const double *tok, const double *lp, const char *method) {
-    size_t len = 0, cap = 4096;
-    char *b = malloc(cap);
-    b[0] = 0;
-    double m = 0;
-    for (int64_t i = 0; i < T; i++) m = fmax(m, fabs(seq[i]));
-    for (int64_t i = 0; i < n * T; i++) m = fmax(m, fabs(tok[i]));
-    if (m == 0) m = 1;
-    html_printf(&b, &len, &cap,
-                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cattr token attribution</title>\n<style>"
-                "body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
-                "padding:4px 6px;text-align:center;font-family:monospace;font-size:13px}th{background:#f4f4f4}"
-                ".legend{display:flex;align-items:center;gap:8px;margin:1em 0}.bar{width:240px;height:14px;"
-                "background:linear-gradient(to right,#2166ac,#ffffff,#b2182b)}</style></head><body>\n"
-                "<h2>Token attribution</h2><p>model: ");
-    html_escape(&b, &len, &cap, model);
-    html_printf(&b, &len, &cap, " &mdash; method: %s</p>\n<div class=\"legend\"><span>%.3g</span><div class=\"bar\"></div>"
-                "<span>%.3g</span><span>(blue: lowers the target's log-probability, red: raises it)</span></div>\n"
-                "<table><tr><th>target token</th><th>log-prob</th>", method, -m, m);
-    for (int64_t i = 0; i < T; i++) {
-        html_printf(&b, &len, &cap, "<th>");
-        html_escape(&b, &len, &cap, in_tok[i]);
-        html_printf(&b, &len, &cap, "</th>");
-    }
-    html_printf(&b, &len, &cap, "</tr>\n");
-    char col[16];
-    for (int64_t k = -1; k < n; k++) {
-        html_printf(&b, &len, &cap, "<tr><th>");
-        if (k < 0) html_printf(&b, &len, &cap, "(all targets)");
-        else html_escape(&b, &len, &cap, out_tok[k]);
-        if (k < 0) html_printf(&b, &len, &cap, "</th><td></td>");
-        else html_printf(&b, &len, &cap, "</th><td>%.4f</td>", lp[k]);
-        for (int64_t i = 0; i < T; i++) {
-            double v = k < 0 ? seq[i] : tok[k * T + i];
-            cell_colour(v, m, col, sizeof col);
-            html_printf(&b, &len, &cap, "<td style=\"background:%s\" title=\"%.6g\">%.3f</td>", col, v, v);
-        }
-        html_printf(&b, &len, &cap, "</tr>\n");
-    }
-    html_printf(&b, &len, &cap, "</table>\n</body></html>\n");
-    return b;
 }
 
 static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq, const double *tok) {
@@ -485,9 +386,10 @@ int cmd_explain_llm(int argc, char **argv) {
                         : p.method == CATTR_LLM_LIME ? "lime"
                         : p.method == CATTR_LLM_KERNEL_SHAP ? "kernel-shap" : "shapley-value-sampling";
     if (html) { /* before the JSON, so that a failure leaves neither */
-        char *page = html_page(dir, in_tok, T, out_tok, n, seq, tok, lp, mname);
-        text_ctx ctx = {page};
-        st = cx_write_file_atomic(html, write_text, &ctx);
+        char *page = NULL;
+        st = cx_html_token_heatmap(dir, (const char *const *)in_tok, T, (const char *const *)out_tok, n, seq, tok, lp,
+                                   mname, &page);
+        if (st == CATTR_OK) st = cli_write_text_file(html, page);
         free(page);
         if (st != CATTR_OK) {
             rc = cli_error(st, "cannot write the HTML page");
@@ -527,8 +429,7 @@ int cmd_explain_llm(int argc, char **argv) {
         else cJSON_AddNullToObject(root, "convergence_delta");
         char *text = cJSON_Print(root);
         cJSON_Delete(root);
-        text_ctx ctx = {text};
-        st = text ? cx_write_file_atomic(output, write_text, &ctx) : CATTR_ERR_NO_MEMORY;
+        st = text ? cli_write_text_file(output, text) : CATTR_ERR_NO_MEMORY;
         free(text);
         if (st != CATTR_OK) {
             if (html) remove(html);

@@ -349,7 +349,7 @@ static void cmp_case(replay_opts *o, const char *name, const cattr_model *m, con
                    (long long)na, (long long)nb);
             o->failed++;
         } else {
-            cmp_record(o, name, cattr_method_name(p->method), a, b, na);
+            cmp_record(o->cmp, &o->passed, &o->failed, name, cattr_method_name(p->method), a, b, na);
         }
         free(a);
         free(b);

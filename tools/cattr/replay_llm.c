@@ -371,7 +371,7 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
                                                   vals, bls, n_slots, tg, n, sb, tb);
             else
                 st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, sb, tb, NULL, NULL);
-            if (st == CATTR_OK) cmp_record(x->o, id, method, token_attr, tb, n * T);
+            if (st == CATTR_OK) cmp_record(x->o->cmp, &x->o->passed, &x->o->failed, id, method, token_attr, tb, n * T);
             free(tb);
             free(sb);
             if (st != CATTR_OK) {

@@ -1,4 +1,5 @@
-/* model.h - the cattr_model handle: a graph plus what its loader learnt about it. */
+/* model.h - the cattr_model handle: a graph plus what its loader learnt about it (ONNX files here in model.c,
+ * Hugging Face checkpoints in decoder.c), its device, describe and a plain forward pass. */
 #ifndef CATTR_MODEL_H
 #define CATTR_MODEL_H
 

@@ -1,7 +1,7 @@
 /* model.c - loading models, describing them, resolving value names, and a plain forward pass. */
-#include "model.h"
+#include "models/model.h"
 
-#include "graph/plan.h"
+#include "exec/plan.h"
 #include "io/onnx.h"
 
 #include <stdio.h>

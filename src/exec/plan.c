@@ -1,5 +1,5 @@
 /* plan.c - the planned and eager executors (see plan.h). */
-#include "plan.h"
+#include "exec/plan.h"
 
 #include "core/profile.h"
 #include "ops/ops.h"
