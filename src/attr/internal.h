@@ -111,6 +111,16 @@ extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation
  * one +, - or * (53 >= 2*24 + 2 bits), which is how float32 paths mimic torch's float32 kernels. */
 static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT32 ? (double)(float)v : v; }
 
+/* The explainer's pieces across files: call preparation (call.c), the gradient graph and plan caches (passes.c). */
+cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c);
+void cx_call_free(cx_call *c);
+/* The target as a 0/1 mask over one block of B output rows of shape osh (ond dims): one 1 per example. Errors:
+ * CATTR_ERR_TARGET (out of range, not one value per example). */
+cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, double *mask);
+cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr);
+void cx_drop_plans(cattr_explainer *e);
+void cx_drop_layer_graph(cattr_explainer *e);
+
 /* cx_plan_run for the explainer's passes: while e->diagnose is set, the plan looks for the node where a NaN or Inf
  * first appears (cx_plan_set_check_finite). */
 cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host);

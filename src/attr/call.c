@@ -1,0 +1,199 @@
+/* call.c - a call's preparation: inputs and baselines checked (float, one batch, the declared shapes, finite),
+ * converted to the compute dtype and broadcast; additional inputs checked; targets turned into masks. */
+#include "attr/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define MAX_IN CX_MAX_IN
+
+/* ---- validation ------------------------------------------------------------------------------------------- */
+
+static cattr_status check_finite(const cattr_tensor *t, const char *what, int i) {
+    for (int64_t k = 0; k < t->numel; k++) {
+        double v = cx_tensor_get(t, k);
+        if (!isfinite(v))
+            return cx_fail(CATTR_ERR_NONFINITE, "%s %d has a non-finite value (%g) at flat index %lld", what, i, v,
+                           (long long)k);
+    }
+    return CATTR_OK;
+}
+
+/* Selection mask over one example-block of the output (shape osh, osh[0] = B): 1 where the target picks. */
+cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, double *mask) {
+    int64_t B = osh[0], per = cx_numel(ond - 1, osh + 1);
+    char sh[128];
+    memset(mask, 0, (size_t)(B * per) * sizeof *mask);
+    cattr_target_kind kind = t ? t->kind : CATTR_TARGET_NONE;
+    if (kind == CATTR_TARGET_NONE) {
+        if (per != 1)
+            return cx_fail(CATTR_ERR_TARGET,
+                           "the output has shape %s: give a target that selects one value per example",
+                           cx_shape_str(ond, osh, sh, sizeof sh));
+        for (int64_t b = 0; b < B; b++) mask[b] = 1;
+        return CATTR_OK;
+    }
+    if (t->n_idx < 0 || t->n_idx > ond - 1 || (t->n_idx > 0 && !t->idx))
+        return cx_fail(CATTR_ERR_TARGET, "a target of %d indices does not fit an output of shape %s", t->n_idx,
+                       cx_shape_str(ond, osh, sh, sizeof sh));
+    if (cx_numel(ond - 1 - t->n_idx, osh + 1 + t->n_idx) != 1)
+        return cx_fail(CATTR_ERR_TARGET,
+                       "a target of %d indices leaves more than one value per example of an output of shape %s",
+                       t->n_idx, cx_shape_str(ond, osh, sh, sizeof sh));
+    if (kind == CATTR_TARGET_PER_EXAMPLE && t->n_rows != B)
+        return cx_fail(CATTR_ERR_TARGET, "%lld per-example targets given for a batch of %lld", (long long)t->n_rows,
+                       (long long)B);
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t *ix = kind == CATTR_TARGET_PER_EXAMPLE ? t->idx + b * t->n_idx : t->idx;
+        int64_t off = 0;
+        for (int k = 0; k < t->n_idx; k++) {
+            int64_t d = osh[1 + k], v = ix[k];
+            if (v < 0 && kind == CATTR_TARGET_INDEX) v += d;
+            if (v < 0 || v >= d)
+                return cx_fail(CATTR_ERR_TARGET, "target index %lld is out of range for dim %d of size %lld%s",
+                               (long long)ix[k], k + 1, (long long)d,
+                               kind == CATTR_TARGET_PER_EXAMPLE ? " (per-example target)" : "");
+            off = off * d + v;
+        }
+        mask[b * per + off] = 1;
+    }
+    return CATTR_OK;
+}
+
+/* ---- call preparation ---------------------------------------------------------------------------------------- */
+
+void cx_call_free(cx_call *c) {
+    for (int i = 0; i < MAX_IN; i++) {
+        cattr_tensor_free(c->x[i]);
+        cattr_tensor_free(c->base[i]);
+        cattr_tensor_free(c->dist[i]);
+        cattr_tensor_free(c->add[i]);
+    }
+}
+
+static cattr_status to_dtype(const cattr_tensor *t, cattr_dtype dt, cattr_tensor **out) {
+    return cattr_tensor_convert(t, dt, out);
+}
+
+cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how) {
+    int64_t sh[CATTR_MAX_DIMS];
+    memcpy(sh, t->shape, sizeof sh);
+    int64_t B = t->ndim ? t->shape[0] : 1;
+    if (t->ndim) sh[0] *= reps;
+    cattr_tensor *o = cx_tensor_alloc(t->dtype, t->ndim, sh);
+    if (!o) return NULL;
+    size_t bytes = (size_t)t->numel * cattr_dtype_size(t->dtype), row = B ? bytes / (size_t)B : 0;
+    if (how == CX_TILE || B <= 1) {
+        for (int64_t r = 0; r < reps; r++) memcpy((char *)o->data + (size_t)r * bytes, t->data, bytes);
+    } else {
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t r = 0; r < reps; r++)
+                memcpy((char *)o->data + (size_t)(b * reps + r) * row, (const char *)t->data + (size_t)b * row, row);
+    }
+    return o;
+}
+
+cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) {
+    const cattr_tensor *const *inputs = call->inputs, *const *baselines = call->baselines;
+    const cattr_tensor *const *additional = call->additional;
+    int n_inputs = call->n_inputs, n_additional = call->n_additional;
+    const cg_graph *mg = e->m->g;
+    cattr_dtype dt = e->p.dtype;
+    char s1[128], s2[128];
+    memset(c, 0, sizeof *c);
+    c->dt = dt;
+    c->target = call->target;
+    c->user = call;
+    if (n_inputs > CATTR_MAX_INPUTS) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d attributed inputs", CATTR_MAX_INPUTS);
+    if (n_inputs < 1 || !inputs) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "at least one input is required");
+    if (n_inputs + n_additional != mg->n_inputs)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "the model takes %d inputs; %d attributed + %d additional were given", mg->n_inputs, n_inputs,
+                       n_additional);
+    if (mg->n_inputs >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d model inputs", MAX_IN - 1);
+    c->n = n_inputs;
+    c->n_add = n_additional;
+    for (int i = 0; i < n_inputs; i++) {
+        const cattr_tensor *x = inputs[i];
+        const char *name = mg->vals[mg->inputs[i]].name;
+        if (!x) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d ('%s') is NULL", i, name);
+        if (x->dtype == CATTR_INT64)
+            return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: attributed inputs must be float", i, name);
+        if (x->ndim < 1) return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') needs a batch dimension", i, name);
+        if (x->numel == 0)
+            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (shape with a 0): there is nothing to "
+                           "attribute", i, name);
+        if (i == 0) c->B = x->shape[0];
+        else if (x->shape[0] != c->B)
+            return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has batch %lld, input 0 has %lld", i, name,
+                           (long long)x->shape[0], (long long)c->B);
+        CX_CHECK(cx_model_check_input(e->m, i, x, "input"));
+        if (e->p.check_finite) CX_CHECK(check_finite(x, "input", i));
+        CX_CHECK(to_dtype(x, dt, &c->x[i]));
+        /* baseline */
+        const cattr_tensor *b = baselines ? baselines[i] : NULL;
+        if (e->method->baseline_distribution || (e->p.nt_type != CATTR_NT_NONE && e->p.draw_baseline_from_distrib)) {
+            /* rows of baselines, kept as given (scalars become one row) */
+            if (b && e->p.check_finite) CX_CHECK(check_finite(b, "baseline", i));
+            if (b && b->numel == 1 && !(b->ndim == x->ndim && cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1))) {
+                int64_t sh[CATTR_MAX_DIMS];
+                memcpy(sh, x->shape, sizeof sh);
+                sh[0] = 1;
+                c->dist[i] = cx_tensor_alloc(dt, x->ndim, sh);
+                if (!c->dist[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                for (int64_t k = 0; k < c->dist[i]->numel; k++) cx_tensor_set(c->dist[i], k, cx_tensor_get(b, 0));
+            } else if (b) {
+                if (b->ndim != x->ndim || b->shape[0] < 1 || !cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1))
+                    return cx_fail(CATTR_ERR_SHAPE, "baseline %d has shape %s; a distribution needs rows of shape %s", i,
+                                   cx_shape_str(b->ndim, b->shape, s1, sizeof s1),
+                                   cx_shape_str(x->ndim - 1, x->shape + 1, s2, sizeof s2));
+                CX_CHECK(to_dtype(b, dt, &c->dist[i]));
+            } else {
+                int64_t sh[CATTR_MAX_DIMS];
+                memcpy(sh, x->shape, sizeof sh);
+                sh[0] = 1;
+                c->dist[i] = cx_tensor_alloc(dt, x->ndim, sh);
+                if (!c->dist[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                memset(c->dist[i]->data, 0, (size_t)c->dist[i]->numel * cattr_dtype_size(dt));
+            }
+            continue;
+        }
+        c->base[i] = cx_tensor_alloc(dt, x->ndim, x->shape);
+        if (!c->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        int64_t n = x->numel;
+        if (!b) {
+            memset(c->base[i]->data, 0, (size_t)n * cattr_dtype_size(dt));
+            continue;
+        }
+        if (e->p.check_finite) CX_CHECK(check_finite(b, "baseline", i));
+        int64_t per = c->B ? n / c->B : 0;
+        bool full = cx_shape_eq(b->ndim, b->shape, x->ndim, x->shape);
+        bool row1 = !full && b->ndim == x->ndim && b->shape[0] == 1 &&
+                    cx_shape_eq(b->ndim - 1, b->shape + 1, x->ndim - 1, x->shape + 1);
+        bool scalar = !full && !row1 && b->numel == 1;
+        if (!scalar && !full && !row1)
+            return cx_fail(CATTR_ERR_SHAPE, "baseline %d has shape %s; use a scalar, the input's shape %s or batch 1",
+                           i, cx_shape_str(b->ndim, b->shape, s1, sizeof s1), cx_shape_str(x->ndim, x->shape, s2, sizeof s2));
+        for (int64_t k = 0; k < n; k++) {
+            double v = cx_tensor_get(b, scalar ? 0 : (full ? k : k % per));
+            cx_tensor_set(c->base[i], k, v);
+        }
+    }
+    for (int j = 0; j < n_additional; j++) {
+        const cattr_tensor *a = additional ? additional[j] : NULL;
+        int gi = n_inputs + j;
+        const char *name = mg->vals[mg->inputs[gi]].name;
+        if (!a) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "additional input %d ('%s') is NULL", j, name);
+        if (a->ndim < 1 || a->shape[0] != c->B)
+            return cx_fail(CATTR_ERR_SHAPE, "additional input %d ('%s') must have the batch size %lld first", j, name,
+                           (long long)c->B);
+        CX_CHECK(to_dtype(a, a->dtype == CATTR_INT64 ? CATTR_INT64 : dt, &c->add[j]));
+    }
+    return CATTR_OK;
+}
+

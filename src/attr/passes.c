@@ -1,0 +1,652 @@
+/* passes.c - the batched passes that methods are built from: the gradient graph (the forward graph, a seed input and
+ * the autodiff nodes for the attributed inputs under the method's rules) and its plans by input shape, gradient and
+ * forward passes over reps x B rows with the additional inputs and the target expanded like the inputs, the seed
+ * block, memory budgets, the layer graph, explicit draws, Captum's sums and the convergence delta, and running plans
+ * (with the diagnosis of non-finite values). */
+#include "attr/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define MAX_IN CX_MAX_IN
+
+void cx_drop_plans(cattr_explainer *e) {
+    for (int i = 0; i < CX_PLAN_CACHE; i++) {
+        cx_plan_free(e->plans[i]);
+        cx_plan_free(e->plans2[i]);
+        cx_plan_free(e->fwd[i]);
+        e->plans[i] = e->plans2[i] = e->fwd[i] = NULL;
+    }
+    for (int s = 0; s < 2 && e->be; s++) {
+        e->be->free(e->be->ctx, e->arena[s], e->arena_bytes[s]);
+        e->arena[s] = NULL;
+        e->arena_bytes[s] = 0;
+    }
+}
+
+void cx_drop_layer_graph(cattr_explainer *e) {
+    for (int i = 0; i < CX_PLAN_CACHE; i++) {
+        cx_plan_free(e->lplans[i]);
+        e->lplans[i] = NULL;
+    }
+    cg_free(e->lg);
+    e->lg = NULL;
+}
+
+cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr) {
+    if (e->g && e->n_attr == n_attr) return CATTR_OK;
+    cx_drop_plans(e);
+    cg_free(e->g);
+    e->g = cg_clone(e->m->g);
+    if (!e->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int seed = cg_add_input(e->g, "__cattr_seed__");
+    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->seed_input = e->g->n_inputs - 1;
+    CX_CHECK(cg_autodiff(e->g, cx_model_output(e->m), seed, e->g->inputs, n_attr, &e->rules, e->grads));
+    e->n_attr = n_attr;
+    return CATTR_OK;
+}
+
+/* Returns a cached plan for these input shapes, or makes one (evicting round-robin). */
+static cattr_status get_plan_slot(cattr_explainer *e, bool fwd, int slot, const int *nd,
+                                  const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, cx_plan **out) {
+    cx_plan **cache = fwd ? e->fwd : slot ? e->plans2 : e->plans;
+    int *next = fwd ? &e->fwd_next : slot ? &e->plan2_next : &e->plan_next;
+    for (int i = 0; i < CX_PLAN_CACHE; i++)
+        if (cache[i] && cx_plan_matches(cache[i], nd, sh, dt)) {
+            *out = cache[i];
+            return CATTR_OK;
+        }
+    int outs[MAX_IN], n_outs;
+    if (fwd) {
+        outs[0] = cx_model_output(e->m);
+        n_outs = 1;
+    } else {
+        memcpy(outs, e->grads, (size_t)e->n_attr * sizeof(int));
+        n_outs = e->n_attr;
+    }
+    cx_plan *p;
+    CX_CHECK(cx_plan_new(e->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, outs, n_outs, &p));
+    cx_plan_free(cache[*next]);
+    cache[*next] = p;
+    *next = (*next + 1) % CX_PLAN_CACHE;
+    size_t b = cx_plan_bytes(p);
+    if (b > e->peak) e->peak = b;
+    cx_log(CATTR_LOG_DEBUG, "%s plan: %.1f MiB of activations", fwd ? "forward" : "gradient", (double)b / 1048576.0);
+    *out = p;
+    return CATTR_OK;
+}
+
+static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
+                             const cattr_dtype *dt, cx_plan **out) {
+    return get_plan_slot(e, fwd, 0, nd, sh, dt, out);
+}
+
+/* ---- batched passes ------------------------------------------------------------------------------------------ */
+
+/* Input shapes and host pointers for a pass over reps*B rows; additional inputs expanded into tmp. */
+typedef struct {
+    int nd[MAX_IN];
+    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[MAX_IN];
+    const void *host[MAX_IN];
+    cattr_tensor *tmp[MAX_IN];
+} pass_inputs;
+
+static void pass_free(pass_inputs *pi) {
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(pi->tmp[i]);
+}
+
+static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                               pass_inputs *pi) {
+    memset(pi, 0, sizeof *pi);
+    for (int i = 0; i < c->n; i++) {
+        pi->nd[i] = xs[i]->ndim;
+        memcpy(pi->sh[i], xs[i]->shape, sizeof pi->sh[i]);
+        pi->dt[i] = c->dt;
+        pi->host[i] = xs[i]->data;
+    }
+    for (int j = 0; j < c->n_add; j++) {
+        int gi = c->n + j;
+        const cattr_tensor *a = c->add[j];
+        if (reps != 1) {
+            pi->tmp[gi] = cx_expand_rows(c->add[j], reps, how);
+            if (!pi->tmp[gi]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            a = pi->tmp[gi];
+        }
+        pi->nd[gi] = a->ndim;
+        memcpy(pi->sh[gi], a->shape, sizeof pi->sh[gi]);
+        pi->dt[gi] = a->dtype;
+        pi->host[gi] = a->data;
+    }
+    int si = e->seed_input;
+    pi->nd[si] = 0;
+    pi->dt[si] = c->dt;
+    return CATTR_OK;
+}
+
+/* Seed over reps*B output rows: the target mask of each row's example. */
+static cattr_status make_seed(const cx_call *c, int ond, const int64_t *osh, int64_t reps, cx_expand how,
+                              cattr_tensor **seed) {
+    int64_t blk[CATTR_MAX_DIMS];
+    memcpy(blk, osh, sizeof blk);
+    blk[0] = c->B;
+    int64_t per_ex = cx_numel(ond - 1, osh + 1);
+    double *mask = malloc((size_t)(c->B * per_ex + 1) * sizeof *mask);
+    cattr_tensor *s = cx_tensor_alloc(c->dt, ond, osh);
+    if (!mask || !s) {
+        free(mask);
+        cattr_tensor_free(s);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    cattr_status st = cx_target_mask(c->target, ond, blk, mask);
+    if (st == CATTR_OK) {
+        int64_t rows = reps * c->B;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t b = how == CX_TILE ? r % c->B : r / reps;
+            for (int64_t k = 0; k < per_ex; k++) cx_tensor_set(s, r * per_ex + k, mask[b * per_ex + k]);
+        }
+    }
+    free(mask);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(s);
+        return st;
+    }
+    *seed = s;
+    return CATTR_OK;
+}
+
+/* The output view of a shape-only forward plan for these inputs, checked to have reps*B rows. */
+static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t rows, cx_plan **fp, const cx_view **ov) {
+    CX_CHECK(get_plan(e, true, pi->nd, (const int64_t(*)[CATTR_MAX_DIMS])pi->sh, pi->dt, fp));
+    *ov = cx_plan_view(*fp, cx_model_output(e->m));
+    if ((*ov)->ndim < 1 || (*ov)->shape[0] != rows) {
+        char s[128];
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s; expected the batch (%lld) first",
+                       cx_shape_str((*ov)->ndim, (*ov)->shape, s, sizeof s), (long long)rows);
+    }
+    return CATTR_OK;
+}
+
+/* The gradient pass; with grads NULL only makes its plans. */
+static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                              cattr_tensor **grads, int slot) {
+    pass_inputs pi;
+    cattr_tensor *seed = NULL;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    int si = e->seed_input;
+    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK) {
+        pi.nd[si] = ov->ndim;
+        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+    }
+    if (st == CATTR_OK) st = get_plan_slot(e, false, slot, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
+    if (!grads) { /* plans only */
+        pass_free(&pi);
+        return st;
+    }
+    if (st == CATTR_OK && !e->p.executor && cx_plan_bytes(p) > e->arena_bytes[slot]) { /* grow the shared arena */
+        cx_plan_use_arena(p, NULL);
+        for (int i = 0; i < CX_PLAN_CACHE; i++) { /* no plan may keep the old block */
+            cx_plan *q = slot ? e->plans2[i] : e->plans[i];
+            if (q) cx_plan_use_arena(q, NULL);
+        }
+        e->be->free(e->be->ctx, e->arena[slot], e->arena_bytes[slot]);
+        e->arena[slot] = e->be->alloc(e->be->ctx, cx_plan_bytes(p));
+        e->arena_bytes[slot] = e->arena[slot] ? cx_plan_bytes(p) : 0;
+        if (!e->arena[slot]) st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", cx_plan_bytes(p));
+    }
+    if (st == CATTR_OK && !e->p.executor) cx_plan_use_arena(p, e->arena[slot]);
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
+    if (st == CATTR_OK) pi.host[si] = seed->data;
+    void *outs[MAX_IN];
+    for (int i = 0; i < c->n; i++) grads[i] = NULL;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        grads[i] = cx_tensor_alloc(c->dt, xs[i]->ndim, xs[i]->shape);
+        if (!grads[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else outs[i] = grads[i]->data;
+    }
+    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
+    pass_free(&pi);
+    cattr_tensor_free(seed);
+    if (st != CATTR_OK)
+        for (int i = 0; i < c->n; i++) {
+            cattr_tensor_free(grads[i]);
+            grads[i] = NULL;
+        }
+    return st;
+}
+
+cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) {
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    *seed = NULL;
+    cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, seed);
+    pass_free(&pi);
+    return st;
+}
+
+cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                     cattr_tensor **grads) {
+    return grad_pass(e, c, xs, reps, how, grads, 0);
+}
+
+cattr_status cx_grad_slot(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                          cattr_tensor **grads, int slot) {
+    return grad_pass(e, c, xs, reps, how, grads, slot);
+}
+
+cattr_status cx_grad_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                             int slot) {
+    return grad_pass(e, c, xs, reps, how, NULL, slot);
+}
+
+cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                        cattr_tensor **out) {
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    cattr_tensor *o = NULL;
+    *out = NULL;
+    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK) {
+        o = cx_tensor_alloc(ov->dtype, ov->ndim, ov->shape);
+        if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        void *dst = o->data;
+        st = cx_run_plan(e, fp, pi.host, &dst);
+    }
+    pass_free(&pi);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(o);
+        return st;
+    }
+    *out = o;
+    return CATTR_OK;
+}
+
+cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, cx_expand how, double *sel) {
+    int64_t blk[CATTR_MAX_DIMS];
+    memcpy(blk, out->shape, sizeof blk);
+    blk[0] = c->B;
+    int64_t per_ex = cx_numel(out->ndim - 1, out->shape + 1);
+    double *mask = malloc((size_t)(c->B * per_ex + 1) * sizeof *mask);
+    if (!mask) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cx_target_mask(c->target, out->ndim, blk, mask);
+    if (st == CATTR_OK)
+        for (int64_t r = 0; r < reps * c->B; r++) {
+            int64_t b = how == CX_TILE ? r % c->B : r / reps;
+            double s = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (mask[b * per_ex + k] != 0) s += cx_tensor_get(out, r * per_ex + k);
+            sel[r] = s;
+        }
+    free(mask);
+    return st;
+}
+
+size_t cx_avail_memory(void) {
+    /* read at most every half second: small models call this per attribution and the query is a system call */
+    static _Atomic long long last_ns = -1;
+    static _Atomic size_t last;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    long long now = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec, prev = last_ns;
+    if (prev >= 0 && now - prev < 500000000LL) return last;
+    long pages = sysconf(_SC_AVPHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    size_t v = pages <= 0 || psz <= 0 ? (size_t)1 << 30 : (size_t)pages * (size_t)psz;
+    last = v;
+    last_ns = now;
+    return v;
+}
+
+size_t cx_memory_budget(const cattr_explainer *e) { return e->p.max_memory ? e->p.max_memory : cx_avail_memory() / 4; }
+
+cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t *bytes) {
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
+    pass_free(&pi);
+    if (st != CATTR_OK) return st;
+    size_t host = 0, act = cx_plan_bytes(fp);
+    for (int i = 0; i < c->n; i++) host += (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+    if (with_grad && e->g) {
+        /* the gradient plan keeps what the backward needs of every layer: plan it for one rep (a plan made for its
+         * shapes allocates nothing) and take its arena; remembered for these shapes */
+        bool same = e->rb_n == c->n && e->rb_bytes;
+        for (int i = 0; i < c->n && same; i++) same = !memcmp(e->rb_sh[i], c->x[i]->shape, sizeof e->rb_sh[i]);
+        if (!same) {
+            st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+            cx_plan *gp = NULL;
+            if (st == CATTR_OK) {
+                pi.nd[e->seed_input] = ov->ndim;
+                memcpy(pi.sh[e->seed_input], ov->shape, sizeof pi.sh[e->seed_input]);
+                st = cx_plan_new(e->g, e->consts, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->grads,
+                                 e->n_attr, &gp);
+            }
+            pass_free(&pi);
+            if (st != CATTR_OK) return st;
+            e->rb_bytes = cx_plan_bytes(gp) + 1;
+            cx_plan_free(gp);
+            e->rb_n = c->n;
+            for (int i = 0; i < c->n; i++) memcpy(e->rb_sh[i], c->x[i]->shape, sizeof e->rb_sh[i]);
+        }
+        act = e->rb_bytes;
+    } else if (with_grad) {
+        act *= 3;
+    }
+    size_t b = act + (with_grad ? 3 : 1) * host;
+    *bytes = c->B ? b / (size_t)c->B : b;
+    if (*bytes == 0) *bytes = 1;
+    return CATTR_OK;
+}
+
+cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool layer_input, int *value) {
+    if (!layer || !*layer) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "this method needs a layer");
+    const char *onnx = NULL;
+    CX_CHECK(cattr_model_resolve_value(e->m, layer, &onnx));
+    int v = cg_find_value(e->m->g, onnx);
+    if (v < 0) return cx_fail(CATTR_ERR_INTERNAL, "layer '%s' resolved to an unknown value", layer);
+    if (layer_input) { /* the first non-constant input of the node producing the layer value */
+        int prod = e->m->g->vals[v].producer;
+        int in = -1;
+        for (int j = 0; prod >= 0 && j < e->m->g->nodes[prod].n_in && in < 0; j++) {
+            int u = e->m->g->nodes[prod].in[j];
+            if (u >= 0 && e->m->g->vals[u].kind != CG_VAL_CONST) in = u;
+        }
+        if (in < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "layer '%s' has no input value", layer);
+        v = in;
+    }
+    *value = v;
+    return CATTR_OK;
+}
+
+/* Builds the layer graph: the model, a seed input and the gradient w.r.t. `layer` under the default rules. */
+static cattr_status build_layer_graph(cattr_explainer *e, int layer) {
+    if (e->lg && e->lg_layer == layer) return CATTR_OK;
+    cx_drop_layer_graph(e);
+    e->lg = cg_clone(e->m->g);
+    if (!e->lg) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int seed = cg_add_input(e->lg, "__cattr_seed__");
+    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->lg_seed_input = e->lg->n_inputs - 1;
+    cg_rules rules;
+    cg_rules_default(&rules);
+    CX_CHECK(cg_autodiff(e->lg, cx_model_output(e->m), seed, &layer, 1, &rules, &e->lg_grad));
+    e->lg_layer = layer;
+    return CATTR_OK;
+}
+
+cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                           int layer, bool want_grad, cattr_tensor **act, cattr_tensor **grad) {
+    *act = NULL;
+    if (grad) *grad = NULL;
+    CX_CHECK(build_layer_graph(e, layer));
+    pass_inputs pi;
+    cattr_tensor *seed = NULL, *a = NULL, *gr = NULL;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    int si = e->lg_seed_input;
+    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
+    pi.nd[si] = 0;
+    pi.dt[si] = c->dt;
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK && want_grad) {
+        pi.nd[si] = ov->ndim;
+        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
+        if (st == CATTR_OK) pi.host[si] = seed->data;
+    }
+    if (st == CATTR_OK) { /* plan: cached by input shapes */
+        for (int i = 0; i < CX_PLAN_CACHE && !p; i++)
+            if (e->lplans[i] && cx_plan_matches(e->lplans[i], pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt))
+                p = e->lplans[i];
+        if (!p) {
+            int outs[2] = {layer, e->lg_grad};
+            st = cx_plan_new(e->lg, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                             (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, want_grad ? 2 : 1, &p);
+            if (st == CATTR_OK) {
+                cx_plan_free(e->lplans[e->lplan_next]);
+                e->lplans[e->lplan_next] = p;
+                e->lplan_next = (e->lplan_next + 1) % CX_PLAN_CACHE;
+            }
+        }
+    }
+    if (st == CATTR_OK) {
+        const cx_view *lv = cx_plan_view(p, layer);
+        a = cx_tensor_alloc(lv->dtype, lv->ndim, lv->shape);
+        if (want_grad) gr = cx_tensor_alloc(lv->dtype, lv->ndim, lv->shape);
+        if (!a || (want_grad && !gr)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        void *outs[2] = {a->data, gr ? gr->data : NULL};
+        st = cx_run_plan(e, p, pi.host, outs);
+    }
+    pass_free(&pi);
+    cattr_tensor_free(seed);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(a);
+        cattr_tensor_free(gr);
+        return st;
+    }
+    *act = a;
+    if (grad) *grad = gr;
+    else cattr_tensor_free(gr);
+    return CATTR_OK;
+}
+
+cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip, const cattr_tensor **out) {
+    *out = NULL;
+    const cattr_call *u = c->user;
+    if (!u || u->n_draws <= 0) return CATTR_OK;
+    while (c->next_draw < u->n_draws) {
+        const char *r = u->draw_roles ? u->draw_roles[c->next_draw] : NULL;
+        bool skipped = false;
+        for (int k = 0; skip && skip[k] && r; k++) skipped |= strcmp(r, skip[k]) == 0;
+        if (skipped) {
+            c->next_draw++;
+            continue;
+        }
+        if (r && role && strcmp(r, role) != 0)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw %d has role '%s'; the method needs '%s'",
+                           c->next_draw, r, role);
+        *out = u->draws[c->next_draw++];
+        return CATTR_OK;
+    }
+    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the %d explicit draws are used up; the method needs another '%s'",
+                   u->n_draws, role ? role : "?");
+}
+
+/* ---- the public entry points ---------------------------------------------------------------------------------- */
+
+cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host) {
+    cx_plan_set_check_finite(p, e->diagnose);
+    return cx_plan_run(p, in_host, out_host);
+}
+
+cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *in_dev,
+                             void *const *out_host, void *const *out_dev) {
+    cx_plan_set_check_finite(p, e->diagnose);
+    return cx_plan_run_dev(p, in_host, in_dev, out_host, out_dev);
+}
+
+cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta) {
+    for (int i = 0; i <= n; i++) {
+        const cattr_tensor *t = i < n ? attr[i] : delta;
+        if (!t || t->dtype == CATTR_INT64) continue;
+        for (int64_t k = 0; k < t->numel; k++) {
+            double v = cx_tensor_get(t, k);
+            if (!isfinite(v)) {
+                char what[64];
+                if (i < n) snprintf(what, sizeof what, "attribution %d", i);
+                else snprintf(what, sizeof what, "convergence delta");
+                return cx_fail(CATTR_ERR_NONFINITE, "%s holds %s at flat index %lld", what, isnan(v) ? "nan" : "inf",
+                               (long long)k);
+            }
+        }
+    }
+    return CATTR_OK;
+}
+
+cattr_status cx_diagnosis(cattr_status rerun, const char *found) {
+    if (rerun != CATTR_OK) return cx_fail_context(rerun, "%s", found); /* where it appeared, or what stopped the search */
+    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
+                   "on them (an overflow or 0/0)", found);
+}
+
+/* Sums over the samples reproduce torch's CPU sum kernel (ReduceOps SumKernel.cpp, cascade_sum) in the dtype of the
+ * attributions, so that float32 runs round like Captum's `attribution.view(B, m, -1).sum(1)`. */
+
+/* multi_row_sum for one column: levels of 2^max(4, ceil(log2 n)/4) terms added into the next level up. */
+static double cascade_sum(cattr_dtype dt, const double *v, int64_t stride, int64_t n) {
+    enum { LEVELS = 4 };
+    int64_t power = 4, lg = 0;
+    while (((int64_t)1 << lg) < n) lg++;
+    if (lg / LEVELS > power) power = lg / LEVELS;
+    int64_t step = (int64_t)1 << power, mask = step - 1;
+    double acc[LEVELS] = {0};
+    int64_t i = 0;
+    while (i + step <= n) {
+        for (int64_t j = 0; j < step; j++, i++) acc[0] = cx_rnd(dt, acc[0] + v[i * stride]);
+        for (int l = 1; l < LEVELS; l++) {
+            acc[l] = cx_rnd(dt, acc[l] + acc[l - 1]);
+            acc[l - 1] = 0;
+            if ((i & (mask << (l * power))) != 0) break;
+        }
+    }
+    for (; i < n; i++) acc[0] = cx_rnd(dt, acc[0] + v[i * stride]);
+    for (int l = 1; l < LEVELS; l++) acc[0] = cx_rnd(dt, acc[0] + acc[l]);
+    return acc[0];
+}
+
+/* row_sum: four interleaved cascades (instruction-level parallelism), the tail into the first, then combined. */
+static double row_sum(cattr_dtype dt, const double *v, int64_t stride, int64_t n) {
+    int64_t n4 = n / 4;
+    double part[4];
+    for (int k = 0; k < 4; k++) part[k] = cascade_sum(dt, v + k * stride, 4 * stride, n4);
+    for (int64_t i = n4 * 4; i < n; i++) part[0] = cx_rnd(dt, part[0] + v[i * stride]);
+    for (int k = 1; k < 4; k++) part[0] = cx_rnd(dt, part[0] + part[k]);
+    return part[0];
+}
+
+/* The sum of the m samples col[0..m) of column k of `per` columns. torch picks the loop by layout and vector width
+ * (W lanes: AVX2's 8 floats or 4 doubles): one column (per == 1) is a contiguous reduction, summed in W lanes of
+ * row_sum each; otherwise columns are reduced four (or 4*W) at a time with multi_row_sum, the leftover columns one
+ * at a time with row_sum. */
+double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per) {
+    int64_t W = dt == CATTR_FLOAT32 ? 8 : 4;
+    if (per == 1) {
+        if (m < W) return row_sum(dt, col, 1, m);
+        int64_t rows = m / W;
+        double lanes[8], acc = 0;
+        for (int64_t l = 0; l < W; l++) lanes[l] = row_sum(dt, col + l, W, rows);
+        for (int64_t i = rows * W; i < m; i++) acc = cx_rnd(dt, acc + col[i]);
+        for (int64_t l = 0; l < W; l++) acc = cx_rnd(dt, acc + lanes[l]);
+        return acc;
+    }
+    int64_t group = per >= W ? 4 * W : 4;
+    return k < per / group * group ? cascade_sum(dt, col, 1, m) : row_sum(dt, col, 1, m);
+}
+
+/* [x; start] for every input: the endpoints of the delta in one batch. */
+static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, cattr_tensor **xs) {
+    for (int i = 0; i < c->n; i++) {
+        int64_t s2[CATTR_MAX_DIMS];
+        memcpy(s2, c->x[i]->shape, sizeof s2);
+        s2[0] *= 2;
+        xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, s2);
+        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        memcpy(xs[i]->data, c->x[i]->data, bytes);
+        memcpy((char *)xs[i]->data + bytes, start[i]->data, bytes);
+    }
+    return CATTR_OK;
+}
+
+cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start) {
+    cattr_tensor *xs[MAX_IN] = {0};
+    pass_inputs pi;
+    cx_plan *fp = NULL;
+    const cx_view *ov = NULL;
+    cattr_status st = delta_inputs(c, start, xs);
+    if (st == CATTR_OK) st = pass_setup(e, c, xs, 2, CX_TILE, &pi);
+    if (st == CATTR_OK) {
+        st = output_shape(e, &pi, 2 * c->B, &fp, &ov);
+        pass_free(&pi);
+    }
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
+    return st;
+}
+
+cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
+    cattr_tensor *xs[MAX_IN] = {0}, *out = NULL;
+    cattr_status st = delta_inputs(c, start, xs);
+    if (st == CATTR_OK) st = cx_forward(e, c, xs, 2, CX_TILE, &out);
+    if (st == CATTR_OK) st = cx_select(c, out, 2, CX_TILE, sel);
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
+    cattr_tensor_free(out);
+    return st;
+}
+
+cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta) {
+    cattr_dtype dt = c->dt;
+    int64_t B = c->B, maxm = 1, len = B;
+    for (int i = 0; i < c->n; i++)
+        if (B && attr[i]->numel / B > maxm) maxm = attr[i]->numel / B;
+    double *row = malloc((size_t)maxm * sizeof *row);
+    *delta = cx_tensor_alloc(dt, 1, &len);
+    if (!row || !*delta) {
+        free(row);
+        cattr_tensor_free(*delta);
+        *delta = NULL;
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int64_t b = 0; b < B; b++) {
+        double attr_sum = 0;
+        for (int i = 0; i < c->n; i++) {
+            int64_t m = attr[i]->numel / B;
+            for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
+            attr_sum = cx_rnd(dt, attr_sum + cx_torch_sum(attr[i]->dtype, row, m, 0, 1));
+        }
+        double fx = cx_rnd(dt, sel[b]), fb = cx_rnd(dt, sel[B + b]);
+        cx_tensor_set(*delta, b, cx_rnd(dt, attr_sum - cx_rnd(dt, fx - fb)));
+    }
+    free(row);
+    return CATTR_OK;
+}
+
+void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B) {
+    double *f = realloc(e->fx, (size_t)(B > 0 ? B : 1) * sizeof *f);
+    if (!f) {
+        e->fx_n = 0;
+        return;
+    }
+    memcpy(f, sel, (size_t)B * sizeof *f);
+    e->fx = f;
+    e->fx_n = B;
+}
+
+cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
+                                  cattr_tensor *const *start, cattr_tensor **delta) {
+    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
+    cattr_status st = sel ? cx_delta_forward(e, c, start, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_keep_fx(e, sel, c->B);
+    if (st == CATTR_OK) st = cx_delta_finish(c, attr, sel, delta);
+    free(sel);
+    return st;
+}
+
