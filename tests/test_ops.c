@@ -12,7 +12,7 @@
 #include "core/core.h"
 #include "graph/autodiff.h"
 #include "graph/graph.h"
-#include "graph/plan.h"
+#include "exec/plan.h"
 
 #include <math.h>
 #include <stdio.h>

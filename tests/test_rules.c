@@ -10,11 +10,11 @@
  *  3. errors: an unknown node, a rule of another method, a rule on an op it cannot act on, one DeepLiftShap
  *     baseline, a negative DeepLift eps, LRP on an op without a default rule.
  * Prints each failed check and exits 1 if any failed, 0 otherwise. */
-#include "attr/model.h"
+#include "models/model.h"
 #include "backend/backend.h"
 #include "core/core.h"
 #include "graph/graph.h"
-#include "graph/plan.h"
+#include "exec/plan.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,8 +1,8 @@
 /* fuzz_onnx.c - libFuzzer harness: an ONNX model (cattr_model_load_onnx's importer) from arbitrary bytes, then what
  * `cattr info` does with it (cattr_model_describe: shape inference for the declared input shapes) and, where the
  * plan is small (256 KiB), a forward pass on zero inputs (the kernels on crafted attributes and constants). */
-#include "attr/model.h"
-#include "graph/plan.h"
+#include "models/model.h"
+#include "exec/plan.h"
 
 #include <stdint.h>
 #include <stdlib.h>
