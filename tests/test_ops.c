@@ -114,12 +114,18 @@ static void set_ints(cg_attrs *a, int n, const int64_t *v) {
 /* Compares got (any float dtype) with want; tolerance relative to 1 + |want|, by dtype. */
 static void expect(const char *what, const cattr_tensor *got, int nd, const int64_t *sh, const double *want) {
     char b1[96], b2[96];
+    for (int64_t i = 0; i < got->numel && i < cx_numel(nd, sh); i++) /* a NaN wanted is a NaN got, and only there */
+        if (isnan(want[i]) || isnan(cx_tensor_get(got, i))) {
+            CHECK(isnan(want[i]) && isnan(cx_tensor_get(got, i)), "%s: element %lld = %g, want %g", what, (long long)i,
+                  cx_tensor_get(got, i), want[i]);
+        }
     CHECK(cx_shape_eq(got->ndim, got->shape, nd, sh), "%s: shape %s, want %s", what,
           cx_shape_str(got->ndim, got->shape, b1, sizeof b1), cx_shape_str(nd, sh, b2, sizeof b2));
     if (!cx_shape_eq(got->ndim, got->shape, nd, sh)) return;
     double tol = got->dtype == CATTR_FLOAT32 ? 1e-5 : 1e-12, worst = 0;
     int64_t bad = -1;
     for (int64_t i = 0; i < got->numel; i++) {
+        if (isnan(want[i])) continue;
         double e = fabs(cx_tensor_get(got, i) - want[i]) / (1 + fabs(want[i]));
         if (!(e <= tol) && bad < 0) bad = i;
         if (!(e <= worst)) worst = e;
@@ -642,6 +648,19 @@ static void test_pools(void) {
     fwd_case("GlobalAveragePool", CG_GLOBALAVGPOOL, NULL, 1, &gx, DIMS(2, 3, 1, 1), want);
     grad_op("GlobalAveragePool", CG_GLOBALAVGPOOL, NULL, 1, &gx);
     free_ops(1, &gx);
+    /* a NaN in a window is the maximum (PyTorch), whatever comes after it: 2x2 windows (the unrolled kernel) and 3x1 */
+    {
+        opnd x = IN(mk(DIMS(1, 1, 2, 4), (const double[]){NAN, 1, 2, 0.5, 0, 3, NAN, 9}));
+        cg_attrs a = cg_attrs_default();
+        a.nsp = 2;
+        a.kernel[0] = a.kernel[1] = 2;
+        a.stride[0] = a.stride[1] = 2;
+        fwd_case("MaxPool 2x2 NaN", CG_MAXPOOL, &a, 1, &x, DIMS(1, 1, 1, 2), (const double[]){NAN, NAN});
+        a.kernel[0] = 1, a.kernel[1] = 3;
+        a.stride[0] = a.stride[1] = 1;
+        fwd_case("MaxPool 1x3 NaN", CG_MAXPOOL, &a, 1, &x, DIMS(1, 1, 2, 2), (const double[]){NAN, 2, NAN, NAN});
+        free_ops(1, &x);
+    }
 }
 
 static void test_unary(void) {

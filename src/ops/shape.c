@@ -135,6 +135,11 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         const cx_view *gy = n->op == CG_RESHAPE_LIKE || n->op == CG_REDUCE_SUM_LIKE || n->op == CG_SLICE_GRAD
                                 ? &in[0] : &in[1];
         if (n->op == CG_RESHAPE_LIKE && cx_view_numel(like) != cx_view_numel(gy)) SHAPE_FAIL("element count differs");
+        if (n->op == CG_SLICE_GRAD) { /* gY holds exactly the slice of X */
+            int64_t st[CATTR_MAX_DIMS], sp[CATTR_MAX_DIMS], cnt[CATTR_MAX_DIMS];
+            cx_slice_resolve(a, like->ndim, like->shape, st, sp, cnt);
+            if (cx_numel(like->ndim, cnt) != cx_view_numel(gy)) SHAPE_FAIL("the gradient is not of the slice's size");
+        }
         if (n->op == CG_REDUCE_SUM_LIKE) {
             int nb;
             int64_t b[CATTR_MAX_DIMS];
@@ -375,9 +380,13 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     }
     case CG_ROPE: {
         int64_t d = a->n_ints ? a->ints[0] : 0;
-        if (in[0].ndim < 2 || d < 2 || d % 2 || in[0].shape[in[0].ndim - 1] % d || cx_view_numel(&in[1]) != d / 2)
+        if (in[0].ndim < 2 || d < 2 || d % 2 || in[0].shape[in[0].ndim - 1] < d || in[0].shape[in[0].ndim - 1] % d ||
+            cx_view_numel(&in[1]) != d / 2)
             SHAPE_FAIL("rotary embedding needs [..., T, heads*%lld] and %lld frequencies", (long long)d,
                        (long long)(d / 2));
+        if (n->n_in > 2 && n->in[2] >= 0 &&
+            (in[2].dtype != CATTR_INT64 || cx_view_numel(&in[2]) != cx_view_numel(&in[0]) / in[0].shape[in[0].ndim - 1]))
+            SHAPE_FAIL("rotary embedding needs one int64 position per row");
         copy_shape(out, &in[0]);
         return CATTR_OK;
     }
@@ -389,6 +398,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[1].shape) || !cx_shape_eq(nd - 1, in[0].shape, nd - 1, in[2].shape))
             SHAPE_FAIL("attention needs q [..., T, %lld], k and v [..., T, %lld]", (long long)(nh * d),
                        (long long)(nkv * d));
+        if (cx_view_numel(&in[0]) == 0) SHAPE_FAIL("attention needs at least one row");
         if (n->op == CG_ATTENTION && n->n_in > 5 &&
             (in[5].dtype != CATTR_INT64 || in[5].ndim != 2 || in[5].shape[1] != 3 || in[0].shape[0] != 1 || nd != 3))
             SHAPE_FAIL("ragged attention needs one flattened sequence [1, N, C] and int64 segments [S, 3]");

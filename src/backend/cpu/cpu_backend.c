@@ -296,6 +296,10 @@ static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) 
                 float *d = (float *)out->data + (o * dim + k) * inner;
                 const float *s = (const float *)in[0].data + (o * ni + j) * inner;
                 for (int64_t t = 0; t < inner; t++) d[t] += s[t];
+            } else if (out->dtype == CATTR_INT64) {
+                int64_t *d = (int64_t *)out->data + (o * dim + k) * inner;
+                const int64_t *s = (const int64_t *)in[0].data + (o * ni + j) * inner;
+                for (int64_t t = 0; t < inner; t++) d[t] += s[t];
             } else {
                 double *d = (double *)out->data + (o * dim + k) * inner;
                 const double *s = (const double *)in[0].data + (o * ni + j) * inner;

@@ -639,7 +639,7 @@ static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T 
                     int64_t best = 0;
                     T bv = v[0];
                     for (int t = 1; t < 4; t++) {
-                        int take = !(v[t] <= bv); /* v > bv, or v is NaN */
+                        int take = v[t] > bv || v[t] != v[t]; /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
                         best = take ? t : best;
                         bv = take ? v[t] : bv;
                     }
@@ -661,7 +661,7 @@ static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T 
                 for (int64_t ky = 0; ky < KH; ky++)
                     for (int64_t kx = 0; kx < KW; kx++) {
                         T v = w0[ky * IW + kx];
-                        int take = !(v <= bv); /* v > bv, or v is NaN */
+                        int take = v > bv || v != v; /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
                         best = take ? ky * IW + kx : best;
                         bv = take ? v : bv;
                     }
@@ -720,7 +720,7 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
                                     int64_t idx = row + kx * g.d[2];
                                     T v = xc[idx];
                                     /* branch-free first maximum (NaN wins, as in PyTorch) */
-                                    int take = !(v <= bv); /* v > bv, or v is NaN */
+                                    int take = v > bv || v != v; /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
                                     best = take ? idx : best;
                                     bv = take ? v : bv;
                                 }
@@ -941,7 +941,7 @@ static cattr_status K(dl_maxpool)(const cg_node *n, const cx_view *in, cx_view *
                             for (int64_t kx = x0; kx < x1; kx++) {
                                 int64_t idx = row + kx * g.d[2];
                                 T v = xc[idx];
-                                int take = !(v <= bv); /* the first maximum, NaN wins: as the pool */
+                                int take = v > bv || v != v; /* the first maximum, NaN wins: as the pool */
                                 best = take ? idx : best;
                                 bv = take ? v : bv;
                             }
