@@ -397,6 +397,43 @@ static cattr_status k_matmul(const cg_node *n, const cx_view *in, cx_view *out) 
     int64_t m = a->trans_a ? ac : ar, k = a->trans_a ? ar : ac, nn = a->trans_b ? br : bc;
     cx_broadcast_shape(na - 2, as, nb - 2, bs, &nbat, bat);
     int64_t nbatch = cx_numel(nbat, bat);
+    if (!a->trans_b && !a->trans_a) { /* B's rows are contiguous: stream them once per block of A's rows */
+        enum { RB = 8 };
+        int64_t blocks = (m + RB - 1) / RB;
+        cattr_status st = CATTR_OK;
+        #pragma omp parallel for schedule(static) if (nbatch * m * nn * k > (1 << 22))
+        for (int64_t bk = 0; bk < nbatch * blocks; bk++) {
+            int64_t b = bk / blocks, i0 = (bk % blocks) * RB, i1 = i0 + RB < m ? i0 + RB : m, c[CATTR_MAX_DIMS];
+            unravel(b, nbat, bat, c);
+            int64_t oa = bcast_index(nbat, c, na - 2, as) * ar * ac, ob = bcast_index(nbat, c, nb - 2, bs) * br * bc;
+            double *acc = zeros(RB * nn);
+            if (!acc) {
+                #pragma omp critical
+                st = no_memory(n);
+                continue;
+            }
+            /* acc[r][j] = sum over kk ascending of A[i0 + r, kk] * B[kk, j]: one product chain per output */
+            for (int64_t kk = 0; kk < k; kk++)
+                for (int64_t i = i0; i < i1; i++) {
+                    double aik = get(&in[0], oa + i * ac + kk);
+                    double *ar_ = acc + (i - i0) * nn;
+                    if (in[1].dtype == CATTR_FLOAT32) {
+                        const float *brow = (const float *)in[1].data + ob + kk * bc;
+                        for (int64_t j = 0; j < nn; j++) ar_[j] += aik * (double)brow[j];
+                    } else {
+                        const double *brow = (const double *)in[1].data + ob + kk * bc;
+                        for (int64_t j = 0; j < nn; j++) ar_[j] += aik * brow[j];
+                    }
+                }
+            for (int64_t i = i0; i < i1; i++)
+                for (int64_t j = 0; j < nn; j++) {
+                    double v = acc[(i - i0) * nn + j];
+                    put(out, (b * m + i) * nn + j, a->fuse_relu ? relu(v) : v);
+                }
+            free(acc);
+        }
+        return st;
+    }
     /* every output element is one dot product of its own, so rows may be shared among threads without changing a
      * single bit (the language models' vocabulary-wide head is most of this backend's time otherwise) */
     #pragma omp parallel for schedule(static) if (nbatch * m * nn * k > (1 << 22))
