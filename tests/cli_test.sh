@@ -55,6 +55,21 @@ expect_ok "explain eager" explain $model --input $x --executor eager --output "$
 cmp -s "$tmp/a.npy" "$tmp/d.npy" && ok || bad "eager and planned outputs differ"
 expect_ok "info" info $model
 grep -q 'conv1' "$tmp/stdout" && ok || bad "info lacks layer conv1"
+# --- devices, compare, profile --------------------------------------------------------------------------------------
+expect_ok "info --devices" info --devices
+grep -q 'cpu-check' "$tmp/stdout" && ok || bad "info --devices lacks cpu-check"
+expect_ok "explain on cpu-check" explain $model --input $x --target 3 --device cpu-check --output "$tmp/k.npy"
+expect_exit "unknown device" 2 "unknown device 'gpu'" "$tmp/k2.npy" -- explain $model --input $x --device gpu --output "$tmp/k2.npy"
+expect_exit "no CUDA in this build" 2 "no CUDA backend" "$tmp/k2.npy" -- explain $model --input $x --device cuda:0 --output "$tmp/k2.npy"
+expect_ok "compare a model" compare $model --input $x --target 3 --layer conv2 --max-rel 1e-12 --json "$tmp/cmp.json"
+grep -q '^PASS .* integrated-gradients max_abs=' "$tmp/stdout" && ok || bad "compare lacks the IG row"
+grep -q '"methods"' "$tmp/cmp.json" && ok || bad "compare JSON lacks the method table"
+expect_exit "compare a model without input" 2 "needs --input" "" -- compare $model
+expect_ok "profile" explain $model --input $x --target 3 --output "$tmp/p.npy" --profile "$tmp/trace.json"
+grep -q '"traceEvents"' "$tmp/trace.json" && ok || bad "profile trace lacks traceEvents"
+grep -q '^copy ' "$tmp/stderr" && ok || bad "profile summary lacks the copy table"
+expect_exit "profile unwritable" 2 "--profile" "" -- explain $model --input $x --target 3 --output "$tmp/p2.npy" \
+    --profile "$tmp/no/such/dir/t.json"
 expect_ok "help" --help
 expect_ok "explain help" explain --help
 expect_ok "replay help" replay --help
