@@ -4,6 +4,7 @@
  * escaped; nothing is recorded while the profiler is off; and the API's error paths. */
 #include "cattr.h"
 #include "core/profile.h"
+#include "io/fileutil.h"
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -25,20 +26,10 @@ static int checks, fails;
         }                                                                                                              \
     } while (0)
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
+static char *read_text(const char *path) { /* the library's reader: NUL-terminated, NULL on any failure */
+    void *data = NULL;
+    size_t size = 0;
+    return cx_read_file(path, &data, &size) == CATTR_OK ? data : NULL;
 }
 
 /* Parses the trace at path and checks its shape: an object with a "traceEvents" array whose every element has string

@@ -4,6 +4,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+cattr_status cx_derive_new(const cg_graph *m, cg_graph **g, int **map) {
+    *g = cg_new();
+    *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof **map);
+    if (*g && *map) return CATTR_OK;
+    cg_free(*g);
+    free(*map);
+    *g = NULL;
+    *map = NULL;
+    return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+}
+
 cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in_map, int *map) {
     for (int v = 0; v < m->n_vals; v++) map[v] = -1;
     for (int i = 0; i < m->n_inputs; i++) map[m->inputs[i]] = in_map[i];

@@ -10,6 +10,10 @@
 
 #include "exec/plan.h"
 
+/* Starts a graph derived from model graph m: an empty *g and *map, room for the id of every value of m (for
+ * cx_graph_append_model). The caller frees both. Errors: CATTR_ERR_NO_MEMORY (nothing left allocated). */
+cattr_status cx_derive_new(const cg_graph *m, cg_graph **g, int **map);
+
 /* Appends a copy of model graph m to g: constants shared (borrowed), nodes with the same names, ops and attributes,
  * model input i read from value in_map[i] of g. Writes the id in g of every value of m to map[0..m->n_vals).
  * Errors: CATTR_ERR_NO_MEMORY. */

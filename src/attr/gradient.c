@@ -46,13 +46,9 @@ static void pg_release(cattr_explainer *e) {
 
 static cattr_status pg_build(cattr_explainer *e, pg_state *s) {
     const cg_graph *m = e->m->g;
-    cg_graph *g = cg_new();
-    int *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof *map);
-    if (!g || !map) {
-        cg_free(g);
-        free(map);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
     int in_map[2 * CX_MAX_IN], bad = 0;
     for (int k = 0; k < s->n + s->n_add; k++) bad |= (in_map[k] = cg_add_input(g, m->vals[m->inputs[k]].name)) < 0;
     int seed = cg_add_input(g, "__pg_seed");
@@ -260,13 +256,9 @@ static void ig_release(cattr_explainer *e) {
 
 static cattr_status ig_build(cattr_explainer *e, ig_state *s) {
     const cg_graph *m = e->m->g;
-    cg_graph *g = cg_new();
-    int *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof *map);
-    if (!g || !map) {
-        cg_free(g);
-        free(map);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
     static const char *const names[8] = {"__ig_x", "__ig_b", "__ig_add", "__ig_seed", "__ig_rows", "__ig_alpha",
                                          "__ig_step", "__ig_acc"};
     int v[IG_MAX_IN], bad = 0;

@@ -30,8 +30,6 @@ struct cattr_explainer {
     int grads[CX_MAX_IN];
     cx_plan *plans[CX_PLAN_CACHE]; /* gradient plans */
     int plan_next;
-    cx_plan *plans2[CX_PLAN_CACHE]; /* gradient plans of a second thread (slot 1, see cx_grad_slot) */
-    int plan2_next;
     cx_plan *fwd[CX_PLAN_CACHE]; /* forward-only plans */
     int fwd_next;
     size_t peak;
@@ -46,10 +44,9 @@ struct cattr_explainer {
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
     size_t rb_bytes;
-    /* one arena per gradient slot, shared by the slot's cached plans (they never run at once): the size of the
-     * largest, not the sum */
-    void *arena[2];
-    size_t arena_bytes[2];
+    /* one arena shared by the cached gradient plans (they never run at once): the size of the largest, not the sum */
+    void *arena;
+    size_t arena_bytes;
     /* what the last call's cx_convergence_delta (or IG's two-halves path) selected at its first B rows: for IG and
      * DeepLift f(x) of each example at its input (fx_n = B; 0 when the call computed none or used a noise tunnel);
      * GradientShap and DeepLiftShap run their deltas over other points (noisy inputs, example x baseline pairs).
@@ -145,13 +142,6 @@ cattr_status cx_diagnosis(cattr_status rerun, const char *found);
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads);
 
-/* cx_grad with the plans of `slot` (0 or 1): two threads may run cx_grad_slot concurrently on different slots once
- * cx_grad_prepare has made the plans of both (the plan caches are then only read). */
-cattr_status cx_grad_slot(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                          cattr_tensor **grads, int slot);
-/* Makes (without running) the plans cx_grad_slot needs for inputs shaped like xs, in `slot`. */
-cattr_status cx_grad_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                             int slot);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
  * to *out (a new tensor). */

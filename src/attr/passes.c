@@ -18,15 +18,12 @@
 void cx_drop_plans(cattr_explainer *e) {
     for (int i = 0; i < CX_PLAN_CACHE; i++) {
         cx_plan_free(e->plans[i]);
-        cx_plan_free(e->plans2[i]);
         cx_plan_free(e->fwd[i]);
-        e->plans[i] = e->plans2[i] = e->fwd[i] = NULL;
+        e->plans[i] = e->fwd[i] = NULL;
     }
-    for (int s = 0; s < 2 && e->be; s++) {
-        e->be->free(e->be->ctx, e->arena[s], e->arena_bytes[s]);
-        e->arena[s] = NULL;
-        e->arena_bytes[s] = 0;
-    }
+    if (e->be) e->be->free(e->be->ctx, e->arena, e->arena_bytes);
+    e->arena = NULL;
+    e->arena_bytes = 0;
 }
 
 void cx_drop_layer_graph(cattr_explainer *e) {
@@ -53,10 +50,10 @@ cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr) {
 }
 
 /* Returns a cached plan for these input shapes, or makes one (evicting round-robin). */
-static cattr_status get_plan_slot(cattr_explainer *e, bool fwd, int slot, const int *nd,
-                                  const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, cx_plan **out) {
-    cx_plan **cache = fwd ? e->fwd : slot ? e->plans2 : e->plans;
-    int *next = fwd ? &e->fwd_next : slot ? &e->plan2_next : &e->plan_next;
+static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
+                             const cattr_dtype *dt, cx_plan **out) {
+    cx_plan **cache = fwd ? e->fwd : e->plans;
+    int *next = fwd ? &e->fwd_next : &e->plan_next;
     for (int i = 0; i < CX_PLAN_CACHE; i++)
         if (cache[i] && cx_plan_matches(cache[i], nd, sh, dt)) {
             *out = cache[i];
@@ -80,11 +77,6 @@ static cattr_status get_plan_slot(cattr_explainer *e, bool fwd, int slot, const 
     cx_log(CATTR_LOG_DEBUG, "%s plan: %.1f MiB of activations", fwd ? "forward" : "gradient", (double)b / 1048576.0);
     *out = p;
     return CATTR_OK;
-}
-
-static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
-                             const cattr_dtype *dt, cx_plan **out) {
-    return get_plan_slot(e, fwd, 0, nd, sh, dt, out);
 }
 
 /* ---- batched passes ------------------------------------------------------------------------------------------ */
@@ -173,9 +165,8 @@ static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t ro
     return CATTR_OK;
 }
 
-/* The gradient pass; with grads NULL only makes its plans. */
-static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                              cattr_tensor **grads, int slot) {
+cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                     cattr_tensor **grads) {
     pass_inputs pi;
     cattr_tensor *seed = NULL;
     cx_plan *fp = NULL, *p = NULL;
@@ -187,23 +178,16 @@ static cattr_status grad_pass(cattr_explainer *e, cx_call *c, cattr_tensor *cons
         pi.nd[si] = ov->ndim;
         memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
     }
-    if (st == CATTR_OK) st = get_plan_slot(e, false, slot, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
-    if (!grads) { /* plans only */
-        pass_free(&pi);
-        return st;
+    if (st == CATTR_OK) st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
+    if (st == CATTR_OK && !e->p.executor && cx_plan_bytes(p) > e->arena_bytes) { /* grow the shared arena */
+        for (int i = 0; i < CX_PLAN_CACHE; i++) /* no plan may keep the old block */
+            if (e->plans[i]) cx_plan_use_arena(e->plans[i], NULL);
+        e->be->free(e->be->ctx, e->arena, e->arena_bytes);
+        e->arena = e->be->alloc(e->be->ctx, cx_plan_bytes(p));
+        e->arena_bytes = e->arena ? cx_plan_bytes(p) : 0;
+        if (!e->arena) st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", cx_plan_bytes(p));
     }
-    if (st == CATTR_OK && !e->p.executor && cx_plan_bytes(p) > e->arena_bytes[slot]) { /* grow the shared arena */
-        cx_plan_use_arena(p, NULL);
-        for (int i = 0; i < CX_PLAN_CACHE; i++) { /* no plan may keep the old block */
-            cx_plan *q = slot ? e->plans2[i] : e->plans[i];
-            if (q) cx_plan_use_arena(q, NULL);
-        }
-        e->be->free(e->be->ctx, e->arena[slot], e->arena_bytes[slot]);
-        e->arena[slot] = e->be->alloc(e->be->ctx, cx_plan_bytes(p));
-        e->arena_bytes[slot] = e->arena[slot] ? cx_plan_bytes(p) : 0;
-        if (!e->arena[slot]) st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", cx_plan_bytes(p));
-    }
-    if (st == CATTR_OK && !e->p.executor) cx_plan_use_arena(p, e->arena[slot]);
+    if (st == CATTR_OK && !e->p.executor) cx_plan_use_arena(p, e->arena);
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     if (st == CATTR_OK) pi.host[si] = seed->data;
     void *outs[MAX_IN];
@@ -236,20 +220,6 @@ cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) 
     return st;
 }
 
-cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                     cattr_tensor **grads) {
-    return grad_pass(e, c, xs, reps, how, grads, 0);
-}
-
-cattr_status cx_grad_slot(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                          cattr_tensor **grads, int slot) {
-    return grad_pass(e, c, xs, reps, how, grads, slot);
-}
-
-cattr_status cx_grad_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                             int slot) {
-    return grad_pass(e, c, xs, reps, how, NULL, slot);
-}
 
 cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                         cattr_tensor **out) {

@@ -616,13 +616,9 @@ static int fa_emit(cg_graph *g, cg_op op, const char *name, int n, const int *in
 
 static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
     const cg_graph *m = e->m->g;
-    cg_graph *g = cg_new();
-    int *map = malloc((size_t)(m->n_vals ? m->n_vals : 1) * sizeof *map);
-    if (!g || !map) {
-        cg_free(g);
-        free(map);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
     int v[FA_MAX_IN], bad = 0;
     for (int k = 0; k < FA_MAX_IN; k++) v[k] = -1;
     for (int k = 0; k < FA_N_IN; k++) {
