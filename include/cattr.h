@@ -132,8 +132,8 @@ cattr_status cattr_tensor_set_save(const cattr_tensor_set *s, const char *path);
 /* A device is named by a string: "cpu" (the default; NULL and "" mean it too), "cpu-check" (scalar reference kernels
  * behind memory only the backend may touch: slow, for testing that every op has a kernel and nothing reads device
  * memory), and "cuda" / "cuda:N" in builds with the CUDA backend. A model has a device (cattr_model_set_device) for
- * its own passes and as the default of its explainers; cattr_attr_params.device and cattr_llm_params.device choose
- * one per explainer or call. Tensors given to and returned by the API always live on the host. */
+ * its own passes and as the default of its explainers; cattr_attr_params.device chooses one per explainer or
+ * language-model call. Tensors given to and returned by the API always live on the host. */
 
 /* CATTR_OK when `device` names a device of this build and machine. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown name;
  * the message lists the devices), CATTR_ERR_UNSUPPORTED (a device this build or machine lacks, e.g. CUDA). */
@@ -254,6 +254,13 @@ const char *cattr_quadrature_name(cattr_quadrature q);
  * Errors: CATTR_ERR_INVALID_ARGUMENT (n < 1, or n < 2 for a riemann rule). */
 cattr_status cattr_quadrature_points(cattr_quadrature q, int n, double *alphas, double *step_sizes);
 
+/* Matmul precision: HIGHEST (default) computes in the compute dtype throughout; HIGH rounds the inputs of the
+ * products by constant weights (MatMul and Gemm with a 2-D constant second operand: a model's linear layers and a
+ * language model's projections, not its output head) to bfloat16 and accumulates in float32 (on the CPU: AVX-512
+ * BF16), about twice as fast on large layers, with errors of about 1e-2 relative on attributions (measure them:
+ * cattr explain --precision-error, cattr explain-llm --precision-error). HIGH needs dtype float32. */
+typedef enum cattr_precision { CATTR_PRECISION_HIGHEST = 0, CATTR_PRECISION_HIGH = 1 } cattr_precision;
+
 typedef enum cattr_executor_kind { CATTR_EXEC_PLANNED = 0, CATTR_EXEC_EAGER = 1 } cattr_executor_kind;
 
 /* Target: which output value of each example is explained (Captum semantics, see docs/CLI.md).
@@ -316,6 +323,8 @@ typedef struct cattr_attr_params {
     int return_convergence_delta; /* methods with a delta: 1 computes it (default 1) */
     cattr_executor_kind executor; /* planned (default) or eager */
     const char *device;           /* NULL (default): the model's device (see Devices); read by cattr_explainer_new */
+    cattr_precision precision;    /* default CATTR_PRECISION_HIGHEST; HIGH needs float32 and a device with bfloat16
+                                   * products */
     int check_finite;             /* 1 (default): NaN/Inf in inputs or baselines is an error */
     cattr_progress_fn progress;   /* NULL (default) or called after each chunk of work */
     void *progress_user;
@@ -361,6 +370,10 @@ typedef struct cattr_attr_params {
      * kinds it acts on */
     const cattr_node_rule *node_rules;
     int n_node_rules;
+    /* Language models (cattr_llm_attribute), perturbation methods: 0 (default) computes the unchanged prefix of the
+     * ablated sequences once (ablating token i changes nothing before position i) and runs only the positions from
+     * i on, when perturbations_per_eval is 0; 1 runs every sequence in full. */
+    int no_prefix_cache;
 } cattr_attr_params;
 
 /* Default parameters for a method (Captum's defaults). */
@@ -447,69 +460,51 @@ int64_t cattr_llm_eos_token(const cattr_llm *m);
 /* The padding token used as the default ablation baseline: the tokenizer's pad token, else eos, else -1. */
 int64_t cattr_llm_pad_token(const cattr_llm *m);
 
-typedef enum cattr_llm_method {
-    CATTR_LLM_LAYER_IG = 0,                   /* LLMGradientAttribution(LayerIntegratedGradients(embeddings)) */
-    CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION = 1, /* LLMGradientAttribution(LayerGradientXActivation(embeddings)) */
-    CATTR_LLM_FEATURE_ABLATION = 2,           /* LLMAttribution(FeatureAblation) over prompt tokens */
-    CATTR_LLM_SHAPLEY_VALUE_SAMPLING = 3,     /* LLMAttribution(ShapleyValueSampling) over prompt tokens */
-    CATTR_LLM_LIME = 4,                       /* LLMAttribution(Lime) over prompt tokens: seq_attr only */
-    CATTR_LLM_KERNEL_SHAP = 5                 /* LLMAttribution(KernelShap) over prompt tokens: seq_attr only */
-} cattr_llm_method;
-
-/* Matmul precision of the language-model paths: HIGHEST (default) computes in float32 (or float64) throughout;
- * HIGH rounds the inputs of the layers' projections to bfloat16 and accumulates in float32 (AVX-512 BF16), about
- * twice as fast, with errors of about 1e-2 relative on attributions (measure them: cattr explain-llm
- * --precision-error). */
-typedef enum cattr_precision { CATTR_PRECISION_HIGHEST = 0, CATTR_PRECISION_HIGH = 1 } cattr_precision;
-
-typedef struct cattr_llm_params {
-    cattr_llm_method method;
-    cattr_dtype dtype;           /* float32 (default) or float64 */
-    int n_steps;                 /* IG: default 50 */
-    cattr_quadrature quadrature; /* IG: default gausslegendre */
-    int64_t baseline_token;      /* IG: -1 (default) the zero embedding, else that token's embedding; ablation
-                                  * methods: the replacement token (-1: the model's pad token) */
-    int n_samples;               /* ShapleyValueSampling permutations (default 25) */
-    uint64_t seed;               /* generator key for the permutations */
-    const int64_t *permutations; /* ShapleyValueSampling: n_samples recorded orders of the T prompt positions, or NULL */
-    int internal_batch_size;     /* IG rows per chunk (0: from max_memory) */
-    size_t max_memory;           /* activation bytes (0: a quarter of free RAM, at most 896 MiB) */
-    double lime_alpha;           /* Lime's Lasso alpha (default 0.01) */
+/* One attribution of a language model: the prompt's tokens are the features, the score of target token k is its
+ * log-probability after the prompt and target tokens 0..k-1 (teacher forcing). Pointers are borrowed for the call. */
+typedef struct cattr_llm_call {
+    const int64_t *prompt; /* T token ids */
+    int64_t n_prompt;
+    const int64_t *target; /* n token ids */
+    int64_t n_target;
+    /* LayerIntegratedGradients: -1 (default) the zero embedding, else that token's embedding as the baseline of
+     * every prompt token; perturbation and surrogate methods: the replacement token (-1: the model's pad token) */
+    int64_t baseline_token;
+    /* ShapleyValueSampling: NULL, or params.n_samples recorded orders of the T prompt positions (row-major) */
+    const int64_t *permutations;
     /* Lime / KernelShap: recorded draws in Captum's order (roles lime_sample, ks_num_selected, ks_scores; others are
-     * skipped), or n_draws 0 for the generator */
+     * skipped), or n_draws 0 for the generator (keyed by params.seed) */
     const cattr_tensor *const *draws;
     const char *const *draw_roles;
     int n_draws;
-    cattr_progress_fn progress;
-    void *progress_user;
-    /* perturbation methods: sequences per forward pass (0, the default: as many as max_memory allows; 1: one forward
-     * per perturbed sequence, as Captum's default) */
-    int perturbations_per_eval;
-    /* FeatureAblation: 0 (default) computes the unchanged prefix of the ablated sequences once (ablating token i
-     * changes nothing before position i) and runs only the positions from i on; 1 runs every sequence in full. The
-     * prefix form is used when perturbations_per_eval is 0. */
-    int no_prefix_cache;
-    cattr_precision precision; /* default CATTR_PRECISION_HIGHEST; HIGH needs float32 and a device with bfloat16
-                                * products (on the CPU: AVX-512 BF16) */
-    const char *device;        /* NULL (default): the checkpoint's device (cattr_llm_set_device); borrowed */
-} cattr_llm_params;
+} cattr_llm_call;
 
-cattr_llm_params cattr_llm_default_params(cattr_llm_method method);
+/* A call with every field at its default for prompt[T] and target[n] (baseline_token -1, no recorded draws). */
+cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64_t *target, int64_t n);
 
-/* Attributes the log-probability of each target token (teacher forcing: target token k follows the prompt and the
- * real targets 0..k-1) to the T prompt tokens. Writes seq_attr[T] (the sum over target tokens), token_attr[n*T]
- * (row k = target token k) and, if not NULL, target_logprobs[n] and convergence_delta[n] (IG only; NaN otherwise).
- * Caller-owned buffers. Errors: CATTR_ERR_INVALID_ARGUMENT (empty prompt or target, an id outside the vocabulary,
- * a sequence longer than the model's context), CATTR_ERR_NO_MEMORY. */
-cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
-                                 const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
-                                 double *target_logprobs, double *convergence_delta);
+
+/* Attributes the log-probability of each target token to the prompt tokens with params p (cattr_attr_default_params
+ * of the method; Captum's LLMGradientAttribution and LLMAttribution): p->method is
+ * CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS or CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION (the layer is the embedding
+ * output; a token's attribution is the sum over its embedding), CATTR_METHOD_FEATURE_ABLATION,
+ * CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_LIME or CATTR_METHOD_KERNEL_SHAP (features are the prompt tokens,
+ * replaced by c->baseline_token). Fields that apply: dtype, n_steps, quadrature, internal_batch_size, max_memory (0:
+ * a quarter of the free RAM, at most 896 MiB), n_samples, seed, lime_alpha, perturbations_per_eval (0: as many
+ * sequences per forward pass as max_memory allows; 1: one per pass, as Captum), no_prefix_cache, precision, device
+ * (NULL: the checkpoint's), progress. Writes seq_attr[T] (the sum over target tokens), token_attr[n*T] (row k = target
+ * token k; NaN for Lime and KernelShap, which Captum attributes as a whole only) and, if not NULL,
+ * target_logprobs[n] and convergence_delta[n] (LayerIntegratedGradients only; NaN otherwise). Caller-owned buffers.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (another method, an empty prompt or target, an id outside the vocabulary, a
+ * sequence longer than the model's context), CATTR_ERR_UNSUPPORTED (precision HIGH on a device without bfloat16
+ * products), CATTR_ERR_NONFINITE (naming where a NaN or Inf first appeared), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
+                                 double *token_attr, double *target_logprobs, double *convergence_delta);
 
 /* FeatureAblation over the slots of a text template (Captum's TextTemplateInput): `tmpl` holds n_slots "{}" slots;
  * the prompt fills them with values, and ablating slot i fills it with baselines[i] (NULL: the empty string) instead;
  * every text is tokenized from scratch. Writes seq_attr[n_slots] and token_attr[n * n_slots]. Errors: as
  * cattr_llm_attribute, and CATTR_ERR_INVALID_ARGUMENT for a template whose slot count differs from n_slots. */
-cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
                                           const char *const *values, const char *const *baselines, int n_slots,
                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
 

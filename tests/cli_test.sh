@@ -58,7 +58,22 @@ grep -q 'conv1' "$tmp/stdout" && ok || bad "info lacks layer conv1"
 # --- devices, compare, profile --------------------------------------------------------------------------------------
 expect_ok "info --devices" info --devices
 grep -q 'cpu-check' "$tmp/stdout" && ok || bad "info --devices lacks cpu-check"
-expect_ok "explain on cpu-check" explain $model --input $x --target 3 --device cpu-check --output "$tmp/k.npy"
+expect_ok "explain on cpu-check" explain $model --input $x --target 3 --device cpu-check --output "$tmp/k.npy" \
+    --profile "$tmp/kt.json"
+grep -q '"cpu-check"' "$tmp/kt.json" && ok || bad "explain --device cpu-check did not run on cpu-check"
+# --- precision ------------------------------------------------------------------------------------------------------
+expect_exit "precision high in float64" 2 "needs dtype float32" "$tmp/h2.npy" -- explain $model --input $x \
+    --precision high --dtype float64 --output "$tmp/h2.npy"
+expect_exit "precision high on cpu-check" 1 "lacks" "$tmp/h2.npy" -- explain $model --input $x --precision high \
+    --device cpu-check --output "$tmp/h2.npy"
+expect_exit "unknown precision" 2 "--precision must be" "$tmp/h2.npy" -- explain $model --input $x --precision low \
+    --output "$tmp/h2.npy"
+if grep -q avx512_bf16 /proc/cpuinfo 2>/dev/null; then
+    expect_ok "precision high" explain $model --input $x --target 3 --precision high --precision-error --output "$tmp/h.npy"
+    grep -q 'precision high vs highest: max |attribution error|' "$tmp/stderr" && ok || bad "no precision error line"
+else
+    echo "SKIP precision high: this CPU has no AVX-512 BF16"
+fi
 expect_exit "unknown device" 2 "unknown device 'gpu'" "$tmp/k2.npy" -- explain $model --input $x --device gpu --output "$tmp/k2.npy"
 expect_exit "no CUDA in this build" 2 "no CUDA backend" "$tmp/k2.npy" -- explain $model --input $x --device cuda:0 --output "$tmp/k2.npy"
 expect_ok "compare a model" compare $model --input $x --target 3 --layer conv2 --max-rel 1e-12 --json "$tmp/cmp.json"

@@ -142,17 +142,18 @@ static cattr_status sc_llm_load(void *ctx) {
 
 /* A fresh model per run: the plans, explainer and caches a first call makes are part of what must fail cleanly. */
 static cattr_status sc_llm(void *vctx) {
-    const cattr_llm_method *method = vctx;
+    const cattr_method *method = vctx;
     cattr_llm *m = NULL;
     cattr_status st = cattr_llm_load("tests/data/llm/tiny", &m);
-    cattr_llm_params p = cattr_llm_default_params(*method);
+    cattr_attr_params p = cattr_attr_default_params(*method);
     p.n_steps = 4;
     p.n_samples = 3;
     int64_t *ids = NULL, T = 0;
     if (st == CATTR_OK) st = cattr_llm_encode(m, "The capital of France is", &ids, &T);
     int64_t tg[2] = {5, 7};
     double seq[64], tok[128], lp[2], dl[2];
-    if (st == CATTR_OK) st = cattr_llm_attribute(m, &p, ids, T, tg, 2, seq, tok, lp, dl);
+    cattr_llm_call c = cattr_llm_call_make(ids, T, tg, 2);
+    if (st == CATTR_OK) st = cattr_llm_attribute(m, &p, &c, seq, tok, lp, dl);
     free(ids);
     cattr_llm_free(m);
     return st;
@@ -193,11 +194,11 @@ int main(void) {
     cattr_model_free(m);
     sweep("llm load", sc_llm_load, "tests/data/llm/tiny", 300);
     static const struct {
-        cattr_llm_method m;
+        cattr_method m;
         const char *name;
-    } lms[] = {{CATTR_LLM_LAYER_IG, "explain-llm layer-ig"},
-               {CATTR_LLM_FEATURE_ABLATION, "explain-llm feature-ablation"},
-               {CATTR_LLM_KERNEL_SHAP, "explain-llm kernel-shap"}};
+    } lms[] = {{CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, "explain-llm layer-ig"},
+               {CATTR_METHOD_FEATURE_ABLATION, "explain-llm feature-ablation"},
+               {CATTR_METHOD_KERNEL_SHAP, "explain-llm kernel-shap"}};
     for (size_t i = 0; i < sizeof lms / sizeof *lms; i++) sweep(lms[i].name, sc_llm, (void *)&lms[i].m, 400);
     remove("/tmp/cattr_alloc_fail.safetensors");
     if (g_failures) {

@@ -101,6 +101,40 @@ int main(void) {
         }
     }
 
+    /* precision "high": bfloat16 inputs to the Gemm layers (the convolutions stay exact); refused in float64 and on a
+     * device without bfloat16 products */
+    if (x && ref) {
+        cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
+        p.precision = CATTR_PRECISION_HIGH;
+        cattr_explainer *e = NULL;
+        st = cattr_explainer_new(m, &p, &e);
+        if (st == CATTR_ERR_UNSUPPORTED) {
+            printf("SKIP precision high: %s\n", cattr_last_error());
+        } else {
+            CHECK(st == CATTR_OK, "precision high explainer: %s", cattr_last_error());
+            const cattr_tensor *in[1] = {x};
+            cattr_tensor *a = NULL;
+            CHECK(cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, &a, NULL) == CATTR_OK, "high: %s",
+                  cattr_last_error());
+            if (a) {
+                double err = rel_err(a, ref);
+                printf("precision high: IG rel err %.3e against the float64 reference\n", err);
+                CHECK(err > 1e-5 && err < 3e-2, "precision high: rel err %g (bfloat16 products expected)", err);
+            }
+            cattr_tensor_free(a);
+        }
+        cattr_explainer_free(e);
+        e = NULL;
+        p.dtype = CATTR_FLOAT64;
+        CHECK(cattr_explainer_new(m, &p, &e) == CATTR_ERR_INVALID_ARGUMENT && !e, "high with float64 refused");
+        p.dtype = CATTR_FLOAT32;
+        p.device = "cpu-check";
+        CHECK(cattr_explainer_new(m, &p, &e) == CATTR_ERR_UNSUPPORTED && !e, "high on cpu-check refused");
+        p.precision = (cattr_precision)7;
+        p.device = NULL;
+        CHECK(cattr_explainer_new(m, &p, &e) == CATTR_ERR_INVALID_ARGUMENT && !e, "unknown precision refused");
+    }
+
     /* API errors */
     cattr_explainer *e = NULL;
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);

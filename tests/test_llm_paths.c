@@ -39,15 +39,16 @@ int main(void) {
     enum { T = 40, N = 3 };
     int64_t prompt[T], tg[N] = {7, 9, 13};
     for (int i = 0; i < T; i++) prompt[i] = (i * 37) % 200 + 3;
+    cattr_llm_call all = cattr_llm_call_make(prompt, T, tg, N);
 
     /* FeatureAblation: prefix reuse (one ragged pass at this length), full sequences, one forward per sequence, and
      * prefix reuse in passes of at most 4 sequences' positions (several ragged passes) */
     double seq[4][T], tok[4][N * T], lp[4][N];
     for (int v = 0; v < 4; v++) {
-        cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_FEATURE_ABLATION);
+        cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
         p.no_prefix_cache = v == 1 || v == 2;
         p.perturbations_per_eval = v == 2 ? 1 : v == 3 ? 4 : 0;
-        CHECK(cattr_llm_attribute(m, &p, prompt, T, tg, N, seq[v], tok[v], lp[v], NULL) == CATTR_OK, "FA %d: %s", v,
+        CHECK(cattr_llm_attribute(m, &p, &all, seq[v], tok[v], lp[v], NULL) == CATTR_OK, "FA %d: %s", v,
               cattr_last_error());
     }
     double scale = max_abs(tok[1], N * T);
@@ -64,17 +65,18 @@ int main(void) {
     CHECK(max_diff(lp[0], lp[1], N) <= tol, "target log-probabilities differ");
 
     /* LayerIG: three targets in one pass vs one call per target token with the earlier targets appended */
-    cattr_llm_params ig = cattr_llm_default_params(CATTR_LLM_LAYER_IG);
+    cattr_attr_params ig = cattr_attr_default_params(CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS);
     ig.n_steps = 16;
     double s_all[T], t_all[N * T], d_all[N], lp_all[N];
-    CHECK(cattr_llm_attribute(m, &ig, prompt, T, tg, N, s_all, t_all, lp_all, d_all) == CATTR_OK, "IG: %s",
+    CHECK(cattr_llm_attribute(m, &ig, &all, s_all, t_all, lp_all, d_all) == CATTR_OK, "IG: %s",
           cattr_last_error());
     /* row k of a call over targets 0..k scores sequences of length T + k (no tokens after the scored position),
      * row k of the call over all N targets sequences of length T + N - 1: causality makes them equal */
     double worst = 0, mag = max_abs(t_all, N * T);
     for (int k = 0; k < N; k++) {
         double s1[T], t1[N * T], d1[N], lp1[N];
-        CHECK(cattr_llm_attribute(m, &ig, prompt, T, tg, k + 1, s1, t1, lp1, d1) == CATTR_OK, "IG k=%d: %s", k,
+        cattr_llm_call ck = cattr_llm_call_make(prompt, T, tg, k + 1);
+        CHECK(cattr_llm_attribute(m, &ig, &ck, s1, t1, lp1, d1) == CATTR_OK, "IG k=%d: %s", k,
               cattr_last_error());
         worst = fmax(worst, max_diff(t1 + k * T, t_all + k * T, T));
         CHECK(fabs(d1[k] - d_all[k]) <= 1e-4 + 1e-4 * fabs(d1[k]), "delta of target %d: %g vs %g", k, d1[k], d_all[k]);
@@ -83,7 +85,7 @@ int main(void) {
     /* the target log-probabilities of an IG call come from its convergence delta's forward pass at the inputs;
      * without a delta from a forward pass of their own; FeatureAblation's from its unablated row: all the same */
     double lp_nd[N], s_nd[T], t_nd[N * T];
-    CHECK(cattr_llm_attribute(m, &ig, prompt, T, tg, N, s_nd, t_nd, lp_nd, NULL) == CATTR_OK, "IG without delta: %s",
+    CHECK(cattr_llm_attribute(m, &ig, &all, s_nd, t_nd, lp_nd, NULL) == CATTR_OK, "IG without delta: %s",
           cattr_last_error());
     CHECK(max_diff(lp_all, lp_nd, N) <= 1e-5, "IG log-probs with and without the delta differ by %.2e",
           max_diff(lp_all, lp_nd, N));
@@ -94,10 +96,10 @@ int main(void) {
     for (int k = 0; k < N; k++) CHECK(isfinite(d_all[k]) && fabs(d_all[k]) < 0.5, "delta %d = %g", k, d_all[k]);
 
     /* precision high */
-    cattr_llm_params hi = ig;
+    cattr_attr_params hi = ig;
     hi.precision = CATTR_PRECISION_HIGH;
     double s_hi[T], t_hi[N * T], d_hi[N], lp_hi[N];
-    cattr_status st = cattr_llm_attribute(m, &hi, prompt, T, tg, N, s_hi, t_hi, lp_hi, d_hi);
+    cattr_status st = cattr_llm_attribute(m, &hi, &all, s_hi, t_hi, lp_hi, d_hi);
     if (st == CATTR_ERR_UNSUPPORTED) {
         printf("precision high: not available on this CPU (%s)\n", cattr_last_error());
     } else {
@@ -108,7 +110,7 @@ int main(void) {
         CHECK(e <= 0.05 * sm, "bfloat16 error above 5%% of the attributions");
         CHECK(max_diff(lp_hi, lp_all, N) <= 0.05, "bfloat16 log-prob error above 0.05");
         hi.dtype = CATTR_FLOAT64;
-        CHECK(cattr_llm_attribute(m, &hi, prompt, T, tg, N, s_hi, t_hi, lp_hi, d_hi) == CATTR_ERR_INVALID_ARGUMENT,
+        CHECK(cattr_llm_attribute(m, &hi, &all, s_hi, t_hi, lp_hi, d_hi) == CATTR_ERR_INVALID_ARGUMENT,
               "high with float64 must be refused");
     }
     cattr_llm_free(m);

@@ -36,6 +36,8 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     cg_rules_default(&e->rules);
     cattr_status st = p->device ? cx_backend_by_name(p->device, &e->be) : cx_model_backend(model, &e->be);
     e->p.device = NULL; /* borrowed for this call only; e->be keeps the choice */
+    if (st == CATTR_OK) st = cx_model_with_precision(model, p->precision, p->dtype, e->be, &e->own_model);
+    if (e->own_model) e->m = e->own_model;
     if (st == CATTR_OK && e->method->init) st = e->method->init(e);
     if (st == CATTR_OK) st = cx_consts_new(e->be, p->dtype, &e->consts);
     if (st != CATTR_OK) {
@@ -56,6 +58,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     free(e->alphas);
     free(e->steps);
     free(e->fx);
+    cattr_model_free(e->own_model);
     free(e);
 }
 

@@ -18,7 +18,8 @@
 typedef struct cx_method cx_method;
 
 struct cattr_explainer {
-    const cattr_model *m;
+    const cattr_model *m; /* the caller's model, or own_model */
+    cattr_model *own_model; /* the model at params.precision when it is not the highest (cx_model_with_precision) */
     cattr_attr_params p;
     const cx_method *method;
     cg_rules rules; /* backward rules of the gradient graph (set by the method's init) */

@@ -26,11 +26,10 @@ struct cattr_llm {
                               * and compute dtype, uploaded on first use */
     /* kept between calls so that repeated attributions reuse their plans and working memory */
     int prec;                  /* precision of the current call: 0 highest, 1 high (bfloat16 projections) */
-    cattr_model *hi_model;     /* the decoder with bfloat16 projections (borrowed weights), built on first use */
-    cattr_model *pos_model[2]; /* per precision: the decoder scored at given positions, for the gradients */
+    cattr_model *hi_model;     /* the decoder at precision "high" (cx_model_with_precision), built on first use */
+    cattr_model *pos_model;    /* the decoder scored at given positions, for the gradients */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
-    int ge_prec;
     /* forward plans by shape (kind, rows, length, prefix, dtype), least recently used evicted */
     struct {
         cx_plan *p;
@@ -119,10 +118,8 @@ void cattr_llm_free(cattr_llm *m) {
     if (!m) return;
     /* the plans and the rebuilt graphs first: they borrow the model's weights */
     drop_device_state(m);
-    for (int i = 0; i < 2; i++) {
-        cattr_model_free(m->pos_model[i]);
-        cg_free(m->cached[i]);
-    }
+    cattr_model_free(m->pos_model);
+    for (int i = 0; i < 2; i++) cg_free(m->cached[i]);
     cattr_model_free(m->hi_model);
     cattr_model_free(m->model);
     cx_tokenizer_free(m->tok);
@@ -155,17 +152,15 @@ int64_t cattr_llm_pad_token(const cattr_llm *m) {
     return t >= 0 ? t : cattr_llm_eos_token(m);
 }
 
-cattr_llm_params cattr_llm_default_params(cattr_llm_method method) {
-    cattr_llm_params p;
-    memset(&p, 0, sizeof p);
-    p.method = method;
-    p.dtype = CATTR_FLOAT32;
-    p.n_steps = 50;
-    p.quadrature = CATTR_QUAD_GAUSS_LEGENDRE;
-    p.baseline_token = -1;
-    p.n_samples = 25;
-    p.lime_alpha = 0.01;
-    return p;
+cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64_t *target, int64_t n) {
+    cattr_llm_call c;
+    memset(&c, 0, sizeof c);
+    c.prompt = prompt;
+    c.n_prompt = T;
+    c.target = target;
+    c.n_target = n;
+    c.baseline_token = -1;
+    return c;
 }
 
 /* Embeddings of ids [R, L] as a float32 tensor [R, L, H]. */
@@ -232,11 +227,7 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
     int64_t nl = m->cfg.num_hidden_layers;
     int n_outs = kv ? (int)(1 + 2 * nl) : 1, nd = 3;
     const cattr_model *model = m->model;
-    if (m->prec && !m->hi_model) {
-        cx_decoder_opts ho = {.ids_input = false, .all_logits = false, .pos_input = false, .bf16_matmul = true};
-        st = cx_decoder_rebuild(m->model, &m->cfg, &ho, &m->hi_model);
-    }
-    if (m->prec) model = m->hi_model;
+    if (m->prec) model = m->hi_model; /* made by set_precision */
     int *outs = malloc((size_t)n_outs * sizeof *outs);
     void **dst = malloc((size_t)n_outs * sizeof *dst);
     if (st == CATTR_OK && (!outs || !dst)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -275,7 +266,7 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
 
 /* The activation budget of the language-model paths: max_memory, else a quarter of the free RAM but at most 896 MiB
  * (GEMM efficiency saturates well below that, and the process stays near the size of its weights). */
-static size_t llm_budget(const cattr_llm_params *lp) {
+static size_t llm_budget(const cattr_attr_params *lp) {
     if (lp->max_memory) return lp->max_memory;
     size_t b = cx_avail_memory() / 4, cap = (size_t)896 << 20;
     return b < cap ? b : cap;
@@ -283,7 +274,7 @@ static size_t llm_budget(const cattr_llm_params *lp) {
 
 /* Forward rows per pass: the perturbation batches are cut to the memory budget (or perturbations_per_eval). The
  * forward arena of a pass over `pos` positions is about pos times that of one position. */
-static int64_t rows_per_pass(cattr_llm *m, const cattr_llm_params *lp, int64_t R, int64_t L) {
+static int64_t rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t R, int64_t L) {
     if (lp->perturbations_per_eval > 0) return lp->perturbations_per_eval < R ? lp->perturbations_per_eval : R;
     size_t budget = llm_budget(lp);
     /* per position: the residual stream, the MLP's two projections and their product, q/k/v, in the compute dtype
@@ -318,13 +309,17 @@ static cattr_status forward_logprobs_chunked(cattr_llm *m, cattr_dtype dt, const
  * (i < T) replaced by b. One pass over seq returns every layer's keys and values; then the rows that ablate
  * positions p0..p1-1 run only positions p0..L-1, attending to the prefix 0..p0-1 from that pass. Blocks hold about
  * `target` positions (rows x suffix length) per pass. */
-static cattr_status ablation_prefix(cattr_llm *m, const cattr_llm_params *lp, const int64_t *seq, int64_t T, int64_t L,
+static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, const int64_t *seq, int64_t T, int64_t L,
                                     int64_t b, int64_t y, double *f) {
     cattr_dtype dt = lp->dtype;
     size_t es = cattr_dtype_size(dt);
     int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
     cg_graph **cg = &m->cached[m->prec];
-    if (!*cg) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, m->prec != 0, cg));
+    if (!m->cached[0]) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached[0]));
+    if (!*cg) { /* precision "high": the same graph with its projections flagged */
+        if (!(*cg = cg_clone(m->cached[0]))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        cg_mark_bf16(*cg);
+    }
     int64_t budget_rows = rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */
     /* ~256 positions per pass: GEMMs near their peak rate, and little recomputation of positions before the
      * ablated token within a block */
@@ -436,10 +431,11 @@ static cattr_status check_ids(const cattr_llm *m, const int64_t *ids, int64_t n,
  * T + n - 1) scored at position T - 1 + k for token target[k]. The model is causal, so positions after T - 1 + k do
  * not change that score: this is Captum's one call per target token (sequence prompt + target[0..k-1]) in one
  * batch. The explainer chunks the n x steps rows to the memory budget. */
-static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
-                                  const int64_t *tg, int64_t n, double *token_attr, double *delta, double *logprobs,
-                                  bool *have_logprobs) {
-    bool ig = lp->method == CATTR_LLM_LAYER_IG;
+static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
+                                  double *token_attr, double *delta, double *logprobs, bool *have_logprobs) {
+    const int64_t *ids = lc->prompt, *tg = lc->target;
+    int64_t T = lc->n_prompt, n = lc->n_target;
+    bool ig = lp->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS;
     cattr_attr_params p = cattr_attr_default_params(ig ? CATTR_METHOD_INTEGRATED_GRADIENTS : CATTR_METHOD_INPUT_X_GRADIENT);
     p.dtype = lp->dtype;
     p.n_steps = lp->n_steps;
@@ -450,18 +446,17 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
     p.device = m->be->name;
-    cattr_model **pm = &m->pos_model[m->prec];
-    if (!*pm) {
-        cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true, .bf16_matmul = m->prec != 0};
-        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, pm));
+    p.precision = lp->precision; /* the explainer makes the bfloat16 form of the model */
+    if (!m->pos_model) {
+        cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->pos_model));
     }
     cattr_attr_params cmp = p; /* the budget may change between calls without a new explainer */
     cmp.max_memory = m->gp.max_memory;
-    if (!m->ge || m->ge_prec != m->prec || memcmp(&m->gp, &cmp, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
+    if (!m->ge || memcmp(&m->gp, &cmp, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
         cattr_explainer_free(m->ge);
         m->ge = NULL;
-        CX_CHECK(cattr_explainer_new(*pm, &p, &m->ge));
-        m->ge_prec = m->prec;
+        CX_CHECK(cattr_explainer_new(m->pos_model, &p, &m->ge));
         m->gp = p;
     }
     cattr_explainer *e = m->ge;
@@ -483,7 +478,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
     if (st == CATTR_OK) {
         size_t bytes = (size_t)(L * H) * sizeof(float);
         /* the baseline embedding of a prompt token: the baseline token's, or zeros */
-        const float *brow = lp->baseline_token >= 0 ? (const float *)m->E->data + lp->baseline_token * H : NULL;
+        const float *brow = lc->baseline_token >= 0 ? (const float *)m->E->data + lc->baseline_token * H : NULL;
         for (int64_t k = 0; k < n; k++) {
             memcpy((float *)ein->data + k * L * H, one->data, bytes);
             if (base) {
@@ -529,10 +524,12 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_llm_params *lp, cons
 
 /* ---- perturbations over prompt tokens (float32 accumulation, as Captum's LLMAttribution) ---------------------------- */
 
-static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const int64_t *ids, int64_t T,
-                                 const int64_t *tg, int64_t n, double *token_attr, double *seq_attr, double *lp0) {
-    bool svs = lp->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING;
-    int64_t b = lp->baseline_token >= 0 ? lp->baseline_token : cattr_llm_pad_token(m);
+static cattr_status perturb_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
+                                 double *token_attr, double *seq_attr, double *lp0) {
+    const int64_t *ids = lc->prompt, *tg = lc->target;
+    int64_t T = lc->n_prompt, n = lc->n_target;
+    bool svs = lp->method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING;
+    int64_t b = lc->baseline_token >= 0 ? lc->baseline_token : cattr_llm_pad_token(m);
     if (b < 0 || b >= m->cfg.vocab_size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no valid baseline token (%lld)", (long long)b);
     if (svs && lp->n_samples < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %d)", lp->n_samples);
     cattr_dtype dt = lp->dtype;
@@ -545,7 +542,7 @@ static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const
     cx_rng_init(&rng, lp->seed, 0x5356u);
     for (int64_t s = 0; s < S && st == CATTR_OK; s++) {
         if (svs) {
-            if (lp->permutations) memcpy(perm, lp->permutations + s * T, (size_t)T * sizeof *perm);
+            if (lc->permutations) memcpy(perm, lc->permutations + s * T, (size_t)T * sizeof *perm);
             else cx_rng_permutation(&rng, T, perm);
             for (int64_t i = 0; i < T; i++)
                 if (perm[i] < 0 || perm[i] >= T)
@@ -599,18 +596,20 @@ static cattr_status perturb_attr(cattr_llm *m, const cattr_llm_params *lp, const
 /* ---- Lime and KernelShap over prompt tokens (shared/golden/llm/README.md 7.2) ---------------------------------------- */
 
 /* The next recorded draw of `role` (others skipped), or NULL without draws. */
-static const cattr_tensor *next_draw(const cattr_llm_params *p, int *at, const char *role) {
-    while (*at < p->n_draws) {
+static const cattr_tensor *next_draw(const cattr_llm_call *c, int *at, const char *role) {
+    while (*at < c->n_draws) {
         int k = (*at)++;
-        if (p->draw_roles && p->draw_roles[k] && !strcmp(p->draw_roles[k], role)) return p->draws[k];
+        if (c->draw_roles && c->draw_roles[k] && !strcmp(c->draw_roles[k], role)) return c->draws[k];
     }
     return NULL;
 }
 
-static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, const int64_t *ids, int64_t T,
-                                   const int64_t *tg, int64_t n, double *seq_attr) {
-    bool ks = p->method == CATTR_LLM_KERNEL_SHAP;
-    int64_t S = p->n_samples, M = T, b = p->baseline_token >= 0 ? p->baseline_token : cattr_llm_pad_token(m);
+static cattr_status surrogate_attr(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *lc,
+                                   double *seq_attr) {
+    const int64_t *ids = lc->prompt, *tg = lc->target;
+    int64_t T = lc->n_prompt, n = lc->n_target;
+    bool ks = p->method == CATTR_METHOD_KERNEL_SHAP;
+    int64_t S = p->n_samples, M = T, b = lc->baseline_token >= 0 ? lc->baseline_token : cattr_llm_pad_token(m);
     if (S < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %lld)", (long long)S);
     if (b < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no baseline token");
     unsigned char *Z = calloc((size_t)(S * M), 1);
@@ -624,12 +623,12 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
     for (int64_t r = 0; r < S && st == CATTR_OK; r++) { /* the samples, in Captum's draw order */
         unsigned char *z = Z + r * M;
         if (!ks) {
-            const cattr_tensor *d = next_draw(p, &at, "lime_sample");
+            const cattr_tensor *d = next_draw(lc, &at, "lime_sample");
             for (int64_t i = 0; i < M; i++) z[i] = d ? cx_tensor_get(d, i) != 0 : cx_rng_uniform(&rng) < 0.5;
         } else if (r < 2) {
             memset(z, r == 0, (size_t)M);
         } else {
-            const cattr_tensor *dk = next_draw(p, &at, "ks_num_selected"), *ds = next_draw(p, &at, "ks_scores");
+            const cattr_tensor *dk = next_draw(lc, &at, "ks_num_selected"), *ds = next_draw(lc, &at, "ks_scores");
             int64_t k;
             if (dk && ds) {
                 k = (int64_t)cx_tensor_get(dk, 0);
@@ -704,25 +703,18 @@ static cattr_status surrogate_attr(cattr_llm *m, const cattr_llm_params *p, cons
     return st;
 }
 
-/* Sets the device and the precision of this call (see cattr_llm_params). */
-static cattr_status set_precision(cattr_llm *m, const cattr_llm_params *p) {
+/* Sets the device and the precision of this call (params.device, params.precision). */
+static cattr_status set_precision(cattr_llm *m, const cattr_attr_params *p) {
     CX_CHECK(use_device(m, p->device));
-    if (p->precision != CATTR_PRECISION_HIGHEST && p->precision != CATTR_PRECISION_HIGH)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown precision %d", (int)p->precision);
-    if (p->precision == CATTR_PRECISION_HIGH) {
-        if (p->dtype != CATTR_FLOAT32)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "precision 'high' (bfloat16 matmul inputs) needs dtype float32");
-        if (!m->be->has_cap || !m->be->has_cap(m->be->ctx, CX_CAP_BF16_GEMM))
-            return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs bfloat16 products, which device '%s' lacks "
-                                                  "(on the CPU: AVX-512 BF16); use 'highest'", m->be->name);
-    }
+    CX_CHECK(cx_precision_check(p->precision, p->dtype, m->be));
+    if (p->precision == CATTR_PRECISION_HIGH && !m->hi_model)
+        CX_CHECK(cx_model_with_precision(m->model, p->precision, p->dtype, m->be, &m->hi_model));
     m->prec = p->precision == CATTR_PRECISION_HIGH;
     return CATTR_OK;
 }
 
-static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
-                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
-                                  double *target_logprobs, double *convergence_delta);
+static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
+                                  double *token_attr, double *target_logprobs, double *convergence_delta);
 
 /* The first NaN or Inf among n values named `what` (k: its index), else CATTR_OK. */
 static cattr_status finite_values(const double *v, int64_t n, const char *what) {
@@ -732,32 +724,45 @@ static cattr_status finite_values(const double *v, int64_t n, const char *what) 
     return CATTR_OK;
 }
 
-cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
-                                 const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
-                                 double *target_logprobs, double *convergence_delta) {
-    cattr_status st = llm_attribute(m, p, prompt, T, target, n, seq_attr, token_attr, target_logprobs,
-                                    convergence_delta);
+cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
+                                 double *token_attr, double *target_logprobs, double *convergence_delta) {
+    cattr_status st = llm_attribute(m, p, c, seq_attr, token_attr, target_logprobs, convergence_delta);
     if (st != CATTR_OK) return st;
-    bool surrogate = p->method == CATTR_LLM_LIME || p->method == CATTR_LLM_KERNEL_SHAP; /* no token_attr: NaN */
+    int64_t T = c->n_prompt, n = c->n_target;
+    bool surrogate = p->method == CATTR_METHOD_LIME || p->method == CATTR_METHOD_KERNEL_SHAP; /* no token_attr: NaN */
     st = finite_values(seq_attr, T, "seq_attr");
     if (st == CATTR_OK && !surrogate) st = finite_values(token_attr, n * T, "token_attr");
     if (st == CATTR_OK) st = finite_values(target_logprobs, n, "target log-probability");
-    if (st == CATTR_OK && p->method == CATTR_LLM_LAYER_IG) st = finite_values(convergence_delta, n, "convergence delta");
+    if (st == CATTR_OK && p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
+        st = finite_values(convergence_delta, n, "convergence delta");
     if (st == CATTR_OK) return CATTR_OK;
     /* a NaN or Inf in a result is an error naming where it first appeared: run again with every pass checked */
     char found[1024];
     snprintf(found, sizeof found, "%s", cattr_last_error());
     m->diagnose = true;
-    st = llm_attribute(m, p, prompt, T, target, n, seq_attr, token_attr, target_logprobs, convergence_delta);
+    st = llm_attribute(m, p, c, seq_attr, token_attr, target_logprobs, convergence_delta);
     m->diagnose = false;
     return cx_diagnosis(st, found);
 }
 
-static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const int64_t *prompt, int64_t T,
-                                  const int64_t *target, int64_t n, double *seq_attr, double *token_attr,
-                                  double *target_logprobs, double *convergence_delta) {
-    if (!m || !p || !prompt || !target || !seq_attr || !token_attr)
+/* The methods of cattr_llm_attribute. */
+static bool llm_method(cattr_method k) {
+    return k == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || k == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION ||
+           k == CATTR_METHOD_FEATURE_ABLATION || k == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || k == CATTR_METHOD_LIME ||
+           k == CATTR_METHOD_KERNEL_SHAP;
+}
+
+static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
+                                  double *token_attr, double *target_logprobs, double *convergence_delta) {
+    if (!m || !p || !c || !c->prompt || !c->target || !seq_attr || !token_attr)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute: NULL argument");
+    if (!llm_method(p->method))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
+                       "method %s does not attribute language models; use layer-integrated-gradients, "
+                       "layer-gradient-x-activation, feature-ablation, shapley-value-sampling, lime or kernel-shap",
+                       cattr_method_name(p->method));
+    const int64_t *prompt = c->prompt, *target = c->target;
+    int64_t T = c->n_prompt, n = c->n_target;
     m->budget_warned = false;
     if (T < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt is empty");
     if (n < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the target is empty");
@@ -769,31 +774,29 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_llm_params *p, const
     CX_CHECK(check_ids(m, prompt, T, "prompt"));
     CX_CHECK(check_ids(m, target, n, "target"));
     CX_CHECK(set_precision(m, p));
-    if (p->baseline_token >= m->cfg.vocab_size)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline token %lld is outside the vocabulary", (long long)p->baseline_token);
+    if (c->baseline_token >= m->cfg.vocab_size)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline token %lld is outside the vocabulary", (long long)c->baseline_token);
     cattr_status st;
-    if (p->method == CATTR_LLM_LAYER_IG || p->method == CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION) {
+    if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || p->method == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION) {
         bool have = false;
-        st = gradient_attr(m, p, prompt, T, target, n, token_attr, convergence_delta, target_logprobs, &have);
+        st = gradient_attr(m, p, c, token_attr, convergence_delta, target_logprobs, &have);
         if (have) target_logprobs = NULL; /* already written */
         for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
             double s = 0;
             for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * T + i]);
             seq_attr[i] = s;
         }
-    } else if (p->method == CATTR_LLM_LIME || p->method == CATTR_LLM_KERNEL_SHAP) {
-        st = surrogate_attr(m, p, prompt, T, target, n, seq_attr);
+    } else if (p->method == CATTR_METHOD_LIME || p->method == CATTR_METHOD_KERNEL_SHAP) {
+        st = surrogate_attr(m, p, c, seq_attr);
         for (int64_t i = 0; i < n * T; i++) token_attr[i] = NAN; /* Captum returns no token_attr here */
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
-    } else if (p->method == CATTR_LLM_FEATURE_ABLATION || p->method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING) {
-        bool fa = p->method == CATTR_LLM_FEATURE_ABLATION;
-        st = perturb_attr(m, p, prompt, T, target, n, token_attr, seq_attr, fa ? target_logprobs : NULL);
+    } else {
+        bool fa = p->method == CATTR_METHOD_FEATURE_ABLATION;
+        st = perturb_attr(m, p, c, token_attr, seq_attr, fa ? target_logprobs : NULL);
         if (fa) target_logprobs = NULL; /* row 0 of every batch was the real sequence: already written */
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
-    } else {
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown LLM method %d", (int)p->method);
     }
     if (st == CATTR_OK && target_logprobs) { /* f_k at the real prompt */
         int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
@@ -858,11 +861,11 @@ static cattr_status text_logprobs(cattr_llm *m, cattr_dtype dt, const char *text
     return st;
 }
 
-static cattr_status llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
                                            const char *const *values, const char *const *baselines, int n_slots,
                                            const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
 
-cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
                                           const char *const *values, const char *const *baselines, int n_slots,
                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
     cattr_status st = llm_attribute_template(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
@@ -878,11 +881,14 @@ cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_llm_params *
     return cx_diagnosis(st, found);
 }
 
-static cattr_status llm_attribute_template(cattr_llm *m, const cattr_llm_params *p, const char *tmpl,
+static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
                                            const char *const *values, const char *const *baselines, int n_slots,
                                            const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
     if (!m || !p || !tmpl || !values || !target || !seq_attr || !token_attr || n_slots < 1 || n < 1)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: bad arguments");
+    if (p->method != CATTR_METHOD_FEATURE_ABLATION)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a text template is attributed with feature-ablation only (got %s)",
+                       cattr_method_name(p->method));
     CX_CHECK(check_ids(m, target, n, "target"));
     CX_CHECK(set_precision(m, p));
     double *f0 = malloc((size_t)n * sizeof *f0), *fi = malloc((size_t)n * sizeof *fi);

@@ -151,8 +151,17 @@ static cattr_status r_gemm(cg_graph *g, int ni, int gy, const bool *need, int *g
     cg_attrs a = cg_attrs_default();
     a.alpha = nd.a.alpha;
     if (need[0]) {
-        if (!ta) { a.trans_a = 0; a.trans_b = !tb; gx[0] = EMIT(CG_GEMM, &a, gy, B); }
-        else { a.trans_a = tb; a.trans_b = 1; gx[0] = EMIT(CG_GEMM, &a, B, gy); }
+        if (!ta) {
+            a.trans_a = 0;
+            a.trans_b = !tb;
+            a.bf16 = nd.a.bf16; /* the input gradient at the forward's precision */
+            gx[0] = EMIT(CG_GEMM, &a, gy, B);
+            a.bf16 = 0;
+        } else {
+            a.trans_a = tb;
+            a.trans_b = 1;
+            gx[0] = EMIT(CG_GEMM, &a, B, gy);
+        }
     }
     if (need[1]) {
         if (!tb) { a.trans_a = !ta; a.trans_b = 0; gx[1] = EMIT(CG_GEMM, &a, A, gy); }
@@ -193,8 +202,10 @@ static cattr_status r_matmul(cg_graph *g, int ni, int gy, const bool *need, int 
             gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MUL, NULL, EMIT(CG_UNSQUEEZE, &ua, gy), nd.in[1]), nd.in[0]);
         } else {
             a.trans_b = 1;
+            a.bf16 = nd.a.bf16;
             gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &a, gy, nd.in[1]), nd.in[0]);
             a.trans_b = 0;
+            a.bf16 = 0;
         }
     }
     if (need[1]) {

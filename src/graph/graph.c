@@ -137,6 +137,20 @@ int cg_find_value(const cg_graph *g, const char *name) {
     return -1;
 }
 
+int cg_mark_bf16(cg_graph *g) {
+    int n = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        cg_node *nd = &g->nodes[i];
+        if ((nd->op != CG_MATMUL && nd->op != CG_GEMM) || nd->n_in < 2 || nd->in[1] < 0) continue;
+        const cg_value *w = &g->vals[nd->in[1]];
+        if (w->kind != CG_VAL_CONST || !w->data || w->data->ndim != 2 || w->data->dtype == CATTR_INT64) continue;
+        if (nd->a.trans_a || nd->a.keep_precision) continue;
+        nd->a.bf16 = 1;
+        n++;
+    }
+    return n;
+}
+
 cg_graph *cg_clone(const cg_graph *g) {
     cg_graph *c = cg_new();
     if (!c) return NULL;

@@ -111,7 +111,8 @@ typedef struct cg_attrs {
     int count_include_pad;
     int allowzero;
     int fuse_relu; /* set by the planner only: apply ReLU to the result (a fused Relu node) */
-    int bf16;      /* MatMul by a constant 2-D weight: bfloat16 inputs, float32 accumulation (precision "high") */
+    int bf16;      /* MatMul/Gemm by a constant 2-D weight: bfloat16 inputs, float32 accumulation (precision "high") */
+    int keep_precision; /* set by a loader: cg_mark_bf16 leaves this product at full precision (an LLM's output head) */
     int n_ints;
     int64_t ints[CG_MAX_INTS];
 } cg_attrs;
@@ -154,6 +155,11 @@ cg_graph *cg_new(void);
 void cg_free(cg_graph *g);
 /* Deep copy of the structure; constants are shared (borrowed, not owned) by the copy. NULL on allocation failure. */
 cg_graph *cg_clone(const cg_graph *g);
+
+/* Precision "high": flags every MatMul and Gemm whose second operand is a constant 2-D float weight (and whose first
+ * is not transposed, and which the loader did not mark keep_precision) for bfloat16 products with float32
+ * accumulation. Returns the number of products flagged. */
+int cg_mark_bf16(cg_graph *g);
 
 /* Adds a graph input called `name`; returns its value id, or -1 on allocation failure. */
 int cg_add_input(cg_graph *g, const char *name);

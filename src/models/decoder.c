@@ -12,7 +12,6 @@ typedef struct {
     cg_graph *g;
     const cg_graph *src; /* borrow the weights from this graph (else load them from w) */
     cx_hf_weights *w;
-    bool bf16; /* flag the layers' projections for bfloat16 GEMM */
     cattr_status st;
     char name[256];
 } builder;
@@ -60,7 +59,6 @@ static int node(builder *b, cg_op op, const char *name, const int *in, int n, co
 static int linear(builder *b, int x, const char *wname, int64_t out, int64_t in, bool bias, const char *name) {
     cg_attrs a = cg_attrs_default();
     a.trans_b = 1;
-    a.bf16 = b->bf16;
     int w = weight(b, wname, 2, out, in);
     char nm[300];
     snprintf(nm, sizeof nm, "%s/MatMul", name);
@@ -208,6 +206,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
     if (b->st == CATTR_OK) {
         cg_attrs ma = cg_attrs_default();
         ma.trans_b = 1;
+        ma.keep_precision = 1; /* the output head stays at full precision under precision "high" */
         int y;
         if (opts->all_logits) {
             y = NODE(CG_MATMUL, &ma, "logits", x, head);
@@ -220,11 +219,11 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
     }
 }
 
-cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, bool bf16, cg_graph **out) {
+cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, cg_graph **out) {
     *out = NULL;
-    builder bb = {cg_new(), base, NULL, bf16, CATTR_OK, ""};
+    builder bb = {cg_new(), base, NULL, CATTR_OK, ""};
     if (!bb.g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = false, .bf16_matmul = bf16};
+    cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = false};
     build_body(&bb, cfg, &o, true);
     if (bb.st != CATTR_OK) {
         cg_free(bb.g);
@@ -264,7 +263,7 @@ static cattr_model *wrap_model(cg_graph *g, const char *path, const cx_decoder_o
 cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg, const cx_decoder_opts *opts,
                                 cattr_model **out) {
     *out = NULL;
-    builder bb = {cg_new(), base->g, NULL, opts->bf16_matmul, CATTR_OK, ""};
+    builder bb = {cg_new(), base->g, NULL, CATTR_OK, ""};
     if (!bb.g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     build_body(&bb, cfg, opts, false);
     cattr_model *m = bb.st == CATTR_OK ? wrap_model(bb.g, base->path, opts, cfg->hidden_size) : NULL;
@@ -281,7 +280,7 @@ cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr
     *out = NULL;
     cx_hf_config cfg;
     CX_CHECK(cx_hf_config_load(dir, &cfg));
-    builder bb = {cg_new(), NULL, NULL, opts->bf16_matmul, CATTR_OK, ""}, *b = &bb;
+    builder bb = {cg_new(), NULL, NULL, CATTR_OK, ""}, *b = &bb;
     if (!b->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     b->st = cx_hf_weights_open(dir, &b->w);
     const int64_t H = cfg.hidden_size;

@@ -12,7 +12,6 @@ typedef struct cx_decoder_opts {
                         * position, [S, 1, vocab]: what attribution scores) */
     bool pos_input;    /* a second input "positions" int64 [S]: the log-probabilities are taken at position
                         * positions[s] of row s (else at the last position) */
-    bool bf16_matmul;  /* the layers' projections in bfloat16 with float32 accumulation (precision "high") */
 } cx_decoder_opts;
 
 /* The decoder of `base` (a model from cx_decoder_load) rebuilt with other options, borrowing its weights (`base`
@@ -26,12 +25,13 @@ cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg
  * layer l "past.<l>.k" and "past.<l>.v" [L, kv_heads * head_dim] (the rotated keys and values of the full sequence;
  * segment s attends to its first prefix-length rows, then to its own tokens causally); output the
  * log-probabilities at each segment's last token, [1, S, vocab]. Weights are borrowed from `base` (a graph built by
- * cx_decoder_load), which must outlive the result; bf16 flags the projections for precision "high". The prefix's
+ * cx_decoder_load), which must outlive the result. The prefix's
  * keys and values are the values "model.layers.<l>.self_attn.k_rope" and "model.layers.<l>.self_attn.v_proj" of
  * `base`. */
-cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, bool bf16, cg_graph **out);
+cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, cg_graph **out);
 
-/* Builds the model. Weights are converted to float32 once (the mapped pages are released afterwards); a float64
+/* Builds the model (at full precision: cg_mark_bf16 makes the precision "high" form, leaving the output head, which
+ * is marked keep_precision, at full precision). Weights are converted to float32 once (the mapped pages are released afterwards); a float64
  * explainer upcasts them. Values named "hidden.embed", "hidden.layer<i>" and "hidden.final_norm" hold the residual
  * stream. *cfg_out (may be NULL) receives the config. Errors: as cx_hf_config_load / cx_hf_weights_open, and
  * CATTR_ERR_FORMAT for a missing weight or one whose shape does not fit the config (naming it). */

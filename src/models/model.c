@@ -66,6 +66,50 @@ void cattr_model_free(cattr_model *m) {
     free(m);
 }
 
+cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_backend *be) {
+    if (prec != CATTR_PRECISION_HIGHEST && prec != CATTR_PRECISION_HIGH)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown precision %d (0 highest, 1 high)", (int)prec);
+    if (prec == CATTR_PRECISION_HIGHEST) return CATTR_OK;
+    if (dt != CATTR_FLOAT32)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "precision 'high' (bfloat16 matmul inputs) needs dtype float32");
+    if (!be->has_cap || !be->has_cap(be->ctx, CX_CAP_BF16_GEMM))
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs bfloat16 products, which device '%s' lacks "
+                                              "(on the CPU: AVX-512 BF16); use 'highest'", be->name);
+    return CATTR_OK;
+}
+
+cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
+                                     cattr_model **out) {
+    *out = NULL;
+    CX_CHECK(cx_precision_check(prec, dt, be));
+    if (prec == CATTR_PRECISION_HIGHEST) return CATTR_OK;
+    int n_in = m->g->n_inputs;
+    cattr_model *v = calloc(1, sizeof *v);
+    if (v) {
+        v->g = cg_clone(m->g);
+        v->path = cx_strdup(m->path ? m->path : "");
+        v->in_ndim = malloc((size_t)(n_in ? n_in : 1) * sizeof *v->in_ndim);
+        v->in_shape = malloc((size_t)(n_in ? n_in : 1) * sizeof *v->in_shape);
+        v->in_dtype = malloc((size_t)(n_in ? n_in : 1) * sizeof *v->in_dtype);
+    }
+    if (!v || !v->g || !v->path || !v->in_ndim || !v->in_shape || !v->in_dtype) {
+        cattr_model_free(v);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (n_in) {
+        memcpy(v->in_ndim, m->in_ndim, (size_t)n_in * sizeof *v->in_ndim);
+        memcpy(v->in_shape, m->in_shape, (size_t)n_in * sizeof *v->in_shape);
+        memcpy(v->in_dtype, m->in_dtype, (size_t)n_in * sizeof *v->in_dtype);
+    }
+    v->opset = m->opset;
+    v->be = m->be;
+    if (cg_mark_bf16(v->g) == 0)
+        cx_log(CATTR_LOG_WARN, "precision 'high': model '%s' has no MatMul or Gemm by a constant weight; it computes at "
+                               "full precision", m->path ? m->path : "?");
+    *out = v;
+    return CATTR_OK;
+}
+
 int cattr_model_n_inputs(const cattr_model *m) { return m ? m->g->n_inputs : 0; }
 const char *cattr_model_input_name(const cattr_model *m, int i) {
     return m && i >= 0 && i < m->g->n_inputs ? m->g->vals[m->g->inputs[i]].name : NULL;

@@ -27,6 +27,18 @@ cattr_status cx_model_check_input(const cattr_model *m, int i, const cattr_tenso
  * descriptions. Errors: as cattr_model_load_onnx. */
 cattr_status cx_model_load_onnx_buffer(const void *data, size_t size, const char *what, cattr_model **out);
 
+/* CATTR_OK when precision `prec` can run in dtype dt on backend be. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown
+ * precision, HIGH with float64), CATTR_ERR_UNSUPPORTED (HIGH on a device without bfloat16 products). */
+cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_backend *be);
+
+/* The model at precision `prec` on backend `be` for compute dtype dt: *out NULL for CATTR_PRECISION_HIGHEST (use m);
+ * for CATTR_PRECISION_HIGH a new model sharing m's weights (m must outlive it) whose products by constant weights
+ * are flagged for bfloat16 (cg_mark_bf16); a model without such products gets a warning and computes at full
+ * precision. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown precision, HIGH with float64), CATTR_ERR_UNSUPPORTED (a
+ * device without bfloat16 products), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
+                                     cattr_model **out);
+
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }
 

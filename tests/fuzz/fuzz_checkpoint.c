@@ -62,9 +62,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int64_t V = cattr_llm_vocab_size(m);
     int64_t prompt[2] = {0, V > 1 ? 1 : 0}, target[1] = {V > 2 ? 2 : 0};
     double seq[2], tok[2], lp[1];
-    cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION);
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION);
     p.max_memory = (size_t)64 << 20;
-    (void)cattr_llm_attribute(m, &p, prompt, 2, target, 1, seq, tok, lp, NULL);
+    cattr_llm_call c = cattr_llm_call_make(prompt, 2, target, 1);
+    (void)cattr_llm_attribute(m, &p, &c, seq, tok, lp, NULL);
     int64_t *gen = NULL, ng = 0;
     if (cattr_llm_generate(m, CATTR_FLOAT32, prompt, 2, 1, &gen, &ng) == CATTR_OK) free(gen);
     cattr_llm_free(m);

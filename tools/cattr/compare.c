@@ -139,13 +139,17 @@ static int compare_llm(const char *dir, const char *prompt, const char *target, 
         return rc;
     }
     double *r[2] = {malloc((size_t)(n * T + T + 1) * sizeof(double)), malloc((size_t)(n * T + T + 1) * sizeof(double))};
+    static const cattr_method methods[] = {CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION,
+                                           CATTR_METHOD_FEATURE_ABLATION, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING,
+                                           CATTR_METHOD_LIME, CATTR_METHOD_KERNEL_SHAP};
+    cattr_llm_call c = cattr_llm_call_make(ids, T, tg, n);
     for (int mi = 0; mi < 6 && r[0] && r[1]; mi++) {
-        cattr_llm_params p = cattr_llm_default_params((cattr_llm_method)mi);
+        cattr_attr_params p = cattr_attr_default_params(methods[mi]);
         p.dtype = o->dtype;
-        bool seq_only = mi == CATTR_LLM_LIME || mi == CATTR_LLM_KERNEL_SHAP;
+        bool seq_only = methods[mi] == CATTR_METHOD_LIME || methods[mi] == CATTR_METHOD_KERNEL_SHAP;
         for (int k = 0; k < 2 && st == CATTR_OK; k++) {
             p.device = k ? o->cmp->device_b : o->device;
-            st = cattr_llm_attribute(m, &p, ids, T, tg, n, r[k], r[k] + T, NULL, NULL);
+            st = cattr_llm_attribute(m, &p, &c, r[k], r[k] + T, NULL, NULL);
         }
         if (st != CATTR_OK) {
             printf("FAIL %s: %s\n", names[mi], cattr_last_error());

@@ -68,6 +68,9 @@ static void explain_help(FILE *f) {
         "  --max-memory SIZE       memory budget for the IG path, e.g. 512M, 2G (default: 1/4 of free RAM)\n"
         "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --executor E            planned (default) | eager (op by op, for debugging)\n"
+        "  --precision P           highest (default) | high: bfloat16 inputs, float32 sums in the products by\n"
+        "                          constant weights (MatMul, Gemm); float32 and a device with bfloat16 products\n"
+        "  --precision-error       also run at the other precision; print the error of high against highest\n"
         "  --runs N                run the attribution N times; print 'time: first=<s> warm_median=<s>'\n"
         "  --batch-size N          attribute the examples N at a time (a dataset that does not fit in memory at\n"
         "                          once; examples are independent, so only float rounding can differ)\n"
@@ -90,7 +93,7 @@ typedef struct {
     cattr_attr_params p;
     int runs;
     int64_t batch_size;
-    bool heatmap, quiet, no_delta, overlay;
+    bool heatmap, quiet, no_delta, overlay, precision_error;
     const char *sign;
     double outlier_perc;
 } explain_args;
@@ -188,6 +191,13 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             NEED_VALUE();
             if (!cli_device_arg(v)) return CLI_USAGE;
             a->p.device = v;
+        } else if (!strcmp(o, "--precision")) {
+            NEED_VALUE();
+            if (!strcmp(v, "highest")) a->p.precision = CATTR_PRECISION_HIGHEST;
+            else if (!strcmp(v, "high")) a->p.precision = CATTR_PRECISION_HIGH;
+            else return cli_usage_error("--precision must be highest or high, not '%s'", v);
+        } else if (!strcmp(o, "--precision-error")) {
+            a->precision_error = true;
         } else if (!strcmp(o, "--executor")) {
             NEED_VALUE();
             if (!strcmp(v, "planned")) a->p.executor = CATTR_EXEC_PLANNED;
@@ -310,6 +320,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     def.internal_batch_size = a->p.internal_batch_size;
     def.max_memory = a->p.max_memory;
     def.executor = a->p.executor;
+    def.device = a->p.device;
+    def.precision = a->p.precision;
     def.abs = !signed_sal;
     def.multiply_by_inputs = !no_mul;
     def.return_convergence_delta = !a->no_delta;
@@ -797,6 +809,40 @@ int cmd_explain(int argc, char **argv) {
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = cli_error(st, "attribution failed");
+            goto done;
+        }
+    }
+    if (a.precision_error) { /* the same call at the other precision: the error of "high" against "highest" */
+        cattr_attr_params q = a.p;
+        q.precision = a.p.precision == CATTR_PRECISION_HIGH ? CATTR_PRECISION_HIGHEST : CATTR_PRECISION_HIGH;
+        q.progress = NULL;
+        cattr_explainer *e2 = NULL;
+        cattr_tensor *attr2[MAXT] = {0};
+        cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
+                           &tb.t, (const cattr_tensor *const *)add, a.n_add,
+                           a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0, NULL, 0, NULL};
+        bool dist = a.p.method == CATTR_METHOD_DEEPLIFT_SHAP || a.p.method == CATTR_METHOD_GRADIENT_SHAP ||
+                    a.p.draw_baseline_from_distrib;
+        st = cattr_explainer_new(m, &q, &e2);
+        if (st == CATTR_OK) st = run_in_batches(e2, &call, a.batch_size, dist, attr2, NULL);
+        double err = 0, mx = 0;
+        for (int i = 0; st == CATTR_OK && i < MAXT && attr[i] && attr2[i]; i++) {
+            const cattr_tensor *hi = a.p.precision == CATTR_PRECISION_HIGH ? attr[i] : attr2[i];
+            const cattr_tensor *ref = hi == attr[i] ? attr2[i] : attr[i];
+            const float *h = cattr_tensor_data_const(hi), *r = cattr_tensor_data_const(ref); /* float32: HIGH */
+            for (int64_t k = 0; k < cattr_tensor_numel(ref); k++) {
+                double hv = h[k], rv = r[k];
+                err = fmax(err, fabs(hv - rv));
+                mx = fmax(mx, fabs(rv));
+            }
+        }
+        if (st == CATTR_OK)
+            fprintf(stderr, "precision high vs highest: max |attribution error| %.3e (%.3e of max |attribution| %.3e)\n",
+                    err, mx > 0 ? err / mx : 0.0, mx);
+        for (int i = 0; i < MAXT; i++) cattr_tensor_free(attr2[i]);
+        cattr_explainer_free(e2);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "the attribution at the other precision failed");
             goto done;
         }
     }

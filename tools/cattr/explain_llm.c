@@ -131,7 +131,8 @@ static char *token_text(const cattr_llm *m, int64_t id) {
 int cmd_explain_llm(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *target = NULL, *prompt_ids = NULL, *target_ids = NULL, *output = NULL,
                *html = NULL, *baseline = NULL;
-    cattr_llm_params p = cattr_llm_default_params(CATTR_LLM_LAYER_IG);
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS);
+    int64_t baseline_token = -1;
     int max_new = 8, runs = 0, n_slots = 0, n_slot_bases = 0;
     bool precision_error = false;
     bool quiet = false;
@@ -153,13 +154,12 @@ int cmd_explain_llm(int argc, char **argv) {
         } else if (!strcmp(o, "--target-ids")) { NEED(); target_ids = v;
         } else if (!strcmp(o, "--method")) {
             NEED();
-            if (!strcmp(v, "layer-ig") || !strcmp(v, "layer-integrated-gradients")) p.method = CATTR_LLM_LAYER_IG;
-            else if (!strcmp(v, "layer-gradient-x-activation")) p.method = CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION;
-            else if (!strcmp(v, "feature-ablation")) p.method = CATTR_LLM_FEATURE_ABLATION;
-            else if (!strcmp(v, "shapley-value-sampling")) p.method = CATTR_LLM_SHAPLEY_VALUE_SAMPLING;
-            else if (!strcmp(v, "lime")) p.method = CATTR_LLM_LIME;
-            else if (!strcmp(v, "kernel-shap")) p.method = CATTR_LLM_KERNEL_SHAP;
-            else return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
+            int mk = !strcmp(v, "layer-ig") ? CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS : cattr_method_from_name(v);
+            if (mk != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS && mk != CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION &&
+                mk != CATTR_METHOD_FEATURE_ABLATION && mk != CATTR_METHOD_SHAPLEY_VALUE_SAMPLING &&
+                mk != CATTR_METHOD_LIME && mk != CATTR_METHOD_KERNEL_SHAP)
+                return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
+            p.method = (cattr_method)mk;
         } else if (!strcmp(o, "--steps")) {
             NEED();
             if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
@@ -243,7 +243,7 @@ int cmd_explain_llm(int argc, char **argv) {
         if (n_slots < 1) return cli_usage_error("--template needs a --slot value per '{}'");
         if (n_slot_bases && n_slot_bases != n_slots)
             return cli_usage_error("give one --slot-baseline per --slot (%d slots, %d baselines)", n_slots, n_slot_bases);
-        if (p.method != CATTR_LLM_FEATURE_ABLATION) return cli_usage_error("--template works with --method feature-ablation");
+        if (p.method != CATTR_METHOD_FEATURE_ABLATION) return cli_usage_error("--template works with --method feature-ablation");
         static char filled[8192];
         size_t o = 0;
         int k = 0;
@@ -311,9 +311,9 @@ int cmd_explain_llm(int argc, char **argv) {
     }
     if (baseline) {
         long long x;
-        if (!strcmp(baseline, "zeros")) p.baseline_token = -1;
-        else if (!strcmp(baseline, "pad")) p.baseline_token = cattr_llm_pad_token(m);
-        else if (cli_parse_int(baseline, &x) && x >= 0) p.baseline_token = x;
+        if (!strcmp(baseline, "zeros")) baseline_token = -1;
+        else if (!strcmp(baseline, "pad")) baseline_token = cattr_llm_pad_token(m);
+        else if (cli_parse_int(baseline, &x) && x >= 0) baseline_token = x;
         else {
             rc = cli_usage_error("--baseline must be zeros, pad or a token id: '%s'", baseline);
             goto done;
@@ -326,6 +326,8 @@ int cmd_explain_llm(int argc, char **argv) {
     delta = calloc((size_t)n, sizeof *delta);
     int nruns = runs > 0 ? runs : 1;
     times = calloc((size_t)nruns, sizeof *times);
+    cattr_llm_call call = cattr_llm_call_make(ids, T, tg, n);
+    call.baseline_token = baseline_token;
     cli_progress_state prog = {now_s(), false};
     p.progress = cli_progress;
     p.progress_user = &prog;
@@ -337,7 +339,7 @@ int cmd_explain_llm(int argc, char **argv) {
                                               seq, tok);
             for (int64_t k = 0; k < n; k++) lp[k] = delta[k] = NAN;
         } else {
-            st = cattr_llm_attribute(m, &p, ids, T, tg, n, seq, tok, lp, delta);
+            st = cattr_llm_attribute(m, &p, &call, seq, tok, lp, delta);
         }
         times[r] = now_s() - t0;
         if (st != CATTR_OK) {
@@ -346,14 +348,14 @@ int cmd_explain_llm(int argc, char **argv) {
         }
     }
     if (precision_error) { /* the same attribution at the other precision: the error of "high" against "highest" */
-        cattr_llm_params q = p;
+        cattr_attr_params q = p;
         q.precision = p.precision == CATTR_PRECISION_HIGH ? CATTR_PRECISION_HIGHEST : CATTR_PRECISION_HIGH;
         q.progress = NULL;
         double *seq2 = calloc((size_t)T, sizeof *seq2), *tok2 = calloc((size_t)(n * T), sizeof *tok2);
         double *lp2 = calloc((size_t)n, sizeof *lp2), *d2 = calloc((size_t)n, sizeof *d2);
         if (!seq2 || !tok2 || !lp2 || !d2) st = CATTR_ERR_NO_MEMORY;
         else if (tmpl) st = cattr_llm_attribute_template(m, &q, tmpl, slots, n_slot_bases ? slot_bases : NULL, n_slots, tg, n, seq2, tok2);
-        else st = cattr_llm_attribute(m, &q, ids, T, tg, n, seq2, tok2, lp2, d2);
+        else st = cattr_llm_attribute(m, &q, &call, seq2, tok2, lp2, d2);
         if (st == CATTR_OK) {
             const double *hi = p.precision == CATTR_PRECISION_HIGH ? seq : seq2, *ref = hi == seq ? seq2 : seq;
             double e = 0, mx = 0, el = 0;
@@ -380,11 +382,11 @@ int cmd_explain_llm(int argc, char **argv) {
     out_tok = calloc((size_t)n, sizeof *out_tok);
     for (int64_t i = 0; i < T; i++) in_tok[i] = tmpl ? strdup(slots[i]) : token_text(m, ids[i]);
     for (int64_t k = 0; k < n; k++) out_tok[k] = token_text(m, tg[k]);
-    const char *mname = p.method == CATTR_LLM_LAYER_IG ? "layer-ig"
-                        : p.method == CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION ? "layer-gradient-x-activation"
-                        : p.method == CATTR_LLM_FEATURE_ABLATION ? "feature-ablation"
-                        : p.method == CATTR_LLM_LIME ? "lime"
-                        : p.method == CATTR_LLM_KERNEL_SHAP ? "kernel-shap" : "shapley-value-sampling";
+    const char *mname = p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "layer-ig"
+                        : p.method == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION ? "layer-gradient-x-activation"
+                        : p.method == CATTR_METHOD_FEATURE_ABLATION ? "feature-ablation"
+                        : p.method == CATTR_METHOD_LIME ? "lime"
+                        : p.method == CATTR_METHOD_KERNEL_SHAP ? "kernel-shap" : "shapley-value-sampling";
     if (html) { /* before the JSON, so that a failure leaves neither */
         char *page = NULL;
         st = cx_html_token_heatmap(dir, (const char *const *)in_tok, T, (const char *const *)out_tok, n, seq, tok, lp,
@@ -407,7 +409,7 @@ int cmd_explain_llm(int argc, char **argv) {
         a = cJSON_AddArrayToObject(root, "output_ids");
         for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)tg[k]));
         cJSON_AddItemToObject(root, "seq_attr", num_array(seq, T));
-        if (p.method == CATTR_LLM_LIME || p.method == CATTR_LLM_KERNEL_SHAP) {
+        if (p.method == CATTR_METHOD_LIME || p.method == CATTR_METHOD_KERNEL_SHAP) {
             cJSON_AddNullToObject(root, "token_attr"); /* Captum gives none for these */
         } else {
             a = cJSON_AddArrayToObject(root, "token_attr");
@@ -418,14 +420,14 @@ int cmd_explain_llm(int argc, char **argv) {
         cJSON *args = cJSON_AddObjectToObject(root, "args");
         cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(p.dtype));
         cJSON_AddStringToObject(args, "precision", p.precision == CATTR_PRECISION_HIGH ? "high" : "highest");
-        if (p.method == CATTR_LLM_LAYER_IG) {
+        if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
             cJSON_AddNumberToObject(args, "n_steps", p.n_steps);
             cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p.quadrature));
         }
-        if (p.method == CATTR_LLM_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p.n_samples);
-        if (p.baseline_token >= 0) cJSON_AddNumberToObject(args, "baseline_token", (double)p.baseline_token);
-        else cJSON_AddStringToObject(args, "baseline", p.method == CATTR_LLM_LAYER_IG ? "zeros" : "pad");
-        if (p.method == CATTR_LLM_LAYER_IG) cJSON_AddItemToObject(root, "convergence_delta", num_array(delta, n));
+        if (p.method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p.n_samples);
+        if (baseline_token >= 0) cJSON_AddNumberToObject(args, "baseline_token", (double)baseline_token);
+        else cJSON_AddStringToObject(args, "baseline", p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "zeros" : "pad");
+        if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) cJSON_AddItemToObject(root, "convergence_delta", num_array(delta, n));
         else cJSON_AddNullToObject(root, "convergence_delta");
         char *text = cJSON_Print(root);
         cJSON_Delete(root);
@@ -443,7 +445,7 @@ int cmd_explain_llm(int argc, char **argv) {
             for (int64_t k = 0; k < n; k++) printf(" %.4f", lp[k]);
             printf("\n");
         }
-        if (p.method == CATTR_LLM_LAYER_IG) {
+        if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
             printf("convergence delta:");
             for (int64_t k = 0; k < n; k++) printf(" %.3e", delta[k]);
             printf("\n");

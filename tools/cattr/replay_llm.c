@@ -262,9 +262,9 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
 /* ---- attribution cases ---------------------------------------------------------------------------------------- */
 
 /* The case's parameters for cattr_llm_attribute. */
-static void case_params(llm_ctx *x, const cJSON *cs, cattr_llm_method method, cattr_llm_params *p, int64_t **perms,
-                        int64_t T) {
-    *p = cattr_llm_default_params(method);
+static void case_params(llm_ctx *x, const cJSON *cs, cattr_method method, cattr_attr_params *p, cattr_llm_call *c,
+                        int64_t **perms, int64_t T) {
+    *p = cattr_attr_default_params(method);
     p->dtype = x->dtype;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_steps")) && cJSON_IsNumber(v)) p->n_steps = v->valueint;
@@ -272,7 +272,7 @@ static void case_params(llm_ctx *x, const cJSON *cs, cattr_llm_method method, ca
         p->quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
     const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cs, "baseline");
     const char *bk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(bl, "kind"));
-    if (bk && !strcmp(bk, "token")) p->baseline_token = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
+    if (bk && !strcmp(bk, "token")) c->baseline_token = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
     const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cs, "permutations");
     *perms = NULL;
     if (cJSON_IsArray(pm)) { /* the recorded orders of torch's generator */
@@ -281,7 +281,7 @@ static void case_params(llm_ctx *x, const cJSON *cs, cattr_llm_method method, ca
         for (int s = 0; *perms && s < S; s++)
             for (int64_t i = 0; i < T; i++)
                 (*perms)[s * T + i] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(pm, s), (int)i)->valuedouble;
-        p->permutations = *perms;
+        c->permutations = *perms;
         p->n_samples = S;
     }
 }
@@ -327,12 +327,13 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
         seq_attr = calloc((size_t)(T + 1), sizeof *seq_attr);
     }
     if (st == CATTR_OK) {
-        cattr_llm_method lm = ig ? CATTR_LLM_LAYER_IG : gxa ? CATTR_LLM_LAYER_GRADIENT_X_ACTIVATION
-                            : svs ? CATTR_LLM_SHAPLEY_VALUE_SAMPLING : lime ? CATTR_LLM_LIME
-                            : ks ? CATTR_LLM_KERNEL_SHAP : CATTR_LLM_FEATURE_ABLATION;
-        cattr_llm_params lp;
+        cattr_method lm = ig ? CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS : gxa ? CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION
+                        : svs ? CATTR_METHOD_SHAPLEY_VALUE_SAMPLING : lime ? CATTR_METHOD_LIME
+                        : ks ? CATTR_METHOD_KERNEL_SHAP : CATTR_METHOD_FEATURE_ABLATION;
+        cattr_attr_params lp;
+        cattr_llm_call lc = cattr_llm_call_make(ids, T, tg, n);
         int64_t *perms = NULL;
-        case_params(x, cs, lm, &lp, &perms, T);
+        case_params(x, cs, lm, &lp, &lc, &perms, T);
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
         if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_samples")) && cJSON_IsNumber(v)) lp.n_samples = v->valueint;
         if ((v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(args, "sklearn_kwargs"), "alpha")) && cJSON_IsNumber(v))
@@ -351,16 +352,16 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
                 roles[k] = cJSON_GetArrayItem(seq, k)->valuestring;
                 if (!draws[k]) st = cx_fail(CATTR_ERR_FORMAT, "missing draw '%s'", name);
             }
-            lp.draws = draws;
-            lp.draw_roles = roles;
-            lp.n_draws = nd;
+            lc.draws = draws;
+            lc.draw_roles = roles;
+            lc.n_draws = nd;
         }
         if (st == CATTR_OK) {
             if (tpl)
                 st = cattr_llm_attribute_template(m->llm, &lp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tpl, "template")),
                                                   vals, bls, n_slots, tg, n, seq_attr, token_attr);
             else
-                st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, seq_attr, token_attr, NULL, NULL);
+                st = cattr_llm_attribute(m->llm, &lp, &lc, seq_attr, token_attr, NULL, NULL);
         }
         if (st == CATTR_OK && x->o->cmp) { /* the same call on device B: token_attr (whose rows sum to seq_attr) */
             double *tb = calloc((size_t)(n * T + 1), sizeof *tb), *sb = calloc((size_t)(T + 1), sizeof *sb);
@@ -370,7 +371,7 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
                 st = cattr_llm_attribute_template(m->llm, &lp, cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tpl, "template")),
                                                   vals, bls, n_slots, tg, n, sb, tb);
             else
-                st = cattr_llm_attribute(m->llm, &lp, ids, T, tg, n, sb, tb, NULL, NULL);
+                st = cattr_llm_attribute(m->llm, &lp, &lc, sb, tb, NULL, NULL);
             if (st == CATTR_OK) cmp_record(x->o->cmp, &x->o->passed, &x->o->failed, id, method, token_attr, tb, n * T);
             free(tb);
             free(sb);

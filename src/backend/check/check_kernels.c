@@ -359,6 +359,11 @@ static double dot(const cx_view *a, int64_t ia, int64_t sa, const cx_view *b, in
  * and not read at all when beta is 0; then the fused ReLU. */
 static cattr_status k_gemm(const cg_node *n, const cx_view *in, cx_view *out) {
     const cg_attrs *a = &n->a;
+    if (a->bf16)
+        return cx_fail(CATTR_ERR_UNSUPPORTED,
+                       "node '%s' (op Gemm): bfloat16 products (precision \"high\") are not supported: the cpu-check "
+                       "backend computes at full precision only",
+                       n->name);
     int64_t m = out->shape[0], nn = out->shape[1], k = a->trans_a ? in[0].shape[0] : in[0].shape[1];
     int64_t lda = in[0].shape[1], ldb = in[1].shape[1];
     bool has_c = n->n_in > 2 && in[2].data && a->beta != 0;

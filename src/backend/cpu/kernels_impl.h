@@ -258,6 +258,22 @@ static cattr_status K(gemm)(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t k = a->trans_a ? in[0].shape[0] : in[0].shape[1];
     T *y = out->data;
     T beta = 0;
+    if (a->bf16 && sizeof(T) == sizeof(float) && !a->trans_a && k > 0 && m > 0 && nn > 0) { /* precision "high" */
+        CX_CHECK(cx_bf16_gemm(m, nn, k, (const float *)(const void *)in[0].data, in[0].shape[1],
+                              (const float *)(const void *)in[1].data, in[1].shape[1], a->trans_b != 0,
+                              (float *)(void *)y, nn));
+        T al = (T)a->alpha;
+        bool add_c = n->n_in > 2 && in[2].data && a->beta != 0;
+        const T *c = add_c ? in[2].data : NULL;
+        int cnd = add_c ? in[2].ndim : 0;
+        int64_t cm = cnd == 2 ? in[2].shape[0] : 1, cn = cnd >= 1 ? in[2].shape[cnd - 1] : 1;
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < nn; j++) {
+                T v = al == (T)1 ? y[i * nn + j] : al * y[i * nn + j];
+                y[i * nn + j] = c ? (T)a->beta * c[(cm == 1 ? 0 : i) * cn + (cn == 1 ? 0 : j)] + v : v;
+            }
+        return CATTR_OK;
+    }
     if (n->n_in > 2 && in[2].data && a->beta != 0) {
         const T *c = in[2].data;
         int cnd = in[2].ndim;
