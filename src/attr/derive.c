@@ -34,29 +34,66 @@ cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in
     return CATTR_OK;
 }
 
-cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
-                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
-                               cx_plan **out) {
-    for (int i = 0; i < CX_PLAN_CACHE_SIZE; i++)
-        if (pc->p[i] && cx_plan_matches(pc->p[i], nd, sh, dt)) {
-            *out = pc->p[i];
-            return CATTR_OK;
-        }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_new(g, consts, eager, nd, sh, dt, outs, n_outs, &p));
-    cx_plan_free(pc->p[pc->next]);
-    pc->p[pc->next] = p;
-    pc->next = (pc->next + 1) % CX_PLAN_CACHE_SIZE;
-    *out = p;
+void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be) { pc->arena_be = be; }
+
+/* Lends plan p the shared arena, grown to its size first (no plan may keep the old block). */
+static cattr_status lend_arena(cx_plan_cache *pc, cx_plan *p) {
+    size_t b = cx_plan_bytes(p);
+    if (b > pc->arena_bytes) {
+        for (int i = 0; i < CX_PLAN_CACHE_MAX; i++)
+            if (pc->e[i].p) cx_plan_use_arena(pc->e[i].p, NULL);
+        if (pc->arena) pc->arena_be->free(pc->arena_be->ctx, pc->arena, pc->arena_bytes);
+        pc->arena = pc->arena_be->alloc(pc->arena_be->ctx, b);
+        pc->arena_bytes = pc->arena ? b : 0;
+        if (!pc->arena) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", b);
+    }
+    cx_plan_use_arena(p, pc->arena);
     return CATTR_OK;
 }
 
-void cx_plan_cache_clear(cx_plan_cache *pc) {
-    for (int i = 0; i < CX_PLAN_CACHE_SIZE; i++) {
-        cx_plan_free(pc->p[i]);
-        pc->p[i] = NULL;
+cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
+                               cx_plan **out) {
+    int cap = pc->cap > 0 ? (pc->cap < CX_PLAN_CACHE_MAX ? pc->cap : CX_PLAN_CACHE_MAX) : CX_PLAN_CACHE_DEFAULT;
+    int lru = 0;
+    for (int i = 0; i < cap; i++) {
+        if (pc->e[i].p && pc->e[i].n_outs == n_outs && !memcmp(pc->e[i].outs, outs, (size_t)n_outs * sizeof *outs) &&
+            cx_plan_matches(pc->e[i].p, nd, sh, dt)) {
+            pc->e[i].used = ++pc->clock;
+            *out = pc->e[i].p;
+            return pc->arena_be && !eager ? lend_arena(pc, *out) : CATTR_OK;
+        }
+        if (!pc->e[i].p || (pc->e[lru].p && pc->e[i].used < pc->e[lru].used)) lru = i;
     }
-    pc->next = 0;
+    int *o = malloc((size_t)(n_outs > 0 ? n_outs : 1) * sizeof *o);
+    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    memcpy(o, outs, (size_t)n_outs * sizeof *o);
+    cx_plan *p = NULL;
+    cattr_status st = cx_plan_new(g, consts, eager, nd, sh, dt, outs, n_outs, &p);
+    if (st != CATTR_OK) {
+        free(o);
+        return st;
+    }
+    cx_plan_free(pc->e[lru].p);
+    free(pc->e[lru].outs);
+    pc->e[lru].p = p;
+    pc->e[lru].outs = o;
+    pc->e[lru].n_outs = n_outs;
+    pc->e[lru].used = ++pc->clock;
+    *out = p;
+    return pc->arena_be && !eager ? lend_arena(pc, p) : CATTR_OK;
+}
+
+void cx_plan_cache_clear(cx_plan_cache *pc) {
+    for (int i = 0; i < CX_PLAN_CACHE_MAX; i++) {
+        cx_plan_free(pc->e[i].p);
+        free(pc->e[i].outs);
+        pc->e[i].p = NULL;
+        pc->e[i].outs = NULL;
+    }
+    if (pc->arena) pc->arena_be->free(pc->arena_be->ctx, pc->arena, pc->arena_bytes);
+    pc->arena = NULL;
+    pc->arena_bytes = 0;
 }
 
 cattr_status cx_dbuf_alloc(cx_backend *be, size_t bytes, bool zero, cx_dbuf *out) {

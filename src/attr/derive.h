@@ -19,17 +19,35 @@ cattr_status cx_derive_new(const cg_graph *m, cg_graph **g, int **map);
  * Errors: CATTR_ERR_NO_MEMORY. */
 cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in_map, int *map);
 
-/* Plans of one graph by input shapes and dtypes, the least recently made evicted. */
-#define CX_PLAN_CACHE_SIZE 4
+/* Plans of one graph by input shapes, dtypes and outputs; the least recently used is evicted. The one plan cache of
+ * every method family and the language-model path. A zeroed cx_plan_cache is empty, keeps CX_PLAN_CACHE_DEFAULT
+ * plans and lets each plan allocate its own working memory; cx_plan_cache_share_arena makes its plans share one. */
+#define CX_PLAN_CACHE_MAX 12
+#define CX_PLAN_CACHE_DEFAULT 4
 typedef struct cx_plan_cache {
-    cx_plan *p[CX_PLAN_CACHE_SIZE];
-    int next;
+    struct {
+        cx_plan *p;
+        int *outs; /* the planned outputs (owned) */
+        int n_outs;
+        uint64_t used;
+    } e[CX_PLAN_CACHE_MAX];
+    int cap;        /* plans kept (0: CX_PLAN_CACHE_DEFAULT; at most CX_PLAN_CACHE_MAX) */
+    uint64_t clock;
+    cx_backend *arena_be; /* non-NULL: the plans never run at once and share one arena of this backend, the size of
+                           * the largest */
+    void *arena;
+    size_t arena_bytes;
 } cx_plan_cache;
 
-/* The cached plan of g's outputs for these inputs, or a new one (cx_plan_new's arguments). */
+/* Makes pc's plans share one arena on backend be (call while pc is empty). */
+void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be);
+
+/* The cached plan of g's outputs `outs` for these inputs, or a new one (cx_plan_new's arguments); with a shared
+ * arena, the plan is lent it (grown to the plan's size first). Errors: cx_plan_new's, CATTR_ERR_NO_MEMORY. */
 cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
                                const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
                                cx_plan **out);
+/* Frees every plan and the arena; the cache stays usable (same capacity and arena mode). */
 void cx_plan_cache_clear(cx_plan_cache *pc);
 
 /* Backend memory a method holds during a call. */

@@ -214,9 +214,7 @@ typedef struct ig_state {
     int n, n_add, mul;
     int outs[CX_MAX_IN];
     cx_consts *consts;
-    cx_plan_cache pc[2]; /* per slot (the two halves run at once) */
-    void *arena[2];      /* one arena per slot, lent to its plans (they never run at once) */
-    size_t arena_bytes[2];
+    cx_plan_cache pc[2]; /* per slot (the two halves run at once), each slot's plans sharing one arena */
     cg_graph *sum_g; /* out_i = a_i + b_i: the two halves added */
     int sum_outs[CX_MAX_IN];
     cx_plan_cache sum_pc;
@@ -228,10 +226,7 @@ static void ig_dev_free(ig_dev *d);
 static void ig_release(cattr_explainer *e) {
     ig_state *s = e->method_state;
     if (!s) return;
-    for (int k = 0; k < 2; k++) {
-        cx_plan_cache_clear(&s->pc[k]);
-        e->be->free(e->be->ctx, s->arena[k], s->arena_bytes[k]);
-    }
+    for (int k = 0; k < 2; k++) cx_plan_cache_clear(&s->pc[k]);
     cx_plan_cache_clear(&s->sum_pc);
     ig_dev_free(&s->d);
     cx_consts_free(s->consts);
@@ -318,6 +313,7 @@ static cattr_status ig_state_for(cattr_explainer *e, cx_call *c, ig_state **out)
         s->n = c->n;
         s->n_add = c->n_add;
         s->mul = e->p.multiply_by_inputs;
+        for (int k = 0; k < 2; k++) cx_plan_cache_share_arena(&s->pc[k], e->be);
         cattr_status st = ig_build(e, s);
         if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
         if (st != CATTR_OK) {
@@ -433,15 +429,6 @@ static cattr_status ig_plan(cattr_explainer *e, ig_state *s, cx_call *c, const c
                                s->outs, s->n, &p));
     size_t b = cx_plan_bytes(p);
     if (b > e->peak) e->peak = b;
-    if (!eager && b > s->arena_bytes[slot]) { /* grow the slot's arena; no plan may keep the old block */
-        for (int i = 0; i < CX_PLAN_CACHE_SIZE; i++)
-            if (s->pc[slot].p[i]) cx_plan_use_arena(s->pc[slot].p[i], NULL);
-        e->be->free(e->be->ctx, s->arena[slot], s->arena_bytes[slot]);
-        s->arena[slot] = e->be->alloc(e->be->ctx, b);
-        s->arena_bytes[slot] = s->arena[slot] ? b : 0;
-        if (!s->arena[slot]) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", b);
-    }
-    if (!eager) cx_plan_use_arena(p, s->arena[slot]);
     *out = p;
     return CATTR_OK;
 }

@@ -11,8 +11,8 @@
 #include "models/model.h"
 #include "graph/autodiff.h"
 #include "exec/plan.h"
+#include "attr/derive.h"
 
-#define CX_PLAN_CACHE 4
 #define CX_MAX_IN 16
 
 typedef struct cx_method cx_method;
@@ -29,25 +29,19 @@ struct cattr_explainer {
     int n_attr;
     int seed_input; /* graph-input index of the seed */
     int grads[CX_MAX_IN];
-    cx_plan *plans[CX_PLAN_CACHE]; /* gradient plans */
-    int plan_next;
-    cx_plan *fwd[CX_PLAN_CACHE]; /* forward-only plans */
-    int fwd_next;
+    cx_plan_cache grad_pc; /* plans of g, sharing one arena (they never run at once) */
+    cx_plan_cache fwd_pc;  /* forward-only plans of the model */
     size_t peak;
     double *alphas, *steps; /* IG points, computed once */
     /* layer graph: the forward graph plus the gradient of the target w.r.t. one intermediate value (default rules) */
     cg_graph *lg;
     int lg_layer, lg_grad, lg_seed_input;
-    cx_plan *lplans[CX_PLAN_CACHE];
-    int lplan_next;
+    cx_plan_cache layer_pc; /* plans of lg */
     void *method_state;     /* owned by the method; released by its `release` */
     /* cx_row_bytes with gradients: the gradient plan's bytes for one row, for the one-rep input shapes in rb_sh */
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
     size_t rb_bytes;
-    /* one arena shared by the cached gradient plans (they never run at once): the size of the largest, not the sum */
-    void *arena;
-    size_t arena_bytes;
     /* what the last call's cx_convergence_delta (or IG's two-halves path) selected at its first B rows: for IG and
      * DeepLift f(x) of each example at its input (fx_n = B; 0 when the call computed none or used a noise tunnel);
      * GradientShap and DeepLiftShap run their deltas over other points (noisy inputs, example x baseline pairs).

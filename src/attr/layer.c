@@ -25,17 +25,11 @@
 
 /* ---- graphs and their plans ------------------------------------------------------------------------------------ */
 
-typedef struct {
-    cx_plan *p;
-    int outs[LG_MAX_OUT];
-    int n_outs;
-} lplan;
 
 typedef struct {
     cg_graph *g; /* owned unless it is the model's own graph */
     bool owned;
-    lplan cache[LG_CACHE]; /* plans keyed by input shapes and outputs, evicted round-robin */
-    int next;
+    cx_plan_cache pc; /* LG_CACHE plans, by input shapes and outputs */
 } lgraph;
 
 typedef struct {
@@ -51,7 +45,7 @@ typedef struct {
 } lstate;
 
 static void lgraph_free(lgraph *lg) {
-    for (int i = 0; i < LG_CACHE; i++) cx_plan_free(lg->cache[i].p);
+    cx_plan_cache_clear(&lg->pc);
     if (lg->owned) cg_free(lg->g);
     memset(lg, 0, sizeof *lg);
 }
@@ -111,25 +105,11 @@ static cattr_status lp_setup(const lgraph *lg, const cx_call *c, cattr_tensor *c
 static cattr_status lg_plan(cattr_explainer *e, lgraph *lg, const lpass *pi, const int *outs, int n_outs,
                             cx_plan **out) {
     const int64_t(*sh)[CATTR_MAX_DIMS] = (const int64_t(*)[CATTR_MAX_DIMS])pi->sh;
-    for (int i = 0; i < LG_CACHE; i++) {
-        lplan *q = &lg->cache[i];
-        if (q->p && q->n_outs == n_outs && !memcmp(q->outs, outs, (size_t)n_outs * sizeof *outs) &&
-            cx_plan_matches(q->p, pi->nd, sh, pi->dt)) {
-            *out = q->p;
-            return CATTR_OK;
-        }
-    }
-    cx_plan *p;
-    CX_CHECK(cx_plan_new(lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi->nd, sh, pi->dt, outs, n_outs, &p));
-    lplan *q = &lg->cache[lg->next];
-    cx_plan_free(q->p);
-    q->p = p;
-    memcpy(q->outs, outs, (size_t)n_outs * sizeof *outs);
-    q->n_outs = n_outs;
-    lg->next = (lg->next + 1) % LG_CACHE;
-    size_t b = cx_plan_bytes(p);
+    lg->pc.cap = LG_CACHE;
+    CX_CHECK(cx_plan_cache_get(&lg->pc, lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi->nd, sh, pi->dt, outs,
+                               n_outs, out));
+    size_t b = cx_plan_bytes(*out);
     if (b > e->peak) e->peak = b;
-    *out = p;
     return CATTR_OK;
 }
 

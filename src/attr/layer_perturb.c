@@ -33,11 +33,6 @@ bool cx_rules_input_multiplied(const void *state, int i);
 
 /* ---- graphs and plans ------------------------------------------------------------------------------------------ */
 
-typedef struct lp_plan {
-    cx_plan *p;
-    int outs[LP_MAX_OUTS];
-    int n_outs;
-} lp_plan;
 
 typedef struct lp_graph {
     cg_graph *g;
@@ -46,8 +41,7 @@ typedef struct lp_graph {
     int extra[LP_MAX_LAYERS]; /* value ids of the extra inputs */
     int grads[LP_MAX_OUTS];   /* gradient value ids (gradient graphs) */
     int n_grads;
-    lp_plan plans[CX_PLAN_CACHE];
-    int next;
+    cx_plan_cache pc;
 } lp_graph;
 
 typedef struct lp_state {
@@ -59,7 +53,7 @@ typedef struct lp_state {
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
-    for (int i = 0; i < CX_PLAN_CACHE; i++) cx_plan_free(lg->plans[i].p);
+    cx_plan_cache_clear(&lg->pc);
     cg_free(lg->g);
     memset(lg, 0, sizeof *lg);
 }
@@ -176,26 +170,10 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
         host[gi] = extra[k]->data;
     }
     cx_plan *p = NULL;
-    for (int i = 0; i < CX_PLAN_CACHE && !p && st == CATTR_OK; i++) {
-        lp_plan *q = &lg->plans[i];
-        if (q->p && q->n_outs == n_outs && !memcmp(q->outs, outs, (size_t)n_outs * sizeof *outs) &&
-            cx_plan_matches(q->p, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt))
-            p = q->p;
-    }
-    if (!p && st == CATTR_OK) {
-        st = cx_plan_new(lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                         (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, outs, n_outs, &p);
-        if (st == CATTR_OK) {
-            lp_plan *q = &lg->plans[lg->next];
-            cx_plan_free(q->p);
-            q->p = p;
-            memcpy(q->outs, outs, (size_t)n_outs * sizeof *outs);
-            q->n_outs = n_outs;
-            lg->next = (lg->next + 1) % CX_PLAN_CACHE;
-            size_t b = cx_plan_bytes(p);
-            if (b > e->peak) e->peak = b;
-        }
-    }
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&lg->pc, lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, outs, n_outs, &p);
+    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
     if (plan) *plan = p;
     if (res && st == CATTR_OK) {
         void *oh[LP_MAX_OUTS];

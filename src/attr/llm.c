@@ -15,7 +15,7 @@
 
 #include "core/rng.h"
 
-#define LLM_PLAN_CACHE 12
+#define LLM_PLAN_CACHE 6 /* plans per graph and dtype */
 
 struct cattr_llm {
     cattr_model *model; /* embeddings [S, L, H] -> log-probabilities [S, 1, V] */
@@ -30,13 +30,7 @@ struct cattr_llm {
     cattr_model *pos_model;    /* the decoder scored at given positions, for the gradients */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
-    /* forward plans by shape (kind, rows, length, prefix, dtype), least recently used evicted */
-    struct {
-        cx_plan *p;
-        int64_t key[5];
-        uint64_t used;
-    } pc[LLM_PLAN_CACHE];
-    uint64_t clock;
+    cx_plan_cache pc[4][2]; /* forward plans per graph (as consts) and compute dtype */
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
     bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
     bool budget_warned;  /* the warning that the memory budget is below one sequence, once per call */
@@ -49,10 +43,7 @@ struct cattr_llm {
 static void drop_device_state(cattr_llm *m) {
     cattr_explainer_free(m->ge);
     m->ge = NULL;
-    for (int i = 0; i < LLM_PLAN_CACHE; i++) {
-        cx_plan_free(m->pc[i].p);
-        m->pc[i].p = NULL;
-    }
+    for (int i = 0; i < 8; i++) cx_plan_cache_clear(&m->pc[i / 2][i % 2]);
     for (int i = 0; i < 8; i++) {
         cx_consts_free(m->consts[i / 2][i % 2]);
         m->consts[i / 2][i % 2] = NULL;
@@ -174,7 +165,7 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
 }
 
 /* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision "high") for
- * inputs of the given shapes and dtypes (dts NULL: all in the compute dtype). */
+ * inputs of the given shapes and dtypes (dts NULL: all in the compute dtype) and outputs. */
 static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
                              const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dts, const int *outs,
                              int n_outs, cx_plan **out) {
@@ -182,27 +173,9 @@ static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dt
     cx_consts **cs = &m->consts[kind][di];
     if (!m->be) CX_CHECK(use_device(m, NULL));
     if (!*cs) CX_CHECK(cx_consts_new(m->be, dt, cs));
-    uint64_t h = 1469598103934665603ull; /* every input's shape */
-    for (int i = 0; i < n_in; i++)
-        for (int d = 0; d < nd[i]; d++) h = (h ^ (uint64_t)sh[i][d]) * 1099511628211ull ^ (uint64_t)(i * 8 + d);
-    int64_t key[5] = {kind, sh[0][0], sh[0][1], (int64_t)h, (int64_t)dt * 1000 + n_outs};
-    int lru = 0;
-    for (int i = 0; i < LLM_PLAN_CACHE; i++) {
-        if (m->pc[i].p && !memcmp(m->pc[i].key, key, sizeof key)) {
-            m->pc[i].used = ++m->clock;
-            *out = m->pc[i].p;
-            return CATTR_OK;
-        }
-        if (!m->pc[i].p || (m->pc[lru].p && m->pc[i].used < m->pc[lru].used)) lru = i;
-    }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_new(g, *cs, false, nd, sh, dts, outs, n_outs, &p));
-    cx_plan_free(m->pc[lru].p);
-    m->pc[lru].p = p;
-    memcpy(m->pc[lru].key, key, sizeof key);
-    m->pc[lru].used = ++m->clock;
-    *out = p;
-    return CATTR_OK;
+    cx_plan_cache *pc = &m->pc[kind][di];
+    pc->cap = LLM_PLAN_CACHE;
+    return cx_plan_cache_get(pc, g, *cs, false, nd, sh, dts, outs, n_outs, out);
 }
 
 /* Reads token y (or all V values when y < 0) of the log-probabilities [R, 1, V] in o into lp. */

@@ -16,21 +16,12 @@
 #define MAX_IN CX_MAX_IN
 
 void cx_drop_plans(cattr_explainer *e) {
-    for (int i = 0; i < CX_PLAN_CACHE; i++) {
-        cx_plan_free(e->plans[i]);
-        cx_plan_free(e->fwd[i]);
-        e->plans[i] = e->fwd[i] = NULL;
-    }
-    if (e->be) e->be->free(e->be->ctx, e->arena, e->arena_bytes);
-    e->arena = NULL;
-    e->arena_bytes = 0;
+    cx_plan_cache_clear(&e->grad_pc);
+    cx_plan_cache_clear(&e->fwd_pc);
 }
 
 void cx_drop_layer_graph(cattr_explainer *e) {
-    for (int i = 0; i < CX_PLAN_CACHE; i++) {
-        cx_plan_free(e->lplans[i]);
-        e->lplans[i] = NULL;
-    }
+    cx_plan_cache_clear(&e->layer_pc);
     cg_free(e->lg);
     e->lg = NULL;
 }
@@ -49,16 +40,10 @@ cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr) {
     return CATTR_OK;
 }
 
-/* Returns a cached plan for these input shapes, or makes one (evicting round-robin). */
+/* The cached plan of the gradient graph (fwd false: its gradients, in the shared arena) or of the model's output
+ * (fwd true) for these input shapes. */
 static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
                              const cattr_dtype *dt, cx_plan **out) {
-    cx_plan **cache = fwd ? e->fwd : e->plans;
-    int *next = fwd ? &e->fwd_next : &e->plan_next;
-    for (int i = 0; i < CX_PLAN_CACHE; i++)
-        if (cache[i] && cx_plan_matches(cache[i], nd, sh, dt)) {
-            *out = cache[i];
-            return CATTR_OK;
-        }
     int outs[MAX_IN], n_outs;
     if (fwd) {
         outs[0] = cx_model_output(e->m);
@@ -67,15 +52,10 @@ static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const 
         memcpy(outs, e->grads, (size_t)e->n_attr * sizeof(int));
         n_outs = e->n_attr;
     }
-    cx_plan *p;
-    CX_CHECK(cx_plan_new(e->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, outs, n_outs, &p));
-    cx_plan_free(cache[*next]);
-    cache[*next] = p;
-    *next = (*next + 1) % CX_PLAN_CACHE;
-    size_t b = cx_plan_bytes(p);
+    CX_CHECK(cx_plan_cache_get(fwd ? &e->fwd_pc : &e->grad_pc, e->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               sh, dt, outs, n_outs, out));
+    size_t b = cx_plan_bytes(*out);
     if (b > e->peak) e->peak = b;
-    cx_log(CATTR_LOG_DEBUG, "%s plan: %.1f MiB of activations", fwd ? "forward" : "gradient", (double)b / 1048576.0);
-    *out = p;
     return CATTR_OK;
 }
 
@@ -179,15 +159,6 @@ cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, in
         memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
     }
     if (st == CATTR_OK) st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
-    if (st == CATTR_OK && !e->p.executor && cx_plan_bytes(p) > e->arena_bytes) { /* grow the shared arena */
-        for (int i = 0; i < CX_PLAN_CACHE; i++) /* no plan may keep the old block */
-            if (e->plans[i]) cx_plan_use_arena(e->plans[i], NULL);
-        e->be->free(e->be->ctx, e->arena, e->arena_bytes);
-        e->arena = e->be->alloc(e->be->ctx, cx_plan_bytes(p));
-        e->arena_bytes = e->arena ? cx_plan_bytes(p) : 0;
-        if (!e->arena) st = cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", cx_plan_bytes(p));
-    }
-    if (st == CATTR_OK && !e->p.executor) cx_plan_use_arena(p, e->arena);
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     if (st == CATTR_OK) pi.host[si] = seed->data;
     void *outs[MAX_IN];
@@ -381,20 +352,10 @@ cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *
         st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
         if (st == CATTR_OK) pi.host[si] = seed->data;
     }
-    if (st == CATTR_OK) { /* plan: cached by input shapes */
-        for (int i = 0; i < CX_PLAN_CACHE && !p; i++)
-            if (e->lplans[i] && cx_plan_matches(e->lplans[i], pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt))
-                p = e->lplans[i];
-        if (!p) {
-            int outs[2] = {layer, e->lg_grad};
-            st = cx_plan_new(e->lg, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
-                             (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, want_grad ? 2 : 1, &p);
-            if (st == CATTR_OK) {
-                cx_plan_free(e->lplans[e->lplan_next]);
-                e->lplans[e->lplan_next] = p;
-                e->lplan_next = (e->lplan_next + 1) % CX_PLAN_CACHE;
-            }
-        }
+    if (st == CATTR_OK) {
+        int outs[2] = {layer, e->lg_grad};
+        st = cx_plan_cache_get(&e->layer_pc, e->lg, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, want_grad ? 2 : 1, &p);
     }
     if (st == CATTR_OK) {
         const cx_view *lv = cx_plan_view(p, layer);
