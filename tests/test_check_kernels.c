@@ -455,6 +455,18 @@ static void test_data_movement(void) {
     in_u(c, DIMS(3, 5, 4));
     c->ints_too = true;
     run(c);
+    /* several positions per row (a language model scoring every target token), one picked twice */
+    c = tc(CG_SEQ_PICK, "seq pick [S, P]");
+    in_u(c, DIMS(2, 5, 4));
+    in_i(c, DIMS(2, 3), SHAPE(4, 0, 2, 1, 1, 3));
+    c->ints_too = true;
+    run(c);
+    c = tc(CG_SEQ_PICK_GRAD, "seq pick grad [S, P]");
+    in_u(c, DIMS(2, 3, 4));
+    in_i(c, DIMS(2, 3), SHAPE(4, 0, 2, 1, 1, 3));
+    in_u(c, DIMS(2, 5, 4));
+    c->ints_too = true;
+    run(c);
 }
 
 /* ---- elementwise ------------------------------------------------------------------------------------------------ */

@@ -882,6 +882,25 @@ static void test_gather_slice(void) {
     cattr_tensor_free(g0[1].t);
     cattr_tensor_free(g1[1].t);
     cattr_tensor_free(g2[1].t);
+    /* SeqPick: one position per row [S], and several [S, P] with one picked twice (its gradient adds both) */
+    opnd x3 = IN(rnd(DIMS(2, 5, 3)));
+    const double *xv = D(x3.t);
+    opnd sp1[2] = {x3, CST(idx64(DIMS(2), SHAPE(4, 1)))};
+    for (int c = 0; c < 3; c++) {
+        want[c] = xv[4 * 3 + c];
+        want[3 + c] = xv[(5 + 1) * 3 + c];
+    }
+    fwd_case("SeqPick [S]", CG_SEQ_PICK, &a, 2, sp1, DIMS(2, 1, 3), want);
+    grad_op("SeqPick [S]", CG_SEQ_PICK, &a, 2, sp1);
+    const int64_t pp[6] = {0, 3, 3, 2, 4, 1};
+    opnd sp2[2] = {x3, CST(idx64(DIMS(2, 3), pp))};
+    for (int i = 0; i < 6; i++)
+        for (int c = 0; c < 3; c++) want[i * 3 + c] = xv[((i / 3) * 5 + pp[i]) * 3 + c];
+    fwd_case("SeqPick [S, P]", CG_SEQ_PICK, &a, 2, sp2, DIMS(2, 3, 3), want);
+    grad_op("SeqPick [S, P] repeated", CG_SEQ_PICK, &a, 2, sp2);
+    cattr_tensor_free(sp1[1].t);
+    cattr_tensor_free(sp2[1].t);
+    free_ops(1, &x3);
     free_ops(1, &d);
 
     /* WhereId on [3, 4]: A full, B one value per row; ids select some elements of rows 0 and 2, none of row 1 */

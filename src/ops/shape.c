@@ -354,14 +354,16 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     }
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: {
         const cx_view *x = n->op == CG_SEQ_PICK ? &in[0] : &in[2];
-        if (x->ndim != 3 || in[1].dtype != CATTR_INT64 || cx_view_numel(&in[1]) != x->shape[0])
-            SHAPE_FAIL("position pick needs [S, L, C] and S int64 positions");
-        if (n->op == CG_SEQ_PICK_GRAD && (in[0].ndim != 3 || in[0].shape[0] != x->shape[0] || in[0].shape[1] != 1 ||
+        if (x->ndim != 3 || in[1].dtype != CATTR_INT64 || in[1].ndim < 1 || in[1].ndim > 2 ||
+            in[1].shape[0] != x->shape[0])
+            SHAPE_FAIL("position pick needs [S, L, C] and int64 positions [S] or [S, P]");
+        int64_t P = in[1].ndim == 2 ? in[1].shape[1] : 1;
+        if (n->op == CG_SEQ_PICK_GRAD && (in[0].ndim != 3 || in[0].shape[0] != x->shape[0] || in[0].shape[1] != P ||
                                           in[0].shape[2] != x->shape[2]))
             SHAPE_FAIL("gradient shape mismatch");
         copy_shape(out, x);
         out->dtype = n->op == CG_SEQ_PICK ? x->dtype : in[0].dtype;
-        if (n->op == CG_SEQ_PICK) out->shape[1] = 1;
+        if (n->op == CG_SEQ_PICK) out->shape[1] = P;
         return CATTR_OK;
     }
     case CG_SWIGLU: case CG_SWIGLU_GRAD:

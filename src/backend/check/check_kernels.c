@@ -226,24 +226,25 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
     return CATTR_OK;
 }
 
-/* SeqPick: (X [S, L, C], int64 pos [S]) -> [S, 1, C], row s = X[s, pos[s]]. SeqPickGrad: (gY [S, 1, C], pos, X) ->
- * zeros of X's shape with gY's rows at the positions (X read for its shape only). */
+/* SeqPick: (X [S, L, C], int64 pos [S] or [S, P]) -> [S, P, C], row (s, p) = X[s, pos[s, p]]. SeqPickGrad: (gY
+ * [S, P, C], pos, X) -> zeros of X's shape with gY's rows added at the positions (X read for its shape only). */
 static cattr_status k_seq_pick(const cg_node *n, const cx_view *in, cx_view *out) {
     bool grad = n->op == CG_SEQ_PICK_GRAD;
     const cx_view *big = grad ? out : &in[0];
     const int64_t *pos = in[1].data;
-    int64_t S = big->shape[0], L = big->shape[1], C = big->shape[2];
-    size_t es = cattr_dtype_size(out->dtype);
-    for (int64_t s = 0; s < S; s++)
-        if (pos[s] < 0 || pos[s] >= L)
+    int64_t S = big->shape[0], L = big->shape[1], C = big->shape[2], P = in[1].ndim == 2 ? in[1].shape[1] : 1;
+    for (int64_t i = 0; i < S * P; i++)
+        if (pos[i] < 0 || pos[i] >= L)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': position %lld outside 0..%lld", n->name,
-                           (long long)pos[s], (long long)(L - 1));
+                           (long long)pos[i], (long long)(L - 1));
+    size_t es = cattr_dtype_size(out->dtype);
     if (grad) memset(out->data, 0, (size_t)cx_view_numel(out) * es);
-    for (int64_t s = 0; s < S; s++)
+    for (int64_t i = 0; i < S * P; i++)
         for (int64_t c = 0; c < C; c++) {
-            int64_t bi = (s * L + pos[s]) * C + c, si = s * C + c;
-            if (grad) copy_elem(out->data, bi, in[0].data, si, es);
-            else copy_elem(out->data, si, in[0].data, bi, es);
+            int64_t bi = ((i / P) * L + pos[i]) * C + c, si = i * C + c;
+            if (!grad) copy_elem(out->data, si, in[0].data, bi, es);
+            else if (out->dtype == CATTR_INT64) ((int64_t *)out->data)[bi] += ((const int64_t *)in[0].data)[si];
+            else put(out, bi, get(out, bi) + get(&in[0], si));
         }
     return CATTR_OK;
 }

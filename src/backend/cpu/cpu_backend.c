@@ -343,19 +343,32 @@ static cattr_status k_slice(const cg_node *n, const cx_view *in, cx_view *out) {
     return CATTR_OK;
 }
 
-/* SeqPick: (X [S, L, C], pos) -> [S, 1, C]; SeqPickGrad: (gY, pos, X) -> zeros with gY at the positions. */
+/* SeqPick: (X [S, L, C], pos [S] or [S, P]) -> [S, P, C], row (s, p) = X[s, pos[s, p]]; SeqPickGrad: (gY, pos, X)
+ * -> zeros with gY's rows added at the positions (a position picked twice receives both). */
 static cattr_status k_seq_pick(const cg_node *n, const cx_view *in, cx_view *out) {
     bool grad = n->op == CG_SEQ_PICK_GRAD;
     const cx_view *big = grad ? out : &in[0];
     const int64_t *pos = in[1].data;
-    int64_t S = big->shape[0], L = big->shape[1];
-    size_t row = (size_t)big->shape[2] * cattr_dtype_size(out->dtype);
+    int64_t S = big->shape[0], L = big->shape[1], C = big->shape[2], P = in[1].ndim == 2 ? in[1].shape[1] : 1;
+    size_t row = (size_t)C * cattr_dtype_size(out->dtype);
+    for (int64_t i = 0; i < S * P; i++)
+        if (pos[i] < 0 || pos[i] >= L)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': position %lld outside 0..%lld", n->name,
+                           (long long)pos[i], (long long)(L - 1));
     if (grad) memset(out->data, 0, (size_t)(S * L) * row);
-    for (int64_t s = 0; s < S; s++) {
-        if (pos[s] < 0 || pos[s] >= L) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s': position %lld outside 0..%lld", n->name, (long long)pos[s], (long long)(L - 1));
-        char *big_row = (char *)big->data + (size_t)(s * L + pos[s]) * row;
-        if (grad) memcpy(big_row, (const char *)in[0].data + (size_t)s * row, row);
-        else memcpy((char *)out->data + (size_t)s * row, big_row, row);
+    for (int64_t i = 0; i < S * P; i++) {
+        int64_t s = i / P;
+        char *big_row = (char *)big->data + (size_t)(s * L + pos[i]) * row;
+        const char *g = (const char *)in[0].data + (size_t)i * row;
+        if (!grad) {
+            memcpy((char *)out->data + (size_t)i * row, big_row, row);
+        } else if (out->dtype == CATTR_FLOAT64) {
+            for (int64_t c = 0; c < C; c++) ((double *)(void *)big_row)[c] += ((const double *)(const void *)g)[c];
+        } else if (out->dtype == CATTR_INT64) {
+            for (int64_t c = 0; c < C; c++) ((int64_t *)(void *)big_row)[c] += ((const int64_t *)(const void *)g)[c];
+        } else {
+            for (int64_t c = 0; c < C; c++) ((float *)(void *)big_row)[c] += ((const float *)(const void *)g)[c];
+        }
     }
     return CATTR_OK;
 }
