@@ -900,6 +900,12 @@ static void test_gather_slice(void) {
     grad_op("SeqPick [S, P] repeated", CG_SEQ_PICK, &a, 2, sp2);
     cattr_tensor_free(sp1[1].t);
     cattr_tensor_free(sp2[1].t);
+    /* ReduceSumLike (a language model's total log-probability): its gradient broadcasts back */
+    opnd rs[2] = {IN(rnd(DIMS(3, 4))), CST(rnd(DIMS(3, 1)))};
+    for (int r = 0; r < 3; r++) want[r] = D(rs[0].t)[4 * r] + D(rs[0].t)[4 * r + 1] + D(rs[0].t)[4 * r + 2] + D(rs[0].t)[4 * r + 3];
+    fwd_case("ReduceSumLike [3,4] -> [3,1]", CG_REDUCE_SUM_LIKE, &a, 2, rs, DIMS(3, 1), want);
+    grad_op("ReduceSumLike [3,4] -> [3,1]", CG_REDUCE_SUM_LIKE, &a, 2, rs);
+    free_ops(2, rs);
     free_ops(1, &x3);
     free_ops(1, &d);
 

@@ -1,9 +1,11 @@
-/* llm.c - token attribution for decoder-only language models (Captum's LLMAttribution and LLMGradientAttribution):
- * the model is built with an embedding input and a log-probability output at the last position only, so
- * LayerIntegratedGradients / LayerGradientXActivation on the embedding output are IG / InputXGradient on that input,
- * and FeatureAblation / ShapleyValueSampling over tokens are batches of sequences with tokens replaced. */
+/* llm.c - token attribution for decoder-only language models (Captum's LLMAttribution and LLMGradientAttribution),
+ * as adapters onto the explainer: LayerIntegratedGradients / LayerGradientXActivation on the embedding output are
+ * the explainer's IG / InputXGradient on the embedding input of the decoder scored at the target positions; the
+ * perturbation and surrogate methods (FeatureAblation, ShapleyValueSampling, Lime, KernelShap) are the explainer's
+ * methods on the decoder's token-presence form (presence_attr). What stays here: the token bookkeeping, the
+ * decoder's prefix reuse for FeatureAblation (one ragged pass continues the unablated prefix), text templates
+ * (every text tokenized afresh) and greedy generation. */
 #include "attr/internal.h"
-#include "attr/linmodel.h"
 #include "io/tokenizer.h"
 #include "models/decoder.h"
 
@@ -13,7 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "core/rng.h"
 
 #define LLM_PLAN_CACHE 6 /* plans per graph and dtype */
 
@@ -30,6 +31,10 @@ struct cattr_llm {
     cattr_model *pos_model;    /* the decoder scored at given positions, for the gradients */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
+    cattr_model *pres_model[2]; /* the token-presence form (cx_decoder_opts.presence), without and with context */
+    cattr_explainer *pe;        /* the perturbation and surrogate methods' explainer, for pp on pres_model[pe_ctx] */
+    cattr_attr_params pp;
+    int pe_ctx;
     cx_plan_cache pc[4][2]; /* forward plans per graph (as consts) and compute dtype */
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
     bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
@@ -43,6 +48,8 @@ struct cattr_llm {
 static void drop_device_state(cattr_llm *m) {
     cattr_explainer_free(m->ge);
     m->ge = NULL;
+    cattr_explainer_free(m->pe);
+    m->pe = NULL;
     for (int i = 0; i < 8; i++) cx_plan_cache_clear(&m->pc[i / 2][i % 2]);
     for (int i = 0; i < 8; i++) {
         cx_consts_free(m->consts[i / 2][i % 2]);
@@ -110,6 +117,7 @@ void cattr_llm_free(cattr_llm *m) {
     /* the plans and the rebuilt graphs first: they borrow the model's weights */
     drop_device_state(m);
     cattr_model_free(m->pos_model);
+    for (int i = 0; i < 2; i++) cattr_model_free(m->pres_model[i]);
     for (int i = 0; i < 2; i++) cg_free(m->cached[i]);
     cattr_model_free(m->hi_model);
     cattr_model_free(m->model);
@@ -264,17 +272,6 @@ static int64_t rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t 
         rows = 1;
     }
     return (int64_t)rows < R ? (int64_t)rows : R;
-}
-
-/* forward_pass over R rows in passes of at most `chunk` rows. */
-static cattr_status forward_logprobs_chunked(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L,
-                                             int64_t y, double *lp, int64_t chunk) {
-    int64_t V = m->cfg.vocab_size;
-    for (int64_t r0 = 0; r0 < R; r0 += chunk) {
-        int64_t nr = R - r0 < chunk ? R - r0 : chunk;
-        CX_CHECK(forward_pass(m, dt, ids + r0 * L, nr, L, y, lp + (y >= 0 ? r0 : r0 * V), NULL));
-    }
-    return CATTR_OK;
 }
 
 /* FeatureAblation rows of one target token with the unchanged prefix computed once (issue: prefix reuse). seq is the
@@ -497,182 +494,162 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
 
 /* ---- perturbations over prompt tokens (float32 accumulation, as Captum's LLMAttribution) ---------------------------- */
 
-static cattr_status perturb_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
-                                 double *token_attr, double *seq_attr, double *lp0) {
+/* FeatureAblation over the prompt tokens with the decoder's prefix reuse (ablation_prefix): per target token k one
+ * ragged evaluation of the sequence and its T ablations, in Captum's order of operations (each attribution one
+ * difference of the log-probabilities or of their running totals, in float32 as LLMAttribution's). The same numbers
+ * as the explainer's FeatureAblation over the presence form (presence_attr), which runs every sequence in full. */
+static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
+                                  double *token_attr, double *seq_attr, double *lp0) {
     const int64_t *ids = lc->prompt, *tg = lc->target;
     int64_t T = lc->n_prompt, n = lc->n_target;
-    bool svs = lp->method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING;
     int64_t b = lc->baseline_token >= 0 ? lc->baseline_token : cattr_llm_pad_token(m);
     if (b < 0 || b >= m->cfg.vocab_size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no valid baseline token (%lld)", (long long)b);
-    if (svs && lp->n_samples < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %d)", lp->n_samples);
     cattr_dtype dt = lp->dtype;
-    int64_t R = T + 1, S = svs ? lp->n_samples : 1;
-    int64_t *rows = malloc((size_t)(R * (T + n)) * sizeof *rows), *perm = malloc((size_t)T * sizeof *perm);
-    double *f = malloc((size_t)(R * n) * sizeof *f), *fk = malloc((size_t)R * sizeof *fk);
-    float *acc = calloc((size_t)((n + 1) * T), sizeof *acc);
-    cattr_status st = rows && perm && f && fk && acc ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cx_rng rng;
-    cx_rng_init(&rng, lp->seed, 0x5356u);
-    for (int64_t s = 0; s < S && st == CATTR_OK; s++) {
-        if (svs) {
-            if (lc->permutations) memcpy(perm, lc->permutations + s * T, (size_t)T * sizeof *perm);
-            else cx_rng_permutation(&rng, T, perm);
-            for (int64_t i = 0; i < T; i++)
-                if (perm[i] < 0 || perm[i] >= T)
-                    st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "permutation %lld holds position %lld", (long long)s, (long long)perm[i]);
-        }
-        for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* the states of this sample for target k, one batch */
-            int64_t L = T + k;
-            for (int64_t r = 0; r < R; r++) {
-                int64_t *z = rows + r * L;
-                if (!svs) { /* row 0 the prompt, row r the prompt with token r-1 replaced */
-                    memcpy(z, ids, (size_t)T * sizeof *z);
-                    if (r > 0) z[r - 1] = b;
-                } else { /* row r: the first r positions of the permutation restored */
-                    for (int64_t i = 0; i < T; i++) z[i] = b;
-                    for (int64_t j = 0; j < r; j++) z[perm[j]] = ids[perm[j]];
-                }
-                for (int64_t j = 0; j < k; j++) z[T + j] = tg[j];
-            }
-            if (!svs && !lp->no_prefix_cache && lp->perturbations_per_eval == 0) st = ablation_prefix(m, lp, rows, T, L, b, tg[k], fk);
-            else st = forward_logprobs_chunked(m, dt, rows, R, L, tg[k], fk, rows_per_pass(m, lp, R, L));
-            for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
-            if (st == CATTR_OK && lp0 && s == 0) lp0[k] = fk[0]; /* row 0: the unablated sequence */
-        }
-        if (st != CATTR_OK) break;
-        for (int64_t r = 1; r < R; r++) {
-            int64_t col = svs ? perm[r - 1] : r - 1;
-            double tot_cur = 0, tot_prev = 0;
-            for (int64_t k = 0; k < n; k++) {
-                double cur = f[r * n + k], prev = f[(svs ? r - 1 : 0) * n + k];
-                tot_cur = cx_rnd(dt, tot_cur + cur);
-                tot_prev = cx_rnd(dt, tot_prev + prev);
-                acc[(k + 1) * T + col] += svs ? (float)cx_rnd(dt, cur - prev) : (float)cx_rnd(dt, prev - cur);
-            }
-            acc[col] += svs ? (float)cx_rnd(dt, tot_cur - tot_prev) : (float)cx_rnd(dt, tot_prev - tot_cur);
-        }
-        if (lp->progress) lp->progress(s + 1, S, lp->progress_user);
+    int64_t R = T + 1;
+    int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
+    double *f = malloc((size_t)(R * n) * sizeof *f);
+    cattr_status st = seq && f ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        memcpy(seq, ids, (size_t)T * sizeof *seq);
+        memcpy(seq + T, tg, (size_t)n * sizeof *seq);
     }
-    for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
-        seq_attr[i] = svs ? (double)(acc[i] / (float)S) : (double)acc[i];
-        for (int64_t k = 0; k < n; k++)
-            token_attr[k * T + i] = svs ? (double)(acc[(k + 1) * T + i] / (float)S) : (double)acc[(k + 1) * T + i];
+    double *fk = st == CATTR_OK ? malloc((size_t)R * sizeof *fk) : NULL;
+    if (st == CATTR_OK && !fk) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* row 0 the sequence, row r token r-1 replaced */
+        st = ablation_prefix(m, lp, seq, T, T + k, b, tg[k], fk);
+        for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
+        if (st == CATTR_OK && lp0) lp0[k] = fk[0];
+        if (st == CATTR_OK && lp->progress) lp->progress(k + 1, n, lp->progress_user);
     }
-    free(rows);
-    free(perm);
+    for (int64_t r = 1; r < R && st == CATTR_OK; r++) {
+        double tot_cur = 0, tot_prev = 0;
+        for (int64_t k = 0; k < n; k++) {
+            double cur = f[r * n + k], prev = f[k];
+            tot_cur = cx_rnd(dt, tot_cur + cur);
+            tot_prev = cx_rnd(dt, tot_prev + prev);
+            token_attr[k * T + r - 1] = (double)(float)cx_rnd(dt, prev - cur);
+        }
+        seq_attr[r - 1] = (double)(float)cx_rnd(dt, tot_prev - tot_cur);
+    }
+    free(seq);
     free(f);
     free(fk);
-    free(acc);
     return st;
 }
 
-/* ---- Lime and KernelShap over prompt tokens (shared/golden/llm/README.md 7.2) ---------------------------------------- */
-
-/* The next recorded draw of `role` (others skipped), or NULL without draws. */
-static const cattr_tensor *next_draw(const cattr_llm_call *c, int *at, const char *role) {
-    while (*at < c->n_draws) {
-        int k = (*at)++;
-        if (c->draw_roles && c->draw_roles[k] && !strcmp(c->draw_roles[k], role)) return c->draws[k];
+/* ---- the explainer's methods over the prompt tokens (Captum's LLMAttribution) ----------------------------------------
+ * LLMAttribution perturbs a presence vector over the prompt's tokens (1: the token, 0: the baseline token) and
+ * scores the target tokens by teacher forcing. The decoder's presence form (cx_decoder_opts.presence) is that
+ * forward function as a model: input 0 the presence [S, T] (the attributed input, ones, baseline zeros: Captum's
+ * interpretable representation), then the prompt ids, the baseline ids, the earlier target tokens (context) and
+ * which log-probabilities are scored, as additional inputs; its output per row is [total, f_0, ..., f_{n-1}], f_k =
+ * log p(target k | prompt, targets 0..k-1) and the total their sum in order (Captum's total log-probability). One
+ * row scores every target token. FeatureAblation and ShapleyValueSampling then attribute every output (seq_attr =
+ * the total's row, token_attr the others); Lime and KernelShap fit the total (target 0) and return the
+ * coefficients. The numbers are Captum's: each attribution is one difference of outputs (FeatureAblation), or
+ * float32 totals of them divided in float32 (ShapleyValueSampling), rounded to float32 as LLMAttribution's
+ * float32 attributions are. */
+static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
+                                  double *token_attr, double *seq_attr) {
+    cattr_method meth = lp->method;
+    bool surrogate = meth == CATTR_METHOD_LIME || meth == CATTR_METHOD_KERNEL_SHAP;
+    int64_t T = lc->n_prompt, n = lc->n_target, V = m->cfg.vocab_size;
+    int64_t b = lc->baseline_token >= 0 ? lc->baseline_token : cattr_llm_pad_token(m);
+    if (b < 0 || b >= V) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no valid baseline token (%lld)", (long long)b);
+    if (lp->n_samples < 1 && meth != CATTR_METHOD_FEATURE_ABLATION)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %d)", lp->n_samples);
+    int ctx = n > 1;
+    if (!m->pres_model[ctx]) {
+        cx_decoder_opts o = {.presence = true, .context = ctx != 0};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->pres_model[ctx]));
     }
-    return NULL;
-}
-
-static cattr_status surrogate_attr(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *lc,
-                                   double *seq_attr) {
-    const int64_t *ids = lc->prompt, *tg = lc->target;
-    int64_t T = lc->n_prompt, n = lc->n_target;
-    bool ks = p->method == CATTR_METHOD_KERNEL_SHAP;
-    int64_t S = p->n_samples, M = T, b = lc->baseline_token >= 0 ? lc->baseline_token : cattr_llm_pad_token(m);
-    if (S < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be >= 1 (got %lld)", (long long)S);
-    if (b < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no baseline token");
-    unsigned char *Z = calloc((size_t)(S * M), 1);
-    float *X = malloc((size_t)(S * M) * sizeof *X), *y = malloc((size_t)S * sizeof *y), *w = malloc((size_t)S * sizeof *w);
-    float *coef = malloc((size_t)M * sizeof *coef), icpt = 0;
-    double *sc = malloc((size_t)M * sizeof *sc);
-    cattr_status st = Z && X && y && w && coef && sc ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cx_rng rng;
-    cx_rng_init(&rng, p->seed, ks ? 0x4b53u : 0x4c4du);
-    int at = 0;
-    for (int64_t r = 0; r < S && st == CATTR_OK; r++) { /* the samples, in Captum's draw order */
-        unsigned char *z = Z + r * M;
-        if (!ks) {
-            const cattr_tensor *d = next_draw(lc, &at, "lime_sample");
-            for (int64_t i = 0; i < M; i++) z[i] = d ? cx_tensor_get(d, i) != 0 : cx_rng_uniform(&rng) < 0.5;
-        } else if (r < 2) {
-            memset(z, r == 0, (size_t)M);
-        } else {
-            const cattr_tensor *dk = next_draw(lc, &at, "ks_num_selected"), *ds = next_draw(lc, &at, "ks_scores");
-            int64_t k;
-            if (dk && ds) {
-                k = (int64_t)cx_tensor_get(dk, 0);
-                for (int64_t i = 0; i < M; i++) sc[i] = cx_tensor_get(ds, i);
-            } else { /* k with p(k) proportional to (M-1)/(k(M-k)), then k of M gaussian scores */
-                double tot = 0, u;
-                for (int64_t j = 1; j < M; j++) tot += (double)(M - 1) / (double)(j * (M - j));
-                u = cx_rng_uniform(&rng) * tot;
-                for (k = 1; k < M - 1 && (u -= (double)(M - 1) / (double)(k * (M - k))) > 0; k++) {
-                }
-                for (int64_t i = 0; i < M; i++) sc[i] = cx_rng_normal(&rng);
-            }
-            /* selected: scores above the (M-k)-th smallest */
-            for (int64_t i = 0; i < M; i++) {
-                int64_t below = 0;
-                for (int64_t j = 0; j < M; j++) below += sc[j] < sc[i] || (sc[j] == sc[i] && j < i);
-                z[i] = below >= M - k;
-            }
-        }
+    cattr_attr_params p = cattr_attr_default_params(meth);
+    p.dtype = lp->dtype;
+    p.n_samples = lp->n_samples;
+    p.seed = lp->seed;
+    p.lime_alpha = lp->lime_alpha;
+    p.perturbations_per_eval = lp->perturbations_per_eval;
+    p.max_memory = llm_budget(lp);
+    p.precision = lp->precision;
+    p.device = m->be->name;
+    p.progress = lp->progress;
+    p.progress_user = lp->progress_user;
+    p.return_coefficients = surrogate;
+    p.return_convergence_delta = 0;
+    cattr_attr_params cmp = p; /* the budget may change between calls without a new explainer */
+    cmp.max_memory = m->pp.max_memory;
+    if (!m->pe || m->pe_ctx != ctx || memcmp(&m->pp, &cmp, sizeof p)) { /* memset and set field by field */
+        cattr_explainer_free(m->pe);
+        m->pe = NULL;
+        CX_CHECK(cattr_explainer_new(m->pres_model[ctx], &p, &m->pe));
+        m->pp = p;
+        m->pe_ctx = ctx;
     }
-    /* g(z) of every sample: per target token one batched evaluation of all samples (cut to the memory budget),
-     * summed over the target tokens in order */
-    double *G = st == CATTR_OK ? calloc((size_t)S, sizeof *G) : NULL, *fk = st == CATTR_OK ? malloc((size_t)S * sizeof *fk) : NULL;
-    int64_t *rows = st == CATTR_OK ? malloc((size_t)(S * (T + n)) * sizeof *rows) : NULL;
-    if (st == CATTR_OK && (!G || !fk || !rows)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
-        int64_t L = T + k;
-        for (int64_t r = 0; r < S; r++) {
-            const unsigned char *z = Z + r * M;
-            int64_t *row = rows + r * L;
-            for (int64_t i = 0; i < T; i++) row[i] = z[i] ? ids[i] : b; /* the baseline token where z is 0 */
-            for (int64_t j = 0; j < k; j++) row[T + j] = tg[j];
-        }
-        st = forward_logprobs_chunked(m, p->dtype, rows, S, L, tg[k], fk, rows_per_pass(m, p, S, L));
-        for (int64_t r = 0; r < S && st == CATTR_OK; r++) G[r] = cx_rnd(p->dtype, G[r] + fk[r]);
-        if (st == CATTR_OK && p->progress) p->progress(k + 1, n, p->progress_user);
+    m->pe->p.max_memory = m->pp.max_memory = p.max_memory;
+    int64_t sh1[2] = {1, T}, shc[2] = {1, n - 1}, shn[2] = {1, n};
+    cattr_tensor *pres = cx_tensor_alloc(CATTR_FLOAT32, 2, sh1), *ids = cx_tensor_alloc(CATTR_INT64, 2, sh1);
+    cattr_tensor *bids = cx_tensor_alloc(CATTR_INT64, 2, sh1), *pos = cx_tensor_alloc(CATTR_INT64, 2, shn);
+    cattr_tensor *sidx = cx_tensor_alloc(CATTR_INT64, 2, shn), *cids = ctx ? cx_tensor_alloc(CATTR_INT64, 2, shc) : NULL;
+    int64_t S = meth == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING && lc->permutations ? lp->n_samples : 0;
+    cattr_tensor **perms = S ? calloc((size_t)S, sizeof *perms) : NULL;
+    const char **roles = S ? calloc((size_t)S, sizeof *roles) : NULL;
+    cattr_tensor *attr[CATTR_MAX_OUTPUTS] = {0};
+    cattr_status st = pres && ids && bids && pos && sidx && (cids || !ctx) && (!S || (perms && roles))
+                          ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t s = 0; s < S && st == CATTR_OK; s++) { /* recorded orders: the method's permutation draws */
+        perms[s] = cx_tensor_alloc(CATTR_INT64, 1, &T);
+        if (!perms[s]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else memcpy(perms[s]->data, lc->permutations + s * T, (size_t)T * sizeof(int64_t));
+        roles[s] = "svs_permutation";
     }
-    for (int64_t r = 0; r < S && st == CATTR_OK; r++) { /* outputs and weights, in float32 as Captum fits */
-        const unsigned char *z = Z + r * M;
-        y[r] = (float)G[r];
-        int64_t on = 0;
-        for (int64_t i = 0; i < M; i++) {
-            on += z[i];
-            X[r * M + i] = z[i];
-        }
-        if (ks) {
-            w[r] = on == 0 || on == M ? 1e6f : 1.0f;
-        } else { /* exp(-d^2/2), d = 1 - cos(ones(M), z) in float32 */
-            float nz = sqrtf((float)on), no = sqrtf((float)M);
-            float cosv = on ? (float)on / (no * nz) : 0.0f, d = 1.0f - cosv;
-            w[r] = (float)exp((double)(-(d * d) / 2.0f));
-        }
-    }
-    free(G);
-    free(fk);
-    free(rows);
     if (st == CATTR_OK) {
-        if (ks) {
-            st = cx_linreg_fit(S, M, X, y, w, coef, &icpt);
-        } else {
-            cx_lasso_opts o = CX_LASSO_DEFAULTS(p->lime_alpha);
-            st = cx_lasso_fit(S, M, X, y, w, &o, coef, &icpt, NULL);
+        for (int64_t i = 0; i < T; i++) {
+            ((float *)pres->data)[i] = 1.0f;
+            ((int64_t *)ids->data)[i] = lc->prompt[i];
+            ((int64_t *)bids->data)[i] = b;
         }
+        for (int64_t k = 0; k < n; k++) {
+            if (k < n - 1) ((int64_t *)cids->data)[k] = lc->target[k];
+            ((int64_t *)pos->data)[k] = T - 1 + k;
+            ((int64_t *)sidx->data)[k] = k * V + lc->target[k];
+        }
+        const cattr_tensor *in[1] = {pres}, *add[5];
+        int na = 0;
+        add[na++] = ids;
+        add[na++] = bids;
+        if (ctx) add[na++] = cids;
+        add[na++] = pos;
+        add[na++] = sidx;
+        int64_t t0 = 0;
+        cattr_target total = {CATTR_TARGET_INDEX, 1, 0, &t0};
+        cattr_call call = {in, 1, NULL, surrogate ? &total : NULL, add, na, NULL, NULL, NULL, 0, NULL, 0, NULL};
+        if (S) {
+            call.draws = (const cattr_tensor *const *)perms;
+            call.draw_roles = roles;
+            call.n_draws = (int)S;
+        } else if (surrogate) {
+            call.draws = lc->draws;
+            call.draw_roles = lc->draw_roles;
+            call.n_draws = lc->n_draws;
+        }
+        st = cattr_explainer_run(m->pe, &call, attr, NULL);
     }
-    for (int64_t i = 0; i < M && st == CATTR_OK; i++) seq_attr[i] = coef[i];
-    free(Z);
-    free(X);
-    free(y);
-    free(w);
-    free(coef);
-    free(sc);
+    /* FeatureAblation [1 + n, T], ShapleyValueSampling [1, 1 + n, T], Lime / KernelShap coefficients [1, T] */
+    for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
+        seq_attr[i] = (double)(float)cx_tensor_get(attr[0], i);
+        for (int64_t k = 0; k < n; k++)
+            token_attr[k * T + i] = surrogate ? NAN : (double)(float)cx_tensor_get(attr[0], (1 + k) * T + i);
+    }
+    for (int k = 0; k < CATTR_MAX_OUTPUTS; k++) cattr_tensor_free(attr[k]);
+    for (int64_t s = 0; perms && s < S; s++) cattr_tensor_free(perms[s]);
+    free(perms);
+    free(roles);
+    cattr_tensor_free(pres);
+    cattr_tensor_free(ids);
+    cattr_tensor_free(bids);
+    cattr_tensor_free(pos);
+    cattr_tensor_free(sidx);
+    cattr_tensor_free(cids);
     return st;
 }
 
@@ -759,15 +736,13 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, cons
             for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * T + i]);
             seq_attr[i] = s;
         }
-    } else if (p->method == CATTR_METHOD_LIME || p->method == CATTR_METHOD_KERNEL_SHAP) {
-        st = surrogate_attr(m, p, c, seq_attr);
-        for (int64_t i = 0; i < n * T; i++) token_attr[i] = NAN; /* Captum returns no token_attr here */
+    } else if (p->method == CATTR_METHOD_FEATURE_ABLATION && !p->no_prefix_cache && p->perturbations_per_eval == 0) {
+        st = ablation_attr(m, p, c, token_attr, seq_attr, target_logprobs);
+        target_logprobs = NULL; /* row 0 of every batch was the real sequence: already written */
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
-    } else {
-        bool fa = p->method == CATTR_METHOD_FEATURE_ABLATION;
-        st = perturb_attr(m, p, c, token_attr, seq_attr, fa ? target_logprobs : NULL);
-        if (fa) target_logprobs = NULL; /* row 0 of every batch was the real sequence: already written */
+    } else { /* Captum returns no token_attr for Lime and KernelShap: NaN */
+        st = presence_attr(m, p, c, token_attr, seq_attr);
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     }

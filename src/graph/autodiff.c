@@ -322,6 +322,15 @@ static cattr_status r_place_rows(cg_graph *g, int ni, int gy, const bool *need, 
     return CATTR_OK;
 }
 
+/* (X, like) -> X summed down to like's shape: the gradient broadcasts gY back to X's shape (like is read for its shape
+ * only and receives none) */
+static cattr_status r_reduce_sum_like(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_ADD, NULL, EMIT(CG_ZEROS_LIKE, NULL, nd.in[0]), gy);
+    return CATTR_OK;
+}
+
 /* ---- transformer ops ---- */
 
 static cattr_status r_seq_pick(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
@@ -420,6 +429,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_ROPE] = r_rope;
     r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
+    r->by_op[CG_REDUCE_SUM_LIKE] = r_reduce_sum_like;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;

@@ -86,7 +86,7 @@ static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *na
         ga.axis = 1;
         return NODE(CG_GATHER, &ga, name, v, last_idx);
     }
-    if (opts->pos_input) {
+    if (opts->pos_input || opts->presence) {
         if (*pos < 0 && (*pos = cg_add_input(b->g, "positions")) < 0) {
             b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             return -1;
@@ -111,7 +111,35 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
     int x = -1, E = -1;
     if (b->st == CATTR_OK) {
         E = weight(b, "model.embed_tokens.weight", 2, V, H);
-        if (opts->ids_input) {
+        if (opts->presence) {
+            int p = cg_add_input(b->g, "presence"), ids = cg_add_input(b->g, "input_ids");
+            int bids = cg_add_input(b->g, "baseline_ids"), ctx = opts->context ? cg_add_input(b->g, "context_ids") : -2;
+            cattr_tensor *one = cx_tensor_alloc(CATTR_FLOAT32, 0, NULL);
+            int onev = one ? cg_add_const(b->g, "presence.one", one, true) : -1;
+            if (one && onev < 0) cattr_tensor_free(one);
+            if (p < 0 || ids < 0 || bids < 0 || ctx == -1 || onev < 0) {
+                b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            } else {
+                *(float *)one->data = 1.0f;
+                cg_attrs ga = cg_attrs_default(), ua = cg_attrs_default();
+                ua.n_ints = 1;
+                ua.ints[0] = 2;
+                int pu = NODE(CG_UNSQUEEZE, &ua, "presence.keep", p);
+                int qu = NODE(CG_SUB, NULL, "presence.replace", onev, pu);
+                int a = NODE(CG_GATHER, &ga, "presence.tokens", E, ids);
+                int bb = NODE(CG_GATHER, &ga, "presence.baselines", E, bids);
+                /* p * a + (1 - p) * b: exactly a or b for p in {0, 1} */
+                int emb = NODE(CG_ADD, NULL, ctx >= 0 ? "presence.embed" : "hidden.embed",
+                               NODE(CG_MUL, NULL, "presence.kept", pu, a), NODE(CG_MUL, NULL, "presence.replaced", qu, bb));
+                if (ctx >= 0) {
+                    cg_attrs ca = cg_attrs_default();
+                    ca.axis = 1;
+                    x = NODE(CG_CONCAT, &ca, "hidden.embed", emb, NODE(CG_GATHER, &ga, "context.embed", E, ctx));
+                } else {
+                    x = emb;
+                }
+            }
+        } else if (opts->ids_input) {
             int ids = cg_add_input(b->g, "input_ids");
             cg_attrs a = cg_attrs_default();
             x = NODE(CG_GATHER, &a, "hidden.embed", E, ids);
@@ -208,12 +236,34 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         ma.trans_b = 1;
         ma.keep_precision = 1; /* the output head stays at full precision under precision "high" */
         int y;
-        if (opts->all_logits) {
+        if (opts->all_logits && !opts->presence) {
             y = NODE(CG_MATMUL, &ma, "logits", x, head);
         } else {
             int last = cfg.num_hidden_layers > 0 ? x : scored(b, opts, x, "last_position", &pos, last_idx);
             int lg = NODE(CG_MATMUL, &ma, "logits", last, head);
             y = NODE(CG_LOGSOFTMAX, NULL, "logprobs", lg);
+        }
+        if (opts->presence && b->st == CATTR_OK) { /* [S, P, V] -> the scored tokens [S, P], their sum first */
+            int si = cg_add_input(b->g, "score_index");
+            if (si < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            cg_attrs r3 = cg_attrs_default(), r2 = cg_attrs_default(), sa = cg_attrs_default(), ca = cg_attrs_default();
+            r3.n_ints = 3;
+            r3.ints[0] = 0;
+            r3.ints[1] = -1;
+            r3.ints[2] = 1;
+            r2.n_ints = 2;
+            r2.ints[0] = 0;
+            r2.ints[1] = -1;
+            sa.n_ints = 4; /* [:, 0:1] */
+            sa.ints[0] = 0;
+            sa.ints[1] = 1;
+            sa.ints[2] = 1;
+            sa.ints[3] = 1;
+            ca.axis = 1;
+            int flat = NODE(CG_RESHAPE, &r3, "score.flat", y);
+            int picked = NODE(CG_RESHAPE, &r2, "score.tokens", NODE(CG_SEQ_PICK, NULL, "score.pick", flat, si));
+            int total = NODE(CG_REDUCE_SUM_LIKE, NULL, "score.total", picked, NODE(CG_SLICE, &sa, "score.first", picked));
+            y = NODE(CG_CONCAT, &ca, "scores", total, picked);
         }
         if (b->st == CATTR_OK && cg_add_output(b->g, y) != 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
@@ -234,7 +284,7 @@ cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *c
 }
 
 static cattr_model *wrap_model(cg_graph *g, const char *path, const cx_decoder_opts *opts, int64_t H) {
-    int n_in = opts->pos_input ? 2 : 1;
+    int n_in = g->n_inputs;
     cattr_model *m = calloc(1, sizeof *m);
     if (!m) return NULL;
     m->in_ndim = calloc((size_t)n_in, sizeof *m->in_ndim);
@@ -252,11 +302,17 @@ static cattr_model *wrap_model(cg_graph *g, const char *path, const cx_decoder_o
     m->in_shape[0][1] = -1;
     m->in_shape[0][2] = H;
     m->in_dtype[0] = opts->ids_input ? CATTR_INT64 : CATTR_FLOAT32;
-    if (opts->pos_input) {
+    if (opts->pos_input && !opts->presence) {
         m->in_ndim[1] = 1;
         m->in_shape[1][0] = -1;
         m->in_dtype[1] = CATTR_INT64;
     }
+    if (opts->presence) /* presence [S, T] float, then int64 [S, *] ids, positions and score indices */
+        for (int i = 0; i < n_in; i++) {
+            m->in_ndim[i] = 2;
+            m->in_shape[i][0] = m->in_shape[i][1] = -1;
+            m->in_dtype[i] = i == 0 ? CATTR_FLOAT32 : CATTR_INT64;
+        }
     return m;
 }
 

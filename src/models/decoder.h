@@ -12,6 +12,14 @@ typedef struct cx_decoder_opts {
                         * position, [S, 1, vocab]: what attribution scores) */
     bool pos_input;    /* a second input "positions" int64 [S]: the log-probabilities are taken at position
                         * positions[s] of row s (else at the last position) */
+    /* The token-presence form LLMAttribution perturbs (ids_input, all_logits and pos_input ignored): inputs
+     * "presence" [S, T] (1 keeps prompt token t, 0 replaces it by its baseline token; embeddings p * E[id] +
+     * (1 - p) * E[baseline]), "input_ids" and "baseline_ids" int64 [S, T], with `context` "context_ids" int64 [S, C]
+     * (tokens after the prompt: earlier target tokens), "positions" int64 [S, P] and "score_index" int64 [S, P]
+     * (k * vocab + token: which log-probability of position positions[s, k] is scored); output [S, 1 + P]: the sum of
+     * the P scores (added in order), then the scores. */
+    bool presence;
+    bool context;
 } cx_decoder_opts;
 
 /* The decoder of `base` (a model from cx_decoder_load) rebuilt with other options, borrowing its weights (`base`
