@@ -70,8 +70,8 @@ typedef enum cg_op {
     CG_LOGSOFTMAX_GRAD, /* (Y, gY) -> gY - exp(Y) * sum(gY) */
     CG_SWIGLU,          /* (G, U) -> G * sigmoid(G) * U (the gated MLP's activation, one pass; keeps only G and U) */
     CG_SWIGLU_GRAD,     /* (G, U, gY); index 0: dG, 1: dU */
-    CG_SEQ_PICK,        /* (X [S, L, C], pos int64 [S]) -> [S, 1, C]: row s's position pos[s] */
-    CG_SEQ_PICK_GRAD,   /* (gY [S, 1, C], pos, X) -> zeros of X's shape with gY at those positions */
+    CG_SEQ_PICK,        /* (X [S, L, C], pos int64 [S] or [S, P]) -> [S, P, C]: row s at positions pos[s, :] */
+    CG_SEQ_PICK_GRAD,   /* (gY [S, P, C], pos, X) -> zeros of X's shape with gY added at those positions */
     /* rule ops (src/attr/rules.c). The DeepLift ops see a batch of 2N rows: N actual rows, then their N references
      * (Captum's cat([x, x'])); "cat2(v)" below is [v; v]. */
     CG_DL_DELTA,        /* (X) -> cat2(X[:N] - X[N:]) */
