@@ -18,12 +18,18 @@
  * from perturbations_per_eval or the memory budget. Random numbers come from the call's explicit draws when it has
  * them (replay of a recorded Captum run) and otherwise from the Philox generator keyed by params.seed, one stream
  * per example.
+ *
+ * When every example has the same feature ids (no mask, or masks without a batch dim), the samples are evaluated on
+ * the backend as one derived graph per chunk (lm_build): the inputs, baselines, feature ids and every sample go up
+ * once per call; per chunk only the target outputs come back.
  */
+#include "attr/derive.h"
 #include "attr/internal.h"
 #include "attr/linmodel.h"
 #include "core/rng.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -356,6 +362,236 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
     return st;
 }
 
+/* ---- model evaluation on the backend ---------------------------------------------------------------------------
+ * A chunk of reps samples of every example (R = reps * B rows, row r * B + b) runs as one graph:
+ *   inputs   x_i, base_i [B, ...]; ids_i int64 [1, ...] (each element's feature); the additional inputs; Z int64
+ *            [B * n, M] (every sample); zrow [R] (the sample of each row); rows [R] (r mod B); one [R]; tidx [R] (the
+ *            flat index of the example's target in its output)
+ *   prefix   in_i = WhereId(base_i, x_i, Squeeze(Gather(Gather(Z, zrow), ids_i, axis 1)), one; rows, rows): z_f ? x :
+ *            baseline per element, read in place
+ *   model    on in_i and Gather(a_j, rows); suffix y = SeqPick(Reshape(output, [R, -1, 1]), tidx) as [R] */
+typedef struct lm_graph {
+    cg_graph *g;
+    int n, n_add, rank[CX_MAX_IN];
+    int y;
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], ids[CX_MAX_IN], add[CX_MAX_IN], z, zrow, rows, one, tidx, y_out;
+} lm_graph;
+
+static void lm_release(cattr_explainer *e) {
+    lm_graph *s = e->method_state;
+    if (!s) return;
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->x[i]);
+        cx_dbuf_free(&s->base[i]);
+        cx_dbuf_free(&s->ids[i]);
+        cx_dbuf_free(&s->add[i]);
+    }
+    cx_dbuf_free(&s->z);
+    cx_dbuf_free(&s->zrow);
+    cx_dbuf_free(&s->rows);
+    cx_dbuf_free(&s->one);
+    cx_dbuf_free(&s->tidx);
+    cx_dbuf_free(&s->y_out);
+    cx_plan_cache_clear(&s->pc);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    free(s);
+    e->method_state = NULL;
+}
+
+#define LM_X(i) (i)
+#define LM_BASE(i) (s->n + (i))
+#define LM_IDS(i) (2 * s->n + (i))
+#define LM_ADD(j) (3 * s->n + (j))
+#define LM_Z (3 * s->n + s->n_add)
+#define LM_ZROW (LM_Z + 1)
+#define LM_ROWS (LM_Z + 2)
+#define LM_ONE (LM_Z + 3)
+#define LM_TIDX (LM_Z + 4)
+#define LM_N_IN (LM_Z + 5)
+#define LM_MAX_IN (4 * CX_MAX_IN + 5)
+
+static cattr_status lm_build(cattr_explainer *e, lm_graph *s) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    int v[LM_MAX_IN], in_map[2 * CX_MAX_IN], bad = 0;
+    for (int k = 0; k < LM_N_IN; k++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "__lm_in%d", k);
+        bad |= (v[k] = cg_add_input(g, nm)) < 0;
+    }
+    cg_attrs a0 = cg_attrs_default(), a1 = cg_attrs_default(), sq = cg_attrs_default();
+    a1.axis = 1;
+    sq.n_ints = 1;
+    sq.ints[0] = 1;
+    int zr = bad ? -1 : cg_emit(g, CG_GATHER, "__lm_samples", (int[]){v[LM_Z], v[LM_ZROW]}, 2, &a0);
+    bad |= zr < 0;
+    for (int i = 0; i < s->n && !bad; i++) {
+        int gz = cg_emit(g, CG_GATHER, "__lm_z_of_elements", (int[]){zr, v[LM_IDS(i)]}, 2, &a1);
+        int sel = gz < 0 ? -1 : cg_emit(g, CG_SQUEEZE, "__lm_selected", (int[]){gz}, 1, &sq);
+        in_map[i] = sel < 0 ? -1
+                            : cg_emit(g, CG_WHERE_ID, "__lm_sampled",
+                                      (int[]){v[LM_BASE(i)], v[LM_X(i)], sel, v[LM_ONE], v[LM_ROWS], v[LM_ROWS], -1},
+                                      7, NULL);
+        bad |= in_map[i] < 0;
+    }
+    for (int j = 0; j < s->n_add && !bad; j++)
+        bad |= (in_map[s->n + j] = cg_emit(g, CG_GATHER, "__lm_at", (int[]){v[LM_ADD(j)], v[LM_ROWS]}, 2, &a0)) < 0;
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    if (st == CATTR_OK) {
+        cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+        r3.n_ints = 3;
+        r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+        r1.n_ints = 1;
+        r1.ints[0] = -1;
+        int y3 = cg_emit(g, CG_RESHAPE, "__lm_out_rows", (int[]){map[cx_model_output(e->m)]}, 1, &r3);
+        int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__lm_target", (int[]){y3, v[LM_TIDX]}, 2, NULL);
+        s->y = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_y", (int[]){ys}, 1, &r1);
+        if (s->y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
+    return CATTR_OK;
+}
+
+/* Whether every example has the same feature ids (the samples then select by one id list per input). */
+static bool same_ids(const cx_call *c, const features *F) {
+    for (int i = 0; i < c->n; i++)
+        for (int64_t b = 1; b < c->B; b++)
+            if (memcmp(F->ids[i], F->ids[i] + b * F->per[i], (size_t)F->per[i] * sizeof(int64_t))) return false;
+    return true;
+}
+
+/* evaluate() on the backend (see above). */
+static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
+    int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
+    lm_graph *s = e->method_state;
+    bool same = s && s->n == c->n && s->n_add == c->n_add;
+    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
+    if (!same) lm_release(e);
+    s = e->method_state;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return oom();
+        e->method_state = s;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
+        cattr_status st = lm_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            lm_release(e);
+            return st;
+        }
+    }
+    cattr_tensor *seed = NULL;
+    cattr_status st = samples_per_pass(e, c, n, &chunk);
+    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    int64_t rmax = chunk * B, nz = B * n * M, nbuf = nz > 3 * rmax ? nz : 3 * rmax;
+    for (int i = 0; i < c->n; i++) nbuf = F->per[i] > nbuf ? F->per[i] : nbuf;
+    int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
+    double *y = st == CATTR_OK ? malloc((size_t)(rmax + 1) * sizeof *y) : NULL;
+    if (st == CATTR_OK && (!buf || !y)) st = oom();
+    size_t es = cattr_dtype_size(c->dt);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        st = cx_dbuf_fit(e->be, &s->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)F->per[i] * sizeof(int64_t), F->ids[i], false);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
+        st = cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                         c->add[j]->data, false);
+    if (st == CATTR_OK) { /* every sample, then the rows' schedule */
+        for (int64_t k = 0; k < nz; k++) buf[k] = S->Z[k];
+        st = cx_dbuf_fit(e->be, &s->z, (size_t)nz * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK) {
+        int64_t per_ex = seed->numel / (B ? B : 1);
+        for (int64_t b = 0; b < B; b++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
+            buf[2 * rmax + b] = t;
+        }
+        for (int64_t r = 0; r < rmax; r++) {
+            buf[r] = r % B;
+            buf[rmax + r] = 1;
+            buf[2 * rmax + r] = buf[2 * rmax + r % B];
+        }
+        st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf + rmax, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf + 2 * rmax, false);
+    }
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)rmax * es, NULL, false);
+    for (int64_t s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
+        int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0, R = reps * B;
+        for (int64_t r = 0; r < R; r++) buf[r] = (r % B) * n + s0 + r / B; /* Z's row of example b's sample */
+        st = cx_copy_in(e->be, s->zrow.p, buf, (size_t)R * sizeof *buf);
+        int nd[LM_MAX_IN];
+        int64_t sh[LM_MAX_IN][CATTR_MAX_DIMS];
+        cattr_dtype dt[LM_MAX_IN];
+        void *in[LM_MAX_IN], *out[1] = {s->y_out.p};
+        for (int k = 0; k < LM_N_IN; k++) {
+            nd[k] = 1;
+            sh[k][0] = R;
+            dt[k] = CATTR_INT64;
+        }
+        for (int i = 0; i < c->n; i++) {
+            const cattr_tensor *x = c->x[i];
+            nd[LM_X(i)] = nd[LM_BASE(i)] = nd[LM_IDS(i)] = x->ndim;
+            memcpy(sh[LM_X(i)], x->shape, sizeof sh[0]);
+            memcpy(sh[LM_BASE(i)], x->shape, sizeof sh[0]);
+            memcpy(sh[LM_IDS(i)], x->shape, sizeof sh[0]);
+            sh[LM_IDS(i)][0] = 1;
+            dt[LM_X(i)] = dt[LM_BASE(i)] = c->dt;
+            in[LM_X(i)] = s->x[i].p;
+            in[LM_BASE(i)] = s->base[i].p;
+            in[LM_IDS(i)] = s->ids[i].p;
+        }
+        for (int j = 0; j < c->n_add; j++) {
+            nd[LM_ADD(j)] = c->add[j]->ndim;
+            memcpy(sh[LM_ADD(j)], c->add[j]->shape, sizeof sh[0]);
+            dt[LM_ADD(j)] = c->add[j]->dtype;
+            in[LM_ADD(j)] = s->add[j].p;
+        }
+        nd[LM_Z] = 2;
+        sh[LM_Z][0] = B * n;
+        sh[LM_Z][1] = M;
+        in[LM_Z] = s->z.p;
+        in[LM_ZROW] = s->zrow.p;
+        in[LM_ROWS] = s->rows.p;
+        in[LM_ONE] = s->one.p;
+        in[LM_TIDX] = s->tidx.p;
+        cx_plan *p = NULL;
+        if (st == CATTR_OK)
+            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &p);
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
+        if (st == CATTR_OK && c->dt == CATTR_FLOAT32) { /* the R target outputs come back */
+            float *yf = (float *)(void *)y;
+            st = cx_copy_out(e->be, yf, s->y_out.p, (size_t)R * es);
+            for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = yf[r];
+        } else if (st == CATTR_OK) {
+            st = cx_copy_out(e->be, y, s->y_out.p, (size_t)R * es);
+            for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
+        }
+        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
+    }
+    cattr_tensor_free(seed);
+    free(buf);
+    free(y);
+    return st;
+}
+
 /* ---- the methods ---------------------------------------------------------------------------------------------- */
 
 static cattr_status surrogate_init(cattr_explainer *e) {
@@ -414,7 +650,7 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
         const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
         W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width, e->p.lime_euclidean != 0);
     }
-    if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y);
+    if (st == CATTR_OK && B > 0) st = same_ids(c, &F) ? evaluate_on_device(e, c, &F, &S, Y) : evaluate(e, c, &F, &S, Y);
     for (int64_t b = 0; b < B && st == CATTR_OK; b++) { /* one interpretable model per example */
         size_t nm = (size_t)n * (size_t)S.M;
         for (size_t k = 0; k < nm; k++) X[k] = S.Z[(size_t)b * nm + k];
@@ -459,6 +695,6 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     return st;
 }
 
-const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, surrogate_init, surrogate, NULL};
+const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, surrogate_init, surrogate, lm_release};
 const cx_method cx_method_kernel_shap = {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap", false,
-                                         surrogate_init,           surrogate,     NULL};
+                                         surrogate_init,           surrogate,     lm_release};
