@@ -1091,6 +1091,15 @@ static void test_rules(void) {
         in_i(c, DIMS(4, 3, 5), mv);
         in_i(c, DIMS(4), id);
         run(c);
+        c = tc(CG_WHERE_ID, v ? "where at most (A broadcast)" : "where at most");
+        if (v) in_u(c, DIMS(4, 1, 1));
+        else in_u(c, DIMS(4, 3, 5));
+        if (v) in_u(c, DIMS(4, 3, 5));
+        else in_u(c, DIMS(4, 1, 1));
+        in_i(c, DIMS(4, 3, 5), mv);
+        in_i(c, DIMS(4), id);
+        c->n.a.index = 1;
+        run(c);
     }
     /* WhereId with row maps: 6 rows from A [2, 3, 4] (rows r mod 2), B [3, 3, 4] (a map), M [1, 3, 4] (all row 0) */
     {
@@ -1104,6 +1113,16 @@ static void test_rules(void) {
         in_i(c, DIMS(6), ar);
         in_i(c, DIMS(6), br);
         in_i(c, DIMS(6), mr);
+        run(c);
+        c = tc(CG_WHERE_ID, "where id, row maps, at most (index 1)");
+        in_u(c, DIMS(2, 3, 4));
+        in_u(c, DIMS(3, 3, 4));
+        in_i(c, DIMS(1, 3, 4), mv);
+        in_i(c, DIMS(6), id);
+        in_i(c, DIMS(6), ar);
+        in_i(c, DIMS(6), br);
+        in_i(c, DIMS(6), mr);
+        c->n.a.index = 1;
         run(c);
         c = tc(CG_WHERE_ID, "where id, one map absent");
         in_u(c, DIMS(6, 3, 4));

@@ -920,6 +920,10 @@ static void test_gather_slice(void) {
         cg_attrs aw = cg_attrs_default();
         fwd_case("WhereId", CG_WHERE_ID, &aw, 4, w, DIMS(3, 4), wv);
         grad_op("WhereId", CG_WHERE_ID, &aw, 4, w);
+        aw.index = 1; /* M <= id: the Shapley methods' "added so far" */
+        for (int i = 0; i < 12; i++) wv[i] = mk_[i] <= id_[i / 4] ? bv[i / 4] : av[i];
+        fwd_case("WhereId at most", CG_WHERE_ID, &aw, 4, w, DIMS(3, 4), wv);
+        grad_op("WhereId at most", CG_WHERE_ID, &aw, 4, w);
         cattr_tensor_free(w[2].t);
         cattr_tensor_free(w[3].t);
         free_ops(2, w);

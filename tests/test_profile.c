@@ -140,8 +140,9 @@ static int profiled_fa(const cattr_model *m, const cattr_tensor *x, int features
     return copies;
 }
 
-/* Copy events of one profiled Lime call with n_samples samples, all in one pass (the budget allows it). */
-static int profiled_lime(const cattr_model *m, const cattr_tensor *x, int n_samples) {
+/* Copy events of one profiled Lime (or ShapleyValueSampling) call with n_samples samples, all in one pass (the
+ * budget allows it). */
+static int profiled_lime(const cattr_model *m, const cattr_tensor *x, int n_samples, cattr_method method) {
     int64_t shape[4] = {1, 1, 8, 8};
     cattr_tensor *mask = NULL;
     CHECK(cattr_tensor_new(CATTR_INT64, 4, shape, &mask) == CATTR_OK, "mask");
@@ -149,10 +150,10 @@ static int profiled_lime(const cattr_model *m, const cattr_tensor *x, int n_samp
     int64_t *mv = cattr_tensor_data(mask);
     for (int k = 0; k < 64; k++) mv[k] = k / 16; /* 4 features */
     CHECK(cattr_profile_begin() == CATTR_OK, "begin");
-    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_LIME);
+    cattr_attr_params p = cattr_attr_default_params(method);
     p.n_samples = n_samples;
     cattr_explainer *e = NULL;
-    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "Lime explainer");
+    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "%s explainer", cattr_method_name(method));
     int64_t tidx = 3;
     cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
     const cattr_tensor *in[1] = {x}, *masks[1] = {mask};
@@ -162,7 +163,9 @@ static int profiled_lime(const cattr_model *m, const cattr_tensor *x, int n_samp
     call.target = &t;
     call.feature_masks = masks;
     cattr_tensor *a = NULL;
-    if (e) CHECK(cattr_explainer_run(e, &call, &a, NULL) == CATTR_OK, "Lime, %d samples: %s", n_samples, cattr_last_error());
+    if (e)
+        CHECK(cattr_explainer_run(e, &call, &a, NULL) == CATTR_OK, "%s, %d samples: %s", cattr_method_name(method),
+              n_samples, cattr_last_error());
     int copies = cattr_profile_count("copy");
     CHECK(cattr_profile_end(NULL, NULL) == CATTR_OK, "end");
     cattr_tensor_free(a);
@@ -303,9 +306,14 @@ int main(void) {
     CHECK(f4 > 0 && f4 == f64, "copies per FeatureAblation call grow with the features: %d at 4, %d at 64", f4, f64);
 
     /* Lime: the inputs, feature ids and every sample go up once; the sampled inputs are made on the backend */
-    int l8 = profiled_lime(m, x, 8), l64 = profiled_lime(m, x, 64);
+    int l8 = profiled_lime(m, x, 8, CATTR_METHOD_LIME), l64 = profiled_lime(m, x, 64, CATTR_METHOD_LIME);
     printf("copy events: Lime 8 samples %d, 64 samples %d\n", l8, l64);
     CHECK(l8 > 0 && l8 == l64, "copies per Lime call grow with the samples: %d at 8, %d at 64", l8, l64);
+    /* ShapleyValueSampling: the inputs, column maps and every order's ranks go up once, the states are made there */
+    int v2 = profiled_lime(m, x, 2, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
+    int v16 = profiled_lime(m, x, 16, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
+    printf("copy events: ShapleyValueSampling 2 orders %d, 16 orders %d\n", v2, v16);
+    CHECK(v2 > 0 && v2 == v16, "copies per ShapleyValueSampling call grow with the orders: %d at 2, %d at 16", v2, v16);
 
     /* off: nothing is recorded */
     int before = cattr_profile_count(NULL);

@@ -1227,6 +1227,266 @@ static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
     return CATTR_OK;
 }
 
+/* ---- the Shapley methods' states on the backend ---------------------------------------------------------------
+ * A state keeps the inputs' values on the features added so far and the baselines elsewhere. With feature ids that
+ * are the same for every example, a chunk of states (R = cnt * B rows) runs as one graph:
+ *   inputs   x_i, base_i [B, ...]; rk_i int64 [T, ...] (per table row, the rank of each element's feature; elements
+ *            of no feature never added); the additional inputs; trow, thr [R] (each row's table row and how many
+ *            ranks are added: an element is added when its rank <= thr); rows [R] (r mod B); with a target tidx [R]
+ *   prefix   in_i = WhereId[<=](base_i, x_i, rk_i, thr; rows, rows, trow): read in place, no per-row tables
+ *   model    on in_i and Gather(a_j, rows); suffix: the target output per row (SeqPick), or every output value
+ * ShapleyValueSampling's table holds the rank of each feature in each order (state t * M + j: order t, thr j);
+ * ShapleyValues' holds 0 for a coalition's features and 1 for the others (thr 0). The inputs and the rank tables go
+ * up once per call (a call whose tables would exceed SV_TABLE_BYTES stays on the host path); per chunk the rows' table rows and thresholds go up and the outputs come back, to be
+ * combined in Captum's order as on the host path. */
+typedef struct sv_graph {
+    cg_graph *g;
+    int n, n_add, rank[CX_MAX_IN];
+    bool target;
+    int y;
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], rk[CX_MAX_IN], add[CX_MAX_IN], trow, thr, rows, tidx, y_out;
+} sv_graph;
+
+static void sv_release(cattr_explainer *e) {
+    sv_graph *s = e->method_state;
+    if (!s) return;
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->x[i]);
+        cx_dbuf_free(&s->base[i]);
+        cx_dbuf_free(&s->rk[i]);
+        cx_dbuf_free(&s->add[i]);
+    }
+    cx_dbuf *d[] = {&s->trow, &s->thr, &s->rows, &s->tidx, &s->y_out};
+    for (size_t k = 0; k < sizeof d / sizeof *d; k++) cx_dbuf_free(d[k]);
+    cx_plan_cache_clear(&s->pc);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    free(s);
+    e->method_state = NULL;
+}
+
+#define SG_X(i) (i)
+#define SG_BASE(i) (s->n + (i))
+#define SG_RK(i) (2 * s->n + (i))
+#define SG_ADD(j) (3 * s->n + (j))
+#define SG_TROW (3 * s->n + s->n_add)
+#define SG_THR (SG_TROW + 1)
+#define SG_ROWS (SG_TROW + 2)
+#define SG_TIDX (SG_TROW + 3)
+#define SG_N_IN (SG_TROW + 3 + (s->target ? 1 : 0))
+#define SG_MAX_IN (4 * CX_MAX_IN + 4)
+#define SV_TABLE_BYTES ((size_t)256 << 20) /* rank tables larger than this keep the Shapley states on the host */
+
+static cattr_status sv_build(cattr_explainer *e, sv_graph *s) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    int v[SG_MAX_IN], in_map[2 * CX_MAX_IN], bad = 0;
+    for (int k = 0; k < SG_N_IN; k++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "__sv_in%d", k);
+        bad |= (v[k] = cg_add_input(g, nm)) < 0;
+    }
+    cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default();
+    le.index = 1;
+    for (int i = 0; i < s->n && !bad; i++) {
+        in_map[i] = cg_emit(g, CG_WHERE_ID, "__sv_state",
+                            (int[]){v[SG_BASE(i)], v[SG_X(i)], v[SG_RK(i)], v[SG_THR], v[SG_ROWS], v[SG_ROWS],
+                                    v[SG_TROW]},
+                            7, &le);
+        bad |= in_map[i] < 0;
+    }
+    for (int j = 0; j < s->n_add && !bad; j++)
+        bad |= (in_map[s->n + j] = cg_emit(g, CG_GATHER, "__sv_at", (int[]){v[SG_ADD(j)], v[SG_ROWS]}, 2, &a0)) < 0;
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    if (st == CATTR_OK) {
+        cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+        r3.n_ints = 3;
+        r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+        r1.n_ints = 1;
+        r1.ints[0] = -1;
+        int out = map[cx_model_output(e->m)], ys = out;
+        if (s->target) {
+            int y3 = cg_emit(g, CG_RESHAPE, "__sv_out_rows", (int[]){out}, 1, &r3);
+            ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__sv_target", (int[]){y3, v[SG_TIDX]}, 2, NULL);
+        }
+        s->y = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__sv_y", (int[]){ys}, 1, &r1);
+        if (s->y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
+    return CATTR_OK;
+}
+
+/* Whether the states can run on the backend: every mask without a batch dim, and rank tables of T rows within
+ * SV_TABLE_BYTES. */
+static bool sv_on_device_ok(const cx_call *c, const pt_masks *pm, int64_t T) {
+    size_t bytes = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (pm->rows[i] != 1) return false;
+        bytes += (size_t)T * (size_t)pm->per[i] * sizeof(int64_t);
+    }
+    return c->B > 0 && bytes <= SV_TABLE_BYTES;
+}
+
+/* run_states for the Shapley methods on the backend: table tab [T, M + 1] (see above); state s of p reads table row
+ * trow_of(s) with threshold thr_of(s); the outputs go to p->take in state order. */
+static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t *tab, int64_t T, int64_t M,
+                                  void (*row_of)(const sv_run *sv, int64_t s, int64_t *trow, int64_t *thr)) {
+    cattr_explainer *e = p->e;
+    cx_call *c = p->c;
+    if (p->n_states <= 0) return CATTR_OK;
+    bool target = has_target(c);
+    sv_graph *s = e->method_state;
+    bool same = s && s->n == c->n && s->n_add == c->n_add && s->target == target;
+    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
+    if (!same) sv_release(e);
+    s = e->method_state;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->method_state = s;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        s->target = target;
+        for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
+        cattr_status st = sv_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            sv_release(e);
+            return st;
+        }
+    }
+    int64_t per = 1, B = c->B;
+    cattr_tensor *seed = NULL;
+    cattr_status st = states_per_pass(e, c, p->n_states, &per);
+    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
+    int64_t rmax = per * B, nbuf = 3 * rmax;
+    for (int i = 0; i < c->n; i++) nbuf = T * pm->per[i] > nbuf ? T * pm->per[i] : nbuf;
+    int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
+    double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
+    void *y = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof(double)) : NULL;
+    if (st == CATTR_OK && (!buf || !vals || !y)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    size_t es = cattr_dtype_size(c->dt);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        st = cx_dbuf_fit(e->be, &s->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+        int64_t per_i = pm->per[i]; /* the rank of each element's feature in every table row */
+        for (int64_t t = 0; t < T && st == CATTR_OK; t++)
+            for (int64_t k = 0; k < per_i; k++) {
+                int64_t f = pm->ids[i][k];
+                buf[t * per_i + k] = tab[t * (M + 1) + (f >= 0 && f < M ? f + 1 : 0)];
+            }
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rk[i], (size_t)(T * per_i) * sizeof *buf, buf, false);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
+        st = cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                         c->add[j]->data, false);
+    if (st == CATTR_OK) {
+        for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
+        st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK && target) {
+        int64_t per_ex = seed->numel / B;
+        for (int64_t b = 0; b < B; b++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
+            buf[b] = t;
+        }
+        for (int64_t r = B; r < rmax; r++) buf[r] = buf[r % B];
+        st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->trow, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)(per * p->n_out) * es, NULL, false);
+    const sv_run *sv = p->user;
+    for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
+        int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
+        for (int64_t j = 0; j < cnt; j++) {
+            int64_t tr, th;
+            row_of(sv, s0 + j, &tr, &th);
+            for (int64_t b = 0; b < B; b++) {
+                buf[j * B + b] = tr;
+                buf[rmax + j * B + b] = th;
+            }
+        }
+        st = cx_copy_in(e->be, s->trow.p, buf, (size_t)R * sizeof *buf);
+        if (st == CATTR_OK) st = cx_copy_in(e->be, s->thr.p, buf + rmax, (size_t)R * sizeof *buf);
+        int nd[SG_MAX_IN];
+        int64_t sh[SG_MAX_IN][CATTR_MAX_DIMS];
+        cattr_dtype dt[SG_MAX_IN];
+        void *in[SG_MAX_IN], *out[1] = {s->y_out.p};
+        for (int k = 0; k < SG_N_IN; k++) {
+            nd[k] = 1;
+            sh[k][0] = R;
+            dt[k] = CATTR_INT64;
+        }
+        for (int i = 0; i < c->n; i++) {
+            const cattr_tensor *x = c->x[i];
+            nd[SG_X(i)] = nd[SG_BASE(i)] = nd[SG_RK(i)] = x->ndim;
+            memcpy(sh[SG_X(i)], x->shape, sizeof sh[0]);
+            memcpy(sh[SG_BASE(i)], x->shape, sizeof sh[0]);
+            memcpy(sh[SG_RK(i)], x->shape, sizeof sh[0]);
+            sh[SG_RK(i)][0] = T;
+            dt[SG_X(i)] = dt[SG_BASE(i)] = c->dt;
+            in[SG_X(i)] = s->x[i].p;
+            in[SG_BASE(i)] = s->base[i].p;
+            in[SG_RK(i)] = s->rk[i].p;
+        }
+        for (int j = 0; j < c->n_add; j++) {
+            nd[SG_ADD(j)] = c->add[j]->ndim;
+            memcpy(sh[SG_ADD(j)], c->add[j]->shape, sizeof sh[0]);
+            dt[SG_ADD(j)] = c->add[j]->dtype;
+            in[SG_ADD(j)] = s->add[j].p;
+        }
+        in[SG_TROW] = s->trow.p;
+        in[SG_THR] = s->thr.p;
+        in[SG_ROWS] = s->rows.p;
+        if (target) in[SG_TIDX] = s->tidx.p;
+        cx_plan *pl = NULL;
+        if (st == CATTR_OK)
+            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &pl);
+        int64_t nv = cnt * p->n_out;
+        if (st == CATTR_OK && cx_view_numel(cx_plan_view(pl, s->y)) != nv)
+            st = cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for %lld perturbed copies of the batch; "
+                                          "expected %lld per copy",
+                         (long long)cx_view_numel(cx_plan_view(pl, s->y)), (long long)cnt, (long long)p->n_out);
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
+        if (st == CATTR_OK) st = cx_copy_out(e->be, y, s->y_out.p, (size_t)nv * es);
+        for (int64_t k = 0; k < nv && st == CATTR_OK; k++)
+            vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)y)[k] : ((const double *)y)[k];
+        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+        if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
+    }
+    cattr_tensor_free(seed);
+    free(buf);
+    free(vals);
+    free(y);
+    return st;
+}
+
+/* ShapleyValueSampling's state t * M + j: order t, ranks 0..j added. */
+static void svs_row(const sv_run *sv, int64_t s, int64_t *trow, int64_t *thr) {
+    *trow = s / sv->M;
+    *thr = s % sv->M;
+}
+
+/* ShapleyValues' state S - 1: coalition S (its features have rank 0). */
+static void sv_row(const sv_run *sv, int64_t s, int64_t *trow, int64_t *thr) {
+    (void)sv;
+    *trow = s + 1;
+    *thr = 0;
+}
+
 /* Next permutation in lexicographic order (itertools.permutations of 0..n-1); false after the last. */
 static bool next_permutation(int64_t *a, int64_t n) {
     int64_t i = n - 2;
@@ -1299,7 +1559,18 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
             if (!sv.cur[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         }
         pt_pass p = {e, c, n_perm * M, n_out, svs_fill, svs_take, &sv};
-        if (st == CATTR_OK) st = run_states(&p);
+        if (st == CATTR_OK && sv_on_device_ok(c, &pm, n_perm)) { /* the rank of every feature in every order */
+            int64_t *tab = malloc((size_t)(n_perm * (M + 1)) * sizeof *tab);
+            if (!tab) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            for (int64_t t = 0; t < n_perm && st == CATTR_OK; t++) {
+                tab[t * (M + 1)] = INT64_MAX;
+                for (int64_t j = 0; j < M; j++) tab[t * (M + 1) + 1 + sv.perms[t * M + j]] = j;
+            }
+            if (st == CATTR_OK) st = sv_run_states(&p, &pm, tab, n_perm, M, svs_row);
+            free(tab);
+        } else if (st == CATTR_OK) {
+            st = run_states(&p);
+        }
         n_iter = (double)n_perm;
     }
     if (st == CATTR_OK && exact) { /* every coalition once, then all M! orders in lexicographic order */
@@ -1310,7 +1581,18 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
         if (st == CATTR_OK) {
             memcpy(sv.coal, ref.y, (size_t)n_out * sizeof *sv.coal);
             pt_pass p = {e, c, n_coal - 1, n_out, sv_fill, sv_take, &sv};
-            st = run_states(&p);
+            if (sv_on_device_ok(c, &pm, n_coal)) { /* per coalition: rank 0 for its features, 1 for the others */
+                int64_t *tab = malloc((size_t)(n_coal * (M + 1)) * sizeof *tab);
+                if (!tab) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                for (int64_t S = 0; S < n_coal && st == CATTR_OK; S++) {
+                    tab[S * (M + 1)] = INT64_MAX;
+                    for (int64_t f = 0; f < M; f++) tab[S * (M + 1) + 1 + f] = (S >> f) & 1 ? 0 : 1;
+                }
+                if (st == CATTR_OK) st = sv_run_states(&p, &pm, tab, n_coal, M, sv_row);
+                free(tab);
+            } else {
+                st = run_states(&p);
+            }
         }
         if (st == CATTR_OK) {
             for (int64_t j = 0; j < M; j++) order[j] = j;
@@ -1365,6 +1647,7 @@ const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATIO
 const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, occlusion_init,
                                        occlusion, NULL};
 const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling",
-                                                    "ShapleyValueSampling", false, svs_init, shapley_value_sampling, NULL};
+                                                    "ShapleyValueSampling", false, svs_init, shapley_value_sampling,
+                                                    sv_release};
 const cx_method cx_method_shapley_values = {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues", false,
-                                            ablation_init, shapley_values, NULL};
+                                            ablation_init, shapley_values, sv_release};

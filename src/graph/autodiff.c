@@ -294,16 +294,16 @@ static cattr_status r_where_id(cg_graph *g, int ni, int gy, const bool *need, in
     cg_node nd = g->nodes[ni];
     int z = EMIT(CG_ZEROS_LIKE, NULL, gy);
     if (nd.n_in <= 4) {
-        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, gy, z, nd.in[2], nd.in[3]), nd.in[0]);
-        if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, NULL, z, gy, nd.in[2], nd.in[3]), nd.in[1]);
+        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, &nd.a, gy, z, nd.in[2], nd.in[3]), nd.in[0]);
+        if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE_ID, &nd.a, z, gy, nd.in[2], nd.in[3]), nd.in[1]);
         return CATTR_OK;
     }
     /* row maps: the gradient of each row goes back to the row it was read from (scatter-added) */
     int mrow = nd.n_in > 6 ? nd.in[6] : -1;
     for (int k = 0; k < 2; k++) {
         if (!need[k]) continue;
-        int sel = k == 0 ? emitv(g, CG_WHERE_ID, nd.name, NULL, 7, gy, z, nd.in[2], nd.in[3], -1, -1, mrow)
-                         : emitv(g, CG_WHERE_ID, nd.name, NULL, 7, z, gy, nd.in[2], nd.in[3], -1, -1, mrow);
+        int sel = k == 0 ? emitv(g, CG_WHERE_ID, nd.name, &nd.a, 7, gy, z, nd.in[2], nd.in[3], -1, -1, mrow)
+                         : emitv(g, CG_WHERE_ID, nd.name, &nd.a, 7, z, gy, nd.in[2], nd.in[3], -1, -1, mrow);
         int map = nd.n_in > 4 + k ? nd.in[4 + k] : -1;
         gx[k] = map < 0 ? sel : EMIT(CG_GATHER_GRAD, NULL, sel, map, nd.in[k]);
     }

@@ -80,7 +80,8 @@ typedef enum cg_op {
     CG_DL_MAXPOOL,      /* (X, Y, gY, G0); pool attrs, alpha = eps -> DeepLift's max-pool multipliers (see kernel) */
     CG_LRP_DIV,         /* (gY, Z); alpha = eps -> gY / (Z + eps * sign(Z)), sign(0) = +1 */
     /* method ops (src/attr/perturbation.c) */
-    CG_WHERE_ID,        /* (A, B, M int64 [R, ...], id int64 [R]) -> M[r, ...] == id[r] ? B : A, of M's shape (A and B
+    CG_WHERE_ID,        /* (A, B, M int64 [R, ...], id int64 [R]) -> M[r, ...] == id[r] (index 1: M[r, ...] <= id[r])
+                         * ? B : A, of M's shape (A and B
                          * broadcast to it); with row maps (A, B, M, id, arow, brow, mrow; each map int64 [R] or
                          * absent: row r itself) row r reads A[arow[r]], B[brow[r]], M[mrow[r]] (A and B then of M's
                          * row shape) and the result is [R, *M.shape[1:]]: the perturbation methods' inputs */

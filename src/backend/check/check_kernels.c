@@ -977,7 +977,8 @@ static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out
                                    n->name, (long long)r);
             }
             for (int64_t k = 0; k < per; k++) {
-                bool pick = get(m, row[2] * per + k) == get(&in[3], r);
+                int64_t mk = ((const int64_t *)m->data)[row[2] * per + k], idr = ((const int64_t *)in[3].data)[r];
+                bool pick = n->a.index == 1 ? mk <= idr : mk == idr;
                 copy_elem(out->data, r * per + k, in[pick].data, row[pick] * per + k, es);
             }
         }
@@ -985,7 +986,8 @@ static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out
     }
     for (int64_t i = 0; i < cx_view_numel(m); i++) {
         unravel(i, m->ndim, m->shape, c);
-        const cx_view *src = get(m, i) == get(&in[3], c[0]) ? &in[1] : &in[0];
+        int64_t mk = ((const int64_t *)m->data)[i], idr = ((const int64_t *)in[3].data)[c[0]];
+        const cx_view *src = (n->a.index == 1 ? mk <= idr : mk == idr) ? &in[1] : &in[0];
         copy_elem(out->data, i, src->data, bcast_index(m->ndim, c, src->ndim, src->shape), es);
     }
     return CATTR_OK;

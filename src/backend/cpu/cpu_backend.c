@@ -373,7 +373,7 @@ static cattr_status k_seq_pick(const cg_node *n, const cx_view *in, cx_view *out
     return CATTR_OK;
 }
 
-/* WhereId: (A, B, M, id) -> M[r, ...] == id[r] ? B : A over M's shape, A and B broadcast (a selection: no arithmetic,
+/* WhereId: (A, B, M, id) -> M[r, ...] == id[r] ? B : A over M's shape (index 1: M[r, ...] <= id[r]), A and B broadcast (a selection: no arithmetic,
  * so one byte-wise kernel serves both float dtypes). A and B are each read as a whole tensor of M's shape, one value
  * per row ([R, 1, ...]), one value, or (any other broadcast) through strides. Rows run in parallel. */
 enum { WI_FULL, WI_ROW, WI_ONE, WI_STRIDED };
@@ -395,12 +395,24 @@ CX_CLONES static void where_row_8(void *o, const void *a, const void *b, const i
     const uint64_t *x0 = a, *x1 = b;
     for (int64_t k = 0; k < n; k++) y[k] = m[k] == id ? x1[k] : x0[k];
 }
+/* the same with M <= id (WhereId index 1: the Shapley methods' "features added so far") */
+CX_CLONES static void where_le_row_4(void *o, const void *a, const void *b, const int64_t *m, int64_t id, int64_t n) {
+    uint32_t *y = o;
+    const uint32_t *x0 = a, *x1 = b;
+    for (int64_t k = 0; k < n; k++) y[k] = m[k] <= id ? x1[k] : x0[k];
+}
+CX_CLONES static void where_le_row_8(void *o, const void *a, const void *b, const int64_t *m, int64_t id, int64_t n) {
+    uint64_t *y = o;
+    const uint64_t *x0 = a, *x1 = b;
+    for (int64_t k = 0; k < n; k++) y[k] = m[k] <= id ? x1[k] : x0[k];
+}
 
 static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out) {
     const cx_view *m = &in[2];
     size_t es = cattr_dtype_size(out->dtype);
     const int64_t *id = in[3].data;
     int64_t R = out->shape[0], per = R ? cx_view_numel(out) / R : 0;
+    bool le = n->a.index == 1;
     if (n->n_in > 4) { /* row maps: row r of A, B and M at arow[r], brow[r], mrow[r] (each row of the row shape) */
         const int64_t *map[3];
         for (int k = 0; k < 3; k++) map[k] = n->n_in > 4 + k ? in[4 + k].data : NULL;
@@ -418,8 +430,14 @@ static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out
             const char *b = (const char *)in[1].data + (size_t)(rb * per) * es;
             const int64_t *mr = mv + rm * per;
             char *o = (char *)out->data + (size_t)(r * per) * es;
-            if (es == 4) where_row_4(o, a, b, mr, id[r], per);
-            else where_row_8(o, a, b, mr, id[r], per);
+            if (le) {
+                if (es == 4) where_le_row_4(o, a, b, mr, id[r], per);
+                else where_le_row_8(o, a, b, mr, id[r], per);
+            } else if (es == 4) {
+                where_row_4(o, a, b, mr, id[r], per);
+            } else {
+                where_row_8(o, a, b, mr, id[r], per);
+            }
         });
         return CATTR_OK;
     }
@@ -440,7 +458,7 @@ static cattr_status k_where_id(const cg_node *n, const cx_view *in, cx_view *out
     for (int64_t r = 0; r < R; r++) {
         for (int64_t k = 0; k < per; k++) {
             int64_t i = r * per + k;
-            int pick = mv[i] == id[r];
+            int pick = le ? mv[i] <= id[r] : mv[i] == id[r];
             int64_t off;
             switch (kind[pick]) {
             case WI_FULL: off = i; break;
