@@ -560,7 +560,11 @@ static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
  *            out_i = PlaceRows(acc_i, diff, ord_i, q0); second output y
  * Every element belongs to one feature, so it receives one difference, in the output dtype, as in Captum; y0 comes
  * from the same graph run once with a feature id no mask holds (nothing perturbed, nothing placed). The call uploads
- * the inputs, masks and the whole schedule (with the permutations' draws) once and downloads the attributions once. */
+ * the inputs, masks and the whole schedule (with the permutations' draws) once and downloads the attributions once.
+ * Without a target every output value is attributed (N = n_out values per state, B * values per example): the
+ * suffix is y = Reshape(output, [-1]) (cnt * N values), diff = Gather(y0, orows) - y with orows [cnt * N] the value
+ * index of each (tidx's slot), acc_i and y0 have N rows (y0 from a host forward pass), and ord_i has 1 row or one per
+ * value (its example's). */
 /* What a device call holds; kept with the explainer from call to call (buffers reused when large enough). */
 typedef struct fa_dev {
     cx_dbuf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
@@ -571,6 +575,7 @@ typedef struct fa_dev {
 typedef struct fa_graph {
     cg_graph *g;
     int n, n_add, rank[CX_MAX_IN];
+    bool target; /* one output per example (SeqPick), else every output value */
     int outs[CX_MAX_IN + 1];
     cx_consts *consts;
     cx_plan_cache pc;
@@ -640,12 +645,15 @@ static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
         cg_attrs a = cg_attrs_default();
         a.n_ints = 3;
         a.ints[0] = 0, a.ints[1] = -1, a.ints[2] = 1;
-        int y3 = fa_emit(g, CG_RESHAPE, "__fa_out_rows", 1, (int[]){map[cx_model_output(e->m)]}, &a);
-        int ys = E2(CG_SEQ_PICK, "__fa_target", y3, v[FA_TIDX]);
+        int ys = map[cx_model_output(e->m)];
+        if (s->target) {
+            int y3 = fa_emit(g, CG_RESHAPE, "__fa_out_rows", 1, (int[]){ys}, &a);
+            ys = E2(CG_SEQ_PICK, "__fa_target", y3, v[FA_TIDX]);
+        }
         a.n_ints = 1;
         a.ints[0] = -1;
         int y = fa_emit(g, CG_RESHAPE, "__fa_y", 1, (int[]){ys}, &a);
-        int diff = E2(CG_SUB, "__fa_diff", E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], rows), y);
+        int diff = E2(CG_SUB, "__fa_diff", E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], s->target ? rows : v[FA_TIDX]), y);
         for (int i = 0; i < s->n; i++) {
             s->outs[i] = fa_emit(g, CG_PLACE_ROWS, "__fa_placed", 4, (int[]){v[FA_ACC(i)], diff, v[FA_ORD(i)], v[FA_Q0]},
                                  NULL);
@@ -666,7 +674,7 @@ static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
 
 static cattr_status fa_graph_for(cattr_explainer *e, cx_call *c, fa_graph **out) {
     fa_graph *s = e->method_state;
-    bool same = s && s->n == c->n && s->n_add == c->n_add;
+    bool same = s && s->n == c->n && s->n_add == c->n_add && s->target == has_target(c);
     for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
     if (!same) fa_release(e);
     s = e->method_state;
@@ -675,6 +683,7 @@ static cattr_status fa_graph_for(cattr_explainer *e, cx_call *c, fa_graph **out)
         e->method_state = s;
         s->n = c->n;
         s->n_add = c->n_add;
+        s->target = has_target(c);
         for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
         cattr_status st = fa_build(e, s);
         if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
@@ -708,7 +717,7 @@ static void fa_dev_free(fa_dev *d) {
 /* Runs chunk k of cnt states starting at state q0 (k 0: the reference, whose y goes to d->y0). Rows of state q are
  * at (q + 1) * B in fid and srow (the reference's first). */
 static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, const fa_dev *d, const pt_masks *pm,
-                                 bool permute, int64_t cnt, int64_t q0, int64_t k) {
+                                 bool permute, int64_t N, int64_t cnt, int64_t q0, int64_t k) {
     bool reference = k == 0;
     int64_t R = cnt * c->B;
     int nd[FA_MAX_IN];
@@ -731,7 +740,9 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
         }
         nd[FA_ORD(i)] = x->ndim;
         memcpy(sh[FA_ORD(i)], x->shape, sizeof sh[0]);
-        sh[FA_M(i)][0] = sh[FA_ORD(i)][0] = pm->rows[i];
+        sh[FA_M(i)][0] = pm->rows[i];
+        sh[FA_ORD(i)][0] = s->target || pm->rows[i] == 1 ? pm->rows[i] : N;
+        sh[FA_ACC(i)][0] = N;
         in[FA_X(i)] = d->x[i].p;
         in[FA_SRC(i)] = permute ? d->x[i].p : d->src[i].p;
         in[FA_SROW(i)] = permute ? (char *)d->srow[i].p + idx_off : d->rows.p;
@@ -749,7 +760,8 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     in[FA_ROWS] = d->rows.p;
     in[FA_FID] = (char *)d->fid.p + idx_off;
     in[FA_TIDX] = d->tidx.p;
-    sh[FA_Y0][0] = c->B;
+    if (!s->target) sh[FA_TIDX][0] = cnt * N; /* the value index of every output value */
+    sh[FA_Y0][0] = N;
     dt[FA_Y0] = c->dt;
     in[FA_Y0] = d->y0.p;
     sh[FA_Q0][0] = 1;
@@ -761,21 +773,27 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     return cx_run_plan_dev(e, p, NULL, in, NULL, out);
 }
 
-/* FeatureAblation / FeaturePermutation with a target, on the backend (see above). */
+/* FeatureAblation / FeaturePermutation on the backend (see above); without a target f->ref holds the unperturbed
+ * output values. */
 static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks *pm, fa_run *f, cattr_tensor **attr) {
     fa_graph *s = NULL;
     cattr_tensor *seed = NULL;
-    int64_t B = c->B, F = pm->F, per = 1;
+    bool target = has_target(c);
+    int64_t B = c->B, F = pm->F, per = 1, N = target ? B : f->ref->n_out, per_row = B ? N / B : 0;
     int64_t *ord2id = NULL, *buf = NULL;
     cattr_status st = fa_graph_for(e, c, &s);
     fa_dev *dp = s ? &s->d : NULL;
     if (st == CATTR_OK) st = states_per_pass(e, c, F > 0 ? F : 1, &per);
-    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
     int64_t n_chunks = F > 0 ? (F + per - 1) / per : 0;
     int64_t rmax = (per > 1 ? per : 1) * B, n_sched = (F + 1) * B; /* fid, srow: the reference's rows, then states' */
+    int64_t omax = (per > 1 ? per : 1) * N; /* output values per chunk */
     int64_t n_buf = n_sched > rmax ? n_sched : rmax;
-    for (int i = 0; i < c->n; i++)
+    if (omax > n_buf) n_buf = omax;
+    for (int i = 0; i < c->n; i++) {
         if (pm->rows[i] * pm->per[i] > n_buf) n_buf = pm->rows[i] * pm->per[i];
+        if (!target && N * pm->per[i] > n_buf) n_buf = N * pm->per[i];
+    }
     if (st == CATTR_OK) {
         ord2id = malloc((size_t)(F + 1) * sizeof *ord2id);
         buf = malloc((size_t)(n_buf + n_chunks + 2) * sizeof *buf);
@@ -805,14 +823,25 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         if (st == CATTR_OK && !f->permute) st = cx_dbuf_fit(e->be, &dp->src[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
         for (int64_t k = 0; k < nm && st == CATTR_OK; k++) buf[k] = feature_of(pm, pm->ids[i][k]);
+        if (st == CATTR_OK && !target && pm->rows[i] != 1) { /* one row per output value: its example's */
+            int64_t pi = pm->per[i];
+            for (int64_t o = N - 1; o >= 0; o--) memmove(buf + o * pi, buf + (o / per_row) * pi, (size_t)pi * sizeof *buf);
+            nm = N * pi;
+        }
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->ord[i], (size_t)nm * sizeof *buf, buf, false);
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
         st = cx_dbuf_fit(e->be, &dp->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype), c->add[j]->data, false);
-    if (st == CATTR_OK) { /* rows r mod B, zeros, the targets' flat indices */
+    if (st == CATTR_OK) { /* rows r mod B, zeros, the targets' flat indices (without a target: value indices) */
         for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
         st = cx_dbuf_fit(e->be, &dp->rows, (size_t)rmax * sizeof *buf, buf, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->zrows, (size_t)rmax * sizeof *buf, NULL, true);
+    }
+    if (st == CATTR_OK && !target) {
+        for (int64_t r = 0; r < omax; r++) buf[r] = r % N;
+        st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)omax * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK && target) {
         int64_t per_ex = seed->numel / (B ? B : 1);
         for (int64_t b = 0; b < B && st == CATTR_OK; b++) {
             int64_t t = 0;
@@ -853,18 +882,26 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         st = cx_dbuf_fit(e->be, &dp->srow[i], (size_t)n_sched * sizeof *buf, buf, false);
     }
     size_t acc_bytes = 0;
-    for (int i = 0; i < c->n; i++) acc_bytes += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+    for (int i = 0; i < c->n; i++) acc_bytes += ((size_t)(N * pm->per[i]) * es + 63) / 64 * 64;
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->acc, acc_bytes, NULL, true);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->y0, (size_t)B * es, NULL, true);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->y0, (size_t)N * es, NULL, true);
     size_t off = 0;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         dp->accp[i] = (char *)dp->acc.p + off;
-        off += ((size_t)c->x[i]->numel * es + 63) / 64 * 64;
+        off += ((size_t)(N * pm->per[i]) * es + 63) / 64 * 64;
     }
-    if (st == CATTR_OK) st = fa_run_chunk(e, s, c, dp, pm, f->permute, 1, 0, 0);
+    if (st == CATTR_OK && target) {
+        st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, 1, 0, 0);
+    } else if (st == CATTR_OK) { /* the unperturbed values of the host's forward pass, in the compute dtype */
+        cattr_tensor *y0 = cx_tensor_alloc(c->dt, 1, &N);
+        if (!y0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t o = 0; o < N && st == CATTR_OK; o++) cx_tensor_set(y0, o, f->ref->y[o]);
+        if (st == CATTR_OK) st = cx_copy_in(e->be, dp->y0.p, y0->data, (size_t)N * es);
+        cattr_tensor_free(y0);
+    }
     for (int64_t k = 0; k < n_chunks && st == CATTR_OK; k++) {
         int64_t q0 = k * per, cnt = F - q0 < per ? F - q0 : per;
-        st = fa_run_chunk(e, s, c, dp, pm, f->permute, cnt, q0, k + 1);
+        st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, cnt, q0, k + 1);
         if (st == CATTR_OK && e->p.progress) e->p.progress(q0 + cnt, F, e->p.progress_user);
     }
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
@@ -884,12 +921,14 @@ static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_ten
     cattr_status st = masks_load(c, &pm);
     if (st == CATTR_OK) st = features_first_seen(&pm);
     if (st == CATTR_OK) st = masks_index(&pm);
-    bool device = has_target(c); /* one output per example: the graph on the backend (above) */
+    /* the graph on the backend (above); without a target when the output dtype is the compute dtype */
+    bool device = has_target(c);
     if (st == CATTR_OK && device) { /* the attributions' shape and dtype are the inputs' */
         ref.dt = c->dt;
         ref.n_out = c->B;
     } else if (st == CATTR_OK) {
         st = reference_output(e, c, c->x, &ref);
+        device = st == CATTR_OK && ref.dt == c->dt && c->B > 0 && ref.n_out % c->B == 0;
     }
     int64_t lead = ref.n_out;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) st = alloc_attr(ref.dt, 1, &lead, c->x[i], &attr[i]);
