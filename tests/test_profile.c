@@ -174,6 +174,32 @@ static int profiled_lime(const cattr_model *m, const cattr_tensor *x, int n_samp
     return copies;
 }
 
+/* Copy events of one profiled Occlusion call with 2x2 windows at `stride` (stride 1: 49 windows, 2: 16), in one pass. */
+static int profiled_occlusion(const cattr_model *m, const cattr_tensor *x, int64_t stride) {
+    CHECK(cattr_profile_begin() == CATTR_OK, "begin");
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_OCCLUSION);
+    p.sliding_window_ndim[0] = 3;
+    p.sliding_window[0][0] = 1;
+    p.sliding_window[0][1] = p.sliding_window[0][2] = 2;
+    p.strides_ndim[0] = 3;
+    p.strides[0][0] = 1;
+    p.strides[0][1] = p.strides[0][2] = stride;
+    cattr_explainer *e = NULL;
+    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "Occlusion explainer");
+    int64_t tidx = 3;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
+    const cattr_tensor *in[1] = {x};
+    cattr_tensor *a = NULL;
+    if (e)
+        CHECK(cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, &a, NULL) == CATTR_OK, "Occlusion, stride %lld: %s",
+              (long long)stride, cattr_last_error());
+    int copies = cattr_profile_count("copy");
+    CHECK(cattr_profile_end(NULL, NULL) == CATTR_OK, "end");
+    cattr_tensor_free(a);
+    cattr_explainer_free(e);
+    return copies;
+}
+
 /* Threads recording at once: each its own tid, no event lost. */
 #define STRESS_THREADS 4
 #define STRESS_EVENTS 5000
@@ -314,6 +340,11 @@ int main(void) {
     int v16 = profiled_lime(m, x, 16, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
     printf("copy events: ShapleyValueSampling 2 orders %d, 16 orders %d\n", v2, v16);
     CHECK(v2 > 0 && v2 == v16, "copies per ShapleyValueSampling call grow with the orders: %d at 2, %d at 16", v2, v16);
+
+    /* Occlusion: the inputs and coordinate maps go up once, the windows are made on the backend */
+    int o4 = profiled_occlusion(m, x, 2), o1 = profiled_occlusion(m, x, 1);
+    printf("copy events: Occlusion 16 windows %d, 49 windows %d\n", o4, o1);
+    CHECK(o4 > 0 && o4 == o1, "copies per Occlusion call grow with the windows: %d at 16, %d at 49", o4, o1);
 
     /* off: nothing is recorded */
     int before = cattr_profile_count(NULL);

@@ -1117,6 +1117,297 @@ static cattr_status occ_take(pt_pass *p, int64_t g, const double *y) {
     return CATTR_OK;
 }
 
+/* ---- Occlusion's windows on the backend ------------------------------------------------------------------------
+ * Window g of input j replaces a box of input j by the baseline. A chunk of windows (R = cnt * B rows) runs as one
+ * graph whose prefix makes every input's rows from the uploaded inputs, baselines and per-element coordinate maps:
+ * the box is the elements whose coordinate along each dim d lies in [lo_d, hi_d), so starting from the baseline,
+ * each of the 2 * nd conditions keeps it only where it holds:
+ *   t = base_i (rows r mod B); per dim d: t = WhereId[<=](x_i, t, coord_{i,d}, hi_d - 1), then
+ *   t = WhereId[<=](x_i, t, -coord_{i,d}, -lo_d) (x_i and the maps read through row maps)
+ * and a row whose window is in another input gets hi_d - 1 = -1 (nothing kept). The thresholds of a chunk's rows go
+ * up per chunk; the target outputs (or every output value) come back and are summed over the windows on the host in
+ * Captum's order, as on the host path. */
+typedef struct occ_graph {
+    cg_graph *g;
+    int n, n_add, rank[CX_MAX_IN], nd[CX_MAX_IN];
+    bool target;
+    int n_in, y;
+    int i_x[CX_MAX_IN], i_base[CX_MAX_IN], i_map[CX_MAX_IN], i_thr[CX_MAX_IN], i_add[CX_MAX_IN];
+    int i_rows, i_zero, i_tidx;
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], map[CX_MAX_IN], thr[CX_MAX_IN], add[CX_MAX_IN], rows, zero, tidx, y_out;
+} occ_graph;
+
+static void occ_release(cattr_explainer *e) {
+    occ_graph *s = e->method_state;
+    if (!s) return;
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->x[i]);
+        cx_dbuf_free(&s->base[i]);
+        cx_dbuf_free(&s->map[i]);
+        cx_dbuf_free(&s->thr[i]);
+        cx_dbuf_free(&s->add[i]);
+    }
+    cx_dbuf_free(&s->rows);
+    cx_dbuf_free(&s->zero);
+    cx_dbuf_free(&s->tidx);
+    cx_dbuf_free(&s->y_out);
+    cx_plan_cache_clear(&s->pc);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    free(s);
+    e->method_state = NULL;
+}
+
+/* Graph inputs per input i: x, base, the coordinate maps [2 * nd, ...] (coord_d, then -coord_d, each of the example
+ * shape, stacked: row 2d + k), the thresholds [2 * nd, R] (row 2d: hi_d - 1, row 2d + 1: -lo_d; read as Slices of
+ * one input). */
+static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    int bad = 0, in_map[2 * CX_MAX_IN], k = 0;
+    char nm[48];
+#define OCC_IN(var)                                                                                                    \
+    do {                                                                                                               \
+        snprintf(nm, sizeof nm, "__occ_in%d", k++);                                                                    \
+        bad |= ((var) = cg_add_input(g, nm)) < 0;                                                                      \
+    } while (0)
+    for (int i = 0; i < s->n; i++) {
+        OCC_IN(s->i_x[i]);
+        OCC_IN(s->i_base[i]);
+        OCC_IN(s->i_map[i]);
+        OCC_IN(s->i_thr[i]);
+    }
+    for (int j = 0; j < s->n_add; j++) OCC_IN(s->i_add[j]);
+    OCC_IN(s->i_rows);
+    OCC_IN(s->i_zero);
+    if (s->target) OCC_IN(s->i_tidx);
+#undef OCC_IN
+    s->n_in = k;
+    cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default();
+    le.index = 1;
+    for (int i = 0; i < s->n && !bad; i++) {
+        /* the thresholds' rows and the maps' rows, as Gathers of one row each */
+        int t = -1;
+        for (int c = 0; c < 2 * s->nd[i] && !bad; c++) {
+            int64_t ci = c;
+            cattr_tensor *ct = cx_tensor_alloc(CATTR_INT64, 0, NULL);
+            int cv = ct ? cg_add_const(g, "__occ_cond", ct, true) : -1;
+            if (ct && cv < 0) cattr_tensor_free(ct);
+            if (cv < 0) {
+                bad = 1;
+                break;
+            }
+            *(int64_t *)ct->data = ci;
+            int th = cg_emit(g, CG_GATHER, "__occ_threshold", (int[]){s->i_thr[i], cv}, 2, &a0);
+            cattr_tensor *c1 = cx_tensor_alloc(CATTR_INT64, 1, (int64_t[]){1});
+            int cv1 = c1 ? cg_add_const(g, "__occ_cond_row", c1, true) : -1;
+            if (c1 && cv1 < 0) cattr_tensor_free(c1);
+            if (cv1 < 0 || th < 0) {
+                bad = 1;
+                break;
+            }
+            *(int64_t *)c1->data = ci;
+            int mp = cg_emit(g, CG_GATHER, "__occ_coordinates", (int[]){s->i_map[i], cv1}, 2, &a0); /* [1, ...] */
+            int prev = t < 0 ? s->i_base[i] : t;
+            int brow = t < 0 ? s->i_rows : -1;
+            t = mp < 0 ? -1
+                       : cg_emit(g, CG_WHERE_ID, "__occ_window",
+                                 (int[]){s->i_x[i], prev, mp, th, s->i_rows, brow, s->i_zero}, 7, &le);
+            bad |= t < 0;
+        }
+        in_map[i] = t;
+    }
+    for (int j = 0; j < s->n_add && !bad; j++)
+        bad |= (in_map[s->n + j] = cg_emit(g, CG_GATHER, "__occ_at", (int[]){s->i_add[j], s->i_rows}, 2, &a0)) < 0;
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    if (st == CATTR_OK) {
+        cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+        r3.n_ints = 3;
+        r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+        r1.n_ints = 1;
+        r1.ints[0] = -1;
+        int ys = map[cx_model_output(e->m)];
+        if (s->target) {
+            int y3 = cg_emit(g, CG_RESHAPE, "__occ_out_rows", (int[]){ys}, 1, &r3);
+            ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__occ_target", (int[]){y3, s->i_tidx}, 2, NULL);
+        }
+        s->y = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__occ_y", (int[]){ys}, 1, &r1);
+        if (s->y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
+    return CATTR_OK;
+}
+
+/* run_states for Occlusion on the backend (see above). */
+static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
+    cattr_explainer *e = p->e;
+    cx_call *c = p->c;
+    if (p->n_states <= 0) return CATTR_OK;
+    bool target = has_target(c);
+    occ_graph *s = e->method_state;
+    bool same = s && s->n == c->n && s->n_add == c->n_add && s->target == target;
+    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
+    if (!same) occ_release(e);
+    s = e->method_state;
+    if (!s) {
+        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->method_state = s;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        s->target = target;
+        for (int i = 0; i < c->n; i++) {
+            s->rank[i] = c->x[i]->ndim;
+            s->nd[i] = c->x[i]->ndim - 1;
+        }
+        cattr_status st = occ_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            occ_release(e);
+            return st;
+        }
+    }
+    int64_t per = 1, B = c->B;
+    cattr_tensor *seed = NULL;
+    cattr_status st = states_per_pass(e, c, p->n_states, &per);
+    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
+    int64_t rmax = per * B, nbuf = 2 * CATTR_MAX_DIMS * rmax + rmax;
+    for (int i = 0; i < c->n; i++)
+        if (2 * s->nd[i] * example_numel(c->x[i]) > nbuf) nbuf = 2 * s->nd[i] * example_numel(c->x[i]);
+    int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
+    double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
+    void *y = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof(double)) : NULL;
+    if (st == CATTR_OK && (!buf || !vals || !y)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    size_t es = cattr_dtype_size(c->dt);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        int64_t pe = example_numel(c->x[i]), nd = s->nd[i];
+        st = cx_dbuf_fit(e->be, &s->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+        for (int64_t k = 0; k < pe && st == CATTR_OK; k++) { /* coordinates of every element, first dim slowest */
+            int64_t rem = k;
+            for (int d = (int)nd - 1; d >= 0; d--) {
+                int64_t cd = rem % o->in[i].dim[d];
+                rem /= o->in[i].dim[d];
+                buf[(2 * d) * pe + k] = cd;
+                buf[(2 * d + 1) * pe + k] = -cd;
+            }
+        }
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->map[i], (size_t)(2 * nd * pe) * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr[i], (size_t)(2 * nd * rmax) * sizeof *buf, NULL, false);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
+        st = cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                         c->add[j]->data, false);
+    if (st == CATTR_OK) {
+        for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
+        st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
+    }
+    if (st == CATTR_OK && target) {
+        int64_t per_ex = seed->numel / B;
+        for (int64_t b = 0; b < B; b++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
+            buf[b] = t;
+        }
+        for (int64_t r = B; r < rmax; r++) buf[r] = buf[r % B];
+        st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)(per * p->n_out) * es, NULL, false);
+    for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
+        int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* the chunk's thresholds for input i */
+            const occ_input *w = &o->in[i];
+            int64_t nd = s->nd[i];
+            for (int64_t j = 0; j < cnt; j++) {
+                int64_t g = s0 + j, lo[CATTR_MAX_DIMS] = {0}, hi[CATTR_MAX_DIMS] = {0};
+                bool mine = g >= w->first && g < w->first + w->P;
+                if (mine) { /* as occ_window: first dim fastest */
+                    int64_t n = ((g - w->first - w->qmod) % w->P + w->P) % w->P;
+                    for (int d = 0; d < nd; d++) {
+                        lo[d] = (n % w->shift[d]) * w->stride[d];
+                        hi[d] = lo[d] + w->win[d] < w->dim[d] ? lo[d] + w->win[d] : w->dim[d];
+                        n /= w->shift[d];
+                    }
+                }
+                for (int d = 0; d < nd; d++)
+                    for (int64_t b = 0; b < B; b++) {
+                        buf[(2 * d) * R + j * B + b] = mine ? hi[d] - 1 : -1;
+                        buf[(2 * d + 1) * R + j * B + b] = mine ? -lo[d] : 0;
+                    }
+            }
+            st = cx_copy_in(e->be, s->thr[i].p, buf, (size_t)(2 * nd * R) * sizeof *buf);
+        }
+        int nd[4 * CX_MAX_IN + CX_MAX_IN + 3];
+        int64_t sh[4 * CX_MAX_IN + CX_MAX_IN + 3][CATTR_MAX_DIMS];
+        cattr_dtype dt[4 * CX_MAX_IN + CX_MAX_IN + 3];
+        void *in[4 * CX_MAX_IN + CX_MAX_IN + 3], *out[1] = {s->y_out.p};
+        for (int k = 0; k < s->n_in; k++) {
+            nd[k] = 1;
+            sh[k][0] = R;
+            dt[k] = CATTR_INT64;
+        }
+        for (int i = 0; i < c->n; i++) {
+            const cattr_tensor *x = c->x[i];
+            int kx = 4 * i, kb = 4 * i + 1, km = 4 * i + 2, kt = 4 * i + 3; /* graph-input positions (occ_build) */
+            nd[kx] = nd[kb] = nd[km] = x->ndim;
+            memcpy(sh[kx], x->shape, sizeof sh[0]);
+            memcpy(sh[kb], x->shape, sizeof sh[0]);
+            memcpy(sh[km], x->shape, sizeof sh[0]);
+            sh[km][0] = 2 * s->nd[i];
+            dt[kx] = dt[kb] = c->dt;
+            nd[kt] = 2;
+            sh[kt][0] = 2 * s->nd[i];
+            sh[kt][1] = R;
+            in[kx] = s->x[i].p;
+            in[kb] = s->base[i].p;
+            in[km] = s->map[i].p;
+            in[kt] = s->thr[i].p;
+        }
+        for (int j = 0; j < c->n_add; j++) {
+            int ka = 4 * c->n + j;
+            nd[ka] = c->add[j]->ndim;
+            memcpy(sh[ka], c->add[j]->shape, sizeof sh[0]);
+            dt[ka] = c->add[j]->dtype;
+            in[ka] = s->add[j].p;
+        }
+        int kr = 4 * c->n + c->n_add;
+        in[kr] = s->rows.p;
+        in[kr + 1] = s->zero.p;
+        if (target) in[kr + 2] = s->tidx.p;
+        cx_plan *pl = NULL;
+        if (st == CATTR_OK)
+            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &pl);
+        int64_t nv = cnt * p->n_out;
+        if (st == CATTR_OK && cx_view_numel(cx_plan_view(pl, s->y)) != nv)
+            st = cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for %lld perturbed copies of the batch; "
+                                          "expected %lld per copy",
+                         (long long)cx_view_numel(cx_plan_view(pl, s->y)), (long long)cnt, (long long)p->n_out);
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
+        if (st == CATTR_OK) st = cx_copy_out(e->be, y, s->y_out.p, (size_t)nv * es);
+        for (int64_t k = 0; k < nv && st == CATTR_OK; k++)
+            vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)y)[k] : ((const double *)y)[k];
+        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+        if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
+    }
+    cattr_tensor_free(seed);
+    free(buf);
+    free(vals);
+    free(y);
+    return st;
+}
+
 static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
     occ_run o;
@@ -1152,7 +1443,10 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **att
         for (int64_t t = 0; t < nb; t++) o.weight[i][o.box[t]] += 1;
     }
     pt_pass p = {e, c, o.G, ref.n_out, occ_fill, occ_take, &o};
-    if (st == CATTR_OK) st = run_states(&p);
+    bool device = c->B > 0 && ref.dt == c->dt;
+    for (int i = 0; i < c->n; i++) device &= o.in[i].nd > 0; /* windows over at least one dim */
+    if (st == CATTR_OK && device) st = occ_run_states(&p, &o);
+    else if (st == CATTR_OK) st = run_states(&p);
     int64_t lead = ref.n_out;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* total.float() / weight */
         st = alloc_attr(c->dt, 1, &lead, c->x[i], &attr[i]);
@@ -1684,7 +1978,7 @@ const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATIO
                                                  "FeaturePermutation", false, ablation_init, feature_permutation,
                                                  fa_release};
 const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, occlusion_init,
-                                       occlusion, NULL};
+                                       occlusion, occ_release};
 const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling",
                                                     "ShapleyValueSampling", false, svs_init, shapley_value_sampling,
                                                     sv_release};
