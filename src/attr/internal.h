@@ -30,6 +30,11 @@ struct cattr_explainer {
     int seed_input; /* graph-input index of the seed */
     int grads[CX_MAX_IN];
     cx_plan_cache grad_pc; /* plans of g, sharing one arena (they never run at once) */
+    /* g with a suffix that multiplies the gradient of the first block of a 2-block pass by the blocks' difference
+     * (cx_grad_times_diff), built on first use; inputs first and second [B] after the seed */
+    cg_graph *gm;
+    int gm_outs[CX_MAX_IN];
+    cx_plan_cache gm_pc;
     cx_plan_cache fwd_pc;  /* forward-only plans of the model */
     size_t peak;
     double *alphas, *steps; /* IG points, computed once */
@@ -137,6 +142,11 @@ cattr_status cx_diagnosis(cattr_status rerun, const char *found);
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads);
 
+
+/* DeepLift's product on the backend: for xs[i] = [x_i; r_i] (2B rows, CX_TILE), attr[i] = (x_i - r_i) * the gradient
+ * of the first B rows (new tensors of x_i's shape), as cx_grad's pass followed by those ops, one upload and one
+ * download. */
+cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **attr);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
  * to *out (a new tensor). */

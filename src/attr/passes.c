@@ -18,6 +18,9 @@
 void cx_drop_plans(cattr_explainer *e) {
     cx_plan_cache_clear(&e->grad_pc);
     cx_plan_cache_clear(&e->fwd_pc);
+    cx_plan_cache_clear(&e->gm_pc);
+    cg_free(e->gm); /* derived from g */
+    e->gm = NULL;
 }
 
 void cx_drop_layer_graph(cattr_explainer *e) {
@@ -175,6 +178,78 @@ cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, in
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(grads[i]);
             grads[i] = NULL;
+        }
+    return st;
+}
+
+/* e->gm: g, then per attributed input out_i = Mul(Sub(Gather(x_i, first), Gather(x_i, second)), Gather(grad_i,
+ * first)) (Captum's (x - baseline) * multiplier, rounded as the host loop it replaced). */
+static cattr_status build_times_diff(cattr_explainer *e) {
+    if (e->gm) return CATTR_OK;
+    cg_graph *g = cg_clone(e->g);
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int first = cg_add_input(g, "__cattr_first__"), second = cg_add_input(g, "__cattr_second__"), bad = first < 0 || second < 0;
+    cg_attrs a = cg_attrs_default();
+    for (int i = 0; i < e->n_attr && !bad; i++) {
+        int x = g->inputs[i];
+        int xa = cg_emit(g, CG_GATHER, "__cattr_x", (int[]){x, first}, 2, &a);
+        int xb = cg_emit(g, CG_GATHER, "__cattr_reference", (int[]){x, second}, 2, &a);
+        int gr = cg_emit(g, CG_GATHER, "__cattr_multiplier", (int[]){e->grads[i], first}, 2, &a);
+        int d = xa < 0 || xb < 0 ? -1 : cg_emit(g, CG_SUB, "__cattr_difference", (int[]){xa, xb}, 2, NULL);
+        e->gm_outs[i] = d < 0 || gr < 0 ? -1 : cg_emit(g, CG_MUL, "__cattr_times_difference", (int[]){d, gr}, 2, NULL);
+        bad |= e->gm_outs[i] < 0;
+    }
+    if (bad) {
+        cg_free(g);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    e->gm = g;
+    return CATTR_OK;
+}
+
+cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **attr) {
+    pass_inputs pi;
+    cattr_tensor *seed = NULL;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    int si = e->seed_input;
+    int64_t B = c->B, *rows = malloc((size_t)(2 * B + 1) * sizeof *rows);
+    for (int i = 0; i < c->n; i++) attr[i] = NULL;
+    cattr_status st = rows ? build_times_diff(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = pass_setup(e, c, xs, 2, CX_TILE, &pi);
+    else memset(&pi, 0, sizeof pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, 2 * B, &fp, &ov);
+    if (st == CATTR_OK && si + 2 >= MAX_IN) st = cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
+    if (st == CATTR_OK) {
+        pi.nd[si] = ov->ndim;
+        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        for (int64_t r = 0; r < 2 * B; r++) rows[r] = r;
+        for (int k = 1; k <= 2; k++) {
+            pi.nd[si + k] = 1;
+            pi.sh[si + k][0] = B;
+            pi.dt[si + k] = CATTR_INT64;
+            pi.host[si + k] = rows + (k - 1) * B;
+        }
+        st = cx_plan_cache_get(&e->gm_pc, e->gm, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->gm_outs, c->n, &p);
+    }
+    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 2, CX_TILE, &seed);
+    if (st == CATTR_OK) pi.host[si] = seed->data;
+    void *outs[MAX_IN];
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else outs[i] = attr[i]->data;
+    }
+    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
+    pass_free(&pi);
+    cattr_tensor_free(seed);
+    free(rows);
+    if (st != CATTR_OK)
+        for (int i = 0; i < c->n; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
         }
     return st;
 }

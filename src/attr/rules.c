@@ -574,18 +574,14 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
         memcpy(xs[i]->data, c->x[i]->data, bytes);
         memcpy((char *)xs[i]->data + bytes, base[i]->data, bytes);
     }
-    if (st == CATTR_OK) st = cx_grad(e, c, xs, 2, CX_TILE, gr);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        for (int64_t k = 0; k < c->x[i]->numel; k++) {
-            double g = cx_tensor_get(gr[i], k);
-            if (e->p.multiply_by_inputs)
-                g = cx_rnd(c->dt, cx_rnd(c->dt, cx_tensor_get(c->x[i], k) - cx_tensor_get(base[i], k)) * g);
-            cx_tensor_set(attr[i], k, g);
+    if (st == CATTR_OK && e->p.multiply_by_inputs) { /* (x - base) * multiplier, on the backend */
+        st = cx_grad_times_diff(e, c, xs, attr);
+    } else if (st == CATTR_OK) { /* the multipliers of the first block */
+        st = cx_grad(e, c, xs, 2, CX_TILE, gr);
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+            if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else memcpy(attr[i]->data, gr[i]->data, (size_t)c->x[i]->numel * cattr_dtype_size(c->dt));
         }
     }
     for (int i = 0; i < CX_MAX_IN; i++) {
