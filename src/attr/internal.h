@@ -30,10 +30,12 @@ struct cattr_explainer {
     int seed_input; /* graph-input index of the seed */
     int grads[CX_MAX_IN];
     cx_plan_cache grad_pc; /* plans of g, sharing one arena (they never run at once) */
-    /* g with a suffix that multiplies the gradient of the first block of a 2-block pass by the blocks' difference
-     * (cx_grad_times_diff), built on first use; inputs first and second [B] after the seed */
+    /* g with a suffix (built on first use, rebuilt when the kind changes): 1, the gradient of the first block of a
+     * 2-block pass times the blocks' difference (cx_grad_times_diff; inputs first, second [B] after the seed); 2,
+     * LRP's scaling (cx_grad_lrp; input tidx [B] after the seed, a second output per input: the selected outputs) */
     cg_graph *gm;
-    int gm_outs[CX_MAX_IN];
+    int gm_kind, gm_mul, gm_rank[CX_MAX_IN];
+    int gm_outs[CX_MAX_IN + 1];
     cx_plan_cache gm_pc;
     cx_plan_cache fwd_pc;  /* forward-only plans of the model */
     size_t peak;
@@ -147,6 +149,10 @@ cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, in
  * of the first B rows (new tensors of x_i's shape), as cx_grad's pass followed by those ops, one upload and one
  * download. */
 cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **attr);
+
+/* LRP's relevances on the backend, in one pass: attr[i] = g_i (times x_i where the bit i of mul is set) times the
+ * target-selected output of the example; sel[b] receives that output (for the delta). */
+cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_tensor **attr, double *sel);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
  * to *out (a new tensor). */

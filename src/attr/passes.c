@@ -185,7 +185,10 @@ cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, in
 /* e->gm: g, then per attributed input out_i = Mul(Sub(Gather(x_i, first), Gather(x_i, second)), Gather(grad_i,
  * first)) (Captum's (x - baseline) * multiplier, rounded as the host loop it replaced). */
 static cattr_status build_times_diff(cattr_explainer *e) {
-    if (e->gm) return CATTR_OK;
+    if (e->gm && e->gm_kind == 1) return CATTR_OK;
+    cx_plan_cache_clear(&e->gm_pc);
+    cg_free(e->gm);
+    e->gm = NULL;
     cg_graph *g = cg_clone(e->g);
     if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     int first = cg_add_input(g, "__cattr_first__"), second = cg_add_input(g, "__cattr_second__"), bad = first < 0 || second < 0;
@@ -204,6 +207,7 @@ static cattr_status build_times_diff(cattr_explainer *e) {
         return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     e->gm = g;
+    e->gm_kind = 1;
     return CATTR_OK;
 }
 
@@ -246,6 +250,109 @@ cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *co
     pass_free(&pi);
     cattr_tensor_free(seed);
     free(rows);
+    if (st != CATTR_OK)
+        for (int i = 0; i < c->n; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
+    return st;
+}
+
+/* e->gm for LRP: sel = Reshape(SeqPick(Reshape(output, [B, -1, 1]), tidx), [-1]); per attributed input
+ * out_i = Mul(g_i or Mul(g_i, x_i), Reshape(sel, [B, 1, ...])) (rank of x_i), rounded as the host loop it replaced;
+ * outputs out_0.., then sel. */
+static cattr_status build_lrp(cattr_explainer *e, const cx_call *c, unsigned mul) {
+    bool same = e->gm && e->gm_kind == 2 && e->gm_mul == (int)mul;
+    for (int i = 0; same && i < c->n; i++) same = e->gm_rank[i] == c->x[i]->ndim;
+    if (same) return CATTR_OK;
+    cx_plan_cache_clear(&e->gm_pc);
+    cg_free(e->gm);
+    e->gm = NULL;
+    cg_graph *g = cg_clone(e->g);
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int tidx = cg_add_input(g, "__cattr_tidx__"), bad = tidx < 0;
+    cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    r1.n_ints = 1;
+    r1.ints[0] = -1;
+    int y3 = bad ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_out_rows", (int[]){cx_model_output(e->m)}, 1, &r3);
+    int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__cattr_target", (int[]){y3, tidx}, 2, NULL);
+    int sel = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_selected", (int[]){ys}, 1, &r1);
+    bad |= sel < 0;
+    for (int i = 0; i < c->n && !bad; i++) {
+        cg_attrs rr = cg_attrs_default();
+        rr.n_ints = c->x[i]->ndim;
+        rr.ints[0] = -1;
+        for (int d = 1; d < rr.n_ints; d++) rr.ints[d] = 1;
+        int sb = cg_emit(g, CG_RESHAPE, "__cattr_selected_rows", (int[]){sel}, 1, &rr);
+        int gi = e->grads[i];
+        if (mul & (1u << i)) gi = cg_emit(g, CG_MUL, "__cattr_times_input", (int[]){gi, g->inputs[i]}, 2, NULL);
+        e->gm_outs[i] = sb < 0 || gi < 0 ? -1 : cg_emit(g, CG_MUL, "__cattr_relevance", (int[]){gi, sb}, 2, NULL);
+        bad |= e->gm_outs[i] < 0;
+        e->gm_rank[i] = c->x[i]->ndim;
+    }
+    if (bad) {
+        cg_free(g);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    e->gm_outs[c->n] = sel;
+    e->gm = g;
+    e->gm_kind = 2;
+    e->gm_mul = (int)mul;
+    return CATTR_OK;
+}
+
+cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_tensor **attr, double *sel) {
+    pass_inputs pi;
+    cattr_tensor *seed = NULL, *selt = NULL;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    int si = e->seed_input;
+    int64_t B = c->B, *tidx = malloc((size_t)(B + 1) * sizeof *tidx);
+    for (int i = 0; i < c->n; i++) attr[i] = NULL;
+    cattr_status st = tidx ? build_lrp(e, c, mul) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+    else memset(&pi, 0, sizeof pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, B, &fp, &ov);
+    if (st == CATTR_OK && si + 1 >= MAX_IN) st = cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, &seed);
+    if (st == CATTR_OK) { /* the target's flat index in each example's output, from the seed */
+        int64_t per_ex = B ? seed->numel / B : 0;
+        for (int64_t b = 0; b < B; b++) {
+            int64_t t = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
+            tidx[b] = t;
+        }
+        pi.nd[si] = ov->ndim;
+        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        pi.host[si] = seed->data;
+        pi.nd[si + 1] = 1;
+        pi.sh[si + 1][0] = B;
+        pi.dt[si + 1] = CATTR_INT64;
+        pi.host[si + 1] = tidx;
+        st = cx_plan_cache_get(&e->gm_pc, e->gm, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->gm_outs, c->n + 1, &p);
+    }
+    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    void *outs[MAX_IN + 1];
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else outs[i] = attr[i]->data;
+    }
+    if (st == CATTR_OK) {
+        selt = cx_tensor_alloc(c->dt, 1, &B);
+        if (!selt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else outs[c->n] = selt->data;
+    }
+    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(selt, b);
+    pass_free(&pi);
+    cattr_tensor_free(seed);
+    cattr_tensor_free(selt);
+    free(tidx);
     if (st != CATTR_OK)
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(attr[i]);

@@ -715,17 +715,11 @@ static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cat
         if (c->B && c->x[i]->numel / c->B > maxm) maxm = c->x[i]->numel / c->B;
     double *sel = malloc((size_t)(c->B + 1) * sizeof *sel), *row = malloc((size_t)maxm * sizeof *row);
     cattr_status st = sel && row ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = cx_grad(e, c, c->x, 1, CX_TILE, attr);
-    if (st == CATTR_OK) st = cx_forward(e, c, c->x, 1, CX_TILE, &out);
-    if (st == CATTR_OK) st = cx_select(c, out, 1, CX_TILE, sel);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        int64_t m = c->B ? attr[i]->numel / c->B : 1;
-        for (int64_t k = 0; k < attr[i]->numel; k++) {
-            double g = cx_tensor_get(attr[i], k);
-            if (cx_rules_input_multiplied(e->method_state, i)) g = cx_rnd(dt, g * cx_tensor_get(c->x[i], k));
-            cx_tensor_set(attr[i], k, cx_rnd(dt, g * cx_rnd(dt, sel[k / m])));
-        }
-    }
+    unsigned mul = 0; /* inputs whose gradient is multiplied by the input (Captum's hook on the input) */
+    for (int i = 0; i < c->n; i++)
+        if (cx_rules_input_multiplied(e->method_state, i)) mul |= 1u << i;
+    /* relevance = gradient (x input) x the selected output, in one pass on the backend */
+    if (st == CATTR_OK) st = cx_grad_lrp(e, c, mul, attr, sel);
     if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
         int64_t len = c->B;
         *delta = cx_tensor_alloc(dt, 1, &len);
