@@ -128,6 +128,9 @@ cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *c
                              void *const *out_host, void *const *out_dev);
 /* The seed of one block of B rows: the target mask over the model output for the call's inputs (a new tensor). */
 cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed);
+/* The flat index of each example's target within its output (where its row of the seed block is 1), for n rows:
+ * idx[r] for example r mod B (the index the derived graphs' SeqPick reads). */
+void cx_target_rows(const cattr_tensor *seed, int64_t B, int64_t n, int64_t *idx);
 
 /* Scans the attributions (n tensors) and the delta (may be NULL) of a finished call for NaN and Inf; when there is
  * one, returns CATTR_ERR_NONFINITE naming the tensor and index (and what to do), else CATTR_OK. */

@@ -514,17 +514,10 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         st = cx_dbuf_fit(e->be, &s->z, (size_t)nz * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) {
-        int64_t per_ex = seed->numel / (B ? B : 1);
-        for (int64_t b = 0; b < B; b++) {
-            int64_t t = 0;
-            for (int64_t k = 0; k < per_ex; k++)
-                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
-            buf[2 * rmax + b] = t;
-        }
+        cx_target_rows(seed, B, rmax, buf + 2 * rmax);
         for (int64_t r = 0; r < rmax; r++) {
             buf[r] = r % B;
             buf[rmax + r] = 1;
-            buf[2 * rmax + r] = buf[2 * rmax + r % B];
         }
         st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf + rmax, false);

@@ -317,14 +317,8 @@ cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_ten
     if (st == CATTR_OK) st = output_shape(e, &pi, B, &fp, &ov);
     if (st == CATTR_OK && si + 1 >= MAX_IN) st = cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, &seed);
-    if (st == CATTR_OK) { /* the target's flat index in each example's output, from the seed */
-        int64_t per_ex = B ? seed->numel / B : 0;
-        for (int64_t b = 0; b < B; b++) {
-            int64_t t = 0;
-            for (int64_t k = 0; k < per_ex; k++)
-                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
-            tidx[b] = t;
-        }
+    if (st == CATTR_OK) {
+        cx_target_rows(seed, B, B, tidx);
         pi.nd[si] = ov->ndim;
         memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
         pi.host[si] = seed->data;
@@ -359,6 +353,17 @@ cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_ten
             attr[i] = NULL;
         }
     return st;
+}
+
+void cx_target_rows(const cattr_tensor *seed, int64_t B, int64_t n, int64_t *idx) {
+    int64_t per_ex = B ? seed->numel / B : 0;
+    for (int64_t b = 0; b < B && b < n; b++) {
+        int64_t t = 0;
+        for (int64_t k = 0; k < per_ex; k++)
+            if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
+        idx[b] = t;
+    }
+    for (int64_t r = B; r < n; r++) idx[r] = idx[r % B];
 }
 
 cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) {

@@ -842,15 +842,8 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)omax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK && target) {
-        int64_t per_ex = seed->numel / (B ? B : 1);
-        for (int64_t b = 0; b < B && st == CATTR_OK; b++) {
-            int64_t t = 0;
-            for (int64_t k = 0; k < per_ex; k++)
-                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
-            buf[b] = t;
-        }
-        for (int64_t r = B; r < rmax; r++) buf[r] = buf[r % B];
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)rmax * sizeof *buf, buf, false);
+        cx_target_rows(seed, B, rmax, buf);
+        st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) { /* feature ids per row: the reference's, then state q's at (q + 1) * B */
         for (int64_t r = 0; r < n_sched; r++) buf[r] = r < B ? none : ord2id[r / B - 1];
@@ -1313,14 +1306,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
     }
     if (st == CATTR_OK && target) {
-        int64_t per_ex = seed->numel / B;
-        for (int64_t b = 0; b < B; b++) {
-            int64_t t = 0;
-            for (int64_t k = 0; k < per_ex; k++)
-                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
-            buf[b] = t;
-        }
-        for (int64_t r = B; r < rmax; r++) buf[r] = buf[r % B];
+        cx_target_rows(seed, B, rmax, buf);
         st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)(per * p->n_out) * es, NULL, false);
@@ -1727,14 +1713,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK && target) {
-        int64_t per_ex = seed->numel / B;
-        for (int64_t b = 0; b < B; b++) {
-            int64_t t = 0;
-            for (int64_t k = 0; k < per_ex; k++)
-                if (cx_tensor_get(seed, b * per_ex + k) != 0) t = k;
-            buf[b] = t;
-        }
-        for (int64_t r = B; r < rmax; r++) buf[r] = buf[r % B];
+        cx_target_rows(seed, B, rmax, buf);
         st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->trow, (size_t)rmax * sizeof *buf, NULL, false);
