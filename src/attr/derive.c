@@ -96,6 +96,13 @@ void cx_plan_cache_clear(cx_plan_cache *pc) {
     pc->arena_bytes = 0;
 }
 
+void cx_derived_free(cx_derived *d) {
+    cx_plan_cache_clear(&d->pc);
+    cx_consts_free(d->consts);
+    cg_free(d->g);
+    memset(d, 0, sizeof *d);
+}
+
 cattr_status cx_dbuf_alloc(cx_backend *be, size_t bytes, bool zero, cx_dbuf *out) {
     out->be = be;
     out->bytes = bytes ? bytes : 1;

@@ -50,6 +50,23 @@ cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *
 /* Frees every plan and the arena; the cache stays usable (same capacity and arena mode). */
 void cx_plan_cache_clear(cx_plan_cache *pc);
 
+/* Attributed plus additional inputs of a call, at most. */
+#define CX_MAX_IN 16
+
+/* What a method that runs as a derived graph keeps from call to call besides its backend buffers: the graph, built
+ * for one call shape (inputs, their ranks, additional inputs, target mode), the constants in the compute dtype and
+ * the plans. A zeroed cx_derived is empty. */
+typedef struct cx_derived {
+    cg_graph *g;
+    int n, n_add, rank[CX_MAX_IN];
+    bool target;
+    cx_consts *consts;
+    cx_plan_cache pc;
+} cx_derived;
+
+/* Frees the plans, the constants and the graph; d is empty again. */
+void cx_derived_free(cx_derived *d);
+
 /* Backend memory a method holds during a call. */
 typedef struct cx_dbuf {
     cx_backend *be;

@@ -13,7 +13,6 @@
 #include "exec/plan.h"
 #include "attr/derive.h"
 
-#define CX_MAX_IN 16
 
 typedef struct cx_method cx_method;
 
@@ -109,6 +108,20 @@ extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation
 /* Rounds to the compute dtype: double arithmetic followed by this rounding reproduces float32 arithmetic exactly for
  * one +, - or * (53 >= 2*24 + 2 bits), which is how float32 paths mimic torch's float32 kernels. */
 static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT32 ? (double)(float)v : v; }
+
+/* Whether derived state d was built for call c's shape (inputs and their ranks, additional inputs, target mode). */
+static inline bool cx_derived_fits(const cx_derived *d, const cx_call *c, bool target) {
+    bool same = d->g && d->n == c->n && d->n_add == c->n_add && d->target == target;
+    for (int i = 0; same && i < c->n; i++) same = d->rank[i] == c->x[i]->ndim;
+    return same;
+}
+/* Records call c's shape in d (before the method builds d->g for it). */
+static inline void cx_derived_key(cx_derived *d, const cx_call *c, bool target) {
+    d->n = c->n;
+    d->n_add = c->n_add;
+    d->target = target;
+    for (int i = 0; i < c->n; i++) d->rank[i] = c->x[i]->ndim;
+}
 
 /* The explainer's pieces across files: call preparation (call.c), the gradient graph and plan caches (passes.c). */
 cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c);

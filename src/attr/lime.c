@@ -371,11 +371,8 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
  *            baseline per element, read in place
  *   model    on in_i and Gather(a_j, rows); suffix y = SeqPick(Reshape(output, [R, -1, 1]), tidx) as [R] */
 typedef struct lm_graph {
-    cg_graph *g;
-    int n, n_add, rank[CX_MAX_IN];
+    cx_derived core; /* graph, call shape, constants, plans */
     int y;
-    cx_consts *consts;
-    cx_plan_cache pc;
     cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], ids[CX_MAX_IN], add[CX_MAX_IN], z, zrow, rows, one, tidx, y_out;
 } lm_graph;
 
@@ -394,18 +391,16 @@ static void lm_release(cattr_explainer *e) {
     cx_dbuf_free(&s->one);
     cx_dbuf_free(&s->tidx);
     cx_dbuf_free(&s->y_out);
-    cx_plan_cache_clear(&s->pc);
-    cx_consts_free(s->consts);
-    cg_free(s->g);
+    cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
 }
 
 #define LM_X(i) (i)
-#define LM_BASE(i) (s->n + (i))
-#define LM_IDS(i) (2 * s->n + (i))
-#define LM_ADD(j) (3 * s->n + (j))
-#define LM_Z (3 * s->n + s->n_add)
+#define LM_BASE(i) (s->core.n + (i))
+#define LM_IDS(i) (2 * s->core.n + (i))
+#define LM_ADD(j) (3 * s->core.n + (j))
+#define LM_Z (3 * s->core.n + s->core.n_add)
 #define LM_ZROW (LM_Z + 1)
 #define LM_ROWS (LM_Z + 2)
 #define LM_ONE (LM_Z + 3)
@@ -430,7 +425,7 @@ static cattr_status lm_build(cattr_explainer *e, lm_graph *s) {
     sq.ints[0] = 1;
     int zr = bad ? -1 : cg_emit(g, CG_GATHER, "__lm_samples", (int[]){v[LM_Z], v[LM_ZROW]}, 2, &a0);
     bad |= zr < 0;
-    for (int i = 0; i < s->n && !bad; i++) {
+    for (int i = 0; i < s->core.n && !bad; i++) {
         int gz = cg_emit(g, CG_GATHER, "__lm_z_of_elements", (int[]){zr, v[LM_IDS(i)]}, 2, &a1);
         int sel = gz < 0 ? -1 : cg_emit(g, CG_SQUEEZE, "__lm_selected", (int[]){gz}, 1, &sq);
         in_map[i] = sel < 0 ? -1
@@ -439,8 +434,8 @@ static cattr_status lm_build(cattr_explainer *e, lm_graph *s) {
                                       7, NULL);
         bad |= in_map[i] < 0;
     }
-    for (int j = 0; j < s->n_add && !bad; j++)
-        bad |= (in_map[s->n + j] = cg_emit(g, CG_GATHER, "__lm_at", (int[]){v[LM_ADD(j)], v[LM_ROWS]}, 2, &a0)) < 0;
+    for (int j = 0; j < s->core.n_add && !bad; j++)
+        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__lm_at", (int[]){v[LM_ADD(j)], v[LM_ROWS]}, 2, &a0)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -459,7 +454,7 @@ static cattr_status lm_build(cattr_explainer *e, lm_graph *s) {
         cg_free(g);
         return st;
     }
-    s->g = g;
+    s->core.g = g;
     return CATTR_OK;
 }
 
@@ -475,18 +470,14 @@ static bool same_ids(const cx_call *c, const features *F) {
 static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
     int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
     lm_graph *s = e->method_state;
-    bool same = s && s->n == c->n && s->n_add == c->n_add;
-    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
-    if (!same) lm_release(e);
+    if (s && !cx_derived_fits(&s->core, c, true)) lm_release(e);
     s = e->method_state;
     if (!s) {
         if (!(s = calloc(1, sizeof *s))) return oom();
         e->method_state = s;
-        s->n = c->n;
-        s->n_add = c->n_add;
-        for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
+        cx_derived_key(&s->core, c, true);
         cattr_status st = lm_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
         if (st != CATTR_OK) {
             lm_release(e);
             return st;
@@ -566,7 +557,7 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         in[LM_TIDX] = s->tidx.p;
         cx_plan *p = NULL;
         if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+            st = cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                    (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &p);
         if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
         if (st == CATTR_OK && c->dt == CATTR_FLOAT32) { /* the R target outputs come back */

@@ -573,12 +573,8 @@ typedef struct fa_dev {
 } fa_dev;
 
 typedef struct fa_graph {
-    cg_graph *g;
-    int n, n_add, rank[CX_MAX_IN];
-    bool target; /* one output per example (SeqPick), else every output value */
+    cx_derived core; /* graph, call shape (target: one output per example, SeqPick; else every value), constants, plans */
     int outs[CX_MAX_IN + 1];
-    cx_consts *consts;
-    cx_plan_cache pc;
     fa_dev d;
 } fa_graph;
 
@@ -586,9 +582,7 @@ static void fa_dev_free(fa_dev *d);
 static void fa_graph_free(fa_graph *s) {
     if (!s) return;
     fa_dev_free(&s->d);
-    cx_plan_cache_clear(&s->pc);
-    cx_consts_free(s->consts);
-    cg_free(s->g);
+    cx_derived_free(&s->core);
     free(s);
 }
 static void fa_release(cattr_explainer *e) {
@@ -597,14 +591,14 @@ static void fa_release(cattr_explainer *e) {
 }
 
 #define FA_X(i) (i)
-#define FA_SRC(i) (s->n + (i))
-#define FA_SROW(i) (2 * s->n + (i))
-#define FA_M(i) (3 * s->n + (i))
-#define FA_ORD(i) (4 * s->n + (i))
-#define FA_MROW(i) (5 * s->n + (i))
-#define FA_ACC(i) (6 * s->n + (i))
-#define FA_ADD(j) (7 * s->n + (j))
-#define FA_ROWS (7 * s->n + s->n_add)
+#define FA_SRC(i) (s->core.n + (i))
+#define FA_SROW(i) (2 * s->core.n + (i))
+#define FA_M(i) (3 * s->core.n + (i))
+#define FA_ORD(i) (4 * s->core.n + (i))
+#define FA_MROW(i) (5 * s->core.n + (i))
+#define FA_ACC(i) (6 * s->core.n + (i))
+#define FA_ADD(j) (7 * s->core.n + (j))
+#define FA_ROWS (7 * s->core.n + s->core.n_add)
 #define FA_FID (FA_ROWS + 1)
 #define FA_TIDX (FA_ROWS + 2)
 #define FA_Y0 (FA_ROWS + 3)
@@ -632,13 +626,13 @@ static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
         bad |= (v[k] = cg_add_input(g, nm)) < 0;
     }
     int rows = v[FA_ROWS], in_map[2 * CX_MAX_IN];
-    for (int i = 0; i < s->n && !bad; i++) {
+    for (int i = 0; i < s->core.n && !bad; i++) {
         in_map[i] = fa_emit(g, CG_WHERE_ID, "__fa_perturbed", 7,
                             (int[]){v[FA_X(i)], v[FA_SRC(i)], v[FA_M(i)], v[FA_FID], rows, v[FA_SROW(i)], v[FA_MROW(i)]},
                             NULL);
         bad |= in_map[i] < 0;
     }
-    for (int j = 0; j < s->n_add && !bad; j++) bad |= (in_map[s->n + j] = E2(CG_GATHER, "__fa_at", v[FA_ADD(j)], rows)) < 0;
+    for (int j = 0; j < s->core.n_add && !bad; j++) bad |= (in_map[s->core.n + j] = E2(CG_GATHER, "__fa_at", v[FA_ADD(j)], rows)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -646,20 +640,20 @@ static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
         a.n_ints = 3;
         a.ints[0] = 0, a.ints[1] = -1, a.ints[2] = 1;
         int ys = map[cx_model_output(e->m)];
-        if (s->target) {
+        if (s->core.target) {
             int y3 = fa_emit(g, CG_RESHAPE, "__fa_out_rows", 1, (int[]){ys}, &a);
             ys = E2(CG_SEQ_PICK, "__fa_target", y3, v[FA_TIDX]);
         }
         a.n_ints = 1;
         a.ints[0] = -1;
         int y = fa_emit(g, CG_RESHAPE, "__fa_y", 1, (int[]){ys}, &a);
-        int diff = E2(CG_SUB, "__fa_diff", E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], s->target ? rows : v[FA_TIDX]), y);
-        for (int i = 0; i < s->n; i++) {
+        int diff = E2(CG_SUB, "__fa_diff", E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], s->core.target ? rows : v[FA_TIDX]), y);
+        for (int i = 0; i < s->core.n; i++) {
             s->outs[i] = fa_emit(g, CG_PLACE_ROWS, "__fa_placed", 4, (int[]){v[FA_ACC(i)], diff, v[FA_ORD(i)], v[FA_Q0]},
                                  NULL);
             bad |= s->outs[i] < 0;
         }
-        s->outs[s->n] = y;
+        s->outs[s->core.n] = y;
         if (bad || y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     free(map);
@@ -667,26 +661,21 @@ static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
         cg_free(g);
         return st;
     }
-    s->g = g;
+    s->core.g = g;
     return CATTR_OK;
 }
 #undef E2
 
 static cattr_status fa_graph_for(cattr_explainer *e, cx_call *c, fa_graph **out) {
     fa_graph *s = e->method_state;
-    bool same = s && s->n == c->n && s->n_add == c->n_add && s->target == has_target(c);
-    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
-    if (!same) fa_release(e);
+    if (s && !cx_derived_fits(&s->core, c, has_target(c))) fa_release(e);
     s = e->method_state;
     if (!s) {
         if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         e->method_state = s;
-        s->n = c->n;
-        s->n_add = c->n_add;
-        s->target = has_target(c);
-        for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
+        cx_derived_key(&s->core, c, has_target(c));
         cattr_status st = fa_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
         if (st != CATTR_OK) {
             fa_release(e);
             return st;
@@ -730,7 +719,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
         nd[j] = 1;
         sh[j][0] = R;
     }
-    for (int i = 0; i < s->n; i++) {
+    for (int i = 0; i < s->core.n; i++) {
         const cattr_tensor *x = c->x[i];
         int rk[4] = {FA_X(i), FA_SRC(i), FA_ACC(i), FA_M(i)};
         for (int t = 0; t < 4; t++) {
@@ -741,7 +730,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
         nd[FA_ORD(i)] = x->ndim;
         memcpy(sh[FA_ORD(i)], x->shape, sizeof sh[0]);
         sh[FA_M(i)][0] = pm->rows[i];
-        sh[FA_ORD(i)][0] = s->target || pm->rows[i] == 1 ? pm->rows[i] : N;
+        sh[FA_ORD(i)][0] = s->core.target || pm->rows[i] == 1 ? pm->rows[i] : N;
         sh[FA_ACC(i)][0] = N;
         in[FA_X(i)] = d->x[i].p;
         in[FA_SRC(i)] = permute ? d->x[i].p : d->src[i].p;
@@ -751,7 +740,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
         in[FA_MROW(i)] = pm->rows[i] == 1 ? d->zrows.p : d->rows.p;
         in[FA_ACC(i)] = out[i] = d->accp[i];
     }
-    for (int j = 0; j < s->n_add; j++) {
+    for (int j = 0; j < s->core.n_add; j++) {
         nd[FA_ADD(j)] = c->add[j]->ndim;
         memcpy(sh[FA_ADD(j)], c->add[j]->shape, sizeof sh[0]);
         dt[FA_ADD(j)] = c->add[j]->dtype;
@@ -760,16 +749,16 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     in[FA_ROWS] = d->rows.p;
     in[FA_FID] = (char *)d->fid.p + idx_off;
     in[FA_TIDX] = d->tidx.p;
-    if (!s->target) sh[FA_TIDX][0] = cnt * N; /* the value index of every output value */
+    if (!s->core.target) sh[FA_TIDX][0] = cnt * N; /* the value index of every output value */
     sh[FA_Y0][0] = N;
     dt[FA_Y0] = c->dt;
     in[FA_Y0] = d->y0.p;
     sh[FA_Q0][0] = 1;
     in[FA_Q0] = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
-    out[s->n] = reference ? d->y0.p : NULL;
+    out[s->core.n] = reference ? d->y0.p : NULL;
     cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n + 1, &p));
+    CX_CHECK(cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->core.n + 1, &p));
     return cx_run_plan_dev(e, p, NULL, in, NULL, out);
 }
 
@@ -1121,14 +1110,11 @@ static cattr_status occ_take(pt_pass *p, int64_t g, const double *y) {
  * up per chunk; the target outputs (or every output value) come back and are summed over the windows on the host in
  * Captum's order, as on the host path. */
 typedef struct occ_graph {
-    cg_graph *g;
-    int n, n_add, rank[CX_MAX_IN], nd[CX_MAX_IN];
-    bool target;
+    cx_derived core; /* graph, call shape, constants, plans */
+    int nd[CX_MAX_IN];
     int n_in, y;
     int i_x[CX_MAX_IN], i_base[CX_MAX_IN], i_map[CX_MAX_IN], i_thr[CX_MAX_IN], i_add[CX_MAX_IN];
     int i_rows, i_zero, i_tidx;
-    cx_consts *consts;
-    cx_plan_cache pc;
     cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], map[CX_MAX_IN], thr[CX_MAX_IN], add[CX_MAX_IN], rows, zero, tidx, y_out;
 } occ_graph;
 
@@ -1146,9 +1132,7 @@ static void occ_release(cattr_explainer *e) {
     cx_dbuf_free(&s->zero);
     cx_dbuf_free(&s->tidx);
     cx_dbuf_free(&s->y_out);
-    cx_plan_cache_clear(&s->pc);
-    cx_consts_free(s->consts);
-    cg_free(s->g);
+    cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
 }
@@ -1168,21 +1152,21 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
         snprintf(nm, sizeof nm, "__occ_in%d", k++);                                                                    \
         bad |= ((var) = cg_add_input(g, nm)) < 0;                                                                      \
     } while (0)
-    for (int i = 0; i < s->n; i++) {
+    for (int i = 0; i < s->core.n; i++) {
         OCC_IN(s->i_x[i]);
         OCC_IN(s->i_base[i]);
         OCC_IN(s->i_map[i]);
         OCC_IN(s->i_thr[i]);
     }
-    for (int j = 0; j < s->n_add; j++) OCC_IN(s->i_add[j]);
+    for (int j = 0; j < s->core.n_add; j++) OCC_IN(s->i_add[j]);
     OCC_IN(s->i_rows);
     OCC_IN(s->i_zero);
-    if (s->target) OCC_IN(s->i_tidx);
+    if (s->core.target) OCC_IN(s->i_tidx);
 #undef OCC_IN
     s->n_in = k;
     cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default();
     le.index = 1;
-    for (int i = 0; i < s->n && !bad; i++) {
+    for (int i = 0; i < s->core.n && !bad; i++) {
         /* the thresholds' rows and the maps' rows, as Gathers of one row each */
         int t = -1;
         for (int c = 0; c < 2 * s->nd[i] && !bad; c++) {
@@ -1214,8 +1198,8 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
         }
         in_map[i] = t;
     }
-    for (int j = 0; j < s->n_add && !bad; j++)
-        bad |= (in_map[s->n + j] = cg_emit(g, CG_GATHER, "__occ_at", (int[]){s->i_add[j], s->i_rows}, 2, &a0)) < 0;
+    for (int j = 0; j < s->core.n_add && !bad; j++)
+        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__occ_at", (int[]){s->i_add[j], s->i_rows}, 2, &a0)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -1225,7 +1209,7 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
         r1.n_ints = 1;
         r1.ints[0] = -1;
         int ys = map[cx_model_output(e->m)];
-        if (s->target) {
+        if (s->core.target) {
             int y3 = cg_emit(g, CG_RESHAPE, "__occ_out_rows", (int[]){ys}, 1, &r3);
             ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__occ_target", (int[]){y3, s->i_tidx}, 2, NULL);
         }
@@ -1237,7 +1221,7 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
         cg_free(g);
         return st;
     }
-    s->g = g;
+    s->core.g = g;
     return CATTR_OK;
 }
 
@@ -1248,22 +1232,15 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     if (p->n_states <= 0) return CATTR_OK;
     bool target = has_target(c);
     occ_graph *s = e->method_state;
-    bool same = s && s->n == c->n && s->n_add == c->n_add && s->target == target;
-    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
-    if (!same) occ_release(e);
+    if (s && !cx_derived_fits(&s->core, c, target)) occ_release(e);
     s = e->method_state;
     if (!s) {
         if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         e->method_state = s;
-        s->n = c->n;
-        s->n_add = c->n_add;
-        s->target = target;
-        for (int i = 0; i < c->n; i++) {
-            s->rank[i] = c->x[i]->ndim;
-            s->nd[i] = c->x[i]->ndim - 1;
-        }
+        cx_derived_key(&s->core, c, target);
+        for (int i = 0; i < c->n; i++) s->nd[i] = c->x[i]->ndim - 1;
         cattr_status st = occ_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
         if (st != CATTR_OK) {
             occ_release(e);
             return st;
@@ -1373,7 +1350,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         if (target) in[kr + 2] = s->tidx.p;
         cx_plan *pl = NULL;
         if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+            st = cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                    (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &pl);
         int64_t nv = cnt * p->n_out;
         if (st == CATTR_OK && cx_view_numel(cx_plan_view(pl, s->y)) != nv)
@@ -1559,12 +1536,8 @@ static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
  * up once per call (a call whose tables would exceed SV_TABLE_BYTES stays on the host path); per chunk the rows' table rows and thresholds go up and the outputs come back, to be
  * combined in Captum's order as on the host path. */
 typedef struct sv_graph {
-    cg_graph *g;
-    int n, n_add, rank[CX_MAX_IN];
-    bool target;
+    cx_derived core; /* graph, call shape, constants, plans */
     int y;
-    cx_consts *consts;
-    cx_plan_cache pc;
     cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], rk[CX_MAX_IN], add[CX_MAX_IN], trow, thr, rows, tidx, y_out;
 } sv_graph;
 
@@ -1579,22 +1552,20 @@ static void sv_release(cattr_explainer *e) {
     }
     cx_dbuf *d[] = {&s->trow, &s->thr, &s->rows, &s->tidx, &s->y_out};
     for (size_t k = 0; k < sizeof d / sizeof *d; k++) cx_dbuf_free(d[k]);
-    cx_plan_cache_clear(&s->pc);
-    cx_consts_free(s->consts);
-    cg_free(s->g);
+    cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
 }
 
 #define SG_X(i) (i)
-#define SG_BASE(i) (s->n + (i))
-#define SG_RK(i) (2 * s->n + (i))
-#define SG_ADD(j) (3 * s->n + (j))
-#define SG_TROW (3 * s->n + s->n_add)
+#define SG_BASE(i) (s->core.n + (i))
+#define SG_RK(i) (2 * s->core.n + (i))
+#define SG_ADD(j) (3 * s->core.n + (j))
+#define SG_TROW (3 * s->core.n + s->core.n_add)
 #define SG_THR (SG_TROW + 1)
 #define SG_ROWS (SG_TROW + 2)
 #define SG_TIDX (SG_TROW + 3)
-#define SG_N_IN (SG_TROW + 3 + (s->target ? 1 : 0))
+#define SG_N_IN (SG_TROW + 3 + (s->core.target ? 1 : 0))
 #define SG_MAX_IN (4 * CX_MAX_IN + 4)
 #define SV_TABLE_BYTES ((size_t)256 << 20) /* rank tables larger than this keep the Shapley states on the host */
 
@@ -1611,15 +1582,15 @@ static cattr_status sv_build(cattr_explainer *e, sv_graph *s) {
     }
     cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default();
     le.index = 1;
-    for (int i = 0; i < s->n && !bad; i++) {
+    for (int i = 0; i < s->core.n && !bad; i++) {
         in_map[i] = cg_emit(g, CG_WHERE_ID, "__sv_state",
                             (int[]){v[SG_BASE(i)], v[SG_X(i)], v[SG_RK(i)], v[SG_THR], v[SG_ROWS], v[SG_ROWS],
                                     v[SG_TROW]},
                             7, &le);
         bad |= in_map[i] < 0;
     }
-    for (int j = 0; j < s->n_add && !bad; j++)
-        bad |= (in_map[s->n + j] = cg_emit(g, CG_GATHER, "__sv_at", (int[]){v[SG_ADD(j)], v[SG_ROWS]}, 2, &a0)) < 0;
+    for (int j = 0; j < s->core.n_add && !bad; j++)
+        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__sv_at", (int[]){v[SG_ADD(j)], v[SG_ROWS]}, 2, &a0)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -1629,7 +1600,7 @@ static cattr_status sv_build(cattr_explainer *e, sv_graph *s) {
         r1.n_ints = 1;
         r1.ints[0] = -1;
         int out = map[cx_model_output(e->m)], ys = out;
-        if (s->target) {
+        if (s->core.target) {
             int y3 = cg_emit(g, CG_RESHAPE, "__sv_out_rows", (int[]){out}, 1, &r3);
             ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__sv_target", (int[]){y3, v[SG_TIDX]}, 2, NULL);
         }
@@ -1641,7 +1612,7 @@ static cattr_status sv_build(cattr_explainer *e, sv_graph *s) {
         cg_free(g);
         return st;
     }
-    s->g = g;
+    s->core.g = g;
     return CATTR_OK;
 }
 
@@ -1665,19 +1636,14 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     if (p->n_states <= 0) return CATTR_OK;
     bool target = has_target(c);
     sv_graph *s = e->method_state;
-    bool same = s && s->n == c->n && s->n_add == c->n_add && s->target == target;
-    for (int i = 0; same && i < c->n; i++) same = s->rank[i] == c->x[i]->ndim;
-    if (!same) sv_release(e);
+    if (s && !cx_derived_fits(&s->core, c, target)) sv_release(e);
     s = e->method_state;
     if (!s) {
         if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         e->method_state = s;
-        s->n = c->n;
-        s->n_add = c->n_add;
-        s->target = target;
-        for (int i = 0; i < c->n; i++) s->rank[i] = c->x[i]->ndim;
+        cx_derived_key(&s->core, c, target);
         cattr_status st = sv_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
         if (st != CATTR_OK) {
             sv_release(e);
             return st;
@@ -1765,7 +1731,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         if (target) in[SG_TIDX] = s->tidx.p;
         cx_plan *pl = NULL;
         if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+            st = cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                    (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &pl);
         int64_t nv = cnt * p->n_out;
         if (st == CATTR_OK && cx_view_numel(cx_plan_view(pl, s->y)) != nv)
