@@ -108,20 +108,20 @@ static counts profiled_ig(const cattr_model *m, const cattr_tensor *x, int n_ste
     return c;
 }
 
-/* Copy events of one profiled FeatureAblation call whose mask gives the 64 elements `features` features (blocks of
- * 64 / features consecutive elements). */
-static int profiled_fa(const cattr_model *m, const cattr_tensor *x, int features) {
+/* Copy events of one profiled call with params p on x (target 3) and, when features > 0, a mask giving the 64 elements
+ * `features` features (blocks of 64 / features consecutive elements); -1 when it could not run. */
+static int profiled_copies(const cattr_model *m, const cattr_tensor *x, const cattr_attr_params *p, int features) {
     int64_t shape[4] = {1, 1, 8, 8};
     cattr_tensor *mask = NULL;
-    CHECK(cattr_tensor_new(CATTR_INT64, 4, shape, &mask) == CATTR_OK, "mask");
-    if (!mask) return -1;
-    int64_t *mv = cattr_tensor_data(mask);
-    for (int k = 0; k < 64; k++) mv[k] = k / (64 / features);
+    if (features > 0) {
+        CHECK(cattr_tensor_new(CATTR_INT64, 4, shape, &mask) == CATTR_OK, "mask");
+        if (!mask) return -1;
+        int64_t *mv = cattr_tensor_data(mask);
+        for (int k = 0; k < 64; k++) mv[k] = k / (64 / features);
+    }
     CHECK(cattr_profile_begin() == CATTR_OK, "begin");
-    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
-    p.perturbations_per_eval = 4; /* several passes, more of them for more features */
     cattr_explainer *e = NULL;
-    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "FA explainer");
+    CHECK(cattr_explainer_new(m, p, &e) == CATTR_OK, "%s explainer", cattr_method_name(p->method));
     int64_t tidx = 3;
     cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
     const cattr_tensor *in[1] = {x}, *masks[1] = {mask};
@@ -129,10 +129,12 @@ static int profiled_fa(const cattr_model *m, const cattr_tensor *x, int features
     call.inputs = in;
     call.n_inputs = 1;
     call.target = &t;
-    call.feature_masks = masks;
+    call.feature_masks = mask ? masks : NULL;
     cattr_tensor *a = NULL;
-    if (e) CHECK(cattr_explainer_run(e, &call, &a, NULL) == CATTR_OK, "FA, %d features: %s", features, cattr_last_error());
-    int copies = cattr_profile_count("copy");
+    if (e)
+        CHECK(cattr_explainer_run(e, &call, &a, NULL) == CATTR_OK, "%s (%d features): %s", cattr_method_name(p->method),
+              features, cattr_last_error());
+    int copies = a ? cattr_profile_count("copy") : -1;
     CHECK(cattr_profile_end(NULL, NULL) == CATTR_OK, "end");
     cattr_tensor_free(a);
     cattr_explainer_free(e);
@@ -140,64 +142,28 @@ static int profiled_fa(const cattr_model *m, const cattr_tensor *x, int features
     return copies;
 }
 
-/* Copy events of one profiled Lime (or ShapleyValueSampling) call with n_samples samples, all in one pass (the
- * budget allows it). */
-static int profiled_lime(const cattr_model *m, const cattr_tensor *x, int n_samples, cattr_method method) {
-    int64_t shape[4] = {1, 1, 8, 8};
-    cattr_tensor *mask = NULL;
-    CHECK(cattr_tensor_new(CATTR_INT64, 4, shape, &mask) == CATTR_OK, "mask");
-    if (!mask) return -1;
-    int64_t *mv = cattr_tensor_data(mask);
-    for (int k = 0; k < 64; k++) mv[k] = k / 16; /* 4 features */
-    CHECK(cattr_profile_begin() == CATTR_OK, "begin");
+/* FeatureAblation with `features` features, in passes of 4 (more passes for more features). */
+static int profiled_fa(const cattr_model *m, const cattr_tensor *x, int features) {
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
+    p.perturbations_per_eval = 4;
+    return profiled_copies(m, x, &p, features);
+}
+
+/* Lime or ShapleyValueSampling with n_samples samples over 4 features, all in one pass (the budget allows it). */
+static int profiled_samples(const cattr_model *m, const cattr_tensor *x, int n_samples, cattr_method method) {
     cattr_attr_params p = cattr_attr_default_params(method);
     p.n_samples = n_samples;
-    cattr_explainer *e = NULL;
-    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "%s explainer", cattr_method_name(method));
-    int64_t tidx = 3;
-    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
-    const cattr_tensor *in[1] = {x}, *masks[1] = {mask};
-    cattr_call call = {0};
-    call.inputs = in;
-    call.n_inputs = 1;
-    call.target = &t;
-    call.feature_masks = masks;
-    cattr_tensor *a = NULL;
-    if (e)
-        CHECK(cattr_explainer_run(e, &call, &a, NULL) == CATTR_OK, "%s, %d samples: %s", cattr_method_name(method),
-              n_samples, cattr_last_error());
-    int copies = cattr_profile_count("copy");
-    CHECK(cattr_profile_end(NULL, NULL) == CATTR_OK, "end");
-    cattr_tensor_free(a);
-    cattr_explainer_free(e);
-    cattr_tensor_free(mask);
-    return copies;
+    return profiled_copies(m, x, &p, 4);
 }
 
-/* Copy events of one profiled Occlusion call with 2x2 windows at `stride` (stride 1: 49 windows, 2: 16), in one pass. */
+/* Occlusion with 2x2 windows at `stride` (stride 1: 49 windows, 2: 16), in one pass. */
 static int profiled_occlusion(const cattr_model *m, const cattr_tensor *x, int64_t stride) {
-    CHECK(cattr_profile_begin() == CATTR_OK, "begin");
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_OCCLUSION);
-    p.sliding_window_ndim[0] = 3;
-    p.sliding_window[0][0] = 1;
+    p.sliding_window_ndim[0] = p.strides_ndim[0] = 3;
+    p.sliding_window[0][0] = p.strides[0][0] = 1;
     p.sliding_window[0][1] = p.sliding_window[0][2] = 2;
-    p.strides_ndim[0] = 3;
-    p.strides[0][0] = 1;
     p.strides[0][1] = p.strides[0][2] = stride;
-    cattr_explainer *e = NULL;
-    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "Occlusion explainer");
-    int64_t tidx = 3;
-    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
-    const cattr_tensor *in[1] = {x};
-    cattr_tensor *a = NULL;
-    if (e)
-        CHECK(cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, &a, NULL) == CATTR_OK, "Occlusion, stride %lld: %s",
-              (long long)stride, cattr_last_error());
-    int copies = cattr_profile_count("copy");
-    CHECK(cattr_profile_end(NULL, NULL) == CATTR_OK, "end");
-    cattr_tensor_free(a);
-    cattr_explainer_free(e);
-    return copies;
+    return profiled_copies(m, x, &p, 0);
 }
 
 /* Threads recording at once: each its own tid, no event lost. */
@@ -332,12 +298,12 @@ int main(void) {
     CHECK(f4 > 0 && f4 == f64, "copies per FeatureAblation call grow with the features: %d at 4, %d at 64", f4, f64);
 
     /* Lime: the inputs, feature ids and every sample go up once; the sampled inputs are made on the backend */
-    int l8 = profiled_lime(m, x, 8, CATTR_METHOD_LIME), l64 = profiled_lime(m, x, 64, CATTR_METHOD_LIME);
+    int l8 = profiled_samples(m, x, 8, CATTR_METHOD_LIME), l64 = profiled_samples(m, x, 64, CATTR_METHOD_LIME);
     printf("copy events: Lime 8 samples %d, 64 samples %d\n", l8, l64);
     CHECK(l8 > 0 && l8 == l64, "copies per Lime call grow with the samples: %d at 8, %d at 64", l8, l64);
     /* ShapleyValueSampling: the inputs, column maps and every order's ranks go up once, the states are made there */
-    int v2 = profiled_lime(m, x, 2, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
-    int v16 = profiled_lime(m, x, 16, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
+    int v2 = profiled_samples(m, x, 2, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
+    int v16 = profiled_samples(m, x, 16, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING);
     printf("copy events: ShapleyValueSampling 2 orders %d, 16 orders %d\n", v2, v16);
     CHECK(v2 > 0 && v2 == v16, "copies per ShapleyValueSampling call grow with the orders: %d at 2, %d at 16", v2, v16);
 

@@ -109,19 +109,28 @@ extern const cx_method cx_method_feature_ablation, cx_method_feature_permutation
  * one +, - or * (53 >= 2*24 + 2 bits), which is how float32 paths mimic torch's float32 kernels. */
 static inline double cx_rnd(cattr_dtype dt, double v) { return dt == CATTR_FLOAT32 ? (double)(float)v : v; }
 
-/* Whether derived state d was built for call c's shape (inputs and their ranks, additional inputs, target mode). */
-static inline bool cx_derived_fits(const cx_derived *d, const cx_call *c, bool target) {
-    bool same = d->g && d->n == c->n && d->n_add == c->n_add && d->target == target;
-    for (int i = 0; same && i < c->n; i++) same = d->rank[i] == c->x[i]->ndim;
-    return same;
-}
-/* Records call c's shape in d (before the method builds d->g for it). */
-static inline void cx_derived_key(cx_derived *d, const cx_call *c, bool target) {
-    d->n = c->n;
-    d->n_add = c->n_add;
-    d->target = target;
-    for (int i = 0; i < c->n; i++) d->rank[i] = c->x[i]->ndim;
-}
+/* The method state for call c, a struct of `size` bytes whose first member is its cx_derived: *state is kept when it
+ * fits the call (inputs and their ranks, additional inputs, target mode), else released (release) and made anew: zeroed, keyed to the call, its graph built
+ * by build and its constants made in the compute dtype. On error the state is released. */
+cattr_status cx_derived_state(cattr_explainer *e, cx_call *c, bool target, size_t size,
+                              cattr_status (*build)(cattr_explainer *e, void *state),
+                              void (*release)(cattr_explainer *e), void **state);
+
+/* The backend copies of a call that the perturbation methods' graphs read: inputs, baselines and additional
+ * inputs, rows (r mod B) and, with a target, each row's target index (cx_target_rows) for chunks of up to rmax rows,
+ * and room y for n_y output values. Buffers are kept from call to call and grown when too small. */
+typedef struct cx_call_dev {
+    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], add[CX_MAX_IN], rows, tidx, y;
+} cx_call_dev;
+cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y);
+void cx_call_dev_free(cx_call_dev *d);
+
+/* Runs output y of derived graph dv for one chunk (graph inputs in[] on the backend, of the given shapes and dtypes)
+ * into d->y and brings its nv values back as doubles into vals. Errors: CATTR_ERR_SHAPE when the output does not
+ * have nv values, and the plan's and the backend's. */
+cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in, int y,
+                               cx_call_dev *d, int64_t nv, double *vals);
 
 /* The explainer's pieces across files: call preparation (call.c), the gradient graph and plan caches (passes.c). */
 cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c);

@@ -373,24 +373,18 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
 typedef struct lm_graph {
     cx_derived core; /* graph, call shape, constants, plans */
     int y;
-    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], ids[CX_MAX_IN], add[CX_MAX_IN], z, zrow, rows, one, tidx, y_out;
+    cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
+    cx_dbuf ids[CX_MAX_IN], z, zrow, one;
 } lm_graph;
 
 static void lm_release(cattr_explainer *e) {
     lm_graph *s = e->method_state;
     if (!s) return;
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->x[i]);
-        cx_dbuf_free(&s->base[i]);
-        cx_dbuf_free(&s->ids[i]);
-        cx_dbuf_free(&s->add[i]);
-    }
+    cx_call_dev_free(&s->cd);
+    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&s->ids[i]);
     cx_dbuf_free(&s->z);
     cx_dbuf_free(&s->zrow);
-    cx_dbuf_free(&s->rows);
     cx_dbuf_free(&s->one);
-    cx_dbuf_free(&s->tidx);
-    cx_dbuf_free(&s->y_out);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -408,7 +402,8 @@ static void lm_release(cattr_explainer *e) {
 #define LM_N_IN (LM_Z + 5)
 #define LM_MAX_IN (4 * CX_MAX_IN + 5)
 
-static cattr_status lm_build(cattr_explainer *e, lm_graph *s) {
+static cattr_status lm_build(cattr_explainer *e, void *state) {
+    lm_graph *s = state;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
@@ -469,53 +464,25 @@ static bool same_ids(const cx_call *c, const features *F) {
 /* evaluate() on the backend (see above). */
 static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
     int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
-    lm_graph *s = e->method_state;
-    if (s && !cx_derived_fits(&s->core, c, true)) lm_release(e);
-    s = e->method_state;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return oom();
-        e->method_state = s;
-        cx_derived_key(&s->core, c, true);
-        cattr_status st = lm_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
-        if (st != CATTR_OK) {
-            lm_release(e);
-            return st;
-        }
-    }
-    cattr_tensor *seed = NULL;
+    lm_graph *s = NULL;
+    CX_CHECK(cx_derived_state(e, c, true, sizeof *s, lm_build, lm_release, (void **)&s));
     cattr_status st = samples_per_pass(e, c, n, &chunk);
-    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
-    int64_t rmax = chunk * B, nz = B * n * M, nbuf = nz > 3 * rmax ? nz : 3 * rmax;
-    for (int i = 0; i < c->n; i++) nbuf = F->per[i] > nbuf ? F->per[i] : nbuf;
+    int64_t rmax = chunk * B, nz = B * n * M, nbuf = nz > rmax ? nz : rmax;
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *y = st == CATTR_OK ? malloc((size_t)(rmax + 1) * sizeof *y) : NULL;
     if (st == CATTR_OK && (!buf || !y)) st = oom();
-    size_t es = cattr_dtype_size(c->dt);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        st = cx_dbuf_fit(e->be, &s->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)F->per[i] * sizeof(int64_t), F->ids[i], false);
-    }
-    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
-        st = cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
-                         c->add[j]->data, false);
-    if (st == CATTR_OK) { /* every sample, then the rows' schedule */
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, true, rmax);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++)
+        st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)F->per[i] * sizeof(int64_t), F->ids[i], false);
+    if (st == CATTR_OK) { /* every sample */
         for (int64_t k = 0; k < nz; k++) buf[k] = S->Z[k];
         st = cx_dbuf_fit(e->be, &s->z, (size_t)nz * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) {
-        cx_target_rows(seed, B, rmax, buf + 2 * rmax);
-        for (int64_t r = 0; r < rmax; r++) {
-            buf[r] = r % B;
-            buf[rmax + r] = 1;
-        }
-        st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf + rmax, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf + 2 * rmax, false);
+        for (int64_t r = 0; r < rmax; r++) buf[r] = 1;
+        st = cx_dbuf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)rmax * es, NULL, false);
     for (int64_t s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
         int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0, R = reps * B;
         for (int64_t r = 0; r < R; r++) buf[r] = (r % B) * n + s0 + r / B; /* Z's row of example b's sample */
@@ -523,7 +490,7 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         int nd[LM_MAX_IN];
         int64_t sh[LM_MAX_IN][CATTR_MAX_DIMS];
         cattr_dtype dt[LM_MAX_IN];
-        void *in[LM_MAX_IN], *out[1] = {s->y_out.p};
+        void *in[LM_MAX_IN];
         for (int k = 0; k < LM_N_IN; k++) {
             nd[k] = 1;
             sh[k][0] = R;
@@ -537,40 +504,29 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
             memcpy(sh[LM_IDS(i)], x->shape, sizeof sh[0]);
             sh[LM_IDS(i)][0] = 1;
             dt[LM_X(i)] = dt[LM_BASE(i)] = c->dt;
-            in[LM_X(i)] = s->x[i].p;
-            in[LM_BASE(i)] = s->base[i].p;
+            in[LM_X(i)] = s->cd.x[i].p;
+            in[LM_BASE(i)] = s->cd.base[i].p;
             in[LM_IDS(i)] = s->ids[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
             nd[LM_ADD(j)] = c->add[j]->ndim;
             memcpy(sh[LM_ADD(j)], c->add[j]->shape, sizeof sh[0]);
             dt[LM_ADD(j)] = c->add[j]->dtype;
-            in[LM_ADD(j)] = s->add[j].p;
+            in[LM_ADD(j)] = s->cd.add[j].p;
         }
         nd[LM_Z] = 2;
         sh[LM_Z][0] = B * n;
         sh[LM_Z][1] = M;
         in[LM_Z] = s->z.p;
         in[LM_ZROW] = s->zrow.p;
-        in[LM_ROWS] = s->rows.p;
+        in[LM_ROWS] = s->cd.rows.p;
         in[LM_ONE] = s->one.p;
-        in[LM_TIDX] = s->tidx.p;
-        cx_plan *p = NULL;
-        if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &p);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
-        if (st == CATTR_OK && c->dt == CATTR_FLOAT32) { /* the R target outputs come back */
-            float *yf = (float *)(void *)y;
-            st = cx_copy_out(e->be, yf, s->y_out.p, (size_t)R * es);
-            for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = yf[r];
-        } else if (st == CATTR_OK) {
-            st = cx_copy_out(e->be, y, s->y_out.p, (size_t)R * es);
-            for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
-        }
+        in[LM_TIDX] = s->cd.tidx.p;
+        if (st == CATTR_OK) /* the R target outputs come back */
+            st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd, R, y);
+        for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
         if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
     }
-    cattr_tensor_free(seed);
     free(buf);
     free(y);
     return st;

@@ -148,37 +148,75 @@ static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t ro
     return CATTR_OK;
 }
 
-cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                     cattr_tensor **grads) {
+/* One pass of the gradient graph on xs (reps*B rows; the additional inputs and the seed expanded by `how`): e->g's
+ * gradients (derived false), or outputs outs[0..n_outs) of e->gm, whose n_extra int64 [B] inputs after the seed hold
+ * extra[k]. The outputs go to the caller's host tensors res[]. */
+static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                                   bool derived, const int *outs, int n_outs, int n_extra,
+                                   const int64_t *const *extra, cattr_tensor *const *res) {
     pass_inputs pi;
     cattr_tensor *seed = NULL;
     cx_plan *fp = NULL, *p = NULL;
     const cx_view *ov = NULL;
     int si = e->seed_input;
+    if (si + n_extra >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
     cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
     if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
     if (st == CATTR_OK) {
         pi.nd[si] = ov->ndim;
         memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        for (int k = 1; k <= n_extra; k++) {
+            pi.nd[si + k] = 1;
+            pi.sh[si + k][0] = c->B;
+            pi.dt[si + k] = CATTR_INT64;
+            pi.host[si + k] = extra[k - 1];
+        }
+        if (!derived) {
+            st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
+        } else {
+            st = cx_plan_cache_get(&e->gm_pc, e->gm, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                                   (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, n_outs, &p);
+            if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+        }
     }
-    if (st == CATTR_OK) st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
-    if (st == CATTR_OK) pi.host[si] = seed->data;
-    void *outs[MAX_IN];
-    for (int i = 0; i < c->n; i++) grads[i] = NULL;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        grads[i] = cx_tensor_alloc(c->dt, xs[i]->ndim, xs[i]->shape);
-        if (!grads[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else outs[i] = grads[i]->data;
+    if (st == CATTR_OK) {
+        pi.host[si] = seed->data;
+        void *dst[MAX_IN + 1];
+        for (int k = 0; k < (derived ? n_outs : c->n); k++) dst[k] = res[k]->data;
+        st = cx_run_plan(e, p, pi.host, dst);
     }
-    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
     pass_free(&pi);
     cattr_tensor_free(seed);
-    if (st != CATTR_OK)
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(grads[i]);
-            grads[i] = NULL;
+    return st;
+}
+
+/* res[k] = new tensors of the shapes of like[k] in the compute dtype (k < n); all or none. */
+static cattr_status alloc_like(const cx_call *c, cattr_tensor *const *like, int n, cattr_tensor **res) {
+    for (int k = 0; k < n; k++) res[k] = NULL;
+    for (int k = 0; k < n; k++)
+        if (!(res[k] = cx_tensor_alloc(c->dt, like[k]->ndim, like[k]->shape))) {
+            for (int j = 0; j < k; j++) {
+                cattr_tensor_free(res[j]);
+                res[j] = NULL;
+            }
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         }
+    return CATTR_OK;
+}
+
+static void free_all(cattr_tensor **res, int n) {
+    for (int k = 0; k < n; k++) {
+        cattr_tensor_free(res[k]);
+        res[k] = NULL;
+    }
+}
+
+cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                     cattr_tensor **grads) {
+    CX_CHECK(alloc_like(c, xs, c->n, grads));
+    cattr_status st = grad_graph_run(e, c, xs, reps, how, false, NULL, 0, 0, NULL, grads);
+    if (st != CATTR_OK) free_all(grads, c->n);
     return st;
 }
 
@@ -212,49 +250,15 @@ static cattr_status build_times_diff(cattr_explainer *e) {
 }
 
 cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **attr) {
-    pass_inputs pi;
-    cattr_tensor *seed = NULL;
-    cx_plan *fp = NULL, *p = NULL;
-    const cx_view *ov = NULL;
-    int si = e->seed_input;
     int64_t B = c->B, *rows = malloc((size_t)(2 * B + 1) * sizeof *rows);
     for (int i = 0; i < c->n; i++) attr[i] = NULL;
     cattr_status st = rows ? build_times_diff(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = pass_setup(e, c, xs, 2, CX_TILE, &pi);
-    else memset(&pi, 0, sizeof pi);
-    if (st == CATTR_OK) st = output_shape(e, &pi, 2 * B, &fp, &ov);
-    if (st == CATTR_OK && si + 2 >= MAX_IN) st = cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
-    if (st == CATTR_OK) {
-        pi.nd[si] = ov->ndim;
-        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
-        for (int64_t r = 0; r < 2 * B; r++) rows[r] = r;
-        for (int k = 1; k <= 2; k++) {
-            pi.nd[si + k] = 1;
-            pi.sh[si + k][0] = B;
-            pi.dt[si + k] = CATTR_INT64;
-            pi.host[si + k] = rows + (k - 1) * B;
-        }
-        st = cx_plan_cache_get(&e->gm_pc, e->gm, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->gm_outs, c->n, &p);
-    }
-    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 2, CX_TILE, &seed);
-    if (st == CATTR_OK) pi.host[si] = seed->data;
-    void *outs[MAX_IN];
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else outs[i] = attr[i]->data;
-    }
-    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
-    pass_free(&pi);
-    cattr_tensor_free(seed);
+    for (int64_t r = 0; st == CATTR_OK && r < 2 * B; r++) rows[r] = r; /* first: 0..B-1, second: B..2B-1 */
+    if (st == CATTR_OK) st = alloc_like(c, c->x, c->n, attr);
+    const int64_t *extra[2] = {rows, rows + B};
+    if (st == CATTR_OK) st = grad_graph_run(e, c, xs, 2, CX_TILE, true, e->gm_outs, c->n, 2, extra, attr);
+    if (st != CATTR_OK) free_all(attr, c->n);
     free(rows);
-    if (st != CATTR_OK)
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(attr[i]);
-            attr[i] = NULL;
-        }
     return st;
 }
 
@@ -304,54 +308,115 @@ static cattr_status build_lrp(cattr_explainer *e, const cx_call *c, unsigned mul
 }
 
 cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_tensor **attr, double *sel) {
-    pass_inputs pi;
-    cattr_tensor *seed = NULL, *selt = NULL;
-    cx_plan *fp = NULL, *p = NULL;
-    const cx_view *ov = NULL;
-    int si = e->seed_input;
+    cattr_tensor *seed = NULL, *res[MAX_IN + 1] = {0};
     int64_t B = c->B, *tidx = malloc((size_t)(B + 1) * sizeof *tidx);
     for (int i = 0; i < c->n; i++) attr[i] = NULL;
     cattr_status st = tidx ? build_lrp(e, c, mul) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
-    else memset(&pi, 0, sizeof pi);
-    if (st == CATTR_OK) st = output_shape(e, &pi, B, &fp, &ov);
-    if (st == CATTR_OK && si + 1 >= MAX_IN) st = cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
-    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, &seed);
-    if (st == CATTR_OK) {
-        cx_target_rows(seed, B, B, tidx);
-        pi.nd[si] = ov->ndim;
-        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
-        pi.host[si] = seed->data;
-        pi.nd[si + 1] = 1;
-        pi.sh[si + 1][0] = B;
-        pi.dt[si + 1] = CATTR_INT64;
-        pi.host[si + 1] = tidx;
-        st = cx_plan_cache_get(&e->gm_pc, e->gm, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->gm_outs, c->n + 1, &p);
-    }
-    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    void *outs[MAX_IN + 1];
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else outs[i] = attr[i]->data;
-    }
-    if (st == CATTR_OK) {
-        selt = cx_tensor_alloc(c->dt, 1, &B);
-        if (!selt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else outs[c->n] = selt->data;
-    }
-    if (st == CATTR_OK) st = cx_run_plan(e, p, pi.host, outs);
-    for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(selt, b);
-    pass_free(&pi);
+    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK) cx_target_rows(seed, B, B, tidx);
+    if (st == CATTR_OK) st = alloc_like(c, c->x, c->n, res);
+    if (st == CATTR_OK && !(res[c->n] = cx_tensor_alloc(c->dt, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    const int64_t *extra[1] = {tidx};
+    if (st == CATTR_OK) st = grad_graph_run(e, c, c->x, 1, CX_TILE, true, e->gm_outs, c->n + 1, 1, extra, res);
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[c->n], b);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) attr[i] = res[i];
+    if (st != CATTR_OK) free_all(res, c->n);
+    cattr_tensor_free(res[c->n]);
     cattr_tensor_free(seed);
-    cattr_tensor_free(selt);
     free(tidx);
-    if (st != CATTR_OK)
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(attr[i]);
-            attr[i] = NULL;
+    return st;
+}
+
+/* Whether derived state d was built for call c's shape (inputs and their ranks, additional inputs, target mode). */
+static bool cx_derived_fits(const cx_derived *d, const cx_call *c, bool target) {
+    bool same = d->g && d->n == c->n && d->n_add == c->n_add && d->target == target;
+    for (int i = 0; same && i < c->n; i++) same = d->rank[i] == c->x[i]->ndim;
+    return same;
+}
+/* Records call c's shape in d (before the method builds d->g for it). */
+static void cx_derived_key(cx_derived *d, const cx_call *c, bool target) {
+    d->n = c->n;
+    d->n_add = c->n_add;
+    d->target = target;
+    for (int i = 0; i < c->n; i++) d->rank[i] = c->x[i]->ndim;
+}
+
+cattr_status cx_derived_state(cattr_explainer *e, cx_call *c, bool target, size_t size,
+                              cattr_status (*build)(cattr_explainer *e, void *state),
+                              void (*release)(cattr_explainer *e), void **state) {
+    cx_derived *d = e->method_state; /* the first member of the state */
+    if (d && !cx_derived_fits(d, c, target)) release(e);
+    if (!e->method_state) {
+        if (!(d = calloc(1, size))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->method_state = d;
+        cx_derived_key(d, c, target);
+        cattr_status st = build(e, d);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &d->consts);
+        if (st != CATTR_OK) {
+            release(e);
+            return st;
         }
+    }
+    *state = e->method_state;
+    return CATTR_OK;
+}
+
+cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y) {
+    size_t es = cattr_dtype_size(c->dt);
+    int64_t B = c->B;
+    for (int i = 0; i < c->n; i++) {
+        CX_CHECK(cx_dbuf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false));
+        CX_CHECK(cx_dbuf_fit(e->be, &d->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false));
+    }
+    for (int j = 0; j < c->n_add; j++)
+        CX_CHECK(cx_dbuf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                             c->add[j]->data, false));
+    int64_t *buf = malloc((size_t)(rmax + 1) * sizeof *buf);
+    cattr_tensor *seed = NULL;
+    cattr_status st = buf ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t r = 0; r < rmax && st == CATTR_OK; r++) buf[r] = r % B;
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->rows, (size_t)rmax * sizeof *buf, buf, false);
+    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK && target) {
+        cx_target_rows(seed, B, rmax, buf);
+        st = cx_dbuf_fit(e->be, &d->tidx, (size_t)rmax * sizeof *buf, buf, false);
+    }
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->y, (size_t)n_y * es, NULL, false);
+    cattr_tensor_free(seed);
+    free(buf);
+    return st;
+}
+
+void cx_call_dev_free(cx_call_dev *d) {
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&d->x[i]);
+        cx_dbuf_free(&d->base[i]);
+        cx_dbuf_free(&d->add[i]);
+    }
+    cx_dbuf_free(&d->rows);
+    cx_dbuf_free(&d->tidx);
+    cx_dbuf_free(&d->y);
+}
+
+cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in, int y,
+                               cx_call_dev *d, int64_t nv, double *vals) {
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&dv->pc, dv->g, dv->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, &y, 1, &p));
+    int64_t got = cx_view_numel(cx_plan_view(p, y));
+    if (got != nv)
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for a chunk of perturbed copies of the batch; "
+                                        "expected %lld",
+                       (long long)got, (long long)nv);
+    void *out[1] = {d->y.p};
+    CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, out));
+    size_t es = cattr_dtype_size(c->dt);
+    void *host = malloc((size_t)(nv + 1) * es);
+    if (!host) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cx_copy_out(e->be, host, d->y.p, (size_t)nv * es);
+    for (int64_t k = 0; k < nv && st == CATTR_OK; k++)
+        vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)host)[k] : ((const double *)host)[k];
+    free(host);
     return st;
 }
 

@@ -613,7 +613,8 @@ static int fa_emit(cg_graph *g, cg_op op, const char *name, int n, const int *in
 }
 #define E2(op, name, a, b) fa_emit(g, op, name, 2, (int[]){a, b}, NULL)
 
-static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
+static cattr_status fa_build(cattr_explainer *e, void *state) {
+    fa_graph *s = state;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
@@ -665,25 +666,6 @@ static cattr_status fa_build(cattr_explainer *e, fa_graph *s) {
     return CATTR_OK;
 }
 #undef E2
-
-static cattr_status fa_graph_for(cattr_explainer *e, cx_call *c, fa_graph **out) {
-    fa_graph *s = e->method_state;
-    if (s && !cx_derived_fits(&s->core, c, has_target(c))) fa_release(e);
-    s = e->method_state;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        e->method_state = s;
-        cx_derived_key(&s->core, c, has_target(c));
-        cattr_status st = fa_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
-        if (st != CATTR_OK) {
-            fa_release(e);
-            return st;
-        }
-    }
-    *out = s;
-    return CATTR_OK;
-}
 
 static void fa_dev_free(fa_dev *d) {
     for (int i = 0; i < CX_MAX_IN; i++) {
@@ -770,7 +752,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     bool target = has_target(c);
     int64_t B = c->B, F = pm->F, per = 1, N = target ? B : f->ref->n_out, per_row = B ? N / B : 0;
     int64_t *ord2id = NULL, *buf = NULL;
-    cattr_status st = fa_graph_for(e, c, &s);
+    cattr_status st = cx_derived_state(e, c, has_target(c), sizeof *s, fa_build, fa_release, (void **)&s);
     fa_dev *dp = s ? &s->d : NULL;
     if (st == CATTR_OK) st = states_per_pass(e, c, F > 0 ? F : 1, &per);
     if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
@@ -1111,27 +1093,23 @@ static cattr_status occ_take(pt_pass *p, int64_t g, const double *y) {
  * Captum's order, as on the host path. */
 typedef struct occ_graph {
     cx_derived core; /* graph, call shape, constants, plans */
-    int nd[CX_MAX_IN];
     int n_in, y;
-    int i_x[CX_MAX_IN], i_base[CX_MAX_IN], i_map[CX_MAX_IN], i_thr[CX_MAX_IN], i_add[CX_MAX_IN];
-    int i_rows, i_zero, i_tidx;
-    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], map[CX_MAX_IN], thr[CX_MAX_IN], add[CX_MAX_IN], rows, zero, tidx, y_out;
+    cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
+    cx_dbuf map[CX_MAX_IN], thr[CX_MAX_IN], zero;
 } occ_graph;
+
+/* Windows of input i span the dims of its example shape. */
+#define OCC_ND(s, i) ((s)->core.rank[i] - 1)
 
 static void occ_release(cattr_explainer *e) {
     occ_graph *s = e->method_state;
     if (!s) return;
+    cx_call_dev_free(&s->cd);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->x[i]);
-        cx_dbuf_free(&s->base[i]);
         cx_dbuf_free(&s->map[i]);
         cx_dbuf_free(&s->thr[i]);
-        cx_dbuf_free(&s->add[i]);
     }
-    cx_dbuf_free(&s->rows);
     cx_dbuf_free(&s->zero);
-    cx_dbuf_free(&s->tidx);
-    cx_dbuf_free(&s->y_out);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -1140,12 +1118,15 @@ static void occ_release(cattr_explainer *e) {
 /* Graph inputs per input i: x, base, the coordinate maps [2 * nd, ...] (coord_d, then -coord_d, each of the example
  * shape, stacked: row 2d + k), the thresholds [2 * nd, R] (row 2d: hi_d - 1, row 2d + 1: -lo_d; read as Slices of
  * one input). */
-static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
+static cattr_status occ_build(cattr_explainer *e, void *state) {
+    occ_graph *s = state;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
     CX_CHECK(cx_derive_new(m, &g, &map));
     int bad = 0, in_map[2 * CX_MAX_IN], k = 0;
+    int i_x[CX_MAX_IN], i_base[CX_MAX_IN], i_map[CX_MAX_IN], i_thr[CX_MAX_IN], i_add[CX_MAX_IN], i_rows, i_zero,
+        i_tidx = -1;
     char nm[48];
 #define OCC_IN(var)                                                                                                    \
     do {                                                                                                               \
@@ -1153,15 +1134,15 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
         bad |= ((var) = cg_add_input(g, nm)) < 0;                                                                      \
     } while (0)
     for (int i = 0; i < s->core.n; i++) {
-        OCC_IN(s->i_x[i]);
-        OCC_IN(s->i_base[i]);
-        OCC_IN(s->i_map[i]);
-        OCC_IN(s->i_thr[i]);
+        OCC_IN(i_x[i]);
+        OCC_IN(i_base[i]);
+        OCC_IN(i_map[i]);
+        OCC_IN(i_thr[i]);
     }
-    for (int j = 0; j < s->core.n_add; j++) OCC_IN(s->i_add[j]);
-    OCC_IN(s->i_rows);
-    OCC_IN(s->i_zero);
-    if (s->core.target) OCC_IN(s->i_tidx);
+    for (int j = 0; j < s->core.n_add; j++) OCC_IN(i_add[j]);
+    OCC_IN(i_rows);
+    OCC_IN(i_zero);
+    if (s->core.target) OCC_IN(i_tidx);
 #undef OCC_IN
     s->n_in = k;
     cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default();
@@ -1169,7 +1150,7 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
     for (int i = 0; i < s->core.n && !bad; i++) {
         /* the thresholds' rows and the maps' rows, as Gathers of one row each */
         int t = -1;
-        for (int c = 0; c < 2 * s->nd[i] && !bad; c++) {
+        for (int c = 0; c < 2 * OCC_ND(s, i) && !bad; c++) {
             int64_t ci = c;
             cattr_tensor *ct = cx_tensor_alloc(CATTR_INT64, 0, NULL);
             int cv = ct ? cg_add_const(g, "__occ_cond", ct, true) : -1;
@@ -1179,7 +1160,7 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
                 break;
             }
             *(int64_t *)ct->data = ci;
-            int th = cg_emit(g, CG_GATHER, "__occ_threshold", (int[]){s->i_thr[i], cv}, 2, &a0);
+            int th = cg_emit(g, CG_GATHER, "__occ_threshold", (int[]){i_thr[i], cv}, 2, &a0);
             cattr_tensor *c1 = cx_tensor_alloc(CATTR_INT64, 1, (int64_t[]){1});
             int cv1 = c1 ? cg_add_const(g, "__occ_cond_row", c1, true) : -1;
             if (c1 && cv1 < 0) cattr_tensor_free(c1);
@@ -1188,18 +1169,18 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
                 break;
             }
             *(int64_t *)c1->data = ci;
-            int mp = cg_emit(g, CG_GATHER, "__occ_coordinates", (int[]){s->i_map[i], cv1}, 2, &a0); /* [1, ...] */
-            int prev = t < 0 ? s->i_base[i] : t;
-            int brow = t < 0 ? s->i_rows : -1;
+            int mp = cg_emit(g, CG_GATHER, "__occ_coordinates", (int[]){i_map[i], cv1}, 2, &a0); /* [1, ...] */
+            int prev = t < 0 ? i_base[i] : t;
+            int brow = t < 0 ? i_rows : -1;
             t = mp < 0 ? -1
                        : cg_emit(g, CG_WHERE_ID, "__occ_window",
-                                 (int[]){s->i_x[i], prev, mp, th, s->i_rows, brow, s->i_zero}, 7, &le);
+                                 (int[]){i_x[i], prev, mp, th, i_rows, brow, i_zero}, 7, &le);
             bad |= t < 0;
         }
         in_map[i] = t;
     }
     for (int j = 0; j < s->core.n_add && !bad; j++)
-        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__occ_at", (int[]){s->i_add[j], s->i_rows}, 2, &a0)) < 0;
+        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__occ_at", (int[]){i_add[j], i_rows}, 2, &a0)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -1211,7 +1192,7 @@ static cattr_status occ_build(cattr_explainer *e, occ_graph *s) {
         int ys = map[cx_model_output(e->m)];
         if (s->core.target) {
             int y3 = cg_emit(g, CG_RESHAPE, "__occ_out_rows", (int[]){ys}, 1, &r3);
-            ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__occ_target", (int[]){y3, s->i_tidx}, 2, NULL);
+            ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__occ_target", (int[]){y3, i_tidx}, 2, NULL);
         }
         s->y = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__occ_y", (int[]){ys}, 1, &r1);
         if (s->y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -1231,37 +1212,19 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     cx_call *c = p->c;
     if (p->n_states <= 0) return CATTR_OK;
     bool target = has_target(c);
-    occ_graph *s = e->method_state;
-    if (s && !cx_derived_fits(&s->core, c, target)) occ_release(e);
-    s = e->method_state;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        e->method_state = s;
-        cx_derived_key(&s->core, c, target);
-        for (int i = 0; i < c->n; i++) s->nd[i] = c->x[i]->ndim - 1;
-        cattr_status st = occ_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
-        if (st != CATTR_OK) {
-            occ_release(e);
-            return st;
-        }
-    }
+    occ_graph *s = NULL;
+    CX_CHECK(cx_derived_state(e, c, target, sizeof *s, occ_build, occ_release, (void **)&s));
     int64_t per = 1, B = c->B;
-    cattr_tensor *seed = NULL;
     cattr_status st = states_per_pass(e, c, p->n_states, &per);
-    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
-    int64_t rmax = per * B, nbuf = 2 * CATTR_MAX_DIMS * rmax + rmax;
+    int64_t rmax = per * B, nbuf = 2 * CATTR_MAX_DIMS * rmax;
     for (int i = 0; i < c->n; i++)
-        if (2 * s->nd[i] * example_numel(c->x[i]) > nbuf) nbuf = 2 * s->nd[i] * example_numel(c->x[i]);
+        if (2 * OCC_ND(s, i) * example_numel(c->x[i]) > nbuf) nbuf = 2 * OCC_ND(s, i) * example_numel(c->x[i]);
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
-    void *y = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof(double)) : NULL;
-    if (st == CATTR_OK && (!buf || !vals || !y)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    size_t es = cattr_dtype_size(c->dt);
+    if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target, per * p->n_out);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        int64_t pe = example_numel(c->x[i]), nd = s->nd[i];
-        st = cx_dbuf_fit(e->be, &s->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+        int64_t pe = example_numel(c->x[i]), nd = OCC_ND(s, i);
         for (int64_t k = 0; k < pe && st == CATTR_OK; k++) { /* coordinates of every element, first dim slowest */
             int64_t rem = k;
             for (int d = (int)nd - 1; d >= 0; d--) {
@@ -1274,24 +1237,12 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->map[i], (size_t)(2 * nd * pe) * sizeof *buf, buf, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr[i], (size_t)(2 * nd * rmax) * sizeof *buf, NULL, false);
     }
-    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
-        st = cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
-                         c->add[j]->data, false);
-    if (st == CATTR_OK) {
-        for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
-        st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
-    }
-    if (st == CATTR_OK && target) {
-        cx_target_rows(seed, B, rmax, buf);
-        st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf, false);
-    }
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)(per * p->n_out) * es, NULL, false);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
     for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
         for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* the chunk's thresholds for input i */
             const occ_input *w = &o->in[i];
-            int64_t nd = s->nd[i];
+            int64_t nd = OCC_ND(s, i);
             for (int64_t j = 0; j < cnt; j++) {
                 int64_t g = s0 + j, lo[CATTR_MAX_DIMS] = {0}, hi[CATTR_MAX_DIMS] = {0};
                 bool mine = g >= w->first && g < w->first + w->P;
@@ -1314,7 +1265,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         int nd[4 * CX_MAX_IN + CX_MAX_IN + 3];
         int64_t sh[4 * CX_MAX_IN + CX_MAX_IN + 3][CATTR_MAX_DIMS];
         cattr_dtype dt[4 * CX_MAX_IN + CX_MAX_IN + 3];
-        void *in[4 * CX_MAX_IN + CX_MAX_IN + 3], *out[1] = {s->y_out.p};
+        void *in[4 * CX_MAX_IN + CX_MAX_IN + 3];
         for (int k = 0; k < s->n_in; k++) {
             nd[k] = 1;
             sh[k][0] = R;
@@ -1327,13 +1278,13 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             memcpy(sh[kx], x->shape, sizeof sh[0]);
             memcpy(sh[kb], x->shape, sizeof sh[0]);
             memcpy(sh[km], x->shape, sizeof sh[0]);
-            sh[km][0] = 2 * s->nd[i];
+            sh[km][0] = 2 * OCC_ND(s, i);
             dt[kx] = dt[kb] = c->dt;
             nd[kt] = 2;
-            sh[kt][0] = 2 * s->nd[i];
+            sh[kt][0] = 2 * OCC_ND(s, i);
             sh[kt][1] = R;
-            in[kx] = s->x[i].p;
-            in[kb] = s->base[i].p;
+            in[kx] = s->cd.x[i].p;
+            in[kb] = s->cd.base[i].p;
             in[km] = s->map[i].p;
             in[kt] = s->thr[i].p;
         }
@@ -1342,32 +1293,20 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             nd[ka] = c->add[j]->ndim;
             memcpy(sh[ka], c->add[j]->shape, sizeof sh[0]);
             dt[ka] = c->add[j]->dtype;
-            in[ka] = s->add[j].p;
+            in[ka] = s->cd.add[j].p;
         }
         int kr = 4 * c->n + c->n_add;
-        in[kr] = s->rows.p;
+        in[kr] = s->cd.rows.p;
         in[kr + 1] = s->zero.p;
-        if (target) in[kr + 2] = s->tidx.p;
-        cx_plan *pl = NULL;
+        if (target) in[kr + 2] = s->cd.tidx.p;
         if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &pl);
-        int64_t nv = cnt * p->n_out;
-        if (st == CATTR_OK && cx_view_numel(cx_plan_view(pl, s->y)) != nv)
-            st = cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for %lld perturbed copies of the batch; "
-                                          "expected %lld per copy",
-                         (long long)cx_view_numel(cx_plan_view(pl, s->y)), (long long)cnt, (long long)p->n_out);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
-        if (st == CATTR_OK) st = cx_copy_out(e->be, y, s->y_out.p, (size_t)nv * es);
-        for (int64_t k = 0; k < nv && st == CATTR_OK; k++)
-            vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)y)[k] : ((const double *)y)[k];
+            st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
+                                   cnt * p->n_out, vals);
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
         if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
     }
-    cattr_tensor_free(seed);
     free(buf);
     free(vals);
-    free(y);
     return st;
 }
 
@@ -1538,20 +1477,17 @@ static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
 typedef struct sv_graph {
     cx_derived core; /* graph, call shape, constants, plans */
     int y;
-    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], rk[CX_MAX_IN], add[CX_MAX_IN], trow, thr, rows, tidx, y_out;
+    cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
+    cx_dbuf rk[CX_MAX_IN], trow, thr;
 } sv_graph;
 
 static void sv_release(cattr_explainer *e) {
     sv_graph *s = e->method_state;
     if (!s) return;
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->x[i]);
-        cx_dbuf_free(&s->base[i]);
-        cx_dbuf_free(&s->rk[i]);
-        cx_dbuf_free(&s->add[i]);
-    }
-    cx_dbuf *d[] = {&s->trow, &s->thr, &s->rows, &s->tidx, &s->y_out};
-    for (size_t k = 0; k < sizeof d / sizeof *d; k++) cx_dbuf_free(d[k]);
+    cx_call_dev_free(&s->cd);
+    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&s->rk[i]);
+    cx_dbuf_free(&s->trow);
+    cx_dbuf_free(&s->thr);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -1569,7 +1505,8 @@ static void sv_release(cattr_explainer *e) {
 #define SG_MAX_IN (4 * CX_MAX_IN + 4)
 #define SV_TABLE_BYTES ((size_t)256 << 20) /* rank tables larger than this keep the Shapley states on the host */
 
-static cattr_status sv_build(cattr_explainer *e, sv_graph *s) {
+static cattr_status sv_build(cattr_explainer *e, void *state) {
+    sv_graph *s = state;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
@@ -1635,34 +1572,17 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     cx_call *c = p->c;
     if (p->n_states <= 0) return CATTR_OK;
     bool target = has_target(c);
-    sv_graph *s = e->method_state;
-    if (s && !cx_derived_fits(&s->core, c, target)) sv_release(e);
-    s = e->method_state;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        e->method_state = s;
-        cx_derived_key(&s->core, c, target);
-        cattr_status st = sv_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->core.consts);
-        if (st != CATTR_OK) {
-            sv_release(e);
-            return st;
-        }
-    }
+    sv_graph *s = NULL;
+    CX_CHECK(cx_derived_state(e, c, target, sizeof *s, sv_build, sv_release, (void **)&s));
     int64_t per = 1, B = c->B;
-    cattr_tensor *seed = NULL;
     cattr_status st = states_per_pass(e, c, p->n_states, &per);
-    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
-    int64_t rmax = per * B, nbuf = 3 * rmax;
+    int64_t rmax = per * B, nbuf = 2 * rmax;
     for (int i = 0; i < c->n; i++) nbuf = T * pm->per[i] > nbuf ? T * pm->per[i] : nbuf;
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
-    void *y = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof(double)) : NULL;
-    if (st == CATTR_OK && (!buf || !vals || !y)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    size_t es = cattr_dtype_size(c->dt);
+    if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target, per * p->n_out);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        st = cx_dbuf_fit(e->be, &s->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
         int64_t per_i = pm->per[i]; /* the rank of each element's feature in every table row */
         for (int64_t t = 0; t < T && st == CATTR_OK; t++)
             for (int64_t k = 0; k < per_i; k++) {
@@ -1671,20 +1591,8 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             }
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rk[i], (size_t)(T * per_i) * sizeof *buf, buf, false);
     }
-    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
-        st = cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
-                         c->add[j]->data, false);
-    if (st == CATTR_OK) {
-        for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
-        st = cx_dbuf_fit(e->be, &s->rows, (size_t)rmax * sizeof *buf, buf, false);
-    }
-    if (st == CATTR_OK && target) {
-        cx_target_rows(seed, B, rmax, buf);
-        st = cx_dbuf_fit(e->be, &s->tidx, (size_t)rmax * sizeof *buf, buf, false);
-    }
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->trow, (size_t)rmax * sizeof *buf, NULL, false);
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->y_out, (size_t)(per * p->n_out) * es, NULL, false);
     const sv_run *sv = p->user;
     for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
@@ -1701,7 +1609,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         int nd[SG_MAX_IN];
         int64_t sh[SG_MAX_IN][CATTR_MAX_DIMS];
         cattr_dtype dt[SG_MAX_IN];
-        void *in[SG_MAX_IN], *out[1] = {s->y_out.p};
+        void *in[SG_MAX_IN];
         for (int k = 0; k < SG_N_IN; k++) {
             nd[k] = 1;
             sh[k][0] = R;
@@ -1715,40 +1623,28 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             memcpy(sh[SG_RK(i)], x->shape, sizeof sh[0]);
             sh[SG_RK(i)][0] = T;
             dt[SG_X(i)] = dt[SG_BASE(i)] = c->dt;
-            in[SG_X(i)] = s->x[i].p;
-            in[SG_BASE(i)] = s->base[i].p;
+            in[SG_X(i)] = s->cd.x[i].p;
+            in[SG_BASE(i)] = s->cd.base[i].p;
             in[SG_RK(i)] = s->rk[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
             nd[SG_ADD(j)] = c->add[j]->ndim;
             memcpy(sh[SG_ADD(j)], c->add[j]->shape, sizeof sh[0]);
             dt[SG_ADD(j)] = c->add[j]->dtype;
-            in[SG_ADD(j)] = s->add[j].p;
+            in[SG_ADD(j)] = s->cd.add[j].p;
         }
         in[SG_TROW] = s->trow.p;
         in[SG_THR] = s->thr.p;
-        in[SG_ROWS] = s->rows.p;
-        if (target) in[SG_TIDX] = s->tidx.p;
-        cx_plan *pl = NULL;
+        in[SG_ROWS] = s->cd.rows.p;
+        if (target) in[SG_TIDX] = s->cd.tidx.p;
         if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->y, 1, &pl);
-        int64_t nv = cnt * p->n_out;
-        if (st == CATTR_OK && cx_view_numel(cx_plan_view(pl, s->y)) != nv)
-            st = cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for %lld perturbed copies of the batch; "
-                                          "expected %lld per copy",
-                         (long long)cx_view_numel(cx_plan_view(pl, s->y)), (long long)cnt, (long long)p->n_out);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
-        if (st == CATTR_OK) st = cx_copy_out(e->be, y, s->y_out.p, (size_t)nv * es);
-        for (int64_t k = 0; k < nv && st == CATTR_OK; k++)
-            vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)y)[k] : ((const double *)y)[k];
+            st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
+                                   cnt * p->n_out, vals);
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
         if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
     }
-    cattr_tensor_free(seed);
     free(buf);
     free(vals);
-    free(y);
     return st;
 }
 

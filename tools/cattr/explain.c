@@ -789,6 +789,11 @@ int cmd_explain(int argc, char **argv) {
         rc = cli_error(st, "bad parameters");
         goto done;
     }
+    cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
+                       &tb.t, (const cattr_tensor *const *)add, a.n_add,
+                       a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0, NULL, 0, NULL};
+    bool dist = a.p.method == CATTR_METHOD_DEEPLIFT_SHAP || a.p.method == CATTR_METHOD_GRADIENT_SHAP ||
+                a.p.draw_baseline_from_distrib; /* baselines are a distribution: batches keep them whole */
     int runs = a.runs > 0 ? a.runs : 1;
     times = calloc((size_t)runs, sizeof *times);
     for (int r = 0; r < runs; r++) {
@@ -800,11 +805,6 @@ int cmd_explain(int argc, char **argv) {
         delta = NULL;
         double t0 = now_s();
         prog.start = t0;
-        cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
-                           &tb.t, (const cattr_tensor *const *)add, a.n_add,
-                           a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0, NULL, 0, NULL};
-        bool dist = a.p.method == CATTR_METHOD_DEEPLIFT_SHAP || a.p.method == CATTR_METHOD_GRADIENT_SHAP ||
-                    a.p.draw_baseline_from_distrib;
         st = run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
@@ -818,11 +818,6 @@ int cmd_explain(int argc, char **argv) {
         q.progress = NULL;
         cattr_explainer *e2 = NULL;
         cattr_tensor *attr2[MAXT] = {0};
-        cattr_call call = {(const cattr_tensor *const *)in, a.n_in, a.n_base ? (const cattr_tensor *const *)base : NULL,
-                           &tb.t, (const cattr_tensor *const *)add, a.n_add,
-                           a.n_masks ? (const cattr_tensor *const *)masks : NULL, NULL, NULL, 0, NULL, 0, NULL};
-        bool dist = a.p.method == CATTR_METHOD_DEEPLIFT_SHAP || a.p.method == CATTR_METHOD_GRADIENT_SHAP ||
-                    a.p.draw_baseline_from_distrib;
         st = cattr_explainer_new(m, &q, &e2);
         if (st == CATTR_OK) st = run_in_batches(e2, &call, a.batch_size, dist, attr2, NULL);
         double err = 0, mx = 0;
