@@ -156,6 +156,19 @@ static int profiled_samples(const cattr_model *m, const cattr_tensor *x, int n_s
     return profiled_copies(m, x, &p, 4);
 }
 
+/* NoiseTunnel (smoothgrad around Saliency) with n samples, or GradientShap with n samples, in one partition. */
+static int profiled_noise(const cattr_model *m, const cattr_tensor *x, int n, cattr_method method) {
+    cattr_attr_params p = cattr_attr_default_params(method);
+    if (method == CATTR_METHOD_GRADIENT_SHAP) {
+        p.n_samples = n;
+    } else {
+        p.nt_type = CATTR_NT_SMOOTHGRAD;
+        p.nt_samples = n;
+    }
+    p.stdevs = 0.1;
+    return profiled_copies(m, x, &p, 0);
+}
+
 /* Occlusion with 2x2 windows at `stride` (stride 1: 49 windows, 2: 16), in one pass. */
 static int profiled_occlusion(const cattr_model *m, const cattr_tensor *x, int64_t stride) {
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_OCCLUSION);
@@ -311,6 +324,15 @@ int main(void) {
     int o4 = profiled_occlusion(m, x, 2), o1 = profiled_occlusion(m, x, 1);
     printf("copy events: Occlusion 16 windows %d, 49 windows %d\n", o4, o1);
     CHECK(o4 > 0 && o4 == o1, "copies per Occlusion call grow with the windows: %d at 16, %d at 49", o4, o1);
+
+    /* NoiseTunnel and GradientShap: the inputs and every sample's draws go up once, the noisy inputs are made and the
+     * samples summed on the backend, the attributions come down once */
+    int n4 = profiled_noise(m, x, 4, CATTR_METHOD_SALIENCY), n32 = profiled_noise(m, x, 32, CATTR_METHOD_SALIENCY);
+    printf("copy events: NoiseTunnel(Saliency) 4 samples %d, 32 samples %d\n", n4, n32);
+    CHECK(n4 > 0 && n4 == n32, "copies per NoiseTunnel call grow with the samples: %d at 4, %d at 32", n4, n32);
+    int g4 = profiled_noise(m, x, 4, CATTR_METHOD_GRADIENT_SHAP), g32 = profiled_noise(m, x, 32, CATTR_METHOD_GRADIENT_SHAP);
+    printf("copy events: GradientShap 4 samples %d, 32 samples %d\n", g4, g32);
+    CHECK(g4 > 0 && g4 == g32, "copies per GradientShap call grow with the samples: %d at 4, %d at 32", g4, g32);
 
     /* off: nothing is recorded */
     int before = cattr_profile_count(NULL);

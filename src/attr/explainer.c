@@ -52,6 +52,7 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
 void cattr_explainer_free(cattr_explainer *e) {
     if (!e) return;
     if (e->method && e->method->release) e->method->release(e);
+    cx_tunnel_release(e);
     cx_drop_plans(e);
     cx_drop_layer_graph(e);
     cg_free(e->g);

@@ -44,6 +44,7 @@ struct cattr_explainer {
     int lg_layer, lg_grad, lg_seed_input;
     cx_plan_cache layer_pc; /* plans of lg */
     void *method_state;     /* owned by the method; released by its `release` */
+    void *tunnel_state;     /* NoiseTunnel's and GradientShap's graph and buffers on the backend (noise.c) */
     /* cx_row_bytes with gradients: the gradient plan's bytes for one row, for the one-rep input shapes in rb_sh */
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
@@ -214,6 +215,23 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
 /* NoiseTunnel around the explainer's method (params.nt_type != CATTR_NT_NONE), in noise.c. NULL while not
  * implemented. */
 extern cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
+
+/* The backward rules of a method family (rules.c): cx_rules_new installs into *rules (filled by cg_rules_default)
+ * the rules of `method`'s family (DeepLift and DeepLiftShap, GuidedBackprop and GuidedGradCam, Deconvolution, LRP)
+ * for e's model and params and returns their state (free with cx_rules_free after the last cg_autodiff with them).
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (bad node_rules), CATTR_ERR_UNSUPPORTED (LRP without a default rule for an op),
+ * CATTR_ERR_NO_MEMORY. */
+cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state);
+void cx_rules_free(void *state);
+/* LRP: whether attributed input i's gradient is multiplied by the input. */
+bool cx_rules_input_multiplied(const void *state, int i);
+/* Tells rules (when they are a family's) that the model's nodes start at node_base in the graph the next
+ * cg_autodiff differentiates (a derived graph with a prefix); 0 again for the model's own clone. Errors:
+ * CATTR_ERR_INTERNAL for LRP's rules at a base other than 0 (they key on the model's value ids). */
+cattr_status cx_rules_bind(const cg_rules *rules, int node_base);
+
+/* Frees e->tunnel_state. */
+void cx_tunnel_release(cattr_explainer *e);
 
 /* The value id a layer name (module path or ONNX value; with attribute_to_layer_input, the module's input) refers
  * to. Errors: CATTR_ERR_INVALID_ARGUMENT naming the layer and suggesting close names. */

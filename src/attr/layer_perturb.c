@@ -24,9 +24,6 @@
 #include <string.h>
 
 /* rules.c (not in internal.h) */
-cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state);
-void cx_rules_free(void *state);
-bool cx_rules_input_multiplied(const void *state, int i);
 
 #define LP_MAX_LAYERS CX_MAX_IN
 #define LP_MAX_OUTS (CX_MAX_IN + LP_MAX_LAYERS + 2)

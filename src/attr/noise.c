@@ -76,16 +76,6 @@ static cattr_tensor *alloc_rows(const cattr_tensor *t, cattr_dtype dt, int64_t r
     return cx_tensor_alloc(dt, t->ndim, sh);
 }
 
-/* A non-owning view of rows [r0, r1) of t (never freed). */
-static cattr_tensor row_view(const cattr_tensor *t, int64_t r0, int64_t r1) {
-    cattr_tensor v = *t;
-    int64_t per = t->shape[0] ? t->numel / t->shape[0] : 0;
-    v.shape[0] = r1 - r0;
-    v.numel = per * (r1 - r0);
-    v.data = (char *)t->data + (size_t)(r0 * per) * cattr_dtype_size(t->dtype);
-    return v;
-}
-
 /* ---- random draws ------------------------------------------------------------------------------------------ */
 
 /* Does the caller give input i's baseline as a tensor (Captum draws rows only for tensor baselines; a scalar or no
@@ -464,6 +454,574 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     return st;
 }
 
+/* ---- the tunnel on the backend ------------------------------------------------------------------------------
+ * Around the gradient methods whose attribution is one gradient pass (Saliency, InputXGradient, GuidedBackprop,
+ * Deconvolution) and for GradientShap, the whole tunnel is one derived graph: for a chunk of R rows of a partition
+ * (row r = b*m + j, sample j of example b; rows[r] = b):
+ *   inputs   x_i [B, ...], the additional inputs a_j [B, ...], seed [B, out...] (the target mask of one block),
+ *            rows [R] (int64), noise_i [R, ...] (the draws, in the compute dtype), sum_i, sq_i [B, ...];
+ *            GradientShap also src_i [n_ref, ...] (the baseline rows), bidx_i [R] (int64: each row's baseline row),
+ *            coef_i, omc_i [R, 1, ...] (its coefficient c and 1 - c per row)
+ *   prefix   xn_i = Gather(x_i, rows) + noise_i;  GradientShap: bg_i = Gather(src_i, bidx_i),
+ *            p_i = c * xn_i + (1 - c) * bg_i  (Captum's order), else p_i = xn_i
+ *   model    on p_i and Gather(a_j, rows), its gradient g_i seeded with Gather(seed, rows)
+ *   suffix   a_i = g_i, |g_i| (Saliency, abs), g_i * xn_i (InputXGradient), (xn_i - bg_i) * g_i (GradientShap)
+ *            sum_out_i = sum_i + GatherGrad(a_i, rows, x_i),  sq_out_i = sq_i + GatherGrad(a_i * a_i, rows, x_i)
+ *            GradientShap's delta: rowsum_i = the sum of a_i over each row, and the model at xn_i and at bg_i
+ * The draws are made on the host (the counter-based generator, or a recorded run's) and uploaded once per chunk; the
+ * accumulators stay on the backend from chunk to chunk and partition to partition; a last small graph makes
+ * smoothgrad (sum / n), smoothgrad_sq (sq / n) or vargrad (sq / n - (sum / n)^2), and the attributions come down
+ * once. Captum accumulates each partition's sum in one reduction; this adds the rows of a chunk in row order, which
+ * changes only the rounding. */
+
+enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP };
+
+typedef struct dev_tunnel {
+    int kind, n, n_add, mul;
+    cg_graph *g;
+    int n_in, outs[3 * CX_MAX_IN + 2];
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cg_graph *fin_g; /* smoothgrad / smoothgrad_sq / vargrad from the sums */
+    int fin_type, fin_outs[CX_MAX_IN];
+    cx_plan_cache fin_pc;
+    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
+    cx_dbuf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
+} dev_tunnel;
+
+/* graph-input positions */
+#define DT_X(i) (i)
+#define DT_ADD(j) (s->n + (j))
+#define DT_SEED (s->n + s->n_add)
+#define DT_ROWS (DT_SEED + 1)
+#define DT_NOISE(i) (DT_ROWS + 1 + (i))
+#define DT_SUM(i) (DT_ROWS + 1 + s->n + (i))
+#define DT_SQ(i) (DT_ROWS + 1 + 2 * s->n + (i))
+#define DT_SRC(i) (DT_ROWS + 1 + 3 * s->n + (i))
+#define DT_BIDX(i) (DT_ROWS + 1 + 4 * s->n + (i))
+#define DT_COEF(i) (DT_ROWS + 1 + 5 * s->n + (i))
+#define DT_OMC(i) (DT_ROWS + 1 + 6 * s->n + (i))
+#define DT_MAX_IN (8 * CX_MAX_IN + 2)
+/* output positions in outs[] */
+#define DO_SUM(i) (i)
+#define DO_SQ(i) (s->n + (i))
+#define DO_ROWSUM(i) (2 * s->n + (i))
+#define DO_FX (3 * s->n)
+#define DO_FB (3 * s->n + 1)
+
+static void dev_tunnel_free(dev_tunnel *s) {
+    if (!s) return;
+    cx_plan_cache_clear(&s->pc);
+    cx_plan_cache_clear(&s->fin_pc);
+    cx_dbuf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
+    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
+        for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&bufs[k][i]);
+    cx_dbuf_free(&s->seed);
+    cx_dbuf_free(&s->rows);
+    cx_dbuf_free(&s->nval);
+    cx_dbuf_free(&s->fx);
+    cx_dbuf_free(&s->fb);
+    cx_consts_free(s->consts);
+    cg_free(s->g);
+    cg_free(s->fin_g);
+    free(s);
+}
+
+void cx_tunnel_release(cattr_explainer *e) {
+    dev_tunnel_free(e->tunnel_state);
+    e->tunnel_state = NULL;
+}
+
+static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
+}
+
+static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
+    const cg_graph *m = e->m->g;
+    bool gs = s->kind == DEV_GSHAP;
+    cg_graph *g = NULL;
+    int *map = NULL, *map_x = NULL, *map_b = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    s->n_in = DT_ROWS + 1 + (gs ? 7 : 3) * s->n;
+    int v[DT_MAX_IN], bad = 0;
+    for (int k = 0; k < DT_MAX_IN; k++) v[k] = -1;
+    for (int k = 0; k < s->n_in; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "__nt_in%d", k);
+        bad |= (v[k] = cg_add_input(g, nm)) < 0;
+    }
+    int rows = v[DT_ROWS], xn[CX_MAX_IN], bg[CX_MAX_IN], in_map[2 * CX_MAX_IN];
+    for (int i = 0; i < s->n && !bad; i++) {
+        xn[i] = emit2(g, CG_ADD, "__nt_noisy", emit2(g, CG_GATHER, "__nt_x_rows", v[DT_X(i)], rows), v[DT_NOISE(i)]);
+        in_map[i] = xn[i];
+        if (gs) {
+            bg[i] = emit2(g, CG_GATHER, "__nt_baseline_rows", v[DT_SRC(i)], v[DT_BIDX(i)]);
+            in_map[i] = emit2(g, CG_ADD, "__nt_point", emit2(g, CG_MUL, "__nt_c_x", v[DT_COEF(i)], xn[i]),
+                              emit2(g, CG_MUL, "__nt_omc_b", v[DT_OMC(i)], bg[i]));
+        }
+        bad |= xn[i] < 0 || in_map[i] < 0;
+    }
+    for (int j = 0; j < s->n_add && !bad; j++)
+        bad |= (in_map[s->n + j] = emit2(g, CG_GATHER, "__nt_add_rows", v[DT_ADD(j)], rows)) < 0;
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    int base = g->n_nodes; /* the model's nodes start here: GuidedBackprop's and Deconvolution's rules key on them */
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    int grads[CX_MAX_IN];
+    if (st == CATTR_OK) {
+        int seed = emit2(g, CG_GATHER, "__nt_seed_rows", v[DT_SEED], rows);
+        st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : cx_rules_bind(&e->rules, base);
+        if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, s->n, &e->rules, grads);
+        cx_rules_bind(&e->rules, 0);
+    }
+    for (int i = 0; i < s->n && st == CATTR_OK; i++) {
+        int a = grads[i];
+        if (s->kind == DEV_GRAD_ABS) a = cg_emit(g, CG_ABS, "__nt_abs", &a, 1, NULL);
+        else if (s->kind == DEV_GRAD_X) a = emit2(g, CG_MUL, "__nt_times_input", a, xn[i]);
+        else if (gs && s->mul) a = emit2(g, CG_MUL, "__nt_times_diff", emit2(g, CG_SUB, "__nt_x_minus_b", xn[i], bg[i]), a);
+        int in3[3] = {a, rows, v[DT_X(i)]}, sq = emit2(g, CG_MUL, "__nt_square", a, a);
+        int su = a < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sum", in3, 3, NULL);
+        in3[0] = sq;
+        int ssq = sq < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sq_sum", in3, 3, NULL);
+        s->outs[DO_SUM(i)] = emit2(g, CG_ADD, "__nt_sum_out", v[DT_SUM(i)], su);
+        s->outs[DO_SQ(i)] = emit2(g, CG_ADD, "__nt_sq_out", v[DT_SQ(i)], ssq);
+        if (gs) s->outs[DO_ROWSUM(i)] = emit2(g, CG_REDUCE_SUM_LIKE, "__nt_row_sum", a, v[DT_COEF(i)]);
+        if (s->outs[DO_SUM(i)] < 0 || s->outs[DO_SQ(i)] < 0 || (gs && s->outs[DO_ROWSUM(i)] < 0))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK && gs) { /* the model at the noisy inputs and at the baselines, for the delta */
+        map_x = malloc((size_t)(m->n_vals + 1) * sizeof *map_x);
+        map_b = malloc((size_t)(m->n_vals + 1) * sizeof *map_b);
+        if (!map_x || !map_b) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) {
+            for (int i = 0; i < s->n; i++) in_map[i] = xn[i];
+            st = cx_graph_append_model(g, m, in_map, map_x);
+        }
+        if (st == CATTR_OK) {
+            for (int i = 0; i < s->n; i++) in_map[i] = bg[i];
+            st = cx_graph_append_model(g, m, in_map, map_b);
+        }
+        if (st == CATTR_OK) {
+            s->outs[DO_FX] = map_x[cx_model_output(e->m)];
+            s->outs[DO_FB] = map_b[cx_model_output(e->m)];
+        }
+    }
+    free(map);
+    free(map_x);
+    free(map_b);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
+    return CATTR_OK;
+}
+
+/* The state for this call (rebuilt when the inputs or the kind change). */
+static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, dev_tunnel **out) {
+    dev_tunnel *s = e->tunnel_state;
+    int mul = e->p.multiply_by_inputs != 0;
+    if (s && (s->n != c->n || s->n_add != c->n_add || s->kind != kind || s->mul != mul)) cx_tunnel_release(e);
+    if (!(s = e->tunnel_state)) {
+        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        e->tunnel_state = s;
+        s->kind = kind;
+        s->n = c->n;
+        s->n_add = c->n_add;
+        s->mul = mul;
+        s->fin_type = -1;
+        cx_plan_cache_share_arena(&s->pc, e->be);
+        cattr_status st = dev_build(e, s);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
+        if (st != CATTR_OK) {
+            cx_tunnel_release(e);
+            return st;
+        }
+    }
+    *out = s;
+    return CATTR_OK;
+}
+
+/* Input i's per-example size. */
+static int64_t per_example(const cx_call *c, const cattr_tensor *t) { return c->B ? t->numel / c->B : 0; }
+
+/* The noise of input i for m samples per example (nt_noise.input<i>, or the generator: example b's stream from
+ * Philox block j0*per), in the compute dtype, into host buffer out [B*m*per]. */
+static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
+                                 double stdev, void *out) {
+    int64_t per = per_example(c, c->x[i]), rows = c->B * m;
+    char role[48];
+    snprintf(role, sizeof role, "nt_noise.input%d", i);
+    const cattr_tensor *d = NULL;
+    CX_CHECK(cx_next_draw(c, role, NULL, &d));
+    if (d && d->numel != rows * per)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
+                       (long long)d->numel, (long long)(rows * per));
+    float sd = (float)stdev; /* torch.tensor(stdev): float32 */
+    for (int64_t b = 0; b < c->B; b++) {
+        cx_rng g; /* one normal per Philox block */
+        cx_rng_init(&g, e->p.seed, stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, b));
+        g.index = (uint64_t)(j0 * per);
+        for (int64_t k = (b * m) * per; k < (b * m + m) * per; k++) {
+            double v;
+            if (d) v = (double)(float)cx_tensor_get(d, k);
+            else v = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal(&g));
+            if (c->dt == CATTR_FLOAT32) ((float *)out)[k] = (float)v;
+            else ((double *)out)[k] = v;
+        }
+    }
+    return CATTR_OK;
+}
+
+/* GradientShap's coefficient of each of the B*m rows (gradshap_coeff, or the generator: row b*m + j is sample
+ * j0 + j of example b), in the compute dtype. */
+static cattr_status gs_coefs(cattr_explainer *e, cx_call *c, int64_t m, int64_t j0, double *coef) {
+    int64_t R = c->B * m;
+    const cattr_tensor *d = NULL;
+    CX_CHECK(cx_next_draw(c, "gradshap_coeff", NULL, &d));
+    if (d && d->numel != R)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'gradshap_coeff' has %lld values; %lld are needed",
+                       (long long)d->numel, (long long)R);
+    for (int64_t r = 0; r < R; r++) {
+        double v;
+        if (d) {
+            v = cx_tensor_get(d, r);
+        } else {
+            cx_rng g;
+            cx_rng_init(&g, e->p.seed, stream_id(TAG_GRADIENT_SHAP, DRAW_COEFF, 0, 0, r / m));
+            g.index = (uint64_t)(j0 + r % m);
+            v = cx_rng_uniform(&g);
+        }
+        coef[r] = cx_rnd(c->dt, v); /* numpy's float64 draw converted to the input dtype */
+    }
+    return CATTR_OK;
+}
+
+/* Each row's baseline row in input i's baseline source (the distribution, or the prepared baselines), as
+ * derived_baseline expands them: the drawn rows idx, or the caller's per-example baselines interleaved, a
+ * distribution of B*m rows kept, one row repeated. */
+static cattr_status baseline_rows(const cx_call *c, int i, int64_t m, const int64_t *idx, int64_t *out) {
+    const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
+    int64_t R = c->B * m, n_src = src ? src->shape[0] : 0;
+    if (!src) return cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
+    for (int64_t r = 0; r < R; r++) {
+        if (idx) out[r] = idx[r];
+        else if (!c->dist[i] || (n_src == c->B && c->B > 1)) out[r] = r / m;
+        else if (n_src == R) out[r] = r;
+        else if (n_src == 1) out[r] = 0;
+        else
+            return cx_fail(CATTR_ERR_SHAPE,
+                           "baseline %d is a distribution of %lld rows: give one row, one per example, or draw the "
+                           "baselines from the distribution (draw_baseline_from_distrib)",
+                           i, (long long)n_src);
+    }
+    return CATTR_OK;
+}
+
+/* Uploads what stays for the whole call: inputs, additional inputs, the seed block, the baseline sources; zeroed
+ * sums. */
+static cattr_status dev_upload_call(cattr_explainer *e, dev_tunnel *s, cx_call *c, const cattr_tensor *seed) {
+    size_t es = cattr_dtype_size(c->dt);
+    for (int i = 0; i < c->n; i++) {
+        size_t bytes = (size_t)c->x[i]->numel * es;
+        CX_CHECK(cx_dbuf_fit(e->be, &s->x[i], bytes, c->x[i]->data, false));
+        CX_CHECK(cx_dbuf_fit(e->be, &s->sum[i], bytes, NULL, true));
+        CX_CHECK(cx_dbuf_fit(e->be, &s->sq[i], bytes, NULL, true));
+        if (s->kind == DEV_GSHAP) {
+            const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
+            if (!src) return cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
+            CX_CHECK(cx_dbuf_fit(e->be, &s->src[i], (size_t)src->numel * es, src->data, false));
+        }
+    }
+    for (int j = 0; j < c->n_add; j++)
+        CX_CHECK(cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                             c->add[j]->data, false));
+    return cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * es, seed->data, false);
+}
+
+/* Shapes and dtypes of the graph's inputs for a chunk of R rows. */
+static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor *seed, int64_t R, int *nd,
+                       int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype *dt) {
+    for (int k = 0; k < s->n_in; k++) dt[k] = c->dt;
+    for (int i = 0; i < s->n; i++) {
+        const cattr_tensor *x = c->x[i];
+        nd[DT_X(i)] = nd[DT_NOISE(i)] = nd[DT_SUM(i)] = nd[DT_SQ(i)] = x->ndim;
+        memcpy(sh[DT_X(i)], x->shape, sizeof sh[0]);
+        memcpy(sh[DT_NOISE(i)], x->shape, sizeof sh[0]);
+        memcpy(sh[DT_SUM(i)], x->shape, sizeof sh[0]);
+        memcpy(sh[DT_SQ(i)], x->shape, sizeof sh[0]);
+        sh[DT_NOISE(i)][0] = R;
+        if (s->kind == DEV_GSHAP) {
+            const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
+            nd[DT_SRC(i)] = src->ndim;
+            memcpy(sh[DT_SRC(i)], src->shape, sizeof sh[0]);
+            nd[DT_BIDX(i)] = 1;
+            sh[DT_BIDX(i)][0] = R;
+            dt[DT_BIDX(i)] = CATTR_INT64;
+            nd[DT_COEF(i)] = nd[DT_OMC(i)] = x->ndim;
+            for (int d = 0; d < x->ndim; d++) sh[DT_COEF(i)][d] = sh[DT_OMC(i)][d] = d ? 1 : R;
+        }
+    }
+    for (int j = 0; j < s->n_add; j++) {
+        nd[DT_ADD(j)] = c->add[j]->ndim;
+        memcpy(sh[DT_ADD(j)], c->add[j]->shape, sizeof sh[0]);
+        dt[DT_ADD(j)] = c->add[j]->dtype;
+    }
+    nd[DT_SEED] = seed->ndim;
+    memcpy(sh[DT_SEED], seed->shape, sizeof sh[0]);
+    nd[DT_ROWS] = 1;
+    sh[DT_ROWS][0] = R;
+    dt[DT_ROWS] = CATTR_INT64;
+}
+
+/* Rows per chunk from the memory budget (the gradient pass of one row, twice for the tunnel's own values). */
+static cattr_status dev_chunk_rows(cattr_explainer *e, cx_call *c, int64_t R, int64_t *out) {
+    size_t budget = cx_memory_budget(e), row = 0;
+    CX_CHECK(cx_row_bytes(e, c, true, &row));
+    size_t k = row ? budget / (2 * row) : (size_t)R;
+    if (k < 1) {
+        cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one row (%zu bytes); running one row per pass",
+               budget, 2 * row);
+        k = 1;
+    }
+    *out = k > (size_t)R ? R : (int64_t)k;
+    return CATTR_OK;
+}
+
+/* One partition of m samples (the first is sample j0): its draws, then its chunks added into the sums; GradientShap's
+ * delta of each row into *delta (B*m values) when delta is not NULL. idx[i]: input i's drawn baseline rows or NULL. */
+static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t,
+                                  const cattr_tensor *seed, const part_info *pi, bool redraw, int64_t **idx,
+                                  int64_t chunk, int64_t *done, cattr_tensor **delta) {
+    int64_t m = pi->m, R = c->B * m, B = c->B;
+    size_t es = cattr_dtype_size(c->dt);
+    bool gs = s->kind == DEV_GSHAP;
+    cattr_status st = CATTR_OK;
+    void *host = NULL;
+    int64_t *ib = malloc((size_t)(R + 1) * sizeof *ib), *tidx = NULL;
+    double *coef = NULL;
+    if (!ib) return oom();
+    /* draws in Captum's order: the noise of each input, the remainder's baselines, the coefficients */
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        size_t bytes = (size_t)(R * per_example(c, c->x[i])) * es;
+        free(host);
+        host = malloc(bytes + 1);
+        st = host ? noise_values(e, c, t->tag, i, m, pi->j0, t->stdev, host) : oom();
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->noise[i], bytes, host, false);
+    }
+    if (gs) {
+        if (redraw)
+            for (int i = 0; i < c->n && st == CATTR_OK; i++)
+                if (idx[i])
+                    st = t->split ? draw_indices(e, c, t, i, m, pi->j0, 0, idx[i]) : draw_indices(e, c, t, i, m, 0, 1, idx[i]);
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            st = baseline_rows(c, i, m, idx[i], ib);
+            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->bidx[i], (size_t)R * sizeof *ib, ib, false);
+        }
+        coef = malloc((size_t)(2 * R + 1) * sizeof *coef);
+        if (st == CATTR_OK) st = coef ? gs_coefs(e, c, m, pi->j0, coef) : oom();
+        if (st == CATTR_OK) {
+            free(host);
+            host = malloc((size_t)R * es + 1);
+            if (!host) st = oom();
+        }
+        for (int pass = 0; pass < 2 && st == CATTR_OK; pass++) { /* c, then 1 - c (rounded as Captum does) */
+            for (int64_t r = 0; r < R; r++) {
+                double v = pass ? cx_rnd(c->dt, 1.0 - coef[r]) : coef[r];
+                if (c->dt == CATTR_FLOAT32) ((float *)host)[r] = (float)v;
+                else ((double *)host)[r] = v;
+            }
+            for (int i = 0; i < c->n && st == CATTR_OK; i++)
+                st = cx_dbuf_fit(e->be, pass ? &s->omc[i] : &s->coef[i], (size_t)R * es, host, false);
+        }
+    }
+    for (int64_t r = 0; r < R; r++) ib[r] = r / m;
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
+    bool want_delta = gs && delta;
+    int64_t per_out = B ? seed->numel / B : 0;
+    double *fx = NULL, *fb = NULL, *rsum = NULL;
+    if (st == CATTR_OK && want_delta) {
+        int64_t len = R;
+        *delta = cx_tensor_alloc(c->dt, 1, &len);
+        tidx = malloc((size_t)(B + 1) * sizeof *tidx);
+        fx = malloc((size_t)(2 * chunk * per_out + chunk + 1) * sizeof *fx);
+        if (!*delta || !tidx || !fx) st = oom();
+        else {
+            fb = fx + chunk * per_out;
+            rsum = fb + chunk * per_out;
+            cx_target_rows(seed, B, B, tidx);
+        }
+    }
+    for (int64_t r0 = 0; r0 < R && st == CATTR_OK; r0 += chunk) {
+        int64_t r1 = r0 + chunk < R ? r0 + chunk : R, n = r1 - r0;
+        int nd[DT_MAX_IN];
+        int64_t sh[DT_MAX_IN][CATTR_MAX_DIMS];
+        cattr_dtype dt[DT_MAX_IN];
+        dev_shapes(s, c, seed, n, nd, sh, dt);
+        int n_outs = want_delta ? 3 * s->n + 2 : 2 * s->n;
+        cx_plan *p = NULL;
+        st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n_outs, &p);
+        if (st != CATTR_OK) break;
+        if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+        void *in[DT_MAX_IN], *out[3 * CX_MAX_IN + 2];
+        for (int i = 0; i < s->n; i++) {
+            size_t off = (size_t)(r0 * per_example(c, c->x[i])) * es;
+            in[DT_X(i)] = s->x[i].p;
+            in[DT_NOISE(i)] = (char *)s->noise[i].p + off;
+            in[DT_SUM(i)] = out[DO_SUM(i)] = s->sum[i].p;
+            in[DT_SQ(i)] = out[DO_SQ(i)] = s->sq[i].p;
+            if (gs) {
+                in[DT_SRC(i)] = s->src[i].p;
+                in[DT_BIDX(i)] = (char *)s->bidx[i].p + (size_t)r0 * sizeof(int64_t);
+                in[DT_COEF(i)] = (char *)s->coef[i].p + (size_t)r0 * es;
+                in[DT_OMC(i)] = (char *)s->omc[i].p + (size_t)r0 * es;
+            }
+        }
+        for (int j = 0; j < s->n_add; j++) in[DT_ADD(j)] = s->add[j].p;
+        in[DT_SEED] = s->seed.p;
+        in[DT_ROWS] = (char *)s->rows.p + (size_t)r0 * sizeof(int64_t);
+        if (want_delta) {
+            for (int i = 0; i < s->n && st == CATTR_OK; i++) {
+                st = cx_dbuf_fit(e->be, &s->rowsum[i], (size_t)n * es, NULL, false);
+                out[DO_ROWSUM(i)] = s->rowsum[i].p;
+            }
+            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->fx, (size_t)(n * per_out) * es, NULL, false);
+            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->fb, (size_t)(n * per_out) * es, NULL, false);
+            out[DO_FX] = s->fx.p;
+            out[DO_FB] = s->fb.p;
+        }
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
+        if (st == CATTR_OK && want_delta) { /* sum of the row's attributions - (f(xn) - f(bg)), as cx_delta_finish */
+            void *tmp = malloc((size_t)(n * per_out + n) * es + 1);
+            if (!tmp) st = oom();
+            for (int i = 0; i <= s->n + 1 && st == CATTR_OK; i++) {
+                int64_t cnt = i < s->n ? n : n * per_out;
+                const void *src = i < s->n ? s->rowsum[i].p : i == s->n ? s->fx.p : s->fb.p;
+                double *dst = i < s->n ? rsum : i == s->n ? fx : fb;
+                st = cx_copy_out(e->be, tmp, src, (size_t)cnt * es);
+                for (int64_t k = 0; k < cnt && st == CATTR_OK; k++) {
+                    double v = c->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[k] : ((double *)tmp)[k];
+                    if (i < s->n) dst[k] = i ? cx_rnd(c->dt, dst[k] + v) : v;
+                    else dst[k] = v;
+                }
+            }
+            free(tmp);
+            for (int64_t r = r0; r < r1 && st == CATTR_OK; r++) {
+                int64_t q = r - r0, at = q * per_out + tidx[r / m];
+                double d = cx_rnd(c->dt, rsum[q] - cx_rnd(c->dt, cx_rnd(c->dt, fx[at]) - cx_rnd(c->dt, fb[at])));
+                cx_tensor_set(*delta, r, d);
+            }
+        }
+        *done += n;
+        if (st == CATTR_OK && e->p.progress) e->p.progress(*done / B, t->n, e->p.progress_user);
+    }
+    if (st != CATTR_OK && want_delta) {
+        cattr_tensor_free(*delta);
+        *delta = NULL;
+    }
+    free(fx);
+    free(tidx);
+    free(coef);
+    free(host);
+    free(ib);
+    return st;
+}
+
+/* The attributions from the sums: smoothgrad sum / n, smoothgrad_sq sq / n, vargrad sq / n - (sum / n)^2 (Captum's
+ * (sum * 1) / n), run on the backend and brought back once. */
+static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, cattr_tensor **attr) {
+    if (s->fin_type != (int)t->type) {
+        cx_plan_cache_clear(&s->fin_pc);
+        cg_free(s->fin_g);
+        s->fin_type = -1;
+        cg_graph *g = s->fin_g = cg_new();
+        if (!g) return oom();
+        int su[CX_MAX_IN], sq[CX_MAX_IN], bad = 0;
+        for (int i = 0; i < s->n; i++) bad |= (su[i] = cg_add_input(g, "__nt_sum")) < 0;
+        for (int i = 0; i < s->n; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
+        int nv = cg_add_input(g, "__nt_n");
+        for (int i = 0; i < s->n && !bad; i++) {
+            int mean = emit2(g, CG_DIV, "__nt_mean", su[i], nv), msq = emit2(g, CG_DIV, "__nt_mean_sq", sq[i], nv);
+            s->fin_outs[i] = t->type == CATTR_NT_SMOOTHGRAD      ? mean
+                             : t->type == CATTR_NT_SMOOTHGRAD_SQ ? msq
+                                                                 : emit2(g, CG_SUB, "__nt_var", msq,
+                                                                         emit2(g, CG_MUL, "__nt_mean2", mean, mean));
+            bad |= s->fin_outs[i] < 0;
+        }
+        if (bad || nv < 0) return oom();
+        s->fin_type = (int)t->type;
+    }
+    size_t es = cattr_dtype_size(c->dt);
+    double nd_ = (double)t->n;
+    float nf = (float)t->n;
+    CX_CHECK(cx_dbuf_fit(e->be, &s->nval, es, c->dt == CATTR_FLOAT32 ? (const void *)&nf : (const void *)&nd_, false));
+    int nd[2 * CX_MAX_IN + 1];
+    int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_MAX_IN + 1];
+    void *in[2 * CX_MAX_IN + 1], *host[CX_MAX_IN];
+    for (int k = 0; k < 2 * s->n; k++) {
+        const cattr_tensor *x = c->x[k % s->n];
+        nd[k] = x->ndim;
+        memcpy(sh[k], x->shape, sizeof sh[k]);
+        dt[k] = c->dt;
+        in[k] = k < s->n ? s->sum[k].p : s->sq[k - s->n].p;
+    }
+    nd[2 * s->n] = 1;
+    sh[2 * s->n][0] = 1;
+    dt[2 * s->n] = c->dt;
+    in[2 * s->n] = s->nval.p;
+    for (int i = 0; i < c->n; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) return oom();
+        host[i] = attr[i]->data;
+    }
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&s->fin_pc, s->fin_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->fin_outs, s->n, &p));
+    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
+}
+
+/* run_tunnel's partitions, draws and deltas, with the work on the backend. */
+static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *t, int kind, cattr_tensor **attr_out,
+                                   cattr_tensor **delta_out) {
+    int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
+    int64_t full = t->n / bs, rem = t->n - full * bs, done = 0, chunk = 1;
+    int n_parts = (int)(full + (rem > 0));
+    dev_tunnel *s = NULL;
+    cattr_tensor *seed = NULL;
+    int64_t *idx[CX_MAX_IN] = {0};
+    cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
+    cattr_status st = deltas ? dev_state(e, c, kind, &s) : oom();
+    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed);
+    if (st == CATTR_OK) st = dev_chunk_rows(e, c, c->B * bs, &chunk);
+    for (int i = 0; i < c->n && st == CATTR_OK && t->draw_baselines; i++) {
+        if (!tensor_baseline(c, i)) continue;
+        idx[i] = malloc((size_t)(c->B * bs + 1) * sizeof *idx[i]);
+        if (!idx[i]) st = oom();
+        else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
+    }
+    bool want_delta = delta_out && kind == DEV_GSHAP && e->p.return_convergence_delta;
+    for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
+        part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
+        st = dev_partition(e, s, c, t, seed, &pi, p == full || t->split, idx, chunk, &done,
+                           want_delta ? &deltas[p] : NULL);
+    }
+    if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
+    if (st == CATTR_OK && want_delta) st = concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
+    if (st != CATTR_OK)
+        for (int i = 0; i < c->n; i++) {
+            cattr_tensor_free(attr_out[i]);
+            attr_out[i] = NULL;
+        }
+    for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);
+    for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
+    free(deltas);
+    cattr_tensor_free(seed);
+    return st;
+}
+
 /* ---- NoiseTunnel ------------------------------------------------------------------------------------------ */
 
 static cattr_status check_noise(double stdev, const char *what) {
@@ -501,140 +1059,22 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
                 .inner = wrapped_method,
                 .inner_dist = e->method->baseline_distribution,
                 .tag = TAG_NOISE_TUNNEL};
-    return run_tunnel(e, c, &t, attr, delta);
+    int kind = 0; /* the wrapped gradient methods run on the backend with the tunnel */
+    switch (e->p.method) {
+    case CATTR_METHOD_SALIENCY: kind = e->p.abs ? DEV_GRAD_ABS : DEV_GRAD; break;
+    case CATTR_METHOD_INPUT_X_GRADIENT: kind = DEV_GRAD_X; break;
+    case CATTR_METHOD_GUIDED_BACKPROP: case CATTR_METHOD_DECONVOLUTION: kind = DEV_GRAD; break;
+    default: break;
+    }
+    for (int i = 0; i < c->n && kind && t.draw_baselines; i++)
+        if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
+    return kind ? run_tunnel_dev(e, c, &t, kind, attr, delta) : run_tunnel(e, c, &t, attr, delta);
 }
 
 cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
                                       cattr_tensor **delta) = noise_tunnel;
 
 /* ---- GradientShap ------------------------------------------------------------------------------------------- */
-
-/* Rows of the gradient passes per chunk, from the memory budget. */
-static cattr_status rows_per_chunk(cattr_explainer *e, cx_call *c, int64_t *out) {
-    size_t budget = cx_memory_budget(e), row = 0;
-    CX_CHECK(cx_row_bytes(e, c, true, &row));
-    size_t k = row ? budget / row : (size_t)c->B;
-    if (k < 1) {
-        cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one row (%zu bytes); running one row per pass",
-               budget, row);
-        k = 1;
-    }
-    *out = k > (size_t)c->B ? c->B : (int64_t)k;
-    return CATTR_OK;
-}
-
-/* Captum's InputBaselineXGradient on the derived call (rows already expanded): one coefficient c per row
- * (gradshap_coeff), the gradient at c*x + (1-c)*baseline, times (x - baseline); delta per row. */
-static cattr_status input_baseline_x_gradient(cattr_explainer *e, cx_call *c, const part_info *pi,
-                                              cattr_tensor **attr, cattr_tensor **delta) {
-    cattr_dtype dt = c->dt;
-    int64_t B = c->B;
-    cattr_tensor *pts[CX_MAX_IN] = {0};
-    double *coef = malloc((size_t)(B + 1) * sizeof *coef);
-    const cattr_tensor *d = NULL;
-    cattr_status st = coef ? cx_next_draw(c, "gradshap_coeff", NULL, &d) : oom();
-    if (st == CATTR_OK && d && d->numel != B)
-        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'gradshap_coeff' has %lld values; %lld are needed",
-                     (long long)d->numel, (long long)B);
-    for (int64_t r = 0; r < B && st == CATTR_OK; r++) {
-        double v;
-        if (d) {
-            v = cx_tensor_get(d, r);
-        } else { /* row r = b*m + j is sample j0 + j of example b */
-            cx_rng g;
-            cx_rng_init(&g, e->p.seed, stream_id(TAG_GRADIENT_SHAP, DRAW_COEFF, 0, 0, r / pi->m));
-            g.index = (uint64_t)(pi->j0 + r % pi->m);
-            v = cx_rng_uniform(&g);
-        }
-        coef[r] = cx_rnd(dt, v); /* numpy's float64 draw converted to the input dtype */
-    }
-    /* points c*x + (1-c)*b and attributions' factor (x - b), in torch's operation order */
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        const cattr_tensor *x = c->x[i], *b = c->base[i];
-        pts[i] = cx_tensor_alloc(dt, x->ndim, x->shape);
-        attr[i] = cx_tensor_alloc(dt, x->ndim, x->shape);
-        if (!pts[i] || !attr[i]) {
-            st = oom();
-            break;
-        }
-        int64_t per = B ? x->numel / B : 0;
-        for (int64_t r = 0; r < B; r++) {
-            double cr = coef[r], one_minus = cx_rnd(dt, 1.0 - cr);
-            for (int64_t k = r * per; k < (r + 1) * per; k++) {
-                double xv = cx_tensor_get(x, k), bv = cx_tensor_get(b, k);
-                cx_tensor_set(pts[i], k, cx_rnd(dt, cx_rnd(dt, cr * xv) + cx_rnd(dt, one_minus * bv)));
-            }
-        }
-    }
-    int64_t chunk = B;
-    if (st == CATTR_OK) st = rows_per_chunk(e, c, &chunk);
-    bool want_delta = delta && e->p.return_convergence_delta;
-    if (st == CATTR_OK && want_delta) {
-        *delta = cx_tensor_alloc(dt, 1, &B);
-        if (!*delta) st = oom();
-    }
-    for (int64_t r0 = 0; r0 < B && st == CATTR_OK; r0 += chunk) {
-        int64_t r1 = r0 + chunk < B ? r0 + chunk : B;
-        cattr_tensor vx[CX_MAX_IN], vb[CX_MAX_IN], vp[CX_MAX_IN], va[CX_MAX_IN], *gr[CX_MAX_IN] = {0};
-        cattr_tensor *pp[CX_MAX_IN], *ap[CX_MAX_IN], *bp[CX_MAX_IN];
-        cattr_tensor vadd[CX_MAX_IN];
-        cx_call sub = *c;
-        cattr_target tsub;
-        sub.B = r1 - r0;
-        for (int i = 0; i < c->n; i++) {
-            vx[i] = row_view(c->x[i], r0, r1);
-            vb[i] = row_view(c->base[i], r0, r1);
-            vp[i] = row_view(pts[i], r0, r1);
-            va[i] = row_view(attr[i], r0, r1);
-            sub.x[i] = &vx[i];
-            sub.base[i] = bp[i] = &vb[i];
-            pp[i] = &vp[i];
-            ap[i] = &va[i];
-        }
-        for (int j = 0; j < c->n_add; j++) {
-            vadd[j] = row_view(c->add[j], r0, r1);
-            sub.add[j] = &vadd[j];
-        }
-        if (c->target && c->target->kind == CATTR_TARGET_PER_EXAMPLE) {
-            tsub = *c->target;
-            tsub.idx = c->target->idx + r0 * c->target->n_idx;
-            tsub.n_rows = r1 - r0;
-            sub.target = &tsub;
-        }
-        st = cx_grad(e, &sub, pp, 1, CX_TILE, gr);
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            int64_t n = va[i].numel;
-            for (int64_t k = 0; k < n; k++) {
-                double g = cx_tensor_get(gr[i], k);
-                double v = e->p.multiply_by_inputs
-                               ? cx_rnd(dt, cx_rnd(dt, cx_tensor_get(&vx[i], k) - cx_tensor_get(&vb[i], k)) * g)
-                               : g;
-                cx_tensor_set(&va[i], k, v);
-            }
-        }
-        for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(gr[i]);
-        if (st == CATTR_OK && want_delta) {
-            cattr_tensor *dd = NULL;
-            st = cx_convergence_delta(e, &sub, ap, bp, &dd);
-            if (st == CATTR_OK)
-                for (int64_t r = r0; r < r1; r++) cx_tensor_set(*delta, r, cx_tensor_get(dd, r - r0));
-            cattr_tensor_free(dd);
-        }
-    }
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pts[i]);
-    free(coef);
-    if (st != CATTR_OK) {
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(attr[i]);
-            attr[i] = NULL;
-        }
-        if (want_delta) {
-            cattr_tensor_free(*delta);
-            *delta = NULL;
-        }
-    }
-    return st;
-}
 
 static cattr_status gradient_shap_init(cattr_explainer *e) {
     if (e->p.n_samples < 1)
@@ -663,10 +1103,8 @@ static cattr_status gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
                 .stdev = e->p.stdevs,
                 .draw_baselines = true,
                 .split = batch < n,
-                .inner = input_baseline_x_gradient,
-                .inner_dist = false,
                 .tag = TAG_GRADIENT_SHAP};
-    return run_tunnel(e, c, &t, attr, delta);
+    return run_tunnel_dev(e, c, &t, DEV_GSHAP, attr, delta);
 }
 
 const cx_method cx_method_gradient_shap = {CATTR_METHOD_GRADIENT_SHAP, "gradient-shap", "GradientShap", true,

@@ -72,6 +72,7 @@ typedef struct rules_state {
     cattr_dtype dt;
     double dl_eps;
     int n_nodes;         /* of the model graph; the gradient graph is a clone with the same node and value ids */
+    int node_base;       /* where the model's nodes start in the graph being differentiated (cx_rules_bind) */
     node_rule *rule;     /* per node */
     int *lrp_owner;      /* per value: the first LRP layer (graph order) that has it as an input, else -1 */
     bool in_mul[CX_MAX_IN]; /* LRP: attributed input i's gradient is multiplied by the input at the end */
@@ -252,7 +253,7 @@ static int lrp_const(rules_state *s, cg_graph *g, int v, const char *node, rule_
  * module input's total gradient is multiplied by the input (IdentityRule: replaced by gy). */
 static cattr_status lrp_layer(rules_state *s, cg_graph *g, int ni, int gy, const bool *need, int *gx) {
     cg_node nd = g->nodes[ni];
-    node_rule r = s->rule[ni];
+    node_rule r = s->rule[ni - s->node_base];
     int back = ni, z = nd.out;
     int ws, bs;
     weight_slots(g, &nd, &ws, &bs);
@@ -299,7 +300,7 @@ static cattr_status rule_wrapper(cg_graph *g, int ni, int gy, const bool *need, 
     s->emit_failed = false;
     apply_pending(s, g, nd.out, &gt);
     if (s->emit_failed) return CATTR_ERR_NO_MEMORY;
-    node_rule r = s->rule[ni];
+    node_rule r = s->rule[ni - s->node_base];
     int X = nd.in[0], dx, dy;
     cattr_status st = CATTR_OK;
     switch (r.kind) {
@@ -350,7 +351,7 @@ static cg_backward_fn rules_by_node(const cg_graph *g, int ni, void *user) {
         s->n_xf = 0;
     }
     s->last_ni = ni;
-    return ni < s->n_nodes ? rule_wrapper : NULL;
+    return ni >= s->node_base && ni - s->node_base < s->n_nodes ? rule_wrapper : NULL;
 }
 
 /* ---- set-up: which rule on which node -------------------------------------------------------------------------- */
@@ -537,6 +538,17 @@ cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rule
 bool cx_rules_input_multiplied(const void *state, int i) {
     const rules_state *s = state;
     return s && i >= 0 && i < CX_MAX_IN && s->in_mul[i];
+}
+
+cattr_status cx_rules_bind(const cg_rules *rules, int node_base) {
+    if (rules->by_node != rules_by_node) return CATTR_OK;
+    rules_state *s = rules->user;
+    bool lrp = false;
+    for (int i = 0; i < s->n_nodes && !lrp; i++) lrp = is_lrp_layer(s->rule[i].kind);
+    if (lrp && node_base != 0) /* its owners are the model's value ids */
+        return cx_fail(CATTR_ERR_INTERNAL, "LRP's rules need the model's nodes and values at their own ids");
+    s->node_base = node_base;
+    return CATTR_OK;
 }
 
 static cattr_status rules_init(cattr_explainer *e) {
