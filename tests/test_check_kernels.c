@@ -540,6 +540,19 @@ static void test_elementwise(void) {
     x[0] = 0;
     in_u(c, DIMS(4, 6));
     run(c);
+    for (int op = 0; op < 3; op++) { /* spatial means (Grad-CAM's weights), sums over every axis, their gradient */
+        static const cg_op ops[3] = {CG_REDUCE_MEAN, CG_REDUCE_SUM, CG_REDUCE_GRAD};
+        c = tc(ops[op], op == 0 ? "mean over dims 2, 3, keepdims" : op == 1 ? "sum over every axis" : "mean's gradient");
+        if (op == 2) in_u(c, DIMS(3, 5, 1, 1));
+        in_u(c, DIMS(3, 5, 6, 7));
+        c->n.a.n_ints = op == 1 ? 0 : 2;
+        c->n.a.ints[0] = 2;
+        c->n.a.ints[1] = -1;
+        c->n.a.index = op != 1;
+        c->n.a.axis = op == 2;
+        c->red = op == 1 ? 630 : 42;
+        run(c);
+    }
     c = tc(CG_CLIP_GRAD, "clip grad at the bounds");
     x = in_u(c, DIMS(5, 5));
     x[0] = -0.5;

@@ -290,6 +290,29 @@ static void test_legacy(void) {
     cx_onnx_info_free(info);
     cg_free(g);
     info = NULL;
+    g = load_ok(FIX "ok_reduce.onnx", 17, &info);
+    if (g) {
+        const cg_node *n = node(g, "/gap/ReduceMean", CG_REDUCE_MEAN);
+        CHECK(n->n_in == 1 && n->a.index == 1);
+        CHECK_INTS(n->a.ints, n->a.n_ints, 2, -1);
+        n = node(g, "/sum/ReduceSum", CG_REDUCE_SUM);
+        CHECK(n->n_in == 1 && n->a.index == 0);
+        CHECK_INTS(n->a.ints, n->a.n_ints, 1);
+        n = node(g, "/total/ReduceSum", CG_REDUCE_SUM);
+        CHECK(n->n_in == 1 && n->a.index == 1 && n->a.n_ints == 0);
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+    info = NULL;
+    g = load_ok(FIX "ok_reduce18.onnx", 18, &info);
+    if (g) {
+        const cg_node *n = node(g, "/mean/ReduceMean", CG_REDUCE_MEAN);
+        CHECK(n->n_in == 1 && n->a.index == 0);
+        CHECK_INTS(n->a.ints, n->a.n_ints, 1);
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+    info = NULL;
     g = load_ok(FIX "ok_clip11.onnx", 11, &info);
     if (g) {
         const cg_node *n = node(g, "/clip/Clip", CG_CLIP);

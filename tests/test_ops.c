@@ -700,6 +700,45 @@ static void test_unary(void) {
     free_ops(1, &x);
 }
 
+/* ReduceSum and ReduceMean over chosen axes (negative too, none: all), with and without keepdims: forward against a
+ * plain loop, gradient against finite differences. */
+static void test_reduce(void) {
+    opnd x = IN(rnd(DIMS(2, 3, 4)));
+    const struct {
+        int n;
+        int64_t axes[3];
+    } cases[] = {{1, {1}}, {2, {2, 0}}, {1, {-1}}, {0, {0}}, {3, {0, 1, 2}}};
+    for (size_t k = 0; k < CX_ARRAY_LEN(cases); k++)
+        for (int mean = 0; mean < 2; mean++)
+            for (int keep = 0; keep < 2; keep++) {
+                cg_attrs a = cg_attrs_default();
+                set_ints(&a, cases[k].n, cases[k].axes);
+                a.index = keep;
+                bool red[3] = {cases[k].n == 0, cases[k].n == 0, cases[k].n == 0};
+                for (int q = 0; q < cases[k].n; q++) red[(cases[k].axes[q] + 3) % 3] = true;
+                int64_t sh[3], ksh[3], cnt = 1;
+                int nd = 0;
+                for (int d = 0; d < 3; d++) {
+                    int64_t full = d == 0 ? 2 : d == 1 ? 3 : 4;
+                    ksh[d] = red[d] ? 1 : full;
+                    cnt *= red[d] ? full : 1;
+                    if (!red[d] || keep) sh[nd++] = ksh[d];
+                }
+                double want[24] = {0};
+                for (int i = 0; i < 24; i++) {
+                    int c0 = i / 12, c1 = i / 4 % 3, c2 = i % 4;
+                    int o = ((red[0] ? 0 : c0) * (int)ksh[1] + (red[1] ? 0 : c1)) * (int)ksh[2] + (red[2] ? 0 : c2);
+                    want[o] += D(x.t)[i] / (mean ? (double)cnt : 1.0);
+                }
+                char what[64];
+                snprintf(what, sizeof what, "%s case %zu keepdims %d", mean ? "ReduceMean" : "ReduceSum", k, keep);
+                cg_op op = mean ? CG_REDUCE_MEAN : CG_REDUCE_SUM;
+                fwd_case(what, op, &a, 1, &x, nd, sh, want);
+                grad_op(what, op, &a, 1, &x);
+            }
+    free_ops(1, &x);
+}
+
 /* Gradient conventions at kinks (PyTorch's): Relu'(0) = 0, LeakyRelu'(0) = alpha, Clip passes the gradient at
  * both bounds. Seed = 1 everywhere, so the gradient is the derivative. */
 static void kink_case(const char *what, cg_op op, const cg_attrs *a, const double *x, const double *want) {
@@ -1271,6 +1310,7 @@ int main(void) {
     test_conv();
     test_pools();
     test_unary();
+    test_reduce();
     test_kinks();
     test_softmax();
     test_attention();

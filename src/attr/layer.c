@@ -42,6 +42,8 @@ typedef struct {
     int gn_n, gn_grad[CX_MAX_IN];
     lgraph gi;                   /* replaced-layer graph */
     int gi_in[CATTR_MAX_OUTPUTS], gi_grad[CATTR_MAX_OUTPUTS], gi_y;
+    /* a method's suffix on the layer graph per layer tensor (layer_suffix): its key (0: none) and output */
+    int sfx_key[CATTR_MAX_OUTPUTS], sfx_out[CATTR_MAX_OUTPUTS];
 } lstate;
 
 static void lgraph_free(lgraph *lg) {
@@ -538,84 +540,87 @@ static cattr_status layer_activation(cattr_explainer *e, cx_call *c, cattr_tenso
     return CATTR_OK;
 }
 
-static cattr_status layer_gradient_x_activation(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
-                                                cattr_tensor **delta) {
-    (void)delta;
-    lstate *s = e->method_state;
-    cattr_tensor *acts[CATTR_MAX_OUTPUTS] = {0};
-    CX_CHECK(layer_pass(e, c, c->x, 1, CX_TILE, true, acts, attr));
-    for (int k = 0; k < s->n_l && e->p.multiply_by_inputs; k++)
-        for (int64_t j = 0; j < attr[k]->numel; j++)
-            cx_tensor_set(attr[k], j, cx_rnd(c->dt, cx_tensor_get(attr[k], j) * cx_tensor_get(acts[k], j)));
-    free_all(acts, s->n_l);
-    c->n_out = s->n_l;
+/* ---- suffixes on the layer graph: LayerGradientXActivation, LayerGradCam ------------------------------------------
+ * What these methods compute from a layer tensor's activation a and gradient g runs as ops after the layer graph's
+ * gradient, so that a call uploads its inputs and the seed once and downloads only the attributions:
+ *   LayerGradientXActivation   g * a (multiply_by_inputs), else g
+ *   LayerGradCam               w = ReduceMean(g, dims >= 2, keepdims) (a 2-D layer: w = g), w * a, summed over dim 1
+ *                              (keepdims) when attr_dim_summation, Relu when relu_attributions */
+enum { SFX_GXA = 1, SFX_CAM = 2 };
+
+/* The suffix's output for layer tensor k of rank nd, added to the layer graph when it is not there yet (the graph's
+ * plans are dropped then: adding nodes may move the node array they read). */
+static cattr_status layer_suffix(cattr_explainer *e, lstate *s, int k, int kind, int nd, int *out) {
+    bool sum = e->p.attr_dim_summation != 0, relu = e->p.relu_attributions != 0, mul = e->p.multiply_by_inputs != 0;
+    int key = 1 + (kind | nd << 4 | sum << 12 | relu << 13 | mul << 14);
+    if (s->sfx_key[k] == key) {
+        *out = s->sfx_out[k];
+        return CATTR_OK;
+    }
+    if (kind == SFX_CAM && nd < 2) return cx_fail(CATTR_ERR_SHAPE, "LayerGradCam needs a layer with a dim besides the batch");
+    cx_plan_cache_clear(&s->ga.pc);
+    cg_graph *g = s->ga.g;
+    int act = s->lv[k], grad = s->ga_grad[k], v = grad, in2[2];
+    if (kind == SFX_GXA && mul) {
+        in2[0] = grad, in2[1] = act;
+        v = cg_emit(g, CG_MUL, "__layer_grad_x_act", in2, 2, NULL);
+    } else if (kind == SFX_CAM) {
+        if (nd > 2) { /* the channel weights: the gradient's mean over the spatial dims */
+            cg_attrs a = cg_attrs_default();
+            for (int d = 2; d < nd; d++) a.ints[a.n_ints++] = d;
+            a.index = 1;
+            v = cg_emit(g, CG_REDUCE_MEAN, "__gradcam_weights", &grad, 1, &a);
+        }
+        in2[0] = v, in2[1] = act;
+        v = v < 0 ? -1 : cg_emit(g, CG_MUL, "__gradcam_weighted", in2, 2, NULL);
+        if (sum && v >= 0) {
+            cg_attrs a = cg_attrs_default();
+            a.ints[a.n_ints++] = 1;
+            a.index = 1;
+            v = cg_emit(g, CG_REDUCE_SUM, "__gradcam_channels", &v, 1, &a);
+        }
+        if (relu && v >= 0) v = cg_emit(g, CG_RELU, "__gradcam_relu", &v, 1, NULL);
+    }
+    if (v < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    s->sfx_key[k] = key;
+    s->sfx_out[k] = *out = v;
     return CATTR_OK;
 }
 
-/* Grad-CAM of one layer tensor: weights w = the mean of the gradient over dims >= 2 (a 2-D layer: the gradient),
- * then sum over dim 1 of w * a (keepdim) when `sum`, else w * a; ReLU when `relu`. In torch's order. */
-static cattr_status gradcam_map(cattr_dtype dt, const cattr_tensor *act, const cattr_tensor *grad, bool sum,
-                                bool relu, cattr_tensor **out) {
-    int nd = act->ndim;
-    if (nd < 2) return cx_fail(CATTR_ERR_SHAPE, "LayerGradCam needs a layer with a dim besides the batch");
-    int64_t B = act->shape[0], C = act->shape[1], sp = cx_numel(nd - 2, act->shape + 2);
-    int64_t sh[CATTR_MAX_DIMS];
-    memcpy(sh, act->shape, sizeof sh);
-    if (sum) sh[1] = 1;
-    cattr_tensor *m = cx_tensor_alloc(dt, nd, sh);
-    double *buf = malloc((size_t)((sp > C ? sp : C) + 1) * sizeof *buf), *wt = malloc((size_t)(C + 1) * sizeof *wt);
-    double *prod = malloc((size_t)(C * sp + 1) * sizeof *prod);
-    cattr_status st = m && buf && wt && prod ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t b = 0; b < B && st == CATTR_OK; b++) {
-        for (int64_t ch = 0; ch < C; ch++) {
-            const int64_t at = (b * C + ch) * sp;
-            if (nd <= 2) continue;
-            for (int64_t k = 0; k < sp; k++) buf[k] = cx_tensor_get(grad, at + k);
-            wt[ch] = cx_rnd(dt, cx_torch_sum(dt, buf, sp, 0, 1) / (double)sp);
-        }
-        for (int64_t ch = 0; ch < C; ch++)
-            for (int64_t k = 0; k < sp; k++) {
-                int64_t at = (b * C + ch) * sp + k;
-                double w = nd <= 2 ? cx_tensor_get(grad, at) : wt[ch];
-                prod[ch * sp + k] = cx_rnd(dt, w * cx_tensor_get(act, at));
-            }
-        if (!sum) {
-            for (int64_t q = 0; q < C * sp; q++) {
-                double v = prod[q];
-                cx_tensor_set(m, b * C * sp + q, relu && !(v > 0) ? 0 : v);
-            }
-            continue;
-        }
-        for (int64_t k = 0; k < sp; k++) {
-            for (int64_t ch = 0; ch < C; ch++) buf[ch] = prod[ch * sp + k];
-            double v = cx_torch_sum(dt, buf, C, k, sp);
-            cx_tensor_set(m, b * sp + k, relu && !(v > 0) ? 0 : v);
-        }
+/* The suffix `kind` of every layer tensor, for the call's inputs: one pass, attr[k] new tensors. */
+static cattr_status layer_suffix_pass(cattr_explainer *e, cx_call *c, int kind, cattr_tensor **attr) {
+    lstate *s = e->method_state;
+    CX_CHECK(ensure_ga(e, s));
+    lpass pi;
+    cattr_tensor *seed = NULL;
+    int outs[CATTR_MAX_OUTPUTS];
+    cx_view ov, lv;
+    cattr_status st = lp_setup(&s->ga, c, c->x, 1, CX_TILE, &pi);
+    for (int k = 0; k < s->n_l && st == CATTR_OK; k++) {
+        st = lg_view(e, &s->ga, &pi, s->lv[k], &lv);
+        if (st == CATTR_OK) st = layer_suffix(e, s, k, kind, lv.ndim, &outs[k]);
     }
-    free(buf);
-    free(wt);
-    free(prod);
-    if (st != CATTR_OK) {
-        cattr_tensor_free(m);
-        return st;
+    if (st == CATTR_OK) st = lg_view(e, &s->ga, &pi, cx_model_output(e->m), &ov);
+    if (st == CATTR_OK) st = target_seed(c, &ov, 1, CX_TILE, &seed);
+    if (st == CATTR_OK) {
+        lp_set(&pi, pi.n - 1, seed);
+        st = lg_run(e, &s->ga, &pi, outs, s->n_l, attr);
     }
-    *out = m;
-    return CATTR_OK;
+    lp_free(&pi);
+    cattr_tensor_free(seed);
+    if (st == CATTR_OK) c->n_out = s->n_l;
+    return st;
+}
+
+static cattr_status layer_gradient_x_activation(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
+                                                cattr_tensor **delta) {
+    (void)delta;
+    return layer_suffix_pass(e, c, SFX_GXA, attr);
 }
 
 static cattr_status layer_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
-    lstate *s = e->method_state;
-    cattr_tensor *acts[CATTR_MAX_OUTPUTS] = {0}, *grads[CATTR_MAX_OUTPUTS] = {0};
-    cattr_status st = layer_pass(e, c, c->x, 1, CX_TILE, true, acts, grads);
-    for (int k = 0; k < s->n_l && st == CATTR_OK; k++)
-        st = gradcam_map(c->dt, acts[k], grads[k], e->p.attr_dim_summation != 0, e->p.relu_attributions != 0,
-                         &attr[k]);
-    free_all(acts, s->n_l);
-    free_all(grads, s->n_l);
-    if (st != CATTR_OK) return st;
-    c->n_out = s->n_l;
-    return CATTR_OK;
+    return layer_suffix_pass(e, c, SFX_CAM, attr);
 }
 
 /* ---- NeuronGradient ------------------------------------------------------------------------------------------ */

@@ -324,6 +324,15 @@ static cattr_status r_place_rows(cg_graph *g, int ni, int gy, const bool *need, 
 
 /* (X, like) -> X summed down to like's shape: the gradient broadcasts gY back to X's shape (like is read for its shape
  * only and receives none) */
+static cattr_status r_reduce(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    cg_attrs a = nd.a;
+    a.axis = nd.op == CG_REDUCE_MEAN;
+    if (need[0]) gx[0] = EMIT(CG_REDUCE_GRAD, &a, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
 static cattr_status r_reduce_sum_like(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
@@ -430,6 +439,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
     r->by_op[CG_REDUCE_SUM_LIKE] = r_reduce_sum_like;
+    r->by_op[CG_REDUCE_SUM] = r->by_op[CG_REDUCE_MEAN] = r_reduce;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;

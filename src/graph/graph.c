@@ -15,6 +15,7 @@ const char *const cg_op_names[CG_OP_COUNT] = {
     "GatherGrad", "SliceGrad", "BatchNormGrad", "ZerosLike", "RMSNorm", "RMSNormGrad", "RoPE", "Attention", "AttentionGrad", "LogSoftmax",
     "LogSoftmaxGrad", "SwiGLU", "SwiGLUGrad", "SeqPick", "SeqPickGrad", "DlDelta", "DlRescale", "DlCenter", "DlMaxPool",
     "LrpDiv", "WhereId", "PlaceRows", "Abs", "AbsGrad",
+    "ReduceSum", "ReduceMean", "ReduceGrad",
 };
 _Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");
 

@@ -90,6 +90,10 @@ typedef enum cg_op {
                          * differences placed on the elements of their features */
     CG_ABS,             /* |X| (ONNX Abs; Saliency's absolute gradient) */
     CG_ABS_GRAD,        /* (X, gY) -> gY * sign(X), sign(0) = 0 (torch's rule) */
+    CG_REDUCE_SUM,      /* (X); ints = axes (none: every axis), index = keepdims (ONNX ReduceSum) */
+    CG_REDUCE_MEAN,     /* (X); as ReduceSum, divided by the number of values each output sums (ONNX ReduceMean) */
+    CG_REDUCE_GRAD,     /* (gY, X); ints and index of the reduction, axis = 1 for a mean -> gY broadcast back to X's
+                         * shape (divided by the count for a mean) */
     CG_OP_COUNT
 } cg_op;
 

@@ -310,6 +310,8 @@ static const op_spec k_ops[] = {
     {"Unsqueeze", CG_UNSQUEEZE, 1, 2, "", 13, "axes"},
     {"Squeeze", CG_SQUEEZE, 1, 2, "", 13, "axes"},
     {"Transpose", CG_TRANSPOSE, 1, 1, "perm", 0, ""},
+    {"ReduceSum", CG_REDUCE_SUM, 1, 2, "keepdims noop_with_empty_axes", 13, "axes"},
+    {"ReduceMean", CG_REDUCE_MEAN, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
     {"Gather", CG_GATHER, 2, 2, "axis", 0, ""},
     {"Slice", CG_SLICE, 1, 5, "", 10, "starts ends axes"},
     {"BatchNormalization", CG_BATCHNORM, 5, 5, "epsilon momentum training_mode", 9, "spatial"},
@@ -591,6 +593,21 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     case CG_UNSQUEEZE: CX_CHECK(axes_attr(&c, &a, true)); break;
     case CG_SQUEEZE: CX_CHECK(axes_attr(&c, &a, false)); break;
+    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: { /* axes: an input from opset 13 (ReduceSum) or 18 (ReduceMean) */
+        int na = -1;
+        if (L->opset >= (sp->op == CG_REDUCE_SUM ? 13 : 18)) {
+            if (c.in[1] >= 0) CX_CHECK(fold_ints(&c, 1, "axes", CG_MAX_INTS, a.ints, &na));
+        } else {
+            if (n->n_input > 1) return nfail(&c, CATTR_ERR_FORMAT, "takes its axes as an attribute in opset %d", L->opset);
+            CX_CHECK(attr_ints(&c, "axes", CG_MAX_INTS, a.ints, &na));
+        }
+        a.n_ints = na < 0 ? 0 : na;
+        CX_CHECK(attr_int(&c, "keepdims", 1, &v));
+        a.index = v != 0;
+        CX_CHECK(attr_int(&c, "noop_with_empty_axes", 0, &v));
+        if (v != 0 && a.n_ints == 0) op = CG_IDENTITY; /* no axes: the input itself */
+        break;
+    }
     case CG_TRANSPOSE:
         CX_CHECK(attr_ints(&c, "perm", CG_MAX_INTS, a.ints, &a.n_ints));
         if (a.n_ints < 0) a.n_ints = 0;

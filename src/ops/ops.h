@@ -19,6 +19,10 @@ static inline int64_t cx_view_numel(const cx_view *v) { return cx_numel(v->ndim,
  * int64 constants flagged by the caller). Errors: CATTR_ERR_SHAPE naming the node and the shapes. */
 cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
 
+/* The axes a ReduceSum / ReduceMean / ReduceGrad node reduces for an input of rank nd: red[d] for d < nd (every
+ * axis when the node names none). False when an axis is out of range. */
+bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);
+
 /* Broadcast shape of two shapes (numpy rules); returns false if they do not broadcast. */
 bool cx_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
 

@@ -102,6 +102,16 @@ static void copy_shape(cx_view *out, const cx_view *src) {
 
 static int norm_axis(int64_t axis, int ndim) { return (int)(axis < 0 ? axis + ndim : axis); }
 
+bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red) {
+    for (int d = 0; d < nd; d++) red[d] = a->n_ints == 0;
+    for (int k = 0; k < a->n_ints; k++) {
+        int64_t ax = a->ints[k] < 0 ? a->ints[k] + nd : a->ints[k];
+        if (ax < 0 || ax >= nd) return false;
+        red[ax] = true;
+    }
+    return true;
+}
+
 cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     const cg_attrs *a = &n->a;
     out->dtype = n->n_in > 0 ? in[0].dtype : CATTR_FLOAT32;
@@ -110,6 +120,25 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     case CG_ZEROS_LIKE: case CG_ABS:
         copy_shape(out, &in[0]);
         return CATTR_OK;
+    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: {
+        bool red[CATTR_MAX_DIMS];
+        if (!cx_reduce_axes(a, in[0].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[0].ndim);
+        out->ndim = 0;
+        for (int d = 0; d < in[0].ndim; d++)
+            if (!red[d]) out->shape[out->ndim++] = in[0].shape[d];
+            else if (a->index) out->shape[out->ndim++] = 1;
+        return CATTR_OK;
+    }
+    case CG_REDUCE_GRAD: {
+        bool red[CATTR_MAX_DIMS];
+        if (!cx_reduce_axes(a, in[1].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[1].ndim);
+        int64_t kept = 1;
+        for (int d = 0; d < in[1].ndim; d++) kept *= red[d] ? 1 : in[1].shape[d];
+        if (cx_view_numel(&in[0]) != kept) SHAPE_FAIL("the gradient is not of the reduction's size");
+        copy_shape(out, &in[1]);
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    }
     case CG_SOFTMAX: {
         int ax = norm_axis(a->axis, in[0].ndim);
         if (ax < 0 || ax >= in[0].ndim) SHAPE_FAIL("axis %lld out of range", (long long)a->axis);

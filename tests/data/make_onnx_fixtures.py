@@ -168,6 +168,23 @@ def ok_clip11():
                  opset=11)
 
 
+def ok_reduce():
+    """ReduceMean with its axes as an attribute (opset 17), ReduceSum with them as an input, and without any."""
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["m"], name="/gap/ReduceMean", axes=[2, -1]),
+        helper.make_node("ReduceSum", ["m", "ax"], ["s"], name="/sum/ReduceSum", keepdims=0),
+        helper.make_node("ReduceSum", ["s"], ["y"], name="/total/ReduceSum"),
+    ]
+    return model(nodes, [vi("x", F, [2, 3, 4, 5])], [vi("y", F, [1, 1, 1])], [init("ax", np.array([1], np.int64))])
+
+
+def ok_reduce18():
+    """ReduceMean's axes as an input (opset 18; written without the checker, which stops at opset 17)."""
+    nodes = [helper.make_node("ReduceMean", ["x", "ax"], ["y"], name="/mean/ReduceMean", keepdims=0)]
+    return model(nodes, [vi("x", F, [2, 3, 4])], [vi("y", F, [2, 4])], [init("ax", np.array([1], np.int64))],
+                 opset=18, check=False)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -213,7 +230,7 @@ def err_models():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11):
+    for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

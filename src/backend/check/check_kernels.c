@@ -325,6 +325,39 @@ static cattr_status k_reduce_sum_like(const cg_node *n, const cx_view *in, cx_vi
     return CATTR_OK;
 }
 
+/* ReduceSum / ReduceMean: each output the sum in double of the values it reduces, rounded to the dtype (the mean: that
+ * rounded sum divided by the count, rounded); ReduceGrad: each input element takes its output's gradient (divided by
+ * the count for the mean). */
+static cattr_status k_reduce(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_REDUCE_GRAD, mean = grad ? n->a.axis == 1 : n->op == CG_REDUCE_MEAN;
+    const cx_view *x = grad ? &in[1] : &in[0];
+    bool red[CATTR_MAX_DIMS];
+    if (!cx_reduce_axes(&n->a, x->ndim, red)) return cx_fail(CATTR_ERR_SHAPE, "node '%s': reduction axis out of range", n->name);
+    int64_t ksh[CATTR_MAX_DIMS], c[CATTR_MAX_DIMS], cnt = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        ksh[d] = red[d] ? 1 : x->shape[d];
+        cnt *= red[d] ? x->shape[d] : 1;
+    }
+    int64_t kept = cx_numel(x->ndim, ksh);
+    double *acc = zeros(kept);
+    if (!acc) return no_memory(n);
+    if (grad) {
+        for (int64_t i = 0; i < cx_view_numel(x); i++) {
+            unravel(i, x->ndim, x->shape, c);
+            double g = get(&in[0], bcast_index(x->ndim, c, x->ndim, ksh));
+            put(out, i, mean ? rnd(out, g / (double)cnt) : g);
+        }
+    } else {
+        for (int64_t i = 0; i < cx_view_numel(x); i++) {
+            unravel(i, x->ndim, x->shape, c);
+            acc[bcast_index(x->ndim, c, x->ndim, ksh)] += get(x, i);
+        }
+        for (int64_t o = 0; o < kept; o++) put(out, o, mean ? rnd(out, rnd(out, acc[o]) / (double)cnt) : acc[o]);
+    }
+    free(acc);
+    return CATTR_OK;
+}
+
 /* ---- matrix products -------------------------------------------------------------------------------------------- */
 
 /* sum over kk < k of a[ia + kk * sa] * b[ib + kk * sb], accumulated in double (a float32 product is exact there) in
@@ -1032,6 +1065,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
         return k_unary_grad(n, in, out);
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: return k_binary(n, in, out);
     case CG_REDUCE_SUM_LIKE: return k_reduce_sum_like(n, in, out);
+    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_GRAD: return k_reduce(n, in, out);
     case CG_GEMM: return k_gemm(n, in, out);
     case CG_MATMUL: return k_matmul(n, in, out);
     case CG_CONV: case CG_CONV_GRAD_INPUT: return k_conv(n, in, out);

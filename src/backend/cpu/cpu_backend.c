@@ -536,6 +536,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
         return st;
     }
     case CG_REDUCE_SUM_LIKE: return DISPATCH(reduce_sum_like, n, in, out);
+    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_GRAD: return DISPATCH(reduce, n, in, out);
     case CG_GEMM: case CG_MATMUL: {
         cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);
         if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));

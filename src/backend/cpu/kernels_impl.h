@@ -250,6 +250,50 @@ static cattr_status K(reduce_sum_like)(const cg_node *n, const cx_view *in, cx_v
     return CATTR_OK;
 }
 
+/* ReduceSum / ReduceMean (sums in double, rounded once to T; the mean divides the rounded sum by the count in T, as
+ * torch does) and their gradient ReduceGrad (gY broadcast back over the reduced axes). */
+static cattr_status K(reduce)(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_REDUCE_GRAD, mean = grad ? n->a.axis == 1 : n->op == CG_REDUCE_MEAN;
+    const cx_view *x = grad ? &in[1] : &in[0];
+    int nd = x->ndim;
+    bool red[CATTR_MAX_DIMS];
+    if (!cx_reduce_axes(&n->a, nd, red)) return cx_fail(CATTR_ERR_SHAPE, "node '%s': reduction axis out of range", n->name);
+    int64_t so[CATTR_MAX_DIMS], kept = 1, cnt = 1, nx = cx_view_numel(x);
+    for (int d = nd - 1; d >= 0; d--) {
+        so[d] = red[d] ? 0 : kept;
+        if (red[d]) cnt *= x->shape[d];
+        else kept *= x->shape[d];
+    }
+    if (grad) {
+        const T *g = in[0].data;
+        T *y = out->data, c = (T)cnt;
+        for (int64_t i = 0; i < nx; i++) {
+            int64_t rem = i, o = 0;
+            for (int d = nd - 1; d >= 0; d--) {
+                o += (rem % x->shape[d]) * so[d];
+                rem /= x->shape[d];
+            }
+            y[i] = mean ? (T)(g[o] / c) : g[o];
+        }
+        return CATTR_OK;
+    }
+    double *acc = calloc((size_t)(kept > 0 ? kept : 1), sizeof *acc);
+    if (!acc) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    const T *xv = x->data;
+    for (int64_t i = 0; i < nx; i++) {
+        int64_t rem = i, o = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            o += (rem % x->shape[d]) * so[d];
+            rem /= x->shape[d];
+        }
+        acc[o] += (double)xv[i];
+    }
+    T *y = out->data;
+    for (int64_t o = 0; o < kept; o++) y[o] = mean ? (T)((T)acc[o] / (T)cnt) : (T)acc[o];
+    free(acc);
+    return CATTR_OK;
+}
+
 /* ---- matrix products ------------------------------------------------------------------------------------ */
 
 static cattr_status K(gemm)(const cg_node *n, const cx_view *in, cx_view *out) {
