@@ -1,21 +1,55 @@
 /* gradcam.c - GuidedGradCam: guided backprop attributions multiplied by the layer's Grad-CAM map, upsampled to the
  * input by nearest neighbour and broadcast over channels (Captum's GuidedGradCam, relu_attributions=True). An input
- * without spatial dims cannot take the map: its attribution is an empty tensor, as in Captum. */
+ * without spatial dims cannot take the map: its attribution is an empty tensor, as in Captum.
+ *
+ * One derived graph on the backend:
+ *   inputs   x_i, the additional inputs a_j, seed [B, out...] (the target mask), and per input i and spatial dim d
+ *            idx_i_d [in_d] (int64: the map's row that each input position takes, nearest neighbour)
+ *   model    on x_i; gb_i = its gradient under guided backprop's rules; gl = its gradient w.r.t. the layer (the
+ *            standard rules)
+ *   suffix   map = Relu(ReduceSum(ReduceMean(gl, dims >= 2, keepdims) * layer, dim 1, keepdims))   [B, 1, sp...]
+ *            up_i = Gather(... Gather(map, idx_i_0, axis 2) ..., idx_i_last, axis nd-1)            [B, 1, in sp...]
+ *            out_i = gb_i * up_i
+ * The graph is built for the call's ranks (the map's reductions and the upsampling depend on them); the inputs and the
+ * upsampling tables go up once, the attributions come down once. */
 #include "attr/internal.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct {
     int layer;
-    cattr_explainer *gb; /* the guided-backprop explainer over the same model */
+    cg_rules rules; /* guided backprop's */
+    void *rules_state;
+    cg_graph *g; /* for n inputs, n_add additional ones and the ranks in rank[] / layer_rank (0: not built) */
+    int n, n_add, rank[CX_MAX_IN], layer_rank;
+    int n_in, y_layer, gl, gb[CX_MAX_IN], outs[CX_MAX_IN];
+    bool empty[CX_MAX_IN]; /* input i cannot take the map: an empty attribution */
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, idx[CX_MAX_IN][CG_MAX_SP];
 } ggc_state;
+
+static void ggc_graph_free(ggc_state *s) {
+    cx_plan_cache_clear(&s->pc);
+    cg_free(s->g);
+    s->g = NULL;
+}
 
 static void ggc_release(cattr_explainer *e) {
     ggc_state *s = e->method_state;
     if (!s) return;
-    cattr_explainer_free(s->gb);
+    ggc_graph_free(s);
+    cx_rules_free(s->rules_state);
+    cx_consts_free(s->consts);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->x[i]);
+        cx_dbuf_free(&s->add[i]);
+        for (int d = 0; d < CG_MAX_SP; d++) cx_dbuf_free(&s->idx[i][d]);
+    }
+    cx_dbuf_free(&s->seed);
     free(s);
     e->method_state = NULL;
 }
@@ -24,115 +58,198 @@ static cattr_status ggc_init(cattr_explainer *e) {
     ggc_state *s = calloc(1, sizeof *s);
     if (!s) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     e->method_state = s;
+    cg_rules_default(&s->rules);
     CX_CHECK(cx_resolve_layer(e, e->p.layer, e->p.attribute_to_layer_input != 0, &s->layer));
-    cattr_attr_params p = e->p;
-    p.method = CATTR_METHOD_GUIDED_BACKPROP;
-    p.nt_type = CATTR_NT_NONE;
-    p.device = e->be->name;
-    return cattr_explainer_new(e->m, &p, &s->gb);
+    CX_CHECK(cx_rules_new(e, CATTR_METHOD_GUIDED_GRADCAM, &s->rules, &s->rules_state));
+    return cx_consts_new(e->be, e->p.dtype, &s->consts);
 }
 
-/* Grad-CAM map [B, 1, spatial...]: relu(sum over channels of mean_spatial(grad) * act), in torch's order. */
-static cattr_status cam_map(cattr_dtype dt, const cattr_tensor *act, const cattr_tensor *grad, cattr_tensor **out) {
-    int nd = act->ndim;
-    int64_t B = act->shape[0], C = nd > 1 ? act->shape[1] : 1, sp = cx_numel(nd - 2 > 0 ? nd - 2 : 0, act->shape + 2);
-    int64_t sh[CATTR_MAX_DIMS];
-    memcpy(sh, act->shape, sizeof sh);
-    if (nd > 1) sh[1] = 1;
-    cattr_tensor *m = cx_tensor_alloc(dt, nd, sh);
-    double *buf = malloc((size_t)((sp > C ? sp : C) + 1) * sizeof *buf), *wt = malloc((size_t)(C + 1) * sizeof *wt);
-    double *prod = malloc((size_t)(C * sp + 1) * sizeof *prod);
-    if (!m || !buf || !wt || !prod) {
-        cattr_tensor_free(m);
-        free(buf);
-        free(wt);
-        free(prod);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
+}
+
+/* graph-input positions */
+#define GG_ADD(j) (s->n + (j))
+#define GG_SEED (s->n + s->n_add)
+#define GG_IDX(i, d) (GG_SEED + 1 + (i) * CG_MAX_SP + (d))
+#define GG_MAX_IN (2 * CX_MAX_IN + 1 + CX_MAX_IN * CG_MAX_SP)
+
+/* The model and its two gradients (the map's suffix comes with the ranks, in ggc_suffix). */
+static cattr_status ggc_build(cattr_explainer *e, ggc_state *s, cx_call *c) {
+    const cg_graph *m = e->m->g;
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    s->n = c->n;
+    s->n_add = c->n_add;
+    s->n_in = GG_IDX(s->n, 0);
+    int v[GG_MAX_IN], bad = 0;
+    for (int k = 0; k < s->n_in; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "__ggc_in%d", k);
+        bad |= (v[k] = cg_add_input(g, nm)) < 0;
     }
-    for (int64_t b = 0; b < B; b++) {
-        for (int64_t ch = 0; ch < C; ch++) { /* weights: the mean of the gradient over the spatial dims */
-            const int64_t at = (b * C + ch) * sp;
-            if (nd <= 2) {
-                wt[ch] = cx_tensor_get(grad, at);
-                continue;
-            }
-            for (int64_t k = 0; k < sp; k++) buf[k] = cx_tensor_get(grad, at + k);
-            wt[ch] = cx_rnd(dt, cx_torch_sum(dt, buf, sp, 0, 1) / (double)sp);
-        }
-        for (int64_t ch = 0; ch < C; ch++)
-            for (int64_t k = 0; k < sp; k++)
-                prod[ch * sp + k] = cx_rnd(dt, wt[ch] * cx_tensor_get(act, (b * C + ch) * sp + k));
-        for (int64_t k = 0; k < sp; k++) {
-            for (int64_t ch = 0; ch < C; ch++) buf[ch] = prod[ch * sp + k];
-            double v = cx_torch_sum(dt, buf, C, k, sp);
-            cx_tensor_set(m, b * sp + k, v > 0 ? v : 0);
-        }
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    int base = g->n_nodes, gl = -1;
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, v, map);
+    if (st == CATTR_OK) st = cx_rules_bind(&s->rules, base);
+    if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], v[GG_SEED], v, s->n, &s->rules, s->gb);
+    cx_rules_bind(&s->rules, 0);
+    if (st == CATTR_OK) {
+        cg_rules std;
+        cg_rules_default(&std);
+        s->y_layer = map[s->layer];
+        st = cg_autodiff(g, map[cx_model_output(e->m)], v[GG_SEED], &s->y_layer, 1, &std, &gl);
     }
-    free(buf);
-    free(wt);
-    free(prod);
-    *out = m;
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    s->g = g;
+    s->gl = gl;
+    s->layer_rank = 0;
     return CATTR_OK;
 }
 
-/* gb * nearest-upsampled map, broadcast over the input's channels; an empty tensor when x has no spatial dims or the
- * map's rank differs. */
-static cattr_status combine(cattr_dtype dt, const cattr_tensor *gb, const cattr_tensor *map, cattr_tensor **out) {
-    int nd = gb->ndim, mnd = map->ndim;
-    if (nd < 3 || mnd != nd) {
-        int64_t zero = 0;
-        *out = cx_tensor_alloc(dt, 1, &zero);
-        if (!*out) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        cx_log(CATTR_LOG_WARN, "GuidedGradCam: the layer's map cannot be upsampled to an input of rank %d; its "
-                               "attribution is empty (as in Captum)", nd);
-        return CATTR_OK;
+/* The map and each input's product for these ranks (nd of the layer; the inputs' ranks in c). */
+static cattr_status ggc_suffix(ggc_state *s, cx_call *c, int nd) {
+    cg_graph *g = s->g;
+    int gl = s->gl, w = gl;
+    if (nd < 2) return cx_fail(CATTR_ERR_SHAPE, "GuidedGradCam needs a layer with a dim besides the batch");
+    if (nd > 2) {
+        cg_attrs a = cg_attrs_default();
+        for (int d = 2; d < nd; d++) a.ints[a.n_ints++] = d;
+        a.index = 1;
+        w = cg_emit(g, CG_REDUCE_MEAN, "__ggc_weights", &gl, 1, &a);
     }
-    cattr_tensor *o = cx_tensor_alloc(dt, nd, gb->shape);
-    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int ns = nd - 2;
-    int64_t B = gb->shape[0], C = gb->shape[1], sp = cx_numel(ns, gb->shape + 2), msp = cx_numel(ns, map->shape + 2);
-    for (int64_t k = 0; k < sp; k++) {
-        /* nearest: dst index j -> src floor(j * in / out), per spatial dim (torch computes the scale in float) */
-        int64_t rem = k, src = 0, mstride = 1;
-        int64_t idx[CATTR_MAX_DIMS];
-        for (int d = ns - 1; d >= 0; d--) {
-            idx[d] = rem % gb->shape[2 + d];
-            rem /= gb->shape[2 + d];
+    int mp = emit2(g, CG_MUL, "__ggc_weighted", w, s->y_layer);
+    cg_attrs a = cg_attrs_default();
+    a.ints[a.n_ints++] = 1;
+    a.index = 1;
+    mp = mp < 0 ? -1 : cg_emit(g, CG_REDUCE_SUM, "__ggc_channels", &mp, 1, &a);
+    mp = mp < 0 ? -1 : cg_emit(g, CG_RELU, "__ggc_map", &mp, 1, NULL);
+    if (mp < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int i = 0; i < s->n; i++) {
+        int xr = c->x[i]->ndim;
+        s->rank[i] = xr;
+        s->empty[i] = xr < 3 || xr != nd || xr - 2 > CG_MAX_SP;
+        if (s->empty[i]) continue;
+        int up = mp;
+        for (int d = 0; d < xr - 2 && up >= 0; d++) {
+            cg_attrs ga = cg_attrs_default();
+            ga.axis = 2 + d;
+            int in2[2] = {up, s->g->inputs[GG_IDX(i, d)]};
+            up = cg_emit(g, CG_GATHER, "__ggc_upsample", in2, 2, &ga);
         }
-        for (int d = ns - 1; d >= 0; d--) {
-            int64_t in = map->shape[2 + d], outn = gb->shape[2 + d];
-            float scale = (float)in / (float)outn;
-            int64_t s = (int64_t)floorf((float)idx[d] * scale);
-            if (s > in - 1) s = in - 1;
-            src += s * mstride;
-            mstride *= in;
-        }
-        for (int64_t b = 0; b < B; b++) {
-            double mv = cx_tensor_get(map, b * msp + src);
-            for (int64_t ch = 0; ch < C; ch++) {
-                int64_t at = (b * C + ch) * sp + k;
-                cx_tensor_set(o, at, cx_rnd(dt, cx_tensor_get(gb, at) * mv));
-            }
-        }
+        s->outs[i] = emit2(g, CG_MUL, "__ggc_out", s->gb[i], up);
+        if (s->outs[i] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    *out = o;
+    s->layer_rank = nd;
     return CATTR_OK;
+}
+
+/* Nearest-neighbour rows: for each of `out` positions, floor(j * in / out) (torch computes the scale in float). */
+static void nearest_rows(int64_t in, int64_t out, int64_t *idx) {
+    float scale = (float)in / (float)out;
+    for (int64_t j = 0; j < out; j++) {
+        int64_t r = (int64_t)floorf((float)j * scale);
+        idx[j] = r > in - 1 ? in - 1 : r;
+    }
 }
 
 static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
     ggc_state *s = e->method_state;
-    cattr_tensor *gb[CX_MAX_IN] = {0}, *act = NULL, *grad = NULL, *map = NULL;
-    cattr_call call = *c->user;
-    call.n_draws = 0;
-    cattr_status st = cattr_explainer_run(s->gb, &call, gb, NULL);
-    if (st == CATTR_OK) st = cx_layer_pass(e, c, c->x, 1, CX_TILE, s->layer, true, &act, &grad);
-    if (st == CATTR_OK) st = cam_map(c->dt, act, grad, &map);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = combine(c->dt, gb[i], map, &attr[i]);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(gb[i]);
-    cattr_tensor_free(act);
-    cattr_tensor_free(grad);
-    cattr_tensor_free(map);
+    if (s->g && (s->n != c->n || s->n_add != c->n_add)) ggc_graph_free(s);
+    if (!s->g) CX_CHECK(ggc_build(e, s, c));
+    cattr_tensor *seed = NULL;
+    CX_CHECK(cx_seed_block(e, c, &seed));
+    int nd[GG_MAX_IN];
+    int64_t sh[GG_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[GG_MAX_IN];
+    void *in[GG_MAX_IN], *host[CX_MAX_IN];
+    cattr_status st = CATTR_OK;
+    for (int k = 0; k < s->n_in; k++) {
+        nd[k] = 1;
+        sh[k][0] = 1;
+        dt[k] = CATTR_INT64;
+        in[k] = NULL;
+    }
+    for (int k = 0; k < s->n + s->n_add && st == CATTR_OK; k++) {
+        const cattr_tensor *t = k < s->n ? c->x[k] : c->add[k - s->n];
+        cx_dbuf *b = k < s->n ? &s->x[k] : &s->add[k - s->n];
+        nd[k] = t->ndim;
+        memcpy(sh[k], t->shape, sizeof sh[k]);
+        dt[k] = t->dtype;
+        st = cx_dbuf_fit(e->be, b, (size_t)t->numel * cattr_dtype_size(t->dtype), t->data, false);
+        in[k] = b->p;
+    }
+    nd[GG_SEED] = seed->ndim;
+    memcpy(sh[GG_SEED], seed->shape, sizeof sh[0]);
+    dt[GG_SEED] = c->dt;
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * cattr_dtype_size(c->dt), seed->data, false);
+    in[GG_SEED] = s->seed.p;
+    bool eager = e->p.executor == CATTR_EXEC_EAGER;
+    cx_plan *p = NULL;
+    const cx_view *lv = NULL;
+    /* the layer's shape, then the suffix for its rank and the inputs' */
+    if (st == CATTR_OK) st = cx_plan_cache_get(&s->pc, s->g, s->consts, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
+                                               &s->y_layer, 1, &p);
+    if (st == CATTR_OK) lv = cx_plan_view(p, s->y_layer);
+    bool same = st == CATTR_OK && s->layer_rank == lv->ndim;
+    for (int i = 0; i < c->n && same; i++) same = s->rank[i] == c->x[i]->ndim;
+    int lnd = lv ? lv->ndim : 0;
+    int64_t lsh[CATTR_MAX_DIMS];
+    if (lv) memcpy(lsh, lv->shape, sizeof lsh);
+    if (st == CATTR_OK && !same) { /* new nodes: the old plans may read the moved node array */
+        if (s->layer_rank) {
+            cg_free(s->g);
+            s->g = NULL;
+            cx_plan_cache_clear(&s->pc);
+            st = ggc_build(e, s, c);
+        } else {
+            cx_plan_cache_clear(&s->pc);
+        }
+        if (st == CATTR_OK) st = ggc_suffix(s, c, lnd);
+    }
+    int outs[CX_MAX_IN], n_outs = 0;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        if (s->empty[i]) {
+            int64_t zero = 0;
+            attr[i] = cx_tensor_alloc(c->dt, 1, &zero);
+            if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            cx_log(CATTR_LOG_WARN, "GuidedGradCam: the layer's map cannot be upsampled to an input of rank %d; its "
+                                   "attribution is empty (as in Captum)", c->x[i]->ndim);
+            continue;
+        }
+        for (int d = 0; d < c->x[i]->ndim - 2 && st == CATTR_OK; d++) {
+            int64_t n_out = c->x[i]->shape[2 + d], *idx = malloc((size_t)(n_out + 1) * sizeof *idx);
+            if (!idx) {
+                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                break;
+            }
+            nearest_rows(lsh[2 + d], n_out, idx);
+            st = cx_dbuf_fit(e->be, &s->idx[i][d], (size_t)n_out * sizeof *idx, idx, false);
+            free(idx);
+            nd[GG_IDX(i, d)] = 1;
+            sh[GG_IDX(i, d)][0] = n_out;
+            in[GG_IDX(i, d)] = s->idx[i][d].p;
+        }
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else host[n_outs] = attr[i]->data;
+        outs[n_outs++] = s->outs[i];
+    }
+    for (int k = 0; k < s->n_in && st == CATTR_OK; k++) /* inputs the chosen outputs do not read: a one-value stand-in */
+        if (!in[k]) in[k] = s->seed.p;
+    if (st == CATTR_OK && n_outs > 0)
+        st = cx_plan_cache_get(&s->pc, s->g, s->consts, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, outs,
+                               n_outs, &p);
+    if (st == CATTR_OK && n_outs > 0 && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    if (st == CATTR_OK && n_outs > 0) st = cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    cattr_tensor_free(seed);
     return st;
 }
 
