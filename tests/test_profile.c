@@ -169,6 +169,14 @@ static int profiled_noise(const cattr_model *m, const cattr_tensor *x, int n, ca
     return profiled_copies(m, x, &p, 0);
 }
 
+/* A layer method with n_steps steps on layer conv2 (one chunk). */
+static int profiled_layer(const cattr_model *m, const cattr_tensor *x, int n_steps, cattr_method method) {
+    cattr_attr_params p = cattr_attr_default_params(method);
+    p.n_steps = n_steps;
+    p.layer = "conv2";
+    return profiled_copies(m, x, &p, 0);
+}
+
 /* Occlusion with 2x2 windows at `stride` (stride 1: 49 windows, 2: 16), in one pass. */
 static int profiled_occlusion(const cattr_model *m, const cattr_tensor *x, int64_t stride) {
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_OCCLUSION);
@@ -333,6 +341,17 @@ int main(void) {
     int g4 = profiled_noise(m, x, 4, CATTR_METHOD_GRADIENT_SHAP), g32 = profiled_noise(m, x, 32, CATTR_METHOD_GRADIENT_SHAP);
     printf("copy events: GradientShap 4 samples %d, 32 samples %d\n", g4, g32);
     CHECK(g4 > 0 && g4 == g32, "copies per GradientShap call grow with the samples: %d at 4, %d at 32", g4, g32);
+
+    /* the integrated layer methods: the inputs and the schedule go up once, the path is made on the backend */
+    int li8 = profiled_layer(m, x, 8, CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS);
+    int li64 = profiled_layer(m, x, 64, CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS);
+    printf("copy events: LayerIntegratedGradients 8 steps %d, 64 steps %d\n", li8, li64);
+    CHECK(li8 > 0 && li8 == li64, "copies per LayerIntegratedGradients call grow with the steps: %d at 8, %d at 64", li8,
+          li64);
+    int lc8 = profiled_layer(m, x, 8, CATTR_METHOD_LAYER_CONDUCTANCE);
+    int lc64 = profiled_layer(m, x, 64, CATTR_METHOD_LAYER_CONDUCTANCE);
+    printf("copy events: LayerConductance 8 steps %d, 64 steps %d\n", lc8, lc64);
+    CHECK(lc8 > 0 && lc8 == lc64, "copies per LayerConductance call grow with the steps: %d at 8, %d at 64", lc8, lc64);
 
     /* off: nothing is recorded */
     int before = cattr_profile_count(NULL);

@@ -19,6 +19,12 @@ cattr_status cx_derive_new(const cg_graph *m, cg_graph **g, int **map);
  * Errors: CATTR_ERR_NO_MEMORY. */
 cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in_map, int *map);
 
+/* As cx_graph_append_model, with model values rep[0..n_rep) replaced by g's values rep_by[]: every node that reads
+ * rep[k] reads rep_by[k] (the node computing rep[k] is still appended; map[rep[k]] is rep_by[k]). A second copy of m
+ * in the same graph shares the first copy's constants. */
+cattr_status cx_graph_append_model_replacing(cg_graph *g, const cg_graph *m, const int *in_map, int n_rep,
+                                             const int *rep, const int *rep_by, int *map);
+
 /* Plans of one graph by input shapes, dtypes and outputs; the least recently used is evicted. The one plan cache of
  * every method family and the language-model path. A zeroed cx_plan_cache is empty, keeps CX_PLAN_CACHE_DEFAULT
  * plans and lets each plan allocate its own working memory; cx_plan_cache_share_arena makes its plans share one. */

@@ -2,15 +2,16 @@
  * §4, §1.7-§1.10): LayerActivation, LayerGradientXActivation, LayerGradCam, InternalInfluence, LayerConductance,
  * LayerIntegratedGradients, NeuronGradient, NeuronIntegratedGradients, NeuronConductance.
  *
- * Every method is built from three graphs derived from the model, each run as one batched pass per chunk:
- *   - the layer graph: the model plus the gradient of the target-selected output w.r.t. the layer values;
+ * The methods are graphs derived from the model, run on the backend:
+ *   - the forward graph (the model itself): LayerActivation, and the shapes of the layer values;
+ *   - the layer graph: the model plus the gradient of the target-selected output w.r.t. the layer values, with the
+ *     suffixes of LayerGradientXActivation (g * a) and LayerGradCam (weights, weighted sum, ReLU) as ops;
  *   - the neuron graph: the model plus the gradient of the selected neuron (a seed over the layer value) w.r.t. the
- *     attributed inputs;
- *   - the replaced-layer graph (LayerIntegratedGradients): the model with the layer values read from new graph
- *     inputs (the uses of each layer value rewired), plus the gradient of the output w.r.t. those inputs.
- * Float32 runs reproduce Captum's float32 arithmetic: every +, -, * is done in double and rounded with cx_rnd, sums
- * over the integration steps follow torch's sum kernel (cx_torch_sum), step sizes are float32 in every dtype and the
- * alphas are cast to the compute dtype (as IntegratedGradients in gradient.c).
+ *     attributed inputs (NeuronGradient);
+ *   - the path graph (lpath, below) of the integrated methods: the path points made from x, the baselines and the
+ *     schedule, the gradient, and the weighted sum over the steps into accumulators kept on the backend.
+ * Step sizes are float32 in every dtype and the alphas are cast to the compute dtype (as IntegratedGradients in
+ * gradient.c); the sums over the steps are exact sums rounded once (GatherGrad).
  */
 #include "attr/internal.h"
 
@@ -32,6 +33,9 @@ typedef struct {
     cx_plan_cache pc; /* LG_CACHE plans, by input shapes and outputs */
 } lgraph;
 
+typedef struct lpath lpath;
+static void lpath_free(lpath *p);
+
 typedef struct {
     int n_l;                     /* layer tensors */
     int lv[CATTR_MAX_OUTPUTS];   /* their value ids */
@@ -40,8 +44,7 @@ typedef struct {
     int ga_grad[CATTR_MAX_OUTPUTS];
     lgraph gn;                   /* neuron graph, for gn_n attributed inputs */
     int gn_n, gn_grad[CX_MAX_IN];
-    lgraph gi;                   /* replaced-layer graph */
-    int gi_in[CATTR_MAX_OUTPUTS], gi_grad[CATTR_MAX_OUTPUTS], gi_y;
+    lpath *path;          /* the integrated methods' graph and buffers (lpath_run) */
     /* a method's suffix on the layer graph per layer tensor (layer_suffix): its key (0: none) and output */
     int sfx_key[CATTR_MAX_OUTPUTS], sfx_out[CATTR_MAX_OUTPUTS];
 } lstate;
@@ -58,7 +61,7 @@ static void layer_release(cattr_explainer *e) {
     lgraph_free(&s->gf);
     lgraph_free(&s->ga);
     lgraph_free(&s->gn);
-    lgraph_free(&s->gi);
+    lpath_free(s->path);
     free(s);
     e->method_state = NULL;
 }
@@ -182,31 +185,6 @@ static cattr_status ensure_gn(cattr_explainer *e, lstate *s, int n) {
     CX_CHECK(cg_autodiff(s->gn.g, s->lv[0], seed, wrt, n, &r, s->gn_grad));
     s->gn_n = n;
     return CATTR_OK;
-}
-
-/* The replaced-layer graph: model inputs, then one input per layer value (its uses rewired to it), then the seed. */
-static cattr_status ensure_gi(cattr_explainer *e, lstate *s) {
-    if (s->gi.g) return CATTR_OK;
-    CX_CHECK(clone_model(e, &s->gi));
-    cg_graph *g = s->gi.g;
-    int y = cx_model_output(e->m);
-    for (int k = 0; k < s->n_l; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "__cattr_layer_%d__", k);
-        int r = cg_add_input(g, name);
-        if (r < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        s->gi_in[k] = r;
-        for (int i = 0; i < g->n_nodes; i++)
-            for (int j = 0; j < g->nodes[i].n_in; j++)
-                if (g->nodes[i].in[j] == s->lv[k]) g->nodes[i].in[j] = r;
-        if (y == s->lv[k]) y = r;
-    }
-    int seed = cg_add_input(g, "__cattr_seed__");
-    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    s->gi_y = y;
-    cg_rules r;
-    cg_rules_default(&r);
-    return cg_autodiff(g, y, seed, s->gi_in, s->n_l, &r, s->gi_grad);
 }
 
 /* ---- seeds: the target over the output, the neuron over the layer ----------------------------------------------- */
@@ -341,13 +319,6 @@ static cattr_status neuron_select(const cattr_attr_params *p, int nd, const int6
     return CATTR_OK;
 }
 
-/* The selected neuron's value in row r of a layer tensor t (the sum of the selection, in torch's order). */
-static double neuron_value(cattr_dtype dt, const neuron_sel *ns, const cattr_tensor *t, int64_t r, double *buf) {
-    if (ns->n_sel == 1) return cx_tensor_get(t, r * ns->per + ns->sel[0]);
-    for (int64_t q = 0; q < ns->n_sel; q++) buf[q] = cx_tensor_get(t, r * ns->per + ns->sel[q]);
-    return cx_torch_sum(dt, buf, ns->n_sel, 0, 1);
-}
-
 /* ---- passes ------------------------------------------------------------------------------------------------- */
 
 /* Layer activations (and, want_grad, the target's gradients w.r.t. them) for inputs xs of reps*B rows. */
@@ -459,57 +430,6 @@ static cattr_status points_per_chunk(cattr_explainer *e, cx_call *c, int n, int 
     return CATTR_OK;
 }
 
-/* The path points [s0, s1) of start + alpha * (end - start), step-major (rows s*B + b), in the dtype's arithmetic. */
-static cattr_tensor *path_points(cattr_dtype dt, const cattr_tensor *end, const cattr_tensor *start,
-                                 const double *alphas, int s0, int s1) {
-    int64_t sh[CATTR_MAX_DIMS], m = end->numel;
-    memcpy(sh, end->shape, sizeof sh);
-    sh[0] *= s1 - s0;
-    cattr_tensor *o = cx_tensor_alloc(dt, end->ndim, sh);
-    if (!o) return NULL;
-    for (int64_t k = 0; k < m; k++) {
-        double b = cx_tensor_get(start, k), d = cx_rnd(dt, cx_tensor_get(end, k) - b);
-        for (int s = s0; s < s1; s++) cx_tensor_set(o, (int64_t)(s - s0) * m + k, cx_rnd(dt, b + cx_rnd(dt, alphas[s] * d)));
-    }
-    return o;
-}
-
-/* part[j] = torch's sum over the steps s of g[s*M + j] * w[s] (Captum's _reshape_and_sum of the scaled grads). */
-static cattr_status weighted_step_sum(cattr_dtype dt, const cattr_tensor *g, const double *w, int reps, double *part) {
-    int64_t M = g->numel / reps;
-    double *col = malloc((size_t)(reps + 1) * sizeof *col);
-    if (!col) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t j = 0; j < M; j++) {
-        for (int s = 0; s < reps; s++) col[s] = cx_rnd(dt, cx_tensor_get(g, (int64_t)s * M + j) * w[s]);
-        part[j] = cx_torch_sum(dt, col, reps, j, M);
-    }
-    free(col);
-    return CATTR_OK;
-}
-
-/* attr (allocated on the first chunk with shape sh, batch B) += part, in the dtype (chunk results are added, §1.10). */
-static cattr_status accumulate(cattr_dtype dt, int nd, const int64_t *sh, int64_t B, const double *part, bool first,
-                               cattr_tensor **attr) {
-    if (first) {
-        int64_t s2[CATTR_MAX_DIMS];
-        memcpy(s2, sh, sizeof s2);
-        s2[0] = B;
-        *attr = cx_tensor_alloc(dt, nd, s2);
-        if (!*attr) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int64_t j = 0; j < (*attr)->numel; j++)
-        cx_tensor_set(*attr, j, first ? part[j] : cx_rnd(dt, cx_tensor_get(*attr, j) + part[j]));
-    return CATTR_OK;
-}
-
-/* part[j] *= (end[j] - start[j]) in the dtype (IG's multiply by inputs). */
-static void times_diff(cattr_dtype dt, const cattr_tensor *end, const cattr_tensor *start, double *part) {
-    for (int64_t j = 0; j < end->numel; j++)
-        part[j] = cx_rnd(dt, part[j] * cx_rnd(dt, cx_tensor_get(end, j) - cx_tensor_get(start, j)));
-}
-
-static double *alloc_parts(int64_t n) { return malloc((size_t)(n + 1) * sizeof(double)); }
-
 /* Convergence delta of layer attributions against the input-space endpoints (§1.11). */
 static cattr_status layer_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr, int n_attr,
                                 cattr_tensor **delta) {
@@ -524,13 +444,6 @@ static cattr_status layer_delta(cattr_explainer *e, cx_call *c, cattr_tensor *co
 }
 
 /* ---- LayerActivation, LayerGradientXActivation, LayerGradCam ------------------------------------------------- */
-
-static void free_all(cattr_tensor **t, int n) {
-    for (int i = 0; i < n; i++) {
-        cattr_tensor_free(t[i]);
-        t[i] = NULL;
-    }
-}
 
 static cattr_status layer_activation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
@@ -630,231 +543,431 @@ static cattr_status neuron_gradient(cattr_explainer *e, cx_call *c, cattr_tensor
     return neuron_pass(e, c, c->x, 1, CX_TILE, attr);
 }
 
-/* ---- InternalInfluence, LayerConductance ---------------------------------------------------------------------- */
+/* ---- integrated methods as one derived graph -----------------------------------------------------------------
+ * InternalInfluence, LayerConductance, NeuronIntegratedGradients, NeuronConductance and LayerIntegratedGradients run
+ * a chunk of path points as one graph on the backend, built like IG's (gradient.c) for the call's ranks (rows r of a
+ * chunk are step-major, r = s*B + b; rows[r] = b):
+ *   prefix   input-space path (all but LayerIG): p_i = Gather(b_i, rows) + alpha * (Gather(x_i, rows) - Gather(b_i, rows))
+ *            LayerIG: the model on x and on the baselines gives the layer values a_k and a0_k; the path is
+ *            p_k = Gather(a0_k, rows) + alpha * (Gather(a_k, rows) - Gather(a0_k, rows)), and the model runs on
+ *            Gather(x_i, rows) with every use of layer value k reading p_k
+ *   gradient InternalInfluence, LayerConductance: of the target w.r.t. the layer values; LayerIG: w.r.t. p_k;
+ *            the neuron methods: of the neuron (seeded by the neuron mask over the layer) w.r.t. p_i, NeuronConductance
+ *            times dF/dn per row (the target's gradient at the layer, summed over the neuron's positions)
+ *   suffix   out = acc + GatherGrad(grad * step, rows, acc) (times (x - b) or (a - a0) for the IG forms with
+ *            multiply_by_inputs); LayerConductance: acc + GatherGrad((a[next] - a[cur]) * grad[cur], pair, acc) over the
+ *            chunk's consecutive points (chunks share their end points, as Captum's)
+ * A call uploads x, b, the additional inputs, the seeds and the schedule (rows, alphas, step sizes, conductance's
+ * pairs) once, keeps the accumulators on the backend from chunk to chunk, and downloads the attributions once. */
 
-/* InternalInfluence: sum_k step_k * dF/da(x' + alpha_k (x - x')), no multiply. */
+enum { PK_II = 1, PK_LC, PK_NIG, PK_NC, PK_LIG };
+
+#define LP_MAX_IN (6 * CX_MAX_IN + 4 * CATTR_MAX_OUTPUTS + 8)
+
+struct lpath {
+    int kind, n, n_add, n_l, xr[CX_MAX_IN], lr[CATTR_MAX_OUTPUTS]; /* what the graph was built for */
+    cattr_dtype dt;
+    cg_graph *g;
+    cx_consts *consts;
+    cx_plan_cache pc;
+    int n_in; /* graph inputs, positions below */
+    int in_x, in_b, in_add, in_seed, in_nseed, in_rows, in_alpha, in_step, in_acc, in_cur, in_next, in_pair;
+    int n_out, outs[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
+    cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, nseed, rows, alpha, step, cur, next, pair;
+    cx_dbuf acc[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
+};
+
+static void lpath_free(lpath *p) {
+    if (!p) return;
+    cx_plan_cache_clear(&p->pc);
+    cg_free(p->g);
+    cx_consts_free(p->consts);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&p->x[i]);
+        cx_dbuf_free(&p->b[i]);
+        cx_dbuf_free(&p->add[i]);
+    }
+    for (size_t k = 0; k < CX_ARRAY_LEN(p->acc); k++) cx_dbuf_free(&p->acc[k]);
+    cx_dbuf *one[] = {&p->seed, &p->nseed, &p->rows, &p->alpha, &p->step, &p->cur, &p->next, &p->pair};
+    for (size_t k = 0; k < CX_ARRAY_LEN(one); k++) cx_dbuf_free(one[k]);
+    free(p);
+}
+
+static int em2(cg_graph *g, cg_op op, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
+}
+
+/* b + alpha * (x - b) over the rows, in Captum's order */
+static int path_prefix(cg_graph *g, int x, int b, int alpha, int rows) {
+    int xt = em2(g, CG_GATHER, "__lp_xt", x, rows), bt = em2(g, CG_GATHER, "__lp_bt", b, rows);
+    return em2(g, CG_ADD, "__lp_scaled", bt, em2(g, CG_MUL, "__lp_alpha_diff", alpha, em2(g, CG_SUB, "__lp_diff", xt, bt)));
+}
+
+static cattr_status lpath_build(cattr_explainer *e, lstate *s, lpath *p) {
+    const cg_graph *m = e->m->g;
+    int n = p->n, na = p->n_add, nl = p->n_l, kind = p->kind;
+    bool lig = kind == PK_LIG, neuron = kind == PK_NIG || kind == PK_NC, lc = kind == PK_LC;
+    int n_acc = neuron ? n : nl, n_step = neuron ? n : nl; /* alpha: per input, LayerIG per layer */
+    int n_alpha = lig ? nl : n;
+    p->in_x = 0;
+    p->in_b = n;
+    p->in_add = 2 * n;
+    p->in_seed = 2 * n + na;
+    p->in_nseed = p->in_seed + 1;
+    p->in_rows = p->in_nseed + 1;
+    p->in_alpha = p->in_rows + 1;
+    p->in_step = p->in_alpha + n_alpha;
+    p->in_acc = p->in_step + n_step;
+    p->in_cur = p->in_acc + n_acc;
+    p->in_next = p->in_cur + 1;
+    p->in_pair = p->in_next + 1;
+    p->n_in = p->in_pair + 1;
+    cg_graph *g = NULL;
+    int *map = NULL, *map_x = NULL, *map_b = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    int v[LP_MAX_IN], bad = 0;
+    for (int k = 0; k < p->n_in; k++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "__lp_in%d", k);
+        bad |= (v[k] = cg_add_input(g, nm)) < 0;
+    }
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    int rows = v[p->in_rows], in_map[2 * CX_MAX_IN], wrt[CATTR_MAX_OUTPUTS > CX_MAX_IN ? CATTR_MAX_OUTPUTS : CX_MAX_IN];
+    int rep_by[CATTR_MAX_OUTPUTS], a[CATTR_MAX_OUTPUTS], a0[CATTR_MAX_OUTPUTS];
+    if (st == CATTR_OK && lig) { /* the layer values at x and at the baselines */
+        map_x = malloc((size_t)(m->n_vals + 1) * sizeof *map_x);
+        map_b = malloc((size_t)(m->n_vals + 1) * sizeof *map_b);
+        if (!map_x || !map_b) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int i = 0; i < n + na; i++) in_map[i] = i < n ? v[p->in_x + i] : v[p->in_add + i - n];
+        if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map_x);
+        for (int i = 0; i < n; i++) in_map[i] = v[p->in_b + i];
+        if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map_b);
+        for (int k = 0; k < nl && st == CATTR_OK; k++) {
+            a[k] = map_x[s->lv[k]];
+            a0[k] = map_b[s->lv[k]];
+            rep_by[k] = path_prefix(g, a[k], a0[k], v[p->in_alpha + k], rows);
+            if (rep_by[k] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        for (int i = 0; i < n && st == CATTR_OK; i++)
+            if ((in_map[i] = em2(g, CG_GATHER, "__lp_x_rows", v[p->in_x + i], rows)) < 0)
+                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    } else {
+        for (int i = 0; i < n && st == CATTR_OK; i++)
+            if ((in_map[i] = path_prefix(g, v[p->in_x + i], v[p->in_b + i], v[p->in_alpha + i], rows)) < 0)
+                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int j = 0; j < na && st == CATTR_OK; j++)
+        if ((in_map[n + j] = em2(g, CG_GATHER, "__lp_add_rows", v[p->in_add + j], rows)) < 0)
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_graph_append_model_replacing(g, m, in_map, lig ? nl : 0, s->lv, rep_by, map);
+    int y = st == CATTR_OK ? map[cx_model_output(e->m)] : -1;
+    int seed = em2(g, CG_GATHER, "__lp_seed_rows", v[p->in_seed], rows);
+    int grads[CATTR_MAX_OUTPUTS > CX_MAX_IN ? CATTR_MAX_OUTPUTS : CX_MAX_IN];
+    cg_rules std;
+    cg_rules_default(&std);
+    if (st == CATTR_OK && seed < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && neuron) {
+        int nseed = em2(g, CG_GATHER, "__lp_neuron_rows", v[p->in_nseed], rows);
+        st = nseed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory")
+                       : cg_autodiff(g, map[s->lv[0]], nseed, in_map, n, &std, grads);
+        if (st == CATTR_OK && kind == PK_NC) { /* dF/dn per row, broadcast over each input's row */
+            int gl = -1;
+            st = cg_autodiff(g, y, seed, &map[s->lv[0]], 1, &std, &gl);
+            cg_attrs ra = cg_attrs_default();
+            for (int d = 1; d < p->lr[0]; d++) ra.ints[ra.n_ints++] = d;
+            ra.index = 0;
+            int sel = st == CATTR_OK ? em2(g, CG_MUL, "__lp_neuron_grad", gl, nseed) : -1;
+            int mid = sel < 0 ? -1 : p->lr[0] > 1 ? cg_emit(g, CG_REDUCE_SUM, "__lp_dfdn", &sel, 1, &ra) : sel;
+            for (int i = 0; i < n && st == CATTR_OK; i++) {
+                cg_attrs ua = cg_attrs_default();
+                for (int d = 1; d < p->xr[i]; d++) ua.ints[ua.n_ints++] = d;
+                int mi = mid < 0 ? -1 : ua.n_ints ? cg_emit(g, CG_UNSQUEEZE, "__lp_dfdn_rows", &mid, 1, &ua) : mid;
+                if ((grads[i] = em2(g, CG_MUL, "__lp_conductance", grads[i], mi)) < 0)
+                    st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            }
+        }
+    } else if (st == CATTR_OK) {
+        for (int k = 0; k < nl; k++) wrt[k] = lig ? rep_by[k] : map[s->lv[k]];
+        st = cg_autodiff(g, y, seed, wrt, nl, &std, grads);
+    }
+    p->n_out = n_acc;
+    for (int k = 0; k < n_acc && st == CATTR_OK; k++) {
+        int acc = v[p->in_acc + k], val;
+        if (lc) {
+            int act = map[s->lv[k]];
+            int d = em2(g, CG_SUB, "__lp_act_diff", em2(g, CG_GATHER, "__lp_act_next", act, v[p->in_next]),
+                        em2(g, CG_GATHER, "__lp_act_cur", act, v[p->in_cur]));
+            int prod = em2(g, CG_MUL, "__lp_diff_x_grad", d, em2(g, CG_GATHER, "__lp_grad_cur", grads[k], v[p->in_cur]));
+            int in3[3] = {prod, v[p->in_pair], acc};
+            val = prod < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__lp_point_sum", in3, 3, NULL);
+        } else {
+            int w = em2(g, CG_MUL, "__lp_weighted", grads[k], v[p->in_step + k]);
+            int in3[3] = {w, rows, acc};
+            val = w < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__lp_step_sum", in3, 3, NULL);
+            if (e->p.multiply_by_inputs && kind != PK_II)
+                val = lig ? em2(g, CG_MUL, "__lp_times_diff", val, em2(g, CG_SUB, "__lp_a_minus_a0", a[k], a0[k]))
+                          : em2(g, CG_MUL, "__lp_times_diff", val, em2(g, CG_SUB, "__lp_x_minus_b", v[p->in_x + k], v[p->in_b + k]));
+        }
+        if ((p->outs[k] = em2(g, CG_ADD, "__lp_acc_out", acc, val)) < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    free(map);
+    free(map_x);
+    free(map_b);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    p->g = g;
+    return CATTR_OK;
+}
+
+/* The state for this call: the graph of `kind` for these inputs, layer ranks and dtype (rebuilt when they change). */
+static cattr_status lpath_for(cattr_explainer *e, lstate *s, cx_call *c, int kind, const int *lr, lpath **out) {
+    lpath *p = s->path;
+    bool same = p && p->kind == kind && p->n == c->n && p->n_add == c->n_add && p->dt == c->dt;
+    for (int i = 0; same && i < c->n; i++) same = p->xr[i] == c->x[i]->ndim;
+    for (int k = 0; same && k < s->n_l; k++) same = p->lr[k] == lr[k];
+    if (!same) {
+        lpath_free(p);
+        s->path = p = calloc(1, sizeof *p);
+        if (!p) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        p->kind = kind;
+        p->n = c->n;
+        p->n_add = c->n_add;
+        p->n_l = s->n_l;
+        p->dt = c->dt;
+        for (int i = 0; i < c->n; i++) p->xr[i] = c->x[i]->ndim;
+        for (int k = 0; k < s->n_l; k++) p->lr[k] = lr[k];
+        cx_plan_cache_share_arena(&p->pc, e->be);
+        cattr_status st = lpath_build(e, s, p);
+        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &p->consts);
+        if (st != CATTR_OK) {
+            lpath_free(p);
+            s->path = NULL;
+            return st;
+        }
+    }
+    *out = p;
+    return CATTR_OK;
+}
+
+/* The integrated method `kind` over the call: attr[] new tensors (one per layer tensor, the neuron methods one per
+ * input). */
+static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_tensor **attr) {
+    lstate *s = e->method_state;
+    bool neuron = kind == PK_NIG || kind == PK_NC, lc = kind == PK_LC, lig = kind == PK_LIG;
+    int nl = s->n_l, npts = lc ? e->p.n_steps + 1 : e->p.n_steps, chunk = npts;
+    int64_t B = c->B;
+    size_t es = cattr_dtype_size(c->dt);
+    cx_view lv[CATTR_MAX_OUTPUTS], ov;
+    int lr[CATTR_MAX_OUTPUTS];
+    lpass pi;
+    ensure_gf(e, s);
+    cattr_status st = lp_setup(&s->gf, c, c->x, 1, CX_TILE, &pi);
+    for (int k = 0; k < nl && st == CATTR_OK; k++) {
+        st = lg_view(e, &s->gf, &pi, s->lv[k], &lv[k]);
+        lr[k] = lv[k].ndim;
+        if (st == CATTR_OK && (lv[k].ndim < 1 || lv[k].shape[0] != B))
+            st = cx_fail(CATTR_ERR_SHAPE, "the layer has %lld rows; expected the batch (%lld) first",
+                         (long long)(lv[k].ndim ? lv[k].shape[0] : 0), (long long)B);
+    }
+    if (st == CATTR_OK) st = lg_view(e, &s->gf, &pi, cx_model_output(e->m), &ov);
+    lp_free(&pi);
+    lpath *p = NULL;
+    double *alphas = NULL, *steps = NULL;
+    cattr_tensor *seed = NULL, *nseed = NULL, *al = NULL, *stp = NULL;
+    int64_t *ib = NULL;
+    neuron_sel ns = {0};
+    if (st == CATTR_OK) st = lpath_for(e, s, c, kind, lr, &p);
+    if (st == CATTR_OK) st = quad_points(e, npts, &alphas, &steps);
+    if (st == CATTR_OK) st = points_per_chunk(e, c, npts, lc ? 2 : 1, &chunk);
+    if (st == CATTR_OK && kind != PK_NIG) st = target_seed(c, &ov, 1, CX_TILE, &seed); /* NeuronIG has no target */
+    if (st == CATTR_OK && neuron) st = neuron_select(&e->p, lv[0].ndim, lv[0].shape, &ns);
+    if (st == CATTR_OK && neuron) { /* the neuron's mask over one block of the layer */
+        nseed = cx_tensor_alloc(c->dt, lv[0].ndim, lv[0].shape);
+        if (!nseed) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else {
+            memset(nseed->data, 0, (size_t)nseed->numel * es);
+            for (int64_t r = 0; r < B; r++)
+                for (int64_t q = 0; q < ns.n_sel; q++) cx_tensor_set(nseed, r * ns.per + ns.sel[q], 1.0);
+        }
+    }
+    /* the call and the schedule, uploaded once */
+    int64_t all = (int64_t)npts * B, maxr = (int64_t)chunk * B;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        st = cx_dbuf_fit(e->be, &p->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->b[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
+        st = cx_dbuf_fit(e->be, &p->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+                         c->add[j]->data, false);
+    if (st == CATTR_OK && seed) st = cx_dbuf_fit(e->be, &p->seed, (size_t)seed->numel * es, seed->data, false);
+    if (st == CATTR_OK && neuron) st = cx_dbuf_fit(e->be, &p->nseed, (size_t)nseed->numel * es, nseed->data, false);
+    for (int k = 0; k < p->n_out && st == CATTR_OK; k++) {
+        int64_t cnt = neuron ? c->x[k]->numel : cx_view_numel(&lv[k]);
+        st = cx_dbuf_fit(e->be, &p->acc[k], (size_t)cnt * es, NULL, true);
+    }
+    if (st == CATTR_OK) {
+        ib = malloc((size_t)(3 * maxr + 1) * sizeof *ib);
+        al = cx_tensor_alloc(c->dt, 1, &all);
+        stp = cx_tensor_alloc(c->dt, 1, &all);
+        if (!ib || !al || !stp) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        for (int64_t r = 0; r < all; r++) {
+            cx_tensor_set(al, r, alphas[r / B]);
+            cx_tensor_set(stp, r, steps[r / B]);
+        }
+        for (int64_t r = 0; r < maxr; r++) ib[r] = r % B;
+        st = cx_dbuf_fit(e->be, &p->rows, (size_t)maxr * sizeof *ib, ib, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->alpha, (size_t)all * es, al->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->step, (size_t)all * es, stp->data, false);
+    }
+    if (st == CATTR_OK && lc) { /* consecutive points of a chunk: rows q*B + b and (q+1)*B + b, example b */
+        int64_t np = maxr - B > 0 ? maxr - B : 1;
+        for (int64_t r = 0; r < np; r++) {
+            ib[r] = r;
+            ib[np + r] = r + B;
+            ib[2 * np + r] = r % B;
+        }
+        st = cx_dbuf_fit(e->be, &p->cur, (size_t)np * sizeof *ib, ib, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->next, (size_t)np * sizeof *ib, ib + np, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->pair, (size_t)np * sizeof *ib, ib + 2 * np, false);
+    }
+    /* the chunks (LayerConductance's share their end points) */
+    for (int s0 = 0; st == CATTR_OK && s0 < (lc ? npts - 1 : npts);) {
+        int s1 = s0 + chunk < npts ? s0 + chunk : npts, P = s1 - s0;
+        int64_t R = (int64_t)P * B;
+        int nd[LP_MAX_IN];
+        int64_t sh[LP_MAX_IN][CATTR_MAX_DIMS];
+        cattr_dtype dt[LP_MAX_IN];
+        void *in[LP_MAX_IN], *outp[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
+        for (int k = 0; k < p->n_in; k++) { /* stand-ins for the inputs this kind does not read */
+            nd[k] = 1;
+            sh[k][0] = 1;
+            dt[k] = CATTR_INT64;
+            in[k] = p->rows.p;
+        }
+        for (int i = 0; i < c->n; i++) {
+            nd[p->in_x + i] = nd[p->in_b + i] = c->x[i]->ndim;
+            memcpy(sh[p->in_x + i], c->x[i]->shape, sizeof sh[0]);
+            memcpy(sh[p->in_b + i], c->x[i]->shape, sizeof sh[0]);
+            dt[p->in_x + i] = dt[p->in_b + i] = c->dt;
+            in[p->in_x + i] = p->x[i].p;
+            in[p->in_b + i] = p->b[i].p;
+        }
+        for (int j = 0; j < c->n_add; j++) {
+            nd[p->in_add + j] = c->add[j]->ndim;
+            memcpy(sh[p->in_add + j], c->add[j]->shape, sizeof sh[0]);
+            dt[p->in_add + j] = c->add[j]->dtype;
+            in[p->in_add + j] = p->add[j].p;
+        }
+        if (seed) {
+            nd[p->in_seed] = seed->ndim;
+            memcpy(sh[p->in_seed], seed->shape, sizeof sh[0]);
+            dt[p->in_seed] = c->dt;
+            in[p->in_seed] = p->seed.p;
+        }
+        if (neuron) {
+            nd[p->in_nseed] = nseed->ndim;
+            memcpy(sh[p->in_nseed], nseed->shape, sizeof sh[0]);
+            dt[p->in_nseed] = c->dt;
+            in[p->in_nseed] = p->nseed.p;
+        }
+        sh[p->in_rows][0] = R;
+        size_t off = (size_t)s0 * (size_t)B * es;
+        int n_alpha = lig ? nl : c->n, n_step = neuron ? c->n : nl;
+        for (int k = 0; k < n_alpha; k++) {
+            int r = lig ? lr[k] : c->x[k]->ndim, at = p->in_alpha + k;
+            nd[at] = r;
+            for (int d = 0; d < r; d++) sh[at][d] = d ? 1 : R;
+            dt[at] = c->dt;
+            in[at] = (char *)p->alpha.p + off;
+        }
+        for (int k = 0; k < n_step && !lc; k++) {
+            int r = neuron ? c->x[k]->ndim : lr[k], at = p->in_step + k;
+            nd[at] = r;
+            for (int d = 0; d < r; d++) sh[at][d] = d ? 1 : R;
+            dt[at] = c->dt;
+            in[at] = (char *)p->step.p + off;
+        }
+        for (int k = 0; k < p->n_out; k++) {
+            int at = p->in_acc + k;
+            if (neuron) {
+                nd[at] = c->x[k]->ndim;
+                memcpy(sh[at], c->x[k]->shape, sizeof sh[0]);
+            } else {
+                nd[at] = lv[k].ndim;
+                memcpy(sh[at], lv[k].shape, sizeof sh[0]);
+            }
+            dt[at] = c->dt;
+            in[at] = outp[k] = p->acc[k].p;
+        }
+        if (lc) {
+            sh[p->in_cur][0] = sh[p->in_next][0] = sh[p->in_pair][0] = R - B;
+            in[p->in_cur] = p->cur.p;
+            in[p->in_next] = p->next.p;
+            in[p->in_pair] = p->pair.p;
+        }
+        cx_plan *pl = NULL;
+        st = cx_plan_cache_get(&p->pc, p->g, p->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, p->outs, p->n_out, &pl);
+        if (st == CATTR_OK && cx_plan_bytes(pl) > e->peak) e->peak = cx_plan_bytes(pl);
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, outp);
+        if (st == CATTR_OK && e->p.progress) e->p.progress(lc ? s1 - 1 : s1, lc ? npts - 1 : npts, e->p.progress_user);
+        s0 = lc ? s1 - 1 : s1;
+    }
+    for (int k = 0; k < p->n_out && st == CATTR_OK; k++) { /* the attributions, down once */
+        attr[k] = neuron ? cx_tensor_alloc(c->dt, c->x[k]->ndim, c->x[k]->shape) : cx_tensor_alloc(c->dt, lv[k].ndim, lv[k].shape);
+        if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else st = cx_copy_out(e->be, attr[k]->data, p->acc[k].p, (size_t)attr[k]->numel * es);
+    }
+    free(alphas);
+    free(steps);
+    free(ib);
+    free(ns.sel);
+    cattr_tensor_free(al);
+    cattr_tensor_free(stp);
+    cattr_tensor_free(seed);
+    cattr_tensor_free(nseed);
+    if (st != CATTR_OK) {
+        for (int k = 0; p && k < p->n_out; k++) {
+            cattr_tensor_free(attr[k]);
+            attr[k] = NULL;
+        }
+        return st;
+    }
+    if (!neuron) c->n_out = nl;
+    return CATTR_OK;
+}
+
 static cattr_status internal_influence(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
-    lstate *s = e->method_state;
-    int n = e->p.n_steps, chunk = n;
-    double *alphas = NULL, *steps = NULL, *part = NULL;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *acts[CATTR_MAX_OUTPUTS] = {0}, *grads[CATTR_MAX_OUTPUTS] = {0};
-    cattr_status st = quad_points(e, n, &alphas, &steps);
-    if (st == CATTR_OK) st = points_per_chunk(e, c, n, 1, &chunk);
-    for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
-        int s1 = s0 + chunk < n ? s0 + chunk : n;
-        for (int i = 0; i < c->n && st == CATTR_OK; i++)
-            if (!(xs[i] = path_points(c->dt, c->x[i], c->base[i], alphas, s0, s1)))
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = layer_pass(e, c, xs, s1 - s0, CX_TILE, true, acts, grads);
-        for (int k = 0; k < s->n_l && st == CATTR_OK; k++) {
-            int64_t M = grads[k]->numel / (s1 - s0);
-            free(part);
-            part = alloc_parts(M);
-            if (!part) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            if (st == CATTR_OK) st = weighted_step_sum(c->dt, grads[k], steps + s0, s1 - s0, part);
-            if (st == CATTR_OK) st = accumulate(c->dt, acts[k]->ndim, acts[k]->shape, c->B, part, s0 == 0, &attr[k]);
-        }
-        free_all(xs, c->n);
-        free_all(acts, s->n_l);
-        free_all(grads, s->n_l);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
-    }
-    free(alphas);
-    free(steps);
-    free(part);
-    if (st != CATTR_OK) return st;
-    c->n_out = s->n_l;
-    return CATTR_OK;
+    return lpath_run(e, c, PK_II, attr);
 }
 
-/* LayerConductance: n_steps+1 points; sum_{k<n} dF/da(alpha_k) * (a(alpha_{k+1}) - a(alpha_k)). Chunks share their
- * endpoints (Captum's include_endpoint). */
 static cattr_status layer_conductance(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    lstate *s = e->method_state;
-    int n = e->p.n_steps + 1, chunk = n;
-    double *alphas = NULL, *steps = NULL, *part = NULL, *col = NULL;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *acts[CATTR_MAX_OUTPUTS] = {0}, *grads[CATTR_MAX_OUTPUTS] = {0};
-    cattr_status st = quad_points(e, n, &alphas, &steps);
-    if (st == CATTR_OK) st = points_per_chunk(e, c, n, 2, &chunk);
-    if (st == CATTR_OK && !(col = alloc_parts(chunk))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    bool first = true;
-    for (int s0 = 0; s0 < n - 1 && st == CATTR_OK;) {
-        int s1 = s0 + chunk < n ? s0 + chunk : n, P = s1 - s0;
-        for (int i = 0; i < c->n && st == CATTR_OK; i++)
-            if (!(xs[i] = path_points(c->dt, c->x[i], c->base[i], alphas, s0, s1)))
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = layer_pass(e, c, xs, P, CX_TILE, true, acts, grads);
-        for (int k = 0; k < s->n_l && st == CATTR_OK; k++) {
-            int64_t M = acts[k]->numel / P;
-            free(part);
-            part = alloc_parts(M);
-            if (!part) {
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-                break;
-            }
-            for (int64_t j = 0; j < M; j++) {
-                for (int q = 0; q + 1 < P; q++) {
-                    double d = cx_rnd(c->dt, cx_tensor_get(acts[k], (int64_t)(q + 1) * M + j) -
-                                                 cx_tensor_get(acts[k], (int64_t)q * M + j));
-                    col[q] = cx_rnd(c->dt, d * cx_tensor_get(grads[k], (int64_t)q * M + j));
-                }
-                part[j] = cx_torch_sum(c->dt, col, P - 1, j, M);
-            }
-            st = accumulate(c->dt, acts[k]->ndim, acts[k]->shape, c->B, part, first, &attr[k]);
-        }
-        first = false;
-        free_all(xs, c->n);
-        free_all(acts, s->n_l);
-        free_all(grads, s->n_l);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1 - 1, n - 1, e->p.progress_user);
-        s0 = s1 - 1;
-    }
-    free(alphas);
-    free(steps);
-    free(part);
-    free(col);
-    if (st != CATTR_OK) return st;
-    c->n_out = s->n_l;
-    if (delta && e->p.return_convergence_delta) CX_CHECK(layer_delta(e, c, attr, s->n_l, delta));
+    CX_CHECK(lpath_run(e, c, PK_LC, attr));
+    if (delta && e->p.return_convergence_delta) CX_CHECK(layer_delta(e, c, attr, c->n_out, delta));
     return CATTR_OK;
-}
-
-/* ---- NeuronIntegratedGradients, NeuronConductance ------------------------------------------------------------ */
-
-/* IG over the input path with the gradient of the neuron (conductance: times dF/dn, the target's gradient at the
- * neuron): sum_k step_k * grad_k, times (x - x') when multiply_by_inputs. */
-static cattr_status neuron_path(cattr_explainer *e, cx_call *c, bool conductance, cattr_tensor **attr) {
-    lstate *s = e->method_state;
-    int n = e->p.n_steps, chunk = n;
-    double *alphas = NULL, *steps = NULL, *part = NULL, *mid = NULL, *buf = NULL;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *gx[CX_MAX_IN] = {0}, *acts[CATTR_MAX_OUTPUTS] = {0},
-                 *grads[CATTR_MAX_OUTPUTS] = {0};
-    neuron_sel ns = {0};
-    cattr_status st = quad_points(e, n, &alphas, &steps);
-    if (st == CATTR_OK) st = points_per_chunk(e, c, n, 1, &chunk);
-    for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
-        int s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
-        for (int i = 0; i < c->n && st == CATTR_OK; i++)
-            if (!(xs[i] = path_points(c->dt, c->x[i], c->base[i], alphas, s0, s1)))
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = neuron_pass(e, c, xs, reps, CX_TILE, gx);
-        if (st == CATTR_OK && conductance) { /* dF/dn per row: the selection of the layer gradient */
-            st = layer_pass(e, c, xs, reps, CX_TILE, true, acts, grads);
-            free(ns.sel);
-            ns.sel = NULL;
-            if (st == CATTR_OK) st = neuron_select(&e->p, grads[0]->ndim, grads[0]->shape, &ns);
-            free(mid);
-            free(buf);
-            mid = alloc_parts(grads[0]->shape[0]);
-            buf = ns.sel ? alloc_parts(ns.n_sel) : NULL;
-            if (st == CATTR_OK && (!mid || !buf)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            for (int64_t r = 0; st == CATTR_OK && r < grads[0]->shape[0]; r++)
-                mid[r] = neuron_value(c->dt, &ns, grads[0], r, buf);
-        }
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            int64_t M = c->x[i]->numel, per = c->B ? M / c->B : 0;
-            if (conductance)
-                for (int64_t q = 0; q < gx[i]->numel; q++)
-                    cx_tensor_set(gx[i], q, cx_rnd(c->dt, cx_tensor_get(gx[i], q) * mid[per ? q / per : 0]));
-            free(part);
-            part = alloc_parts(M);
-            if (!part) {
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-                break;
-            }
-            st = weighted_step_sum(c->dt, gx[i], steps + s0, reps, part);
-            if (st == CATTR_OK && e->p.multiply_by_inputs) times_diff(c->dt, c->x[i], c->base[i], part);
-            if (st == CATTR_OK) st = accumulate(c->dt, c->x[i]->ndim, c->x[i]->shape, c->B, part, s0 == 0, &attr[i]);
-        }
-        free_all(xs, c->n);
-        free_all(gx, c->n);
-        free_all(acts, s->n_l);
-        free_all(grads, s->n_l);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
-    }
-    free(alphas);
-    free(steps);
-    free(part);
-    free(mid);
-    free(buf);
-    free(ns.sel);
-    return st;
 }
 
 static cattr_status neuron_integrated_gradients(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
                                                 cattr_tensor **delta) {
     (void)delta;
-    return neuron_path(e, c, false, attr);
+    return lpath_run(e, c, PK_NIG, attr);
 }
 
 static cattr_status neuron_conductance(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
-    return neuron_path(e, c, true, attr);
+    return lpath_run(e, c, PK_NC, attr);
 }
 
-/* ---- LayerIntegratedGradients ------------------------------------------------------------------------------- */
-
-/* IG in layer space: a = layer(x), a' = layer(x'); the model runs on x (tiled) with the layer values replaced by
- * a' + alpha (a - a'); attribution = sum_k step_k * grad_k * (a - a'). */
 static cattr_status layer_integrated_gradients(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
                                                cattr_tensor **delta) {
-    lstate *s = e->method_state;
-    int n = e->p.n_steps, chunk = n, nl = s->n_l;
-    double *alphas = NULL, *steps = NULL, *part = NULL;
-    cattr_tensor *a[CATTR_MAX_OUTPUTS] = {0}, *a0[CATTR_MAX_OUTPUTS] = {0}, *sc[CATTR_MAX_OUTPUTS] = {0},
-                 *gr[CATTR_MAX_OUTPUTS] = {0}, *xs[CX_MAX_IN] = {0}, *seed = NULL;
-    cattr_status st = ensure_gi(e, s);
-    if (st == CATTR_OK) st = quad_points(e, n, &alphas, &steps);
-    if (st == CATTR_OK) st = layer_pass(e, c, c->x, 1, CX_TILE, false, a, NULL);
-    if (st == CATTR_OK) st = layer_pass(e, c, c->base, 1, CX_TILE, false, a0, NULL);
-    if (st == CATTR_OK) st = points_per_chunk(e, c, n, 1, &chunk);
-    for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
-        int s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
-        lpass pi;
-        memset(&pi, 0, sizeof pi);
-        for (int i = 0; i < c->n && st == CATTR_OK; i++)
-            if (!(xs[i] = cx_expand_rows(c->x[i], reps, CX_TILE))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int k = 0; k < nl && st == CATTR_OK; k++)
-            if (!(sc[k] = path_points(c->dt, a[k], a0[k], alphas, s0, s1)))
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = lp_setup(&s->gi, c, xs, reps, CX_TILE, &pi);
-        for (int k = 0; k < nl && st == CATTR_OK; k++) lp_set(&pi, c->n + c->n_add + k, sc[k]);
-        if (st == CATTR_OK) {
-            cx_view ov;
-            st = lg_view(e, &s->gi, &pi, s->gi_y, &ov);
-            if (st == CATTR_OK) st = target_seed(c, &ov, reps, CX_TILE, &seed);
-            if (st == CATTR_OK) lp_set(&pi, pi.n - 1, seed);
-        }
-        if (st == CATTR_OK) st = lg_run(e, &s->gi, &pi, s->gi_grad, nl, gr);
-        lp_free(&pi);
-        for (int k = 0; k < nl && st == CATTR_OK; k++) {
-            int64_t M = a[k]->numel;
-            free(part);
-            part = alloc_parts(M);
-            if (!part) {
-                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-                break;
-            }
-            st = weighted_step_sum(c->dt, gr[k], steps + s0, reps, part);
-            if (st == CATTR_OK && e->p.multiply_by_inputs) times_diff(c->dt, a[k], a0[k], part);
-            if (st == CATTR_OK) st = accumulate(c->dt, a[k]->ndim, a[k]->shape, c->B, part, s0 == 0, &attr[k]);
-        }
-        free_all(xs, c->n);
-        free_all(sc, nl);
-        free_all(gr, nl);
-        cattr_tensor_free(seed);
-        seed = NULL;
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
-    }
-    free_all(a, nl);
-    free_all(a0, nl);
-    free(alphas);
-    free(steps);
-    free(part);
-    if (st != CATTR_OK) return st;
-    c->n_out = nl;
-    if (delta && e->p.return_convergence_delta) CX_CHECK(layer_delta(e, c, attr, nl, delta));
+    CX_CHECK(lpath_run(e, c, PK_LIG, attr));
+    if (delta && e->p.return_convergence_delta) CX_CHECK(layer_delta(e, c, attr, c->n_out, delta));
     return CATTR_OK;
 }
 

@@ -54,7 +54,8 @@ typedef enum cg_op {
     CG_RESHAPE_LIKE,    /* (gY, X) -> gY reshaped to X's shape */
     CG_REDUCE_SUM_LIKE, /* (gY, X) -> gY summed over the broadcast dims down to X's shape */
     CG_CONCAT_GRAD,     /* (gY, X0..Xn-1); axis, index -> the slice of gY that belongs to input `index` */
-    CG_GATHER_GRAD,     /* (gY, indices, X); axis -> scatter-add into zeros of X's shape */
+    CG_GATHER_GRAD,     /* (gY, indices, X); axis -> scatter-add into zeros of X's shape; each element the exact sum
+                         * of its contributions rounded once (float32 summed in double) */
     CG_SLICE_GRAD,      /* (gY, X); slice ints -> zeros of X's shape with gY written into the slice */
     CG_BATCHNORM_GRAD,  /* (gY, scale, var); alpha = epsilon -> gY * scale / sqrt(var + eps) per channel */
     CG_ZEROS_LIKE,      /* (X) -> zeros of X's shape */

@@ -274,6 +274,49 @@ static cattr_status gather_index(const cg_node *n, int64_t v, int64_t dim, int64
     return CATTR_OK;
 }
 
+/* (k, j) pairs ordered by k, then j */
+static int cmp_pair(const void *a, const void *b) {
+    const int64_t *p = a, *q = b;
+    return p[0] != q[0] ? (p[0] < q[0] ? -1 : 1) : (p[1] < q[1] ? -1 : p[1] > q[1]);
+}
+
+/* GatherGrad in float32 with every output element summed in double and rounded once (as the cpu-check kernel sums):
+ * the rows j that add into output row k are grouped (sorted by k, then j) and summed in a double buffer of one row,
+ * so the scratch is the indices and one row whatever the size of the output (an embedding table's gradient). */
+static cattr_status gather_grad_f32(const cg_node *n, const cx_view *in, cx_view *out, int64_t outer, int64_t inner,
+                                    int64_t dim, int64_t ni) {
+    const int64_t *ix = in[1].data;
+    int64_t *pairs = malloc((size_t)(2 * ni + 1) * sizeof *pairs);
+    double *acc = malloc((size_t)(inner + 1) * sizeof *acc);
+    if (!pairs || !acc) {
+        free(pairs);
+        free(acc);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s' (op GatherGrad): out of memory", n->name);
+    }
+    cattr_status st = CATTR_OK;
+    for (int64_t j = 0; j < ni && st == CATTR_OK; j++) {
+        st = gather_index(n, ix[j], dim, &pairs[2 * j]);
+        pairs[2 * j + 1] = j;
+    }
+    if (st == CATTR_OK) qsort(pairs, (size_t)ni, 2 * sizeof *pairs, cmp_pair);
+    float *y = out->data;
+    const float *g = in[0].data;
+    for (int64_t o = 0; o < outer && st == CATTR_OK; o++)
+        for (int64_t q = 0; q < ni;) {
+            int64_t k = pairs[2 * q];
+            for (int64_t t = 0; t < inner; t++) acc[t] = 0;
+            for (; q < ni && pairs[2 * q] == k; q++) {
+                const float *s = g + (o * ni + pairs[2 * q + 1]) * inner;
+                for (int64_t t = 0; t < inner; t++) acc[t] += (double)s[t];
+            }
+            float *d = y + (o * dim + k) * inner;
+            for (int64_t t = 0; t < inner; t++) d[t] = (float)acc[t];
+        }
+    free(pairs);
+    free(acc);
+    return st;
+}
+
 /* Gather: (data, indices) -> out; GatherGrad: (gY, indices, X) -> scatter-add. */
 static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) {
     bool grad = n->op == CG_GATHER_GRAD;
@@ -285,6 +328,7 @@ static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) 
     int64_t dim = data->shape[ax], ni = cx_view_numel(idx);
     const int64_t *ix = idx->data;
     if (grad) memset(out->data, 0, (size_t)cx_view_numel(out) * es);
+    if (grad && out->dtype == CATTR_FLOAT32) return gather_grad_f32(n, in, out, outer, inner, dim, ni);
     for (int64_t o = 0; o < outer; o++)
         for (int64_t j = 0; j < ni; j++) {
             int64_t k = 0;
