@@ -1,19 +1,15 @@
-/* layer_perturb.c - layer and neuron methods built on rules, perturbations and the Shap family (Captum semantics:
- * shared/reference/captum_spec.md sections 3 and 4, neuron selectors in 1.8).
- *
- * Implemented: NeuronGuidedBackprop, NeuronDeconvolution, NeuronDeepLift (the neuron gradient under the method's
- * backward rules of rules.c), NeuronFeatureAblation (FeatureAblation whose "output" is the selected neuron),
- * LayerFeatureAblation and LayerFeaturePermutation (FeatureAblation / FeaturePermutation over the layer's
- * activations, the model re-run from the perturbed layer), LayerDeepLift (the target's gradient at the layer under
- * DeepLift's rules on [x; x']), LayerLRP (the relevance arriving at the layer times the target output),
- * LayerDeepLiftShap and NeuronDeepLiftShap (DeepLift on every (example, baseline) pair, averaged), and
- * LayerGradientShap and NeuronGradientShap (GradientShap's noise tunnel around the layer's or the neuron's
- * "input - baseline times the gradient at a random point").
+/* layer_perturb.c - the layer methods built on rules, perturbations and the Shap family (Captum semantics:
+ * shared/reference/captum_spec.md section 3): LayerFeatureAblation and LayerFeaturePermutation (FeatureAblation /
+ * FeaturePermutation over the layer's activations, the model re-run from the perturbed layer), LayerDeepLift (the
+ * target's gradient at the layer under DeepLift's rules on [x; x']), LayerLRP (the relevance arriving at the layer
+ * times the target output), LayerDeepLiftShap (LayerDeepLift on every (example, baseline) pair, averaged) and
+ * LayerGradientShap (GradientShap's noise tunnel around the layer's "input - baseline times the gradient at a random
+ * point"). The neuron forms are in neuron.c.
  *
  * Every method works on its own graph (lp_graph): a clone of the model graph with, as extra graph inputs after the
- * model's, either a seed (gradient graphs: cg_autodiff of a layer value or of the model output) or one replacement
- * input per layer tensor (LayerFeatureAblation: the nodes that read the layer value read the replacement instead,
- * while the layer's own producer still computes the activation from the model inputs).
+ * model's, either a seed (gradient graphs: cg_autodiff of the model output) or one replacement input per layer
+ * tensor (LayerFeatureAblation: the nodes that read the layer value read the replacement instead, while the layer's
+ * own producer still computes the activation from the model inputs).
  */
 #include "attr/internal.h"
 #include "core/rng.h"
@@ -192,161 +188,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
     return st;
 }
 
-/* ---- neuron selectors ------------------------------------------------------------------------------------------ */
 
-/* Python slice bounds of a dim of size n (step > 0). */
-static void slice_bounds(int64_t n, int64_t start, int64_t stop, int64_t *lo, int64_t *hi) {
-    if (start < 0) start += n;
-    if (start < 0) start = 0;
-    if (start > n) start = n;
-    if (stop != INT64_MAX && stop < 0) stop += n;
-    if (stop < 0) stop = 0;
-    if (stop > n) stop = n;
-    *lo = start;
-    *hi = stop;
-}
-
-/* The per-example selection mask (1 on the selected elements) of params' neuron selector over a layer value of
- * shape (ndim, shape) with the batch first. Errors: CATTR_ERR_INVALID_ARGUMENT naming the problem. */
-static cattr_status neuron_mask(const cattr_explainer *e, int ndim, const int64_t *shape, double *mask) {
-    const cattr_attr_params *p = &e->p;
-    int64_t m = cx_numel(ndim - 1, shape + 1);
-    char s1[128];
-    cx_shape_str(ndim, shape, s1, sizeof s1);
-    switch (p->neuron_kind) {
-    case CATTR_NEURON_INDEX: {
-        if (p->neuron_ndim != ndim - 1)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron index of %d entries does not pick one value of a layer "
-                                                       "of shape %s (give %d)", p->neuron_ndim, s1, ndim - 1);
-        int64_t off = 0;
-        for (int d = 0; d < ndim - 1; d++) {
-            int64_t n = shape[d + 1], v = p->neuron_index[d];
-            if (v < 0) v += n;
-            if (v < 0 || v >= n)
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron index %lld is out of range for dim %d of the layer "
-                                                           "of shape %s", (long long)p->neuron_index[d], d + 1, s1);
-            off = off * n + v;
-        }
-        memset(mask, 0, (size_t)m * sizeof *mask);
-        mask[off] = 1;
-        return CATTR_OK;
-    }
-    case CATTR_NEURON_SLICES: {
-        if (p->neuron_ndim > ndim - 1 || p->neuron_ndim < 1)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector of %d entries does not fit a layer of shape %s",
-                           p->neuron_ndim, s1);
-        int64_t lo[CATTR_MAX_DIMS], hi[CATTR_MAX_DIMS], step[CATTR_MAX_DIMS];
-        for (int d = 0; d < ndim - 1; d++) {
-            int64_t n = shape[d + 1];
-            lo[d] = 0, hi[d] = n, step[d] = 1;
-            if (d >= p->neuron_ndim) continue;
-            if (p->neuron_slice_is_index[d]) {
-                int64_t v = p->neuron_slice[d][0];
-                if (v < 0) v += n;
-                if (v < 0 || v >= n)
-                    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron index %lld is out of range for dim %d of the "
-                                                               "layer of shape %s", (long long)p->neuron_slice[d][0],
-                                   d + 1, s1);
-                lo[d] = v, hi[d] = v + 1;
-                continue;
-            }
-            if (p->neuron_slice[d][2] < 1)
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron slice step %lld on dim %d: steps must be positive",
-                               (long long)p->neuron_slice[d][2], d + 1);
-            slice_bounds(n, p->neuron_slice[d][0], p->neuron_slice[d][1], &lo[d], &hi[d]);
-            step[d] = p->neuron_slice[d][2];
-        }
-        for (int64_t k = 0; k < m; k++) {
-            int64_t rem = k;
-            bool in = true;
-            for (int d = ndim - 2; d >= 0; d--) {
-                int64_t v = rem % shape[d + 1];
-                rem /= shape[d + 1];
-                in &= v >= lo[d] && v < hi[d] && (v - lo[d]) % step[d] == 0;
-            }
-            mask[k] = in ? 1 : 0;
-        }
-        return CATTR_OK;
-    }
-    case CATTR_NEURON_SUM: {
-        bool covered[CATTR_MAX_DIMS] = {false};
-        for (int k = 0; k < p->neuron_sum_ndim; k++) {
-            int64_t d = p->neuron_sum_dims[k];
-            if (d < 0) d += ndim;
-            if (d < 1 || d >= ndim)
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the neuron selector sums over dim %lld, which is not a "
-                                                           "non-batch dim of the layer of shape %s",
-                               (long long)p->neuron_sum_dims[k], s1);
-            covered[d] = true;
-        }
-        for (int d = 1; d < ndim; d++)
-            if (!covered[d] && shape[d] != 1)
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the neuron selector leaves dim %d of the layer of shape %s: "
-                                                           "it must give one value per example", d, s1);
-        for (int64_t k = 0; k < m; k++) mask[k] = 1;
-        return CATTR_OK;
-    }
-    case CATTR_NEURON_NONE: break;
-    }
-    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "this method needs a neuron selector");
-}
-
-/* The selected neuron value of every row of the layer activation act (torch's sum over the selected elements). */
-static cattr_status neuron_values(const cattr_explainer *e, const cattr_tensor *act, double *vals) {
-    int64_t R = act->shape[0], m = cx_numel(act->ndim - 1, act->shape + 1);
-    double *mask = malloc((size_t)(m + 1) * sizeof *mask), *sel = malloc((size_t)(m + 1) * sizeof *sel);
-    cattr_status st = mask && sel ? neuron_mask(e, act->ndim, act->shape, mask)
-                                  : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t r = 0; r < R && st == CATTR_OK; r++) {
-        int64_t n = 0;
-        for (int64_t k = 0; k < m; k++)
-            if (mask[k] != 0) sel[n++] = cx_tensor_get(act, r * m + k);
-        vals[r] = n == 1 ? sel[0] : cx_torch_sum(act->dtype, sel, n, 0, 1);
-    }
-    free(mask);
-    free(sel);
-    return st;
-}
-
-/* ---- the neuron gradient ---------------------------------------------------------------------------------------- */
-
-/* Gradients of the selected neuron (summed over all rows) w.r.t. the attributed inputs at xs (reps*B rows), under
- * the state's rules. */
-static cattr_status neuron_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                                cattr_tensor **grads) {
-    lp_state *s = e->method_state;
-    int layer = s->layers[0];
-    if (s->n_layers != 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (got %d)",
-                       s->n_layers);
-    CX_CHECK(graph_grad(e, s, layer, e->m->g->inputs, c->n));
-    lp_graph *lg = &s->lg;
-    cx_plan *p = NULL;
-    CX_CHECK(graph_run(e, c, lg, xs, reps, how, NULL, &layer, 1, NULL, &p));
-    const cx_view *v = cx_plan_view(p, layer);
-    int64_t m = cx_numel(v->ndim - 1, v->shape + 1);
-    double *mask = malloc((size_t)(m + 1) * sizeof *mask);
-    cattr_tensor *seed = cx_tensor_alloc(c->dt, v->ndim, v->shape);
-    cattr_status st = mask && seed ? neuron_mask(e, v->ndim, v->shape, mask)
-                                   : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) {
-        for (int64_t k = 0; k < seed->numel; k++) cx_tensor_set(seed, k, mask[k % m]);
-        st = graph_run(e, c, lg, xs, reps, how, &seed, lg->grads, c->n, grads, NULL);
-    }
-    free(mask);
-    cattr_tensor_free(seed);
-    return st;
-}
-
-/* ---- NeuronGuidedBackprop and NeuronDeconvolution -------------------------------------------------------------- */
-
-static cattr_status guided_init(cattr_explainer *e) { return lp_init_common(e, CATTR_METHOD_GUIDED_BACKPROP); }
-static cattr_status deconv_init(cattr_explainer *e) { return lp_init_common(e, CATTR_METHOD_DECONVOLUTION); }
-
-static cattr_status neuron_modified_gradient(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    (void)delta;
-    return neuron_grad(e, c, c->x, 1, CX_TILE, attr);
-}
 
 /* ---- DeepLift on [x; x'] ------------------------------------------------------------------------------------------ */
 
@@ -372,30 +214,6 @@ static cattr_status stack2(const cx_call *c, cattr_tensor *const *a, cattr_tenso
     return CATTR_OK;
 }
 
-static cattr_status neuron_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    (void)delta;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
-    cattr_status st = stack2(c, c->x, c->base, xs);
-    if (st == CATTR_OK) st = neuron_grad(e, c, xs, 2, CX_TILE, gr);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        for (int64_t k = 0; k < c->x[i]->numel; k++) {
-            double g = cx_tensor_get(gr[i], k);
-            if (e->p.multiply_by_inputs)
-                g = cx_rnd(c->dt, cx_rnd(c->dt, cx_tensor_get(c->x[i], k) - cx_tensor_get(c->base[i], k)) * g);
-            cx_tensor_set(attr[i], k, g);
-        }
-    }
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cattr_tensor_free(xs[i]);
-        cattr_tensor_free(gr[i]);
-    }
-    return st;
-}
 
 /* ---- the target's gradient at the layer -------------------------------------------------------------------------- */
 
@@ -863,28 +681,6 @@ static cattr_status ablation_init(cattr_explainer *e) {
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 
-/* ---- NeuronFeatureAblation -------------------------------------------------------------------------------------- */
-
-/* The selected neuron of the inputs ts (cnt*B rows). */
-static cattr_status neuron_eval(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt, double *vals) {
-    lp_state *s = e->method_state;
-    cattr_tensor *act = NULL;
-    if (!s->lg.g) CX_CHECK(graph_clone(e, &s->lg, 0));
-    CX_CHECK(graph_run(e, c, &s->lg, ts, cnt, CX_TILE, NULL, &s->layers[0], 1, &act, NULL));
-    cattr_status st = neuron_values(e, act, vals);
-    cattr_tensor_free(act);
-    return st;
-}
-
-static cattr_status neuron_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    (void)delta;
-    lp_state *s = e->method_state;
-    if (s->n_layers != 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (got %d)",
-                       s->n_layers);
-    const cattr_tensor *const *masks = c->user ? c->user->feature_masks : NULL;
-    return ablate(e, c, c->n, c->x, c->base, masks, "feature mask", neuron_eval, false, c->B, attr);
-}
 
 /* ---- LayerFeatureAblation -------------------------------------------------------------------------------------- */
 
@@ -981,7 +777,7 @@ static cattr_status layer_feature_permutation(cattr_explainer *e, cx_call *c, ca
     return layer_ablate(e, c, attr, true);
 }
 
-/* ---- LayerDeepLiftShap and NeuronDeepLiftShap ---------------------------------------------------------------- */
+/* ---- LayerDeepLiftShap ---------------------------------------------------------------- */
 
 
 /* The method on every (example, baseline) pair, then the mean over the baselines (torch.mean: the sum, then / nb);
@@ -1017,11 +813,8 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
     return deeplift_shap(e, c, attr, delta, layer_deeplift);
 }
 
-static cattr_status neuron_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    return deeplift_shap(e, c, attr, delta, neuron_deeplift);
-}
 
-/* ---- NeuronGradientShap and LayerGradientShap ----------------------------------------------------------------- */
+/* ---- LayerGradientShap ----------------------------------------------------------------- */
 
 /* Captum's GradientShap family: NoiseTunnel(smoothgrad, nt_samples = n_samples, stdevs, baselines drawn from the
  * distribution) around an "input-baseline x gradient at a random point" pass, all samples in one partition. The
@@ -1229,29 +1022,6 @@ static cattr_status gshap_init(cattr_explainer *e) {
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 
-/* NeuronGradientShap: the neuron's gradient at the random points times (noisy input - baseline). */
-static cattr_status neuron_gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    (void)delta;
-    gs_call g;
-    cattr_tensor *pts[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
-    cattr_dtype dt = c->dt;
-    cattr_status st = gs_prepare(e, c, &g);
-    c->next_draw = g.d.next_draw;
-    if (st == CATTR_OK) st = gs_points(&g, pts);
-    if (st == CATTR_OK) st = neuron_grad(e, &g.d, pts, 1, CX_TILE, gr);
-    for (int i = 0; i < c->n && st == CATTR_OK && e->p.multiply_by_inputs; i++)
-        for (int64_t k = 0; k < gr[i]->numel; k++)
-            cx_tensor_set(gr[i], k, cx_rnd(dt, cx_rnd(dt, cx_tensor_get(g.d.x[i], k) - cx_tensor_get(g.d.base[i], k)) *
-                                                   cx_tensor_get(gr[i], k)));
-    if (st == CATTR_OK) st = gs_mean(c, e->p.n_samples, c->n, gr, attr);
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cattr_tensor_free(pts[i]);
-        cattr_tensor_free(gr[i]);
-    }
-    gs_free(&g);
-    return st;
-}
-
 /* LayerGradientShap: (a(noisy input) - a(baseline)) times the target's gradient at the layer at the random points;
  * the delta has one entry per derived row. */
 static cattr_status layer_gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
@@ -1307,18 +1077,3 @@ const cx_method cx_method_layer_feature_ablation = {CATTR_METHOD_LAYER_FEATURE_A
 const cx_method cx_method_layer_feature_permutation = {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, "layer-feature-permutation", "LayerFeaturePermutation", false, ablation_init, layer_feature_permutation, lp_release};
 const cx_method cx_method_layer_lrp = {CATTR_METHOD_LAYER_LRP, "layer-lrp", "LayerLRP", false, lrp_init, layer_lrp,
                                        lp_release};
-const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, "neuron-deeplift", "NeuronDeepLift", false,
-                                             deeplift_init, neuron_deeplift, lp_release};
-const cx_method cx_method_neuron_deeplift_shap = {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, "neuron-deeplift-shap",
-                                                  "NeuronDeepLiftShap", true, deeplift_init, neuron_deeplift_shap,
-                                                  lp_release};
-const cx_method cx_method_neuron_gradient_shap = {CATTR_METHOD_NEURON_GRADIENT_SHAP, "neuron-gradient-shap", "NeuronGradientShap", true, gshap_init, neuron_gradient_shap, lp_release};
-const cx_method cx_method_neuron_guided_backprop = {CATTR_METHOD_NEURON_GUIDED_BACKPROP, "neuron-guided-backprop",
-                                                    "NeuronGuidedBackprop", false, guided_init,
-                                                    neuron_modified_gradient, lp_release};
-const cx_method cx_method_neuron_deconvolution = {CATTR_METHOD_NEURON_DECONVOLUTION, "neuron-deconvolution",
-                                                  "NeuronDeconvolution", false, deconv_init, neuron_modified_gradient,
-                                                  lp_release};
-const cx_method cx_method_neuron_feature_ablation = {CATTR_METHOD_NEURON_FEATURE_ABLATION, "neuron-feature-ablation",
-                                                     "NeuronFeatureAblation", false, ablation_init,
-                                                     neuron_feature_ablation, lp_release};

@@ -78,11 +78,8 @@ cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_b
     return CATTR_OK;
 }
 
-cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
-                                     cattr_model **out) {
+cattr_status cx_model_derive(const cattr_model *m, cattr_model **out) {
     *out = NULL;
-    CX_CHECK(cx_precision_check(prec, dt, be));
-    if (prec == CATTR_PRECISION_HIGHEST) return CATTR_OK;
     int n_in = m->g->n_inputs;
     cattr_model *v = calloc(1, sizeof *v);
     if (v) {
@@ -103,6 +100,17 @@ cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec,
     }
     v->opset = m->opset;
     v->be = m->be;
+    *out = v;
+    return CATTR_OK;
+}
+
+cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
+                                     cattr_model **out) {
+    *out = NULL;
+    CX_CHECK(cx_precision_check(prec, dt, be));
+    if (prec == CATTR_PRECISION_HIGHEST) return CATTR_OK;
+    cattr_model *v = NULL;
+    CX_CHECK(cx_model_derive(m, &v));
     if (cg_mark_bf16(v->g) == 0)
         cx_log(CATTR_LOG_WARN, "precision 'high': model '%s' has no MatMul or Gemm by a constant weight; it computes at "
                                "full precision", m->path ? m->path : "?");

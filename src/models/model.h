@@ -27,6 +27,10 @@ cattr_status cx_model_check_input(const cattr_model *m, int i, const cattr_tenso
  * descriptions. Errors: as cattr_model_load_onnx. */
 cattr_status cx_model_load_onnx_buffer(const void *data, size_t size, const char *what, cattr_model **out);
 
+/* A new model holding a clone of m's graph (constants borrowed: m must outlive it), its path, inputs and device: the
+ * start of a model derived from m (a precision variant, a neuron's model). Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cx_model_derive(const cattr_model *m, cattr_model **out);
+
 /* CATTR_OK when precision `prec` can run in dtype dt on backend be. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown
  * precision, HIGH with float64), CATTR_ERR_UNSUPPORTED (HIGH on a device without bfloat16 products). */
 cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_backend *be);
