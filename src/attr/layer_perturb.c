@@ -43,6 +43,10 @@ typedef struct lp_state {
     int layers[LP_MAX_LAYERS]; /* layer value ids, in the order of params.layers */
     int n_layers;
     lp_graph lg;
+    cx_plan_cache fpc;        /* the model's plans of the layer values */
+    cattr_model *lm;          /* the layer model (layer_model) */
+    cattr_explainer *inner;   /* the input method on it */
+    cattr_method inner_method;
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
@@ -55,6 +59,9 @@ static void lp_release(cattr_explainer *e) {
     lp_state *s = e->method_state;
     if (!s) return;
     graph_free(&s->lg);
+    cx_plan_cache_clear(&s->fpc);
+    cattr_explainer_free(s->inner);
+    cattr_model_free(s->lm);
     cx_rules_free(s->rules_state);
     free(s);
     e->method_state = NULL;
@@ -100,24 +107,6 @@ static cattr_status graph_grad(cattr_explainer *e, lp_state *s, int y, const int
     CX_CHECK(graph_clone(e, lg, 1));
     CX_CHECK(cg_autodiff(lg->g, y, lg->extra[0], wrt, n_wrt, &s->rules, lg->grads));
     lg->n_grads = n_wrt;
-    return CATTR_OK;
-}
-
-/* Ablation graph: one extra input per layer tensor, read instead of the layer value by every node. */
-static cattr_status graph_replace_layers(cattr_explainer *e, lp_state *s) {
-    lp_graph *lg = &s->lg;
-    if (lg->g) return CATTR_OK;
-    CX_CHECK(graph_clone(e, lg, s->n_layers));
-    cg_graph *g = lg->g;
-    for (int k = 0; k < s->n_layers; k++) {
-        int v = s->layers[k];
-        if (v == cx_model_output(e->m))
-            return cx_fail(CATTR_ERR_UNSUPPORTED, "layer '%s' is the model output: nothing reads it to be ablated",
-                           g->vals[v].name);
-        for (int ni = 0; ni < g->n_nodes; ni++)
-            for (int j = 0; j < g->nodes[ni].n_in; j++)
-                if (g->nodes[ni].in[j] == v) g->nodes[ni].in[j] = lg->extra[k];
-    }
     return CATTR_OK;
 }
 
@@ -190,28 +179,13 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
 
 
 
-/* ---- DeepLift on [x; x'] ------------------------------------------------------------------------------------------ */
+/* ---- LayerDeepLift's parameters ------------------------------------------------------------------------------------ */
 
 static cattr_status deeplift_init(cattr_explainer *e) {
     if (!isfinite(e->p.eps) || e->p.eps < 0)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "eps must be a finite number >= 0 (got %g)", e->p.eps);
-    e->p.eps = 1e-10; /* Captum's layer and neuron DeepLift fix eps at 1e-10 */
-    return lp_init_common(e, CATTR_METHOD_DEEPLIFT);
-}
-
-/* [a; b] of every attributed input. */
-static cattr_status stack2(const cx_call *c, cattr_tensor *const *a, cattr_tensor *const *b, cattr_tensor **xs) {
-    for (int i = 0; i < c->n; i++) {
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, a[i]->shape, sizeof sh);
-        sh[0] *= 2;
-        xs[i] = cx_tensor_alloc(c->dt, a[i]->ndim, sh);
-        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        size_t bytes = (size_t)a[i]->numel * cattr_dtype_size(c->dt);
-        memcpy(xs[i]->data, a[i]->data, bytes);
-        memcpy((char *)xs[i]->data + bytes, b[i]->data, bytes);
-    }
-    return CATTR_OK;
+    e->p.eps = 1e-10; /* Captum's layer DeepLift fixes eps at 1e-10 (the rules are the inner DeepLift's) */
+    return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 
 
@@ -341,43 +315,150 @@ static cattr_status layer_delta(const cx_call *c, int n, cattr_tensor *const *at
     return CATTR_OK;
 }
 
+/* ---- the layer model ---------------------------------------------------------------------------------------------
+ * LayerDeepLift (and so LayerDeepLiftShap), LayerFeatureAblation and LayerFeaturePermutation are their input methods
+ * on a model derived from the caller's whose first inputs are the layer tensors: every reader of layer value k reads
+ * a new input instead (the layer's producer is left without readers and never runs), and the model's own inputs
+ * follow. LayerFeatureAblation / Permutation attribute the layer inputs (the model's inputs passed as additional
+ * inputs: the other branches see x, as Captum's hooks leave them); LayerDeepLift attributes the layer inputs and the
+ * model's (baselines: the layer at x' and x', so every branch sees [x; x'] as in Captum's forward) and keeps the
+ * layer's attributions. The input methods run as derived graphs on the backend. */
+
+/* The layer model (once). Errors: CATTR_ERR_UNSUPPORTED for a layer that is the model output. */
+static cattr_status layer_model(cattr_explainer *e, lp_state *s) {
+    if (s->lm) return CATTR_OK;
+    const cg_graph *m = e->m->g;
+    int nl = s->n_layers, n_in = m->n_inputs, lin[LP_MAX_LAYERS], in_map[2 * CX_MAX_IN + LP_MAX_LAYERS];
+    int from[2 * CX_MAX_IN + LP_MAX_LAYERS], bad = 0;
+    for (int k = 0; k < nl; k++)
+        if (s->layers[k] == cx_model_output(e->m))
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "layer '%s' is the model output: nothing reads it",
+                           m->vals[s->layers[k]].name);
+    if (nl + n_in > 2 * CX_MAX_IN + LP_MAX_LAYERS) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many inputs");
+    cg_graph *g = NULL;
+    int *map = NULL;
+    CX_CHECK(cx_derive_new(m, &g, &map));
+    for (int k = 0; k < nl; k++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "__layer_%d", k);
+        bad |= (lin[k] = cg_add_input(g, nm)) < 0;
+        from[k] = -1;
+    }
+    for (int i = 0; i < n_in; i++) {
+        bad |= (in_map[i] = cg_add_input(g, m->vals[m->inputs[i]].name)) < 0;
+        from[nl + i] = i;
+    }
+    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
+    if (st == CATTR_OK) st = cx_graph_append_model_replacing(g, m, in_map, nl, s->layers, lin, map);
+    for (int o = 0; o < m->n_outputs && st == CATTR_OK; o++)
+        if (cg_add_output(g, map[m->outputs[o]]) < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    return cx_model_wrap(e->m, g, from, &s->lm);
+}
+
+/* The explainer of input method `method` on the layer model (kept while the method is the same). */
+static cattr_status layer_inner(cattr_explainer *e, lp_state *s, cattr_method method) {
+    CX_CHECK(layer_model(e, s));
+    if (s->inner && s->inner_method == method) return CATTR_OK;
+    cattr_explainer_free(s->inner);
+    s->inner = NULL;
+    cattr_attr_params p = e->p;
+    p.method = method;
+    p.nt_type = CATTR_NT_NONE; /* a NoiseTunnel wraps the layer method from outside */
+    p.device = e->be->name;
+    p.precision = CATTR_PRECISION_HIGHEST; /* e->m is already at the asked precision */
+    p.layer = NULL;
+    p.layers = NULL;
+    p.n_layers = 0;
+    p.attribute_to_layer_input = 0;
+    p.return_convergence_delta = 0;
+    CX_CHECK(cattr_explainer_new(s->lm, &p, &s->inner));
+    s->inner_method = method;
+    return CATTR_OK;
+}
+
+/* The layer tensors at inputs xs (B rows; the call's additional inputs): act[k] new tensors. */
+static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, cattr_tensor *const *xs,
+                                 cattr_tensor **act) {
+    int nd[2 * CX_MAX_IN];
+    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_MAX_IN];
+    const void *host[2 * CX_MAX_IN];
+    for (int k = 0; k < c->n + c->n_add; k++) {
+        const cattr_tensor *t = k < c->n ? xs[k] : c->add[k - c->n];
+        nd[k] = t->ndim;
+        memcpy(sh[k], t->shape, sizeof sh[k]);
+        dt[k] = t->dtype;
+        host[k] = t->data;
+    }
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&s->fpc, e->m->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->layers, s->n_layers, &p));
+    if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    void *dst[LP_MAX_LAYERS];
+    cattr_status st = CATTR_OK;
+    for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
+        const cx_view *v = cx_plan_view(p, s->layers[k]);
+        act[k] = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
+        if (!act[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else dst[k] = act[k]->data;
+    }
+    if (st == CATTR_OK) st = cx_run_plan(e, p, host, dst);
+    return st;
+}
+
+/* The call's draws not yet taken (by an enclosing NoiseTunnel) */
+static void pass_draws(const cx_call *c, cattr_call *call) {
+    if (call->n_draws > 0 && c->next_draw > 0) {
+        call->draws += c->next_draw;
+        if (call->draw_roles) call->draw_roles += c->next_draw;
+        call->n_draws -= c->next_draw;
+    }
+}
+
 /* ---- LayerDeepLift ------------------------------------------------------------------------------------------------ */
 
 static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     lp_state *s = e->method_state;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *act[LP_MAX_LAYERS] = {0}, *gr[LP_MAX_LAYERS] = {0}, *out = NULL;
+    int nl = s->n_layers, n = c->n;
+    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *act0[LP_MAX_LAYERS] = {0}, *res[LP_MAX_LAYERS + CX_MAX_IN] = {0};
     double *sel = NULL;
-    cattr_status st = stack2(c, c->x, c->base, xs);
-    if (st == CATTR_OK) st = layer_grad(e, c, xs, 2, true, act, gr, &out);
-    for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, act[k]->shape, sizeof sh);
-        sh[0] = c->B;
-        attr[k] = cx_tensor_alloc(c->dt, act[k]->ndim, sh);
-        if (!attr[k]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        int64_t half = attr[k]->numel;
-        for (int64_t j = 0; j < half; j++) {
-            double g = cx_tensor_get(gr[k], j);
-            if (e->p.multiply_by_inputs)
-                g = cx_rnd(c->dt, cx_rnd(c->dt, cx_tensor_get(act[k], j) - cx_tensor_get(act[k], half + j)) * g);
-            cx_tensor_set(attr[k], j, g);
-        }
+    cattr_status st = layer_inner(e, s, CATTR_METHOD_DEEPLIFT);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->base, act0);
+    if (st == CATTR_OK) {
+        const cattr_tensor *in[LP_MAX_LAYERS + CX_MAX_IN], *bl[LP_MAX_LAYERS + CX_MAX_IN];
+        for (int k = 0; k < nl; k++) in[k] = act[k], bl[k] = act0[k];
+        for (int i = 0; i < n; i++) in[nl + i] = c->x[i], bl[nl + i] = c->base[i];
+        cattr_call call;
+        memset(&call, 0, sizeof call);
+        call.inputs = in;
+        call.n_inputs = nl + n;
+        call.baselines = bl;
+        call.target = c->target;
+        call.additional = (const cattr_tensor *const *)c->add;
+        call.n_additional = c->n_add;
+        st = cattr_explainer_run(s->inner, &call, res, NULL);
     }
-    c->n_out = s->n_layers;
+    for (int k = 0; k < nl && st == CATTR_OK; k++) {
+        attr[k] = res[k];
+        res[k] = NULL;
+    }
+    c->n_out = nl;
     if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
         sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
         st = sel ? cx_delta_forward(e, c, c->base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = layer_delta(c, s->n_layers, attr, sel, NULL, delta);
+        if (st == CATTR_OK) st = layer_delta(c, nl, attr, sel, NULL, delta);
     }
     free(sel);
-    cattr_tensor_free(out);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
+    for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cattr_tensor_free(res[k]);
     for (int k = 0; k < LP_MAX_LAYERS; k++) {
         cattr_tensor_free(act[k]);
-        cattr_tensor_free(gr[k]);
+        cattr_tensor_free(act0[k]);
     }
     return st;
 }
@@ -413,267 +494,6 @@ static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **att
     return st;
 }
 
-/* ---- feature ablation over any tensors ------------------------------------------------------------------------- */
-
-/* Evaluates the B-row states in ts (cnt states, state-major, cnt*B rows): one value per row into vals. */
-typedef cattr_status (*ablate_eval)(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt,
-                                    double *vals);
-
-/* Feature ids of n tensors T (B rows): masks[i] (int64, broadcastable, dim 0 of 1 or B) or Captum's default (every
- * element its own feature, numbered consecutively across the tensors, after the largest given id). */
-typedef struct ab_masks {
-    int n;
-    int64_t per[CX_MAX_IN], rows[CX_MAX_IN];
-    int64_t *ids[CX_MAX_IN];
-    int64_t *feat; /* features in FeatureAblation's order */
-    int64_t F;
-} ab_masks;
-
-static void ab_masks_free(ab_masks *am) {
-    for (int i = 0; i < CX_MAX_IN; i++) free(am->ids[i]);
-    free(am->feat);
-}
-
-static int cmp_i64(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-static cattr_status ab_masks_load(int n, cattr_tensor *const *T, int64_t B, const cattr_tensor *const *masks,
-                                  const char *what, ab_masks *am) {
-    char s1[128], s2[128];
-    memset(am, 0, sizeof *am);
-    am->n = n;
-    int64_t next = 0;
-    bool any = false;
-    for (int i = 0; masks && i < n; i++)
-        if (masks[i]) {
-            if (masks[i]->dtype != CATTR_INT64)
-                return cx_fail(CATTR_ERR_DTYPE, "%s %d is %s; masks hold int64 ids", what, i,
-                               cattr_dtype_name(masks[i]->dtype));
-            for (int64_t k = 0; k < masks[i]->numel; k++) {
-                int64_t v = ((const int64_t *)masks[i]->data)[k];
-                if (!any || v + 1 > next) next = v + 1;
-                any = true;
-            }
-        }
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        const cattr_tensor *x = T[i], *m = masks ? masks[i] : NULL;
-        int64_t per = cx_numel(x->ndim - 1, x->shape + 1);
-        am->per[i] = per;
-        if (!m) {
-            am->rows[i] = 1;
-            am->ids[i] = malloc((size_t)(per + 1) * sizeof *am->ids[i]);
-            if (!am->ids[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            for (int64_t k = 0; k < per; k++) am->ids[i][k] = next + k;
-            next += per;
-            total += per;
-            continue;
-        }
-        int off = x->ndim - m->ndim;
-        bool ok = off >= 0;
-        int64_t mst[CATTR_MAX_DIMS] = {0}, stride = 1;
-        for (int d = m->ndim - 1; ok && d >= 0; d--) {
-            int64_t md = m->shape[d], xd = x->shape[d + off];
-            if (md != 1 && md != xd) ok = false;
-            mst[d + off] = md == 1 ? 0 : stride;
-            stride *= md;
-        }
-        if (!ok)
-            return cx_fail(CATTR_ERR_SHAPE, "%s %d has shape %s; it must broadcast to shape %s (dim 0: 1 or the batch)",
-                           what, i, cx_shape_str(m->ndim, m->shape, s1, sizeof s1),
-                           cx_shape_str(x->ndim, x->shape, s2, sizeof s2));
-        am->rows[i] = mst[0] != 0 ? B : 1;
-        am->ids[i] = malloc((size_t)(am->rows[i] * per + 1) * sizeof *am->ids[i]);
-        if (!am->ids[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        const int64_t *v = m->data;
-        for (int64_t r = 0; r < am->rows[i]; r++)
-            for (int64_t k = 0; k < per; k++) {
-                int64_t rem = k, o = r * mst[0];
-                for (int d = x->ndim - 1; d >= 1; d--) {
-                    o += (rem % x->shape[d]) * mst[d];
-                    rem /= x->shape[d];
-                }
-                am->ids[i][r * per + k] = v[o];
-            }
-        total += am->rows[i] * per;
-    }
-    /* FeatureAblation's order: the ids of tensor 0 ascending, then the ids of tensor 1 not seen yet, ... */
-    am->feat = malloc((size_t)(total + 1) * sizeof *am->feat);
-    int64_t *u = malloc((size_t)(total + 1) * sizeof *u);
-    if (!am->feat || !u) {
-        free(u);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int i = 0; i < n; i++) {
-        int64_t cnt = am->rows[i] * am->per[i], nu = 0, before = am->F;
-        memcpy(u, am->ids[i], (size_t)cnt * sizeof *u);
-        qsort(u, (size_t)cnt, sizeof *u, cmp_i64);
-        for (int64_t k = 0; k < cnt; k++)
-            if (nu == 0 || u[nu - 1] != u[k]) u[nu++] = u[k];
-        for (int64_t k = 0; k < nu; k++) {
-            bool seen = false;
-            for (int64_t q = 0; q < before && !seen; q++) seen = am->feat[q] == u[k];
-            if (!seen) am->feat[am->F++] = u[k];
-        }
-    }
-    free(u);
-    return CATTR_OK;
-}
-
-/* FeaturePermutation's permutations of the B rows for every (feature q, tensor i) with tensor i holding feature q:
- * perm_at[q*n + i] is an offset into *perms (-1: none). A replay takes them in Captum's order (features in chunks of
- * perturbations_per_eval; per chunk, for every tensor holding one of its features, one fp_batch_permutation per
- * feature of the chunk, used only where the tensor holds it; an identity draw is thrown away and the next taken);
- * otherwise the Philox generator, one stream per feature and tensor, redrawing identities. */
-static cattr_status ab_perms(cattr_explainer *e, cx_call *c, const ab_masks *am, int64_t k, int64_t **perms,
-                             int64_t **perm_at) {
-    int n = am->n;
-    int64_t F = am->F, B = c->B, used = 0;
-    bool *holds = calloc((size_t)(F * n + 1), sizeof *holds);
-    int64_t *scratch = malloc((size_t)(B + 1) * sizeof *scratch);
-    *perms = malloc((size_t)(F * n * B + 1) * sizeof **perms);
-    *perm_at = malloc((size_t)(F * n + 1) * sizeof **perm_at);
-    cattr_status st = holds && scratch && *perms && *perm_at ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t q = 0; q < F && st == CATTR_OK; q++)
-        for (int i = 0; i < n; i++) {
-            (*perm_at)[q * n + i] = -1;
-            for (int64_t p = 0; p < am->rows[i] * am->per[i] && !holds[q * n + i]; p++)
-                holds[q * n + i] = am->ids[i][p] == am->feat[q];
-        }
-    for (int64_t q0 = 0; q0 < F && st == CATTR_OK; q0 += k) {
-        int64_t kc = F - q0 < k ? F - q0 : k;
-        for (int i = 0; i < n && st == CATTR_OK; i++) {
-            bool any = false;
-            for (int64_t j = 0; j < kc; j++) any = any || holds[(q0 + j) * n + i];
-            if (!any) continue;
-            for (int64_t j = 0; j < kc && st == CATTR_OK; j++) {
-                int64_t q = q0 + j;
-                const cattr_tensor *d = NULL;
-                cx_rng rng;
-                bool identity = true;
-                if (!(c->user && c->user->n_draws > 0)) {
-                    if (!holds[q * n + i]) continue;
-                    cx_rng_init(&rng, e->p.seed, ((uint64_t)0x4d << 56) | ((uint64_t)i << 40) | (uint64_t)q);
-                }
-                while (identity && st == CATTR_OK) {
-                    if (c->user && c->user->n_draws > 0) {
-                        st = cx_next_draw(c, "fp_batch_permutation", NULL, &d);
-                        if (st != CATTR_OK) break;
-                        if (!d || d->dtype != CATTR_INT64 || d->numel != B) {
-                            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'fp_batch_permutation' must be %lld "
-                                                                     "int64 values (a permutation)", (long long)B);
-                            break;
-                        }
-                        for (int64_t b = 0; b < B; b++) {
-                            scratch[b] = ((const int64_t *)d->data)[b];
-                            if (scratch[b] < 0 || scratch[b] >= B)
-                                st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'fp_batch_permutation' holds "
-                                                                         "row %lld of a batch of %lld",
-                                             (long long)scratch[b], (long long)B);
-                        }
-                    } else {
-                        cx_rng_permutation(&rng, B, scratch);
-                    }
-                    identity = true;
-                    for (int64_t b = 0; b < B; b++)
-                        if (scratch[b] != b) identity = false;
-                }
-                if (st != CATTR_OK || !holds[q * n + i]) continue;
-                memcpy(*perms + used * B, scratch, (size_t)B * sizeof *scratch);
-                (*perm_at)[q * n + i] = used * B;
-                used++;
-            }
-        }
-    }
-    free(holds);
-    free(scratch);
-    return st;
-}
-
-/* FeatureAblation over tensors T (B rows each) with baselines base (T's shapes), or with `permute` FeaturePermutation
- * (the feature's values taken from other rows of T; base unused): attr[i] (T[i]'s shape) holds, at the elements of
- * each feature, eval(T) - eval(T with the feature ablated), in the dtype of the values. */
-static cattr_status ablate(cattr_explainer *e, cx_call *c, int n, cattr_tensor *const *T, cattr_tensor *const *base,
-                           const cattr_tensor *const *masks, const char *what, ablate_eval ev, bool permute,
-                           int64_t n_out, cattr_tensor **attr) {
-    int64_t B = c->B;
-    cattr_dtype dt = c->dt;
-    size_t esz = cattr_dtype_size(dt);
-    ab_masks am;
-    cattr_tensor *xs[CX_MAX_IN] = {0};
-    double *y0 = malloc((size_t)(n_out + 1) * sizeof *y0), *y = NULL;
-    int64_t k = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
-    cattr_status st = ab_masks_load(n, T, B, masks, what, &am);
-    if (st == CATTR_OK && !y0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = ev(e, c, T, 1, y0);
-    if (k > am.F && am.F > 0) k = am.F;
-    int64_t *perms = NULL, *perm_at = NULL;
-    if (st == CATTR_OK && permute) st = ab_perms(e, c, &am, k, &perms, &perm_at);
-    for (int i = 0; i < n && st == CATTR_OK; i++)
-        if (am.rows[i] != 1 && n_out != B)
-            st = cx_fail(CATTR_ERR_SHAPE, "%s %d has one row per example, but the %lld attributed output values are "
-                                          "not one per example: give a target", what, i, (long long)n_out);
-    if (st == CATTR_OK && !(y = malloc((size_t)(k * n_out + 1) * sizeof *y))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < n && st == CATTR_OK; i++) {
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, T[i]->shape, sizeof sh);
-        sh[0] = n_out; /* one row per example, or (no target) per model output value */
-        attr[i] = cx_tensor_alloc(dt, T[i]->ndim, sh);
-        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else memset(attr[i]->data, 0, (size_t)attr[i]->numel * esz);
-    }
-    int64_t have = 0;
-    for (int64_t q0 = 0; q0 < am.F && st == CATTR_OK; q0 += k) {
-        int64_t cnt = am.F - q0 < k ? am.F - q0 : k;
-        for (int i = 0; i < n && st == CATTR_OK && cnt != have; i++) {
-            int64_t sh[CATTR_MAX_DIMS];
-            memcpy(sh, T[i]->shape, sizeof sh);
-            sh[0] = cnt * B;
-            cattr_tensor_free(xs[i]);
-            xs[i] = cx_tensor_alloc(dt, T[i]->ndim, sh);
-            if (!xs[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        }
-        have = cnt;
-        if (st != CATTR_OK) break;
-        for (int64_t j = 0; j < cnt; j++) /* state j: feature q0 + j replaced by the baseline */
-            for (int i = 0; i < n; i++) {
-                char *slot = (char *)xs[i]->data + (size_t)(j * T[i]->numel) * esz;
-                memcpy(slot, T[i]->data, (size_t)T[i]->numel * esz);
-                int64_t per = am.per[i];
-                for (int64_t p = 0; p < am.rows[i] * per; p++) {
-                    if (am.ids[i][p] != am.feat[q0 + j]) continue;
-                    int64_t m = p / per, e2 = p % per;
-                    int64_t b0 = am.rows[i] == 1 ? 0 : m, b1 = am.rows[i] == 1 ? B : m + 1;
-                    const int64_t *perm = permute ? perms + perm_at[(q0 + j) * n + i] : NULL;
-                    const char *src = permute ? (const char *)T[i]->data : (const char *)base[i]->data;
-                    for (int64_t b = b0; b < b1; b++)
-                        memcpy(slot + (size_t)(b * per + e2) * esz, src + (size_t)((perm ? perm[b] : b) * per + e2) * esz, esz);
-                }
-            }
-        st = ev(e, c, xs, cnt, y);
-        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++)
-            for (int i = 0; i < n; i++) {
-                int64_t per = am.per[i];
-                for (int64_t p = 0; p < am.rows[i] * per; p++) {
-                    if (am.ids[i][p] != am.feat[q0 + j]) continue;
-                    int64_t m = p / per, e2 = p % per;
-                    int64_t r0 = am.rows[i] == 1 ? 0 : m, r1 = am.rows[i] == 1 ? n_out : m + 1;
-                    for (int64_t r = r0; r < r1; r++)
-                        cx_tensor_set(attr[i], r * per + e2, cx_rnd(dt, y0[r] - y[j * n_out + r]));
-                }
-            }
-    }
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
-    free(perms);
-    free(perm_at);
-    free(y0);
-    free(y);
-    ab_masks_free(&am);
-    return st;
-}
-
 static cattr_status ablation_init(cattr_explainer *e) {
     if (e->p.perturbations_per_eval < 0)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval must be positive, or 0 for one per forward "
@@ -681,70 +501,40 @@ static cattr_status ablation_init(cattr_explainer *e) {
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 
-
 /* ---- LayerFeatureAblation -------------------------------------------------------------------------------------- */
 
-static bool lp_has_target(const cx_call *c) { return c->target && c->target->kind != CATTR_TARGET_NONE; }
-
-/* The target output (no target: every output value) with the layer tensors replaced by ts (cnt*B rows); the inputs tiled cnt times. */
-static cattr_status layer_eval(cattr_explainer *e, cx_call *c, cattr_tensor *const *ts, int64_t cnt, double *vals) {
-    lp_state *s = e->method_state;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
-    int y = cx_model_output(e->m);
-    cattr_status st = CATTR_OK;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++)
-        if (!(xs[i] = cx_expand_rows(c->x[i], cnt, CX_TILE))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = graph_run(e, c, &s->lg, xs, cnt, CX_TILE, ts, &y, 1, &out, NULL);
-    if (st == CATTR_OK && !lp_has_target(c)) /* every output value, state-major */
-        for (int64_t k = 0; k < out->numel; k++) vals[k] = cx_tensor_get(out, k);
-    else if (st == CATTR_OK)
-        st = cx_select(c, out, cnt, CX_TILE, vals);
-    cattr_tensor_free(out);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
-    return st;
-}
-
-/* LayerFeatureAblation, or with `permute` LayerFeaturePermutation (no layer baseline; a batch below 2 leaves every
- * attribution 0, as Captum skips every feature group then). */
+/* LayerFeatureAblation, or with `permute` LayerFeaturePermutation: FeatureAblation / FeaturePermutation of the layer
+ * tensors on the layer model, the model's inputs passed as additional inputs, the layer masks as feature masks and
+ * the layer baseline for every layer tensor (a batch below 2 leaves every permutation attribution 0, as Captum skips
+ * every feature group then). */
 static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool permute) {
     lp_state *s = e->method_state;
     int n = s->n_layers;
-    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *base[LP_MAX_LAYERS] = {0};
+    cattr_tensor *act[LP_MAX_LAYERS] = {0};
     const cattr_tensor *lb = c->user ? c->user->layer_baseline : NULL;
     const cattr_call *u = c->user;
     char s1[128], s2[128];
-    cattr_status st = graph_replace_layers(e, s);
+    cattr_status st = layer_inner(e, s, permute ? CATTR_METHOD_FEATURE_PERMUTATION : CATTR_METHOD_FEATURE_ABLATION);
     if (st == CATTR_OK && u && u->layer_masks && u->n_layer_masks != n)
         st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d layer masks given for a layer of %d tensors", u->n_layer_masks, n);
-    if (st == CATTR_OK) st = graph_run(e, c, &s->lg, c->x, 1, CX_TILE, NULL, s->layers, n, act, NULL);
-    for (int k = 0; k < n && st == CATTR_OK; k++) { /* the baseline of each layer tensor at full shape */
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act);
+    for (int k = 0; k < n && st == CATTR_OK && lb; k++) { /* the layer baseline: a scalar, the layer's shape or batch 1 */
         const cattr_tensor *a = act[k];
-        base[k] = cx_tensor_alloc(c->dt, a->ndim, a->shape);
-        if (!base[k]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        int64_t per = c->B ? a->numel / c->B : 0;
-        bool full = lb && cx_shape_eq(lb->ndim, lb->shape, a->ndim, a->shape);
-        bool row1 = lb && !full && lb->ndim == a->ndim && lb->shape[0] == 1 &&
+        bool full = cx_shape_eq(lb->ndim, lb->shape, a->ndim, a->shape);
+        bool row1 = lb->ndim == a->ndim && lb->shape[0] == 1 &&
                     cx_shape_eq(lb->ndim - 1, lb->shape + 1, a->ndim - 1, a->shape + 1);
-        bool scalar = lb && !full && !row1 && lb->numel == 1;
-        if (lb && !full && !row1 && !scalar) {
+        if (!full && !row1 && lb->numel != 1)
             st = cx_fail(CATTR_ERR_SHAPE, "the layer baseline has shape %s; use a scalar, the layer's shape %s or batch 1",
                          cx_shape_str(lb->ndim, lb->shape, s1, sizeof s1), cx_shape_str(a->ndim, a->shape, s2, sizeof s2));
-            break;
-        }
-        for (int64_t j = 0; j < a->numel; j++)
-            cx_tensor_set(base[k], j, !lb ? 0.0 : cx_tensor_get(lb, scalar ? 0 : full ? j : j % per));
-    }
-    int64_t n_out = c->B; /* attributed output values: one per example, or with no target all of them */
-    if (st == CATTR_OK && !lp_has_target(c)) {
-        cattr_tensor *out = NULL;
-        st = cx_forward(e, c, c->x, 1, CX_TILE, &out);
-        if (st == CATTR_OK) n_out = out->numel;
-        cattr_tensor_free(out);
     }
     if (st == CATTR_OK && permute && c->B < 2) { /* Captum skips every group: the attributions stay 0 */
+        int64_t n_out = c->B;
+        if (!(c->target && c->target->kind != CATTR_TARGET_NONE)) {
+            cattr_tensor *out = NULL;
+            st = cx_forward(e, c, c->x, 1, CX_TILE, &out);
+            if (st == CATTR_OK) n_out = out->numel;
+            cattr_tensor_free(out);
+        }
         cx_log(CATTR_LOG_WARN, "LayerFeaturePermutation needs a batch of at least 2 examples (got %lld): every "
                                "attribution is 0", (long long)c->B);
         for (int k = 0; k < n && st == CATTR_OK; k++) {
@@ -756,13 +546,26 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
             else memset(attr[k]->data, 0, (size_t)attr[k]->numel * cattr_dtype_size(c->dt));
         }
     } else if (st == CATTR_OK) {
-        st = ablate(e, c, n, act, base, u ? u->layer_masks : NULL, "layer mask", layer_eval, permute, n_out, attr);
+        const cattr_tensor *in[LP_MAX_LAYERS], *bl[LP_MAX_LAYERS], *add[2 * CX_MAX_IN];
+        for (int k = 0; k < n; k++) in[k] = act[k], bl[k] = lb;
+        for (int i = 0; i < c->n; i++) add[i] = c->x[i];
+        for (int j = 0; j < c->n_add; j++) add[c->n + j] = c->add[j];
+        cattr_call call = *u;
+        call.inputs = in;
+        call.n_inputs = n;
+        call.baselines = lb ? bl : NULL;
+        call.target = c->target;
+        call.additional = add;
+        call.n_additional = c->n + c->n_add;
+        call.feature_masks = u->layer_masks;
+        call.layer_masks = NULL;
+        call.n_layer_masks = 0;
+        call.layer_baseline = NULL;
+        pass_draws(c, &call);
+        st = cattr_explainer_run(s->inner, &call, attr, NULL);
     }
     c->n_out = n;
-    for (int k = 0; k < LP_MAX_LAYERS; k++) {
-        cattr_tensor_free(act[k]);
-        cattr_tensor_free(base[k]);
-    }
+    for (int k = 0; k < LP_MAX_LAYERS; k++) cattr_tensor_free(act[k]);
     return st;
 }
 

@@ -104,6 +104,34 @@ cattr_status cx_model_derive(const cattr_model *m, cattr_model **out) {
     return CATTR_OK;
 }
 
+cattr_status cx_model_wrap(const cattr_model *m, cg_graph *g, const int *from, cattr_model **out) {
+    *out = NULL;
+    int n_in = g->n_inputs;
+    cattr_model *v = calloc(1, sizeof *v);
+    if (v) {
+        v->path = cx_strdup(m->path ? m->path : "");
+        v->in_ndim = malloc((size_t)(n_in ? n_in : 1) * sizeof *v->in_ndim);
+        v->in_shape = calloc((size_t)(n_in ? n_in : 1), sizeof *v->in_shape);
+        v->in_dtype = malloc((size_t)(n_in ? n_in : 1) * sizeof *v->in_dtype);
+    }
+    if (!v || !v->path || !v->in_ndim || !v->in_shape || !v->in_dtype) {
+        cattr_model_free(v);
+        cg_free(g);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    v->g = g;
+    for (int k = 0; k < n_in; k++) {
+        int i = from[k];
+        v->in_ndim[k] = i >= 0 ? m->in_ndim[i] : -1;
+        if (i >= 0) memcpy(v->in_shape[k], m->in_shape[i], sizeof v->in_shape[k]);
+        v->in_dtype[k] = i >= 0 ? m->in_dtype[i] : CATTR_FLOAT32;
+    }
+    v->opset = m->opset;
+    v->be = m->be;
+    *out = v;
+    return CATTR_OK;
+}
+
 cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
                                      cattr_model **out) {
     *out = NULL;

@@ -31,6 +31,11 @@ cattr_status cx_model_load_onnx_buffer(const void *data, size_t size, const char
  * start of a model derived from m (a precision variant, a neuron's model). Errors: CATTR_ERR_NO_MEMORY. */
 cattr_status cx_model_derive(const cattr_model *m, cattr_model **out);
 
+/* A model over graph g (owned from the call on, also on error) derived from m: g's input k declared as m's input
+ * from[k] (rank, shape, dtype), or undeclared (from[k] < 0: any rank, float). Path and device are m's. Errors:
+ * CATTR_ERR_NO_MEMORY. */
+cattr_status cx_model_wrap(const cattr_model *m, cg_graph *g, const int *from, cattr_model **out);
+
 /* CATTR_OK when precision `prec` can run in dtype dt on backend be. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown
  * precision, HIGH with float64), CATTR_ERR_UNSUPPORTED (HIGH on a device without bfloat16 products). */
 cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_backend *be);

@@ -264,6 +264,44 @@ static cattr_status K(reduce)(const cg_node *n, const cx_view *in, cx_view *out)
         if (red[d]) cnt *= x->shape[d];
         else kept *= x->shape[d];
     }
+    /* the usual case: the reduced axes are one block of consecutive dims, x = [outer, cnt, inner] */
+    int first = -1, last = -1;
+    bool block = true;
+    for (int d = 0; d < nd; d++)
+        if (red[d]) {
+            if (first < 0) first = d;
+            else if (last != d - 1) block = false;
+            last = d;
+        }
+    if (block && first >= 0) {
+        int64_t outer = cx_numel(first, x->shape), inner = cx_numel(nd - last - 1, x->shape + last + 1);
+        if (grad) {
+            const T *g = in[0].data;
+            T *y = out->data, c = (T)cnt;
+            for (int64_t o = 0; o < outer; o++)
+                for (int64_t r = 0; r < cnt; r++)
+                    for (int64_t i = 0; i < inner; i++) {
+                        T v = g[o * inner + i];
+                        y[(o * cnt + r) * inner + i] = mean ? (T)(v / c) : v;
+                    }
+            return CATTR_OK;
+        }
+        const T *xv = x->data;
+        T *y = out->data;
+        double *acc = calloc((size_t)(inner > 0 ? inner : 1), sizeof *acc);
+        if (!acc) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+        for (int64_t o = 0; o < outer; o++) {
+            for (int64_t i = 0; i < inner; i++) acc[i] = 0;
+            for (int64_t r = 0; r < cnt; r++) {
+                const T *row = xv + (o * cnt + r) * inner;
+                for (int64_t i = 0; i < inner; i++) acc[i] += (double)row[i];
+            }
+            for (int64_t i = 0; i < inner; i++)
+                y[o * inner + i] = mean ? (T)((T)acc[i] / (T)cnt) : (T)acc[i];
+        }
+        free(acc);
+        return CATTR_OK;
+    }
     if (grad) {
         const T *g = in[0].data;
         T *y = out->data, c = (T)cnt;
