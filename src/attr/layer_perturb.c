@@ -47,6 +47,8 @@ typedef struct lp_state {
     cattr_model *lm;          /* the layer model (layer_model) */
     cattr_explainer *inner;   /* the input method on it */
     cattr_method inner_method;
+    int lrp_rank[LP_MAX_LAYERS]; /* LayerLRP: the layer ranks its suffix was built for (0: none) */
+    int lrp_out[LP_MAX_LAYERS + 1];
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
@@ -149,6 +151,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
         if (!extra || !extra[k]) continue;
         nd[gi] = extra[k]->ndim;
         memcpy(sh[gi], extra[k]->shape, sizeof sh[gi]);
+        dt[gi] = extra[k]->dtype;
         host[gi] = extra[k]->data;
     }
     cx_plan *p = NULL;
@@ -467,30 +470,76 @@ static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor 
 
 static cattr_status lrp_init(cattr_explainer *e) { return lp_init_common(e, CATTR_METHOD_LRP); }
 
-/* relevance = (gradient of the target at the layer under the LRP rules) * the target output of the example. */
+/* relevance = (gradient of the target at the layer under the LRP rules) * the target output of the example, in one
+ * pass on the backend: the model's clone with the seed and the target's flat index per example as extra inputs, the
+ * gradient w.r.t. the layer tensors under the rules, and a suffix (as cx_grad_lrp's): sel = the target output per
+ * example (SeqPick), relevance_k = gradient_k * sel broadcast over the layer's dims; sel comes back for the delta. */
+static cattr_status lrp_suffix(lp_state *s, const int *rank, int y) {
+    bool same = true;
+    for (int k = 0; k < s->n_layers; k++) same = same && s->lrp_rank[k] == rank[k];
+    if (same) return CATTR_OK;
+    lp_graph *lg = &s->lg;
+    cx_plan_cache_clear(&lg->pc); /* new nodes may move the node array the plans read */
+    cg_graph *g = lg->g;
+    cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    r1.n_ints = 1;
+    r1.ints[0] = -1;
+    int y3 = cg_emit(g, CG_RESHAPE, "__lrp_out_rows", (int[]){y}, 1, &r3);
+    int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__lrp_target", (int[]){y3, lg->extra[1]}, 2, NULL);
+    int sel = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lrp_selected", (int[]){ys}, 1, &r1);
+    for (int k = 0; k < s->n_layers && sel >= 0; k++) {
+        cg_attrs rr = cg_attrs_default();
+        rr.n_ints = rank[k];
+        rr.ints[0] = -1;
+        for (int d = 1; d < rr.n_ints; d++) rr.ints[d] = 1;
+        int sb = cg_emit(g, CG_RESHAPE, "__lrp_selected_rows", (int[]){sel}, 1, &rr);
+        s->lrp_out[k] = sb < 0 ? -1 : cg_emit(g, CG_MUL, "__lrp_relevance", (int[]){lg->grads[k], sb}, 2, NULL);
+        if (s->lrp_out[k] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        s->lrp_rank[k] = rank[k];
+    }
+    if (sel < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    s->lrp_out[s->n_layers] = sel;
+    return CATTR_OK;
+}
+
 static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     lp_state *s = e->method_state;
-    cattr_dtype dt = c->dt;
-    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *gr[LP_MAX_LAYERS] = {0}, *out = NULL;
-    double *sel = malloc((size_t)(c->B + 1) * sizeof *sel);
-    cattr_status st = sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = layer_grad(e, c, c->x, 1, false, act, gr, &out);
-    if (st == CATTR_OK) st = cx_select(c, out, 1, CX_TILE, sel);
-    for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
-        int64_t m = c->B ? gr[k]->numel / c->B : 1;
-        for (int64_t j = 0; j < gr[k]->numel; j++)
-            cx_tensor_set(gr[k], j, cx_rnd(dt, cx_tensor_get(gr[k], j) * cx_rnd(dt, sel[j / m])));
-        attr[k] = gr[k];
-        gr[k] = NULL;
+    lp_graph *lg = &s->lg;
+    int n = s->n_layers, y = cx_model_output(e->m), outs[LP_MAX_LAYERS + 1], rank[LP_MAX_LAYERS];
+    int64_t B = c->B;
+    if (!lg->g) { /* the clone with two extra inputs (seed, target index) and the gradient at the layer */
+        CX_CHECK(graph_clone(e, lg, 2));
+        CX_CHECK(cg_autodiff(lg->g, y, lg->extra[0], s->layers, n, &s->rules, lg->grads));
+        lg->n_grads = n;
     }
-    c->n_out = s->n_layers;
-    if (st == CATTR_OK && delta && e->p.return_convergence_delta) st = layer_delta(c, s->n_layers, attr, NULL, sel, delta);
+    cx_plan *p = NULL;
+    cattr_tensor *seed = NULL, *tidx = NULL, *res[LP_MAX_LAYERS + 1] = {0}, *ext[2] = {0};
+    outs[0] = y;
+    for (int k = 0; k < n; k++) outs[1 + k] = s->layers[k];
+    cattr_status st = graph_run(e, c, lg, c->x, 1, CX_TILE, NULL, outs, n + 1, NULL, &p);
+    for (int k = 0; k < n && st == CATTR_OK; k++) rank[k] = cx_plan_view(p, s->layers[k])->ndim;
+    if (st == CATTR_OK) st = target_seed(c, cx_plan_view(p, y), 1, &seed);
+    if (st == CATTR_OK && !(tidx = cx_tensor_alloc(CATTR_INT64, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_target_rows(seed, B, B, (int64_t *)tidx->data);
+    if (st == CATTR_OK) st = lrp_suffix(s, rank, y);
+    ext[0] = seed;
+    ext[1] = tidx;
+    if (st == CATTR_OK) st = graph_run(e, c, lg, c->x, 1, CX_TILE, ext, s->lrp_out, n + 1, res, NULL);
+    for (int k = 0; k < n && st == CATTR_OK; k++) {
+        attr[k] = res[k];
+        res[k] = NULL;
+    }
+    c->n_out = n;
+    double *sel = st == CATTR_OK ? malloc((size_t)(B + 1) * sizeof *sel) : NULL;
+    if (st == CATTR_OK && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[n], b);
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta) st = layer_delta(c, n, attr, NULL, sel, delta);
     free(sel);
-    cattr_tensor_free(out);
-    for (int k = 0; k < LP_MAX_LAYERS; k++) {
-        cattr_tensor_free(act[k]);
-        cattr_tensor_free(gr[k]);
-    }
+    for (int k = 0; k <= n; k++) cattr_tensor_free(res[k]);
+    cattr_tensor_free(seed);
+    cattr_tensor_free(tidx);
     return st;
 }
 
