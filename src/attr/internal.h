@@ -230,6 +230,12 @@ bool cx_rules_input_multiplied(const void *state, int i);
  * CATTR_ERR_INTERNAL for LRP's rules at a base other than 0 (they key on the model's value ids). */
 cattr_status cx_rules_bind(const cg_rules *rules, int node_base);
 
+/* LayerGradientShap (noise.c): GradientShap's tunnel with the attributions at layer values layers[0..n_l): per sample
+ * (a(noisy x) - a(baseline)) times the target's gradient at the layer at the random point, averaged per example;
+ * attr[k] new tensors of the layers' shapes, c->n_out = n_l; the delta has one entry per sample row. */
+cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *layers, int n_l, cattr_tensor **attr,
+                                    cattr_tensor **delta);
+
 /* Frees e->tunnel_state. */
 void cx_tunnel_release(cattr_explainer *e);
 

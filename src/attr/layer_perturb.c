@@ -1,18 +1,14 @@
 /* layer_perturb.c - the layer methods built on rules, perturbations and the Shap family (Captum semantics:
- * shared/reference/captum_spec.md section 3): LayerFeatureAblation and LayerFeaturePermutation (FeatureAblation /
- * FeaturePermutation over the layer's activations, the model re-run from the perturbed layer), LayerDeepLift (the
- * target's gradient at the layer under DeepLift's rules on [x; x']), LayerLRP (the relevance arriving at the layer
- * times the target output), LayerDeepLiftShap (LayerDeepLift on every (example, baseline) pair, averaged) and
- * LayerGradientShap (GradientShap's noise tunnel around the layer's "input - baseline times the gradient at a random
- * point"). The neuron forms are in neuron.c.
- *
- * Every method works on its own graph (lp_graph): a clone of the model graph with, as extra graph inputs after the
- * model's, either a seed (gradient graphs: cg_autodiff of the model output) or one replacement input per layer
- * tensor (LayerFeatureAblation: the nodes that read the layer value read the replacement instead, while the layer's
- * own producer still computes the activation from the model inputs).
+ * shared/reference/captum_spec.md section 3). Each runs on the backend through a graph derived from the model:
+ *   - LayerFeatureAblation, LayerFeaturePermutation and LayerDeepLift (and so LayerDeepLiftShap, on every (example,
+ *     baseline) pair, averaged) are their input methods on the layer model (below), whose first inputs are the layer
+ *     tensors;
+ *   - LayerLRP is the model's clone with the gradient at the layer under the LRP rules and the target-output scaling
+ *     as ops (lp_graph; LRP's rules key on the model's value ids, which the clone keeps);
+ *   - LayerGradientShap is noise.c's GradientShap tunnel with the attributions at the layer.
+ * The neuron forms are in neuron.c.
  */
 #include "attr/internal.h"
-#include "core/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -99,16 +95,6 @@ static cattr_status graph_clone(const cattr_explainer *e, lp_graph *lg, int n_ex
         if (lg->extra[k] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     lg->n_extra = n_extra;
-    return CATTR_OK;
-}
-
-/* Gradient graph: d(sum(seed * y))/d(wrt) under the state's rules; the seed is the one extra input. */
-static cattr_status graph_grad(cattr_explainer *e, lp_state *s, int y, const int *wrt, int n_wrt) {
-    lp_graph *lg = &s->lg;
-    if (lg->g) return CATTR_OK;
-    CX_CHECK(graph_clone(e, lg, 1));
-    CX_CHECK(cg_autodiff(lg->g, y, lg->extra[0], wrt, n_wrt, &s->rules, lg->grads));
-    lg->n_grads = n_wrt;
     return CATTR_OK;
 }
 
@@ -217,72 +203,6 @@ static cattr_status target_seed(const cx_call *c, const cx_view *ov, int64_t rep
         return st;
     }
     *seed = sd;
-    return CATTR_OK;
-}
-
-/* Gradient graph of the model output w.r.t. the layer tensors, read through replacement inputs (extra inputs
- * 0..n-1; the seed is extra input n). The readers' rules then change the gradient each reader sends to the layer
- * tensor (as Captum's hooks on the module inputs change the gradient of the layer's output tensor). */
-static cattr_status graph_grad_replaced(cattr_explainer *e, lp_state *s) {
-    lp_graph *lg = &s->lg;
-    if (lg->g) return CATTR_OK;
-    int n = s->n_layers;
-    CX_CHECK(graph_clone(e, lg, n + 1));
-    cg_graph *g = lg->g;
-    for (int k = 0; k < n; k++) {
-        if (s->layers[k] == cx_model_output(e->m))
-            return cx_fail(CATTR_ERR_UNSUPPORTED, "layer '%s' is the model output", g->vals[s->layers[k]].name);
-        for (int ni = 0; ni < g->n_nodes; ni++)
-            for (int j = 0; j < g->nodes[ni].n_in; j++)
-                if (g->nodes[ni].in[j] == s->layers[k]) g->nodes[ni].in[j] = lg->extra[k];
-    }
-    CX_CHECK(cg_autodiff(g, cx_model_output(e->m), lg->extra[n], lg->extra, n, &s->rules, lg->grads));
-    lg->n_grads = n;
-    return CATTR_OK;
-}
-
-/* Layer activations act[k] and gradients grad[k] of the target at the layer tensors, for inputs xs of reps*B tiled
- * rows, under the state's rules; *out (optional) receives the model output. With `replaced`, the gradient is taken
- * at replacement inputs fed with the activations (graph_grad_replaced), else at the layer values themselves. */
-static cattr_status layer_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, bool replaced,
-                               cattr_tensor **act, cattr_tensor **grad, cattr_tensor **out) {
-    lp_state *s = e->method_state;
-    int y = cx_model_output(e->m), n = s->n_layers;
-    lp_graph *lg = &s->lg;
-    cx_plan *p = NULL;
-    cattr_tensor *seed = NULL, *res[LP_MAX_OUTS] = {0}, *ext[LP_MAX_LAYERS + 1] = {0};
-    int outs[LP_MAX_OUTS], no = 0;
-    if (replaced) {
-        CX_CHECK(graph_grad_replaced(e, s));
-        CX_CHECK(graph_run(e, c, lg, xs, reps, CX_TILE, NULL, s->layers, n, act, NULL));
-        for (int k = 0; k < n; k++) ext[k] = act[k];
-    } else {
-        CX_CHECK(graph_grad(e, s, y, s->layers, n));
-    }
-    cattr_status st = graph_run(e, c, lg, xs, reps, CX_TILE, ext, &y, 1, NULL, &p);
-    if (st == CATTR_OK) st = target_seed(c, cx_plan_view(p, y), reps, &seed);
-    ext[replaced ? n : 0] = seed;
-    if (!replaced)
-        for (int k = 0; k < n; k++) outs[no++] = s->layers[k];
-    for (int k = 0; k < n; k++) outs[no++] = lg->grads[k];
-    outs[no++] = y;
-    if (st == CATTR_OK) st = graph_run(e, c, lg, xs, reps, CX_TILE, ext, outs, no, res, NULL);
-    cattr_tensor_free(seed);
-    if (st != CATTR_OK) {
-        if (replaced)
-            for (int k = 0; k < n; k++) {
-                cattr_tensor_free(act[k]);
-                act[k] = NULL;
-            }
-        return st;
-    }
-    int g0 = replaced ? 0 : n;
-    for (int k = 0; k < n; k++) {
-        if (!replaced) act[k] = res[k];
-        grad[k] = res[g0 + k];
-    }
-    if (out) *out = res[no - 1];
-    else cattr_tensor_free(res[no - 1]);
     return CATTR_OK;
 }
 
@@ -629,7 +549,7 @@ static cattr_status layer_feature_permutation(cattr_explainer *e, cx_call *c, ca
     return layer_ablate(e, c, attr, true);
 }
 
-/* ---- LayerDeepLiftShap ---------------------------------------------------------------- */
+/* ---- LayerDeepLiftShap ------------------------------------------------------------------------------------------- */
 
 
 /* The method on every (example, baseline) pair, then the mean over the baselines (torch.mean: the sum, then / nb);
@@ -665,205 +585,7 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
     return deeplift_shap(e, c, attr, delta, layer_deeplift);
 }
 
-
-/* ---- LayerGradientShap ----------------------------------------------------------------- */
-
-/* Captum's GradientShap family: NoiseTunnel(smoothgrad, nt_samples = n_samples, stdevs, baselines drawn from the
- * distribution) around an "input-baseline x gradient at a random point" pass, all samples in one partition. The
- * derived call has B*n rows, example-major (row b*n + j = sample j of example b): noisy inputs, drawn baselines,
- * additional inputs and per-example targets interleaved. Draws (golden README section 7): nt_baseline_index per input
- * with a tensor baseline, nt_noise per input, then one gradshap_coeff per row; without explicit draws the Philox
- * generator (one stream per kind, input and example; the counter is the sample). */
-
-enum { GS_TAG = 0x4c, GS_NOISE = 1, GS_BASELINE = 2, GS_COEFF = 3 };
-
-static uint64_t gs_stream(uint64_t kind, uint64_t input, int64_t example) {
-    return ((uint64_t)GS_TAG << 56) | (kind << 48) | ((input & 0xff) << 40) | ((uint64_t)example & 0xffffffffu);
-}
-
-/* The derived call of B*m rows, and what it owns. */
-typedef struct gs_call {
-    cx_call d;
-    cattr_target tgt;
-    int64_t *tidx;
-    double *coef; /* B*m coefficients, in the compute dtype */
-} gs_call;
-
-static void gs_free(gs_call *g) {
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cattr_tensor_free(g->d.x[i]);
-        cattr_tensor_free(g->d.base[i]);
-        cattr_tensor_free(g->d.add[i]);
-    }
-    free(g->tidx);
-    free(g->coef);
-    memset(g, 0, sizeof *g);
-}
-
-/* Does the caller give input i's baseline as a tensor (rows are drawn only for tensor baselines)? */
-static bool gs_tensor_baseline(const cx_call *c, int i) {
-    const cattr_tensor *b = c->user && c->user->baselines ? c->user->baselines[i] : NULL;
-    return b && b->ndim >= 1 && b->ndim == c->x[i]->ndim;
-}
-
-/* Baseline row indices of input i (B*m values in [0, rows of the distribution)). */
-static cattr_status gs_indices(cattr_explainer *e, cx_call *c, int i, int64_t m, int64_t *idx) {
-    int64_t n_ref = c->dist[i]->shape[0], rows = c->B * m;
-    char role[48];
-    snprintf(role, sizeof role, "nt_baseline_index.input%d", i);
-    const cattr_tensor *d = NULL;
-    CX_CHECK(cx_next_draw(c, role, NULL, &d));
-    if (d && d->numel != rows)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
-                       (long long)d->numel, (long long)rows);
-    for (int64_t r = 0; r < rows; r++) {
-        if (d) {
-            double v = cx_tensor_get(d, r);
-            if (!(v >= 0 && v < (double)n_ref))
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' holds index %g; baseline %d has %lld rows",
-                               role, v, i, (long long)n_ref);
-            idx[r] = (int64_t)v;
-        } else {
-            cx_rng g;
-            cx_rng_init(&g, e->p.seed, gs_stream(GS_BASELINE, (uint64_t)i, r / m));
-            g.index = (uint64_t)(r % m);
-            idx[r] = cx_rng_below(&g, n_ref);
-        }
-    }
-    return CATTR_OK;
-}
-
-/* Input i repeated m times per example plus float32 Gaussian noise of stdev (nt_noise.input<i>). */
-static cattr_status gs_noisy(cattr_explainer *e, cx_call *c, int i, int64_t m, cattr_tensor **out) {
-    uint64_t *streams = malloc((size_t)(c->B + 1) * sizeof *streams);
-    if (!streams) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t b = 0; b < c->B; b++) streams[b] = gs_stream(GS_NOISE, (uint64_t)i, b);
-    cattr_status st = cx_noisy_rows(c, i, m, e->p.stdevs, e->p.seed, streams, 0, out);
-    free(streams);
-    return st;
-}
-
-/* The derived call: baselines drawn, noise added, coefficients drawn, in Captum's order. */
-static cattr_status gs_prepare(cattr_explainer *e, cx_call *c, gs_call *g) {
-    int64_t m = e->p.n_samples, B = c->B, rows = B * m;
-    cx_call *d = &g->d;
-    memset(g, 0, sizeof *g);
-    d->n = c->n;
-    d->B = rows;
-    d->dt = c->dt;
-    d->n_add = c->n_add;
-    d->user = c->user;
-    d->target = c->target;
-    int64_t *idx[CX_MAX_IN] = {0};
-    cattr_status st = CATTR_OK;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        if (!c->dist[i] || c->dist[i]->shape[0] < 1)
-            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs a baseline for input %d", e->method->captum, i);
-        else if (!gs_tensor_baseline(c, i))
-            continue;
-        else if (!(idx[i] = malloc((size_t)(rows + 1) * sizeof *idx[i])))
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else
-            st = gs_indices(e, c, i, m, idx[i]);
-    }
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = gs_noisy(e, c, i, m, &d->x[i]);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* baselines: drawn rows, or the one row repeated */
-        const cattr_tensor *src = c->dist[i];
-        int64_t per = src->numel / src->shape[0];
-        if (!idx[i] && src->shape[0] != 1) {
-            st = cx_fail(CATTR_ERR_SHAPE, "baseline %d: give a tensor of baseline rows or one scalar", i);
-            break;
-        }
-        if (!(d->base[i] = cx_tensor_alloc(c->dt, d->x[i]->ndim, d->x[i]->shape))) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        size_t rb = (size_t)per * cattr_dtype_size(c->dt);
-        for (int64_t r = 0; r < rows; r++)
-            memcpy((char *)d->base[i]->data + (size_t)r * rb, (const char *)src->data + (size_t)(idx[i] ? idx[i][r] : 0) * rb, rb);
-    }
-    for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
-        if (!(d->add[j] = cx_expand_rows(c->add[j], m, CX_INTERLEAVE))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    const cattr_target *t = c->target;
-    if (st == CATTR_OK && t && t->kind == CATTR_TARGET_PER_EXAMPLE) {
-        if (t->n_rows != B || t->n_idx < 1 || !t->idx)
-            st = cx_fail(CATTR_ERR_TARGET, "%lld per-example targets of %d indices given for a batch of %lld",
-                         (long long)t->n_rows, t->n_idx, (long long)B);
-        else if (!(g->tidx = malloc((size_t)(rows * t->n_idx) * sizeof *g->tidx)))
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else {
-            for (int64_t r = 0; r < rows; r++)
-                memcpy(g->tidx + r * t->n_idx, t->idx + (r / m) * t->n_idx, (size_t)t->n_idx * sizeof *g->tidx);
-            g->tgt = *t;
-            g->tgt.n_rows = rows;
-            g->tgt.idx = g->tidx;
-            d->target = &g->tgt;
-        }
-    }
-    const cattr_tensor *cd = NULL;
-    if (st == CATTR_OK && !(g->coef = malloc((size_t)(rows + 1) * sizeof *g->coef)))
-        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = cx_next_draw(c, "gradshap_coeff", NULL, &cd);
-    if (st == CATTR_OK && cd && cd->numel != rows)
-        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'gradshap_coeff' has %lld values; %lld are needed",
-                     (long long)cd->numel, (long long)rows);
-    for (int64_t r = 0; r < rows && st == CATTR_OK; r++) {
-        double v;
-        if (cd) {
-            v = cx_tensor_get(cd, r);
-        } else {
-            cx_rng rg;
-            cx_rng_init(&rg, e->p.seed, gs_stream(GS_COEFF, 0, r / m));
-            rg.index = (uint64_t)(r % m);
-            v = cx_rng_uniform(&rg);
-        }
-        g->coef[r] = cx_rnd(c->dt, v); /* numpy's float64 draw converted to the input dtype */
-    }
-    d->next_draw = c->next_draw;
-    for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);
-    return st;
-}
-
-/* The random points c*x + (1-c)*x' of the derived call, in torch's operation order. */
-static cattr_status gs_points(const gs_call *g, cattr_tensor **pts) {
-    const cx_call *d = &g->d;
-    cattr_dtype dt = d->dt;
-    for (int i = 0; i < d->n; i++) {
-        const cattr_tensor *x = d->x[i], *b = d->base[i];
-        if (!(pts[i] = cx_tensor_alloc(dt, x->ndim, x->shape))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        int64_t per = d->B ? x->numel / d->B : 0;
-        for (int64_t r = 0; r < d->B; r++) {
-            double cr = g->coef[r], om = cx_rnd(dt, 1.0 - cr);
-            for (int64_t k = r * per; k < (r + 1) * per; k++)
-                cx_tensor_set(pts[i], k, cx_rnd(dt, cx_rnd(dt, cr * cx_tensor_get(x, k)) + cx_rnd(dt, om * cx_tensor_get(b, k))));
-        }
-    }
-    return CATTR_OK;
-}
-
-/* smoothgrad: per example, the sum over the m samples (torch's sum) / m, of each of the n attributions. */
-static cattr_status gs_mean(const cx_call *c, int64_t m, int n, cattr_tensor *const *per_row, cattr_tensor **attr) {
-    double *col = malloc((size_t)(m + 1) * sizeof *col);
-    if (!col) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = CATTR_OK;
-    for (int i = 0; i < n && st == CATTR_OK; i++) {
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, per_row[i]->shape, sizeof sh);
-        sh[0] = c->B;
-        if (!(attr[i] = cx_tensor_alloc(c->dt, per_row[i]->ndim, sh))) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        int64_t per = c->B ? attr[i]->numel / c->B : 0;
-        for (int64_t b = 0; b < c->B; b++)
-            for (int64_t f = 0; f < per; f++) {
-                for (int64_t j = 0; j < m; j++) col[j] = cx_tensor_get(per_row[i], (b * m + j) * per + f);
-                cx_tensor_set(attr[i], b * per + f, cx_rnd(c->dt, cx_torch_sum(c->dt, col, m, f, per) / (double)m));
-            }
-    }
-    free(col);
-    return st;
-}
+/* ---- LayerGradientShap ------------------------------------------------------------------------------------------- */
 
 static cattr_status gshap_init(cattr_explainer *e) {
     if (e->p.n_samples < 1)
@@ -874,45 +596,11 @@ static cattr_status gshap_init(cattr_explainer *e) {
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 
-/* LayerGradientShap: (a(noisy input) - a(baseline)) times the target's gradient at the layer at the random points;
- * the delta has one entry per derived row. */
+/* LayerGradientShap: (a(noisy input) - a(baseline)) times the target's gradient at the layer at the random points,
+ * as one derived graph on the backend (noise.c's tunnel); the delta has one entry per sample row. */
 static cattr_status layer_gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     lp_state *s = e->method_state;
-    int n = s->n_layers;
-    gs_call g;
-    cattr_tensor *pts[CX_MAX_IN] = {0}, *ap[LP_MAX_LAYERS] = {0}, *gr[LP_MAX_LAYERS] = {0};
-    cattr_tensor *ax[LP_MAX_LAYERS] = {0}, *ab[LP_MAX_LAYERS] = {0};
-    cattr_dtype dt = c->dt;
-    double *sel = NULL;
-    cattr_status st = gs_prepare(e, c, &g);
-    c->next_draw = g.d.next_draw;
-    if (st == CATTR_OK) st = gs_points(&g, pts);
-    if (st == CATTR_OK) st = layer_grad(e, &g.d, pts, 1, false, ap, gr, NULL);
-    if (st == CATTR_OK && e->p.multiply_by_inputs) {
-        st = graph_run(e, &g.d, &s->lg, g.d.x, 1, CX_TILE, NULL, s->layers, n, ax, NULL);
-        if (st == CATTR_OK) st = graph_run(e, &g.d, &s->lg, g.d.base, 1, CX_TILE, NULL, s->layers, n, ab, NULL);
-        for (int k = 0; k < n && st == CATTR_OK; k++)
-            for (int64_t j = 0; j < gr[k]->numel; j++)
-                cx_tensor_set(gr[k], j, cx_rnd(dt, cx_rnd(dt, cx_tensor_get(ax[k], j) - cx_tensor_get(ab[k], j)) *
-                                                       cx_tensor_get(gr[k], j)));
-    }
-    if (st == CATTR_OK) st = gs_mean(c, e->p.n_samples, n, gr, attr);
-    c->n_out = n;
-    if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
-        sel = malloc((size_t)(2 * g.d.B + 1) * sizeof *sel);
-        st = sel ? cx_delta_forward(e, &g.d, g.d.base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = layer_delta(&g.d, n, gr, sel, NULL, delta);
-    }
-    free(sel);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pts[i]);
-    for (int k = 0; k < LP_MAX_LAYERS; k++) {
-        cattr_tensor_free(ap[k]);
-        cattr_tensor_free(gr[k]);
-        cattr_tensor_free(ax[k]);
-        cattr_tensor_free(ab[k]);
-    }
-    gs_free(&g);
-    return st;
+    return cx_layer_gradient_shap(e, c, s->layers, s->n_layers, attr, delta);
 }
 
 /* ---- the method table entries ------------------------------------------------------------------------------------ */

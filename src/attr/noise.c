@@ -474,10 +474,15 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
  * once. Captum accumulates each partition's sum in one reduction; this adds the rows of a chunk in row order, which
  * changes only the rounding. */
 
-enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP };
+enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP, DEV_LAYER_GSHAP };
 
 typedef struct dev_tunnel {
     int kind, n, n_add, mul;
+    /* the attributions it sums: one per input, or (DEV_LAYER_GSHAP) one per layer tensor lv[k]; their shapes for the
+     * call (acc_nd is part of what the graph was built for) */
+    int n_acc, lv[CX_MAX_IN], acc_nd[CX_MAX_IN];
+    int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
+    cx_plan_cache lpc; /* the layer's shape plans */
     cg_graph *g;
     int n_in, outs[3 * CX_MAX_IN + 2];
     cx_consts *consts;
@@ -495,24 +500,26 @@ typedef struct dev_tunnel {
 #define DT_SEED (s->n + s->n_add)
 #define DT_ROWS (DT_SEED + 1)
 #define DT_NOISE(i) (DT_ROWS + 1 + (i))
-#define DT_SUM(i) (DT_ROWS + 1 + s->n + (i))
-#define DT_SQ(i) (DT_ROWS + 1 + 2 * s->n + (i))
-#define DT_SRC(i) (DT_ROWS + 1 + 3 * s->n + (i))
-#define DT_BIDX(i) (DT_ROWS + 1 + 4 * s->n + (i))
-#define DT_COEF(i) (DT_ROWS + 1 + 5 * s->n + (i))
-#define DT_OMC(i) (DT_ROWS + 1 + 6 * s->n + (i))
+#define DT_SUM(k) (DT_ROWS + 1 + s->n + (k))
+#define DT_SQ(k) (DT_ROWS + 1 + s->n + s->n_acc + (k))
+#define DT_GS0 (DT_ROWS + 1 + s->n + 2 * s->n_acc)
+#define DT_SRC(i) (DT_GS0 + (i))
+#define DT_BIDX(i) (DT_GS0 + s->n + (i))
+#define DT_COEF(i) (DT_GS0 + 2 * s->n + (i))
+#define DT_OMC(i) (DT_GS0 + 3 * s->n + (i))
 #define DT_MAX_IN (8 * CX_MAX_IN + 2)
 /* output positions in outs[] */
-#define DO_SUM(i) (i)
-#define DO_SQ(i) (s->n + (i))
-#define DO_ROWSUM(i) (2 * s->n + (i))
-#define DO_FX (3 * s->n)
-#define DO_FB (3 * s->n + 1)
+#define DO_SUM(k) (k)
+#define DO_SQ(k) (s->n_acc + (k))
+#define DO_ROWSUM(k) (2 * s->n_acc + (k))
+#define DO_FX (3 * s->n_acc)
+#define DO_FB (3 * s->n_acc + 1)
 
 static void dev_tunnel_free(dev_tunnel *s) {
     if (!s) return;
     cx_plan_cache_clear(&s->pc);
     cx_plan_cache_clear(&s->fin_pc);
+    cx_plan_cache_clear(&s->lpc);
     cx_dbuf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
         for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&bufs[k][i]);
@@ -539,11 +546,11 @@ static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
 
 static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
     const cg_graph *m = e->m->g;
-    bool gs = s->kind == DEV_GSHAP;
+    bool layer = s->kind == DEV_LAYER_GSHAP, gs = s->kind == DEV_GSHAP || layer;
     cg_graph *g = NULL;
     int *map = NULL, *map_x = NULL, *map_b = NULL;
     CX_CHECK(cx_derive_new(m, &g, &map));
-    s->n_in = DT_ROWS + 1 + (gs ? 7 : 3) * s->n;
+    s->n_in = DT_GS0 + (gs ? 4 * s->n : 0);
     int v[DT_MAX_IN], bad = 0;
     for (int k = 0; k < DT_MAX_IN; k++) v[k] = -1;
     for (int k = 0; k < s->n_in; k++) {
@@ -570,26 +577,13 @@ static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
     int grads[CX_MAX_IN];
     if (st == CATTR_OK) {
         int seed = emit2(g, CG_GATHER, "__nt_seed_rows", v[DT_SEED], rows);
+        int wrt[CX_MAX_IN];
+        for (int k = 0; k < s->n_acc; k++) wrt[k] = layer ? map[s->lv[k]] : in_map[k];
         st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : cx_rules_bind(&e->rules, base);
-        if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, s->n, &e->rules, grads);
+        if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, wrt, s->n_acc, &e->rules, grads);
         cx_rules_bind(&e->rules, 0);
     }
-    for (int i = 0; i < s->n && st == CATTR_OK; i++) {
-        int a = grads[i];
-        if (s->kind == DEV_GRAD_ABS) a = cg_emit(g, CG_ABS, "__nt_abs", &a, 1, NULL);
-        else if (s->kind == DEV_GRAD_X) a = emit2(g, CG_MUL, "__nt_times_input", a, xn[i]);
-        else if (gs && s->mul) a = emit2(g, CG_MUL, "__nt_times_diff", emit2(g, CG_SUB, "__nt_x_minus_b", xn[i], bg[i]), a);
-        int in3[3] = {a, rows, v[DT_X(i)]}, sq = emit2(g, CG_MUL, "__nt_square", a, a);
-        int su = a < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sum", in3, 3, NULL);
-        in3[0] = sq;
-        int ssq = sq < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sq_sum", in3, 3, NULL);
-        s->outs[DO_SUM(i)] = emit2(g, CG_ADD, "__nt_sum_out", v[DT_SUM(i)], su);
-        s->outs[DO_SQ(i)] = emit2(g, CG_ADD, "__nt_sq_out", v[DT_SQ(i)], ssq);
-        if (gs) s->outs[DO_ROWSUM(i)] = emit2(g, CG_REDUCE_SUM_LIKE, "__nt_row_sum", a, v[DT_COEF(i)]);
-        if (s->outs[DO_SUM(i)] < 0 || s->outs[DO_SQ(i)] < 0 || (gs && s->outs[DO_ROWSUM(i)] < 0))
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == CATTR_OK && gs) { /* the model at the noisy inputs and at the baselines, for the delta */
+    if (st == CATTR_OK && gs) { /* the model at the noisy inputs and at the baselines: the delta's f, the layer */
         map_x = malloc((size_t)(m->n_vals + 1) * sizeof *map_x);
         map_b = malloc((size_t)(m->n_vals + 1) * sizeof *map_b);
         if (!map_x || !map_b) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -606,6 +600,27 @@ static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
             s->outs[DO_FB] = map_b[cx_model_output(e->m)];
         }
     }
+    for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
+        int a = grads[i];
+        if (s->kind == DEV_GRAD_ABS) a = cg_emit(g, CG_ABS, "__nt_abs", &a, 1, NULL);
+        else if (s->kind == DEV_GRAD_X) a = emit2(g, CG_MUL, "__nt_times_input", a, xn[i]);
+        else if (layer && s->mul)
+            a = emit2(g, CG_MUL, "__nt_times_diff", emit2(g, CG_SUB, "__nt_a_minus_a0", map_x[s->lv[i]], map_b[s->lv[i]]), a);
+        else if (gs && s->mul) a = emit2(g, CG_MUL, "__nt_times_diff", emit2(g, CG_SUB, "__nt_x_minus_b", xn[i], bg[i]), a);
+        int in3[3] = {a, rows, v[DT_SUM(i)]}, sq = emit2(g, CG_MUL, "__nt_square", a, a);
+        int su = a < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sum", in3, 3, NULL);
+        in3[0] = sq;
+        int ssq = sq < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sq_sum", in3, 3, NULL);
+        s->outs[DO_SUM(i)] = emit2(g, CG_ADD, "__nt_sum_out", v[DT_SUM(i)], su);
+        s->outs[DO_SQ(i)] = emit2(g, CG_ADD, "__nt_sq_out", v[DT_SQ(i)], ssq);
+        if (gs) { /* each row's sum */
+            cg_attrs ra = cg_attrs_default();
+            for (int d = 1; d < s->acc_nd[i]; d++) ra.ints[ra.n_ints++] = d;
+            s->outs[DO_ROWSUM(i)] = a < 0 ? -1 : ra.n_ints ? cg_emit(g, CG_REDUCE_SUM, "__nt_row_sum", &a, 1, &ra) : a;
+        }
+        if (s->outs[DO_SUM(i)] < 0 || s->outs[DO_SQ(i)] < 0 || (gs && s->outs[DO_ROWSUM(i)] < 0))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
     free(map);
     free(map_x);
     free(map_b);
@@ -618,10 +633,13 @@ static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
 }
 
 /* The state for this call (rebuilt when the inputs or the kind change). */
-static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, dev_tunnel **out) {
+static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, const int *lv, int n_acc, const int *acc_nd,
+                              dev_tunnel **out) {
     dev_tunnel *s = e->tunnel_state;
     int mul = e->p.multiply_by_inputs != 0;
-    if (s && (s->n != c->n || s->n_add != c->n_add || s->kind != kind || s->mul != mul)) cx_tunnel_release(e);
+    bool same = s && s->n == c->n && s->n_add == c->n_add && s->kind == kind && s->mul == mul && s->n_acc == n_acc;
+    for (int k = 0; same && k < n_acc; k++) same = s->acc_nd[k] == acc_nd[k] && (!lv || s->lv[k] == lv[k]);
+    if (s && !same) cx_tunnel_release(e);
     if (!(s = e->tunnel_state)) {
         if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         e->tunnel_state = s;
@@ -629,6 +647,11 @@ static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, dev_tunn
         s->n = c->n;
         s->n_add = c->n_add;
         s->mul = mul;
+        s->n_acc = n_acc;
+        for (int k = 0; k < n_acc; k++) {
+            s->acc_nd[k] = acc_nd[k];
+            s->lv[k] = lv ? lv[k] : -1;
+        }
         s->fin_type = -1;
         cx_plan_cache_share_arena(&s->pc, e->be);
         cattr_status st = dev_build(e, s);
@@ -722,12 +745,15 @@ static cattr_status baseline_rows(const cx_call *c, int i, int64_t m, const int6
  * sums. */
 static cattr_status dev_upload_call(cattr_explainer *e, dev_tunnel *s, cx_call *c, const cattr_tensor *seed) {
     size_t es = cattr_dtype_size(c->dt);
+    for (int k = 0; k < s->n_acc; k++) {
+        size_t bytes = (size_t)cx_numel(s->acc_nd[k], s->acc_sh[k]) * es;
+        CX_CHECK(cx_dbuf_fit(e->be, &s->sum[k], bytes, NULL, true));
+        CX_CHECK(cx_dbuf_fit(e->be, &s->sq[k], bytes, NULL, true));
+    }
     for (int i = 0; i < c->n; i++) {
         size_t bytes = (size_t)c->x[i]->numel * es;
         CX_CHECK(cx_dbuf_fit(e->be, &s->x[i], bytes, c->x[i]->data, false));
-        CX_CHECK(cx_dbuf_fit(e->be, &s->sum[i], bytes, NULL, true));
-        CX_CHECK(cx_dbuf_fit(e->be, &s->sq[i], bytes, NULL, true));
-        if (s->kind == DEV_GSHAP) {
+        if (s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP) {
             const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
             if (!src) return cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
             CX_CHECK(cx_dbuf_fit(e->be, &s->src[i], (size_t)src->numel * es, src->data, false));
@@ -745,13 +771,11 @@ static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor
     for (int k = 0; k < s->n_in; k++) dt[k] = c->dt;
     for (int i = 0; i < s->n; i++) {
         const cattr_tensor *x = c->x[i];
-        nd[DT_X(i)] = nd[DT_NOISE(i)] = nd[DT_SUM(i)] = nd[DT_SQ(i)] = x->ndim;
+        nd[DT_X(i)] = nd[DT_NOISE(i)] = x->ndim;
         memcpy(sh[DT_X(i)], x->shape, sizeof sh[0]);
         memcpy(sh[DT_NOISE(i)], x->shape, sizeof sh[0]);
-        memcpy(sh[DT_SUM(i)], x->shape, sizeof sh[0]);
-        memcpy(sh[DT_SQ(i)], x->shape, sizeof sh[0]);
         sh[DT_NOISE(i)][0] = R;
-        if (s->kind == DEV_GSHAP) {
+        if (s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP) {
             const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
             nd[DT_SRC(i)] = src->ndim;
             memcpy(sh[DT_SRC(i)], src->shape, sizeof sh[0]);
@@ -761,6 +785,11 @@ static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor
             nd[DT_COEF(i)] = nd[DT_OMC(i)] = x->ndim;
             for (int d = 0; d < x->ndim; d++) sh[DT_COEF(i)][d] = sh[DT_OMC(i)][d] = d ? 1 : R;
         }
+    }
+    for (int k = 0; k < s->n_acc; k++) {
+        nd[DT_SUM(k)] = nd[DT_SQ(k)] = s->acc_nd[k];
+        memcpy(sh[DT_SUM(k)], s->acc_sh[k], sizeof sh[0]);
+        memcpy(sh[DT_SQ(k)], s->acc_sh[k], sizeof sh[0]);
     }
     for (int j = 0; j < s->n_add; j++) {
         nd[DT_ADD(j)] = c->add[j]->ndim;
@@ -795,7 +824,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
                                   int64_t chunk, int64_t *done, cattr_tensor **delta) {
     int64_t m = pi->m, R = c->B * m, B = c->B;
     size_t es = cattr_dtype_size(c->dt);
-    bool gs = s->kind == DEV_GSHAP;
+    bool gs = s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP;
     cattr_status st = CATTR_OK;
     void *host = NULL;
     int64_t *ib = malloc((size_t)(R + 1) * sizeof *ib), *tidx = NULL;
@@ -858,7 +887,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
         int64_t sh[DT_MAX_IN][CATTR_MAX_DIMS];
         cattr_dtype dt[DT_MAX_IN];
         dev_shapes(s, c, seed, n, nd, sh, dt);
-        int n_outs = want_delta ? 3 * s->n + 2 : 2 * s->n;
+        int n_outs = want_delta ? 3 * s->n_acc + 2 : 2 * s->n_acc;
         cx_plan *p = NULL;
         st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n_outs, &p);
@@ -869,8 +898,6 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
             size_t off = (size_t)(r0 * per_example(c, c->x[i])) * es;
             in[DT_X(i)] = s->x[i].p;
             in[DT_NOISE(i)] = (char *)s->noise[i].p + off;
-            in[DT_SUM(i)] = out[DO_SUM(i)] = s->sum[i].p;
-            in[DT_SQ(i)] = out[DO_SQ(i)] = s->sq[i].p;
             if (gs) {
                 in[DT_SRC(i)] = s->src[i].p;
                 in[DT_BIDX(i)] = (char *)s->bidx[i].p + (size_t)r0 * sizeof(int64_t);
@@ -878,11 +905,15 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
                 in[DT_OMC(i)] = (char *)s->omc[i].p + (size_t)r0 * es;
             }
         }
+        for (int k = 0; k < s->n_acc; k++) {
+            in[DT_SUM(k)] = out[DO_SUM(k)] = s->sum[k].p;
+            in[DT_SQ(k)] = out[DO_SQ(k)] = s->sq[k].p;
+        }
         for (int j = 0; j < s->n_add; j++) in[DT_ADD(j)] = s->add[j].p;
         in[DT_SEED] = s->seed.p;
         in[DT_ROWS] = (char *)s->rows.p + (size_t)r0 * sizeof(int64_t);
         if (want_delta) {
-            for (int i = 0; i < s->n && st == CATTR_OK; i++) {
+            for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
                 st = cx_dbuf_fit(e->be, &s->rowsum[i], (size_t)n * es, NULL, false);
                 out[DO_ROWSUM(i)] = s->rowsum[i].p;
             }
@@ -895,14 +926,14 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
         if (st == CATTR_OK && want_delta) { /* sum of the row's attributions - (f(xn) - f(bg)), as cx_delta_finish */
             void *tmp = malloc((size_t)(n * per_out + n) * es + 1);
             if (!tmp) st = oom();
-            for (int i = 0; i <= s->n + 1 && st == CATTR_OK; i++) {
-                int64_t cnt = i < s->n ? n : n * per_out;
-                const void *src = i < s->n ? s->rowsum[i].p : i == s->n ? s->fx.p : s->fb.p;
-                double *dst = i < s->n ? rsum : i == s->n ? fx : fb;
+            for (int i = 0; i <= s->n_acc + 1 && st == CATTR_OK; i++) {
+                int64_t cnt = i < s->n_acc ? n : n * per_out;
+                const void *src = i < s->n_acc ? s->rowsum[i].p : i == s->n_acc ? s->fx.p : s->fb.p;
+                double *dst = i < s->n_acc ? rsum : i == s->n_acc ? fx : fb;
                 st = cx_copy_out(e->be, tmp, src, (size_t)cnt * es);
                 for (int64_t k = 0; k < cnt && st == CATTR_OK; k++) {
                     double v = c->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[k] : ((double *)tmp)[k];
-                    if (i < s->n) dst[k] = i ? cx_rnd(c->dt, dst[k] + v) : v;
+                    if (i < s->n_acc) dst[k] = i ? cx_rnd(c->dt, dst[k] + v) : v;
                     else dst[k] = v;
                 }
             }
@@ -938,10 +969,10 @@ static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, co
         cg_graph *g = s->fin_g = cg_new();
         if (!g) return oom();
         int su[CX_MAX_IN], sq[CX_MAX_IN], bad = 0;
-        for (int i = 0; i < s->n; i++) bad |= (su[i] = cg_add_input(g, "__nt_sum")) < 0;
-        for (int i = 0; i < s->n; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
+        for (int i = 0; i < s->n_acc; i++) bad |= (su[i] = cg_add_input(g, "__nt_sum")) < 0;
+        for (int i = 0; i < s->n_acc; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
         int nv = cg_add_input(g, "__nt_n");
-        for (int i = 0; i < s->n && !bad; i++) {
+        for (int i = 0; i < s->n_acc && !bad; i++) {
             int mean = emit2(g, CG_DIV, "__nt_mean", su[i], nv), msq = emit2(g, CG_DIV, "__nt_mean_sq", sq[i], nv);
             s->fin_outs[i] = t->type == CATTR_NT_SMOOTHGRAD      ? mean
                              : t->type == CATTR_NT_SMOOTHGRAD_SQ ? msq
@@ -960,40 +991,75 @@ static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, co
     int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
     cattr_dtype dt[2 * CX_MAX_IN + 1];
     void *in[2 * CX_MAX_IN + 1], *host[CX_MAX_IN];
-    for (int k = 0; k < 2 * s->n; k++) {
-        const cattr_tensor *x = c->x[k % s->n];
-        nd[k] = x->ndim;
-        memcpy(sh[k], x->shape, sizeof sh[k]);
+    int na = s->n_acc;
+    for (int k = 0; k < 2 * na; k++) {
+        nd[k] = s->acc_nd[k % na];
+        memcpy(sh[k], s->acc_sh[k % na], sizeof sh[k]);
         dt[k] = c->dt;
-        in[k] = k < s->n ? s->sum[k].p : s->sq[k - s->n].p;
+        in[k] = k < na ? s->sum[k].p : s->sq[k - na].p;
     }
-    nd[2 * s->n] = 1;
-    sh[2 * s->n][0] = 1;
-    dt[2 * s->n] = c->dt;
-    in[2 * s->n] = s->nval.p;
-    for (int i = 0; i < c->n; i++) {
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
-        if (!attr[i]) return oom();
-        host[i] = attr[i]->data;
+    nd[2 * na] = 1;
+    sh[2 * na][0] = 1;
+    dt[2 * na] = c->dt;
+    in[2 * na] = s->nval.p;
+    for (int k = 0; k < na; k++) {
+        attr[k] = cx_tensor_alloc(c->dt, s->acc_nd[k], s->acc_sh[k]);
+        if (!attr[k]) return oom();
+        host[k] = attr[k]->data;
     }
     cx_plan *p = NULL;
     CX_CHECK(cx_plan_cache_get(&s->fin_pc, s->fin_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->fin_outs, s->n, &p));
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->fin_outs, na, &p));
     return cx_run_plan_dev(e, p, NULL, in, host, NULL);
 }
 
 /* run_tunnel's partitions, draws and deltas, with the work on the backend. */
-static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *t, int kind, cattr_tensor **attr_out,
-                                   cattr_tensor **delta_out) {
+static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *t, int kind, const int *lv, int n_l,
+                                   cattr_tensor **attr_out, cattr_tensor **delta_out) {
     int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
     int64_t full = t->n / bs, rem = t->n - full * bs, done = 0, chunk = 1;
     int n_parts = (int)(full + (rem > 0));
     dev_tunnel *s = NULL;
     cattr_tensor *seed = NULL;
     int64_t *idx[CX_MAX_IN] = {0};
+    /* what is summed: the inputs' attributions, or the layer tensors' (their shapes from a shape-only plan) */
+    int n_acc = lv ? n_l : c->n, acc_nd[CX_MAX_IN];
+    int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
+    cattr_status st = CATTR_OK;
+    if (lv) {
+        int nd[2 * CX_MAX_IN];
+        int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
+        cattr_dtype dt[2 * CX_MAX_IN];
+        for (int k = 0; k < c->n + c->n_add; k++) {
+            const cattr_tensor *x = k < c->n ? c->x[k] : c->add[k - c->n];
+            nd[k] = x->ndim;
+            memcpy(sh[k], x->shape, sizeof sh[k]);
+            dt[k] = x->dtype;
+        }
+        dev_tunnel *old = e->tunnel_state;
+        cx_plan_cache tmp;
+        memset(&tmp, 0, sizeof tmp);
+        cx_plan_cache *lpc = old ? &old->lpc : &tmp; /* the state's, or one for this call */
+        cx_plan *p = NULL;
+        st = cx_plan_cache_get(lpc, e->m->g, e->consts, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, lv, n_l, &p);
+        for (int k = 0; k < n_l && st == CATTR_OK; k++) {
+            const cx_view *v = cx_plan_view(p, lv[k]);
+            acc_nd[k] = v->ndim;
+            memcpy(acc_sh[k], v->shape, sizeof acc_sh[k]);
+        }
+        cx_plan_cache_clear(&tmp);
+    } else {
+        for (int i = 0; i < c->n; i++) {
+            acc_nd[i] = c->x[i]->ndim;
+            memcpy(acc_sh[i], c->x[i]->shape, sizeof acc_sh[i]);
+        }
+    }
     cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
-    cattr_status st = deltas ? dev_state(e, c, kind, &s) : oom();
-    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK) st = deltas ? dev_state(e, c, kind, lv, n_acc, acc_nd, &s) : oom();
+    if (st == CATTR_OK) {
+        memcpy(s->acc_sh, acc_sh, sizeof acc_sh);
+        st = cx_seed_block(e, c, &seed);
+    }
     if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed);
     if (st == CATTR_OK) st = dev_chunk_rows(e, c, c->B * bs, &chunk);
     for (int i = 0; i < c->n && st == CATTR_OK && t->draw_baselines; i++) {
@@ -1002,7 +1068,7 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
         if (!idx[i]) st = oom();
         else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
     }
-    bool want_delta = delta_out && kind == DEV_GSHAP && e->p.return_convergence_delta;
+    bool want_delta = delta_out && (kind == DEV_GSHAP || kind == DEV_LAYER_GSHAP) && e->p.return_convergence_delta;
     for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
         part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
         st = dev_partition(e, s, c, t, seed, &pi, p == full || t->split, idx, chunk, &done,
@@ -1011,10 +1077,11 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
     if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
     if (st == CATTR_OK && want_delta) st = concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
     if (st != CATTR_OK)
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(attr_out[i]);
-            attr_out[i] = NULL;
+        for (int k = 0; k < n_acc; k++) {
+            cattr_tensor_free(attr_out[k]);
+            attr_out[k] = NULL;
         }
+    if (st == CATTR_OK && lv) c->n_out = n_l;
     for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);
     for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
     free(deltas);
@@ -1068,7 +1135,7 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
     }
     for (int i = 0; i < c->n && kind && t.draw_baselines; i++)
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
-    return kind ? run_tunnel_dev(e, c, &t, kind, attr, delta) : run_tunnel(e, c, &t, attr, delta);
+    return kind ? run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta) : run_tunnel(e, c, &t, attr, delta);
 }
 
 cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
@@ -1104,7 +1171,19 @@ static cattr_status gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
                 .draw_baselines = true,
                 .split = batch < n,
                 .tag = TAG_GRADIENT_SHAP};
-    return run_tunnel_dev(e, c, &t, DEV_GSHAP, attr, delta);
+    return run_tunnel_dev(e, c, &t, DEV_GSHAP, NULL, 0, attr, delta);
+}
+
+cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *layers, int n_l, cattr_tensor **attr,
+                                    cattr_tensor **delta) {
+    int64_t n = e->p.n_samples;
+    tunnel t = {.type = CATTR_NT_SMOOTHGRAD,
+                .n = n,
+                .batch = n, /* one partition, as Captum's */
+                .stdev = e->p.stdevs,
+                .draw_baselines = true,
+                .tag = TAG_GRADIENT_SHAP};
+    return run_tunnel_dev(e, c, &t, DEV_LAYER_GSHAP, layers, n_l, attr, delta);
 }
 
 const cx_method cx_method_gradient_shap = {CATTR_METHOD_GRADIENT_SHAP, "gradient-shap", "GradientShap", true,
