@@ -479,6 +479,16 @@ typedef struct cattr_llm_call {
     int n_draws;
 } cattr_llm_call;
 
+/* The checkpoint as a cattr_model for the explainer (the same methods as any model): input 0 "input_ids" int64
+ * [batch, tokens], output 0 the log-probabilities of the token after the last position, [batch, 1, vocab] (target
+ * (0, token id)). Its values include "hidden.embed" (the embedding output), "hidden.layer<i>", "hidden.final_norm" and
+ * the checkpoint's module paths. Token ids are attributed with the layer methods that take integer inputs
+ * (LayerIntegratedGradients, LayerActivation, LayerGradientXActivation, LayerGradCam, LayerFeatureAblation,
+ * LayerFeaturePermutation; baselines are ids): LayerIntegratedGradients at "hidden.embed" with baseline ids is
+ * cattr_llm_attribute's LayerIG per embedding dim. *out is borrowed (valid until cattr_llm_free), built on the first
+ * call, weights shared with m. Errors: CATTR_ERR_INVALID_ARGUMENT (NULL), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_llm_model(cattr_llm *m, const cattr_model **out);
+
 /* A call with every field at its default for prompt[T] and target[n] (baseline_token -1, no recorded draws). */
 cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64_t *target, int64_t n);
 

@@ -95,6 +95,60 @@ int main(void) {
     CHECK(worst <= 1e-5 * mag + 1e-6, "trailing target tokens changed the attributions");
     for (int k = 0; k < N; k++) CHECK(isfinite(d_all[k]) && fabs(d_all[k]) < 0.5, "delta %d = %g", k, d_all[k]);
 
+    /* the checkpoint as a model for the explainer: LayerIG over the token ids at the embedding output, baseline ids
+     * 0 (the embedding of token 0, as baseline_token 0), target token 0: per token the sum over the embedding of the
+     * explainer's attribution equals cattr_llm_attribute's */
+    {
+        const cattr_model *lm = NULL;
+        CHECK(cattr_llm_model(m, &lm) == CATTR_OK, "cattr_llm_model: %s", cattr_last_error());
+        cattr_attr_params p = ig;
+        p.layer = "hidden.embed";
+        cattr_explainer *ex = NULL;
+        CHECK(lm && cattr_explainer_new(lm, &p, &ex) == CATTR_OK, "explainer on the checkpoint: %s", cattr_last_error());
+        int64_t sh[2] = {1, T}, zero = 0, tix[2] = {0, tg[0]};
+        cattr_tensor *ids = NULL, *bl = NULL, *a = NULL;
+        CHECK(cattr_tensor_new(CATTR_INT64, 2, sh, &ids) == CATTR_OK && cattr_tensor_new(CATTR_INT64, 0, &zero, &bl) == CATTR_OK,
+              "tensors");
+        if (ids) memcpy(cattr_tensor_data(ids), prompt, sizeof prompt);
+        if (bl) *(int64_t *)cattr_tensor_data(bl) = 0;
+        const cattr_tensor *in[1] = {ids}, *bls[1] = {bl};
+        cattr_target t = {CATTR_TARGET_INDEX, 2, 0, tix};
+        if (ex && ids && bl)
+            CHECK(cattr_explainer_attribute(ex, in, 1, bls, &t, NULL, 0, &a, NULL) == CATTR_OK, "LayerIG on ids: %s",
+                  cattr_last_error());
+        cattr_llm_call c0 = cattr_llm_call_make(prompt, T, tg, 1);
+        c0.baseline_token = 0;
+        double s0[T], t0[T];
+        CHECK(cattr_llm_attribute(m, &ig, &c0, s0, t0, NULL, NULL) == CATTR_OK, "IG baseline 0: %s", cattr_last_error());
+        if (a) {
+            int64_t H = cattr_tensor_numel(a) / T;
+            const float *av = cattr_tensor_data(a);
+            double per[T];
+            for (int i = 0; i < T; i++) {
+                per[i] = 0;
+                for (int64_t h = 0; h < H; h++) per[i] += av[i * H + h];
+            }
+            double d = max_diff(per, s0, T), sc = max_abs(s0, T);
+            printf("cattr_llm_model: explainer LayerIG on token ids vs cattr_llm_attribute %.2e (max |attr| %.3f)\n", d, sc);
+            CHECK(sc > 0 && d <= 1e-4 * sc + 1e-6, "the explainer on the checkpoint differs from cattr_llm_attribute");
+        }
+        /* a float-only method refuses ids, naming the layer methods */
+        cattr_attr_params sp = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+        cattr_explainer *es = NULL;
+        cattr_tensor *as = NULL;
+        CHECK(lm && cattr_explainer_new(lm, &sp, &es) == CATTR_OK, "saliency explainer");
+        if (es && ids)
+            CHECK(cattr_explainer_attribute(es, in, 1, NULL, &t, NULL, 0, &as, NULL) == CATTR_ERR_DTYPE &&
+                      strstr(cattr_last_error(), "LayerIntegratedGradients"),
+                  "Saliency on ids must be refused naming the layer methods (%s)", cattr_last_error());
+        cattr_tensor_free(as);
+        cattr_explainer_free(es);
+        cattr_tensor_free(a);
+        cattr_tensor_free(ids);
+        cattr_tensor_free(bl);
+        cattr_explainer_free(ex);
+    }
+
     /* precision high */
     cattr_attr_params hi = ig;
     hi.precision = CATTR_PRECISION_HIGH;

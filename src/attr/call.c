@@ -98,6 +98,14 @@ cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how)
     return o;
 }
 
+/* Methods that never perturb or differentiate the attributed inputs themselves (they work at a layer): their inputs
+ * may be integer ids, kept as int64 (a language model's token ids, attributed at its embedding layer). */
+static bool ids_attributable(cattr_method m) {
+    return m == CATTR_METHOD_LAYER_ACTIVATION || m == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION ||
+           m == CATTR_METHOD_LAYER_GRADCAM || m == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ||
+           m == CATTR_METHOD_LAYER_FEATURE_ABLATION || m == CATTR_METHOD_LAYER_FEATURE_PERMUTATION;
+}
+
 cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) {
     const cattr_tensor *const *inputs = call->inputs, *const *baselines = call->baselines;
     const cattr_tensor *const *additional = call->additional;
@@ -122,8 +130,12 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
         const cattr_tensor *x = inputs[i];
         const char *name = mg->vals[mg->inputs[i]].name;
         if (!x) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d ('%s') is NULL", i, name);
-        if (x->dtype == CATTR_INT64)
-            return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: attributed inputs must be float", i, name);
+        bool ids = x->dtype == CATTR_INT64;
+        if (ids && (!ids_attributable(e->p.method) || e->p.nt_type != CATTR_NT_NONE))
+            return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: attributed inputs must be float (integer ids can "
+                           "be attributed at a layer: LayerIntegratedGradients, LayerActivation, "
+                           "LayerGradientXActivation, LayerGradCam, LayerFeatureAblation, LayerFeaturePermutation)",
+                           i, name);
         if (x->ndim < 1) return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') needs a batch dimension", i, name);
         if (x->numel == 0)
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (shape with a 0): there is nothing to "
@@ -133,8 +145,8 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has batch %lld, input 0 has %lld", i, name,
                            (long long)x->shape[0], (long long)c->B);
         CX_CHECK(cx_model_check_input(e->m, i, x, "input"));
-        if (e->p.check_finite) CX_CHECK(check_finite(x, "input", i));
-        CX_CHECK(to_dtype(x, dt, &c->x[i]));
+        if (e->p.check_finite && !ids) CX_CHECK(check_finite(x, "input", i));
+        CX_CHECK(to_dtype(x, ids ? CATTR_INT64 : dt, &c->x[i]));
         /* baseline */
         const cattr_tensor *b = baselines ? baselines[i] : NULL;
         if (e->method->baseline_distribution || (e->p.nt_type != CATTR_NT_NONE && e->p.draw_baseline_from_distrib)) {
@@ -163,14 +175,15 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
             }
             continue;
         }
-        c->base[i] = cx_tensor_alloc(dt, x->ndim, x->shape);
+        cattr_dtype bdt = ids ? CATTR_INT64 : dt; /* ids: the baseline is ids too (a padding token) */
+        c->base[i] = cx_tensor_alloc(bdt, x->ndim, x->shape);
         if (!c->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         int64_t n = x->numel;
         if (!b) {
-            memset(c->base[i]->data, 0, (size_t)n * cattr_dtype_size(dt));
+            memset(c->base[i]->data, 0, (size_t)n * cattr_dtype_size(bdt));
             continue;
         }
-        if (e->p.check_finite) CX_CHECK(check_finite(b, "baseline", i));
+        if (e->p.check_finite && b->dtype != CATTR_INT64) CX_CHECK(check_finite(b, "baseline", i));
         int64_t per = c->B ? n / c->B : 0;
         bool full = cx_shape_eq(b->ndim, b->shape, x->ndim, x->shape);
         bool row1 = !full && b->ndim == x->ndim && b->shape[0] == 1 &&

@@ -795,9 +795,10 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
     }
     /* the call and the schedule, uploaded once */
     int64_t all = (int64_t)npts * B, maxr = (int64_t)chunk * B;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        st = cx_dbuf_fit(e->be, &p->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->b[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* in their dtype: LayerIG takes integer ids too */
+        size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
+        st = cx_dbuf_fit(e->be, &p->x[i], xb, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->b[i], xb, c->base[i]->data, false);
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
         st = cx_dbuf_fit(e->be, &p->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
@@ -853,7 +854,7 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
             nd[p->in_x + i] = nd[p->in_b + i] = c->x[i]->ndim;
             memcpy(sh[p->in_x + i], c->x[i]->shape, sizeof sh[0]);
             memcpy(sh[p->in_b + i], c->x[i]->shape, sizeof sh[0]);
-            dt[p->in_x + i] = dt[p->in_b + i] = c->dt;
+            dt[p->in_x + i] = dt[p->in_b + i] = c->x[i]->dtype;
             in[p->in_x + i] = p->x[i].p;
             in[p->in_b + i] = p->b[i].p;
         }

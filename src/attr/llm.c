@@ -32,6 +32,7 @@ struct cattr_llm {
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
     cattr_model *pres_model[2]; /* the token-presence form (cx_decoder_opts.presence), without and with context */
+    cattr_model *ids_model;     /* token ids -> log-probabilities (cattr_llm_model), built on first use */
     cattr_explainer *pe;        /* the perturbation and surrogate methods' explainer, for pp on pres_model[pe_ctx] */
     cattr_attr_params pp;
     int pe_ctx;
@@ -112,11 +113,24 @@ cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
     return CATTR_OK;
 }
 
+cattr_status cattr_llm_model(cattr_llm *m, const cattr_model **out) {
+    if (!m || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_model: NULL argument");
+    *out = NULL;
+    if (!m->ids_model) {
+        cx_decoder_opts o = {.ids_input = true, .all_logits = false, .pos_input = false};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->ids_model));
+        m->ids_model->be = m->dev;
+    }
+    *out = m->ids_model;
+    return CATTR_OK;
+}
+
 void cattr_llm_free(cattr_llm *m) {
     if (!m) return;
     /* the plans and the rebuilt graphs first: they borrow the model's weights */
     drop_device_state(m);
     cattr_model_free(m->pos_model);
+    cattr_model_free(m->ids_model);
     for (int i = 0; i < 2; i++) cattr_model_free(m->pres_model[i]);
     for (int i = 0; i < 2; i++) cg_free(m->cached[i]);
     cattr_model_free(m->hi_model);

@@ -83,7 +83,7 @@ static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *con
     for (int i = 0; i < c->n; i++) {
         pi->nd[i] = xs[i]->ndim;
         memcpy(pi->sh[i], xs[i]->shape, sizeof pi->sh[i]);
-        pi->dt[i] = c->dt;
+        pi->dt[i] = xs[i]->dtype;
         pi->host[i] = xs[i]->data;
     }
     for (int j = 0; j < c->n_add; j++) {
@@ -751,9 +751,9 @@ static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, c
         int64_t s2[CATTR_MAX_DIMS];
         memcpy(s2, c->x[i]->shape, sizeof s2);
         s2[0] *= 2;
-        xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, s2);
+        xs[i] = cx_tensor_alloc(c->x[i]->dtype, c->x[i]->ndim, s2);
         if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
         memcpy(xs[i]->data, c->x[i]->data, bytes);
         memcpy((char *)xs[i]->data + bytes, start[i]->data, bytes);
     }
