@@ -1,6 +1,7 @@
 /* derive.c - derived graphs, the plan cache and a call's backend memory (see derive.h). */
 #include "attr/derive.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,22 @@ cattr_status cx_derive_new(const cg_graph *m, cg_graph **g, int **map) {
     *g = NULL;
     *map = NULL;
     return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+}
+
+cattr_status cx_derive_clone(const cg_graph *m, int n_extra, const char *const *names, cg_graph **g, int *extra) {
+    *g = cg_clone(m);
+    if (!*g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int k = 0; k < n_extra; k++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "__extra_%d", k);
+        extra[k] = cg_add_input(*g, names && names[k] ? names[k] : nm);
+        if (extra[k] < 0) {
+            cg_free(*g);
+            *g = NULL;
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    return CATTR_OK;
 }
 
 cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in_map, int *map) {

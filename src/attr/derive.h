@@ -14,6 +14,12 @@
  * cx_graph_append_model). The caller frees both. Errors: CATTR_ERR_NO_MEMORY (nothing left allocated). */
 cattr_status cx_derive_new(const cg_graph *m, cg_graph **g, int **map);
 
+/* The other form of derived graph: *g a clone of m (nodes and values keep m's ids, so that state keyed to m's nodes
+ * and values, such as LRP's rules, applies) with n_extra inputs added after m's, named names[k] (NULL: "__extra_<k>"),
+ * their value ids in extra[k] (extra may be NULL when n_extra is 0). For a method whose additions are inputs and a
+ * suffix: a seed, an index, the gradient (cg_autodiff) and ops on it. Errors: CATTR_ERR_NO_MEMORY (*g NULL). */
+cattr_status cx_derive_clone(const cg_graph *m, int n_extra, const char *const *names, cg_graph **g, int *extra);
+
 /* Appends a copy of model graph m to g: constants shared (borrowed), nodes with the same names, ops and attributes,
  * model input i read from value in_map[i] of g. Writes the id in g of every value of m to map[0..m->n_vals).
  * Errors: CATTR_ERR_NO_MEMORY. */

@@ -54,7 +54,6 @@ void cattr_explainer_free(cattr_explainer *e) {
     if (e->method && e->method->release) e->method->release(e);
     cx_tunnel_release(e);
     cx_drop_plans(e);
-    cx_drop_layer_graph(e);
     cg_free(e->g);
     cx_consts_free(e->consts);
     free(e->alphas);

@@ -39,10 +39,6 @@ struct cattr_explainer {
     cx_plan_cache fwd_pc;  /* forward-only plans of the model */
     size_t peak;
     double *alphas, *steps; /* IG points, computed once */
-    /* layer graph: the forward graph plus the gradient of the target w.r.t. one intermediate value (default rules) */
-    cg_graph *lg;
-    int lg_layer, lg_grad, lg_seed_input;
-    cx_plan_cache layer_pc; /* plans of lg */
     void *method_state;     /* owned by the method; released by its `release` */
     void *tunnel_state;     /* NoiseTunnel's and GradientShap's graph and buffers on the backend (noise.c) */
     /* cx_row_bytes with gradients: the gradient plan's bytes for one row, for the one-rep input shapes in rb_sh */
@@ -141,7 +137,6 @@ void cx_call_free(cx_call *c);
 cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, double *mask);
 cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr);
 void cx_drop_plans(cattr_explainer *e);
-void cx_drop_layer_graph(cattr_explainer *e);
 
 /* cx_plan_run for the explainer's passes: while e->diagnose is set, the plan looks for the node where a NaN or Inf
  * first appears (cx_plan_set_check_finite). */
@@ -243,10 +238,6 @@ void cx_tunnel_release(cattr_explainer *e);
  * to. Errors: CATTR_ERR_INVALID_ARGUMENT naming the layer and suggesting close names. */
 cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool layer_input, int *value);
 
-/* The activation of value `layer` and (want_grad) the gradient of the target-selected outputs w.r.t. it, for batched
- * inputs xs of reps*B rows (expanded like cx_grad). *act and *grad are new tensors (grad NULL when !want_grad). */
-cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                           int layer, bool want_grad, cattr_tensor **act, cattr_tensor **grad);
 
 /* A sum as torch's CPU sum kernel computes it (cascade sums in the dtype, AVX2 vector widths): of m values col[0..m)
  * that are column k of `per` columns being reduced (per == 1: one contiguous reduction). */

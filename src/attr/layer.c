@@ -149,11 +149,10 @@ static cattr_status lg_run(cattr_explainer *e, lgraph *lg, const lpass *pi, cons
     return st;
 }
 
-static cattr_status clone_model(const cattr_explainer *e, lgraph *lg) {
-    lg->g = cg_clone(e->m->g);
+/* A clone of the model (cx_derive_clone) with one extra input, the seed, whose value id goes to *seed. */
+static cattr_status clone_model(const cattr_explainer *e, lgraph *lg, const char *seed_name, int *seed) {
     lg->owned = true;
-    if (!lg->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    return CATTR_OK;
+    return cx_derive_clone(e->m->g, 1, &seed_name, &lg->g, seed);
 }
 
 static void ensure_gf(cattr_explainer *e, lstate *s) {
@@ -163,9 +162,8 @@ static void ensure_gf(cattr_explainer *e, lstate *s) {
 /* The layer graph: model inputs, then the seed over the model output. */
 static cattr_status ensure_ga(cattr_explainer *e, lstate *s) {
     if (s->ga.g) return CATTR_OK;
-    CX_CHECK(clone_model(e, &s->ga));
-    int seed = cg_add_input(s->ga.g, "__cattr_seed__");
-    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int seed = -1;
+    CX_CHECK(clone_model(e, &s->ga, "__cattr_seed__", &seed));
     cg_rules r;
     cg_rules_default(&r);
     return cg_autodiff(s->ga.g, cx_model_output(e->m), seed, s->lv, s->n_l, &r, s->ga_grad);
@@ -175,9 +173,8 @@ static cattr_status ensure_ga(cattr_explainer *e, lstate *s) {
 static cattr_status ensure_gn(cattr_explainer *e, lstate *s, int n) {
     if (s->gn.g && s->gn_n == n) return CATTR_OK;
     lgraph_free(&s->gn);
-    CX_CHECK(clone_model(e, &s->gn));
-    int seed = cg_add_input(s->gn.g, "__cattr_neuron_seed__");
-    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int seed = -1;
+    CX_CHECK(clone_model(e, &s->gn, "__cattr_neuron_seed__", &seed));
     int wrt[CX_MAX_IN];
     memcpy(wrt, s->gn.g->inputs, (size_t)n * sizeof *wrt);
     cg_rules r;

@@ -85,15 +85,8 @@ static cattr_status lp_init_common(cattr_explainer *e, cattr_method rules_method
 
 /* A clone of the model graph with n_extra new inputs. */
 static cattr_status graph_clone(const cattr_explainer *e, lp_graph *lg, int n_extra) {
-    lg->g = cg_clone(e->m->g);
-    if (!lg->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    CX_CHECK(cx_derive_clone(e->m->g, n_extra, NULL, &lg->g, lg->extra));
     lg->n_model_in = e->m->g->n_inputs;
-    for (int k = 0; k < n_extra; k++) {
-        char name[48];
-        snprintf(name, sizeof name, "__cattr_extra_%d__", k);
-        lg->extra[k] = cg_add_input(lg->g, name);
-        if (lg->extra[k] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
     lg->n_extra = n_extra;
     return CATTR_OK;
 }

@@ -301,7 +301,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     cg_graph **cg = &m->cached[m->prec];
     if (!m->cached[0]) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached[0]));
     if (!*cg) { /* precision "high": the same graph with its projections flagged */
-        if (!(*cg = cg_clone(m->cached[0]))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        CX_CHECK(cx_derive_clone(m->cached[0], 0, NULL, cg, NULL));
         cg_mark_bf16(*cg);
     }
     int64_t budget_rows = rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */

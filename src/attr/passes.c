@@ -23,20 +23,14 @@ void cx_drop_plans(cattr_explainer *e) {
     e->gm = NULL;
 }
 
-void cx_drop_layer_graph(cattr_explainer *e) {
-    cx_plan_cache_clear(&e->layer_pc);
-    cg_free(e->lg);
-    e->lg = NULL;
-}
 
 cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr) {
     if (e->g && e->n_attr == n_attr) return CATTR_OK;
     cx_drop_plans(e);
     cg_free(e->g);
-    e->g = cg_clone(e->m->g);
-    if (!e->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int seed = cg_add_input(e->g, "__cattr_seed__");
-    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    static const char *const seed_name[1] = {"__cattr_seed__"};
+    int seed = -1;
+    CX_CHECK(cx_derive_clone(e->m->g, 1, seed_name, &e->g, &seed));
     e->seed_input = e->g->n_inputs - 1;
     CX_CHECK(cg_autodiff(e->g, cx_model_output(e->m), seed, e->g->inputs, n_attr, &e->rules, e->grads));
     e->n_attr = n_attr;
@@ -227,9 +221,11 @@ static cattr_status build_times_diff(cattr_explainer *e) {
     cx_plan_cache_clear(&e->gm_pc);
     cg_free(e->gm);
     e->gm = NULL;
-    cg_graph *g = cg_clone(e->g);
-    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int first = cg_add_input(g, "__cattr_first__"), second = cg_add_input(g, "__cattr_second__"), bad = first < 0 || second < 0;
+    static const char *const names[2] = {"__cattr_first__", "__cattr_second__"};
+    int ex[2], bad = 0;
+    cg_graph *g = NULL;
+    CX_CHECK(cx_derive_clone(e->g, 2, names, &g, ex));
+    int first = ex[0], second = ex[1];
     cg_attrs a = cg_attrs_default();
     for (int i = 0; i < e->n_attr && !bad; i++) {
         int x = g->inputs[i];
@@ -272,9 +268,10 @@ static cattr_status build_lrp(cattr_explainer *e, const cx_call *c, unsigned mul
     cx_plan_cache_clear(&e->gm_pc);
     cg_free(e->gm);
     e->gm = NULL;
-    cg_graph *g = cg_clone(e->g);
-    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int tidx = cg_add_input(g, "__cattr_tidx__"), bad = tidx < 0;
+    static const char *const tname[1] = {"__cattr_tidx__"};
+    int tidx = -1, bad = 0;
+    cg_graph *g = NULL;
+    CX_CHECK(cx_derive_clone(e->g, 1, tname, &g, &tidx));
     cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
     r3.n_ints = 3;
     r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
@@ -568,69 +565,6 @@ cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool 
     return CATTR_OK;
 }
 
-/* Builds the layer graph: the model, a seed input and the gradient w.r.t. `layer` under the default rules. */
-static cattr_status build_layer_graph(cattr_explainer *e, int layer) {
-    if (e->lg && e->lg_layer == layer) return CATTR_OK;
-    cx_drop_layer_graph(e);
-    e->lg = cg_clone(e->m->g);
-    if (!e->lg) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int seed = cg_add_input(e->lg, "__cattr_seed__");
-    if (seed < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    e->lg_seed_input = e->lg->n_inputs - 1;
-    cg_rules rules;
-    cg_rules_default(&rules);
-    CX_CHECK(cg_autodiff(e->lg, cx_model_output(e->m), seed, &layer, 1, &rules, &e->lg_grad));
-    e->lg_layer = layer;
-    return CATTR_OK;
-}
-
-cattr_status cx_layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                           int layer, bool want_grad, cattr_tensor **act, cattr_tensor **grad) {
-    *act = NULL;
-    if (grad) *grad = NULL;
-    CX_CHECK(build_layer_graph(e, layer));
-    pass_inputs pi;
-    cattr_tensor *seed = NULL, *a = NULL, *gr = NULL;
-    cx_plan *fp = NULL, *p = NULL;
-    const cx_view *ov = NULL;
-    int si = e->lg_seed_input;
-    cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
-    pi.nd[si] = 0;
-    pi.dt[si] = c->dt;
-    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
-    if (st == CATTR_OK && want_grad) {
-        pi.nd[si] = ov->ndim;
-        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
-        st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
-        if (st == CATTR_OK) pi.host[si] = seed->data;
-    }
-    if (st == CATTR_OK) {
-        int outs[2] = {layer, e->lg_grad};
-        st = cx_plan_cache_get(&e->layer_pc, e->lg, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, want_grad ? 2 : 1, &p);
-    }
-    if (st == CATTR_OK) {
-        const cx_view *lv = cx_plan_view(p, layer);
-        a = cx_tensor_alloc(lv->dtype, lv->ndim, lv->shape);
-        if (want_grad) gr = cx_tensor_alloc(lv->dtype, lv->ndim, lv->shape);
-        if (!a || (want_grad && !gr)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == CATTR_OK) {
-        void *outs[2] = {a->data, gr ? gr->data : NULL};
-        st = cx_run_plan(e, p, pi.host, outs);
-    }
-    pass_free(&pi);
-    cattr_tensor_free(seed);
-    if (st != CATTR_OK) {
-        cattr_tensor_free(a);
-        cattr_tensor_free(gr);
-        return st;
-    }
-    *act = a;
-    if (grad) *grad = gr;
-    else cattr_tensor_free(gr);
-    return CATTR_OK;
-}
 
 cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip, const cattr_tensor **out) {
     *out = NULL;
