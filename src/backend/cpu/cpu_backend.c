@@ -286,6 +286,26 @@ static int cmp_pair(const void *a, const void *b) {
 static cattr_status gather_grad_f32(const cg_node *n, const cx_view *in, cx_view *out, int64_t outer, int64_t inner,
                                     int64_t dim, int64_t ni) {
     const int64_t *ix = in[1].data;
+    int64_t cnt = cx_view_numel(out);
+    if (cnt <= ((int64_t)1 << 22)) { /* an output of up to 4M values: one double per value, in row order */
+        double small[256], *acc = cnt <= 256 ? small : calloc((size_t)cnt, sizeof *acc);
+        if (!acc) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s' (op GatherGrad): out of memory", n->name);
+        if (acc == small) memset(small, 0, sizeof small);
+        const float *g = in[0].data;
+        cattr_status st = CATTR_OK;
+        for (int64_t o = 0; o < outer && st == CATTR_OK; o++)
+            for (int64_t j = 0; j < ni && st == CATTR_OK; j++) {
+                int64_t k = 0;
+                st = gather_index(n, ix[j], dim, &k);
+                double *d = acc + (o * dim + k) * inner;
+                const float *s = g + (o * ni + j) * inner;
+                for (int64_t t = 0; st == CATTR_OK && t < inner; t++) d[t] += (double)s[t];
+            }
+        float *y = out->data;
+        for (int64_t i = 0; i < cnt && st == CATTR_OK; i++) y[i] = (float)acc[i];
+        if (acc != small) free(acc);
+        return st;
+    }
     int64_t *pairs = malloc((size_t)(2 * ni + 1) * sizeof *pairs);
     double *acc = malloc((size_t)(inner + 1) * sizeof *acc);
     if (!pairs || !acc) {
