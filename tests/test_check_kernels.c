@@ -513,6 +513,33 @@ static void test_elementwise(void) {
     c = tc(CG_ZEROS_LIKE, "zeros like");
     in_u(c, DIMS(3, 4));
     run(c);
+    { /* the elementwise functions of exported models, each value and its gradient (UnaryGrad) */
+        static const cg_op fns[] = {CG_SQRT, CG_EXP, CG_LOG, CG_ERF, CG_RECIPROCAL, CG_HARDSIGMOID, CG_HARDSWISH,
+                                    CG_SOFTPLUS, CG_ELU, CG_SELU, CG_GELU};
+        for (size_t k = 0; k < CX_ARRAY_LEN(fns); k++)
+            for (int grad = 0; grad < 2; grad++) {
+                bool pos = fns[k] == CG_SQRT || fns[k] == CG_LOG || fns[k] == CG_RECIPROCAL;
+                c = tc(grad ? CG_UNARY_GRAD : fns[k], grad ? "unary grad" : cg_op_names[fns[k]]);
+                in_f(c, DIMS(5, 7), pos ? 0.1 : -4, 4);
+                if (grad) in_u(c, DIMS(5, 7));
+                c->n.a.alpha = fns[k] == CG_HARDSIGMOID ? 0.2 : fns[k] == CG_SELU ? 1.6732632423543772 : 0.8;
+                c->n.a.beta = fns[k] == CG_HARDSIGMOID ? 0.5 : 1.0507009873554805;
+                if (grad) c->n.a.index = fns[k];
+                if (fns[k] == CG_GELU) *(grad ? &c->n.a.axis : &c->n.a.index) = 1; /* the tanh form */
+                run(c);
+            }
+        static const cg_op bins[] = {CG_POW, CG_MAX, CG_MIN};
+        for (size_t k = 0; k < CX_ARRAY_LEN(bins); k++)
+            for (int grad = 0; grad < 3; grad++) { /* the op, then its gradient w.r.t. each operand */
+                c = tc(grad ? CG_BINARY_GRAD : bins[k], grad ? "binary grad" : cg_op_names[bins[k]]);
+                in_f(c, DIMS(4, 5), bins[k] == CG_POW ? 0.2 : -1, 2);
+                in_f(c, DIMS(5), -1.5, 1.5);
+                if (grad) in_u(c, DIMS(4, 5));
+                c->n.a.axis = bins[k];
+                c->n.a.index = grad - 1;
+                run(c);
+            }
+    }
 
     c = tc(CG_RELU_GRAD, "relu grad");
     x = in_u(c, DIMS(4, 6));

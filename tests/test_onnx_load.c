@@ -313,6 +313,34 @@ static void test_legacy(void) {
     cx_onnx_info_free(info);
     cg_free(g);
     info = NULL;
+    g = load_ok(FIX "ok_elementwise.onnx", 17, &info);
+    if (g) {
+        static const struct {
+            const char *name;
+            cg_op op;
+        } want[] = {{"/sqrt/Sqrt", CG_SQRT},         {"/exp/Exp", CG_EXP},           {"/log/Log", CG_LOG},
+                    {"/erf/Erf", CG_ERF},            {"/rec/Reciprocal", CG_RECIPROCAL}, {"/hswish/HardSwish", CG_HARDSWISH},
+                    {"/softplus/Softplus", CG_SOFTPLUS}, {"/pow/Pow", CG_POW},       {"/max/Max", CG_MAX},
+                    {"/min/Min", CG_MIN}};
+        for (size_t k = 0; k < sizeof want / sizeof *want; k++) node(g, want[k].name, want[k].op);
+        const cg_node *n = node(g, "/hsig/HardSigmoid", CG_HARDSIGMOID);
+        CHECK(near(n->a.alpha, 0.25) && near(n->a.beta, 0.4));
+        CHECK(near(node(g, "/elu/Elu", CG_ELU)->a.alpha, 0.5));
+        n = node(g, "/selu/Selu", CG_SELU);
+        CHECK(near(n->a.alpha, 1.6732632) && near(n->a.beta, 1.0507010));
+        CHECK(node(g, "/pow/Pow", CG_POW)->n_in == 2 && node(g, "/max/Max", CG_MAX)->n_in == 2);
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+    info = NULL;
+    g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
+    if (g) {
+        CHECK(node(g, "/gelu/Gelu", CG_GELU)->a.index == 0);
+        CHECK(node(g, "/gelu2/Gelu", CG_GELU)->a.index == 1);
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+    info = NULL;
     g = load_ok(FIX "ok_clip11.onnx", 11, &info);
     if (g) {
         const cg_node *n = node(g, "/clip/Clip", CG_CLIP);

@@ -700,6 +700,93 @@ static void test_unary(void) {
     free_ops(1, &x);
 }
 
+/* The elementwise functions of exported models: forward against libm formulas written out here, gradient against
+ * finite differences (inputs kept away from the kinks; positive where the function needs it). */
+static void test_elementwise(void) {
+    const cg_op ops[] = {CG_SQRT,     CG_EXP,  CG_LOG, CG_ERF,  CG_RECIPROCAL, CG_HARDSIGMOID, CG_HARDSWISH,
+                         CG_SOFTPLUS, CG_ELU,  CG_SELU, CG_GELU, CG_GELU};
+    for (size_t k = 0; k < CX_ARRAY_LEN(ops); k++) {
+        cg_op op = ops[k];
+        bool positive = op == CG_SQRT || op == CG_LOG || op == CG_RECIPROCAL;
+        opnd x = IN(rnd_away(DIMS(2, 3, 4), 0.05));
+        for (int i = 0; i < 24; i++) {
+            double *v = &D(x.t)[i];
+            if (positive) *v = fabs(*v) + 0.2;
+            if (op == CG_HARDSIGMOID || op == CG_HARDSWISH) *v *= 8; /* both flat sides and the slope */
+            if (op == CG_HARDSIGMOID && fabs(fabs(0.2 * *v + 0.5) - 0.5) < 0.02) *v += 0.3;
+            if (op == CG_HARDSWISH && fabs(fabs(*v) - 3) < 0.05) *v += 0.2;
+        }
+        cg_attrs a = cg_attrs_default();
+        if (op == CG_HARDSIGMOID) a.alpha = 0.2, a.beta = 0.5;
+        if (op == CG_ELU) a.alpha = 0.7;
+        if (op == CG_SELU) a.alpha = 1.6732632423543772, a.beta = 1.0507009873554805;
+        if (op == CG_GELU && k == CX_ARRAY_LEN(ops) - 1) a.index = 1;
+        double want[24];
+        for (int i = 0; i < 24; i++) {
+            double v = D(x.t)[i], h;
+            switch (op) {
+            case CG_SQRT: want[i] = sqrt(v); break;
+            case CG_EXP: want[i] = exp(v); break;
+            case CG_LOG: want[i] = log(v); break;
+            case CG_ERF: want[i] = erf(v); break;
+            case CG_RECIPROCAL: want[i] = 1 / v; break;
+            case CG_HARDSIGMOID: want[i] = fmin(1, fmax(0, 0.2 * v + 0.5)); break;
+            case CG_HARDSWISH: want[i] = v * fmin(1, fmax(0, v / 6 + 0.5)); break;
+            case CG_SOFTPLUS: want[i] = log(1 + exp(v)); break;
+            case CG_ELU: want[i] = v > 0 ? v : 0.7 * (exp(v) - 1); break;
+            case CG_SELU: want[i] = 1.0507009873554805 * (v > 0 ? v : 1.6732632423543772 * (exp(v) - 1)); break;
+            default:
+                h = a.index ? 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)))
+                            : 0.5 * v * (1 + erf(v / sqrt(2)));
+                want[i] = h;
+                break;
+            }
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%s%s", cg_op_names[op], a.index ? " (tanh)" : "");
+        fwd_case(what, op, &a, 1, &x, DIMS(2, 3, 4), want);
+        grad_op(what, op, &a, 1, &x);
+        free_ops(1, &x);
+    }
+    /* Pow (positive bases; a scalar exponent and a broadcast one), Max, Min (no ties, where the gradient is split) */
+    const cg_op bops[] = {CG_POW, CG_POW, CG_MAX, CG_MIN};
+    for (size_t k = 0; k < CX_ARRAY_LEN(bops); k++) {
+        opnd in[2] = {IN(rnd_away(DIMS(2, 3), 0.05)), IN(k == 0 ? mk(0, NULL, (const double[]){2.5}) : rnd_away(DIMS(3), 0.05))};
+        if (bops[k] == CG_POW)
+            for (int i = 0; i < 6; i++) D(in[0].t)[i] = fabs(D(in[0].t)[i]) + 0.3;
+        double want[6];
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 3; j++) {
+                double a = D(in[0].t)[i * 3 + j], b = k == 0 ? 2.5 : D(in[1].t)[j];
+                want[i * 3 + j] = bops[k] == CG_POW ? pow(a, b) : bops[k] == CG_MAX ? fmax(a, b) : fmin(a, b);
+            }
+        char what[64];
+        snprintf(what, sizeof what, "%s %s", cg_op_names[bops[k]], k == 0 ? "scalar exponent" : "[2,3] . [3]");
+        fwd_case(what, bops[k], NULL, 2, in, DIMS(2, 3), want);
+        grad_op(what, bops[k], NULL, 2, in);
+        free_ops(2, in);
+    }
+    /* Max's tie: the gradient is split between the operands (torch) */
+    {
+        opnd in[2] = {IN(mk(DIMS(2), (const double[]){1, 2})), IN(mk(DIMS(2), (const double[]){1, 3}))};
+        int y;
+        cg_graph *g = op_graph(CG_MAX, NULL, 2, in, &y);
+        cattr_tensor *t[2] = {in[0].t, in[1].t}, *seed = mk(DIMS(2), (const double[]){1, 1}), *gr[2] = {0};
+        cg_rules rules;
+        cg_rules_default(&rules);
+        CHECK(autodiff_run(g, y, t, seed, &rules, gr) == CATTR_OK, "Max tie: %s", cattr_last_error());
+        if (gr[0] && gr[1]) {
+            expect("Max tie dA", gr[0], DIMS(2), (const double[]){0.5, 0});
+            expect("Max tie dB", gr[1], DIMS(2), (const double[]){0.5, 1});
+        }
+        cattr_tensor_free(gr[0]);
+        cattr_tensor_free(gr[1]);
+        cattr_tensor_free(seed);
+        cg_free(g);
+        free_ops(2, in);
+    }
+}
+
 /* ReduceSum and ReduceMean over chosen axes (negative too, none: all), with and without keepdims: forward against a
  * plain loop, gradient against finite differences. */
 static void test_reduce(void) {
@@ -1311,6 +1398,7 @@ int main(void) {
     test_pools();
     test_unary();
     test_reduce();
+    test_elementwise();
     test_kinks();
     test_softmax();
     test_attention();

@@ -382,7 +382,9 @@ static const struct {
 /* Whether a rule can act on an op (the module kinds Captum applies it to, as they appear in ONNX). */
 static bool rule_fits(rule_kind k, cg_op op) {
     switch (k) {
-    case RULE_DL_NONLINEAR: return op == CG_RELU || op == CG_LEAKYRELU || op == CG_SIGMOID || op == CG_TANH;
+    case RULE_DL_NONLINEAR:
+        return op == CG_RELU || op == CG_LEAKYRELU || op == CG_SIGMOID || op == CG_TANH || op == CG_ELU ||
+               op == CG_SOFTPLUS;
     case RULE_DL_MAXPOOL: return op == CG_MAXPOOL;
     case RULE_DL_SOFTMAX: return op == CG_SOFTMAX;
     case RULE_GUIDED_RELU: case RULE_DECONV_RELU: return op == CG_RELU;
@@ -413,7 +415,10 @@ static cattr_status default_rule(family fam, const cg_node *nd, node_rule *r) {
             r->eps = 1e-9;
         } else if (op == CG_RELU || op == CG_TANH) {
             r->kind = RULE_LRP_PASS;
-        } else if (op == CG_SIGMOID || op == CG_SOFTMAX || op == CG_LEAKYRELU || op == CG_CLIP) {
+        } else if (op == CG_SIGMOID || op == CG_SOFTMAX || op == CG_LEAKYRELU || op == CG_CLIP || op == CG_ELU ||
+                   op == CG_SELU || op == CG_GELU || op == CG_SOFTPLUS || op == CG_HARDSIGMOID || op == CG_HARDSWISH ||
+                   op == CG_SQRT || op == CG_EXP || op == CG_LOG || op == CG_ERF || op == CG_RECIPROCAL ||
+                   op == CG_POW || op == CG_MAX || op == CG_MIN) {
             return cx_fail(CATTR_ERR_UNSUPPORTED,
                            "LRP has no default rule for node '%s' (op %s): Captum's LRP handles Linear, Conv2d, pools "
                            "and BatchNorm2d (epsilon rule) and ReLU, Tanh, Dropout (pass-through); give rules for the "

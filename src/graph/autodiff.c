@@ -324,6 +324,31 @@ static cattr_status r_place_rows(cg_graph *g, int ni, int gy, const bool *need, 
 
 /* (X, like) -> X summed down to like's shape: the gradient broadcasts gY back to X's shape (like is read for its shape
  * only and receives none) */
+/* the elementwise functions: gY * f'(X) in one node */
+static cattr_status r_ew_unary(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    cg_attrs a = nd.a;
+    a.index = nd.op;
+    a.axis = nd.a.index; /* Gelu's approximation */
+    if (need[0]) gx[0] = EMIT(CG_UNARY_GRAD, &a, nd.in[0], gy);
+    return CATTR_OK;
+}
+
+/* Pow, Max, Min: each operand's gradient at the broadcast shape, summed down to its shape */
+static cattr_status r_ew_binary(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    for (int k = 0; k < 2; k++) {
+        if (!need[k]) continue;
+        cg_attrs a = cg_attrs_default();
+        a.axis = nd.op;
+        a.index = k;
+        gx[k] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_BINARY_GRAD, &a, nd.in[0], nd.in[1], gy), nd.in[k]);
+    }
+    return CATTR_OK;
+}
+
 static cattr_status r_reduce(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
@@ -440,6 +465,10 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
     r->by_op[CG_REDUCE_SUM_LIKE] = r_reduce_sum_like;
     r->by_op[CG_REDUCE_SUM] = r->by_op[CG_REDUCE_MEAN] = r_reduce;
+    static const cg_op ew1[] = {CG_SQRT, CG_EXP, CG_LOG, CG_ERF, CG_RECIPROCAL, CG_HARDSIGMOID, CG_HARDSWISH,
+                                CG_SOFTPLUS, CG_ELU, CG_SELU, CG_GELU};
+    for (size_t k = 0; k < sizeof ew1 / sizeof *ew1; k++) r->by_op[ew1[k]] = r_ew_unary;
+    r->by_op[CG_POW] = r->by_op[CG_MAX] = r->by_op[CG_MIN] = r_ew_binary;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;

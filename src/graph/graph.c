@@ -16,6 +16,8 @@ const char *const cg_op_names[CG_OP_COUNT] = {
     "LogSoftmaxGrad", "SwiGLU", "SwiGLUGrad", "SeqPick", "SeqPickGrad", "DlDelta", "DlRescale", "DlCenter", "DlMaxPool",
     "LrpDiv", "WhereId", "PlaceRows", "Abs", "AbsGrad",
     "ReduceSum", "ReduceMean", "ReduceGrad",
+    "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "HardSigmoid", "HardSwish", "Softplus", "Elu", "Selu", "Gelu",
+    "UnaryGrad", "Pow", "Max", "Min", "BinaryGrad",
 };
 _Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");
 

@@ -95,6 +95,25 @@ typedef enum cg_op {
     CG_REDUCE_MEAN,     /* (X); as ReduceSum, divided by the number of values each output sums (ONNX ReduceMean) */
     CG_REDUCE_GRAD,     /* (gY, X); ints and index of the reduction, axis = 1 for a mean -> gY broadcast back to X's
                          * shape (divided by the count for a mean) */
+    /* elementwise functions of exported models (ops/elementwise.h defines them and their derivatives) */
+    CG_SQRT,
+    CG_EXP,
+    CG_LOG,
+    CG_ERF,
+    CG_RECIPROCAL,
+    CG_HARDSIGMOID, /* alpha, beta */
+    CG_HARDSWISH,
+    CG_SOFTPLUS,
+    CG_ELU,         /* alpha */
+    CG_SELU,        /* alpha, beta = gamma */
+    CG_GELU,        /* index 1: the tanh approximation */
+    CG_UNARY_GRAD,  /* (X, gY); index = the forward op (one of the above), its alpha, beta and approximation in axis ->
+                     * gY * f'(X) */
+    CG_POW,         /* numpy broadcasting, as Add */
+    CG_MAX,
+    CG_MIN,
+    CG_BINARY_GRAD, /* (A, B, gY); axis = the forward op (Pow, Max, Min), index = the operand (0: A, 1: B) -> the
+                     * operand's gradient at the broadcast shape (ReduceSumLike brings it to the operand's shape) */
     CG_OP_COUNT
 } cg_op;
 

@@ -304,6 +304,20 @@ static const op_spec k_ops[] = {
     {"Div", CG_DIV, 2, 2, "", 0, ""},
     {"Neg", CG_NEG, 1, 1, "", 0, ""},
     {"Abs", CG_ABS, 1, 1, "", 0, ""},
+    {"Sqrt", CG_SQRT, 1, 1, "", 0, ""},
+    {"Exp", CG_EXP, 1, 1, "", 0, ""},
+    {"Log", CG_LOG, 1, 1, "", 0, ""},
+    {"Erf", CG_ERF, 1, 1, "", 0, ""},
+    {"Reciprocal", CG_RECIPROCAL, 1, 1, "", 0, ""},
+    {"HardSigmoid", CG_HARDSIGMOID, 1, 1, "alpha beta", 0, ""},
+    {"HardSwish", CG_HARDSWISH, 1, 1, "", 0, ""},
+    {"Softplus", CG_SOFTPLUS, 1, 1, "", 0, ""},
+    {"Elu", CG_ELU, 1, 1, "alpha", 0, ""},
+    {"Selu", CG_SELU, 1, 1, "alpha gamma", 0, ""},
+    {"Gelu", CG_GELU, 1, 1, "approximate", 0, ""},
+    {"Pow", CG_POW, 2, 2, "", 0, ""},
+    {"Max", CG_MAX, 1, 2, "", 0, ""},
+    {"Min", CG_MIN, 1, 2, "", 0, ""},
     {"Reshape", CG_RESHAPE, 2, 2, "allowzero", 0, ""},
     {"Flatten", CG_FLATTEN, 1, 1, "axis", 0, ""},
     {"Concat", CG_CONCAT, 1, CG_MAX_IN, "axis", 0, ""},
@@ -564,6 +578,29 @@ static cattr_status convert_node(loader *L, int idx) {
         CX_CHECK(attr_flag(&c, "count_include_pad", &a.count_include_pad));
         break;
     case CG_LEAKYRELU: CX_CHECK(attr_float(&c, "alpha", 0.01, &a.alpha)); break;
+    case CG_HARDSIGMOID:
+        CX_CHECK(attr_float(&c, "alpha", 0.2, &a.alpha));
+        CX_CHECK(attr_float(&c, "beta", 0.5, &a.beta));
+        break;
+    case CG_ELU: CX_CHECK(attr_float(&c, "alpha", 1.0, &a.alpha)); break;
+    case CG_SELU:
+        CX_CHECK(attr_float(&c, "alpha", 1.67326319217681884765625, &a.alpha));
+        CX_CHECK(attr_float(&c, "gamma", 1.05070102214813232421875, &a.beta));
+        break;
+    case CG_GELU: {
+        const Onnx__AttributeProto *ap = attr_find(&c, "approximate");
+        const char *mode = ap && ap->s.data ? (const char *)ap->s.data : "none";
+        size_t len = ap ? ap->s.len : 4;
+        if (len == 4 && !strncmp(mode, "tanh", 4)) a.index = 1;
+        else if (!(len == 4 && !strncmp(mode, "none", 4)))
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "approximate='%.*s' (expected 'none' or 'tanh')", (int)len, mode);
+        break;
+    }
+    case CG_POW: nin = 2; break;
+    case CG_MAX: case CG_MIN:
+        if (n->n_input == 1) op = CG_IDENTITY; /* the one operand itself */
+        else nin = 2;
+        break;
     case CG_SOFTMAX:
         CX_CHECK(attr_int(&c, "axis", L->opset >= 13 ? -1 : 1, &a.axis));
         a.index = L->opset < 13;

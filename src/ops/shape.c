@@ -117,7 +117,8 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     out->dtype = n->n_in > 0 ? in[0].dtype : CATTR_FLOAT32;
     switch (n->op) {
     case CG_IDENTITY: case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG:
-    case CG_ZEROS_LIKE: case CG_ABS:
+    case CG_ZEROS_LIKE: case CG_ABS: case CG_SQRT: case CG_EXP: case CG_LOG: case CG_ERF: case CG_RECIPROCAL:
+    case CG_HARDSIGMOID: case CG_HARDSWISH: case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU:
         copy_shape(out, &in[0]);
         return CATTR_OK;
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: {
@@ -152,6 +153,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         copy_shape(out, &in[0]);
         return CATTR_OK;
     case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_SOFTMAX_GRAD: case CG_ABS_GRAD:
+    case CG_UNARY_GRAD:
     case CG_CLIP_GRAD:
         if (!cx_shape_eq(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape)) SHAPE_FAIL("gradient shape mismatch");
         copy_shape(out, &in[0]);
@@ -200,7 +202,12 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         (void)ax;
         return CATTR_OK;
     }
-    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: {
+    case CG_BINARY_GRAD:
+        if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
+            SHAPE_FAIL("operands do not broadcast");
+        out->dtype = in[2].dtype;
+        return CATTR_OK;
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_POW: case CG_MAX: case CG_MIN: {
         if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
             SHAPE_FAIL("operands do not broadcast");
         if (in[0].dtype != in[1].dtype) SHAPE_FAIL("operand dtypes differ (%s, %s)", cattr_dtype_name(in[0].dtype),

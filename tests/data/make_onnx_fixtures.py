@@ -185,6 +185,35 @@ def ok_reduce18():
                  opset=18, check=False)
 
 
+def ok_elementwise():
+    """The elementwise functions of exported models, chained (opset 17)."""
+    H = helper.make_node
+    nodes = [
+        H("Abs", ["x"], ["ax"], name="/abs/Abs"),
+        H("Sqrt", ["ax"], ["sq"], name="/sqrt/Sqrt"),
+        H("Exp", ["sq"], ["ex"], name="/exp/Exp"),
+        H("Log", ["ex"], ["lg"], name="/log/Log"),
+        H("Erf", ["lg"], ["er"], name="/erf/Erf"),
+        H("Reciprocal", ["ex"], ["rc"], name="/rec/Reciprocal"),
+        H("HardSigmoid", ["er"], ["hs"], name="/hsig/HardSigmoid", alpha=0.25, beta=0.4),
+        H("HardSwish", ["hs"], ["hw"], name="/hswish/HardSwish"),
+        H("Softplus", ["hw"], ["sp"], name="/softplus/Softplus"),
+        H("Elu", ["sp"], ["el"], name="/elu/Elu", alpha=0.5),
+        H("Selu", ["el"], ["se"], name="/selu/Selu"),
+        H("Pow", ["sq", "two"], ["pw"], name="/pow/Pow"),
+        H("Max", ["se", "pw"], ["mx"], name="/max/Max"),
+        H("Min", ["mx", "rc"], ["y"], name="/min/Min"),
+    ]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [init("two", np.array(2.0, np.float32))])
+
+
+def ok_gelu20():
+    """Gelu (opset 20; written without the checker): exact and tanh-approximated."""
+    nodes = [helper.make_node("Gelu", ["x"], ["g"], name="/gelu/Gelu"),
+             helper.make_node("Gelu", ["g"], ["y"], name="/gelu2/Gelu", approximate="tanh")]
+    return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], opset=20, check=False)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -230,7 +259,8 @@ def err_models():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18):
+    for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
+               ok_gelu20):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

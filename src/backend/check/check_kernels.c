@@ -19,6 +19,7 @@
  *  - MatMul's bfloat16 flag (precision "high") is refused: this backend computes at full precision only.
  */
 #include "backend/check/check_kernels.h"
+#include "ops/elementwise.h"
 #include "ops/ops.h"
 
 #include <math.h>
@@ -265,6 +266,29 @@ static cattr_status k_unary(const cg_node *n, const cx_view *in, cx_view *out) {
         case CG_NEG: y = -x; break;
         case CG_ABS: y = fabs(x); break;
         default: return cx_fail(CATTR_ERR_INTERNAL, "node '%s': not a unary op", n->name);
+        }
+        put(out, i, y);
+    }
+    return CATTR_OK;
+}
+
+/* The elementwise functions of ops/elementwise.h (Sqrt ... Gelu), their gradient UnaryGrad, and Pow / Max / Min with
+ * broadcasting and their BinaryGrad: the same double formulas, rounded to the dtype. */
+static cattr_status k_ew(const cg_node *n, const cx_view *in, cx_view *out) {
+    int nd = out->ndim;
+    int64_t c[CATTR_MAX_DIMS];
+    for (int64_t i = 0; i < cx_view_numel(out); i++) {
+        double y;
+        if (n->op == CG_UNARY_GRAD) {
+            y = get(&in[1], i) * cx_unary_df((cg_op)n->a.index, get(&in[0], i), n->a.alpha, n->a.beta, (int)n->a.axis);
+        } else if (n->op == CG_POW || n->op == CG_MAX || n->op == CG_MIN || n->op == CG_BINARY_GRAD) {
+            unravel(i, nd, out->shape, c);
+            double a = get(&in[0], bcast_index(nd, c, in[0].ndim, in[0].shape));
+            double b = get(&in[1], bcast_index(nd, c, in[1].ndim, in[1].shape));
+            y = n->op == CG_BINARY_GRAD ? cx_binary_df((cg_op)n->a.axis, (int)n->a.index, a, b, get(&in[2], i))
+                                        : cx_binary_f(n->op, a, b);
+        } else {
+            y = cx_unary_f(n->op, get(&in[0], i), n->a.alpha, n->a.beta, (int)n->a.index);
         }
         put(out, i, y);
     }
@@ -1066,6 +1090,10 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: return k_binary(n, in, out);
     case CG_REDUCE_SUM_LIKE: return k_reduce_sum_like(n, in, out);
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_GRAD: return k_reduce(n, in, out);
+    case CG_SQRT: case CG_EXP: case CG_LOG: case CG_ERF: case CG_RECIPROCAL: case CG_HARDSIGMOID: case CG_HARDSWISH:
+    case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU: case CG_UNARY_GRAD: case CG_POW: case CG_MAX: case CG_MIN:
+    case CG_BINARY_GRAD:
+        return k_ew(n, in, out);
     case CG_GEMM: return k_gemm(n, in, out);
     case CG_MATMUL: return k_matmul(n, in, out);
     case CG_CONV: case CG_CONV_GRAD_INPUT: return k_conv(n, in, out);

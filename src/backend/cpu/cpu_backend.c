@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/bf16_gemm.h"
 #include "backend/cpu/f32_gemm.h"
+#include "ops/elementwise.h"
 #include "ops/ops.h"
 
 #include <cblas.h>
@@ -601,6 +602,11 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     }
     case CG_REDUCE_SUM_LIKE: return DISPATCH(reduce_sum_like, n, in, out);
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_GRAD: return DISPATCH(reduce, n, in, out);
+    case CG_SQRT: case CG_EXP: case CG_LOG: case CG_ERF: case CG_RECIPROCAL: case CG_HARDSIGMOID: case CG_HARDSWISH:
+    case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU:
+        return DISPATCH(ew_unary, n, in, out);
+    case CG_UNARY_GRAD: return DISPATCH(ew_unary_grad, n, in, out);
+    case CG_POW: case CG_MAX: case CG_MIN: case CG_BINARY_GRAD: return DISPATCH(ew_binary, n, in, out);
     case CG_GEMM: case CG_MATMUL: {
         cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);
         if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));

@@ -141,6 +141,61 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
     return CATTR_OK;
 }
 
+/* The elementwise functions of ops/elementwise.h: each value computed in double and rounded to T once. */
+static cattr_status K(ew_unary)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *x = in[0].data;
+    T *y = out->data;
+    int64_t cnt = cx_view_numel(out);
+    cg_op op = n->op;
+    double al = n->a.alpha, be = n->a.beta;
+    int ap = (int)n->a.index;
+    PAR_FOR(cnt > PAR_MIN / 8, for (int64_t i = 0; i < cnt; i++) y[i] = (T)cx_unary_f(op, (double)x[i], al, be, ap););
+    return CATTR_OK;
+}
+
+/* UnaryGrad: (X, gY) -> gY * f'(X) of the forward op in index (its attributes copied). */
+static cattr_status K(ew_unary_grad)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const T *x = in[0].data, *g = in[1].data;
+    T *y = out->data;
+    int64_t cnt = cx_view_numel(out);
+    cg_op op = (cg_op)n->a.index;
+    double al = n->a.alpha, be = n->a.beta;
+    int ap = (int)n->a.axis;
+    PAR_FOR(cnt > PAR_MIN / 8,
+    for (int64_t i = 0; i < cnt; i++) y[i] = (T)((double)g[i] * cx_unary_df(op, (double)x[i], al, be, ap)););
+    return CATTR_OK;
+}
+
+/* Pow, Max, Min with numpy broadcasting, and BinaryGrad (A, B, gY) at the broadcast shape. */
+static cattr_status K(ew_binary)(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_BINARY_GRAD;
+    cg_op op = grad ? (cg_op)n->a.axis : n->op;
+    int which = (int)n->a.index, nd = out->ndim;
+    const T *a = in[0].data, *b = in[1].data, *g = grad ? (const T *)in[2].data : NULL;
+    T *y = out->data;
+    int64_t sa[CATTR_MAX_DIMS], sb[CATTR_MAX_DIMS], ra = 1, rb = 1, cnt = cx_view_numel(out);
+    for (int d = nd - 1; d >= 0; d--) {
+        int da = d - (nd - in[0].ndim), db = d - (nd - in[1].ndim);
+        int64_t ea = da >= 0 ? in[0].shape[da] : 1, eb = db >= 0 ? in[1].shape[db] : 1;
+        sa[d] = ea == 1 ? 0 : ra;
+        sb[d] = eb == 1 ? 0 : rb;
+        ra *= ea;
+        rb *= eb;
+    }
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t rem = i, oa = 0, ob = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            int64_t c = rem % out->shape[d];
+            rem /= out->shape[d];
+            oa += c * sa[d];
+            ob += c * sb[d];
+        }
+        double av = (double)a[oa], bv = (double)b[ob];
+        y[i] = (T)(grad ? cx_binary_df(op, which, av, bv, (double)g[i]) : cx_binary_f(op, av, bv));
+    }
+    return CATTR_OK;
+}
+
 /* In-place ReLU on a kernel's result: the epilogue of a node the planner fused with a following Relu. */
 static void K(relu_inplace)(T *y, int64_t cnt) {
     PAR_FOR(cnt > PAR_MIN, for (int64_t i = 0; i < cnt; i++) y[i] = y[i] > 0 ? y[i] : (T)0;);
