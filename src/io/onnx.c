@@ -273,7 +273,7 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM };
 
 typedef struct op_spec {
     const char *name;
@@ -331,6 +331,7 @@ static const op_spec k_ops[] = {
     {"BatchNormalization", CG_BATCHNORM, 5, 5, "epsilon momentum training_mode", 9, "spatial"},
     {"Identity", CG_IDENTITY, 1, 1, "", 0, ""},
     {"Dropout", OP_DROPOUT, 1, 3, "ratio seed", 0, ""},
+    {"LayerNormalization", OP_LAYERNORM, 1, 3, "axis epsilon stash_type", 0, ""},
     {"Constant", OP_CONSTANT, 0, 0, "value value_float value_floats value_int value_ints", 0, ""},
 };
 
@@ -492,6 +493,59 @@ static cattr_status resolve_input(const nctx *c, const char *name, int *id) {
                  name);
 }
 
+/* LayerNormalization (opset 17) as the ops of its definition: mean = ReduceMean(X over dims axis..), D = X - mean,
+ * var = ReduceMean(D * D), Y = D / Sqrt(var + epsilon) * Scale + B: the form older exporters write out, so both
+ * forms attribute alike. Only the first output (the mean and inverse deviation outputs are training outputs). */
+static cattr_status layer_norm(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    int64_t axis = -1, stash = 1;
+    double eps = 1e-5;
+    CX_CHECK(attr_int(c, "axis", -1, &axis));
+    CX_CHECK(attr_float(c, "epsilon", 1e-5, &eps));
+    CX_CHECK(attr_int(c, "stash_type", 1, &stash));
+    for (size_t k = 1; k < n->n_output; k++)
+        if (n->output[k] && *n->output[k])
+            return nfail(c, CATTR_ERR_UNSUPPORTED, "output %zu (mean / inverse std, training outputs) is not supported", k);
+    if (axis >= 0) /* the dims from axis to the last: counted from the end, the graph stays rank-polymorphic */
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "axis %lld: only axes counted from the end (negative, as PyTorch's "
+                                               "exporter writes them) are supported", (long long)axis);
+    cg_attrs ra = cg_attrs_default();
+    ra.index = 1; /* keepdims */
+    for (int64_t d = axis; d < 0 && ra.n_ints < CG_MAX_INTS; d++) ra.ints[ra.n_ints++] = d;
+    if (ra.n_ints < 1 || ra.n_ints > CG_MAX_INTS) return nfail(c, CATTR_ERR_FORMAT, "axis %lld is out of range", (long long)axis);
+    int64_t one = 1;
+    cattr_tensor *et = cx_tensor_alloc(CATTR_FLOAT32, 0, &one);
+    if (!et) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    *(float *)et->data = (float)eps;
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s.epsilon", c->label);
+    int ev = cg_add_const(L->g, nm, et, true);
+    if (ev < 0) {
+        cattr_tensor_free(et);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    cg_graph *g = L->g;
+    int x = c->in[0], v;
+#define LN_NODE(op, a, i0, i1, suffix)                                                                                 \
+    (snprintf(nm, sizeof nm, "%s/%s", c->label, suffix), v = cg_add_node(g, op, nm, (int[]){i0, i1}, (i1) < -1 ? 1 : 2, a, nm), v)
+    int mean = LN_NODE(CG_REDUCE_MEAN, &ra, x, -2, "mean");
+    int d = mean < 0 ? -1 : LN_NODE(CG_SUB, NULL, x, mean, "centered");
+    int sq = d < 0 ? -1 : LN_NODE(CG_MUL, NULL, d, d, "squared");
+    int var = sq < 0 ? -1 : LN_NODE(CG_REDUCE_MEAN, &ra, sq, -2, "variance");
+    int ve = var < 0 ? -1 : LN_NODE(CG_ADD, NULL, var, ev, "variance_eps");
+    int sd = ve < 0 ? -1 : LN_NODE(CG_SQRT, NULL, ve, -2, "std");
+    int y = sd < 0 ? -1 : LN_NODE(CG_DIV, NULL, d, sd, "normalized");
+    if (y >= 0 && c->in[1] >= 0) y = LN_NODE(CG_MUL, NULL, y, c->in[1], "scaled");
+    if (y >= 0 && c->in[2] >= 0) y = LN_NODE(CG_ADD, NULL, y, c->in[2], "shifted");
+#undef LN_NODE
+    if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    /* the result under the node's output name (an Identity carries it) */
+    int out = cg_add_node(g, CG_IDENTITY, c->label, &y, 1, NULL, n->output[0]);
+    if (out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    return define(L, n->output[0], out, idx, 0);
+}
+
 static cattr_status convert_node(loader *L, int idx) {
     const Onnx__NodeProto *n = L->gp->node[idx];
     char lbuf[160];
@@ -535,6 +589,7 @@ static cattr_status convert_node(loader *L, int idx) {
         return define(L, n->output[0], id, idx, 0);
     }
 
+    if (sp->op == OP_LAYERNORM) return layer_norm(&c, idx);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */

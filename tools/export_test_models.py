@@ -1,0 +1,104 @@
+#!/usr/bin/python3
+"""export_test_models.py - small PyTorch models that use the ops of exported architectures (LayerNorm in its
+decomposed opset-14 form and as LayerNormalization at opset 17, GELU through Erf, Hardswish / Hardsigmoid in a
+squeeze-and-excitation block with a BatchNorm folded into its Conv, ELU / SELU / Softplus, Pow and Sqrt), exported by
+torch.onnx.export with constant folding, with what PyTorch computes for them: tests/test_exported.c checks cattr's
+forward pass and input gradients against these.
+
+Run with Debian's interpreter (python3-torch, python3-numpy):  /usr/bin/python3 tools/export_test_models.py
+Writes tests/data/exported/<name>.onnx and <name>.npz-like .npy files: <name>.x.npy (the input, batch 2),
+<name>.y.npy (the output), <name>.g.npy (d out[b, target] / d x summed over the batch: the gradient an attribution
+reads) and <name>.t.npy (the target per example). Deterministic (fixed seeds); torch is not a dependency of cattr.
+"""
+import os
+
+import numpy as np
+import torch
+from torch import nn
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data", "exported")
+
+
+class GeluLnMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.norm = nn.LayerNorm(16)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(self.act(self.norm(self.fc1(x))))
+
+
+class MobileBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.act = nn.Hardswish()
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc1 = nn.Conv2d(8, 4, 1)
+        self.fc2 = nn.Conv2d(4, 8, 1)
+        self.gate = nn.Hardsigmoid()
+        self.head = nn.Linear(8 * 6 * 6, 5)
+
+    def forward(self, x):
+        h = self.act(self.bn(self.conv(x)))
+        s = self.gate(self.fc2(torch.relu(self.fc1(self.pool(h)))))
+        return self.head(torch.flatten(h * s, 1))
+
+
+class ActMlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 12)
+        self.fc2 = nn.Linear(12, 12)
+        self.fc3 = nn.Linear(12, 3)
+
+    def forward(self, x):
+        h = nn.functional.elu(self.fc1(x), alpha=0.7)
+        h = nn.functional.selu(self.fc2(h)) + torch.sqrt(h * h + 1.0)
+        return self.fc3(nn.functional.softplus(h) + h.pow(2) * 0.1)
+
+
+def export(name, model, x, target, opset):
+    torch.manual_seed(0)
+    model.eval()
+    path = os.path.join(OUT, name + ".onnx")
+    torch.onnx.export(model, (x,), path, opset_version=opset, do_constant_folding=True, input_names=["x"],
+                      output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    xg = x.clone().requires_grad_(True)
+    y = model(xg)
+    sel = y[torch.arange(x.shape[0]), torch.as_tensor(target)]
+    (g,) = torch.autograd.grad(sel.sum(), xg)
+    np.save(os.path.join(OUT, name + ".x.npy"), x.numpy().astype(np.float32))
+    np.save(os.path.join(OUT, name + ".y.npy"), y.detach().numpy().astype(np.float32))
+    np.save(os.path.join(OUT, name + ".g.npy"), g.numpy().astype(np.float32))
+    np.save(os.path.join(OUT, name + ".t.npy"), np.asarray(target, np.int64))
+    print("wrote", path)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(1)
+    m = GeluLnMlp()
+    with torch.no_grad():
+        m.norm.weight.uniform_(0.5, 1.5)
+        m.norm.bias.uniform_(-0.2, 0.2)
+    x = torch.randn(2, 8)
+    export("gelu_ln_mlp_op14", m, x, [1, 3], 14)
+    export("gelu_ln_mlp_op17", m, x, [1, 3], 17)
+    torch.manual_seed(2)
+    mb = MobileBlock()
+    with torch.no_grad():  # a BatchNorm with statistics, folded into the Conv by the export
+        mb.bn.running_mean.uniform_(-0.3, 0.3)
+        mb.bn.running_var.uniform_(0.5, 2.0)
+        mb.bn.weight.uniform_(0.5, 1.5)
+    export("mobile_block_op14", mb, torch.randn(2, 3, 6, 6), [0, 4], 14)
+    torch.manual_seed(3)
+    export("act_mlp_op14", ActMlp(), torch.randn(2, 6), [2, 0], 14)
+
+
+if __name__ == "__main__":
+    main()
