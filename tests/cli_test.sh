@@ -212,5 +212,19 @@ else
     echo "SKIP: language-model CLI checks ($qwen not found)"
 fi
 
+# --- Captum's argument forms: a single input's Occlusion window as a flat tuple (2,) and as a tuple of tuples ((2,),)
+occ=$golden/captum/custom_mlp__Occlusion
+if [ -d "$occ" ] && command -v python3 >/dev/null; then
+    cp -r "$occ" "$tmp/occ_tuples"
+    python3 -c 'import json, sys
+p = sys.argv[1]; c = json.load(open(p))
+c["attribute_args"]["sliding_window_shapes"] = [c["attribute_args"]["sliding_window_shapes"]]
+json.dump(c, open(p, "w"))' "$tmp/occ_tuples/case.json" && ok || bad "could not rewrite the window"
+    expect_ok "replay occlusion, flat window" replay "$occ"
+    expect_ok "replay occlusion, tuple-of-tuples window" replay "$tmp/occ_tuples"
+else
+    echo "SKIP: Captum argument forms ($occ or python3 not found)"
+fi
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

@@ -91,7 +91,26 @@ done:
     cattr_model_free(m);
 }
 
+/* PyTorch module paths of nested modules resolve (torch 1.13's scopes "/block/block.1/fc/Gemm"), and layer methods
+ * take them. */
+static void check_paths(void) {
+    cattr_model *m = NULL;
+    CHECK(cattr_model_load_onnx(DIR "nested_op14.onnx", &m) == CATTR_OK, "load nested: %s", cattr_last_error());
+    if (!m) return;
+    static const char *const paths[3] = {"block.0", "block.1.fc", "block.1"};
+    for (int k = 0; k < 3; k++) {
+        const char *v = NULL;
+        CHECK(cattr_model_resolve_value(m, paths[k], &v) == CATTR_OK, "module path '%s': %s", paths[k], cattr_last_error());
+        if (v) printf("module path %s -> %s\n", paths[k], v);
+    }
+    const char *v = NULL;
+    CHECK(cattr_model_resolve_value(m, "block.block.1.fc", &v) != CATTR_OK, "the scope-joined name must not resolve");
+    cattr_model_free(m);
+}
+
 int main(void) {
+    check_paths();
+    check_model("nested_op14");
     check_model("gelu_ln_mlp_op14");
     check_model("gelu_ln_mlp_op17");
     check_model("mobile_block_op14");

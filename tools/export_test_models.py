@@ -62,6 +62,26 @@ class ActMlp(nn.Module):
         return self.fc3(nn.functional.softplus(h) + h.pow(2) * 0.1)
 
 
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return self.fc(torch.relu(x))
+
+
+class Nested(nn.Module):
+    """Modules inside a Sequential inside the model: scopes "/block/block.1/fc/Gemm" -> module path block.1.fc."""
+
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Sequential(nn.Linear(4, 6), Inner())
+
+    def forward(self, x):
+        return self.block(x)
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -98,6 +118,8 @@ def main():
     export("mobile_block_op14", mb, torch.randn(2, 3, 6, 6), [0, 4], 14)
     torch.manual_seed(3)
     export("act_mlp_op14", ActMlp(), torch.randn(2, 6), [2, 0], 14)
+    torch.manual_seed(4)
+    export("nested_op14", Nested(), torch.randn(2, 4), [1, 2], 14)
 
 
 if __name__ == "__main__":

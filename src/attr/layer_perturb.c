@@ -240,16 +240,13 @@ static cattr_status layer_delta(const cx_call *c, int n, cattr_tensor *const *at
  * model's (baselines: the layer at x' and x', so every branch sees [x; x'] as in Captum's forward) and keeps the
  * layer's attributions. The input methods run as derived graphs on the backend. */
 
-/* The layer model (once). Errors: CATTR_ERR_UNSUPPORTED for a layer that is the model output. */
+/* The layer model (once). A layer that is the model output makes a model whose output is its layer input (Captum
+ * accepts such layers, e.g. LayerDeepLiftShap on the last Linear). */
 static cattr_status layer_model(cattr_explainer *e, lp_state *s) {
     if (s->lm) return CATTR_OK;
     const cg_graph *m = e->m->g;
     int nl = s->n_layers, n_in = m->n_inputs, lin[LP_MAX_LAYERS], in_map[2 * CX_MAX_IN + LP_MAX_LAYERS];
     int from[2 * CX_MAX_IN + LP_MAX_LAYERS], bad = 0;
-    for (int k = 0; k < nl; k++)
-        if (s->layers[k] == cx_model_output(e->m))
-            return cx_fail(CATTR_ERR_UNSUPPORTED, "layer '%s' is the model output: nothing reads it",
-                           m->vals[s->layers[k]].name);
     if (nl + n_in > 2 * CX_MAX_IN + LP_MAX_LAYERS) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many inputs");
     cg_graph *g = NULL;
     int *map = NULL;

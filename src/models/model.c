@@ -162,18 +162,51 @@ const char *cattr_model_output_name(const cattr_model *m, int i) {
 
 /* ---- module paths ------------------------------------------------------------------------------------------ */
 
-/* Module path of a node named "/a/b/Op[_k]" -> "a.b" written to buf; false for nodes outside any module. */
-static bool node_module(const char *name, char *buf, size_t size) {
-    if (name[0] != '/') return false;
+/* PyTorch module path of a node, written to buf; false for nodes outside any module. Exporters from torch 1.13 name
+ * nodes by their scopes, "/layer4/layer4.1/conv2/Conv", where a scope is either the child's attribute name or its
+ * full path ("layer4.1" inside "layer4"): the path grows by the attribute, or becomes the full path ->
+ * "layer4.1.conv2". Older exporters name nodes "Conv_12": their module is the one owning the node's weight
+ * ("layer4.1.conv2.weight" -> "layer4.1.conv2"), when the export kept that name. */
+static bool node_module_of(const cg_graph *g, const cg_node *nd, char *buf, size_t size) {
+    const char *name = nd->name;
+    if (name[0] != '/') {
+        for (int j = 0; g && j < nd->n_in; j++) {
+            if (nd->in[j] < 0 || g->vals[nd->in[j]].kind != CG_VAL_CONST) continue;
+            const char *w = g->vals[nd->in[j]].name;
+            size_t n = strlen(w);
+            const char *suf = n > 7 && !strcmp(w + n - 7, ".weight") ? ".weight" : n > 5 && !strcmp(w + n - 5, ".bias") ? ".bias" : NULL;
+            if (!suf || n - strlen(suf) + 1 > size) continue;
+            memcpy(buf, w, n - strlen(suf));
+            buf[n - strlen(suf)] = 0;
+            return true;
+        }
+        return false;
+    }
     const char *last = strrchr(name, '/');
     if (last == name) return false;
-    size_t n = (size_t)(last - name - 1);
-    if (n + 1 > size) return false;
-    memcpy(buf, name + 1, n);
-    buf[n] = 0;
-    for (char *c = buf; *c; c++)
-        if (*c == '/') *c = '.';
-    return true;
+    size_t len = 0;
+    buf[0] = 0;
+    for (const char *p = name + 1; p < last;) {
+        const char *e = strchr(p, '/');
+        size_t cl = (size_t)(e - p);
+        if (len > 0 && cl > len && !strncmp(p, buf, len) && p[len] == '.') { /* a full path: it replaces */
+            if (cl + 1 > size) return false;
+            memcpy(buf, p, cl);
+            len = cl;
+        } else {
+            if (len + (len > 0) + cl + 1 > size) return false;
+            if (len > 0) buf[len++] = '.';
+            memcpy(buf + len, p, cl);
+            len += cl;
+        }
+        buf[len] = 0;
+        p = e + 1;
+    }
+    return len > 0;
+}
+
+static bool node_module(const cg_graph *g, int i, char *buf, size_t size) {
+    return node_module_of(g, &g->nodes[i], buf, size);
 }
 
 /* Output value of the last node inside module `path` (or one of its submodules), or -1. */
@@ -182,7 +215,7 @@ static int module_output(const cg_graph *g, const char *path) {
     size_t pl = strlen(path);
     int found = -1;
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!node_module(g->nodes[i].name, mod, sizeof mod)) continue;
+        if (!node_module(g, i, mod, sizeof mod)) continue;
         if (strncmp(mod, path, pl) == 0 && (mod[pl] == 0 || mod[pl] == '.')) found = g->nodes[i].out;
     }
     return found;
@@ -224,7 +257,7 @@ cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, c
     for (int i = 0; i < g->n_nodes + g->n_vals; i++) {
         const char *cand;
         if (i < g->n_nodes) {
-            if (!node_module(g->nodes[i].name, mod, sizeof mod)) continue;
+            if (!node_module(g, i, mod, sizeof mod)) continue;
             cand = mod;
         } else {
             cand = g->vals[i - g->n_nodes].name;
@@ -248,7 +281,9 @@ cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, c
     for (int k = 0; k < 3 && best[k]; k++) {
         const char *s = best[k];
         char tmp[512];
-        if (s[0] == '/' && node_module(s, tmp, sizeof tmp)) s = tmp;
+        cg_node nn = {0};
+        nn.name = (char *)s;
+        if (s[0] == '/' && node_module_of(NULL, &nn, tmp, sizeof tmp)) s = tmp;
         off += (size_t)snprintf(sugg + off, off < sizeof sugg ? sizeof sugg - off : 0, "%s'%s'", k ? ", " : "", s);
     }
     return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no layer or value named '%s' in '%s'%s%s%s", name, m->path,
@@ -321,14 +356,14 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
     }
     char mod[512], prev[512] = "";
     for (int i = 0; i < g->n_nodes; i++) {
-        if (!node_module(g->nodes[i].name, mod, sizeof mod) || strcmp(mod, prev) == 0) continue;
+        if (!node_module(g, i, mod, sizeof mod) || strcmp(mod, prev) == 0) continue;
         /* list each module once, at its last node */
         int out = module_output(g, mod);
         if (out != g->nodes[i].out) {
             bool later = false;
             for (int j = i + 1; j < g->n_nodes; j++) {
                 char m2[512];
-                if (node_module(g->nodes[j].name, m2, sizeof m2) && strcmp(m2, mod) == 0) later = true;
+                if (node_module(g, j, m2, sizeof m2) && strcmp(m2, mod) == 0) later = true;
             }
             if (later) continue;
         }

@@ -450,6 +450,18 @@ static int replay_case(const char *dir, replay_opts *o) {
         int idx = 0;
         const cJSON *per;
         if (cJSON_IsNumber(w)) w = NULL; /* a single int stride applies to every dim: handled below */
+        /* Captum takes a single (non-tuple) input's window and strides as one flat tuple, (1, 3, 3): all numbers, with
+         * one input, are that input's dims (with several inputs, a flat strides tuple holds one int per input) */
+        bool flat = w && cJSON_GetArraySize(w) > 0;
+        cJSON_ArrayForEach(per, w) flat = flat && cJSON_IsNumber(per);
+        const cJSON *ins = cJSON_GetObjectItemCaseSensitive(arg(c, "inputs"), "tensors");
+        if (flat && (k == 0 || cJSON_GetArraySize(ins) <= 1)) {
+            int nd = 0;
+            cJSON_ArrayForEach(per, w) if (nd < CATTR_MAX_DIMS)(k ? p.strides : p.sliding_window)[0][nd++] =
+                (int64_t)per->valuedouble;
+            (k ? p.strides_ndim : p.sliding_window_ndim)[0] = nd;
+            continue;
+        }
         cJSON_ArrayForEach(per, w) {
             if (idx >= CATTR_MAX_INPUTS) break;
             int nd = 0;
