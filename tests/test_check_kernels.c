@@ -528,6 +528,17 @@ static void test_elementwise(void) {
                 if (fns[k] == CG_GELU) *(grad ? &c->n.a.axis : &c->n.a.index) = 1; /* the tanh form */
                 run(c);
             }
+        for (int mode = 0; mode < 3; mode++)
+            for (int grad = 0; grad < 2; grad++) { /* Pad on an image's spatial dims, and its gradient */
+                c = tc(grad ? CG_PAD_GRAD : CG_PAD, mode == 0 ? "pad constant" : mode == 1 ? "pad reflect" : "pad edge");
+                if (grad) in_u(c, DIMS(2, 3, 7, 8));
+                in_u(c, DIMS(2, 3, 5, 5));
+                set_ints(&c->n.a, 8, SHAPE(0, 0, 1, 2, 0, 0, 1, 1));
+                c->n.a.index = mode;
+                c->n.a.alpha = 0.5;
+                c->red = 4;
+                run(c);
+            }
         static const cg_op bins[] = {CG_POW, CG_MAX, CG_MIN};
         for (size_t k = 0; k < CX_ARRAY_LEN(bins); k++)
             for (int grad = 0; grad < 3; grad++) { /* the op, then its gradient w.r.t. each operand */

@@ -333,6 +333,34 @@ static void test_legacy(void) {
     cx_onnx_info_free(info);
     cg_free(g);
     info = NULL;
+    g = load_ok(FIX "ok_pad_concat.onnx", 14, &info);
+    if (g) {
+        const cg_node *n = node(g, "/pad/Pad", CG_PAD);
+        CHECK(n->n_in == 1 && n->a.index == 0 && near(n->a.alpha, -2));
+        CHECK_INTS(n->a.ints, n->a.n_ints, 0, 1, 0, 1);
+        CHECK(node(g, "/pad2/Pad", CG_PAD)->a.index == 1);
+        CHECK(node(g, "/cat/Concat", CG_CONCAT)->n_in <= CG_MAX_IN - 1); /* ten inputs as a chain of Concats */
+    }
+    cx_onnx_info_free(info);
+    cg_free(g);
+    { /* and the chain computes the ten-fold concatenation of the padded row */
+        cattr_model *m = NULL;
+        cattr_tensor *x = NULL, *y = NULL;
+        int64_t sh[2] = {1, 2};
+        CHECK(cattr_model_load_onnx(FIX "ok_pad_concat.onnx", &m) == CATTR_OK && cattr_tensor_new(CATTR_FLOAT32, 2, sh, &x) == CATTR_OK);
+        if (m && x) {
+            float *xv = cattr_tensor_data(x);
+            xv[0] = 3, xv[1] = 5;
+            const cattr_tensor *in[1] = {x};
+            CHECK(cattr_model_forward(m, CATTR_FLOAT32, in, 1, &y) == CATTR_OK && cattr_tensor_numel(y) == 50);
+            static const float want[5] = {3, -2, 3, 5, -2};
+            for (int k = 0; y && k < 50; k++) CHECK(((float *)cattr_tensor_data(y))[k] == want[k % 5]);
+        }
+        cattr_tensor_free(x);
+        cattr_tensor_free(y);
+        cattr_model_free(m);
+    }
+    info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {
         CHECK(node(g, "/gelu/Gelu", CG_GELU)->a.index == 0);

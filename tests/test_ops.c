@@ -787,6 +787,31 @@ static void test_elementwise(void) {
     }
 }
 
+/* Pad in its three modes (and a negative pad that crops): forward against numpy's pad written out, gradient against
+ * finite differences. x = [[1, 2, 3], [4, 5, 6]]. */
+static void test_pad(void) {
+    opnd x = IN(mk(DIMS(2, 3), (const double[]){1, 2, 3, 4, 5, 6}));
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 4, SHAPE(1, 2, 0, 1)); /* rows: 1 before, 0 after; cols: 2 before, 1 after */
+    a.alpha = -1;
+    fwd_case("Pad constant", CG_PAD, &a, 1, &x, DIMS(3, 6),
+             (const double[]){-1, -1, -1, -1, -1, -1, -1, -1, 1, 2, 3, -1, -1, -1, 4, 5, 6, -1});
+    grad_op("Pad constant", CG_PAD, &a, 1, &x);
+    a.index = 1; /* reflect: np.pad(x, ((1, 0), (2, 1)), 'reflect') */
+    fwd_case("Pad reflect", CG_PAD, &a, 1, &x, DIMS(3, 6),
+             (const double[]){6, 5, 4, 5, 6, 5, 3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5});
+    grad_op("Pad reflect", CG_PAD, &a, 1, &x);
+    a.index = 2; /* edge */
+    fwd_case("Pad edge", CG_PAD, &a, 1, &x, DIMS(3, 6),
+             (const double[]){1, 1, 1, 2, 3, 3, 1, 1, 1, 2, 3, 3, 4, 4, 4, 5, 6, 6});
+    grad_op("Pad edge", CG_PAD, &a, 1, &x);
+    a.index = 0;
+    set_ints(&a, 4, SHAPE(0, -1, 0, 0)); /* crop the first column */
+    fwd_case("Pad crop", CG_PAD, &a, 1, &x, DIMS(2, 2), (const double[]){2, 3, 5, 6});
+    grad_op("Pad crop", CG_PAD, &a, 1, &x);
+    free_ops(1, &x);
+}
+
 /* ReduceSum and ReduceMean over chosen axes (negative too, none: all), with and without keepdims: forward against a
  * plain loop, gradient against finite differences. */
 static void test_reduce(void) {
@@ -1399,6 +1424,7 @@ int main(void) {
     test_unary();
     test_reduce();
     test_elementwise();
+    test_pad();
     test_kinks();
     test_softmax();
     test_attention();

@@ -243,7 +243,7 @@ static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Inputs whose kernels read only the shape (fixed when planning), never the data. */
 static bool shape_only_input(cg_op op, int j) {
-    return (j == 1 && (op == CG_REDUCE_SUM_LIKE || op == CG_RESHAPE_LIKE || op == CG_SLICE_GRAD)) ||
+    return (j == 1 && (op == CG_REDUCE_SUM_LIKE || op == CG_RESHAPE_LIKE || op == CG_SLICE_GRAD || op == CG_PAD_GRAD)) ||
            (j == 2 && op == CG_SEQ_PICK_GRAD) || (j == 0 && op == CG_ZEROS_LIKE);
 }
 

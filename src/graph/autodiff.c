@@ -349,6 +349,13 @@ static cattr_status r_ew_binary(cg_graph *g, int ni, int gy, const bool *need, i
     return CATTR_OK;
 }
 
+static cattr_status r_pad(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_PAD_GRAD, &nd.a, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
 static cattr_status r_reduce(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
@@ -469,6 +476,7 @@ void cg_rules_default(cg_rules *r) {
                                 CG_SOFTPLUS, CG_ELU, CG_SELU, CG_GELU};
     for (size_t k = 0; k < sizeof ew1 / sizeof *ew1; k++) r->by_op[ew1[k]] = r_ew_unary;
     r->by_op[CG_POW] = r->by_op[CG_MAX] = r->by_op[CG_MIN] = r_ew_binary;
+    r->by_op[CG_PAD] = r_pad;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;

@@ -114,6 +114,9 @@ typedef enum cg_op {
     CG_MIN,
     CG_BINARY_GRAD, /* (A, B, gY); axis = the forward op (Pow, Max, Min), index = the operand (0: A, 1: B) -> the
                      * operand's gradient at the broadcast shape (ReduceSumLike brings it to the operand's shape) */
+    CG_PAD,         /* (X); ints = ONNX pads [begin per dim, end per dim] (negative: crop), index = mode (0 constant,
+                     * 1 reflect, 2 edge), alpha = the constant */
+    CG_PAD_GRAD,    /* (gY, X); Pad's attributes -> each element of X gets the gradients of the outputs it fills */
     CG_OP_COUNT
 } cg_op;
 

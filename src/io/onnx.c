@@ -316,6 +316,7 @@ static const op_spec k_ops[] = {
     {"Selu", CG_SELU, 1, 1, "alpha gamma", 0, ""},
     {"Gelu", CG_GELU, 1, 1, "approximate", 0, ""},
     {"Pow", CG_POW, 2, 2, "", 0, ""},
+    {"Pad", CG_PAD, 1, 4, "mode", 11, "pads value"},
     {"Max", CG_MAX, 1, 2, "", 0, ""},
     {"Min", CG_MIN, 1, 2, "", 0, ""},
     {"Reshape", CG_RESHAPE, 2, 2, "allowzero", 0, ""},
@@ -546,6 +547,32 @@ static cattr_status layer_norm(nctx *c, int idx) {
     return define(L, n->output[0], out, idx, 0);
 }
 
+/* A Concat of more inputs than a node holds (DenseNet's blocks): a chain of Concats along the same axis, each taking
+ * the previous result and the next inputs; the same values in the same order. */
+static cattr_status wide_concat(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    if (!attr_find(c, "axis")) return nfail(c, CATTR_ERR_FORMAT, "attribute 'axis' is required");
+    cg_attrs a = cg_attrs_default();
+    CX_CHECK(attr_int(c, "axis", 0, &a.axis));
+    int acc = -1, in[CG_MAX_IN], k = 0;
+    size_t i = 0;
+    char nm[200];
+    while (i < n->n_input) {
+        k = 0;
+        if (acc >= 0) in[k++] = acc;
+        for (; k < CG_MAX_IN - 1 && i < n->n_input; i++) { /* ConcatGrad reads the gradient and every input */
+            if (!n->input[i] || !*n->input[i]) return nfail(c, CATTR_ERR_FORMAT, "required input %zu is empty", i);
+            CX_CHECK(resolve_input(c, n->input[i], &in[k++]));
+        }
+        bool last = i >= n->n_input;
+        snprintf(nm, sizeof nm, "%s/part%zu", c->label, i);
+        acc = cg_add_node(L->g, CG_CONCAT, last ? c->label : nm, in, k, &a, last ? n->output[0] : nm);
+        if (acc < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    }
+    return define(L, n->output[0], acc, idx, 0);
+}
+
 static cattr_status convert_node(loader *L, int idx) {
     const Onnx__NodeProto *n = L->gp->node[idx];
     char lbuf[160];
@@ -564,8 +591,7 @@ static cattr_status convert_node(loader *L, int idx) {
             return nfail(&c, CATTR_ERR_UNSUPPORTED, "unsupported attribute '%s'", an);
     }
     if (n->n_output < 1 || !n->output[0] || !*n->output[0]) return nfail(&c, CATTR_ERR_FORMAT, "no output");
-    if (sp->op == CG_CONCAT && n->n_input > CG_MAX_IN)
-        return nfail(&c, CATTR_ERR_UNSUPPORTED, "%zu inputs, at most %d are supported", n->n_input, CG_MAX_IN);
+    if (sp->op == CG_CONCAT && n->n_input > CG_MAX_IN - 1) return wide_concat(&c, idx); /* gradient: 7 at most */
     if (n->n_input < (size_t)sp->min_in || n->n_input > (size_t)sp->max_in)
         return nfail(&c, CATTR_ERR_FORMAT, "%zu inputs, expected %d to %d", n->n_input, sp->min_in, sp->max_in);
     for (int i = 0; i < CG_MAX_IN; i++) {
@@ -652,6 +678,29 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     }
     case CG_POW: nin = 2; break;
+    case CG_PAD: { /* pads (and the constant, the axes) are inputs from opset 11, attributes before */
+        const Onnx__AttributeProto *ap = attr_find(&c, "mode");
+        const char *mode = ap && ap->s.data ? (const char *)ap->s.data : "constant";
+        size_t len = ap ? ap->s.len : 8;
+        if (len == 8 && !strncmp(mode, "constant", 8)) a.index = 0;
+        else if (len == 7 && !strncmp(mode, "reflect", 7)) a.index = 1;
+        else if (len == 4 && !strncmp(mode, "edge", 4)) a.index = 2;
+        else return nfail(&c, CATTR_ERR_UNSUPPORTED, "mode '%.*s' (expected constant, reflect or edge)", (int)len, mode);
+        a.alpha = 0;
+        int np = -1;
+        if (L->opset >= 11) {
+            if (c.in[1] < 0) return nfail(&c, CATTR_ERR_FORMAT, "input pads is required");
+            CX_CHECK(fold_ints(&c, 1, "pads", CG_MAX_INTS, a.ints, &np));
+            if (c.in[2] >= 0) CX_CHECK(fold_scalar(&c, 2, "constant_value", &a.alpha));
+            if (c.in[3] >= 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "the axes input (opset 18): give pads for every dim");
+        } else {
+            CX_CHECK(attr_ints(&c, "pads", CG_MAX_INTS, a.ints, &np));
+            CX_CHECK(attr_float(&c, "value", 0, &a.alpha));
+        }
+        if (np < 0 || np % 2) return nfail(&c, CATTR_ERR_FORMAT, "pads must hold a begin and an end per dim");
+        a.n_ints = np;
+        break;
+    }
     case CG_MAX: case CG_MIN:
         if (n->n_input == 1) op = CG_IDENTITY; /* the one operand itself */
         else nin = 2;

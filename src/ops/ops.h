@@ -23,6 +23,28 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
  * axis when the node names none). False when an axis is out of range. */
 bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);
 
+/* Pad: the flat index in X (rank nd, shape xs) that output position c (coordinates in the padded shape) reads, or -1
+ * for a constant-filled position; pads as the node's ints, mode 0 constant, 1 reflect, 2 edge. */
+static inline int64_t cx_pad_source(const int64_t *c, int nd, const int64_t *xs, const int64_t *pads, int mode) {
+    int64_t at = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t i = c[d] - pads[d], n = xs[d];
+        if (i < 0 || i >= n) {
+            if (mode == 0 || n == 0) return -1;
+            if (mode == 2) i = i < 0 ? 0 : n - 1;
+            else if (n == 1) i = 0;
+            else { /* reflect without repeating the edge */
+                int64_t period = 2 * (n - 1);
+                i %= period;
+                if (i < 0) i += period;
+                if (i >= n) i = period - i;
+            }
+        }
+        at = at * n + i;
+    }
+    return at;
+}
+
 /* Broadcast shape of two shapes (numpy rules); returns false if they do not broadcast. */
 bool cx_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
 

@@ -121,6 +121,24 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     case CG_HARDSIGMOID: case CG_HARDSWISH: case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU:
         copy_shape(out, &in[0]);
         return CATTR_OK;
+    case CG_PAD: case CG_PAD_GRAD: {
+        const cx_view *x = n->op == CG_PAD ? &in[0] : &in[1];
+        if (a->n_ints != 2 * x->ndim) SHAPE_FAIL("%d pads for an input of rank %d", a->n_ints, x->ndim);
+        if (n->op == CG_PAD_GRAD) {
+            copy_shape(out, x);
+            out->dtype = in[0].dtype;
+            return CATTR_OK;
+        }
+        copy_shape(out, x);
+        for (int d = 0; d < x->ndim; d++) {
+            out->shape[d] = x->shape[d] + a->ints[d] + a->ints[x->ndim + d];
+            if (out->shape[d] < 0) SHAPE_FAIL("pads crop dim %d below 0", d);
+            if (a->index == 1 && (a->ints[d] >= x->shape[d] || a->ints[x->ndim + d] >= x->shape[d]))
+                SHAPE_FAIL("reflect pads of dim %d must be below its size %lld", d, (long long)x->shape[d]);
+            if (a->index != 0 && x->shape[d] == 0 && out->shape[d] > 0) SHAPE_FAIL("cannot pad an empty dim %d", d);
+        }
+        return CATTR_OK;
+    }
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: {
         bool red[CATTR_MAX_DIMS];
         if (!cx_reduce_axes(a, in[0].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[0].ndim);

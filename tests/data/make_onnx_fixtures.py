@@ -207,6 +207,17 @@ def ok_elementwise():
     return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], [init("two", np.array(2.0, np.float32))])
 
 
+def ok_pad_concat():
+    """Pad (constant with its value as an input, reflect) and a Concat of ten inputs (DenseNet's blocks), opset 14."""
+    H = helper.make_node
+    nodes = [H("Pad", ["x", "pads", "cval"], ["p1"], name="/pad/Pad", mode="constant"),
+             H("Pad", ["p1", "pads2"], ["p2"], name="/pad2/Pad", mode="reflect"),
+             H("Concat", ["p2"] * 10, ["y"], name="/cat/Concat", axis=1)]
+    inits = [init("pads", np.array([0, 1, 0, 1], np.int64)), init("cval", np.array(-2.0, np.float32)),
+             init("pads2", np.array([0, 1, 0, 0], np.int64))]
+    return model(nodes, [vi("x", F, [1, 2])], [vi("y", F, [1, 50])], inits, opset=14)
+
+
 def ok_gelu20():
     """Gelu (opset 20; written without the checker): exact and tanh-approximated."""
     nodes = [helper.make_node("Gelu", ["x"], ["g"], name="/gelu/Gelu"),
@@ -260,7 +271,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20):
+               ok_gelu20, ok_pad_concat):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

@@ -295,6 +295,28 @@ static cattr_status k_ew(const cg_node *n, const cx_view *in, cx_view *out) {
     return CATTR_OK;
 }
 
+/* Pad and PadGrad: each output position reads the element cx_pad_source names (or the constant); the gradient adds
+ * each position's gradient into that element, in double. */
+static cattr_status k_pad(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_PAD_GRAD;
+    const cx_view *x = grad ? &in[1] : &in[0], *y = grad ? &in[0] : out;
+    int64_t c[CATTR_MAX_DIMS], cnt = cx_view_numel(y), nx = cx_view_numel(x);
+    double *acc = grad ? zeros(nx) : NULL;
+    if (grad && !acc) return no_memory(n);
+    for (int64_t i = 0; i < cnt; i++) {
+        unravel(i, y->ndim, y->shape, c);
+        int64_t at = cx_pad_source(c, x->ndim, x->shape, n->a.ints, (int)n->a.index);
+        if (grad) {
+            if (at >= 0) acc[at] += get(&in[0], i);
+        } else {
+            put(out, i, at >= 0 ? get(x, at) : attr(out, n->a.alpha));
+        }
+    }
+    for (int64_t i = 0; grad && i < nx; i++) put(out, i, acc[i]);
+    free(acc);
+    return CATTR_OK;
+}
+
 /* ZerosLike: (X) -> zeros of X's shape (X read for its shape only). */
 static cattr_status k_zeros(cx_view *out) {
     memset(out->data, 0, (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype));
@@ -1094,6 +1116,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU: case CG_UNARY_GRAD: case CG_POW: case CG_MAX: case CG_MIN:
     case CG_BINARY_GRAD:
         return k_ew(n, in, out);
+    case CG_PAD: case CG_PAD_GRAD: return k_pad(n, in, out);
     case CG_GEMM: return k_gemm(n, in, out);
     case CG_MATMUL: return k_matmul(n, in, out);
     case CG_CONV: case CG_CONV_GRAD_INPUT: return k_conv(n, in, out);

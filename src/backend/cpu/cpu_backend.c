@@ -607,6 +607,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
         return DISPATCH(ew_unary, n, in, out);
     case CG_UNARY_GRAD: return DISPATCH(ew_unary_grad, n, in, out);
     case CG_POW: case CG_MAX: case CG_MIN: case CG_BINARY_GRAD: return DISPATCH(ew_binary, n, in, out);
+    case CG_PAD: case CG_PAD_GRAD: return DISPATCH(pad, n, in, out);
     case CG_GEMM: case CG_MATMUL: {
         cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);
         if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));

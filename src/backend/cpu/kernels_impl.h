@@ -196,6 +196,31 @@ static cattr_status K(ew_binary)(const cg_node *n, const cx_view *in, cx_view *o
     return CATTR_OK;
 }
 
+/* Pad (X) -> Y and PadGrad (gY, X) -> gX (the gradients of the positions that read each element, added in order). */
+static cattr_status K(pad)(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_PAD_GRAD;
+    const cx_view *x = grad ? &in[1] : &in[0], *y = grad ? &in[0] : out;
+    int nd = x->ndim, mode = (int)n->a.index;
+    int64_t cnt = cx_view_numel(y), c[CATTR_MAX_DIMS];
+    const T *src = in[0].data;
+    T *dst = out->data;
+    if (grad) memset(dst, 0, (size_t)cx_view_numel(out) * sizeof(T));
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t rem = i;
+        for (int d = nd - 1; d >= 0; d--) {
+            c[d] = rem % y->shape[d];
+            rem /= y->shape[d];
+        }
+        int64_t at = cx_pad_source(c, nd, x->shape, n->a.ints, mode);
+        if (grad) {
+            if (at >= 0) dst[at] += src[i];
+        } else {
+            dst[i] = at >= 0 ? src[at] : (T)n->a.alpha;
+        }
+    }
+    return CATTR_OK;
+}
+
 /* In-place ReLU on a kernel's result: the epilogue of a node the planner fused with a following Relu. */
 static void K(relu_inplace)(T *y, int64_t cnt) {
     PAR_FOR(cnt > PAR_MIN, for (int64_t i = 0; i < cnt; i++) y[i] = y[i] > 0 ? y[i] : (T)0;);

@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""architectures.py - the architectures of issue 14 exported from PyTorch (random weights) and run by cattr.
+
+Run from the repository root with Debian's Python (python3-torch, python3-torchvision, python3-numpy):
+
+    /usr/bin/python3 bench/architectures.py [--cattr build/cattr] [--models a,b,...] [--size 64] [--keep DIR]
+
+For each model: torch.onnx.export at opset 14 with constant folding (eval mode, batch 1, dynamic batch), then cattr's
+forward pass (`cattr explain --method layer-activation --layer y`: the activation of the output) on one input.
+Reports one line per model: whether it loads (else cattr's error, which names the missing op), and
+max |cattr - torch| / max |torch| of the logits.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+from torch import nn
+
+try:
+    import torchvision.models as tvm
+except ImportError:  # pragma: no cover
+    tvm = None
+
+
+class LstmClassifier(nn.Module):
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn = cell(16, 32, batch_first=True)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x):
+        out, _ = self.rnn(x)
+        return self.head(out[:, -1])
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, 2)
+        self.head = nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.head(self.enc(x).mean(dim=1))
+
+
+def models(size):
+    img = torch.randn(1, 3, size, size)
+    seq = torch.randn(1, 12, 16)
+    out = {}
+    if tvm is not None:
+        for name in ["resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "densenet121",
+                     "shufflenet_v2_x1_0", "squeezenet1_1", "convnext_tiny", "regnet_y_400mf", "mnasnet0_5",
+                     "vgg11", "alexnet", "googlenet"]:
+            if hasattr(tvm, name):
+                kw = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
+                out[name] = (lambda n=name, kw=kw: getattr(tvm, n)(num_classes=10, **kw), img)
+        if hasattr(tvm, "vit_b_16"):
+            out["vit_b_16"] = (lambda: tvm.vit_b_16(num_classes=10, image_size=224), torch.randn(1, 3, 224, 224))
+    out["transformer_encoder"] = (Encoder, torch.randn(1, 12, 32))
+    out["lstm"] = (lambda: LstmClassifier(nn.LSTM), seq)
+    out["gru"] = (lambda: LstmClassifier(nn.GRU), seq)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cattr", default="build/cattr")
+    ap.add_argument("--models", default="")
+    ap.add_argument("--size", type=int, default=64, help="image side for the CNNs (default 64)")
+    ap.add_argument("--keep", default="", help="keep the exported models in DIR")
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    want = [m for m in a.models.split(",") if m]
+    tmp = a.keep or tempfile.mkdtemp(prefix="cattr-arch-")
+    os.makedirs(tmp, exist_ok=True)
+    print("%-22s %-8s %-10s %s" % ("model", "loads", "fwd err", "note"))
+    for name, (make, x) in models(a.size).items():
+        if want and name not in want:
+            continue
+        model = make().eval()
+        path = os.path.join(tmp, name + ".onnx")
+        try:
+            torch.onnx.export(model, (x,), path, opset_version=14, do_constant_folding=True, input_names=["x"],
+                              output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        except Exception as e:  # an exporter failure is the exporter's, not cattr's
+            print("%-22s %-8s %-10s export failed: %s" % (name, "-", "-", str(e).splitlines()[0][:80]))
+            continue
+        with torch.no_grad():
+            y = model(x).numpy()
+        xp, yp = os.path.join(tmp, name + ".x.npy"), os.path.join(tmp, name + ".y.npy")
+        np.save(xp, x.numpy())
+        r = subprocess.run([a.cattr, "explain", path, "--method", "layer-activation", "--layer", "y", "--input", xp,
+                            "--output", yp, "--quiet"], capture_output=True, text=True)
+        if r.returncode != 0:
+            msg = (r.stderr.strip().splitlines() or ["?"])[-1]
+            print("%-22s %-8s %-10s %s" % (name, "no", "-", msg[:110]))
+            continue
+        yc = np.load(yp)
+        err = float(np.max(np.abs(yc - y)) / max(np.max(np.abs(y)), 1e-30))
+        print("%-22s %-8s %-10.2e" % (name, "yes", err), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
