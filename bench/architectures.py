@@ -7,8 +7,8 @@ Run from the repository root with Debian's Python (python3-torch, python3-torchv
 
 For each model: torch.onnx.export at opset 14 with constant folding (eval mode, batch 1, dynamic batch), then cattr's
 forward pass (`cattr explain --method layer-activation --layer y`: the activation of the output) on one input.
-Reports one line per model: whether it loads (else cattr's error, which names the missing op), and
-max |cattr - torch| / max |torch| of the logits.
+Reports one line per model: whether it loads (else cattr's error, which names the missing op),
+max |cattr - torch| / max |torch| of the logits, and the same for InputXGradient of output 0 against torch autograd.
 """
 import argparse
 import os
@@ -78,7 +78,7 @@ def main():
     want = [m for m in a.models.split(",") if m]
     tmp = a.keep or tempfile.mkdtemp(prefix="cattr-arch-")
     os.makedirs(tmp, exist_ok=True)
-    print("%-22s %-8s %-10s %s" % ("model", "loads", "fwd err", "note"))
+    print("%-22s %-8s %-10s %-10s %s" % ("model", "loads", "fwd err", "grad err", "note"))
     for name, (make, x) in models(a.size).items():
         if want and name not in want:
             continue
@@ -102,7 +102,19 @@ def main():
             continue
         yc = np.load(yp)
         err = float(np.max(np.abs(yc - y)) / max(np.max(np.abs(y)), 1e-30))
-        print("%-22s %-8s %-10.2e" % (name, "yes", err), flush=True)
+        # the input gradient of the first output (InputXGradient: x * dy[0]/dx) against torch autograd
+        xg = x.clone().requires_grad_(True)
+        (gt,) = torch.autograd.grad(model(xg)[0, 0], xg)
+        ixg = (gt * x).numpy()
+        gp = os.path.join(tmp, name + ".ixg.npy")
+        r = subprocess.run([a.cattr, "explain", path, "--method", "input-x-gradient", "--input", xp, "--target", "0",
+                            "--output", gp, "--quiet"], capture_output=True, text=True)
+        if r.returncode != 0:
+            msg = (r.stderr.strip().splitlines() or ["?"])[-1]
+            print("%-22s %-8s %-10.2e %-10s %s" % (name, "yes", err, "-", msg[:100]), flush=True)
+            continue
+        gerr = float(np.max(np.abs(np.load(gp) - ixg)) / max(np.max(np.abs(ixg)), 1e-30))
+        print("%-22s %-8s %-10.2e %-10.2e" % (name, "yes", err, gerr), flush=True)
 
 
 if __name__ == "__main__":

@@ -539,6 +539,16 @@ static void test_elementwise(void) {
                 c->red = 4;
                 run(c);
             }
+        c = tc(CG_SHAPE, "shape, dims 1..3");
+        in_u(c, DIMS(2, 3, 4, 5));
+        set_ints(&c->n.a, 2, SHAPE(1, -1));
+        run(c);
+        for (int to = 0; to < 2; to++) { /* to the float dtype, and to int64 (truncating) */
+            c = tc(CG_CAST, to ? "cast to int64" : "cast to float");
+            in_f(c, DIMS(4, 6), -40, 40);
+            c->n.a.index = to;
+            run(c);
+        }
         static const cg_op bins[] = {CG_POW, CG_MAX, CG_MIN};
         for (size_t k = 0; k < CX_ARRAY_LEN(bins); k++)
             for (int grad = 0; grad < 3; grad++) { /* the op, then its gradient w.r.t. each operand */

@@ -82,6 +82,24 @@ class Nested(nn.Module):
         return self.block(x)
 
 
+class ShapeOps(nn.Module):
+    """Shapes computed from the input's shape (Shape, Gather, Div, Cast, Unsqueeze, Concat into Reshape; chunk into
+    Slice with computed ends), as ShuffleNet's channel shuffle and a flatten by x.size(0) export them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+        self.head = nn.Linear(4 * 5 * 5, 3)
+
+    def forward(self, x):
+        h = self.conv(x)
+        b, c, hh, ww = h.size()
+        h = h.view(b, 2, c // 2, hh, ww).transpose(1, 2).contiguous().view(b, c, hh, ww)  # channel shuffle
+        left, right = h.chunk(2, dim=1)
+        h = torch.cat([torch.relu(left), right], dim=1)
+        return self.head(h.view(h.size(0), -1))
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -120,6 +138,8 @@ def main():
     export("act_mlp_op14", ActMlp(), torch.randn(2, 6), [2, 0], 14)
     torch.manual_seed(4)
     export("nested_op14", Nested(), torch.randn(2, 4), [1, 2], 14)
+    torch.manual_seed(5)
+    export("shape_ops_op14", ShapeOps(), torch.randn(2, 2, 5, 5), [0, 2], 14)
 
 
 if __name__ == "__main__":

@@ -352,6 +352,93 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
     return st;
 }
 
+/* ---- shapes computed from shapes -----------------------------------------------------------------------------
+ * Exporters compute target shapes from the input's shape: Shape -> Gather -> Div -> Cast -> Unsqueeze -> Concat ->
+ * Reshape. A graph stays shape-polymorphic: when a call is planned for concrete input shapes, such a shape input is
+ * evaluated here on the host from the shapes the plan has inferred and the constants, and becomes the node's
+ * attributes; the nodes that computed it never run. */
+
+/* Inputs that only give their node its output shape: Reshape's target shape. */
+static bool shape_value_input(const cg_node *n, int j) {
+    return (n->op == CG_RESHAPE && j == 1) || (n->op == CG_SLICE && j >= 1) || (n->op == CG_SLICE_GRAD && j >= 2);
+}
+
+#define FOLD_MAX CG_MAX_INTS
+
+/* The int64 values of value v (flattened), computed from constants and the views the plan has inferred so far. */
+static cattr_status fold_values(const cx_plan *p, const cg_graph *g, int v, int depth, int64_t *out, int *n) {
+    const cg_value *val = &g->vals[v];
+    *n = 0;
+    if (depth > 64) return cx_fail(CATTR_ERR_SHAPE, "value '%s': shape computation too deep to fold", val->name);
+    if (val->kind == CG_VAL_CONST) {
+        const cattr_tensor *t = val->data;
+        if (t->numel > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "constant '%s' is too long for a shape", val->name);
+        for (int64_t k = 0; k < t->numel; k++)
+            out[k] = t->dtype == CATTR_INT64 ? ((const int64_t *)t->data)[k] : (int64_t)cx_tensor_get(t, k);
+        *n = (int)t->numel;
+        return CATTR_OK;
+    }
+    if (val->kind != CG_VAL_NODE)
+        return cx_fail(CATTR_ERR_SHAPE, "a shape is computed from input '%s': it must depend only on shapes and "
+                                        "constants", val->name);
+    const cg_node *nd = &g->nodes[val->producer];
+    int64_t a[FOLD_MAX], b[FOLD_MAX];
+    int na = 0, nb = 0;
+    switch (nd->op) {
+    case CG_SHAPE: {
+        const cx_view *x = &p->views[nd->in[0]];
+        int64_t lo = nd->a.n_ints > 0 ? nd->a.ints[0] : 0, hi = nd->a.n_ints > 1 ? nd->a.ints[1] : x->ndim;
+        if (lo < 0) lo += x->ndim;
+        if (hi < 0) hi += x->ndim;
+        lo = lo < 0 ? 0 : lo > x->ndim ? x->ndim : lo;
+        hi = hi < lo ? lo : hi > x->ndim ? x->ndim : hi;
+        for (int64_t k = lo; k < hi; k++) out[(*n)++] = x->shape[k];
+        return CATTR_OK;
+    }
+    case CG_IDENTITY: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_CAST: case CG_RESHAPE: case CG_FLATTEN:
+        return fold_values(p, g, nd->in[0], depth + 1, out, n);
+    case CG_CONCAT:
+        for (int j = 0; j < nd->n_in; j++) {
+            CX_CHECK(fold_values(p, g, nd->in[j], depth + 1, a, &na));
+            if (*n + na > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "node '%s': shape too long", nd->name);
+            memcpy(out + *n, a, (size_t)na * sizeof *a);
+            *n += na;
+        }
+        return CATTR_OK;
+    case CG_GATHER:
+        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
+        CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, b, &nb));
+        for (int k = 0; k < nb; k++) {
+            int64_t i = b[k] < 0 ? b[k] + na : b[k];
+            if (i < 0 || i >= na) return cx_fail(CATTR_ERR_SHAPE, "node '%s': index %lld of a shape of %d dims",
+                                                 nd->name, (long long)b[k], na);
+            out[(*n)++] = a[i];
+        }
+        return CATTR_OK;
+    case CG_SLICE: {
+        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
+        int64_t st[CATTR_MAX_DIMS], sp[CATTR_MAX_DIMS], cnt[CATTR_MAX_DIMS], len = na;
+        cx_slice_resolve(&nd->a, 1, &len, st, sp, cnt);
+        for (int64_t k = 0; k < cnt[0]; k++) out[(*n)++] = a[st[0] + k * sp[0]];
+        return CATTR_OK;
+    }
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
+        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
+        CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, b, &nb));
+        if (na != nb && na != 1 && nb != 1) return cx_fail(CATTR_ERR_SHAPE, "node '%s': shapes do not broadcast", nd->name);
+        *n = na > nb ? na : nb;
+        for (int k = 0; k < *n; k++) {
+            int64_t x = a[na == 1 ? 0 : k], y = b[nb == 1 ? 0 : k];
+            if (nd->op == CG_DIV && y == 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s': division by zero", nd->name);
+            out[k] = nd->op == CG_ADD ? x + y : nd->op == CG_SUB ? x - y : nd->op == CG_MUL ? x * y : x / y;
+        }
+        return CATTR_OK;
+    default:
+        return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s) computes a shape from data: only shapes and constants can "
+                                        "give a shape", nd->name, cg_op_names[nd->op]);
+    }
+}
+
 static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
                              const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
                              int n_outs, cx_plan **out) {
@@ -391,14 +478,25 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
         p->root[v] = v;
         p->last_use[v] = -1;
     }
-    /* nodes needed by the outputs, in graph order */
+    /* nodes needed by the outputs, in graph order; values that only give shapes are folded, not run (what their
+     * Shape nodes read is needed for its shape) */
+    bool *shape_needed = calloc((size_t)nv, sizeof *shape_needed);
+    if (!shape_needed) {
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        goto fail;
+    }
     for (int k = 0; k < n_outs; k++) needed[outs[k]] = true;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const cg_node *n = &g->nodes[i];
-        if (!needed[n->out]) continue;
-        for (int j = 0; j < n->n_in; j++)
-            if (n->in[j] >= 0) needed[n->in[j]] = true;
+        if (needed[n->out]) {
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] >= 0) (shape_value_input(n, j) ? shape_needed : needed)[n->in[j]] = true;
+        } else if (shape_needed[n->out]) {
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] >= 0) (n->op == CG_SHAPE ? needed : shape_needed)[n->in[j]] = true;
+        }
     }
+    free(shape_needed);
     for (int i = 0; i < g->n_nodes; i++)
         if (needed[g->nodes[i].out]) p->order[p->n_order++] = i;
     /* fusion (planned only): a Relu whose input comes from a Gemm, MatMul, Conv or elementwise Add/Sub that nothing
@@ -465,6 +563,48 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     /* shape inference and aliasing */
     for (int k = 0; k < p->n_order; k++) {
+        if (p->nodes[k].op == CG_RESHAPE && p->nodes[k].n_in > 1) { /* the target shape, folded now */
+            cg_node *r = &p->nodes[k];
+            int cnt = 0;
+            int64_t vals[FOLD_MAX];
+            st = fold_values(p, g, r->in[1], 0, vals, &cnt);
+            if (st != CATTR_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", cattr_last_error());
+                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Reshape): %s", r->name, msg);
+                goto fail;
+            }
+            memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
+            r->a.n_ints = cnt;
+            r->n_in = 1;
+        }
+        if ((p->nodes[k].op == CG_SLICE && p->nodes[k].n_in > 1) || (p->nodes[k].op == CG_SLICE_GRAD && p->nodes[k].n_in > 2)) {
+            /* starts, ends, axes, steps, folded now (inputs 1.. of Slice, 2.. of its gradient) */
+            cg_node *r = &p->nodes[k];
+            int first = r->op == CG_SLICE ? 1 : 2;
+            int64_t v[4][FOLD_MAX];
+            int cnt[4] = {-1, -1, -1, -1};
+            for (int j = 0; j < 4 && st == CATTR_OK; j++)
+                if (first + j < r->n_in && r->in[first + j] >= 0) st = fold_values(p, g, r->in[first + j], 0, v[j], &cnt[j]);
+            int ns = cnt[0];
+            if (st == CATTR_OK && (ns < 0 || cnt[1] != ns || (cnt[2] >= 0 && cnt[2] != ns) || (cnt[3] >= 0 && cnt[3] != ns) ||
+                                   4 * ns > CG_MAX_INTS))
+                st = cx_fail(CATTR_ERR_SHAPE, "starts, ends, axes and steps differ in length");
+            if (st != CATTR_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", cattr_last_error());
+                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Slice): %s", r->name, msg);
+                goto fail;
+            }
+            for (int i = 0; i < ns; i++) {
+                r->a.ints[i] = v[0][i];
+                r->a.ints[ns + i] = v[1][i];
+                r->a.ints[2 * ns + i] = cnt[2] >= 0 ? v[2][i] : i;
+                r->a.ints[3 * ns + i] = cnt[3] >= 0 ? v[3][i] : 1;
+            }
+            r->a.n_ints = 4 * ns;
+            r->n_in = first;
+        }
         const cg_node *n = &p->nodes[k];
         cx_view in[CG_MAX_IN];
         for (int j = 0; j < n->n_in; j++) {

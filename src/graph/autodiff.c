@@ -284,7 +284,14 @@ static cattr_status r_gather(cg_graph *g, int ni, int gy, const bool *need, int 
 static cattr_status r_slice(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
-    if (need[0]) gx[0] = EMIT(CG_SLICE_GRAD, &nd.a, gy, nd.in[0]);
+    if (!need[0]) return CATTR_OK;
+    if (nd.n_in > 1) { /* starts/ends/axes/steps computed from shapes: the gradient reads them too (folded alike) */
+        int in[CG_MAX_IN] = {gy, nd.in[0]};
+        for (int j = 1; j < nd.n_in; j++) in[1 + j] = nd.in[j];
+        gx[0] = cg_emit(g, CG_SLICE_GRAD, nd.name, in, nd.n_in + 1, &nd.a);
+        return CATTR_OK;
+    }
+    gx[0] = EMIT(CG_SLICE_GRAD, &nd.a, gy, nd.in[0]);
     return CATTR_OK;
 }
 
@@ -346,6 +353,21 @@ static cattr_status r_ew_binary(cg_graph *g, int ni, int gy, const bool *need, i
         a.index = k;
         gx[k] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_BINARY_GRAD, &a, nd.in[0], nd.in[1], gy), nd.in[k]);
     }
+    return CATTR_OK;
+}
+
+/* Cast between float dtypes passes the gradient (the planner runs a call in one float dtype); a cast to int64 has
+ * none */
+static cattr_status r_cast(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0] && !nd.a.index) gx[0] = EMIT(CG_IDENTITY, NULL, gy);
+    return CATTR_OK;
+}
+
+/* Shape: its output does not depend on the values */
+static cattr_status r_none(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)g, (void)ni, (void)gy, (void)need, (void)gx, (void)u;
     return CATTR_OK;
 }
 
@@ -477,6 +499,8 @@ void cg_rules_default(cg_rules *r) {
     for (size_t k = 0; k < sizeof ew1 / sizeof *ew1; k++) r->by_op[ew1[k]] = r_ew_unary;
     r->by_op[CG_POW] = r->by_op[CG_MAX] = r->by_op[CG_MIN] = r_ew_binary;
     r->by_op[CG_PAD] = r_pad;
+    r->by_op[CG_CAST] = r_cast;
+    r->by_op[CG_SHAPE] = r_none;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;

@@ -317,6 +317,8 @@ static const op_spec k_ops[] = {
     {"Gelu", CG_GELU, 1, 1, "approximate", 0, ""},
     {"Pow", CG_POW, 2, 2, "", 0, ""},
     {"Pad", CG_PAD, 1, 4, "mode", 11, "pads value"},
+    {"Shape", CG_SHAPE, 1, 1, "start end", 0, ""},
+    {"Cast", CG_CAST, 1, 1, "to saturate", 0, ""},
     {"Max", CG_MAX, 1, 2, "", 0, ""},
     {"Min", CG_MIN, 1, 2, "", 0, ""},
     {"Reshape", CG_RESHAPE, 2, 2, "allowzero", 0, ""},
@@ -407,6 +409,20 @@ static cattr_status axes_attr(const nctx *c, cg_attrs *a, bool required) {
     if (n < 0 && required) return nfail(c, CATTR_ERR_FORMAT, "axes are required");
     a->n_ints = n < 0 ? 0 : n;
     return CATTR_OK;
+}
+
+/* Whether value v is computed from a graph input's values (not only from shapes and constants): such a shape input
+ * cannot be folded when a call is planned (integer inputs known per call are not folded yet). */
+static bool from_input_values(const cg_graph *g, int v, int depth) {
+    if (v < 0 || depth > 64) return depth > 64;
+    const cg_value *val = &g->vals[v];
+    if (val->kind == CG_VAL_INPUT) return true;
+    if (val->kind != CG_VAL_NODE) return false;
+    const cg_node *nd = &g->nodes[val->producer];
+    if (nd->op == CG_SHAPE) return false;
+    for (int j = 0; j < nd->n_in; j++)
+        if (from_input_values(g, nd->in[j], depth + 1)) return true;
+    return false;
 }
 
 static cattr_status slice_attrs(const nctx *c, cg_attrs *a) {
@@ -723,9 +739,32 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_MATMUL: nin = 2; break;
     case CG_RESHAPE:
-        CX_CHECK(fold_ints(&c, 1, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
+        if (L->g->vals[c.in[1]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[1], 0))
+            CX_CHECK(fold_ints(&c, 1, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
+        else
+            nin = 2; /* computed from shapes: the planner folds it for each call's shapes */
         CX_CHECK(attr_flag(&c, "allowzero", &a.allowzero));
         break;
+    case CG_SHAPE: {
+        int64_t lo = 0, hi = INT64_MAX;
+        CX_CHECK(attr_int(&c, "start", 0, &lo));
+        CX_CHECK(attr_int(&c, "end", INT64_MAX, &hi));
+        a.ints[0] = lo;
+        a.n_ints = 1;
+        if (hi != INT64_MAX) a.ints[a.n_ints++] = hi;
+        break;
+    }
+    case CG_CAST: {
+        int64_t to = 0;
+        CX_CHECK(attr_int(&c, "to", 0, &to));
+        if (to == 7 || to == 6 || to == 5 || to == 3 || to == 2 || to == 4 || to == 12 || to == 13 || to == 9)
+            a.index = 1; /* integers and booleans: int64 */
+        else if (to == 1 || to == 11 || to == 10 || to == 16)
+            a.index = 0; /* floating point: the call's float dtype */
+        else
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "cast to ONNX type %lld", (long long)to);
+        break;
+    }
     case CG_FLATTEN: CX_CHECK(attr_int(&c, "axis", 1, &a.axis)); break;
     case CG_CONCAT:
         if (!attr_find(&c, "axis")) return nfail(&c, CATTR_ERR_FORMAT, "attribute 'axis' is required");
@@ -765,6 +804,15 @@ static cattr_status convert_node(loader *L, int idx) {
         if (L->opset >= 10 && (c.in[1] < 0 || c.in[2] < 0))
             return nfail(&c, CATTR_ERR_FORMAT, "inputs starts and ends are required");
         if (L->opset < 10 && n->n_input > 1) return nfail(&c, CATTR_ERR_FORMAT, "takes one input before opset 10");
+        if (L->opset >= 10) { /* starts, ends, axes, steps computed from shapes: folded by the planner per call */
+            bool computed = false;
+            for (int j = 1; j <= 4; j++)
+                computed |= c.in[j] >= 0 && L->g->vals[c.in[j]].kind != CG_VAL_CONST && !from_input_values(L->g, c.in[j], 0);
+            if (computed) {
+                nin = (int)n->n_input;
+                break;
+            }
+        }
         CX_CHECK(slice_attrs(&c, &a));
         break;
     case CG_BATCHNORM:

@@ -121,6 +121,21 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     case CG_HARDSIGMOID: case CG_HARDSWISH: case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU:
         copy_shape(out, &in[0]);
         return CATTR_OK;
+    case CG_SHAPE: {
+        int64_t lo = a->n_ints > 0 ? a->ints[0] : 0, hi = a->n_ints > 1 ? a->ints[1] : in[0].ndim;
+        if (lo < 0) lo += in[0].ndim;
+        if (hi < 0) hi += in[0].ndim;
+        lo = lo < 0 ? 0 : lo > in[0].ndim ? in[0].ndim : lo;
+        hi = hi < lo ? lo : hi > in[0].ndim ? in[0].ndim : hi;
+        out->dtype = CATTR_INT64;
+        out->ndim = 1;
+        out->shape[0] = hi - lo;
+        return CATTR_OK;
+    }
+    case CG_CAST:
+        copy_shape(out, &in[0]);
+        out->dtype = a->index ? CATTR_INT64 : in[0].dtype == CATTR_INT64 ? CATTR_FLOAT32 : in[0].dtype;
+        return CATTR_OK;
     case CG_PAD: case CG_PAD_GRAD: {
         const cx_view *x = n->op == CG_PAD ? &in[0] : &in[1];
         if (a->n_ints != 2 * x->ndim) SHAPE_FAIL("%d pads for an input of rank %d", a->n_ints, x->ndim);
@@ -299,6 +314,8 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         for (int i = 2; i < out->ndim; i++) out->shape[i] = 1;
         return CATTR_OK;
     case CG_RESHAPE: {
+        if (n->n_in > 1) SHAPE_FAIL("the target shape is computed from data, not from shapes and constants: it is not "
+                                    "known when the call is planned");
         int64_t total = cx_view_numel(&in[0]), known = 1;
         int infer = -1;
         if (a->n_ints > CATTR_MAX_DIMS) SHAPE_FAIL("target shape has %d dims (at most %d)", a->n_ints, CATTR_MAX_DIMS);

@@ -1098,6 +1098,21 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_GATHER: case CG_GATHER_GRAD: return k_gather(n, in, out);
     case CG_SLICE: case CG_SLICE_GRAD: return k_slice(n, in, out);
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
+    case CG_SHAPE: { /* X's dims from start */
+        int64_t lo = n->a.n_ints > 0 ? n->a.ints[0] : 0;
+        if (lo < 0) lo += in[0].ndim;
+        if (lo < 0) lo = 0;
+        for (int64_t k = 0; k < out->shape[0]; k++) ((int64_t *)out->data)[k] = in[0].shape[lo + k];
+        return CATTR_OK;
+    }
+    case CG_CAST: /* through double; to int64 truncating toward zero */
+        for (int64_t k = 0; k < cx_view_numel(out); k++) {
+            if (out->dtype == CATTR_INT64)
+                ((int64_t *)out->data)[k] = in[0].dtype == CATTR_INT64 ? ((const int64_t *)in[0].data)[k] : (int64_t)get(&in[0], k);
+            else
+                put(out, k, in[0].dtype == CATTR_INT64 ? (double)((const int64_t *)in[0].data)[k] : get(&in[0], k));
+        }
+        return CATTR_OK;
     default: break;
     }
     if ((unsigned)n->op < (unsigned)CG_OP_COUNT && out->dtype != CATTR_FLOAT32 && out->dtype != CATTR_FLOAT64)

@@ -568,6 +568,30 @@ static cattr_status k_place_rows(const cg_node *n, const cx_view *in, cx_view *o
 
 #define DISPATCH(fn, ...) (f64 ? fn##_f64(__VA_ARGS__) : fn##_f32(__VA_ARGS__))
 
+/* Shape: X's dims as int64; Cast: between float32, float64 and int64 (to int64 truncating toward zero). */
+static cattr_status k_shape_cast(const cg_node *n, const cx_view *in, cx_view *out) {
+    if (n->op == CG_SHAPE) {
+        int64_t lo = n->a.n_ints > 0 ? n->a.ints[0] : 0;
+        if (lo < 0) lo += in[0].ndim;
+        if (lo < 0) lo = 0;
+        for (int64_t k = 0; k < out->shape[0]; k++) ((int64_t *)out->data)[k] = in[0].shape[lo + k];
+        return CATTR_OK;
+    }
+    int64_t cnt = cx_view_numel(out);
+    for (int64_t k = 0; k < cnt; k++) {
+        double v = in[0].dtype == CATTR_INT64 ? (double)((const int64_t *)in[0].data)[k]
+                   : in[0].dtype == CATTR_FLOAT64 ? ((const double *)in[0].data)[k] : ((const float *)in[0].data)[k];
+        if (out->dtype == CATTR_INT64) {
+            ((int64_t *)out->data)[k] = in[0].dtype == CATTR_INT64 ? ((const int64_t *)in[0].data)[k] : (int64_t)v;
+        } else if (out->dtype == CATTR_FLOAT64) {
+            ((double *)out->data)[k] = v;
+        } else {
+            ((float *)out->data)[k] = (float)v;
+        }
+    }
+    return CATTR_OK;
+}
+
 static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, cx_view *out) {
     (void)ctx;
     bool f64 = out->dtype == CATTR_FLOAT64;
@@ -583,6 +607,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
     case CG_WHERE_ID: return k_where_id(n, in, out);
     case CG_PLACE_ROWS: return k_place_rows(n, in, out);
+    case CG_SHAPE: case CG_CAST: return k_shape_cast(n, in, out);
     default: break;
     }
     if (!flt)
