@@ -543,6 +543,25 @@ static void test_elementwise(void) {
         in_u(c, DIMS(2, 3, 4, 5));
         set_ints(&c->n.a, 2, SHAPE(1, -1));
         run(c);
+        c = tc(CG_CONSTANT_OF_SHAPE, "constant of shape [3, 4]");
+        set_ints(&c->n.a, 2, SHAPE(3, 4));
+        c->n.a.alpha = 1.5;
+        run(c);
+        c = tc(CG_EQUAL, "equal, broadcast, with ties");
+        x = in_f(c, DIMS(4, 5), -2, 2);
+        for (int i = 0; i < 20; i++) x[i] = round(x[i]);
+        x = in_f(c, DIMS(5), -2, 2);
+        for (int i = 0; i < 5; i++) x[i] = round(x[i]);
+        run(c);
+        c = tc(CG_WHERE, "where, broadcast");
+        in_i(c, DIMS(4, 1), (const int64_t[]){1, 0, 0, 1});
+        in_u(c, DIMS(4, 5));
+        in_u(c, DIMS(5));
+        run(c);
+        c = tc(CG_EXPAND, "expand [3, 1] to [2, 3, 4]");
+        in_u(c, DIMS(3, 1));
+        set_ints(&c->n.a, 3, SHAPE(2, 1, 4));
+        run(c);
         for (int to = 0; to < 2; to++) { /* to the float dtype, and to int64 (truncating) */
             c = tc(CG_CAST, to ? "cast to int64" : "cast to float");
             in_f(c, DIMS(4, 6), -40, 40);

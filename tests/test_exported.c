@@ -1,7 +1,8 @@
 /* test_exported.c - models exported from PyTorch by tools/export_test_models.py (torch.onnx.export at opsets 14 and
  * 17 with constant folding: LayerNorm decomposed and as LayerNormalization, GELU through Erf, Hardswish and
  * Hardsigmoid in a squeeze-and-excitation block with its BatchNorm folded into the Conv, ELU / SELU / Softplus, Pow,
- * Sqrt) load, and cattr's forward pass and input gradient of the target output (Saliency, signed) agree with what
+ * Sqrt, shapes computed from shapes: a channel shuffle and chunk, ViT's expanded class token) load, and cattr's
+ * forward pass and input gradient of the target output (Saliency, signed) agree with what
  * PyTorch computed, in float32 (1e-5 of the largest value) and float64 (the same bound: PyTorch ran in float32), on
  * the cpu and cpu-check devices. */
 #include "test_util.h"
@@ -145,6 +146,8 @@ int main(void) {
     check_paths();
     check_model("shape_ops_op14");
     check_batch_one("shape_ops_op14");
+    check_model("token_cat_op14");
+    check_batch_one("token_cat_op14");
     check_model("nested_op14");
     check_model("gelu_ln_mlp_op14");
     check_model("gelu_ln_mlp_op17");

@@ -812,6 +812,23 @@ static void test_pad(void) {
     free_ops(1, &x);
 }
 
+/* Expand (numpy broadcasting with a given shape) and Where (a fixed condition): forward and finite differences. */
+static void test_expand_where(void) {
+    opnd x = IN(mk(DIMS(3, 1), (const double[]){1, 2, 3}));
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 3, SHAPE(2, 1, 2));
+    fwd_case("Expand", CG_EXPAND, &a, 1, &x, DIMS(2, 3, 2), (const double[]){1, 1, 2, 2, 3, 3, 1, 1, 2, 2, 3, 3});
+    grad_op("Expand", CG_EXPAND, &a, 1, &x);
+    free_ops(1, &x);
+    opnd w[3] = {CST(idx64(DIMS(2, 1), (const int64_t[]){1, 0})), IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(3)))};
+    double want[6];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++) want[i * 3 + j] = i == 0 ? D(w[1].t)[i * 3 + j] : D(w[2].t)[j];
+    fwd_case("Where", CG_WHERE, NULL, 3, w, DIMS(2, 3), want);
+    grad_op("Where", CG_WHERE, NULL, 3, w);
+    free_ops(3, w);
+}
+
 /* ReduceSum and ReduceMean over chosen axes (negative too, none: all), with and without keepdims: forward against a
  * plain loop, gradient against finite differences. */
 static void test_reduce(void) {
@@ -1425,6 +1442,7 @@ int main(void) {
     test_reduce();
     test_elementwise();
     test_pad();
+    test_expand_where();
     test_kinks();
     test_softmax();
     test_attention();

@@ -100,6 +100,20 @@ class ShapeOps(nn.Module):
         return self.head(h.view(h.size(0), -1))
 
 
+class TokenCat(nn.Module):
+    """ViT's class token: a parameter expanded to the batch (expand(n, -1, -1) exports as Shape, ConstantOfShape,
+    Equal, Where and Expand), concatenated to the tokens, then a mean over the tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.cls = nn.Parameter(torch.randn(1, 1, 4))
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x):
+        c = self.cls.expand(x.size(0), -1, -1)
+        return self.head(torch.cat([c, x], dim=1).mean(dim=1))
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -140,6 +154,8 @@ def main():
     export("nested_op14", Nested(), torch.randn(2, 4), [1, 2], 14)
     torch.manual_seed(5)
     export("shape_ops_op14", ShapeOps(), torch.randn(2, 2, 5, 5), [0, 2], 14)
+    torch.manual_seed(6)
+    export("token_cat_op14", TokenCat(), torch.randn(2, 3, 4), [1, 0], 14)
 
 
 if __name__ == "__main__":

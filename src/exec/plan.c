@@ -360,7 +360,8 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
 
 /* Inputs that only give their node its output shape: Reshape's target shape. */
 static bool shape_value_input(const cg_node *n, int j) {
-    return (n->op == CG_RESHAPE && j == 1) || (n->op == CG_SLICE && j >= 1) || (n->op == CG_SLICE_GRAD && j >= 2);
+    return (n->op == CG_RESHAPE && j == 1) || (n->op == CG_SLICE && j >= 1) || (n->op == CG_SLICE_GRAD && j >= 2) ||
+           (n->op == CG_CONSTANT_OF_SHAPE && j == 0) || (n->op == CG_EXPAND && j == 1);
 }
 
 #define FOLD_MAX CG_MAX_INTS
@@ -422,7 +423,34 @@ static cattr_status fold_values(const cx_plan *p, const cg_graph *g, int v, int 
         for (int64_t k = 0; k < cnt[0]; k++) out[(*n)++] = a[st[0] + k * sp[0]];
         return CATTR_OK;
     }
-    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
+    case CG_CONSTANT_OF_SHAPE: {
+        int64_t total = 1;
+        if (nd->n_in > 0 && nd->in[0] >= 0) {
+            CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
+            for (int k = 0; k < na; k++) total *= a[k];
+        } else {
+            for (int k = 0; k < nd->a.n_ints; k++) total *= nd->a.ints[k];
+        }
+        if (total < 0 || total > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "node '%s': too many values for a shape", nd->name);
+        for (int64_t k = 0; k < total; k++) out[k] = (int64_t)nd->a.alpha;
+        *n = (int)total;
+        return CATTR_OK;
+    }
+    case CG_WHERE: {
+        int64_t cv[FOLD_MAX];
+        int nc = 0;
+        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, cv, &nc));
+        CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, a, &na));
+        CX_CHECK(fold_values(p, g, nd->in[2], depth + 1, b, &nb));
+        int m = nc > na ? nc : na;
+        m = m > nb ? m : nb;
+        if ((nc != m && nc != 1) || (na != m && na != 1) || (nb != m && nb != 1))
+            return cx_fail(CATTR_ERR_SHAPE, "node '%s': shapes do not broadcast", nd->name);
+        for (int k = 0; k < m; k++) out[k] = cv[nc == 1 ? 0 : k] ? a[na == 1 ? 0 : k] : b[nb == 1 ? 0 : k];
+        *n = m;
+        return CATTR_OK;
+    }
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_EQUAL:
         CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
         CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, b, &nb));
         if (na != nb && na != 1 && nb != 1) return cx_fail(CATTR_ERR_SHAPE, "node '%s': shapes do not broadcast", nd->name);
@@ -430,7 +458,8 @@ static cattr_status fold_values(const cx_plan *p, const cg_graph *g, int v, int 
         for (int k = 0; k < *n; k++) {
             int64_t x = a[na == 1 ? 0 : k], y = b[nb == 1 ? 0 : k];
             if (nd->op == CG_DIV && y == 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s': division by zero", nd->name);
-            out[k] = nd->op == CG_ADD ? x + y : nd->op == CG_SUB ? x - y : nd->op == CG_MUL ? x * y : x / y;
+            out[k] = nd->op == CG_ADD ? x + y : nd->op == CG_SUB ? x - y : nd->op == CG_MUL ? x * y
+                     : nd->op == CG_EQUAL ? x == y : x / y;
         }
         return CATTR_OK;
     default:
@@ -577,6 +606,22 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
             memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
             r->a.n_ints = cnt;
             r->n_in = 1;
+        }
+        if ((p->nodes[k].op == CG_CONSTANT_OF_SHAPE && p->nodes[k].n_in > 0) || (p->nodes[k].op == CG_EXPAND && p->nodes[k].n_in > 1)) {
+            cg_node *r = &p->nodes[k]; /* the shape, folded now */
+            int cnt = 0, j = r->op == CG_EXPAND ? 1 : 0;
+            int64_t vals[FOLD_MAX];
+            st = fold_values(p, g, r->in[j], 0, vals, &cnt);
+            if (st == CATTR_OK && cnt > CATTR_MAX_DIMS) st = cx_fail(CATTR_ERR_SHAPE, "a shape of %d dims", cnt);
+            if (st != CATTR_OK) {
+                char msg[512];
+                snprintf(msg, sizeof msg, "%s", cattr_last_error());
+                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): %s", r->name, cg_op_names[r->op], msg);
+                goto fail;
+            }
+            memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
+            r->a.n_ints = cnt;
+            r->n_in = j;
         }
         if ((p->nodes[k].op == CG_SLICE && p->nodes[k].n_in > 1) || (p->nodes[k].op == CG_SLICE_GRAD && p->nodes[k].n_in > 2)) {
             /* starts, ends, axes, steps, folded now (inputs 1.. of Slice, 2.. of its gradient) */

@@ -365,6 +365,24 @@ static cattr_status r_cast(cg_graph *g, int ni, int gy, const bool *need, int *g
     return CATTR_OK;
 }
 
+/* Expand: the gradient summed back over the broadcast dims */
+static cattr_status r_expand(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
+/* Where: each value operand gets the gradient where it was taken */
+static cattr_status r_where(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int z = need[1] || need[2] ? EMIT(CG_ZEROS_LIKE, NULL, gy) : -1;
+    if (need[1]) gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE, NULL, nd.in[0], gy, z), nd.in[1]);
+    if (need[2]) gx[2] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_WHERE, NULL, nd.in[0], z, gy), nd.in[2]);
+    return CATTR_OK;
+}
+
 /* Shape: its output does not depend on the values */
 static cattr_status r_none(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)g, (void)ni, (void)gy, (void)need, (void)gx, (void)u;
@@ -500,7 +518,9 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_POW] = r->by_op[CG_MAX] = r->by_op[CG_MIN] = r_ew_binary;
     r->by_op[CG_PAD] = r_pad;
     r->by_op[CG_CAST] = r_cast;
-    r->by_op[CG_SHAPE] = r_none;
+    r->by_op[CG_SHAPE] = r->by_op[CG_EQUAL] = r->by_op[CG_CONSTANT_OF_SHAPE] = r_none;
+    r->by_op[CG_EXPAND] = r_expand;
+    r->by_op[CG_WHERE] = r_where;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;

@@ -120,6 +120,10 @@ typedef enum cg_op {
     CG_SHAPE,       /* (X) -> int64 [dims]: X's shape, dims start..end of ints [start, end] (none: all); the planner
                      * folds it where a shape input reads it (exec/plan.c) */
     CG_CAST,        /* (X); index 1: to int64 (truncating), 0: to float (X's float dtype, float32 from int64) */
+    CG_CONSTANT_OF_SHAPE, /* (shape); ints = the shape (folded when planning), alpha = the value, index 1: int64 */
+    CG_EQUAL,       /* (A, B) -> int64 0/1, numpy broadcasting */
+    CG_WHERE,       /* (C int64, X, Y) -> X where C != 0 else Y, numpy broadcasting of the three */
+    CG_EXPAND,      /* (X[, shape]); ints = the shape (folded when planning) -> X broadcast with it (ONNX Expand) */
     CG_OP_COUNT
 } cg_op;
 

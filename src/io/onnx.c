@@ -318,6 +318,10 @@ static const op_spec k_ops[] = {
     {"Pow", CG_POW, 2, 2, "", 0, ""},
     {"Pad", CG_PAD, 1, 4, "mode", 11, "pads value"},
     {"Shape", CG_SHAPE, 1, 1, "start end", 0, ""},
+    {"ConstantOfShape", CG_CONSTANT_OF_SHAPE, 1, 1, "value", 0, ""},
+    {"Equal", CG_EQUAL, 2, 2, "", 0, ""},
+    {"Where", CG_WHERE, 3, 3, "", 0, ""},
+    {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
     {"Cast", CG_CAST, 1, 1, "to saturate", 0, ""},
     {"Max", CG_MAX, 1, 2, "", 0, ""},
     {"Min", CG_MIN, 1, 2, "", 0, ""},
@@ -752,6 +756,30 @@ static cattr_status convert_node(loader *L, int idx) {
         a.ints[0] = lo;
         a.n_ints = 1;
         if (hi != INT64_MAX) a.ints[a.n_ints++] = hi;
+        break;
+    }
+    case CG_EQUAL: nin = 2; break;
+    case CG_WHERE: nin = 3; break;
+    case CG_EXPAND: case CG_CONSTANT_OF_SHAPE: { /* the shape: a constant, or computed from shapes (folded per call) */
+        int si = sp->op == CG_EXPAND ? 1 : 0;
+        if (sp->op == CG_CONSTANT_OF_SHAPE) {
+            const Onnx__AttributeProto *vp = attr_find(&c, "value");
+            a.alpha = 0;
+            if (vp) {
+                if (!vp->t) return nfail(&c, CATTR_ERR_FORMAT, "attribute 'value' must be a tensor");
+                cattr_tensor *vt = NULL;
+                CX_CHECK(tensor_from_proto(vp->t, "value", &vt));
+                a.alpha = vt->numel > 0 ? cx_tensor_get(vt, 0) : 0;
+                a.index = vt->dtype == CATTR_INT64;
+                cattr_tensor_free(vt);
+            }
+        }
+        if (L->g->vals[c.in[si]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[si], 0)) {
+            CX_CHECK(fold_ints(&c, si, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
+            nin = si;
+        } else {
+            nin = si + 1;
+        }
         break;
     }
     case CG_CAST: {

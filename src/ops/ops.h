@@ -45,6 +45,17 @@ static inline int64_t cx_pad_source(const int64_t *c, int nd, const int64_t *xs,
     return at;
 }
 
+/* The flat index in a tensor of shape (nd, sh) that output coordinates c (rank nc, numpy broadcasting: trailing dims
+ * aligned, size-1 dims repeated) read. */
+static inline int64_t cx_bcast_at(int nc, const int64_t *c, int nd, const int64_t *sh) {
+    int64_t at = 0;
+    for (int d = 0; d < nd; d++) {
+        int64_t i = c[nc - nd + d];
+        at = at * sh[d] + (sh[d] == 1 ? 0 : i);
+    }
+    return at;
+}
+
 /* Broadcast shape of two shapes (numpy rules); returns false if they do not broadcast. */
 bool cx_broadcast_shape(int na, const int64_t *a, int nb, const int64_t *b, int *nout, int64_t *out);
 

@@ -132,6 +132,37 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         out->shape[0] = hi - lo;
         return CATTR_OK;
     }
+    case CG_CONSTANT_OF_SHAPE:
+        if (n->n_in > 0 && in[0].data) SHAPE_FAIL("the shape is not known when the call is planned");
+        if (a->n_ints > CATTR_MAX_DIMS) SHAPE_FAIL("%d dims", a->n_ints);
+        out->ndim = a->n_ints;
+        for (int d = 0; d < a->n_ints; d++) {
+            if (a->ints[d] < 0) SHAPE_FAIL("negative size %lld", (long long)a->ints[d]);
+            out->shape[d] = a->ints[d];
+        }
+        out->dtype = a->index ? CATTR_INT64 : CATTR_FLOAT32;
+        return CATTR_OK;
+    case CG_EXPAND: {
+        if (n->n_in > 1) SHAPE_FAIL("the target shape is not known when the call is planned");
+        if (!cx_broadcast_shape(in[0].ndim, in[0].shape, a->n_ints, a->ints, &out->ndim, out->shape))
+            SHAPE_FAIL("the shape does not broadcast with the input");
+        return CATTR_OK;
+    }
+    case CG_EQUAL:
+        if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
+            SHAPE_FAIL("operands do not broadcast");
+        out->dtype = CATTR_INT64;
+        return CATTR_OK;
+    case CG_WHERE: {
+        int nd;
+        int64_t sh[CATTR_MAX_DIMS];
+        if (!cx_broadcast_shape(in[1].ndim, in[1].shape, in[2].ndim, in[2].shape, &nd, sh) ||
+            !cx_broadcast_shape(in[0].ndim, in[0].shape, nd, sh, &out->ndim, out->shape))
+            SHAPE_FAIL("condition and values do not broadcast");
+        if (in[1].dtype != in[2].dtype) SHAPE_FAIL("the two value dtypes differ");
+        out->dtype = in[1].dtype;
+        return CATTR_OK;
+    }
     case CG_CAST:
         copy_shape(out, &in[0]);
         out->dtype = a->index ? CATTR_INT64 : in[0].dtype == CATTR_INT64 ? CATTR_FLOAT32 : in[0].dtype;

@@ -1088,6 +1088,31 @@ static cattr_status k_place_rows(const cx_view *in, cx_view *out) {
 
 /* ---- dispatch --------------------------------------------------------------------------------------------------- */
 
+/* ConstantOfShape, Equal, Where, Expand, through double (int64 values are exact there up to 2^53) or by bytes. */
+static cattr_status k_select(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t c[CATTR_MAX_DIMS];
+    size_t es = cattr_dtype_size(out->dtype);
+    for (int64_t i = 0; i < cx_view_numel(out); i++) {
+        unravel(i, out->ndim, out->shape, c);
+        if (n->op == CG_CONSTANT_OF_SHAPE) {
+            if (out->dtype == CATTR_INT64) ((int64_t *)out->data)[i] = (int64_t)n->a.alpha;
+            else put(out, i, n->a.alpha);
+        } else if (n->op == CG_EQUAL) {
+            double a = in[0].dtype == CATTR_INT64 ? (double)((const int64_t *)in[0].data)[bcast_index(out->ndim, c, in[0].ndim, in[0].shape)]
+                                                  : get(&in[0], bcast_index(out->ndim, c, in[0].ndim, in[0].shape));
+            double b = in[1].dtype == CATTR_INT64 ? (double)((const int64_t *)in[1].data)[bcast_index(out->ndim, c, in[1].ndim, in[1].shape)]
+                                                  : get(&in[1], bcast_index(out->ndim, c, in[1].ndim, in[1].shape));
+            ((int64_t *)out->data)[i] = a == b;
+        } else {
+            const cx_view *src = &in[0];
+            if (n->op == CG_WHERE)
+                src = ((const int64_t *)in[0].data)[bcast_index(out->ndim, c, in[0].ndim, in[0].shape)] ? &in[1] : &in[2];
+            copy_elem(out->data, i, src->data, bcast_index(out->ndim, c, src->ndim, src->shape), es);
+        }
+    }
+    return CATTR_OK;
+}
+
 cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) {
     switch (n->op) { /* data movement: every dtype */
     case CG_IDENTITY: case CG_RESHAPE: case CG_FLATTEN: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_RESHAPE_LIKE:
@@ -1105,6 +1130,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
         for (int64_t k = 0; k < out->shape[0]; k++) ((int64_t *)out->data)[k] = in[0].shape[lo + k];
         return CATTR_OK;
     }
+    case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: return k_select(n, in, out);
     case CG_CAST: /* through double; to int64 truncating toward zero */
         for (int64_t k = 0; k < cx_view_numel(out); k++) {
             if (out->dtype == CATTR_INT64)

@@ -592,6 +592,47 @@ static cattr_status k_shape_cast(const cg_node *n, const cx_view *in, cx_view *o
     return CATTR_OK;
 }
 
+/* ConstantOfShape, Equal, Where, Expand: any dtype, element by element (numpy broadcasting). */
+static double elem_as_double(const cx_view *v, int64_t i) {
+    return v->dtype == CATTR_INT64 ? (double)((const int64_t *)v->data)[i]
+           : v->dtype == CATTR_FLOAT64 ? ((const double *)v->data)[i] : ((const float *)v->data)[i];
+}
+
+static cattr_status k_select_ops(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
+    size_t es = cattr_dtype_size(out->dtype);
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t rem = i;
+        for (int d = out->ndim - 1; d >= 0; d--) {
+            c[d] = rem % out->shape[d];
+            rem /= out->shape[d];
+        }
+        switch (n->op) {
+        case CG_CONSTANT_OF_SHAPE:
+            if (out->dtype == CATTR_INT64) ((int64_t *)out->data)[i] = (int64_t)n->a.alpha;
+            else if (out->dtype == CATTR_FLOAT64) ((double *)out->data)[i] = n->a.alpha;
+            else ((float *)out->data)[i] = (float)n->a.alpha;
+            break;
+        case CG_EQUAL:
+            ((int64_t *)out->data)[i] = elem_as_double(&in[0], cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape)) ==
+                                        elem_as_double(&in[1], cx_bcast_at(out->ndim, c, in[1].ndim, in[1].shape));
+            break;
+        case CG_WHERE: {
+            bool take = ((const int64_t *)in[0].data)[cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape)] != 0;
+            const cx_view *src = take ? &in[1] : &in[2];
+            memcpy((char *)out->data + (size_t)i * es,
+                   (const char *)src->data + (size_t)cx_bcast_at(out->ndim, c, src->ndim, src->shape) * es, es);
+            break;
+        }
+        default: /* Expand */
+            memcpy((char *)out->data + (size_t)i * es,
+                   (const char *)in[0].data + (size_t)cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape) * es, es);
+            break;
+        }
+    }
+    return CATTR_OK;
+}
+
 static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, cx_view *out) {
     (void)ctx;
     bool f64 = out->dtype == CATTR_FLOAT64;
@@ -608,6 +649,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_WHERE_ID: return k_where_id(n, in, out);
     case CG_PLACE_ROWS: return k_place_rows(n, in, out);
     case CG_SHAPE: case CG_CAST: return k_shape_cast(n, in, out);
+    case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: return k_select_ops(n, in, out);
     default: break;
     }
     if (!flt)
