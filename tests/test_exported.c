@@ -107,6 +107,24 @@ static void check_paths(void) {
     const char *v = NULL;
     CHECK(cattr_model_resolve_value(m, "block.block.1.fc", &v) != CATTR_OK, "the scope-joined name must not resolve");
     cattr_model_free(m);
+    /* a BatchNorm the export folded into its Conv is named in the description (and only there) */
+    static char buf[16384];
+    m = NULL;
+    CHECK(cattr_model_load_onnx(DIR "mobile_block_op14.onnx", &m) == CATTR_OK, "load: %s", cattr_last_error());
+    if (m) {
+        cattr_model_describe(m, buf, sizeof buf);
+        const char *line = strstr(buf, "\n  conv ");
+        CHECK(line && strstr(line, "BatchNorm folded") && strstr(line, "BatchNorm folded") < strchr(line + 1, '\n'),
+              "conv's line must say a BatchNorm was folded in:\n%s", buf);
+        CHECK(strstr(buf, "do_constant_folding=False") != NULL, "the description must say how to keep the boundary");
+        cattr_model_free(m);
+    }
+    CHECK(cattr_model_load_onnx(DIR "act_mlp_op14.onnx", &m) == CATTR_OK, "load");
+    if (m) {
+        cattr_model_describe(m, buf, sizeof buf);
+        CHECK(!strstr(buf, "folded"), "no BatchNorm was folded in act_mlp:\n%s", buf);
+        cattr_model_free(m);
+    }
 }
 
 /* A graph whose reshapes and slices take shapes computed from the input's shape plans per batch size: one example

@@ -551,6 +551,11 @@ cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool 
     CX_CHECK(cattr_model_resolve_value(e->m, layer, &onnx));
     int v = cg_find_value(e->m->g, onnx);
     if (v < 0) return cx_fail(CATTR_ERR_INTERNAL, "layer '%s' resolved to an unknown value", layer);
+    int pv = e->m->g->vals[v].producer;
+    if (!layer_input && pv >= 0 && cx_conv_bn_folded(e->m->g, pv))
+        cx_log(CATTR_LOG_WARN, "layer '%s': the export folded a BatchNorm into this Conv, so its output is the "
+                               "BatchNorm's (export with do_constant_folding=False, or in training mode, to keep the "
+                               "boundary)", layer);
     if (layer_input) { /* the first non-constant input of the node producing the layer value */
         int prod = e->m->g->vals[v].producer;
         int in = -1;

@@ -209,6 +209,20 @@ static bool node_module(const cg_graph *g, int i, char *buf, size_t size) {
     return node_module_of(g, &g->nodes[i], buf, size);
 }
 
+bool cx_conv_bn_folded(const cg_graph *g, int node) {
+    const cg_node *n = &g->nodes[node];
+    if (n->op != CG_CONV || n->n_in < 2 || n->in[1] < 0) return false;
+    int w = n->in[1];
+    while (g->vals[w].kind == CG_VAL_NODE && g->nodes[g->vals[w].producer].op == CG_IDENTITY)
+        w = g->nodes[g->vals[w].producer].in[0]; /* torch writes shared weights through Identity nodes */
+    if (g->vals[w].kind != CG_VAL_CONST) return false;
+    const char *name = g->vals[w].name;
+    size_t len = strlen(name);
+    /* torch names a parameter it exports as it is "<module>.weight"; a weight its constant folding computed (the
+     * Conv's weight times the BatchNorm's scale) gets a generated name, "onnx::Conv_193" */
+    return !strncmp(name, "onnx::", 6) || !(len > 7 && !strcmp(name + len - 7, ".weight"));
+}
+
 /* Output value of the last node inside module `path` (or one of its submodules), or -1. */
 static int module_output(const cg_graph *g, const char *path) {
     char mod[512];
@@ -373,8 +387,17 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
             const cx_view *v = cx_plan_view(pl, out);
             if (v->ndim > 0) cx_shape_str(v->ndim - 1, v->shape + 1, shs, sizeof shs);
         }
-        sb_printf(&s, "  %-28s %-36s %-14s (%s)\n", mod, g->vals[out].name, shs, cg_op_names[g->nodes[i].op]);
+        int prod = g->vals[out].producer;
+        bool folded = prod >= 0 && cx_conv_bn_folded(g, prod);
+        sb_printf(&s, "  %-28s %-36s %-14s (%s%s)\n", mod, g->vals[out].name, shs, cg_op_names[g->nodes[i].op],
+                  folded ? "; a BatchNorm folded in by the export" : "");
     }
+    bool any_folded = false;
+    for (int i = 0; i < g->n_nodes && !any_folded; i++) any_folded = cx_conv_bn_folded(g, i);
+    if (any_folded)
+        sb_printf(&s, "note: the export folded BatchNorms into their Convs (constant folding): such a Conv's output is "
+                      "the BatchNorm's; export with do_constant_folding=False, or in training mode, to keep the layer "
+                      "boundary\n");
     cx_plan_free(pl);
     cx_consts_free(cc);
     return s.len;

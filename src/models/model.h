@@ -48,6 +48,10 @@ cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_b
 cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
                                      cattr_model **out);
 
+/* Whether node `node` is a Conv whose weight the exporter computed by folding a BatchNorm into it (its weight is a
+ * generated constant, not "<module>.weight"): the Conv's output is then the BatchNorm's. */
+bool cx_conv_bn_folded(const cg_graph *g, int node);
+
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }
 
