@@ -8,7 +8,9 @@ Run from the repository root with Debian's Python (python3-torch, python3-torchv
 For each model: torch.onnx.export at opset 14 with constant folding (eval mode, batch 1, dynamic batch), then cattr's
 forward pass (`cattr explain --method layer-activation --layer y`: the activation of the output) on one input.
 Reports one line per model: whether it loads (else cattr's error, which names the missing op),
-max |cattr - torch| / max |torch| of the logits, and the same for InputXGradient of output 0 against torch autograd.
+max |cattr - torch| / max |torch| of the logits, the same for InputXGradient of output 0 against torch autograd, and
+for IntegratedGradients (16 steps, zero baseline, output 0) against Captum's when Captum's source is on PYTHONPATH
+(it needs python3-tqdm and python3-matplotlib).
 """
 import argparse
 import os
@@ -19,6 +21,11 @@ import tempfile
 import numpy as np
 import torch
 from torch import nn
+
+try:  # Captum's source, fetched beside (PYTHONPATH), never vendored: the IG column needs it
+    from captum.attr import IntegratedGradients
+except ImportError:  # pragma: no cover
+    IntegratedGradients = None
 
 try:
     import torchvision.models as tvm
@@ -78,7 +85,7 @@ def main():
     want = [m for m in a.models.split(",") if m]
     tmp = a.keep or tempfile.mkdtemp(prefix="cattr-arch-")
     os.makedirs(tmp, exist_ok=True)
-    print("%-22s %-8s %-10s %-10s %s" % ("model", "loads", "fwd err", "grad err", "note"))
+    print("%-22s %-8s %-10s %-10s %-10s %s" % ("model", "loads", "fwd err", "grad err", "IG err", "note"))
     for name, (make, x) in models(a.size).items():
         if want and name not in want:
             continue
@@ -118,7 +125,16 @@ def main():
             print("%-22s %-8s %-10.2e %-10s %s" % (name, "yes", err, "-", msg[:100]), flush=True)
             continue
         gerr = float(np.max(np.abs(np.load(gp) - ixg)) / max(np.max(np.abs(ixg)), 1e-30))
-        print("%-22s %-8s %-10.2e %-10.2e" % (name, "yes", err, gerr), flush=True)
+        igerr = "-"
+        if IntegratedGradients is not None:  # Captum's IG, 16 steps (Gauss-Legendre), zero baseline, target 0
+            ref = IntegratedGradients(model).attribute(x, target=0, n_steps=16).detach().numpy()
+            ip = os.path.join(tmp, name + ".ig.npy")
+            r = subprocess.run([a.cattr, "explain", path, "--method", "integrated-gradients", "--steps", "16",
+                                "--input", xp, "--target", "0", "--output", ip, "--quiet"], capture_output=True,
+                               text=True)
+            igerr = ("%.2e" % (float(np.max(np.abs(np.load(ip) - ref)) / max(np.max(np.abs(ref)), 1e-30)))
+                     if r.returncode == 0 else "failed")
+        print("%-22s %-8s %-10.2e %-10.2e %-10s" % (name, "yes", err, gerr, igerr), flush=True)
 
 
 if __name__ == "__main__":
