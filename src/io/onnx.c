@@ -297,6 +297,7 @@ static const op_spec k_ops[] = {
     {"Sigmoid", CG_SIGMOID, 1, 1, "", 0, ""},
     {"Tanh", CG_TANH, 1, 1, "", 0, ""},
     {"Softmax", CG_SOFTMAX, 1, 1, "axis", 0, ""},
+    {"LogSoftmax", CG_LOGSOFTMAX, 1, 1, "axis", 0, ""},
     {"Clip", CG_CLIP, 1, 3, "", 11, "min max"},
     {"Add", CG_ADD, 2, 2, "", 0, ""},
     {"Sub", CG_SUB, 2, 2, "", 0, ""},
@@ -679,6 +680,14 @@ static cattr_status convert_node(loader *L, int idx) {
         CX_CHECK(attr_flag(&c, "count_include_pad", &a.count_include_pad));
         break;
     case CG_LEAKYRELU: CX_CHECK(attr_float(&c, "alpha", 0.01, &a.alpha)); break;
+    case CG_LOGSOFTMAX: { /* over the last dim (the op's kernel); other axes are refused by name */
+        int64_t ax = 0;
+        CX_CHECK(attr_int(&c, "axis", L->opset >= 13 ? -1 : 1, &ax));
+        if (ax != -1)
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "axis %lld: LogSoftmax is supported over the last dim (axis -1)",
+                         (long long)ax);
+        break;
+    }
     case CG_HARDSIGMOID:
         CX_CHECK(attr_float(&c, "alpha", 0.2, &a.alpha));
         CX_CHECK(attr_float(&c, "beta", 0.5, &a.beta));

@@ -212,7 +212,8 @@ def ok_pad_concat():
     H = helper.make_node
     nodes = [H("Pad", ["x", "pads", "cval"], ["p1"], name="/pad/Pad", mode="constant"),
              H("Pad", ["p1", "pads2"], ["p2"], name="/pad2/Pad", mode="reflect"),
-             H("Concat", ["p2"] * 10, ["y"], name="/cat/Concat", axis=1)]
+             H("Concat", ["p2"] * 10, ["c"], name="/cat/Concat", axis=1),
+             H("LogSoftmax", ["c"], ["y"], name="/logsm/LogSoftmax", axis=-1)]
     inits = [init("pads", np.array([0, 1, 0, 1], np.int64)), init("cval", np.array(-2.0, np.float32)),
              init("pads2", np.array([0, 1, 0, 0], np.int64))]
     return model(nodes, [vi("x", F, [1, 2])], [vi("y", F, [1, 50])], inits, opset=14)
