@@ -9,6 +9,22 @@
 #define CATTR_DERIVE_H
 
 #include "exec/plan.h"
+#include "graph/autodiff.h"
+
+/* A node of op `op` over values a and b (its output's id), or -1 when either is -1 (an earlier failure) or the node
+ * cannot be added: builders chain these and check the last result once. */
+static inline int cx_emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
+    int in[2] = {a, b};
+    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
+}
+
+/* The point of an integration path for the rows of a chunk: Gather(b, rows) + alpha * (Gather(x, rows) -
+ * Gather(b, rows)), in Captum's order (IG's and the layer methods' path prefix); -1 on failure. */
+static inline int cx_emit_path_point(cg_graph *g, int x, int b, int alpha, int rows) {
+    int xt = cx_emit2(g, CG_GATHER, "__path_xt", x, rows), bt = cx_emit2(g, CG_GATHER, "__path_bt", b, rows);
+    return cx_emit2(g, CG_ADD, "__path_point", bt, cx_emit2(g, CG_MUL, "__path_alpha_diff", alpha,
+                                                             cx_emit2(g, CG_SUB, "__path_diff", xt, bt)));
+}
 
 /* Starts a graph derived from model graph m: an empty *g and *map, room for the id of every value of m (for
  * cx_graph_append_model). The caller frees both. Errors: CATTR_ERR_NO_MEMORY (nothing left allocated). */

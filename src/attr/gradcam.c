@@ -64,10 +64,6 @@ static cattr_status ggc_init(cattr_explainer *e) {
     return cx_consts_new(e->be, e->p.dtype, &s->consts);
 }
 
-static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
-}
 
 /* graph-input positions */
 #define GG_ADD(j) (s->n + (j))
@@ -124,7 +120,7 @@ static cattr_status ggc_suffix(ggc_state *s, cx_call *c, int nd) {
         a.index = 1;
         w = cg_emit(g, CG_REDUCE_MEAN, "__ggc_weights", &gl, 1, &a);
     }
-    int mp = emit2(g, CG_MUL, "__ggc_weighted", w, s->y_layer);
+    int mp = cx_emit2(g, CG_MUL, "__ggc_weighted", w, s->y_layer);
     cg_attrs a = cg_attrs_default();
     a.ints[a.n_ints++] = 1;
     a.index = 1;
@@ -143,7 +139,7 @@ static cattr_status ggc_suffix(ggc_state *s, cx_call *c, int nd) {
             int in2[2] = {up, s->g->inputs[GG_IDX(i, d)]};
             up = cg_emit(g, CG_GATHER, "__ggc_upsample", in2, 2, &ga);
         }
-        s->outs[i] = emit2(g, CG_MUL, "__ggc_out", s->gb[i], up);
+        s->outs[i] = cx_emit2(g, CG_MUL, "__ggc_out", s->gb[i], up);
         if (s->outs[i] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     s->layer_rank = nd;

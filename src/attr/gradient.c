@@ -10,12 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* a node over two values; -1 (nothing added) when either is -1, an earlier failure */
-static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
-}
-
 /* ---- Saliency and InputXGradient -------------------------------------------------------------------------------- */
 /* One derived graph: the model on x_i (and the additional inputs), its gradient seeded with the target mask of the
  * batch, and per input |g| (Saliency, abs), g (Saliency, signed) or g * x (InputXGradient). The inputs go up once and
@@ -57,7 +51,7 @@ static cattr_status pg_build(cattr_explainer *e, pg_state *s) {
     int grads[CX_MAX_IN];
     if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, s->n, &e->rules, grads);
     for (int i = 0; i < s->n && st == CATTR_OK; i++) {
-        if (e->p.method == CATTR_METHOD_INPUT_X_GRADIENT) s->outs[i] = emit2(g, CG_MUL, "__pg_times_input", grads[i], in_map[i]);
+        if (e->p.method == CATTR_METHOD_INPUT_X_GRADIENT) s->outs[i] = cx_emit2(g, CG_MUL, "__pg_times_input", grads[i], in_map[i]);
         else if (e->p.abs) s->outs[i] = cg_emit(g, CG_ABS, "__pg_abs", &grads[i], 1, NULL);
         else s->outs[i] = grads[i];
         if (s->outs[i] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -268,28 +262,25 @@ static cattr_status ig_build(cattr_explainer *e, ig_state *s) {
     }
     int in_map[CX_MAX_IN * 2], rows = v[IG_ROWS];
     for (int i = 0; i < s->n && !bad; i++) {
-        int xt = emit2(g, CG_GATHER, "__ig_xt", v[IG_X(i)], rows), bt = emit2(g, CG_GATHER, "__ig_bt", v[IG_B(i)], rows);
-        int d = emit2(g, CG_SUB, "__ig_diff", xt, bt);
-        int sc = emit2(g, CG_ADD, "__ig_scaled", bt, emit2(g, CG_MUL, "__ig_alpha_diff", v[IG_ALPHA(i)], d));
-        in_map[i] = sc;
-        bad |= xt < 0 || bt < 0 || d < 0 || sc < 0;
+        in_map[i] = cx_emit_path_point(g, v[IG_X(i)], v[IG_B(i)], v[IG_ALPHA(i)], rows);
+        bad |= in_map[i] < 0;
     }
-    for (int j = 0; j < s->n_add && !bad; j++) bad |= (in_map[s->n + j] = emit2(g, CG_GATHER, "__ig_at", v[IG_ADD(j)], rows)) < 0;
+    for (int j = 0; j < s->n_add && !bad; j++) bad |= (in_map[s->n + j] = cx_emit2(g, CG_GATHER, "__ig_at", v[IG_ADD(j)], rows)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     int grads[CX_MAX_IN];
     if (st == CATTR_OK) {
-        int seed = emit2(g, CG_GATHER, "__ig_seed_rows", v[IG_SEED], rows);
+        int seed = cx_emit2(g, CG_GATHER, "__ig_seed_rows", v[IG_SEED], rows);
         st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory")
                       : cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, s->n, &e->rules, grads);
     }
     for (int i = 0; i < s->n && st == CATTR_OK; i++) {
-        int w = emit2(g, CG_MUL, "__ig_weighted", grads[i], v[IG_STEP(i)]);
+        int w = cx_emit2(g, CG_MUL, "__ig_weighted", grads[i], v[IG_STEP(i)]);
         int in3[3] = {w, rows, v[IG_X(i)]};
         int tot = w < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__ig_sum", in3, 3, NULL);
-        int val = s->mul ? emit2(g, CG_MUL, "__ig_times_diff", tot, emit2(g, CG_SUB, "__ig_x_minus_b", v[IG_X(i)], v[IG_B(i)]))
+        int val = s->mul ? cx_emit2(g, CG_MUL, "__ig_times_diff", tot, cx_emit2(g, CG_SUB, "__ig_x_minus_b", v[IG_X(i)], v[IG_B(i)]))
                          : tot;
-        s->outs[i] = emit2(g, CG_ADD, "__ig_acc_out", v[IG_ACC(i)], val);
+        s->outs[i] = cx_emit2(g, CG_ADD, "__ig_acc_out", v[IG_ACC(i)], val);
         if (w < 0 || tot < 0 || val < 0 || s->outs[i] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     free(map);
@@ -475,7 +466,7 @@ static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_de
         for (int i = 0; i < s->n; i++) a[i] = cg_add_input(g, "__ig_half_a");
         for (int i = 0; i < s->n; i++) b[i] = cg_add_input(g, "__ig_half_b");
         for (int i = 0; i < s->n; i++)
-            if ((s->sum_outs[i] = emit2(g, CG_ADD, "__ig_halves", a[i], b[i])) < 0)
+            if ((s->sum_outs[i] = cx_emit2(g, CG_ADD, "__ig_halves", a[i], b[i])) < 0)
                 return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     int nd[2 * CX_MAX_IN];

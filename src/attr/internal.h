@@ -187,11 +187,6 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 /* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
 
-/* Input i of the call repeated m times per example (row b*m + j) plus float32 Gaussian noise of standard deviation
- * stdev, as Captum's NoiseTunnel and GradientShap add it: the recorded draw nt_noise.input<i> when the call has one,
- * else per example b the generator (seed, streams[b]) from Philox block `start`. */
-cattr_status cx_noisy_rows(cx_call *c, int i, int64_t m, double stdev, uint64_t seed, const uint64_t *streams,
-                           uint64_t start, cattr_tensor **out);
 
 /* Bytes of RAM available now (MemAvailable), or a fallback when unknown. */
 size_t cx_avail_memory(void);
@@ -230,6 +225,13 @@ cattr_status cx_rules_bind(const cg_rules *rules, int node_base);
  * attr[k] new tensors of the layers' shapes, c->n_out = n_l; the delta has one entry per sample row. */
 cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *layers, int n_l, cattr_tensor **attr,
                                     cattr_tensor **delta);
+
+/* The params of an explainer of `method` that e's method runs on a model derived from e's (the neuron and layer
+ * forms): e's params with that method, no NoiseTunnel (an enclosing one wraps e's method), e's device, the highest
+ * precision (e's model is already at the asked one), no layer, no neuron, no delta. */
+cattr_attr_params cx_inner_params(const cattr_explainer *e, cattr_method method);
+/* The caller's call behind c, without the draws an enclosing NoiseTunnel has already taken. */
+cattr_call cx_call_rest(const cx_call *c);
 
 /* Frees e->tunnel_state. */
 void cx_tunnel_release(cattr_explainer *e);

@@ -590,16 +590,6 @@ static void lpath_free(lpath *p) {
     free(p);
 }
 
-static int em2(cg_graph *g, cg_op op, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
-}
-
-/* b + alpha * (x - b) over the rows, in Captum's order */
-static int path_prefix(cg_graph *g, int x, int b, int alpha, int rows) {
-    int xt = em2(g, CG_GATHER, "__lp_xt", x, rows), bt = em2(g, CG_GATHER, "__lp_bt", b, rows);
-    return em2(g, CG_ADD, "__lp_scaled", bt, em2(g, CG_MUL, "__lp_alpha_diff", alpha, em2(g, CG_SUB, "__lp_diff", xt, bt)));
-}
 
 static cattr_status lpath_build(cattr_explainer *e, lstate *s, lpath *p) {
     const cg_graph *m = e->m->g;
@@ -643,29 +633,29 @@ static cattr_status lpath_build(cattr_explainer *e, lstate *s, lpath *p) {
         for (int k = 0; k < nl && st == CATTR_OK; k++) {
             a[k] = map_x[s->lv[k]];
             a0[k] = map_b[s->lv[k]];
-            rep_by[k] = path_prefix(g, a[k], a0[k], v[p->in_alpha + k], rows);
+            rep_by[k] = cx_emit_path_point(g, a[k], a0[k], v[p->in_alpha + k], rows);
             if (rep_by[k] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         }
         for (int i = 0; i < n && st == CATTR_OK; i++)
-            if ((in_map[i] = em2(g, CG_GATHER, "__lp_x_rows", v[p->in_x + i], rows)) < 0)
+            if ((in_map[i] = cx_emit2(g, CG_GATHER, "__lp_x_rows", v[p->in_x + i], rows)) < 0)
                 st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     } else {
         for (int i = 0; i < n && st == CATTR_OK; i++)
-            if ((in_map[i] = path_prefix(g, v[p->in_x + i], v[p->in_b + i], v[p->in_alpha + i], rows)) < 0)
+            if ((in_map[i] = cx_emit_path_point(g, v[p->in_x + i], v[p->in_b + i], v[p->in_alpha + i], rows)) < 0)
                 st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     for (int j = 0; j < na && st == CATTR_OK; j++)
-        if ((in_map[n + j] = em2(g, CG_GATHER, "__lp_add_rows", v[p->in_add + j], rows)) < 0)
+        if ((in_map[n + j] = cx_emit2(g, CG_GATHER, "__lp_add_rows", v[p->in_add + j], rows)) < 0)
             st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = cx_graph_append_model_replacing(g, m, in_map, lig ? nl : 0, s->lv, rep_by, map);
     int y = st == CATTR_OK ? map[cx_model_output(e->m)] : -1;
-    int seed = em2(g, CG_GATHER, "__lp_seed_rows", v[p->in_seed], rows);
+    int seed = cx_emit2(g, CG_GATHER, "__lp_seed_rows", v[p->in_seed], rows);
     int grads[CATTR_MAX_OUTPUTS > CX_MAX_IN ? CATTR_MAX_OUTPUTS : CX_MAX_IN];
     cg_rules std;
     cg_rules_default(&std);
     if (st == CATTR_OK && seed < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK && neuron) {
-        int nseed = em2(g, CG_GATHER, "__lp_neuron_rows", v[p->in_nseed], rows);
+        int nseed = cx_emit2(g, CG_GATHER, "__lp_neuron_rows", v[p->in_nseed], rows);
         st = nseed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory")
                        : cg_autodiff(g, map[s->lv[0]], nseed, in_map, n, &std, grads);
         if (st == CATTR_OK && kind == PK_NC) { /* dF/dn per row, broadcast over each input's row */
@@ -674,13 +664,13 @@ static cattr_status lpath_build(cattr_explainer *e, lstate *s, lpath *p) {
             cg_attrs ra = cg_attrs_default();
             for (int d = 1; d < p->lr[0]; d++) ra.ints[ra.n_ints++] = d;
             ra.index = 0;
-            int sel = st == CATTR_OK ? em2(g, CG_MUL, "__lp_neuron_grad", gl, nseed) : -1;
+            int sel = st == CATTR_OK ? cx_emit2(g, CG_MUL, "__lp_neuron_grad", gl, nseed) : -1;
             int mid = sel < 0 ? -1 : p->lr[0] > 1 ? cg_emit(g, CG_REDUCE_SUM, "__lp_dfdn", &sel, 1, &ra) : sel;
             for (int i = 0; i < n && st == CATTR_OK; i++) {
                 cg_attrs ua = cg_attrs_default();
                 for (int d = 1; d < p->xr[i]; d++) ua.ints[ua.n_ints++] = d;
                 int mi = mid < 0 ? -1 : ua.n_ints ? cg_emit(g, CG_UNSQUEEZE, "__lp_dfdn_rows", &mid, 1, &ua) : mid;
-                if ((grads[i] = em2(g, CG_MUL, "__lp_conductance", grads[i], mi)) < 0)
+                if ((grads[i] = cx_emit2(g, CG_MUL, "__lp_conductance", grads[i], mi)) < 0)
                     st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             }
         }
@@ -693,20 +683,20 @@ static cattr_status lpath_build(cattr_explainer *e, lstate *s, lpath *p) {
         int acc = v[p->in_acc + k], val;
         if (lc) {
             int act = map[s->lv[k]];
-            int d = em2(g, CG_SUB, "__lp_act_diff", em2(g, CG_GATHER, "__lp_act_next", act, v[p->in_next]),
-                        em2(g, CG_GATHER, "__lp_act_cur", act, v[p->in_cur]));
-            int prod = em2(g, CG_MUL, "__lp_diff_x_grad", d, em2(g, CG_GATHER, "__lp_grad_cur", grads[k], v[p->in_cur]));
+            int d = cx_emit2(g, CG_SUB, "__lp_act_diff", cx_emit2(g, CG_GATHER, "__lp_act_next", act, v[p->in_next]),
+                        cx_emit2(g, CG_GATHER, "__lp_act_cur", act, v[p->in_cur]));
+            int prod = cx_emit2(g, CG_MUL, "__lp_diff_x_grad", d, cx_emit2(g, CG_GATHER, "__lp_grad_cur", grads[k], v[p->in_cur]));
             int in3[3] = {prod, v[p->in_pair], acc};
             val = prod < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__lp_point_sum", in3, 3, NULL);
         } else {
-            int w = em2(g, CG_MUL, "__lp_weighted", grads[k], v[p->in_step + k]);
+            int w = cx_emit2(g, CG_MUL, "__lp_weighted", grads[k], v[p->in_step + k]);
             int in3[3] = {w, rows, acc};
             val = w < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__lp_step_sum", in3, 3, NULL);
             if (e->p.multiply_by_inputs && kind != PK_II)
-                val = lig ? em2(g, CG_MUL, "__lp_times_diff", val, em2(g, CG_SUB, "__lp_a_minus_a0", a[k], a0[k]))
-                          : em2(g, CG_MUL, "__lp_times_diff", val, em2(g, CG_SUB, "__lp_x_minus_b", v[p->in_x + k], v[p->in_b + k]));
+                val = lig ? cx_emit2(g, CG_MUL, "__lp_times_diff", val, cx_emit2(g, CG_SUB, "__lp_a_minus_a0", a[k], a0[k]))
+                          : cx_emit2(g, CG_MUL, "__lp_times_diff", val, cx_emit2(g, CG_SUB, "__lp_x_minus_b", v[p->in_x + k], v[p->in_b + k]));
         }
-        if ((p->outs[k] = em2(g, CG_ADD, "__lp_acc_out", acc, val)) < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if ((p->outs[k] = cx_emit2(g, CG_ADD, "__lp_acc_out", acc, val)) < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     free(map);
     free(map_x);

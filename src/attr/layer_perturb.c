@@ -279,16 +279,7 @@ static cattr_status layer_inner(cattr_explainer *e, lp_state *s, cattr_method me
     if (s->inner && s->inner_method == method) return CATTR_OK;
     cattr_explainer_free(s->inner);
     s->inner = NULL;
-    cattr_attr_params p = e->p;
-    p.method = method;
-    p.nt_type = CATTR_NT_NONE; /* a NoiseTunnel wraps the layer method from outside */
-    p.device = e->be->name;
-    p.precision = CATTR_PRECISION_HIGHEST; /* e->m is already at the asked precision */
-    p.layer = NULL;
-    p.layers = NULL;
-    p.n_layers = 0;
-    p.attribute_to_layer_input = 0;
-    p.return_convergence_delta = 0;
+    cattr_attr_params p = cx_inner_params(e, method);
     CX_CHECK(cattr_explainer_new(s->lm, &p, &s->inner));
     s->inner_method = method;
     return CATTR_OK;
@@ -322,15 +313,6 @@ static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, ca
     }
     if (st == CATTR_OK) st = cx_run_plan(e, p, host, dst);
     return st;
-}
-
-/* The call's draws not yet taken (by an enclosing NoiseTunnel) */
-static void pass_draws(const cx_call *c, cattr_call *call) {
-    if (call->n_draws > 0 && c->next_draw > 0) {
-        call->draws += c->next_draw;
-        if (call->draw_roles) call->draw_roles += c->next_draw;
-        call->n_draws -= c->next_draw;
-    }
 }
 
 /* ---- LayerDeepLift ------------------------------------------------------------------------------------------------ */
@@ -509,7 +491,7 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
         for (int k = 0; k < n; k++) in[k] = act[k], bl[k] = lb;
         for (int i = 0; i < c->n; i++) add[i] = c->x[i];
         for (int j = 0; j < c->n_add; j++) add[c->n + j] = c->add[j];
-        cattr_call call = *u;
+        cattr_call call = cx_call_rest(c);
         call.inputs = in;
         call.n_inputs = n;
         call.baselines = lb ? bl : NULL;
@@ -520,7 +502,6 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
         call.layer_masks = NULL;
         call.n_layer_masks = 0;
         call.layer_baseline = NULL;
-        pass_draws(c, &call);
         st = cattr_explainer_run(s->inner, &call, attr, NULL);
     }
     c->n_out = n;

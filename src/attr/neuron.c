@@ -203,16 +203,7 @@ static cattr_status neuron_model(cattr_explainer *e, nstate *s, int nd, const in
     if (v >= 0) v = cg_add_node(g, CG_UNSQUEEZE, "__neuron", &v, 1, &ua, "__neuron");
     if (v < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     g->outputs[0] = v;
-    cattr_attr_params p = e->p;
-    p.method = s->inner_method;
-    p.nt_type = CATTR_NT_NONE; /* a NoiseTunnel wraps this method from outside */
-    p.device = e->be->name;
-    p.precision = CATTR_PRECISION_HIGHEST; /* e->m is already at the asked precision */
-    p.layer = NULL;
-    p.layers = NULL;
-    p.n_layers = 0;
-    p.neuron_kind = CATTR_NEURON_NONE;
-    p.return_convergence_delta = 0;
+    cattr_attr_params p = cx_inner_params(e, s->inner_method);
     if (p.method == CATTR_METHOD_DEEPLIFT || p.method == CATTR_METHOD_DEEPLIFT_SHAP) p.eps = 1e-10;
     CX_CHECK(cattr_explainer_new(s->nm, &p, &s->inner));
     s->nd = nd;
@@ -245,13 +236,8 @@ static cattr_status neuron_attribute(cattr_explainer *e, cx_call *c, cattr_tenso
     /* the caller's call, at the neuron (target 0 of the [B, 1] output) */
     static const int64_t zero = 0;
     cattr_target t0 = {CATTR_TARGET_INDEX, 1, 0, &zero};
-    cattr_call call = *c->user;
+    cattr_call call = cx_call_rest(c);
     call.target = &t0;
-    if (call.n_draws > 0 && c->next_draw > 0) { /* draws already taken by an enclosing NoiseTunnel */
-        call.draws += c->next_draw;
-        if (call.draw_roles) call.draw_roles += c->next_draw;
-        call.n_draws -= c->next_draw;
-    }
     return cattr_explainer_run(s->inner, &call, attr, NULL);
 }
 

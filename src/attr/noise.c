@@ -125,49 +125,28 @@ static cattr_status draw_indices(cattr_explainer *e, cx_call *c, const tunnel *t
     return CATTR_OK;
 }
 
-cattr_status cx_noisy_rows(cx_call *c, int i, int64_t m, double stdev, uint64_t seed, const uint64_t *streams,
-                           uint64_t start, cattr_tensor **out) {
+
+static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
+                                 double stdev, void *out);
+
+/* Input i repeated m times per example (interleaved) plus its float32 Gaussian noise (noise_values: the draws the
+ * backend tunnel uses too), added on the host for a wrapped method that takes host inputs. */
+static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t, int i, const part_info *pi,
+                                cattr_tensor **out) {
     const cattr_tensor *x = c->x[i];
-    int64_t rows = c->B * m, per = c->B ? x->numel / c->B : 0;
-    char role[48];
-    snprintf(role, sizeof role, "nt_noise.input%d", i);
-    const cattr_tensor *d = NULL;
-    CX_CHECK(cx_next_draw(c, role, NULL, &d));
-    if (d && d->numel != rows * per)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
-                       (long long)d->numel, (long long)(rows * per));
-    cattr_tensor *o = alloc_rows(x, c->dt, rows);
+    int64_t per = c->B ? x->numel / c->B : 0;
+    cattr_tensor *o = alloc_rows(x, c->dt, c->B * pi->m);
     if (!o) return oom();
-    float sd = (float)stdev; /* torch.tensor(stdev): float32 */
-    for (int64_t b = 0; b < c->B; b++) {
-        cx_rng g; /* one normal per Philox block */
-        cx_rng_init(&g, seed, streams[b]);
-        g.index = start;
-        for (int64_t j = 0; j < m; j++) {
-            int64_t r = b * m + j;
-            for (int64_t k = 0; k < per; k++) {
-                double noise;
-                if (d) noise = (double)(float)cx_tensor_get(d, r * per + k);
-                else noise = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal(&g));
-                cx_tensor_set(o, r * per + k, cx_rnd(c->dt, cx_tensor_get(x, b * per + k) + noise));
-            }
-        }
+    cattr_status st = noise_values(e, c, t->tag, i, pi->m, pi->j0, t->stdev, o->data);
+    for (int64_t r = 0; r < c->B * pi->m && st == CATTR_OK; r++)
+        for (int64_t k = 0; k < per; k++)
+            cx_tensor_set(o, r * per + k, cx_rnd(c->dt, cx_tensor_get(x, (r / pi->m) * per + k) + cx_tensor_get(o, r * per + k)));
+    if (st != CATTR_OK) {
+        cattr_tensor_free(o);
+        return st;
     }
     *out = o;
     return CATTR_OK;
-}
-
-/* Input i repeated m times per example (interleaved) plus float32 Gaussian noise (nt_noise.input<i>); sample j's
- * noise starts at Philox block j*per of the example's stream. */
-static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t, int i, const part_info *pi,
-                                cattr_tensor **out) {
-    int64_t per = c->B ? c->x[i]->numel / c->B : 0;
-    uint64_t *streams = malloc((size_t)(c->B + 1) * sizeof *streams);
-    if (!streams) return oom();
-    for (int64_t b = 0; b < c->B; b++) streams[b] = stream_id(t->tag, DRAW_NOISE, (uint64_t)i, 0, b);
-    cattr_status st = cx_noisy_rows(c, i, pi->m, t->stdev, e->p.seed, streams, (uint64_t)(pi->j0 * per), out);
-    free(streams);
-    return st;
 }
 
 /* ---- the derived call ------------------------------------------------------------------------------------------ */
@@ -539,10 +518,6 @@ void cx_tunnel_release(cattr_explainer *e) {
     e->tunnel_state = NULL;
 }
 
-static int emit2(cg_graph *g, cg_op op, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
-}
 
 static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
     const cg_graph *m = e->m->g;
@@ -560,23 +535,23 @@ static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
     }
     int rows = v[DT_ROWS], xn[CX_MAX_IN], bg[CX_MAX_IN], in_map[2 * CX_MAX_IN];
     for (int i = 0; i < s->n && !bad; i++) {
-        xn[i] = emit2(g, CG_ADD, "__nt_noisy", emit2(g, CG_GATHER, "__nt_x_rows", v[DT_X(i)], rows), v[DT_NOISE(i)]);
+        xn[i] = cx_emit2(g, CG_ADD, "__nt_noisy", cx_emit2(g, CG_GATHER, "__nt_x_rows", v[DT_X(i)], rows), v[DT_NOISE(i)]);
         in_map[i] = xn[i];
         if (gs) {
-            bg[i] = emit2(g, CG_GATHER, "__nt_baseline_rows", v[DT_SRC(i)], v[DT_BIDX(i)]);
-            in_map[i] = emit2(g, CG_ADD, "__nt_point", emit2(g, CG_MUL, "__nt_c_x", v[DT_COEF(i)], xn[i]),
-                              emit2(g, CG_MUL, "__nt_omc_b", v[DT_OMC(i)], bg[i]));
+            bg[i] = cx_emit2(g, CG_GATHER, "__nt_baseline_rows", v[DT_SRC(i)], v[DT_BIDX(i)]);
+            in_map[i] = cx_emit2(g, CG_ADD, "__nt_point", cx_emit2(g, CG_MUL, "__nt_c_x", v[DT_COEF(i)], xn[i]),
+                              cx_emit2(g, CG_MUL, "__nt_omc_b", v[DT_OMC(i)], bg[i]));
         }
         bad |= xn[i] < 0 || in_map[i] < 0;
     }
     for (int j = 0; j < s->n_add && !bad; j++)
-        bad |= (in_map[s->n + j] = emit2(g, CG_GATHER, "__nt_add_rows", v[DT_ADD(j)], rows)) < 0;
+        bad |= (in_map[s->n + j] = cx_emit2(g, CG_GATHER, "__nt_add_rows", v[DT_ADD(j)], rows)) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     int base = g->n_nodes; /* the model's nodes start here: GuidedBackprop's and Deconvolution's rules key on them */
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     int grads[CX_MAX_IN];
     if (st == CATTR_OK) {
-        int seed = emit2(g, CG_GATHER, "__nt_seed_rows", v[DT_SEED], rows);
+        int seed = cx_emit2(g, CG_GATHER, "__nt_seed_rows", v[DT_SEED], rows);
         int wrt[CX_MAX_IN];
         for (int k = 0; k < s->n_acc; k++) wrt[k] = layer ? map[s->lv[k]] : in_map[k];
         st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : cx_rules_bind(&e->rules, base);
@@ -603,16 +578,16 @@ static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
     for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
         int a = grads[i];
         if (s->kind == DEV_GRAD_ABS) a = cg_emit(g, CG_ABS, "__nt_abs", &a, 1, NULL);
-        else if (s->kind == DEV_GRAD_X) a = emit2(g, CG_MUL, "__nt_times_input", a, xn[i]);
+        else if (s->kind == DEV_GRAD_X) a = cx_emit2(g, CG_MUL, "__nt_times_input", a, xn[i]);
         else if (layer && s->mul)
-            a = emit2(g, CG_MUL, "__nt_times_diff", emit2(g, CG_SUB, "__nt_a_minus_a0", map_x[s->lv[i]], map_b[s->lv[i]]), a);
-        else if (gs && s->mul) a = emit2(g, CG_MUL, "__nt_times_diff", emit2(g, CG_SUB, "__nt_x_minus_b", xn[i], bg[i]), a);
-        int in3[3] = {a, rows, v[DT_SUM(i)]}, sq = emit2(g, CG_MUL, "__nt_square", a, a);
+            a = cx_emit2(g, CG_MUL, "__nt_times_diff", cx_emit2(g, CG_SUB, "__nt_a_minus_a0", map_x[s->lv[i]], map_b[s->lv[i]]), a);
+        else if (gs && s->mul) a = cx_emit2(g, CG_MUL, "__nt_times_diff", cx_emit2(g, CG_SUB, "__nt_x_minus_b", xn[i], bg[i]), a);
+        int in3[3] = {a, rows, v[DT_SUM(i)]}, sq = cx_emit2(g, CG_MUL, "__nt_square", a, a);
         int su = a < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sum", in3, 3, NULL);
         in3[0] = sq;
         int ssq = sq < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sq_sum", in3, 3, NULL);
-        s->outs[DO_SUM(i)] = emit2(g, CG_ADD, "__nt_sum_out", v[DT_SUM(i)], su);
-        s->outs[DO_SQ(i)] = emit2(g, CG_ADD, "__nt_sq_out", v[DT_SQ(i)], ssq);
+        s->outs[DO_SUM(i)] = cx_emit2(g, CG_ADD, "__nt_sum_out", v[DT_SUM(i)], su);
+        s->outs[DO_SQ(i)] = cx_emit2(g, CG_ADD, "__nt_sq_out", v[DT_SQ(i)], ssq);
         if (gs) { /* each row's sum */
             cg_attrs ra = cg_attrs_default();
             for (int d = 1; d < s->acc_nd[i]; d++) ra.ints[ra.n_ints++] = d;
@@ -973,11 +948,11 @@ static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, co
         for (int i = 0; i < s->n_acc; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
         int nv = cg_add_input(g, "__nt_n");
         for (int i = 0; i < s->n_acc && !bad; i++) {
-            int mean = emit2(g, CG_DIV, "__nt_mean", su[i], nv), msq = emit2(g, CG_DIV, "__nt_mean_sq", sq[i], nv);
+            int mean = cx_emit2(g, CG_DIV, "__nt_mean", su[i], nv), msq = cx_emit2(g, CG_DIV, "__nt_mean_sq", sq[i], nv);
             s->fin_outs[i] = t->type == CATTR_NT_SMOOTHGRAD      ? mean
                              : t->type == CATTR_NT_SMOOTHGRAD_SQ ? msq
-                                                                 : emit2(g, CG_SUB, "__nt_var", msq,
-                                                                         emit2(g, CG_MUL, "__nt_mean2", mean, mean));
+                                                                 : cx_emit2(g, CG_SUB, "__nt_var", msq,
+                                                                         cx_emit2(g, CG_MUL, "__nt_mean2", mean, mean));
             bad |= s->fin_outs[i] < 0;
         }
         if (bad || nv < 0) return oom();

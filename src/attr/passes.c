@@ -571,6 +571,31 @@ cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool 
 }
 
 
+cattr_attr_params cx_inner_params(const cattr_explainer *e, cattr_method method) {
+    cattr_attr_params p = e->p;
+    p.method = method;
+    p.nt_type = CATTR_NT_NONE;
+    p.device = e->be->name;
+    p.precision = CATTR_PRECISION_HIGHEST;
+    p.layer = NULL;
+    p.layers = NULL;
+    p.n_layers = 0;
+    p.attribute_to_layer_input = 0;
+    p.neuron_kind = CATTR_NEURON_NONE;
+    p.return_convergence_delta = 0;
+    return p;
+}
+
+cattr_call cx_call_rest(const cx_call *c) {
+    cattr_call call = *c->user;
+    if (call.n_draws > 0 && c->next_draw > 0) {
+        call.draws += c->next_draw;
+        if (call.draw_roles) call.draw_roles += c->next_draw;
+        call.n_draws -= c->next_draw;
+    }
+    return call;
+}
+
 cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip, const cattr_tensor **out) {
     *out = NULL;
     const cattr_call *u = c->user;

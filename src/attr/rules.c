@@ -723,10 +723,6 @@ static void dls_free(dls_graph *d) {
     free(d);
 }
 
-static int em2(cg_graph *g, cg_op op, const char *name, int a, int b) {
-    int in[2] = {a, b};
-    return a < 0 || b < 0 ? -1 : cg_emit(g, op, name, in, 2, NULL);
-}
 
 /* graph-input positions */
 #define DL_X(i) (i)
@@ -756,27 +752,27 @@ static cattr_status dls_build(cattr_explainer *e, dls_graph *d) {
     cg_attrs ca = cg_attrs_default();
     ca.axis = 0;
     for (int i = 0; i < d->n && !bad; i++) {
-        xp[i] = em2(g, CG_GATHER, "__dls_x_pairs", v[DL_X(i)], v[DL_IX]);
-        bp[i] = em2(g, CG_GATHER, "__dls_baseline_pairs", v[DL_D(i)], v[DL_IB]);
+        xp[i] = cx_emit2(g, CG_GATHER, "__dls_x_pairs", v[DL_X(i)], v[DL_IX]);
+        bp[i] = cx_emit2(g, CG_GATHER, "__dls_baseline_pairs", v[DL_D(i)], v[DL_IB]);
         int two[2] = {xp[i], bp[i]};
         in_map[i] = xp[i] < 0 || bp[i] < 0 ? -1 : cg_emit(g, CG_CONCAT, "__dls_blocks", two, 2, &ca);
         bad |= in_map[i] < 0;
     }
     for (int j = 0; j < d->n_add && !bad; j++)
-        bad |= (in_map[d->n + j] = em2(g, CG_GATHER, "__dls_add_rows", v[DL_ADD(j)], v[DL_I2])) < 0;
+        bad |= (in_map[d->n + j] = cx_emit2(g, CG_GATHER, "__dls_add_rows", v[DL_ADD(j)], v[DL_I2])) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     int base = g->n_nodes;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
-    int seed = st == CATTR_OK ? em2(g, CG_GATHER, "__dls_seed_rows", v[DL_SEED], v[DL_I2]) : -1;
+    int seed = st == CATTR_OK ? cx_emit2(g, CG_GATHER, "__dls_seed_rows", v[DL_SEED], v[DL_I2]) : -1;
     if (st == CATTR_OK) st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : cx_rules_bind(&e->rules, base);
     if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, in_map, d->n, &e->rules, grads);
     cx_rules_bind(&e->rules, 0);
     for (int i = 0; i < d->n && st == CATTR_OK; i++) {
-        int g1 = em2(g, CG_GATHER, "__dls_first_block", grads[i], v[DL_FIRST]);
-        int pair = d->mul ? em2(g, CG_MUL, "__dls_pair", em2(g, CG_SUB, "__dls_x_minus_b", xp[i], bp[i]), g1) : g1;
+        int g1 = cx_emit2(g, CG_GATHER, "__dls_first_block", grads[i], v[DL_FIRST]);
+        int pair = d->mul ? cx_emit2(g, CG_MUL, "__dls_pair", cx_emit2(g, CG_SUB, "__dls_x_minus_b", xp[i], bp[i]), g1) : g1;
         int in3[3] = {pair, v[DL_IX], v[DL_X(i)]};
         int sum = pair < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__dls_pair_sum", in3, 3, NULL);
-        d->outs[i] = em2(g, CG_DIV, "__dls_mean", sum, v[DL_NB]);
+        d->outs[i] = cx_emit2(g, CG_DIV, "__dls_mean", sum, v[DL_NB]);
         cg_attrs ra = cg_attrs_default();
         for (int r = 1; r < d->rank[i]; r++) ra.ints[ra.n_ints++] = r;
         d->outs[d->n + i] = pair < 0 ? -1 : ra.n_ints ? cg_emit(g, CG_REDUCE_SUM, "__dls_row_sum", &pair, 1, &ra) : pair;

@@ -468,6 +468,50 @@ static cattr_status fold_values(const cx_plan *p, const cg_graph *g, int v, int 
     }
 }
 
+/* Folds node r's shape inputs (shape_value_input) into its attributes and drops them: Reshape's target, Expand's and
+ * ConstantOfShape's shape, Slice's (and SliceGrad's) starts, ends, axes and steps. Errors: CATTR_ERR_SHAPE naming the
+ * node. */
+static cattr_status fold_node(const cx_plan *p, const cg_graph *g, cg_node *r) {
+    int first = -1; /* the first shape input */
+    for (int j = 0; j < r->n_in && first < 0; j++)
+        if (shape_value_input(r, j)) first = j;
+    if (first < 0) return CATTR_OK;
+    cattr_status st = CATTR_OK;
+    if (r->op == CG_SLICE || r->op == CG_SLICE_GRAD) {
+        int64_t v[4][FOLD_MAX];
+        int cnt[4] = {-1, -1, -1, -1};
+        for (int j = 0; j < 4 && st == CATTR_OK; j++)
+            if (first + j < r->n_in && r->in[first + j] >= 0) st = fold_values(p, g, r->in[first + j], 0, v[j], &cnt[j]);
+        int ns = cnt[0];
+        if (st == CATTR_OK && (ns < 0 || cnt[1] != ns || (cnt[2] >= 0 && cnt[2] != ns) || (cnt[3] >= 0 && cnt[3] != ns) ||
+                               4 * ns > CG_MAX_INTS))
+            st = cx_fail(CATTR_ERR_SHAPE, "starts, ends, axes and steps differ in length");
+        for (int i = 0; i < ns && st == CATTR_OK; i++) {
+            r->a.ints[i] = v[0][i];
+            r->a.ints[ns + i] = v[1][i];
+            r->a.ints[2 * ns + i] = cnt[2] >= 0 ? v[2][i] : i;
+            r->a.ints[3 * ns + i] = cnt[3] >= 0 ? v[3][i] : 1;
+        }
+        if (st == CATTR_OK) r->a.n_ints = 4 * ns;
+    } else { /* one shape */
+        int cnt = 0;
+        int64_t vals[FOLD_MAX];
+        st = fold_values(p, g, r->in[first], 0, vals, &cnt);
+        if (st == CATTR_OK && r->op != CG_RESHAPE && cnt > CATTR_MAX_DIMS) st = cx_fail(CATTR_ERR_SHAPE, "a shape of %d dims", cnt);
+        if (st == CATTR_OK) {
+            memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
+            r->a.n_ints = cnt;
+        }
+    }
+    if (st != CATTR_OK) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", cattr_last_error());
+        return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): %s", r->name, cg_op_names[r->op], msg);
+    }
+    r->n_in = first;
+    return CATTR_OK;
+}
+
 static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
                              const int64_t (*in_shape)[CATTR_MAX_DIMS], const cattr_dtype *in_dtype, const int *outs,
                              int n_outs, cx_plan **out) {
@@ -592,64 +636,8 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     /* shape inference and aliasing */
     for (int k = 0; k < p->n_order; k++) {
-        if (p->nodes[k].op == CG_RESHAPE && p->nodes[k].n_in > 1) { /* the target shape, folded now */
-            cg_node *r = &p->nodes[k];
-            int cnt = 0;
-            int64_t vals[FOLD_MAX];
-            st = fold_values(p, g, r->in[1], 0, vals, &cnt);
-            if (st != CATTR_OK) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s", cattr_last_error());
-                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Reshape): %s", r->name, msg);
-                goto fail;
-            }
-            memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
-            r->a.n_ints = cnt;
-            r->n_in = 1;
-        }
-        if ((p->nodes[k].op == CG_CONSTANT_OF_SHAPE && p->nodes[k].n_in > 0) || (p->nodes[k].op == CG_EXPAND && p->nodes[k].n_in > 1)) {
-            cg_node *r = &p->nodes[k]; /* the shape, folded now */
-            int cnt = 0, j = r->op == CG_EXPAND ? 1 : 0;
-            int64_t vals[FOLD_MAX];
-            st = fold_values(p, g, r->in[j], 0, vals, &cnt);
-            if (st == CATTR_OK && cnt > CATTR_MAX_DIMS) st = cx_fail(CATTR_ERR_SHAPE, "a shape of %d dims", cnt);
-            if (st != CATTR_OK) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s", cattr_last_error());
-                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): %s", r->name, cg_op_names[r->op], msg);
-                goto fail;
-            }
-            memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
-            r->a.n_ints = cnt;
-            r->n_in = j;
-        }
-        if ((p->nodes[k].op == CG_SLICE && p->nodes[k].n_in > 1) || (p->nodes[k].op == CG_SLICE_GRAD && p->nodes[k].n_in > 2)) {
-            /* starts, ends, axes, steps, folded now (inputs 1.. of Slice, 2.. of its gradient) */
-            cg_node *r = &p->nodes[k];
-            int first = r->op == CG_SLICE ? 1 : 2;
-            int64_t v[4][FOLD_MAX];
-            int cnt[4] = {-1, -1, -1, -1};
-            for (int j = 0; j < 4 && st == CATTR_OK; j++)
-                if (first + j < r->n_in && r->in[first + j] >= 0) st = fold_values(p, g, r->in[first + j], 0, v[j], &cnt[j]);
-            int ns = cnt[0];
-            if (st == CATTR_OK && (ns < 0 || cnt[1] != ns || (cnt[2] >= 0 && cnt[2] != ns) || (cnt[3] >= 0 && cnt[3] != ns) ||
-                                   4 * ns > CG_MAX_INTS))
-                st = cx_fail(CATTR_ERR_SHAPE, "starts, ends, axes and steps differ in length");
-            if (st != CATTR_OK) {
-                char msg[512];
-                snprintf(msg, sizeof msg, "%s", cattr_last_error());
-                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Slice): %s", r->name, msg);
-                goto fail;
-            }
-            for (int i = 0; i < ns; i++) {
-                r->a.ints[i] = v[0][i];
-                r->a.ints[ns + i] = v[1][i];
-                r->a.ints[2 * ns + i] = cnt[2] >= 0 ? v[2][i] : i;
-                r->a.ints[3 * ns + i] = cnt[3] >= 0 ? v[3][i] : 1;
-            }
-            r->a.n_ints = 4 * ns;
-            r->n_in = first;
-        }
+        st = fold_node(p, g, &p->nodes[k]);
+        if (st != CATTR_OK) goto fail;
         const cg_node *n = &p->nodes[k];
         cx_view in[CG_MAX_IN];
         for (int j = 0; j < n->n_in; j++) {
