@@ -77,6 +77,10 @@ void cx_slice_resolve(const cg_attrs *a, int ndim, const int64_t *shape, int64_t
 
 #define SHAPE_FAIL(...) return shape_fail(n, in, __VA_ARGS__)
 
+/* Pads beyond 2^40 elements cannot make a tensor that fits in memory; refusing them keeps the sums below exact. */
+#define MAX_PAD ((int64_t)1 << 40)
+static bool pad_ok(int64_t p) { return p >= -MAX_PAD && p <= MAX_PAD; }
+
 static cattr_status shape_fail(const cg_node *n, const cx_view *in, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static cattr_status shape_fail(const cg_node *n, const cx_view *in, const char *fmt, ...) {
@@ -177,6 +181,8 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         }
         copy_shape(out, x);
         for (int d = 0; d < x->ndim; d++) {
+            if (!pad_ok(a->ints[d]) || !pad_ok(a->ints[x->ndim + d]))
+                SHAPE_FAIL("pads of dim %d exceed %lld in size", d, (long long)MAX_PAD);
             out->shape[d] = x->shape[d] + a->ints[d] + a->ints[x->ndim + d];
             if (out->shape[d] < 0) SHAPE_FAIL("pads crop dim %d below 0", d);
             if (a->index == 1 && (a->ints[d] >= x->shape[d] || a->ints[x->ndim + d] >= x->shape[d]))
