@@ -539,6 +539,35 @@ static void test_elementwise(void) {
                 c->red = 4;
                 run(c);
             }
+        for (int kind = 0; kind < 3; kind++) /* LSTM, GRU, GRU with linear_before_reset; both directions */
+            for (int which = -1; which < (kind == 0 ? 3 : 2); which++) {
+                static const char *const names[3] = {"lstm", "gru", "gru linear before reset"};
+                const int64_t T = 5, B = 3, I = 4, H = 3, G = kind == 0 ? 4 : 3, SW = kind == 0 ? 2 * H : H;
+                c = tc(which < 0 ? CG_RNN : CG_RNN_GRAD, names[kind]);
+                if (which >= 0) {
+                    in_u(c, DIMS(T, 2, B, SW));
+                    in_u(c, DIMS(T, 2, B, SW));
+                }
+                in_u(c, DIMS(T, B, I));
+                in_u(c, DIMS(2, G * H, I));
+                in_u(c, DIMS(2, G * H, H));
+                in_u(c, DIMS(2, 2 * G * H));
+                in_u(c, DIMS(2, B, H));
+                if (kind == 0) in_u(c, DIMS(2, B, H));
+                c->n.a.index = kind == 0 ? 0 : 1;
+                set_ints(&c->n.a, 4, SHAPE(H, 2, kind == 2, which < 0 ? 0 : which));
+                c->red = 4 * (double)(T * (I + H));
+                run(c);
+            }
+        for (int grad = 0; grad < 2; grad++) {
+            c = tc(grad ? CG_TILE_GRAD : CG_TILE, grad ? "tile grad" : "tile");
+            if (grad) in_u(c, DIMS(2, 6, 4));
+            in_u(c, DIMS(2, 3, 1));
+            set_ints(&c->n.a, 3, SHAPE(1, 2, 4));
+            c->red = 8;
+            c->ints_too = !grad;
+            run(c);
+        }
         c = tc(CG_SHAPE, "shape, dims 1..3");
         in_u(c, DIMS(2, 3, 4, 5));
         set_ints(&c->n.a, 2, SHAPE(1, -1));

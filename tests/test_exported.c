@@ -171,5 +171,9 @@ int main(void) {
     check_model("gelu_ln_mlp_op17");
     check_model("mobile_block_op14");
     check_model("act_mlp_op14");
+    check_model("lstm_op14");
+    check_batch_one("lstm_op14");
+    check_model("gru_op14");
+    check_batch_one("gru_op14");
     return g_failures ? 1 : 0;
 }

@@ -450,6 +450,10 @@ static void test_errors(void) {
     expect_err(FIX "err_dropout_mask.onnx", CATTR_ERR_UNSUPPORTED, "graph output 'mask' is output 1 of node "
                "'/drop/Dropout'", NULL);
     expect_err(FIX "err_bn_training.onnx", CATTR_ERR_UNSUPPORTED, "training_mode", "/bn/BatchNormalization");
+    expect_err(FIX "err_lstm_layout.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/LSTM' (op LSTM): layout=1", "time first");
+    expect_err(FIX "err_gru_activations.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/GRU' (op GRU)",
+               "only the default activations");
+    expect_err(FIX "err_lstm_seq_lens.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/LSTM' (op LSTM)", "sequence_lens");
 }
 
 /* ---- golden models ------------------------------------------------------------------------------------------- */

@@ -1433,6 +1433,106 @@ static void test_attention(void) {
     free_ops(3, ops);
 }
 
+/* Tile: [[1, 2, 3], [4, 5, 6]] repeated 2 x 2 times and 1 x 3 times, against the definition; its gradient (each
+ * element's copies summed) against finite differences. */
+static void test_tile(void) {
+    opnd x = IN(mk(DIMS(2, 3), (const double[]){1, 2, 3, 4, 5, 6}));
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 2, SHAPE(2, 2));
+    fwd_case("Tile 2x2", CG_TILE, &a, 1, &x, DIMS(4, 6),
+             (const double[]){1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6, 1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6});
+    grad_op("Tile 2x2", CG_TILE, &a, 1, &x);
+    set_ints(&a, 2, SHAPE(1, 3));
+    fwd_case("Tile 1x3", CG_TILE, &a, 1, &x, DIMS(2, 9),
+             (const double[]){1, 2, 3, 1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6, 4, 5, 6});
+    grad_op("Tile 1x3", CG_TILE, &a, 1, &x);
+    free_ops(1, &x);
+}
+
+/* ---- recurrent layers ------------------------------------------------------------------------------------------- */
+
+static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
+
+/* ONNX's LSTM (G = 4, gates i o f c) or GRU (G = 3, gates z r h) written from the operator's definition, one
+ * direction, into states [T, D, B, S] at direction slot d. */
+static void ref_rnn(bool lstm, bool lbr, bool rev, int d, int D, int T, int B, int I, int H, const double *X,
+                    const double *W, const double *R, const double *Bi, const double *h0, const double *c0, double *S) {
+    int G = lstm ? 4 : 3, GH = G * H, SW = lstm ? 2 * H : H;
+    W += d * GH * I;
+    R += d * GH * H;
+    if (Bi) Bi += d * 2 * GH;
+    for (int b = 0; b < B; b++) {
+        double h[64] = {0}, c[64] = {0}, hn[64], a[256], rh[256];
+        for (int j = 0; j < H; j++) {
+            h[j] = h0 ? h0[(d * B + b) * H + j] : 0;
+            c[j] = c0 ? c0[(d * B + b) * H + j] : 0;
+        }
+        for (int k = 0; k < T; k++) {
+            int t = rev ? T - 1 - k : k;
+            for (int g = 0; g < GH; g++) {
+                double xs = Bi ? Bi[g] : 0, hs = Bi ? Bi[GH + g] : 0;
+                for (int i = 0; i < I; i++) xs += W[g * I + i] * X[(t * B + b) * I + i];
+                for (int i = 0; i < H; i++) hs += R[g * H + i] * h[i];
+                a[g] = xs;
+                rh[g] = hs;
+            }
+            for (int j = 0; j < H; j++) {
+                if (lstm) {
+                    double ig = sigmoid_d(a[j] + rh[j]), og = sigmoid_d(a[H + j] + rh[H + j]);
+                    double fg = sigmoid_d(a[2 * H + j] + rh[2 * H + j]), cg = tanh(a[3 * H + j] + rh[3 * H + j]);
+                    c[j] = fg * c[j] + ig * cg;
+                    hn[j] = og * tanh(c[j]);
+                } else {
+                    double z = sigmoid_d(a[j] + rh[j]), r = sigmoid_d(a[H + j] + rh[H + j]), rec = rh[2 * H + j];
+                    if (!lbr) { /* (r * h) R_h^T + Rb_h */
+                        rec = Bi ? Bi[GH + 2 * H + j] : 0;
+                        for (int i = 0; i < H; i++)
+                            rec += R[(2 * H + j) * H + i] * sigmoid_d(a[H + i] + rh[H + i]) * h[i];
+                    }
+                    double ht = tanh(a[2 * H + j] + (lbr ? r * rec : rec));
+                    hn[j] = (1 - z) * ht + z * h[j];
+                }
+            }
+            for (int j = 0; j < H; j++) {
+                h[j] = hn[j];
+                S[((t * D + d) * B + b) * SW + j] = h[j];
+                if (lstm) S[((t * D + d) * B + b) * SW + H + j] = c[j];
+            }
+        }
+    }
+}
+
+/* RNN: LSTM and GRU (linear_before_reset 0 and 1), forward, reverse and both directions, with and without biases
+ * and initial states, against the definition; the gradients of X, h0 and c0 through time against finite
+ * differences. */
+static void test_rnn(void) {
+    const int T = 4, B = 2, I = 3, H = 3;
+    for (int kind = 0; kind < 3; kind++)
+        for (int dir = 0; dir < 3; dir++)
+            for (int full = 0; full < 2; full++) {
+                bool lstm = kind == 0, lbr = kind == 2;
+                int ND = dir == 2 ? 2 : 1, G = lstm ? 4 : 3, SW = lstm ? 2 * H : H;
+                opnd ops[6] = {IN(rnd(DIMS(T, B, I))), CST(rnd(DIMS(ND, G * H, I))), CST(rnd(DIMS(ND, G * H, H))),
+                               CST(full ? rnd(DIMS(ND, 2 * G * H)) : NULL), IN(full ? rnd(DIMS(ND, B, H)) : NULL),
+                               IN(full && lstm ? rnd(DIMS(ND, B, H)) : NULL)};
+                cg_attrs a = cg_attrs_default();
+                a.index = lstm ? 0 : 1;
+                set_ints(&a, 3, SHAPE(H, dir, lbr));
+                double want[4 * 2 * 2 * 6];
+                for (int d = 0; d < ND; d++)
+                    ref_rnn(lstm, lbr, dir == 1 || d == 1, d, ND, T, B, I, H, D(ops[0].t), D(ops[1].t), D(ops[2].t),
+                            ops[3].t ? D(ops[3].t) : NULL, ops[4].t ? D(ops[4].t) : NULL, ops[5].t ? D(ops[5].t) : NULL,
+                            want);
+                char what[96];
+                snprintf(what, sizeof what, "RNN %s dir %d%s", lstm ? "LSTM" : lbr ? "GRU lbr" : "GRU",
+                         dir, full ? " bias+states" : "");
+                int n = lstm ? 6 : 5;
+                fwd_case(what, CG_RNN, &a, n, ops, DIMS(T, ND, B, SW), want);
+                grad_op(what, CG_RNN, &a, n, ops);
+                free_ops(6, ops);
+            }
+}
+
 int main(void) {
     test_gemm();
     test_matmul();
@@ -1442,6 +1542,8 @@ int main(void) {
     test_reduce();
     test_elementwise();
     test_pad();
+    test_rnn();
+    test_tile();
     test_expand_where();
     test_kinks();
     test_softmax();

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """export_test_models.py - small PyTorch models that use the ops of exported architectures (LayerNorm in its
 decomposed opset-14 form and as LayerNormalization at opset 17, GELU through Erf, Hardswish / Hardsigmoid in a
-squeeze-and-excitation block with a BatchNorm folded into its Conv, ELU / SELU / Softplus, Pow and Sqrt), exported by
+squeeze-and-excitation block with a BatchNorm folded into its Conv, ELU / SELU / Softplus, Pow and Sqrt, LSTM and GRU
+layers), exported by
 torch.onnx.export with constant folding, with what PyTorch computes for them: tests/test_exported.c checks cattr's
 forward pass and input gradients against these.
 
@@ -114,6 +115,27 @@ class TokenCat(nn.Module):
         return self.head(torch.cat([c, x], dim=1).mean(dim=1))
 
 
+class Recurrent(nn.Module):
+    """A two-layer bidirectional LSTM (or GRU) over [batch, time, features], its initial states computed from the
+    input (so the gradient flows into them too), read through all three of its outputs: the last step's output, the
+    final hidden states and (LSTM) the final cell states."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.lstm = cell is nn.LSTM
+        self.rnn = cell(5, 6, num_layers=2, bidirectional=True, batch_first=True)
+        self.init = nn.Linear(5, 6)
+        self.head = nn.Linear(12 + 6 + (6 if self.lstm else 0), 3)
+
+    def forward(self, x):
+        h0 = torch.tanh(self.init(x.mean(1))).unsqueeze(0).repeat(4, 1, 1)
+        if self.lstm:
+            o, (h, c) = self.rnn(x, (h0, 0.5 * h0))
+            return self.head(torch.cat([o[:, -1], h[-1], c[0]], 1))
+        o, h = self.rnn(x, h0)
+        return self.head(torch.cat([o[:, -1], h[-2]], 1))
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -156,6 +178,10 @@ def main():
     export("shape_ops_op14", ShapeOps(), torch.randn(2, 2, 5, 5), [0, 2], 14)
     torch.manual_seed(6)
     export("token_cat_op14", TokenCat(), torch.randn(2, 3, 4), [1, 0], 14)
+    torch.manual_seed(7)
+    export("lstm_op14", Recurrent(nn.LSTM), torch.randn(2, 7, 5), [2, 1], 14)
+    torch.manual_seed(8)
+    export("gru_op14", Recurrent(nn.GRU), torch.randn(2, 7, 5), [0, 2], 14)
 
 
 if __name__ == "__main__":

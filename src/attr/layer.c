@@ -792,7 +792,7 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
                          c->add[j]->data, false);
     if (st == CATTR_OK && seed) st = cx_dbuf_fit(e->be, &p->seed, (size_t)seed->numel * es, seed->data, false);
     if (st == CATTR_OK && neuron) st = cx_dbuf_fit(e->be, &p->nseed, (size_t)nseed->numel * es, nseed->data, false);
-    for (int k = 0; k < p->n_out && st == CATTR_OK; k++) {
+    for (int k = 0; st == CATTR_OK && k < p->n_out; k++) {
         int64_t cnt = neuron ? c->x[k]->numel : cx_view_numel(&lv[k]);
         st = cx_dbuf_fit(e->be, &p->acc[k], (size_t)cnt * es, NULL, true);
     }
@@ -906,7 +906,7 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
         if (st == CATTR_OK && e->p.progress) e->p.progress(lc ? s1 - 1 : s1, lc ? npts - 1 : npts, e->p.progress_user);
         s0 = lc ? s1 - 1 : s1;
     }
-    for (int k = 0; k < p->n_out && st == CATTR_OK; k++) { /* the attributions, down once */
+    for (int k = 0; st == CATTR_OK && k < p->n_out; k++) { /* the attributions, down once */
         attr[k] = neuron ? cx_tensor_alloc(c->dt, c->x[k]->ndim, c->x[k]->shape) : cx_tensor_alloc(c->dt, lv[k].ndim, lv[k].shape);
         if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else st = cx_copy_out(e->be, attr[k]->data, p->acc[k].p, (size_t)attr[k]->numel * es);

@@ -373,6 +373,14 @@ static cattr_status r_expand(cg_graph *g, int ni, int gy, const bool *need, int 
     return CATTR_OK;
 }
 
+/* Tile: the gradient of each element summed over its copies */
+static cattr_status r_tile(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_TILE_GRAD, NULL, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
 /* Where: each value operand gets the gradient where it was taken */
 static cattr_status r_where(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
@@ -471,6 +479,26 @@ static cattr_status r_attention(cg_graph *g, int ni, int gy, const bool *need, i
     return CATTR_OK;
 }
 
+/* RNN: the gradients of X and of the initial states through time (RNNGrad recomputes the gates from the states);
+ * none for the weights, which are constants of the model. */
+static cattr_status r_rnn(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1] || need[2] || (nd.n_in > 3 && need[3]))
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a recurrent layer's weights", nd.name);
+    int x[6] = {-1, -1, -1, -1, -1, -1};
+    for (int i = 0; i < nd.n_in && i < 6; i++) x[i] = nd.in[i];
+    static const int which[3] = {0, 4, 5};
+    for (int k = 0; k < 3; k++) {
+        if (which[k] >= nd.n_in || !need[which[k]]) continue;
+        cg_attrs a = nd.a;
+        a.n_ints = 4;
+        a.ints[3] = k;
+        gx[which[k]] = EMIT(CG_RNN_GRAD, &a, gy, nd.out, x[0], x[1], x[2], x[3], x[4], x[5]);
+    }
+    return CATTR_OK;
+}
+
 static cattr_status r_logsoftmax(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     return unary_rule(g, ni, gy, need, gx, CG_LOGSOFTMAX_GRAD, true);
@@ -520,11 +548,13 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_CAST] = r_cast;
     r->by_op[CG_SHAPE] = r->by_op[CG_EQUAL] = r->by_op[CG_CONSTANT_OF_SHAPE] = r_none;
     r->by_op[CG_EXPAND] = r_expand;
+    r->by_op[CG_TILE] = r_tile;
     r->by_op[CG_WHERE] = r_where;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;
     r->by_op[CG_ATTENTION] = r_attention;
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
+    r->by_op[CG_RNN] = r_rnn;
 }
 
 /* ---- the transform ----------------------------------------------------------------------------------------- */

@@ -124,6 +124,15 @@ typedef enum cg_op {
     CG_EQUAL,       /* (A, B) -> int64 0/1, numpy broadcasting */
     CG_WHERE,       /* (C int64, X, Y) -> X where C != 0 else Y, numpy broadcasting of the three */
     CG_EXPAND,      /* (X[, shape]); ints = the shape (folded when planning) -> X broadcast with it (ONNX Expand) */
+    CG_TILE,        /* (X[, repeats]); ints = the repeats per dim (folded when planning) -> X tiled (ONNX Tile) */
+    CG_TILE_GRAD,   /* (gY, X) -> gX: the sum of gY over the copies of each element (repeats = gY's dims / X's) */
+    CG_RNN,         /* (X [T, B, I], W [D, G*H, I], R [D, G*H, H], bias [D, 2*G*H] or -1, h0 [D, B, H] or -1, c0 or -1);
+                     * index 0: LSTM (G = 4, gates i o f c), 1: GRU (G = 3, gates z r h); ints = {H, direction (0
+                     * forward, 1 reverse, 2 both; D = 2 for both), linear_before_reset} -> the states [T, D, B, S]:
+                     * the hidden state h (S = H; LSTM: h then the cell state c, S = 2H) after each step, in X's time
+                     * order (ONNX's LSTM/GRU with the default activations, unrolled over the concrete T) */
+    CG_RNN_GRAD,    /* (gS, S, X, W, R, bias, h0, c0); RNN's index and ints, ints[3] = which gradient (0: X, 1: h0,
+                     * 2: c0) -> that gradient, through time */
     CG_OP_COUNT
 } cg_op;
 

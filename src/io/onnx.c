@@ -273,7 +273,7 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU };
 
 typedef struct op_spec {
     const char *name;
@@ -323,6 +323,7 @@ static const op_spec k_ops[] = {
     {"Equal", CG_EQUAL, 2, 2, "", 0, ""},
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
     {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
+    {"Tile", CG_TILE, 2, 2, "", 0, ""},
     {"Cast", CG_CAST, 1, 1, "to saturate", 0, ""},
     {"Max", CG_MAX, 1, 2, "", 0, ""},
     {"Min", CG_MIN, 1, 2, "", 0, ""},
@@ -340,6 +341,10 @@ static const op_spec k_ops[] = {
     {"Identity", CG_IDENTITY, 1, 1, "", 0, ""},
     {"Dropout", OP_DROPOUT, 1, 3, "ratio seed", 0, ""},
     {"LayerNormalization", OP_LAYERNORM, 1, 3, "axis epsilon stash_type", 0, ""},
+    {"LSTM", OP_LSTM, 3, 8, "activation_alpha activation_beta activations clip direction hidden_size input_forget layout",
+     0, ""},
+    {"GRU", OP_GRU, 3, 6, "activation_alpha activation_beta activations clip direction hidden_size layout "
+     "linear_before_reset", 0, ""},
     {"Constant", OP_CONSTANT, 0, 0, "value value_float value_floats value_int value_ints", 0, ""},
 };
 
@@ -594,6 +599,110 @@ static cattr_status wide_concat(nctx *c, int idx) {
     return define(L, n->output[0], acc, idx, 0);
 }
 
+/* LSTM and GRU (opsets 7 to 14+): one RNN node computing the states of every step, and the ONNX outputs as slices of
+ * it: Y [T, D, B, H] the hidden states, Y_h [D, B, H] each direction's last (forward: step T-1, reverse: step 0),
+ * Y_c the LSTM's last cell states. The default activations only, no clip, peepholes, sequence lengths or
+ * input_forget, layout 0 (time first, as PyTorch's exporter writes). */
+static cattr_status recurrent(nctx *c, int idx, bool gru) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    int64_t hidden = 0, v;
+    CX_CHECK(attr_int(c, "hidden_size", 0, &hidden));
+    if (hidden < 1 || hidden > ((int64_t)1 << 24))
+        return nfail(c, CATTR_ERR_FORMAT, "attribute hidden_size must be between 1 and 2^24 (got %lld)", (long long)hidden);
+    const Onnx__AttributeProto *at;
+    CX_CHECK(attr_typed(c, "direction", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &at));
+    int dir = 0;
+    if (at) {
+        const char *d = (const char *)at->s.data;
+        size_t dl = at->s.len;
+        if (dl == 7 && memcmp(d, "forward", 7) == 0) dir = 0;
+        else if (dl == 7 && memcmp(d, "reverse", 7) == 0) dir = 1;
+        else if (dl == 13 && memcmp(d, "bidirectional", 13) == 0) dir = 2;
+        else return nfail(c, CATTR_ERR_FORMAT, "direction must be forward, reverse or bidirectional");
+    }
+    CX_CHECK(attr_typed(c, "activations", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRINGS, "a list of strings", &at));
+    if (at) { /* the defaults written out are accepted: Sigmoid, Tanh(, Tanh) per direction */
+        size_t per = gru ? 2 : 3;
+        bool ok = at->n_strings == per * (dir == 2 ? 2 : 1);
+        for (size_t i = 0; ok && i < at->n_strings; i++) {
+            const char *want = i % per == 0 ? "Sigmoid" : "Tanh";
+            ok = at->strings[i].len == strlen(want) && memcmp(at->strings[i].data, want, strlen(want)) == 0;
+        }
+        if (!ok) return nfail(c, CATTR_ERR_UNSUPPORTED, "only the default activations (%s) are supported",
+                              gru ? "Sigmoid, Tanh" : "Sigmoid, Tanh, Tanh");
+    }
+    if (attr_find(c, "activation_alpha") || attr_find(c, "activation_beta"))
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "activation_alpha / activation_beta are not supported");
+    if (attr_find(c, "clip")) return nfail(c, CATTR_ERR_UNSUPPORTED, "attribute clip is not supported");
+    CX_CHECK(attr_int(c, "layout", 0, &v));
+    if (v != 0)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "layout=%lld is not supported (only layout 0, time first, as PyTorch's "
+                                               "exporter writes)", (long long)v);
+    CX_CHECK(attr_int(c, "input_forget", 0, &v));
+    if (v != 0) return nfail(c, CATTR_ERR_UNSUPPORTED, "input_forget=1 is not supported");
+    int64_t lbr = 0;
+    if (gru) CX_CHECK(attr_int(c, "linear_before_reset", 0, &lbr));
+    if (c->in[4] >= 0)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "input sequence_lens is not supported (every sequence runs to the end)");
+    if (!gru && c->in[7] >= 0) return nfail(c, CATTR_ERR_UNSUPPORTED, "peepholes (input P) are not supported");
+    cg_attrs a = cg_attrs_default();
+    a.index = gru ? 1 : 0;
+    a.n_ints = 3;
+    a.ints[0] = hidden;
+    a.ints[1] = dir;
+    a.ints[2] = lbr != 0;
+    int in[6] = {c->in[0], c->in[1], c->in[2], c->in[3], c->in[5], gru ? -1 : c->in[6]};
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s/states", c->label);
+    cg_graph *g = L->g;
+    int st = cg_add_node(g, CG_RNN, c->label, in, gru ? 5 : 6, &a, nm);
+    if (st < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    int64_t D = dir == 2 ? 2 : 1;
+    for (size_t k = 0; k < n->n_output && k < 3; k++) {
+        if (!n->output[k] || !*n->output[k]) continue;
+        if (k == 2 && gru) return nfail(c, CATTR_ERR_FORMAT, "a GRU has two outputs");
+        int64_t lo = k == 2 ? hidden : 0;
+        cg_attrs sa = cg_attrs_default(); /* the hidden (or cell) part of the states: [T, D, B, H] */
+        sa.n_ints = 4;
+        sa.ints[0] = lo;
+        sa.ints[1] = lo + hidden;
+        sa.ints[2] = 3;
+        sa.ints[3] = 1;
+        snprintf(nm, sizeof nm, k == 0 ? "%s" : "%s/part%zu", c->label, k);
+        int y = cg_add_node(g, CG_SLICE, nm, &st, 1, &sa, k == 0 ? n->output[0] : nm);
+        if (y >= 0 && k > 0) { /* each direction's last step: [1, D, B, H] -> [D, B, H] */
+            int part[2];
+            for (int64_t d = 0; d < D && y >= 0; d++) {
+                bool rev = dir == 1 || d == 1;
+                cg_attrs pa = cg_attrs_default();
+                pa.n_ints = 8;
+                int64_t q[8] = {rev ? 0 : -1, d, rev ? 1 : INT64_MAX, d + 1, 0, 1, 1, 1};
+                memcpy(pa.ints, q, sizeof q);
+                snprintf(nm, sizeof nm, "%s/last%zu_%lld", c->label, k, (long long)d);
+                part[d] = cg_add_node(g, CG_SLICE, nm, &y, 1, &pa, nm);
+                if (part[d] < 0) y = -1;
+            }
+            if (y >= 0 && D == 2) {
+                cg_attrs ca = cg_attrs_default();
+                ca.axis = 1;
+                snprintf(nm, sizeof nm, "%s/last%zu", c->label, k);
+                y = cg_add_node(g, CG_CONCAT, nm, part, 2, &ca, nm);
+            } else if (y >= 0) {
+                y = part[0];
+            }
+            cg_attrs qa = cg_attrs_default();
+            qa.n_ints = 1;
+            qa.ints[0] = 0;
+            snprintf(nm, sizeof nm, "%s/output%zu", c->label, k);
+            if (y >= 0) y = cg_add_node(g, CG_SQUEEZE, nm, &y, 1, &qa, n->output[k]);
+        }
+        if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+        CX_CHECK(define(L, n->output[k], y, idx, (int)k));
+    }
+    return CATTR_OK;
+}
+
 static cattr_status convert_node(loader *L, int idx) {
     const Onnx__NodeProto *n = L->gp->node[idx];
     char lbuf[160];
@@ -637,6 +746,7 @@ static cattr_status convert_node(loader *L, int idx) {
     }
 
     if (sp->op == OP_LAYERNORM) return layer_norm(&c, idx);
+    if (sp->op == OP_LSTM || sp->op == OP_GRU) return recurrent(&c, idx, sp->op == OP_GRU);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */
@@ -731,7 +841,7 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     }
     case CG_MAX: case CG_MIN:
-        if (n->n_input == 1) op = CG_IDENTITY; /* the one operand itself */
+        if (c.in[1] < 0) op = CG_IDENTITY; /* the one operand itself (input 1 absent or empty) */
         else nin = 2;
         break;
     case CG_SOFTMAX:
@@ -769,8 +879,9 @@ static cattr_status convert_node(loader *L, int idx) {
     }
     case CG_EQUAL: nin = 2; break;
     case CG_WHERE: nin = 3; break;
-    case CG_EXPAND: case CG_CONSTANT_OF_SHAPE: { /* the shape: a constant, or computed from shapes (folded per call) */
-        int si = sp->op == CG_EXPAND ? 1 : 0;
+    case CG_EXPAND: case CG_CONSTANT_OF_SHAPE: case CG_TILE: { /* the shape (Tile: the repeats): a constant, or
+                                                                * computed from shapes (folded per call) */
+        int si = sp->op == CG_CONSTANT_OF_SHAPE ? 0 : 1;
         if (sp->op == CG_CONSTANT_OF_SHAPE) {
             const Onnx__AttributeProto *vp = attr_find(&c, "value");
             a.alpha = 0;
@@ -784,7 +895,7 @@ static cattr_status convert_node(loader *L, int idx) {
             }
         }
         if (L->g->vals[c.in[si]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[si], 0)) {
-            CX_CHECK(fold_ints(&c, si, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
+            CX_CHECK(fold_ints(&c, si, sp->op == CG_TILE ? "repeats" : "shape", CG_MAX_INTS, a.ints, &a.n_ints));
             nin = si;
         } else {
             nin = si + 1;

@@ -191,6 +191,66 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         }
         return CATTR_OK;
     }
+    case CG_TILE:
+        if (n->n_in > 1) SHAPE_FAIL("the repeats are not known when the call is planned");
+        if (a->n_ints != in[0].ndim) SHAPE_FAIL("%d repeats for an input of rank %d", a->n_ints, in[0].ndim);
+        copy_shape(out, &in[0]);
+        for (int d = 0; d < in[0].ndim; d++)
+            if (a->ints[d] < 0 || __builtin_mul_overflow(in[0].shape[d], a->ints[d], &out->shape[d]))
+                SHAPE_FAIL("repeat %lld of dim %d is out of range", (long long)a->ints[d], d);
+        return CATTR_OK;
+    case CG_TILE_GRAD:
+        if (in[0].ndim != in[1].ndim) SHAPE_FAIL("the gradient's rank differs from the input's");
+        for (int d = 0; d < in[1].ndim; d++)
+            if (in[1].shape[d] ? in[0].shape[d] % in[1].shape[d] != 0 : in[0].shape[d] != 0)
+                SHAPE_FAIL("dim %d of the gradient is not a multiple of the input's", d);
+        copy_shape(out, &in[1]);
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    case CG_RNN: case CG_RNN_GRAD: {
+        const cx_view *v = n->op == CG_RNN ? in : in + 2; /* X, W, R, bias, h0, c0 */
+        int nv = n->n_in - (n->op == CG_RNN ? 0 : 2);
+        if (a->n_ints < 3 || a->ints[0] < 1 || a->ints[1] < 0 || a->ints[1] > 2 || a->index < 0 || a->index > 1)
+            SHAPE_FAIL("bad recurrent attributes");
+        if (nv < 3 || v[0].ndim != 3) SHAPE_FAIL("X must be [sequence, batch, features]");
+        int64_t H = a->ints[0], D = a->ints[1] == 2 ? 2 : 1, G = a->index == 0 ? 4 : 3;
+        int64_t T = v[0].shape[0], B = v[0].shape[1], I = v[0].shape[2];
+        if (H > ((int64_t)1 << 24)) SHAPE_FAIL("hidden size %lld is too large", (long long)H);
+        if (v[1].ndim != 3 || v[1].shape[0] != D || v[1].shape[1] != G * H || v[1].shape[2] != I)
+            SHAPE_FAIL("W must be [%lld, %lld, %lld]", (long long)D, (long long)(G * H), (long long)I);
+        if (v[2].ndim != 3 || v[2].shape[0] != D || v[2].shape[1] != G * H || v[2].shape[2] != H)
+            SHAPE_FAIL("R must be [%lld, %lld, %lld]", (long long)D, (long long)(G * H), (long long)H);
+        const int *src = n->op == CG_RNN ? n->in : n->in + 2;
+        if (nv > 3 && src[3] >= 0 && (v[3].ndim != 2 || v[3].shape[0] != D || v[3].shape[1] != 2 * G * H))
+            SHAPE_FAIL("the bias must be [%lld, %lld]", (long long)D, (long long)(2 * G * H));
+        for (int k = 4; k < 6 && k < nv; k++)
+            if (src[k] >= 0 && (v[k].ndim != 3 || v[k].shape[0] != D || v[k].shape[1] != B || v[k].shape[2] != H))
+                SHAPE_FAIL("initial state %d must be [%lld, %lld, %lld]", k - 4, (long long)D, (long long)B, (long long)H);
+        if (a->index == 1 && nv > 5 && src[5] >= 0) SHAPE_FAIL("a GRU has no cell state");
+        if (n->op == CG_RNN) {
+            out->ndim = 4;
+            out->shape[0] = T;
+            out->shape[1] = D;
+            out->shape[2] = B;
+            out->shape[3] = a->index == 0 ? 2 * H : H;
+            out->dtype = v[0].dtype;
+            return CATTR_OK;
+        }
+        if (a->n_ints < 4 || a->ints[3] < 0 || a->ints[3] > 2) SHAPE_FAIL("bad gradient selector");
+        if (in[0].ndim != 4 || in[1].ndim != 4 || in[0].shape[0] != T || in[0].shape[1] != D || in[0].shape[2] != B ||
+            in[0].shape[3] != (a->index == 0 ? 2 * H : H) || !cx_shape_eq(4, in[0].shape, 4, in[1].shape))
+            SHAPE_FAIL("the states' gradient does not match the states");
+        if (a->ints[3] == 0) {
+            copy_shape(out, &v[0]);
+        } else {
+            out->ndim = 3;
+            out->shape[0] = D;
+            out->shape[1] = B;
+            out->shape[2] = H;
+        }
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    }
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: {
         bool red[CATTR_MAX_DIMS];
         if (!cx_reduce_axes(a, in[0].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[0].ndim);
@@ -278,6 +338,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         out->dtype = in[2].dtype;
         return CATTR_OK;
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_POW: case CG_MAX: case CG_MIN: {
+        if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) SHAPE_FAIL("two operands are required");
         if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
             SHAPE_FAIL("operands do not broadcast");
         if (in[0].dtype != in[1].dtype) SHAPE_FAIL("operand dtypes differ (%s, %s)", cattr_dtype_name(in[0].dtype),

@@ -944,6 +944,182 @@ static cattr_status k_attention_grad(const cg_node *n, const cx_view *in, cx_vie
     return CATTR_OK;
 }
 
+/* TileGrad (gY, X) -> gX: for each element of X, the sum of the gradients of its copies. */
+static cattr_status k_tile_grad(const cx_view *in, cx_view *out) {
+    int64_t c[CATTR_MAX_DIMS], nx = cx_view_numel(out), ng = cx_view_numel(&in[0]);
+    double *acc = zeros(nx);
+    if (!acc) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory in the cpu-check backend");
+    for (int64_t i = 0; i < ng; i++) {
+        unravel(i, in[0].ndim, in[0].shape, c);
+        int64_t at = 0;
+        for (int d = 0; d < out->ndim; d++) at = at * out->shape[d] + c[d] % out->shape[d];
+        acc[at] += get(&in[0], i);
+    }
+    for (int64_t i = 0; i < nx; i++) put(out, i, acc[i]);
+    free(acc);
+    return CATTR_OK;
+}
+
+/* ---- recurrent layers ---------------------------------------------------------------------------------------- */
+
+static double sigm(double x) { return 1 / (1 + exp(-x)); }
+
+/* Element (b, j) of the state before step t of direction d: the initial state (h0 or c0, `k` 0 or 1) when t is the
+ * direction's first step, else the stored state of the step before (h at column j, c at column H + j). */
+typedef struct rnn_ref {
+    const cx_view *x, *w, *r, *bias, *h0, *c0, *states;
+    int64_t T, B, In, H, D, G, SW;
+    bool lstm, lbr;
+} rnn_ref;
+
+static double rnn_prev(const rnn_ref *m, int64_t d, int64_t t, bool rev, int k, int64_t b, int64_t j) {
+    bool first = rev ? t == m->T - 1 : t == 0;
+    if (first) {
+        const cx_view *v = k ? m->c0 : m->h0;
+        return v ? get(v, (d * m->B + b) * m->H + j) : 0;
+    }
+    int64_t tp = rev ? t + 1 : t - 1;
+    return get(m->states, ((tp * m->D + d) * m->B + b) * m->SW + k * m->H + j);
+}
+
+/* The gates of step t, row b, after their activations (gates[G*H]), and for a GRU the recurrent part of the h gate
+ * (rec[H]: h R_h^T + Rb_h, or (r * h) R_h^T + Rb_h without linear_before_reset). */
+static void rnn_step_gates(const rnn_ref *m, int64_t d, int64_t t, bool rev, int64_t b, double *gates, double *rec) {
+    int64_t H = m->H, GH = m->G * H;
+    for (int64_t row = 0; row < GH; row++) {
+        double a = 0, hsum = 0;
+        for (int64_t i = 0; i < m->In; i++)
+            a += get(m->w, (d * GH + row) * m->In + i) * get(m->x, (t * m->B + b) * m->In + i);
+        for (int64_t i = 0; i < H; i++)
+            hsum += get(m->r, (d * GH + row) * H + i) * rnn_prev(m, d, t, rev, 0, b, i);
+        double wb = m->bias ? get(m->bias, d * 2 * GH + row) : 0, rb = m->bias ? get(m->bias, d * 2 * GH + GH + row) : 0;
+        if (m->lstm) gates[row] = row >= 3 * H ? tanh(a + hsum + wb + rb) : sigm(a + hsum + wb + rb);
+        else if (row < 2 * H) gates[row] = sigm(a + hsum + wb + rb);
+        else {
+            gates[row] = a + wb;
+            rec[row - 2 * H] = hsum + rb;
+        }
+    }
+    if (m->lstm) return;
+    for (int64_t j = 0; j < H; j++) {
+        if (!m->lbr) { /* (r * h) R_h^T */
+            double sum = 0;
+            for (int64_t i = 0; i < H; i++)
+                sum += get(m->r, (d * GH + 2 * H + j) * H + i) * gates[H + i] * rnn_prev(m, d, t, rev, 0, b, i);
+            rec[j] = sum + (m->bias ? get(m->bias, d * 2 * GH + GH + 2 * H + j) : 0);
+        }
+        gates[2 * H + j] = tanh(gates[2 * H + j] + (m->lbr ? gates[H + j] * rec[j] : rec[j]));
+    }
+}
+
+/* RNN (X, W, R, bias, h0, c0) -> the states [T, D, B, S]; RNNGrad (gS, S, X, W, R, bias, h0, c0) -> the gradient
+ * of X (ints[3] = 0), h0 (1) or c0 (2) by backpropagation through time, with the gates recomputed from the states. */
+static cattr_status k_rnn(const cg_node *n, const cx_view *in0, cx_view *out) {
+    bool grad = n->op == CG_RNN_GRAD;
+    const cx_view *in = grad ? in0 + 2 : in0;
+    const int *src = grad ? n->in + 2 : n->in;
+    int nin = n->n_in - (grad ? 2 : 0);
+    rnn_ref m = {&in[0], &in[1], &in[2], nin > 3 && src[3] >= 0 ? &in[3] : NULL, nin > 4 && src[4] >= 0 ? &in[4] : NULL,
+                 nin > 5 && src[5] >= 0 ? &in[5] : NULL, grad ? &in0[1] : out, in[0].shape[0], in[0].shape[1],
+                 in[0].shape[2], n->a.ints[0], n->a.ints[1] == 2 ? 2 : 1, n->a.index == 0 ? 4 : 3, 0,
+                 n->a.index == 0, n->a.ints[2] != 0};
+    int64_t H = m.H, GH = m.G * H, B = m.B;
+    m.SW = m.lstm ? 2 * H : H;
+    double *gates = zeros(GH), *rec = zeros(H), *dg = zeros(GH), *dh = zeros(B * H), *dc = zeros(B * H), *dhp = zeros(H);
+    double *acc = grad ? zeros(cx_view_numel(out)) : NULL;
+    cattr_status st = CATTR_OK;
+    if (!gates || !rec || !dg || !dh || !dc || !dhp || (grad && !acc)) {
+        st = no_memory(n);
+        goto done;
+    }
+    for (int64_t d = 0; d < m.D; d++) {
+        bool rev = n->a.ints[1] == 1 || d == 1;
+        memset(dh, 0, (size_t)(B * H) * sizeof(double));
+        memset(dc, 0, (size_t)(B * H) * sizeof(double));
+        for (int64_t s = 0; s < m.T; s++) {
+            int64_t k = grad ? m.T - 1 - s : s, t = rev ? m.T - 1 - k : k;
+            int64_t at = (t * m.D + d) * B * m.SW;
+            for (int64_t b = 0; b < B; b++) {
+                rnn_step_gates(&m, d, t, rev, b, gates, rec);
+                if (!grad) {
+                    for (int64_t j = 0; j < H; j++) {
+                        if (m.lstm) {
+                            double c = gates[2 * H + j] * rnn_prev(&m, d, t, rev, 1, b, j) + gates[j] * gates[3 * H + j];
+                            put(out, at + b * m.SW + H + j, c);
+                            put(out, at + b * m.SW + j, gates[H + j] * tanh(rnd(out, c)));
+                        } else {
+                            double z = gates[j];
+                            put(out, at + b * m.SW + j, (1 - z) * gates[2 * H + j] + z * rnn_prev(&m, d, t, rev, 0, b, j));
+                        }
+                    }
+                    continue;
+                }
+                /* backward through step t: the gates' pre-activation gradients dg, then X's and the state's */
+                double *dhb = dh + b * H, *dcb = dc + b * H;
+                for (int64_t j = 0; j < H; j++) {
+                    double dH = get(&in0[0], at + b * m.SW + j) + dhb[j];
+                    if (m.lstm) {
+                        double i = gates[j], o = gates[H + j], f = gates[2 * H + j], c = gates[3 * H + j];
+                        double tc = tanh(get(m.states, at + b * m.SW + H + j));
+                        double dC = get(&in0[0], at + b * m.SW + H + j) + dcb[j] + dH * o * (1 - tc * tc);
+                        dg[j] = dC * c * i * (1 - i);
+                        dg[H + j] = dH * tc * o * (1 - o);
+                        dg[2 * H + j] = dC * rnn_prev(&m, d, t, rev, 1, b, j) * f * (1 - f);
+                        dg[3 * H + j] = dC * i * (1 - c * c);
+                        dcb[j] = dC * f;
+                        dhp[j] = 0;
+                    } else {
+                        double z = gates[j], ht = gates[2 * H + j];
+                        dg[j] = dH * (rnn_prev(&m, d, t, rev, 0, b, j) - ht) * z * (1 - z);
+                        dg[2 * H + j] = dH * (1 - z) * (1 - ht * ht);
+                        dhp[j] = dH * z;
+                    }
+                }
+                if (!m.lstm) { /* the r gate and the h gate's recurrent part */
+                    for (int64_t j = 0; j < H; j++) {
+                        double r = gates[H + j];
+                        if (m.lbr) {
+                            dg[H + j] = dg[2 * H + j] * rec[j] * r * (1 - r);
+                            for (int64_t i = 0; i < H; i++)
+                                dhp[i] += dg[2 * H + j] * r * get(m.r, (d * GH + 2 * H + j) * H + i);
+                        } else {
+                            double ds = 0; /* the gradient of (r * h)_j */
+                            for (int64_t l = 0; l < H; l++) ds += dg[2 * H + l] * get(m.r, (d * GH + 2 * H + l) * H + j);
+                            dg[H + j] = ds * rnn_prev(&m, d, t, rev, 0, b, j) * r * (1 - r);
+                            dhp[j] += ds * r;
+                        }
+                    }
+                }
+                int64_t nrec = m.lstm ? GH : 2 * H; /* the gates whose pre-activation has h R^T */
+                for (int64_t i = 0; i < H; i++) {
+                    double sum = 0;
+                    for (int64_t row = 0; row < nrec; row++) sum += dg[row] * get(m.r, (d * GH + row) * H + i);
+                    dhp[i] += sum;
+                }
+                for (int64_t i = 0; i < H; i++) dhb[i] = dhp[i];
+                if (n->a.ints[3] == 0)
+                    for (int64_t i = 0; i < m.In; i++) {
+                        double sum = 0;
+                        for (int64_t row = 0; row < GH; row++) sum += dg[row] * get(m.w, (d * GH + row) * m.In + i);
+                        acc[(t * B + b) * m.In + i] += sum;
+                    }
+            }
+        }
+        if (grad && n->a.ints[3] > 0)
+            for (int64_t i = 0; i < B * H; i++) acc[d * B * H + i] = n->a.ints[3] == 1 ? dh[i] : dc[i];
+    }
+    for (int64_t i = 0; grad && i < cx_view_numel(out); i++) put(out, i, acc[i]);
+done:
+    free(gates);
+    free(rec);
+    free(dg);
+    free(dh);
+    free(dc);
+    free(dhp);
+    free(acc);
+    return st;
+}
+
 /* SwiGLU: (G, U) -> G sigmoid(G) U. SwiGLUGrad: (G, U, gY); index 1: dU = gY G sigmoid(G); else dG = a s + a G (1 - s)
  * s with a = gY U, s = sigmoid(G). */
 static cattr_status k_swiglu(const cg_node *n, const cx_view *in, cx_view *out) {
@@ -1103,6 +1279,10 @@ static cattr_status k_select(const cg_node *n, const cx_view *in, cx_view *out) 
             double b = in[1].dtype == CATTR_INT64 ? (double)((const int64_t *)in[1].data)[bcast_index(out->ndim, c, in[1].ndim, in[1].shape)]
                                                   : get(&in[1], bcast_index(out->ndim, c, in[1].ndim, in[1].shape));
             ((int64_t *)out->data)[i] = a == b;
+        } else if (n->op == CG_TILE) {
+            int64_t at = 0;
+            for (int d = 0; d < out->ndim; d++) at = at * in[0].shape[d] + c[d] % in[0].shape[d];
+            copy_elem(out->data, i, in[0].data, at, es);
         } else {
             const cx_view *src = &in[0];
             if (n->op == CG_WHERE)
@@ -1130,7 +1310,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
         for (int64_t k = 0; k < out->shape[0]; k++) ((int64_t *)out->data)[k] = in[0].shape[lo + k];
         return CATTR_OK;
     }
-    case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: return k_select(n, in, out);
+    case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE: return k_select(n, in, out);
     case CG_CAST: /* through double; to int64 truncating toward zero */
         for (int64_t k = 0; k < cx_view_numel(out); k++) {
             if (out->dtype == CATTR_INT64)
@@ -1158,6 +1338,8 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_BINARY_GRAD:
         return k_ew(n, in, out);
     case CG_PAD: case CG_PAD_GRAD: return k_pad(n, in, out);
+    case CG_RNN: case CG_RNN_GRAD: return k_rnn(n, in, out);
+    case CG_TILE_GRAD: return k_tile_grad(in, out);
     case CG_GEMM: return k_gemm(n, in, out);
     case CG_MATMUL: return k_matmul(n, in, out);
     case CG_CONV: case CG_CONV_GRAD_INPUT: return k_conv(n, in, out);

@@ -624,6 +624,12 @@ static cattr_status k_select_ops(const cg_node *n, const cx_view *in, cx_view *o
                    (const char *)src->data + (size_t)cx_bcast_at(out->ndim, c, src->ndim, src->shape) * es, es);
             break;
         }
+        case CG_TILE: {
+            int64_t at = 0;
+            for (int d = 0; d < out->ndim; d++) at = at * in[0].shape[d] + c[d] % in[0].shape[d];
+            memcpy((char *)out->data + (size_t)i * es, (const char *)in[0].data + (size_t)at * es, es);
+            break;
+        }
         default: /* Expand */
             memcpy((char *)out->data + (size_t)i * es,
                    (const char *)in[0].data + (size_t)cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape) * es, es);
@@ -649,7 +655,8 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_WHERE_ID: return k_where_id(n, in, out);
     case CG_PLACE_ROWS: return k_place_rows(n, in, out);
     case CG_SHAPE: case CG_CAST: return k_shape_cast(n, in, out);
-    case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: return k_select_ops(n, in, out);
+    case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE:
+        return k_select_ops(n, in, out);
     default: break;
     }
     if (!flt)
@@ -675,6 +682,8 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_UNARY_GRAD: return DISPATCH(ew_unary_grad, n, in, out);
     case CG_POW: case CG_MAX: case CG_MIN: case CG_BINARY_GRAD: return DISPATCH(ew_binary, n, in, out);
     case CG_PAD: case CG_PAD_GRAD: return DISPATCH(pad, n, in, out);
+    case CG_RNN: case CG_RNN_GRAD: return DISPATCH(rnn, n, in, out);
+    case CG_TILE_GRAD: return DISPATCH(tile_grad, n, in, out);
     case CG_GEMM: case CG_MATMUL: {
         cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);
         if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));

@@ -1154,3 +1154,181 @@ static cattr_status K(lrp_div)(const cg_node *n, const cx_view *in, cx_view *out
     for (int64_t i = 0; i < cnt; i++) y[i] = g[i] / (z[i] + (z[i] < 0 ? -eps : eps)););
     return CATTR_OK;
 }
+
+/* ---- recurrent layers (ONNX LSTM and GRU with their default activations; graph.h, CG_RNN) ------------------ */
+
+static inline T K(rnn_sig)(T x) { return (T)1 / ((T)1 + EXP(-x)); }
+
+/* One step's gates in direction d from the previous state hp (rows of stride ldh): g[B, G*H] holds the activated
+ * gates (LSTM i o f c; GRU z r h), q[B, H] the GRU's recurrent part of its h gate (h R_h^T + Rb_h, or with
+ * linear_before_reset = 0 the product (r * h) R_h^T + Rb_h), both for the backward step. */
+static void K(rnn_gates)(const cg_node *n, const cx_view *in, const T *bias0, int64_t d, int64_t t, const T *hp,
+                         int64_t ldh, T *g, T *hr, T *q) {
+    const cx_view *x = &in[0];
+    int64_t B = x->shape[1], In = x->shape[2], H = n->a.ints[0], G = n->a.index == 0 ? 4 : 3, GH = G * H;
+    const T *X = (const T *)x->data + t * B * In, *W = (const T *)in[1].data + d * GH * In;
+    const T *R = (const T *)in[2].data + d * GH * H;
+    const T *bias = bias0 ? bias0 + d * 2 * GH : NULL;
+    bool lstm = n->a.index == 0, lbr = n->a.ints[2] != 0;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)GH, (int)In, (T)1, X, (int)In, W, (int)In, (T)0, g, (int)GH);
+    /* the recurrent products: every gate's for an LSTM, z and r (and h's when linear_before_reset) for a GRU */
+    int64_t nrec = lstm || lbr ? GH : 2 * H;
+    GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)nrec, (int)H, (T)1, hp, (int)ldh, R, (int)H, (T)0, hr,
+         (int)GH);
+    for (int64_t b = 0; b < B; b++) {
+        T *gb = g + b * GH, *hb = hr + b * GH;
+        for (int64_t j = 0; j < GH; j++) {
+            T wb = bias ? bias[j] : 0, rb = bias ? bias[GH + j] : 0;
+            if (lstm || j < 2 * H) {
+                T a = gb[j] + hb[j] + wb + rb;
+                gb[j] = lstm && j >= 3 * H ? TANH(a) : K(rnn_sig)(a);
+            }
+        }
+    }
+    if (lstm) return;
+    if (!lbr) { /* (r * h) R_h^T: r first */
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < H; j++) q[b * H + j] = g[b * GH + H + j] * hp[b * ldh + j];
+        GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, (int)B, (int)H, (int)H, (T)1, q, (int)H, R + 2 * H * H, (int)H,
+             (T)0, hr + 2 * H, (int)GH);
+    }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < H; j++) {
+            T rec = hr[b * GH + 2 * H + j] + (bias ? bias[GH + 2 * H + j] : 0);
+            T *gh = &g[b * GH + 2 * H + j];
+            q[b * H + j] = rec;
+            *gh = TANH(*gh + (bias ? bias[2 * H + j] : 0) + (lbr ? g[b * GH + H + j] * rec : rec));
+        }
+}
+
+/* RNN (X, W, R, bias, h0, c0) -> states [T, D, B, S], and RNNGrad (gS, S, X, W, R, bias, h0, c0) -> the gradient
+ * of X, h0 or c0 by backpropagation through time, each step's gates recomputed from the stored states. */
+static cattr_status K(rnn)(const cg_node *n, const cx_view *in0, cx_view *out) {
+    bool grad = n->op == CG_RNN_GRAD, lstm = n->a.index == 0, lbr = n->a.ints[2] != 0;
+    const cx_view *in = grad ? in0 + 2 : in0;
+    const T *gS = grad ? in0[0].data : NULL;
+    const T *S = grad ? in0[1].data : out->data;
+    int nin = n->n_in - (grad ? 2 : 0);
+    const int *src = grad ? n->in + 2 : n->in;
+    int64_t T_ = in[0].shape[0], B = in[0].shape[1], In = in[0].shape[2], H = n->a.ints[0];
+    int64_t D = n->a.ints[1] == 2 ? 2 : 1, G = lstm ? 4 : 3, GH = G * H, SW = lstm ? 2 * H : H;
+    int which = grad ? (int)n->a.ints[3] : -1;
+    const T *h0 = nin > 4 && src[4] >= 0 ? in[4].data : NULL, *c0 = nin > 5 && src[5] >= 0 ? in[5].data : NULL;
+    const T *bias = nin > 3 && src[3] >= 0 ? in[3].data : NULL;
+    size_t per = (size_t)(B * GH * 3 + B * H * 6);
+    T *buf = calloc(per, sizeof(T));
+    if (!buf) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    T *g = buf, *hr = g + B * GH, *da = hr + B * GH, *q = da + B * GH, *zero = q + B * H, *dh = zero + B * H;
+    T *dc = dh + B * H, *dhp = dc + B * H, *tmp = dhp + B * H;
+    T *Y = out->data;
+    if (grad) memset(Y, 0, (size_t)cx_view_numel(out) * sizeof(T));
+    for (int64_t d = 0; d < D; d++) {
+        bool rev = n->a.ints[1] == 1 || d == 1;
+        const T *W = (const T *)in[1].data + d * GH * In, *R = (const T *)in[2].data + d * GH * H;
+        const T *hinit = h0 ? h0 + d * B * H : zero, *cinit = c0 ? c0 + d * B * H : zero;
+        if (grad) {
+            memset(dh, 0, (size_t)(B * H) * sizeof(T));
+            memset(dc, 0, (size_t)(B * H) * sizeof(T));
+        }
+        for (int64_t s = 0; s < T_; s++) {
+            int64_t k = grad ? T_ - 1 - s : s, t = rev ? T_ - 1 - k : k, tp = rev ? t + 1 : t - 1;
+            bool first = k == 0;
+            const T *hp = first ? hinit : S + (tp * D + d) * B * SW, *cp = first ? cinit : S + (tp * D + d) * B * SW + H;
+            int64_t ldh = first ? H : SW;
+            K(rnn_gates)(n, in, bias, d, t, hp, ldh, g, hr, q);
+            const T *st = S + (t * D + d) * B * SW;
+            if (!grad) {
+                T *o = Y + (t * D + d) * B * SW;
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t j = 0; j < H; j++) {
+                        const T *gb = g + b * GH;
+                        if (lstm) {
+                            T c = gb[2 * H + j] * cp[b * ldh + j] + gb[j] * gb[3 * H + j];
+                            o[b * SW + H + j] = c;
+                            o[b * SW + j] = gb[H + j] * TANH(c);
+                        } else {
+                            o[b * SW + j] = ((T)1 - gb[j]) * gb[2 * H + j] + gb[j] * hp[b * ldh + j];
+                        }
+                    }
+                continue;
+            }
+            const T *gs = gS + (t * D + d) * B * SW;
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t j = 0; j < H; j++) {
+                    const T *gb = g + b * GH;
+                    T *ab = da + b * GH;
+                    T dH = gs[b * SW + j] + dh[b * H + j], hpv = hp[b * ldh + j];
+                    if (lstm) {
+                        T i = gb[j], o = gb[H + j], f = gb[2 * H + j], c = gb[3 * H + j], cv = st[b * SW + H + j];
+                        T tc = TANH(cv), dC = gs[b * SW + H + j] + dc[b * H + j] + dH * o * ((T)1 - tc * tc);
+                        ab[j] = dC * c * i * ((T)1 - i);
+                        ab[H + j] = dH * tc * o * ((T)1 - o);
+                        ab[2 * H + j] = dC * cp[b * ldh + j] * f * ((T)1 - f);
+                        ab[3 * H + j] = dC * i * ((T)1 - c * c);
+                        dc[b * H + j] = dC * f;
+                    } else {
+                        T z = gb[j], r = gb[H + j], ht = gb[2 * H + j];
+                        T dah = dH * ((T)1 - z) * ((T)1 - ht * ht);
+                        ab[j] = dH * (hpv - ht) * z * ((T)1 - z);
+                        ab[2 * H + j] = dah;
+                        dhp[b * H + j] = dH * z;
+                        if (lbr) {
+                            ab[H + j] = dah * q[b * H + j] * r * ((T)1 - r);
+                            tmp[b * H + j] = dah * r; /* the gradient of the recurrent part h R_h^T */
+                        }
+                    }
+                }
+            if (!lstm && !lbr) { /* ds = dah R_h: r's gradient ds * h, h's ds * r */
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t j = 0; j < H; j++) tmp[b * H + j] = da[b * GH + 2 * H + j];
+                T *ds = q; /* q is free once read above */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)H, (int)H, (T)1, tmp, (int)H,
+                     R + 2 * H * H, (int)H, (T)0, ds, (int)H);
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t j = 0; j < H; j++) {
+                        T r = g[b * GH + H + j];
+                        da[b * GH + H + j] = ds[b * H + j] * hp[b * ldh + j] * r * ((T)1 - r);
+                        dhp[b * H + j] += ds[b * H + j] * r;
+                    }
+            }
+            if (which == 0) /* dX_t += da W */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)In, (int)GH, (T)1, da, (int)GH, W, (int)In,
+                     (T)1, Y + t * B * In, (int)In);
+            if (lstm) { /* dh_prev = da R */
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)H, (int)GH, (T)1, da, (int)GH, R, (int)H,
+                     (T)0, dh, (int)H);
+            } else {
+                if (lbr) /* + (dah * r) R_h */
+                    GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)H, (int)H, (T)1, tmp, (int)H,
+                         R + 2 * H * H, (int)H, (T)1, dhp, (int)H);
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)B, (int)H, (int)(2 * H), (T)1, da, (int)GH, R,
+                     (int)H, (T)1, dhp, (int)H);
+                memcpy(dh, dhp, (size_t)(B * H) * sizeof(T));
+            }
+        }
+        if (which == 1) memcpy(Y + d * B * H, dh, (size_t)(B * H) * sizeof(T));
+        if (which == 2) memcpy(Y + d * B * H, dc, (size_t)(B * H) * sizeof(T));
+    }
+    free(buf);
+    return CATTR_OK;
+}
+
+/* TileGrad (gY, X) -> gX: each gradient element added to the element of X it copies (in gY's order). */
+static cattr_status K(tile_grad)(const cg_node *n, const cx_view *in, cx_view *out) {
+    (void)n;
+    const T *gy = in[0].data;
+    T *gx = out->data;
+    int nd = out->ndim;
+    int64_t cnt = cx_view_numel(&in[0]), c[CATTR_MAX_DIMS];
+    memset(gx, 0, (size_t)cx_view_numel(out) * sizeof(T));
+    for (int64_t i = 0; i < cnt; i++) {
+        int64_t rem = i, at = 0;
+        for (int d = nd - 1; d >= 0; d--) {
+            c[d] = rem % in[0].shape[d];
+            rem /= in[0].shape[d];
+        }
+        for (int d = 0; d < nd; d++) at = at * out->shape[d] + c[d] % out->shape[d];
+        gx[at] += gy[i];
+    }
+    return CATTR_OK;
+}
