@@ -559,6 +559,25 @@ static void test_elementwise(void) {
                 c->red = 4 * (double)(T * (I + H));
                 run(c);
             }
+        for (int k = 0; k < 3; k++) { /* ReduceMax, ReduceMin over dims 0 and 2 (with ties), and their gradient */
+            c = tc(k == 0 ? CG_REDUCE_MAX : k == 1 ? CG_REDUCE_MIN : CG_REDUCE_EXT_GRAD,
+                   k == 0 ? "reduce max" : k == 1 ? "reduce min" : "reduce extremum grad");
+            if (k == 2) in_u(c, DIMS(1, 4, 1));
+            x = in_f(c, DIMS(3, 4, 5), -2, 2);
+            for (int i = 0; i < 60; i++) x[i] = round(4 * x[i]) / 4; /* ties */
+            if (k == 2) {
+                double *y = in_f(c, DIMS(1, 4, 1), 0, 0);
+                for (int j = 0; j < 4; j++) { /* the maxima of x over dims 0 and 2 */
+                    y[j] = -INFINITY;
+                    for (int a0 = 0; a0 < 3; a0++)
+                        for (int a2 = 0; a2 < 5; a2++) y[j] = fmax(y[j], x[(a0 * 4 + j) * 5 + a2]);
+                }
+            }
+            set_ints(&c->n.a, 2, SHAPE(0, 2));
+            c->n.a.index = 1;
+            c->red = 15;
+            run(c);
+        }
         for (int grad = 0; grad < 2; grad++) {
             c = tc(grad ? CG_TILE_GRAD : CG_TILE, grad ? "tile grad" : "tile");
             if (grad) in_u(c, DIMS(2, 6, 4));

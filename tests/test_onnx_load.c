@@ -364,6 +364,27 @@ static void test_legacy(void) {
         cattr_tensor_free(y);
         cattr_model_free(m);
     }
+    { /* comparisons and logic as masks, PRelu, ReduceMax / ReduceMin / ReduceL2, Tile: the output numpy computed */
+        cattr_model *m = NULL;
+        cattr_tensor *x = NULL, *want = NULL, *y = NULL;
+        CHECK(cattr_model_load_onnx(FIX "ok_logic.onnx", &m) == CATTR_OK);
+        CHECK(cattr_tensor_load_npy(FIX "ok_logic.x.npy", &x) == CATTR_OK && cattr_tensor_load_npy(FIX "ok_logic.y.npy", &want) == CATTR_OK);
+        for (int d = 0; m && x && want && d < 2; d++) {
+            const cattr_tensor *in[1] = {x};
+            CHECK(cattr_model_forward(m, d ? CATTR_FLOAT64 : CATTR_FLOAT32, in, 1, &y) == CATTR_OK);
+            CHECK(y && cattr_tensor_numel(y) == 16);
+            for (int k = 0; y && k < 16; k++) {
+                double got = d ? ((double *)cattr_tensor_data(y))[k] : ((float *)cattr_tensor_data(y))[k];
+                double w = ((float *)cattr_tensor_data(want))[k];
+                CHECK(fabs(got - w) < 1e-6 * (1 + fabs(w)));
+            }
+            cattr_tensor_free(y);
+            y = NULL;
+        }
+        cattr_tensor_free(x);
+        cattr_tensor_free(want);
+        cattr_model_free(m);
+    }
     info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {

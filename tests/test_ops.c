@@ -1449,6 +1449,41 @@ static void test_tile(void) {
     free_ops(1, &x);
 }
 
+/* ReduceMax / ReduceMin over dims 1 of [[3, 1, 2], [4, 6, 5]] and over every dim; their gradients against finite
+ * differences (distinct values: no ties), and the gradient shared between tied maxima. */
+static void test_reduce_ext(void) {
+    opnd x = IN(mk(DIMS(2, 3), (const double[]){3, 1, 2, 4, 6, 5}));
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 1, SHAPE(1));
+    a.index = 1;
+    fwd_case("ReduceMax axis 1", CG_REDUCE_MAX, &a, 1, &x, DIMS(2, 1), (const double[]){3, 6});
+    fwd_case("ReduceMin axis 1", CG_REDUCE_MIN, &a, 1, &x, DIMS(2, 1), (const double[]){1, 4});
+    cg_attrs all = cg_attrs_default();
+    fwd_case("ReduceMax all", CG_REDUCE_MAX, &all, 1, &x, 0, NULL, (const double[]){6});
+    opnd r = IN(rnd_distinct(DIMS(3, 4, 2)));
+    set_ints(&a, 2, SHAPE(0, 2));
+    grad_op("ReduceMax axes 0, 2", CG_REDUCE_MAX, &a, 1, &r);
+    grad_op("ReduceMin axes 0, 2", CG_REDUCE_MIN, &a, 1, &r);
+    { /* ties: [2, 5, 5] -> the gradient 1 shared as [0, 0.5, 0.5] */
+        cattr_tensor *t = mk(DIMS(1, 3), (const double[]){2, 5, 5});
+        cg_graph *g = cg_new();
+        int in = cg_add_input(g, "x");
+        int y = cg_add_node(g, CG_REDUCE_MAX, "max", &in, 1, &all, "y");
+        cg_add_output(g, y);
+        cattr_tensor *seed = mk(0, NULL, (const double[]){1}), *gr = NULL;
+        cg_rules rules;
+        cg_rules_default(&rules);
+        CHECK(autodiff_run(g, y, &t, seed, &rules, &gr) == CATTR_OK, "ReduceMax ties: %s", cattr_last_error());
+        CHECK(gr && D(gr)[0] == 0 && D(gr)[1] == 0.5 && D(gr)[2] == 0.5, "ReduceMax ties: gradient not shared");
+        cattr_tensor_free(gr);
+        cattr_tensor_free(seed);
+        cattr_tensor_free(t);
+        cg_free(g);
+    }
+    free_ops(1, &x);
+    free_ops(1, &r);
+}
+
 /* ---- recurrent layers ------------------------------------------------------------------------------------------- */
 
 static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
@@ -1544,6 +1579,7 @@ int main(void) {
     test_pad();
     test_rnn();
     test_tile();
+    test_reduce_ext();
     test_expand_where();
     test_kinks();
     test_softmax();

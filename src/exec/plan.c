@@ -1,5 +1,6 @@
 /* plan.c - the planned and eager executors (see plan.h). */
 #include "exec/plan.h"
+#include "ops/elementwise.h"
 
 #include "core/profile.h"
 #include "ops/ops.h"
@@ -458,9 +459,18 @@ static cattr_status fold_values(const cx_plan *p, const cg_graph *g, int v, int 
         *n = na > nb ? na : nb;
         for (int k = 0; k < *n; k++) {
             int64_t x = a[na == 1 ? 0 : k], y = b[nb == 1 ? 0 : k];
-            if (nd->op == CG_DIV && y == 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s': division by zero", nd->name);
-            out[k] = nd->op == CG_ADD ? x + y : nd->op == CG_SUB ? x - y : nd->op == CG_MUL ? x * y
-                     : nd->op == CG_EQUAL ? x == y : x / y;
+            bool over = false;
+            switch (nd->op) {
+            case CG_ADD: over = __builtin_add_overflow(x, y, &out[k]); break;
+            case CG_SUB: over = __builtin_sub_overflow(x, y, &out[k]); break;
+            case CG_MUL: over = __builtin_mul_overflow(x, y, &out[k]); break;
+            case CG_EQUAL: out[k] = cx_compare((int)nd->a.index, (double)x, (double)y); break;
+            default:
+                if (y == 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s': division by zero", nd->name);
+                over = x == INT64_MIN && y == -1;
+                if (!over) out[k] = x / y;
+            }
+            if (over) return cx_fail(CATTR_ERR_SHAPE, "node '%s': the shape arithmetic overflows", nd->name);
         }
         return CATTR_OK;
     default:

@@ -373,6 +373,14 @@ static cattr_status r_expand(cg_graph *g, int ni, int gy, const bool *need, int 
     return CATTR_OK;
 }
 
+/* ReduceMax / ReduceMin: the gradient shared among the elements that reach the result */
+static cattr_status r_reduce_ext(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_REDUCE_EXT_GRAD, &nd.a, gy, nd.in[0], nd.out);
+    return CATTR_OK;
+}
+
 /* Tile: the gradient of each element summed over its copies */
 static cattr_status r_tile(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
@@ -549,6 +557,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SHAPE] = r->by_op[CG_EQUAL] = r->by_op[CG_CONSTANT_OF_SHAPE] = r_none;
     r->by_op[CG_EXPAND] = r_expand;
     r->by_op[CG_TILE] = r_tile;
+    r->by_op[CG_REDUCE_MAX] = r->by_op[CG_REDUCE_MIN] = r_reduce_ext;
     r->by_op[CG_WHERE] = r_where;
     r->by_op[CG_WHERE_ID] = r_where_id;
     r->by_op[CG_PLACE_ROWS] = r_place_rows;

@@ -121,9 +121,14 @@ typedef enum cg_op {
                      * folds it where a shape input reads it (exec/plan.c) */
     CG_CAST,        /* (X); index 1: to int64 (truncating), 0: to float (X's float dtype, float32 from int64) */
     CG_CONSTANT_OF_SHAPE, /* (shape); ints = the shape (folded when planning), alpha = the value, index 1: int64 */
-    CG_EQUAL,       /* (A, B) -> int64 0/1, numpy broadcasting */
+    CG_EQUAL,       /* (A, B) -> int64 0/1, numpy broadcasting; index = the relation (ops/elementwise.h, cx_compare: ==,
+                     * >, <, >=, <=, and, or, xor) */
     CG_WHERE,       /* (C int64, X, Y) -> X where C != 0 else Y, numpy broadcasting of the three */
     CG_EXPAND,      /* (X[, shape]); ints = the shape (folded when planning) -> X broadcast with it (ONNX Expand) */
+    CG_REDUCE_MAX,  /* (X); as ReduceSum: the largest value (NaN when one is NaN) */
+    CG_REDUCE_MIN,  /* (X); as ReduceSum: the smallest value */
+    CG_REDUCE_EXT_GRAD, /* (gY, X, Y); ints and index of the reduction -> gY shared evenly among the elements equal
+                         * to their reduction's result (torch's amax / amin gradient), zero elsewhere */
     CG_TILE,        /* (X[, repeats]); ints = the repeats per dim (folded when planning) -> X tiled (ONNX Tile) */
     CG_TILE_GRAD,   /* (gY, X) -> gX: the sum of gY over the copies of each element (repeats = gY's dims / X's) */
     CG_RNN,         /* (X [T, B, I], W [D, G*H, I], R [D, G*H, H], bias [D, 2*G*H] or -1, h0 [D, B, H] or -1, c0 or -1);

@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "io/onnx.h"
+#include "ops/elementwise.h"
 
 #include "onnx.pb-c.h"
 
@@ -273,7 +274,7 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2 };
 
 typedef struct op_spec {
     const char *name;
@@ -321,6 +322,15 @@ static const op_spec k_ops[] = {
     {"Shape", CG_SHAPE, 1, 1, "start end", 0, ""},
     {"ConstantOfShape", CG_CONSTANT_OF_SHAPE, 1, 1, "value", 0, ""},
     {"Equal", CG_EQUAL, 2, 2, "", 0, ""},
+    {"Greater", CG_EQUAL, 2, 2, "", 0, ""},
+    {"Less", CG_EQUAL, 2, 2, "", 0, ""},
+    {"GreaterOrEqual", CG_EQUAL, 2, 2, "", 0, ""},
+    {"LessOrEqual", CG_EQUAL, 2, 2, "", 0, ""},
+    {"And", CG_EQUAL, 2, 2, "", 0, ""},
+    {"Or", CG_EQUAL, 2, 2, "", 0, ""},
+    {"Xor", CG_EQUAL, 2, 2, "", 0, ""},
+    {"Not", OP_NOT, 1, 1, "", 0, ""},
+    {"PRelu", OP_PRELU, 2, 2, "", 0, ""},
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
     {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
     {"Tile", CG_TILE, 2, 2, "", 0, ""},
@@ -335,6 +345,9 @@ static const op_spec k_ops[] = {
     {"Transpose", CG_TRANSPOSE, 1, 1, "perm", 0, ""},
     {"ReduceSum", CG_REDUCE_SUM, 1, 2, "keepdims noop_with_empty_axes", 13, "axes"},
     {"ReduceMean", CG_REDUCE_MEAN, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
+    {"ReduceMax", CG_REDUCE_MAX, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
+    {"ReduceMin", CG_REDUCE_MIN, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
+    {"ReduceL2", OP_REDUCE_L2, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
     {"Gather", CG_GATHER, 2, 2, "axis", 0, ""},
     {"Slice", CG_SLICE, 1, 5, "", 10, "starts ends axes"},
     {"BatchNormalization", CG_BATCHNORM, 5, 5, "epsilon momentum training_mode", 9, "spatial"},
@@ -703,6 +716,40 @@ static cattr_status recurrent(nctx *c, int idx, bool gru) {
     return CATTR_OK;
 }
 
+/* PRelu(X, slope) = X * Where(X > 0, 1, slope): the values and the gradient of PyTorch's PReLU (slope broadcast
+ * unidirectionally to X), a product DeepLift passes its gradient through as Captum's does for PReLU. */
+static cattr_status prelu(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    cg_graph *g = L->g;
+    int64_t one = 1;
+    cattr_tensor *zt = cx_tensor_alloc(CATTR_FLOAT32, 0, &one), *ot = cx_tensor_alloc(CATTR_FLOAT32, 0, &one);
+    char nm[200];
+    int zv = -1, ov = -1;
+    if (zt && ot) {
+        *(float *)zt->data = 0;
+        *(float *)ot->data = 1;
+        snprintf(nm, sizeof nm, "%s.zero", c->label);
+        zv = cg_add_const(g, nm, zt, true);
+        if (zv >= 0) zt = NULL;
+        snprintf(nm, sizeof nm, "%s.one", c->label);
+        ov = zv < 0 ? -1 : cg_add_const(g, nm, ot, true);
+        if (ov >= 0) ot = NULL;
+    }
+    cattr_tensor_free(zt);
+    cattr_tensor_free(ot);
+    if (zv < 0 || ov < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cg_attrs ga = cg_attrs_default();
+    ga.index = CX_CMP_GT;
+    snprintf(nm, sizeof nm, "%s/positive", c->label);
+    int pos = cg_add_node(g, CG_EQUAL, nm, (int[]){c->in[0], zv}, 2, &ga, nm);
+    snprintf(nm, sizeof nm, "%s/slope", c->label);
+    int sl = pos < 0 ? -1 : cg_add_node(g, CG_WHERE, nm, (int[]){pos, ov, c->in[1]}, 3, NULL, nm);
+    int y = sl < 0 ? -1 : cg_add_node(g, CG_MUL, c->label, (int[]){c->in[0], sl}, 2, NULL, n->output[0]);
+    if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    return define(L, n->output[0], y, idx, 0);
+}
+
 static cattr_status convert_node(loader *L, int idx) {
     const Onnx__NodeProto *n = L->gp->node[idx];
     char lbuf[160];
@@ -747,6 +794,7 @@ static cattr_status convert_node(loader *L, int idx) {
 
     if (sp->op == OP_LAYERNORM) return layer_norm(&c, idx);
     if (sp->op == OP_LSTM || sp->op == OP_GRU) return recurrent(&c, idx, sp->op == OP_GRU);
+    if (sp->op == OP_PRELU) return prelu(&c, idx);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */
@@ -877,7 +925,31 @@ static cattr_status convert_node(loader *L, int idx) {
         if (hi != INT64_MAX) a.ints[a.n_ints++] = hi;
         break;
     }
-    case CG_EQUAL: nin = 2; break;
+    case CG_EQUAL: { /* Equal and the other comparisons and logical ops: one op, the relation in index */
+        static const char *const rel[CX_CMP_COUNT] = {"Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual",
+                                                      "And", "Or", "Xor"};
+        for (int k = 0; k < CX_CMP_COUNT; k++)
+            if (strcmp(n->op_type, rel[k]) == 0) a.index = k;
+        nin = 2;
+        break;
+    }
+    case OP_NOT: { /* Not(x) = Equal(x, 0) */
+        int64_t one = 1;
+        cattr_tensor *zt = cx_tensor_alloc(CATTR_INT64, 0, &one);
+        if (!zt) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        *(int64_t *)zt->data = 0;
+        char nm[200];
+        snprintf(nm, sizeof nm, "%s.zero", c.label);
+        int zv = cg_add_const(L->g, nm, zt, true);
+        if (zv < 0) {
+            cattr_tensor_free(zt);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        op = CG_EQUAL;
+        c.in[1] = zv;
+        nin = 2;
+        break;
+    }
     case CG_WHERE: nin = 3; break;
     case CG_EXPAND: case CG_CONSTANT_OF_SHAPE: case CG_TILE: { /* the shape (Tile: the repeats): a constant, or
                                                                 * computed from shapes (folded per call) */
@@ -921,7 +993,8 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     case CG_UNSQUEEZE: CX_CHECK(axes_attr(&c, &a, true)); break;
     case CG_SQUEEZE: CX_CHECK(axes_attr(&c, &a, false)); break;
-    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: { /* axes: an input from opset 13 (ReduceSum) or 18 (ReduceMean) */
+    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_MAX: case CG_REDUCE_MIN: case OP_REDUCE_L2: {
+        /* axes: an input from opset 13 (ReduceSum) or 18 (the others) */
         int na = -1;
         if (L->opset >= (sp->op == CG_REDUCE_SUM ? 13 : 18)) {
             if (c.in[1] >= 0) CX_CHECK(fold_ints(&c, 1, "axes", CG_MAX_INTS, a.ints, &na));
@@ -934,6 +1007,17 @@ static cattr_status convert_node(loader *L, int idx) {
         a.index = v != 0;
         CX_CHECK(attr_int(&c, "noop_with_empty_axes", 0, &v));
         if (v != 0 && a.n_ints == 0) op = CG_IDENTITY; /* no axes: the input itself */
+        if (sp->op == OP_REDUCE_L2 && op != CG_IDENTITY) { /* sqrt(ReduceSum(X * X)) */
+            char nm[200];
+            snprintf(nm, sizeof nm, "%s/squared", c.label);
+            int sq = cg_add_node(L->g, CG_MUL, nm, (int[]){c.in[0], c.in[0]}, 2, NULL, nm);
+            snprintf(nm, sizeof nm, "%s/sum", c.label);
+            int sm = sq < 0 ? -1 : cg_add_node(L->g, CG_REDUCE_SUM, nm, &sq, 1, &a, nm);
+            if (sm < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c.label);
+            c.in[0] = sm;
+            op = CG_SQRT;
+            a = cg_attrs_default();
+        }
         break;
     }
     case CG_TRANSPOSE:

@@ -92,4 +92,20 @@ static inline double cx_binary_df(cg_op op, int which, double a, double b, doubl
     }
 }
 
+/* The comparisons and logical ops of ONNX as Equal's modes (graph.h, CG_EQUAL): 1 where the relation holds, else 0;
+ * the logical ones read non-zero as true. */
+enum { CX_CMP_EQ, CX_CMP_GT, CX_CMP_LT, CX_CMP_GE, CX_CMP_LE, CX_CMP_AND, CX_CMP_OR, CX_CMP_XOR, CX_CMP_COUNT };
+static inline int cx_compare(int mode, double a, double b) {
+    switch (mode) {
+    case CX_CMP_GT: return a > b;
+    case CX_CMP_LT: return a < b;
+    case CX_CMP_GE: return a >= b;
+    case CX_CMP_LE: return a <= b;
+    case CX_CMP_AND: return a != 0 && b != 0;
+    case CX_CMP_OR: return a != 0 || b != 0;
+    case CX_CMP_XOR: return (a != 0) != (b != 0);
+    default: return a == b;
+    }
+}
+
 #endif

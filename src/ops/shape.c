@@ -1,5 +1,6 @@
 /* shape.c - shape inference for every op of the IR, run by the planner for concrete input shapes. */
 #include "ops.h"
+#include "ops/elementwise.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -153,6 +154,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         return CATTR_OK;
     }
     case CG_EQUAL:
+        if (a->index < 0 || a->index >= CX_CMP_COUNT) SHAPE_FAIL("unknown comparison %lld", (long long)a->index);
         if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
             SHAPE_FAIL("operands do not broadcast");
         out->dtype = CATTR_INT64;
@@ -251,7 +253,18 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         out->dtype = in[0].dtype;
         return CATTR_OK;
     }
-    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: {
+    case CG_REDUCE_EXT_GRAD: {
+        bool red[CATTR_MAX_DIMS];
+        if (!cx_reduce_axes(a, in[1].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[1].ndim);
+        int64_t kept = 1;
+        for (int d = 0; d < in[1].ndim; d++) kept *= red[d] ? 1 : in[1].shape[d];
+        if (cx_view_numel(&in[0]) != kept || cx_view_numel(&in[2]) != kept)
+            SHAPE_FAIL("the gradient or the result is not of the reduction's size");
+        copy_shape(out, &in[1]);
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
+    }
+    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_MAX: case CG_REDUCE_MIN: {
         bool red[CATTR_MAX_DIMS];
         if (!cx_reduce_axes(a, in[0].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[0].ndim);
         out->ndim = 0;

@@ -226,6 +226,41 @@ def ok_gelu20():
     return model(nodes, [vi("x", F, [2, 3])], [vi("y", F, [2, 3])], opset=20, check=False)
 
 
+def ok_logic():
+    """Comparisons and logic as masks (Greater, Less, GreaterOrEqual, LessOrEqual, And, Or, Xor, Not feeding Where),
+    PRelu, ReduceMax / ReduceMin / ReduceL2 and Tile (opset 17); the input and the output numpy computes are saved
+    beside (ok_logic.x.npy, ok_logic.y.npy)."""
+    H = helper.make_node
+    nodes = [H("Greater", ["x", "zero"], ["gt"], name="/gt/Greater"),
+             H("Less", ["x", "half"], ["lt"], name="/lt/Less"),
+             H("And", ["gt", "lt"], ["band"], name="/and/And"),
+             H("Not", ["band"], ["nand"], name="/not/Not"),
+             H("GreaterOrEqual", ["x", "half"], ["ge"], name="/ge/GreaterOrEqual"),
+             H("LessOrEqual", ["x", "mhalf"], ["le"], name="/le/LessOrEqual"),
+             H("Or", ["ge", "le"], ["bor"], name="/or/Or"),
+             H("Xor", ["bor", "nand"], ["bxor"], name="/xor/Xor"),
+             H("Where", ["bxor", "x", "three"], ["w"], name="/where/Where"),
+             H("PRelu", ["w", "slope"], ["p"], name="/prelu/PRelu"),
+             H("ReduceMax", ["p"], ["rmax"], name="/rmax/ReduceMax", axes=[1], keepdims=1),
+             H("ReduceMin", ["p"], ["rmin"], name="/rmin/ReduceMin", axes=[1], keepdims=1),
+             H("ReduceL2", ["p"], ["rl2"], name="/rl2/ReduceL2", axes=[1], keepdims=1),
+             H("Tile", ["rl2", "reps"], ["tl"], name="/tile/Tile"),
+             H("Concat", ["p", "rmax", "rmin", "tl"], ["y"], name="/cat/Concat", axis=1)]
+    f = lambda v: np.array(v, np.float32)
+    inits = [init("zero", f(0)), init("half", f(0.5)), init("mhalf", f(-0.5)), init("three", f(3)),
+             init("slope", f([0.1, 0.2, 0.3, 0.4])), init("reps", np.array([1, 2], np.int64))]
+    x = np.array([[-1.0, -0.5, 0.25, 0.75], [0.5, -0.25, 2.0, -3.0]], np.float32)
+    gt, lt = x > 0, x < 0.5
+    bxor = np.logical_xor(np.logical_or(x >= 0.5, x <= -0.5), np.logical_not(np.logical_and(gt, lt)))
+    w = np.where(bxor, x, np.float32(3))
+    p = np.where(w > 0, w, w * f([0.1, 0.2, 0.3, 0.4]))
+    l2 = np.sqrt((p.astype(np.float64) ** 2).sum(1, keepdims=True))
+    y = np.concatenate([p, p.max(1, keepdims=True), p.min(1, keepdims=True), np.tile(l2, (1, 2))], 1)
+    np.save(os.path.join(OUT, "ok_logic.x.npy"), x)
+    np.save(os.path.join(OUT, "ok_logic.y.npy"), y.astype(np.float32))
+    return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 8])], inits)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -285,7 +320,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat):
+               ok_gelu20, ok_pad_concat, ok_logic):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

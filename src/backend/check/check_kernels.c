@@ -944,6 +944,38 @@ static cattr_status k_attention_grad(const cg_node *n, const cx_view *in, cx_vie
     return CATTR_OK;
 }
 
+/* ReduceMax / ReduceMin (X) -> Y; ReduceExtGrad (gY, X, Y) -> gX, gY[o] shared evenly among the elements equal to
+ * Y[o]. */
+static cattr_status k_reduce_ext(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_REDUCE_EXT_GRAD, mx = n->op == CG_REDUCE_MAX;
+    const cx_view *x = grad ? &in[1] : &in[0];
+    bool red[CATTR_MAX_DIMS];
+    if (!cx_reduce_axes(&n->a, x->ndim, red)) return cx_fail(CATTR_ERR_SHAPE, "node '%s': axis out of range", n->name);
+    int64_t c[CATTR_MAX_DIMS], kept = 1, nx = cx_view_numel(x);
+    for (int d = 0; d < x->ndim; d++) kept *= red[d] ? 1 : x->shape[d];
+    double *acc = zeros(kept);
+    if (!acc) return no_memory(n);
+    for (int64_t o = 0; o < kept; o++) acc[o] = grad ? 0 : mx ? -INFINITY : INFINITY;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t i = 0; i < nx; i++) {
+            unravel(i, x->ndim, x->shape, c);
+            int64_t o = 0;
+            for (int d = 0; d < x->ndim; d++)
+                if (!red[d]) o = o * x->shape[d] + c[d];
+            double v = get(x, i);
+            if (!grad) {
+                if (pass == 0 && (isnan(v) || (!isnan(acc[o]) && (mx ? v > acc[o] : v < acc[o])))) acc[o] = v;
+            } else if (pass == 0) {
+                acc[o] += v == get(&in[2], o);
+            } else {
+                put(out, i, v == get(&in[2], o) ? get(&in[0], o) / acc[o] : 0);
+            }
+        }
+    for (int64_t o = 0; !grad && o < kept; o++) put(out, o, acc[o]);
+    free(acc);
+    return CATTR_OK;
+}
+
 /* TileGrad (gY, X) -> gX: for each element of X, the sum of the gradients of its copies. */
 static cattr_status k_tile_grad(const cx_view *in, cx_view *out) {
     int64_t c[CATTR_MAX_DIMS], nx = cx_view_numel(out), ng = cx_view_numel(&in[0]);
@@ -1278,7 +1310,7 @@ static cattr_status k_select(const cg_node *n, const cx_view *in, cx_view *out) 
                                                   : get(&in[0], bcast_index(out->ndim, c, in[0].ndim, in[0].shape));
             double b = in[1].dtype == CATTR_INT64 ? (double)((const int64_t *)in[1].data)[bcast_index(out->ndim, c, in[1].ndim, in[1].shape)]
                                                   : get(&in[1], bcast_index(out->ndim, c, in[1].ndim, in[1].shape));
-            ((int64_t *)out->data)[i] = a == b;
+            ((int64_t *)out->data)[i] = cx_compare((int)n->a.index, a, b);
         } else if (n->op == CG_TILE) {
             int64_t at = 0;
             for (int d = 0; d < out->ndim; d++) at = at * in[0].shape[d] + c[d] % in[0].shape[d];
@@ -1340,6 +1372,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_PAD: case CG_PAD_GRAD: return k_pad(n, in, out);
     case CG_RNN: case CG_RNN_GRAD: return k_rnn(n, in, out);
     case CG_TILE_GRAD: return k_tile_grad(in, out);
+    case CG_REDUCE_MAX: case CG_REDUCE_MIN: case CG_REDUCE_EXT_GRAD: return k_reduce_ext(n, in, out);
     case CG_GEMM: return k_gemm(n, in, out);
     case CG_MATMUL: return k_matmul(n, in, out);
     case CG_CONV: case CG_CONV_GRAD_INPUT: return k_conv(n, in, out);

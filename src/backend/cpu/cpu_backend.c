@@ -614,8 +614,9 @@ static cattr_status k_select_ops(const cg_node *n, const cx_view *in, cx_view *o
             else ((float *)out->data)[i] = (float)n->a.alpha;
             break;
         case CG_EQUAL:
-            ((int64_t *)out->data)[i] = elem_as_double(&in[0], cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape)) ==
-                                        elem_as_double(&in[1], cx_bcast_at(out->ndim, c, in[1].ndim, in[1].shape));
+            ((int64_t *)out->data)[i] =
+                cx_compare((int)n->a.index, elem_as_double(&in[0], cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape)),
+                           elem_as_double(&in[1], cx_bcast_at(out->ndim, c, in[1].ndim, in[1].shape)));
             break;
         case CG_WHERE: {
             bool take = ((const int64_t *)in[0].data)[cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape)] != 0;
@@ -684,6 +685,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_PAD: case CG_PAD_GRAD: return DISPATCH(pad, n, in, out);
     case CG_RNN: case CG_RNN_GRAD: return DISPATCH(rnn, n, in, out);
     case CG_TILE_GRAD: return DISPATCH(tile_grad, n, in, out);
+    case CG_REDUCE_MAX: case CG_REDUCE_MIN: case CG_REDUCE_EXT_GRAD: return DISPATCH(reduce_ext, n, in, out);
     case CG_GEMM: case CG_MATMUL: {
         cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);
         if (st == CATTR_OK && n->a.fuse_relu) DISPATCH(relu_inplace, out->data, cx_view_numel(out));

@@ -1332,3 +1332,43 @@ static cattr_status K(tile_grad)(const cg_node *n, const cx_view *in, cx_view *o
     }
     return CATTR_OK;
 }
+
+/* ReduceMax / ReduceMin (X) -> Y, and ReduceExtGrad (gY, X, Y) -> gX: gY[o] / (the number of elements of X equal to
+ * Y[o]) at those elements, as torch's amax / amin share the gradient among ties. */
+static cattr_status K(reduce_ext)(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_REDUCE_EXT_GRAD, mx = n->op == CG_REDUCE_MAX;
+    const cx_view *x = grad ? &in[1] : &in[0];
+    int nd = x->ndim;
+    bool red[CATTR_MAX_DIMS];
+    if (!cx_reduce_axes(&n->a, nd, red)) return cx_fail(CATTR_ERR_SHAPE, "node '%s': reduction axis out of range", n->name);
+    int64_t so[CATTR_MAX_DIMS], kept = 1, nx = cx_view_numel(x);
+    for (int d = nd - 1; d >= 0; d--) {
+        so[d] = red[d] ? 0 : kept;
+        if (!red[d]) kept *= x->shape[d];
+    }
+    const T *xv = x->data;
+    const T *yv = grad ? (const T *)in[2].data : NULL, *g = grad ? (const T *)in[0].data : NULL;
+    T *y = out->data;
+    int64_t *ties = grad ? calloc((size_t)(kept > 0 ? kept : 1), sizeof *ties) : NULL;
+    if (grad && !ties) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+    if (!grad)
+        for (int64_t o = 0; o < kept; o++) y[o] = mx ? (T)-INFINITY : (T)INFINITY;
+    for (int pass = grad ? 0 : 1; pass < 2; pass++) /* the gradient counts the ties first */
+        for (int64_t i = 0; i < nx; i++) {
+            int64_t rem = i, o = 0;
+            for (int d = nd - 1; d >= 0; d--) {
+                o += (rem % x->shape[d]) * so[d];
+                rem /= x->shape[d];
+            }
+            if (!grad) {
+                T v = xv[i];
+                if (v != v || (mx ? v > y[o] : v < y[o])) y[o] = v; /* a NaN stays: no comparison replaces it */
+            } else if (pass == 0) {
+                ties[o] += xv[i] == yv[o];
+            } else {
+                y[i] = xv[i] == yv[o] ? (T)(g[o] / (T)ties[o]) : (T)0;
+            }
+        }
+    free(ties);
+    return CATTR_OK;
+}
