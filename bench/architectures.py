@@ -68,6 +68,8 @@ def models(size):
                 out[name] = (lambda n=name, kw=kw: getattr(tvm, n)(num_classes=10, **kw), img)
         if hasattr(tvm, "vit_b_16"):
             out["vit_b_16"] = (lambda: tvm.vit_b_16(num_classes=10, image_size=224), torch.randn(1, 3, 224, 224))
+        if hasattr(tvm, "swin_t"):
+            out["swin_t"] = (lambda: tvm.swin_t(num_classes=10), torch.randn(1, 3, 224, 224))
     out["transformer_encoder"] = (Encoder, torch.randn(1, 12, 32))
     out["lstm"] = (lambda: LstmClassifier(nn.LSTM), seq)
     out["gru"] = (lambda: LstmClassifier(nn.GRU), seq)

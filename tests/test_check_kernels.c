@@ -578,6 +578,34 @@ static void test_elementwise(void) {
             c->red = 15;
             run(c);
         }
+        for (int fm = 0; fm < 2; fm++) { /* Mod, both sign conventions, floats and integers (v * 1000) */
+            c = tc(CG_MOD, fm ? "mod, fmod" : "mod, sign of the divisor");
+            in_f(c, DIMS(4, 5), -3, 3);
+            x = in_f(c, DIMS(5), 0.5, 2);
+            x[1] = -x[1];
+            x[3] = -x[3];
+            c->n.a.index = fm;
+            c->ints_too = true;
+            run(c);
+        }
+        c = tc(CG_ADD, "add, int64 shape arithmetic");
+        in_i(c, DIMS(3), SHAPE(4, -2, 7));
+        in_i(c, 0, NULL, SHAPE(5));
+        run(c);
+        c = tc(CG_RANGE, "range 3..17 step 4");
+        set_ints(&c->n.a, 3, SHAPE(3, 17, 4));
+        run(c);
+        c = tc(CG_SCATTER_ND, "scatter nd, rows of a [4, 3, 2]");
+        in_u(c, DIMS(4, 3, 2));
+        in_i(c, DIMS(2, 1), SHAPE(2, -4));
+        in_u(c, DIMS(2, 3, 2));
+        c->ints_too = true;
+        run(c);
+        c = tc(CG_SCATTER_ND, "scatter nd, elements");
+        in_u(c, DIMS(3, 4));
+        in_i(c, DIMS(3, 2), SHAPE(0, 0, 2, 3, 1, -1));
+        in_u(c, DIMS(3));
+        run(c);
         for (int grad = 0; grad < 2; grad++) {
             c = tc(grad ? CG_TILE_GRAD : CG_TILE, grad ? "tile grad" : "tile");
             if (grad) in_u(c, DIMS(2, 6, 4));

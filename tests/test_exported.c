@@ -175,5 +175,7 @@ int main(void) {
     check_batch_one("lstm_op14");
     check_model("gru_op14");
     check_batch_one("gru_op14");
+    check_model("shift_window_op14");
+    check_batch_one("shift_window_op14");
     return g_failures ? 1 : 0;
 }

@@ -1484,6 +1484,28 @@ static void test_reduce_ext(void) {
     free_ops(1, &r);
 }
 
+/* Mod with both sign conventions against the definition, its gradient (1 for the dividend) against finite
+ * differences; ScatterND of rows and its gradient for the data (zero where overwritten). */
+static void test_mod_scatter(void) {
+    opnd m[2] = {IN(mk(DIMS(4), (const double[]){5.5, -5.5, 5.5, -5.5})), CST(mk(DIMS(4), (const double[]){2, 2, -2, -2}))};
+    cg_attrs a = cg_attrs_default();
+    fwd_case("Mod (sign of the divisor)", CG_MOD, &a, 2, m, DIMS(4), (const double[]){1.5, 0.5, -0.5, -1.5});
+    grad_op("Mod", CG_MOD, &a, 2, m);
+    a.index = 1;
+    fwd_case("Mod (fmod)", CG_MOD, &a, 2, m, DIMS(4), (const double[]){1.5, -1.5, 1.5, -1.5});
+    cattr_tensor *ix = alloc_or_die(CATTR_INT64, 2, SHAPE(2, 1));
+    ((int64_t *)ix->data)[0] = 2;
+    ((int64_t *)ix->data)[1] = 0;
+    opnd s[3] = {IN(mk(DIMS(3, 2), (const double[]){1, 2, 3, 4, 5, 6})), CST(ix),
+                 IN(mk(DIMS(2, 2), (const double[]){-1, -2, -3, -4}))};
+    cg_attrs sa = cg_attrs_default();
+    fwd_case("ScatterND rows", CG_SCATTER_ND, &sa, 3, s, DIMS(3, 2), (const double[]){-3, -4, 3, 4, -1, -2});
+    opnd sd[3] = {s[0], s[1], CST(s[2].t)}; /* the data's gradient (the updates' has no rule) */
+    grad_op("ScatterND rows", CG_SCATTER_ND, &sa, 3, sd);
+    free_ops(2, m);
+    free_ops(3, s);
+}
+
 /* ---- recurrent layers ------------------------------------------------------------------------------------------- */
 
 static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
@@ -1580,6 +1602,7 @@ int main(void) {
     test_rnn();
     test_tile();
     test_reduce_ext();
+    test_mod_scatter();
     test_expand_where();
     test_kinks();
     test_softmax();

@@ -2,7 +2,7 @@
 """export_test_models.py - small PyTorch models that use the ops of exported architectures (LayerNorm in its
 decomposed opset-14 form and as LayerNormalization at opset 17, GELU through Erf, Hardswish / Hardsigmoid in a
 squeeze-and-excitation block with a BatchNorm folded into its Conv, ELU / SELU / Softplus, Pow and Sqrt, LSTM and GRU
-layers), exported by
+layers, Swin's shifted-window shape logic), exported by
 torch.onnx.export with constant folding, with what PyTorch computes for them: tests/test_exported.c checks cattr's
 forward pass and input gradients against these.
 
@@ -136,6 +136,29 @@ class Recurrent(nn.Module):
         return self.head(torch.cat([o[:, -1], h[-2]], 1))
 
 
+class ShiftWindow(nn.Module):
+    """Swin's shape logic in small: padding to a multiple of the window computed from the input's shape (Mod), a
+    cyclic shift (torch.roll), a region mask written slice by slice (ScatterND) and a position ramp (Range)."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(2 * 8 * 8, 3)
+
+    def forward(self, x):
+        h, w = x.shape[2], x.shape[3]
+        x = nn.functional.pad(x, (0, (4 - w % 4) % 4, 0, (4 - h % 4) % 4))
+        x = torch.roll(x, shifts=(-1, -1), dims=(2, 3))
+        mask = x.new_zeros((x.shape[2], x.shape[3]))
+        cnt = 0
+        for hs in (slice(0, -2), slice(-2, None)):
+            for ws in (slice(0, -2), slice(-2, None)):
+                mask[hs, ws] = cnt
+                cnt += 1
+        ramp = torch.arange(x.shape[2]).view(1, 1, -1, 1).to(x.dtype)
+        y = x * (mask + 1) + 0.1 * ramp
+        return self.head(y.flatten(1))
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -182,6 +205,8 @@ def main():
     export("lstm_op14", Recurrent(nn.LSTM), torch.randn(2, 7, 5), [2, 1], 14)
     torch.manual_seed(8)
     export("gru_op14", Recurrent(nn.GRU), torch.randn(2, 7, 5), [0, 2], 14)
+    torch.manual_seed(9)
+    export("shift_window_op14", ShiftWindow(), torch.randn(2, 2, 6, 6), [1, 2], 14)
 
 
 if __name__ == "__main__":

@@ -363,157 +363,242 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
 static bool shape_value_input(const cg_node *n, int j) {
     return (n->op == CG_RESHAPE && j == 1) || (n->op == CG_SLICE && j >= 1) || (n->op == CG_SLICE_GRAD && j >= 2) ||
            (n->op == CG_CONSTANT_OF_SHAPE && j == 0) || (n->op == CG_EXPAND && j == 1) ||
-           (n->op == CG_TILE && j == 1);
+           (n->op == CG_TILE && j == 1) || (n->op == CG_PAD && j == 1) || (n->op == CG_PAD_GRAD && j == 2) ||
+           n->op == CG_RANGE;
 }
 
 #define FOLD_MAX CG_MAX_INTS
 
-/* The int64 values of value v (flattened), computed from constants and the views the plan has inferred so far. */
-static cattr_status fold_values(const cx_plan *p, const cg_graph *g, int v, int depth, int64_t *out, int *n) {
+/* A value computed while folding: its int64 elements (row-major) and its shape. */
+typedef struct folded {
+    int64_t v[FOLD_MAX];
+    int n, ndim;
+    int64_t shape[CATTR_MAX_DIMS];
+} folded;
+
+static cattr_status fold_value(const cx_plan *p, const cg_graph *g, int v, int depth, folded *f);
+
+/* Writes the folded shape inputs of node r (shape_value_input; fi[j] for input j) into its attributes: Range's three
+ * scalars, Slice's starts, ends, axes and steps, or the one shape (Reshape's target, Expand's, ConstantOfShape's,
+ * Tile's repeats, Pad's pads). The caller drops the inputs from `first` on. */
+static cattr_status apply_folded(cg_node *r, int first, const folded *fi) {
+    if (r->op == CG_RANGE) {
+        for (int j = 0; j < 3; j++) {
+            if (fi[j].n != 1) return cx_fail(CATTR_ERR_SHAPE, "input %d is not a scalar", j);
+            r->a.ints[j] = fi[j].v[0];
+        }
+        r->a.n_ints = 3;
+        return CATTR_OK;
+    }
+    if (r->op == CG_SLICE || r->op == CG_SLICE_GRAD) {
+        int cnt[4];
+        for (int j = 0; j < 4; j++) cnt[j] = first + j < r->n_in && r->in[first + j] >= 0 ? fi[first + j].n : -1;
+        int ns = cnt[0];
+        if (ns < 0 || cnt[1] != ns || (cnt[2] >= 0 && cnt[2] != ns) || (cnt[3] >= 0 && cnt[3] != ns) || 4 * ns > CG_MAX_INTS)
+            return cx_fail(CATTR_ERR_SHAPE, "starts, ends, axes and steps differ in length");
+        for (int i = 0; i < ns; i++) {
+            r->a.ints[i] = fi[first].v[i];
+            r->a.ints[ns + i] = fi[first + 1].v[i];
+            r->a.ints[2 * ns + i] = cnt[2] >= 0 ? fi[first + 2].v[i] : i;
+            r->a.ints[3 * ns + i] = cnt[3] >= 0 ? fi[first + 3].v[i] : 1;
+        }
+        r->a.n_ints = 4 * ns;
+        return CATTR_OK;
+    }
+    int cnt = fi[first].n;
+    int most = r->op == CG_RESHAPE ? FOLD_MAX : r->op == CG_PAD || r->op == CG_PAD_GRAD ? 2 * CATTR_MAX_DIMS : CATTR_MAX_DIMS;
+    if (cnt > most) return cx_fail(CATTR_ERR_SHAPE, "%d values, at most %d", cnt, most);
+    memcpy(r->a.ints, fi[first].v, (size_t)cnt * sizeof *fi[first].v);
+    r->a.n_ints = cnt;
+    return CATTR_OK;
+}
+
+static int first_shape_input(const cg_node *r) {
+    for (int j = 0; j < r->n_in; j++)
+        if (shape_value_input(r, j)) return j;
+    return -1;
+}
+
+/* Element k of the folded node's output (shape `o`), read from its folded inputs: the shape ops and the integer
+ * arithmetic exporters compute shapes with. */
+static cattr_status fold_elem(const cg_node *nd, const folded *fi, const cx_view *o, int64_t k, int64_t *out) {
+    int64_t c[CATTR_MAX_DIMS], rem = k;
+    for (int d = o->ndim - 1; d >= 0; d--) {
+        c[d] = rem % o->shape[d];
+        rem /= o->shape[d];
+    }
+#define AT(j) cx_bcast_at(o->ndim, c, fi[j].ndim, fi[j].shape)
+    switch (nd->op) {
+    case CG_IDENTITY: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_CAST: case CG_RESHAPE: case CG_FLATTEN:
+        *out = fi[0].v[k];
+        return CATTR_OK;
+    case CG_EXPAND: case CG_TILE:
+        if (nd->op == CG_TILE) {
+            int64_t at = 0;
+            for (int d = 0; d < o->ndim; d++) at = at * fi[0].shape[d] + c[d] % fi[0].shape[d];
+            *out = fi[0].v[at];
+        } else {
+            *out = fi[0].v[AT(0)];
+        }
+        return CATTR_OK;
+    case CG_CONSTANT_OF_SHAPE: *out = (int64_t)nd->a.alpha; return CATTR_OK;
+    case CG_RANGE: *out = nd->a.ints[0] + k * nd->a.ints[2]; return CATTR_OK;
+    case CG_WHERE: *out = fi[0].v[AT(0)] ? fi[1].v[AT(1)] : fi[2].v[AT(2)]; return CATTR_OK;
+    case CG_TRANSPOSE: case CG_SLICE: {
+        const folded *x = &fi[0];
+        int64_t at = 0, stride = 1, st[CATTR_MAX_DIMS], sp[CATTR_MAX_DIMS], cnt[CATTR_MAX_DIMS];
+        if (nd->op == CG_SLICE) cx_slice_resolve(&nd->a, x->ndim, x->shape, st, sp, cnt);
+        int64_t strides[CATTR_MAX_DIMS];
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            strides[d] = stride;
+            stride *= x->shape[d];
+        }
+        for (int d = 0; d < o->ndim; d++) {
+            if (nd->op == CG_SLICE) {
+                at += (st[d] + c[d] * sp[d]) * strides[d];
+            } else {
+                int pd = nd->a.n_ints ? (int)nd->a.ints[d] : o->ndim - 1 - d;
+                at += c[d] * strides[pd < 0 ? pd + x->ndim : pd];
+            }
+        }
+        *out = x->v[at];
+        return CATTR_OK;
+    }
+    case CG_CONCAT: {
+        int ax = (int)(nd->a.axis < 0 ? nd->a.axis + o->ndim : nd->a.axis);
+        int64_t pos = c[ax];
+        for (int j = 0; j < nd->n_in; j++) {
+            if (pos < fi[j].shape[ax]) {
+                int64_t at = 0;
+                for (int d = 0; d < o->ndim; d++) at = at * fi[j].shape[d] + (d == ax ? pos : c[d]);
+                *out = fi[j].v[at];
+                return CATTR_OK;
+            }
+            pos -= fi[j].shape[ax];
+        }
+        return cx_fail(CATTR_ERR_INTERNAL, "node '%s': concat position out of range", nd->name);
+    }
+    case CG_GATHER: { /* out = data[:axis] + indices + data[axis+1:] */
+        const folded *x = &fi[0], *ix = &fi[1];
+        int ax = (int)(nd->a.axis < 0 ? nd->a.axis + x->ndim : nd->a.axis);
+        int64_t iat = 0;
+        for (int d = 0; d < ix->ndim; d++) iat = iat * ix->shape[d] + c[ax + d];
+        int64_t i = ix->v[iat] < 0 ? ix->v[iat] + x->shape[ax] : ix->v[iat];
+        if (i < 0 || i >= x->shape[ax])
+            return cx_fail(CATTR_ERR_SHAPE, "node '%s': index %lld out of range", nd->name, (long long)ix->v[iat]);
+        int64_t at = 0;
+        for (int d = 0; d < x->ndim; d++)
+            at = at * x->shape[d] + (d < ax ? c[d] : d == ax ? i : c[d - 1 + ix->ndim]);
+        *out = x->v[at];
+        return CATTR_OK;
+    }
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_EQUAL: case CG_MOD: {
+        int64_t x = fi[0].v[AT(0)], y = fi[1].v[AT(1)];
+        bool over = false;
+        switch (nd->op) {
+        case CG_ADD: over = __builtin_add_overflow(x, y, out); break;
+        case CG_SUB: over = __builtin_sub_overflow(x, y, out); break;
+        case CG_MUL: over = __builtin_mul_overflow(x, y, out); break;
+        case CG_EQUAL: *out = cx_compare((int)nd->a.index, (double)x, (double)y); break;
+        case CG_MOD: *out = cx_mod_i(x, y, (int)nd->a.index); break;
+        default:
+            if (y == 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s': division by zero", nd->name);
+            over = x == INT64_MIN && y == -1;
+            if (!over) *out = x / y;
+        }
+        if (over) return cx_fail(CATTR_ERR_SHAPE, "node '%s': the shape arithmetic overflows", nd->name);
+        return CATTR_OK;
+    }
+    default:
+        return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s) computes a shape from data: only shapes and constants can "
+                                        "give a shape", nd->name, cg_op_names[nd->op]);
+    }
+#undef AT
+}
+
+/* The int64 values and the shape of value v, computed from constants and the shapes the plan has inferred so far
+ * (Shape reads the view of its input). Each node's output shape comes from its shape rule (cx_infer). */
+static cattr_status fold_value(const cx_plan *p, const cg_graph *g, int v, int depth, folded *f) {
     const cg_value *val = &g->vals[v];
-    *n = 0;
+    f->n = 0;
+    f->ndim = 0;
     if (depth > 64) return cx_fail(CATTR_ERR_SHAPE, "value '%s': shape computation too deep to fold", val->name);
     if (val->kind == CG_VAL_CONST) {
         const cattr_tensor *t = val->data;
         if (t->numel > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "constant '%s' is too long for a shape", val->name);
         for (int64_t k = 0; k < t->numel; k++)
-            out[k] = t->dtype == CATTR_INT64 ? ((const int64_t *)t->data)[k] : (int64_t)cx_tensor_get(t, k);
-        *n = (int)t->numel;
+            f->v[k] = t->dtype == CATTR_INT64 ? ((const int64_t *)t->data)[k] : (int64_t)cx_tensor_get(t, k);
+        f->n = (int)t->numel;
+        f->ndim = t->ndim;
+        memcpy(f->shape, t->shape, (size_t)t->ndim * sizeof *t->shape);
         return CATTR_OK;
     }
     if (val->kind != CG_VAL_NODE)
         return cx_fail(CATTR_ERR_SHAPE, "a shape is computed from input '%s': it must depend only on shapes and "
                                         "constants", val->name);
     const cg_node *nd = &g->nodes[val->producer];
-    int64_t a[FOLD_MAX], b[FOLD_MAX];
-    int na = 0, nb = 0;
-    switch (nd->op) {
-    case CG_SHAPE: {
+    if (nd->op == CG_SHAPE) {
         const cx_view *x = &p->views[nd->in[0]];
         int64_t lo = nd->a.n_ints > 0 ? nd->a.ints[0] : 0, hi = nd->a.n_ints > 1 ? nd->a.ints[1] : x->ndim;
         if (lo < 0) lo += x->ndim;
         if (hi < 0) hi += x->ndim;
         lo = lo < 0 ? 0 : lo > x->ndim ? x->ndim : lo;
         hi = hi < lo ? lo : hi > x->ndim ? x->ndim : hi;
-        for (int64_t k = lo; k < hi; k++) out[(*n)++] = x->shape[k];
+        for (int64_t k = lo; k < hi; k++) f->v[f->n++] = x->shape[k];
+        f->ndim = 1;
+        f->shape[0] = f->n;
         return CATTR_OK;
     }
-    case CG_IDENTITY: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_CAST: case CG_RESHAPE: case CG_FLATTEN:
-        return fold_values(p, g, nd->in[0], depth + 1, out, n);
-    case CG_CONCAT:
-        for (int j = 0; j < nd->n_in; j++) {
-            CX_CHECK(fold_values(p, g, nd->in[j], depth + 1, a, &na));
-            if (*n + na > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "node '%s': shape too long", nd->name);
-            memcpy(out + *n, a, (size_t)na * sizeof *a);
-            *n += na;
-        }
-        return CATTR_OK;
-    case CG_GATHER:
-        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
-        CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, b, &nb));
-        for (int k = 0; k < nb; k++) {
-            int64_t i = b[k] < 0 ? b[k] + na : b[k];
-            if (i < 0 || i >= na) return cx_fail(CATTR_ERR_SHAPE, "node '%s': index %lld of a shape of %d dims",
-                                                 nd->name, (long long)b[k], na);
-            out[(*n)++] = a[i];
-        }
-        return CATTR_OK;
-    case CG_SLICE: {
-        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
-        int64_t st[CATTR_MAX_DIMS], sp[CATTR_MAX_DIMS], cnt[CATTR_MAX_DIMS], len = na;
-        cx_slice_resolve(&nd->a, 1, &len, st, sp, cnt);
-        for (int64_t k = 0; k < cnt[0]; k++) out[(*n)++] = a[st[0] + k * sp[0]];
-        return CATTR_OK;
+    folded *fi = malloc((size_t)CG_MAX_IN * sizeof *fi);
+    if (!fi) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = CATTR_OK;
+    cg_node tmp = *nd;
+    cx_view in[CG_MAX_IN], o;
+    memset(in, 0, sizeof in);
+    memset(&o, 0, sizeof o);
+    for (int j = 0; j < nd->n_in && st == CATTR_OK; j++) {
+        if (nd->in[j] < 0) continue;
+        st = fold_value(p, g, nd->in[j], depth + 1, &fi[j]);
+        in[j].dtype = CATTR_INT64;
+        in[j].ndim = fi[j].ndim;
+        memcpy(in[j].shape, fi[j].shape, sizeof in[j].shape);
     }
-    case CG_CONSTANT_OF_SHAPE: {
-        int64_t total = 1;
-        if (nd->n_in > 0 && nd->in[0] >= 0) {
-            CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
-            for (int k = 0; k < na; k++) total *= a[k];
-        } else {
-            for (int k = 0; k < nd->a.n_ints; k++) total *= nd->a.ints[k];
-        }
-        if (total < 0 || total > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "node '%s': too many values for a shape", nd->name);
-        for (int64_t k = 0; k < total; k++) out[k] = (int64_t)nd->a.alpha;
-        *n = (int)total;
-        return CATTR_OK;
+    int first = first_shape_input(nd);
+    if (st == CATTR_OK && first >= 0) {
+        st = apply_folded(&tmp, first, fi);
+        tmp.n_in = first;
     }
-    case CG_WHERE: {
-        int64_t cv[FOLD_MAX];
-        int nc = 0;
-        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, cv, &nc));
-        CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, a, &na));
-        CX_CHECK(fold_values(p, g, nd->in[2], depth + 1, b, &nb));
-        int m = nc > na ? nc : na;
-        m = m > nb ? m : nb;
-        if ((nc != m && nc != 1) || (na != m && na != 1) || (nb != m && nb != 1))
-            return cx_fail(CATTR_ERR_SHAPE, "node '%s': shapes do not broadcast", nd->name);
-        for (int k = 0; k < m; k++) out[k] = cv[nc == 1 ? 0 : k] ? a[na == 1 ? 0 : k] : b[nb == 1 ? 0 : k];
-        *n = m;
-        return CATTR_OK;
+    if (st == CATTR_OK && (tmp.op == CG_CAST || tmp.op == CG_CONSTANT_OF_SHAPE)) tmp.a.index = 1; /* int64 values */
+    if (st == CATTR_OK) st = cx_infer(&tmp, in, &o);
+    int64_t cnt = st == CATTR_OK ? cx_view_numel(&o) : 0;
+    if (st == CATTR_OK && (cnt < 0 || cnt > FOLD_MAX))
+        st = cx_fail(CATTR_ERR_SHAPE, "node '%s': too many values for a shape", nd->name);
+    for (int64_t k = 0; k < cnt && st == CATTR_OK; k++) st = fold_elem(&tmp, fi, &o, k, &f->v[k]);
+    if (st == CATTR_OK) {
+        f->n = (int)cnt;
+        f->ndim = o.ndim;
+        memcpy(f->shape, o.shape, sizeof f->shape);
     }
-    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_EQUAL:
-        CX_CHECK(fold_values(p, g, nd->in[0], depth + 1, a, &na));
-        CX_CHECK(fold_values(p, g, nd->in[1], depth + 1, b, &nb));
-        if (na != nb && na != 1 && nb != 1) return cx_fail(CATTR_ERR_SHAPE, "node '%s': shapes do not broadcast", nd->name);
-        *n = na > nb ? na : nb;
-        for (int k = 0; k < *n; k++) {
-            int64_t x = a[na == 1 ? 0 : k], y = b[nb == 1 ? 0 : k];
-            bool over = false;
-            switch (nd->op) {
-            case CG_ADD: over = __builtin_add_overflow(x, y, &out[k]); break;
-            case CG_SUB: over = __builtin_sub_overflow(x, y, &out[k]); break;
-            case CG_MUL: over = __builtin_mul_overflow(x, y, &out[k]); break;
-            case CG_EQUAL: out[k] = cx_compare((int)nd->a.index, (double)x, (double)y); break;
-            default:
-                if (y == 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s': division by zero", nd->name);
-                over = x == INT64_MIN && y == -1;
-                if (!over) out[k] = x / y;
-            }
-            if (over) return cx_fail(CATTR_ERR_SHAPE, "node '%s': the shape arithmetic overflows", nd->name);
-        }
-        return CATTR_OK;
-    default:
-        return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s) computes a shape from data: only shapes and constants can "
-                                        "give a shape", nd->name, cg_op_names[nd->op]);
-    }
+    free(fi);
+    return st;
 }
 
 /* Folds node r's shape inputs (shape_value_input) into its attributes and drops them: Reshape's target, Expand's and
- * ConstantOfShape's shape, Slice's (and SliceGrad's) starts, ends, axes and steps. Errors: CATTR_ERR_SHAPE naming the
- * node. */
+ * ConstantOfShape's shape, Slice's (and SliceGrad's) starts, ends, axes and steps, Tile's repeats, Pad's pads,
+ * Range's scalars. Errors: CATTR_ERR_SHAPE naming the node. */
 static cattr_status fold_node(const cx_plan *p, const cg_graph *g, cg_node *r) {
-    int first = -1; /* the first shape input */
-    for (int j = 0; j < r->n_in && first < 0; j++)
-        if (shape_value_input(r, j)) first = j;
+    int first = first_shape_input(r);
     if (first < 0) return CATTR_OK;
+    folded *fi = malloc((size_t)CG_MAX_IN * sizeof *fi);
+    if (!fi) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cattr_status st = CATTR_OK;
-    if (r->op == CG_SLICE || r->op == CG_SLICE_GRAD) {
-        int64_t v[4][FOLD_MAX];
-        int cnt[4] = {-1, -1, -1, -1};
-        for (int j = 0; j < 4 && st == CATTR_OK; j++)
-            if (first + j < r->n_in && r->in[first + j] >= 0) st = fold_values(p, g, r->in[first + j], 0, v[j], &cnt[j]);
-        int ns = cnt[0];
-        if (st == CATTR_OK && (ns < 0 || cnt[1] != ns || (cnt[2] >= 0 && cnt[2] != ns) || (cnt[3] >= 0 && cnt[3] != ns) ||
-                               4 * ns > CG_MAX_INTS))
-            st = cx_fail(CATTR_ERR_SHAPE, "starts, ends, axes and steps differ in length");
-        for (int i = 0; i < ns && st == CATTR_OK; i++) {
-            r->a.ints[i] = v[0][i];
-            r->a.ints[ns + i] = v[1][i];
-            r->a.ints[2 * ns + i] = cnt[2] >= 0 ? v[2][i] : i;
-            r->a.ints[3 * ns + i] = cnt[3] >= 0 ? v[3][i] : 1;
-        }
-        if (st == CATTR_OK) r->a.n_ints = 4 * ns;
-    } else { /* one shape */
-        int cnt = 0;
-        int64_t vals[FOLD_MAX];
-        st = fold_values(p, g, r->in[first], 0, vals, &cnt);
-        if (st == CATTR_OK && r->op != CG_RESHAPE && cnt > CATTR_MAX_DIMS) st = cx_fail(CATTR_ERR_SHAPE, "a shape of %d dims", cnt);
-        if (st == CATTR_OK) {
-            memcpy(r->a.ints, vals, (size_t)cnt * sizeof *vals);
-            r->a.n_ints = cnt;
-        }
+    for (int j = first; j < r->n_in && st == CATTR_OK; j++) {
+        fi[j].n = 0;
+        if (r->in[j] >= 0) st = fold_value(p, g, r->in[j], 0, &fi[j]);
+        else if (r->op == CG_RANGE) st = cx_fail(CATTR_ERR_SHAPE, "input %d is missing", j);
     }
+    if (st == CATTR_OK) st = apply_folded(r, first, fi);
+    free(fi);
     if (st != CATTR_OK) {
         char msg[512];
         snprintf(msg, sizeof msg, "%s", cattr_last_error());
@@ -660,6 +745,10 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
         }
         cx_view *o = &p->views[n->out];
         st = cx_infer(n, in, o);
+        /* floats made from nothing or from integers (ConstantOfShape, Cast of int64) take the call's float dtype */
+        if (st == CATTR_OK && o->dtype == CATTR_FLOAT32 && !n->a.index &&
+            (n->op == CG_CONSTANT_OF_SHAPE || (n->op == CG_CAST && in[0].dtype == CATTR_INT64)))
+            o->dtype = p->consts_dtype;
         if (st == CATTR_OK && (cx_view_numel(o) < 0 || (uint64_t)cx_view_numel(o) > (uint64_t)INT64_MAX / 8)) {
             char sb[256];
             st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): output shape %s is too large", n->name,

@@ -381,6 +381,24 @@ static cattr_status r_reduce_ext(cg_graph *g, int ni, int gy, const bool *need, 
     return CATTR_OK;
 }
 
+/* Mod: d(a mod b)/da = 1 where defined; none for the divisor (a model's divisors are constants) */
+static cattr_status r_mod(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1]) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for Mod's divisor", nd.name);
+    if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
+/* ScatterND: the data's gradient is gY with the overwritten positions zeroed */
+static cattr_status r_scatter_nd(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[2]) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for ScatterND's updates", nd.name);
+    if (need[0]) gx[0] = EMIT(CG_SCATTER_ND, NULL, gy, nd.in[1], EMIT(CG_ZEROS_LIKE, NULL, nd.in[2]));
+    return CATTR_OK;
+}
+
 /* Tile: the gradient of each element summed over its copies */
 static cattr_status r_tile(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
@@ -408,7 +426,8 @@ static cattr_status r_none(cg_graph *g, int ni, int gy, const bool *need, int *g
 static cattr_status r_pad(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
-    if (need[0]) gx[0] = EMIT(CG_PAD_GRAD, &nd.a, gy, nd.in[0]);
+    if (need[0])  /* pads computed from shapes travel along, folded when the gradient is planned */
+        gx[0] = nd.n_in > 1 ? EMIT(CG_PAD_GRAD, &nd.a, gy, nd.in[0], nd.in[1]) : EMIT(CG_PAD_GRAD, &nd.a, gy, nd.in[0]);
     return CATTR_OK;
 }
 
@@ -557,6 +576,9 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SHAPE] = r->by_op[CG_EQUAL] = r->by_op[CG_CONSTANT_OF_SHAPE] = r_none;
     r->by_op[CG_EXPAND] = r_expand;
     r->by_op[CG_TILE] = r_tile;
+    r->by_op[CG_MOD] = r_mod;
+    r->by_op[CG_SCATTER_ND] = r_scatter_nd;
+    r->by_op[CG_RANGE] = r_none;
     r->by_op[CG_REDUCE_MAX] = r->by_op[CG_REDUCE_MIN] = r_reduce_ext;
     r->by_op[CG_WHERE] = r_where;
     r->by_op[CG_WHERE_ID] = r_where_id;
@@ -580,8 +602,9 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
     }
     for (int i = 0; i < nv; i++) gacc[i] = -1;
     for (int k = 0; k < n_wrt; k++) dep[wrt[k]] = true;
-    for (int i = 0; i < nn; i++) {
+    for (int i = 0; i < nn; i++) { /* a shape does not depend on the values it is the shape of, nor a range */
         const cg_node *n = &g->nodes[i];
+        if (n->op == CG_SHAPE || n->op == CG_RANGE) continue;
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0 && dep[n->in[j]]) dep[n->out] = true;
     }

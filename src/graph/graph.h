@@ -125,6 +125,11 @@ typedef enum cg_op {
                      * >, <, >=, <=, and, or, xor) */
     CG_WHERE,       /* (C int64, X, Y) -> X where C != 0 else Y, numpy broadcasting of the three */
     CG_EXPAND,      /* (X[, shape]); ints = the shape (folded when planning) -> X broadcast with it (ONNX Expand) */
+    CG_MOD,         /* (A, B), numpy broadcasting, float or int64; index 1: C's fmod (the sign of A), 0: the sign of B
+                     * (ONNX Mod's fmod attribute) */
+    CG_RANGE,       /* ([start, limit, delta]); ints = {start, limit, delta} (folded when planning) -> int64 [n] */
+    CG_SCATTER_ND,  /* (data, indices int64 [..., k], updates) -> data with updates written at the indexed slices
+                     * (ONNX ScatterND without reduction) */
     CG_REDUCE_MAX,  /* (X); as ReduceSum: the largest value (NaN when one is NaN) */
     CG_REDUCE_MIN,  /* (X); as ReduceSum: the smallest value */
     CG_REDUCE_EXT_GRAD, /* (gY, X, Y); ints and index of the reduction -> gY shared evenly among the elements equal

@@ -334,6 +334,9 @@ static const op_spec k_ops[] = {
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
     {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
     {"Tile", CG_TILE, 2, 2, "", 0, ""},
+    {"Mod", CG_MOD, 2, 2, "fmod", 0, ""},
+    {"Range", CG_RANGE, 3, 3, "", 0, ""},
+    {"ScatterND", CG_SCATTER_ND, 3, 3, "reduction", 0, ""},
     {"Cast", CG_CAST, 1, 1, "to saturate", 0, ""},
     {"Max", CG_MAX, 1, 2, "", 0, ""},
     {"Min", CG_MIN, 1, 2, "", 0, ""},
@@ -865,6 +868,48 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     }
     case CG_POW: nin = 2; break;
+    case CG_MOD:
+        CX_CHECK(attr_int(&c, "fmod", 0, &v));
+        a.index = v != 0;
+        nin = 2;
+        break;
+    case CG_SCATTER_ND: {
+        const Onnx__AttributeProto *rp;
+        CX_CHECK(attr_typed(&c, "reduction", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &rp));
+        if (rp && !(rp->s.len == 4 && !memcmp(rp->s.data, "none", 4)))
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "reduction '%.*s' (only none)", (int)rp->s.len, (const char *)rp->s.data);
+        nin = 3;
+        break;
+    }
+    case CG_RANGE: { /* of constants: a constant; from shapes: folded per call (int64 only) */
+        bool consts = true;
+        for (int j = 0; j < 3; j++) consts &= L->g->vals[c.in[j]].kind == CG_VAL_CONST;
+        if (consts) {
+            double s0, lim, dl;
+            CX_CHECK(fold_scalar(&c, 0, "start", &s0));
+            CX_CHECK(fold_scalar(&c, 1, "limit", &lim));
+            CX_CHECK(fold_scalar(&c, 2, "delta", &dl));
+            double len = dl != 0 ? ceil((lim - s0) / dl) : -1;
+            if (dl == 0 || !(len < 1e8)) return nfail(&c, CATTR_ERR_FORMAT, "start, limit and delta give no valid range");
+            int64_t cnt = len > 0 ? (int64_t)len : 0;
+            cattr_dtype dt = L->g->vals[c.in[0]].data->dtype;
+            cattr_tensor *t = cx_tensor_alloc(dt, 1, &cnt);
+            if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            for (int64_t k = 0; k < cnt; k++) cx_tensor_set(t, k, s0 + (double)k * dl);
+            int id = cg_add_const(L->g, n->output[0], t, true);
+            if (id < 0) {
+                cattr_tensor_free(t);
+                return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add constant '%s'", n->output[0]);
+            }
+            return define(L, n->output[0], id, idx, 0);
+        }
+        for (int j = 0; j < 3; j++)
+            if (from_input_values(L->g, c.in[j], 0))
+                return nfail(&c, CATTR_ERR_UNSUPPORTED, "input '%s' is computed from an input's values (only shapes "
+                                                        "and constants give a range)", n->input[j]);
+        nin = 3;
+        break;
+    }
     case CG_PAD: { /* pads (and the constant, the axes) are inputs from opset 11, attributes before */
         const Onnx__AttributeProto *ap = attr_find(&c, "mode");
         const char *mode = ap && ap->s.data ? (const char *)ap->s.data : "constant";
@@ -877,9 +922,13 @@ static cattr_status convert_node(loader *L, int idx) {
         int np = -1;
         if (L->opset >= 11) {
             if (c.in[1] < 0) return nfail(&c, CATTR_ERR_FORMAT, "input pads is required");
-            CX_CHECK(fold_ints(&c, 1, "pads", CG_MAX_INTS, a.ints, &np));
             if (c.in[2] >= 0) CX_CHECK(fold_scalar(&c, 2, "constant_value", &a.alpha));
             if (c.in[3] >= 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "the axes input (opset 18): give pads for every dim");
+            if (L->g->vals[c.in[1]].kind != CG_VAL_CONST && !from_input_values(L->g, c.in[1], 0)) {
+                nin = 2; /* pads computed from shapes: folded per call */
+                break;
+            }
+            CX_CHECK(fold_ints(&c, 1, "pads", CG_MAX_INTS, a.ints, &np));
         } else {
             CX_CHECK(attr_ints(&c, "pads", CG_MAX_INTS, a.ints, &np));
             CX_CHECK(attr_float(&c, "value", 0, &a.alpha));
@@ -1059,7 +1108,10 @@ static cattr_status convert_node(loader *L, int idx) {
         if (c.in[2] >= 0) {
             double train = 1;
             if (L->g->vals[c.in[2]].kind == CG_VAL_CONST) CX_CHECK(fold_scalar(&c, 2, "training_mode", &train));
-            if (train != 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "training_mode must be a constant false");
+            double ratio = 0.5; /* a ratio of 0 drops nothing, in training mode too (torchvision's Swin exports so) */
+            if (c.in[1] >= 0 && L->g->vals[c.in[1]].kind == CG_VAL_CONST) CX_CHECK(fold_scalar(&c, 1, "ratio", &ratio));
+            if (train != 0 && ratio != 0)
+                return nfail(&c, CATTR_ERR_UNSUPPORTED, "training_mode must be a constant false (or the ratio 0)");
         }
         break;
     default: break; /* unary ops without attributes */

@@ -108,4 +108,29 @@ static inline int cx_compare(int mode, double a, double b) {
     }
 }
 
+/* ONNX Mod: fmod 1 keeps the sign of the dividend (C's fmod), 0 the divisor's (Python's %); integers by 0 give 0. */
+static inline double cx_mod_f(double a, double b, int fmod_sign) {
+    double r = fmod(a, b);
+    if (!fmod_sign && r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+static inline int64_t cx_mod_i(int64_t a, int64_t b, int fmod_sign) {
+    if (b == 0 || (b == -1)) return 0; /* b = -1: every remainder is 0 (and INT64_MIN % -1 would trap) */
+    int64_t r = a % b;
+    if (!fmod_sign && r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+/* Integer Add, Sub, Mul, Div of shape arithmetic at run time (wrapping instead of overflowing; Div truncates, and a
+ * division by 0 gives 0: the planner's folding reports it where a shape depends on it). */
+static inline int64_t cx_int_binary(cg_op op, int64_t a, int64_t b) {
+    uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
+    switch (op) {
+    case CG_ADD: return (int64_t)(ua + ub);
+    case CG_SUB: return (int64_t)(ua - ub);
+    case CG_MUL: return (int64_t)(ua * ub);
+    default: return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
+    }
+}
+
 #endif

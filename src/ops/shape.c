@@ -175,6 +175,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         return CATTR_OK;
     case CG_PAD: case CG_PAD_GRAD: {
         const cx_view *x = n->op == CG_PAD ? &in[0] : &in[1];
+        if (n->n_in > (n->op == CG_PAD ? 1 : 2)) SHAPE_FAIL("the pads are not known when the call is planned");
         if (a->n_ints != 2 * x->ndim) SHAPE_FAIL("%d pads for an input of rank %d", a->n_ints, x->ndim);
         if (n->op == CG_PAD_GRAD) {
             copy_shape(out, x);
@@ -350,7 +351,31 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             SHAPE_FAIL("operands do not broadcast");
         out->dtype = in[2].dtype;
         return CATTR_OK;
-    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_POW: case CG_MAX: case CG_MIN: {
+    case CG_RANGE: {
+        if (n->n_in > 0) SHAPE_FAIL("start, limit and delta are not known when the call is planned");
+        if (a->n_ints != 3 || a->ints[2] == 0) SHAPE_FAIL("needs start, limit and a non-zero delta");
+        double len = ceil(((double)a->ints[1] - (double)a->ints[0]) / (double)a->ints[2]);
+        if (len > 1e12) SHAPE_FAIL("%.0f values are too many", len);
+        out->ndim = 1;
+        out->shape[0] = len > 0 ? (int64_t)len : 0;
+        out->dtype = CATTR_INT64;
+        return CATTR_OK;
+    }
+    case CG_SCATTER_ND: {
+        const cx_view *d = &in[0], *ix = &in[1], *u = &in[2];
+        if (ix->dtype != CATTR_INT64 || ix->ndim < 1) SHAPE_FAIL("indices must be int64 of rank 1 or more");
+        int64_t k = ix->shape[ix->ndim - 1];
+        if (k < 1 || k > d->ndim) SHAPE_FAIL("index tuples of %lld values for data of rank %d", (long long)k, d->ndim);
+        if (u->ndim != ix->ndim - 1 + d->ndim - (int)k) SHAPE_FAIL("updates have the wrong rank");
+        for (int i = 0; i < ix->ndim - 1; i++)
+            if (u->shape[i] != ix->shape[i]) SHAPE_FAIL("updates do not match the indices' dims");
+        for (int i = (int)k; i < d->ndim; i++)
+            if (u->shape[ix->ndim - 1 + i - k] != d->shape[i]) SHAPE_FAIL("updates do not match the data's slices");
+        if (u->dtype != d->dtype) SHAPE_FAIL("updates and data differ in dtype");
+        copy_shape(out, d);
+        return CATTR_OK;
+    }
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_POW: case CG_MAX: case CG_MIN: case CG_MOD: {
         if (n->n_in < 2 || n->in[0] < 0 || n->in[1] < 0) SHAPE_FAIL("two operands are required");
         if (!cx_broadcast_shape(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape, &out->ndim, out->shape))
             SHAPE_FAIL("operands do not broadcast");

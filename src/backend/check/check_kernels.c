@@ -1325,6 +1325,42 @@ static cattr_status k_select(const cg_node *n, const cx_view *in, cx_view *out) 
     return CATTR_OK;
 }
 
+/* Mod (float in double, int64 in int64), Range, ScatterND: one element at a time. */
+static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
+    size_t es = cattr_dtype_size(out->dtype);
+    for (int64_t i = 0; i < cnt && n->op != CG_SCATTER_ND; i++) {
+        if (n->op == CG_RANGE) {
+            ((int64_t *)out->data)[i] = n->a.ints[0] + i * n->a.ints[2];
+            continue;
+        }
+        unravel(i, out->ndim, out->shape, c);
+        int64_t ia = bcast_index(out->ndim, c, in[0].ndim, in[0].shape), ib = bcast_index(out->ndim, c, in[1].ndim, in[1].shape);
+        if (out->dtype == CATTR_INT64 && n->op != CG_MOD)
+            ((int64_t *)out->data)[i] = cx_int_binary(n->op, ((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib]);
+        else if (out->dtype == CATTR_INT64)
+            ((int64_t *)out->data)[i] = cx_mod_i(((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib], (int)n->a.index);
+        else
+            put(out, i, cx_mod_f(get(&in[0], ia), get(&in[1], ib), (int)n->a.index));
+    }
+    if (n->op != CG_SCATTER_ND) return CATTR_OK;
+    const cx_view *ix = &in[1], *u = &in[2];
+    int k = (int)ix->shape[ix->ndim - 1];
+    for (int64_t i = 0; i < cnt; i++) copy_elem(out->data, i, in[0].data, i, es);
+    for (int64_t i = 0; i < cx_view_numel(u); i++) { /* update element i: tuple i / slice, offset i % slice */
+        int64_t slice = cx_numel(out->ndim - k, out->shape + k), t = i / slice, at = 0;
+        for (int j = 0; j < k; j++) {
+            int64_t v = ((const int64_t *)ix->data)[t * k + j];
+            if (v < 0) v += out->shape[j];
+            if (v < 0 || v >= out->shape[j])
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s' (op ScatterND): an index is out of range for dim %d", n->name, j);
+            at = at * out->shape[j] + v;
+        }
+        copy_elem(out->data, at * slice + i % slice, u->data, i, es);
+    }
+    return CATTR_OK;
+}
+
 cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) {
     switch (n->op) { /* data movement: every dtype */
     case CG_IDENTITY: case CG_RESHAPE: case CG_FLATTEN: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_RESHAPE_LIKE:
@@ -1343,6 +1379,10 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
         return CATTR_OK;
     }
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE: return k_select(n, in, out);
+    case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index(n, in, out);
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
+        if (out->dtype == CATTR_INT64) return k_index(n, in, out);
+        break;
     case CG_CAST: /* through double; to int64 truncating toward zero */
         for (int64_t k = 0; k < cx_view_numel(out); k++) {
             if (out->dtype == CATTR_INT64)

@@ -640,6 +640,55 @@ static cattr_status k_select_ops(const cg_node *n, const cx_view *in, cx_view *o
     return CATTR_OK;
 }
 
+/* Mod (float or int64, broadcast), Range (int64 from its folded start and delta), ScatterND (any dtype). */
+static cattr_status k_index_ops(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
+    size_t es = cattr_dtype_size(out->dtype);
+    if (n->op == CG_RANGE) {
+        for (int64_t k = 0; k < cnt; k++) ((int64_t *)out->data)[k] = n->a.ints[0] + k * n->a.ints[2];
+        return CATTR_OK;
+    }
+    if (n->op != CG_SCATTER_ND) { /* Mod, and Add / Sub / Mul / Div on int64 */
+        int fm = (int)n->a.index;
+        for (int64_t i = 0; i < cnt; i++) {
+            int64_t rem = i;
+            for (int d = out->ndim - 1; d >= 0; d--) {
+                c[d] = rem % out->shape[d];
+                rem /= out->shape[d];
+            }
+            int64_t ia = cx_bcast_at(out->ndim, c, in[0].ndim, in[0].shape), ib = cx_bcast_at(out->ndim, c, in[1].ndim, in[1].shape);
+            if (out->dtype == CATTR_INT64 && n->op != CG_MOD)
+                ((int64_t *)out->data)[i] = cx_int_binary(n->op, ((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib]);
+            else if (out->dtype == CATTR_INT64)
+                ((int64_t *)out->data)[i] = cx_mod_i(((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib], fm);
+            else if (out->dtype == CATTR_FLOAT64)
+                ((double *)out->data)[i] = cx_mod_f(((const double *)in[0].data)[ia], ((const double *)in[1].data)[ib], fm);
+            else
+                ((float *)out->data)[i] = (float)cx_mod_f(((const float *)in[0].data)[ia], ((const float *)in[1].data)[ib], fm);
+        }
+        return CATTR_OK;
+    }
+    /* ScatterND: the data, then each index tuple's slice replaced by its updates */
+    const cx_view *ix = &in[1];
+    int k = (int)ix->shape[ix->ndim - 1];
+    int64_t tuples = cx_numel(ix->ndim - 1, ix->shape), slice = cx_numel(out->ndim - k, out->shape + k);
+    memcpy(out->data, in[0].data, (size_t)cnt * es);
+    for (int64_t t = 0; t < tuples; t++) {
+        int64_t at = 0;
+        for (int j = 0; j < k; j++) {
+            int64_t v = ((const int64_t *)ix->data)[t * k + j], dim = out->shape[j];
+            if (v < 0) v += dim;
+            if (v < 0 || v >= dim)
+                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node '%s' (op ScatterND): index %lld is out of range for dim %d of size %lld",
+                               n->name, (long long)((const int64_t *)ix->data)[t * k + j], j, (long long)dim);
+            at = at * dim + v;
+        }
+        memcpy((char *)out->data + (size_t)(at * slice) * es, (const char *)in[2].data + (size_t)(t * slice) * es,
+               (size_t)slice * es);
+    }
+    return CATTR_OK;
+}
+
 static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, cx_view *out) {
     (void)ctx;
     bool f64 = out->dtype == CATTR_FLOAT64;
@@ -658,6 +707,10 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_SHAPE: case CG_CAST: return k_shape_cast(n, in, out);
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE:
         return k_select_ops(n, in, out);
+    case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index_ops(n, in, out);
+    case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
+        if (!flt) return k_index_ops(n, in, out);
+        break;
     default: break;
     }
     if (!flt)
