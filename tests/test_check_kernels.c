@@ -606,6 +606,19 @@ static void test_elementwise(void) {
         in_i(c, DIMS(3, 2), SHAPE(0, 0, 2, 3, 1, -1));
         in_u(c, DIMS(3));
         run(c);
+        for (int k = 0; k < 6; k++) { /* Resize nearest / linear, scales / sizes, and the gradients */
+            bool grad = k >= 3;
+            c = tc(grad ? CG_RESIZE_GRAD : CG_RESIZE, k % 3 == 0 ? "resize nearest" : k % 3 == 1 ? "resize linear" : "resize to a size");
+            if (grad && k % 3 == 2) in_u(c, DIMS(2, 3, 7, 5));
+            else if (grad) in_u(c, DIMS(2, 3, 8, 10));
+            in_u(c, DIMS(2, 3, 4, 5));
+            c->n.a.index = k % 3 != 0;
+            c->n.a.axis = k % 3 == 2 ? 2 : 0;
+            c->n.a.alpha = c->n.a.beta = 2;
+            if (k % 3 == 2) set_ints(&c->n.a, 4, SHAPE(2, 3, 7, 5));
+            c->red = 4;
+            run(c);
+        }
         for (int grad = 0; grad < 2; grad++) {
             c = tc(grad ? CG_TILE_GRAD : CG_TILE, grad ? "tile grad" : "tile");
             if (grad) in_u(c, DIMS(2, 6, 4));

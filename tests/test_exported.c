@@ -177,5 +177,9 @@ int main(void) {
     check_batch_one("gru_op14");
     check_model("shift_window_op14");
     check_batch_one("shift_window_op14");
+    check_model("upsampler_op14");
+    check_batch_one("upsampler_op14");
+    check_model("interp_op14");
+    check_batch_one("interp_op14");
     return g_failures ? 1 : 0;
 }

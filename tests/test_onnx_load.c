@@ -32,6 +32,8 @@ static int g_fail, g_checks;
         CHECK((n) == (int)CX_ARRAY_LEN(want_) && memcmp((got), want_, sizeof want_) == 0);                             \
     } while (0)
 
+static void forward_fixture(const char *name, int64_t count);
+
 static bool near(double a, double b) { return isinf(b) ? a == b : fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
 
 /* Every node input is a defined value or -1, node outputs are produced in order, inputs/outputs are valid. */
@@ -364,27 +366,10 @@ static void test_legacy(void) {
         cattr_tensor_free(y);
         cattr_model_free(m);
     }
-    { /* comparisons and logic as masks, PRelu, ReduceMax / ReduceMin / ReduceL2, Tile: the output numpy computed */
-        cattr_model *m = NULL;
-        cattr_tensor *x = NULL, *want = NULL, *y = NULL;
-        CHECK(cattr_model_load_onnx(FIX "ok_logic.onnx", &m) == CATTR_OK);
-        CHECK(cattr_tensor_load_npy(FIX "ok_logic.x.npy", &x) == CATTR_OK && cattr_tensor_load_npy(FIX "ok_logic.y.npy", &want) == CATTR_OK);
-        for (int d = 0; m && x && want && d < 2; d++) {
-            const cattr_tensor *in[1] = {x};
-            CHECK(cattr_model_forward(m, d ? CATTR_FLOAT64 : CATTR_FLOAT32, in, 1, &y) == CATTR_OK);
-            CHECK(y && cattr_tensor_numel(y) == 16);
-            for (int k = 0; y && k < 16; k++) {
-                double got = d ? ((double *)cattr_tensor_data(y))[k] : ((float *)cattr_tensor_data(y))[k];
-                double w = ((float *)cattr_tensor_data(want))[k];
-                CHECK(fabs(got - w) < 1e-6 * (1 + fabs(w)));
-            }
-            cattr_tensor_free(y);
-            y = NULL;
-        }
-        cattr_tensor_free(x);
-        cattr_tensor_free(want);
-        cattr_model_free(m);
-    }
+    /* comparisons and logic as masks, PRelu, ReduceMax / ReduceMin / ReduceL2, Tile; Split (equal parts from the
+     * shape, and sizes), LogSoftmax and Softmax over axis 0: the outputs numpy computed */
+    forward_fixture("ok_logic", 16);
+    forward_fixture("ok_split", 16);
     info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {
@@ -475,6 +460,35 @@ static void test_errors(void) {
     expect_err(FIX "err_gru_activations.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/GRU' (op GRU)",
                "only the default activations");
     expect_err(FIX "err_lstm_seq_lens.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/LSTM' (op LSTM)", "sequence_lens");
+}
+
+/* Runs fixture NAME.onnx on NAME.x.npy in float32 and float64 and compares with NAME.y.npy (count elements). */
+static void forward_fixture(const char *name, int64_t count) {
+    char path[512], xp[512], yp[512];
+    snprintf(path, sizeof path, FIX "%s.onnx", name);
+    snprintf(xp, sizeof xp, FIX "%s.x.npy", name);
+    snprintf(yp, sizeof yp, FIX "%s.y.npy", name);
+    cattr_model *m = NULL;
+    cattr_tensor *x = NULL, *want = NULL, *y = NULL;
+    CHECK(cattr_model_load_onnx(path, &m) == CATTR_OK);
+    if (!m) printf("%s: %s\n", name, cattr_last_error());
+    CHECK(cattr_tensor_load_npy(xp, &x) == CATTR_OK && cattr_tensor_load_npy(yp, &want) == CATTR_OK);
+    for (int d = 0; m && x && want && d < 2; d++) {
+        const cattr_tensor *in[1] = {x};
+        CHECK(cattr_model_forward(m, d ? CATTR_FLOAT64 : CATTR_FLOAT32, in, 1, &y) == CATTR_OK);
+        if (!y) printf("%s: %s\n", name, cattr_last_error());
+        CHECK(y && cattr_tensor_numel(y) == count);
+        for (int64_t k = 0; y && k < count && k < cattr_tensor_numel(y); k++) {
+            double got = d ? ((double *)cattr_tensor_data(y))[k] : ((float *)cattr_tensor_data(y))[k];
+            double w = ((float *)cattr_tensor_data(want))[k];
+            CHECK(fabs(got - w) < 1e-6 * (1 + fabs(w)));
+        }
+        cattr_tensor_free(y);
+        y = NULL;
+    }
+    cattr_tensor_free(x);
+    cattr_tensor_free(want);
+    cattr_model_free(m);
 }
 
 /* ---- golden models ------------------------------------------------------------------------------------------- */

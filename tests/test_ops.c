@@ -1506,6 +1506,35 @@ static void test_mod_scatter(void) {
     free_ops(3, s);
 }
 
+/* Resize: nearest (asymmetric, floor) of [[1, 2], [3, 4]] by 2 against its definition; linear (half-pixel and
+ * align_corners, scales and sizes, rank 4 and 3) gradients against finite differences. */
+static void test_resize(void) {
+    opnd x = IN(mk(DIMS(1, 1, 2, 2), (const double[]){1, 2, 3, 4}));
+    cg_attrs a = cg_attrs_default();
+    a.axis = 1;    /* asymmetric */
+    a.trans_a = 2; /* floor */
+    a.alpha = a.beta = 2;
+    fwd_case("Resize nearest x2", CG_RESIZE, &a, 1, &x, DIMS(1, 1, 4, 4),
+             (const double[]){1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+    a.index = 1; /* linear, half-pixel: row 0 = 1, 1.25, 1.75, 2 */
+    a.axis = 0;
+    fwd_case("Resize linear x2", CG_RESIZE, &a, 1, &x, DIMS(1, 1, 4, 4),
+             (const double[]){1, 1.25, 1.75, 2, 1.5, 1.75, 2.25, 2.5, 2.5, 2.75, 3.25, 3.5, 3, 3.25, 3.75, 4});
+    opnd r = IN(rnd(DIMS(2, 3, 3, 4)));
+    grad_op("Resize linear x2", CG_RESIZE, &a, 1, &r);
+    cg_attrs s = a;
+    s.axis = 2; /* align_corners to a size */
+    set_ints(&s, 4, SHAPE(2, 3, 5, 7));
+    grad_op("Resize linear to a size", CG_RESIZE, &s, 1, &r);
+    cg_attrs n = cg_attrs_default();
+    n.alpha = 1.5;
+    opnd r3 = IN(rnd(DIMS(2, 2, 5)));
+    grad_op("Resize nearest rank 3", CG_RESIZE, &n, 1, &r3);
+    free_ops(1, &x);
+    free_ops(1, &r);
+    free_ops(1, &r3);
+}
+
 /* ---- recurrent layers ------------------------------------------------------------------------------------------- */
 
 static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
@@ -1603,6 +1632,7 @@ int main(void) {
     test_tile();
     test_reduce_ext();
     test_mod_scatter();
+    test_resize();
     test_expand_where();
     test_kinks();
     test_softmax();

@@ -2,7 +2,8 @@
 """export_test_models.py - small PyTorch models that use the ops of exported architectures (LayerNorm in its
 decomposed opset-14 form and as LayerNormalization at opset 17, GELU through Erf, Hardswish / Hardsigmoid in a
 squeeze-and-excitation block with a BatchNorm folded into its Conv, ELU / SELU / Softplus, Pow and Sqrt, LSTM and GRU
-layers, Swin's shifted-window shape logic), exported by
+layers, Swin's shifted-window shape logic, ConvTranspose, Split, log_softmax over channels,
+Resize), exported by
 torch.onnx.export with constant folding, with what PyTorch computes for them: tests/test_exported.c checks cattr's
 forward pass and input gradients against these.
 
@@ -159,6 +160,42 @@ class ShiftWindow(nn.Module):
         return self.head(y.flatten(1))
 
 
+class Upsampler(nn.Module):
+    """A decoder's ops: transposed convolutions (stride 2 with output_padding, grouped and dilated), a split into
+    equal chunks and one of given sizes, log_softmax over the channels, then a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = nn.ConvTranspose2d(4, 4, 2, stride=1, groups=2, dilation=2, bias=False)
+        self.head = nn.Linear(2 * 10 * 10 + 1 * 10 * 10, 3)
+
+    def forward(self, x):
+        h = self.up2(torch.tanh(self.up(x)))
+        a, b = torch.chunk(h, 2, dim=1)
+        c, _ = torch.split(h, [1, 3], dim=1)
+        z = torch.log_softmax(a * b, dim=1)
+        return self.head(torch.cat([z.flatten(1), c.flatten(1)], 1))
+
+
+class Interp(nn.Module):
+    """Resize as PyTorch exports F.interpolate: nearest by 2, bilinear by 2 (half-pixel), bilinear to a size with
+    align_corners, nearest to a size computed from the input's shape, and linear over one dim."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(3 * (8 * 8 + 8 * 8 + 7 * 9 + 6 * 10) + 3 * 4 * 7, 3)
+
+    def forward(self, x):
+        f = nn.functional.interpolate
+        a = f(x, scale_factor=2, mode="nearest")
+        b = f(x, scale_factor=2, mode="bilinear", align_corners=False)
+        c = f(x, size=(7, 9), mode="bilinear", align_corners=True)
+        d = f(x, size=(x.shape[2] + 2, 10), mode="nearest")
+        e = f(x.flatten(2, 3)[:, :, :12].reshape(x.shape[0], 3 * 4, 3), size=7, mode="linear", align_corners=False)
+        return self.head(torch.cat([t.flatten(1) for t in (a, b, c, d, e)], 1))
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -207,6 +244,10 @@ def main():
     export("gru_op14", Recurrent(nn.GRU), torch.randn(2, 7, 5), [0, 2], 14)
     torch.manual_seed(9)
     export("shift_window_op14", ShiftWindow(), torch.randn(2, 2, 6, 6), [1, 2], 14)
+    torch.manual_seed(10)
+    export("upsampler_op14", Upsampler(), torch.randn(2, 3, 4, 4), [2, 0], 14)
+    torch.manual_seed(11)
+    export("interp_op14", Interp(), torch.randn(2, 3, 4, 4), [0, 1], 14)
 
 
 if __name__ == "__main__":

@@ -418,7 +418,7 @@ static cattr_status default_rule(family fam, const cg_node *nd, node_rule *r) {
         } else if (op == CG_SIGMOID || op == CG_SOFTMAX || op == CG_LEAKYRELU || op == CG_CLIP || op == CG_ELU ||
                    op == CG_SELU || op == CG_GELU || op == CG_SOFTPLUS || op == CG_HARDSIGMOID || op == CG_HARDSWISH ||
                    op == CG_SQRT || op == CG_EXP || op == CG_LOG || op == CG_ERF || op == CG_RECIPROCAL ||
-                   op == CG_POW || op == CG_MAX || op == CG_MIN || op == CG_RNN) {
+                   op == CG_POW || op == CG_MAX || op == CG_MIN || op == CG_RNN || op == CG_CONV_GRAD_INPUT) {
             return cx_fail(CATTR_ERR_UNSUPPORTED,
                            "LRP has no default rule for node '%s' (op %s): Captum's LRP handles Linear, Conv2d, pools "
                            "and BatchNorm2d (epsilon rule) and ReLU, Tanh, Dropout (pass-through); give rules for the "

@@ -363,7 +363,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
 static bool shape_value_input(const cg_node *n, int j) {
     return (n->op == CG_RESHAPE && j == 1) || (n->op == CG_SLICE && j >= 1) || (n->op == CG_SLICE_GRAD && j >= 2) ||
            (n->op == CG_CONSTANT_OF_SHAPE && j == 0) || (n->op == CG_EXPAND && j == 1) ||
-           (n->op == CG_TILE && j == 1) || (n->op == CG_PAD && j == 1) || (n->op == CG_PAD_GRAD && j == 2) ||
+           (n->op == CG_TILE && j == 1) || (n->op == CG_PAD && j == 1) || (n->op == CG_PAD_GRAD && j == 2) || (n->op == CG_RESIZE && j == 1) ||
            n->op == CG_RANGE;
 }
 

@@ -399,6 +399,28 @@ static cattr_status r_scatter_nd(cg_graph *g, int ni, int gy, const bool *need, 
     return CATTR_OK;
 }
 
+/* ConvGradInput as a layer (ONNX ConvTranspose): its input's gradient is the Conv of the gradient with the weight */
+static cattr_status r_conv_grad_input(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1]) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed convolution's weight", nd.name);
+    if (need[2]) gx[2] = EMIT(CG_CONV, &nd.a, gy, nd.in[1]);
+    return CATTR_OK;
+}
+
+/* Resize: each input element gets the weighted gradients of the outputs that read it */
+static cattr_status r_resize(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    cg_attrs a = nd.a;
+    if (nd.n_in > 1) { /* sizes computed from shapes: the gradient's scales are the ratio of its two shapes */
+        a.n_ints = 1;
+        a.ints[0] = 0;
+    }
+    if (need[0]) gx[0] = EMIT(CG_RESIZE_GRAD, &a, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
 /* Tile: the gradient of each element summed over its copies */
 static cattr_status r_tile(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
@@ -576,6 +598,8 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SHAPE] = r->by_op[CG_EQUAL] = r->by_op[CG_CONSTANT_OF_SHAPE] = r_none;
     r->by_op[CG_EXPAND] = r_expand;
     r->by_op[CG_TILE] = r_tile;
+    r->by_op[CG_RESIZE] = r_resize;
+    r->by_op[CG_CONV_GRAD_INPUT] = r_conv_grad_input;
     r->by_op[CG_MOD] = r_mod;
     r->by_op[CG_SCATTER_ND] = r_scatter_nd;
     r->by_op[CG_RANGE] = r_none;

@@ -134,6 +134,13 @@ typedef enum cg_op {
     CG_REDUCE_MIN,  /* (X); as ReduceSum: the smallest value */
     CG_REDUCE_EXT_GRAD, /* (gY, X, Y); ints and index of the reduction -> gY shared evenly among the elements equal
                          * to their reduction's result (torch's amax / amin gradient), zero elsewhere */
+    CG_RESIZE,      /* (X[, sizes]) of rank 3 or 4, the last 1 or 2 dims resized; index = mode (0 nearest, 1 linear),
+                     * axis = coordinate transformation (0 half_pixel, 1 asymmetric, 2 align_corners,
+                     * 3 pytorch_half_pixel), trans_a = nearest rounding (0 round_prefer_floor, 1 round_prefer_ceil,
+                     * 2 floor, 3 ceil); the output shape in ints (sizes, folded when planning) or scales in alpha
+                     * (dim -2 of 4, dim -1 of 3) and beta (dim -1 of 4) (ops.h, cx_resize_src) */
+    CG_RESIZE_GRAD, /* (gY, X); Resize's attributes -> each element of X gets the weighted gradients of the outputs
+                     * that read it */
     CG_TILE,        /* (X[, repeats]); ints = the repeats per dim (folded when planning) -> X tiled (ONNX Tile) */
     CG_TILE_GRAD,   /* (gY, X) -> gX: the sum of gY over the copies of each element (repeats = gY's dims / X's) */
     CG_RNN,         /* (X [T, B, I], W [D, G*H, I], R [D, G*H, H], bias [D, 2*G*H] or -1, h0 [D, B, H] or -1, c0 or -1);

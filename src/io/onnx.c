@@ -274,7 +274,7 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2 };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE };
 
 typedef struct op_spec {
     const char *name;
@@ -331,9 +331,14 @@ static const op_spec k_ops[] = {
     {"Xor", CG_EQUAL, 2, 2, "", 0, ""},
     {"Not", OP_NOT, 1, 1, "", 0, ""},
     {"PRelu", OP_PRELU, 2, 2, "", 0, ""},
+    {"ConvTranspose", OP_CONV_TRANSPOSE, 2, 3,
+     "kernel_shape strides pads dilations group auto_pad output_padding output_shape", 0, ""},
+    {"Split", OP_SPLIT, 1, 2, "axis num_outputs", 13, "split"},
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
     {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
     {"Tile", CG_TILE, 2, 2, "", 0, ""},
+    {"Resize", CG_RESIZE, 1, 4, "mode coordinate_transformation_mode nearest_mode cubic_coeff_a exclude_outside "
+     "extrapolation_value antialias axes keep_aspect_ratio_policy", 0, ""},
     {"Mod", CG_MOD, 2, 2, "fmod", 0, ""},
     {"Range", CG_RANGE, 3, 3, "", 0, ""},
     {"ScatterND", CG_SCATTER_ND, 3, 3, "reduction", 0, ""},
@@ -753,6 +758,170 @@ static cattr_status prelu(nctx *c, int idx) {
     return define(L, n->output[0], y, idx, 0);
 }
 
+/* An int64 constant of the given values (1-D, or a scalar when n is 0 and v points to one value). */
+static int int_const(cg_graph *g, const char *name, const int64_t *v, int n) {
+    int64_t len = n;
+    cattr_tensor *t = cx_tensor_alloc(CATTR_INT64, n ? 1 : 0, &len);
+    if (!t) return -1;
+    memcpy(t->data, v, (size_t)(n ? n : 1) * sizeof *v);
+    int id = cg_add_const(g, name, t, true);
+    if (id < 0) cattr_tensor_free(t);
+    return id;
+}
+
+/* ConvTranspose (X, W[, B]): the input gradient of the Conv with weight W (its layout [C_in, C_out / group, k...]
+ * is the Conv's [C_out, C_in / group, k...]) applied to X, for an output of N x (W's dim 1 * group) x out_d with
+ * out_d = stride (in_d - 1) + output_padding + dilation (k - 1) + 1 - pads, computed from X's shape when the call is
+ * planned; then the bias per channel. */
+static cattr_status conv_transpose(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    cg_graph *g = L->g;
+    const cg_value *w = &g->vals[c->in[1]];
+    if (w->kind != CG_VAL_CONST)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "the weight '%s' must be a constant", n->input[1]);
+    if (attr_find(c, "output_shape"))
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "attribute output_shape is not supported (give pads and output_padding)");
+    int nsp = w->data->ndim - 2, nk = -1, np = -1;
+    int64_t ks[CG_MAX_SP], opad[CG_MAX_SP] = {0};
+    CX_CHECK(attr_ints(c, "kernel_shape", CG_MAX_SP, ks, &nk));
+    if (nk < 0) {
+        nk = nsp;
+        for (int i = 0; i < nsp && i < CG_MAX_SP; i++) ks[i] = w->data->shape[2 + i];
+    }
+    if (nk != nsp) return nfail(c, CATTR_ERR_FORMAT, "kernel_shape has %d dims, the weight %d", nk, nsp);
+    cg_attrs a = cg_attrs_default();
+    CX_CHECK(spatial_attrs(c, &a, ks, nk, true));
+    CX_CHECK(attr_int(c, "group", 1, &a.group));
+    if (a.group < 1) return nfail(c, CATTR_ERR_FORMAT, "group must be at least 1");
+    CX_CHECK(attr_ints(c, "output_padding", CG_MAX_SP, opad, &np));
+    if (np >= 0 && np != nsp) return nfail(c, CATTR_ERR_FORMAT, "output_padding has %d values for %d dims", np, nsp);
+    for (int i = 0; i < nsp; i++)
+        if (opad[i] < 0 || (np > 0 && opad[i] >= (a.stride[i] > a.dilation[i] ? a.stride[i] : a.dilation[i])))
+            return nfail(c, CATTR_ERR_FORMAT, "output_padding %lld is out of range", (long long)opad[i]);
+    /* the output's shape: [N] ++ [C_out] ++ in_sp * stride + (dilation (k - 1) + 1 + output_padding - pads - stride) */
+    int64_t mul[CG_MAX_SP], add[CG_MAX_SP], cout = w->data->shape[1] * a.group, lo = 2;
+    for (int i = 0; i < nsp; i++) {
+        mul[i] = a.stride[i];
+        add[i] = a.dilation[i] * (ks[i] - 1) + 1 + opad[i] - a.pad[i] - a.pad[nsp + i] - a.stride[i];
+    }
+    char nm[200];
+    cg_attrs sa = cg_attrs_default();
+    int v[8];
+    snprintf(nm, sizeof nm, "%s/in_shape", c->label);
+    v[0] = cg_add_node(g, CG_SHAPE, nm, &c->in[0], 1, NULL, nm);
+    sa.n_ints = 4;
+    int64_t q0[4] = {0, 1, 0, 1}, q1[4] = {lo, INT64_MAX, 0, 1};
+    memcpy(sa.ints, q0, sizeof q0);
+    snprintf(nm, sizeof nm, "%s/batch", c->label);
+    v[1] = v[0] < 0 ? -1 : cg_add_node(g, CG_SLICE, nm, &v[0], 1, &sa, nm);
+    memcpy(sa.ints, q1, sizeof q1);
+    snprintf(nm, sizeof nm, "%s/in_spatial", c->label);
+    v[2] = v[0] < 0 ? -1 : cg_add_node(g, CG_SLICE, nm, &v[0], 1, &sa, nm);
+    snprintf(nm, sizeof nm, "%s/stride", c->label);
+    v[3] = int_const(g, nm, mul, nsp);
+    snprintf(nm, sizeof nm, "%s/extent", c->label);
+    v[4] = int_const(g, nm, add, nsp);
+    snprintf(nm, sizeof nm, "%s/channels", c->label);
+    v[5] = int_const(g, nm, &cout, 1);
+    snprintf(nm, sizeof nm, "%s/scaled", c->label);
+    int sc = v[2] < 0 || v[3] < 0 ? -1 : cg_add_node(g, CG_MUL, nm, (int[]){v[2], v[3]}, 2, NULL, nm);
+    snprintf(nm, sizeof nm, "%s/out_spatial", c->label);
+    int os = sc < 0 || v[4] < 0 ? -1 : cg_add_node(g, CG_ADD, nm, (int[]){sc, v[4]}, 2, NULL, nm);
+    cg_attrs ca = cg_attrs_default();
+    snprintf(nm, sizeof nm, "%s/out_shape", c->label);
+    int shp = os < 0 || v[1] < 0 || v[5] < 0 ? -1 : cg_add_node(g, CG_CONCAT, nm, (int[]){v[1], v[5], os}, 3, &ca, nm);
+    snprintf(nm, sizeof nm, "%s/out_like", c->label); /* zeros of the output's shape: ConvGradInput reads its shape */
+    int like = shp < 0 ? -1 : cg_add_node(g, CG_CONSTANT_OF_SHAPE, nm, &shp, 1, NULL, nm);
+    bool bias = c->in[2] >= 0;
+    snprintf(nm, sizeof nm, "%s/transposed", c->label);
+    int y = like < 0 ? -1 : cg_add_node(g, CG_CONV_GRAD_INPUT, bias ? nm : c->label, (int[]){like, c->in[1], c->in[0]},
+                                        3, &a, bias ? nm : n->output[0]);
+    if (y >= 0 && bias) { /* + B as [C_out, 1, ...] */
+        cg_attrs ra = cg_attrs_default();
+        ra.n_ints = 1 + nsp;
+        ra.ints[0] = -1;
+        for (int i = 0; i < nsp; i++) ra.ints[1 + i] = 1;
+        snprintf(nm, sizeof nm, "%s/bias", c->label);
+        int b = cg_add_node(g, CG_RESHAPE, nm, &c->in[2], 1, &ra, nm);
+        y = b < 0 ? -1 : cg_add_node(g, CG_ADD, c->label, (int[]){y, b}, 2, NULL, n->output[0]);
+    }
+    if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    return define(L, n->output[0], y, idx, 0);
+}
+
+/* Split: output k is a Slice along the axis, of the given sizes; without sizes, of equal parts computed from the
+ * input's shape when the call is planned (the last part smaller when the dim does not divide, as opset 18 says). */
+static cattr_status split(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    cg_graph *g = L->g;
+    int64_t axis = 0, sizes[CG_MAX_INTS], nout = (int64_t)n->n_output;
+    int ns = -1;
+    CX_CHECK(attr_int(c, "axis", 0, &axis));
+    if (L->opset >= 13) {
+        if (c->in[1] >= 0) CX_CHECK(fold_ints(c, 1, "split", CG_MAX_INTS, sizes, &ns));
+    } else {
+        CX_CHECK(attr_ints(c, "split", CG_MAX_INTS, sizes, &ns));
+    }
+    if (ns >= 0 && ns != nout)
+        return nfail(c, CATTR_ERR_FORMAT, "%d split sizes for %lld outputs", ns, (long long)nout);
+    if (nout < 1 || nout > CG_MAX_INTS) return nfail(c, CATTR_ERR_UNSUPPORTED, "%lld outputs", (long long)nout);
+    char nm[200];
+    int each = -1;
+    if (ns < 0) { /* ceil(dim / n) = (dim + n - 1) / n, from the shape */
+        int64_t pk[2] = {axis, nout - 1}, nn = nout;
+        snprintf(nm, sizeof nm, "%s/shape", c->label);
+        int sh = cg_add_node(g, CG_SHAPE, nm, &c->in[0], 1, NULL, nm);
+        snprintf(nm, sizeof nm, "%s/axis", c->label);
+        int ax = int_const(g, nm, &pk[0], 1);
+        snprintf(nm, sizeof nm, "%s/dim", c->label);
+        cg_attrs ga = cg_attrs_default();
+        int dim = sh < 0 || ax < 0 ? -1 : cg_add_node(g, CG_GATHER, nm, (int[]){sh, ax}, 2, &ga, nm);
+        snprintf(nm, sizeof nm, "%s/n_minus_1", c->label);
+        int nm1 = int_const(g, nm, &pk[1], 1);
+        snprintf(nm, sizeof nm, "%s/n", c->label);
+        int nv = int_const(g, nm, &nn, 1);
+        snprintf(nm, sizeof nm, "%s/dim_up", c->label);
+        int up = dim < 0 || nm1 < 0 ? -1 : cg_add_node(g, CG_ADD, nm, (int[]){dim, nm1}, 2, NULL, nm);
+        snprintf(nm, sizeof nm, "%s/part", c->label);
+        each = up < 0 || nv < 0 ? -1 : cg_add_node(g, CG_DIV, nm, (int[]){up, nv}, 2, NULL, nm);
+        if (each < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    }
+    int64_t off = 0;
+    for (int64_t k = 0; k < nout; k++) {
+        if (!n->output[k] || !*n->output[k]) {
+            if (ns >= 0) off += sizes[k];
+            continue;
+        }
+        int y;
+        if (ns >= 0) {
+            cg_attrs sa = cg_attrs_default();
+            sa.n_ints = 4;
+            int64_t q[4] = {off, off + sizes[k], axis, 1};
+            memcpy(sa.ints, q, sizeof q);
+            off += sizes[k];
+            y = cg_add_node(g, CG_SLICE, n->output[k], &c->in[0], 1, &sa, n->output[k]);
+        } else { /* starts k * part, ends (k + 1) * part, computed per call */
+            int64_t kk[3] = {k, k + 1, axis};
+            int se[2];
+            for (int e = 0; e < 2; e++) {
+                snprintf(nm, sizeof nm, "%s/k%lld_%d", c->label, (long long)k, e);
+                int kv = int_const(g, nm, &kk[e], 1);
+                snprintf(nm, sizeof nm, "%s/bound%lld_%d", c->label, (long long)k, e);
+                se[e] = kv < 0 ? -1 : cg_add_node(g, CG_MUL, nm, (int[]){each, kv}, 2, NULL, nm);
+            }
+            snprintf(nm, sizeof nm, "%s/axes%lld", c->label, (long long)k);
+            int axv = int_const(g, nm, &kk[2], 1);
+            y = se[0] < 0 || se[1] < 0 || axv < 0 ? -1
+                : cg_add_node(g, CG_SLICE, n->output[k], (int[]){c->in[0], se[0], se[1], axv}, 4, NULL, n->output[k]);
+        }
+        if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+        CX_CHECK(define(L, n->output[k], y, idx, (int)k));
+    }
+    return CATTR_OK;
+}
+
 static cattr_status convert_node(loader *L, int idx) {
     const Onnx__NodeProto *n = L->gp->node[idx];
     char lbuf[160];
@@ -798,6 +967,8 @@ static cattr_status convert_node(loader *L, int idx) {
     if (sp->op == OP_LAYERNORM) return layer_norm(&c, idx);
     if (sp->op == OP_LSTM || sp->op == OP_GRU) return recurrent(&c, idx, sp->op == OP_GRU);
     if (sp->op == OP_PRELU) return prelu(&c, idx);
+    if (sp->op == OP_SPLIT) return split(&c, idx);
+    if (sp->op == OP_CONV_TRANSPOSE) return conv_transpose(&c, idx);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */
@@ -841,12 +1012,35 @@ static cattr_status convert_node(loader *L, int idx) {
         CX_CHECK(attr_flag(&c, "count_include_pad", &a.count_include_pad));
         break;
     case CG_LEAKYRELU: CX_CHECK(attr_float(&c, "alpha", 0.01, &a.alpha)); break;
-    case CG_LOGSOFTMAX: { /* over the last dim (the op's kernel); other axes are refused by name */
+    case CG_LOGSOFTMAX: { /* over the last dim: the op's kernel; over another (opset 13+): as its definition */
         int64_t ax = 0;
         CX_CHECK(attr_int(&c, "axis", L->opset >= 13 ? -1 : 1, &ax));
-        if (ax != -1)
-            return nfail(&c, CATTR_ERR_UNSUPPORTED, "axis %lld: LogSoftmax is supported over the last dim (axis -1)",
-                         (long long)ax);
+        if (ax == -1) break;
+        if (L->opset < 13)
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "axis %lld before opset 13 (over the dims from axis on): only "
+                                                    "axis -1 is supported", (long long)ax);
+        /* x - m - log(sum(exp(x - m))) with m = max(x) over the axis */
+        cg_attrs ra = cg_attrs_default();
+        ra.index = 1;
+        ra.n_ints = 1;
+        ra.ints[0] = ax;
+        char nm[200];
+        cg_graph *g = L->g;
+        int v = c.in[0], t;
+#define LS_NODE(op, at, suffix, ...)                                                                                   \
+    (snprintf(nm, sizeof nm, "%s/%s", c.label, suffix),                                                                \
+     t = cg_add_node(g, op, nm, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), at, nm), t)
+        int m = LS_NODE(CG_REDUCE_MAX, &ra, "max", v);
+        int d = m < 0 ? -1 : LS_NODE(CG_SUB, NULL, "shifted", v, m);
+        int e = d < 0 ? -1 : LS_NODE(CG_EXP, NULL, "exp", d);
+        int s = e < 0 ? -1 : LS_NODE(CG_REDUCE_SUM, &ra, "sum", e);
+        int l = s < 0 ? -1 : LS_NODE(CG_LOG, NULL, "log_sum", s);
+#undef LS_NODE
+        if (l < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c.label);
+        c.in[0] = d;
+        c.in[1] = l;
+        op = CG_SUB;
+        nin = 2;
         break;
     }
     case CG_HARDSIGMOID:
@@ -868,6 +1062,65 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     }
     case CG_POW: nin = 2; break;
+    case CG_RESIZE: { /* nearest and linear over the spatial dims, scales constant, sizes constant or from shapes */
+        static const char *const modes[] = {"nearest", "linear"};
+        static const char *const coords[] = {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"};
+        static const char *const rounding[] = {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"};
+        const char *const *tabs[3] = {modes, coords, rounding};
+        static const int counts[3] = {2, 4, 4};
+        static const char *const names[3] = {"mode", "coordinate_transformation_mode", "nearest_mode"};
+        int64_t *dst[3] = {&a.index, &a.axis, NULL};
+        int ta = 0;
+        if (L->opset < 11) return nfail(&c, CATTR_ERR_UNSUPPORTED, "Resize before opset 11 (export at opset 11 or later)");
+        for (int k = 0; k < 3; k++) {
+            const Onnx__AttributeProto *sp2;
+            CX_CHECK(attr_typed(&c, names[k], ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &sp2));
+            int found = sp2 ? -1 : 0;
+            for (int q = 0; sp2 && q < counts[k]; q++)
+                if (sp2->s.len == strlen(tabs[k][q]) && !memcmp(sp2->s.data, tabs[k][q], sp2->s.len)) found = q;
+            if (found < 0)
+                return nfail(&c, CATTR_ERR_UNSUPPORTED, "%s '%.*s' is not supported", names[k], (int)sp2->s.len,
+                             (const char *)sp2->s.data);
+            if (dst[k]) *dst[k] = found;
+            else ta = found;
+        }
+        a.trans_a = ta;
+        CX_CHECK(attr_int(&c, "exclude_outside", 0, &v));
+        if (v) return nfail(&c, CATTR_ERR_UNSUPPORTED, "exclude_outside=1 is not supported");
+        CX_CHECK(attr_int(&c, "antialias", 0, &v));
+        if (v) return nfail(&c, CATTR_ERR_UNSUPPORTED, "antialias=1 is not supported");
+        if (attr_find(&c, "axes")) return nfail(&c, CATTR_ERR_UNSUPPORTED, "attribute axes is not supported");
+        bool has_scales = false;
+        if (c.in[2] >= 0) {
+            const cattr_tensor *st = NULL;
+            CX_CHECK(need_const(&c, 2, "scales", &st));
+            if (st->numel > 0) {
+                if (st->numel != 3 && st->numel != 4)
+                    return nfail(&c, CATTR_ERR_UNSUPPORTED, "%lld scales: inputs of rank 3 or 4 are supported",
+                                 (long long)st->numel);
+                if (cx_tensor_get(st, 0) != 1 || cx_tensor_get(st, 1) != 1)
+                    return nfail(&c, CATTR_ERR_UNSUPPORTED, "only the spatial dims can be resized (scales of dims 0 "
+                                                            "and 1 must be 1)");
+                a.alpha = cx_tensor_get(st, 2);
+                a.beta = st->numel == 4 ? cx_tensor_get(st, 3) : 1;
+                if (!(a.alpha > 0) || !(a.beta > 0)) return nfail(&c, CATTR_ERR_FORMAT, "scales must be positive");
+                has_scales = true;
+            }
+        }
+        if (c.in[3] >= 0 && has_scales) return nfail(&c, CATTR_ERR_FORMAT, "give scales or sizes, not both");
+        if (c.in[3] >= 0) {
+            if (L->g->vals[c.in[3]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[3], 0)) {
+                CX_CHECK(fold_ints(&c, 3, "sizes", CATTR_MAX_DIMS, a.ints, &a.n_ints));
+                if (a.n_ints < 1) return nfail(&c, CATTR_ERR_FORMAT, "sizes is empty");
+            } else {
+                c.in[1] = c.in[3]; /* computed from shapes: folded per call */
+                nin = 2;
+            }
+        } else if (!has_scales) {
+            return nfail(&c, CATTR_ERR_FORMAT, "scales or sizes is required");
+        }
+        break;
+    }
     case CG_MOD:
         CX_CHECK(attr_int(&c, "fmod", 0, &v));
         a.index = v != 0;

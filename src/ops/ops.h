@@ -3,6 +3,7 @@
 #define CATTR_OPS_H
 
 #include "graph/graph.h"
+#include <math.h>
 
 /* A typed view of one buffer (backend memory during a run; data NULL when only the shape is known). */
 typedef struct cx_view {
@@ -22,6 +23,46 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
 /* The axes a ReduceSum / ReduceMean / ReduceGrad node reduces for an input of rank nd: red[d] for d < nd (every
  * axis when the node names none). False when an axis is out of range. */
 bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);
+
+/* Resize (graph.h, CG_RESIZE): for output position o of a dim resized from n_in to n_out elements at scale s, the
+ * source elements i0 and i1 and the weight w of i1 (linear: (1 - w) x[i0] + w x[i1]; nearest: x[i0], w = 0), by
+ * the node's coordinate transformation (axis) and nearest rounding (trans_a). */
+static inline void cx_resize_src(const cg_attrs *a, int64_t o, int64_t n_in, int64_t n_out, double s, int64_t *i0,
+                                 int64_t *i1, double *w) {
+    double x;
+    switch (a->axis) {
+    case 1: x = (double)o / s; break;                                           /* asymmetric */
+    case 2: x = n_out > 1 ? (double)o * (double)(n_in - 1) / (double)(n_out - 1) : 0; break; /* align_corners */
+    case 3: x = n_out > 1 ? ((double)o + 0.5) / s - 0.5 : 0; break;            /* pytorch_half_pixel */
+    default: x = ((double)o + 0.5) / s - 0.5; break;                           /* half_pixel */
+    }
+    if (a->index == 0) { /* nearest */
+        double f = floor(x), r;
+        switch (a->trans_a) {
+        case 1: r = x - f >= 0.5 ? f + 1 : f; break;  /* round_prefer_ceil */
+        case 2: r = f; break;                         /* floor */
+        case 3: r = ceil(x); break;                   /* ceil */
+        default: r = x - f > 0.5 ? f + 1 : f; break;  /* round_prefer_floor */
+        }
+        int64_t i = (int64_t)r;
+        *i0 = *i1 = i < 0 ? 0 : i >= n_in ? n_in - 1 : i;
+        *w = 0;
+        return;
+    }
+    if (x < 0) x = 0;
+    if (x > (double)(n_in - 1)) x = (double)(n_in - 1);
+    int64_t f = (int64_t)floor(x);
+    *i0 = f;
+    *i1 = f + 1 < n_in ? f + 1 : n_in - 1;
+    *w = x - (double)f;
+}
+
+/* Resize's scale of dim d of a rank-nd input: alpha (dim nd - 2 of 4, or dim 2 of 3) and beta (dim 3 of 4), or the
+ * ratio of the sizes when the node gives output sizes (ints). */
+static inline double cx_resize_scale(const cg_attrs *a, int nd, int d, int64_t n_in, int64_t n_out) {
+    if (a->n_ints > 0) return n_in > 0 ? (double)n_out / (double)n_in : 1;
+    return d == nd - 1 ? (nd == 4 ? a->beta : a->alpha) : d == nd - 2 && nd == 4 ? a->alpha : 1;
+}
 
 /* Pad: the flat index in X (rank nd, shape xs) that output position c (coordinates in the padded shape) reads, or -1
  * for a constant-filled position; pads as the node's ints, mode 0 constant, 1 reflect, 2 edge. */

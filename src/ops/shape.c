@@ -194,6 +194,31 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         }
         return CATTR_OK;
     }
+    case CG_RESIZE: case CG_RESIZE_GRAD: {
+        const cx_view *x = n->op == CG_RESIZE ? &in[0] : &in[1];
+        if (n->op == CG_RESIZE && n->n_in > 1) SHAPE_FAIL("the sizes are not known when the call is planned");
+        if (x->ndim != 3 && x->ndim != 4) SHAPE_FAIL("inputs of rank 3 or 4 are supported");
+        copy_shape(out, x);
+        if (n->op == CG_RESIZE_GRAD) {
+            out->dtype = in[0].dtype;
+            return CATTR_OK;
+        }
+        if (a->n_ints > 0) {
+            if (a->n_ints != x->ndim) SHAPE_FAIL("%d sizes for rank %d", a->n_ints, x->ndim);
+            for (int d = 0; d < x->ndim; d++) {
+                if (d < 2 && a->ints[d] != x->shape[d]) SHAPE_FAIL("only the spatial dims can be resized");
+                if (a->ints[d] < 0 || a->ints[d] > ((int64_t)1 << 40)) SHAPE_FAIL("size %lld", (long long)a->ints[d]);
+                out->shape[d] = a->ints[d];
+            }
+            return CATTR_OK;
+        }
+        for (int d = 2; d < x->ndim; d++) {
+            double s = cx_resize_scale(a, x->ndim, d, 0, 0), len = floor((double)x->shape[d] * s);
+            if (!(s > 0) || !(len < 1e12)) SHAPE_FAIL("scale %g of dim %d", s, d);
+            out->shape[d] = (int64_t)len;
+        }
+        return CATTR_OK;
+    }
     case CG_TILE:
         if (n->n_in > 1) SHAPE_FAIL("the repeats are not known when the call is planned");
         if (a->n_ints != in[0].ndim) SHAPE_FAIL("%d repeats for an input of rank %d", a->n_ints, in[0].ndim);

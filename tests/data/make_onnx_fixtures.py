@@ -261,6 +261,27 @@ def ok_logic():
     return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 8])], inits)
 
 
+def ok_split():
+    """Split without sizes (opset 13: equal parts of a dim known only from the input's shape, folded per call) and
+    with sizes, the parts concatenated in another order; a LogSoftmax over axis 1 and a Softmax over axis 0."""
+    H = helper.make_node
+    nodes = [H("Split", ["x"], ["a", "b"], name="/split/Split", axis=1),
+             H("Split", ["x", "sizes"], ["c", "d"], name="/split2/Split", axis=1),
+             H("LogSoftmax", ["a"], ["la"], name="/lsm/LogSoftmax", axis=0),
+             H("Softmax", ["d"], ["sd"], name="/sm/Softmax", axis=0),
+             H("Concat", ["b", "la", "sd", "c"], ["y"], name="/cat/Concat", axis=1)]
+    x = np.array([[1.0, -2.0, 0.5, 3.0], [0.25, 4.0, -1.0, 2.0]], np.float32)
+    a, b = x[:, :2], x[:, 2:]
+    la = a - a.max(0) - np.log(np.exp(a - a.max(0)).sum(0))
+    d = x[:, 1:]
+    sd = np.exp(d - d.max(0)) / np.exp(d - d.max(0)).sum(0)
+    y = np.concatenate([b, la, sd, x[:, :1]], 1)
+    np.save(os.path.join(OUT, "ok_split.x.npy"), x)
+    np.save(os.path.join(OUT, "ok_split.y.npy"), y.astype(np.float32))
+    return model(nodes, [vi("x", F, [2, 4])], [vi("y", F, [2, 8])], [init("sizes", np.array([1, 3], np.int64))],
+                 opset=13)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -320,7 +341,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat, ok_logic):
+               ok_gelu20, ok_pad_concat, ok_logic, ok_split):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

@@ -976,6 +976,40 @@ static cattr_status k_reduce_ext(const cg_node *n, const cx_view *in, cx_view *o
     return CATTR_OK;
 }
 
+/* Resize (X) -> Y, ResizeGrad (gY, X) -> gX: per output element, the weighted input elements it reads. */
+static cattr_status k_resize(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_RESIZE_GRAD;
+    const cx_view *x = grad ? &in[1] : &in[0], *y = grad ? &in[0] : out;
+    int nd = x->ndim;
+    int64_t c[CATTR_MAX_DIMS], ny = cx_view_numel(y), nx = cx_view_numel(x);
+    double *acc = grad ? zeros(nx) : NULL;
+    if (grad && !acc) return no_memory(n);
+    for (int64_t i = 0; i < ny; i++) {
+        unravel(i, nd, y->shape, c);
+        int64_t lo[2] = {0, 0}, hi[2] = {0, 0};
+        double w[2] = {0, 0};
+        for (int k = 0; k < nd - 2; k++) { /* k 0: the last dim of a rank-3 input, else dims 2 and 3 */
+            int d = 2 + k;
+            cx_resize_src(&n->a, c[d], x->shape[d], y->shape[d], cx_resize_scale(&n->a, nd, d, x->shape[d], y->shape[d]),
+                          &lo[k], &hi[k], &w[k]);
+        }
+        double v = 0;
+        for (int a0 = 0; a0 < 2; a0++)
+            for (int a1 = 0; a1 < (nd == 4 ? 2 : 1); a1++) {
+                double wt = (a0 ? w[0] : 1 - w[0]) * (nd == 4 ? (a1 ? w[1] : 1 - w[1]) : 1);
+                if (wt == 0) continue;
+                int64_t at = (c[0] * x->shape[1] + c[1]) * x->shape[2] + (a0 ? hi[0] : lo[0]);
+                if (nd == 4) at = at * x->shape[3] + (a1 ? hi[1] : lo[1]);
+                if (grad) acc[at] += wt * get(&in[0], i);
+                else v += wt * get(x, at);
+            }
+        if (!grad) put(out, i, v);
+    }
+    for (int64_t i = 0; grad && i < nx; i++) put(out, i, acc[i]);
+    free(acc);
+    return CATTR_OK;
+}
+
 /* TileGrad (gY, X) -> gX: for each element of X, the sum of the gradients of its copies. */
 static cattr_status k_tile_grad(const cx_view *in, cx_view *out) {
     int64_t c[CATTR_MAX_DIMS], nx = cx_view_numel(out), ng = cx_view_numel(&in[0]);
@@ -1412,6 +1446,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_PAD: case CG_PAD_GRAD: return k_pad(n, in, out);
     case CG_RNN: case CG_RNN_GRAD: return k_rnn(n, in, out);
     case CG_TILE_GRAD: return k_tile_grad(in, out);
+    case CG_RESIZE: case CG_RESIZE_GRAD: return k_resize(n, in, out);
     case CG_REDUCE_MAX: case CG_REDUCE_MIN: case CG_REDUCE_EXT_GRAD: return k_reduce_ext(n, in, out);
     case CG_GEMM: return k_gemm(n, in, out);
     case CG_MATMUL: return k_matmul(n, in, out);

@@ -738,6 +738,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_PAD: case CG_PAD_GRAD: return DISPATCH(pad, n, in, out);
     case CG_RNN: case CG_RNN_GRAD: return DISPATCH(rnn, n, in, out);
     case CG_TILE_GRAD: return DISPATCH(tile_grad, n, in, out);
+    case CG_RESIZE: case CG_RESIZE_GRAD: return DISPATCH(resize, n, in, out);
     case CG_REDUCE_MAX: case CG_REDUCE_MIN: case CG_REDUCE_EXT_GRAD: return DISPATCH(reduce_ext, n, in, out);
     case CG_GEMM: case CG_MATMUL: {
         cattr_status st = n->op == CG_GEMM ? DISPATCH(gemm, n, in, out) : DISPATCH(matmul, n, in, out);

@@ -1372,3 +1372,41 @@ static cattr_status K(reduce_ext)(const cg_node *n, const cx_view *in, cx_view *
     free(ties);
     return CATTR_OK;
 }
+
+/* Resize (X) -> Y and ResizeGrad (gY, X) -> gX over the last one or two dims (ops.h, cx_resize_src): each output
+ * reads up to four input elements with bilinear weights (one for nearest). */
+static cattr_status K(resize)(const cg_node *n, const cx_view *in, cx_view *out) {
+    bool grad = n->op == CG_RESIZE_GRAD;
+    const cx_view *x = grad ? &in[1] : &in[0], *y = grad ? &in[0] : out;
+    int nd = x->ndim;
+    int64_t planes = x->shape[0] * x->shape[1], H = nd == 4 ? x->shape[2] : 1, W = x->shape[nd - 1];
+    int64_t OH = nd == 4 ? y->shape[2] : 1, OW = y->shape[nd - 1];
+    double sh = nd == 4 ? cx_resize_scale(&n->a, nd, 2, H, OH) : 1, sw = cx_resize_scale(&n->a, nd, nd - 1, W, OW);
+    const T *src = in[0].data;
+    T *dst = out->data;
+    if (grad) memset(dst, 0, (size_t)cx_view_numel(out) * sizeof(T));
+    for (int64_t oy = 0; oy < OH; oy++) {
+        int64_t y0 = 0, y1 = 0, x0, x1;
+        double wy = 0, wx;
+        if (nd == 4) cx_resize_src(&n->a, oy, H, OH, sh, &y0, &y1, &wy);
+        for (int64_t ox = 0; ox < OW; ox++) {
+            cx_resize_src(&n->a, ox, W, OW, sw, &x0, &x1, &wx);
+            double w00 = (1 - wy) * (1 - wx), w01 = (1 - wy) * wx, w10 = wy * (1 - wx), w11 = wy * wx;
+            for (int64_t p = 0; p < planes; p++) {
+                int64_t base = p * H * W, o = (p * OH + oy) * OW + ox;
+                if (grad) {
+                    double g = (double)src[o];
+                    dst[base + y0 * W + x0] += (T)(w00 * g);
+                    if (w01 != 0) dst[base + y0 * W + x1] += (T)(w01 * g);
+                    if (w10 != 0) dst[base + y1 * W + x0] += (T)(w10 * g);
+                    if (w11 != 0) dst[base + y1 * W + x1] += (T)(w11 * g);
+                } else {
+                    const T *s = src + base;
+                    dst[o] = (T)(w00 * (double)s[y0 * W + x0] + w01 * (double)s[y0 * W + x1] + w10 * (double)s[y1 * W + x0] +
+                                 w11 * (double)s[y1 * W + x1]);
+                }
+            }
+        }
+    }
+    return CATTR_OK;
+}
