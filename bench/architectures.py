@@ -10,9 +10,11 @@ forward pass (`cattr explain --method layer-activation --layer y`: the activatio
 Reports one line per model: whether it loads (else cattr's error, which names the missing op),
 max |cattr - torch| / max |torch| of the logits, the same for InputXGradient of output 0 against torch autograd, and
 for IntegratedGradients (16 steps, zero baseline, output 0) against Captum's when Captum's source is on PYTHONPATH
-(it needs python3-tqdm and python3-matplotlib).
+(it needs python3-tqdm and python3-matplotlib), in float32 and in float64 (model and input converted on both sides).
+--time-ig STEPS adds warm IG times of both.
 """
 import argparse
+import copy
 import os
 import subprocess
 import sys
@@ -82,12 +84,16 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--size", type=int, default=64, help="image side for the CNNs (default 64)")
     ap.add_argument("--keep", default="", help="keep the exported models in DIR")
+    ap.add_argument("--time-ig", type=int, default=0, metavar="STEPS",
+                    help="also time IntegratedGradients with STEPS steps (batch 1, target 0): cattr's warm median of "
+                         "--runs 5 against Captum's (two calls, the second timed, then three more: the median), "
+                         "both with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset and on the same threads")
     a = ap.parse_args()
     torch.manual_seed(0)
     want = [m for m in a.models.split(",") if m]
     tmp = a.keep or tempfile.mkdtemp(prefix="cattr-arch-")
     os.makedirs(tmp, exist_ok=True)
-    print("%-22s %-8s %-10s %-10s %-10s %s" % ("model", "loads", "fwd err", "grad err", "IG err", "note"))
+    print("%-22s %-8s %-10s %-10s %-19s %s" % ("model", "loads", "fwd err", "grad err", "IG err f32 f64", "note"))
     for name, (make, x) in models(a.size).items():
         if want and name not in want:
             continue
@@ -136,7 +142,53 @@ def main():
                                text=True)
             igerr = ("%.2e" % (float(np.max(np.abs(np.load(ip) - ref)) / max(np.max(np.abs(ref)), 1e-30)))
                      if r.returncode == 0 else "failed")
-        print("%-22s %-8s %-10.2e %-10.2e %-10s" % (name, "yes", err, gerr, igerr), flush=True)
+            # and in float64 (float32 results can differ at near-ties of max pooling or ReLU, float64 ones cannot)
+            ref = IntegratedGradients(copy.deepcopy(model).double()).attribute(x.double(), target=0, n_steps=16)
+            ref = ref.detach().numpy()
+            r = subprocess.run([a.cattr, "explain", path, "--method", "integrated-gradients", "--steps", "16",
+                                "--input", xp, "--target", "0", "--dtype", "float64", "--output", ip, "--quiet"],
+                               capture_output=True, text=True)
+            igerr += (" %.2e" % (float(np.max(np.abs(np.load(ip) - ref)) / max(np.max(np.abs(ref)), 1e-30)))
+                      if r.returncode == 0 else " failed")
+        timing = ""
+        if a.time_ig and IntegratedGradients is not None:
+            timing = time_ig(a, model, x, path, xp, tmp, name)
+        print("%-22s %-8s %-10.2e %-10.2e %-19s %s" % (name, "yes", err, gerr, igerr, timing), flush=True)
+
+
+CAPTUM_TIMER = r"""
+import statistics, sys, time, numpy as np, torch
+from captum.attr import IntegratedGradients
+torch.set_num_threads(int(sys.argv[3]))
+model = torch.load(sys.argv[1]).eval()
+x = torch.from_numpy(np.load(sys.argv[2]))
+ig = IntegratedGradients(model)
+times = []
+for _ in range(5):
+    t = time.perf_counter()
+    ig.attribute(x, target=0, n_steps=int(sys.argv[4]))
+    times.append(time.perf_counter() - t)
+print(statistics.median(times[1:]))
+"""
+
+
+def time_ig(a, model, x, path, xp, tmp, name):
+    """cattr's and Captum's warm IG times, each in a fresh process with the BLAS variables unset."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    threads = str(os.cpu_count() or 1)
+    mp = os.path.join(tmp, name + ".pt")
+    torch.save(model, mp)
+    r = subprocess.run([sys.executable, "-c", CAPTUM_TIMER, mp, xp, threads, str(a.time_ig)], capture_output=True,
+                       text=True, env=env)
+    captum = float(r.stdout.strip().splitlines()[-1]) if r.returncode == 0 else float("nan")
+    env["OMP_NUM_THREADS"] = threads
+    r = subprocess.run([a.cattr, "explain", path, "--method", "integrated-gradients", "--steps", str(a.time_ig),
+                        "--input", xp, "--target", "0", "--output", os.path.join(tmp, name + ".t.npy"), "--runs", "5"],
+                       capture_output=True, text=True, env=env)
+    import re
+    m = re.search(r"warm_median=([0-9.e+-]+)", r.stdout + r.stderr)
+    ours = float(m.group(1)) if m else float("nan")
+    return "IG%d: cattr %.3f s, Captum %.3f s, %.2fx" % (a.time_ig, ours, captum, captum / ours)
 
 
 if __name__ == "__main__":

@@ -370,6 +370,7 @@ static void test_legacy(void) {
      * shape, and sizes), LogSoftmax and Softmax over axis 0: the outputs numpy computed */
     forward_fixture("ok_logic", 16);
     forward_fixture("ok_split", 16);
+    forward_fixture("ok_einsum", 30 + 18 + 32 + 6 + 24 + 18 + 12);
     info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {
@@ -437,7 +438,7 @@ static void test_errors(void) {
     CHECK(cx_onnx_load_file(NULL, &g, NULL) == CATTR_ERR_INVALID_ARGUMENT);
     CHECK(cx_onnx_load_file(FIX "ok_mlp.onnx", NULL, NULL) == CATTR_ERR_INVALID_ARGUMENT);
 
-    expect_err(FIX "err_unknown_op.onnx", CATTR_ERR_UNSUPPORTED, "node '/foo/Einsum' (op Einsum): unsupported op",
+    expect_err(FIX "err_unknown_op.onnx", CATTR_ERR_UNSUPPORTED, "node '/foo/Hardmax' (op Hardmax): unsupported op",
                "err_unknown_op.onnx");
     expect_err(FIX "err_bad_attr.onnx", CATTR_ERR_UNSUPPORTED,
                "node '/conv1/Conv' (op Conv): unsupported attribute 'xyz'", NULL);
@@ -456,6 +457,7 @@ static void test_errors(void) {
     expect_err(FIX "err_dropout_mask.onnx", CATTR_ERR_UNSUPPORTED, "graph output 'mask' is output 1 of node "
                "'/drop/Dropout'", NULL);
     expect_err(FIX "err_bn_training.onnx", CATTR_ERR_UNSUPPORTED, "training_mode", "/bn/BatchNormalization");
+    expect_err(FIX "err_einsum_diag.onnx", CATTR_ERR_UNSUPPORTED, "node '/foo/Einsum' (op Einsum)", "repeated");
     expect_err(FIX "err_lstm_layout.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/LSTM' (op LSTM): layout=1", "time first");
     expect_err(FIX "err_gru_activations.onnx", CATTR_ERR_UNSUPPORTED, "node '/rnn/GRU' (op GRU)",
                "only the default activations");

@@ -274,7 +274,7 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE, OP_EINSUM };
 
 typedef struct op_spec {
     const char *name;
@@ -333,6 +333,7 @@ static const op_spec k_ops[] = {
     {"PRelu", OP_PRELU, 2, 2, "", 0, ""},
     {"ConvTranspose", OP_CONV_TRANSPOSE, 2, 3,
      "kernel_shape strides pads dilations group auto_pad output_padding output_shape", 0, ""},
+    {"Einsum", OP_EINSUM, 2, 2, "equation", 0, ""},
     {"Split", OP_SPLIT, 1, 2, "axis num_outputs", 13, "split"},
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
     {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
@@ -850,6 +851,151 @@ static cattr_status conv_transpose(nctx *c, int idx) {
     return define(L, n->output[0], y, idx, 0);
 }
 
+/* Einsum of two operands as one MatMul: each operand's letters are batch (in both operands and the output),
+ * contracted (in both, not in the output), free (in one operand and the output) or summed away first (in one operand
+ * only). With at most one contracted letter, A is laid out as [batch, A's free letters but its last, a 1 per B's free
+ * letter but its last, A's last free letter, the contracted letter] and B as [batch, a 1 per A's free letter but its
+ * last, B's free letters but its last, the contracted letter, B's last free letter] (a missing letter as a dim of 1),
+ * the MatMul broadcasts, and the result is permuted to the output's letters. Repeated letters in an operand
+ * (diagonals) and ellipses are refused. */
+static cattr_status einsum(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    cg_graph *g = L->g;
+    const Onnx__AttributeProto *ap;
+    CX_CHECK(attr_typed(c, "equation", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &ap));
+    if (!ap) return nfail(c, CATTR_ERR_FORMAT, "attribute equation is required");
+    char eq[128], ops[3][CATTR_MAX_DIMS + 1] = {"", "", ""};
+    int len[3] = {0, 0, 0}, part = 0;
+    bool arrow = false;
+    if (ap->s.len >= sizeof eq) return nfail(c, CATTR_ERR_UNSUPPORTED, "equation too long");
+    memcpy(eq, ap->s.data, ap->s.len);
+    eq[ap->s.len] = 0;
+    for (const char *q = eq; *q; q++) {
+        if (*q == ' ') continue;
+        if (*q == ',' && part == 0) { part = 1; continue; }
+        if (q[0] == '-' && q[1] == '>' && part == 1 && !arrow) { arrow = true; part = 2; q++; continue; }
+        bool letter = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z');
+        if (!letter) return nfail(c, CATTR_ERR_UNSUPPORTED, "equation '%s': only letters, ',' and '->' (no ellipsis)", eq);
+        if (len[part] >= CATTR_MAX_DIMS || strchr(ops[part], *q))
+            return nfail(c, CATTR_ERR_UNSUPPORTED, "equation '%s': a letter repeated in one term (or too many dims)", eq);
+        ops[part][len[part]++] = *q;
+        ops[part][len[part]] = 0;
+    }
+    if (part < 1) return nfail(c, CATTR_ERR_FORMAT, "equation '%s' needs two operands", eq);
+    if (!arrow) { /* implicit output: the letters that appear once, in alphabetical order */
+        for (int ch = 'A'; ch <= 'z'; ch++) {
+            if (ch > 'Z' && ch < 'a') continue;
+            int cnt = (strchr(ops[0], ch) != NULL) + (strchr(ops[1], ch) != NULL);
+            if (cnt == 1 && len[2] < CATTR_MAX_DIMS) {
+                ops[2][len[2]++] = (char)ch;
+                ops[2][len[2]] = 0;
+            }
+        }
+    }
+    for (int i = 0; i < len[2]; i++)
+        if (!strchr(ops[0], ops[2][i]) && !strchr(ops[1], ops[2][i]))
+            return nfail(c, CATTR_ERR_FORMAT, "equation '%s': output letter '%c' is in no operand", eq, ops[2][i]);
+    char batch[CATTR_MAX_DIMS + 1] = "", fr[2][CATTR_MAX_DIMS + 1] = {"", ""}, kept[2][CATTR_MAX_DIMS + 1], contr = 0;
+    int nb = 0, nf[2] = {0, 0};
+    for (int i = 0; i < len[2]; i++) /* batch letters in the output's order */
+        if (strchr(ops[0], ops[2][i]) && strchr(ops[1], ops[2][i])) batch[nb++] = ops[2][i];
+    int cur[2] = {c->in[0], c->in[1]};
+    char nm[200];
+    for (int o = 0; o < 2; o++) {
+        const char *mine = ops[o], *other = ops[1 - o];
+        cg_attrs ra = cg_attrs_default(); /* letters in this operand only and not in the output: summed first */
+        int k = 0;
+        for (int i = 0; i < len[o]; i++) {
+            bool out = strchr(ops[2], mine[i]) != NULL, both = strchr(other, mine[i]) != NULL;
+            if (!out && !both) ra.ints[ra.n_ints++] = i;
+            else kept[o][k++] = mine[i];
+            if (both && !out) {
+                if (contr && contr != mine[i])
+                    return nfail(c, CATTR_ERR_UNSUPPORTED, "equation '%s': more than one contracted letter", eq);
+                contr = mine[i];
+            }
+            if (out && !both) fr[o][nf[o]++] = mine[i];
+        }
+        kept[o][k] = 0;
+        if (ra.n_ints) {
+            snprintf(nm, sizeof nm, "%s/sum%d", c->label, o);
+            cur[o] = cg_add_node(g, CG_REDUCE_SUM, nm, &cur[o], 1, &ra, nm);
+            if (cur[o] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+    }
+    int ma = nf[0] > 0 ? nf[0] - 1 : 0, pb = nf[1] > 0 ? nf[1] - 1 : 0;
+    if (nb + ma + pb + 2 > CATTR_MAX_DIMS) return nfail(c, CATTR_ERR_UNSUPPORTED, "equation '%s': too many dims", eq);
+    for (int o = 0; o < 2; o++) {
+        /* the operand's own letters in layout order, then 1s inserted where the layout has none */
+        char want[CATTR_MAX_DIMS + 3];
+        int w = 0, slot = 0;
+        cg_attrs ua = cg_attrs_default();
+        for (int i = 0; i < nb; i++) want[w++] = batch[i];
+        slot = nb;
+        for (int i = 0; i < ma; i++, slot++) {
+            if (o == 0) want[w++] = fr[0][i];
+            else ua.ints[ua.n_ints++] = slot;
+        }
+        for (int i = 0; i < pb; i++, slot++) {
+            if (o == 1) want[w++] = fr[1][i];
+            else ua.ints[ua.n_ints++] = slot;
+        }
+        char rowl = o == 0 ? (nf[0] ? fr[0][nf[0] - 1] : 0) : contr; /* the matrix's two dims */
+        char coll = o == 0 ? contr : (nf[1] ? fr[1][nf[1] - 1] : 0);
+        if (rowl) want[w++] = rowl;
+        else ua.ints[ua.n_ints++] = slot;
+        slot++;
+        if (coll) want[w++] = coll;
+        else ua.ints[ua.n_ints++] = slot;
+        cg_attrs ta = cg_attrs_default();
+        bool ident = true;
+        for (int i = 0; i < w; i++) {
+            ta.ints[i] = strchr(kept[o], want[i]) - kept[o];
+            ident &= ta.ints[i] == i;
+        }
+        ta.n_ints = w;
+        if (!ident) {
+            snprintf(nm, sizeof nm, "%s/perm%d", c->label, o);
+            cur[o] = cg_add_node(g, CG_TRANSPOSE, nm, &cur[o], 1, &ta, nm);
+        }
+        if (cur[o] >= 0 && ua.n_ints) {
+            snprintf(nm, sizeof nm, "%s/unsqueeze%d", c->label, o);
+            cur[o] = cg_add_node(g, CG_UNSQUEEZE, nm, &cur[o], 1, &ua, nm);
+        }
+        if (cur[o] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    snprintf(nm, sizeof nm, "%s/matmul", c->label);
+    int y = cg_add_node(g, CG_MATMUL, nm, cur, 2, NULL, nm);
+    /* the product's letters: batch, A's free but last, B's free but last, A's last free, B's last free */
+    char res[CATTR_MAX_DIMS + 3];
+    int nr = 0;
+    cg_attrs sq = cg_attrs_default();
+    for (int i = 0; i < nb; i++) res[nr++] = batch[i];
+    for (int i = 0; i < ma; i++) res[nr++] = fr[0][i];
+    for (int i = 0; i < pb; i++) res[nr++] = fr[1][i];
+    int at = nr;
+    if (nf[0]) res[nr++] = fr[0][nf[0] - 1];
+    else sq.ints[sq.n_ints++] = at;
+    if (nf[1]) res[nr++] = fr[1][nf[1] - 1];
+    else sq.ints[sq.n_ints++] = at + 1;
+    res[nr] = 0;
+    if (y >= 0 && sq.n_ints) {
+        snprintf(nm, sizeof nm, "%s/squeeze", c->label);
+        y = cg_add_node(g, CG_SQUEEZE, nm, &y, 1, &sq, nm);
+    }
+    cg_attrs pa = cg_attrs_default();
+    bool ident = true;
+    for (int i = 0; i < len[2]; i++) {
+        pa.ints[i] = strchr(res, ops[2][i]) - res;
+        ident &= pa.ints[i] == i;
+    }
+    pa.n_ints = len[2];
+    y = y < 0 ? -1 : cg_add_node(g, ident ? CG_IDENTITY : CG_TRANSPOSE, c->label, &y, 1, ident ? NULL : &pa, n->output[0]);
+    if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    return define(L, n->output[0], y, idx, 0);
+}
+
 /* Split: output k is a Slice along the axis, of the given sizes; without sizes, of equal parts computed from the
  * input's shape when the call is planned (the last part smaller when the dim does not divide, as opset 18 says). */
 static cattr_status split(nctx *c, int idx) {
@@ -969,6 +1115,7 @@ static cattr_status convert_node(loader *L, int idx) {
     if (sp->op == OP_PRELU) return prelu(&c, idx);
     if (sp->op == OP_SPLIT) return split(&c, idx);
     if (sp->op == OP_CONV_TRANSPOSE) return conv_transpose(&c, idx);
+    if (sp->op == OP_EINSUM) return einsum(&c, idx);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */

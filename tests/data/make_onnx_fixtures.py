@@ -282,6 +282,35 @@ def ok_split():
                  opset=13)
 
 
+def ok_einsum():
+    """Einsum's two-operand patterns as MatMuls: batched products (transposed or not), a matrix-vector product, an
+    elementwise product, a letter summed away, and the implicit output form; numpy's einsum gives the output."""
+    H = helper.make_node
+    eqs = ["bij,jk->bik", "bij,bkj->bik", "bij,bik->bjk", "bij,j->bi", "bij,bij->bij", "bij,kj->ki", "bij,jk"]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    consts = {"bij,jk->bik": rng.standard_normal((4, 5)).astype(np.float32),
+              "bij,j->bi": rng.standard_normal(4).astype(np.float32),
+              "bij,kj->ki": rng.standard_normal((6, 4)).astype(np.float32),
+              "bij,jk": rng.standard_normal((4, 2)).astype(np.float32)}
+    nodes, inits, outs, flat = [], [], [], []
+    for k, eq in enumerate(eqs):
+        second = "x"
+        if eq in consts:
+            second = "w%d" % k
+            inits.append(init(second, consts[eq]))
+        nodes.append(H("Einsum", ["x", second], ["e%d" % k], name="/e%d/Einsum" % k, equation=eq))
+        nodes.append(H("Reshape", ["e%d" % k, "flat"], ["f%d" % k], name="/f%d/Reshape" % k))
+        outs.append(np.einsum(eq if "->" in eq else eq + "->bik", x, consts.get(eq, x)).reshape(-1))
+        flat.append("f%d" % k)
+    nodes.append(H("Concat", flat, ["y"], name="/cat/Concat", axis=0))
+    inits.append(init("flat", np.array([-1], np.int64)))
+    y = np.concatenate(outs)
+    np.save(os.path.join(OUT, "ok_einsum.x.npy"), x)
+    np.save(os.path.join(OUT, "ok_einsum.y.npy"), y.astype(np.float32))
+    return model(nodes, [vi("x", F, [2, 3, 4])], [vi("y", F, [len(y)])], inits, opset=13)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -299,8 +328,9 @@ def err_models():
     bad_raw.raw_data = bad_raw.raw_data[:-4]
     mp = helper.make_node("MaxPool", ["x"], ["m", "m_idx"], name="/pool/MaxPool", kernel_shape=[1])
     return {
-        "err_unknown_op": one_input([helper.make_node("Einsum", ["x", "x"], ["y"], name="/foo/Einsum",
-                                                      equation="ij,ij->ij")]),
+        "err_unknown_op": one_input([helper.make_node("Hardmax", ["x"], ["y"], name="/foo/Hardmax", axis=1)]),
+        "err_einsum_diag": one_input([helper.make_node("Einsum", ["x", "x"], ["y"], name="/foo/Einsum",
+                                                       equation="ii,ij->j")]),
         "err_bad_attr": one_input([helper.make_node("Conv", ["x", "w"], ["y"], name="/conv1/Conv", xyz=1)], [w]),
         "err_auto_pad": one_input([helper.make_node("Conv", ["x", "w"], ["y"], name="/conv1/Conv",
                                                     auto_pad="SAME_UPPER")], [w]),
@@ -341,7 +371,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat, ok_logic, ok_split):
+               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

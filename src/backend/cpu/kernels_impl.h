@@ -318,6 +318,32 @@ static cattr_status K(reduce_sum_like)(const cg_node *n, const cx_view *in, cx_v
         so[d] = e == 1 ? 0 : r;
         r *= e;
     }
+    /* the reduced dims as one trailing block (a per-channel scale's gradient, [N, C, H, W] -> [N, C, 1, 1]) or one
+     * leading block (a bias's, [N, C] -> [C]): contiguous sums, in the order of the general loop below */
+    int lo = nd, hi = -1;
+    for (int d = 0; d < nd; d++)
+        if (so[d] == 0 && in[0].shape[d] != 1) {
+            if (d < lo) lo = d;
+            hi = d;
+        }
+    bool block = hi >= 0;
+    for (int d = lo; d <= hi && block; d++) block = so[d] == 0 || in[0].shape[d] == 1;
+    if (block && hi == nd - 1) {
+        int64_t inner = cx_numel(nd - lo, in[0].shape + lo);
+        PAR_FOR(cnt > PAR_MIN, for (int64_t o = 0; o < ocnt; o++) {
+            T s = 0;
+            for (int64_t i = 0; i < inner; i++) s += g[o * inner + i];
+            y[o] = s;
+        });
+        return CATTR_OK;
+    }
+    if (block && lo == 0) {
+        int64_t outer = cx_numel(hi + 1, in[0].shape);
+        memset(y, 0, (size_t)ocnt * sizeof(T));
+        for (int64_t r = 0; r < outer; r++)
+            for (int64_t j = 0; j < ocnt; j++) y[j] += g[r * ocnt + j];
+        return CATTR_OK;
+    }
     memset(y, 0, (size_t)ocnt * sizeof(T));
     for (int64_t i = 0; i < cnt; i++) {
         int64_t rem = i, o = 0;
