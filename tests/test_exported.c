@@ -181,5 +181,7 @@ int main(void) {
     check_batch_one("upsampler_op14");
     check_model("interp_op14");
     check_batch_one("interp_op14");
+    check_model("misc_op14");
+    check_batch_one("misc_op14");
     return g_failures ? 1 : 0;
 }

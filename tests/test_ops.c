@@ -1535,6 +1535,20 @@ static void test_resize(void) {
     free_ops(1, &r3);
 }
 
+/* ConvGradInput as a forward op (ONNX ConvTranspose: stride 2, padding 1, groups 2): its gradient, a Conv of the
+ * output's gradient, against finite differences. */
+static void test_conv_transpose(void) {
+    cg_attrs a = cg_attrs_default();
+    a.nsp = 2;
+    a.kernel[0] = a.kernel[1] = 3;
+    a.stride[0] = a.stride[1] = 2;
+    for (int i = 0; i < 4; i++) a.pad[i] = 1;
+    a.group = 2;
+    opnd ops[3] = {CST(rnd(DIMS(2, 4, 7, 8))), CST(rnd(DIMS(4, 2, 3, 3))), IN(rnd(DIMS(2, 4, 4, 4)))};
+    grad_op("ConvTranspose (ConvGradInput)", CG_CONV_GRAD_INPUT, &a, 3, ops);
+    free_ops(3, ops);
+}
+
 /* ---- recurrent layers ------------------------------------------------------------------------------------------- */
 
 static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
@@ -1633,6 +1647,7 @@ int main(void) {
     test_reduce_ext();
     test_mod_scatter();
     test_resize();
+    test_conv_transpose();
     test_expand_where();
     test_kinks();
     test_softmax();

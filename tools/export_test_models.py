@@ -3,7 +3,7 @@
 decomposed opset-14 form and as LayerNormalization at opset 17, GELU through Erf, Hardswish / Hardsigmoid in a
 squeeze-and-excitation block with a BatchNorm folded into its Conv, ELU / SELU / Softplus, Pow and Sqrt, LSTM and GRU
 layers, Swin's shifted-window shape logic, ConvTranspose, Split, log_softmax over channels,
-Resize), exported by
+Resize, PReLU, norms, einsum, amax), exported by
 torch.onnx.export with constant folding, with what PyTorch computes for them: tests/test_exported.c checks cattr's
 forward pass and input gradients against these.
 
@@ -196,6 +196,25 @@ class Interp(nn.Module):
         return self.head(torch.cat([t.flatten(1) for t in (a, b, c, d, e)], 1))
 
 
+class Misc(nn.Module):
+    """PReLU (a slope per channel), a norm over a dim (ReduceL2), einsum against a weight and between activations,
+    amax (ReduceMax), and a comparison used as a mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.act = nn.PReLU(3, init=0.2)
+        self.w = nn.Parameter(torch.randn(5, 4))
+        self.head = nn.Linear(3 * 4 + 3 * 3 + 3 + 3, 3)
+
+    def forward(self, x):
+        h = self.act(x)                                   # [B, 3, 5]
+        n = h.norm(dim=2)                                 # [B, 3]
+        p = torch.einsum("bcl,lk->bck", h, self.w)        # [B, 3, 4]
+        q = torch.einsum("bcl,bdl->bcd", h, x)            # [B, 3, 3]
+        m = h.amax(dim=2) * (x.mean(2) > 0).to(x.dtype)   # [B, 3]
+        return self.head(torch.cat([p.flatten(1), q.flatten(1), n, m], 1))
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -248,6 +267,8 @@ def main():
     export("upsampler_op14", Upsampler(), torch.randn(2, 3, 4, 4), [2, 0], 14)
     torch.manual_seed(11)
     export("interp_op14", Interp(), torch.randn(2, 3, 4, 4), [0, 1], 14)
+    torch.manual_seed(12)
+    export("misc_op14", Misc(), torch.randn(2, 3, 5), [2, 1], 14)
 
 
 if __name__ == "__main__":
