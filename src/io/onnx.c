@@ -577,7 +577,7 @@ static cattr_status layer_norm(nctx *c, int idx) {
     cg_graph *g = L->g;
     int x = c->in[0], v;
 #define LN_NODE(op, a, i0, i1, suffix)                                                                                 \
-    (snprintf(nm, sizeof nm, "%s/%s", c->label, suffix), v = cg_add_node(g, op, nm, (int[]){i0, i1}, (i1) < -1 ? 1 : 2, a, nm), v)
+    (snprintf(nm, sizeof nm, "%s:%s", c->label, suffix), v = cg_add_node(g, op, nm, (int[]){i0, i1}, (i1) < -1 ? 1 : 2, a, nm), v)
     int mean = LN_NODE(CG_REDUCE_MEAN, &ra, x, -2, "mean");
     int d = mean < 0 ? -1 : LN_NODE(CG_SUB, NULL, x, mean, "centered");
     int sq = d < 0 ? -1 : LN_NODE(CG_MUL, NULL, d, d, "squared");
@@ -614,7 +614,7 @@ static cattr_status wide_concat(nctx *c, int idx) {
             CX_CHECK(resolve_input(c, n->input[i], &in[k++]));
         }
         bool last = i >= n->n_input;
-        snprintf(nm, sizeof nm, "%s/part%zu", c->label, i);
+        snprintf(nm, sizeof nm, "%s:part%zu", c->label, i);
         acc = cg_add_node(L->g, CG_CONCAT, last ? c->label : nm, in, k, &a, last ? n->output[0] : nm);
         if (acc < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
     }
@@ -676,7 +676,7 @@ static cattr_status recurrent(nctx *c, int idx, bool gru) {
     a.ints[2] = lbr != 0;
     int in[6] = {c->in[0], c->in[1], c->in[2], c->in[3], c->in[5], gru ? -1 : c->in[6]};
     char nm[200];
-    snprintf(nm, sizeof nm, "%s/states", c->label);
+    snprintf(nm, sizeof nm, "%s:states", c->label);
     cg_graph *g = L->g;
     int st = cg_add_node(g, CG_RNN, c->label, in, gru ? 5 : 6, &a, nm);
     if (st < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
@@ -691,7 +691,7 @@ static cattr_status recurrent(nctx *c, int idx, bool gru) {
         sa.ints[1] = lo + hidden;
         sa.ints[2] = 3;
         sa.ints[3] = 1;
-        snprintf(nm, sizeof nm, k == 0 ? "%s" : "%s/part%zu", c->label, k);
+        snprintf(nm, sizeof nm, k == 0 ? "%s" : "%s:part%zu", c->label, k);
         int y = cg_add_node(g, CG_SLICE, nm, &st, 1, &sa, k == 0 ? n->output[0] : nm);
         if (y >= 0 && k > 0) { /* each direction's last step: [1, D, B, H] -> [D, B, H] */
             int part[2];
@@ -701,14 +701,14 @@ static cattr_status recurrent(nctx *c, int idx, bool gru) {
                 pa.n_ints = 8;
                 int64_t q[8] = {rev ? 0 : -1, d, rev ? 1 : INT64_MAX, d + 1, 0, 1, 1, 1};
                 memcpy(pa.ints, q, sizeof q);
-                snprintf(nm, sizeof nm, "%s/last%zu_%lld", c->label, k, (long long)d);
+                snprintf(nm, sizeof nm, "%s:last%zu_%lld", c->label, k, (long long)d);
                 part[d] = cg_add_node(g, CG_SLICE, nm, &y, 1, &pa, nm);
                 if (part[d] < 0) y = -1;
             }
             if (y >= 0 && D == 2) {
                 cg_attrs ca = cg_attrs_default();
                 ca.axis = 1;
-                snprintf(nm, sizeof nm, "%s/last%zu", c->label, k);
+                snprintf(nm, sizeof nm, "%s:last%zu", c->label, k);
                 y = cg_add_node(g, CG_CONCAT, nm, part, 2, &ca, nm);
             } else if (y >= 0) {
                 y = part[0];
@@ -716,7 +716,7 @@ static cattr_status recurrent(nctx *c, int idx, bool gru) {
             cg_attrs qa = cg_attrs_default();
             qa.n_ints = 1;
             qa.ints[0] = 0;
-            snprintf(nm, sizeof nm, "%s/output%zu", c->label, k);
+            snprintf(nm, sizeof nm, "%s:output%zu", c->label, k);
             if (y >= 0) y = cg_add_node(g, CG_SQUEEZE, nm, &y, 1, &qa, n->output[k]);
         }
         if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
@@ -750,9 +750,9 @@ static cattr_status prelu(nctx *c, int idx) {
     if (zv < 0 || ov < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cg_attrs ga = cg_attrs_default();
     ga.index = CX_CMP_GT;
-    snprintf(nm, sizeof nm, "%s/positive", c->label);
+    snprintf(nm, sizeof nm, "%s:positive", c->label);
     int pos = cg_add_node(g, CG_EQUAL, nm, (int[]){c->in[0], zv}, 2, &ga, nm);
-    snprintf(nm, sizeof nm, "%s/slope", c->label);
+    snprintf(nm, sizeof nm, "%s:slope", c->label);
     int sl = pos < 0 ? -1 : cg_add_node(g, CG_WHERE, nm, (int[]){pos, ov, c->in[1]}, 3, NULL, nm);
     int y = sl < 0 ? -1 : cg_add_node(g, CG_MUL, c->label, (int[]){c->in[0], sl}, 2, NULL, n->output[0]);
     if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
@@ -809,33 +809,33 @@ static cattr_status conv_transpose(nctx *c, int idx) {
     char nm[200];
     cg_attrs sa = cg_attrs_default();
     int v[8];
-    snprintf(nm, sizeof nm, "%s/in_shape", c->label);
+    snprintf(nm, sizeof nm, "%s:in_shape", c->label);
     v[0] = cg_add_node(g, CG_SHAPE, nm, &c->in[0], 1, NULL, nm);
     sa.n_ints = 4;
     int64_t q0[4] = {0, 1, 0, 1}, q1[4] = {lo, INT64_MAX, 0, 1};
     memcpy(sa.ints, q0, sizeof q0);
-    snprintf(nm, sizeof nm, "%s/batch", c->label);
+    snprintf(nm, sizeof nm, "%s:batch", c->label);
     v[1] = v[0] < 0 ? -1 : cg_add_node(g, CG_SLICE, nm, &v[0], 1, &sa, nm);
     memcpy(sa.ints, q1, sizeof q1);
-    snprintf(nm, sizeof nm, "%s/in_spatial", c->label);
+    snprintf(nm, sizeof nm, "%s:in_spatial", c->label);
     v[2] = v[0] < 0 ? -1 : cg_add_node(g, CG_SLICE, nm, &v[0], 1, &sa, nm);
-    snprintf(nm, sizeof nm, "%s/stride", c->label);
+    snprintf(nm, sizeof nm, "%s:stride", c->label);
     v[3] = int_const(g, nm, mul, nsp);
-    snprintf(nm, sizeof nm, "%s/extent", c->label);
+    snprintf(nm, sizeof nm, "%s:extent", c->label);
     v[4] = int_const(g, nm, add, nsp);
-    snprintf(nm, sizeof nm, "%s/channels", c->label);
+    snprintf(nm, sizeof nm, "%s:channels", c->label);
     v[5] = int_const(g, nm, &cout, 1);
-    snprintf(nm, sizeof nm, "%s/scaled", c->label);
+    snprintf(nm, sizeof nm, "%s:scaled", c->label);
     int sc = v[2] < 0 || v[3] < 0 ? -1 : cg_add_node(g, CG_MUL, nm, (int[]){v[2], v[3]}, 2, NULL, nm);
-    snprintf(nm, sizeof nm, "%s/out_spatial", c->label);
+    snprintf(nm, sizeof nm, "%s:out_spatial", c->label);
     int os = sc < 0 || v[4] < 0 ? -1 : cg_add_node(g, CG_ADD, nm, (int[]){sc, v[4]}, 2, NULL, nm);
     cg_attrs ca = cg_attrs_default();
-    snprintf(nm, sizeof nm, "%s/out_shape", c->label);
+    snprintf(nm, sizeof nm, "%s:out_shape", c->label);
     int shp = os < 0 || v[1] < 0 || v[5] < 0 ? -1 : cg_add_node(g, CG_CONCAT, nm, (int[]){v[1], v[5], os}, 3, &ca, nm);
-    snprintf(nm, sizeof nm, "%s/out_like", c->label); /* zeros of the output's shape: ConvGradInput reads its shape */
+    snprintf(nm, sizeof nm, "%s:out_like", c->label); /* zeros of the output's shape: ConvGradInput reads its shape */
     int like = shp < 0 ? -1 : cg_add_node(g, CG_CONSTANT_OF_SHAPE, nm, &shp, 1, NULL, nm);
     bool bias = c->in[2] >= 0;
-    snprintf(nm, sizeof nm, "%s/transposed", c->label);
+    snprintf(nm, sizeof nm, "%s:transposed", c->label);
     int y = like < 0 ? -1 : cg_add_node(g, CG_CONV_GRAD_INPUT, bias ? nm : c->label, (int[]){like, c->in[1], c->in[0]},
                                         3, &a, bias ? nm : n->output[0]);
     if (y >= 0 && bias) { /* + B as [C_out, 1, ...] */
@@ -843,7 +843,7 @@ static cattr_status conv_transpose(nctx *c, int idx) {
         ra.n_ints = 1 + nsp;
         ra.ints[0] = -1;
         for (int i = 0; i < nsp; i++) ra.ints[1 + i] = 1;
-        snprintf(nm, sizeof nm, "%s/bias", c->label);
+        snprintf(nm, sizeof nm, "%s:bias", c->label);
         int b = cg_add_node(g, CG_RESHAPE, nm, &c->in[2], 1, &ra, nm);
         y = b < 0 ? -1 : cg_add_node(g, CG_ADD, c->label, (int[]){y, b}, 2, NULL, n->output[0]);
     }
@@ -919,7 +919,7 @@ static cattr_status einsum(nctx *c, int idx) {
         }
         kept[o][k] = 0;
         if (ra.n_ints) {
-            snprintf(nm, sizeof nm, "%s/sum%d", c->label, o);
+            snprintf(nm, sizeof nm, "%s:sum%d", c->label, o);
             cur[o] = cg_add_node(g, CG_REDUCE_SUM, nm, &cur[o], 1, &ra, nm);
             if (cur[o] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         }
@@ -956,16 +956,16 @@ static cattr_status einsum(nctx *c, int idx) {
         }
         ta.n_ints = w;
         if (!ident) {
-            snprintf(nm, sizeof nm, "%s/perm%d", c->label, o);
+            snprintf(nm, sizeof nm, "%s:perm%d", c->label, o);
             cur[o] = cg_add_node(g, CG_TRANSPOSE, nm, &cur[o], 1, &ta, nm);
         }
         if (cur[o] >= 0 && ua.n_ints) {
-            snprintf(nm, sizeof nm, "%s/unsqueeze%d", c->label, o);
+            snprintf(nm, sizeof nm, "%s:unsqueeze%d", c->label, o);
             cur[o] = cg_add_node(g, CG_UNSQUEEZE, nm, &cur[o], 1, &ua, nm);
         }
         if (cur[o] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    snprintf(nm, sizeof nm, "%s/matmul", c->label);
+    snprintf(nm, sizeof nm, "%s:matmul", c->label);
     int y = cg_add_node(g, CG_MATMUL, nm, cur, 2, NULL, nm);
     /* the product's letters: batch, A's free but last, B's free but last, A's last free, B's last free */
     char res[CATTR_MAX_DIMS + 3];
@@ -981,7 +981,7 @@ static cattr_status einsum(nctx *c, int idx) {
     else sq.ints[sq.n_ints++] = at + 1;
     res[nr] = 0;
     if (y >= 0 && sq.n_ints) {
-        snprintf(nm, sizeof nm, "%s/squeeze", c->label);
+        snprintf(nm, sizeof nm, "%s:squeeze", c->label);
         y = cg_add_node(g, CG_SQUEEZE, nm, &y, 1, &sq, nm);
     }
     cg_attrs pa = cg_attrs_default();
@@ -1017,20 +1017,20 @@ static cattr_status split(nctx *c, int idx) {
     int each = -1;
     if (ns < 0) { /* ceil(dim / n) = (dim + n - 1) / n, from the shape */
         int64_t pk[2] = {axis, nout - 1}, nn = nout;
-        snprintf(nm, sizeof nm, "%s/shape", c->label);
+        snprintf(nm, sizeof nm, "%s:shape", c->label);
         int sh = cg_add_node(g, CG_SHAPE, nm, &c->in[0], 1, NULL, nm);
-        snprintf(nm, sizeof nm, "%s/axis", c->label);
+        snprintf(nm, sizeof nm, "%s:axis", c->label);
         int ax = int_const(g, nm, &pk[0], 1);
-        snprintf(nm, sizeof nm, "%s/dim", c->label);
+        snprintf(nm, sizeof nm, "%s:dim", c->label);
         cg_attrs ga = cg_attrs_default();
         int dim = sh < 0 || ax < 0 ? -1 : cg_add_node(g, CG_GATHER, nm, (int[]){sh, ax}, 2, &ga, nm);
-        snprintf(nm, sizeof nm, "%s/n_minus_1", c->label);
+        snprintf(nm, sizeof nm, "%s:n_minus_1", c->label);
         int nm1 = int_const(g, nm, &pk[1], 1);
-        snprintf(nm, sizeof nm, "%s/n", c->label);
+        snprintf(nm, sizeof nm, "%s:n", c->label);
         int nv = int_const(g, nm, &nn, 1);
-        snprintf(nm, sizeof nm, "%s/dim_up", c->label);
+        snprintf(nm, sizeof nm, "%s:dim_up", c->label);
         int up = dim < 0 || nm1 < 0 ? -1 : cg_add_node(g, CG_ADD, nm, (int[]){dim, nm1}, 2, NULL, nm);
-        snprintf(nm, sizeof nm, "%s/part", c->label);
+        snprintf(nm, sizeof nm, "%s:part", c->label);
         each = up < 0 || nv < 0 ? -1 : cg_add_node(g, CG_DIV, nm, (int[]){up, nv}, 2, NULL, nm);
         if (each < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
     }
@@ -1052,12 +1052,12 @@ static cattr_status split(nctx *c, int idx) {
             int64_t kk[3] = {k, k + 1, axis};
             int se[2];
             for (int e = 0; e < 2; e++) {
-                snprintf(nm, sizeof nm, "%s/k%lld_%d", c->label, (long long)k, e);
+                snprintf(nm, sizeof nm, "%s:k%lld_%d", c->label, (long long)k, e);
                 int kv = int_const(g, nm, &kk[e], 1);
-                snprintf(nm, sizeof nm, "%s/bound%lld_%d", c->label, (long long)k, e);
+                snprintf(nm, sizeof nm, "%s:bound%lld_%d", c->label, (long long)k, e);
                 se[e] = kv < 0 ? -1 : cg_add_node(g, CG_MUL, nm, (int[]){each, kv}, 2, NULL, nm);
             }
-            snprintf(nm, sizeof nm, "%s/axes%lld", c->label, (long long)k);
+            snprintf(nm, sizeof nm, "%s:axes%lld", c->label, (long long)k);
             int axv = int_const(g, nm, &kk[2], 1);
             y = se[0] < 0 || se[1] < 0 || axv < 0 ? -1
                 : cg_add_node(g, CG_SLICE, n->output[k], (int[]){c->in[0], se[0], se[1], axv}, 4, NULL, n->output[k]);
@@ -1175,7 +1175,7 @@ static cattr_status convert_node(loader *L, int idx) {
         cg_graph *g = L->g;
         int v = c.in[0], t;
 #define LS_NODE(op, at, suffix, ...)                                                                                   \
-    (snprintf(nm, sizeof nm, "%s/%s", c.label, suffix),                                                                \
+    (snprintf(nm, sizeof nm, "%s:%s", c.label, suffix),                                                                \
      t = cg_add_node(g, op, nm, (int[]){__VA_ARGS__}, (int)(sizeof((int[]){__VA_ARGS__}) / sizeof(int)), at, nm), t)
         int m = LS_NODE(CG_REDUCE_MAX, &ra, "max", v);
         int d = m < 0 ? -1 : LS_NODE(CG_SUB, NULL, "shifted", v, m);
@@ -1458,9 +1458,9 @@ static cattr_status convert_node(loader *L, int idx) {
         if (v != 0 && a.n_ints == 0) op = CG_IDENTITY; /* no axes: the input itself */
         if (sp->op == OP_REDUCE_L2 && op != CG_IDENTITY) { /* sqrt(ReduceSum(X * X)) */
             char nm[200];
-            snprintf(nm, sizeof nm, "%s/squared", c.label);
+            snprintf(nm, sizeof nm, "%s:squared", c.label);
             int sq = cg_add_node(L->g, CG_MUL, nm, (int[]){c.in[0], c.in[0]}, 2, NULL, nm);
-            snprintf(nm, sizeof nm, "%s/sum", c.label);
+            snprintf(nm, sizeof nm, "%s:sum", c.label);
             int sm = sq < 0 ? -1 : cg_add_node(L->g, CG_REDUCE_SUM, nm, &sq, 1, &a, nm);
             if (sm < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c.label);
             c.in[0] = sm;
