@@ -869,7 +869,7 @@ static cattr_status einsum(nctx *c, int idx) {
     int len[3] = {0, 0, 0}, part = 0;
     bool arrow = false;
     if (ap->s.len >= sizeof eq) return nfail(c, CATTR_ERR_UNSUPPORTED, "equation too long");
-    memcpy(eq, ap->s.data, ap->s.len);
+    if (ap->s.len) memcpy(eq, ap->s.data, ap->s.len);
     eq[ap->s.len] = 0;
     for (const char *q = eq; *q; q++) {
         if (*q == ' ') continue;
@@ -1227,7 +1227,7 @@ static cattr_status convert_node(loader *L, int idx) {
                 if (sp2->s.len == strlen(tabs[k][q]) && !memcmp(sp2->s.data, tabs[k][q], sp2->s.len)) found = q;
             if (found < 0)
                 return nfail(&c, CATTR_ERR_UNSUPPORTED, "%s '%.*s' is not supported", names[k], (int)sp2->s.len,
-                             (const char *)sp2->s.data);
+                             sp2->s.data ? (const char *)sp2->s.data : "");
             if (dst[k]) *dst[k] = found;
             else ta = found;
         }
@@ -1277,7 +1277,8 @@ static cattr_status convert_node(loader *L, int idx) {
         const Onnx__AttributeProto *rp;
         CX_CHECK(attr_typed(&c, "reduction", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &rp));
         if (rp && !(rp->s.len == 4 && !memcmp(rp->s.data, "none", 4)))
-            return nfail(&c, CATTR_ERR_UNSUPPORTED, "reduction '%.*s' (only none)", (int)rp->s.len, (const char *)rp->s.data);
+            return nfail(&c, CATTR_ERR_UNSUPPORTED, "reduction '%.*s' (only none)", (int)rp->s.len,
+                         rp->s.data ? (const char *)rp->s.data : "");
         nin = 3;
         break;
     }
