@@ -1012,6 +1012,9 @@ static cattr_status split(nctx *c, int idx) {
     }
     if (ns >= 0 && ns != nout)
         return nfail(c, CATTR_ERR_FORMAT, "%d split sizes for %lld outputs", ns, (long long)nout);
+    for (int k = 0; k < ns; k++)
+        if (sizes[k] < 0 || sizes[k] > ((int64_t)1 << 40))
+            return nfail(c, CATTR_ERR_FORMAT, "split size %lld is out of range", (long long)sizes[k]);
     if (nout < 1 || nout > CG_MAX_INTS) return nfail(c, CATTR_ERR_UNSUPPORTED, "%lld outputs", (long long)nout);
     char nm[200];
     int each = -1;
