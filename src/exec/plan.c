@@ -442,7 +442,7 @@ static cattr_status fold_elem(const cg_node *nd, const folded *fi, const cx_view
         }
         return CATTR_OK;
     case CG_CONSTANT_OF_SHAPE: *out = (int64_t)nd->a.alpha; return CATTR_OK;
-    case CG_RANGE: *out = nd->a.ints[0] + k * nd->a.ints[2]; return CATTR_OK;
+    case CG_RANGE: *out = cx_range_at(nd->a.ints[0], nd->a.ints[2], k); return CATTR_OK;
     case CG_WHERE: *out = fi[0].v[AT(0)] ? fi[1].v[AT(1)] : fi[2].v[AT(2)]; return CATTR_OK;
     case CG_TRANSPOSE: case CG_SLICE: {
         const folded *x = &fi[0];

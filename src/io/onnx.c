@@ -796,6 +796,11 @@ static cattr_status conv_transpose(nctx *c, int idx) {
     CX_CHECK(attr_int(c, "group", 1, &a.group));
     if (a.group < 1) return nfail(c, CATTR_ERR_FORMAT, "group must be at least 1");
     CX_CHECK(attr_ints(c, "output_padding", CG_MAX_SP, opad, &np));
+    const int64_t big = (int64_t)1 << 24; /* the output extent below stays far from overflowing */
+    for (int i = 0; i < nsp; i++)
+        if (ks[i] > big || a.stride[i] > big || a.dilation[i] > big || a.pad[i] > big || a.pad[nsp + i] > big ||
+            opad[i] > big)
+            return nfail(c, CATTR_ERR_FORMAT, "kernel, stride, dilation, pads or output_padding beyond 2^24");
     if (np >= 0 && np != nsp) return nfail(c, CATTR_ERR_FORMAT, "output_padding has %d values for %d dims", np, nsp);
     for (int i = 0; i < nsp; i++)
         if (opad[i] < 0 || (np > 0 && opad[i] >= (a.stride[i] > a.dilation[i] ? a.stride[i] : a.dilation[i])))

@@ -133,4 +133,9 @@ static inline int64_t cx_int_binary(cg_op op, int64_t a, int64_t b) {
     }
 }
 
+/* Element k of Range(start, ., delta): start + k * delta, wrapping rather than overflowing at the int64 limits. */
+static inline int64_t cx_range_at(int64_t start, int64_t delta, int64_t k) {
+    return (int64_t)((uint64_t)start + (uint64_t)k * (uint64_t)delta);
+}
+
 #endif

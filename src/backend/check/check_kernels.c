@@ -1365,7 +1365,7 @@ static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
     size_t es = cattr_dtype_size(out->dtype);
     for (int64_t i = 0; i < cnt && n->op != CG_SCATTER_ND; i++) {
         if (n->op == CG_RANGE) {
-            ((int64_t *)out->data)[i] = n->a.ints[0] + i * n->a.ints[2];
+            ((int64_t *)out->data)[i] = cx_range_at(n->a.ints[0], n->a.ints[2], i);
             continue;
         }
         unravel(i, out->ndim, out->shape, c);

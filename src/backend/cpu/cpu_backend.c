@@ -645,7 +645,7 @@ static cattr_status k_index_ops(const cg_node *n, const cx_view *in, cx_view *ou
     int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
     size_t es = cattr_dtype_size(out->dtype);
     if (n->op == CG_RANGE) {
-        for (int64_t k = 0; k < cnt; k++) ((int64_t *)out->data)[k] = n->a.ints[0] + k * n->a.ints[2];
+        for (int64_t k = 0; k < cnt; k++) ((int64_t *)out->data)[k] = cx_range_at(n->a.ints[0], n->a.ints[2], k);
         return CATTR_OK;
     }
     if (n->op != CG_SCATTER_ND) { /* Mod, and Add / Sub / Mul / Div on int64 */
