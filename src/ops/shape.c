@@ -521,6 +521,8 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         if (ax < 0 || ax >= in[0].ndim) SHAPE_FAIL("axis out of range");
         for (int i = 1; i < n->n_in; i++) {
             if (in[i].ndim != in[0].ndim) SHAPE_FAIL("inputs differ in rank");
+            if (in[i].dtype != in[0].dtype)
+                SHAPE_FAIL("inputs differ in dtype (%s, %s)", cattr_dtype_name(in[0].dtype), cattr_dtype_name(in[i].dtype));
             for (int d = 0; d < in[0].ndim; d++)
                 if (d != ax && in[i].shape[d] != in[0].shape[d]) SHAPE_FAIL("inputs differ outside the axis");
             out->shape[ax] += in[i].shape[ax];
