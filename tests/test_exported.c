@@ -98,14 +98,15 @@ static void check_paths(void) {
     cattr_model *m = NULL;
     CHECK(cattr_model_load_onnx(DIR "nested_op14.onnx", &m) == CATTR_OK, "load nested: %s", cattr_last_error());
     if (!m) return;
-    static const char *const paths[3] = {"block.0", "block.1.fc", "block.1"};
-    for (int k = 0; k < 3; k++) {
+    static const char *const paths[4] = {"block.0", "block.1.fc", "block.1", "block.1.mlp.0"};
+    for (int k = 0; k < 4; k++) {
         const char *v = NULL;
         CHECK(cattr_model_resolve_value(m, paths[k], &v) == CATTR_OK, "module path '%s': %s", paths[k], cattr_last_error());
         if (v) printf("module path %s -> %s\n", paths[k], v);
     }
     const char *v = NULL;
     CHECK(cattr_model_resolve_value(m, "block.block.1.fc", &v) != CATTR_OK, "the scope-joined name must not resolve");
+    CHECK(cattr_model_resolve_value(m, "block.1.mlp.mlp.0", &v) != CATTR_OK, "the scope-joined name must not resolve");
     cattr_model_free(m);
     /* a BatchNorm the export folded into its Conv is named in the description (and only there) */
     static char buf[16384];

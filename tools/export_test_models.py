@@ -67,10 +67,11 @@ class ActMlp(nn.Module):
 class Inner(nn.Module):
     def __init__(self):
         super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(6, 6), nn.Tanh())  # scopes "/block/block.1/mlp/mlp.0": block.1.mlp.0
         self.fc = nn.Linear(6, 3)
 
     def forward(self, x):
-        return self.fc(torch.relu(x))
+        return self.fc(torch.relu(self.mlp(x)))
 
 
 class Nested(nn.Module):

@@ -163,13 +163,17 @@ const char *cattr_model_output_name(const cattr_model *m, int i) {
 /* ---- module paths ------------------------------------------------------------------------------------------ */
 
 /* PyTorch module path of a node, written to buf; false for nodes outside any module. Exporters from torch 1.13 name
- * nodes by their scopes, "/layer4/layer4.1/conv2/Conv", where a scope is either the child's attribute name or its
- * full path ("layer4.1" inside "layer4"): the path grows by the attribute, or becomes the full path ->
- * "layer4.1.conv2". Older exporters name nodes "Conv_12": their module is the one owning the node's weight
- * ("layer4.1.conv2.weight" -> "layer4.1.conv2"), when the export kept that name. */
+ * nodes by their scopes, "/layer4/layer4.1/conv2/Conv", where a scope is either the child's attribute name or the
+ * scope before it, a dot and the child's name ("layer4.1" inside "layer4", "mlp.0" inside "mlp"): the path grows by
+ * the child's name -> "layer4.1.conv2", "features.1.0.mlp.0". Older exporters name nodes "Conv_12": their module is
+ * the one owning the node's weight ("layer4.1.conv2.weight" -> "layer4.1.conv2"), when the export kept that name (not
+ * for nodes of constants only, such as the Identity an exporter writes for a shared weight). */
 static bool node_module_of(const cg_graph *g, const cg_node *nd, char *buf, size_t size) {
     const char *name = nd->name;
     if (name[0] != '/') {
+        bool data = false; /* a node of constants only (an exporter's Identity sharing a weight) is no module's */
+        for (int j = 0; g && j < nd->n_in; j++) data |= nd->in[j] >= 0 && g->vals[nd->in[j]].kind != CG_VAL_CONST;
+        if (!data) return false;
         for (int j = 0; g && j < nd->n_in; j++) {
             if (nd->in[j] < 0 || g->vals[nd->in[j]].kind != CG_VAL_CONST) continue;
             const char *w = g->vals[nd->in[j]].name;
@@ -184,22 +188,25 @@ static bool node_module_of(const cg_graph *g, const cg_node *nd, char *buf, size
     }
     const char *last = strrchr(name, '/');
     if (last == name) return false;
-    size_t len = 0;
+    size_t len = 0, pl = 0;
+    const char *prev = NULL; /* the scope before: a scope named "<prev>.<child>" is prev's child */
     buf[0] = 0;
     for (const char *p = name + 1; p < last;) {
         const char *e = strchr(p, '/');
         size_t cl = (size_t)(e - p);
-        if (len > 0 && cl > len && !strncmp(p, buf, len) && p[len] == '.') { /* a full path: it replaces */
-            if (cl + 1 > size) return false;
-            memcpy(buf, p, cl);
-            len = cl;
-        } else {
-            if (len + (len > 0) + cl + 1 > size) return false;
-            if (len > 0) buf[len++] = '.';
-            memcpy(buf + len, p, cl);
-            len += cl;
+        const char *add = p;
+        size_t al = cl;
+        if (prev && cl > pl && !strncmp(p, prev, pl) && p[pl] == '.') { /* "mlp.0" under "mlp": the child "0" */
+            add = p + pl + 1;
+            al = cl - pl - 1;
         }
+        if (len + (len > 0) + al + 1 > size) return false;
+        if (len > 0) buf[len++] = '.';
+        memcpy(buf + len, add, al);
+        len += al;
         buf[len] = 0;
+        prev = p;
+        pl = cl;
         p = e + 1;
     }
     return len > 0;
