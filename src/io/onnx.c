@@ -542,6 +542,18 @@ static cattr_status resolve_input(const nctx *c, const char *name, int *id) {
                  name);
 }
 
+/* A scalar constant of the given dtype and value named `name` (the graph owns it); its value id, or -1 when out of
+ * memory. */
+static int scalar_const(cg_graph *g, const char *name, cattr_dtype dt, double v) {
+    int64_t one = 1;
+    cattr_tensor *t = cx_tensor_alloc(dt, 0, &one);
+    if (!t) return -1;
+    cx_tensor_set(t, 0, v);
+    int id = cg_add_const(g, name, t, true);
+    if (id < 0) cattr_tensor_free(t);
+    return id;
+}
+
 /* LayerNormalization (opset 17) as the ops of its definition: mean = ReduceMean(X over dims axis..), D = X - mean,
  * var = ReduceMean(D * D), Y = D / Sqrt(var + epsilon) * Scale + B: the form older exporters write out, so both
  * forms attribute alike. Only the first output (the mean and inverse deviation outputs are training outputs). */
@@ -563,17 +575,10 @@ static cattr_status layer_norm(nctx *c, int idx) {
     ra.index = 1; /* keepdims */
     for (int64_t d = axis; d < 0 && ra.n_ints < CG_MAX_INTS; d++) ra.ints[ra.n_ints++] = d;
     if (ra.n_ints < 1 || ra.n_ints > CG_MAX_INTS) return nfail(c, CATTR_ERR_FORMAT, "axis %lld is out of range", (long long)axis);
-    int64_t one = 1;
-    cattr_tensor *et = cx_tensor_alloc(CATTR_FLOAT32, 0, &one);
-    if (!et) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    *(float *)et->data = (float)eps;
     char nm[200];
     snprintf(nm, sizeof nm, "%s.epsilon", c->label);
-    int ev = cg_add_const(L->g, nm, et, true);
-    if (ev < 0) {
-        cattr_tensor_free(et);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
+    int ev = scalar_const(L->g, nm, CATTR_FLOAT32, (float)eps);
+    if (ev < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cg_graph *g = L->g;
     int x = c->in[0], v;
 #define LN_NODE(op, a, i0, i1, suffix)                                                                                 \
@@ -731,22 +736,11 @@ static cattr_status prelu(nctx *c, int idx) {
     loader *L = c->L;
     const Onnx__NodeProto *n = L->gp->node[idx];
     cg_graph *g = L->g;
-    int64_t one = 1;
-    cattr_tensor *zt = cx_tensor_alloc(CATTR_FLOAT32, 0, &one), *ot = cx_tensor_alloc(CATTR_FLOAT32, 0, &one);
     char nm[200];
-    int zv = -1, ov = -1;
-    if (zt && ot) {
-        *(float *)zt->data = 0;
-        *(float *)ot->data = 1;
-        snprintf(nm, sizeof nm, "%s.zero", c->label);
-        zv = cg_add_const(g, nm, zt, true);
-        if (zv >= 0) zt = NULL;
-        snprintf(nm, sizeof nm, "%s.one", c->label);
-        ov = zv < 0 ? -1 : cg_add_const(g, nm, ot, true);
-        if (ov >= 0) ot = NULL;
-    }
-    cattr_tensor_free(zt);
-    cattr_tensor_free(ot);
+    snprintf(nm, sizeof nm, "%s.zero", c->label);
+    int zv = scalar_const(g, nm, CATTR_FLOAT32, 0);
+    snprintf(nm, sizeof nm, "%s.one", c->label);
+    int ov = zv < 0 ? -1 : scalar_const(g, nm, CATTR_FLOAT32, 1);
     if (zv < 0 || ov < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cg_attrs ga = cg_attrs_default();
     ga.index = CX_CMP_GT;
@@ -1392,17 +1386,10 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     }
     case OP_NOT: { /* Not(x) = Equal(x, 0) */
-        int64_t one = 1;
-        cattr_tensor *zt = cx_tensor_alloc(CATTR_INT64, 0, &one);
-        if (!zt) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        *(int64_t *)zt->data = 0;
         char nm[200];
         snprintf(nm, sizeof nm, "%s.zero", c.label);
-        int zv = cg_add_const(L->g, nm, zt, true);
-        if (zv < 0) {
-            cattr_tensor_free(zt);
-            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        }
+        int zv = scalar_const(L->g, nm, CATTR_INT64, 0);
+        if (zv < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         op = CG_EQUAL;
         c.in[1] = zv;
         nin = 2;

@@ -24,6 +24,18 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
  * axis when the node names none). False when an axis is out of range. */
 bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);
 
+/* The strides of operand x over an output of rank nd it broadcasts to (numpy rules): s[d] is 0 along the dims x
+ * repeats, else x's row-major stride there. */
+static inline void cx_bcast_strides(int nd, const cx_view *x, int64_t *s) {
+    int64_t r = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        int dx = d - (nd - x->ndim);
+        int64_t e = dx >= 0 ? x->shape[dx] : 1;
+        s[d] = e == 1 ? 0 : r;
+        r *= e;
+    }
+}
+
 /* Resize (graph.h, CG_RESIZE): for output position o of a dim resized from n_in to n_out elements at scale s, the
  * source elements i0 and i1 and the weight w of i1 (linear: (1 - w) x[i0] + w x[i1]; nearest: x[i0], w = 0), by
  * the node's coordinate transformation (axis) and nearest rounding (trans_a). */

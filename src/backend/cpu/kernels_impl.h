@@ -173,15 +173,9 @@ static cattr_status K(ew_binary)(const cg_node *n, const cx_view *in, cx_view *o
     int which = (int)n->a.index, nd = out->ndim;
     const T *a = in[0].data, *b = in[1].data, *g = grad ? (const T *)in[2].data : NULL;
     T *y = out->data;
-    int64_t sa[CATTR_MAX_DIMS], sb[CATTR_MAX_DIMS], ra = 1, rb = 1, cnt = cx_view_numel(out);
-    for (int d = nd - 1; d >= 0; d--) {
-        int da = d - (nd - in[0].ndim), db = d - (nd - in[1].ndim);
-        int64_t ea = da >= 0 ? in[0].shape[da] : 1, eb = db >= 0 ? in[1].shape[db] : 1;
-        sa[d] = ea == 1 ? 0 : ra;
-        sb[d] = eb == 1 ? 0 : rb;
-        ra *= ea;
-        rb *= eb;
-    }
+    int64_t sa[CATTR_MAX_DIMS], sb[CATTR_MAX_DIMS], cnt = cx_view_numel(out);
+    cx_bcast_strides(nd, &in[0], sa);
+    cx_bcast_strides(nd, &in[1], sb);
     for (int64_t i = 0; i < cnt; i++) {
         int64_t rem = i, oa = 0, ob = 0;
         for (int d = nd - 1; d >= 0; d--) {
@@ -276,15 +270,8 @@ static cattr_status K(binary)(const cg_node *n, const cx_view *in, cx_view *out)
     }
     /* general case: broadcast strides over the output shape */
     int64_t sa[CATTR_MAX_DIMS], sb[CATTR_MAX_DIMS];
-    int64_t ra = 1, rb = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        int da = d - (nd - in[0].ndim), db = d - (nd - in[1].ndim);
-        int64_t ea = da >= 0 ? in[0].shape[da] : 1, eb = db >= 0 ? in[1].shape[db] : 1;
-        sa[d] = ea == 1 ? 0 : ra;
-        sb[d] = eb == 1 ? 0 : rb;
-        ra *= ea;
-        rb *= eb;
-    }
+    cx_bcast_strides(nd, &in[0], sa);
+    cx_bcast_strides(nd, &in[1], sb);
     int64_t inner = nd ? out->shape[nd - 1] : 1, rows = inner ? cnt / inner : 0;
     int64_t ia_in = nd ? sa[nd - 1] : 0, ib_in = nd ? sb[nd - 1] : 0;
     PAR_FOR(cnt > PAR_MIN,
@@ -311,13 +298,8 @@ static cattr_status K(reduce_sum_like)(const cg_node *n, const cx_view *in, cx_v
         memcpy(y, g, (size_t)cnt * sizeof(T));
         return CATTR_OK;
     }
-    int64_t so[CATTR_MAX_DIMS], r = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        int dx = d - (nd - out->ndim);
-        int64_t e = dx >= 0 ? out->shape[dx] : 1;
-        so[d] = e == 1 ? 0 : r;
-        r *= e;
-    }
+    int64_t so[CATTR_MAX_DIMS];
+    cx_bcast_strides(nd, out, so);
     /* the reduced dims as one trailing block (a per-channel scale's gradient, [N, C, H, W] -> [N, C, 1, 1]) or one
      * leading block (a bias's, [N, C] -> [C]): contiguous sums, in the order of the general loop below */
     int lo = nd, hi = -1;
