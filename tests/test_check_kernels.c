@@ -647,6 +647,17 @@ static void test_elementwise(void) {
         in_u(c, DIMS(4, 5));
         in_u(c, DIMS(5));
         run(c);
+        for (int k = 0; k < 4; k++) { /* If: then / else taken, and an absent branch taken (zeros) or not */
+            static const char *what[4] = {"if, then taken", "if, else taken", "if, absent then taken",
+                                          "if, absent else not taken"};
+            c = tc(CG_IF, what[k]);
+            in_i(c, DIMS(1), (const int64_t[]){k != 1});
+            if (k == 2) in_absent(c);
+            else in_u(c, DIMS(3, 4));
+            if (k == 3) in_absent(c);
+            else in_u(c, DIMS(3, 4));
+            run(c);
+        }
         c = tc(CG_EXPAND, "expand [3, 1] to [2, 3, 4]");
         in_u(c, DIMS(3, 1));
         set_ints(&c->n.a, 3, SHAPE(2, 1, 4));

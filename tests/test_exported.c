@@ -184,5 +184,7 @@ int main(void) {
     check_batch_one("interp_op14");
     check_model("misc_op14");
     check_batch_one("misc_op14");
+    check_model("scripted_if_op14"); /* Ifs on the batch size and the width: batch 2 and batch 1 take other paths */
+    check_batch_one("scripted_if_op14");
     return g_failures ? 1 : 0;
 }

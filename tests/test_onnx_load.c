@@ -33,6 +33,8 @@ static int g_fail, g_checks;
     } while (0)
 
 static void forward_fixture(const char *name, int64_t count);
+static void forward_fixture_data(const char *name, const char *data, int64_t count);
+static void test_if_on_data(void);
 
 static bool near(double a, double b) { return isinf(b) ? a == b : fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
 
@@ -371,6 +373,9 @@ static void test_legacy(void) {
     forward_fixture("ok_logic", 16);
     forward_fixture("ok_split", 16);
     forward_fixture("ok_einsum", 30 + 18 + 32 + 6 + 24 + 18 + 12);
+    forward_fixture("ok_if", 4);            /* batch 1: then_branch and its nested If */
+    forward_fixture_data("ok_if", "ok_if_b2", 8); /* batch 2: else_branch */
+    test_if_on_data();
     info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {
@@ -465,11 +470,30 @@ static void test_errors(void) {
 }
 
 /* Runs fixture NAME.onnx on NAME.x.npy in float32 and float64 and compares with NAME.y.npy (count elements). */
-static void forward_fixture(const char *name, int64_t count) {
+static void forward_fixture(const char *name, int64_t count) { forward_fixture_data(name, name, count); }
+
+/* An If whose condition comes from the data: the model loads; planning a call names the If. */
+static void test_if_on_data(void) {
+    cattr_model *m = NULL;
+    cattr_tensor *x = NULL, *y = NULL;
+    CHECK(cattr_model_load_onnx(FIX "err_if_on_data.onnx", &m) == CATTR_OK);
+    CHECK(cattr_tensor_new(CATTR_FLOAT32, 2, (const int64_t[]){1, 4}, &x) == CATTR_OK);
+    const cattr_tensor *in[1] = {x};
+    cattr_status st = m && x ? cattr_model_forward(m, CATTR_FLOAT32, in, 1, &y) : CATTR_ERR_INTERNAL;
+    CHECK(st == CATTR_ERR_SHAPE && !y);
+    CHECK(strstr(cattr_last_error(), "node '/sign/If' (op If)") && strstr(cattr_last_error(), "input 'x'"));
+    if (st != CATTR_ERR_SHAPE) printf("If on data: %s: %s\n", cattr_status_string(st), cattr_last_error());
+    cattr_tensor_free(y);
+    cattr_tensor_free(x);
+    cattr_model_free(m);
+}
+
+/* Model tests/data/onnx/<name>.onnx on input <data>.x.npy gives <data>.y.npy (count values), float32 and float64. */
+static void forward_fixture_data(const char *name, const char *data, int64_t count) {
     char path[512], xp[512], yp[512];
     snprintf(path, sizeof path, FIX "%s.onnx", name);
-    snprintf(xp, sizeof xp, FIX "%s.x.npy", name);
-    snprintf(yp, sizeof yp, FIX "%s.y.npy", name);
+    snprintf(xp, sizeof xp, FIX "%s.x.npy", data);
+    snprintf(yp, sizeof yp, FIX "%s.y.npy", data);
     cattr_model *m = NULL;
     cattr_tensor *x = NULL, *want = NULL, *y = NULL;
     CHECK(cattr_model_load_onnx(path, &m) == CATTR_OK);

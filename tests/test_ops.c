@@ -812,6 +812,64 @@ static void test_pad(void) {
     free_ops(1, &x);
 }
 
+/* If: forward and finite differences with a constant condition (either branch), and in a graph whose condition
+ * comes from the input's shape (batch 1 or not): only the branch taken is planned, so the other branch may be invalid
+ * for the shapes at hand (a Reshape to [2, -1] of 3 values); an input only the other branch reads gets zeros; a
+ * condition computed from data is an error naming the If. */
+static void test_if(void) {
+    for (int k = 0; k < 2; k++) {
+        opnd w[3] = {CST(idx64(DIMS(1), (const int64_t[]){1 - k})), IN(rnd(DIMS(2, 3))), IN(rnd(DIMS(2, 3)))};
+        const char *what = k ? "If else" : "If then";
+        fwd_case(what, CG_IF, NULL, 3, w, DIMS(2, 3), D(w[1 + k].t));
+        grad_op(what, CG_IF, NULL, 3, w);
+        free_ops(3, w);
+    }
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x"), z = cg_add_input(g, "z");
+    int sh = cg_add_node(g, CG_SHAPE, "shape", &x, 1, NULL, NULL);
+    int64_t zero = 0, one = 1, tgt[2] = {2, -1};
+    int c0 = cg_add_const(g, "c0", idx64(0, NULL, &zero), true), c1 = cg_add_const(g, "c1", idx64(0, NULL, &one), true);
+    int b = cg_add_node(g, CG_GATHER, "batch", (const int[]){sh, c0}, 2, NULL, NULL);
+    int cond = cg_add_node(g, CG_EQUAL, "is_one", (const int[]){b, c1}, 2, NULL, NULL);
+    int two = cg_add_const(g, "two", mk(0, NULL, (const double[]){2}), true);
+    int th = cg_add_node(g, CG_MUL, "then", (const int[]){x, two}, 2, NULL, NULL);
+    int t = cg_add_node(g, CG_TANH, "else_tanh", (const int[]){x}, 1, NULL, NULL);
+    int tz = cg_add_node(g, CG_MUL, "else_z", (const int[]){t, z}, 2, NULL, NULL);
+    int shp = cg_add_const(g, "to", idx64(DIMS(2), tgt), true);
+    int el = cg_add_node(g, CG_RESHAPE, "else", (const int[]){tz, shp}, 2, NULL, NULL);
+    int y = cg_add_node(g, CG_IF, "if", (const int[]){cond, th, el}, 3, NULL, NULL);
+    cg_add_output(g, y);
+    for (int batch = 1; batch <= 2; batch++) {
+        cattr_tensor *in[2] = {rnd(DIMS(batch, 3)), rnd(DIMS(batch, 3))};
+        char what[64];
+        snprintf(what, sizeof what, "If on the batch size, batch %d", batch);
+        cattr_tensor *out = run_graph(what, g, y, in, CATTR_FLOAT64, false);
+        if (out) {
+            double want[6];
+            for (int i = 0; i < 3 * batch; i++) want[i] = batch == 1 ? 2 * D(in[0])[i] : tanh(D(in[0])[i]) * D(in[1])[i];
+            expect(what, out, 2, (const int64_t[]){batch, 3}, want);
+        }
+        cattr_tensor_free(out);
+        grad_check(what, g, y, in, NULL); /* batch 1: z's gradient is zeros (it only feeds the branch not taken) */
+        cattr_tensor_free(in[0]);
+        cattr_tensor_free(in[1]);
+    }
+    /* a condition from data */
+    int d = cg_add_node(g, CG_CAST, "data_cond", (const int[]){z}, 1, &(cg_attrs){.index = 1}, NULL);
+    int dg = cg_add_node(g, CG_GATHER, "data_first", (const int[]){d, c0}, 2, NULL, NULL);
+    int dg2 = cg_add_node(g, CG_GATHER, "data_first2", (const int[]){dg, c0}, 2, NULL, NULL);
+    int y2 = cg_add_node(g, CG_IF, "if_on_data", (const int[]){dg2, th, th}, 3, NULL, NULL);
+    cattr_tensor *in[2] = {rnd(DIMS(2, 3)), rnd(DIMS(2, 3))};
+    runner r;
+    cattr_status st = runner_new(&r, g, in, CATTR_FLOAT64, false, &y2, 1);
+    CHECK(st == CATTR_ERR_SHAPE && strstr(cattr_last_error(), "if_on_data") && strstr(cattr_last_error(), "input 'z'"),
+          "If on data: %s: %s", cattr_status_string(st), cattr_last_error());
+    runner_free(&r);
+    cattr_tensor_free(in[0]);
+    cattr_tensor_free(in[1]);
+    cg_free(g);
+}
+
 /* Expand (numpy broadcasting with a given shape) and Where (a fixed condition): forward and finite differences. */
 static void test_expand_where(void) {
     opnd x = IN(mk(DIMS(3, 1), (const double[]){1, 2, 3}));
@@ -1649,6 +1707,7 @@ int main(void) {
     test_resize();
     test_conv_transpose();
     test_expand_where();
+    test_if();
     test_kinks();
     test_softmax();
     test_attention();

@@ -216,6 +216,29 @@ class Misc(nn.Module):
         return self.head(torch.cat([p.flatten(1), q.flatten(1), n, m], 1))
 
 
+class ScriptedIf(nn.Module):
+    """Control flow on the batch size, exported from TorchScript as If nodes: one example takes a path through a
+    Reshape to [6] that only a batch of one can take; both paths compute the same function. A second If on the width
+    always takes its then branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(5, 6)
+        self.head = nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.fc(x)
+        if x.size(0) == 1:
+            h = torch.relu(h.view(6)).view(1, 6)
+        else:
+            h = torch.relu(h)
+        if h.size(1) > 4:
+            h = torch.tanh(h) * 2.0
+        else:
+            h = h * 0.0
+        return self.head(h)
+
+
 def export(name, model, x, target, opset):
     torch.manual_seed(0)
     model.eval()
@@ -270,6 +293,8 @@ def main():
     export("interp_op14", Interp(), torch.randn(2, 3, 4, 4), [0, 1], 14)
     torch.manual_seed(12)
     export("misc_op14", Misc(), torch.randn(2, 3, 5), [2, 1], 14)
+    torch.manual_seed(13)
+    export("scripted_if_op14", torch.jit.script(ScriptedIf()), torch.randn(2, 5), [1, 2], 14)
 
 
 if __name__ == "__main__":

@@ -233,7 +233,28 @@ struct cx_plan {
     size_t eager_peak;
     bool check_finite; /* cx_plan_set_check_finite: look for the node where NaN or Inf first appears */
     bool prof;         /* the profiler's switch, read at the start of each run */
+    struct if_ctx *ifc; /* while planning a graph with If nodes: their resolution (below); NULL otherwise */
 };
+
+/* The resolution of a graph's If nodes while it is planned (see "If" below). */
+typedef struct if_ctx {
+    int8_t *state; /* per value: 0 view unknown, 1 pending, 2 known */
+    int *stack, sp;
+    int *choice;   /* per node: 1 or 2 for a resolved If (the input taken), 0 unresolved, -1 failed */
+    bool *dead;    /* per value: zeros of the branch not taken */
+    cg_node *rw;   /* the graph's nodes with the Ifs resolved */
+} if_ctx;
+
+static void if_ctx_free(if_ctx *c) {
+    if (!c) return;
+    free(c->state);
+    free(c->stack);
+    free(c->choice);
+    free(c->dead);
+    free(c->rw);
+    free(c);
+}
+
 
 static bool is_view_op(cg_op op) {
     return op == CG_IDENTITY || op == CG_RESHAPE || op == CG_FLATTEN || op == CG_SQUEEZE || op == CG_UNSQUEEZE ||
@@ -259,6 +280,7 @@ void cx_plan_free(cx_plan *p) {
     free(p->order);
     free(p->nodes);
     free(p->outs);
+    if_ctx_free(p->ifc);
     free(p);
 }
 
@@ -376,7 +398,9 @@ typedef struct folded {
     int64_t shape[CATTR_MAX_DIMS];
 } folded;
 
-static cattr_status fold_value(const cx_plan *p, const cg_graph *g, int v, int depth, folded *f);
+static cattr_status fold_value(cx_plan *p, const cg_graph *g, int v, int depth, folded *f);
+static cattr_status if_ensure(cx_plan *p, const cg_graph *g, int v0);
+static cattr_status if_resolve(cx_plan *p, const cg_graph *g, int i);
 
 /* Writes the folded shape inputs of node r (shape_value_input; fi[j] for input j) into its attributes: Range's three
  * scalars, Slice's starts, ends, axes and steps, or the one shape (Reshape's target, Expand's, ConstantOfShape's,
@@ -518,7 +542,7 @@ static cattr_status fold_elem(const cg_node *nd, const folded *fi, const cx_view
 
 /* The int64 values and the shape of value v, computed from constants and the shapes the plan has inferred so far
  * (Shape reads the view of its input). Each node's output shape comes from its shape rule (cx_infer). */
-static cattr_status fold_value(const cx_plan *p, const cg_graph *g, int v, int depth, folded *f) {
+static cattr_status fold_value(cx_plan *p, const cg_graph *g, int v, int depth, folded *f) {
     const cg_value *val = &g->vals[v];
     f->n = 0;
     f->ndim = 0;
@@ -537,7 +561,15 @@ static cattr_status fold_value(const cx_plan *p, const cg_graph *g, int v, int d
         return cx_fail(CATTR_ERR_SHAPE, "a shape is computed from input '%s': it must depend only on shapes and "
                                         "constants", val->name);
     const cg_node *nd = &g->nodes[val->producer];
+    if (nd->op == CG_IF) { /* the value of the branch taken */
+        if (!p->ifc) return cx_fail(CATTR_ERR_INTERNAL, "node '%s' (op If) outside planning", nd->name);
+        CX_CHECK(if_resolve(p, g, val->producer));
+        int ch = nd->in[p->ifc->choice[val->producer]];
+        if (ch < 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op If): the branch taken has no value", nd->name);
+        return fold_value(p, g, ch, depth + 1, f);
+    }
     if (nd->op == CG_SHAPE) {
+        if (p->ifc) CX_CHECK(if_ensure(p, g, nd->in[0])); /* folding an If's condition before the shapes pass */
         const cx_view *x = &p->views[nd->in[0]];
         int64_t lo = nd->a.n_ints > 0 ? nd->a.ints[0] : 0, hi = nd->a.n_ints > 1 ? nd->a.ints[1] : x->ndim;
         if (lo < 0) lo += x->ndim;
@@ -586,7 +618,7 @@ static cattr_status fold_value(const cx_plan *p, const cg_graph *g, int v, int d
 /* Folds node r's shape inputs (shape_value_input) into its attributes and drops them: Reshape's target, Expand's and
  * ConstantOfShape's shape, Slice's (and SliceGrad's) starts, ends, axes and steps, Tile's repeats, Pad's pads,
  * Range's scalars. Errors: CATTR_ERR_SHAPE naming the node. */
-static cattr_status fold_node(const cx_plan *p, const cg_graph *g, cg_node *r) {
+static cattr_status fold_node(cx_plan *p, const cg_graph *g, cg_node *r) {
     int first = first_shape_input(r);
     if (first < 0) return CATTR_OK;
     folded *fi = malloc((size_t)CG_MAX_IN * sizeof *fi);
@@ -605,6 +637,172 @@ static cattr_status fold_node(const cx_plan *p, const cg_graph *g, cg_node *r) {
         return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): %s", r->name, cg_op_names[r->op], msg);
     }
     r->n_in = first;
+    return CATTR_OK;
+}
+
+/* The output view (shape and dtype, no data) of node n, a copy the caller owns: its shape inputs folded into its
+ * attributes, then its shape rule. Errors: CATTR_ERR_SHAPE naming the node. */
+static cattr_status infer_node(cx_plan *p, const cg_graph *g, cg_node *n) {
+    CX_CHECK(fold_node(p, g, n));
+    cx_view in[CG_MAX_IN];
+    for (int j = 0; j < n->n_in; j++) {
+        if (n->in[j] < 0) memset(&in[j], 0, sizeof in[j]);
+        else {
+            in[j] = p->views[n->in[j]];
+            in[j].data = (void *)1; /* marks "present" for optional-input checks */
+        }
+    }
+    cx_view *o = &p->views[n->out];
+    CX_CHECK(cx_infer(n, in, o));
+    /* floats made from nothing or from integers (ConstantOfShape, Cast of int64) take the call's float dtype */
+    if (o->dtype == CATTR_FLOAT32 && !n->a.index &&
+        (n->op == CG_CONSTANT_OF_SHAPE || (n->op == CG_CAST && in[0].dtype == CATTR_INT64)))
+        o->dtype = p->consts_dtype;
+    o->data = NULL;
+    if (cx_view_numel(o) < 0 || (uint64_t)cx_view_numel(o) > (uint64_t)INT64_MAX / 8) {
+        char sb[256];
+        return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): output shape %s is too large", n->name, cg_op_names[n->op],
+                       cx_shape_str(o->ndim, o->shape, sb, sizeof sb));
+    }
+    return CATTR_OK;
+}
+
+/* ---- If ------------------------------------------------------------------------------------------------------
+ * An If (an imported ONNX If, or the gradient autodiff gives its branches) runs only the branch its condition takes.
+ * Before the needed nodes are chosen, each If's condition is folded from shapes and constants (the shapes it reads are
+ * inferred on demand, through the branches earlier Ifs take); the If becomes an Identity of the branch taken. A
+ * gradient If whose branch taken is absent gives zeros: its value is "dead", and so is every node reading it, except
+ * an Add (the sum of a value's gradients), which becomes an Identity of its other operand. So nothing of the branch not
+ * taken, nor of its gradient, is planned or run. */
+
+/* Infers the view of value v0 (and of the values it depends on, in dependency order) for folding a condition. */
+static cattr_status if_ensure(cx_plan *p, const cg_graph *g, int v0) {
+    if_ctx *c = p->ifc;
+    if (c->state[v0] == 2) return CATTR_OK;
+    int base = c->sp;
+    c->stack[c->sp++] = v0;
+    c->state[v0] = 1;
+    cattr_status st = CATTR_OK;
+    while (c->sp > base && st == CATTR_OK) {
+        int v = c->stack[c->sp - 1];
+        const cg_value *val = &g->vals[v];
+        if (val->kind != CG_VAL_NODE) { /* inputs have their views; a constant's view is its host tensor's shape */
+            if (val->kind == CG_VAL_CONST) {
+                const cattr_tensor *t = val->data;
+                cx_view *w = &p->views[v];
+                w->dtype = t->dtype == CATTR_INT64 ? CATTR_INT64 : p->consts_dtype;
+                w->ndim = t->ndim;
+                memcpy(w->shape, t->shape, sizeof t->shape);
+            }
+            c->state[v] = 2;
+            c->sp--;
+            continue;
+        }
+        int i = val->producer;
+        const cg_node *nd = &g->nodes[i];
+        int next = -1;
+        if (nd->op == CG_IF) {
+            st = if_resolve(p, g, i);
+            if (st != CATTR_OK) break;
+            int ch = nd->in[c->choice[i]];
+            if (ch < 0 || c->dead[ch]) {
+                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op If): the branch taken has no value", nd->name);
+                break;
+            }
+            if (c->state[ch] != 2) next = ch;
+            else p->views[v] = p->views[ch];
+        } else {
+            for (int j = 0; j < nd->n_in && next < 0; j++) /* shape inputs are folded, not inferred */
+                if (nd->in[j] >= 0 && !shape_value_input(nd, j) && c->state[nd->in[j]] != 2) next = nd->in[j];
+            if (next < 0) {
+                cg_node tmp = *nd;
+                st = infer_node(p, g, &tmp);
+                if (st != CATTR_OK) break;
+            }
+        }
+        if (next >= 0) {
+            if (c->state[next] == 1) {
+                st = cx_fail(CATTR_ERR_INTERNAL, "value '%s' depends on itself", g->vals[next].name);
+                break;
+            }
+            c->state[next] = 1;
+            c->stack[c->sp++] = next;
+            continue;
+        }
+        c->state[v] = 2;
+        c->sp--;
+    }
+    while (c->sp > base) c->state[c->stack[--c->sp]] = 0; /* after a failure */
+    return st;
+}
+
+/* Resolves If node i: folds its condition. Errors: CATTR_ERR_SHAPE naming the node when the condition is not known
+ * when the call is planned. */
+static cattr_status if_resolve(cx_plan *p, const cg_graph *g, int i) {
+    if_ctx *c = p->ifc;
+    if (c->choice[i] > 0) return CATTR_OK;
+    const cg_node *nd = &g->nodes[i];
+    folded *f = malloc(sizeof *f);
+    if (!f) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = fold_value(p, g, nd->in[0], 0, f);
+    if (st == CATTR_OK && f->n != 1) st = cx_fail(CATTR_ERR_SHAPE, "the condition has %d values, not one", f->n);
+    if (st == CATTR_OK) c->choice[i] = f->v[0] != 0 ? 1 : 2;
+    free(f);
+    if (st != CATTR_OK) {
+        c->choice[i] = -1;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", cattr_last_error());
+        return cx_fail(CATTR_ERR_SHAPE,
+                       "node '%s' (op If): its condition must be known when the call is planned, from shapes, constants "
+                       "and the branches of other Ifs (an If on attributed data is not supported): %s",
+                       nd->name, msg);
+    }
+    return CATTR_OK;
+}
+
+/* The nodes of g with every If resolved (into rw, a copy of g's nodes): an If becomes an Identity of the branch
+ * taken, and dead values (above) are marked in c->dead. An If that cannot be resolved stays an If (an error if it is
+ * needed). */
+static cattr_status if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
+    if_ctx *c = p->ifc;
+    for (int i = 0; i < g->n_nodes; i++) {
+        cg_node *n = &rw[i];
+        *n = g->nodes[i];
+        if (n->op == CG_IF) {
+            if (c->choice[i] == 0) (void)if_resolve(p, g, i); /* its error is reported if it is needed */
+            if (c->choice[i] <= 0) continue;
+            int ch = n->in[c->choice[i]];
+            if (ch < 0 || c->dead[ch]) {
+                c->dead[n->out] = true;
+                continue;
+            }
+            n->op = CG_IDENTITY;
+            n->in[0] = ch;
+            n->n_in = 1;
+            n->a = cg_attrs_default();
+            continue;
+        }
+        int n_dead = 0, live = -1;
+        for (int j = 0; j < n->n_in; j++) {
+            if (n->in[j] >= 0 && c->dead[n->in[j]]) n_dead++;
+            else live = j;
+        }
+        if (!n_dead && n->op == CG_ADD && n->a.index == 1) { /* an input's gradient plus zeros: the gradient */
+            n->op = CG_IDENTITY;
+            n->in[0] = n->in[1];
+            n->n_in = 1;
+            n->a = cg_attrs_default();
+        }
+        if (!n_dead) continue;
+        if (n->op == CG_ADD && n->n_in == 2 && n_dead == 1) {
+            n->op = CG_IDENTITY;
+            n->in[0] = n->in[live];
+            n->n_in = 1;
+            n->a = cg_attrs_default();
+        } else {
+            c->dead[n->out] = true;
+        }
+    }
     return CATTR_OK;
 }
 
@@ -647,6 +845,40 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
         p->root[v] = v;
         p->last_use[v] = -1;
     }
+    /* views of inputs */
+    for (int i = 0; i < g->n_inputs; i++) {
+        int v = g->inputs[i];
+        cx_view *w = &p->views[v];
+        w->dtype = in_dtype ? in_dtype[i] : consts->dtype;
+        w->ndim = in_ndim[i];
+        memcpy(w->shape, in_shape[i], sizeof w->shape);
+        p->bytes[v] = (size_t)cx_view_numel(w) * cattr_dtype_size(w->dtype);
+    }
+    /* Ifs resolved (above): the nodes as planned */
+    const cg_node *nodes = g->nodes;
+    bool has_if = false;
+    for (int i = 0; i < g->n_nodes && !has_if; i++) has_if = g->nodes[i].op == CG_IF;
+    if (has_if) {
+        if_ctx *c = calloc(1, sizeof *c);
+        p->ifc = c;
+        if (c) {
+            c->state = calloc((size_t)nv, sizeof *c->state);
+            c->stack = malloc((size_t)nv * sizeof *c->stack);
+            c->choice = calloc((size_t)g->n_nodes, sizeof *c->choice);
+            c->dead = calloc((size_t)nv, sizeof *c->dead);
+        }
+        cg_node *rw = malloc((size_t)g->n_nodes * sizeof *rw);
+        if (!c || !c->state || !c->stack || !c->choice || !c->dead || !rw) {
+            free(rw);
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            goto fail;
+        }
+        for (int i = 0; i < g->n_inputs; i++) c->state[g->inputs[i]] = 2;
+        c->rw = rw;
+        st = if_rewrite(p, g, rw);
+        if (st != CATTR_OK) goto fail;
+        nodes = rw;
+    }
     /* nodes needed by the outputs, in graph order; values that only give shapes are folded, not run (what their
      * Shape nodes read is needed for its shape) */
     bool *shape_needed = calloc((size_t)nv, sizeof *shape_needed);
@@ -656,7 +888,29 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     for (int k = 0; k < n_outs; k++) needed[outs[k]] = true;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
-        const cg_node *n = &g->nodes[i];
+        const cg_node *n = &nodes[i];
+        if (has_if && needed[n->out] && p->ifc->dead[n->out] && n->op == CG_IF) { /* zeros of the other's shape */
+            cg_node *z = &p->ifc->rw[i];
+            int other = z->in[1] >= 0 ? z->in[1] : z->in[2];
+            if (other >= 0 && !p->ifc->dead[other]) {
+                z->op = CG_ZEROS_LIKE;
+                z->in[0] = other;
+                z->n_in = 1;
+                z->a = cg_attrs_default();
+                p->ifc->dead[n->out] = false;
+            }
+        }
+        if (has_if && (needed[n->out] || shape_needed[n->out]) && (p->ifc->dead[n->out] || n->op == CG_IF)) {
+            free(shape_needed);
+            if (n->op == CG_IF) { /* the condition did not fold: its error again */
+                p->ifc->choice[i] = 0;
+                st = if_resolve(p, g, i);
+            } else {
+                st = cx_fail(CATTR_ERR_SHAPE, "value '%s' is needed but comes only from the branch an If does not take",
+                             g->vals[n->out].name);
+            }
+            goto fail;
+        }
         if (needed[n->out]) {
             for (int j = 0; j < n->n_in; j++)
                 if (n->in[j] >= 0) (shape_value_input(n, j) ? shape_needed : needed)[n->in[j]] = true;
@@ -667,7 +921,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     free(shape_needed);
     for (int i = 0; i < g->n_nodes; i++)
-        if (needed[g->nodes[i].out]) p->order[p->n_order++] = i;
+        if (needed[nodes[i].out]) p->order[p->n_order++] = i;
     /* fusion (planned only): a Relu whose input comes from a Gemm, MatMul, Conv or elementwise Add/Sub that nothing
      * else reads becomes that node's epilogue; the Relu's output shares the producer's storage */
     p->nodes = malloc((size_t)(p->n_order ? p->n_order : 1) * sizeof *p->nodes);
@@ -680,7 +934,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     for (int v = 0; v < nv; v++) fused_into[v] = -1;
     for (int k = 0; k < p->n_order; k++) {
-        const cg_node *n = &g->nodes[p->order[k]];
+        const cg_node *n = &nodes[p->order[k]];
         for (int j = 0; j < n->n_in; j++)
             if (n->in[j] >= 0) readers[n->in[j]]++;
     }
@@ -694,10 +948,10 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
             goto fail;
         }
         for (int k = 0; k < p->n_order; k++) {
-            const cg_node *n = &g->nodes[p->order[k]];
+            const cg_node *n = &nodes[p->order[k]];
             int src = n->op == CG_RELU ? n->in[0] : -1;
             int prod = src >= 0 ? g->vals[src].producer : -1;
-            cg_op pop = prod >= 0 ? g->nodes[prod].op : CG_OP_COUNT;
+            cg_op pop = prod >= 0 ? nodes[prod].op : CG_OP_COUNT;
             bool fusible = !eager && src >= 0 && prod >= 0 && readers[src] == 1 &&
                            (pop == CG_GEMM || pop == CG_MATMUL || pop == CG_CONV || pop == CG_ADD || pop == CG_SUB);
             if (fusible) {
@@ -715,15 +969,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     free(readers);
 
-    /* views of inputs and constants */
-    for (int i = 0; i < g->n_inputs; i++) {
-        int v = g->inputs[i];
-        cx_view *w = &p->views[v];
-        w->dtype = in_dtype ? in_dtype[i] : consts->dtype;
-        w->ndim = in_ndim[i];
-        memcpy(w->shape, in_shape[i], sizeof w->shape);
-        p->bytes[v] = (size_t)cx_view_numel(w) * cattr_dtype_size(w->dtype);
-    }
+    /* views of constants */
     for (int v = 0; v < nv; v++) {
         if (g->vals[v].kind != CG_VAL_CONST || !needed[v]) continue;
         st = consts_get(consts, g, v, &p->views[v]);
@@ -732,33 +978,15 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     /* shape inference and aliasing */
     for (int k = 0; k < p->n_order; k++) {
-        st = fold_node(p, g, &p->nodes[k]);
+        st = infer_node(p, g, &p->nodes[k]);
         if (st != CATTR_OK) goto fail;
         const cg_node *n = &p->nodes[k];
-        cx_view in[CG_MAX_IN];
-        for (int j = 0; j < n->n_in; j++) {
-            if (n->in[j] < 0) memset(&in[j], 0, sizeof in[j]);
-            else {
-                in[j] = p->views[n->in[j]];
-                in[j].data = (void *)1; /* marks "present" for optional-input checks */
-            }
-        }
-        cx_view *o = &p->views[n->out];
-        st = cx_infer(n, in, o);
-        /* floats made from nothing or from integers (ConstantOfShape, Cast of int64) take the call's float dtype */
-        if (st == CATTR_OK && o->dtype == CATTR_FLOAT32 && !n->a.index &&
-            (n->op == CG_CONSTANT_OF_SHAPE || (n->op == CG_CAST && in[0].dtype == CATTR_INT64)))
-            o->dtype = p->consts_dtype;
-        if (st == CATTR_OK && (cx_view_numel(o) < 0 || (uint64_t)cx_view_numel(o) > (uint64_t)INT64_MAX / 8)) {
-            char sb[256];
-            st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): output shape %s is too large", n->name,
-                         cg_op_names[n->op], cx_shape_str(o->ndim, o->shape, sb, sizeof sb));
-        }
-        if (st != CATTR_OK) goto fail;
-        o->data = NULL;
+        const cx_view *o = &p->views[n->out];
+        if (p->ifc) p->ifc->state[n->out] = 2;
         p->bytes[n->out] = (size_t)cx_view_numel(o) * cattr_dtype_size(o->dtype);
         /* a ReduceSumLike that reduces nothing (the gradient of a same-shape operand) is a view as well */
-        bool view = is_view_op(n->op) || (n->op == CG_REDUCE_SUM_LIKE && cx_view_numel(o) == cx_view_numel(&in[0]));
+        bool view = is_view_op(n->op) ||
+                    (n->op == CG_REDUCE_SUM_LIKE && cx_view_numel(o) == cx_view_numel(&p->views[n->in[0]]));
         if (!eager && view && g->vals[n->in[0]].kind != CG_VAL_CONST) p->root[n->out] = p->root[n->in[0]];
         if (n->a.fuse_relu) { /* the fused Relu's output is this node's output */
             for (int v = 0; v < nv; v++)
@@ -771,6 +999,8 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     free(fused_into);
     fused_into = NULL;
+    if_ctx_free(p->ifc); /* the Ifs are resolved into the plan's nodes */
+    p->ifc = NULL;
     /* liveness per root (an input read for its shape only does not keep its data alive: the backward of a
      * projection names its input for the shape, and keeping every layer's inputs for that cost a third of the
      * activation memory of an LLM path) */

@@ -439,6 +439,16 @@ static cattr_status r_where(cg_graph *g, int ni, int gy, const bool *need, int *
     return CATTR_OK;
 }
 
+/* If: the gradient goes to the branch taken (an If on the same condition, zeros for the other branch; the planner
+ * drops the branch not taken and what its gradient feeds) */
+static cattr_status r_if(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1]) gx[1] = EMIT(CG_IF, NULL, nd.in[0], gy, -1);
+    if (need[2]) gx[2] = EMIT(CG_IF, NULL, nd.in[0], -1, gy);
+    return CATTR_OK;
+}
+
 /* Shape: its output does not depend on the values */
 static cattr_status r_none(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)g, (void)ni, (void)gy, (void)need, (void)gx, (void)u;
@@ -610,6 +620,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_ATTENTION] = r_attention;
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
     r->by_op[CG_RNN] = r_rnn;
+    r->by_op[CG_IF] = r_if;
 }
 
 /* ---- the transform ----------------------------------------------------------------------------------------- */
@@ -674,8 +685,23 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
             }
         }
     }
+    bool has_if = false; /* a gradient may come only from a branch an If does not take: see below */
+    for (int i = 0; i < nn && !has_if; i++) has_if = g->nodes[i].op == CG_IF;
     for (int k = 0; k < n_wrt; k++) {
-        if (gacc[wrt[k]] >= 0) {
+        if (gacc[wrt[k]] >= 0 && has_if) {
+            /* zeros of the input's shape plus its gradient, marked (index 1) for the planner: it keeps the gradient
+             * alone, or the zeros when the gradient comes only from the branch not taken */
+            int in0 = wrt[k];
+            int z = cg_emit(g, CG_ZEROS_LIKE, g->vals[in0].name, &in0, 1, NULL);
+            cg_attrs a = cg_attrs_default();
+            a.index = 1;
+            int pair[2] = {z, gacc[wrt[k]]};
+            grad_out[k] = z < 0 ? -1 : cg_emit(g, CG_ADD, g->vals[in0].name, pair, 2, &a);
+            if (grad_out[k] < 0) {
+                st = CATTR_ERR_NO_MEMORY;
+                goto done;
+            }
+        } else if (gacc[wrt[k]] >= 0) {
             grad_out[k] = gacc[wrt[k]];
         } else {
             int in0 = wrt[k];

@@ -26,7 +26,8 @@ typedef enum cg_op {
     CG_TANH,
     CG_SOFTMAX, /* axis (normalised to >= 0 by the planner) */
     CG_CLIP,    /* alpha = min, beta = max (+-INFINITY when absent) */
-    CG_ADD,     /* numpy broadcasting for the binary ops */
+    CG_ADD,     /* numpy broadcasting for the binary ops; index 1 (autodiff, in graphs with If): zeros of an input's
+                 * shape plus its gradient, which the planner reduces to one of the two (exec/plan.c, If) */
     CG_SUB,
     CG_MUL,
     CG_DIV,
@@ -150,6 +151,10 @@ typedef enum cg_op {
                      * order (ONNX's LSTM/GRU with the default activations, unrolled over the concrete T) */
     CG_RNN_GRAD,    /* (gS, S, X, W, R, bias, h0, c0); RNN's index and ints, ints[3] = which gradient (0: X, 1: h0,
                      * 2: c0) -> that gradient, through time */
+    CG_IF,          /* (C, A, B): A when C's one element is non-zero, else B; A or B may be absent (-1): zeros of the
+                     * other's shape (the gradients autodiff gives the two branches). ONNX If, its branches imported
+                     * into the graph: the planner folds C from shapes and constants and keeps only the branch taken
+                     * (exec/plan.c); the kernel runs an If whose condition is known only at run time */
     CG_OP_COUNT
 } cg_op;
 

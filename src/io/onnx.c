@@ -31,10 +31,24 @@
 typedef struct name_ent {
     const char *key; /* borrowed from the unpacked message */
     int val, node, slot;
+    const Onnx__GraphProto *gp; /* the graph (the model's, or an If's branch) whose node `node` is */
+    int depth;                  /* the If branch depth it was defined at (0: the model's graph) */
 } name_ent;
 
+/* A name table entry as it was before a branch defined it (restored when the branch's scope ends). */
+typedef struct name_undo {
+    name_ent *slot;
+    name_ent old;
+} name_undo;
+
+/* val of a name whose branch has ended (its key stays, keeping probe sequences intact) */
+#define OUT_OF_SCOPE INT32_MIN
+
 typedef struct loader {
-    const Onnx__GraphProto *gp;
+    const Onnx__GraphProto *gp; /* the graph being converted: the model's, or an If's branch */
+    int depth;                  /* If branches being converted */
+    name_undo *undo;            /* names defined inside branches, to restore when each ends */
+    size_t n_undo, cap_undo;
     int opset;
     cg_graph *g;
     name_ent *tab;
@@ -49,11 +63,39 @@ static name_ent *tab_slot(const loader *L, const char *key) {
     return &L->tab[i];
 }
 
+/* The entry of a name in scope, or NULL. */
+static const name_ent *find(const loader *L, const char *key) {
+    const name_ent *e = tab_slot(L, key);
+    return e->key && e->val != OUT_OF_SCOPE ? e : NULL;
+}
+
+/* Defines `name`. Inside an If branch a name may shadow one of an enclosing graph; what the branch defines goes out
+ * of scope when it ends (scope_end). */
 static cattr_status define(loader *L, const char *name, int val, int node, int slot) {
     name_ent *e = tab_slot(L, name);
-    if (e->key) return cx_fail(CATTR_ERR_FORMAT, "value '%s' is defined more than once", name);
-    *e = (name_ent){name, val, node, slot};
+    bool in_scope = e->key && e->val != OUT_OF_SCOPE;
+    if (in_scope && (L->depth == 0 || e->depth >= L->depth))
+        return cx_fail(CATTR_ERR_FORMAT, "value '%s' is defined more than once", name);
+    if (L->depth > 0) {
+        if (L->n_undo == L->cap_undo) {
+            size_t cap = L->cap_undo ? 2 * L->cap_undo : 64;
+            name_undo *u = realloc(L->undo, cap * sizeof *u);
+            if (!u) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            L->undo = u;
+            L->cap_undo = cap;
+        }
+        L->undo[L->n_undo++] = (name_undo){e, e->key ? *e : (name_ent){name, OUT_OF_SCOPE, 0, 0, NULL, 0}};
+    }
+    *e = (name_ent){name, val, node, slot, L->gp, L->depth};
     return CATTR_OK;
+}
+
+/* Ends the scope of the names defined since the undo log held `mark` entries. */
+static void scope_end(loader *L, size_t mark) {
+    while (L->n_undo > mark) {
+        name_undo *u = &L->undo[--L->n_undo];
+        *u->slot = u->old;
+    }
 }
 
 /* "<name>" or, for a node without one, "<op_type>_<index>". */
@@ -274,7 +316,7 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE, OP_EINSUM };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE, OP_EINSUM, OP_IF };
 
 typedef struct op_spec {
     const char *name;
@@ -334,6 +376,7 @@ static const op_spec k_ops[] = {
     {"ConvTranspose", OP_CONV_TRANSPOSE, 2, 3,
      "kernel_shape strides pads dilations group auto_pad output_padding output_shape", 0, ""},
     {"Einsum", OP_EINSUM, 2, 2, "equation", 0, ""},
+    {"If", OP_IF, 1, 1, "then_branch else_branch", 0, ""},
     {"Split", OP_SPLIT, 1, 2, "axis num_outputs", 13, "split"},
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
     {"Expand", CG_EXPAND, 2, 2, "", 0, ""},
@@ -520,14 +563,14 @@ static cattr_status constant_tensor(const nctx *c, cattr_tensor **t) {
 /* Value id of ONNX input `name` of node c, or an error for a secondary output or an undefined name. */
 static cattr_status resolve_input(const nctx *c, const char *name, int *id) {
     const loader *L = c->L;
-    const name_ent *e = tab_slot(L, name);
+    const name_ent *e = find(L, name);
     char buf[160];
-    if (e->key && e->val >= 0) {
+    if (e && e->val >= 0) {
         *id = e->val;
         return CATTR_OK;
     }
-    if (e->key) {
-        const Onnx__NodeProto *p = L->gp->node[e->node];
+    if (e) {
+        const Onnx__NodeProto *p = e->gp->node[e->node];
         return nfail(c, CATTR_ERR_UNSUPPORTED,
                      "input '%s' is output %d of node '%s' (op %s); only output 0 of a node is supported", name, e->slot,
                      node_label(p, e->node, buf, sizeof buf), p->op_type);
@@ -1070,6 +1113,65 @@ static cattr_status split(nctx *c, int idx) {
     return CATTR_OK;
 }
 
+static cattr_status convert_node(loader *L, int idx);
+static cattr_status add_initializer(loader *L, const Onnx__TensorProto *tp, size_t i);
+
+/* If branches nested deeper than this are refused (a file could nest them without limit). */
+#define MAX_IF_DEPTH 16
+
+/* If: the nodes of both branches are imported into the graph (their initializers as constants; they read the outer
+ * graph's values by name), and each output of the If becomes a CG_IF choosing between the branches' outputs. The
+ * planner folds the condition for the call's shapes and keeps only the branch taken (exec/plan.c). */
+static cattr_status if_node(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    const char *names[2] = {"then_branch", "else_branch"};
+    int outs[2][CG_MAX_INTS];
+    if (n->n_output > CG_MAX_INTS) return nfail(c, CATTR_ERR_UNSUPPORTED, "%zu outputs, at most %d", n->n_output, CG_MAX_INTS);
+    if (L->depth >= MAX_IF_DEPTH) return nfail(c, CATTR_ERR_UNSUPPORTED, "If branches nested more than %d deep", MAX_IF_DEPTH);
+    for (int b = 0; b < 2; b++) {
+        const Onnx__AttributeProto *a;
+        CX_CHECK(attr_typed(c, names[b], ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH, "a graph", &a));
+        const Onnx__GraphProto *bg = a ? a->g : NULL;
+        if (!bg) return nfail(c, CATTR_ERR_FORMAT, "attribute '%s' (a graph) is missing", names[b]);
+        if (bg->n_output != n->n_output)
+            return nfail(c, CATTR_ERR_FORMAT, "%s has %zu outputs, the node %zu", names[b], bg->n_output, n->n_output);
+        if (bg->n_sparse_initializer)
+            return nfail(c, CATTR_ERR_UNSUPPORTED, "%s has sparse initializers", names[b]);
+        const Onnx__GraphProto *outer = L->gp;
+        size_t mark = L->n_undo;
+        L->gp = bg;
+        L->depth++;
+        cattr_status st = CATTR_OK;
+        for (size_t i = 0; i < bg->n_initializer && st == CATTR_OK; i++) st = add_initializer(L, bg->initializer[i], i);
+        for (size_t i = 0; i < bg->n_node && st == CATTR_OK; i++) st = convert_node(L, (int)i);
+        if (st != CATTR_OK) st = cx_fail_context(st, "node '%s' (op If), %s", c->label, names[b]);
+        for (size_t k = 0; k < bg->n_output && st == CATTR_OK; k++) {
+            const char *on = STR(bg->output[k]->name);
+            const name_ent *e = find(L, on);
+            if (!e || e->val < 0)
+                st = nfail(c, e ? CATTR_ERR_UNSUPPORTED : CATTR_ERR_FORMAT, "output '%s' of %s is %s", on, names[b],
+                           e ? "not output 0 of its node (only output 0 of a node is supported)" : "not defined");
+            else
+                outs[b][k] = e->val;
+        }
+        L->depth--;
+        L->gp = outer;
+        scope_end(L, mark);
+        if (st != CATTR_OK) return st;
+    }
+    for (size_t k = 0; k < n->n_output; k++) {
+        if (!n->output[k] || !*n->output[k]) continue;
+        int in[3] = {c->in[0], outs[0][k], outs[1][k]};
+        char nm[200];
+        snprintf(nm, sizeof nm, k ? "%s:%zu" : "%s", c->label, k);
+        int y = cg_add_node(L->g, CG_IF, nm, in, 3, NULL, n->output[k]);
+        if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+        CX_CHECK(define(L, n->output[k], y, idx, 0));
+    }
+    return CATTR_OK;
+}
+
 static cattr_status convert_node(loader *L, int idx) {
     const Onnx__NodeProto *n = L->gp->node[idx];
     char lbuf[160];
@@ -1118,6 +1220,7 @@ static cattr_status convert_node(loader *L, int idx) {
     if (sp->op == OP_SPLIT) return split(&c, idx);
     if (sp->op == OP_CONV_TRANSPOSE) return conv_transpose(&c, idx);
     if (sp->op == OP_EINSUM) return einsum(&c, idx);
+    if (sp->op == OP_IF) return if_node(&c, idx);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */
@@ -1549,26 +1652,27 @@ static cattr_status input_info(const Onnx__ValueInfoProto *vi, cx_onnx_input_inf
     return CATTR_OK;
 }
 
+static cattr_status add_initializer(loader *L, const Onnx__TensorProto *tp, size_t i) {
+    if (!tp->name || !*tp->name) return cx_fail(CATTR_ERR_FORMAT, "initializer %zu has no name", i);
+    cattr_tensor *t;
+    CX_CHECK(tensor_from_proto(tp, tp->name, &t));
+    int id = cg_add_const(L->g, tp->name, t, true);
+    if (id < 0) {
+        cattr_tensor_free(t);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add initializer '%s'", tp->name);
+    }
+    return define(L, tp->name, id, -1, 0);
+}
+
 static cattr_status convert_graph(loader *L, cx_onnx_info *info) {
     const Onnx__GraphProto *gp = L->gp;
     if (gp->n_sparse_initializer) return cx_fail(CATTR_ERR_UNSUPPORTED, "sparse initializers are not supported");
-    for (size_t i = 0; i < gp->n_initializer; i++) {
-        const Onnx__TensorProto *tp = gp->initializer[i];
-        if (!tp->name || !*tp->name) return cx_fail(CATTR_ERR_FORMAT, "initializer %zu has no name", i);
-        cattr_tensor *t;
-        CX_CHECK(tensor_from_proto(tp, tp->name, &t));
-        int id = cg_add_const(L->g, tp->name, t, true);
-        if (id < 0) {
-            cattr_tensor_free(t);
-            return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add initializer '%s'", tp->name);
-        }
-        CX_CHECK(define(L, tp->name, id, -1, 0));
-    }
+    for (size_t i = 0; i < gp->n_initializer; i++) CX_CHECK(add_initializer(L, gp->initializer[i], i));
     for (size_t i = 0; i < gp->n_input; i++) {
         const Onnx__ValueInfoProto *vi = gp->input[i];
         if (!vi->name || !*vi->name) return cx_fail(CATTR_ERR_FORMAT, "graph input %zu has no name", i);
-        const name_ent *e = tab_slot(L, vi->name);
-        if (e->key && L->g->vals[e->val].kind == CG_VAL_CONST) continue; /* an initializer listed as input */
+        const name_ent *e = find(L, vi->name);
+        if (e && e->val >= 0 && L->g->vals[e->val].kind == CG_VAL_CONST) continue; /* an initializer listed as input */
         CX_CHECK(input_info(vi, &info->inputs[info->n_inputs]));
         int id = cg_add_input(L->g, vi->name);
         if (id < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add input '%s'", vi->name);
@@ -1578,9 +1682,9 @@ static cattr_status convert_graph(loader *L, cx_onnx_info *info) {
     for (size_t i = 0; i < gp->n_node; i++) CX_CHECK(convert_node(L, (int)i));
     for (size_t i = 0; i < gp->n_output; i++) {
         const char *name = STR(gp->output[i]->name);
-        const name_ent *e = tab_slot(L, name);
+        const name_ent *e = find(L, name);
         char buf[160];
-        if (!e->key)
+        if (!e)
             return cx_fail(CATTR_ERR_FORMAT, "graph output '%s' is not produced by any node, initializer or input",
                            name);
         if (e->val < 0)
@@ -1599,6 +1703,19 @@ void cx_onnx_info_free(cx_onnx_info *info) {
     free(info);
 }
 
+/* Initializers and node outputs of graph gp and of the If branches in it (at most MAX_IF_DEPTH deep). */
+static size_t count_names(const Onnx__GraphProto *gp, int depth) {
+    size_t names = gp->n_initializer;
+    for (size_t i = 0; i < gp->n_node; i++) {
+        const Onnx__NodeProto *n = gp->node[i];
+        names += n->n_output;
+        for (size_t k = 0; k < n->n_attribute && depth < MAX_IF_DEPTH; k++)
+            if (n->attribute[k]->type == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__GRAPH && n->attribute[k]->g)
+                names += count_names(n->attribute[k]->g, depth + 1);
+    }
+    return names;
+}
+
 static cattr_status convert_model(const Onnx__ModelProto *m, cg_graph **gout, cx_onnx_info **iout) {
     const Onnx__GraphProto *gp = m->graph;
     if (!gp) return cx_fail(CATTR_ERR_FORMAT, "the model has no graph");
@@ -1612,10 +1729,10 @@ static cattr_status convert_model(const Onnx__ModelProto *m, cg_graph **gout, cx
     if (opset < 7) return cx_fail(CATTR_ERR_UNSUPPORTED, "opset %lld is not supported (7 or later)", (long long)opset);
     if (gp->n_node == 0 || gp->n_output == 0) return cx_fail(CATTR_ERR_FORMAT, "the graph is empty");
 
-    size_t names = gp->n_initializer + gp->n_input + 16, cap = 64;
-    for (size_t i = 0; i < gp->n_node; i++) names += gp->node[i]->n_output;
+    size_t names = gp->n_input + 16 + count_names(gp, 0), cap = 64;
     while (cap < 2 * names) cap *= 2;
-    loader L = {gp, (int)(opset > 100000 ? 100000 : opset), cg_new(), calloc(cap, sizeof(name_ent)), cap};
+    loader L = {.gp = gp, .opset = (int)(opset > 100000 ? 100000 : opset), .g = cg_new(),
+                .tab = calloc(cap, sizeof(name_ent)), .cap = cap};
     cx_onnx_info *info = calloc(1, sizeof *info);
     if (info) info->inputs = calloc(gp->n_input + 1, sizeof *info->inputs);
     cattr_status st = CATTR_OK;
@@ -1624,6 +1741,7 @@ static cattr_status convert_model(const Onnx__ModelProto *m, cg_graph **gout, cx
     else
         st = convert_graph(&L, info);
     free(L.tab);
+    free(L.undo);
     if (st != CATTR_OK) {
         cg_free(L.g);
         cx_onnx_info_free(info);

@@ -159,6 +159,20 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             SHAPE_FAIL("operands do not broadcast");
         out->dtype = CATTR_INT64;
         return CATTR_OK;
+    case CG_IF: {
+        if (n->n_in != 3) SHAPE_FAIL("an If takes a condition and two branch values");
+        if (cx_view_numel(&in[0]) != 1) SHAPE_FAIL("the condition has %lld elements, not one", (long long)cx_view_numel(&in[0]));
+        if (n->in[1] < 0 && n->in[2] < 0) SHAPE_FAIL("both branch values are absent");
+        const cx_view *x = &in[n->in[1] >= 0 ? 1 : 2];
+        if (n->in[1] >= 0 && n->in[2] >= 0 &&
+            (in[1].dtype != in[2].dtype || in[1].ndim != in[2].ndim ||
+             memcmp(in[1].shape, in[2].shape, (size_t)in[1].ndim * sizeof *in[1].shape) != 0))
+            SHAPE_FAIL("the branches give values of different shapes or dtypes (a condition known only when the call "
+                       "runs needs branches of one shape)");
+        copy_shape(out, x);
+        out->dtype = x->dtype;
+        return CATTR_OK;
+    }
     case CG_WHERE: {
         int nd;
         int64_t sh[CATTR_MAX_DIMS];

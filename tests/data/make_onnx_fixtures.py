@@ -311,6 +311,43 @@ def ok_einsum():
     return model(nodes, [vi("x", F, [2, 3, 4])], [vi("y", F, [len(y)])], inits, opset=13)
 
 
+def ok_if():
+    """If on the batch size (Shape -> Gather -> Equal): batch 1 takes then_branch (x * w with w a branch initializer,
+    then a nested If on the feature count adding 1), any other batch the else_branch (Tanh, then a Reshape to [2, -1]
+    that only batch 2 can take: the branch not taken is never planned). Data for batch 1 and batch 2."""
+    H = helper.make_node
+    I64 = TensorProto.INT64
+    inner_then = helper.make_graph([H("Add", ["t_mul", "one"], ["t_add"], name="/inner/Add")], "inner_then", [],
+                                   [vi("t_add", F, ["r", "c"])], initializer=[init("one", np.float32(1))])
+    inner_else = helper.make_graph([H("Neg", ["t_mul"], ["t_neg"], name="/inner/Neg")], "inner_else", [],
+                                   [vi("t_neg", F, ["r", "c"])])
+    then_g = helper.make_graph(
+        [H("Mul", ["x", "t_w"], ["t_mul"], name="/then/Mul"),
+         H("Gather", ["shape", "i1"], ["cols"], name="/then/Gather", axis=0),
+         H("Greater", ["cols", "two"], ["wide"], name="/then/Greater"),
+         H("If", ["wide"], ["t_out"], name="/then/If", then_branch=inner_then, else_branch=inner_else)],
+        "then", [], [vi("t_out", F, ["r", "c"])],
+        initializer=[init("t_w", np.array([0.5, -1.0, 2.0, 0.25], np.float32)), init("i1", np.int64(1)),
+                     init("two", np.int64(2))])
+    else_g = helper.make_graph(
+        [H("Tanh", ["x"], ["e_tanh"], name="/else/Tanh"),
+         H("Reshape", ["e_tanh", "to"], ["e_out"], name="/else/Reshape")],
+        "else", [], [vi("e_out", F, ["r", "c"])], initializer=[init("to", np.array([2, -1], np.int64))])
+    nodes = [H("Shape", ["x"], ["shape"], name="/Shape"),
+             H("Gather", ["shape", "i0"], ["batch"], name="/Gather", axis=0),
+             H("Equal", ["batch", "i1"], ["is_one"], name="/Equal"),
+             H("If", ["is_one"], ["y"], name="/if/If", then_branch=then_g, else_branch=else_g)]
+    w = np.array([0.5, -1.0, 2.0, 0.25], np.float32)
+    x1 = np.array([[1.0, -2.0, 0.5, 3.0]], np.float32)
+    x2 = np.array([[1.0, -2.0, 0.5, 3.0], [0.25, 4.0, -1.0, 2.0]], np.float32)
+    np.save(os.path.join(OUT, "ok_if.x.npy"), x1)
+    np.save(os.path.join(OUT, "ok_if.y.npy"), (x1 * w + 1).astype(np.float32))
+    np.save(os.path.join(OUT, "ok_if_b2.x.npy"), x2)
+    np.save(os.path.join(OUT, "ok_if_b2.y.npy"), np.tanh(x2).reshape(2, -1).astype(np.float32))
+    return model(nodes, [vi("x", F, ["batch", 4])], [vi("y", F, ["r", "c"])],
+                 [init("i0", np.int64(0)), init("i1", np.int64(1))], opset=13)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -346,6 +383,16 @@ def err_models():
         "err_external": one_input([helper.make_node("MatMul", ["x", "w"], ["y"], name="/mm/MatMul")], [ext]),
         "err_raw_size": one_input([helper.make_node("MatMul", ["x", "w"], ["y"], name="/mm/MatMul")], [bad_raw]),
         "err_empty": one_input([]),
+        "err_if_on_data": one_input([helper.make_node("ReduceSum", ["x"], ["s"], name="/sum/ReduceSum", keepdims=0),
+                                     helper.make_node("Greater", ["s", "zero"], ["pos"], name="/pos/Greater"),
+                                     helper.make_node("If", ["pos"], ["y"], name="/sign/If",
+                                                      then_branch=helper.make_graph(
+                                                          [helper.make_node("Relu", ["x"], ["r"], name="/t/Relu")],
+                                                          "t", [], [vi("r", F, None)]),
+                                                      else_branch=helper.make_graph(
+                                                          [helper.make_node("Neg", ["x"], ["n"], name="/e/Neg")],
+                                                          "e", [], [vi("n", F, None)]))],
+                                    [init("zero", np.float32(0))]),
         "err_dropout_mask": model([helper.make_node("Dropout", ["x"], ["y", "mask"], name="/drop/Dropout")],
                                   [vi("x", F, [1, 4])], [vi("y", F, None), vi("mask", TensorProto.BOOL, None)],
                                   check=False),
@@ -371,7 +418,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum):
+               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

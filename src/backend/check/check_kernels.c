@@ -1414,6 +1414,16 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     }
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE: return k_select(n, in, out);
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index(n, in, out);
+    case CG_IF: { /* element by element from the branch taken; zeros for an absent branch */
+        double c = in[0].dtype == CATTR_INT64 ? (double)((const int64_t *)in[0].data)[0] : get(&in[0], 0);
+        int j = c != 0 ? 1 : 2;
+        size_t es = cattr_dtype_size(out->dtype);
+        for (int64_t k = 0; k < cx_view_numel(out); k++) {
+            if (n->in[j] < 0) memset((char *)out->data + (size_t)k * es, 0, es);
+            else memcpy((char *)out->data + (size_t)k * es, (const char *)in[j].data + (size_t)k * es, es);
+        }
+        return CATTR_OK;
+    }
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
         if (out->dtype == CATTR_INT64) return k_index(n, in, out);
         break;

@@ -708,6 +708,13 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE:
         return k_select_ops(n, in, out);
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index_ops(n, in, out);
+    case CG_IF: { /* the branch taken, or zeros for an absent one */
+        int j = elem_as_double(&in[0], 0) != 0 ? 1 : 2;
+        size_t bytes = (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype);
+        if (n->in[j] < 0) memset(out->data, 0, bytes);
+        else if (bytes && out->data != in[j].data) memmove(out->data, in[j].data, bytes);
+        return CATTR_OK;
+    }
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
         if (!flt) return k_index_ops(n, in, out);
         break;
