@@ -40,7 +40,8 @@ typedef enum cattr_status {
     CATTR_ERR_TARGET = 7,           /* a target that does not select one value per example, or is out of range */
     CATTR_ERR_NONFINITE = 8,        /* NaN or Inf in an input or baseline */
     CATTR_ERR_NO_MEMORY = 9,        /* an allocation failed or the memory budget is too small */
-    CATTR_ERR_INTERNAL = 10         /* a broken invariant inside cattr: a bug, please report it */
+    CATTR_ERR_INTERNAL = 10,        /* a broken invariant inside cattr: a bug, please report it */
+    CATTR_ERR_CANCELLED = 11        /* the caller cancelled the call (cattr_attr_params.cancel) */
 } cattr_status;
 
 /* A static, human-readable name for a status ("ok", "invalid argument", ...). Never NULL. */
@@ -374,6 +375,10 @@ typedef struct cattr_attr_params {
      * ablated sequences once (ablating token i changes nothing before position i) and runs only the positions from
      * i on, when perturbations_per_eval is 0; 1 runs every sequence in full. */
     int no_prefix_cache;
+    /* NULL (default), or a flag the call reads after each chunk of work (when `progress` is called): a non-zero value
+     * stops the call with CATTR_ERR_CANCELLED, nothing written to its outputs. Set it from another thread (a UI, a
+     * signal handler's flag, Python's Ctrl-C); borrowed for the call. */
+    const volatile int *cancel;
 } cattr_attr_params;
 
 /* Default parameters for a method (Captum's defaults). */

@@ -35,6 +35,19 @@ static double rel_err(const cattr_tensor *a, const cattr_tensor *b) {
     return m > 0 ? e / m : e;
 }
 
+/* Progress callback that asks to cancel once `stop_at` units are done. */
+typedef struct {
+    volatile int flag;
+    int64_t stop_at, calls, last;
+} canceller;
+static void cancel_after(int64_t done, int64_t total, void *user) {
+    canceller *c = user;
+    (void)total;
+    c->calls++;
+    c->last = done;
+    if (done >= c->stop_at) c->flag = 1;
+}
+
 int main(void) {
     cattr_model *m = NULL;
     cattr_status st = cattr_model_load_onnx("models/digits/digits.onnx", &m);
@@ -133,6 +146,31 @@ int main(void) {
         p.precision = (cattr_precision)7;
         p.device = NULL;
         CHECK(cattr_explainer_new(m, &p, &e) == CATTR_ERR_INVALID_ARGUMENT && !e, "unknown precision refused");
+    }
+
+    /* cancellation: IG in chunks of 10 of 50 steps, cancelled from the progress callback after the second chunk */
+    if (x) {
+        cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
+        p.internal_batch_size = 10;
+        canceller cc = {0, 20, 0, 0};
+        p.progress = cancel_after;
+        p.progress_user = &cc;
+        p.cancel = &cc.flag;
+        cattr_explainer *e = NULL;
+        CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "explainer");
+        const cattr_tensor *in[1] = {x};
+        cattr_tensor *a = NULL, *d = NULL;
+        st = e ? cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, &a, &d) : CATTR_ERR_INTERNAL;
+        CHECK(st == CATTR_ERR_CANCELLED && !a && !d, "cancelled IG: %s", cattr_status_string(st));
+        CHECK(cc.calls == 2 && cc.last == 20, "cancelled after %lld progress calls, at %lld steps", (long long)cc.calls,
+              (long long)cc.last);
+        CHECK(strstr(cattr_last_error(), "cancelled after 20 of 50") != NULL, "message");
+        cc.flag = 0; /* the explainer works again once the flag is cleared */
+        cc.stop_at = 1000;
+        st = e ? cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, &a, NULL) : CATTR_ERR_INTERNAL;
+        CHECK(st == CATTR_OK && a && cc.last == 50, "IG after a cancelled call");
+        cattr_tensor_free(a);
+        cattr_explainer_free(e);
     }
 
     /* FeatureAblation without a target attributes every logit: attr[o, k] = logits(x)[o] - logits(x with the

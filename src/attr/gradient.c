@@ -515,7 +515,7 @@ static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, c
             if (ts[t] != CATTR_OK) st = cx_fail(ts[t], "%s", msg[t]);
     }
     if (st == CATTR_OK) st = ig_result(e, s, c, d, true, attr);
-    if (st == CATTR_OK && e->p.progress) e->p.progress(n, n, e->p.progress_user);
+    if (st == CATTR_OK) st = cx_chunk_done(&e->p, n, n);
     return st;
 }
 
@@ -555,7 +555,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
         for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
             int s1 = s0 + chunk < n ? s0 + chunk : n;
             st = ig_chunk(e, s, c, seed, d, s0, s1, 0);
-            if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
+            if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
         }
         if (st == CATTR_OK) st = ig_result(e, s, c, d, false, attr);
         if (st == CATTR_OK && delta && e->p.return_convergence_delta)

@@ -194,6 +194,16 @@ size_t cx_avail_memory(void);
 /* Memory budget for a method's batches (params.max_memory, else a quarter of the available RAM). */
 size_t cx_memory_budget(const cattr_explainer *e);
 
+/* After a chunk of work (`done` of `total` units): the progress callback, then the cancellation flag. Errors:
+ * CATTR_ERR_CANCELLED. */
+static inline cattr_status cx_chunk_done(const cattr_attr_params *p, int64_t done, int64_t total) {
+    if (p->progress) p->progress(done, total, p->progress_user);
+    if (p->cancel && *p->cancel)
+        return cx_fail(CATTR_ERR_CANCELLED, "cancelled after %lld of %lld units of work", (long long)done,
+                       (long long)total);
+    return CATTR_OK;
+}
+
 /* Bytes one row of the forward pass (with_grad: forward and backward) needs, from a shape-only plan. */
 cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t *bytes);
 

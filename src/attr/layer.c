@@ -903,7 +903,7 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, p->outs, p->n_out, &pl);
         if (st == CATTR_OK && cx_plan_bytes(pl) > e->peak) e->peak = cx_plan_bytes(pl);
         if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, outp);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(lc ? s1 - 1 : s1, lc ? npts - 1 : npts, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, lc ? s1 - 1 : s1, lc ? npts - 1 : npts);
         s0 = lc ? s1 - 1 : s1;
     }
     for (int k = 0; st == CATTR_OK && k < p->n_out; k++) { /* the attributions, down once */

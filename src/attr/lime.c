@@ -355,7 +355,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
                 for (int64_t b = 0; b < B; b++) Y[b * n + s0 + r] = (float)sel[r * B + b];
         cattr_tensor_free(out);
         out = NULL;
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
     }
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
     free(sel);
@@ -525,7 +525,7 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         if (st == CATTR_OK) /* the R target outputs come back */
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd, R, y);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s1, n, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
     }
     free(buf);
     free(y);

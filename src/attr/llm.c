@@ -533,7 +533,7 @@ static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, con
         st = ablation_prefix(m, lp, seq, T, T + k, b, tg[k], fk);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
         if (st == CATTR_OK && lp0) lp0[k] = fk[0];
-        if (st == CATTR_OK && lp->progress) lp->progress(k + 1, n, lp->progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(lp, k + 1, n);
     }
     for (int64_t r = 1; r < R && st == CATTR_OK; r++) {
         double tot_cur = 0, tot_prev = 0;
@@ -874,7 +874,7 @@ static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params
             }
             seq_attr[i] = (double)(float)cx_rnd(p->dtype, a - b2);
         }
-        if (p->progress) p->progress(i + 1, n_slots, p->progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(p, i + 1, n_slots);
     }
     free(f0);
     free(fi);

@@ -920,7 +920,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
             }
         }
         *done += n;
-        if (st == CATTR_OK && e->p.progress) e->p.progress(*done / B, t->n, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, *done / B, t->n);
     }
     if (st != CATTR_OK && want_delta) {
         cattr_tensor_free(*delta);

@@ -433,7 +433,7 @@ static cattr_status run_states(pt_pass *p) {
         cattr_tensor_free(out);
         out = NULL;
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
     }
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
     free(vals);
@@ -866,7 +866,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     for (int64_t k = 0; k < n_chunks && st == CATTR_OK; k++) {
         int64_t q0 = k * per, cnt = F - q0 < per ? F - q0 : per;
         st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, cnt, q0, k + 1);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(q0 + cnt, F, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, q0 + cnt, F);
     }
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
         st = cx_copy_out(e->be, attr[i]->data, dp->accp[i], (size_t)attr[i]->numel * es);
@@ -1303,7 +1303,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
     }
     free(buf);
     free(vals);
@@ -1641,7 +1641,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
-        if (st == CATTR_OK && e->p.progress) e->p.progress(s0 + cnt, p->n_states, e->p.progress_user);
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
     }
     free(buf);
     free(vals);

@@ -30,6 +30,7 @@ const char *cattr_status_string(cattr_status st) {
     case CATTR_ERR_NONFINITE: return "non-finite value";
     case CATTR_ERR_NO_MEMORY: return "out of memory";
     case CATTR_ERR_INTERNAL: return "internal error";
+    case CATTR_ERR_CANCELLED: return "cancelled";
     }
     return "unknown status";
 }
