@@ -35,6 +35,7 @@ static int g_fail, g_checks;
 static void forward_fixture(const char *name, int64_t count);
 static void forward_fixture_data(const char *name, const char *data, int64_t count);
 static void test_if_on_data(void);
+static void test_int_inputs(void);
 
 static bool near(double a, double b) { return isinf(b) ? a == b : fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
 
@@ -376,6 +377,7 @@ static void test_legacy(void) {
     forward_fixture("ok_if", 4);            /* batch 1: then_branch and its nested If */
     forward_fixture_data("ok_if", "ok_if_b2", 8); /* batch 2: else_branch */
     test_if_on_data();
+    test_int_inputs();
     info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {
@@ -449,7 +451,7 @@ static void test_errors(void) {
                "node '/conv1/Conv' (op Conv): unsupported attribute 'xyz'", NULL);
     expect_err(FIX "err_auto_pad.onnx", CATTR_ERR_UNSUPPORTED, "auto_pad 'SAME_UPPER'", "/conv1/Conv");
     expect_err(FIX "err_reshape_dynamic.onnx", CATTR_ERR_UNSUPPORTED, "node '/view/Reshape' (op Reshape)",
-               "input 'shape' (shape) is not a constant");
+               "input 'shape' (shape) is not a constant"); /* computed from a float input's values */
     expect_err(FIX "err_dangling.onnx", CATTR_ERR_FORMAT, "node '/add/Add' (op Add): input 'ghost'", "not defined");
     expect_err(FIX "err_unsorted.onnx", CATTR_ERR_FORMAT, "node '/add/Add'", "topological order");
     expect_err(FIX "err_maxpool_indices.onnx", CATTR_ERR_UNSUPPORTED, "input 'm_idx' is output 1 of node "
@@ -485,6 +487,60 @@ static void test_if_on_data(void) {
     if (st != CATTR_ERR_SHAPE) printf("If on data: %s: %s\n", cattr_status_string(st), cattr_last_error());
     cattr_tensor_free(y);
     cattr_tensor_free(x);
+    cattr_model_free(m);
+}
+
+/* Integer inputs known per call (ok_int_inputs: a rate choosing an If's branch, a shape for a Reshape): the forward
+ * pass and Saliency, each with two rates, the explainer keeping a model per value. */
+static void test_int_inputs(void) {
+    cattr_model *m = NULL;
+    CHECK(cattr_model_load_onnx(FIX "ok_int_inputs.onnx", &m) == CATTR_OK);
+    if (!m) {
+        printf("ok_int_inputs: %s\n", cattr_last_error());
+        return;
+    }
+    const float xv[8] = {0.5f, -1.0f, 2.0f, 0.25f, -0.5f, 1.5f, -2.0f, 0.75f};
+    const int64_t xs[2] = {2, 4}, two = 2;
+    cattr_tensor *x = NULL, *rate = NULL, *shape = NULL;
+    CHECK(cattr_tensor_from_data(CATTR_FLOAT32, 2, xs, xv, &x) == CATTR_OK);
+    CHECK(cattr_tensor_new(CATTR_INT64, 0, NULL, &rate) == CATTR_OK);
+    CHECK(cattr_tensor_from_data(CATTR_INT64, 1, &two, (const int64_t[]){2, 4}, &shape) == CATTR_OK);
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+    p.abs = 0;
+    cattr_explainer *e = NULL;
+    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK);
+    int64_t tidx = 1;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
+    for (int rep = 0; rep < 3 && x && rate && shape && e; rep++) {
+        int64_t r = rep == 1 ? 8000 : 16000; /* 16000, 8000, 16000 again (the first model, kept) */
+        *(int64_t *)cattr_tensor_data(rate) = r;
+        const cattr_tensor *in[3] = {x, rate, shape}, *add[2] = {rate, shape};
+        cattr_tensor *y = NULL, *a[CATTR_MAX_OUTPUTS] = {0};
+        CHECK(cattr_model_forward(m, CATTR_FLOAT64, in, 3, &y) == CATTR_OK);
+        CHECK(cattr_explainer_attribute(e, in, 1, NULL, &t, add, 2, a, NULL) == CATTR_OK);
+        if (!y || !a[0]) printf("ok_int_inputs rate %lld: %s\n", (long long)r, cattr_last_error());
+        for (int k = 0; y && a[0] && k < 8; k++) {
+            double v = xv[k], want = r == 16000 ? 2 * v : tanh(v);
+            double g = k % 4 != 1 ? 0 : r == 16000 ? 2 : 1 - tanh(v) * tanh(v);
+            CHECK(fabs(((double *)cattr_tensor_data(y))[k] - want) < 1e-6);
+            CHECK(fabs(((float *)cattr_tensor_data(a[0]))[k] - g) < 1e-6);
+        }
+        cattr_tensor_free(y);
+        cattr_tensor_free(a[0]);
+    }
+    /* a value that does not fit its declared integer input is refused by name */
+    cattr_tensor *fr = NULL;
+    const int64_t three = 3;
+    CHECK(cattr_tensor_new(CATTR_INT64, 1, &three, &fr) == CATTR_OK);
+    const cattr_tensor *bad[3] = {x, rate, fr};
+    cattr_tensor *y = NULL;
+    CHECK(fr && cattr_model_forward(m, CATTR_FLOAT32, bad, 3, &y) == CATTR_ERR_SHAPE && !y);
+    CHECK(strstr(cattr_last_error(), "input 2 ('shape') has shape [3]") != NULL);
+    cattr_tensor_free(fr);
+    cattr_explainer_free(e);
+    cattr_tensor_free(x);
+    cattr_tensor_free(rate);
+    cattr_tensor_free(shape);
     cattr_model_free(m);
 }
 

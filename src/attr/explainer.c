@@ -39,6 +39,17 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     cx_plan_cache_share_arena(&e->grad_pc, e->be);
     if (st == CATTR_OK) st = cx_model_with_precision(model, p->precision, p->dtype, e->be, &e->own_model);
     if (e->own_model) e->m = e->own_model;
+    int n_model = model->g->n_inputs;
+    e->fold = st == CATTR_OK ? malloc((size_t)(n_model + 1) * sizeof *e->fold) : NULL;
+    if (st == CATTR_OK && !e->fold) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        int n_fold = cx_model_fold_inputs(model, e->fold);
+        if (n_fold < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (n_fold == 0) {
+            free(e->fold);
+            e->fold = NULL;
+        }
+    }
     if (st == CATTR_OK && e->method->init) st = e->method->init(e);
     if (st == CATTR_OK) st = cx_consts_new(e->be, p->dtype, &e->consts);
     if (st != CATTR_OK) {
@@ -47,6 +58,14 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     }
     *out = e;
     return CATTR_OK;
+}
+
+static void fold_entry_free(const cattr_explainer *e, struct cx_fold_entry *f) {
+    cattr_explainer_free(f->e);
+    cattr_model_free(f->m);
+    for (int k = 0; f->vals && k < e->m->g->n_inputs; k++) cattr_tensor_free(f->vals[k]);
+    free(f->vals);
+    memset(f, 0, sizeof *f);
 }
 
 void cattr_explainer_free(cattr_explainer *e) {
@@ -60,6 +79,8 @@ void cattr_explainer_free(cattr_explainer *e) {
     free(e->steps);
     free(e->fx);
     cattr_model_free(e->own_model);
+    for (int k = 0; k < CX_FOLD_CACHE; k++) fold_entry_free(e, &e->spec[k]);
+    free(e->fold);
     free(e);
 }
 
@@ -93,10 +114,78 @@ static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_t
     return CATTR_OK;
 }
 
+static bool same_tensor(const cattr_tensor *a, const cattr_tensor *b) {
+    return a->dtype == b->dtype && cx_shape_eq(a->ndim, a->shape, b->ndim, b->shape) &&
+           memcmp(a->data, b->data, (size_t)a->numel * cattr_dtype_size(a->dtype)) == 0;
+}
+
+/* A call to a model with integer inputs that give shapes (e->fold): the inner explainer of the model with the call's
+ * values of those inputs as constants (made on first use, the least recently used of CX_FOLD_CACHE evicted), run on
+ * the call without them. Calls that do not give those inputs as additional inputs run as they are (and fail there
+ * with the planner's message). */
+static cattr_status run_folded(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                               cattr_tensor **delta_out, bool *handled) {
+    int n_model = e->m->g->n_inputs;
+    *handled = false;
+    for (int k = 0; k < n_model; k++)
+        if (e->fold[k] && (k < call->n_inputs || k - call->n_inputs >= call->n_additional || !call->additional ||
+                           !call->additional[k - call->n_inputs]))
+            return CATTR_OK;
+    *handled = true;
+    struct cx_fold_entry *f = NULL, *lru = &e->spec[0]; /* the match, else an empty entry or the least used */
+    for (int s = 0; s < CX_FOLD_CACHE && !f; s++) {
+        struct cx_fold_entry *c = &e->spec[s];
+        if (!c->e || (lru->e && c->used < lru->used)) lru = c;
+        bool same = c->e != NULL;
+        for (int k = 0; k < n_model && same; k++)
+            if (e->fold[k]) same = same_tensor(c->vals[k], call->additional[k - call->n_inputs]);
+        if (same) f = c;
+    }
+    if (!f) {
+        f = lru;
+        fold_entry_free(e, f);
+        const cattr_tensor **vals = calloc((size_t)n_model + 1, sizeof *vals);
+        f->vals = calloc((size_t)n_model + 1, sizeof *f->vals);
+        cattr_status st = vals && f->vals ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int k = 0; k < n_model && st == CATTR_OK; k++)
+            if (e->fold[k]) {
+                vals[k] = call->additional[k - call->n_inputs];
+                st = cattr_tensor_convert(vals[k], vals[k]->dtype, &f->vals[k]);
+            }
+        if (st == CATTR_OK) st = cx_model_specialize(e->m, e->fold, vals, &f->m);
+        cattr_attr_params p = e->p;
+        p.device = e->be->name;
+        p.precision = CATTR_PRECISION_HIGHEST; /* e->m is already at the precision asked for */
+        if (st == CATTR_OK) st = cattr_explainer_new(f->m, &p, &f->e);
+        free(vals);
+        if (st != CATTR_OK) {
+            fold_entry_free(e, f);
+            return st;
+        }
+    }
+    f->used = ++e->spec_clock;
+    const cattr_tensor **rest = calloc((size_t)call->n_additional + 1, sizeof *rest);
+    if (!rest) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_call c2 = *call;
+    c2.n_additional = 0;
+    for (int j = 0; j < call->n_additional; j++)
+        if (call->n_inputs + j >= n_model || !e->fold[call->n_inputs + j]) rest[c2.n_additional++] = call->additional[j];
+    c2.additional = rest;
+    cattr_status st = cattr_explainer_run(f->e, &c2, attr_out, delta_out);
+    if (f->e->peak > e->peak) e->peak = f->e->peak;
+    free(rest);
+    return st;
+}
+
 cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
                                  cattr_tensor **delta_out) {
     if (!e || !attr_out || !call) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and attr_out are required");
     if (delta_out) *delta_out = NULL;
+    if (e->fold) {
+        bool handled;
+        cattr_status fs = run_folded(e, call, attr_out, delta_out, &handled);
+        if (handled) return fs;
+    }
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
     int n = 0;
     cattr_status st = run_once(e, call, attr, delta_out ? &delta : NULL, &n);

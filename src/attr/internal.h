@@ -16,6 +16,9 @@
 
 typedef struct cx_method cx_method;
 
+/* inner explainers kept per explainer for distinct values of integer inputs that give shapes */
+#define CX_FOLD_CACHE 8
+
 struct cattr_explainer {
     const cattr_model *m; /* the caller's model, or own_model */
     cattr_model *own_model; /* the model at params.precision when it is not the highest (cx_model_with_precision) */
@@ -54,6 +57,16 @@ struct cattr_explainer {
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
     bool diagnose;
+    /* integer model inputs whose values give shapes or If conditions (cx_model_fold_inputs; NULL when none): a call
+     * runs on an inner explainer of the model with their values as constants, one per distinct value (explainer.c) */
+    bool *fold;
+    struct cx_fold_entry {
+        cattr_explainer *e;
+        cattr_model *m;
+        cattr_tensor **vals; /* per model input: a copy of the value where fold, else NULL */
+        uint64_t used;
+    } spec[CX_FOLD_CACHE];
+    uint64_t spec_clock;
 };
 
 /* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or

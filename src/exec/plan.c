@@ -381,8 +381,7 @@ cattr_status cx_plan_new(const cg_graph *g, cx_consts *consts, bool eager, const
  * evaluated here on the host from the shapes the plan has inferred and the constants, and becomes the node's
  * attributes; the nodes that computed it never run. */
 
-/* Inputs that only give their node its output shape: Reshape's target shape. */
-static bool shape_value_input(const cg_node *n, int j) {
+bool cx_shape_value_input(const cg_node *n, int j) {
     return (n->op == CG_RESHAPE && j == 1) || (n->op == CG_SLICE && j >= 1) || (n->op == CG_SLICE_GRAD && j >= 2) ||
            (n->op == CG_CONSTANT_OF_SHAPE && j == 0) || (n->op == CG_EXPAND && j == 1) ||
            (n->op == CG_TILE && j == 1) || (n->op == CG_PAD && j == 1) || (n->op == CG_PAD_GRAD && j == 2) || (n->op == CG_RESIZE && j == 1) ||
@@ -402,7 +401,7 @@ static cattr_status fold_value(cx_plan *p, const cg_graph *g, int v, int depth, 
 static cattr_status if_ensure(cx_plan *p, const cg_graph *g, int v0);
 static cattr_status if_resolve(cx_plan *p, const cg_graph *g, int i);
 
-/* Writes the folded shape inputs of node r (shape_value_input; fi[j] for input j) into its attributes: Range's three
+/* Writes the folded shape inputs of node r (cx_shape_value_input; fi[j] for input j) into its attributes: Range's three
  * scalars, Slice's starts, ends, axes and steps, or the one shape (Reshape's target, Expand's, ConstantOfShape's,
  * Tile's repeats, Pad's pads). The caller drops the inputs from `first` on. */
 static cattr_status apply_folded(cg_node *r, int first, const folded *fi) {
@@ -439,7 +438,7 @@ static cattr_status apply_folded(cg_node *r, int first, const folded *fi) {
 
 static int first_shape_input(const cg_node *r) {
     for (int j = 0; j < r->n_in; j++)
-        if (shape_value_input(r, j)) return j;
+        if (cx_shape_value_input(r, j)) return j;
     return -1;
 }
 
@@ -615,7 +614,7 @@ static cattr_status fold_value(cx_plan *p, const cg_graph *g, int v, int depth, 
     return st;
 }
 
-/* Folds node r's shape inputs (shape_value_input) into its attributes and drops them: Reshape's target, Expand's and
+/* Folds node r's shape inputs (cx_shape_value_input) into its attributes and drops them: Reshape's target, Expand's and
  * ConstantOfShape's shape, Slice's (and SliceGrad's) starts, ends, axes and steps, Tile's repeats, Pad's pads,
  * Range's scalars. Errors: CATTR_ERR_SHAPE naming the node. */
 static cattr_status fold_node(cx_plan *p, const cg_graph *g, cg_node *r) {
@@ -713,7 +712,7 @@ static cattr_status if_ensure(cx_plan *p, const cg_graph *g, int v0) {
             else p->views[v] = p->views[ch];
         } else {
             for (int j = 0; j < nd->n_in && next < 0; j++) /* shape inputs are folded, not inferred */
-                if (nd->in[j] >= 0 && !shape_value_input(nd, j) && c->state[nd->in[j]] != 2) next = nd->in[j];
+                if (nd->in[j] >= 0 && !cx_shape_value_input(nd, j) && c->state[nd->in[j]] != 2) next = nd->in[j];
             if (next < 0) {
                 cg_node tmp = *nd;
                 st = infer_node(p, g, &tmp);
@@ -913,7 +912,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
         }
         if (needed[n->out]) {
             for (int j = 0; j < n->n_in; j++)
-                if (n->in[j] >= 0) (shape_value_input(n, j) ? shape_needed : needed)[n->in[j]] = true;
+                if (n->in[j] >= 0) (cx_shape_value_input(n, j) ? shape_needed : needed)[n->in[j]] = true;
         } else if (shape_needed[n->out]) {
             for (int j = 0; j < n->n_in; j++)
                 if (n->in[j] >= 0) (n->op == CG_SHAPE ? needed : shape_needed)[n->in[j]] = true;

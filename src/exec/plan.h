@@ -15,6 +15,11 @@ void cx_consts_free(cx_consts *c);
 
 typedef struct cx_plan cx_plan;
 
+/* Whether input j of node n only gives the node its output shape or parameters (Reshape's target, Slice's bounds,
+ * Expand's, Tile's, Pad's, Resize's, ConstantOfShape's, Range's): the planner folds it from shapes and constants when
+ * a call is planned, and the node runs without it. */
+bool cx_shape_value_input(const cg_node *n, int j);
+
 /* Plans `outs` (n_outs value ids) of graph g for inputs of the given shapes and dtypes (in graph-input order;
  * in_dtype may be NULL: every input takes the compute dtype of `consts`). Inputs not needed by the outputs may
  * have any shape. The plan borrows g and consts, which must outlive it.

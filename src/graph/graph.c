@@ -88,6 +88,19 @@ int cg_add_input(cg_graph *g, const char *name) {
     return id;
 }
 
+void cg_input_to_const(cg_graph *g, int i, cattr_tensor *t, bool owns) {
+    cg_value *v = &g->vals[g->inputs[i]];
+    v->kind = CG_VAL_CONST;
+    v->input_index = -1;
+    v->data = t;
+    v->owns_data = owns;
+    for (int k = i + 1; k < g->n_inputs; k++) {
+        g->inputs[k - 1] = g->inputs[k];
+        g->vals[g->inputs[k - 1]].input_index = k - 1;
+    }
+    g->n_inputs--;
+}
+
 int cg_add_const(cg_graph *g, const char *name, cattr_tensor *t, bool owns) {
     int id = add_value(g, name, CG_VAL_CONST);
     if (id < 0) return -1;

@@ -48,6 +48,7 @@ typedef struct loader {
     const Onnx__GraphProto *gp; /* the graph being converted: the model's, or an If's branch */
     int depth;                  /* If branches being converted */
     name_undo *undo;            /* names defined inside branches, to restore when each ends */
+    const cx_onnx_info *info;   /* the graph inputs read so far (their dtypes) */
     size_t n_undo, cap_undo;
     int opset;
     cg_graph *g;
@@ -486,17 +487,19 @@ static cattr_status axes_attr(const nctx *c, cg_attrs *a, bool required) {
     return CATTR_OK;
 }
 
-/* Whether value v is computed from a graph input's values (not only from shapes and constants): such a shape input
- * cannot be folded when a call is planned (integer inputs known per call are not folded yet). */
-static bool from_input_values(const cg_graph *g, int v, int depth) {
+/* Whether value v is computed from a float graph input's values (not only from shapes, constants and integer inputs):
+ * such a shape input cannot be folded when a call is planned. (Integer inputs are: a call gives their values, and the
+ * model is planned for them; models/model.c, cx_model_fold_inputs.) */
+static bool from_input_values(const loader *L, int v, int depth) {
+    const cg_graph *g = L->g;
     if (v < 0 || depth > 64) return depth > 64;
     const cg_value *val = &g->vals[v];
-    if (val->kind == CG_VAL_INPUT) return true;
+    if (val->kind == CG_VAL_INPUT) return L->info->inputs[val->input_index].dtype != CATTR_INT64;
     if (val->kind != CG_VAL_NODE) return false;
     const cg_node *nd = &g->nodes[val->producer];
     if (nd->op == CG_SHAPE) return false;
     for (int j = 0; j < nd->n_in; j++)
-        if (from_input_values(g, nd->in[j], depth + 1)) return true;
+        if (from_input_values(L, nd->in[j], depth + 1)) return true;
     return false;
 }
 
@@ -1361,7 +1364,7 @@ static cattr_status convert_node(loader *L, int idx) {
         }
         if (c.in[3] >= 0 && has_scales) return nfail(&c, CATTR_ERR_FORMAT, "give scales or sizes, not both");
         if (c.in[3] >= 0) {
-            if (L->g->vals[c.in[3]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[3], 0)) {
+            if (L->g->vals[c.in[3]].kind == CG_VAL_CONST || from_input_values(L, c.in[3], 0)) {
                 CX_CHECK(fold_ints(&c, 3, "sizes", CATTR_MAX_DIMS, a.ints, &a.n_ints));
                 if (a.n_ints < 1) return nfail(&c, CATTR_ERR_FORMAT, "sizes is empty");
             } else {
@@ -1410,7 +1413,7 @@ static cattr_status convert_node(loader *L, int idx) {
             return define(L, n->output[0], id, idx, 0);
         }
         for (int j = 0; j < 3; j++)
-            if (from_input_values(L->g, c.in[j], 0))
+            if (from_input_values(L, c.in[j], 0))
                 return nfail(&c, CATTR_ERR_UNSUPPORTED, "input '%s' is computed from an input's values (only shapes "
                                                         "and constants give a range)", n->input[j]);
         nin = 3;
@@ -1430,7 +1433,7 @@ static cattr_status convert_node(loader *L, int idx) {
             if (c.in[1] < 0) return nfail(&c, CATTR_ERR_FORMAT, "input pads is required");
             if (c.in[2] >= 0) CX_CHECK(fold_scalar(&c, 2, "constant_value", &a.alpha));
             if (c.in[3] >= 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "the axes input (opset 18): give pads for every dim");
-            if (L->g->vals[c.in[1]].kind != CG_VAL_CONST && !from_input_values(L->g, c.in[1], 0)) {
+            if (L->g->vals[c.in[1]].kind != CG_VAL_CONST && !from_input_values(L, c.in[1], 0)) {
                 nin = 2; /* pads computed from shapes: folded per call */
                 break;
             }
@@ -1465,7 +1468,7 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_MATMUL: nin = 2; break;
     case CG_RESHAPE:
-        if (L->g->vals[c.in[1]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[1], 0))
+        if (L->g->vals[c.in[1]].kind == CG_VAL_CONST || from_input_values(L, c.in[1], 0))
             CX_CHECK(fold_ints(&c, 1, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
         else
             nin = 2; /* computed from shapes: the planner folds it for each call's shapes */
@@ -1514,7 +1517,7 @@ static cattr_status convert_node(loader *L, int idx) {
                 cattr_tensor_free(vt);
             }
         }
-        if (L->g->vals[c.in[si]].kind == CG_VAL_CONST || from_input_values(L->g, c.in[si], 0)) {
+        if (L->g->vals[c.in[si]].kind == CG_VAL_CONST || from_input_values(L, c.in[si], 0)) {
             CX_CHECK(fold_ints(&c, si, sp->op == CG_TILE ? "repeats" : "shape", CG_MAX_INTS, a.ints, &a.n_ints));
             nin = si;
         } else {
@@ -1587,7 +1590,7 @@ static cattr_status convert_node(loader *L, int idx) {
         if (L->opset >= 10) { /* starts, ends, axes, steps computed from shapes: folded by the planner per call */
             bool computed = false;
             for (int j = 1; j <= 4; j++)
-                computed |= c.in[j] >= 0 && L->g->vals[c.in[j]].kind != CG_VAL_CONST && !from_input_values(L->g, c.in[j], 0);
+                computed |= c.in[j] >= 0 && L->g->vals[c.in[j]].kind != CG_VAL_CONST && !from_input_values(L, c.in[j], 0);
             if (computed) {
                 nin = (int)n->n_input;
                 break;
@@ -1666,6 +1669,7 @@ static cattr_status add_initializer(loader *L, const Onnx__TensorProto *tp, size
 
 static cattr_status convert_graph(loader *L, cx_onnx_info *info) {
     const Onnx__GraphProto *gp = L->gp;
+    L->info = info;
     if (gp->n_sparse_initializer) return cx_fail(CATTR_ERR_UNSUPPORTED, "sparse initializers are not supported");
     for (size_t i = 0; i < gp->n_initializer; i++) CX_CHECK(add_initializer(L, gp->initializer[i], i));
     for (size_t i = 0; i < gp->n_input; i++) {

@@ -132,6 +132,82 @@ cattr_status cx_model_wrap(const cattr_model *m, cg_graph *g, const int *from, c
     return CATTR_OK;
 }
 
+int cx_model_fold_inputs(const cattr_model *m, bool *fold) {
+    const cg_graph *g = m->g;
+    int nv = g->n_vals, sp = 0, count = 0;
+    for (int k = 0; k < g->n_inputs; k++) fold[k] = false;
+    bool *seen = calloc((size_t)nv + 1, sizeof *seen);
+    int *stack = malloc(((size_t)nv + 1) * sizeof *stack);
+    if (!seen || !stack) {
+        free(seen);
+        free(stack);
+        return -1;
+    }
+    for (int i = 0; i < g->n_nodes; i++) { /* the values folded: shape inputs and If conditions */
+        const cg_node *n = &g->nodes[i];
+        for (int j = 0; j < n->n_in; j++) {
+            int v = n->in[j];
+            if (v >= 0 && !seen[v] && (cx_shape_value_input(n, j) || (n->op == CG_IF && j == 0))) {
+                seen[v] = true;
+                stack[sp++] = v;
+            }
+        }
+    }
+    while (sp > 0) { /* what they are computed from, up to the Shape nodes (which read shapes only) */
+        const cg_value *val = &g->vals[stack[--sp]];
+        if (val->kind == CG_VAL_INPUT) {
+            int k = val->input_index;
+            if (m->in_dtype[k] == CATTR_INT64 && !fold[k]) {
+                fold[k] = true;
+                count++;
+            }
+            continue;
+        }
+        if (val->kind != CG_VAL_NODE) continue;
+        const cg_node *nd = &g->nodes[val->producer];
+        if (nd->op == CG_SHAPE) continue;
+        for (int j = 0; j < nd->n_in; j++)
+            if (nd->in[j] >= 0 && !seen[nd->in[j]]) {
+                seen[nd->in[j]] = true;
+                stack[sp++] = nd->in[j];
+            }
+    }
+    free(seen);
+    free(stack);
+    return count;
+}
+
+cattr_status cx_model_specialize(const cattr_model *m, const bool *fold, const cattr_tensor *const *values,
+                                 cattr_model **out) {
+    *out = NULL;
+    const cg_graph *g0 = m->g;
+    for (int k = 0; k < g0->n_inputs; k++)
+        if (fold[k]) CX_CHECK(cx_model_check_input(m, k, values[k], "input"));
+    cg_graph *g = cg_clone(g0);
+    int *from = malloc((size_t)(g0->n_inputs + 1) * sizeof *from);
+    if (!g || !from) {
+        cg_free(g);
+        free(from);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int n = 0;
+    for (int k = 0; k < g0->n_inputs; k++)
+        if (!fold[k]) from[n++] = k;
+    for (int k = g0->n_inputs - 1; k >= 0; k--) {
+        if (!fold[k]) continue;
+        cattr_tensor *t = NULL;
+        if (cattr_tensor_convert(values[k], CATTR_INT64, &t) != CATTR_OK) {
+            cg_free(g);
+            free(from);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        cg_input_to_const(g, k, t, true);
+    }
+    cattr_status st = cx_model_wrap(m, g, from, out);
+    free(from);
+    return st;
+}
+
 cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec, cattr_dtype dt, const cx_backend *be,
                                      cattr_model **out) {
     *out = NULL;
@@ -449,6 +525,22 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
     cattr_tensor *conv[16] = {0};
     cattr_status st = CATTR_OK;
     if (n_inputs > 16) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than 16 inputs");
+    for (int i = 0; i < n_inputs; i++)
+        if (!inputs[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d is NULL", i);
+    bool fold[16];
+    int n_fold = cx_model_fold_inputs(m, fold);
+    if (n_fold < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (n_fold > 0) { /* integer inputs that give shapes or If conditions: the model for their values */
+        cattr_model *sm = NULL;
+        const cattr_tensor *rest[16];
+        int n_rest = 0;
+        for (int i = 0; i < n_inputs; i++)
+            if (!fold[i]) rest[n_rest++] = inputs[i];
+        st = cx_model_specialize(m, fold, inputs, &sm);
+        if (st == CATTR_OK) st = cattr_model_forward(sm, dtype, rest, n_rest, out);
+        cattr_model_free(sm);
+        return st;
+    }
     for (int i = 0; i < n_inputs && st == CATTR_OK; i++) {
         const cattr_tensor *t = inputs[i];
         if (!t) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d is NULL", i);

@@ -36,6 +36,17 @@ cattr_status cx_model_derive(const cattr_model *m, cattr_model **out);
  * CATTR_ERR_NO_MEMORY. */
 cattr_status cx_model_wrap(const cattr_model *m, cg_graph *g, const int *from, cattr_model **out);
 
+/* Marks fold[k] (one entry per model input) for the int64 inputs whose values give shapes or If conditions (the
+ * planner folds those when a call is planned: a sample rate, a length, a mode flag). Returns how many, or -1 when out
+ * of memory. */
+int cx_model_fold_inputs(const cattr_model *m, bool *fold);
+
+/* The model with each input k where fold[k] replaced by a constant copy of values[k] (the inputs that stay keep their
+ * order): one model per distinct value of such inputs, whose planner folds through them. Shares m's weights (m must
+ * outlive it). Errors: CATTR_ERR_SHAPE / CATTR_ERR_DTYPE (a value that does not fit its input), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_model_specialize(const cattr_model *m, const bool *fold, const cattr_tensor *const *values,
+                                 cattr_model **out);
+
 /* CATTR_OK when precision `prec` can run in dtype dt on backend be. Errors: CATTR_ERR_INVALID_ARGUMENT (unknown
  * precision, HIGH with float64), CATTR_ERR_UNSUPPORTED (HIGH on a device without bfloat16 products). */
 cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_backend *be);

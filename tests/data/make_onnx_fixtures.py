@@ -348,6 +348,21 @@ def ok_if():
                  [init("i0", np.int64(0)), init("i1", np.int64(1))], opset=13)
 
 
+def ok_int_inputs():
+    """Integer inputs known per call: a rate whose value chooses an If's branch (x * 2 at 16000, tanh(x) otherwise)
+    and a shape for a Reshape."""
+    H = helper.make_node
+    I64 = TensorProto.INT64
+    then_g = helper.make_graph([H("Mul", ["x", "two"], ["t"], name="/fast/Mul")], "then", [], [vi("t", F, ["b", 4])],
+                               initializer=[init("two", np.float32(2))])
+    else_g = helper.make_graph([H("Tanh", ["x"], ["e"], name="/slow/Tanh")], "else", [], [vi("e", F, ["b", 4])])
+    nodes = [H("Equal", ["rate", "r16k"], ["is16k"], name="/rate/Equal"),
+             H("If", ["is16k"], ["h"], name="/rate/If", then_branch=then_g, else_branch=else_g),
+             H("Reshape", ["h", "shape"], ["y"], name="/view/Reshape")]
+    return model(nodes, [vi("x", F, ["b", 4]), vi("rate", I64, []), vi("shape", I64, [2])], [vi("y", F, ["p", "q"])],
+                 [init("r16k", np.int64(16000))], opset=13)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
@@ -371,8 +386,10 @@ def err_models():
         "err_bad_attr": one_input([helper.make_node("Conv", ["x", "w"], ["y"], name="/conv1/Conv", xyz=1)], [w]),
         "err_auto_pad": one_input([helper.make_node("Conv", ["x", "w"], ["y"], name="/conv1/Conv",
                                                     auto_pad="SAME_UPPER")], [w]),
-        "err_reshape_dynamic": one_input([helper.make_node("Reshape", ["x", "shape"], ["y"], name="/view/Reshape")],
-                                         extra_inputs=[vi("shape", TensorProto.INT64, [2])]),
+        "err_reshape_dynamic": one_input([helper.make_node("Cast", ["sf"], ["shape"], name="/cast/Cast",
+                                                           to=TensorProto.INT64),
+                                          helper.make_node("Reshape", ["x", "shape"], ["y"], name="/view/Reshape")],
+                                         extra_inputs=[vi("sf", F, [2])]),
         "err_dangling": one_input([helper.make_node("Relu", ["x"], ["r"], name="/relu/Relu"),
                                    helper.make_node("Add", ["r", "ghost"], ["y"], name="/add/Add")]),
         "err_unsorted": one_input([helper.make_node("Add", ["r", "x"], ["y"], name="/add/Add"),
@@ -418,7 +435,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if):
+               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if, ok_int_inputs):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")
