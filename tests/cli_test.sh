@@ -178,6 +178,46 @@ expect_exit "NaN in the ablation" 1 "first appears at node 'model.layers.0.mlp.u
 expect_exit "invalid UTF-8 prompt" 2 "not valid UTF-8" "$tmp/l.json" -- explain-llm $tiny --prompt "$(printf 'ab\377c')" --target " x" --output "$tmp/l.json"
 grep -q "cx_" "$tmp/stderr" && bad "a message names an internal function: $(cat "$tmp/stderr")" || ok
 
+# --- corpus mode: one request per line, error records, resume after an interruption ----------------------------------
+{
+    echo '{"id": "a", "prompt": "The capital of France is", "target": " Paris"}'
+    echo '{"id": "b", "prompt_ids": [1, 2, 3], "target_ids": [4, 5], "method": "feature-ablation"}'
+    echo 'not json'
+    echo '{"id": "c", "prompt": "Hello", "target": ""}'
+    echo '{"id": 7, "template": "{} lives in {}", "slots": ["Anna", "Rome"], "target": " Italy", "method": "feature-ablation"}'
+    echo '{"id": "d", "prompt": "x", "bogus": 1}'
+    i=0
+    while [ $i -lt 12 ]; do echo "{\"id\": \"p$i\", \"prompt\": \"The cat $i\", \"target\": \" sat\", \"steps\": 16}"; i=$((i + 1)); done
+} >"$tmp/req.jsonl"
+"$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/all.jsonl" >"$tmp/stdout" 2>"$tmp/stderr"
+[ $? -eq 1 ] && ok || bad "corpus with failed requests: exit $?"
+[ "$(wc -l <"$tmp/all.jsonl")" -eq 18 ] && ok || bad "corpus: $(wc -l <"$tmp/all.jsonl") records, expected 18"
+grep -q '"error":"line 3 is not valid JSON","status":"bad request","id":3}' "$tmp/all.jsonl" && ok || bad "no error record for line 3"
+grep -q "unknown field 'bogus'" "$tmp/all.jsonl" && ok || bad "no error record for the unknown field"
+grep -q 'request "c": the target' "$tmp/stderr" && ok || bad "the failed request is not reported: $(cat "$tmp/stderr")"
+grep -q '^{"input_tokens":.*"id":"a"}$' "$tmp/all.jsonl" && ok || bad "record a"
+"$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/all.jsonl" -q && ok || bad "rerun of a finished corpus: exit $?"
+[ "$(wc -l <"$tmp/all.jsonl")" -eq 18 ] && ok || bad "a rerun added records"
+# a run cut short: the first 9 records and a torn tenth; the rerun drops the torn line and writes the rest
+head -n 9 "$tmp/all.jsonl" >"$tmp/part.jsonl"
+sed -n 10p "$tmp/all.jsonl" | head -c 40 >>"$tmp/part.jsonl"
+"$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/part.jsonl" -q 2>"$tmp/stderr"
+cmp -s "$tmp/all.jsonl" "$tmp/part.jsonl" && ok || bad "resumed corpus differs from the uninterrupted one"
+grep -q "dropped an incomplete last line" "$tmp/stderr" && ok || bad "the torn line is not reported"
+# killed (SIGKILL) while it runs, then resumed: the same file
+rm -f "$tmp/k.jsonl"
+"$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/k.jsonl" -q 2>/dev/null &
+kpid=$!
+sleep 0.2
+kill -9 $kpid 2>/dev/null
+wait $kpid 2>/dev/null
+"$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/k.jsonl" -q 2>/dev/null
+cmp -s "$tmp/all.jsonl" "$tmp/k.jsonl" && ok || bad "corpus resumed after kill -9 differs"
+expect_exit "corpus without jsonl output" 2 "--prompts needs --output RESULTS.jsonl" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl"
+expect_exit "corpus with --prompt" 2 "--prompts takes the prompts" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl" --prompt x --output "$tmp/z.jsonl"
+printf 'garbage\n' >"$tmp/notres.jsonl"
+expect_exit "corpus into a foreign file" 2 "is not a result record" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/notres.jsonl"
+
 # --- language models (the golden checkpoints) ---------------------------------------------------------------------
 golden=${CATTR_GOLDEN:-../shared/golden}
 qwen=$golden/llm/qwen3-tiny

@@ -15,11 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+int cli_error_code(cattr_status st) {
+    return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT || st == CATTR_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
+}
+
 int cli_error(cattr_status st, const char *what) {
     char esc[1024];
     cx_escape_text(what, esc, sizeof esc);
     fprintf(stderr, "cattr: %s: %s\n", esc, cattr_last_error());
-    return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT || st == CATTR_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
+    return cli_error_code(st);
 }
 
 int cli_usage_error(const char *fmt, ...) {

@@ -17,6 +17,8 @@ int cmd_info(int argc, char **argv);
 
 /* Prints "cattr: <what>: <last error>" to stderr and returns the exit code for `st`. */
 int cli_error(cattr_status st, const char *what);
+/* The exit code for `st`: CLI_USAGE for a bad argument or an unreadable or corrupt file, else CLI_FAIL. */
+int cli_error_code(cattr_status st);
 /* Prints "cattr: <message>" to stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

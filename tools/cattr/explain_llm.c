@@ -6,7 +6,11 @@
 #include "io/fileutil.h"
 #include "viz/heatmap.h"
 
+#include "core/core.h"
+
 #include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -18,6 +22,7 @@
 static void help(FILE *f) {
     fprintf(f,
         "usage: cattr explain-llm DIR (--prompt TEXT | --prompt-ids 1,2,3) [--target TEXT | --target-ids 4,5] [options]\n"
+        "       cattr explain-llm DIR --prompts REQUESTS.jsonl --output RESULTS.jsonl [options]\n"
         "\n"
         "Attributes the log-probability of each target token (teacher forcing) to the prompt tokens of a Hugging Face\n"
         "checkpoint folder (config.json, *.safetensors, tokenizer.json): qwen3, llama, qwen2 or mistral.\n"
@@ -46,6 +51,14 @@ static void help(FILE *f) {
         "                          1 = one forward per perturbed sequence, as Captum's default)\n"
         "  --no-prefix-cache       feature-ablation: run every ablated sequence in full (default: the unchanged prefix\n"
         "                          is computed once and only the positions from the ablated token on are run)\n"
+        "  --prompts FILE.jsonl    corpus mode: one request per line, a JSON object with \"id\", \"prompt\" or\n"
+        "                          \"prompt_ids\", optionally \"target\" or \"target_ids\", \"template\" and \"slots\"\n"
+        "                          (\"slot_baselines\"), and method options (\"method\", \"steps\", \"quadrature\",\n"
+        "                          \"n_samples\", \"seed\", \"baseline\", \"max_new_tokens\", \"perturbations_per_eval\");\n"
+        "                          the other options are every line's defaults. One result per line in --output\n"
+        "                          RESULTS.jsonl (the JSON below plus \"id\"; {\"id\", \"error\", \"status\"} for a request\n"
+        "                          that fails, and the run goes on), appended and synced one by one: a rerun skips the\n"
+        "                          ids already there. Exit code 1 when any request failed\n"
         "  --output FILE.json      input_tokens, input_ids, output_tokens, output_ids, seq_attr, token_attr,\n"
         "                          target_logprobs, method, args, convergence_delta\n"
         "  --html FILE             a heatmap page that opens in any browser without network access\n"
@@ -128,15 +141,586 @@ static char *token_text(const cattr_llm *m, int64_t id) {
     return strdup(buf);
 }
 
+/* ---- one request --------------------------------------------------------------------------------------------- */
+
+/* What one attribution is asked for: the command line's options, or a line of a --prompts file over them. */
+typedef struct llm_req {
+    const char *prompt, *prompt_ids, *target, *target_ids, *baseline, *tmpl;
+    const char *slots[16], *slot_bases[16];
+    int n_slots, n_slot_bases;
+    int max_new;
+} llm_req;
+
+/* A request's tokens and results. */
+typedef struct llm_out {
+    char *filled; /* the template with its slots filled */
+    int64_t *ids, *tg, T, n, baseline_token;
+    bool generated;
+    double *seq, *tok, *lp, *delta;
+    char **in_tok, **out_tok;
+} llm_out;
+
+static void out_free(llm_out *o) {
+    for (int64_t i = 0; o->in_tok && i < o->T; i++) free(o->in_tok[i]);
+    for (int64_t k = 0; o->out_tok && k < o->n; k++) free(o->out_tok[k]);
+    free(o->in_tok);
+    free(o->out_tok);
+    free(o->filled);
+    free(o->ids);
+    free(o->tg);
+    free(o->seq);
+    free(o->tok);
+    free(o->lp);
+    free(o->delta);
+    memset(o, 0, sizeof *o);
+}
+
+/* Message of a failed step: `what` and the library's error (or just `what`). */
+static int req_fail(char *err, size_t size, int code, const char *what, bool lib) {
+    if (lib) snprintf(err, size, "%s: %s", what, cattr_last_error());
+    else snprintf(err, size, "%s", what);
+    return code;
+}
+
+/* Checks a request's form (CLI_USAGE with a message in err when it is not one attribution). */
+static int req_check(const cattr_attr_params *p, const llm_req *r, char *err, size_t size) {
+    if (r->tmpl) {
+        if (r->prompt || r->prompt_ids) return req_fail(err, size, CLI_USAGE, "a template replaces the prompt", false);
+        if (r->n_slots < 1) return req_fail(err, size, CLI_USAGE, "a template needs a slot value per '{}'", false);
+        if (r->n_slot_bases && r->n_slot_bases != r->n_slots) {
+            snprintf(err, size, "give one slot baseline per slot (%d slots, %d baselines)", r->n_slots, r->n_slot_bases);
+            return CLI_USAGE;
+        }
+        if (p->method != CATTR_METHOD_FEATURE_ABLATION)
+            return req_fail(err, size, CLI_USAGE, "a template works with the method feature-ablation", false);
+    } else if (!!r->prompt + !!r->prompt_ids != 1) {
+        return req_fail(err, size, CLI_USAGE, "give exactly one of a prompt and prompt ids", false);
+    }
+    if (r->target && r->target_ids) return req_fail(err, size, CLI_USAGE, "give at most one of a target and target ids", false);
+    return CLI_OK;
+}
+
+/* Tokens of the prompt and the target (generated greedily when none is given), the baseline, result arrays. Returns
+ * CLI_OK, or CLI_USAGE / CLI_FAIL with a message in err. */
+static int req_prepare(cattr_llm *m, const cattr_attr_params *p, const llm_req *r, llm_out *o, char *err, size_t size) {
+    memset(o, 0, sizeof *o);
+    o->baseline_token = -1;
+    int rc = req_check(p, r, err, size);
+    if (rc != CLI_OK) return rc;
+    const char *prompt = r->prompt;
+    if (r->tmpl) { /* the prompt is the template with its slots filled */
+        size_t len = strlen(r->tmpl) + 1;
+        for (int k = 0; k < r->n_slots; k++) len += strlen(r->slots[k]);
+        o->filled = malloc(len);
+        if (!o->filled) return req_fail(err, size, CLI_FAIL, "out of memory", false);
+        size_t at = 0;
+        int k = 0;
+        for (const char *c = r->tmpl; *c;) {
+            if (c[0] == '{' && c[1] == '}' && k < r->n_slots) {
+                size_t l = strlen(r->slots[k]);
+                memcpy(o->filled + at, r->slots[k++], l);
+                at += l;
+                c += 2;
+            } else {
+                o->filled[at++] = *c++;
+            }
+        }
+        o->filled[at] = 0;
+        prompt = o->filled;
+    }
+    cattr_status st = CATTR_OK;
+    if (prompt) st = cattr_llm_encode(m, prompt, &o->ids, &o->T);
+    else if (parse_ids(r->prompt_ids, &o->ids, &o->T))
+        return req_fail(err, size, CLI_USAGE, "the prompt ids must be integers such as 1,2,3", false);
+    if (st != CATTR_OK) return req_fail(err, size, cli_error_code(st), "cannot tokenize the prompt", true);
+    if (o->T < 1) return req_fail(err, size, CLI_USAGE, "the prompt tokenizes to nothing", false);
+    if (r->target) {
+        st = cattr_llm_encode(m, r->target, &o->tg, &o->n);
+        if (st != CATTR_OK) return req_fail(err, size, cli_error_code(st), "cannot tokenize the target", true);
+        if (o->n < 1) {
+            snprintf(err, size, "the target '%s' tokenizes to nothing", r->target);
+            return CLI_USAGE;
+        }
+    } else if (r->target_ids) {
+        if (parse_ids(r->target_ids, &o->tg, &o->n) || o->n < 1)
+            return req_fail(err, size, CLI_USAGE, "the target ids must be integers such as 4,5", false);
+    } else {
+        st = cattr_llm_generate(m, p->dtype, o->ids, o->T, r->max_new, &o->tg, &o->n);
+        if (st != CATTR_OK) return req_fail(err, size, cli_error_code(st), "generation failed", true);
+        o->generated = true;
+    }
+    if (r->baseline) {
+        long long x;
+        if (!strcmp(r->baseline, "zeros")) o->baseline_token = -1;
+        else if (!strcmp(r->baseline, "pad")) o->baseline_token = cattr_llm_pad_token(m);
+        else if (cli_parse_int(r->baseline, &x) && x >= 0) o->baseline_token = x;
+        else {
+            snprintf(err, size, "the baseline must be zeros, pad or a token id: '%s'", r->baseline);
+            return CLI_USAGE;
+        }
+    }
+    if (r->tmpl) o->T = r->n_slots;
+    o->seq = calloc((size_t)o->T, sizeof *o->seq);
+    o->tok = calloc((size_t)(o->n * o->T), sizeof *o->tok);
+    o->lp = calloc((size_t)o->n, sizeof *o->lp);
+    o->delta = calloc((size_t)o->n, sizeof *o->delta);
+    if (!o->seq || !o->tok || !o->lp || !o->delta) return req_fail(err, size, CLI_FAIL, "out of memory", false);
+    return CLI_OK;
+}
+
+/* The attribution of a prepared request (into o's arrays; seq and tok also into the given ones when not NULL). */
+static cattr_status req_attribute(cattr_llm *m, const cattr_attr_params *p, const llm_req *r, llm_out *o, double *seq,
+                                  double *tok, double *lp, double *delta) {
+    seq = seq ? seq : o->seq;
+    tok = tok ? tok : o->tok;
+    lp = lp ? lp : o->lp;
+    delta = delta ? delta : o->delta;
+    if (r->tmpl) { /* one column per slot */
+        for (int64_t k = 0; k < o->n; k++) lp[k] = delta[k] = NAN;
+        return cattr_llm_attribute_template(m, p, r->tmpl, r->slots, r->n_slot_bases ? r->slot_bases : NULL,
+                                            r->n_slots, o->tg, o->n, seq, tok);
+    }
+    cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
+    call.baseline_token = o->baseline_token;
+    return cattr_llm_attribute(m, p, &call, seq, tok, lp, delta);
+}
+
+static int req_texts(const cattr_llm *m, const llm_req *r, llm_out *o, char *err, size_t size) {
+    o->in_tok = calloc((size_t)o->T, sizeof *o->in_tok);
+    o->out_tok = calloc((size_t)o->n, sizeof *o->out_tok);
+    if (!o->in_tok || !o->out_tok) return req_fail(err, size, CLI_FAIL, "out of memory", false);
+    for (int64_t i = 0; i < o->T; i++) o->in_tok[i] = r->tmpl ? strdup(r->slots[i]) : token_text(m, o->ids[i]);
+    for (int64_t k = 0; k < o->n; k++) o->out_tok[k] = token_text(m, o->tg[k]);
+    for (int64_t i = 0; i < o->T; i++)
+        if (!o->in_tok[i]) return req_fail(err, size, CLI_FAIL, "out of memory", false);
+    for (int64_t k = 0; k < o->n; k++)
+        if (!o->out_tok[k]) return req_fail(err, size, CLI_FAIL, "out of memory", false);
+    return CLI_OK;
+}
+
+static const char *method_cli_name(cattr_method mk) {
+    return mk == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "layer-ig"
+           : mk == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION ? "layer-gradient-x-activation"
+           : mk == CATTR_METHOD_FEATURE_ABLATION ? "feature-ablation"
+           : mk == CATTR_METHOD_LIME ? "lime"
+           : mk == CATTR_METHOD_KERNEL_SHAP ? "kernel-shap" : "shapley-value-sampling";
+}
+
+/* The method of a --method value, or -1. */
+static int method_arg(const char *v) {
+    int mk = !strcmp(v, "layer-ig") ? CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS : cattr_method_from_name(v);
+    if (mk != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS && mk != CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION &&
+        mk != CATTR_METHOD_FEATURE_ABLATION && mk != CATTR_METHOD_SHAPLEY_VALUE_SAMPLING && mk != CATTR_METHOD_LIME &&
+        mk != CATTR_METHOD_KERNEL_SHAP)
+        return -1;
+    return mk;
+}
+
+/* The JSON of a result: input_tokens, input_ids, output_tokens, output_ids, seq_attr, token_attr, target_logprobs,
+ * method, args, convergence_delta. */
+static cJSON *result_json(const cattr_attr_params *p, const llm_out *o) {
+    cJSON *root = cJSON_CreateObject();
+    if (!root) return NULL;
+    cJSON *a = cJSON_AddArrayToObject(root, "input_tokens");
+    for (int64_t i = 0; i < o->T; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->in_tok[i]));
+    a = cJSON_AddArrayToObject(root, "input_ids");
+    for (int64_t i = 0; i < o->T; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)o->ids[i]));
+    a = cJSON_AddArrayToObject(root, "output_tokens");
+    for (int64_t k = 0; k < o->n; k++) cJSON_AddItemToArray(a, cJSON_CreateString(o->out_tok[k]));
+    a = cJSON_AddArrayToObject(root, "output_ids");
+    for (int64_t k = 0; k < o->n; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)o->tg[k]));
+    cJSON_AddItemToObject(root, "seq_attr", num_array(o->seq, o->T));
+    if (p->method == CATTR_METHOD_LIME || p->method == CATTR_METHOD_KERNEL_SHAP) {
+        cJSON_AddNullToObject(root, "token_attr"); /* Captum gives none for these */
+    } else {
+        a = cJSON_AddArrayToObject(root, "token_attr");
+        for (int64_t k = 0; k < o->n; k++) cJSON_AddItemToArray(a, num_array(o->tok + k * o->T, o->T));
+    }
+    cJSON_AddItemToObject(root, "target_logprobs", num_array(o->lp, o->n));
+    cJSON_AddStringToObject(root, "method", method_cli_name(p->method));
+    cJSON *args = cJSON_AddObjectToObject(root, "args");
+    cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(p->dtype));
+    cJSON_AddStringToObject(args, "precision", p->precision == CATTR_PRECISION_HIGH ? "high" : "highest");
+    if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
+        cJSON_AddNumberToObject(args, "n_steps", p->n_steps);
+        cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p->quadrature));
+    }
+    if (p->method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p->n_samples);
+    if (o->baseline_token >= 0) cJSON_AddNumberToObject(args, "baseline_token", (double)o->baseline_token);
+    else cJSON_AddStringToObject(args, "baseline", p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "zeros" : "pad");
+    if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) cJSON_AddItemToObject(root, "convergence_delta", num_array(o->delta, o->n));
+    else cJSON_AddNullToObject(root, "convergence_delta");
+    return root;
+}
+
+/* ---- corpus mode ---------------------------------------------------------------------------------------------- */
+
+/* The ids already in a results file (a JSON array of their unformatted texts), after dropping a torn last line
+ * (a record cut short by a crash: everything after the last newline). Returns CLI_OK, or CLI_USAGE with a message. */
+static int corpus_done_ids(const char *path, cJSON **done, char *err, size_t size) {
+    *done = cJSON_CreateArray();
+    if (!*done) return req_fail(err, size, CLI_FAIL, "out of memory", false);
+    FILE *f = fopen(path, "rb");
+    if (!f) return CLI_OK; /* a new file */
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    rewind(f);
+    char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
+    size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
+    fclose(f);
+    if (!buf || got != (size_t)len) {
+        free(buf);
+        snprintf(err, size, "cannot read '%s'", path);
+        return CLI_USAGE;
+    }
+    buf[len] = 0;
+    size_t keep = 0;
+    for (size_t k = (size_t)len; k > 0; k--)
+        if (buf[k - 1] == '\n') {
+            keep = k;
+            break;
+        }
+    if (keep < (size_t)len) { /* a torn last record */
+        if (truncate(path, (off_t)keep) != 0) {
+            free(buf);
+            snprintf(err, size, "cannot drop the incomplete last line of '%s'", path);
+            return CLI_USAGE;
+        }
+        fprintf(stderr, "cattr: %s: dropped an incomplete last line (%zu bytes) left by an interrupted run\n", path,
+                (size_t)len - keep);
+    }
+    buf[keep] = 0;
+    int line = 0;
+    for (char *s = buf, *e; *s; s = e + 1) {
+        e = strchr(s, '\n');
+        *e = 0;
+        line++;
+        cJSON *rec = cJSON_Parse(s);
+        cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
+        char *txt = id ? cJSON_PrintUnformatted(id) : NULL;
+        cJSON_Delete(rec);
+        if (!txt) {
+            free(buf);
+            snprintf(err, size, "line %d of '%s' is not a result record with an id: is it a results file of cattr?",
+                     line, path);
+            return CLI_USAGE;
+        }
+        cJSON_AddItemToArray(*done, cJSON_CreateString(txt));
+        free(txt);
+    }
+    free(buf);
+    return CLI_OK;
+}
+
+static bool id_done(const cJSON *done, const char *txt) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, done) if (!strcmp(it->valuestring, txt)) return true;
+    return false;
+}
+
+/* Appends one record (a line of JSON) and makes it durable. */
+static cattr_status corpus_append(int fd, cJSON *rec, const char *path) {
+    char *text = cJSON_PrintUnformatted(rec);
+    if (!text) return CATTR_ERR_NO_MEMORY;
+    size_t len = strlen(text);
+    text[len] = '\n'; /* replaces the terminator: written as one line */
+    const char *p = text;
+    size_t left = len + 1;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            free(text);
+            fprintf(stderr, "cattr: cannot append to '%s': %s\n", path, strerror(errno));
+            return CATTR_ERR_IO;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    free(text);
+    fdatasync(fd);
+    return CATTR_OK;
+}
+
+/* A string field of a request line (NULL when absent); false with a message when it is not a string. */
+static bool str_field(const cJSON *rq, const char *key, const char **out, char *err, size_t size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, key);
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsString(v)) {
+        snprintf(err, size, "'%s' must be a string", key);
+        return false;
+    }
+    *out = v->valuestring;
+    return true;
+}
+
+/* Ids as "1,2,3" from a JSON array of integers (into buf). */
+static bool ids_field(const cJSON *rq, const char *key, const char **out, char *buf, size_t bsize, char *err,
+                      size_t size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, key), *it;
+    *out = NULL;
+    if (!v || cJSON_IsNull(v)) return true;
+    size_t at = 0;
+    bool ok = cJSON_IsArray(v);
+    cJSON_ArrayForEach(it, v) {
+        ok = ok && cJSON_IsNumber(it) && it->valuedouble == (double)(long long)it->valuedouble && at + 24 < bsize;
+        if (ok) at += (size_t)snprintf(buf + at, bsize - at, "%s%lld", at ? "," : "", (long long)it->valuedouble);
+    }
+    if (!ok) {
+        snprintf(err, size, "'%s' must be an array of integers", key);
+        return false;
+    }
+    buf[at] = 0;
+    *out = buf;
+    return true;
+}
+
+/* A request line over the command line's request and params: prompt / prompt_ids, target / target_ids, template,
+ * slots, slot_baselines, and the method options method, steps, quadrature, n_samples, seed, baseline,
+ * max_new_tokens, perturbations_per_eval. */
+static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, char *idbuf[2], char *err, size_t size) {
+    if (!cJSON_IsObject(rq)) {
+        snprintf(err, size, "the line is not a JSON object");
+        return false;
+    }
+    static const char *known[] = {"id", "prompt", "prompt_ids", "target", "target_ids", "template", "slots",
+                                  "slot_baselines", "method", "steps", "quadrature", "n_samples", "seed", "baseline",
+                                  "max_new_tokens", "perturbations_per_eval"};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, rq) {
+        bool ok = false;
+        for (size_t k = 0; k < sizeof known / sizeof *known && !ok; k++) ok = !strcmp(it->string, known[k]);
+        if (!ok) {
+            snprintf(err, size, "unknown field '%s'", it->string);
+            return false;
+        }
+    }
+    r->prompt = r->target = r->tmpl = NULL;
+    r->prompt_ids = r->target_ids = NULL;
+    if (!str_field(rq, "prompt", &r->prompt, err, size) || !str_field(rq, "target", &r->target, err, size) ||
+        !str_field(rq, "template", &r->tmpl, err, size) ||
+        !ids_field(rq, "prompt_ids", &r->prompt_ids, idbuf[0], 65536, err, size) ||
+        !ids_field(rq, "target_ids", &r->target_ids, idbuf[1], 65536, err, size))
+        return false;
+    const char *b = NULL;
+    const cJSON *bv = cJSON_GetObjectItemCaseSensitive(rq, "baseline");
+    if (cJSON_IsNumber(bv)) {
+        static _Thread_local char num[32];
+        snprintf(num, sizeof num, "%lld", (long long)bv->valuedouble);
+        r->baseline = num;
+    } else if (bv) {
+        if (!str_field(rq, "baseline", &b, err, size)) return false;
+        r->baseline = b;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const char *key = pass ? "slot_baselines" : "slots";
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, key);
+        int *cnt = pass ? &r->n_slot_bases : &r->n_slots;
+        const char **dst = pass ? r->slot_bases : r->slots;
+        if (!v) continue;
+        *cnt = 0;
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) > 16) {
+            snprintf(err, size, "'%s' must be an array of at most 16 strings", key);
+            return false;
+        }
+        cJSON_ArrayForEach(it, v) {
+            if (!cJSON_IsString(it)) {
+                snprintf(err, size, "'%s' must be an array of strings", key);
+                return false;
+            }
+            dst[(*cnt)++] = it->valuestring;
+        }
+    }
+    const char *mname = NULL, *quad = NULL;
+    if (!str_field(rq, "method", &mname, err, size) || !str_field(rq, "quadrature", &quad, err, size)) return false;
+    if (mname) {
+        int mk = method_arg(mname);
+        if (mk < 0) {
+            snprintf(err, size, "unknown method '%s'", mname);
+            return false;
+        }
+        cattr_attr_params d = cattr_attr_default_params((cattr_method)mk);
+        p->method = d.method;
+    }
+    if (quad) {
+        int q = cattr_quadrature_from_name(quad);
+        if (q < 0) {
+            snprintf(err, size, "unknown quadrature '%s'", quad);
+            return false;
+        }
+        p->quadrature = (cattr_quadrature)q;
+    }
+    static const struct { const char *key; long long lo, hi; } ints[] = {
+        {"steps", 1, 100000}, {"n_samples", 1, 1000000}, {"seed", 0, LLONG_MAX}, {"max_new_tokens", 1, 100000},
+        {"perturbations_per_eval", 1, 1000000}};
+    for (size_t k = 0; k < sizeof ints / sizeof *ints; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, ints[k].key);
+        if (!v) continue;
+        double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+        if (!(x >= (double)ints[k].lo && x <= (double)ints[k].hi) || x != (double)(long long)x) {
+            snprintf(err, size, "'%s' must be an integer from %lld", ints[k].key, ints[k].lo);
+            return false;
+        }
+        if (k == 0) p->n_steps = (int)x;
+        else if (k == 1) p->n_samples = (int)x;
+        else if (k == 2) p->seed = (uint64_t)x;
+        else if (k == 3) r->max_new = (int)x;
+        else p->perturbations_per_eval = (int)x;
+    }
+    return true;
+}
+
+typedef struct corpus_progress {
+    double start;
+    int64_t done, total;
+    bool tty, shown;
+} corpus_progress;
+
+static void corpus_show(corpus_progress *cp, bool last) {
+    if (!cp->tty) return;
+    double t = now_s() - cp->start, rate = t > 0 ? (double)cp->done / t : 0;
+    double eta = rate > 0 ? (double)(cp->total - cp->done) / rate : 0;
+    int width = 30, fill = cp->total > 0 ? (int)((double)width * (double)cp->done / (double)cp->total) : width;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld requests, %.2f/s, ETA %.0f s  ", fill, "##############################",
+            width - fill, "", (long long)cp->done, (long long)cp->total, rate, eta);
+    if (last) fprintf(stderr, "\n");
+    cp->shown = true;
+}
+
+/* `--prompts FILE.jsonl --output RESULTS.jsonl`: one request per line, one result record per line (the single call's
+ * JSON plus "id"; an error record {"id", "error", "status"} for a request that fails), appended and made durable one
+ * by one. A rerun skips the ids already in the output (a torn last line is dropped first). Exit code: CLI_OK when
+ * every request succeeded, CLI_FAIL when any failed, CLI_USAGE when the files cannot be used. */
+static int corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, const char *prompts,
+                  const char *output, bool quiet) {
+    char err[2048];
+    FILE *in = fopen(prompts, "rb");
+    if (!in) return cli_usage_error("cannot open '%s': %s", prompts, strerror(errno));
+    cJSON *done = NULL;
+    int rc = corpus_done_ids(output, &done, err, sizeof err);
+    if (rc != CLI_OK) {
+        fclose(in);
+        cJSON_Delete(done);
+        return rc == CLI_USAGE ? cli_usage_error("%s", err) : cli_error(CATTR_ERR_NO_MEMORY, err);
+    }
+    int fd = open(output, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd < 0) {
+        fclose(in);
+        cJSON_Delete(done);
+        return cli_usage_error("cannot open '%s' for appending: %s", output, strerror(errno));
+    }
+    /* count the requests first, for the progress bar */
+    int64_t total = 0;
+    for (int c; (c = fgetc(in)) != EOF;) total += c == '\n';
+    rewind(in);
+    corpus_progress cp = {now_s(), 0, total, isatty(STDERR_FILENO) && !quiet, false};
+    int64_t n_ok = 0, n_failed = 0, n_skipped = 0, lineno = 0;
+    char *line = NULL, *idbuf[2] = {malloc(65536), malloc(65536)};
+    size_t cap = 0;
+    ssize_t len;
+    cattr_status wst = CATTR_OK;
+    if (!idbuf[0] || !idbuf[1]) wst = CATTR_ERR_NO_MEMORY;
+    while (wst == CATTR_OK && (len = getline(&line, &cap, in)) >= 0) {
+        lineno++;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (len == 0) { /* blank lines are allowed and skipped */
+            cp.total--;
+            continue;
+        }
+        cJSON *rq = cJSON_Parse(line);
+        const cJSON *idv = rq ? cJSON_GetObjectItemCaseSensitive(rq, "id") : NULL;
+        cJSON *id = idv ? cJSON_Duplicate(idv, true) : cJSON_CreateNumber((double)lineno);
+        char *idtxt = cJSON_PrintUnformatted(id);
+        if (!idtxt) wst = CATTR_ERR_NO_MEMORY;
+        if (wst == CATTR_OK && id_done(done, idtxt)) {
+            n_skipped++;
+            cp.done++;
+            cJSON_Delete(rq);
+            cJSON_Delete(id);
+            free(idtxt);
+            continue;
+        }
+        llm_req r = *r0;
+        cattr_attr_params p = *p0;
+        llm_out o;
+        memset(&o, 0, sizeof o);
+        cJSON *rec = NULL;
+        int code = CLI_OK;
+        cattr_status ast = CATTR_OK;
+        if (!rq) {
+            snprintf(err, sizeof err, "line %lld is not valid JSON", (long long)lineno);
+            code = CLI_USAGE;
+        } else if (!parse_request(rq, &r, &p, idbuf, err, sizeof err)) {
+            code = CLI_USAGE;
+        }
+        if (code == CLI_OK) code = req_prepare(m, &p, &r, &o, err, sizeof err);
+        if (code == CLI_OK) {
+            ast = req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
+            if (ast != CATTR_OK) code = req_fail(err, sizeof err, CLI_FAIL, "attribution failed", true);
+        }
+        if (code == CLI_OK) code = req_texts(m, &r, &o, err, sizeof err);
+        if (code == CLI_OK) {
+            rec = result_json(&p, &o);
+            if (rec && o.generated) cJSON_AddTrueToObject(rec, "generated");
+        } else {
+            rec = cJSON_CreateObject();
+            if (rec) {
+                cJSON_AddStringToObject(rec, "error", err);
+                cJSON_AddStringToObject(rec, "status", ast != CATTR_OK ? cattr_status_string(ast)
+                                                       : code == CLI_USAGE ? "bad request" : "failed");
+            }
+        }
+        if (rec) {
+            cJSON_AddItemToObject(rec, "id", id); /* the record owns it from here */
+            id = NULL;
+            cJSON_AddItemToArray(done, cJSON_CreateString(idtxt));
+            wst = corpus_append(fd, rec, output);
+        } else {
+            wst = CATTR_ERR_NO_MEMORY;
+        }
+        if (code == CLI_OK) n_ok++;
+        else n_failed++;
+        if (code != CLI_OK && !quiet) {
+            char esc[1024];
+            cx_escape_text(err, esc, sizeof esc);
+            fprintf(stderr, "%scattr: request %s: %s\n", cp.shown ? "\n" : "", idtxt, esc);
+            cp.shown = false;
+        }
+        cp.done++;
+        corpus_show(&cp, false);
+        cJSON_Delete(rec);
+        cJSON_Delete(id);
+        cJSON_Delete(rq);
+        free(idtxt);
+        out_free(&o);
+    }
+    if (cp.shown) corpus_show(&cp, true);
+    free(line);
+    free(idbuf[0]);
+    free(idbuf[1]);
+    fclose(in);
+    cJSON_Delete(done);
+    if (close(fd) != 0 && wst == CATTR_OK) wst = CATTR_ERR_IO;
+    if (wst != CATTR_OK) return wst == CATTR_ERR_IO ? CLI_USAGE : cli_error(wst, "corpus");
+    if (!quiet)
+        fprintf(stderr, "%lld requests: %lld attributed, %lld failed, %lld already in %s (%.1f s)\n",
+                (long long)(n_ok + n_failed + n_skipped), (long long)n_ok, (long long)n_failed, (long long)n_skipped,
+                output, now_s() - cp.start);
+    return n_failed ? CLI_FAIL : CLI_OK;
+}
+
+/* ---- the command ----------------------------------------------------------------------------------------------- */
+
 int cmd_explain_llm(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL, *target = NULL, *prompt_ids = NULL, *target_ids = NULL, *output = NULL,
-               *html = NULL, *baseline = NULL;
+    const char *dir = NULL, *output = NULL, *html = NULL, *prompts = NULL;
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS);
-    int64_t baseline_token = -1;
-    int max_new = 8, runs = 0, n_slots = 0, n_slot_bases = 0;
+    llm_req r;
+    memset(&r, 0, sizeof r);
+    r.max_new = 8;
+    int runs = 0;
     bool precision_error = false;
     bool quiet = false;
-    const char *tmpl = NULL, *slots[16] = {0}, *slot_bases[16] = {0};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x;
@@ -148,17 +732,15 @@ int cmd_explain_llm(int argc, char **argv) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             help(stdout);
             return CLI_OK;
-        } else if (!strcmp(o, "--prompt")) { NEED(); prompt = v;
-        } else if (!strcmp(o, "--prompt-ids")) { NEED(); prompt_ids = v;
-        } else if (!strcmp(o, "--target")) { NEED(); target = v;
-        } else if (!strcmp(o, "--target-ids")) { NEED(); target_ids = v;
+        } else if (!strcmp(o, "--prompt")) { NEED(); r.prompt = v;
+        } else if (!strcmp(o, "--prompt-ids")) { NEED(); r.prompt_ids = v;
+        } else if (!strcmp(o, "--prompts")) { NEED(); prompts = v;
+        } else if (!strcmp(o, "--target")) { NEED(); r.target = v;
+        } else if (!strcmp(o, "--target-ids")) { NEED(); r.target_ids = v;
         } else if (!strcmp(o, "--method")) {
             NEED();
-            int mk = !strcmp(v, "layer-ig") ? CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS : cattr_method_from_name(v);
-            if (mk != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS && mk != CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION &&
-                mk != CATTR_METHOD_FEATURE_ABLATION && mk != CATTR_METHOD_SHAPLEY_VALUE_SAMPLING &&
-                mk != CATTR_METHOD_LIME && mk != CATTR_METHOD_KERNEL_SHAP)
-                return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
+            int mk = method_arg(v);
+            if (mk < 0) return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
             p.method = (cattr_method)mk;
         } else if (!strcmp(o, "--steps")) {
             NEED();
@@ -169,7 +751,7 @@ int cmd_explain_llm(int argc, char **argv) {
             int q = cattr_quadrature_from_name(v);
             if (q < 0) return cli_usage_error("unknown quadrature '%s'", v);
             p.quadrature = (cattr_quadrature)q;
-        } else if (!strcmp(o, "--baseline")) { NEED(); baseline = v;
+        } else if (!strcmp(o, "--baseline")) { NEED(); r.baseline = v;
         } else if (!strcmp(o, "--n-samples")) {
             NEED();
             if (!cli_int_arg(o, v, 1, 1000000, &x)) return CLI_USAGE;
@@ -181,7 +763,7 @@ int cmd_explain_llm(int argc, char **argv) {
         } else if (!strcmp(o, "--max-new-tokens")) {
             NEED();
             if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
-            max_new = (int)x;
+            r.max_new = (int)x;
         } else if (!strcmp(o, "--dtype")) {
             NEED();
             if (!strcmp(v, "float32")) p.dtype = CATTR_FLOAT32;
@@ -221,13 +803,13 @@ int cmd_explain_llm(int argc, char **argv) {
             quiet = true;
         } else if (!strcmp(o, "--template")) {
             NEED();
-            tmpl = v;
+            r.tmpl = v;
         } else if (!strcmp(o, "--slot") || !strcmp(o, "--slot-baseline")) {
             NEED();
             bool base = !strcmp(o, "--slot-baseline");
-            int *cnt = base ? &n_slot_bases : &n_slots;
+            int *cnt = base ? &r.n_slot_bases : &r.n_slots;
             if (*cnt >= 16) return cli_usage_error("at most 16 %s", o);
-            (base ? slot_bases : slots)[(*cnt)++] = v;
+            (base ? r.slot_bases : r.slots)[(*cnt)++] = v;
         } else if (o[0] == '-' && o[1]) {
             return cli_usage_error("explain-llm: unknown option '%s' (see cattr explain-llm --help)", o);
         } else if (!dir) {
@@ -238,34 +820,23 @@ int cmd_explain_llm(int argc, char **argv) {
 #undef NEED
     }
     if (!dir) return cli_usage_error("explain-llm: give a checkpoint folder (see cattr explain-llm --help)");
-    if (tmpl) { /* the prompt is the template with its slots filled */
-        if (prompt || prompt_ids) return cli_usage_error("--template replaces --prompt");
-        if (n_slots < 1) return cli_usage_error("--template needs a --slot value per '{}'");
-        if (n_slot_bases && n_slot_bases != n_slots)
-            return cli_usage_error("give one --slot-baseline per --slot (%d slots, %d baselines)", n_slots, n_slot_bases);
-        if (p.method != CATTR_METHOD_FEATURE_ABLATION) return cli_usage_error("--template works with --method feature-ablation");
-        static char filled[8192];
-        size_t o = 0;
-        int k = 0;
-        for (const char *c = tmpl; *c && o + 1 < sizeof filled;) {
-            if (c[0] == '{' && c[1] == '}' && k < n_slots) {
-                o += (size_t)snprintf(filled + o, sizeof filled - o, "%s", slots[k++]);
-                c += 2;
-            } else {
-                filled[o++] = *c++;
-            }
-        }
-        filled[o < sizeof filled ? o : sizeof filled - 1] = 0;
-        prompt = filled;
+    char err[2048];
+    if (prompts) {
+        if (r.prompt || r.prompt_ids || r.tmpl || r.target || r.target_ids)
+            return cli_usage_error("--prompts takes the prompts and targets from its lines, not from --prompt, "
+                                   "--prompt-ids, --template, --target or --target-ids");
+        if (!output || strlen(output) < 6 || strcmp(output + strlen(output) - 6, ".jsonl"))
+            return cli_usage_error("--prompts needs --output RESULTS.jsonl (one result per line)");
+        if (html || runs || precision_error) return cli_usage_error("--prompts writes JSON lines only (no --html, --runs or --precision-error)");
+    } else {
+        if (req_check(&p, &r, err, sizeof err) != CLI_OK) return cli_usage_error("%s", err);
+        if (output && (strlen(output) < 5 || strcmp(output + strlen(output) - 5, ".json")))
+            return cli_usage_error("--output must end in .json: '%s'", output);
     }
-    if (!!prompt + !!prompt_ids != 1) return cli_usage_error("give exactly one of --prompt and --prompt-ids");
-    if (target && target_ids) return cli_usage_error("give at most one of --target and --target-ids");
-    if (output && (strlen(output) < 5 || strcmp(output + strlen(output) - 5, ".json")))
-        return cli_usage_error("--output must end in .json: '%s'", output);
     cattr_llm *m = NULL;
-    int64_t *ids = NULL, *tg = NULL, T = 0, n = 0;
-    double *seq = NULL, *tok = NULL, *lp = NULL, *delta = NULL, *times = NULL;
-    char **in_tok = NULL, **out_tok = NULL;
+    llm_out o;
+    memset(&o, 0, sizeof o);
+    double *times = NULL;
     int rc = CLI_FAIL;
     cattr_status st = cattr_llm_load(dir, &m);
     if (st == CATTR_OK) st = cattr_llm_set_device(m, p.device);
@@ -273,75 +844,34 @@ int cmd_explain_llm(int argc, char **argv) {
         rc = cli_error(st, "cannot load the model");
         goto done;
     }
-    if (prompt) st = cattr_llm_encode(m, prompt, &ids, &T);
-    else if (parse_ids(prompt_ids, &ids, &T)) {
-        rc = cli_usage_error("--prompt-ids must be integers such as 1,2,3");
+    if (prompts) {
+        rc = corpus(m, &p, &r, prompts, output, quiet);
         goto done;
     }
-    if (st != CATTR_OK) {
-        rc = cli_error(st, "cannot tokenize the prompt");
+    rc = req_prepare(m, &p, &r, &o, err, sizeof err);
+    if (rc != CLI_OK) {
+        char esc[2048];
+        cx_escape_text(err, esc, sizeof esc);
+        fprintf(stderr, "cattr: %s\n", esc);
         goto done;
     }
-    if (T < 1) {
-        rc = cli_usage_error("the prompt tokenizes to nothing");
-        goto done;
-    }
-    if (target) {
-        st = cattr_llm_encode(m, target, &tg, &n);
-        if (st != CATTR_OK) {
-            rc = cli_error(st, "cannot tokenize the target");
-            goto done;
-        }
-        if (n < 1) {
-            rc = cli_usage_error("the target '%s' tokenizes to nothing", target);
-            goto done;
-        }
-    } else if (target_ids) {
-        if (parse_ids(target_ids, &tg, &n) || n < 1) {
-            rc = cli_usage_error("--target-ids must be integers such as 4,5");
-            goto done;
-        }
-    } else {
-        st = cattr_llm_generate(m, p.dtype, ids, T, max_new, &tg, &n);
-        if (st != CATTR_OK) {
-            rc = cli_error(st, "generation failed");
-            goto done;
-        }
-        if (!quiet) printf("generated %lld tokens (greedy)\n", (long long)n);
-    }
-    if (baseline) {
-        long long x;
-        if (!strcmp(baseline, "zeros")) baseline_token = -1;
-        else if (!strcmp(baseline, "pad")) baseline_token = cattr_llm_pad_token(m);
-        else if (cli_parse_int(baseline, &x) && x >= 0) baseline_token = x;
-        else {
-            rc = cli_usage_error("--baseline must be zeros, pad or a token id: '%s'", baseline);
-            goto done;
-        }
-    }
-    if (tmpl) T = n_slots;
-    seq = calloc((size_t)T, sizeof *seq);
-    tok = calloc((size_t)(n * T), sizeof *tok);
-    lp = calloc((size_t)n, sizeof *lp);
-    delta = calloc((size_t)n, sizeof *delta);
+    rc = CLI_FAIL;
+    if (o.generated && !quiet) printf("generated %lld tokens (greedy)\n", (long long)o.n);
+    int64_t T = o.T, n = o.n;
     int nruns = runs > 0 ? runs : 1;
     times = calloc((size_t)nruns, sizeof *times);
-    cattr_llm_call call = cattr_llm_call_make(ids, T, tg, n);
-    call.baseline_token = baseline_token;
+    if (!times) {
+        rc = cli_error(CATTR_ERR_NO_MEMORY, "out of memory");
+        goto done;
+    }
     cli_progress_state prog = {now_s(), false};
     p.progress = cli_progress;
     p.progress_user = &prog;
-    for (int r = 0; r < nruns; r++) {
+    for (int k = 0; k < nruns; k++) {
         double t0 = now_s();
         prog.start = t0;
-        if (tmpl) { /* one column per slot */
-            st = cattr_llm_attribute_template(m, &p, tmpl, slots, n_slot_bases ? slot_bases : NULL, n_slots, tg, n,
-                                              seq, tok);
-            for (int64_t k = 0; k < n; k++) lp[k] = delta[k] = NAN;
-        } else {
-            st = cattr_llm_attribute(m, &p, &call, seq, tok, lp, delta);
-        }
-        times[r] = now_s() - t0;
+        st = req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
+        times[k] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = cli_error(st, "attribution failed");
             goto done;
@@ -354,19 +884,18 @@ int cmd_explain_llm(int argc, char **argv) {
         double *seq2 = calloc((size_t)T, sizeof *seq2), *tok2 = calloc((size_t)(n * T), sizeof *tok2);
         double *lp2 = calloc((size_t)n, sizeof *lp2), *d2 = calloc((size_t)n, sizeof *d2);
         if (!seq2 || !tok2 || !lp2 || !d2) st = CATTR_ERR_NO_MEMORY;
-        else if (tmpl) st = cattr_llm_attribute_template(m, &q, tmpl, slots, n_slot_bases ? slot_bases : NULL, n_slots, tg, n, seq2, tok2);
-        else st = cattr_llm_attribute(m, &q, &call, seq2, tok2, lp2, d2);
+        else st = req_attribute(m, &q, &r, &o, seq2, tok2, lp2, d2);
         if (st == CATTR_OK) {
-            const double *hi = p.precision == CATTR_PRECISION_HIGH ? seq : seq2, *ref = hi == seq ? seq2 : seq;
+            const double *hi = p.precision == CATTR_PRECISION_HIGH ? o.seq : seq2, *ref = hi == o.seq ? seq2 : o.seq;
             double e = 0, mx = 0, el = 0;
             for (int64_t i = 0; i < T; i++) {
                 e = fmax(e, fabs(hi[i] - ref[i]));
                 mx = fmax(mx, fabs(ref[i]));
             }
-            for (int64_t k = 0; !tmpl && k < n; k++) el = fmax(el, fabs(lp[k] - lp2[k]));
+            for (int64_t k = 0; !r.tmpl && k < n; k++) el = fmax(el, fabs(o.lp[k] - lp2[k]));
             fprintf(stderr, "precision high vs highest: max |seq_attr error| %.3e (%.3e of max |seq_attr| %.3e)", e,
                     mx > 0 ? e / mx : 0.0, mx);
-            if (!tmpl) fprintf(stderr, ", max |target log-prob error| %.3e", el);
+            if (!r.tmpl) fprintf(stderr, ", max |target log-prob error| %.3e", el);
             fprintf(stderr, "\n");
         }
         free(seq2);
@@ -378,19 +907,14 @@ int cmd_explain_llm(int argc, char **argv) {
             goto done;
         }
     }
-    in_tok = calloc((size_t)T, sizeof *in_tok);
-    out_tok = calloc((size_t)n, sizeof *out_tok);
-    for (int64_t i = 0; i < T; i++) in_tok[i] = tmpl ? strdup(slots[i]) : token_text(m, ids[i]);
-    for (int64_t k = 0; k < n; k++) out_tok[k] = token_text(m, tg[k]);
-    const char *mname = p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "layer-ig"
-                        : p.method == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION ? "layer-gradient-x-activation"
-                        : p.method == CATTR_METHOD_FEATURE_ABLATION ? "feature-ablation"
-                        : p.method == CATTR_METHOD_LIME ? "lime"
-                        : p.method == CATTR_METHOD_KERNEL_SHAP ? "kernel-shap" : "shapley-value-sampling";
+    if (req_texts(m, &r, &o, err, sizeof err) != CLI_OK) {
+        rc = cli_error(CATTR_ERR_NO_MEMORY, err);
+        goto done;
+    }
     if (html) { /* before the JSON, so that a failure leaves neither */
         char *page = NULL;
-        st = cx_html_token_heatmap(dir, (const char *const *)in_tok, T, (const char *const *)out_tok, n, seq, tok, lp,
-                                   mname, &page);
+        st = cx_html_token_heatmap(dir, (const char *const *)o.in_tok, T, (const char *const *)o.out_tok, n, o.seq,
+                                   o.tok, o.lp, method_cli_name(p.method), &page);
         if (st == CATTR_OK) st = cli_write_text_file(html, page);
         free(page);
         if (st != CATTR_OK) {
@@ -399,37 +923,8 @@ int cmd_explain_llm(int argc, char **argv) {
         }
     }
     if (output) {
-        cJSON *root = cJSON_CreateObject();
-        cJSON *a = cJSON_AddArrayToObject(root, "input_tokens");
-        for (int64_t i = 0; i < T; i++) cJSON_AddItemToArray(a, cJSON_CreateString(in_tok[i]));
-        a = cJSON_AddArrayToObject(root, "input_ids");
-        for (int64_t i = 0; i < T; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)ids[i]));
-        a = cJSON_AddArrayToObject(root, "output_tokens");
-        for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, cJSON_CreateString(out_tok[k]));
-        a = cJSON_AddArrayToObject(root, "output_ids");
-        for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)tg[k]));
-        cJSON_AddItemToObject(root, "seq_attr", num_array(seq, T));
-        if (p.method == CATTR_METHOD_LIME || p.method == CATTR_METHOD_KERNEL_SHAP) {
-            cJSON_AddNullToObject(root, "token_attr"); /* Captum gives none for these */
-        } else {
-            a = cJSON_AddArrayToObject(root, "token_attr");
-            for (int64_t k = 0; k < n; k++) cJSON_AddItemToArray(a, num_array(tok + k * T, T));
-        }
-        cJSON_AddItemToObject(root, "target_logprobs", num_array(lp, n));
-        cJSON_AddStringToObject(root, "method", mname);
-        cJSON *args = cJSON_AddObjectToObject(root, "args");
-        cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(p.dtype));
-        cJSON_AddStringToObject(args, "precision", p.precision == CATTR_PRECISION_HIGH ? "high" : "highest");
-        if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
-            cJSON_AddNumberToObject(args, "n_steps", p.n_steps);
-            cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p.quadrature));
-        }
-        if (p.method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p.n_samples);
-        if (baseline_token >= 0) cJSON_AddNumberToObject(args, "baseline_token", (double)baseline_token);
-        else cJSON_AddStringToObject(args, "baseline", p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "zeros" : "pad");
-        if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) cJSON_AddItemToObject(root, "convergence_delta", num_array(delta, n));
-        else cJSON_AddNullToObject(root, "convergence_delta");
-        char *text = cJSON_Print(root);
+        cJSON *root = result_json(&p, &o);
+        char *text = root ? cJSON_Print(root) : NULL;
         cJSON_Delete(root);
         st = text ? cli_write_text_file(output, text) : CATTR_ERR_NO_MEMORY;
         free(text);
@@ -440,17 +935,17 @@ int cmd_explain_llm(int argc, char **argv) {
         }
     }
     if (!quiet) {
-        if (n > 0 && !isnan(lp[0])) {
+        if (n > 0 && !isnan(o.lp[0])) {
             printf("target log-probabilities:");
-            for (int64_t k = 0; k < n; k++) printf(" %.4f", lp[k]);
+            for (int64_t k = 0; k < n; k++) printf(" %.4f", o.lp[k]);
             printf("\n");
         }
         if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
             printf("convergence delta:");
-            for (int64_t k = 0; k < n; k++) printf(" %.3e", delta[k]);
+            for (int64_t k = 0; k < n; k++) printf(" %.3e", o.delta[k]);
             printf("\n");
         }
-        terminal_view(in_tok, T, out_tok, n, seq, tok);
+        terminal_view(o.in_tok, T, o.out_tok, n, o.seq, o.tok);
         if (output) printf("wrote %s\n", output);
         if (html) printf("wrote %s\n", html);
     }
@@ -462,16 +957,7 @@ int cmd_explain_llm(int argc, char **argv) {
     }
     rc = CLI_OK;
 done:
-    for (int64_t i = 0; in_tok && i < T; i++) free(in_tok[i]);
-    for (int64_t k = 0; out_tok && k < n; k++) free(out_tok[k]);
-    free(in_tok);
-    free(out_tok);
-    free(ids);
-    free(tg);
-    free(seq);
-    free(tok);
-    free(lp);
-    free(delta);
+    out_free(&o);
     free(times);
     cattr_llm_free(m);
     return rc;
