@@ -87,6 +87,12 @@ cattr_status cattr_tensor_from_data(cattr_dtype dtype, int ndim, const int64_t *
 /* Creates a copy of `src` converted to `dtype` (float <-> int64 conversion truncates toward zero).
  * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_NO_MEMORY. */
 cattr_status cattr_tensor_convert(const cattr_tensor *src, cattr_dtype dtype, cattr_tensor **out);
+/* A tensor over the caller's buffer `data` (C-contiguous, numel times the dtype's size bytes), without a copy: the
+ * caller keeps the buffer alive and unchanged while the tensor is in use and frees it after cattr_tensor_free (which
+ * frees the handle only). For the inputs, baselines, masks and additional inputs of a call: inputs already in the
+ * compute dtype are then not copied at all (the language bindings pass arrays so). The library never writes into a
+ * call's input tensors. Errors: as cattr_tensor_new; CATTR_ERR_INVALID_ARGUMENT (NULL data with elements). */
+cattr_status cattr_tensor_wrap(cattr_dtype dtype, int ndim, const int64_t *shape, void *data, cattr_tensor **out);
 
 void cattr_tensor_free(cattr_tensor *t);
 

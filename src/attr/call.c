@@ -76,8 +76,12 @@ void cx_call_free(cx_call *c) {
     }
 }
 
+/* t in dtype dt: a handle over t's data when it has that dtype already (no copy: nothing writes into a call's
+ * tensors), else a converted copy. */
 static cattr_status to_dtype(const cattr_tensor *t, cattr_dtype dt, cattr_tensor **out) {
-    return cattr_tensor_convert(t, dt, out);
+    if (t->dtype != dt) return cattr_tensor_convert(t, dt, out);
+    *out = cx_tensor_borrow(t);
+    return *out ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
 }
 
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how) {

@@ -319,8 +319,36 @@ cattr_status cattr_tensor_convert(const cattr_tensor *src, cattr_dtype dtype, ca
 
 void cattr_tensor_free(cattr_tensor *t) {
     if (!t) return;
-    free(t->data);
+    if (!t->borrowed) free(t->data);
     free(t);
+}
+
+cattr_tensor *cx_tensor_borrow(const cattr_tensor *t) {
+    cattr_tensor *b = malloc(sizeof *b);
+    if (!b) return NULL;
+    *b = *t;
+    b->borrowed = true;
+    return b;
+}
+
+cattr_status cattr_tensor_wrap(cattr_dtype dtype, int ndim, const int64_t *shape, void *data, cattr_tensor **out) {
+    if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "out is NULL");
+    *out = NULL;
+    CX_CHECK(check_shape_args(dtype, ndim, shape));
+    cattr_tensor *t = calloc(1, sizeof *t);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a tensor");
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
+    t->numel = cx_numel(ndim, shape);
+    if (t->numel > 0 && !data) {
+        free(t);
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "data is NULL");
+    }
+    t->data = data;
+    t->borrowed = true;
+    *out = t;
+    return CATTR_OK;
 }
 
 cattr_dtype cattr_tensor_dtype(const cattr_tensor *t) { return t->dtype; }

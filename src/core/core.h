@@ -16,7 +16,12 @@ struct cattr_tensor {
     int64_t shape[CATTR_MAX_DIMS];
     int64_t numel;
     void *data;
+    bool borrowed; /* data is the caller's (cattr_tensor_wrap, cx_tensor_borrow): freeing the tensor leaves it */
 };
+
+/* A handle over t's data without a copy (borrowed: t must outlive it and its data stays unchanged); NULL when out of
+ * memory. */
+cattr_tensor *cx_tensor_borrow(const cattr_tensor *t);
 
 /* Records a failure message (printf format) for cattr_last_error() and returns `st`, so that error paths read
  * `return cx_fail(CATTR_ERR_IO, "cannot open '%s'", path);`. */

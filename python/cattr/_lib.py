@@ -1,0 +1,399 @@
+"""ctypes declarations of libcattr (include/cattr.h), the library loader and the error mapping.
+
+Everything here mirrors the C header one to one; the rest of the package builds on these names. ctypes.CDLL
+releases the GIL for the duration of every foreign call, so attributions run while other Python threads go on.
+"""
+import ctypes
+import ctypes.util
+import os
+import threading
+from _thread import get_ident as _get_ident
+
+try:  # the C functions behind the signal module (which adds enum conversions costing microseconds per call)
+    import _signal
+    _SIGINT = _signal.SIGINT
+except ImportError:  # pragma: no cover
+    import signal as _signal
+    _SIGINT = _signal.SIGINT
+
+_MAIN_IDENT = threading.main_thread().ident
+
+MAX_DIMS = 8
+MAX_INPUTS = 8
+MAX_OUTPUTS = 16
+
+# cattr_status
+OK = 0
+ERR_INVALID_ARGUMENT = 1
+ERR_IO = 2
+ERR_FORMAT = 3
+ERR_UNSUPPORTED = 4
+ERR_SHAPE = 5
+ERR_DTYPE = 6
+ERR_TARGET = 7
+ERR_NONFINITE = 8
+ERR_NO_MEMORY = 9
+ERR_INTERNAL = 10
+ERR_CANCELLED = 11
+
+# cattr_dtype
+FLOAT32 = 0
+FLOAT64 = 1
+INT64 = 2
+
+# cattr_target_kind
+TARGET_NONE = 0
+TARGET_INDEX = 1
+TARGET_PER_EXAMPLE = 2
+
+# cattr_noise_tunnel
+NT_NONE = 0
+NT_SMOOTHGRAD = 1
+NT_SMOOTHGRAD_SQ = 2
+NT_VARGRAD = 3
+
+# cattr_neuron_kind
+NEURON_NONE = 0
+NEURON_INDEX = 1
+NEURON_SLICES = 2
+NEURON_SUM = 3
+
+INT64_MAX = (1 << 63) - 1
+
+_c_int64_p = ctypes.POINTER(ctypes.c_int64)
+_c_double_p = ctypes.POINTER(ctypes.c_double)
+
+
+class Tensor(ctypes.Structure):
+    """Opaque cattr_tensor."""
+
+
+TensorP = ctypes.POINTER(Tensor)
+TensorPP = ctypes.POINTER(TensorP)
+
+
+class ModelS(ctypes.Structure):
+    """Opaque cattr_model."""
+
+
+class ExplainerS(ctypes.Structure):
+    """Opaque cattr_explainer."""
+
+
+class TensorSetS(ctypes.Structure):
+    """Opaque cattr_tensor_set."""
+
+
+class LLMS(ctypes.Structure):
+    """Opaque cattr_llm."""
+
+
+ModelP = ctypes.POINTER(ModelS)
+ExplainerP = ctypes.POINTER(ExplainerS)
+TensorSetP = ctypes.POINTER(TensorSetS)
+LLMP = ctypes.POINTER(LLMS)
+
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+
+
+class Target(ctypes.Structure):
+    _fields_ = [
+        ("kind", ctypes.c_int),
+        ("n_idx", ctypes.c_int),
+        ("n_rows", ctypes.c_int64),
+        ("idx", _c_int64_p),
+    ]
+
+
+class NodeRule(ctypes.Structure):
+    _fields_ = [
+        ("node", ctypes.c_char_p),
+        ("rule", ctypes.c_char_p),
+        ("epsilon", ctypes.c_double),
+        ("gamma", ctypes.c_double),
+        ("set_bias_to_zero", ctypes.c_int),
+    ]
+
+
+class AttrParams(ctypes.Structure):
+    _fields_ = [
+        ("method", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("n_steps", ctypes.c_int),
+        ("quadrature", ctypes.c_int),
+        ("internal_batch_size", ctypes.c_int),
+        ("max_memory", ctypes.c_size_t),
+        ("multiply_by_inputs", ctypes.c_int),
+        ("abs", ctypes.c_int),
+        ("return_convergence_delta", ctypes.c_int),
+        ("executor", ctypes.c_int),
+        ("device", ctypes.c_char_p),
+        ("precision", ctypes.c_int),
+        ("check_finite", ctypes.c_int),
+        ("progress", PROGRESS_FN),
+        ("progress_user", ctypes.c_void_p),
+        ("eps", ctypes.c_double),
+        ("perturbations_per_eval", ctypes.c_int),
+        ("n_samples", ctypes.c_int),
+        ("stdevs", ctypes.c_double),
+        ("nt_type", ctypes.c_int),
+        ("nt_samples", ctypes.c_int),
+        ("nt_samples_batch_size", ctypes.c_int),
+        ("draw_baseline_from_distrib", ctypes.c_int),
+        ("seed", ctypes.c_uint64),
+        ("sliding_window_ndim", ctypes.c_int * MAX_INPUTS),
+        ("sliding_window", (ctypes.c_int64 * MAX_DIMS) * MAX_INPUTS),
+        ("strides_ndim", ctypes.c_int * MAX_INPUTS),
+        ("strides", (ctypes.c_int64 * MAX_DIMS) * MAX_INPUTS),
+        ("lime_alpha", ctypes.c_double),
+        ("kernel_width", ctypes.c_double),
+        ("lime_euclidean", ctypes.c_int),
+        ("return_coefficients", ctypes.c_int),
+        ("layer", ctypes.c_char_p),
+        ("attribute_to_layer_input", ctypes.c_int),
+        ("layers", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_layers", ctypes.c_int),
+        ("neuron_kind", ctypes.c_int),
+        ("neuron_ndim", ctypes.c_int),
+        ("neuron_index", ctypes.c_int64 * MAX_DIMS),
+        ("neuron_slice", (ctypes.c_int64 * 3) * MAX_DIMS),
+        ("neuron_slice_is_index", ctypes.c_int * MAX_DIMS),
+        ("neuron_sum_ndim", ctypes.c_int),
+        ("neuron_sum_dims", ctypes.c_int64 * MAX_DIMS),
+        ("relu_attributions", ctypes.c_int),
+        ("attr_dim_summation", ctypes.c_int),
+        ("node_rules", ctypes.POINTER(NodeRule)),
+        ("n_node_rules", ctypes.c_int),
+        ("no_prefix_cache", ctypes.c_int),
+        ("cancel", ctypes.POINTER(ctypes.c_int)),
+    ]
+
+
+class Call(ctypes.Structure):
+    _fields_ = [
+        ("inputs", TensorPP),
+        ("n_inputs", ctypes.c_int),
+        ("baselines", TensorPP),
+        ("target", ctypes.POINTER(Target)),
+        ("additional", TensorPP),
+        ("n_additional", ctypes.c_int),
+        ("feature_masks", TensorPP),
+        ("draws", TensorPP),
+        ("draw_roles", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_draws", ctypes.c_int),
+        ("layer_masks", TensorPP),
+        ("n_layer_masks", ctypes.c_int),
+        ("layer_baseline", TensorP),
+    ]
+
+
+class LLMCall(ctypes.Structure):
+    _fields_ = [
+        ("prompt", _c_int64_p),
+        ("n_prompt", ctypes.c_int64),
+        ("target", _c_int64_p),
+        ("n_target", ctypes.c_int64),
+        ("baseline_token", ctypes.c_int64),
+        ("permutations", _c_int64_p),
+        ("draws", TensorPP),
+        ("draw_roles", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_draws", ctypes.c_int),
+    ]
+
+
+def _candidates():
+    env = os.environ.get("CATTR_LIB")
+    if env:
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [os.path.join(here, name) for name in ("libcattr.so", "libcattr.so.0", "libcattr.dylib")]
+    try:  # written by `cmake --install`: where the library was installed
+        from ._install_paths import LIBRARY
+        out.append(LIBRARY)
+    except ImportError:
+        pass
+    # a source tree: python/cattr/ -> ../../build/libcattr.so
+    out.append(os.path.join(here, "..", "..", "build", "libcattr.so"))
+    found = ctypes.util.find_library("cattr")
+    if found:
+        out.append(found)
+    return out
+
+
+def _load():
+    tried = []
+    for path in _candidates():
+        if os.path.sep in path and not os.path.exists(path):
+            tried.append(path + " (absent)")
+            continue
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            tried.append("%s (%s)" % (path, e))
+    raise ImportError("cattr: cannot find libcattr (set CATTR_LIB to the path of libcattr.so, or build it with "
+                      "'sh scripts/build.sh'); tried: " + "; ".join(tried))
+
+
+lib, lib_path = _load()
+
+
+def _decl(name, restype, *argtypes):
+    f = getattr(lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_st = ctypes.c_int
+_decl("cattr_status_string", ctypes.c_char_p, _st)
+_decl("cattr_last_error", ctypes.c_char_p)
+_decl("cattr_version", ctypes.c_char_p)
+_decl("cattr_dtype_name", ctypes.c_char_p, ctypes.c_int)
+_decl("cattr_tensor_new", _st, ctypes.c_int, ctypes.c_int, _c_int64_p, ctypes.POINTER(TensorP))
+_decl("cattr_tensor_from_data", _st, ctypes.c_int, ctypes.c_int, _c_int64_p, ctypes.c_void_p,
+      ctypes.POINTER(TensorP))
+_decl("cattr_tensor_wrap", _st, ctypes.c_int, ctypes.c_int, _c_int64_p, ctypes.c_void_p, ctypes.POINTER(TensorP))
+_decl("cattr_tensor_free", None, TensorP)
+_decl("cattr_tensor_dtype", ctypes.c_int, TensorP)
+_decl("cattr_tensor_ndim", ctypes.c_int, TensorP)
+_decl("cattr_tensor_shape", _c_int64_p, TensorP)
+_decl("cattr_tensor_numel", ctypes.c_int64, TensorP)
+_decl("cattr_tensor_data", ctypes.c_void_p, TensorP)
+_decl("cattr_tensor_load_npy", _st, ctypes.c_char_p, ctypes.POINTER(TensorP))
+_decl("cattr_tensor_set_load", _st, ctypes.c_char_p, ctypes.POINTER(TensorSetP))
+_decl("cattr_tensor_set_free", None, TensorSetP)
+_decl("cattr_tensor_set_count", ctypes.c_int, TensorSetP)
+_decl("cattr_tensor_set_name", ctypes.c_char_p, TensorSetP, ctypes.c_int)
+_decl("cattr_tensor_set_get", TensorP, TensorSetP, ctypes.c_char_p)
+_decl("cattr_device_check", _st, ctypes.c_char_p)
+_decl("cattr_device_names", ctypes.c_char_p)
+_decl("cattr_model_load_onnx", _st, ctypes.c_char_p, ctypes.POINTER(ModelP))
+_decl("cattr_model_free", None, ModelP)
+_decl("cattr_model_n_inputs", ctypes.c_int, ModelP)
+_decl("cattr_model_input_name", ctypes.c_char_p, ModelP, ctypes.c_int)
+_decl("cattr_model_input_shape", ctypes.c_int, ModelP, ctypes.c_int, ctypes.c_int64 * MAX_DIMS)
+_decl("cattr_model_n_outputs", ctypes.c_int, ModelP)
+_decl("cattr_model_output_name", ctypes.c_char_p, ModelP, ctypes.c_int)
+_decl("cattr_model_describe", ctypes.c_size_t, ModelP, ctypes.c_char_p, ctypes.c_size_t)
+_decl("cattr_model_resolve_value", _st, ModelP, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p))
+_decl("cattr_model_forward", _st, ModelP, ctypes.c_int, TensorPP, ctypes.c_int, ctypes.POINTER(TensorP))
+_decl("cattr_model_set_device", _st, ModelP, ctypes.c_char_p)
+_decl("cattr_method_from_name", ctypes.c_int, ctypes.c_char_p)
+_decl("cattr_method_name", ctypes.c_char_p, ctypes.c_int)
+_decl("cattr_method_implemented", ctypes.c_int, ctypes.c_int)
+_decl("cattr_quadrature_from_name", ctypes.c_int, ctypes.c_char_p)
+_decl("cattr_quadrature_name", ctypes.c_char_p, ctypes.c_int)
+_decl("cattr_attr_default_params", AttrParams, ctypes.c_int)
+_decl("cattr_explainer_new", _st, ModelP, ctypes.POINTER(AttrParams), ctypes.POINTER(ExplainerP))
+_decl("cattr_explainer_free", None, ExplainerP)
+_decl("cattr_explainer_run", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, ctypes.POINTER(TensorP))
+_decl("cattr_explainer_peak_memory", ctypes.c_size_t, ExplainerP)
+_decl("cattr_llm_load", _st, ctypes.c_char_p, ctypes.POINTER(LLMP))
+_decl("cattr_llm_free", None, LLMP)
+_decl("cattr_llm_encode", _st, LLMP, ctypes.c_char_p, ctypes.POINTER(_c_int64_p), _c_int64_p)
+_decl("cattr_llm_token_text", ctypes.c_size_t, LLMP, ctypes.c_int64, ctypes.c_char_p, ctypes.c_size_t)
+_decl("cattr_llm_vocab_size", ctypes.c_int64, LLMP)
+_decl("cattr_llm_max_positions", ctypes.c_int64, LLMP)
+_decl("cattr_llm_eos_token", ctypes.c_int64, LLMP)
+_decl("cattr_llm_pad_token", ctypes.c_int64, LLMP)
+_decl("cattr_llm_model", _st, LLMP, ctypes.POINTER(ModelP))
+_decl("cattr_llm_attribute", _st, LLMP, ctypes.POINTER(AttrParams), ctypes.POINTER(LLMCall), _c_double_p,
+      _c_double_p, _c_double_p, _c_double_p)
+_decl("cattr_llm_attribute_template", _st, LLMP, ctypes.POINTER(AttrParams), ctypes.c_char_p,
+      ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, _c_int64_p, ctypes.c_int64,
+      _c_double_p, _c_double_p)
+_decl("cattr_llm_set_device", _st, LLMP, ctypes.c_char_p)
+_decl("cattr_llm_generate", _st, LLMP, ctypes.c_int, _c_int64_p, ctypes.c_int64, ctypes.c_int,
+      ctypes.POINTER(_c_int64_p), _c_int64_p)
+
+# free() of the C runtime, for the malloc'd arrays cattr_llm_encode / cattr_llm_generate return
+_libc = ctypes.CDLL(ctypes.util.find_library("c"))
+c_free = _libc.free
+c_free.restype = None
+c_free.argtypes = [ctypes.c_void_p]
+
+
+class CattrError(Exception):
+    """Mixin of every exception raised for a failing library call; `.status` is the cattr_status."""
+
+    status = None
+
+
+def _exc_class(status):
+    if status in (ERR_INVALID_ARGUMENT, ERR_SHAPE, ERR_DTYPE, ERR_TARGET, ERR_NONFINITE):
+        return ValueError
+    if status in (ERR_IO, ERR_FORMAT):
+        return OSError
+    if status == ERR_NO_MEMORY:
+        return MemoryError
+    return RuntimeError
+
+
+def error(status, what=None):
+    """The exception for a failing status, carrying cattr_last_error()'s message."""
+    msg = (lib.cattr_last_error() or b"").decode("utf-8", "replace")
+    if not msg:
+        msg = lib.cattr_status_string(status).decode()
+    if what:
+        msg = "%s: %s" % (what, msg)
+    base = _exc_class(status)
+    exc = base(msg)
+    try:
+        exc.status = status
+    except AttributeError:  # pragma: no cover - built-in exceptions take attributes
+        pass
+    return exc
+
+
+def check(status, what=None):
+    if status != OK:
+        raise error(status, what)
+
+
+class Interruptible:
+    """Ctrl-C during a long library call. The call gets a cancel flag and a progress callback; while it runs in the
+    main thread, SIGINT's Python handler is replaced by one that sets the flag. CPython runs that handler when the
+    library calls back into Python after a chunk of work (a callback executes bytecode in the main thread); the
+    library then stops the call with CATTR_ERR_CANCELLED, and `run` raises KeyboardInterrupt."""
+
+    __slots__ = ("flag", "hit")
+
+    def __init__(self):
+        self.flag = ctypes.c_int(0)
+        self.hit = False
+
+    def install(self, p):
+        p.progress = _PROGRESS_NOOP
+        p.cancel = ctypes.pointer(self.flag)
+
+    def _handler(self, signum, frame):
+        self.flag.value = 1
+        self.hit = True
+
+    def run(self, fn, *args):
+        """fn(*args) (a status) with Ctrl-C turned into cancellation; raises like check()."""
+        self.flag.value = 0
+        self.hit = False
+        old = None
+        if _get_ident() == _MAIN_IDENT:
+            try:
+                old = _signal.signal(_SIGINT, self._handler)
+            except (ValueError, TypeError):  # not the main interpreter, or signals unavailable
+                old = None
+        try:
+            st = fn(*args)
+        finally:
+            if old is not None:
+                _signal.signal(_SIGINT, old)
+        if st == ERR_CANCELLED and self.hit:
+            raise KeyboardInterrupt
+        check(st)
+        if self.hit:  # the signal came after the last chunk: deliver it now
+            raise KeyboardInterrupt
+
+
+_PROGRESS_NOOP = PROGRESS_FN(lambda done, total, user: None)
+
+
+def version():
+    return lib.cattr_version().decode()

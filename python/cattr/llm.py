@@ -1,0 +1,584 @@
+"""Language models: Captum's LLMAttribution / LLMGradientAttribution over cattr's Hugging Face checkpoints.
+
+    import cattr
+    from cattr.attr import FeatureAblation, LayerIntegratedGradients
+    from cattr.llm import LLMAttribution, LLMGradientAttribution, TextTokenInput, TextTemplateInput
+
+    llm = cattr.load_llm("Qwen3-0.6B")                  # config.json, model.safetensors, tokenizer.json
+    fa = LLMAttribution(FeatureAblation(llm), llm.tokenizer)
+    res = fa.attribute(TextTokenInput("The capital of France is", llm.tokenizer), target=" Paris")
+    res.seq_attr, res.token_attr, res.input_tokens, res.output_tokens
+    res.plot_token_attr()                                 # matplotlib; in a notebook `res` shows an HTML heatmap
+
+    lig = LLMGradientAttribution(LayerIntegratedGradients(llm, "model.embed_tokens"), llm.tokenizer)
+    res = lig.attribute(TextTokenInput("The capital of France is", llm.tokenizer), target=" Paris", n_steps=16)
+
+The score of target token k is its log-probability after the prompt and target tokens 0..k-1 (Captum's
+attr_target="log_prob"). Attributions are numpy arrays (float64 holding the engine's float32 or float64 results).
+"""
+import ctypes
+import html
+import math
+import os
+import weakref
+
+import numpy as np
+
+from . import _lib
+from ._lib import lib, check
+from ._core import Model, _is_torch, to_numpy
+from . import attr as A
+
+__all__ = ["LLM", "load_llm", "Tokenizer", "TextTokenInput", "TextTemplateInput", "LLMAttribution",
+           "LLMGradientAttribution", "LLMAttributionResult"]
+
+DEFAULT_GEN_ARGS = {"max_new_tokens": 25, "do_sample": False}
+
+
+class Tokenizer:
+    """The checkpoint's tokenizer.json (byte-level BPE), with the methods Captum's LLM classes call: encode, decode,
+    convert_ids_to_tokens, convert_tokens_to_ids. No special tokens are added (as Qwen's tokenizer does)."""
+
+    def __init__(self, llm):
+        self._llm = llm
+
+    def encode(self, text, add_special_tokens=False, return_tensors=None, **kwargs):
+        ids = ctypes.POINTER(ctypes.c_int64)()
+        n = ctypes.c_int64()
+        check(lib.cattr_llm_encode(self._llm._h, text.encode("utf-8"), ctypes.byref(ids), ctypes.byref(n)))
+        try:
+            out = [ids[i] for i in range(n.value)]
+        finally:
+            _lib.c_free(ids)
+        if return_tensors == "pt":
+            import torch
+            return torch.tensor([out])
+        if return_tensors == "np":
+            return np.array([out], dtype=np.int64)
+        return out
+
+    __call__ = encode
+
+    def _token_bytes_text(self, i):
+        n = lib.cattr_llm_token_text(self._llm._h, int(i), None, 0)
+        buf = ctypes.create_string_buffer(n + 1)
+        lib.cattr_llm_token_text(self._llm._h, int(i), buf, n + 1)
+        return buf.raw[:n]
+
+    def decode(self, ids, skip_special_tokens=False, **kwargs):
+        """Text of a sequence of ids (each token's text, concatenated)."""
+        ids = _ids(ids)
+        return b"".join(self._token_bytes_text(i) for i in ids).decode("utf-8", "replace")
+
+    def convert_ids_to_tokens(self, ids):
+        if isinstance(ids, (int, np.integer)):
+            return self._token_bytes_text(ids).decode("utf-8", "replace")
+        return [self._token_bytes_text(i).decode("utf-8", "replace") for i in _ids(ids)]
+
+    def convert_tokens_to_ids(self, tokens):
+        one = isinstance(tokens, str)
+        out = []
+        for t in [tokens] if one else tokens:
+            ids = self.encode(t)
+            if len(ids) != 1:
+                raise ValueError("cattr: '%s' is not one token (it encodes to %s)" % (t, ids))
+            out.append(ids[0])
+        return out[0] if one else out
+
+    @property
+    def pad_token_id(self):
+        v = lib.cattr_llm_pad_token(self._llm._h)
+        return None if v < 0 else v
+
+    @property
+    def eos_token_id(self):
+        v = lib.cattr_llm_eos_token(self._llm._h)
+        return None if v < 0 else v
+
+
+def _ids(x):
+    if _is_torch(x) or isinstance(x, np.ndarray):
+        return [int(v) for v in to_numpy(x).reshape(-1)]
+    return [int(v) for v in x]
+
+
+class LLM:
+    """A Hugging Face decoder checkpoint loaded by cattr (qwen3, llama, qwen2, mistral). `llm.tokenizer` has
+    Captum-compatible encode/decode; the attribution classes of cattr.attr take `llm` as their model (its input is
+    token ids, its output the log-probabilities of the next token). `llm.double()` computes in float64."""
+
+    # the token embedding's output: with tied embeddings the library resolves the module path
+    # "model.embed_tokens" to the LM head that shares its weight ("logits"), not to the embedding
+    _layer_alias = {"model.embed_tokens": "hidden.embed"}
+
+    def __init__(self, handle, path):
+        self._h = handle
+        self.path = path
+        self.tokenizer = Tokenizer(self)
+        self.dtype = _lib.FLOAT32
+        self._model_ref = None  # a weak reference: the Model holds this LLM (its owner), not the other way round
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            lib.cattr_llm_free(h)
+            self._h = None
+
+    def __repr__(self):
+        return "<cattr.llm.LLM %s: vocab %d, context %d>" % (self.path, self.vocab_size, self.max_positions)
+
+    @property
+    def vocab_size(self):
+        return lib.cattr_llm_vocab_size(self._h)
+
+    @property
+    def max_positions(self):
+        return lib.cattr_llm_max_positions(self._h)
+
+    def to(self, device):
+        check(lib.cattr_llm_set_device(self._h, device.encode()))
+        return self
+
+    def double(self):
+        self.dtype = _lib.FLOAT64
+        return self
+
+    def float(self):
+        self.dtype = _lib.FLOAT32
+        return self
+
+    @property
+    def _cattr_model(self):
+        """The checkpoint as a cattr Model (input_ids -> next-token log-probabilities [batch, 1, vocab])."""
+        m = self._model_ref() if self._model_ref is not None else None
+        if m is None:
+            h = _lib.ModelP()
+            check(lib.cattr_llm_model(self._h, ctypes.byref(h)))
+            m = Model(h, path=self.path, owner=self)
+            self._model_ref = weakref.ref(m)
+        return m
+
+    def __call__(self, input_ids):
+        return self._cattr_model(input_ids)
+
+    def __getattr__(self, name):
+        # llm.model.embed_tokens: the checkpoint's modules (Captum's layer arguments), through its cattr Model
+        if name.startswith("_") or self.__dict__.get("_h") is None:
+            raise AttributeError(name)
+        return getattr(self._cattr_model, name)
+
+    def generate(self, input_ids, max_new_tokens=DEFAULT_GEN_ARGS["max_new_tokens"], do_sample=False, **kwargs):
+        """Greedy continuation (ids), stopping after the end-of-sequence token."""
+        if do_sample:
+            raise ValueError("cattr: generate: only greedy decoding (do_sample=False) is supported")
+        ids = np.ascontiguousarray(_ids(input_ids), dtype=np.int64)
+        out = ctypes.POINTER(ctypes.c_int64)()
+        n = ctypes.c_int64()
+        check(lib.cattr_llm_generate(self._h, self.dtype, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
+                                     ids.size, int(max_new_tokens), ctypes.byref(out), ctypes.byref(n)))
+        try:
+            return [out[i] for i in range(n.value)]
+        finally:
+            _lib.c_free(out)
+
+
+def load_llm(path, device=None):
+    h = _lib.LLMP()
+    check(lib.cattr_llm_load(os.fsencode(path), ctypes.byref(h)))
+    m = LLM(h, str(path))
+    if device:
+        m.to(device)
+    return m
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# inputs
+# ---------------------------------------------------------------------------------------------------------------
+
+class TextTokenInput:
+    """Captum's TextTokenInput: the prompt's tokens are the features. `baselines` is the replacement token (an id
+    or a token string; Captum's default 0) for the perturbation methods; `skip_tokens` are prompt tokens that are
+    not features (not attributed). cattr also takes a list of token ids as `text` (then `tokenizer` may be None)."""
+
+    def __init__(self, text, tokenizer, baselines=0, skip_tokens=None):
+        if isinstance(text, str):
+            if tokenizer is None:
+                raise ValueError("cattr: TextTokenInput: a tokenizer is needed for text")
+            self.input_ids = tokenizer.encode(text)
+        else:
+            self.input_ids = _ids(text)
+        self.tokenizer = tokenizer
+        if isinstance(baselines, str):
+            baselines = tokenizer.convert_tokens_to_ids(baselines)
+        self.baselines = int(baselines)
+        if skip_tokens and isinstance(skip_tokens[0], str):
+            skip_tokens = tokenizer.convert_tokens_to_ids(skip_tokens)
+        skip = set(skip_tokens or [])
+        self.itp_mask = None if not skip else np.array([i not in skip for i in self.input_ids])
+        kept = [i for i in self.input_ids if i not in skip]
+        if tokenizer is not None:
+            self.values = tokenizer.convert_ids_to_tokens(kept)
+        else:
+            self.values = [str(i) for i in kept]
+        self.n_itp_features = len(self.values)
+
+
+class TextTemplateInput:
+    """Captum's TextTemplateInput: a template with "{}" slots filled by `values`; the slots are the features
+    (FeatureAblation replaces slot i by baselines[i], default ""). `mask` is not supported."""
+
+    def __init__(self, template, values, baselines=None, mask=None):
+        if mask is not None:
+            raise ValueError("cattr: TextTemplateInput: mask is not supported")
+        if not isinstance(template, str) or isinstance(values, dict):
+            raise ValueError("cattr: TextTemplateInput: give a template string with '{}' slots and a list of values")
+        values = [str(v) for v in values]
+        if baselines is None:
+            baselines = [""] * len(values)
+        elif isinstance(baselines, str):
+            baselines = [baselines] * len(values)
+        baselines = [str(b) for b in baselines]
+        if len(baselines) != len(values):
+            raise ValueError("cattr: TextTemplateInput: %d baselines for %d values" % (len(baselines), len(values)))
+        self.template = template
+        self.values = values
+        self.baselines = baselines
+        self.n_itp_features = len(values)
+
+    def to_text(self):
+        return self.template.format(*self.values)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# results
+# ---------------------------------------------------------------------------------------------------------------
+
+def _rgb(v, m):
+    """Red for negative, green for positive, white for 0 (|v| relative to the largest m)."""
+    a = 0.0 if m <= 0 or not math.isfinite(v) else max(-1.0, min(1.0, v / m))
+    if a >= 0:
+        return "rgb(%d,%d,%d)" % (int(255 - 155 * a), 255, int(255 - 155 * a))
+    a = -a
+    return "rgb(%d,%d,%d)" % (255, int(255 - 155 * a), int(255 - 155 * a))
+
+
+class LLMAttributionResult:
+    """Captum's LLMAttributionResult: seq_attr [n_input_features], token_attr [n_output_tokens, n_input_features]
+    (None for Lime and KernelShap), input_tokens, output_tokens."""
+
+    def __init__(self, *, input_tokens, output_tokens, seq_attr, token_attr=None, output_probs=None):
+        self.input_tokens = list(input_tokens)
+        self.output_tokens = list(output_tokens)
+        self.seq_attr = np.asarray(seq_attr)
+        self.token_attr = None if token_attr is None else np.asarray(token_attr)
+        self.output_probs = output_probs
+        if self.seq_attr.shape != (len(self.input_tokens),):
+            raise ValueError("seq_attr and input_tokens must have the same length")
+        if self.token_attr is not None and self.token_attr.shape != (len(self.output_tokens),
+                                                                     len(self.input_tokens)):
+            raise ValueError("token_attr must have shape (n_output_tokens, n_input_tokens)")
+
+    @property
+    def seq_attr_dict(self):
+        return {k: v for v, k in zip(self.seq_attr.tolist(), self.input_tokens)}
+
+    def __repr__(self):
+        return "LLMAttributionResult(input_tokens=%r, output_tokens=%r, seq_attr=%r)" % (
+            self.input_tokens, self.output_tokens, self.seq_attr)
+
+    def plot_token_attr(self, show=False):
+        """Heatmap of token_attr (rows: output tokens, columns: input tokens); returns (fig, ax) unless show."""
+        if self.token_attr is None:
+            raise ValueError("token_attr is None (no token-level attribution was performed), please use "
+                             "plot_seq_attr instead for the sequence-level attribution plot")
+        import matplotlib.pyplot as plt
+
+        t = self.token_attr
+        m = float(np.nanmax(np.abs(t))) if t.size else 1.0
+        m = m if m > 0 else 1.0
+        fig, ax = plt.subplots(figsize=(max(4, 0.6 * t.shape[1] + 2), max(2, 0.5 * t.shape[0] + 1.5)))
+        im = ax.imshow(t, cmap="RdYlGn", vmax=m, vmin=-m, aspect="auto")
+        fig.colorbar(im, ax=ax, label="Token Attribution")
+        ax.set_xticks(np.arange(len(self.input_tokens)), labels=self.input_tokens, rotation=45, ha="right")
+        ax.set_yticks(np.arange(len(self.output_tokens)), labels=self.output_tokens)
+        for i in range(t.shape[0]):
+            for j in range(t.shape[1]):
+                ax.text(j, i, "%.4f" % t[i, j], ha="center", va="center", fontsize=7)
+        if show:
+            plt.show()
+            return None
+        return fig, ax
+
+    def plot_seq_attr(self, show=False):
+        """Bar plot of seq_attr; returns (fig, ax) unless show."""
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(self.input_tokens) + 2), 3))
+        ax.bar(np.arange(len(self.input_tokens)), self.seq_attr,
+               color=["#2a9d3a" if v >= 0 else "#d33" for v in self.seq_attr])
+        ax.set_xticks(np.arange(len(self.input_tokens)), labels=self.input_tokens, rotation=45, ha="right")
+        ax.set_ylabel("Sequence Attribution")
+        if show:
+            plt.show()
+            return None
+        return fig, ax
+
+    def _repr_html_(self):
+        """An HTML heatmap (notebooks show it for a result at the end of a cell)."""
+        rows = [("(sequence)", self.seq_attr)]
+        if self.token_attr is not None:
+            rows += list(zip(self.output_tokens, self.token_attr))
+        vals = np.concatenate([np.asarray(r, dtype=np.float64).reshape(-1) for _, r in rows])
+        vals = vals[np.isfinite(vals)]
+        m = float(np.abs(vals).max()) if vals.size else 1.0
+        out = ['<table style="border-collapse:collapse;font-family:monospace;font-size:12px">',
+               "<tr><th></th>" + "".join("<th style='padding:2px 6px'>%s</th>" % html.escape(t)
+                                         for t in self.input_tokens) + "</tr>"]
+        for name, r in rows:
+            cells = "".join("<td style='padding:2px 6px;background:%s' title='%.6g'>%.4f</td>" % (_rgb(v, m), v, v)
+                            for v in np.asarray(r, dtype=np.float64))
+            out.append("<tr><th style='padding:2px 6px;text-align:right'>%s</th>%s</tr>" % (html.escape(name), cells))
+        out.append("</table>")
+        return "\n".join(out)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the attribution wrappers
+# ---------------------------------------------------------------------------------------------------------------
+
+def _llm_of(attr_method):
+    ff = getattr(attr_method, "forward_func", None)
+    if not isinstance(ff, LLM):
+        raise TypeError("cattr: the attribution method must be built on a cattr LLM (cattr.load_llm)")
+    return ff
+
+
+def _pretty(tokenizer, ids):
+    out = []
+    for t in tokenizer.convert_ids_to_tokens(ids):
+        s = t.strip()
+        out.append(s if s else t)
+    return out
+
+
+class _BaseLLMAttribution:
+    def __init__(self, attr_method, tokenizer):
+        self.attr_method = attr_method
+        self.model = _llm_of(attr_method)
+        self.tokenizer = tokenizer
+
+    def _targets(self, inp, target, skip_tokens, gen_args):
+        if target is None:
+            if isinstance(inp, TextTemplateInput):
+                prompt = self.tokenizer.encode(inp.to_text())
+            else:
+                prompt = inp.input_ids
+            args = dict(DEFAULT_GEN_ARGS)
+            args.update(gen_args or {})
+            return self.model.generate(prompt, **args)
+        if gen_args is not None:
+            raise ValueError("gen_args must be None when target is given")
+        if skip_tokens and isinstance(skip_tokens[0], str):
+            skip_tokens = self.tokenizer.convert_tokens_to_ids(skip_tokens)
+        skip = set(skip_tokens or [])
+        ids = self.tokenizer.encode(target) if isinstance(target, str) else _ids(target)
+        return [i for i in ids if i not in skip]
+
+    def _params(self, method, fields, extra):
+        p = A._defaults(method)
+        p.dtype = self.model.dtype
+        for k, v in fields.items():
+            if v is None:
+                continue
+            if k == "method":
+                q = lib.cattr_quadrature_from_name(str(v).encode())
+                if q < 0:
+                    raise ValueError("cattr: method: unknown integration method '%s'" % v)
+                p.quadrature = q
+            elif isinstance(v, (bool, np.bool_, int, np.integer)):
+                setattr(p, k, int(v))
+            else:
+                setattr(p, k, float(v))
+        for k in extra:
+            if k not in ("_draws", "_permutations", "_seed", "_max_memory", "_device"):
+                raise TypeError("attribute() got an unexpected keyword argument '%s'" % k)
+        if extra.get("_seed") is not None:
+            p.seed = int(extra["_seed"])
+        if extra.get("_max_memory") is not None:
+            p.max_memory = int(extra["_max_memory"])
+        return p
+
+    def _run(self, p, prompt, target, baseline_token, extra, keep, want_token=True):
+        T, n = len(prompt), len(target)
+        if n == 0:
+            raise ValueError("cattr: the target has no tokens")
+        pr = np.ascontiguousarray(prompt, dtype=np.int64)
+        tg = np.ascontiguousarray(target, dtype=np.int64)
+        c = _lib.LLMCall()
+        c.prompt = pr.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        c.n_prompt = T
+        c.target = tg.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        c.n_target = n
+        c.baseline_token = -1 if baseline_token is None else int(baseline_token)
+        perms = extra.get("_permutations")
+        if perms is not None:
+            pa = np.ascontiguousarray(np.asarray(perms, dtype=np.int64).reshape(-1))
+            if pa.size != p.n_samples * T:
+                raise ValueError("cattr: _permutations: %d values for n_samples=%d orders of %d tokens" %
+                                 (pa.size, p.n_samples, T))
+            keep.append(pa)
+            c.permutations = pa.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        from ._core import _TensorList, _ptr_array
+        tl = _TensorList()
+        try:
+            draws = extra.get("_draws")
+            if draws:
+                dp = [tl.make(to_numpy(a)) for _, a in draws]
+                roles = [r.encode() if r else None for r, _ in draws]
+                ra = (ctypes.c_char_p * len(roles))(*roles)
+                keep.extend([roles, ra])
+                arr = _ptr_array(dp)
+                keep.append(arr)
+                c.draws = arr
+                c.draw_roles = ra
+                c.n_draws = len(dp)
+            seq = np.zeros(T, dtype=np.float64)
+            tok = np.zeros((n, T), dtype=np.float64)
+            lp = np.zeros(n, dtype=np.float64)
+            dl = np.zeros(n, dtype=np.float64)
+            dp_ = ctypes.POINTER(ctypes.c_double)
+            intr = _lib.Interruptible()
+            intr.install(p)
+            intr.run(lib.cattr_llm_attribute, self.model._h, ctypes.byref(p), ctypes.byref(c),
+                     seq.ctypes.data_as(dp_), tok.ctypes.data_as(dp_), lp.ctypes.data_as(dp_), dl.ctypes.data_as(dp_))
+        finally:
+            tl.free()
+        return seq, tok, lp, dl
+
+
+class LLMAttribution(_BaseLLMAttribution):
+    """Captum's LLMAttribution around FeatureAblation, ShapleyValueSampling, Lime or KernelShap of a cattr LLM
+    (attr_target "log_prob"). Keyword arguments of attribute() go to the method (n_samples,
+    perturbations_per_eval); cattr-specific: _draws (Lime/KernelShap recorded draws), _permutations
+    (ShapleyValueSampling recorded orders, [n_samples, T]), _seed."""
+
+    SUPPORTED_METHODS = (A.FeatureAblation, A.ShapleyValueSampling, A.Lime, A.KernelShap)
+    SUPPORTED_INPUTS = (TextTemplateInput, TextTokenInput)
+
+    def __init__(self, attr_method, tokenizer, attr_target="log_prob"):
+        if not isinstance(attr_method, self.SUPPORTED_METHODS) or isinstance(attr_method, A.LimeBase):
+            raise TypeError("cattr: LLMAttribution does not support %s" % type(attr_method).__name__)
+        if attr_target != "log_prob":
+            raise ValueError("cattr: LLMAttribution: only attr_target='log_prob' is supported")
+        super().__init__(attr_method, tokenizer)
+        self.attr_target = attr_target
+
+    def attribute(self, inp, target=None, skip_tokens=None, num_trials=1, gen_args=None, use_cached_outputs=True,
+                  _inspect_forward=None, **kwargs):
+        if not isinstance(inp, self.SUPPORTED_INPUTS):
+            raise ValueError("LLMAttribution does not support input type %s" % type(inp).__name__)
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
+        method = self.attr_method._captum_name
+        fields = {}
+        for k in ("n_samples", "perturbations_per_eval"):
+            if k in kwargs:
+                fields[k] = kwargs.pop(k)
+        kwargs.pop("show_progress", None)
+        if kwargs.pop("feature_mask", None) is not None:
+            raise ValueError("cattr: LLMAttribution: feature_mask is not supported (the features are the tokens or "
+                             "the template's slots)")
+        if kwargs:
+            raise TypeError("attribute() got unexpected keyword arguments %s" % sorted(kwargs))
+        fields.update(getattr(self.attr_method, "_lime", {}))
+        target_ids = self._targets(inp, target, skip_tokens, gen_args)
+        seqs, toks = [], []
+        for trial in range(int(num_trials)):
+            ex = dict(extra)
+            if num_trials > 1 and ex.get("_seed") is None:
+                ex["_seed"] = trial
+            p = self._params(method, fields, ex)
+            keep = []
+            if isinstance(inp, TextTemplateInput):
+                if method != "FeatureAblation":
+                    raise ValueError("cattr: TextTemplateInput is supported with FeatureAblation only")
+                seq, tok = self._template(p, inp, target_ids)
+            else:
+                if inp.itp_mask is not None and method != "FeatureAblation":
+                    raise ValueError("cattr: skip_tokens of a TextTokenInput are supported with FeatureAblation and "
+                                     "the gradient methods only")
+                seq, tok, _, _ = self._run(p, inp.input_ids, target_ids, inp.baselines, ex, keep)
+                if inp.itp_mask is not None:
+                    seq, tok = seq[inp.itp_mask], tok[:, inp.itp_mask]
+            seqs.append(seq)
+            toks.append(tok)
+        seq = np.mean(seqs, axis=0)
+        tok = np.mean(toks, axis=0)
+        token_attr = None if method in ("Lime", "KernelShap") else tok
+        return LLMAttributionResult(seq_attr=seq, token_attr=token_attr, input_tokens=inp.values,
+                                    output_tokens=_pretty(self.tokenizer, target_ids))
+
+    def _template(self, p, inp, target_ids):
+        n, S = len(target_ids), len(inp.values)
+        vals = [v.encode("utf-8") for v in inp.values]
+        bls = [b.encode("utf-8") for b in inp.baselines]
+        va = (ctypes.c_char_p * S)(*vals)
+        ba = (ctypes.c_char_p * S)(*bls)
+        tg = np.ascontiguousarray(target_ids, dtype=np.int64)
+        seq = np.zeros(S, dtype=np.float64)
+        tok = np.zeros((n, S), dtype=np.float64)
+        dp = ctypes.POINTER(ctypes.c_double)
+        intr = _lib.Interruptible()
+        intr.install(p)
+        intr.run(lib.cattr_llm_attribute_template, self.model._h, ctypes.byref(p), inp.template.encode("utf-8"), va,
+                 ba, S, tg.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), n, seq.ctypes.data_as(dp),
+                 tok.ctypes.data_as(dp))
+        return seq, tok
+
+
+class LLMGradientAttribution(_BaseLLMAttribution):
+    """Captum's LLMGradientAttribution around LayerIntegratedGradients or LayerGradientXActivation at the
+    embedding layer of a cattr LLM ("model.embed_tokens"). Keyword arguments: n_steps, method,
+    internal_batch_size, and baselines (None: the zero embedding; a token id: that token's embedding)."""
+
+    SUPPORTED_METHODS = (A.LayerIntegratedGradients, A.LayerGradientXActivation)
+    SUPPORTED_INPUTS = (TextTokenInput,)
+
+    def __init__(self, attr_method, tokenizer):
+        if not isinstance(attr_method, self.SUPPORTED_METHODS):
+            raise TypeError("cattr: LLMGradientAttribution does not support %s" % type(attr_method).__name__)
+        super().__init__(attr_method, tokenizer)
+        layer = attr_method.layer
+        if not isinstance(layer, str):
+            raise ValueError("cattr: LLMGradientAttribution: one layer (the embedding)")
+        m = self.model._cattr_model if layer != "hidden.embed" else None
+        if m is not None and m.resolve(layer) != m.resolve("hidden.embed"):
+            raise ValueError("cattr: LLMGradientAttribution: the layer must be the token embedding "
+                             "('model.embed_tokens'), not '%s'" % layer)
+        if not attr_method._ctor.get("multiply_by_inputs", 1):
+            raise ValueError("cattr: LLMGradientAttribution: multiply_by_inputs=False is not supported")
+
+    def attribute(self, inp, target=None, skip_tokens=None, gen_args=None, **kwargs):
+        if not isinstance(inp, self.SUPPORTED_INPUTS):
+            raise ValueError("LLMGradientAttribution does not support input type %s" % type(inp).__name__)
+        extra = {k: kwargs.pop(k) for k in list(kwargs) if k.startswith("_")}
+        method = self.attr_method._captum_name
+        fields = {}
+        if method == "LayerIntegratedGradients":
+            fields = {k: kwargs.pop(k) for k in ("n_steps", "method", "internal_batch_size") if k in kwargs}
+        baselines = kwargs.pop("baselines", None)
+        if baselines is not None:
+            b = sorted(set(_ids([baselines] if isinstance(baselines, (int, np.integer)) else baselines)))
+            if len(b) != 1:
+                raise ValueError("cattr: LLMGradientAttribution: baselines must be one token id (for every "
+                                 "position)")
+            baselines = b[0]
+        if kwargs:
+            raise TypeError("attribute() got unexpected keyword arguments %s" % sorted(kwargs))
+        target_ids = self._targets(inp, target, skip_tokens, gen_args)
+        p = self._params(method, fields, extra)
+        seq, tok, _, _ = self._run(p, inp.input_ids, target_ids, baselines, extra, [])
+        if inp.itp_mask is not None:
+            tok = tok[:, inp.itp_mask]
+            seq = tok.sum(0)
+        return LLMAttributionResult(seq_attr=seq, token_attr=tok, input_tokens=inp.values,
+                                    output_tokens=_pretty(self.tokenizer, target_ids))
