@@ -3,8 +3,8 @@
 
 For a few small calls (the digits classifier, batch 1), it times `attribute()` through cattr.attr and the same
 explainer run through the bare C API (cattr_explainer_run on tensors made once), and reports the difference: what
-the Python layer adds per call (argument conversion, the explainer cache look-up, one copy of each input into a
-cattr tensor and of each result out of one). The issue's target is under 20 us.
+the Python layer adds per call (argument conversion, the explainer cache look-up, wrapping each input (no copy when
+it is C-contiguous in the compute dtype) and one copy of each result out). The issue's target is under 20 us.
 
     PYTHONPATH=python CATTR_LIB=build/libcattr.so python3 bench/python_overhead.py [--calls N] [--json FILE]
 """

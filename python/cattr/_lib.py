@@ -350,11 +350,32 @@ def check(status, what=None):
         raise error(status, what)
 
 
+# Ctrl-C during a long library call. Swapping SIGINT's handler around every call costs microseconds (two
+# sigaction calls), so the package installs one handler, the first time a call runs in the main thread, and keeps it:
+# while a call runs it asks the library to cancel; otherwise it does what the handler before it did (Python's
+# default: KeyboardInterrupt). A handler installed later by the program replaces it and is called as usual.
+_active = None      # the Interruptible of the call running in the main thread, or None
+_prev_sigint = None  # the handler ours replaced
+
+
+def _on_sigint(signum, frame):
+    a = _active
+    if a is not None:
+        a.flag.value = 1
+        a.hit = True
+        return
+    prev = _prev_sigint
+    if callable(prev):
+        prev(signum, frame)
+    elif prev != _signal.SIG_IGN:
+        raise KeyboardInterrupt
+
+
 class Interruptible:
     """Ctrl-C during a long library call. The call gets a cancel flag and a progress callback; while it runs in the
-    main thread, SIGINT's Python handler is replaced by one that sets the flag. CPython runs that handler when the
-    library calls back into Python after a chunk of work (a callback executes bytecode in the main thread); the
-    library then stops the call with CATTR_ERR_CANCELLED, and `run` raises KeyboardInterrupt."""
+    main thread, SIGINT sets the flag (above). CPython runs the handler when the library calls back into Python after
+    a chunk of work (a callback executes bytecode in the main thread); the library then stops the call with
+    CATTR_ERR_CANCELLED, and `run` raises KeyboardInterrupt."""
 
     __slots__ = ("flag", "hit")
 
@@ -366,25 +387,27 @@ class Interruptible:
         p.progress = _PROGRESS_NOOP
         p.cancel = ctypes.pointer(self.flag)
 
-    def _handler(self, signum, frame):
-        self.flag.value = 1
-        self.hit = True
-
     def run(self, fn, *args):
         """fn(*args) (a status) with Ctrl-C turned into cancellation; raises like check()."""
+        global _active, _prev_sigint
         self.flag.value = 0
         self.hit = False
-        old = None
-        if _get_ident() == _MAIN_IDENT:
-            try:
-                old = _signal.signal(_SIGINT, self._handler)
-            except (ValueError, TypeError):  # not the main interpreter, or signals unavailable
-                old = None
+        main = _get_ident() == _MAIN_IDENT
+        if main:
+            cur = _signal.getsignal(_SIGINT)
+            if cur is not _on_sigint:
+                try:
+                    _signal.signal(_SIGINT, _on_sigint)
+                    _prev_sigint = cur
+                except (ValueError, TypeError):  # not the main interpreter, or signals unavailable
+                    main = False
+        if main:
+            _active = self
         try:
             st = fn(*args)
         finally:
-            if old is not None:
-                _signal.signal(_SIGINT, old)
+            if main:
+                _active = None
         if st == ERR_CANCELLED and self.hit:
             raise KeyboardInterrupt
         check(st)
