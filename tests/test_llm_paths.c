@@ -36,6 +36,13 @@ int main(void) {
     cattr_llm *m = NULL;
     CHECK(cattr_llm_load(dir, &m) == CATTR_OK, "load: %s", cattr_last_error());
     if (!m) return 1;
+    { /* module paths: the embedding is its gather, not the output head tied to its weight */
+        const cattr_model *mm = NULL;
+        const char *v = NULL;
+        CHECK(cattr_llm_model(m, &mm) == CATTR_OK && mm, "cattr_llm_model");
+        CHECK(mm && cattr_model_resolve_value(mm, "model.embed_tokens", &v) == CATTR_OK && !strcmp(v, "hidden.embed"),
+              "model.embed_tokens resolves to '%s'", v ? v : "(none)");
+    }
     enum { T = 40, N = 3 };
     int64_t prompt[T], tg[N] = {7, 9, 13};
     for (int i = 0; i < T; i++) prompt[i] = (i * 37) % 200 + 3;

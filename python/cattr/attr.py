@@ -978,9 +978,6 @@ class LayerAttribution(Attribution):
 
     def __init__(self, forward_func, layer, device_ids=None, **ctor):
         layer = layer_name(layer)
-        alias = getattr(type(forward_func), "_layer_alias", None)  # a language model's module paths (cattr.llm)
-        if alias:
-            layer = [alias.get(x, x) for x in layer] if isinstance(layer, list) else alias.get(layer, layer)
         ok = isinstance(layer, str) or (
             isinstance(layer, (list, tuple)) and layer and all(
                 isinstance(x, str) or (isinstance(layer, list) and isinstance(x, tuple) and x and

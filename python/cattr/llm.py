@@ -107,10 +107,6 @@ class LLM:
     Captum-compatible encode/decode; the attribution classes of cattr.attr take `llm` as their model (its input is
     token ids, its output the log-probabilities of the next token). `llm.double()` computes in float64."""
 
-    # the token embedding's output: with tied embeddings the library resolves the module path
-    # "model.embed_tokens" to the LM head that shares its weight ("logits"), not to the embedding
-    _layer_alias = {"model.embed_tokens": "hidden.embed"}
-
     def __init__(self, handle, path):
         self._h = handle
         self.path = path

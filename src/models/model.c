@@ -238,12 +238,21 @@ const char *cattr_model_output_name(const cattr_model *m, int i) {
 
 /* ---- module paths ------------------------------------------------------------------------------------------ */
 
+/* Whether a node before nd (in g's order) reads value v. */
+static bool read_before(const cg_graph *g, const cg_node *nd, int v) {
+    for (const cg_node *p = g->nodes; p < nd; p++)
+        for (int j = 0; j < p->n_in; j++)
+            if (p->in[j] == v) return true;
+    return false;
+}
+
 /* PyTorch module path of a node, written to buf; false for nodes outside any module. Exporters from torch 1.13 name
  * nodes by their scopes, "/layer4/layer4.1/conv2/Conv", where a scope is either the child's attribute name or the
  * scope before it, a dot and the child's name ("layer4.1" inside "layer4", "mlp.0" inside "mlp"): the path grows by
  * the child's name -> "layer4.1.conv2", "features.1.0.mlp.0". Older exporters name nodes "Conv_12": their module is
  * the one owning the node's weight ("layer4.1.conv2.weight" -> "layer4.1.conv2"), when the export kept that name (not
- * for nodes of constants only, such as the Identity an exporter writes for a shared weight). */
+ * for nodes of constants only, such as the Identity an exporter writes for a shared weight, nor for a later reader of
+ * a weight an earlier node read: a language model's output head tied to its embedding is not the embedding). */
 static bool node_module_of(const cg_graph *g, const cg_node *nd, char *buf, size_t size) {
     const char *name = nd->name;
     if (name[0] != '/') {
@@ -252,6 +261,7 @@ static bool node_module_of(const cg_graph *g, const cg_node *nd, char *buf, size
         if (!data) return false;
         for (int j = 0; g && j < nd->n_in; j++) {
             if (nd->in[j] < 0 || g->vals[nd->in[j]].kind != CG_VAL_CONST) continue;
+            if (read_before(g, nd, nd->in[j])) continue; /* a shared weight: its module is its first reader's */
             const char *w = g->vals[nd->in[j]].name;
             size_t n = strlen(w);
             const char *suf = n > 7 && !strcmp(w + n - 7, ".weight") ? ".weight" : n > 5 && !strcmp(w + n - 5, ".bias") ? ".bias" : NULL;
