@@ -220,6 +220,15 @@ def _neuron(p, sel):
             p.neuron_slice_is_index[k] = 1
 
 
+def _quadrature(v):
+    """The cattr_quadrature of Captum's `method` argument of IG-style methods."""
+    q = lib.cattr_quadrature_from_name(str(v).encode())
+    if q < 0:
+        raise ValueError("cattr: method: unknown integration method '%s' (riemann_left, riemann_right, "
+                         "riemann_middle, riemann_trapezoid, gausslegendre)" % v)
+    return q
+
+
 def _window(p, field, value, n_inputs):
     """sliding_window_shapes / strides as Captum takes them: one tuple for a single input (its dims without the
     batch), a tuple of tuples (one per input), an int (strides: every dim), or a flat tuple of ints, one per input
@@ -335,11 +344,7 @@ class Attribution:
             if v is None:
                 continue
             if k == "method":
-                q = lib.cattr_quadrature_from_name(str(v).encode())
-                if q < 0:
-                    raise ValueError("cattr: method: unknown integration method '%s' (riemann_left, riemann_right, "
-                                     "riemann_middle, riemann_trapezoid, gausslegendre)" % v)
-                p.quadrature = q
+                p.quadrature = _quadrature(v)
             elif k == "nt_type":
                 if v not in _NT_TYPES:
                     raise ValueError("cattr: nt_type: '%s' is not one of smoothgrad, smoothgrad_sq, vargrad" % v)

@@ -387,10 +387,7 @@ class _BaseLLMAttribution:
             if v is None:
                 continue
             if k == "method":
-                q = lib.cattr_quadrature_from_name(str(v).encode())
-                if q < 0:
-                    raise ValueError("cattr: method: unknown integration method '%s'" % v)
-                p.quadrature = q
+                p.quadrature = A._quadrature(v)
             elif isinstance(v, (bool, np.bool_, int, np.integer)):
                 setattr(p, k, int(v))
             else:
