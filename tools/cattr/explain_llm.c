@@ -2,6 +2,7 @@
  * Captum's LLMAttributionResult fields as JSON, a self-contained HTML heatmap, and a terminal view. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "mpi_driver.h"
 
 #include "io/fileutil.h"
 #include "viz/heatmap.h"
@@ -58,7 +59,8 @@ static void help(FILE *f) {
         "                          the other options are every line's defaults. One result per line in --output\n"
         "                          RESULTS.jsonl (the JSON below plus \"id\"; {\"id\", \"error\", \"status\"} for a request\n"
         "                          that fails, and the run goes on), appended and synced one by one: a rerun skips the\n"
-        "                          ids already there. Exit code 1 when any request failed\n"
+        "                          ids already there. Exit code 1 when any request failed. Under mpirun -n N (a build\n"
+        "                          with MPI) the N ranks share the requests and rank 0 writes the same file\n"
         "  --output FILE.json      input_tokens, input_ids, output_tokens, output_ids, seq_attr, token_attr,\n"
         "                          target_logprobs, method, args, convergence_delta\n"
         "  --html FILE             a heatmap page that opens in any browser without network access\n"
@@ -418,26 +420,20 @@ static bool id_done(const cJSON *done, const char *txt) {
     return false;
 }
 
-/* Appends one record (a line of JSON) and makes it durable. */
-static cattr_status corpus_append(int fd, cJSON *rec, const char *path) {
-    char *text = cJSON_PrintUnformatted(rec);
-    if (!text) return CATTR_ERR_NO_MEMORY;
-    size_t len = strlen(text);
-    text[len] = '\n'; /* replaces the terminator: written as one line */
+/* Appends one record (a line of JSON ending in a newline: len bytes) and makes it durable. */
+static cattr_status corpus_append(int fd, const char *text, size_t len, const char *path) {
     const char *p = text;
-    size_t left = len + 1;
+    size_t left = len;
     while (left > 0) {
         ssize_t w = write(fd, p, left);
         if (w < 0 && errno == EINTR) continue;
         if (w <= 0) {
-            free(text);
             fprintf(stderr, "cattr: cannot append to '%s': %s\n", path, strerror(errno));
             return CATTR_ERR_IO;
         }
         p += w;
         left -= (size_t)w;
     }
-    free(text);
     fdatasync(fd);
     return CATTR_OK;
 }
@@ -588,126 +584,267 @@ static void corpus_show(corpus_progress *cp, bool last) {
     cp->shown = true;
 }
 
-/* `--prompts FILE.jsonl --output RESULTS.jsonl`: one request per line, one result record per line (the single call's
- * JSON plus "id"; an error record {"id", "error", "status"} for a request that fails), appended and made durable one
- * by one. A rerun skips the ids already in the output (a torn last line is dropped first). Exit code: CLI_OK when
- * every request succeeded, CLI_FAIL when any failed, CLI_USAGE when the files cannot be used. */
-static int corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, const char *prompts,
-                  const char *output, bool quiet) {
+/* A corpus run: the requests still to do and, on rank 0, the output. Every rank holds the requests file (read by rank
+ * 0 and broadcast: only rank 0 needs the files) and the list of pending lines. */
+typedef struct corpus_run {
+    cattr_llm *m;
+    const cattr_attr_params *p0;
+    const llm_req *r0;
+    bool quiet;
+    char *text;             /* the requests file, every line NUL-terminated */
+    int64_t *off, *lineno;  /* the pending lines: their offsets in text and line numbers */
+    char *idbuf[2];
+    /* rank 0 */
+    int fd;
+    const char *output;
+    corpus_progress cp;
+    int64_t n_ok, n_failed;
+} corpus_run;
+
+/* One request (mpi_driver_work_fn): its record, the exact line the output gets, then a NUL and the message for
+ * stderr (empty when it succeeded). Returns 0, 1 when the request failed (an error record), -1 out of memory. */
+static int corpus_work(int64_t item, char **data, size_t *len, void *user) {
+    corpus_run *c = user;
+    const char *line = c->text + c->off[item];
+    int64_t lineno = c->lineno[item];
+    char err[2048];
+    cJSON *rq = cJSON_Parse(line);
+    const cJSON *idv = rq ? cJSON_GetObjectItemCaseSensitive(rq, "id") : NULL;
+    cJSON *id = idv ? cJSON_Duplicate(idv, true) : cJSON_CreateNumber((double)lineno);
+    char *idtxt = id ? cJSON_PrintUnformatted(id) : NULL;
+    llm_req r = *c->r0;
+    cattr_attr_params p = *c->p0;
+    llm_out o;
+    memset(&o, 0, sizeof o);
+    cJSON *rec = NULL;
+    int code = CLI_OK;
+    cattr_status ast = CATTR_OK;
+    if (!rq) {
+        snprintf(err, sizeof err, "line %lld is not valid JSON", (long long)lineno);
+        code = CLI_USAGE;
+    } else if (!parse_request(rq, &r, &p, c->idbuf, err, sizeof err)) {
+        code = CLI_USAGE;
+    }
+    if (code == CLI_OK) code = req_prepare(c->m, &p, &r, &o, err, sizeof err);
+    if (code == CLI_OK) {
+        ast = req_attribute(c->m, &p, &r, &o, NULL, NULL, NULL, NULL);
+        if (ast != CATTR_OK) code = req_fail(err, sizeof err, CLI_FAIL, "attribution failed", true);
+    }
+    if (code == CLI_OK) code = req_texts(c->m, &r, &o, err, sizeof err);
+    if (code == CLI_OK) {
+        rec = result_json(&p, &o);
+        if (rec && o.generated) cJSON_AddTrueToObject(rec, "generated");
+    } else {
+        rec = cJSON_CreateObject();
+        if (rec) {
+            cJSON_AddStringToObject(rec, "error", err);
+            cJSON_AddStringToObject(rec, "status", ast != CATTR_OK ? cattr_status_string(ast)
+                                                   : code == CLI_USAGE ? "bad request" : "failed");
+        }
+    }
+    char *text = NULL;
+    if (rec && id) {
+        cJSON_AddItemToObject(rec, "id", id); /* the record owns it from here */
+        id = NULL;
+        text = cJSON_PrintUnformatted(rec);
+    }
+    char esc[1024] = "";
+    if (code != CLI_OK) cx_escape_text(err, esc, sizeof esc);
+    int status = code == CLI_OK ? 0 : 1;
+    if (text && idtxt) {
+        size_t tl = strlen(text), ml = code != CLI_OK ? strlen("request : ") + strlen(idtxt) + strlen(esc) : 0;
+        *data = malloc(tl + ml + 3);
+        if (*data) {
+            memcpy(*data, text, tl);
+            (*data)[tl] = '\n';
+            (*data)[tl + 1] = 0;
+            (*data)[tl + 2] = 0;
+            if (ml) snprintf(*data + tl + 2, ml + 1, "request %s: %s", idtxt, esc);
+            *len = tl + ml + 3;
+        }
+    }
+    if (!*data) status = -1;
+    free(text);
+    cJSON_Delete(rec);
+    cJSON_Delete(id);
+    cJSON_Delete(rq);
+    free(idtxt);
+    out_free(&o);
+    return status;
+}
+
+/* Rank 0, in input order (mpi_driver_deliver_fn): appends a record and reports a failed request. Returns 0, or 1
+ * when the output cannot be written (the message is printed). */
+static int corpus_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
+    corpus_run *c = user;
+    (void)item;
+    size_t rl = strnlen(data, len);
+    if (corpus_append(c->fd, data, rl, c->output) != CATTR_OK) return 1;
+    if (status == 0) c->n_ok++;
+    else c->n_failed++;
+    if (status != 0 && !c->quiet && rl + 1 < len) {
+        fprintf(stderr, "%scattr: %s\n", c->cp.shown ? "\n" : "", data + rl + 1);
+        c->cp.shown = false;
+    }
+    c->cp.done++;
+    corpus_show(&c->cp, false);
+    return 0;
+}
+
+/* Rank 0: reads the requests file into c->text (lines NUL-terminated), drops a torn last line of the output, opens it
+ * for appending and lists the lines still to do (not blank, their id neither in the output nor on an earlier line).
+ * Sets hdr: {n pending, total requests, already done}. Returns CLI_OK or the exit code (the message printed). */
+static int corpus_setup(corpus_run *c, const char *prompts, size_t *text_len, int64_t hdr[3]) {
     char err[2048];
     FILE *in = fopen(prompts, "rb");
     if (!in) return cli_usage_error("cannot open '%s': %s", prompts, strerror(errno));
     cJSON *done = NULL;
-    int rc = corpus_done_ids(output, &done, err, sizeof err);
+    int rc = corpus_done_ids(c->output, &done, err, sizeof err);
     if (rc != CLI_OK) {
         fclose(in);
         cJSON_Delete(done);
         return rc == CLI_USAGE ? cli_usage_error("%s", err) : cli_error(CATTR_ERR_NO_MEMORY, err);
     }
-    int fd = open(output, O_WRONLY | O_CREAT | O_APPEND, 0644);
-    if (fd < 0) {
+    c->fd = open(c->output, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (c->fd < 0) {
         fclose(in);
         cJSON_Delete(done);
-        return cli_usage_error("cannot open '%s' for appending: %s", output, strerror(errno));
+        return cli_usage_error("cannot open '%s' for appending: %s", c->output, strerror(errno));
     }
-    /* count the requests first, for the progress bar */
-    int64_t total = 0;
-    for (int c; (c = fgetc(in)) != EOF;) total += c == '\n';
-    rewind(in);
-    corpus_progress cp = {now_s(), 0, total, isatty(STDERR_FILENO) && !quiet, false};
-    int64_t n_ok = 0, n_failed = 0, n_skipped = 0, lineno = 0;
-    char *line = NULL, *idbuf[2] = {malloc(65536), malloc(65536)};
-    size_t cap = 0;
-    ssize_t len;
-    cattr_status wst = CATTR_OK;
-    if (!idbuf[0] || !idbuf[1]) wst = CATTR_ERR_NO_MEMORY;
-    while (wst == CATTR_OK && (len = getline(&line, &cap, in)) >= 0) {
+    size_t cap = 1 << 16, n = 0;
+    c->text = malloc(cap + 1);
+    for (size_t got; c->text && (got = fread(c->text + n, 1, cap - n, in)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *grown = realloc(c->text, 2 * cap + 1);
+            if (!grown) free(c->text);
+            c->text = grown;
+            cap *= 2;
+        }
+    }
+    bool rd = c->text && !ferror(in);
+    fclose(in);
+    if (!rd) {
+        cJSON_Delete(done);
+        return c->text ? cli_usage_error("cannot read '%s'", prompts) : cli_error(CATTR_ERR_NO_MEMORY, "corpus");
+    }
+    c->text[n] = 0;
+    *text_len = n + 1;
+    int64_t total = 0, lines = 0, skipped = 0, np = 0;
+    for (size_t k = 0; k < n; k++) total += c->text[k] == '\n';
+    lines = total + (n > 0 && c->text[n - 1] != '\n');
+    c->off = malloc((size_t)(lines + 1) * sizeof *c->off);
+    c->lineno = malloc((size_t)(lines + 1) * sizeof *c->lineno);
+    bool oom = !c->off || !c->lineno;
+    int64_t lineno = 0;
+    for (size_t at = 0; !oom && at < n;) { /* the lines as getline() gives them */
+        char *s = c->text + at, *nl = memchr(s, '\n', n - at);
+        size_t len = nl ? (size_t)(nl - s) : n - at;
+        at += len + (nl != NULL);
+        s[len] = 0;
         lineno++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        while (len > 0 && s[len - 1] == '\r') s[--len] = 0;
         if (len == 0) { /* blank lines are allowed and skipped */
-            cp.total--;
+            total--;
             continue;
         }
-        cJSON *rq = cJSON_Parse(line);
+        cJSON *rq = cJSON_Parse(s);
         const cJSON *idv = rq ? cJSON_GetObjectItemCaseSensitive(rq, "id") : NULL;
         cJSON *id = idv ? cJSON_Duplicate(idv, true) : cJSON_CreateNumber((double)lineno);
-        char *idtxt = cJSON_PrintUnformatted(id);
-        if (!idtxt) wst = CATTR_ERR_NO_MEMORY;
-        if (wst == CATTR_OK && id_done(done, idtxt)) {
-            n_skipped++;
-            cp.done++;
-            cJSON_Delete(rq);
-            cJSON_Delete(id);
-            free(idtxt);
-            continue;
+        char *idtxt = id ? cJSON_PrintUnformatted(id) : NULL;
+        if (!idtxt) oom = true;
+        else if (id_done(done, idtxt)) skipped++;
+        else { /* to do; a later line with the same id is skipped, as the record written for this one would make it */
+            c->off[np] = s - c->text;
+            c->lineno[np++] = lineno;
+            cJSON_AddItemToArray(done, cJSON_CreateString(idtxt));
         }
-        llm_req r = *r0;
-        cattr_attr_params p = *p0;
-        llm_out o;
-        memset(&o, 0, sizeof o);
-        cJSON *rec = NULL;
-        int code = CLI_OK;
-        cattr_status ast = CATTR_OK;
-        if (!rq) {
-            snprintf(err, sizeof err, "line %lld is not valid JSON", (long long)lineno);
-            code = CLI_USAGE;
-        } else if (!parse_request(rq, &r, &p, idbuf, err, sizeof err)) {
-            code = CLI_USAGE;
+        cJSON_Delete(rq);
+        cJSON_Delete(id);
+        free(idtxt);
+    }
+    cJSON_Delete(done);
+    if (oom) return cli_error(CATTR_ERR_NO_MEMORY, "corpus");
+    hdr[0] = np;
+    hdr[1] = total;
+    hdr[2] = skipped;
+    return CLI_OK;
+}
+
+/* `--prompts FILE.jsonl --output RESULTS.jsonl`: one request per line, one result record per line (the single call's
+ * JSON plus "id"; an error record {"id", "error", "status"} for a request that fails), appended and made durable one
+ * by one. A rerun skips the ids already in the output (a torn last line is dropped first). Exit code: CLI_OK when
+ * every request succeeded, CLI_FAIL when any failed, CLI_USAGE when the files cannot be used.
+ * Under mpirun (mpi_driver.h) every rank calls this: rank 0 reads the files and broadcasts the requests still to do,
+ * every rank computes requests handed out one by one, and rank 0 writes the records in input order, so the file is
+ * the one a single process writes. Every rank returns the same exit code. */
+static int corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, const char *prompts,
+                  const char *output, bool quiet) {
+    corpus_run c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.p0 = p0;
+    c.r0 = r0;
+    c.quiet = quiet;
+    c.output = output;
+    c.fd = -1;
+    int rank = mpi_driver_rank();
+    /* header from rank 0: exit code of the set-up, length of the requests text, pending, total, already done */
+    int64_t hdr[5] = {CLI_OK, 0, 0, 0, 0};
+    if (rank == 0) {
+        size_t tl = 0;
+        hdr[0] = corpus_setup(&c, prompts, &tl, hdr + 2);
+        hdr[1] = (int64_t)tl;
+    }
+    mpi_driver_bcast(hdr, sizeof hdr);
+    int rc = (int)hdr[0];
+    int64_t np = hdr[2];
+    if (rc == CLI_OK && rank != 0) {
+        c.text = malloc((size_t)hdr[1]);
+        c.off = malloc((size_t)(np + 1) * sizeof *c.off);
+        c.lineno = malloc((size_t)(np + 1) * sizeof *c.lineno);
+        if (!c.text || !c.off || !c.lineno) { /* the others would wait for this rank: stop the job */
+            fprintf(stderr, "cattr: rank %d: out of memory for the requests\n", rank);
+            exit(CLI_FAIL);
         }
-        if (code == CLI_OK) code = req_prepare(m, &p, &r, &o, err, sizeof err);
-        if (code == CLI_OK) {
-            ast = req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
-            if (ast != CATTR_OK) code = req_fail(err, sizeof err, CLI_FAIL, "attribution failed", true);
+    }
+    if (rc == CLI_OK) {
+        mpi_driver_bcast(c.text, (size_t)hdr[1]);
+        mpi_driver_bcast(c.off, (size_t)np * sizeof *c.off);
+        mpi_driver_bcast(c.lineno, (size_t)np * sizeof *c.lineno);
+        c.idbuf[0] = malloc(65536);
+        c.idbuf[1] = malloc(65536);
+        if (!c.idbuf[0] || !c.idbuf[1]) {
+            fprintf(stderr, "cattr: rank %d: out of memory\n", rank);
+            exit(CLI_FAIL);
         }
-        if (code == CLI_OK) code = req_texts(m, &r, &o, err, sizeof err);
-        if (code == CLI_OK) {
-            rec = result_json(&p, &o);
-            if (rec && o.generated) cJSON_AddTrueToObject(rec, "generated");
-        } else {
-            rec = cJSON_CreateObject();
-            if (rec) {
-                cJSON_AddStringToObject(rec, "error", err);
-                cJSON_AddStringToObject(rec, "status", ast != CATTR_OK ? cattr_status_string(ast)
-                                                       : code == CLI_USAGE ? "bad request" : "failed");
+        c.cp = (corpus_progress){now_s(), hdr[4], hdr[3], rank == 0 && isatty(STDERR_FILENO) && !quiet, false};
+        int frc = mpi_driver_farm(np, corpus_work, corpus_deliver, &c);
+        if (rank == 0) {
+            if (c.cp.shown) corpus_show(&c.cp, true);
+            bool closed = close(c.fd) == 0;
+            c.fd = -1;
+            if (frc < 0) rc = cli_error(CATTR_ERR_NO_MEMORY, "corpus");
+            else if (frc > 0 || !closed) rc = CLI_USAGE;
+            else {
+                if (!quiet)
+                    fprintf(stderr, "%lld requests: %lld attributed, %lld failed, %lld already in %s (%.1f s)\n",
+                            (long long)(c.n_ok + c.n_failed + hdr[4]), (long long)c.n_ok, (long long)c.n_failed,
+                            (long long)hdr[4], output, now_s() - c.cp.start);
+                rc = c.n_failed ? CLI_FAIL : CLI_OK;
             }
         }
-        if (rec) {
-            cJSON_AddItemToObject(rec, "id", id); /* the record owns it from here */
-            id = NULL;
-            cJSON_AddItemToArray(done, cJSON_CreateString(idtxt));
-            wst = corpus_append(fd, rec, output);
-        } else {
-            wst = CATTR_ERR_NO_MEMORY;
-        }
-        if (code == CLI_OK) n_ok++;
-        else n_failed++;
-        if (code != CLI_OK && !quiet) {
-            char esc[1024];
-            cx_escape_text(err, esc, sizeof esc);
-            fprintf(stderr, "%scattr: request %s: %s\n", cp.shown ? "\n" : "", idtxt, esc);
-            cp.shown = false;
-        }
-        cp.done++;
-        corpus_show(&cp, false);
-        cJSON_Delete(rec);
-        cJSON_Delete(id);
-        cJSON_Delete(rq);
-        free(idtxt);
-        out_free(&o);
+        int64_t final = rc;
+        mpi_driver_bcast(&final, sizeof final);
+        rc = (int)final;
     }
-    if (cp.shown) corpus_show(&cp, true);
-    free(line);
-    free(idbuf[0]);
-    free(idbuf[1]);
-    fclose(in);
-    cJSON_Delete(done);
-    if (close(fd) != 0 && wst == CATTR_OK) wst = CATTR_ERR_IO;
-    if (wst != CATTR_OK) return wst == CATTR_ERR_IO ? CLI_USAGE : cli_error(wst, "corpus");
-    if (!quiet)
-        fprintf(stderr, "%lld requests: %lld attributed, %lld failed, %lld already in %s (%.1f s)\n",
-                (long long)(n_ok + n_failed + n_skipped), (long long)n_ok, (long long)n_failed, (long long)n_skipped,
-                output, now_s() - cp.start);
-    return n_failed ? CLI_FAIL : CLI_OK;
+    if (c.fd >= 0) close(c.fd);
+    free(c.text);
+    free(c.off);
+    free(c.lineno);
+    free(c.idbuf[0]);
+    free(c.idbuf[1]);
+    return rc;
 }
 
 /* ---- the command ----------------------------------------------------------------------------------------------- */
@@ -838,16 +975,21 @@ int cmd_explain_llm(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     double *times = NULL;
     int rc = CLI_FAIL;
+    if (prompts && mpi_driver_start() != 0) { /* corpus mode runs on every rank under mpirun (mpi_driver.h) */
+        fprintf(stderr, "cattr: MPI cannot start (CATTR_NO_MPI=1 runs without it)\n");
+        return CLI_FAIL;
+    }
     cattr_status st = cattr_llm_load(dir, &m);
     if (st == CATTR_OK) st = cattr_llm_set_device(m, p.device);
-    if (st != CATTR_OK) {
-        rc = cli_error(st, "cannot load the model");
+    if (st != CATTR_OK) rc = cli_error(st, "cannot load the model");
+    if (prompts) { /* every rank loads the model; they go on only if all did */
+        int worst = mpi_driver_max(st != CATTR_OK ? rc : CLI_OK);
+        if (worst != CLI_OK && st == CATTR_OK && mpi_driver_rank() == 0)
+            fprintf(stderr, "cattr: another rank cannot load the model (see its message)\n");
+        rc = worst == CLI_OK ? corpus(m, &p, &r, prompts, output, quiet) : worst;
         goto done;
     }
-    if (prompts) {
-        rc = corpus(m, &p, &r, prompts, output, quiet);
-        goto done;
-    }
+    if (st != CATTR_OK) goto done;
     rc = req_prepare(m, &p, &r, &o, err, sizeof err);
     if (rc != CLI_OK) {
         char esc[2048];
@@ -960,5 +1102,6 @@ done:
     out_free(&o);
     free(times);
     cattr_llm_free(m);
+    if (prompts) mpi_driver_stop();
     return rc;
 }

@@ -1,0 +1,113 @@
+#!/bin/sh
+# Corpus mode under MPI (tools/cattr/mpi_driver.h): for N = 1, 2, 3 ranks, `mpirun -n N cattr explain-llm --prompts`
+# writes the byte-identical file and exit code of one process, from scratch and when resuming a file with a torn last
+# line; a rank killed with SIGKILL stops the job (mpirun names it, no hang) and a rerun finishes the file as one
+# uninterrupted run writes it. Skipped (77) when the command is built without MPI or mpirun is absent.
+# usage: mpi_test.sh CATTR_BINARY WITH_MPI(0|1) (run from the repository root)
+cattr=$1
+if [ "${2:-0}" != 1 ]; then echo "skipped: cattr is built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 77; fi
+if ! command -v mpirun >/dev/null 2>&1; then echo "skipped: no mpirun (apt-get install openmpi-bin)"; exit 77; fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+checks=0
+ok() { checks=$((checks + 1)); }
+bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*"; }
+tiny=tests/data/llm/tiny
+export OMP_NUM_THREADS=1
+# as root (containers, CI) OpenMPI needs --allow-run-as-root; more ranks than cores need --oversubscribe
+mpi() { n=$1; shift; timeout 120 mpirun --allow-run-as-root --oversubscribe -n "$n" "$cattr" "$@"; }
+
+# the requests of tests/cli_test.sh's corpus section (error lines included) and a blank line and a repeated id
+{
+    echo '{"id": "a", "prompt": "The capital of France is", "target": " Paris"}'
+    echo '{"id": "b", "prompt_ids": [1, 2, 3], "target_ids": [4, 5], "method": "feature-ablation"}'
+    echo 'not json'
+    echo '{"id": "c", "prompt": "Hello", "target": ""}'
+    echo ''
+    echo '{"id": 7, "template": "{} lives in {}", "slots": ["Anna", "Rome"], "target": " Italy", "method": "feature-ablation"}'
+    echo '{"id": "d", "prompt": "x", "bogus": 1}'
+    i=0
+    while [ $i -lt 20 ]; do
+        echo "{\"id\": \"p$i\", \"prompt\": \"The cat $i sat on the mat\", \"target\": \" sat\", \"steps\": $((8 + 4 * (i % 5)))}"
+        i=$((i + 1))
+    done
+    echo '{"id": "a", "prompt": "a repeated id is skipped", "target": " x"}'
+    echo '{"id": "g", "prompt": "Once upon a time", "max_new_tokens": 3, "method": "shapley-value-sampling", "n_samples": 3}'
+} >"$tmp/req.jsonl"
+
+"$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/ref.jsonl" 2>"$tmp/err"
+rc_ref=$?
+[ $rc_ref -eq 1 ] && ok || bad "single process: exit $rc_ref, expected 1"
+[ "$(wc -l <"$tmp/ref.jsonl")" -eq 27 ] && ok || bad "single process: $(wc -l <"$tmp/ref.jsonl") records, expected 27"
+grep '^cattr: request' "$tmp/err" >"$tmp/ref.err"
+for n in 1 2 3; do
+    mpi $n explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/n$n.jsonl" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq $rc_ref ] && ok || { bad "$n ranks: exit $rc, expected $rc_ref"; tail -5 "$tmp/err"; }
+    cmp -s "$tmp/ref.jsonl" "$tmp/n$n.jsonl" && ok || bad "$n ranks: the output differs from one process's"
+    # the failed requests are reported once, by rank 0, in input order
+    [ "$(grep -c '^cattr: request' "$tmp/err")" -eq 3 ] && ok || bad "$n ranks: failed requests reported $(grep -c '^cattr: request' "$tmp/err") times, expected 3"
+    grep '^cattr: request' "$tmp/err" | cmp -s - "$tmp/ref.err" && ok || bad "$n ranks: the messages differ from one process's"
+    # resumed from the first 9 records and a torn tenth
+    head -n 9 "$tmp/ref.jsonl" >"$tmp/part$n.jsonl"
+    sed -n 10p "$tmp/ref.jsonl" | head -c 40 >>"$tmp/part$n.jsonl"
+    mpi $n explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/part$n.jsonl" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || bad "$n ranks, resumed: exit $rc, expected 0 (the failed requests are among the first 9)"
+    cmp -s "$tmp/ref.jsonl" "$tmp/part$n.jsonl" && ok || bad "$n ranks: the resumed output differs from one process's"
+    [ "$(grep -c 'dropped an incomplete last line' "$tmp/err")" -eq 1 ] && ok || bad "$n ranks: the torn line is not reported once"
+done
+# a finished file: nothing to do, exit 0 on every rank, nothing added
+mpi 3 explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/n3.jsonl" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "3 ranks, finished file: exit $rc"
+cmp -s "$tmp/ref.jsonl" "$tmp/n3.jsonl" && ok || bad "3 ranks, finished file: changed"
+# errors before the work: every rank stops with the same exit code and nothing hangs
+mpi 2 explain-llm $tiny --prompts "$tmp/missing.jsonl" --output "$tmp/m.jsonl" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && ok || bad "2 ranks, missing requests file: exit $rc, expected 2"
+[ "$(grep -c "cannot open" "$tmp/err")" -eq 1 ] && ok || bad "2 ranks, missing requests file: message not once: $(cat "$tmp/err")"
+mpi 2 explain-llm tests/data/llm/missing --prompts "$tmp/req.jsonl" --output "$tmp/m.jsonl" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && ok || bad "2 ranks, missing checkpoint: exit $rc, expected 2"
+
+# a rank killed while the job runs: mpirun stops the job and names it; a rerun finishes the same file
+{
+    i=0
+    while [ $i -lt 12 ]; do
+        echo "{\"id\": \"k$i\", \"prompt\": \"The cat $i sat on the mat\", \"target\": \" sat\", \"steps\": 300}"
+        i=$((i + 1))
+    done
+} >"$tmp/kreq.jsonl"
+"$cattr" explain-llm $tiny --prompts "$tmp/kreq.jsonl" --output "$tmp/kref.jsonl" -q 2>/dev/null
+mpi 2 explain-llm $tiny --prompts "$tmp/kreq.jsonl" --output "$tmp/k.jsonl" -q >"$tmp/out" 2>"$tmp/err" &
+mpid=$!
+# rank 1: the process of this job whose environment says OMPI_COMM_WORLD_RANK=1
+victim=""
+t=0
+while [ -z "$victim" ] && [ $t -lt 200 ]; do
+    for p in $(pgrep -f -- "--output $tmp/k.jsonl" 2>/dev/null); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && victim=$p
+    done
+    [ -n "$victim" ] && [ "$(cat "$tmp/k.jsonl" 2>/dev/null | wc -l)" -ge 2 ] || { victim=""; sleep 0.05; }
+    t=$((t + 1))
+done
+if [ -n "$victim" ]; then
+    kill -9 "$victim"
+    wait $mpid
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "a killed rank: mpirun exit $rc (124: it hung)"
+    grep -q "signal 9" "$tmp/err" && ok || bad "a killed rank: mpirun does not name it: $(cat "$tmp/err")"
+    [ "$(wc -l <"$tmp/k.jsonl")" -lt 12 ] && ok || bad "a killed rank: the job ran to the end"
+    mpi 2 explain-llm $tiny --prompts "$tmp/kreq.jsonl" --output "$tmp/k.jsonl" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || bad "rerun after a killed rank: exit $rc"
+    cmp -s "$tmp/kref.jsonl" "$tmp/k.jsonl" && ok || bad "rerun after a killed rank: the output differs from one uninterrupted run's"
+else
+    wait $mpid
+    bad "a killed rank: could not find rank 1 of the job while it ran"
+fi
+
+echo "mpi: $checks checks, $fails failed"
+[ $fails -eq 0 ]
