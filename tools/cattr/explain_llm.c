@@ -357,6 +357,31 @@ static cJSON *result_json(const cattr_attr_params *p, const llm_out *o) {
 
 /* ---- corpus mode ---------------------------------------------------------------------------------------------- */
 
+/* The ids of the records in buf[0..len) (complete lines only), appended to `done` as their unformatted JSON texts.
+ * Returns CLI_OK, or CLI_USAGE with a message naming the line when one is not a result record with an id. */
+static int done_ids_parse(char *buf, size_t len, const char *path, cJSON *done, char *err, size_t size) {
+    int line = 0;
+    for (size_t at = 0; at < len;) {
+        char *s = buf + at, *e = memchr(s, '\n', len - at);
+        if (!e) break; /* not a complete line */
+        *e = 0;
+        at = (size_t)(e - buf) + 1;
+        line++;
+        cJSON *rec = strlen(s) == (size_t)(e - s) ? cJSON_Parse(s) : NULL; /* a NUL inside a line: not a record */
+        cJSON *id = cJSON_IsObject(rec) ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
+        char *txt = id ? cJSON_PrintUnformatted(id) : NULL;
+        cJSON_Delete(rec);
+        if (!txt) {
+            snprintf(err, size, "line %d of '%s' is not a result record with an id: is it a results file of cattr?",
+                     line, path);
+            return CLI_USAGE;
+        }
+        cJSON_AddItemToArray(done, cJSON_CreateString(txt));
+        free(txt);
+    }
+    return CLI_OK;
+}
+
 /* The ids already in a results file (a JSON array of their unformatted texts), after dropping a torn last line
  * (a record cut short by a crash: everything after the last newline). Returns CLI_OK, or CLI_USAGE with a message. */
 static int corpus_done_ids(const char *path, cJSON **done, char *err, size_t size) {
@@ -391,27 +416,9 @@ static int corpus_done_ids(const char *path, cJSON **done, char *err, size_t siz
         fprintf(stderr, "cattr: %s: dropped an incomplete last line (%zu bytes) left by an interrupted run\n", path,
                 (size_t)len - keep);
     }
-    buf[keep] = 0;
-    int line = 0;
-    for (char *s = buf, *e; *s; s = e + 1) {
-        e = strchr(s, '\n');
-        *e = 0;
-        line++;
-        cJSON *rec = cJSON_Parse(s);
-        cJSON *id = rec ? cJSON_GetObjectItemCaseSensitive(rec, "id") : NULL;
-        char *txt = id ? cJSON_PrintUnformatted(id) : NULL;
-        cJSON_Delete(rec);
-        if (!txt) {
-            free(buf);
-            snprintf(err, size, "line %d of '%s' is not a result record with an id: is it a results file of cattr?",
-                     line, path);
-            return CLI_USAGE;
-        }
-        cJSON_AddItemToArray(*done, cJSON_CreateString(txt));
-        free(txt);
-    }
+    int rc = done_ids_parse(buf, keep, path, *done, err, size);
     free(buf);
-    return CLI_OK;
+    return rc;
 }
 
 static bool id_done(const cJSON *done, const char *txt) {
@@ -438,6 +445,18 @@ static cattr_status corpus_append(int fd, const char *text, size_t len, const ch
     return CATTR_OK;
 }
 
+/* v as an integer in [lo, hi]: false when it is not a JSON number with an integer value in that range (and never a
+ * conversion out of long long's range). */
+static bool json_int(const cJSON *v, long long lo, long long hi, long long *out) {
+    if (!cJSON_IsNumber(v)) return false;
+    double x = v->valuedouble;
+    if (!(x >= -9.2e18 && x <= 9.2e18)) return false;
+    long long i = (long long)x;
+    if ((double)i != x || i < lo || i > hi) return false;
+    *out = i;
+    return true;
+}
+
 /* A string field of a request line (NULL when absent); false with a message when it is not a string. */
 static bool str_field(const cJSON *rq, const char *key, const char **out, char *err, size_t size) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, key);
@@ -460,8 +479,9 @@ static bool ids_field(const cJSON *rq, const char *key, const char **out, char *
     size_t at = 0;
     bool ok = cJSON_IsArray(v);
     cJSON_ArrayForEach(it, v) {
-        ok = ok && cJSON_IsNumber(it) && it->valuedouble == (double)(long long)it->valuedouble && at + 24 < bsize;
-        if (ok) at += (size_t)snprintf(buf + at, bsize - at, "%s%lld", at ? "," : "", (long long)it->valuedouble);
+        long long x = 0;
+        ok = ok && json_int(it, LLONG_MIN, LLONG_MAX, &x) && at + 24 < bsize;
+        if (ok) at += (size_t)snprintf(buf + at, bsize - at, "%s%lld", at ? "," : "", x);
     }
     if (!ok) {
         snprintf(err, size, "'%s' must be an array of integers", key);
@@ -503,7 +523,12 @@ static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, cha
     const cJSON *bv = cJSON_GetObjectItemCaseSensitive(rq, "baseline");
     if (cJSON_IsNumber(bv)) {
         static _Thread_local char num[32];
-        snprintf(num, sizeof num, "%lld", (long long)bv->valuedouble);
+        long long t;
+        if (!json_int(bv, 0, LLONG_MAX, &t)) {
+            snprintf(err, size, "'baseline' must be zeros, pad or a token id (an integer from 0)");
+            return false;
+        }
+        snprintf(num, sizeof num, "%lld", t);
         r->baseline = num;
     } else if (bv) {
         if (!str_field(rq, "baseline", &b, err, size)) return false;
@@ -553,8 +578,8 @@ static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, cha
     for (size_t k = 0; k < sizeof ints / sizeof *ints; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, ints[k].key);
         if (!v) continue;
-        double x = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-        if (!(x >= (double)ints[k].lo && x <= (double)ints[k].hi) || x != (double)(long long)x) {
+        long long x;
+        if (!json_int(v, ints[k].lo, ints[k].hi, &x)) {
             snprintf(err, size, "'%s' must be an integer from %lld", ints[k].key, ints[k].lo);
             return false;
         }
@@ -845,6 +870,33 @@ static int corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, 
     free(c.idbuf[0]);
     free(c.idbuf[1]);
     return rc;
+}
+
+/* For tests/fuzz/fuzz_requests.c: `data` as one line of a requests file (parsed and checked as corpus mode does,
+ * before a model is needed) and as a results file (its ids read as a rerun reads them). Returns 0. */
+int cli_corpus_fuzz(const unsigned char *data, size_t size) {
+    char *text = malloc(size + 1), *idbuf[2] = {malloc(65536), malloc(65536)}, err[2048];
+    if (text && idbuf[0] && idbuf[1]) {
+        memcpy(text, data, size);
+        text[size] = 0;
+        cJSON *rq = cJSON_Parse(text);
+        if (rq) {
+            llm_req r;
+            memset(&r, 0, sizeof r);
+            r.max_new = 8;
+            cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS);
+            if (parse_request(rq, &r, &p, idbuf, err, sizeof err)) (void)req_check(&p, &r, err, sizeof err);
+            cJSON_Delete(rq);
+        }
+        memcpy(text, data, size);
+        cJSON *done = cJSON_CreateArray();
+        if (done) (void)done_ids_parse(text, size, "fuzz.jsonl", done, err, sizeof err);
+        cJSON_Delete(done);
+    }
+    free(text);
+    free(idbuf[0]);
+    free(idbuf[1]);
+    return 0;
 }
 
 /* ---- the command ----------------------------------------------------------------------------------------------- */
