@@ -61,6 +61,10 @@ void cattr_set_log_callback(cattr_log_fn fn, void *user);
 
 /* The library version as "MAJOR.MINOR.PATCH". Static string. */
 const char *cattr_version(void);
+/* sizeof the public struct named `type` ("cattr_attr_params", "cattr_call", "cattr_target", "cattr_node_rule",
+ * "cattr_llm_call") in this library, 0 for another name: bindings that mirror the structs (the Python package) check
+ * that they were written for this library before they pass one. */
+size_t cattr_sizeof(const char *type);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Tensors (host memory, C-contiguous)                                                                           */

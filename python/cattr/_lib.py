@@ -244,6 +244,25 @@ def _decl(name, restype, *argtypes):
     return f
 
 
+def _check_layout():
+    """The structs above are the header's: a library of another version (its structs of other sizes) is refused
+    here rather than misread."""
+    try:
+        size_of = _decl("cattr_sizeof", ctypes.c_size_t, ctypes.c_char_p)
+    except AttributeError:
+        raise ImportError("cattr: the library %s is older than this package (it lacks cattr_sizeof); build this "
+                          "tree's library, or set CATTR_LIB to it" % lib_path) from None
+    for name, cls in (("cattr_attr_params", AttrParams), ("cattr_call", Call), ("cattr_target", Target),
+                      ("cattr_node_rule", NodeRule), ("cattr_llm_call", LLMCall)):
+        got = size_of(name.encode())
+        if got != ctypes.sizeof(cls):
+            raise ImportError("cattr: the library %s does not match this package: %s is %d bytes there and %d here "
+                              "(a library of another version; build this tree's library, or set CATTR_LIB to it)"
+                              % (lib_path, name, got, ctypes.sizeof(cls)))
+
+
+_check_layout()
+
 _st = ctypes.c_int
 _decl("cattr_status_string", ctypes.c_char_p, _st)
 _decl("cattr_last_error", ctypes.c_char_p)

@@ -17,6 +17,18 @@ static void *g_log_user;
 
 const char *cattr_version(void) { return "0.1.0"; }
 
+size_t cattr_sizeof(const char *type) {
+    static const struct {
+        const char *name;
+        size_t size;
+    } k[] = {{"cattr_attr_params", sizeof(cattr_attr_params)}, {"cattr_call", sizeof(cattr_call)},
+             {"cattr_target", sizeof(cattr_target)}, {"cattr_node_rule", sizeof(cattr_node_rule)},
+             {"cattr_llm_call", sizeof(cattr_llm_call)}};
+    for (size_t i = 0; type && i < sizeof k / sizeof *k; i++)
+        if (!strcmp(type, k[i].name)) return k[i].size;
+    return 0;
+}
+
 const char *cattr_status_string(cattr_status st) {
     switch (st) {
     case CATTR_OK: return "ok";

@@ -71,3 +71,11 @@ def test_ctrl_c_cancels_a_long_call():
     # the explainer works again after the cancelled call
     a = ig.attribute(x[:2], target=3, n_steps=8)
     assert a.shape == (2, 1, 8, 8)
+
+
+def test_struct_sizes_checked_at_import():
+    # the package refuses a library whose structs differ (_lib._check_layout); here they agree, and an unknown name is 0
+    assert _lib.lib.cattr_sizeof(b"cattr_attr_params") == ctypes.sizeof(_lib.AttrParams)
+    assert _lib.lib.cattr_sizeof(b"cattr_call") == ctypes.sizeof(_lib.Call)
+    assert _lib.lib.cattr_sizeof(b"no_such_struct") == 0
+    assert _lib.lib.cattr_sizeof(None) == 0
