@@ -468,6 +468,11 @@ void cattr_llm_free(cattr_llm *m);
 cattr_status cattr_llm_encode(const cattr_llm *m, const char *text, int64_t **ids, int64_t *n);
 /* The text of one token (decoded alone) into buf with snprintf semantics; "<id>" without a tokenizer. */
 size_t cattr_llm_token_text(const cattr_llm *m, int64_t id, char *buf, size_t size);
+/* The UTF-8 text of n tokens decoded together (a character whose bytes span several byte-level tokens comes out
+ * whole; ids outside the vocabulary are skipped; skip_special != 0 drops the special tokens); *text is malloc'd
+ * (caller frees). Errors: CATTR_ERR_INVALID_ARGUMENT (NULL arguments, n < 0), CATTR_ERR_UNSUPPORTED (no
+ * tokenizer.json), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_llm_decode(const cattr_llm *m, const int64_t *ids, int64_t n, int skip_special, char **text);
 /* Vocabulary size of the model, its maximum context, and its end-of-sequence token (-1 if none). */
 int64_t cattr_llm_vocab_size(const cattr_llm *m);
 int64_t cattr_llm_max_positions(const cattr_llm *m);

@@ -36,6 +36,18 @@ int main(void) {
     cattr_llm *m = NULL;
     CHECK(cattr_llm_load(dir, &m) == CATTR_OK, "load: %s", cattr_last_error());
     if (!m) return 1;
+    { /* decoding a sequence gives whole characters back (an emoji spans several byte-level tokens) */
+        const char *text = "Caf\xc3\xa9 \xf0\x9f\x98\x80 ok";
+        int64_t *ids = NULL, n = 0;
+        char *back = NULL;
+        CHECK(cattr_llm_encode(m, text, &ids, &n) == CATTR_OK && n > 0, "encode");
+        CHECK(ids && cattr_llm_decode(m, ids, n, 0, &back) == CATTR_OK && back && !strcmp(back, text),
+              "decode gives '%s'", back ? back : "(none)");
+        free(back);
+        free(ids);
+        back = (char *)"not written";
+        CHECK(cattr_llm_decode(m, NULL, -1, 0, &back) == CATTR_ERR_INVALID_ARGUMENT && !back, "n < 0 refused");
+    }
     { /* module paths: the embedding is its gather, not the output head tied to its weight */
         const cattr_model *mm = NULL;
         const char *v = NULL;

@@ -66,9 +66,15 @@ class Tokenizer:
         return buf.raw[:n]
 
     def decode(self, ids, skip_special_tokens=False, **kwargs):
-        """Text of a sequence of ids (each token's text, concatenated)."""
+        """Text of a sequence of ids, decoded together (a character split over several tokens comes out whole)."""
         ids = _ids(ids)
-        return b"".join(self._token_bytes_text(i) for i in ids).decode("utf-8", "replace")
+        arr = (ctypes.c_int64 * max(len(ids), 1))(*ids)
+        out = ctypes.c_void_p()
+        check(lib.cattr_llm_decode(self._llm._h, arr, len(ids), 1 if skip_special_tokens else 0, ctypes.byref(out)))
+        try:
+            return ctypes.string_at(out.value).decode("utf-8", "replace") if out.value else ""
+        finally:
+            _lib.c_free(out)
 
     def convert_ids_to_tokens(self, ids):
         if isinstance(ids, (int, np.integer)):

@@ -154,6 +154,14 @@ size_t cattr_llm_token_text(const cattr_llm *m, int64_t id, char *buf, size_t si
     return n > 0 ? (size_t)n : 0;
 }
 
+cattr_status cattr_llm_decode(const cattr_llm *m, const int64_t *ids, int64_t n, int skip_special, char **text) {
+    if (text) *text = NULL;
+    if (!m || !text || n < 0 || (n > 0 && !ids))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_decode: a NULL argument or a negative count");
+    if (!m->tok) return cx_fail(CATTR_ERR_UNSUPPORTED, "the checkpoint has no tokenizer.json");
+    return cx_tokenizer_decode(m->tok, ids, n, skip_special != 0, text);
+}
+
 int64_t cattr_llm_vocab_size(const cattr_llm *m) { return m->cfg.vocab_size; }
 int64_t cattr_llm_max_positions(const cattr_llm *m) { return m->cfg.max_position_embeddings; }
 int64_t cattr_llm_eos_token(const cattr_llm *m) {

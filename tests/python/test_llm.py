@@ -199,3 +199,12 @@ def test_llm_plots(tiny):
     assert fig is not None and len(ax.get_xticklabels()) == len(r.input_tokens)
     fig, ax = r.plot_seq_attr()
     assert fig is not None
+
+
+def test_decode_whole_characters():
+    # a character whose bytes span several byte-level tokens comes out whole when the sequence is decoded together
+    tok = cattr.load_llm(TINY).tokenizer
+    text = "Caf\u00e9 \U0001F600 ok"
+    ids = tok.encode(text)
+    assert tok.decode(ids) == text
+    assert tok.decode([]) == ""
