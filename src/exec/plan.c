@@ -255,7 +255,6 @@ static void if_ctx_free(if_ctx *c) {
     free(c);
 }
 
-
 static bool is_view_op(cg_op op) {
     return op == CG_IDENTITY || op == CG_RESHAPE || op == CG_FLATTEN || op == CG_SQUEEZE || op == CG_UNSQUEEZE ||
            op == CG_RESHAPE_LIKE;
@@ -759,10 +758,18 @@ static cattr_status if_resolve(cx_plan *p, const cg_graph *g, int i) {
     return CATTR_OK;
 }
 
+/* Node n becomes an Identity of value v. */
+static void to_identity(cg_node *n, int v) {
+    n->op = CG_IDENTITY;
+    n->in[0] = v;
+    n->n_in = 1;
+    n->a = cg_attrs_default();
+}
+
 /* The nodes of g with every If resolved (into rw, a copy of g's nodes): an If becomes an Identity of the branch
  * taken, and dead values (above) are marked in c->dead. An If that cannot be resolved stays an If (an error if it is
  * needed). */
-static cattr_status if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
+static void if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
     if_ctx *c = p->ifc;
     for (int i = 0; i < g->n_nodes; i++) {
         cg_node *n = &rw[i];
@@ -771,14 +778,8 @@ static cattr_status if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
             if (c->choice[i] == 0) (void)if_resolve(p, g, i); /* its error is reported if it is needed */
             if (c->choice[i] <= 0) continue;
             int ch = n->in[c->choice[i]];
-            if (ch < 0 || c->dead[ch]) {
-                c->dead[n->out] = true;
-                continue;
-            }
-            n->op = CG_IDENTITY;
-            n->in[0] = ch;
-            n->n_in = 1;
-            n->a = cg_attrs_default();
+            if (ch < 0 || c->dead[ch]) c->dead[n->out] = true;
+            else to_identity(n, ch);
             continue;
         }
         int n_dead = 0, live = -1;
@@ -786,23 +787,10 @@ static cattr_status if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
             if (n->in[j] >= 0 && c->dead[n->in[j]]) n_dead++;
             else live = j;
         }
-        if (!n_dead && n->op == CG_ADD && n->a.index == 1) { /* an input's gradient plus zeros: the gradient */
-            n->op = CG_IDENTITY;
-            n->in[0] = n->in[1];
-            n->n_in = 1;
-            n->a = cg_attrs_default();
-        }
-        if (!n_dead) continue;
-        if (n->op == CG_ADD && n->n_in == 2 && n_dead == 1) {
-            n->op = CG_IDENTITY;
-            n->in[0] = n->in[live];
-            n->n_in = 1;
-            n->a = cg_attrs_default();
-        } else {
-            c->dead[n->out] = true;
-        }
+        if (!n_dead && n->op == CG_ADD && n->a.index == 1) to_identity(n, n->in[1]); /* an input's gradient + zeros */
+        else if (n->op == CG_ADD && n->n_in == 2 && n_dead == 1) to_identity(n, n->in[live]); /* the other gradient */
+        else if (n_dead) c->dead[n->out] = true;
     }
-    return CATTR_OK;
 }
 
 static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
@@ -874,8 +862,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
         }
         for (int i = 0; i < g->n_inputs; i++) c->state[g->inputs[i]] = 2;
         c->rw = rw;
-        st = if_rewrite(p, g, rw);
-        if (st != CATTR_OK) goto fail;
+        if_rewrite(p, g, rw);
         nodes = rw;
     }
     /* nodes needed by the outputs, in graph order; values that only give shapes are folded, not run (what their
@@ -888,17 +875,6 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     for (int k = 0; k < n_outs; k++) needed[outs[k]] = true;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const cg_node *n = &nodes[i];
-        if (has_if && needed[n->out] && p->ifc->dead[n->out] && n->op == CG_IF) { /* zeros of the other's shape */
-            cg_node *z = &p->ifc->rw[i];
-            int other = z->in[1] >= 0 ? z->in[1] : z->in[2];
-            if (other >= 0 && !p->ifc->dead[other]) {
-                z->op = CG_ZEROS_LIKE;
-                z->in[0] = other;
-                z->n_in = 1;
-                z->a = cg_attrs_default();
-                p->ifc->dead[n->out] = false;
-            }
-        }
         if (has_if && (needed[n->out] || shape_needed[n->out]) && (p->ifc->dead[n->out] || n->op == CG_IF)) {
             free(shape_needed);
             if (n->op == CG_IF) { /* the condition did not fold: its error again */

@@ -387,34 +387,25 @@ static int done_ids_parse(char *buf, size_t len, const char *path, cJSON *done, 
 static int corpus_done_ids(const char *path, cJSON **done, char *err, size_t size) {
     *done = cJSON_CreateArray();
     if (!*done) return req_fail(err, size, CLI_FAIL, "out of memory", false);
-    FILE *f = fopen(path, "rb");
-    if (!f) return CLI_OK; /* a new file */
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    rewind(f);
-    char *buf = len >= 0 ? malloc((size_t)len + 1) : NULL;
-    size_t got = buf ? fread(buf, 1, (size_t)len, f) : 0;
-    fclose(f);
-    if (!buf || got != (size_t)len) {
-        free(buf);
-        snprintf(err, size, "cannot read '%s'", path);
-        return CLI_USAGE;
-    }
-    buf[len] = 0;
+    if (access(path, F_OK) != 0) return CLI_OK; /* a new file */
+    void *data = NULL;
+    size_t len = 0;
+    if (cx_read_file(path, &data, &len) != CATTR_OK) return req_fail(err, size, CLI_USAGE, "cannot read the output", true);
+    char *buf = data;
     size_t keep = 0;
-    for (size_t k = (size_t)len; k > 0; k--)
+    for (size_t k = len; k > 0; k--)
         if (buf[k - 1] == '\n') {
             keep = k;
             break;
         }
-    if (keep < (size_t)len) { /* a torn last record */
+    if (keep < len) { /* a torn last record */
         if (truncate(path, (off_t)keep) != 0) {
             free(buf);
             snprintf(err, size, "cannot drop the incomplete last line of '%s'", path);
             return CLI_USAGE;
         }
         fprintf(stderr, "cattr: %s: dropped an incomplete last line (%zu bytes) left by an interrupted run\n", path,
-                (size_t)len - keep);
+                len - keep);
     }
     int rc = done_ids_parse(buf, keep, path, *done, err, size);
     free(buf);
@@ -721,39 +712,22 @@ static int corpus_deliver(int64_t item, int status, const char *data, size_t len
  * Sets hdr: {n pending, total requests, already done}. Returns CLI_OK or the exit code (the message printed). */
 static int corpus_setup(corpus_run *c, const char *prompts, size_t *text_len, int64_t hdr[3]) {
     char err[2048];
-    FILE *in = fopen(prompts, "rb");
-    if (!in) return cli_usage_error("cannot open '%s': %s", prompts, strerror(errno));
+    void *data = NULL;
+    size_t n = 0;
+    cattr_status st = cx_read_file(prompts, &data, &n); /* NUL-terminated; before the output is touched */
+    if (st != CATTR_OK) return cli_error(st, "cannot read the requests");
+    c->text = data;
     cJSON *done = NULL;
     int rc = corpus_done_ids(c->output, &done, err, sizeof err);
     if (rc != CLI_OK) {
-        fclose(in);
         cJSON_Delete(done);
         return rc == CLI_USAGE ? cli_usage_error("%s", err) : cli_error(CATTR_ERR_NO_MEMORY, err);
     }
     c->fd = open(c->output, O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (c->fd < 0) {
-        fclose(in);
         cJSON_Delete(done);
         return cli_usage_error("cannot open '%s' for appending: %s", c->output, strerror(errno));
     }
-    size_t cap = 1 << 16, n = 0;
-    c->text = malloc(cap + 1);
-    for (size_t got; c->text && (got = fread(c->text + n, 1, cap - n, in)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *grown = realloc(c->text, 2 * cap + 1);
-            if (!grown) free(c->text);
-            c->text = grown;
-            cap *= 2;
-        }
-    }
-    bool rd = c->text && !ferror(in);
-    fclose(in);
-    if (!rd) {
-        cJSON_Delete(done);
-        return c->text ? cli_usage_error("cannot read '%s'", prompts) : cli_error(CATTR_ERR_NO_MEMORY, "corpus");
-    }
-    c->text[n] = 0;
     *text_len = n + 1;
     int64_t total = 0, lines = 0, skipped = 0, np = 0;
     for (size_t k = 0; k < n; k++) total += c->text[k] == '\n';
