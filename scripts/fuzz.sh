@@ -9,7 +9,8 @@
 #
 # A finding (crash, sanitizer report, leak, timeout over 25 s, more than 4 GiB resident) stops that harness; the input
 # is saved as ${CATTR_FUZZ_DIR}/findings/<harness>/crash-* (reproduce: build-fuzz/tests/fuzz/fuzz_<harness> FILE)
-# and the script exits 1 after the others have run. Each harness's line gives its executions and their rate.
+# and the script exits 1 after the others have run; the end of the harness's log and the input (base64) are printed
+# so that a CI log is enough to reproduce it. Each harness's line gives its executions and their rate.
 # fuzz_tokenize reads the real Qwen3 tokenizer from $CATTR_GOLDEN/llm/qwen3-tiny (default ../shared/golden); it is
 # skipped with a message where that is absent.
 set -eu
@@ -57,6 +58,16 @@ run_one() {
     execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     rate=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' || echo "?")
     echo "fuzz_$h: $status: $execs executions in ${secs} s ($rate/s), corpus $(ls "$corpus" | wc -l) files"
+    if [ "$status" != ok ]; then
+        # what a CI log needs to reproduce the finding without the build folder: the report and the input itself
+        echo "--- fuzz_$h: the end of $log"
+        grep -v -E '^#[0-9]+|^INFO:|^MS:|^base unit:' "$log" | tail -n 60
+        for f in "$findings"/*; do
+            [ -f "$f" ] || continue
+            echo "--- fuzz_$h: $f ($(wc -c <"$f") bytes), base64 (first 64 KiB):"
+            head -c 65536 "$f" | base64
+        done
+    fi
     [ "$status" = ok ]
 }
 

@@ -234,6 +234,8 @@ struct cx_plan {
     bool check_finite; /* cx_plan_set_check_finite: look for the node where NaN or Inf first appears */
     bool prof;         /* the profiler's switch, read at the start of each run */
     struct if_ctx *ifc; /* while planning a graph with If nodes: their resolution (below); NULL otherwise */
+    struct folded **fmemo; /* while planning: per value, what fold_value computed (NULL where not yet), so that a
+                            * shape computation is folded once per value however many paths reach it */
 };
 
 /* The resolution of a graph's If nodes while it is planned (see "If" below). */
@@ -253,6 +255,14 @@ static void if_ctx_free(if_ctx *c) {
     free(c->dead);
     free(c->rw);
     free(c);
+}
+
+struct folded;
+static void fmemo_free(cx_plan *p) {
+    if (!p->fmemo) return;
+    for (int v = 0; v < p->g->n_vals; v++) free(p->fmemo[v]);
+    free(p->fmemo);
+    p->fmemo = NULL;
 }
 
 static bool is_view_op(cg_op op) {
@@ -280,6 +290,7 @@ void cx_plan_free(cx_plan *p) {
     free(p->nodes);
     free(p->outs);
     if_ctx_free(p->ifc);
+    fmemo_free(p);
     free(p);
 }
 
@@ -397,6 +408,7 @@ typedef struct folded {
 } folded;
 
 static cattr_status fold_value(cx_plan *p, const cg_graph *g, int v, int depth, folded *f);
+static cattr_status fold_compute(cx_plan *p, const cg_graph *g, int v, int depth, folded *f);
 static cattr_status if_ensure(cx_plan *p, const cg_graph *g, int v0);
 static cattr_status if_resolve(cx_plan *p, const cg_graph *g, int i);
 
@@ -545,6 +557,20 @@ static cattr_status fold_value(cx_plan *p, const cg_graph *g, int v, int depth, 
     f->n = 0;
     f->ndim = 0;
     if (depth > 64) return cx_fail(CATTR_ERR_SHAPE, "value '%s': shape computation too deep to fold", val->name);
+    if (!p->fmemo && !(p->fmemo = calloc((size_t)g->n_vals, sizeof *p->fmemo)))
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (p->fmemo[v]) {
+        *f = *p->fmemo[v];
+        return CATTR_OK;
+    }
+    cattr_status st = fold_compute(p, g, v, depth, f);
+    if (st == CATTR_OK && (p->fmemo[v] = malloc(sizeof *f))) *p->fmemo[v] = *f; /* no memory: not kept, no error */
+    return st;
+}
+
+/* fold_value without the memo. */
+static cattr_status fold_compute(cx_plan *p, const cg_graph *g, int v, int depth, folded *f) {
+    const cg_value *val = &g->vals[v];
     if (val->kind == CG_VAL_CONST) {
         const cattr_tensor *t = val->data;
         if (t->numel > FOLD_MAX) return cx_fail(CATTR_ERR_SHAPE, "constant '%s' is too long for a shape", val->name);
@@ -976,6 +1002,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     fused_into = NULL;
     if_ctx_free(p->ifc); /* the Ifs are resolved into the plan's nodes */
     p->ifc = NULL;
+    fmemo_free(p);
     /* liveness per root (an input read for its shape only does not keep its data alive: the backward of a
      * projection names its input for the shape, and keeping every layer's inputs for that cost a third of the
      * activation memory of an LLM path) */

@@ -53,7 +53,9 @@ typedef struct loader {
     int opset;
     cg_graph *g;
     name_ent *tab;
-    size_t cap; /* power of two, more than twice the number of names */
+    size_t cap;       /* power of two, more than twice the number of names */
+    uint8_t *fiv;     /* per value: from_input_values's answer, 0 not yet known, 2 no, 3 yes */
+    size_t cap_fiv;
 } loader;
 
 static name_ent *tab_slot(const loader *L, const char *key) {
@@ -487,20 +489,66 @@ static cattr_status axes_attr(const nctx *c, cg_attrs *a, bool required) {
     return CATTR_OK;
 }
 
-/* Whether value v is computed from a float graph input's values (not only from shapes, constants and integer inputs):
+/* Whether value v0 is computed from a float graph input's values (not only from shapes, constants and integer inputs):
  * such a shape input cannot be folded when a call is planned. (Integer inputs are: a call gives their values, and the
- * model is planned for them; models/model.c, cx_model_fold_inputs.) */
-static bool from_input_values(const loader *L, int v, int depth) {
+ * model is planned for them; models/model.c, cx_model_fold_inputs.) A walk with its own stack, each value's answer
+ * kept in L->fiv: linear in the graph however deep it is and however many paths reach a value (a file can make both
+ * as large as it likes). Without memory for the walk: true (the caller refuses the node). */
+static bool from_input_values(loader *L, int v0) {
     const cg_graph *g = L->g;
-    if (v < 0 || depth > 64) return depth > 64;
-    const cg_value *val = &g->vals[v];
-    if (val->kind == CG_VAL_INPUT) return L->info->inputs[val->input_index].dtype != CATTR_INT64;
-    if (val->kind != CG_VAL_NODE) return false;
-    const cg_node *nd = &g->nodes[val->producer];
-    if (nd->op == CG_SHAPE) return false;
-    for (int j = 0; j < nd->n_in; j++)
-        if (from_input_values(L, nd->in[j], depth + 1)) return true;
-    return false;
+    if (v0 < 0) return false;
+    if ((size_t)g->n_vals > L->cap_fiv) {
+        size_t cap = 2 * L->cap_fiv > (size_t)g->n_vals ? 2 * L->cap_fiv : (size_t)g->n_vals;
+        uint8_t *m = realloc(L->fiv, cap);
+        if (!m) return true;
+        memset(m + L->cap_fiv, 0, cap - L->cap_fiv);
+        L->fiv = m;
+        L->cap_fiv = cap;
+    }
+    if (L->fiv[v0]) return L->fiv[v0] == 3;
+    size_t cap = 64, sp = 0;
+    int *stack = malloc(cap * sizeof *stack);
+    if (!stack) return true;
+    stack[sp++] = v0;
+    while (sp) {
+        int v = stack[sp - 1];
+        if (L->fiv[v]) {
+            sp--;
+            continue;
+        }
+        const cg_value *val = &g->vals[v];
+        uint8_t r = 2;
+        bool pending = false;
+        if (val->kind == CG_VAL_INPUT) {
+            r = L->info->inputs[val->input_index].dtype != CATTR_INT64 ? 3 : 2;
+        } else if (val->kind == CG_VAL_NODE && g->nodes[val->producer].op != CG_SHAPE) {
+            const cg_node *nd = &g->nodes[val->producer];
+            for (int j = 0; j < nd->n_in && r != 3; j++) {
+                int u = nd->in[j];
+                if (u < 0 || L->fiv[u] == 2) continue;
+                if (L->fiv[u] == 3) {
+                    r = 3;
+                } else { /* not known yet: its answer first, then this value's again */
+                    if (sp == cap) {
+                        int *m = realloc(stack, 2 * cap * sizeof *stack);
+                        if (!m) {
+                            free(stack);
+                            return true;
+                        }
+                        stack = m;
+                        cap *= 2;
+                    }
+                    stack[sp++] = u;
+                    pending = true;
+                }
+            }
+        }
+        if (pending && r != 3) continue;
+        L->fiv[v] = r;
+        sp--;
+    }
+    free(stack);
+    return L->fiv[v0] == 3;
 }
 
 static cattr_status slice_attrs(const nctx *c, cg_attrs *a) {
@@ -1364,7 +1412,7 @@ static cattr_status convert_node(loader *L, int idx) {
         }
         if (c.in[3] >= 0 && has_scales) return nfail(&c, CATTR_ERR_FORMAT, "give scales or sizes, not both");
         if (c.in[3] >= 0) {
-            if (L->g->vals[c.in[3]].kind == CG_VAL_CONST || from_input_values(L, c.in[3], 0)) {
+            if (L->g->vals[c.in[3]].kind == CG_VAL_CONST || from_input_values(L, c.in[3])) {
                 CX_CHECK(fold_ints(&c, 3, "sizes", CATTR_MAX_DIMS, a.ints, &a.n_ints));
                 if (a.n_ints < 1) return nfail(&c, CATTR_ERR_FORMAT, "sizes is empty");
             } else {
@@ -1413,7 +1461,7 @@ static cattr_status convert_node(loader *L, int idx) {
             return define(L, n->output[0], id, idx, 0);
         }
         for (int j = 0; j < 3; j++)
-            if (from_input_values(L, c.in[j], 0))
+            if (from_input_values(L, c.in[j]))
                 return nfail(&c, CATTR_ERR_UNSUPPORTED, "input '%s' is computed from an input's values (only shapes "
                                                         "and constants give a range)", n->input[j]);
         nin = 3;
@@ -1433,7 +1481,7 @@ static cattr_status convert_node(loader *L, int idx) {
             if (c.in[1] < 0) return nfail(&c, CATTR_ERR_FORMAT, "input pads is required");
             if (c.in[2] >= 0) CX_CHECK(fold_scalar(&c, 2, "constant_value", &a.alpha));
             if (c.in[3] >= 0) return nfail(&c, CATTR_ERR_UNSUPPORTED, "the axes input (opset 18): give pads for every dim");
-            if (L->g->vals[c.in[1]].kind != CG_VAL_CONST && !from_input_values(L, c.in[1], 0)) {
+            if (L->g->vals[c.in[1]].kind != CG_VAL_CONST && !from_input_values(L, c.in[1])) {
                 nin = 2; /* pads computed from shapes: folded per call */
                 break;
             }
@@ -1468,7 +1516,7 @@ static cattr_status convert_node(loader *L, int idx) {
         break;
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: case CG_MATMUL: nin = 2; break;
     case CG_RESHAPE:
-        if (L->g->vals[c.in[1]].kind == CG_VAL_CONST || from_input_values(L, c.in[1], 0))
+        if (L->g->vals[c.in[1]].kind == CG_VAL_CONST || from_input_values(L, c.in[1]))
             CX_CHECK(fold_ints(&c, 1, "shape", CG_MAX_INTS, a.ints, &a.n_ints));
         else
             nin = 2; /* computed from shapes: the planner folds it for each call's shapes */
@@ -1517,7 +1565,7 @@ static cattr_status convert_node(loader *L, int idx) {
                 cattr_tensor_free(vt);
             }
         }
-        if (L->g->vals[c.in[si]].kind == CG_VAL_CONST || from_input_values(L, c.in[si], 0)) {
+        if (L->g->vals[c.in[si]].kind == CG_VAL_CONST || from_input_values(L, c.in[si])) {
             CX_CHECK(fold_ints(&c, si, sp->op == CG_TILE ? "repeats" : "shape", CG_MAX_INTS, a.ints, &a.n_ints));
             nin = si;
         } else {
@@ -1590,7 +1638,7 @@ static cattr_status convert_node(loader *L, int idx) {
         if (L->opset >= 10) { /* starts, ends, axes, steps computed from shapes: folded by the planner per call */
             bool computed = false;
             for (int j = 1; j <= 4; j++)
-                computed |= c.in[j] >= 0 && L->g->vals[c.in[j]].kind != CG_VAL_CONST && !from_input_values(L, c.in[j], 0);
+                computed |= c.in[j] >= 0 && L->g->vals[c.in[j]].kind != CG_VAL_CONST && !from_input_values(L, c.in[j]);
             if (computed) {
                 nin = (int)n->n_input;
                 break;
@@ -1746,6 +1794,7 @@ static cattr_status convert_model(const Onnx__ModelProto *m, cg_graph **gout, cx
         st = convert_graph(&L, info);
     free(L.tab);
     free(L.undo);
+    free(L.fiv);
     if (st != CATTR_OK) {
         cg_free(L.g);
         cx_onnx_info_free(info);

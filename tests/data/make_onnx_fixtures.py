@@ -365,6 +365,18 @@ def ok_int_inputs():
 
 # ---- broken models --------------------------------------------------------------------------------------------
 
+def fuzz_fanout():
+    """A shape computed through 30 levels of s = (s * s) / s: each level reads the one before three times, 3^30 paths
+    to the Shape at the bottom. The importer's and the planner's walks over shape computations once followed every
+    path (a fuzz_onnx timeout)."""
+    nodes = [helper.make_node("Shape", ["x"], ["s0"])]
+    for i in range(30):
+        nodes.append(helper.make_node("Mul", [f"s{i}", f"s{i}"], [f"q{i}"]))
+        nodes.append(helper.make_node("Div", [f"q{i}", f"s{i}"], [f"s{i + 1}"]))
+    nodes.append(helper.make_node("Reshape", ["x", "s30"], ["y"]))
+    return model(nodes, [vi("x", TensorProto.FLOAT, [2, 3])], [vi("y", TensorProto.FLOAT, [2, 3])])
+
+
 def one_input(nodes, inits=(), opset=17, out="y", extra_inputs=()):
     return model(nodes, [vi("x", F, [1, 4])] + list(extra_inputs), [vi(out, F, None)], inits, opset=opset,
                  check=False)
@@ -435,7 +447,7 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if, ok_int_inputs):
+               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if, ok_int_inputs, fuzz_fanout):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")
