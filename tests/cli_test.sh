@@ -131,6 +131,35 @@ cmp -s "$tmp/gs1.npy" "$tmp/gs2.npy" && ok || bad "the same seed gave different 
 expect_ok "noise tunnel" explain $model --method saliency --noise-tunnel smoothgrad --nt-samples 3 --input $x --output "$tmp/m.npy"
 expect_ok "dataset in batches" explain $model --method feature-ablation --batch-size 1 --input $b2 --output "$tmp/m.npy"
 expect_fail "batched permutation" "batch" "" -- explain $model --method feature-permutation --batch-size 1 --input $b2 --output "$tmp/m.npy"
+# dataset mode (--batch-size with an .npy or .safetensors output): rows read and written batch by batch, the same
+# bytes as the in-memory batching (--runs 1 keeps that path), no part files left; resumed after a kill -9
+ds="$tmp/ds.npy"
+/usr/bin/python3 -c "import numpy as np; np.save('$ds', np.random.default_rng(5).random((29, 1, 8, 8), dtype=np.float32))"
+for out in d.npy d.safetensors; do
+    expect_ok "dataset mode $out" explain $model --input $ds --steps 8 --batch-size 4 --output "$tmp/s_$out" -q
+    expect_ok "in-memory batches $out" explain $model --input $ds --steps 8 --batch-size 4 --output "$tmp/m_$out" -q --runs 1
+    cmp -s "$tmp/s_$out" "$tmp/m_$out" && ok || bad "dataset mode $out: differs from the in-memory batches"
+    ! [ -e "$tmp/s_$out.part" ] && ! [ -e "$tmp/s_$out.part.json" ] && ok || bad "dataset mode $out: part files left"
+done
+expect_ok "dataset mode, targets per row" explain $model --input $ds --method saliency --batch-size 5 \
+    --targets 1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9 --output "$tmp/st.npy" -q
+expect_ok "in memory, targets per row" explain $model --input $ds --method saliency --batch-size 5 --runs 1 \
+    --targets 1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9 --output "$tmp/mt.npy" -q
+cmp -s "$tmp/st.npy" "$tmp/mt.npy" && ok || bad "dataset mode saliency with per-row targets differs from the in-memory batches"
+expect_fail "dataset rows differ" "rows" "$tmp/o.safetensors" -- explain $model --input $ds --input $b2 --batch-size 4 --output "$tmp/o.safetensors"
+expect_fail "dataset: the wrong number of targets" "targets" "$tmp/o.npy" -- explain $model --input $ds --batch-size 4 --targets 1,2 --output "$tmp/o.npy"
+! [ -e "$tmp/o.npy.part" ] && ok || bad "a refused dataset run left a part file"
+"$cattr" explain $model --input $ds --steps 3000 --batch-size 1 --output "$tmp/kd.npy" -q &
+kpid=$!
+t=0
+while ! [ -e "$tmp/kd.npy.part.json" ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
+kill -9 $kpid 2>/dev/null
+wait $kpid 2>/dev/null
+[ -e "$tmp/kd.npy.part" ] && ! [ -e "$tmp/kd.npy" ] && ok || bad "a killed dataset run: no part file, or a finished file (waited $t): $(ls "$tmp")"
+"$cattr" explain $model --input $ds --steps 3000 --batch-size 1 --output "$tmp/kd.npy" >"$tmp/stdout" 2>"$tmp/stderr" && ok || bad "dataset rerun failed"
+grep -q "resuming" "$tmp/stderr" && ok || bad "the dataset rerun did not resume: $(cat "$tmp/stderr")"
+expect_ok "dataset uninterrupted" explain $model --input $ds --steps 3000 --batch-size 1 --output "$tmp/kd_ref.npy" -q
+cmp -s "$tmp/kd.npy" "$tmp/kd_ref.npy" && ok || bad "the resumed dataset output differs from an uninterrupted run's"
 expect_ok "layer-gradcam overlay" explain $model --method layer-gradcam --layer conv2 --input $x --output "$tmp/lg.npy" --png "$tmp/lg.png" --overlay --sign all
 [ -s "$tmp/lg.png" ] && ok || bad "overlay PNG not written"
 expect_ok "neuron-ig" explain $model --method neuron-integrated-gradients --layer conv2 --neuron 3,1,1 --input $x --output "$tmp/m.npy"

@@ -2,7 +2,8 @@
 # Corpus mode under MPI (tools/cattr/mpi_driver.h): for N = 1, 2, 3 ranks, `mpirun -n N cattr explain-llm --prompts`
 # writes the byte-identical file and exit code of one process, from scratch and when resuming a file with a torn last
 # line; a rank killed with SIGKILL stops the job (mpirun names it, no hang) and a rerun finishes the file as one
-# uninterrupted run writes it. Skipped (77) when the command is built without MPI or mpirun is absent.
+# uninterrupted run writes it. Dataset mode (`cattr explain --batch-size` with an .npy or .safetensors output): the same
+# file as one process's for N = 1, 2, 3, from scratch and resumed. Skipped (77) when the command is built without MPI or mpirun is absent.
 # usage: mpi_test.sh CATTR_BINARY WITH_MPI(0|1) (run from the repository root)
 cattr=$1
 if [ "${2:-0}" != 1 ]; then echo "skipped: cattr is built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 77; fi
@@ -108,6 +109,32 @@ else
     wait $mpid
     bad "a killed rank: could not find rank 1 of the job while it ran"
 fi
+
+# dataset mode: batches over the ranks, the file rank 0 writes equals one process's (same OMP_NUM_THREADS)
+model=models/digits/digits.onnx
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/ds.npy', np.random.default_rng(3).random((37, 1, 8, 8), dtype=np.float32))" 2>/dev/null ||
+    cp tests/data/cli/batch2.npy "$tmp/ds.npy"
+"$cattr" explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 16 --batch-size 4 --output "$tmp/dref.safetensors" -q
+for n in 1 2 3; do
+    mpi $n explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 16 --batch-size 4 --output "$tmp/d$n.safetensors" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "dataset, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/dref.safetensors" "$tmp/d$n.safetensors" && ok || bad "dataset, $n ranks: the output differs from one process's"
+    ! [ -e "$tmp/d$n.safetensors.part" ] && ! [ -e "$tmp/d$n.safetensors.part.json" ] && ok || bad "dataset, $n ranks: left its part files"
+done
+# a dataset run killed after some batches resumes under 2 ranks to the same file
+"$cattr" explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 2000 --batch-size 1 --output "$tmp/dk.npy" -q &
+pid=$!
+t=0
+while ! [ -e "$tmp/dk.npy.part.json" ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+"$cattr" explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 2000 --batch-size 1 --output "$tmp/dkref.npy" -q
+mpi 2 explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 2000 --batch-size 1 --output "$tmp/dk.npy" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 0 ] && ok || bad "dataset resumed by 2 ranks: exit $rc"
+cmp -s "$tmp/dkref.npy" "$tmp/dk.npy" && ok || bad "dataset resumed by 2 ranks: the output differs from one uninterrupted run's"
+grep -q "resuming" "$tmp/err" && ok || bad "dataset resumed by 2 ranks: it did not resume: $(cat "$tmp/err")"
 
 echo "mpi: $checks checks, $fails failed"
 [ $fails -eq 0 ]

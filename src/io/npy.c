@@ -178,8 +178,8 @@ static cattr_status descr_elem(const char *descr, const char *path, cx_elem *e) 
 
 /* ==== load ================================================================================================= */
 
-cattr_status cx_npy_parse(const void *data, size_t fsize, const char *path, cattr_tensor **out) {
-    *out = NULL;
+cattr_status cx_npy_locate(const void *data, size_t fsize, const char *path, cx_npy_layout *lay) {
+    memset(lay, 0, sizeof *lay);
     const unsigned char *pre = data;
     if (fsize < 10)
         return cx_fail(CATTR_ERR_FORMAT, "'%s': not a .npy file (only %zu bytes)", path, fsize);
@@ -242,9 +242,22 @@ cattr_status cx_npy_parse(const void *data, size_t fsize, const char *path, catt
         return cx_fail(CATTR_ERR_FORMAT, "'%s': %llu bytes after the data (shape %s of %s needs %llu bytes): not a "
                        "single .npy array", path, (unsigned long long)(data_avail - numel * es),
                        cx_shape_str(h.ndim, h.shape, sb, sizeof sb), h.descr, (unsigned long long)(numel * es));
-    cattr_tensor *t = cx_tensor_alloc(cx_elem_dtype(elem), h.ndim, h.shape);
-    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "'%s': cannot allocate %llu elements", path, (unsigned long long)numel);
-    cx_decode_le(elem, pre + hstart + hlen, (size_t)numel, t->data);
+    lay->elem = elem;
+    lay->ndim = h.ndim;
+    memcpy(lay->shape, h.shape, sizeof lay->shape);
+    lay->numel = numel;
+    lay->offset = hstart + hlen;
+    return CATTR_OK;
+}
+
+cattr_status cx_npy_parse(const void *data, size_t fsize, const char *path, cattr_tensor **out) {
+    *out = NULL;
+    cx_npy_layout lay;
+    CX_CHECK(cx_npy_locate(data, fsize, path, &lay));
+    cattr_tensor *t = cx_tensor_alloc(cx_elem_dtype(lay.elem), lay.ndim, lay.shape);
+    if (!t)
+        return cx_fail(CATTR_ERR_NO_MEMORY, "'%s': cannot allocate %llu elements", path, (unsigned long long)lay.numel);
+    cx_decode_le(lay.elem, (const unsigned char *)data + lay.offset, (size_t)lay.numel, t->data);
     *out = t;
     return CATTR_OK;
 }
@@ -264,20 +277,20 @@ cattr_status cattr_tensor_load_npy(const char *path, cattr_tensor **out) {
 /* Builds the format 1.0 header exactly as numpy 1.24's np.save does, so that files are byte-identical: keys sorted,
  * the shape's repr, 21 - len(repr(shape[0])) spaces of growth room for the first axis, then spaces and '\n' up to a
  * multiple of 64 bytes including the 10-byte preamble. Returns the header length, or 0 if it does not fit. */
-static size_t npy_header_text(const cattr_tensor *t, char *buf, size_t cap) {
-    const char *descr = t->dtype == CATTR_FLOAT32 ? "<f4" : t->dtype == CATTR_FLOAT64 ? "<f8" : "<i8";
+static size_t npy_header_text(cattr_dtype dtype, int ndim, const int64_t *dims, char *buf, size_t cap) {
+    const char *descr = dtype == CATTR_FLOAT32 ? "<f4" : dtype == CATTR_FLOAT64 ? "<f8" : "<i8";
     char shape[8 * 24 + 8];
     size_t n = 0;
     n += (size_t)snprintf(shape + n, sizeof shape - n, "(");
-    for (int i = 0; i < t->ndim; i++)
-        n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-    snprintf(shape + n, sizeof shape - n, "%s)", t->ndim == 1 ? "," : "");
+    for (int i = 0; i < ndim; i++)
+        n += (size_t)snprintf(shape + n, sizeof shape - n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    snprintf(shape + n, sizeof shape - n, "%s)", ndim == 1 ? "," : "");
     int len = snprintf(buf, cap, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
     if (len < 0 || (size_t)len >= cap) return 0;
     size_t hl = (size_t)len;
-    if (t->ndim > 0) {
+    if (ndim > 0) {
         char d0[32];
-        int dl = snprintf(d0, sizeof d0, "%lld", (long long)t->shape[0]);
+        int dl = snprintf(d0, sizeof d0, "%lld", (long long)dims[0]);
         for (int i = dl; i < 21 && hl + 1 < cap; i++) buf[hl++] = ' ';
     }
     size_t total = 10 + hl + 1; /* preamble + text + '\n' */
@@ -293,12 +306,22 @@ static size_t npy_header_text(const cattr_tensor *t, char *buf, size_t cap) {
 static cattr_status write_npy(FILE *f, void *ctx) {
     const cattr_tensor *t = ctx;
     char header[512];
-    size_t hl = npy_header_text(t, header, sizeof header);
+    size_t hl = npy_header_text(t->dtype, t->ndim, t->shape, header, sizeof header);
     if (hl == 0 || hl > 65535) return cx_fail(CATTR_ERR_INTERNAL, "npy header does not fit");
     unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
     if (fwrite(pre, 1, 10, f) != 10 || fwrite(header, 1, hl, f) != hl)
         return cx_fail(CATTR_ERR_IO, "write failed: %s", strerror(errno));
     return cx_write_tensor_data(f, t);
+}
+
+size_t cx_npy_header(cattr_dtype dtype, int ndim, const int64_t *shape, unsigned char *buf, size_t cap) {
+    char header[512];
+    size_t hl = npy_header_text(dtype, ndim, shape, header, sizeof header);
+    if (hl == 0 || hl > 65535 || 10 + hl > cap) return 0;
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hl & 0xff), (unsigned char)(hl >> 8)};
+    memcpy(buf, pre, 10);
+    memcpy(buf + 10, header, hl);
+    return 10 + hl;
 }
 
 cattr_status cattr_tensor_save_npy(const cattr_tensor *t, const char *path) {

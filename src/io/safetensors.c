@@ -409,6 +409,44 @@ static cattr_status build_header(const cattr_tensor_set *s, strbuf *b) {
     return CATTR_OK;
 }
 
+cattr_status cx_st_header_bytes(int n, const char *const *names, const cattr_dtype *dt, const int *ndim,
+                                const int64_t (*shape)[CATTR_MAX_DIMS], unsigned char **out, size_t *len, uint64_t *offset) {
+    *out = NULL;
+    *len = 0;
+    cattr_tensor *ts = calloc((size_t)(n > 0 ? n : 1), sizeof *ts), **tp = calloc((size_t)(n > 0 ? n : 1), sizeof *tp);
+    if (!ts || !tp) {
+        free(ts);
+        free(tp);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    for (int i = 0; i < n; i++) { /* shapes without data: the header reads only dtype, ndim, shape, numel */
+        ts[i].dtype = dt[i];
+        ts[i].ndim = ndim[i];
+        memcpy(ts[i].shape, shape[i], sizeof ts[i].shape);
+        ts[i].numel = 1;
+        for (int k = 0; k < ndim[i]; k++) ts[i].numel *= shape[i][k];
+        tp[i] = &ts[i];
+    }
+    cattr_tensor_set set = {n, n, (char **)names, tp};
+    strbuf b = {0};
+    cattr_status st = build_header(&set, &b);
+    if (st == CATTR_OK && !(*out = malloc(8 + b.len))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        for (int i = 0; i < 8; i++) (*out)[i] = (unsigned char)((uint64_t)b.len >> (8 * i));
+        memcpy(*out + 8, b.p, b.len);
+        *len = 8 + b.len;
+        uint64_t off = *len;
+        for (int i = 0; i < n; i++) {
+            offset[i] = off;
+            off += (uint64_t)ts[i].numel * cattr_dtype_size(ts[i].dtype);
+        }
+    }
+    free(b.p);
+    free(ts);
+    free(tp);
+    return st;
+}
+
 typedef struct save_ctx {
     const cattr_tensor_set *set;
     const strbuf *header;

@@ -12,6 +12,22 @@
  * (dtype, Fortran order, version), CATTR_ERR_NO_MEMORY. */
 cattr_status cx_npy_parse(const void *data, size_t size, const char *what, cattr_tensor **out);
 
+/* Where a .npy file's array lies: its element type, shape and the byte offset of its data (C order). */
+typedef struct cx_npy_layout {
+    cx_elem elem;
+    int ndim;
+    int64_t shape[CATTR_MAX_DIMS];
+    uint64_t numel, offset;
+} cx_npy_layout;
+
+/* Parses and checks a .npy file's preamble and header against its `size` bytes (cx_npy_parse's checks, without
+ * reading the data). Errors: as cx_npy_parse but CATTR_ERR_NO_MEMORY. */
+cattr_status cx_npy_locate(const void *data, size_t size, const char *what, cx_npy_layout *lay);
+
+/* The preamble and header (format 1.0, numpy's bytes, as cattr_tensor_save_npy writes them) of an array of this dtype
+ * and shape, into buf; returns its length, a multiple of 64, or 0 when it does not fit in cap. */
+size_t cx_npy_header(cattr_dtype dtype, int ndim, const int64_t *shape, unsigned char *buf, size_t cap);
+
 /* One tensor of a .safetensors header. */
 typedef struct cx_st_entry {
     char *name;
@@ -40,5 +56,11 @@ void cx_st_header_free(cx_st_header *h);
 /* Parses a whole .safetensors file into a new tensor set (F16/BF16 widened to float32, integers and bool to int64).
  * Errors: as cx_st_header_parse. */
 cattr_status cx_tensor_set_parse(const void *file, size_t size, const char *what, cattr_tensor_set **out);
+
+/* The 8-byte length and the JSON header (as cattr_tensor_set_save writes them) of a .safetensors file holding n
+ * tensors named names[i] of dtype dt[i] and shape (ndim[i], shape[i]), in that order: *out (malloc'ed, *len bytes) and
+ * each tensor's byte offset in the file (offset[i]). Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cx_st_header_bytes(int n, const char *const *names, const cattr_dtype *dt, const int *ndim,
+                                const int64_t (*shape)[CATTR_MAX_DIMS], unsigned char **out, size_t *len, uint64_t *offset);
 
 #endif

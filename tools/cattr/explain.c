@@ -1,11 +1,14 @@
 /* explain.c - `cattr explain`: attribute a model's prediction to its inputs and write the attributions. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "mpi_driver.h"
 
 #include "io/fileutil.h"
+#include "io/rows.h"
 #include "viz/heatmap.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -721,10 +724,407 @@ static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, i
     return st;
 }
 
+
+/* ---- dataset mode ------------------------------------------------------------------------------------------
+ * `--batch-size N` with an .npy or .safetensors --output: the inputs are read N rows at a time from their files (a
+ * dataset larger than memory), each batch is attributed and written at its place in OUTPUT.part (the whole file's
+ * header first), made durable, and counted in OUTPUT.part.json; when every row is there OUTPUT.part becomes OUTPUT.
+ * Rerunning the same command after an interruption resumes after the last batch counted. Under mpirun the batches
+ * are handed out over the ranks (mpi_driver.h); rank 0 writes them, in order, so the file is one process's. Baselines,
+ * feature masks, additional inputs and targets are read whole (one row, or one per example). */
+
+typedef struct stream_run {
+    explain_args *a;
+    cattr_model *m;
+    cattr_explainer *e;
+    cx_rows_reader rd[MAXT];
+    cattr_tensor **base, **masks, **add;
+    target_buf tb;              /* an explicit target for the whole dataset (kind NONE: each batch's prediction) */
+    bool dist;
+    int64_t R, bs, first;       /* rows, rows per batch, the first batch still to do */
+    uint64_t key;               /* the command's fingerprint, in the progress file */
+    cx_rows_writer *w;          /* rank 0: OUTPUT.part, opened with the first result */
+    char *progress;             /* rank 0: OUTPUT.part.json */
+    double start;
+    bool show;
+    int64_t done;
+} stream_run;
+
+/* The FNV-1a hash of the command line (but --quiet, -q) and the dataset's row count: a progress file is resumed only by
+ * the same command. */
+static uint64_t command_key(int argc, char **argv, int64_t rows) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < argc; i++)
+        for (const unsigned char *p = (const unsigned char *)argv[i]; strcmp(argv[i], "--quiet") && strcmp(argv[i], "-q"); p++) {
+            h = (h ^ *p) * 1099511628211ull;
+            if (!*p) break;
+        }
+    for (int k = 0; k < 8; k++) h = (h ^ (uint8_t)((uint64_t)rows >> (8 * k))) * 1099511628211ull;
+    return h;
+}
+
+/* Appends tensor t (dtype, ndim, shape, data) to the result bytes. */
+static bool put_tensor(char **buf, size_t *len, size_t *cap, const cattr_tensor *t) {
+    int32_t hd[2] = {(int32_t)cattr_tensor_dtype(t), cattr_tensor_ndim(t)};
+    size_t db = (size_t)cattr_tensor_numel(t) * cattr_dtype_size(cattr_tensor_dtype(t));
+    size_t need = *len + sizeof hd + (size_t)hd[1] * sizeof(int64_t) + db;
+    if (need > *cap) {
+        size_t c = need * 2;
+        char *nb = realloc(*buf, c);
+        if (!nb) return false;
+        *buf = nb;
+        *cap = c;
+    }
+    memcpy(*buf + *len, hd, sizeof hd);
+    *len += sizeof hd;
+    memcpy(*buf + *len, cattr_tensor_shape(t), (size_t)hd[1] * sizeof(int64_t));
+    *len += (size_t)hd[1] * sizeof(int64_t);
+    memcpy(*buf + *len, cattr_tensor_data_const(t), db);
+    *len += db;
+    return true;
+}
+
+/* One batch (mpi_driver_work_fn): its rows attributed; *data = int32 count, then the tensors (attributions, then the
+ * delta when there is one), or the error message after a status < 0. */
+static int stream_work(int64_t item, char **data, size_t *len, void *user) {
+    stream_run *s = user;
+    explain_args *a = s->a;
+    int64_t b0 = (s->first + item) * s->bs, b1 = b0 + s->bs < s->R ? b0 + s->bs : s->R;
+    cattr_tensor *in[MAXT] = {0}, *bl[MAXT] = {0}, *ad[MAXT] = {0}, *mk[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL;
+    cattr_tensor *out = NULL;
+    target_buf tb = {{0}, NULL};
+    int64_t *tidx = NULL;
+    cattr_status st = CATTR_OK;
+    int rc = 0;
+    for (int i = 0; i < a->n_in && st == CATTR_OK; i++) st = cx_rows_read(&s->rd[i], b0, b1, &in[i]);
+    for (int i = 0; i < a->n_in && st == CATTR_OK; i++) {
+        bl[i] = a->n_base ? rows_of(s->base[i], s->R, b0, b1, !s->dist) : NULL;
+        mk[i] = a->n_masks ? rows_of(s->masks[i], s->R, b0, b1, true) : NULL;
+        if ((a->n_base && !bl[i]) || (a->n_masks && !mk[i])) st = CATTR_ERR_NO_MEMORY;
+    }
+    for (int j = 0; j < a->n_add && st == CATTR_OK; j++)
+        if (!(ad[j] = rows_of(s->add[j], s->R, b0, b1, true))) st = CATTR_ERR_NO_MEMORY;
+    cattr_target t = s->tb.t;
+    if (st == CATTR_OK && t.kind == CATTR_TARGET_NONE) { /* each example's predicted class, as in one batch */
+        const cattr_tensor *all[2 * MAXT];
+        for (int i = 0; i < a->n_in; i++) all[i] = in[i];
+        for (int j = 0; j < a->n_add; j++) all[a->n_in + j] = ad[j];
+        bool auto_pred;
+        st = cattr_model_forward(s->m, a->p.dtype, all, a->n_in + a->n_add, &out);
+        if (st == CATTR_OK && build_target(a, out, b1 - b0, &tb, &auto_pred) != 0) st = CATTR_ERR_INVALID_ARGUMENT;
+        t = tb.t;
+    } else if (st == CATTR_OK && t.kind == CATTR_TARGET_PER_EXAMPLE) {
+        tidx = malloc((size_t)((b1 - b0) * t.n_idx + 1) * sizeof *tidx);
+        if (!tidx) st = CATTR_ERR_NO_MEMORY;
+        else memcpy(tidx, t.idx + b0 * t.n_idx, (size_t)((b1 - b0) * t.n_idx) * sizeof *tidx);
+        t.idx = tidx;
+        t.n_rows = b1 - b0;
+    }
+    if (st == CATTR_OK) {
+        cattr_call c = {(const cattr_tensor *const *)in, a->n_in, a->n_base ? (const cattr_tensor *const *)bl : NULL,
+                        &t, (const cattr_tensor *const *)ad, a->n_add,
+                        a->n_masks ? (const cattr_tensor *const *)mk : NULL, NULL, NULL, 0, NULL, 0, NULL};
+        st = cattr_explainer_run(s->e, &c, attr, a->no_delta ? NULL : &delta);
+    }
+    size_t cap = 0;
+    *data = NULL;
+    *len = 0;
+    if (st == CATTR_OK) {
+        int32_t n = 0;
+        while (n < MAXT && attr[n]) n++;
+        int32_t cnt = n + (delta ? 1 : 0);
+        cap = 1024;
+        *data = malloc(cap);
+        bool okb = *data != NULL;
+        if (okb) {
+            memcpy(*data, &cnt, sizeof cnt);
+            *len = sizeof cnt;
+        }
+        for (int i = 0; i < n && okb; i++) okb = put_tensor(data, len, &cap, attr[i]);
+        if (okb && delta) okb = put_tensor(data, len, &cap, delta);
+        if (!okb) st = CATTR_ERR_NO_MEMORY;
+    }
+    if (st != CATTR_OK) { /* the message for rank 0 */
+        free(*data);
+        char msg[1024];
+        snprintf(msg, sizeof msg, "rows %lld to %lld: %s", (long long)b0, (long long)b1,
+                 st == CATTR_ERR_NO_MEMORY ? "out of memory" : cattr_last_error());
+        *len = strlen(msg) + 1;
+        *data = malloc(*len);
+        if (*data) memcpy(*data, msg, *len);
+        else *len = 0;
+        rc = -1;
+    }
+    for (int i = 0; i < MAXT; i++) {
+        cattr_tensor_free(in[i]);
+        cattr_tensor_free(bl[i]);
+        cattr_tensor_free(ad[i]);
+        cattr_tensor_free(mk[i]);
+        cattr_tensor_free(attr[i]);
+    }
+    cattr_tensor_free(delta);
+    cattr_tensor_free(out);
+    free(tb.idx);
+    free(tidx);
+    return rc;
+}
+
+/* Reads the next tensor of a batch result as a borrowed view. */
+static bool get_tensor(const char **p, const char *end, cattr_tensor **t) {
+    int32_t hd[2];
+    if ((size_t)(end - *p) < sizeof hd) return false;
+    memcpy(hd, *p, sizeof hd);
+    *p += sizeof hd;
+    int64_t sh[CATTR_MAX_DIMS] = {0};
+    if (hd[1] < 0 || hd[1] > CATTR_MAX_DIMS || (size_t)(end - *p) < (size_t)hd[1] * sizeof(int64_t)) return false;
+    memcpy(sh, *p, (size_t)hd[1] * sizeof(int64_t));
+    *p += (size_t)hd[1] * sizeof(int64_t);
+    if (cattr_tensor_wrap((cattr_dtype)hd[0], hd[1], sh, (void *)*p, t) != CATTR_OK) return false;
+    size_t db = (size_t)cattr_tensor_numel(*t) * cattr_dtype_size((cattr_dtype)hd[0]);
+    if ((size_t)(end - *p) < db) {
+        cattr_tensor_free(*t);
+        return false;
+    }
+    *p += db;
+    return true;
+}
+
+static void stream_show(stream_run *s, bool last) {
+    double el = now_s() - s->start, rate = el > 0 ? (double)(s->done - s->first * s->bs) / el : 0;
+    double eta = rate > 0 ? (double)(s->R - s->done) / rate : 0;
+    int width = 30, fill = s->R ? (int)(width * s->done / s->R) : width;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld rows, %.1f rows/s, ETA %.0f s  ", fill, "##############################",
+            width - fill, "", (long long)s->done, (long long)s->R, rate, eta);
+    if (last) fprintf(stderr, "\n");
+}
+
+/* Rank 0, in batch order (mpi_driver_deliver_fn): the batch written at its rows, made durable, counted. */
+static int stream_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
+    stream_run *s = user;
+    explain_args *a = s->a;
+    if (status < 0) {
+        fprintf(stderr, "%scattr: attribution failed: %s\n", s->show ? "\n" : "", len ? data : "(no message)");
+        return CLI_FAIL;
+    }
+    int64_t b0 = (s->first + item) * s->bs;
+    const char *p = data, *end = data + len;
+    int32_t cnt = 0;
+    if (len < sizeof cnt) return CLI_FAIL;
+    memcpy(&cnt, p, sizeof cnt);
+    p += sizeof cnt;
+    cattr_tensor *t[MAXT + 1] = {0};
+    bool okr = cnt >= 1 && cnt <= MAXT + 1;
+    for (int i = 0; i < cnt && okr; i++) okr = get_tensor(&p, end, &t[i]);
+    cattr_status st = okr ? CATTR_OK : cx_fail(CATTR_ERR_INTERNAL, "a batch result is malformed");
+    int n_attr = a->no_delta ? cnt : cnt - 1;
+    if (st == CATTR_OK && !s->w) { /* the first result gives the rows' shapes: the whole file's header */
+        if (ends_with(a->output, ".npy") && n_attr > 1) {
+            for (int i = 0; i < cnt; i++) cattr_tensor_free(t[i]);
+            cli_usage_error("the method returned %d tensors: use an .safetensors --output", n_attr);
+            return CLI_USAGE;
+        }
+        int nw = ends_with(a->output, ".npy") ? 1 : cnt, nd[MAXT + 1];
+        cattr_dtype dt[MAXT + 1];
+        int64_t sh[MAXT + 1][CATTR_MAX_DIMS];
+        char names[MAXT + 1][16];
+        const char *nm[MAXT + 1];
+        for (int i = 0; i < nw; i++) {
+            dt[i] = cattr_tensor_dtype(t[i]);
+            nd[i] = cattr_tensor_ndim(t[i]);
+            memcpy(sh[i], cattr_tensor_shape(t[i]), sizeof sh[i]);
+            if (nd[i] < 1) nd[i] = 1, sh[i][0] = 1; /* a per-batch scalar cannot be streamed */
+            sh[i][0] = s->R;
+            if (i < n_attr) snprintf(names[i], sizeof names[i], "attr.%d", i);
+            else snprintf(names[i], sizeof names[i], "delta");
+            nm[i] = names[i];
+        }
+        bool resumed = false;
+        st = cx_rows_writer_open(a->output, nw, nm, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, s->first > 0, &s->w,
+                                 &resumed);
+        if (st == CATTR_OK && s->first > 0 && !resumed) {
+            cx_rows_writer_free(s->w);
+            s->w = NULL;
+            st = cx_fail(CATTR_ERR_IO, "'%s.part' does not match its progress file '%s' (another command's?): remove "
+                         "both to start over", a->output, s->progress);
+        }
+    }
+    int nw = s->w && ends_with(a->output, ".npy") ? 1 : cnt;
+    for (int i = 0; i < nw && st == CATTR_OK; i++) {
+        if (cattr_tensor_ndim(t[i]) < 1 || cattr_tensor_shape(t[i])[0] != (b0 + s->bs < s->R ? s->bs : s->R - b0))
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "tensor %d of the attribution has no row per example: it cannot be "
+                         "written batch by batch (run without --batch-size)", i);
+        else st = cx_rows_writer_put(s->w, i, b0, t[i]);
+    }
+    for (int i = 0; i < cnt; i++) cattr_tensor_free(t[i]);
+    if (st == CATTR_OK) st = cx_rows_writer_sync(s->w);
+    int64_t b1 = b0 + s->bs < s->R ? b0 + s->bs : s->R;
+    if (st == CATTR_OK) {
+        char text[256];
+        snprintf(text, sizeof text, "{\"command\": \"%016llx\", \"rows\": %lld, \"batch_size\": %lld, \"rows_done\": %lld}\n",
+                 (unsigned long long)s->key, (long long)s->R, (long long)s->bs, (long long)b1);
+        st = cli_write_text_file(s->progress, text);
+    }
+    if (st != CATTR_OK) {
+        if (s->show) fprintf(stderr, "\n");
+        return cli_error(st, "cannot write the output");
+    }
+    s->done = b1;
+    if (s->show) stream_show(s, false);
+    return 0;
+}
+
+/* The first batch to do according to a progress file's text (OUTPUT.part.json): rows_done / batch_size when the
+ * file names this command (key), this row count and batch size; -1 when it is another command's; 0 when it cannot
+ * be read. */
+static int64_t progress_first_batch(const char *text, uint64_t key_v, int64_t rows, int64_t bs) {
+    cJSON *j = cJSON_Parse(text);
+    if (!j) return 0;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "command"), *r = cJSON_GetObjectItemCaseSensitive(j, "rows"),
+                *b = cJSON_GetObjectItemCaseSensitive(j, "batch_size"),
+                *d = cJSON_GetObjectItemCaseSensitive(j, "rows_done");
+    char key[32];
+    snprintf(key, sizeof key, "%016llx", (unsigned long long)key_v);
+    int64_t first = -1;
+    if (cJSON_IsString(c) && strcmp(c->valuestring, key) == 0 && cJSON_IsNumber(r) && r->valuedouble == (double)rows &&
+        cJSON_IsNumber(b) && b->valuedouble == (double)bs && bs > 0 && cJSON_IsNumber(d) && d->valuedouble >= 0 &&
+        d->valuedouble <= (double)rows)
+        first = (int64_t)d->valuedouble / bs;
+    cJSON_Delete(j);
+    return first;
+}
+
+int cli_progress_fuzz(const unsigned char *data, size_t size) {
+    char *text = malloc(size + 1);
+    if (!text) return 0;
+    memcpy(text, data, size);
+    text[size] = 0;
+    (void)progress_first_batch(text, 0x10d41a5fe5debc17ull, 600, 10);
+    free(text);
+    return 0;
+}
+
+/* Rank 0: the first batch to do, from OUTPUT.part.json when it was written by this command (else 0). */
+static int64_t stream_resume_point(stream_run *s) {
+    void *text = NULL;
+    size_t n = 0;
+    if (cx_read_file(s->progress, &text, &n) != CATTR_OK) return 0;
+    int64_t first = progress_first_batch(text, s->key, s->R, s->bs);
+    free(text);
+    if (first < 0 && !s->a->quiet) fprintf(stderr, "cattr: %s is another command's progress: starting over\n", s->progress);
+    return first < 0 ? 0 : first;
+}
+
+static int explain_stream(explain_args *a, int argc, char **argv) {
+    stream_run s;
+    memset(&s, 0, sizeof s);
+    s.a = a;
+    s.bs = a->batch_size;
+    cattr_tensor *base[MAXT] = {0}, *masks[MAXT] = {0}, *add[MAXT] = {0};
+    s.base = base;
+    s.masks = masks;
+    s.add = add;
+    int rc = CLI_OK, rank = 0;
+    if (mpi_driver_start() != 0) {
+        fprintf(stderr, "cattr: MPI cannot start (CATTR_NO_MPI=1 runs without it)\n");
+        return CLI_FAIL;
+    }
+    rank = mpi_driver_rank();
+    cattr_status st = cattr_model_load_onnx(a->model, &s.m);
+    if (st == CATTR_OK) st = cattr_model_set_device(s.m, a->p.device);
+    if (st != CATTR_OK) rc = cli_error(st, "cannot load model");
+    for (int i = 0; i < a->n_in && rc == CLI_OK; i++)
+        if ((st = cx_rows_open(a->inputs[i], &s.rd[i])) != CATTR_OK) rc = cli_error(st, "cannot read --input");
+    s.R = rc == CLI_OK ? s.rd[0].shape[0] : 0;
+    for (int i = 1; i < a->n_in && rc == CLI_OK; i++)
+        if (s.rd[i].shape[0] != s.R)
+            rc = cli_usage_error("--input %s has %lld rows, --input %s %lld", a->inputs[i], (long long)s.rd[i].shape[0],
+                                 a->inputs[0], (long long)s.R);
+    for (int i = 0; i < a->n_masks && rc == CLI_OK; i++)
+        if ((st = cli_load_tensor(a->masks[i], &masks[i])) != CATTR_OK) rc = cli_error(st, "cannot read --feature-mask");
+    for (int i = 0; i < a->n_add && rc == CLI_OK; i++)
+        if ((st = cli_load_tensor(a->additional[i], &add[i])) != CATTR_OK) rc = cli_error(st, "cannot read --additional");
+    for (int i = 0; i < a->n_in && a->n_base && rc == CLI_OK; i++) {
+        const char *spec = a->baselines[a->n_base == 1 ? 0 : i];
+        double v;
+        if (cli_parse_double(spec, &v)) st = cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &base[i]);
+        else st = cli_load_tensor(spec, &base[i]);
+        if (st != CATTR_OK) rc = cli_error(st, "cannot read --baseline");
+    }
+    if (rc == CLI_OK && a->n_in + a->n_add != cattr_model_n_inputs(s.m))
+        rc = cli_usage_error("'%s' takes %d inputs; got %d --input and %d --additional", a->model,
+                             cattr_model_n_inputs(s.m), a->n_in, a->n_add);
+    bool auto_pred = false;
+    if (rc == CLI_OK && (a->target || a->targets || a->target_file)) rc = build_target(a, NULL, s.R, &s.tb, &auto_pred);
+    a->p.progress = NULL; /* the dataset's progress is shown instead */
+    if (rc == CLI_OK && (st = cattr_explainer_new(s.m, &a->p, &s.e)) != CATTR_OK) rc = cli_error(st, "bad parameters");
+    s.dist = a->p.method == CATTR_METHOD_DEEPLIFT_SHAP || a->p.method == CATTR_METHOD_GRADIENT_SHAP ||
+             a->p.draw_baseline_from_distrib;
+    s.key = command_key(argc, argv, s.R);
+    /* every rank must have set up; then rank 0 finds where to resume and tells the others */
+    rc = mpi_driver_max(rc);
+    int64_t hdr[2] = {rc, 0};
+    size_t ol = strlen(a->output);
+    if (rank == 0 && rc == CLI_OK) {
+        s.progress = malloc(ol + 16);
+        if (!s.progress) hdr[0] = rc = cli_usage_error("out of memory");
+        else {
+            snprintf(s.progress, ol + 16, "%s.part.json", a->output);
+            hdr[1] = s.first = stream_resume_point(&s);
+        }
+    }
+    mpi_driver_bcast(hdr, sizeof hdr);
+    rc = (int)hdr[0];
+    s.first = hdr[1];
+    int64_t nb = s.bs ? (s.R + s.bs - 1) / s.bs : 0;
+    if (rc == CLI_OK) {
+        s.start = now_s();
+        s.done = s.first * s.bs;
+        s.show = rank == 0 && !a->quiet && isatty(STDERR_FILENO);
+        if (rank == 0 && s.first > 0 && !a->quiet)
+            fprintf(stderr, "cattr: resuming %s after row %lld of %lld\n", a->output, (long long)s.done, (long long)s.R);
+        int frc = mpi_driver_farm(nb - s.first, stream_work, stream_deliver, &s);
+        if (rank == 0) {
+            if (s.show) stream_show(&s, true);
+            if (frc != 0) rc = frc < 0 ? CLI_FAIL : frc;
+            else if (!s.w && s.R > 0) rc = cli_usage_error("no batch was attributed");
+            else {
+                st = s.w ? cx_rows_writer_finish(s.w) : CATTR_OK;
+                s.w = NULL;
+                if (st != CATTR_OK) rc = cli_error(st, "cannot write the output");
+                else {
+                    remove(s.progress);
+                    if (!a->quiet)
+                        printf("wrote %s (%s, %s, %lld rows in batches of %lld, %.1f s)\n", a->output,
+                               cattr_method_name(a->p.method), cattr_dtype_name(a->p.dtype), (long long)s.R,
+                               (long long)s.bs, now_s() - s.start);
+                }
+            }
+        }
+        int64_t final = rc;
+        mpi_driver_bcast(&final, sizeof final);
+        rc = (int)final;
+    }
+    cx_rows_writer_free(s.w); /* an interrupted run keeps OUTPUT.part for the rerun */
+    free(s.progress);
+    free(s.tb.idx);
+    for (int i = 0; i < MAXT; i++) {
+        cx_rows_close(&s.rd[i]);
+        cattr_tensor_free(base[i]);
+        cattr_tensor_free(masks[i]);
+        cattr_tensor_free(add[i]);
+    }
+    cattr_explainer_free(s.e);
+    cattr_model_free(s.m);
+    mpi_driver_stop();
+    return rc;
+}
+
 int cmd_explain(int argc, char **argv) {
     explain_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? CLI_OK : rc;
+    if (a.batch_size > 0 && !ends_with(a.output, ".json") && !a.png && !a.heatmap && !a.runs && !a.precision_error)
+        return explain_stream(&a, argc, argv);
     cattr_model *m = NULL;
     cattr_tensor *in[MAXT] = {0}, *add[MAXT] = {0}, *base[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL, *out = NULL;
     cattr_tensor *masks[MAXT] = {0};
