@@ -6,6 +6,7 @@
 #include "core/core.h"
 #include "io/fileutil.h"
 #include "io/hf.h"
+#include "io/rows.h"
 #include "io/tensorio.h"
 #include "io/tokenizer.h"
 
@@ -722,6 +723,130 @@ static void test_golden(void) {
     }
 }
 
+/* ==== rows: read and written a batch at a time ============================================================== */
+
+static void test_rows(void) {
+    /* a [7, 2, 3] float32 tensor and a [7] int64 one, saved whole; read back in batches of 3 */
+    int64_t sa[3] = {7, 2, 3}, sb[1] = {7};
+    cattr_tensor *a = cx_tensor_alloc(CATTR_FLOAT32, 3, sa), *b = cx_tensor_alloc(CATTR_INT64, 1, sb);
+    if (!a || !b) {
+        CHECK(0, "out of memory");
+        return;
+    }
+    for (int64_t k = 0; k < a->numel; k++) ((float *)a->data)[k] = (float)k * 0.5f - 3;
+    for (int64_t k = 0; k < b->numel; k++) ((int64_t *)b->data)[k] = 100 - k;
+    cattr_tensor_set *set = NULL;
+    CHECK(cattr_tensor_set_new(&set) == CATTR_OK && cattr_tensor_set_add(set, "a", a) == CATTR_OK &&
+              cattr_tensor_set_add(set, "b", b) == CATTR_OK,
+          "set");
+    CHECK(cattr_tensor_save_npy(a, tmp_path("whole_a.npy")) == CATTR_OK, "save npy");
+    CHECK(cattr_tensor_set_save(set, tmp_path("whole.safetensors")) == CATTR_OK, "save safetensors");
+    const char *specs[3] = {tmp_path("whole_a.npy"), NULL, NULL};
+    char sp1[600], sp2[600];
+    snprintf(sp1, sizeof sp1, "%s:a", tmp_path("whole.safetensors"));
+    snprintf(sp2, sizeof sp2, "%s:b", tmp_path("whole.safetensors"));
+    specs[1] = sp1;
+    specs[2] = sp2;
+    for (int f = 0; f < 3; f++) {
+        const cattr_tensor *want = f < 2 ? a : b;
+        cx_rows_reader r;
+        CHECK_STATUS(cx_rows_open(specs[f], &r), CATTR_OK, NULL, specs[f]);
+        CHECK(r.ndim == want->ndim && r.shape[0] == 7, "%s: shape", specs[f]);
+        size_t row = (size_t)(want->numel / 7) * cattr_dtype_size(want->dtype);
+        for (int64_t b0 = 0; b0 < 7 && r.ndim; b0 += 3) {
+            int64_t b1 = b0 + 3 < 7 ? b0 + 3 : 7;
+            cattr_tensor *t = NULL;
+            CHECK_STATUS(cx_rows_read(&r, b0, b1, &t), CATTR_OK, NULL, "read rows");
+            CHECK(t && t->dtype == want->dtype && t->shape[0] == b1 - b0 &&
+                      memcmp(t->data, (const char *)want->data + (size_t)b0 * row, (size_t)(b1 - b0) * row) == 0,
+                  "%s: rows %lld to %lld", specs[f], (long long)b0, (long long)b1);
+            cattr_tensor_free(t);
+        }
+        cattr_tensor *t = NULL;
+        CHECK_STATUS(cx_rows_read(&r, 5, 8, &t), CATTR_ERR_INVALID_ARGUMENT, "rows 5 to 8 of 7", "rows past the end");
+        cx_rows_close(&r);
+    }
+    cx_rows_reader r;
+    CHECK_STATUS(cx_rows_open(tmp_path("whole.safetensors"), &r), CATTR_ERR_INVALID_ARGUMENT, "name one", "two tensors");
+    snprintf(sp1, sizeof sp1, "%s:c", tmp_path("whole.safetensors"));
+    CHECK_STATUS(cx_rows_open(sp1, &r), CATTR_ERR_INVALID_ARGUMENT, "no tensor named 'c'", "a missing tensor");
+    CHECK_STATUS(cx_rows_open(tmp_path("missing.npy"), &r), CATTR_ERR_IO, "missing.npy", "a missing file");
+    cattr_tensor *sc = cx_tensor_alloc(CATTR_FLOAT32, 0, NULL);
+    CHECK(sc && cattr_tensor_save_npy(sc, tmp_path("scalar.npy")) == CATTR_OK, "save a scalar");
+    CHECK_STATUS(cx_rows_open(tmp_path("scalar.npy"), &r), CATTR_ERR_INVALID_ARGUMENT, "scalar", "a scalar has no rows");
+    cattr_tensor_free(sc);
+
+    /* written in batches, out of order, the files equal the whole-tensor saves byte for byte */
+    const char *names[2] = {"a", "b"};
+    cattr_dtype dt[2] = {CATTR_FLOAT32, CATTR_INT64};
+    int nd[2] = {3, 1};
+    int64_t shp[2][CATTR_MAX_DIMS] = {{7, 2, 3}, {7}};
+    for (int npy = 0; npy < 2; npy++) {
+        const char *out = tmp_path(npy ? "rows.npy" : "rows.safetensors");
+        cx_rows_writer *w = NULL;
+        bool resumed = true;
+        CHECK_STATUS(cx_rows_writer_open(out, npy ? 1 : 2, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, true,
+                                         &w, &resumed),
+                     CATTR_OK, NULL, "open a writer");
+        CHECK(!resumed, "a new file is not resumed");
+        int64_t order[3] = {6, 3, 0};
+        for (int q = 0; q < 3 && w; q++) {
+            int64_t b0 = order[q], b1 = b0 + 3 < 7 ? b0 + 3 : 7;
+            for (int i = 0; i < (npy ? 1 : 2); i++) {
+                const cattr_tensor *src = i ? b : a;
+                int64_t sh[CATTR_MAX_DIMS];
+                memcpy(sh, src->shape, sizeof sh);
+                sh[0] = b1 - b0;
+                size_t row = (size_t)(src->numel / 7) * cattr_dtype_size(src->dtype);
+                cattr_tensor *part = NULL;
+                CHECK(cattr_tensor_from_data(src->dtype, src->ndim, sh, (const char *)src->data + (size_t)b0 * row,
+                                             &part) == CATTR_OK,
+                      "rows");
+                CHECK_STATUS(cx_rows_writer_put(w, i, b0, part), CATTR_OK, NULL, "put rows");
+                cattr_tensor_free(part);
+            }
+            if (q == 1) { /* interrupted after two batches, then reopened: the rows written stay */
+                CHECK_STATUS(cx_rows_writer_sync(w), CATTR_OK, NULL, "sync");
+                cx_rows_writer_free(w);
+                w = NULL;
+                CHECK(access(out, F_OK) != 0, "%s exists before it is finished", out);
+                CHECK_STATUS(cx_rows_writer_open(out, npy ? 1 : 2, names, dt, nd,
+                                                 (const int64_t(*)[CATTR_MAX_DIMS])shp, true, &w, &resumed),
+                             CATTR_OK, NULL, "reopen");
+                CHECK(resumed, "the part file with the same header is resumed");
+            }
+        }
+        cattr_tensor *bad = cx_tensor_alloc(CATTR_FLOAT64, 3, (int64_t[]){1, 2, 3});
+        if (w && bad) CHECK_STATUS(cx_rows_writer_put(w, 0, 0, bad), CATTR_ERR_INVALID_ARGUMENT, "wrong dtype", "dtype");
+        cattr_tensor_free(bad);
+        if (w) CHECK_STATUS(cx_rows_writer_finish(w), CATTR_OK, NULL, "finish");
+        CHECK(files_equal(out, npy ? tmp_path("whole_a.npy") : tmp_path("whole.safetensors")),
+              "%s differs from the whole-tensor save", out);
+        char part[600];
+        snprintf(part, sizeof part, "%s.part", out);
+        CHECK(access(part, F_OK) != 0, "%s left behind", part);
+    }
+    /* another header: a part file is not resumed but started over */
+    cx_rows_writer *w = NULL;
+    bool resumed = true;
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("re.npy"), 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, true,
+                                     &w, &resumed), CATTR_OK, NULL, "open");
+    cx_rows_writer_free(w);
+    shp[0][1] = 5;
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("re.npy"), 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, true,
+                                     &w, &resumed), CATTR_OK, NULL, "reopen with another shape");
+    CHECK(!resumed, "a part file of another shape was resumed");
+    cx_rows_writer_free(w);
+    unlink(tmp_path("re.npy.part"));
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("x.json"), 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, false,
+                                     &w, &resumed), CATTR_ERR_INVALID_ARGUMENT, ".npy or .safetensors", "extension");
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("two.npy"), 2, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, false,
+                                     &w, &resumed), CATTR_ERR_INVALID_ARGUMENT, "a .npy holds one", "two in an npy");
+    cattr_tensor_set_free(set);
+    cattr_tensor_free(a);
+    cattr_tensor_free(b);
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/cattr_test_io_XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -737,6 +862,7 @@ int main(void) {
     test_safetensors_hostile();
     test_safetensors_padding_bytes();
     test_fuzz_regressions();
+    test_rows();
     test_golden();
     remove_dir();
     if (g_failures) {
