@@ -447,6 +447,31 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
                                        const cattr_tensor *const *additional, int n_additional,
                                        cattr_tensor **attr_out, cattr_tensor **delta_out);
 
+/* Splitting one attribution over processes or machines. The work of one call is cut into n_parts parts computed
+ * apart (each by an explainer with the same params on the same model, in another process or on another machine: the
+ * command's `explain --split steps` under mpirun), whose bytes are combined, in part order, into the attributions (and
+ * delta) one process gives, bit for bit. Implemented for IntegratedGradients without a noise tunnel: its steps are
+ * cut into chunks (of internal_batch_size rows, or as many steps as max_memory allows, and at most
+ * ceil(n_steps / n_parts) steps), part p computing the contiguous chunks p*C/n_parts to (p+1)*C/n_parts - 1 of the C
+ * chunks, each chunk's sum over its steps kept apart; combining adds them in chunk order on the backend, as one
+ * process adds them. So the result equals one process's run with internal_batch_size = the chunk's steps times the
+ * batch (cattr_split_chunk_steps tells it). Every part and the combining call must be given the same call and cut the
+ * steps alike: give internal_batch_size, or the same max_memory, where processes could see different free memory.
+ *
+ * cattr_explainer_run_part computes part `part` (0 <= part < n_parts) of the call; *blob (malloc'ed, the caller
+ * frees it with free()) receives *len bytes (a part with no chunk is a few bytes). cattr_explainer_combine takes the
+ * n_parts blobs in part order and writes what cattr_explainer_run would (attr_out, delta_out).
+ * Errors: CATTR_ERR_UNSUPPORTED (another method, a noise tunnel, a model with integer inputs that give shapes),
+ * CATTR_ERR_INVALID_ARGUMENT (part out of range; blobs of another call, cut differently, missing or out of order,
+ * naming the part), and cattr_explainer_run's. */
+cattr_status cattr_explainer_run_part(cattr_explainer *e, const cattr_call *call, int part, int n_parts, void **blob,
+                                      size_t *len);
+cattr_status cattr_explainer_combine(cattr_explainer *e, const cattr_call *call, const void *const *blobs,
+                                     const size_t *lens, int n_parts, cattr_tensor **attr_out,
+                                     cattr_tensor **delta_out);
+/* The steps per chunk of a part blob (0 for bytes that are not one). */
+int cattr_split_chunk_steps(const void *blob, size_t len);
+
 /* Peak bytes of backend memory used by the explainer's plans so far. */
 size_t cattr_explainer_peak_memory(const cattr_explainer *e);
 

@@ -4,7 +4,9 @@
 #include "cattr.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int checks, fails;
@@ -169,6 +171,83 @@ int main(void) {
         cattr_tensor_free(w); /* the handle only: buf is on the stack */
         CHECK(cattr_tensor_wrap(CATTR_FLOAT32, 1, (const int64_t[]){4}, NULL, &w) == CATTR_ERR_INVALID_ARGUMENT && !w,
               "NULL data refused");
+    }
+
+    /* one call split into parts: IG on 3 examples, 50 steps in chunks of 7, cut into 1, 2, 3, 4 and 8 parts (with 8,
+     * at most ceil(50 / 8) = 7 steps per chunk: the same cut), combined: the attributions and delta of one process,
+     * bit for bit, in float32 and float64 */
+    if (x) {
+        int64_t s3[4] = {3, 1, 8, 8};
+        for (int dt = 0; dt < 2; dt++) {
+            cattr_dtype dty = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+            cattr_tensor *xb = NULL;
+            CHECK(cattr_tensor_new(CATTR_FLOAT32, 4, s3, &xb) == CATTR_OK, "batch");
+            if (!xb) break;
+            for (int r = 0; r < 3; r++)
+                for (int k = 0; k < 64; k++)
+                    ((float *)cattr_tensor_data(xb))[r * 64 + k] = ((const float *)cattr_tensor_data_const(x))[k] * (1.0f - 0.25f * (float)r);
+            int64_t tg[3] = {3, 5, 8};
+            cattr_target t3 = {CATTR_TARGET_PER_EXAMPLE, 1, 3, tg};
+            cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
+            p.dtype = dty;
+            p.internal_batch_size = 7 * 3;
+            p.return_convergence_delta = true;
+            cattr_explainer *e1 = NULL, *e2 = NULL;
+            CHECK(cattr_explainer_new(m, &p, &e1) == CATTR_OK && cattr_explainer_new(m, &p, &e2) == CATTR_OK, "explainers");
+            const cattr_tensor *in[1] = {xb};
+            cattr_call call = {in, 1, NULL, &t3, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+            cattr_tensor *ref_a = NULL, *ref_d = NULL;
+            CHECK(e1 && cattr_explainer_run(e1, &call, &ref_a, &ref_d) == CATTR_OK, "one process");
+            int counts[5] = {1, 2, 3, 4, 8};
+            for (int q = 0; q < 5 && ref_a && e2; q++) {
+                int P = counts[q];
+                void *blobs[9] = {0};
+                size_t lens[9] = {0};
+                for (int k = 0; k < P; k++)
+                    CHECK(cattr_explainer_run_part(e2, &call, k, P, &blobs[k], &lens[k]) == CATTR_OK, "part %d of %d", k, P);
+                CHECK(cattr_split_chunk_steps(blobs[0], lens[0]) == 7, "chunk steps of the parts");
+                cattr_tensor *a = NULL, *d = NULL;
+                CHECK(cattr_explainer_combine(e2, &call, (const void *const *)blobs, lens, P, &a, &d) == CATTR_OK,
+                      "combine %d parts: %s", P, cattr_last_error());
+                CHECK(a && d && memcmp(cattr_tensor_data_const(a), cattr_tensor_data_const(ref_a),
+                                       (size_t)cattr_tensor_numel(a) * cattr_dtype_size(dty)) == 0 &&
+                          memcmp(cattr_tensor_data_const(d), cattr_tensor_data_const(ref_d),
+                                 (size_t)cattr_tensor_numel(d) * cattr_dtype_size(dty)) == 0,
+                      "%d parts (%s): not one process's bits", P, cattr_dtype_name(dty));
+                cattr_tensor_free(a);
+                cattr_tensor_free(d);
+                a = d = NULL;
+                if (P == 3) { /* out of order, missing, foreign: refused with a message naming the part */
+                    const void *sw[3] = {blobs[1], blobs[0], blobs[2]};
+                    size_t sl[3] = {lens[1], lens[0], lens[2]};
+                    CHECK(cattr_explainer_combine(e2, &call, sw, sl, 3, &a, &d) == CATTR_ERR_INVALID_ARGUMENT && !a &&
+                              strstr(cattr_last_error(), "part 0"), "parts out of order refused");
+                    CHECK(cattr_explainer_combine(e2, &call, (const void *const *)blobs, lens, 2, &a, &d) ==
+                              CATTR_ERR_INVALID_ARGUMENT && !a, "a missing part refused");
+                    size_t cut = lens[2] - 4;
+                    const size_t tl[3] = {lens[0], lens[1], cut};
+                    CHECK(cattr_explainer_combine(e2, &call, (const void *const *)blobs, tl, 3, &a, &d) ==
+                              CATTR_ERR_INVALID_ARGUMENT && !a && strstr(cattr_last_error(), "part 2"),
+                          "a truncated part refused");
+                }
+                for (int k = 0; k < P; k++) free(blobs[k]);
+            }
+            cattr_tensor_free(ref_a);
+            cattr_tensor_free(ref_d);
+            cattr_explainer_free(e1);
+            cattr_explainer_free(e2);
+            cattr_tensor_free(xb);
+        }
+        cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+        cattr_explainer *es = NULL;
+        CHECK(cattr_explainer_new(m, &p, &es) == CATTR_OK, "saliency");
+        const cattr_tensor *in[1] = {x};
+        cattr_call call = {in, 1, NULL, &t, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+        void *b = NULL;
+        size_t bl = 0;
+        CHECK(es && cattr_explainer_run_part(es, &call, 0, 2, &b, &bl) == CATTR_ERR_UNSUPPORTED && !b &&
+                  strstr(cattr_last_error(), "integrated-gradients"), "a saliency part refused");
+        cattr_explainer_free(es);
     }
 
     /* cancellation: IG in chunks of 10 of 50 steps, cancelled from the progress callback after the second chunk */

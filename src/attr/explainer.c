@@ -211,6 +211,58 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
     return CATTR_OK;
 }
 
+/* Whether the explainer's call can be split into parts (cattr_explainer_run_part). */
+static cattr_status split_supported(const cattr_explainer *e) {
+    if (e->p.method != CATTR_METHOD_INTEGRATED_GRADIENTS || e->p.nt_type != CATTR_NT_NONE)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts is implemented for "
+                       "integrated-gradients without a noise tunnel (not %s%s)", e->method->name,
+                       e->p.nt_type != CATTR_NT_NONE ? " with a noise tunnel" : "");
+    if (e->fold)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts: the model has integer inputs that "
+                       "give shapes");
+    return CATTR_OK;
+}
+
+cattr_status cattr_explainer_run_part(cattr_explainer *e, const cattr_call *call, int part, int n_parts, void **blob,
+                                      size_t *len) {
+    if (blob) *blob = NULL;
+    if (len) *len = 0;
+    if (!e || !call || !blob || !len) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, blob and len are required");
+    if (n_parts < 1 || part < 0 || part >= n_parts)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d of %d does not exist", part, n_parts);
+    CX_CHECK(split_supported(e));
+    e->split = (struct cx_split){part, n_parts, blob, len, NULL, NULL, 0};
+    cattr_tensor *attr[MAX_IN] = {0};
+    int n = 0;
+    cattr_status st = run_once(e, call, attr, NULL, &n);
+    memset(&e->split, 0, sizeof e->split);
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(attr[i]);
+    if (st != CATTR_OK) {
+        free(*blob);
+        *blob = NULL;
+        *len = 0;
+    }
+    return st;
+}
+
+cattr_status cattr_explainer_combine(cattr_explainer *e, const cattr_call *call, const void *const *blobs,
+                                     const size_t *lens, int n_parts, cattr_tensor **attr_out,
+                                     cattr_tensor **delta_out) {
+    if (delta_out) *delta_out = NULL;
+    if (!e || !call || !attr_out || !blobs || !lens || n_parts < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, attr_out and at least one part are required");
+    CX_CHECK(split_supported(e));
+    e->split = (struct cx_split){0, 0, NULL, NULL, blobs, lens, n_parts};
+    cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
+    int n = 0;
+    cattr_status st = run_once(e, call, attr, delta_out ? &delta : NULL, &n);
+    memset(&e->split, 0, sizeof e->split);
+    if (st != CATTR_OK) return st;
+    for (int i = 0; i < n; i++) attr_out[i] = attr[i];
+    if (delta_out) *delta_out = delta;
+    return CATTR_OK;
+}
+
 cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
                                        const cattr_tensor *const *baselines, const cattr_target *target,
                                        const cattr_tensor *const *additional, int n_additional,

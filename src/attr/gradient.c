@@ -6,6 +6,8 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,7 +199,7 @@ static cattr_status ig_points(cattr_explainer *e) {
 typedef struct ig_dev {
     cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, rows, alpha, step;
     cx_dbuf acc_all;         /* every accumulator, zeroed at once */
-    void *acc[2][CX_MAX_IN]; /* per slot and input, in acc_all */
+    void *acc[3][CX_MAX_IN]; /* per slot and input, in acc_all (a third slot when parts are combined) */
     int64_t sched_B, sched_rows; /* what the schedule on the backend was made for (0: none) */
     int sched_steps;
     cattr_dtype sched_dt;
@@ -424,9 +426,9 @@ static cattr_status ig_plan(cattr_explainer *e, ig_state *s, cx_call *c, const c
     return CATTR_OK;
 }
 
-/* Steps [s0, s1) added into the accumulators of `slot`. */
-static cattr_status ig_chunk(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, ig_dev *d,
-                             int s0, int s1, int slot) {
+/* Steps [s0, s1) added to the accumulators of slot `from` into those of `slot` (the same slot: in place). */
+static cattr_status ig_chunk_from(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, ig_dev *d,
+                                  int s0, int s1, int slot, int from) {
     int64_t R = (int64_t)(s1 - s0) * c->B;
     cx_plan *p = NULL;
     CX_CHECK(ig_plan(e, s, c, seed, R, slot, &p));
@@ -435,7 +437,8 @@ static cattr_status ig_chunk(cattr_explainer *e, ig_state *s, cx_call *c, const 
     for (int i = 0; i < s->n; i++) {
         in[IG_X(i)] = d->x[i].p;
         in[IG_B(i)] = d->b[i].p;
-        in[IG_ACC(i)] = out[i] = d->acc[slot][i];
+        in[IG_ACC(i)] = d->acc[from][i];
+        out[i] = d->acc[slot][i];
         in[IG_ALPHA(i)] = (char *)d->alpha.p + off;
         in[IG_STEP(i)] = (char *)d->step.p + off;
     }
@@ -445,7 +448,15 @@ static cattr_status ig_chunk(cattr_explainer *e, ig_state *s, cx_call *c, const 
     return cx_run_plan_dev(e, p, NULL, in, NULL, out);
 }
 
+/* Steps [s0, s1) added into the accumulators of `slot`. */
+static cattr_status ig_chunk(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, ig_dev *d,
+                             int s0, int s1, int slot) {
+    return ig_chunk_from(e, s, c, seed, d, s0, s1, slot, slot);
+}
+
 /* The attributions from the accumulators of slot 0 (plus those of slot 1 when `two`, added on the backend). */
+static cattr_status ig_sum_plan(cattr_explainer *e, ig_state *s, cx_call *c, cx_plan **out);
+
 static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_dev *d, bool two, cattr_tensor **attr) {
     void *host[CX_MAX_IN];
     for (int i = 0; i < c->n; i++) {
@@ -458,6 +469,15 @@ static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_de
             CX_CHECK(cx_copy_out(e->be, host[i], d->acc[0][i], (size_t)attr[i]->numel * cattr_dtype_size(c->dt)));
         return CATTR_OK;
     }
+    cx_plan *p = NULL;
+    CX_CHECK(ig_sum_plan(e, s, c, &p));
+    void *in[2 * CX_MAX_IN];
+    for (int k = 0; k < 2 * s->n; k++) in[k] = d->acc[k / s->n][k % s->n];
+    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
+}
+
+/* The plan of out_i = a_i + b_i over the n inputs' shapes. */
+static cattr_status ig_sum_plan(cattr_explainer *e, ig_state *s, cx_call *c, cx_plan **out) {
     if (!s->sum_g) { /* out_i = a_i + b_i */
         cg_graph *g = cg_new();
         if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -472,18 +492,14 @@ static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_de
     int nd[2 * CX_MAX_IN];
     int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[2 * CX_MAX_IN];
-    void *in[2 * CX_MAX_IN];
     for (int k = 0; k < 2 * s->n; k++) {
         const cattr_tensor *x = c->x[k % s->n];
         nd[k] = x->ndim;
         memcpy(sh[k], x->shape, sizeof sh[k]);
         dt[k] = c->dt;
-        in[k] = d->acc[k / s->n][k % s->n];
     }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->sum_pc, s->sum_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->sum_outs, s->n, &p));
-    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    return cx_plan_cache_get(&s->sum_pc, s->sum_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                             (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->sum_outs, s->n, out);
 }
 
 /* Small paths run as two halves of the steps at once (on two cores when there are), each with its own plan: one fork
@@ -530,6 +546,150 @@ static bool ig_split_pays(const cattr_explainer *e, const cx_call *c, int chunk)
     return elems * e->p.n_steps >= 1024 && elems * e->p.n_steps <= ((int64_t)1 << 16);
 }
 
+
+/* ---- one call split into parts (cattr_explainer_run_part / cattr_explainer_combine) -----------------------------
+ * A part computes a contiguous range of the call's chunks of steps, each from zeroed accumulators (acc + 0 is exact,
+ * so a chunk's value is what one process adds for it), and sends them as bytes; combining adds them in chunk order
+ * with the same Add on the backend, so the result is one process's with the same chunks. The bytes: */
+#define SPLIT_MAGIC "cattrIG1"
+typedef struct split_head {
+    char magic[8];
+    int64_t dtype, n_steps, quadrature, B, n, numel[CX_MAX_IN], mul;
+    int64_t chunk, n_chunks, part, n_parts, first, count; /* steps per chunk, chunks in all; this part's */
+} split_head;
+
+int cattr_split_chunk_steps(const void *blob, size_t len) {
+    split_head h;
+    if (!blob || len < sizeof h) return 0;
+    memcpy(&h, blob, sizeof h);
+    return memcmp(h.magic, SPLIT_MAGIC, 8) == 0 && h.chunk > 0 && h.chunk <= INT32_MAX ? (int)h.chunk : 0;
+}
+
+static void split_fill(const cattr_explainer *e, const ig_state *s, const cx_call *c, split_head *h) {
+    memset(h, 0, sizeof *h);
+    memcpy(h->magic, SPLIT_MAGIC, 8);
+    h->dtype = c->dt;
+    h->n_steps = e->p.n_steps;
+    h->quadrature = e->p.quadrature;
+    h->B = c->B;
+    h->n = c->n;
+    for (int i = 0; i < c->n; i++) h->numel[i] = c->x[i]->numel;
+    h->mul = s->mul;
+}
+
+static size_t chunk_bytes(const cx_call *c) {
+    size_t b = 0;
+    for (int i = 0; i < c->n; i++) b += (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+    return b;
+}
+
+static cattr_status ig_run_part(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, int chunk) {
+    int n = e->p.n_steps, P = e->split.n_parts, part = e->split.part;
+    int cap = (n + P - 1) / P;
+    if (chunk > cap) chunk = cap;
+    int64_t C = (n + chunk - 1) / chunk, first = part * C / P, last = (part + 1) * C / P;
+    ig_dev *d = &s->d;
+    split_head h;
+    split_fill(e, s, c, &h);
+    h.chunk = chunk;
+    h.n_chunks = C;
+    h.part = part;
+    h.n_parts = P;
+    h.first = first;
+    h.count = last - first;
+    size_t per = chunk_bytes(c), len = sizeof h + (size_t)h.count * per;
+    char *blob = malloc(len);
+    if (!blob) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory for a part of %zu bytes", len);
+    memcpy(blob, &h, sizeof h);
+    cattr_status st = h.count ? ig_upload(e, c, seed, (int64_t)chunk * c->B, 2, d) : CATTR_OK;
+    size_t at = sizeof h;
+    for (int64_t k = first; k < last && st == CATTR_OK; k++) {
+        int s0 = (int)(k * chunk), s1 = s0 + chunk < n ? s0 + chunk : n;
+        st = ig_chunk_from(e, s, c, seed, d, s0, s1, 0, 1); /* slot 1 stays zero */
+        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            size_t b = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+            st = cx_copy_out(e->be, blob + at, d->acc[0][i], b);
+            at += b;
+        }
+        if (st == CATTR_OK) st = cx_chunk_done(&e->p, (int)(k - first + 1), (int)h.count);
+    }
+    if (st != CATTR_OK) {
+        free(blob);
+        return st;
+    }
+    *e->split.blob = blob;
+    *e->split.len = len;
+    return CATTR_OK;
+}
+
+static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed,
+                               cattr_tensor **attr, cattr_tensor **delta) {
+    int P = e->split.n_comb;
+    split_head want, h0;
+    split_fill(e, s, c, &want);
+    size_t per = chunk_bytes(c);
+    int64_t next = 0;
+    for (int p = 0; p < P; p++) {
+        split_head h;
+        const void *b = e->split.parts[p];
+        size_t len = e->split.lens[p];
+        if (!b || len < sizeof h) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d: %zu bytes, not a part", p, len);
+        memcpy(&h, b, sizeof h);
+        if (p == 0) h0 = h;
+        /* the call's own fields, then the cut: the same in every part, and the parts in order */
+        if (memcmp(&h, &want, offsetof(split_head, chunk)) != 0)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d is not a part of this call (another method, dtype, "
+                           "step count, batch or inputs)", p);
+        if (h.chunk != h0.chunk || h.n_chunks != h0.n_chunks || h.n_parts != P)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d cut the steps differently (chunks of %lld and %lld "
+                           "steps, %lld and %lld parts): give every part the same internal_batch_size", p,
+                           (long long)h0.chunk, (long long)h.chunk, (long long)h0.n_parts, (long long)h.n_parts);
+        if (h.part != p || h.first != next || h.count < 0 || h.count > h.n_chunks - next ||
+            len != sizeof h + (size_t)h.count * per)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d is out of order, overlaps another or is truncated "
+                           "(it says part %lld, chunks %lld to %lld of %lld; %zu bytes)", p, (long long)h.part,
+                           (long long)h.first, (long long)(h.first + h.count), (long long)h.n_chunks, len);
+        next += h.count;
+    }
+    if (P < 1 || next != h0.n_chunks)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the parts hold %lld of the %lld chunks", (long long)next,
+                       (long long)(P < 1 ? 0 : h0.n_chunks));
+    /* acc (slot 0 or 2, alternately) + the chunk (uploaded into slot 1), in chunk order */
+    ig_dev *d = &s->d;
+    cattr_status st = ig_upload(e, c, seed, (int64_t)h0.chunk * c->B, 3, d);
+    cx_plan *sp = NULL;
+    if (st == CATTR_OK) st = ig_sum_plan(e, s, c, &sp);
+    int cur = 0;
+    int64_t k = 0;
+    for (int p = 0; p < P && st == CATTR_OK; p++) {
+        split_head h;
+        memcpy(&h, e->split.parts[p], sizeof h);
+        const char *at = (const char *)e->split.parts[p] + sizeof h;
+        for (int64_t q = 0; q < h.count && st == CATTR_OK; q++, k++) {
+            void *in[2 * CX_MAX_IN], *out[CX_MAX_IN];
+            for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+                size_t b = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+                st = cx_copy_in(e->be, d->acc[1][i], at, b);
+                at += b;
+                in[i] = d->acc[cur][i];
+                in[s->n + i] = d->acc[1][i];
+                out[i] = d->acc[2 - cur][i];
+            }
+            if (st == CATTR_OK) st = cx_run_plan_dev(e, sp, NULL, in, NULL, out);
+            cur = 2 - cur;
+            if (st == CATTR_OK) st = cx_chunk_done(&e->p, (int)(k + 1), (int)h0.n_chunks);
+        }
+    }
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        st = attr[i] ? cx_copy_out(e->be, attr[i]->data, d->acc[cur][i], (size_t)attr[i]->numel * cattr_dtype_size(c->dt))
+                     : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK && delta && e->p.return_convergence_delta)
+        st = cx_convergence_delta(e, c, attr, c->base, delta);
+    return st;
+}
+
 static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     int n = e->p.n_steps;
     ig_state *s = NULL;
@@ -539,6 +699,11 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     if (st == CATTR_OK) st = steps_per_chunk(e, c, n, &chunk);
     if (st == CATTR_OK) st = ig_state_for(e, c, &s);
     if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK && (e->split.n_parts > 0 || e->split.n_comb > 0)) {
+        st = e->split.n_parts > 0 ? ig_run_part(e, s, c, seed, chunk) : ig_combine(e, s, c, seed, attr, delta);
+        cattr_tensor_free(seed);
+        return st;
+    }
     bool halves = st == CATTR_OK && ig_split_pays(e, c, chunk);
     if (halves) chunk = (n + 1) / 2;
     ig_dev *d = s ? &s->d : NULL;

@@ -67,6 +67,16 @@ struct cattr_explainer {
         uint64_t used;
     } spec[CX_FOLD_CACHE];
     uint64_t spec_clock;
+    /* set while cattr_explainer_run_part or cattr_explainer_combine runs (split.c): the part to compute and where its
+     * bytes go, or the parts to combine; the method (IG, gradient.c) reads them instead of running the whole call */
+    struct cx_split {
+        int part, n_parts;      /* n_parts > 0: compute part `part` only */
+        void **blob;            /* its bytes (malloc'ed), *len */
+        size_t *len;
+        const void *const *parts; /* n_comb > 0: combine these parts' bytes, in order */
+        const size_t *lens;
+        int n_comb;
+    } split;
 };
 
 /* How a batch of reps*B rows relates to the B examples: step-major tiling (row r*B + b, IG and perturbations) or
