@@ -131,6 +131,12 @@ cmp -s "$tmp/gs1.npy" "$tmp/gs2.npy" && ok || bad "the same seed gave different 
 expect_ok "noise tunnel" explain $model --method saliency --noise-tunnel smoothgrad --nt-samples 3 --input $x --output "$tmp/m.npy"
 expect_ok "dataset in batches" explain $model --method feature-ablation --batch-size 1 --input $b2 --output "$tmp/m.npy"
 expect_fail "batched permutation" "batch" "" -- explain $model --method feature-permutation --batch-size 1 --input $b2 --output "$tmp/m.npy"
+# --split (one attribution over MPI ranks): one process is one part; what it does not split is refused
+expect_ok "split steps, one process" explain $model --input $b2 --steps 16 --internal-batch-size 8 --split steps --output "$tmp/sp.npy" -q
+expect_ok "no split, same chunks" explain $model --input $b2 --steps 16 --internal-batch-size 8 --output "$tmp/nsp.npy" -q
+cmp -s "$tmp/sp.npy" "$tmp/nsp.npy" && ok || bad "--split steps in one process differs from the unsplit call"
+expect_fail "split samples" "only 'steps'" "$tmp/o.npy" -- explain $model --input $b2 --split samples --output "$tmp/o.npy"
+expect_fail "split saliency" "integrated-gradients" "$tmp/o.npy" -- explain $model --input $b2 --method saliency --split steps --output "$tmp/o.npy"
 # dataset mode (--batch-size with an .npy or .safetensors output): rows read and written batch by batch, the same
 # bytes as the in-memory batching (--runs 1 keeps that path), no part files left; resumed after a kill -9
 ds="$tmp/ds.npy"

@@ -3,7 +3,8 @@
 # writes the byte-identical file and exit code of one process, from scratch and when resuming a file with a torn last
 # line; a rank killed with SIGKILL stops the job (mpirun names it, no hang) and a rerun finishes the file as one
 # uninterrupted run writes it. Dataset mode (`cattr explain --batch-size` with an .npy or .safetensors output): the same
-# file as one process's for N = 1, 2, 3, from scratch and resumed. Skipped (77) when the command is built without MPI or mpirun is absent.
+# file as one process's for N = 1, 2, 3, from scratch and resumed. One IG call split over the ranks (--split steps):
+# one process's file for the same chunks. Skipped (77) when the command is built without MPI or mpirun is absent.
 # usage: mpi_test.sh CATTR_BINARY WITH_MPI(0|1) (run from the repository root)
 cattr=$1
 if [ "${2:-0}" != 1 ]; then echo "skipped: cattr is built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 77; fi
@@ -135,6 +136,20 @@ rc=$?
 [ $rc -eq 0 ] && ok || bad "dataset resumed by 2 ranks: exit $rc"
 cmp -s "$tmp/dkref.npy" "$tmp/dk.npy" && ok || bad "dataset resumed by 2 ranks: the output differs from one uninterrupted run's"
 grep -q "resuming" "$tmp/err" && ok || bad "dataset resumed by 2 ranks: it did not resume: $(cat "$tmp/err")"
+
+# one attribution split over the ranks (--split steps): the parts combined on rank 0 give one process's file for the
+# same chunks of steps (--internal-batch-size), whatever the number of ranks
+head_rows=tests/data/cli/batch2.npy
+"$cattr" explain $model --input $head_rows --steps 64 --internal-batch-size 20 --output "$tmp/sref.npy" -q
+for n in 1 2 3; do
+    mpi $n explain $model --input $head_rows --steps 64 --internal-batch-size 20 --split steps --output "$tmp/s$n.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/sref.npy" "$tmp/s$n.npy" && ok || bad "split, $n ranks: the output differs from one process's"
+done
+mpi 2 explain $model --input $head_rows --method saliency --split steps --output "$tmp/sx.npy" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && ! [ -e "$tmp/sx.npy" ] && ok || bad "split saliency: exit $rc, expected 2 and no output"
 
 echo "mpi: $checks checks, $fails failed"
 [ $fails -eq 0 ]

@@ -80,6 +80,8 @@ static void explain_help(FILE *f) {
         "                          .npy or .safetensors --output the inputs are read and the results written batch\n"
         "                          by batch (OUTPUT.part, resumed by rerunning the command; mpirun spreads the\n"
         "                          batches over ranks: docs/CLI.md)\n"
+        "  --split steps           under mpirun: one integrated-gradients call's steps over the ranks, combined on\n"
+        "                          rank 0 into one process's numbers for the same chunks (docs/CLI.md)\n"
         "output:\n"
         "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
         "  --png FILE              heatmap PNG of example 0's attribution (last two dims, channels summed)\n"
@@ -99,6 +101,7 @@ typedef struct {
     cattr_attr_params p;
     int runs;
     int64_t batch_size;
+    const char *split; /* --split steps: one attribution's work over the MPI ranks */
     bool heatmap, quiet, no_delta, overlay, precision_error;
     const char *sign;
     double outlier_perc;
@@ -219,6 +222,9 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--png")) {
             NEED_VALUE();
             a->png = v;
+        } else if (!strcmp(o, "--split")) {
+            NEED_VALUE();
+            a->split = v;
         } else if (!strcmp(o, "--batch-size")) {
             NEED_VALUE();
             if (!cli_int_arg(o, v, 1, 2147483647, &n)) return CLI_USAGE;
@@ -362,6 +368,14 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                a->n_base);
     if (!!a->target + !!a->targets + !!a->target_file > 1)
         return cli_usage_error("use only one of --target, --targets and --target-file");
+    if (a->split && strcmp(a->split, "steps") != 0)
+        return cli_usage_error("--split %s: only 'steps' (integrated-gradients) is implemented; samples and features "
+                               "are not yet", a->split);
+    if (a->split && (a->p.method != CATTR_METHOD_INTEGRATED_GRADIENTS || a->p.nt_type != CATTR_NT_NONE))
+        return cli_usage_error("--split steps splits integrated-gradients (without --noise-tunnel), not %s",
+                               cattr_method_name(a->p.method));
+    if (a->split && (a->batch_size || a->runs || a->precision_error))
+        return cli_usage_error("--split cannot be combined with --batch-size, --runs or --precision-error");
     if (a->batch_size && a->p.method == CATTR_METHOD_FEATURE_PERMUTATION)
         return cli_usage_error("--batch-size cannot split feature-permutation, which permutes across the batch");
     if (a->n_masks && a->n_masks != a->n_in)
@@ -727,6 +741,76 @@ static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, i
     return st;
 }
 
+
+/* ---- one attribution split over ranks (--split steps) -----------------------------------------------------------
+ * Every rank computes parts of the call (cattr_explainer_run_part; as many parts as ranks, handed out by the farm),
+ * rank 0 collects them in order and combines them (cattr_explainer_combine): the attributions of one process whose
+ * IG chunks are cut alike. Every rank returns the same status. */
+typedef struct split_run {
+    cattr_explainer *e;
+    const cattr_call *call;
+    int n;
+    void **blobs;
+    size_t *lens;
+} split_run;
+
+static int split_work(int64_t item, char **data, size_t *len, void *user) {
+    split_run *r = user;
+    void *b = NULL;
+    cattr_status st = cattr_explainer_run_part(r->e, r->call, (int)item, r->n, &b, len);
+    if (st == CATTR_OK) {
+        *data = b;
+        return 0;
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "part %lld: %s", (long long)item, cattr_last_error());
+    *len = strlen(msg) + 1;
+    *data = malloc(*len);
+    if (*data) memcpy(*data, msg, *len);
+    else *len = 0;
+    return -1;
+}
+
+static int split_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
+    split_run *r = user;
+    if (status < 0) {
+        fprintf(stderr, "cattr: attribution failed: %s\n", len ? data : "(no message)");
+        return CLI_FAIL;
+    }
+    r->blobs[item] = malloc(len ? len : 1);
+    if (!r->blobs[item]) return CLI_FAIL;
+    memcpy(r->blobs[item], data, len);
+    r->lens[item] = len;
+    return 0;
+}
+
+static cattr_status run_split(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr, cattr_tensor **delta) {
+    int n = mpi_driver_size();
+    split_run r = {e, call, n, calloc((size_t)n, sizeof(void *)), calloc((size_t)n, sizeof(size_t))};
+    int64_t res = CATTR_OK;
+    if (!r.blobs || !r.lens) { /* the others would wait for this rank */
+        fprintf(stderr, "cattr: rank %d: out of memory\n", mpi_driver_rank());
+        exit(CLI_FAIL);
+    }
+    int frc = mpi_driver_farm(n, split_work, split_deliver, &r);
+    if (mpi_driver_rank() == 0) {
+        if (frc != 0) res = cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)");
+        else {
+            res = cattr_explainer_combine(e, call, (const void *const *)r.blobs, r.lens, n, attr, delta);
+            if (res == CATTR_OK && n > 1 && r.lens[0])
+                fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same "
+                        "numbers with --internal-batch-size %lld)\n", n, cattr_split_chunk_steps(r.blobs[0], r.lens[0]),
+                        (long long)cattr_split_chunk_steps(r.blobs[0], r.lens[0]) *
+                            (call->n_inputs && cattr_tensor_ndim(call->inputs[0]) ? cattr_tensor_shape(call->inputs[0])[0] : 1));
+        }
+    }
+    for (int k = 0; k < n; k++) free(r.blobs[k]);
+    free(r.blobs);
+    free(r.lens);
+    mpi_driver_bcast(&res, sizeof res);
+    if (res != CATTR_OK && mpi_driver_rank() != 0) cx_fail((cattr_status)res, "rank 0 could not combine the parts");
+    return (cattr_status)res;
+}
 
 /* ---- dataset mode ------------------------------------------------------------------------------------------
  * `--batch-size N` with an .npy or .safetensors --output: the inputs are read N rows at a time from their files (a
@@ -1122,12 +1206,27 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
     return rc;
 }
 
+static int explain_one(explain_args *ap);
+
 int cmd_explain(int argc, char **argv) {
     explain_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (a.batch_size > 0 && !ends_with(a.output, ".json") && !a.png && !a.heatmap && !a.runs && !a.precision_error)
         return explain_stream(&a, argc, argv);
+    if (a.split && mpi_driver_start() != 0) {
+        fprintf(stderr, "cattr: MPI cannot start (CATTR_NO_MPI=1 runs without it)\n");
+        return CLI_FAIL;
+    }
+    rc = explain_one(&a);
+    if (a.split) mpi_driver_stop();
+    return rc;
+}
+
+/* One attribution of the inputs in memory (under mpirun with --split, on every rank; only rank 0 writes). */
+static int explain_one(explain_args *ap) {
+    explain_args a = *ap;
+    int rc;
     cattr_model *m = NULL;
     cattr_tensor *in[MAXT] = {0}, *add[MAXT] = {0}, *base[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL, *out = NULL;
     cattr_tensor *masks[MAXT] = {0};
@@ -1208,12 +1307,17 @@ int cmd_explain(int argc, char **argv) {
         delta = NULL;
         double t0 = now_s();
         prog.start = t0;
-        st = run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);
+        st = a.split ? run_split(e, &call, attr, a.no_delta ? NULL : &delta)
+                     : run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
-            rc = cli_error(st, "attribution failed");
+            rc = a.split && mpi_driver_rank() != 0 ? cli_error_code(st) : cli_error(st, "attribution failed");
             goto done;
         }
+    }
+    if (a.split && mpi_driver_rank() != 0) { /* rank 0 writes and prints */
+        rc = CLI_OK;
+        goto done;
     }
     if (a.precision_error) { /* the same call at the other precision: the error of "high" against "highest" */
         cattr_attr_params q = a.p;
