@@ -1,0 +1,54 @@
+#!/bin/sh
+# Parallel efficiency of one IntegratedGradients call split over MPI ranks (`cattr explain --split steps`): 1 rank
+# against N ranks, one thread per rank (OMP_NUM_THREADS=1), the same chunks of steps (--internal-batch-size), whole
+# runs (mpirun, MPI start, model load included); efficiency = t(1) / (N * t(N)); medians of REPS alternating rounds.
+# Also checks that the outputs are byte-identical.
+#
+#   sh bench/mpi_split.sh [MODEL.onnx] [STEPS] [CHUNK_ROWS] [RANKS] [REPS]
+#
+# Defaults: the bundled digits CNN, 4096 steps in chunks of 64 rows, one random example, 2 ranks, 3 rounds (use a
+# larger model, e.g. bench/architectures.py's exports in /tmp/arch, for a realistic cost per step). Needs a build with
+# MPI, mpirun and numpy. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE are unset for every timed command.
+set -eu
+cd "$(dirname "$0")/.."
+model=${1:-models/digits/digits.onnx}
+steps=${2:-4096}
+ibs=${3:-64}
+ranks=${4:-2}
+reps=${5:-3}
+cattr=${CATTR:-build/cattr}
+command -v mpirun >/dev/null || { echo "mpi_split: no mpirun (apt-get install openmpi-bin)" >&2; exit 2; }
+root=""
+[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+shape=$("$cattr" info "$model" | awk '/^inputs:/ { getline; print; exit }' | grep -o '\[.*\]' | tr -d '[] ')
+/usr/bin/python3 -c "
+import numpy as np
+dims = [int(d) for d in '$shape'.split(',')[1:]]
+np.save('$tmp/x.npy', np.random.default_rng(0).random([1] + dims, dtype=np.float32))"
+now() { date +%s.%N; }
+run() { # ranks output -> seconds
+    rm -f "$2"
+    t0=$(now)
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=1 mpirun $root --oversubscribe -n "$1" \
+        "$cattr" explain "$model" --input "$tmp/x.npy" --steps "$steps" --internal-batch-size "$ibs" --split steps \
+        --output "$2" -q 2>/dev/null
+    t1=$(now)
+    awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
+}
+: >"$tmp/t1"
+: >"$tmp/tn"
+r=0
+while [ $r -lt "$reps" ]; do
+    run 1 "$tmp/one.npy" >>"$tmp/t1"
+    run "$ranks" "$tmp/many.npy" >>"$tmp/tn"
+    cmp -s "$tmp/one.npy" "$tmp/many.npy" || { echo "mpi_split: $ranks ranks wrote another file than one" >&2; exit 1; }
+    r=$((r + 1))
+done
+med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
+e1=$(med <"$tmp/t1"); en=$(med <"$tmp/tn")
+echo "model $model, one example, IntegratedGradients $steps steps in chunks of $ibs rows, 1 thread per rank, medians of $reps"
+printf 'end to end: 1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$e1" "$ranks" "$en" \
+    "$(awk -v a="$e1" -v b="$en" -v n="$ranks" 'BEGIN { print 100 * a / (n * b) }')"
+echo "outputs byte-identical: yes"
