@@ -152,6 +152,7 @@ expect_ok "dataset mode, targets per row" explain $model --input $ds --method sa
 expect_ok "in memory, targets per row" explain $model --input $ds --method saliency --batch-size 5 --runs 1 \
     --targets 1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9 --output "$tmp/mt.npy" -q
 cmp -s "$tmp/st.npy" "$tmp/mt.npy" && ok || bad "dataset mode saliency with per-row targets differs from the in-memory batches"
+expect_fail "dataset without rows" "no rows" "$tmp/o.npy" -- explain $model --input tests/data/cli/empty_batch.npy --batch-size 4 --output "$tmp/o.npy"
 expect_fail "dataset rows differ" "rows" "$tmp/o.safetensors" -- explain $model --input $ds --input $b2 --batch-size 4 --output "$tmp/o.safetensors"
 expect_fail "dataset: the wrong number of targets" "targets" "$tmp/o.npy" -- explain $model --input $ds --batch-size 4 --targets 1,2 --output "$tmp/o.npy"
 ! [ -e "$tmp/o.npy.part" ] && ok || bad "a refused dataset run left a part file"

@@ -1122,6 +1122,7 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
     for (int i = 0; i < a->n_in && rc == CLI_OK; i++)
         if ((st = cx_rows_open(a->inputs[i], &s.rd[i])) != CATTR_OK) rc = cli_error(st, "cannot read --input");
     s.R = rc == CLI_OK ? s.rd[0].shape[0] : 0;
+    if (rc == CLI_OK && s.R < 1) rc = cli_usage_error("--input %s has no rows: nothing to attribute", a->inputs[0]);
     for (int i = 1; i < a->n_in && rc == CLI_OK; i++)
         if (s.rd[i].shape[0] != s.R)
             rc = cli_usage_error("--input %s has %lld rows, --input %s %lld", a->inputs[i], (long long)s.rd[i].shape[0],
