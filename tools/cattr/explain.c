@@ -742,6 +742,28 @@ static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, i
 }
 
 
+/* Reads the feature masks, additional inputs and baselines (whole) and checks the input count against the model.
+ * Returns 0 or the exit code (the message printed). */
+static int load_side_inputs(const explain_args *a, const cattr_model *m, cattr_tensor **masks, cattr_tensor **add,
+                            cattr_tensor **base) {
+    cattr_status st;
+    for (int i = 0; i < a->n_masks; i++)
+        if ((st = cli_load_tensor(a->masks[i], &masks[i])) != CATTR_OK) return cli_error(st, "cannot read --feature-mask");
+    for (int i = 0; i < a->n_add; i++)
+        if ((st = cli_load_tensor(a->additional[i], &add[i])) != CATTR_OK) return cli_error(st, "cannot read --additional");
+    for (int i = 0; i < a->n_in && a->n_base; i++) {
+        const char *spec = a->baselines[a->n_base == 1 ? 0 : i];
+        double v;
+        if (cli_parse_double(spec, &v)) st = cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &base[i]);
+        else st = cli_load_tensor(spec, &base[i]);
+        if (st != CATTR_OK) return cli_error(st, "cannot read --baseline");
+    }
+    if (a->n_in + a->n_add != cattr_model_n_inputs(m))
+        return cli_usage_error("'%s' takes %d inputs; got %d --input and %d --additional", a->model,
+                               cattr_model_n_inputs(m), a->n_in, a->n_add);
+    return 0;
+}
+
 /* ---- one attribution split over ranks (--split steps) -----------------------------------------------------------
  * Every rank computes parts of the call (cattr_explainer_run_part; as many parts as ranks, handed out by the farm),
  * rank 0 collects them in order and combines them (cattr_explainer_combine): the attributions of one process whose
@@ -1127,20 +1149,7 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
         if (s.rd[i].shape[0] != s.R)
             rc = cli_usage_error("--input %s has %lld rows, --input %s %lld", a->inputs[i], (long long)s.rd[i].shape[0],
                                  a->inputs[0], (long long)s.R);
-    for (int i = 0; i < a->n_masks && rc == CLI_OK; i++)
-        if ((st = cli_load_tensor(a->masks[i], &masks[i])) != CATTR_OK) rc = cli_error(st, "cannot read --feature-mask");
-    for (int i = 0; i < a->n_add && rc == CLI_OK; i++)
-        if ((st = cli_load_tensor(a->additional[i], &add[i])) != CATTR_OK) rc = cli_error(st, "cannot read --additional");
-    for (int i = 0; i < a->n_in && a->n_base && rc == CLI_OK; i++) {
-        const char *spec = a->baselines[a->n_base == 1 ? 0 : i];
-        double v;
-        if (cli_parse_double(spec, &v)) st = cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &base[i]);
-        else st = cli_load_tensor(spec, &base[i]);
-        if (st != CATTR_OK) rc = cli_error(st, "cannot read --baseline");
-    }
-    if (rc == CLI_OK && a->n_in + a->n_add != cattr_model_n_inputs(s.m))
-        rc = cli_usage_error("'%s' takes %d inputs; got %d --input and %d --additional", a->model,
-                             cattr_model_n_inputs(s.m), a->n_in, a->n_add);
+    if (rc == CLI_OK) rc = load_side_inputs(a, s.m, masks, add, base);
     bool auto_pred = false;
     if (rc == CLI_OK && (a->target || a->targets || a->target_file)) rc = build_target(a, NULL, s.R, &s.tb, &auto_pred);
     a->p.progress = NULL; /* the dataset's progress is shown instead */
@@ -1245,31 +1254,7 @@ static int explain_one(explain_args *ap) {
             rc = cli_error(st, "cannot read --input");
             goto done;
         }
-    for (int i = 0; i < a.n_masks; i++)
-        if ((st = cli_load_tensor(a.masks[i], &masks[i])) != CATTR_OK) {
-            rc = cli_error(st, "cannot read --feature-mask");
-            goto done;
-        }
-    for (int i = 0; i < a.n_add; i++)
-        if ((st = cli_load_tensor(a.additional[i], &add[i])) != CATTR_OK) {
-            rc = cli_error(st, "cannot read --additional");
-            goto done;
-        }
-    for (int i = 0; i < a.n_in && a.n_base; i++) {
-        const char *spec = a.baselines[a.n_base == 1 ? 0 : i];
-        double v;
-        if (cli_parse_double(spec, &v)) st = cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &base[i]);
-        else st = cli_load_tensor(spec, &base[i]);
-        if (st != CATTR_OK) {
-            rc = cli_error(st, "cannot read --baseline");
-            goto done;
-        }
-    }
-    if (a.n_in + a.n_add != cattr_model_n_inputs(m)) {
-        rc = cli_usage_error("'%s' takes %d inputs; got %d --input and %d --additional", a.model,
-                             cattr_model_n_inputs(m), a.n_in, a.n_add);
-        goto done;
-    }
+    if ((rc = load_side_inputs(&a, m, masks, add, base))) goto done;
     /* the forward pass: prediction and the default target */
     {
         const cattr_tensor *all[2 * MAXT];
