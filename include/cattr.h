@@ -555,6 +555,18 @@ cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64
 cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
                                  double *token_attr, double *target_logprobs, double *convergence_delta);
 
+/* One LayerIntegratedGradients attribution of a language model split into parts, as cattr_explainer_run_part and
+ * cattr_explainer_combine for a model (the IG steps over every target token, cut into chunks): part p of n_parts into
+ * *blob (malloc'ed, freed by the caller with free(), *len bytes), and the n_parts blobs, in part order, into what
+ * cattr_llm_attribute writes for the same call, bit for bit when the chunks are cut alike (give internal_batch_size).
+ * Errors: CATTR_ERR_UNSUPPORTED (another method), CATTR_ERR_INVALID_ARGUMENT (blobs of another call or cut, missing or
+ * out of order, naming the part), and cattr_llm_attribute's. */
+cattr_status cattr_llm_attribute_part(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, int part,
+                                      int n_parts, void **blob, size_t *len);
+cattr_status cattr_llm_combine(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, const void *const *blobs,
+                               const size_t *lens, int n_parts, double *seq_attr, double *token_attr,
+                               double *target_logprobs, double *convergence_delta);
+
 /* FeatureAblation over the slots of a text template (Captum's TextTemplateInput): `tmpl` holds n_slots "{}" slots;
  * the prompt fills them with values, and ablating slot i fills it with baselines[i] (NULL: the empty string) instead;
  * every text is tokenized from scratch. Writes seq_attr[n_slots] and token_attr[n * n_slots]. Errors: as

@@ -137,6 +137,8 @@ expect_ok "no split, same chunks" explain $model --input $b2 --steps 16 --intern
 cmp -s "$tmp/sp.npy" "$tmp/nsp.npy" && ok || bad "--split steps in one process differs from the unsplit call"
 expect_fail "split samples" "only 'steps'" "$tmp/o.npy" -- explain $model --input $b2 --split samples --output "$tmp/o.npy"
 expect_fail "split saliency" "integrated-gradients" "$tmp/o.npy" -- explain $model --input $b2 --method saliency --split steps --output "$tmp/o.npy"
+expect_fail "explain-llm split of feature-ablation" "layer-integrated-gradients" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split steps --output "$tmp/o.json"
+expect_fail "explain-llm split samples" "only 'steps'" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --split samples --output "$tmp/o.json"
 # dataset mode (--batch-size with an .npy or .safetensors output): rows read and written batch by batch, the same
 # bytes as the in-memory batching (--runs 1 keeps that path), no part files left; resumed after a kill -9
 ds="$tmp/ds.npy"

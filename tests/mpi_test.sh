@@ -4,7 +4,7 @@
 # line; a rank killed with SIGKILL stops the job (mpirun names it, no hang) and a rerun finishes the file as one
 # uninterrupted run writes it. Dataset mode (`cattr explain --batch-size` with an .npy or .safetensors output): the same
 # file as one process's for N = 1, 2, 3, from scratch and resumed. One IG call split over the ranks (--split steps):
-# one process's file for the same chunks. Skipped (77) when the command is built without MPI or mpirun is absent.
+# one process's file for the same chunks, for a model and for a language model. Skipped (77) when the command is built without MPI or mpirun is absent.
 # usage: mpi_test.sh CATTR_BINARY WITH_MPI(0|1) (run from the repository root)
 cattr=$1
 if [ "${2:-0}" != 1 ]; then echo "skipped: cattr is built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 77; fi
@@ -146,6 +146,14 @@ for n in 1 2 3; do
     rc=$?
     [ $rc -eq 0 ] && ok || { bad "split, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/sref.npy" "$tmp/s$n.npy" && ok || bad "split, $n ranks: the output differs from one process's"
+done
+# and a language model's LayerIG (explain-llm --split steps)
+"$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --steps 32 --internal-batch-size 12 --output "$tmp/lref.json" -q 2>/dev/null
+for n in 1 2 3; do
+    mpi $n explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --steps 32 --internal-batch-size 12 --split steps --output "$tmp/l$n.json" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "explain-llm split, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/lref.json" "$tmp/l$n.json" && ok || bad "explain-llm split, $n ranks: the output differs from one process's"
 done
 mpi 2 explain $model --input $head_rows --method saliency --split steps --output "$tmp/sx.npy" -q >"$tmp/out" 2>"$tmp/err"
 rc=$?

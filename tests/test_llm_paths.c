@@ -101,6 +101,32 @@ int main(void) {
         CHECK(fabs(d1[k] - d_all[k]) <= 1e-4 + 1e-4 * fabs(d1[k]), "delta of target %d: %g vs %g", k, d1[k], d_all[k]);
         CHECK(fabs(lp1[k] - lp_all[k]) <= 1e-5, "log-prob of target %d: %g vs %g", k, lp1[k], lp_all[k]);
     }
+    { /* one LayerIG call split into parts (16 steps of 3 targets in chunks of 3 steps: 9 rows), combined: the
+       * numbers of the unsplit call with the same chunks, bit for bit; a FeatureAblation part is refused */
+        cattr_attr_params igc = ig;
+        igc.internal_batch_size = 3 * N;
+        double s_ref[T], t_ref[N * T], d_ref[N], lp_ref[N];
+        CHECK(cattr_llm_attribute(m, &igc, &all, s_ref, t_ref, lp_ref, d_ref) == CATTR_OK, "IG in chunks: %s",
+              cattr_last_error());
+        for (int P = 1; P <= 4; P++) {
+            void *blobs[4] = {0};
+            size_t lens[4] = {0};
+            for (int k = 0; k < P; k++)
+                CHECK(cattr_llm_attribute_part(m, &igc, &all, k, P, &blobs[k], &lens[k]) == CATTR_OK, "part %d of %d: %s",
+                      k, P, cattr_last_error());
+            double s2[T], t2[N * T], d2[N], lp2[N];
+            CHECK(cattr_llm_combine(m, &igc, &all, (const void *const *)blobs, lens, P, s2, t2, lp2, d2) == CATTR_OK,
+                  "combine %d: %s", P, cattr_last_error());
+            CHECK(!memcmp(s2, s_ref, sizeof s2) && !memcmp(t2, t_ref, sizeof t2) && !memcmp(d2, d_ref, sizeof d2) &&
+                      !memcmp(lp2, lp_ref, sizeof lp2),
+                  "%d parts: not the unsplit call's numbers (seq %.2e)", P, max_diff(s2, s_ref, T));
+            for (int k = 0; k < P; k++) free(blobs[k]);
+        }
+        cattr_attr_params fa = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
+        void *b = NULL;
+        size_t bl = 0;
+        CHECK(cattr_llm_attribute_part(m, &fa, &all, 0, 2, &b, &bl) == CATTR_ERR_UNSUPPORTED && !b, "an FA part refused");
+    }
     /* the target log-probabilities of an IG call come from its convergence delta's forward pass at the inputs;
      * without a delta from a forward pass of their own; FeatureAblation's from its unablated row: all the same */
     double lp_nd[N], s_nd[T], t_nd[N * T];

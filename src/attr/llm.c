@@ -42,6 +42,16 @@ struct cattr_llm {
     bool budget_warned;  /* the warning that the memory budget is below one sequence, once per call */
     cx_backend *dev;     /* cattr_llm_set_device (NULL: the default device) */
     cx_backend *be;      /* the backend the plans, constants and explainer above belong to */
+    /* set while cattr_llm_attribute_part or cattr_llm_combine runs: LayerIG's explainer computes a part, or combines
+     * parts, instead of the whole call (cattr_explainer_run_part / cattr_explainer_combine) */
+    struct {
+        int part, n_parts; /* n_parts > 0: a part, into *blob (*len bytes) */
+        void **blob;
+        size_t *len;
+        const void *const *blobs; /* n_comb > 0: the parts to combine */
+        const size_t *lens;
+        int n_comb;
+    } split;
 };
 
 /* Drops everything made for backend m->be (plans, uploaded constants, the explainer) and what the backend derived
@@ -488,9 +498,16 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     }
     cattr_target t = {CATTR_TARGET_PER_EXAMPLE, 2, n, tidx};
     const cattr_tensor *in[1] = {ein}, *bs[1] = {base}, *add[1] = {pos};
-    if (st == CATTR_OK)
-        st = cattr_explainer_attribute(e, in, 1, ig ? bs : NULL, &t, add, 1, &attr, p.return_convergence_delta ? &dl : NULL);
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
+    cattr_call call = {in, 1, ig ? bs : NULL, &t, add, 1, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    bool part = m->split.n_parts > 0;
+    if (st == CATTR_OK && part)
+        st = cattr_explainer_run_part(e, &call, m->split.part, m->split.n_parts, m->split.blob, m->split.len);
+    else if (st == CATTR_OK && m->split.n_comb > 0)
+        st = cattr_explainer_combine(e, &call, m->split.blobs, m->split.lens, m->split.n_comb, &attr,
+                                     p.return_convergence_delta ? &dl : NULL);
+    else if (st == CATTR_OK)
+        st = cattr_explainer_run(e, &call, &attr, p.return_convergence_delta ? &dl : NULL);
+    for (int64_t k = 0; k < n && st == CATTR_OK && !part; k++) {
         for (int64_t i = 0; i < T; i++) { /* the attribution of a token: its embedding's, summed */
             for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, (k * L + i) * H + h);
             token_attr[k * T + i] = cx_torch_sum(lp->dtype, row, H, 0, 1);
@@ -500,7 +517,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     /* the delta's forward pass at the inputs scored every target token: f_k = log p(target k | prompt + earlier
      * targets), what a separate forward pass per target computes, equal up to the float rounding of GEMMs over
      * another batch shape (~1 ulp) */
-    *have_logprobs = st == CATTR_OK && logprobs && e->fx_n == n;
+    *have_logprobs = st == CATTR_OK && !part && logprobs && e->fx_n == n;
     for (int64_t k = 0; *have_logprobs && k < n; k++) logprobs[k] = e->fx[k];
     free(seq);
     free(tidx);
@@ -717,6 +734,44 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const
     return cx_diagnosis(st, found);
 }
 
+cattr_status cattr_llm_attribute_part(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, int part,
+                                      int n_parts, void **blob, size_t *len) {
+    if (blob) *blob = NULL;
+    if (len) *len = 0;
+    if (!m || !p || !c || !blob || !len) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_part: NULL argument");
+    if (p->method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting a language-model attribution into parts is implemented for "
+                       "layer-integrated-gradients, not %s", cattr_method_name(p->method));
+    int64_t T = c->n_prompt > 0 ? c->n_prompt : 1, n = c->n_target > 0 ? c->n_target : 1;
+    double *seq = calloc((size_t)T, sizeof *seq), *tok = calloc((size_t)(T * n), sizeof *tok);
+    cattr_status st = seq && tok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    m->split.part = part;
+    m->split.n_parts = n_parts;
+    m->split.blob = blob;
+    m->split.len = len;
+    if (st == CATTR_OK) st = llm_attribute(m, p, c, seq, tok, NULL, NULL);
+    memset(&m->split, 0, sizeof m->split);
+    free(seq);
+    free(tok);
+    return st;
+}
+
+cattr_status cattr_llm_combine(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, const void *const *blobs,
+                               const size_t *lens, int n_parts, double *seq_attr, double *token_attr,
+                               double *target_logprobs, double *convergence_delta) {
+    if (!m || !p || !blobs || !lens || n_parts < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_combine: NULL argument or no part");
+    if (p->method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting a language-model attribution into parts is implemented for "
+                       "layer-integrated-gradients, not %s", cattr_method_name(p->method));
+    m->split.blobs = blobs;
+    m->split.lens = lens;
+    m->split.n_comb = n_parts;
+    cattr_status st = cattr_llm_attribute(m, p, c, seq_attr, token_attr, target_logprobs, convergence_delta);
+    memset(&m->split, 0, sizeof m->split);
+    return st;
+}
+
 /* The methods of cattr_llm_attribute. */
 static bool llm_method(cattr_method k) {
     return k == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || k == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION ||
@@ -752,6 +807,7 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, cons
     if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || p->method == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION) {
         bool have = false;
         st = gradient_attr(m, p, c, token_attr, convergence_delta, target_logprobs, &have);
+        if (m->split.n_parts > 0) return st; /* a part: its bytes are the result */
         if (have) target_logprobs = NULL; /* already written */
         for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
             double s = 0;

@@ -43,6 +43,8 @@ static void help(FILE *f) {
         "  --max-new-tokens N      tokens generated when there is no target (default 8)\n"
         "  --dtype D               float32 (default) | float64\n"
         "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
+        "  --split steps           under mpirun: the layer-ig steps over the ranks, combined on rank 0 into one\n"
+        "                          process's numbers for the same chunks (docs/CLI.md)\n"
         "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 896M)\n"
         "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --precision P           highest (default: float32 throughout) | high (bfloat16 inputs of the layers'\n"
@@ -285,6 +287,73 @@ static cattr_status req_attribute(cattr_llm *m, const cattr_attr_params *p, cons
     cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
     call.baseline_token = o->baseline_token;
     return cattr_llm_attribute(m, p, &call, seq, tok, lp, delta);
+}
+
+/* --split steps: the prepared request's LayerIG over the MPI ranks (one part per rank, handed out by the farm), the
+ * parts combined on rank 0 into o's arrays (cattr_llm_combine). Every rank returns the same status. */
+typedef struct llm_split {
+    cattr_llm *m;
+    const cattr_attr_params *p;
+    const cattr_llm_call *call;
+    int n;
+    void **blobs;
+    size_t *lens;
+} llm_split;
+
+static int llm_split_work(int64_t item, char **data, size_t *len, void *user) {
+    llm_split *s = user;
+    void *b = NULL;
+    if (cattr_llm_attribute_part(s->m, s->p, s->call, (int)item, s->n, &b, len) == CATTR_OK) {
+        *data = b;
+        return 0;
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "part %lld: %s", (long long)item, cattr_last_error());
+    *len = strlen(msg) + 1;
+    *data = malloc(*len);
+    if (*data) memcpy(*data, msg, *len);
+    else *len = 0;
+    return -1;
+}
+
+static int llm_split_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
+    llm_split *s = user;
+    if (status < 0) {
+        fprintf(stderr, "cattr: attribution failed: %s\n", len ? data : "(no message)");
+        return CLI_FAIL;
+    }
+    if (!(s->blobs[item] = malloc(len ? len : 1))) return CLI_FAIL;
+    memcpy(s->blobs[item], data, len);
+    s->lens[item] = len;
+    return 0;
+}
+
+static cattr_status req_attribute_split(cattr_llm *m, const cattr_attr_params *p, llm_out *o) {
+    cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
+    call.baseline_token = o->baseline_token;
+    int n = mpi_driver_size();
+    llm_split s = {m, p, &call, n, calloc((size_t)n, sizeof(void *)), calloc((size_t)n, sizeof(size_t))};
+    if (!s.blobs || !s.lens) { /* the others would wait for this rank */
+        fprintf(stderr, "cattr: rank %d: out of memory\n", mpi_driver_rank());
+        exit(CLI_FAIL);
+    }
+    int64_t res = CATTR_OK;
+    int frc = mpi_driver_farm(n, llm_split_work, llm_split_deliver, &s);
+    if (mpi_driver_rank() == 0) {
+        res = frc != 0 ? cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)")
+                       : cattr_llm_combine(m, p, &call, (const void *const *)s.blobs, s.lens, n, o->seq, o->tok, o->lp,
+                                           o->delta);
+        if (res == CATTR_OK && n > 1 && s.lens[0])
+            fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same numbers "
+                    "with --internal-batch-size %lld)\n", n, cattr_split_chunk_steps(s.blobs[0], s.lens[0]),
+                    (long long)cattr_split_chunk_steps(s.blobs[0], s.lens[0]) * o->n);
+    }
+    for (int k = 0; k < n; k++) free(s.blobs[k]);
+    free(s.blobs);
+    free(s.lens);
+    mpi_driver_bcast(&res, sizeof res);
+    if (res != CATTR_OK && mpi_driver_rank() != 0) cx_fail((cattr_status)res, "rank 0 could not combine the parts");
+    return (cattr_status)res;
 }
 
 static int req_texts(const cattr_llm *m, const llm_req *r, llm_out *o, char *err, size_t size) {
@@ -883,6 +952,7 @@ int cmd_explain_llm(int argc, char **argv) {
     r.max_new = 8;
     int runs = 0;
     bool precision_error = false;
+    const char *split = NULL; /* --split steps: the call's IG steps over the MPI ranks */
     bool quiet = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -962,6 +1032,9 @@ int cmd_explain_llm(int argc, char **argv) {
             NEED();
             if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
             runs = (int)x;
+        } else if (!strcmp(o, "--split")) {
+            NEED();
+            split = v;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
             quiet = true;
         } else if (!strcmp(o, "--template")) {
@@ -991,7 +1064,17 @@ int cmd_explain_llm(int argc, char **argv) {
         if (!output || strlen(output) < 6 || strcmp(output + strlen(output) - 6, ".jsonl"))
             return cli_usage_error("--prompts needs --output RESULTS.jsonl (one result per line)");
         if (html || runs || precision_error) return cli_usage_error("--prompts writes JSON lines only (no --html, --runs or --precision-error)");
-    } else {
+    }
+    if (split) {
+        if (strcmp(split, "steps") != 0)
+            return cli_usage_error("--split %s: only 'steps' (layer-integrated-gradients) is implemented", split);
+        if (p.method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || r.tmpl)
+            return cli_usage_error("--split steps splits layer-integrated-gradients over a prompt (not %s%s)",
+                                   method_cli_name(p.method), r.tmpl ? ", a template" : "");
+        if (prompts || runs || precision_error)
+            return cli_usage_error("--split cannot be combined with --prompts, --runs or --precision-error");
+    }
+    if (!prompts) {
         if (req_check(&p, &r, err, sizeof err) != CLI_OK) return cli_usage_error("%s", err);
         if (output && (strlen(output) < 5 || strcmp(output + strlen(output) - 5, ".json")))
             return cli_usage_error("--output must end in .json: '%s'", output);
@@ -1001,7 +1084,7 @@ int cmd_explain_llm(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     double *times = NULL;
     int rc = CLI_FAIL;
-    if (prompts && mpi_driver_start() != 0) { /* corpus mode runs on every rank under mpirun (mpi_driver.h) */
+    if ((prompts || split) && mpi_driver_start() != 0) { /* corpus mode and --split run on every rank (mpi_driver.h) */
         fprintf(stderr, "cattr: MPI cannot start (CATTR_NO_MPI=1 runs without it)\n");
         return CLI_FAIL;
     }
@@ -1038,12 +1121,16 @@ int cmd_explain_llm(int argc, char **argv) {
     for (int k = 0; k < nruns; k++) {
         double t0 = now_s();
         prog.start = t0;
-        st = req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
+        st = split ? req_attribute_split(m, &p, &o) : req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
         times[k] = now_s() - t0;
         if (st != CATTR_OK) {
-            rc = cli_error(st, "attribution failed");
+            rc = split && mpi_driver_rank() != 0 ? cli_error_code(st) : cli_error(st, "attribution failed");
             goto done;
         }
+    }
+    if (split && mpi_driver_rank() != 0) { /* rank 0 writes and prints */
+        rc = CLI_OK;
+        goto done;
     }
     if (precision_error) { /* the same attribution at the other precision: the error of "high" against "highest" */
         cattr_attr_params q = p;
@@ -1128,6 +1215,6 @@ done:
     out_free(&o);
     free(times);
     cattr_llm_free(m);
-    if (prompts) mpi_driver_stop();
+    if (prompts || split) mpi_driver_stop();
     return rc;
 }
