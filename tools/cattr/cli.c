@@ -2,6 +2,7 @@
  * loading, progress and logging. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "mpi_driver.h"
 
 #include "core/core.h"
 #include "io/fileutil.h"
@@ -178,4 +179,68 @@ static cattr_status put_text(FILE *f, void *ctx) { return fputs((const char *)ct
 
 cattr_status cli_write_text_file(const char *path, const char *text) {
     return cx_write_file_atomic(path, put_text, (void *)text);
+}
+
+/* ---- one attribution split over ranks (--split steps) ---------------------------------------------------------- */
+
+typedef struct split_run {
+    cli_part_fn part;
+    void *user;
+    int n;
+    void **blobs;
+    size_t *lens;
+} split_run;
+
+static int split_work(int64_t item, char **data, size_t *len, void *user) {
+    split_run *r = user;
+    void *b = NULL;
+    if (r->part(r->user, (int)item, r->n, &b, len) == CATTR_OK) {
+        *data = b;
+        return 0;
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "part %lld: %s", (long long)item, cattr_last_error());
+    *len = strlen(msg) + 1;
+    *data = malloc(*len);
+    if (*data) memcpy(*data, msg, *len);
+    else *len = 0;
+    return -1;
+}
+
+static int split_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
+    split_run *r = user;
+    if (status < 0) {
+        fprintf(stderr, "cattr: attribution failed: %s\n", len ? data : "(no message)");
+        return CLI_FAIL;
+    }
+    if (!(r->blobs[item] = malloc(len ? len : 1))) return CLI_FAIL;
+    memcpy(r->blobs[item], data, len);
+    r->lens[item] = len;
+    return 0;
+}
+
+cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user, int64_t rows) {
+    int n = mpi_driver_size();
+    split_run r = {part, user, n, calloc((size_t)n, sizeof(void *)), calloc((size_t)n, sizeof(size_t))};
+    if (!r.blobs || !r.lens) { /* the others would wait for this rank */
+        fprintf(stderr, "cattr: rank %d: out of memory\n", mpi_driver_rank());
+        exit(CLI_FAIL);
+    }
+    int64_t res = CATTR_OK;
+    int frc = mpi_driver_farm(n, split_work, split_deliver, &r);
+    if (mpi_driver_rank() == 0) {
+        res = frc != 0 ? cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)")
+                       : combine(user, (const void *const *)r.blobs, r.lens, n);
+        if (res == CATTR_OK && n > 1 && r.lens[0]) {
+            int chunk = cattr_split_chunk_steps(r.blobs[0], r.lens[0]);
+            fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same numbers "
+                    "with --internal-batch-size %lld)\n", n, chunk, (long long)chunk * (long long)rows);
+        }
+    }
+    for (int k = 0; k < n; k++) free(r.blobs[k]);
+    free(r.blobs);
+    free(r.lens);
+    mpi_driver_bcast(&res, sizeof res);
+    if (res != CATTR_OK && mpi_driver_rank() != 0) cx_fail((cattr_status)res, "rank 0 could not combine the parts");
+    return (cattr_status)res;
 }

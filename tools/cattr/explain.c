@@ -765,73 +765,28 @@ static int load_side_inputs(const explain_args *a, const cattr_model *m, cattr_t
 }
 
 /* ---- one attribution split over ranks (--split steps) -----------------------------------------------------------
- * Every rank computes parts of the call (cattr_explainer_run_part; as many parts as ranks, handed out by the farm),
- * rank 0 collects them in order and combines them (cattr_explainer_combine): the attributions of one process whose
- * IG chunks are cut alike. Every rank returns the same status. */
-typedef struct split_run {
+ * Every rank computes parts of the call (cattr_explainer_run_part), rank 0 combines them (cattr_explainer_combine):
+ * the attributions of one process whose IG chunks are cut alike (cli_split_run). */
+typedef struct split_call {
     cattr_explainer *e;
     const cattr_call *call;
-    int n;
-    void **blobs;
-    size_t *lens;
-} split_run;
+    cattr_tensor **attr, **delta;
+} split_call;
 
-static int split_work(int64_t item, char **data, size_t *len, void *user) {
-    split_run *r = user;
-    void *b = NULL;
-    cattr_status st = cattr_explainer_run_part(r->e, r->call, (int)item, r->n, &b, len);
-    if (st == CATTR_OK) {
-        *data = b;
-        return 0;
-    }
-    char msg[1024];
-    snprintf(msg, sizeof msg, "part %lld: %s", (long long)item, cattr_last_error());
-    *len = strlen(msg) + 1;
-    *data = malloc(*len);
-    if (*data) memcpy(*data, msg, *len);
-    else *len = 0;
-    return -1;
+static cattr_status split_part(void *user, int part, int n_parts, void **blob, size_t *len) {
+    split_call *s = user;
+    return cattr_explainer_run_part(s->e, s->call, part, n_parts, blob, len);
 }
 
-static int split_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
-    split_run *r = user;
-    if (status < 0) {
-        fprintf(stderr, "cattr: attribution failed: %s\n", len ? data : "(no message)");
-        return CLI_FAIL;
-    }
-    r->blobs[item] = malloc(len ? len : 1);
-    if (!r->blobs[item]) return CLI_FAIL;
-    memcpy(r->blobs[item], data, len);
-    r->lens[item] = len;
-    return 0;
+static cattr_status split_combine(void *user, const void *const *blobs, const size_t *lens, int n) {
+    split_call *s = user;
+    return cattr_explainer_combine(s->e, s->call, blobs, lens, n, s->attr, s->delta);
 }
 
 static cattr_status run_split(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr, cattr_tensor **delta) {
-    int n = mpi_driver_size();
-    split_run r = {e, call, n, calloc((size_t)n, sizeof(void *)), calloc((size_t)n, sizeof(size_t))};
-    int64_t res = CATTR_OK;
-    if (!r.blobs || !r.lens) { /* the others would wait for this rank */
-        fprintf(stderr, "cattr: rank %d: out of memory\n", mpi_driver_rank());
-        exit(CLI_FAIL);
-    }
-    int frc = mpi_driver_farm(n, split_work, split_deliver, &r);
-    if (mpi_driver_rank() == 0) {
-        if (frc != 0) res = cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)");
-        else {
-            res = cattr_explainer_combine(e, call, (const void *const *)r.blobs, r.lens, n, attr, delta);
-            if (res == CATTR_OK && n > 1 && r.lens[0])
-                fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same "
-                        "numbers with --internal-batch-size %lld)\n", n, cattr_split_chunk_steps(r.blobs[0], r.lens[0]),
-                        (long long)cattr_split_chunk_steps(r.blobs[0], r.lens[0]) *
-                            (call->n_inputs && cattr_tensor_ndim(call->inputs[0]) ? cattr_tensor_shape(call->inputs[0])[0] : 1));
-        }
-    }
-    for (int k = 0; k < n; k++) free(r.blobs[k]);
-    free(r.blobs);
-    free(r.lens);
-    mpi_driver_bcast(&res, sizeof res);
-    if (res != CATTR_OK && mpi_driver_rank() != 0) cx_fail((cattr_status)res, "rank 0 could not combine the parts");
-    return (cattr_status)res;
+    split_call s = {e, call, attr, delta};
+    int64_t rows = call->n_inputs && cattr_tensor_ndim(call->inputs[0]) ? cattr_tensor_shape(call->inputs[0])[0] : 1;
+    return cli_split_run(split_part, split_combine, &s, rows);
 }
 
 /* ---- dataset mode ------------------------------------------------------------------------------------------

@@ -289,71 +289,30 @@ static cattr_status req_attribute(cattr_llm *m, const cattr_attr_params *p, cons
     return cattr_llm_attribute(m, p, &call, seq, tok, lp, delta);
 }
 
-/* --split steps: the prepared request's LayerIG over the MPI ranks (one part per rank, handed out by the farm), the
- * parts combined on rank 0 into o's arrays (cattr_llm_combine). Every rank returns the same status. */
+/* --split steps: the prepared request's LayerIG over the MPI ranks (cattr_llm_attribute_part on each, the parts
+ * combined on rank 0 into o's arrays by cattr_llm_combine; cli_split_run). Every rank returns the same status. */
 typedef struct llm_split {
     cattr_llm *m;
     const cattr_attr_params *p;
     const cattr_llm_call *call;
-    int n;
-    void **blobs;
-    size_t *lens;
+    llm_out *o;
 } llm_split;
 
-static int llm_split_work(int64_t item, char **data, size_t *len, void *user) {
+static cattr_status llm_split_part(void *user, int part, int n_parts, void **blob, size_t *len) {
     llm_split *s = user;
-    void *b = NULL;
-    if (cattr_llm_attribute_part(s->m, s->p, s->call, (int)item, s->n, &b, len) == CATTR_OK) {
-        *data = b;
-        return 0;
-    }
-    char msg[1024];
-    snprintf(msg, sizeof msg, "part %lld: %s", (long long)item, cattr_last_error());
-    *len = strlen(msg) + 1;
-    *data = malloc(*len);
-    if (*data) memcpy(*data, msg, *len);
-    else *len = 0;
-    return -1;
+    return cattr_llm_attribute_part(s->m, s->p, s->call, part, n_parts, blob, len);
 }
 
-static int llm_split_deliver(int64_t item, int status, const char *data, size_t len, void *user) {
+static cattr_status llm_split_combine(void *user, const void *const *blobs, const size_t *lens, int n) {
     llm_split *s = user;
-    if (status < 0) {
-        fprintf(stderr, "cattr: attribution failed: %s\n", len ? data : "(no message)");
-        return CLI_FAIL;
-    }
-    if (!(s->blobs[item] = malloc(len ? len : 1))) return CLI_FAIL;
-    memcpy(s->blobs[item], data, len);
-    s->lens[item] = len;
-    return 0;
+    return cattr_llm_combine(s->m, s->p, s->call, blobs, lens, n, s->o->seq, s->o->tok, s->o->lp, s->o->delta);
 }
 
 static cattr_status req_attribute_split(cattr_llm *m, const cattr_attr_params *p, llm_out *o) {
     cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
     call.baseline_token = o->baseline_token;
-    int n = mpi_driver_size();
-    llm_split s = {m, p, &call, n, calloc((size_t)n, sizeof(void *)), calloc((size_t)n, sizeof(size_t))};
-    if (!s.blobs || !s.lens) { /* the others would wait for this rank */
-        fprintf(stderr, "cattr: rank %d: out of memory\n", mpi_driver_rank());
-        exit(CLI_FAIL);
-    }
-    int64_t res = CATTR_OK;
-    int frc = mpi_driver_farm(n, llm_split_work, llm_split_deliver, &s);
-    if (mpi_driver_rank() == 0) {
-        res = frc != 0 ? cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)")
-                       : cattr_llm_combine(m, p, &call, (const void *const *)s.blobs, s.lens, n, o->seq, o->tok, o->lp,
-                                           o->delta);
-        if (res == CATTR_OK && n > 1 && s.lens[0])
-            fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same numbers "
-                    "with --internal-batch-size %lld)\n", n, cattr_split_chunk_steps(s.blobs[0], s.lens[0]),
-                    (long long)cattr_split_chunk_steps(s.blobs[0], s.lens[0]) * o->n);
-    }
-    for (int k = 0; k < n; k++) free(s.blobs[k]);
-    free(s.blobs);
-    free(s.lens);
-    mpi_driver_bcast(&res, sizeof res);
-    if (res != CATTR_OK && mpi_driver_rank() != 0) cx_fail((cattr_status)res, "rank 0 could not combine the parts");
-    return (cattr_status)res;
+    llm_split s = {m, p, &call, o};
+    return cli_split_run(llm_split_part, llm_split_combine, &s, o->n);
 }
 
 static int req_texts(const cattr_llm *m, const llm_req *r, llm_out *o, char *err, size_t size) {
