@@ -135,7 +135,12 @@ expect_fail "batched permutation" "batch" "" -- explain $model --method feature-
 expect_ok "split steps, one process" explain $model --input $b2 --steps 16 --internal-batch-size 8 --split steps --output "$tmp/sp.npy" -q
 expect_ok "no split, same chunks" explain $model --input $b2 --steps 16 --internal-batch-size 8 --output "$tmp/nsp.npy" -q
 cmp -s "$tmp/sp.npy" "$tmp/nsp.npy" && ok || bad "--split steps in one process differs from the unsplit call"
-expect_fail "split samples" "only 'steps'" "$tmp/o.npy" -- explain $model --input $b2 --split samples --output "$tmp/o.npy"
+expect_fail "split samples of IG" "split with --split steps" "$tmp/o.npy" -- explain $model --input $b2 --split samples --output "$tmp/o.npy"
+expect_fail "split bogus" "give steps, features or samples" "$tmp/o.npy" -- explain $model --input $b2 --split rows --output "$tmp/o.npy"
+expect_fail "split features of lime" "split with --split samples" "$tmp/o.npy" -- explain $model --input $b2 --method lime --split features --output "$tmp/o.npy"
+expect_ok "split features, one process" explain $model --input $b2 --method occlusion --sliding-window 1,3,3 --perturbations-per-eval 5 --split features --output "$tmp/spf.npy" -q
+expect_ok "occlusion, no split" explain $model --input $b2 --method occlusion --sliding-window 1,3,3 --perturbations-per-eval 5 --output "$tmp/nspf.npy" -q
+cmp -s "$tmp/spf.npy" "$tmp/nspf.npy" && ok || bad "--split features in one process differs from the unsplit call"
 expect_fail "split saliency" "integrated-gradients" "$tmp/o.npy" -- explain $model --input $b2 --method saliency --split steps --output "$tmp/o.npy"
 expect_fail "explain-llm split of feature-ablation" "layer-integrated-gradients" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split steps --output "$tmp/o.json"
 expect_fail "explain-llm split samples" "only 'steps'" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --split samples --output "$tmp/o.json"

@@ -3,7 +3,7 @@
 # writes the byte-identical file and exit code of one process, from scratch and when resuming a file with a torn last
 # line; a rank killed with SIGKILL stops the job (mpirun names it, no hang) and a rerun finishes the file as one
 # uninterrupted run writes it. Dataset mode (`cattr explain --batch-size` with an .npy or .safetensors output): the same
-# file as one process's for N = 1, 2, 3, from scratch and resumed. One IG call split over the ranks (--split steps):
+# file as one process's for N = 1, 2, 3, from scratch and resumed. One call split over the ranks (--split steps, features, samples):
 # one process's file for the same chunks, for a model and for a language model. Skipped (77) when the command is built without MPI or mpirun is absent.
 # usage: mpi_test.sh CATTR_BINARY WITH_MPI(0|1) (run from the repository root)
 cattr=$1
@@ -154,6 +154,20 @@ for n in 1 2 3; do
     rc=$?
     [ $rc -eq 0 ] && ok || { bad "explain-llm split, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/lref.json" "$tmp/l$n.json" && ok || bad "explain-llm split, $n ranks: the output differs from one process's"
+done
+# the perturbation and surrogate methods (--split features / samples): each state's outputs computed by one rank, the
+# results combined on rank 0 as one process computes them
+"$cattr" explain $model --input $head_rows --method feature-ablation --perturbations-per-eval 7 --output "$tmp/faref.npy" -q
+"$cattr" explain $model --input $head_rows --method kernel-shap --n-samples 60 --perturbations-per-eval 9 --output "$tmp/ksref.npy" -q
+for n in 2 3; do
+    mpi $n explain $model --input $head_rows --method feature-ablation --perturbations-per-eval 7 --split features --output "$tmp/fa$n.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split features, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/faref.npy" "$tmp/fa$n.npy" && ok || bad "split features, $n ranks: the output differs from one process's"
+    mpi $n explain $model --input $head_rows --method kernel-shap --n-samples 60 --perturbations-per-eval 9 --split samples --output "$tmp/ks$n.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split samples, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/ksref.npy" "$tmp/ks$n.npy" && ok || bad "split samples, $n ranks: the output differs from one process's"
 done
 mpi 2 explain $model --input $head_rows --method saliency --split steps --output "$tmp/sx.npy" -q >"$tmp/out" 2>"$tmp/err"
 rc=$?

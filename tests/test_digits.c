@@ -50,6 +50,58 @@ static void cancel_after(int64_t done, int64_t total, void *user) {
     if (done >= c->stop_at) c->flag = 1;
 }
 
+/* One call of `method` split into 1, 2, 3 and 5 parts and combined equals one process's call, bit for bit (the
+ * perturbation and surrogate methods: every state's outputs kept by the part that evaluates it). */
+static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype dty, const cattr_call *call,
+                               int ppe) {
+    cattr_attr_params p = cattr_attr_default_params(method);
+    p.dtype = dty;
+    p.perturbations_per_eval = ppe;
+    p.n_samples = method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ? 3 : 40;
+    if (method == CATTR_METHOD_OCCLUSION) { /* windows of 1x3x3, strides of 1x2x2 */
+        p.sliding_window_ndim[0] = p.strides_ndim[0] = 3;
+        memcpy(p.sliding_window[0], (const int64_t[]){1, 3, 3}, 3 * sizeof(int64_t));
+        memcpy(p.strides[0], (const int64_t[]){1, 2, 2}, 3 * sizeof(int64_t));
+    }
+    cattr_explainer *e1 = NULL, *e2 = NULL;
+    CHECK(cattr_explainer_new(m, &p, &e1) == CATTR_OK && cattr_explainer_new(m, &p, &e2) == CATTR_OK, "explainers");
+    cattr_tensor *ref = NULL;
+    CHECK(e1 && cattr_explainer_run(e1, call, &ref, NULL) == CATTR_OK, "method %d: one process: %s", (int)method,
+          cattr_last_error());
+    int counts[4] = {1, 2, 3, 5};
+    for (int q = 0; q < 4 && ref && e2; q++) {
+        int P = counts[q];
+        void *blobs[5] = {0};
+        size_t lens[5] = {0};
+        for (int k = 0; k < P; k++)
+            CHECK(cattr_explainer_run_part(e2, call, k, P, &blobs[k], &lens[k]) == CATTR_OK, "method %d: part %d of %d: %s",
+                  (int)method, k, P, cattr_last_error());
+        cattr_tensor *a = NULL;
+        CHECK(cattr_explainer_combine(e2, call, (const void *const *)blobs, lens, P, &a, NULL) == CATTR_OK,
+              "method %d: combine %d parts: %s", (int)method, P, cattr_last_error());
+        CHECK(a && cattr_tensor_numel(a) == cattr_tensor_numel(ref) &&
+                  memcmp(cattr_tensor_data_const(a), cattr_tensor_data_const(ref),
+                         (size_t)cattr_tensor_numel(a) * cattr_dtype_size(cattr_tensor_dtype(ref))) == 0,
+              "method %d, %d parts (%s): not one process's bits", (int)method, P, cattr_dtype_name(dty));
+        cattr_tensor_free(a);
+        a = NULL;
+        if (P == 3) {
+            const void *sw[3] = {blobs[1], blobs[0], blobs[2]};
+            size_t sl[3] = {lens[1], lens[0], lens[2]};
+            CHECK(cattr_explainer_combine(e2, call, sw, sl, 3, &a, NULL) == CATTR_ERR_INVALID_ARGUMENT && !a &&
+                      strstr(cattr_last_error(), "part 0"), "method %d: parts out of order refused", (int)method);
+            const size_t tl[3] = {lens[0], lens[1], lens[2] - 8};
+            CHECK(cattr_explainer_combine(e2, call, (const void *const *)blobs, tl, 3, &a, NULL) ==
+                      CATTR_ERR_INVALID_ARGUMENT && !a && strstr(cattr_last_error(), "part 2"),
+                  "method %d: a truncated part refused", (int)method);
+        }
+        for (int k = 0; k < P; k++) free(blobs[k]);
+    }
+    cattr_tensor_free(ref);
+    cattr_explainer_free(e1);
+    cattr_explainer_free(e2);
+}
+
 int main(void) {
     cattr_model *m = NULL;
     cattr_status st = cattr_model_load_onnx("models/digits/digits.onnx", &m);
@@ -237,6 +289,55 @@ int main(void) {
             cattr_explainer_free(e1);
             cattr_explainer_free(e2);
             cattr_tensor_free(xb);
+        }
+        /* the methods of perturbed states and samples, over a batch of 3 with per-example targets, 3 perturbations
+         * per pass; feature masks of 16 and 4 groups (ShapleyValues enumerates coalitions); FeatureAblation also
+         * without a target and with a batched mask */
+        {
+            int64_t s3[4] = {3, 1, 8, 8}, ms[4] = {1, 1, 8, 8}, mb[4] = {3, 1, 8, 8};
+            cattr_tensor *xb = NULL, *m16 = NULL, *m4 = NULL, *m3 = NULL;
+            CHECK(cattr_tensor_new(CATTR_FLOAT32, 4, s3, &xb) == CATTR_OK && cattr_tensor_new(CATTR_INT64, 4, ms, &m16) == CATTR_OK &&
+                      cattr_tensor_new(CATTR_INT64, 4, ms, &m4) == CATTR_OK && cattr_tensor_new(CATTR_INT64, 4, mb, &m3) == CATTR_OK,
+                  "tensors");
+            if (xb && m16 && m4 && m3) {
+                for (int r = 0; r < 3; r++)
+                    for (int k = 0; k < 64; k++) {
+                        ((float *)cattr_tensor_data(xb))[r * 64 + k] =
+                            ((const float *)cattr_tensor_data_const(x))[k] * (1.0f - 0.25f * (float)r);
+                        ((int64_t *)cattr_tensor_data(m3))[r * 64 + k] = (k / 8 / 2) * 4 + (k % 8) / 2 + r;
+                    }
+                for (int k = 0; k < 64; k++) {
+                    ((int64_t *)cattr_tensor_data(m16))[k] = (k / 8 / 2) * 4 + (k % 8) / 2;
+                    ((int64_t *)cattr_tensor_data(m4))[k] = (k / 8 / 4) * 2 + (k % 8) / 4;
+                }
+                int64_t tg[3] = {3, 5, 8};
+                cattr_target t3 = {CATTR_TARGET_PER_EXAMPLE, 1, 3, tg};
+                const cattr_tensor *in[1] = {xb}, *k16[1] = {m16}, *k4[1] = {m4}, *k3[1] = {m3};
+                cattr_call c16 = {in, 1, NULL, &t3, NULL, 0, k16, NULL, NULL, 0, NULL, 0, NULL};
+                cattr_call c4 = {in, 1, NULL, &t3, NULL, 0, k4, NULL, NULL, 0, NULL, 0, NULL};
+                cattr_call cn = {in, 1, NULL, NULL, NULL, 0, k16, NULL, NULL, 0, NULL, 0, NULL};
+                cattr_call cb = {in, 1, NULL, &t3, NULL, 0, k3, NULL, NULL, 0, NULL, 0, NULL};
+                for (int dt = 0; dt < 2; dt++) {
+                    cattr_dtype dty = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+                    split_states_check(m, CATTR_METHOD_FEATURE_ABLATION, dty, &c16, 3);
+                    split_states_check(m, CATTR_METHOD_FEATURE_ABLATION, dty, &cn, 3);
+                    split_states_check(m, CATTR_METHOD_FEATURE_ABLATION, dty, &cb, 2);
+                    split_states_check(m, CATTR_METHOD_FEATURE_PERMUTATION, dty, &c16, 3);
+                    split_states_check(m, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, dty, &c16, 3);
+                    split_states_check(m, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, dty, &cb, 4);
+                    split_states_check(m, CATTR_METHOD_SHAPLEY_VALUES, dty, &c4, 3);
+                    split_states_check(m, CATTR_METHOD_LIME, dty, &c16, 3);
+                    split_states_check(m, CATTR_METHOD_KERNEL_SHAP, dty, &c16, 7);
+                    split_states_check(m, CATTR_METHOD_KERNEL_SHAP, dty, &cb, 7);
+                }
+                cattr_call c0 = {in, 1, NULL, &t3, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+                split_states_check(m, CATTR_METHOD_OCCLUSION, CATTR_FLOAT32, &c0, 4);
+                split_states_check(m, CATTR_METHOD_OCCLUSION, CATTR_FLOAT64, &c0, 4);
+            }
+            cattr_tensor_free(xb);
+            cattr_tensor_free(m16);
+            cattr_tensor_free(m4);
+            cattr_tensor_free(m3);
         }
         cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
         cattr_explainer *es = NULL;

@@ -67,8 +67,9 @@ struct cattr_explainer {
         uint64_t used;
     } spec[CX_FOLD_CACHE];
     uint64_t spec_clock;
-    /* set while cattr_explainer_run_part or cattr_explainer_combine runs (split.c): the part to compute and where its
-     * bytes go, or the parts to combine; the method (IG, gradient.c) reads them instead of running the whole call */
+    /* set while cattr_explainer_run_part or cattr_explainer_combine runs (explainer.c): the part to compute and where
+     * its bytes go, or the parts to combine; the method reads them instead of running the whole call (IG in
+     * gradient.c; the methods of perturbed states and samples through cx_vsplit, split.c) */
     struct cx_split {
         int part, n_parts;      /* n_parts > 0: compute part `part` only */
         void **blob;            /* its bytes (malloc'ed), *len */
@@ -139,6 +140,31 @@ cattr_status cx_derived_state(cattr_explainer *e, cx_call *c, bool target, size_
 /* The backend copies of a call that the perturbation methods' graphs read: inputs, baselines and additional
  * inputs, rows (r mod B) and, with a target, each row's target index (cx_target_rows) for chunks of up to rmax rows,
  * and room y for n_y output values. Buffers are kept from call to call and grown when too small. */
+/* A method's sequence of n_states states (perturbations, samples) evaluated per chunk of `per` states, whose n_out
+ * output values per state are consumed in order on the host, under a split (split.c): one process computes and
+ * consumes every chunk; a part (cattr_explainer_run_part) computes its range of chunks and keeps their values
+ * (cx_vsplit_put) instead of consuming them; combining computes none and consumes the parts' values (cx_vsplit_get).
+ * Use: begin; for each chunk k: if cx_vsplit_mine(k) compute the values, and put them; if combining get them; if
+ * v.mode != CX_VSPLIT_PART consume them; then end (which hands a part its bytes). */
+typedef enum { CX_VSPLIT_NONE = 0, CX_VSPLIT_PART, CX_VSPLIT_COMBINE } cx_vsplit_mode;
+typedef struct cx_vsplit {
+    cattr_explainer *e;
+    cx_vsplit_mode mode;
+    int64_t n_states, per, n_out, n_chunks, first, last; /* last: one past this process's chunks */
+    char *blob;                                           /* a part's bytes */
+    size_t len, at, part_end;                             /* write or read position; end of the part read */
+    int part;                                             /* combining: the part being read */
+} cx_vsplit;
+/* Errors: CATTR_ERR_INVALID_ARGUMENT (combining parts of another call or cut, missing, out of order or truncated,
+ * naming the part), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_vsplit_begin(cattr_explainer *e, const cx_call *c, int64_t n_states, int64_t per, int64_t n_out,
+                             cx_vsplit *v);
+bool cx_vsplit_mine(const cx_vsplit *v, int64_t k);
+cattr_status cx_vsplit_put(cx_vsplit *v, int64_t k, const double *vals, int64_t n);
+cattr_status cx_vsplit_get(cx_vsplit *v, int64_t k, double *vals, int64_t n);
+/* Hands a part its bytes when st is CATTR_OK, frees what is left; returns st (or an internal error). */
+cattr_status cx_vsplit_end(cx_vsplit *v, cattr_status st);
+
 typedef struct cx_call_dev {
     cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], add[CX_MAX_IN], rows, tidx, y;
 } cx_call_dev;

@@ -321,8 +321,19 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
         sel = malloc((size_t)(chunk * B + 1) * sizeof *sel);
         if (!sel) st = oom();
     }
-    for (int64_t s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
+    cx_vsplit v; /* a call split into parts (split.c): a chunk's reps * B outputs are its values */
+    memset(&v, 0, sizeof v);
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, B, &v);
+    for (int64_t s0 = 0, q = 0; s0 < n && st == CATTR_OK; s0 += chunk, q++) {
         int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
+        if (!cx_vsplit_mine(&v, q)) {
+            if (v.mode != CX_VSPLIT_COMBINE) continue;
+            st = cx_vsplit_get(&v, q, sel, reps * B);
+            for (int64_t r = 0; r < reps && st == CATTR_OK; r++)
+                for (int64_t b = 0; b < B; b++) Y[b * n + s0 + r] = (float)sel[r * B + b];
+            if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
+            continue;
+        }
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
             const cattr_tensor *x = c->x[i];
             int64_t sh[CATTR_MAX_DIMS];
@@ -350,6 +361,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
         }
         if (st == CATTR_OK) st = cx_forward(e, c, xs, reps, CX_TILE, &out);
         if (st == CATTR_OK) st = cx_select(c, out, reps, CX_TILE, sel);
+        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, sel, reps * B);
         if (st == CATTR_OK)
             for (int64_t r = 0; r < reps; r++)
                 for (int64_t b = 0; b < B; b++) Y[b * n + s0 + r] = (float)sel[r * B + b];
@@ -357,6 +369,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
         out = NULL;
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
     }
+    st = cx_vsplit_end(&v, st);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
     free(sel);
     return st;
@@ -483,8 +496,18 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         st = cx_dbuf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
-    for (int64_t s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
+    cx_vsplit v; /* a call split into parts (split.c): a chunk's R outputs are its values */
+    memset(&v, 0, sizeof v);
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, B, &v);
+    for (int64_t s0 = 0, q = 0; s0 < n && st == CATTR_OK; s0 += chunk, q++) {
         int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0, R = reps * B;
+        if (!cx_vsplit_mine(&v, q)) {
+            if (v.mode != CX_VSPLIT_COMBINE) continue;
+            st = cx_vsplit_get(&v, q, y, R);
+            for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
+            if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
+            continue;
+        }
         for (int64_t r = 0; r < R; r++) buf[r] = (r % B) * n + s0 + r / B; /* Z's row of example b's sample */
         st = cx_copy_in(e->be, s->zrow.p, buf, (size_t)R * sizeof *buf);
         int nd[LM_MAX_IN];
@@ -524,9 +547,11 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         in[LM_TIDX] = s->cd.tidx.p;
         if (st == CATTR_OK) /* the R target outputs come back */
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd, R, y);
+        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, y, R);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
     }
+    st = cx_vsplit_end(&v, st);
     free(buf);
     free(y);
     return st;
@@ -586,12 +611,13 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
                          (long long)n, (long long)F.M);
     }
     if (st == CATTR_OK && B > 0) st = draw_samples(e, c, ks, &S);
-    for (int64_t r = 0; r < B * n && st == CATTR_OK; r++) {
+    for (int64_t r = 0; r < B * n && st == CATTR_OK && e->split.n_parts == 0; r++) {
         const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
         W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width, e->p.lime_euclidean != 0);
     }
     if (st == CATTR_OK && B > 0) st = same_ids(c, &F) ? evaluate_on_device(e, c, &F, &S, Y) : evaluate(e, c, &F, &S, Y);
-    for (int64_t b = 0; b < B && st == CATTR_OK; b++) { /* one interpretable model per example */
+    bool part = e->split.n_parts > 0; /* a part of a split call (split.c): its outputs are what it computes */
+    for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) { /* one interpretable model per example */
         size_t nm = (size_t)n * (size_t)S.M;
         for (size_t k = 0; k < nm; k++) X[k] = S.Z[(size_t)b * nm + k];
         float intercept;

@@ -412,8 +412,18 @@ static cattr_status run_states(pt_pass *p) {
     cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
     double *vals = malloc((size_t)(per * p->n_out + 1) * sizeof *vals);
     cattr_status st = vals ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
+    cx_vsplit v;
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
+    else memset(&v, 0, sizeof v);
+    for (int64_t s0 = 0, k = 0; s0 < p->n_states && st == CATTR_OK; s0 += per, k++) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per;
+        bool mine = cx_vsplit_mine(&v, k);
+        if (!mine && v.mode == CX_VSPLIT_COMBINE) { /* the parts' values, consumed as one process does */
+            st = cx_vsplit_get(&v, k, vals, cnt * p->n_out);
+            for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+            if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+            continue;
+        }
         for (int i = 0; i < c->n && st == CATTR_OK && cnt != have; i++) {
             int64_t sh[CATTR_MAX_DIMS];
             memcpy(sh, c->x[i]->shape, sizeof sh);
@@ -426,15 +436,19 @@ static cattr_status run_states(pt_pass *p) {
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) {
             char *slot[CX_MAX_IN];
             for (int i = 0; i < c->n; i++) slot[i] = (char *)xs[i]->data + (size_t)(j * c->x[i]->numel) * esz;
-            st = p->fill(p, s0 + j, slot);
+            st = p->fill(p, s0 + j, slot); /* in order even where a part skips the chunk: fills may build on it */
         }
+        if (!mine) continue; /* another part's chunk */
         if (st == CATTR_OK) st = cx_forward(e, c, xs, cnt, CX_TILE, &out);
         if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
         cattr_tensor_free(out);
         out = NULL;
-        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+        if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * p->n_out);
+        for (int64_t j = 0; j < cnt && st == CATTR_OK && v.mode != CX_VSPLIT_PART; j++)
+            st = p->take(p, s0 + j, vals + j * p->n_out);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
     }
+    st = cx_vsplit_end(&v, st);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
     free(vals);
     return st;
@@ -568,7 +582,7 @@ static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
 /* What a device call holds; kept with the explainer from call to call (buffers reused when large enough). */
 typedef struct fa_dev {
     cx_dbuf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
-    cx_dbuf rows, zrows, fid, tidx, y0, q0, acc;
+    cx_dbuf rows, zrows, fid, tidx, y0, q0, acc, y; /* y: a chunk's outputs, for a part of a split call */
     void *accp[CX_MAX_IN];
 } fa_dev;
 
@@ -683,12 +697,13 @@ static void fa_dev_free(fa_dev *d) {
     cx_dbuf_free(&d->y0);
     cx_dbuf_free(&d->q0);
     cx_dbuf_free(&d->acc);
+    cx_dbuf_free(&d->y);
 }
 
-/* Runs chunk k of cnt states starting at state q0 (k 0: the reference, whose y goes to d->y0). Rows of state q are
- * at (q + 1) * B in fid and srow (the reference's first). */
+/* Runs chunk k of cnt states starting at state q0 (k 0: the reference, whose y goes to d->y0; else to yout when not
+ * NULL). Rows of state q are at (q + 1) * B in fid and srow (the reference's first). */
 static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, const fa_dev *d, const pt_masks *pm,
-                                 bool permute, int64_t N, int64_t cnt, int64_t q0, int64_t k) {
+                                 bool permute, int64_t N, int64_t cnt, int64_t q0, int64_t k, void *yout) {
     bool reference = k == 0;
     int64_t R = cnt * c->B;
     int nd[FA_MAX_IN];
@@ -737,7 +752,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     in[FA_Y0] = d->y0.p;
     sh[FA_Q0][0] = 1;
     in[FA_Q0] = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
-    out[s->core.n] = reference ? d->y0.p : NULL;
+    out[s->core.n] = reference ? d->y0.p : yout;
     cx_plan *p = NULL;
     CX_CHECK(cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->core.n + 1, &p));
@@ -855,7 +870,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         off += ((size_t)(N * pm->per[i]) * es + 63) / 64 * 64;
     }
     if (st == CATTR_OK && target) {
-        st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, 1, 0, 0);
+        st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, 1, 0, 0, NULL);
     } else if (st == CATTR_OK) { /* the unperturbed values of the host's forward pass, in the compute dtype */
         cattr_tensor *y0 = cx_tensor_alloc(c->dt, 1, &N);
         if (!y0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -863,13 +878,50 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         if (st == CATTR_OK) st = cx_copy_in(e->be, dp->y0.p, y0->data, (size_t)N * es);
         cattr_tensor_free(y0);
     }
+    /* split into parts (split.c): a part runs its chunks and keeps their outputs; combining places the parts'
+     * outputs on the host as the host path does (fa_take: y0 - y in the compute dtype, the same subtraction) */
+    cx_vsplit v;
+    memset(&v, 0, sizeof v);
+    double *vals = NULL;
+    cattr_tensor *yt = NULL;
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, F, per, N, &v);
+    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE) {
+        int64_t len = omax;
+        vals = malloc((size_t)(omax + 1) * sizeof *vals);
+        yt = cx_tensor_alloc(c->dt, 1, &len);
+        if (!vals || !yt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_dbuf_fit(e->be, &dp->y, (size_t)omax * es, NULL, false);
+        if (st == CATTR_OK && v.mode == CX_VSPLIT_COMBINE && target) { /* the reference outputs, for fa_take */
+            free(f->ref->y);
+            f->ref->y = malloc((size_t)(N + 1) * sizeof *f->ref->y);
+            if (!f->ref->y) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            if (st == CATTR_OK) st = cx_copy_out(e->be, yt->data, dp->y0.p, (size_t)N * es);
+            for (int64_t o = 0; o < N && st == CATTR_OK; o++) f->ref->y[o] = cx_tensor_get(yt, o);
+        }
+    }
     for (int64_t k = 0; k < n_chunks && st == CATTR_OK; k++) {
         int64_t q0 = k * per, cnt = F - q0 < per ? F - q0 : per;
-        st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, cnt, q0, k + 1);
+        if (cx_vsplit_mine(&v, k)) {
+            st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, cnt, q0, k + 1, v.mode == CX_VSPLIT_PART ? dp->y.p : NULL);
+            if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) {
+                st = cx_copy_out(e->be, yt->data, dp->y.p, (size_t)(cnt * N) * es);
+                for (int64_t o = 0; o < cnt * N && st == CATTR_OK; o++) vals[o] = cx_tensor_get(yt, o);
+                if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * N);
+            }
+        } else if (v.mode == CX_VSPLIT_COMBINE) {
+            st = cx_vsplit_get(&v, k, vals, cnt * N);
+            pt_pass p = {e, c, F, N, fa_fill, fa_take, f};
+            for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = fa_take(&p, q0 + j, vals + j * N);
+        } else {
+            continue;
+        }
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, q0 + cnt, F);
     }
-    for (int i = 0; i < c->n && st == CATTR_OK; i++)
+    st = cx_vsplit_end(&v, st);
+    for (int i = 0; i < c->n && st == CATTR_OK && v.mode == CX_VSPLIT_NONE; i++)
         st = cx_copy_out(e->be, attr[i]->data, dp->accp[i], (size_t)attr[i]->numel * es);
+    free(vals);
+    cattr_tensor_free(yt);
     cattr_tensor_free(seed);
     free(ord2id);
     free(buf);
@@ -890,6 +942,7 @@ static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_ten
     if (st == CATTR_OK && device) { /* the attributions' shape and dtype are the inputs' */
         ref.dt = c->dt;
         ref.n_out = c->B;
+        ref.per_row = 1;
     } else if (st == CATTR_OK) {
         st = reference_output(e, c, c->x, &ref);
         device = st == CATTR_OK && ref.dt == c->dt && c->B > 0 && ref.n_out % c->B == 0;
@@ -1238,8 +1291,19 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr[i], (size_t)(2 * nd * rmax) * sizeof *buf, NULL, false);
     }
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
-    for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
+    cx_vsplit v;
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
+    else memset(&v, 0, sizeof v);
+    for (int64_t s0 = 0, q = 0; s0 < p->n_states && st == CATTR_OK; s0 += per, q++) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
+        if (!cx_vsplit_mine(&v, q)) { /* another part's chunk; combining: its values */
+            if (v.mode == CX_VSPLIT_COMBINE) {
+                st = cx_vsplit_get(&v, q, vals, cnt * p->n_out);
+                for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+                if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+            }
+            continue;
+        }
         for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* the chunk's thresholds for input i */
             const occ_input *w = &o->in[i];
             int64_t nd = OCC_ND(s, i);
@@ -1302,9 +1366,12 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         if (st == CATTR_OK)
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
-        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, vals, cnt * p->n_out);
+        for (int64_t j = 0; j < cnt && st == CATTR_OK && v.mode != CX_VSPLIT_PART; j++)
+            st = p->take(p, s0 + j, vals + j * p->n_out);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
     }
+    st = cx_vsplit_end(&v, st);
     free(buf);
     free(vals);
     return st;
@@ -1594,8 +1661,19 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->trow, (size_t)rmax * sizeof *buf, NULL, false);
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
     const sv_run *sv = p->user;
-    for (int64_t s0 = 0; s0 < p->n_states && st == CATTR_OK; s0 += per) {
+    cx_vsplit v;
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
+    else memset(&v, 0, sizeof v);
+    for (int64_t s0 = 0, k = 0; s0 < p->n_states && st == CATTR_OK; s0 += per, k++) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
+        if (!cx_vsplit_mine(&v, k)) { /* another part's chunk; combining: its values */
+            if (v.mode == CX_VSPLIT_COMBINE) {
+                st = cx_vsplit_get(&v, k, vals, cnt * p->n_out);
+                for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+                if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+            }
+            continue;
+        }
         for (int64_t j = 0; j < cnt; j++) {
             int64_t tr, th;
             row_of(sv, s0 + j, &tr, &th);
@@ -1640,9 +1718,12 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         if (st == CATTR_OK)
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
-        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
+        if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * p->n_out);
+        for (int64_t j = 0; j < cnt && st == CATTR_OK && v.mode != CX_VSPLIT_PART; j++)
+            st = p->take(p, s0 + j, vals + j * p->n_out);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
     }
+    st = cx_vsplit_end(&v, st);
     free(buf);
     free(vals);
     return st;
@@ -1747,6 +1828,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
         }
         n_iter = (double)n_perm;
     }
+    bool part = e->split.n_parts > 0; /* a part of a split call (split.c): its outputs are what it computes */
     if (st == CATTR_OK && exact) { /* every coalition once, then all M! orders in lexicographic order */
         int64_t n_coal = (int64_t)1 << M;
         sv.coal = malloc(((size_t)(n_coal * n_out) + 1) * sizeof *sv.coal);
@@ -1768,7 +1850,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
                 st = run_states(&p);
             }
         }
-        if (st == CATTR_OK) {
+        if (st == CATTR_OK && !part) {
             for (int64_t j = 0; j < M; j++) order[j] = j;
             n_iter = 0;
             do {
@@ -1783,7 +1865,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
         }
         free(order);
     }
-    if (st == CATTR_OK) st = sv_result(c, &pm, &sv, n_iter, attr);
+    if (st == CATTR_OK && !part) st = sv_result(c, &pm, &sv, n_iter, attr);
     for (int i = 0; i < CX_MAX_IN; i++) free(sv.cur[i]);
     free(sv.perms);
     free(sv.prev);

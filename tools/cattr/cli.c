@@ -231,11 +231,12 @@ cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user,
     if (mpi_driver_rank() == 0) {
         res = frc != 0 ? cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)")
                        : combine(user, (const void *const *)r.blobs, r.lens, n);
-        if (res == CATTR_OK && n > 1 && r.lens[0]) {
-            int chunk = cattr_split_chunk_steps(r.blobs[0], r.lens[0]);
+        int chunk = res == CATTR_OK && n > 1 ? cattr_split_chunk_steps(r.blobs[0], r.lens[0]) : 0;
+        if (chunk > 0)
             fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same numbers "
                     "with --internal-batch-size %lld)\n", n, chunk, (long long)chunk * (long long)rows);
-        }
+        else if (res == CATTR_OK && n > 1)
+            fprintf(stderr, "cattr: %d parts combined\n", n);
     }
     for (int k = 0; k < n; k++) free(r.blobs[k]);
     free(r.blobs);

@@ -42,8 +42,8 @@ bool cli_parse_size(const char *s, size_t *out);
 /* --split: one attribution cut into as many parts as there are MPI ranks (one process without mpirun), each part made
  * by `part` on the rank the farm hands it to (mpi_driver_farm), the parts combined in order on rank 0 by `combine`.
  * part(user, p, n, &blob, &len) returns a malloc'ed blob (freed here); combine(user, blobs, lens, n) writes the
- * result. `rows` is the number of rows per IG step (the examples or target tokens), for the message that tells the
- * --internal-batch-size giving one process the same numbers. Collective: every rank calls it and returns rank 0's
+ * result. `rows` is the number of rows per IG step (the examples or target tokens), for the message that tells (for IG)
+ * the --internal-batch-size giving one process the same numbers. Collective: every rank calls it and returns rank 0's
  * status (the error message is set on every rank). A part's failure is printed with its message. */
 typedef cattr_status (*cli_part_fn)(void *user, int part, int n_parts, void **blob, size_t *len);
 typedef cattr_status (*cli_combine_fn)(void *user, const void *const *blobs, const size_t *lens, int n);

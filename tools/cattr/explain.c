@@ -80,8 +80,12 @@ static void explain_help(FILE *f) {
         "                          .npy or .safetensors --output the inputs are read and the results written batch\n"
         "                          by batch (OUTPUT.part, resumed by rerunning the command; mpirun spreads the\n"
         "                          batches over ranks: docs/CLI.md)\n"
-        "  --split steps           under mpirun: one integrated-gradients call's steps over the ranks, combined on\n"
-        "                          rank 0 into one process's numbers for the same chunks (docs/CLI.md)\n"
+        "  --split steps|features|samples\n"
+        "                          under mpirun: one attribution's work over the ranks, combined on rank 0 into\n"
+        "                          one process's numbers: steps (integrated-gradients), features (the\n"
+        "                          perturbations of feature-ablation, feature-permutation, occlusion), samples\n"
+        "                          (the permutations, coalitions or samples of shapley-value-sampling,\n"
+        "                          shapley-values, lime, kernel-shap) (docs/CLI.md)\n"
         "output:\n"
         "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
         "  --png FILE              heatmap PNG of example 0's attribution (last two dims, channels summed)\n"
@@ -368,12 +372,27 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                a->n_base);
     if (!!a->target + !!a->targets + !!a->target_file > 1)
         return cli_usage_error("use only one of --target, --targets and --target-file");
-    if (a->split && strcmp(a->split, "steps") != 0)
-        return cli_usage_error("--split %s: only 'steps' (integrated-gradients) is implemented; samples and features "
-                               "are not yet", a->split);
-    if (a->split && (a->p.method != CATTR_METHOD_INTEGRATED_GRADIENTS || a->p.nt_type != CATTR_NT_NONE))
-        return cli_usage_error("--split steps splits integrated-gradients (without --noise-tunnel), not %s",
-                               cattr_method_name(a->p.method));
+    if (a->split) {
+        cattr_method mk = a->p.method;
+        const char *kind = mk == CATTR_METHOD_INTEGRATED_GRADIENTS ? "steps"
+                           : mk == CATTR_METHOD_FEATURE_ABLATION || mk == CATTR_METHOD_FEATURE_PERMUTATION ||
+                                   mk == CATTR_METHOD_OCCLUSION
+                               ? "features"
+                           : mk == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || mk == CATTR_METHOD_SHAPLEY_VALUES ||
+                                   mk == CATTR_METHOD_LIME || mk == CATTR_METHOD_KERNEL_SHAP
+                               ? "samples"
+                               : NULL;
+        if (strcmp(a->split, "steps") != 0 && strcmp(a->split, "features") != 0 && strcmp(a->split, "samples") != 0)
+            return cli_usage_error("--split %s: give steps, features or samples", a->split);
+        if (!kind || a->p.nt_type != CATTR_NT_NONE)
+            return cli_usage_error("--split splits integrated-gradients (steps), feature-ablation, feature-permutation, "
+                                   "occlusion (features), shapley-value-sampling, shapley-values, lime and kernel-shap "
+                                   "(samples), without --noise-tunnel; not %s%s", cattr_method_name(mk),
+                                   a->p.nt_type != CATTR_NT_NONE ? " with --noise-tunnel" : "");
+        if (strcmp(a->split, kind) != 0)
+            return cli_usage_error("--split %s does not apply to %s: its work is split with --split %s", a->split,
+                                   cattr_method_name(mk), kind);
+    }
     if (a->split && (a->batch_size || a->runs || a->precision_error))
         return cli_usage_error("--split cannot be combined with --batch-size, --runs or --precision-error");
     if (a->batch_size && a->p.method == CATTR_METHOD_FEATURE_PERMUTATION)
