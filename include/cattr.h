@@ -457,6 +457,12 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
  * process adds them. So the result equals one process's run with internal_batch_size = the chunk's steps times the
  * batch (cattr_split_chunk_steps tells it). Every part and the combining call must be given the same call and cut the
  * steps alike: give internal_batch_size, or the same max_memory, where processes could see different free memory.
+ * Also implemented for FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling, ShapleyValues, Lime
+ * and KernelShap (without a noise tunnel): their perturbed states or samples are evaluated in chunks of
+ * perturbations_per_eval (or what max_memory allows), part p evaluates chunks p*C/n_parts to (p+1)*C/n_parts - 1
+ * and keeps the model outputs of their states; combining consumes the outputs in chunk order as one process does
+ * (differences, totals, the surrogate fit): one process's result, bit for bit. Give perturbations_per_eval (or the
+ * same max_memory) to every part, and the same seed.
  *
  * cattr_explainer_run_part computes part `part` (0 <= part < n_parts) of the call; *blob (malloc'ed, the caller
  * frees it with free()) receives *len bytes (a part with no chunk is a few bytes). cattr_explainer_combine takes the
