@@ -561,12 +561,15 @@ cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64
 cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
                                  double *token_attr, double *target_logprobs, double *convergence_delta);
 
-/* One LayerIntegratedGradients attribution of a language model split into parts, as cattr_explainer_run_part and
- * cattr_explainer_combine for a model (the IG steps over every target token, cut into chunks): part p of n_parts into
- * *blob (malloc'ed, freed by the caller with free(), *len bytes), and the n_parts blobs, in part order, into what
- * cattr_llm_attribute writes for the same call, bit for bit when the chunks are cut alike (give internal_batch_size).
- * Errors: CATTR_ERR_UNSUPPORTED (another method), CATTR_ERR_INVALID_ARGUMENT (blobs of another call or cut, missing or
- * out of order, naming the part), and cattr_llm_attribute's. */
+/* One attribution of a language model split into parts, as cattr_explainer_run_part and cattr_explainer_combine for
+ * a model: LayerIntegratedGradients (the IG steps over every target token, cut into chunks; give
+ * internal_batch_size), and FeatureAblation, ShapleyValueSampling, Lime and KernelShap (their perturbed or sampled
+ * prompts, in chunks of perturbations_per_eval; FeatureAblation only with perturbations_per_eval > 0 or
+ * no_prefix_cache, as without them it runs its own prefix-reusing passes): part p of n_parts into *blob (malloc'ed,
+ * freed by the caller with free(), *len bytes), and the n_parts blobs, in part order, into what cattr_llm_attribute
+ * writes for the same call, bit for bit when the work is cut alike.
+ * Errors: CATTR_ERR_UNSUPPORTED (another method, FeatureAblation with its prefix passes), CATTR_ERR_INVALID_ARGUMENT
+ * (blobs of another call or cut, missing or out of order, naming the part), and cattr_llm_attribute's. */
 cattr_status cattr_llm_attribute_part(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, int part,
                                       int n_parts, void **blob, size_t *len);
 cattr_status cattr_llm_combine(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, const void *const *blobs,

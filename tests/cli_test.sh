@@ -142,8 +142,12 @@ expect_ok "split features, one process" explain $model --input $b2 --method occl
 expect_ok "occlusion, no split" explain $model --input $b2 --method occlusion --sliding-window 1,3,3 --perturbations-per-eval 5 --output "$tmp/nspf.npy" -q
 cmp -s "$tmp/spf.npy" "$tmp/nspf.npy" && ok || bad "--split features in one process differs from the unsplit call"
 expect_fail "split saliency" "integrated-gradients" "$tmp/o.npy" -- explain $model --input $b2 --method saliency --split steps --output "$tmp/o.npy"
-expect_fail "explain-llm split of feature-ablation" "layer-integrated-gradients" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split steps --output "$tmp/o.json"
-expect_fail "explain-llm split samples" "only 'steps'" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --split samples --output "$tmp/o.json"
+expect_fail "explain-llm split steps of feature-ablation" "split with --split features" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split steps --output "$tmp/o.json"
+expect_fail "explain-llm split samples of layer-ig" "split with --split steps" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --split samples --output "$tmp/o.json"
+expect_fail "explain-llm split features without --perturbations-per-eval" "perturbations-per-eval" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split features --output "$tmp/o.json"
+expect_ok "explain-llm split samples, one process" explain-llm tests/data/llm/tiny --prompt "The capital of France is" --target " Paris" --method kernel-shap --n-samples 20 --perturbations-per-eval 6 --split samples --output "$tmp/lks.json" -q
+expect_ok "explain-llm kernel-shap, no split" explain-llm tests/data/llm/tiny --prompt "The capital of France is" --target " Paris" --method kernel-shap --n-samples 20 --perturbations-per-eval 6 --output "$tmp/lks0.json" -q
+cmp -s "$tmp/lks.json" "$tmp/lks0.json" && ok || bad "explain-llm --split samples in one process differs from the unsplit call"
 # dataset mode (--batch-size with an .npy or .safetensors output): rows read and written batch by batch, the same
 # bytes as the in-memory batching (--runs 1 keeps that path), no part files left; resumed after a kill -9
 ds="$tmp/ds.npy"

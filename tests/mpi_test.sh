@@ -169,6 +169,19 @@ for n in 2 3; do
     [ $rc -eq 0 ] && ok || { bad "split samples, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/ksref.npy" "$tmp/ks$n.npy" && ok || bad "split samples, $n ranks: the output differs from one process's"
 done
+# a language model's FeatureAblation (--split features) and ShapleyValueSampling (--split samples)
+"$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method feature-ablation --perturbations-per-eval 2 --output "$tmp/lfref.json" -q 2>/dev/null
+"$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method shapley-value-sampling --n-samples 3 --perturbations-per-eval 4 --output "$tmp/lsref.json" -q 2>/dev/null
+for n in 2 3; do
+    mpi $n explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method feature-ablation --perturbations-per-eval 2 --split features --output "$tmp/lf$n.json" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "explain-llm split features, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/lfref.json" "$tmp/lf$n.json" && ok || bad "explain-llm split features, $n ranks: the output differs from one process's"
+    mpi $n explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method shapley-value-sampling --n-samples 3 --perturbations-per-eval 4 --split samples --output "$tmp/ls$n.json" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "explain-llm split samples, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/lsref.json" "$tmp/ls$n.json" && ok || bad "explain-llm split samples, $n ranks: the output differs from one process's"
+done
 mpi 2 explain $model --input $head_rows --method saliency --split steps --output "$tmp/sx.npy" -q >"$tmp/out" 2>"$tmp/err"
 rc=$?
 [ $rc -eq 2 ] && ! [ -e "$tmp/sx.npy" ] && ok || bad "split saliency: exit $rc, expected 2 and no output"

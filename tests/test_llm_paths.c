@@ -102,7 +102,7 @@ int main(void) {
         CHECK(fabs(lp1[k] - lp_all[k]) <= 1e-5, "log-prob of target %d: %g vs %g", k, lp1[k], lp_all[k]);
     }
     { /* one LayerIG call split into parts (16 steps of 3 targets in chunks of 3 steps: 9 rows), combined: the
-       * numbers of the unsplit call with the same chunks, bit for bit; a FeatureAblation part is refused */
+       * numbers of the unsplit call with the same chunks, bit for bit */
         cattr_attr_params igc = ig;
         igc.internal_batch_size = 3 * N;
         double s_ref[T], t_ref[N * T], d_ref[N], lp_ref[N];
@@ -125,7 +125,35 @@ int main(void) {
         cattr_attr_params fa = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
         void *b = NULL;
         size_t bl = 0;
-        CHECK(cattr_llm_attribute_part(m, &fa, &all, 0, 2, &b, &bl) == CATTR_ERR_UNSUPPORTED && !b, "an FA part refused");
+        CHECK(cattr_llm_attribute_part(m, &fa, &all, 0, 2, &b, &bl) == CATTR_ERR_UNSUPPORTED && !b &&
+                  strstr(cattr_last_error(), "perturbations_per_eval"),
+              "an FA part with the prefix passes refused");
+        /* the presence-model methods (FeatureAblation with perturbations_per_eval, ShapleyValueSampling, Lime,
+         * KernelShap): 1-3 parts give the unsplit call's numbers, bit for bit */
+        cattr_method ms[4] = {CATTR_METHOD_FEATURE_ABLATION, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_LIME,
+                              CATTR_METHOD_KERNEL_SHAP};
+        for (int q = 0; q < 4; q++) {
+            cattr_attr_params pp = cattr_attr_default_params(ms[q]);
+            pp.perturbations_per_eval = q == 0 ? 2 : 3;
+            pp.n_samples = ms[q] == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ? 2 : 16;
+            double s_r[T], t_r[N * T], lp_r[N];
+            CHECK(cattr_llm_attribute(m, &pp, &all, s_r, t_r, lp_r, NULL) == CATTR_OK, "%s: %s",
+                  cattr_method_name(ms[q]), cattr_last_error());
+            for (int P = 1; P <= 3; P++) {
+                void *blobs[3] = {0};
+                size_t lens[3] = {0};
+                for (int k = 0; k < P; k++)
+                    CHECK(cattr_llm_attribute_part(m, &pp, &all, k, P, &blobs[k], &lens[k]) == CATTR_OK,
+                          "%s: part %d of %d: %s", cattr_method_name(ms[q]), k, P, cattr_last_error());
+                double s2[T], t2[N * T], lp2[N];
+                CHECK(cattr_llm_combine(m, &pp, &all, (const void *const *)blobs, lens, P, s2, t2, lp2, NULL) == CATTR_OK,
+                      "%s: combine %d: %s", cattr_method_name(ms[q]), P, cattr_last_error());
+                CHECK(!memcmp(s2, s_r, sizeof s2) && !memcmp(t2, t_r, sizeof t2) && !memcmp(lp2, lp_r, sizeof lp2),
+                      "%s, %d parts: not the unsplit call's numbers (seq %.2e)", cattr_method_name(ms[q]), P,
+                      max_diff(s2, s_r, T));
+                for (int k = 0; k < P; k++) free(blobs[k]);
+            }
+        }
     }
     /* the target log-probabilities of an IG call come from its convergence delta's forward pass at the inputs;
      * without a delta from a forward pass of their own; FeatureAblation's from its unablated row: all the same */

@@ -671,10 +671,15 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
             call.draw_roles = lc->draw_roles;
             call.n_draws = lc->n_draws;
         }
-        st = cattr_explainer_run(m->pe, &call, attr, NULL);
+        if (m->split.n_parts > 0) /* a part of a split call: its bytes are the result */
+            st = cattr_explainer_run_part(m->pe, &call, m->split.part, m->split.n_parts, m->split.blob, m->split.len);
+        else if (m->split.n_comb > 0)
+            st = cattr_explainer_combine(m->pe, &call, m->split.blobs, m->split.lens, m->split.n_comb, attr, NULL);
+        else
+            st = cattr_explainer_run(m->pe, &call, attr, NULL);
     }
     /* FeatureAblation [1 + n, T], ShapleyValueSampling [1, 1 + n, T], Lime / KernelShap coefficients [1, T] */
-    for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
+    for (int64_t i = 0; i < T && st == CATTR_OK && m->split.n_parts == 0; i++) {
         seq_attr[i] = (double)(float)cx_tensor_get(attr[0], i);
         for (int64_t k = 0; k < n; k++)
             token_attr[k * T + i] = surrogate ? NAN : (double)(float)cx_tensor_get(attr[0], (1 + k) * T + i);
@@ -734,14 +739,31 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const
     return cx_diagnosis(st, found);
 }
 
+/* Whether cattr_llm_attribute_part can split p's method: LayerIG (its steps), and the methods that run on the
+ * presence model's explainer (their perturbations or samples; FeatureAblation there only with perturbations_per_eval
+ * or without the prefix cache, else it runs its own prefix-reusing passes). */
+static cattr_status llm_split_supported(const cattr_attr_params *p) {
+    cattr_method k = p->method;
+    if (k == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || k == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ||
+        k == CATTR_METHOD_LIME || k == CATTR_METHOD_KERNEL_SHAP)
+        return CATTR_OK;
+    if (k == CATTR_METHOD_FEATURE_ABLATION) {
+        if (p->perturbations_per_eval > 0 || p->no_prefix_cache) return CATTR_OK;
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting a language model's feature-ablation into parts needs "
+                       "perturbations_per_eval (the sequences per forward pass, the same in every part): without it "
+                       "feature-ablation runs its own passes that reuse the prompt's prefix, which are not split");
+    }
+    return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting a language-model attribution into parts is implemented for "
+                   "layer-integrated-gradients, feature-ablation, shapley-value-sampling, lime and kernel-shap, not %s",
+                   cattr_method_name(k));
+}
+
 cattr_status cattr_llm_attribute_part(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, int part,
                                       int n_parts, void **blob, size_t *len) {
     if (blob) *blob = NULL;
     if (len) *len = 0;
     if (!m || !p || !c || !blob || !len) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_part: NULL argument");
-    if (p->method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
-        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting a language-model attribution into parts is implemented for "
-                       "layer-integrated-gradients, not %s", cattr_method_name(p->method));
+    CX_CHECK(llm_split_supported(p));
     int64_t T = c->n_prompt > 0 ? c->n_prompt : 1, n = c->n_target > 0 ? c->n_target : 1;
     double *seq = calloc((size_t)T, sizeof *seq), *tok = calloc((size_t)(T * n), sizeof *tok);
     cattr_status st = seq && tok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -761,9 +783,7 @@ cattr_status cattr_llm_combine(cattr_llm *m, const cattr_attr_params *p, const c
                                double *target_logprobs, double *convergence_delta) {
     if (!m || !p || !blobs || !lens || n_parts < 1)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_combine: NULL argument or no part");
-    if (p->method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
-        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting a language-model attribution into parts is implemented for "
-                       "layer-integrated-gradients, not %s", cattr_method_name(p->method));
+    CX_CHECK(llm_split_supported(p));
     m->split.blobs = blobs;
     m->split.lens = lens;
     m->split.n_comb = n_parts;
@@ -821,6 +841,7 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, cons
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     } else { /* Captum returns no token_attr for Lime and KernelShap: NaN */
         st = presence_attr(m, p, c, token_attr, seq_attr);
+        if (m->split.n_parts > 0) return st; /* a part: its bytes are the result */
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     }

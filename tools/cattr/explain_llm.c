@@ -43,8 +43,11 @@ static void help(FILE *f) {
         "  --max-new-tokens N      tokens generated when there is no target (default 8)\n"
         "  --dtype D               float32 (default) | float64\n"
         "  --internal-batch-size N layer-ig: rows per chunk of the path (default: from --max-memory)\n"
-        "  --split steps           under mpirun: the layer-ig steps over the ranks, combined on rank 0 into one\n"
-        "                          process's numbers for the same chunks (docs/CLI.md)\n"
+        "  --split steps|features|samples\n"
+        "                          under mpirun: one attribution's work over the ranks, combined on rank 0 into\n"
+        "                          one process's numbers: layer-ig's steps, feature-ablation's perturbations (with\n"
+        "                          --perturbations-per-eval), the samples of shapley-value-sampling, lime and\n"
+        "                          kernel-shap (docs/CLI.md)\n"
         "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 896M)\n"
         "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --precision P           highest (default: float32 throughout) | high (bfloat16 inputs of the layers'\n"
@@ -1025,11 +1028,26 @@ int cmd_explain_llm(int argc, char **argv) {
         if (html || runs || precision_error) return cli_usage_error("--prompts writes JSON lines only (no --html, --runs or --precision-error)");
     }
     if (split) {
-        if (strcmp(split, "steps") != 0)
-            return cli_usage_error("--split %s: only 'steps' (layer-integrated-gradients) is implemented", split);
-        if (p.method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || r.tmpl)
-            return cli_usage_error("--split steps splits layer-integrated-gradients over a prompt (not %s%s)",
-                                   method_cli_name(p.method), r.tmpl ? ", a template" : "");
+        cattr_method mk = p.method;
+        const char *kind = mk == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "steps"
+                           : mk == CATTR_METHOD_FEATURE_ABLATION ? "features"
+                           : mk == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || mk == CATTR_METHOD_LIME ||
+                                   mk == CATTR_METHOD_KERNEL_SHAP
+                               ? "samples"
+                               : NULL;
+        if (strcmp(split, "steps") != 0 && strcmp(split, "features") != 0 && strcmp(split, "samples") != 0)
+            return cli_usage_error("--split %s: give steps, features or samples", split);
+        if (!kind || r.tmpl)
+            return cli_usage_error("--split splits layer-ig (steps), feature-ablation (features), "
+                                   "shapley-value-sampling, lime and kernel-shap (samples) over a prompt (not %s%s)",
+                                   method_cli_name(mk), r.tmpl ? ", a template" : "");
+        if (strcmp(split, kind) != 0)
+            return cli_usage_error("--split %s does not apply to %s: its work is split with --split %s", split,
+                                   method_cli_name(mk), kind);
+        if (mk == CATTR_METHOD_FEATURE_ABLATION && p.perturbations_per_eval <= 0 && !p.no_prefix_cache)
+            return cli_usage_error("--split features needs --perturbations-per-eval N (the sequences per forward "
+                                   "pass, the same on every rank): feature-ablation otherwise runs passes that reuse "
+                                   "the prompt's prefix, which are not split");
         if (prompts || runs || precision_error)
             return cli_usage_error("--split cannot be combined with --prompts, --runs or --precision-error");
     }
