@@ -11,7 +11,8 @@ Reports one line per model: whether it loads (else cattr's error, which names th
 max |cattr - torch| / max |torch| of the logits, the same for InputXGradient of output 0 against torch autograd, and
 for IntegratedGradients (16 steps, zero baseline, output 0) against Captum's when Captum's source is on PYTHONPATH
 (it needs python3-tqdm and python3-matplotlib), in float32 and in float64 (model and input converted on both sides).
---time-ig STEPS adds warm IG times of both.
+--time-ig STEPS adds warm IG times of both; --layers checks that the PyTorch path of every leaf module whose forward
+runs resolves as a --layer (issue 14's module paths).
 """
 import argparse
 import copy
@@ -88,6 +89,9 @@ def main():
                     help="also time IntegratedGradients with STEPS steps (batch 1, target 0): cattr's warm median of "
                          "--runs 5 against Captum's (two calls, the second timed, then three more: the median), "
                          "both with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset and on the same threads")
+    ap.add_argument("--layers", action="store_true",
+                    help="also check that every leaf module's PyTorch path (but BatchNorms folded into convolutions, "
+                         "Dropouts and Identities, which the export removes) resolves as a --layer")
     a = ap.parse_args()
     torch.manual_seed(0)
     want = [m for m in a.models.split(",") if m]
@@ -150,10 +154,43 @@ def main():
                                capture_output=True, text=True)
             igerr += (" %.2e" % (float(np.max(np.abs(np.load(ip) - ref)) / max(np.max(np.abs(ref)), 1e-30)))
                       if r.returncode == 0 else " failed")
+        if a.layers:  # every leaf module that the export keeps resolves as a --layer by its PyTorch path
+            igerr += "  " + layer_paths(model, x, path)
         timing = ""
         if a.time_ig and IntegratedGradients is not None:
             timing = time_ig(a, model, x, path, xp, tmp, name)
         print("%-22s %-8s %-10.2e %-10.2e %-19s %s" % (name, "yes", err, gerr, igerr, timing), flush=True)
+
+
+def layer_paths(model, x, path):
+    """'layers K/N' (the leaf modules whose path cattr resolves), and the first ones it does not. A leaf counts when
+    its forward runs (a forward hook fires: Captum's layer methods hook it the same way; a module whose weights
+    another module reads directly, as nn.MultiheadAttention's out_proj or Swin's qkv, has no output of its own) and
+    the export keeps it (not a BatchNorm folded into a convolution, a Dropout, StochasticDepth or an Identity, which
+    are identities in eval mode)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import cattr  # the package of this source tree
+
+    m = cattr.load(path)
+    gone = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.Dropout, nn.Dropout2d, nn.Identity)
+    called, hooks = set(), []
+    for n, mod in model.named_modules():
+        if n and not list(mod.children()):
+            hooks.append(mod.register_forward_hook(lambda mod_, i_, o_, n=n: called.add(n)))
+    with torch.no_grad():
+        model(x)
+    for h in hooks:
+        h.remove()
+    leaves = [n for n, mod in model.named_modules() if n in called and not isinstance(mod, gone) and
+              type(mod).__name__ != "StochasticDepth"]
+    missing = []
+    for n in leaves:
+        try:
+            m.resolve(n)
+        except Exception:  # ValueError naming the closest modules
+            missing.append(n)
+    note = "layers %d/%d" % (len(leaves) - len(missing), len(leaves))
+    return note + (" (not: %s)" % ", ".join(missing[:3]) if missing else "")
 
 
 CAPTUM_TIMER = r"""
