@@ -640,6 +640,9 @@ static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, cons
         if (memcmp(&h, &want, offsetof(split_head, chunk)) != 0)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d is not a part of this call (another method, dtype, "
                            "step count, batch or inputs)", p);
+        if (p == 0 && (h.chunk < 1 || h.chunk > e->p.n_steps || h.n_chunks != (e->p.n_steps + h.chunk - 1) / h.chunk))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part 0 cuts the %d steps into %lld chunks of %lld steps: not "
+                           "a cut of this call", e->p.n_steps, (long long)h.n_chunks, (long long)h.chunk);
         if (h.chunk != h0.chunk || h.n_chunks != h0.n_chunks || h.n_parts != P)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d cut the steps differently (chunks of %lld and %lld "
                            "steps, %lld and %lld parts): give every part the same internal_batch_size", p,
@@ -647,8 +650,8 @@ static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, cons
         if (h.part != p || h.first != next || h.count < 0 || h.count > h.n_chunks - next ||
             len != sizeof h + (size_t)h.count * per)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d is out of order, overlaps another or is truncated "
-                           "(it says part %lld, chunks %lld to %lld of %lld; %zu bytes)", p, (long long)h.part,
-                           (long long)h.first, (long long)(h.first + h.count), (long long)h.n_chunks, len);
+                           "(it says part %lld, %lld chunks from chunk %lld of %lld; %zu bytes)", p, (long long)h.part,
+                           (long long)h.count, (long long)h.first, (long long)h.n_chunks, len);
         next += h.count;
     }
     if (P < 1 || next != h0.n_chunks)

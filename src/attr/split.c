@@ -98,8 +98,8 @@ cattr_status cx_vsplit_begin(cattr_explainer *e, const cx_call *c, int64_t n_sta
         if (h.part != p || h.first != next || h.count < 0 || h.count > h.n_chunks - next ||
             len != sizeof h + (size_t)chunk_values(v, h.first, h.count) * sizeof(double))
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d is out of order, overlaps another or is truncated "
-                           "(it says part %lld, chunks %lld to %lld of %lld; %zu bytes)", p, (long long)h.part,
-                           (long long)h.first, (long long)(h.first + h.count), (long long)h.n_chunks, len);
+                           "(it says part %lld, %lld chunks from chunk %lld of %lld; %zu bytes)", p, (long long)h.part,
+                           (long long)h.count, (long long)h.first, (long long)h.n_chunks, len);
         next += h.count;
     }
     if (next != want.n_chunks)
