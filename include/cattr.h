@@ -462,12 +462,16 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
  * perturbations_per_eval (or what max_memory allows), part p evaluates chunks p*C/n_parts to (p+1)*C/n_parts - 1
  * and keeps the model outputs of their states; combining consumes the outputs in chunk order as one process does
  * (differences, totals, the surrogate fit): one process's result, bit for bit. Give perturbations_per_eval (or the
- * same max_memory) to every part, and the same seed.
+ * same max_memory) to every part, and the same seed. And for GradientShap and a noise tunnel around Saliency,
+ * InputXGradient, GuidedBackprop or Deconvolution: their noisy samples run in chunks of rows (from max_memory: give
+ * every part the same), a part computes its chunks' sums (and GradientShap's deltas) from zeros, combining adds them
+ * in chunk order with the same addition.
  *
  * cattr_explainer_run_part computes part `part` (0 <= part < n_parts) of the call; *blob (malloc'ed, the caller
  * frees it with free()) receives *len bytes (a part with no chunk is a few bytes). cattr_explainer_combine takes the
  * n_parts blobs in part order and writes what cattr_explainer_run would (attr_out, delta_out).
- * Errors: CATTR_ERR_UNSUPPORTED (another method, a noise tunnel, a model with integer inputs that give shapes),
+ * Errors: CATTR_ERR_UNSUPPORTED (another method, a noise tunnel around another method, a model with integer inputs
+ * that give shapes),
  * CATTR_ERR_INVALID_ARGUMENT (part out of range; blobs of another call, cut differently, missing or out of order,
  * naming the part), and cattr_explainer_run's. */
 cattr_status cattr_explainer_run_part(cattr_explainer *e, const cattr_call *call, int part, int n_parts, void **blob,

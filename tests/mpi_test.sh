@@ -159,7 +159,7 @@ done
 # results combined on rank 0 as one process computes them
 "$cattr" explain $model --input $head_rows --method feature-ablation --perturbations-per-eval 7 --output "$tmp/faref.npy" -q
 "$cattr" explain $model --input $head_rows --method kernel-shap --n-samples 60 --perturbations-per-eval 9 --output "$tmp/ksref.npy" -q
-for n in 2 3; do
+for n in 1 2 3; do
     mpi $n explain $model --input $head_rows --method feature-ablation --perturbations-per-eval 7 --split features --output "$tmp/fa$n.npy" -q >"$tmp/out" 2>"$tmp/err"
     rc=$?
     [ $rc -eq 0 ] && ok || { bad "split features, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
@@ -168,6 +168,19 @@ for n in 2 3; do
     rc=$?
     [ $rc -eq 0 ] && ok || { bad "split samples, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/ksref.npy" "$tmp/ks$n.npy" && ok || bad "split samples, $n ranks: the output differs from one process's"
+done
+# the tunnels (--split samples): SmoothGrad around saliency and GradientShap, in chunks of a small memory budget
+"$cattr" explain $model --input $head_rows --method saliency --noise-tunnel smoothgrad --nt-samples 9 --nt-samples-batch-size 4 --stdevs 0.2 --max-memory 64K --output "$tmp/ntref.npy" -q 2>/dev/null
+"$cattr" explain $model --input $head_rows --method gradient-shap --baseline $head_rows --n-samples 13 --stdevs 0.1 --max-memory 64K --output "$tmp/gsref.npy" -q 2>/dev/null
+for n in 1 2 3; do
+    mpi $n explain $model --input $head_rows --method saliency --noise-tunnel smoothgrad --nt-samples 9 --nt-samples-batch-size 4 --stdevs 0.2 --max-memory 64K --split samples --output "$tmp/nt$n.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split noise tunnel, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/ntref.npy" "$tmp/nt$n.npy" && ok || bad "split noise tunnel, $n ranks: the output differs from one process's"
+    mpi $n explain $model --input $head_rows --method gradient-shap --baseline $head_rows --n-samples 13 --stdevs 0.1 --max-memory 64K --split samples --output "$tmp/gs$n.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split gradient-shap, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/gsref.npy" "$tmp/gs$n.npy" && ok || bad "split gradient-shap, $n ranks: the output differs from one process's"
 done
 # a language model's FeatureAblation (--split features) and ShapleyValueSampling (--split samples)
 "$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method feature-ablation --perturbations-per-eval 2 --output "$tmp/lfref.json" -q 2>/dev/null

@@ -52,11 +52,23 @@ static void cancel_after(int64_t done, int64_t total, void *user) {
 
 /* One call of `method` split into 1, 2, 3 and 5 parts and combined equals one process's call, bit for bit (the
  * perturbation and surrogate methods: every state's outputs kept by the part that evaluates it). */
-static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype dty, const cattr_call *call,
-                               int ppe) {
+static void split_check(cattr_model *m, cattr_method method, cattr_dtype dty, const cattr_call *call, int ppe,
+                        cattr_noise_tunnel nt, bool want_delta) {
     cattr_attr_params p = cattr_attr_default_params(method);
     p.dtype = dty;
     p.perturbations_per_eval = ppe;
+    if (nt != CATTR_NT_NONE) { /* 7 samples in partitions of 3, 4 rows per chunk (of the memory budget) */
+        p.nt_type = nt;
+        p.nt_samples = 7;
+        p.nt_samples_batch_size = 3;
+        p.stdevs = 0.2;
+    }
+    if (method == CATTR_METHOD_GRADIENT_SHAP) {
+        p.n_samples = 11;
+        p.stdevs = 0.1;
+        p.return_convergence_delta = want_delta;
+    }
+    if (nt != CATTR_NT_NONE || method == CATTR_METHOD_GRADIENT_SHAP) p.max_memory = 64 << 10;
     p.n_samples = method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ? 3 : 40;
     if (method == CATTR_METHOD_OCCLUSION) { /* windows of 1x3x3, strides of 1x2x2 */
         p.sliding_window_ndim[0] = p.strides_ndim[0] = 3;
@@ -65,9 +77,9 @@ static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype 
     }
     cattr_explainer *e1 = NULL, *e2 = NULL;
     CHECK(cattr_explainer_new(m, &p, &e1) == CATTR_OK && cattr_explainer_new(m, &p, &e2) == CATTR_OK, "explainers");
-    cattr_tensor *ref = NULL;
-    CHECK(e1 && cattr_explainer_run(e1, call, &ref, NULL) == CATTR_OK, "method %d: one process: %s", (int)method,
-          cattr_last_error());
+    cattr_tensor *ref = NULL, *ref_d = NULL;
+    CHECK(e1 && cattr_explainer_run(e1, call, &ref, want_delta ? &ref_d : NULL) == CATTR_OK, "method %d: one process: %s",
+          (int)method, cattr_last_error());
     int counts[4] = {1, 2, 3, 5};
     for (int q = 0; q < 4 && ref && e2; q++) {
         int P = counts[q];
@@ -76,14 +88,20 @@ static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype 
         for (int k = 0; k < P; k++)
             CHECK(cattr_explainer_run_part(e2, call, k, P, &blobs[k], &lens[k]) == CATTR_OK, "method %d: part %d of %d: %s",
                   (int)method, k, P, cattr_last_error());
-        cattr_tensor *a = NULL;
-        CHECK(cattr_explainer_combine(e2, call, (const void *const *)blobs, lens, P, &a, NULL) == CATTR_OK,
+        cattr_tensor *a = NULL, *d = NULL;
+        CHECK(cattr_explainer_combine(e2, call, (const void *const *)blobs, lens, P, &a, want_delta ? &d : NULL) == CATTR_OK,
               "method %d: combine %d parts: %s", (int)method, P, cattr_last_error());
         CHECK(a && cattr_tensor_numel(a) == cattr_tensor_numel(ref) &&
                   memcmp(cattr_tensor_data_const(a), cattr_tensor_data_const(ref),
                          (size_t)cattr_tensor_numel(a) * cattr_dtype_size(cattr_tensor_dtype(ref))) == 0,
               "method %d, %d parts (%s): not one process's bits", (int)method, P, cattr_dtype_name(dty));
+        if (want_delta)
+            CHECK(d && ref_d && cattr_tensor_numel(d) == cattr_tensor_numel(ref_d) &&
+                      memcmp(cattr_tensor_data_const(d), cattr_tensor_data_const(ref_d),
+                             (size_t)cattr_tensor_numel(d) * cattr_dtype_size(cattr_tensor_dtype(d))) == 0,
+                  "method %d, %d parts (%s): not one process's delta", (int)method, P, cattr_dtype_name(dty));
         cattr_tensor_free(a);
+        cattr_tensor_free(d);
         a = NULL;
         if (P == 3) {
             const void *sw[3] = {blobs[1], blobs[0], blobs[2]};
@@ -98,8 +116,14 @@ static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype 
         for (int k = 0; k < P; k++) free(blobs[k]);
     }
     cattr_tensor_free(ref);
+    cattr_tensor_free(ref_d);
     cattr_explainer_free(e1);
     cattr_explainer_free(e2);
+}
+
+static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype dty, const cattr_call *call,
+                               int ppe) {
+    split_check(m, method, dty, call, ppe, CATTR_NT_NONE, false);
 }
 
 int main(void) {
@@ -333,6 +357,16 @@ int main(void) {
                 cattr_call c0 = {in, 1, NULL, &t3, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
                 split_states_check(m, CATTR_METHOD_OCCLUSION, CATTR_FLOAT32, &c0, 4);
                 split_states_check(m, CATTR_METHOD_OCCLUSION, CATTR_FLOAT64, &c0, 4);
+                /* the tunnels on the backend: NoiseTunnel around the one-pass gradient methods, GradientShap (a
+                 * distribution of 4 baseline rows, with its delta) */
+                const cattr_tensor *dist[1] = {xb};
+                cattr_call cd = {in, 1, dist, &t3, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+                for (int dt = 0; dt < 2; dt++) {
+                    cattr_dtype dty = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+                    split_check(m, CATTR_METHOD_SALIENCY, dty, &c0, 0, CATTR_NT_SMOOTHGRAD, false);
+                    split_check(m, CATTR_METHOD_INPUT_X_GRADIENT, dty, &c0, 0, CATTR_NT_VARGRAD, false);
+                    split_check(m, CATTR_METHOD_GRADIENT_SHAP, dty, &cd, 0, CATTR_NT_NONE, true);
+                }
             }
             cattr_tensor_free(xb);
             cattr_tensor_free(m16);

@@ -214,15 +214,19 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
 /* Whether the explainer's call can be split into parts (cattr_explainer_run_part). */
 static cattr_status split_supported(const cattr_explainer *e) {
     cattr_method m = e->p.method;
-    bool ok = m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_FEATURE_ABLATION ||
-              m == CATTR_METHOD_FEATURE_PERMUTATION || m == CATTR_METHOD_OCCLUSION ||
-              m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_SHAPLEY_VALUES ||
-              m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP;
-    if (!ok || e->p.nt_type != CATTR_NT_NONE)
+    bool tunnel = e->p.nt_type != CATTR_NT_NONE;
+    bool ok = tunnel ? m == CATTR_METHOD_SALIENCY || m == CATTR_METHOD_INPUT_X_GRADIENT ||
+                           m == CATTR_METHOD_GUIDED_BACKPROP || m == CATTR_METHOD_DECONVOLUTION
+                     : m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_FEATURE_ABLATION ||
+                           m == CATTR_METHOD_FEATURE_PERMUTATION || m == CATTR_METHOD_OCCLUSION ||
+                           m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_SHAPLEY_VALUES ||
+                           m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP || m == CATTR_METHOD_GRADIENT_SHAP;
+    if (!ok)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts is implemented for "
                        "integrated-gradients, feature-ablation, feature-permutation, occlusion, "
-                       "shapley-value-sampling, shapley-values, lime and kernel-shap without a noise tunnel (not "
-                       "%s%s)", e->method->name, e->p.nt_type != CATTR_NT_NONE ? " with a noise tunnel" : "");
+                       "shapley-value-sampling, shapley-values, lime, kernel-shap, gradient-shap, and a noise tunnel "
+                       "around saliency, input-x-gradient, guided-backprop or deconvolution (not %s%s)",
+                       e->method->name, tunnel ? " with a noise tunnel" : "");
     if (e->fold)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts: the model has integer inputs that "
                        "give shapes");

@@ -85,7 +85,9 @@ static void explain_help(FILE *f) {
         "                          one process's numbers: steps (integrated-gradients), features (the\n"
         "                          perturbations of feature-ablation, feature-permutation, occlusion), samples\n"
         "                          (the permutations, coalitions or samples of shapley-value-sampling,\n"
-        "                          shapley-values, lime, kernel-shap) (docs/CLI.md)\n"
+        "                          shapley-values, lime, kernel-shap, gradient-shap, and of a --noise-tunnel\n"
+        "                          around saliency, input-x-gradient, guided-backprop, deconvolution)\n"
+        "                          (docs/CLI.md)\n"
         "output:\n"
         "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
         "  --png FILE              heatmap PNG of example 0's attribution (last two dims, channels summed)\n"
@@ -374,21 +376,28 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         return cli_usage_error("use only one of --target, --targets and --target-file");
     if (a->split) {
         cattr_method mk = a->p.method;
-        const char *kind = mk == CATTR_METHOD_INTEGRATED_GRADIENTS ? "steps"
+        bool nt = a->p.nt_type != CATTR_NT_NONE;
+        const char *kind = nt ? (mk == CATTR_METHOD_SALIENCY || mk == CATTR_METHOD_INPUT_X_GRADIENT ||
+                                         mk == CATTR_METHOD_GUIDED_BACKPROP || mk == CATTR_METHOD_DECONVOLUTION
+                                     ? "samples"
+                                     : NULL)
+                           : mk == CATTR_METHOD_INTEGRATED_GRADIENTS ? "steps"
                            : mk == CATTR_METHOD_FEATURE_ABLATION || mk == CATTR_METHOD_FEATURE_PERMUTATION ||
                                    mk == CATTR_METHOD_OCCLUSION
                                ? "features"
                            : mk == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || mk == CATTR_METHOD_SHAPLEY_VALUES ||
-                                   mk == CATTR_METHOD_LIME || mk == CATTR_METHOD_KERNEL_SHAP
+                                   mk == CATTR_METHOD_LIME || mk == CATTR_METHOD_KERNEL_SHAP ||
+                                   mk == CATTR_METHOD_GRADIENT_SHAP
                                ? "samples"
                                : NULL;
         if (strcmp(a->split, "steps") != 0 && strcmp(a->split, "features") != 0 && strcmp(a->split, "samples") != 0)
             return cli_usage_error("--split %s: give steps, features or samples", a->split);
-        if (!kind || a->p.nt_type != CATTR_NT_NONE)
+        if (!kind)
             return cli_usage_error("--split splits integrated-gradients (steps), feature-ablation, feature-permutation, "
-                                   "occlusion (features), shapley-value-sampling, shapley-values, lime and kernel-shap "
-                                   "(samples), without --noise-tunnel; not %s%s", cattr_method_name(mk),
-                                   a->p.nt_type != CATTR_NT_NONE ? " with --noise-tunnel" : "");
+                                   "occlusion (features), shapley-value-sampling, shapley-values, lime, kernel-shap, "
+                                   "gradient-shap and a --noise-tunnel around saliency, input-x-gradient, "
+                                   "guided-backprop or deconvolution (samples); not %s%s", cattr_method_name(mk),
+                                   nt ? " with --noise-tunnel" : "");
         if (strcmp(a->split, kind) != 0)
             return cli_usage_error("--split %s does not apply to %s: its work is split with --split %s", a->split,
                                    cattr_method_name(mk), kind);
