@@ -465,7 +465,8 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
  * same max_memory) to every part, and the same seed. And for GradientShap and a noise tunnel around Saliency,
  * InputXGradient, GuidedBackprop or Deconvolution: their noisy samples run in chunks of rows (from max_memory: give
  * every part the same), a part computes its chunks' sums (and GradientShap's deltas) from zeros, combining adds them
- * in chunk order with the same addition.
+ * in chunk order with the same addition; likewise the path methods of layers and neurons (LayerIntegratedGradients,
+ * LayerConductance, InternalInfluence, NeuronIntegratedGradients, NeuronConductance) with their chunks of steps.
  *
  * cattr_explainer_run_part computes part `part` (0 <= part < n_parts) of the call; *blob (malloc'ed, the caller
  * frees it with free()) receives *len bytes (a part with no chunk is a few bytes). cattr_explainer_combine takes the

@@ -169,6 +169,14 @@ for n in 1 2 3; do
     [ $rc -eq 0 ] && ok || { bad "split samples, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/ksref.npy" "$tmp/ks$n.npy" && ok || bad "split samples, $n ranks: the output differs from one process's"
 done
+# a layer method's steps (--split steps): LayerIntegratedGradients on conv2, with its delta in a .safetensors
+"$cattr" explain $model --input $head_rows --method layer-integrated-gradients --layer conv2 --steps 40 --internal-batch-size 14 --output "$tmp/lgref.safetensors" -q
+for n in 1 2 3; do
+    mpi $n explain $model --input $head_rows --method layer-integrated-gradients --layer conv2 --steps 40 --internal-batch-size 14 --split steps --output "$tmp/lg$n.safetensors" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split layer-ig, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/lgref.safetensors" "$tmp/lg$n.safetensors" && ok || bad "split layer-ig, $n ranks: the output differs from one process's"
+done
 # the tunnels (--split samples): SmoothGrad around saliency and GradientShap, in chunks of a small memory budget
 "$cattr" explain $model --input $head_rows --method saliency --noise-tunnel smoothgrad --nt-samples 9 --nt-samples-batch-size 4 --stdevs 0.2 --max-memory 64K --output "$tmp/ntref.npy" -q 2>/dev/null
 "$cattr" explain $model --input $head_rows --method gradient-shap --baseline $head_rows --n-samples 13 --stdevs 0.1 --max-memory 64K --output "$tmp/gsref.npy" -q 2>/dev/null

@@ -69,6 +69,20 @@ static void split_check(cattr_model *m, cattr_method method, cattr_dtype dty, co
         p.return_convergence_delta = want_delta;
     }
     if (nt != CATTR_NT_NONE || method == CATTR_METHOD_GRADIENT_SHAP) p.max_memory = 64 << 10;
+    bool layer = method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || method == CATTR_METHOD_LAYER_CONDUCTANCE ||
+                 method == CATTR_METHOD_INTERNAL_INFLUENCE || method == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS ||
+                 method == CATTR_METHOD_NEURON_CONDUCTANCE;
+    if (layer) { /* 20 steps in chunks of 3 (of the 3 examples' rows) */
+        p.layer = "conv2";
+        p.n_steps = 20;
+        p.internal_batch_size = 9;
+        p.return_convergence_delta = want_delta;
+        if (method == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS || method == CATTR_METHOD_NEURON_CONDUCTANCE) {
+            p.neuron_kind = CATTR_NEURON_INDEX;
+            p.neuron_ndim = 3;
+            p.neuron_index[0] = 5, p.neuron_index[1] = 1, p.neuron_index[2] = 2;
+        }
+    }
     p.n_samples = method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ? 3 : 40;
     if (method == CATTR_METHOD_OCCLUSION) { /* windows of 1x3x3, strides of 1x2x2 */
         p.sliding_window_ndim[0] = p.strides_ndim[0] = 3;
@@ -366,6 +380,12 @@ int main(void) {
                     split_check(m, CATTR_METHOD_SALIENCY, dty, &c0, 0, CATTR_NT_SMOOTHGRAD, false);
                     split_check(m, CATTR_METHOD_INPUT_X_GRADIENT, dty, &c0, 0, CATTR_NT_VARGRAD, false);
                     split_check(m, CATTR_METHOD_GRADIENT_SHAP, dty, &cd, 0, CATTR_NT_NONE, true);
+                    /* the path methods of layers and neurons (their chunks of steps) */
+                    split_check(m, CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, dty, &c0, 0, CATTR_NT_NONE, true);
+                    split_check(m, CATTR_METHOD_LAYER_CONDUCTANCE, dty, &c0, 0, CATTR_NT_NONE, true);
+                    split_check(m, CATTR_METHOD_INTERNAL_INFLUENCE, dty, &c0, 0, CATTR_NT_NONE, false);
+                    split_check(m, CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS, dty, &c0, 0, CATTR_NT_NONE, false);
+                    split_check(m, CATTR_METHOD_NEURON_CONDUCTANCE, dty, &c0, 0, CATTR_NT_NONE, false);
                 }
             }
             cattr_tensor_free(xb);

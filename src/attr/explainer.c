@@ -220,12 +220,17 @@ static cattr_status split_supported(const cattr_explainer *e) {
                      : m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_FEATURE_ABLATION ||
                            m == CATTR_METHOD_FEATURE_PERMUTATION || m == CATTR_METHOD_OCCLUSION ||
                            m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_SHAPLEY_VALUES ||
-                           m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP || m == CATTR_METHOD_GRADIENT_SHAP;
+                           m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP || m == CATTR_METHOD_GRADIENT_SHAP ||
+                           m == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || m == CATTR_METHOD_LAYER_CONDUCTANCE ||
+                           m == CATTR_METHOD_INTERNAL_INFLUENCE || m == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS ||
+                           m == CATTR_METHOD_NEURON_CONDUCTANCE;
     if (!ok)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts is implemented for "
                        "integrated-gradients, feature-ablation, feature-permutation, occlusion, "
-                       "shapley-value-sampling, shapley-values, lime, kernel-shap, gradient-shap, and a noise tunnel "
-                       "around saliency, input-x-gradient, guided-backprop or deconvolution (not %s%s)",
+                       "shapley-value-sampling, shapley-values, lime, kernel-shap, gradient-shap, the path methods of "
+                       "layers and neurons (layer-integrated-gradients, layer-conductance, internal-influence, "
+                       "neuron-integrated-gradients, neuron-conductance), and a noise tunnel around saliency, "
+                       "input-x-gradient, guided-backprop or deconvolution (not %s%s)",
                        e->method->name, tunnel ? " with a noise tunnel" : "");
     if (e->fold)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts: the model has integer inputs that "

@@ -165,6 +165,32 @@ cattr_status cx_vsplit_get(cx_vsplit *v, int64_t k, double *vals, int64_t n);
 /* Hands a part its bytes when st is CATTR_OK, frees what is left; returns st (or an internal error). */
 cattr_status cx_vsplit_end(cx_vsplit *v, cattr_status st);
 
+/* A split call (split.c, cx_vsplit) of a method whose chunks add into n accumulators on the backend (acc_q += the
+ * chunk's value, in the compute dtype): a part runs each of its chunks with `zero` accumulators into `chunk` and
+ * keeps them as the chunk's values; combining uploads each chunk's values into `chunk` and adds them with an Add
+ * graph, in chunk order: the additions one process does. */
+#define CX_ACC_SPLIT_MAX 16
+typedef struct cx_acc_split {
+    int n;
+    cattr_dtype dt;
+    int nd[CX_ACC_SPLIT_MAX];
+    int64_t sh[CX_ACC_SPLIT_MAX][CATTR_MAX_DIMS], numel[CX_ACC_SPLIT_MAX];
+    cx_dbuf zero[CX_ACC_SPLIT_MAX], chunk[CX_ACC_SPLIT_MAX];
+    cg_graph *g;
+    int outs[CX_ACC_SPLIT_MAX];
+    cx_plan_cache pc;
+} cx_acc_split;
+/* The values per chunk of n accumulators of these shapes (their element counts). */
+int64_t cx_acc_split_width(int n, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS]);
+/* Allocates what v's mode needs (nothing for one process). Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+cattr_status cx_acc_split_init(cattr_explainer *e, const cx_vsplit *v, int n, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype dt, cx_acc_split *a);
+/* Chunk k: a part downloads a->chunk into vals[at0...] and keeps vals (cx_vsplit_put; anything else the caller put
+ * in vals goes along); combining reads vals (cx_vsplit_get) and adds vals[at0...] into acc[q] on the backend. */
+cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *a, cx_consts *consts, int64_t k,
+                                void *const *acc, double *vals, int64_t at0);
+void cx_acc_split_free(cx_acc_split *a);
+
 typedef struct cx_call_dev {
     cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], add[CX_MAX_IN], rows, tidx, y;
 } cx_call_dev;

@@ -823,10 +823,43 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->next, (size_t)np * sizeof *ib, ib + np, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->pair, (size_t)np * sizeof *ib, ib + 2 * np, false);
     }
+    /* a call split into parts (split.c): the chunks are the units, their values the accumulators' chunk sums */
+    int acc_nd[CX_ACC_SPLIT_MAX];
+    int64_t acc_sh[CX_ACC_SPLIT_MAX][CATTR_MAX_DIMS];
+    for (int k = 0; p && k < p->n_out && k < CX_ACC_SPLIT_MAX; k++) {
+        acc_nd[k] = neuron ? c->x[k]->ndim : lv[k].ndim;
+        memcpy(acc_sh[k], neuron ? c->x[k]->shape : lv[k].shape, sizeof acc_sh[k]);
+    }
+    int64_t n_units = 0;
+    for (int s0 = 0; s0 < (lc ? npts - 1 : npts); n_units++) {
+        int s1 = s0 + chunk < npts ? s0 + chunk : npts;
+        s0 = lc ? s1 - 1 : s1;
+    }
+    cx_vsplit v;
+    cx_acc_split as;
+    memset(&v, 0, sizeof v);
+    memset(&as, 0, sizeof as);
+    double *vals = NULL;
+    if (st == CATTR_OK)
+        st = cx_vsplit_begin(e, c, n_units, 1, cx_acc_split_width(p->n_out, acc_nd, (const int64_t(*)[CATTR_MAX_DIMS])acc_sh), &v);
+    if (st == CATTR_OK)
+        st = cx_acc_split_init(e, &v, p->n_out, acc_nd, (const int64_t(*)[CATTR_MAX_DIMS])acc_sh, c->dt, &as);
+    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = malloc((size_t)(v.n_out + 1) * sizeof *vals)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     /* the chunks (LayerConductance's share their end points) */
-    for (int s0 = 0; st == CATTR_OK && s0 < (lc ? npts - 1 : npts);) {
+    for (int s0 = 0, q = 0; st == CATTR_OK && s0 < (lc ? npts - 1 : npts); q++) {
         int s1 = s0 + chunk < npts ? s0 + chunk : npts, P = s1 - s0;
         int64_t R = (int64_t)P * B;
+        if (!cx_vsplit_mine(&v, q)) { /* another part's chunk; combining: its sums added */
+            if (v.mode == CX_VSPLIT_COMBINE) {
+                void *accs[CX_ACC_SPLIT_MAX];
+                for (int k = 0; k < p->n_out; k++) accs[k] = p->acc[k].p;
+                st = cx_acc_split_chunk(e, &v, &as, p->consts, q, accs, vals, 0);
+                if (st == CATTR_OK) st = cx_chunk_done(&e->p, lc ? s1 - 1 : s1, lc ? npts - 1 : npts);
+            }
+            s0 = lc ? s1 - 1 : s1;
+            continue;
+        }
         int nd[LP_MAX_IN];
         int64_t sh[LP_MAX_IN][CATTR_MAX_DIMS];
         cattr_dtype dt[LP_MAX_IN];
@@ -891,6 +924,10 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
             }
             dt[at] = c->dt;
             in[at] = outp[k] = p->acc[k].p;
+            if (v.mode == CX_VSPLIT_PART) { /* the chunk's own sums, from zeros */
+                in[at] = as.zero[k].p;
+                outp[k] = as.chunk[k].p;
+            }
         }
         if (lc) {
             sh[p->in_cur][0] = sh[p->in_next][0] = sh[p->in_pair][0] = R - B;
@@ -903,9 +940,13 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, p->outs, p->n_out, &pl);
         if (st == CATTR_OK && cx_plan_bytes(pl) > e->peak) e->peak = cx_plan_bytes(pl);
         if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, outp);
+        if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_acc_split_chunk(e, &v, &as, p->consts, q, NULL, vals, 0);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, lc ? s1 - 1 : s1, lc ? npts - 1 : npts);
         s0 = lc ? s1 - 1 : s1;
     }
+    st = cx_vsplit_end(&v, st);
+    cx_acc_split_free(&as);
+    free(vals);
     for (int k = 0; st == CATTR_OK && k < p->n_out; k++) { /* the attributions, down once */
         attr[k] = neuron ? cx_tensor_alloc(c->dt, c->x[k]->ndim, c->x[k]->shape) : cx_tensor_alloc(c->dt, lv[k].ndim, lv[k].shape);
         if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");

@@ -474,12 +474,6 @@ typedef struct dev_tunnel {
     cx_plan_cache fin_pc;
     cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
     cx_dbuf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
-    /* a call split into parts (split.c): a part's chunks start from zeros (zero) into csum/csq; combining uploads
-     * each chunk's sums there and adds them with add_g (sum_k += csum_k, sq_k += csq_k), as the graph adds them */
-    cx_dbuf zero[CX_MAX_IN], csum[CX_MAX_IN], csq[CX_MAX_IN];
-    cg_graph *add_g;
-    int add_outs[2 * CX_MAX_IN];
-    cx_plan_cache add_pc;
 } dev_tunnel;
 
 /* graph-input positions */
@@ -508,10 +502,7 @@ static void dev_tunnel_free(dev_tunnel *s) {
     cx_plan_cache_clear(&s->pc);
     cx_plan_cache_clear(&s->fin_pc);
     cx_plan_cache_clear(&s->lpc);
-    cx_plan_cache_clear(&s->add_pc);
-    cg_free(s->add_g);
-    cx_dbuf *bufs[] = {s->x,    s->add, s->noise, s->sum,    s->sq,   s->src, s->bidx,
-                       s->coef, s->omc, s->rowsum, s->zero, s->csum, s->csq};
+    cx_dbuf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
         for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&bufs[k][i]);
     cx_dbuf_free(&s->seed);
@@ -806,13 +797,10 @@ static cattr_status dev_chunk_rows(cattr_explainer *e, cx_call *c, int64_t R, in
 
 /* One partition of m samples (the first is sample j0): its draws, then its chunks added into the sums; GradientShap's
  * delta of each row into *delta (B*m values) when delta is not NULL. idx[i]: input i's drawn baseline rows or NULL. */
-static cattr_status dev_split_chunk(cattr_explainer *e, dev_tunnel *s, cx_call *c, cx_vsplit *v, int64_t k,
-                                    double *vals);
-
 static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t,
                                   const cattr_tensor *seed, const part_info *pi, bool redraw, int64_t **idx,
-                                  int64_t chunk, int64_t *done, cattr_tensor **delta, cx_vsplit *v, int64_t *kg,
-                                  double *vals) {
+                                  int64_t chunk, int64_t *done, cattr_tensor **delta, cx_vsplit *v,
+                                  cx_acc_split *as, int64_t *kg, double *vals) {
     int64_t m = pi->m, R = c->B * m, B = c->B;
     size_t es = cattr_dtype_size(c->dt);
     bool gs = s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP;
@@ -877,7 +865,9 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
         bool mine = cx_vsplit_mine(v, *kg);
         if (!mine) { /* another part's chunk; combining: its sums added, its deltas taken */
             if (v->mode == CX_VSPLIT_COMBINE) {
-                st = dev_split_chunk(e, s, c, v, *kg, vals);
+                void *accs[2 * CX_MAX_IN];
+                for (int k = 0; k < s->n_acc; k++) accs[k] = s->sum[k].p, accs[s->n_acc + k] = s->sq[k].p;
+                st = cx_acc_split_chunk(e, v, as, s->consts, *kg, accs, vals, 0);
                 if (st == CATTR_OK && want_delta) {
                     const double *dv = vals + v->n_out - chunk;
                     for (int64_t r = r0; r < r1; r++) cx_tensor_set(*delta, r, dv[r - r0]);
@@ -913,9 +903,10 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
             in[DT_SUM(k)] = out[DO_SUM(k)] = s->sum[k].p;
             in[DT_SQ(k)] = out[DO_SQ(k)] = s->sq[k].p;
             if (v->mode == CX_VSPLIT_PART) { /* the chunk's own sums, from zeros */
-                in[DT_SUM(k)] = in[DT_SQ(k)] = s->zero[k].p;
-                out[DO_SUM(k)] = s->csum[k].p;
-                out[DO_SQ(k)] = s->csq[k].p;
+                in[DT_SUM(k)] = as->zero[k].p;
+                in[DT_SQ(k)] = as->zero[s->n_acc + k].p;
+                out[DO_SUM(k)] = as->chunk[k].p;
+                out[DO_SQ(k)] = as->chunk[s->n_acc + k].p;
             }
         }
         for (int j = 0; j < s->n_add; j++) in[DT_ADD(j)] = s->add[j].p;
@@ -954,7 +945,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
                 if (v->mode == CX_VSPLIT_PART) vals[v->n_out - chunk + q] = d;
             }
         }
-        if (st == CATTR_OK && v->mode == CX_VSPLIT_PART) st = dev_split_chunk(e, s, c, v, *kg, vals);
+        if (st == CATTR_OK && v->mode == CX_VSPLIT_PART) st = cx_acc_split_chunk(e, v, as, s->consts, *kg, NULL, vals, 0);
         *done += n;
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, *done / B, t->n);
     }
@@ -968,71 +959,6 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
     free(host);
     free(ib);
     return st;
-}
-
-/* A chunk's values in a split call (split.c): its sums of every accumulated tensor, then of their squares, as
- * doubles, then (GradientShap's delta) one value per row, in the last `chunk` slots. A part downloads them from
- * csum/csq into vals (the deltas already there) and keeps them; combining reads them into vals and adds the sums on
- * the backend. */
-static cattr_status dev_split_chunk(cattr_explainer *e, dev_tunnel *s, cx_call *c, cx_vsplit *v, int64_t k,
-                                    double *vals) {
-    size_t es = cattr_dtype_size(c->dt);
-    int64_t total = 0;
-    for (int a = 0; a < s->n_acc; a++) total += cx_numel(s->acc_nd[a], s->acc_sh[a]);
-    void *tmp = malloc((size_t)(total > 0 ? total : 1) * es);
-    if (!tmp) return oom();
-    cattr_status st = v->mode == CX_VSPLIT_COMBINE ? cx_vsplit_get(v, k, vals, v->n_out) : CATTR_OK;
-    int64_t at = 0;
-    for (int pass = 0; pass < 2 && st == CATTR_OK; pass++)
-        for (int a = 0; a < s->n_acc && st == CATTR_OK; a++) {
-            int64_t cnt = cx_numel(s->acc_nd[a], s->acc_sh[a]);
-            cx_dbuf *b = pass ? &s->csq[a] : &s->csum[a];
-            if (v->mode == CX_VSPLIT_PART) {
-                st = cx_copy_out(e->be, tmp, b->p, (size_t)cnt * es);
-                for (int64_t q = 0; q < cnt && st == CATTR_OK; q++)
-                    vals[at + q] = c->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[q] : ((double *)tmp)[q];
-            } else {
-                for (int64_t q = 0; q < cnt; q++) {
-                    if (c->dt == CATTR_FLOAT32) ((float *)tmp)[q] = (float)vals[at + q];
-                    else ((double *)tmp)[q] = vals[at + q];
-                }
-                st = cx_copy_in(e->be, b->p, tmp, (size_t)cnt * es);
-            }
-            at += cnt;
-        }
-    free(tmp);
-    if (st != CATTR_OK) return st;
-    if (v->mode == CX_VSPLIT_PART) return cx_vsplit_put(v, k, vals, v->n_out);
-    /* sum_a += csum_a, sq_a += csq_a (the graph's own Add, in chunk order) */
-    if (!s->add_g) {
-        cg_graph *g = s->add_g = cg_new();
-        if (!g) return oom();
-        int a_in[2 * CX_MAX_IN], b_in[2 * CX_MAX_IN];
-        for (int q = 0; q < 2 * s->n_acc; q++) a_in[q] = cg_add_input(g, "__nt_acc");
-        for (int q = 0; q < 2 * s->n_acc; q++) b_in[q] = cg_add_input(g, "__nt_chunk");
-        for (int q = 0; q < 2 * s->n_acc; q++)
-            if ((s->add_outs[q] = cx_emit2(g, CG_ADD, "__nt_acc_add", a_in[q], b_in[q])) < 0) return oom();
-    }
-    int nd[4 * CX_MAX_IN];
-    int64_t sh[4 * CX_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[4 * CX_MAX_IN];
-    void *in[4 * CX_MAX_IN], *out[2 * CX_MAX_IN];
-    int na = s->n_acc;
-    for (int q = 0; q < 4 * na; q++) {
-        nd[q] = s->acc_nd[q % na];
-        memcpy(sh[q], s->acc_sh[q % na], sizeof sh[q]);
-        dt[q] = c->dt;
-    }
-    for (int a = 0; a < na; a++) {
-        in[a] = out[a] = s->sum[a].p;
-        in[na + a] = out[na + a] = s->sq[a].p;
-        in[2 * na + a] = s->csum[a].p;
-        in[3 * na + a] = s->csq[a].p;
-    }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->add_pc, s->add_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->add_outs, 2 * na, &p));
-    return cx_run_plan_dev(e, p, NULL, in, NULL, out);
 }
 
 /* The attributions from the sums: smoothgrad sum / n, smoothgrad_sq sq / n, vargrad sq / n - (sum / n)^2 (Captum's
@@ -1151,29 +1077,29 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
     /* a call split into parts (split.c): the units are the chunks of every partition in turn, each chunk's values
      * its sums (2 x the accumulated elements) and, with a delta, `chunk` slots for its rows' deltas */
     cx_vsplit v;
+    cx_acc_split as;
     memset(&v, 0, sizeof v);
+    memset(&as, 0, sizeof as);
     double *vals = NULL;
-    int64_t kg = 0, n_units = 0, width = want_delta ? chunk : 0;
-    for (int64_t p = 0; p < n_parts; p++) n_units += (c->B * (p < full ? bs : rem) + chunk - 1) / chunk;
-    for (int k = 0; k < n_acc; k++) width += 2 * cx_numel(acc_nd[k], acc_sh[k]);
-    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_units, 1, width, &v);
-    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE) {
-        size_t es = cattr_dtype_size(c->dt);
-        vals = calloc((size_t)width + 1, sizeof *vals);
-        if (!vals) st = oom();
-        for (int k = 0; k < n_acc && st == CATTR_OK; k++) {
-            size_t bytes = (size_t)cx_numel(acc_nd[k], acc_sh[k]) * es;
-            st = cx_dbuf_fit(e->be, &s->csum[k], bytes, NULL, false);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->csq[k], bytes, NULL, false);
-            if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_dbuf_fit(e->be, &s->zero[k], bytes, NULL, true);
-        }
+    int nd2[2 * CX_MAX_IN]; /* the sums, then the sums of squares */
+    int64_t sh2[2 * CX_MAX_IN][CATTR_MAX_DIMS];
+    for (int k = 0; k < 2 * n_acc; k++) {
+        nd2[k] = acc_nd[k % n_acc];
+        memcpy(sh2[k], acc_sh[k % n_acc], sizeof sh2[k]);
     }
+    int64_t kg = 0, n_units = 0;
+    int64_t width = (want_delta ? chunk : 0) + cx_acc_split_width(2 * n_acc, nd2, (const int64_t(*)[CATTR_MAX_DIMS])sh2);
+    for (int64_t p = 0; p < n_parts; p++) n_units += (c->B * (p < full ? bs : rem) + chunk - 1) / chunk;
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_units, 1, width, &v);
+    if (st == CATTR_OK) st = cx_acc_split_init(e, &v, 2 * n_acc, nd2, (const int64_t(*)[CATTR_MAX_DIMS])sh2, c->dt, &as);
+    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)width + 1, sizeof *vals))) st = oom();
     for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
         part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
         st = dev_partition(e, s, c, t, seed, &pi, p == full || t->split, idx, chunk, &done,
-                           want_delta ? &deltas[p] : NULL, &v, &kg, vals);
+                           want_delta ? &deltas[p] : NULL, &v, &as, &kg, vals);
     }
     st = cx_vsplit_end(&v, st);
+    cx_acc_split_free(&as);
     free(vals);
     if (v.mode == CX_VSPLIT_PART) { /* a part: its bytes are the result */
         for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);

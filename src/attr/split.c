@@ -11,6 +11,7 @@
  *
  * The bytes: a cx_vsplit_head (the call's shape and the cut, so that parts of another call or cut are refused), then
  * the values of the part's chunks in order. */
+#include "attr/derive.h"
 #include "attr/internal.h"
 
 #include <stddef.h>
@@ -153,4 +154,98 @@ cattr_status cx_vsplit_end(cx_vsplit *v, cattr_status st) {
     free(v->blob);
     v->blob = NULL;
     return st;
+}
+
+/* ---- accumulators on the backend ----------------------------------------------------------------------------------
+ * For the methods whose chunks add into accumulators on the backend (acc_k += the chunk's value): a part runs its
+ * chunks with zero accumulators (cx_acc_split.zero) into chunk buffers (.chunk) and keeps them as its values;
+ * combining uploads each chunk's values and adds them with the same Add, in chunk order. */
+cattr_status cx_acc_split_init(cattr_explainer *e, const cx_vsplit *v, int n, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype dt, cx_acc_split *a) {
+    memset(a, 0, sizeof *a);
+    a->n = n;
+    a->dt = dt;
+    if (v->mode == CX_VSPLIT_NONE) return CATTR_OK;
+    if (n > CX_ACC_SPLIT_MAX)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "a split call of %d accumulated tensors (at most %d)", n, CX_ACC_SPLIT_MAX);
+    size_t es = cattr_dtype_size(dt);
+    for (int k = 0; k < n; k++) {
+        a->nd[k] = nd[k];
+        memcpy(a->sh[k], sh[k], sizeof a->sh[k]);
+        a->numel[k] = cx_numel(nd[k], sh[k]);
+        size_t bytes = (size_t)a->numel[k] * es;
+        CX_CHECK(cx_dbuf_fit(e->be, &a->chunk[k], bytes, NULL, false));
+        if (v->mode == CX_VSPLIT_PART) CX_CHECK(cx_dbuf_fit(e->be, &a->zero[k], bytes, NULL, true));
+    }
+    return CATTR_OK;
+}
+
+int64_t cx_acc_split_width(int n, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS]) {
+    int64_t w = 0;
+    for (int k = 0; k < n; k++) w += cx_numel(nd[k], sh[k]);
+    return w;
+}
+
+cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *a, cx_consts *consts, int64_t k,
+                                void *const *acc, double *vals, int64_t at0) {
+    size_t es = cattr_dtype_size(a->dt);
+    int64_t most = 1;
+    for (int q = 0; q < a->n; q++) most = a->numel[q] > most ? a->numel[q] : most;
+    void *tmp = malloc((size_t)most * es);
+    if (!tmp) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = v->mode == CX_VSPLIT_COMBINE ? cx_vsplit_get(v, k, vals, v->n_out) : CATTR_OK;
+    int64_t at = at0;
+    for (int q = 0; q < a->n && st == CATTR_OK; q++) {
+        int64_t cnt = a->numel[q];
+        if (v->mode == CX_VSPLIT_PART) {
+            st = cx_copy_out(e->be, tmp, a->chunk[q].p, (size_t)cnt * es);
+            for (int64_t i = 0; i < cnt && st == CATTR_OK; i++)
+                vals[at + i] = a->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[i] : ((double *)tmp)[i];
+        } else {
+            for (int64_t i = 0; i < cnt; i++) {
+                if (a->dt == CATTR_FLOAT32) ((float *)tmp)[i] = (float)vals[at + i];
+                else ((double *)tmp)[i] = vals[at + i];
+            }
+            st = cx_copy_in(e->be, a->chunk[q].p, tmp, (size_t)cnt * es);
+        }
+        at += cnt;
+    }
+    free(tmp);
+    if (st != CATTR_OK) return st;
+    if (v->mode == CX_VSPLIT_PART) return cx_vsplit_put(v, k, vals, v->n_out);
+    if (!a->g) { /* acc_q + chunk_q */
+        cg_graph *g = a->g = cg_new();
+        if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        int x[CX_ACC_SPLIT_MAX], y[CX_ACC_SPLIT_MAX];
+        for (int q = 0; q < a->n; q++) x[q] = cg_add_input(g, "__split_acc");
+        for (int q = 0; q < a->n; q++) y[q] = cg_add_input(g, "__split_chunk");
+        for (int q = 0; q < a->n; q++)
+            if ((a->outs[q] = cx_emit2(g, CG_ADD, "__split_add", x[q], y[q])) < 0)
+                return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int nd[2 * CX_ACC_SPLIT_MAX];
+    int64_t sh[2 * CX_ACC_SPLIT_MAX][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_ACC_SPLIT_MAX];
+    void *in[2 * CX_ACC_SPLIT_MAX], *out[CX_ACC_SPLIT_MAX];
+    for (int q = 0; q < 2 * a->n; q++) {
+        nd[q] = a->nd[q % a->n];
+        memcpy(sh[q], a->sh[q % a->n], sizeof sh[q]);
+        dt[q] = a->dt;
+        in[q] = q < a->n ? acc[q] : a->chunk[q - a->n].p;
+    }
+    for (int q = 0; q < a->n; q++) out[q] = acc[q];
+    cx_plan *p = NULL;
+    CX_CHECK(cx_plan_cache_get(&a->pc, a->g, consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, a->outs, a->n, &p));
+    return cx_run_plan_dev(e, p, NULL, in, NULL, out);
+}
+
+void cx_acc_split_free(cx_acc_split *a) {
+    cx_plan_cache_clear(&a->pc);
+    cg_free(a->g);
+    for (int q = 0; q < CX_ACC_SPLIT_MAX; q++) {
+        cx_dbuf_free(&a->zero[q]);
+        cx_dbuf_free(&a->chunk[q]);
+    }
+    memset(a, 0, sizeof *a);
 }

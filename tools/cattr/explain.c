@@ -82,7 +82,9 @@ static void explain_help(FILE *f) {
         "                          batches over ranks: docs/CLI.md)\n"
         "  --split steps|features|samples\n"
         "                          under mpirun: one attribution's work over the ranks, combined on rank 0 into\n"
-        "                          one process's numbers: steps (integrated-gradients), features (the\n"
+        "                          one process's numbers: steps (integrated-gradients, layer-integrated-\n"
+        "                          gradients, layer-conductance, internal-influence, the neuron ig forms),\n"
+        "                          features (the\n"
         "                          perturbations of feature-ablation, feature-permutation, occlusion), samples\n"
         "                          (the permutations, coalitions or samples of shapley-value-sampling,\n"
         "                          shapley-values, lime, kernel-shap, gradient-shap, and of a --noise-tunnel\n"
@@ -381,7 +383,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                          mk == CATTR_METHOD_GUIDED_BACKPROP || mk == CATTR_METHOD_DECONVOLUTION
                                      ? "samples"
                                      : NULL)
-                           : mk == CATTR_METHOD_INTEGRATED_GRADIENTS ? "steps"
+                           : mk == CATTR_METHOD_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ||
+                                   mk == CATTR_METHOD_LAYER_CONDUCTANCE || mk == CATTR_METHOD_INTERNAL_INFLUENCE ||
+                                   mk == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_NEURON_CONDUCTANCE
+                               ? "steps"
                            : mk == CATTR_METHOD_FEATURE_ABLATION || mk == CATTR_METHOD_FEATURE_PERMUTATION ||
                                    mk == CATTR_METHOD_OCCLUSION
                                ? "features"
@@ -393,7 +398,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         if (strcmp(a->split, "steps") != 0 && strcmp(a->split, "features") != 0 && strcmp(a->split, "samples") != 0)
             return cli_usage_error("--split %s: give steps, features or samples", a->split);
         if (!kind)
-            return cli_usage_error("--split splits integrated-gradients (steps), feature-ablation, feature-permutation, "
+            return cli_usage_error("--split splits integrated-gradients and the layer and neuron path methods "
+                                   "(steps), feature-ablation, feature-permutation, "
                                    "occlusion (features), shapley-value-sampling, shapley-values, lime, kernel-shap, "
                                    "gradient-shap and a --noise-tunnel around saliency, input-x-gradient, "
                                    "guided-backprop or deconvolution (samples); not %s%s", cattr_method_name(mk),
