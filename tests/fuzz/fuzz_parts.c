@@ -1,11 +1,13 @@
 /* fuzz_parts.c - libFuzzer harness: the bytes of a split call's parts (cattr_explainer_combine), as they arrive from
  * other processes or machines, for the two kinds of parts: IntegratedGradients' chunk sums (gradient.c) and the
  * state outputs of the perturbation and surrogate methods (split.c: FeatureAblation, KernelShap,
- * ShapleyValueSampling), on the bundled digits model.
+ * ShapleyValueSampling) and the accumulators of a layer method (split.c: LayerIntegratedGradients), on the bundled
+ * digits model.
  *
  * The input: [u8 method][u8 number of parts] then per part [u32 little-endian length][bytes]. Method 0 IG (16 steps in
  * chunks of 5), 1 FeatureAblation (3 perturbations per pass), 2 KernelShap (20 samples, 7 per pass), 3
- * ShapleyValueSampling (2 permutations, 9 per pass), each on digit_3 with target 3; parts 1 to 4. Seeds in
+ * ShapleyValueSampling (2 permutations, 9 per pass), 4 LayerIntegratedGradients on conv2 (16 steps in chunks of 5),
+ * each on digit_3 with target 3; parts 1 to 4. Seeds in
  * tests/fuzz/seeds/parts are real parts of these calls (made by running this harness's calls with
  * CATTR_FUZZ_PARTS_SEEDS=DIR, see LLVMFuzzerInitialize). */
 #include "cattr.h"
@@ -15,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define N_METHODS 4
+#define N_METHODS 5
 static cattr_model *g_model;
 static cattr_explainer *g_e[N_METHODS];
 static cattr_tensor *g_x;
@@ -60,14 +62,16 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         exit(1);
     }
     cattr_method ms[N_METHODS] = {CATTR_METHOD_INTEGRATED_GRADIENTS, CATTR_METHOD_FEATURE_ABLATION,
-                                  CATTR_METHOD_KERNEL_SHAP, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING};
+                                  CATTR_METHOD_KERNEL_SHAP, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING,
+                                  CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS};
     for (int k = 0; k < N_METHODS; k++) {
         cattr_attr_params p = cattr_attr_default_params(ms[k]);
         p.n_steps = 16;
         p.internal_batch_size = 5;
         p.perturbations_per_eval = k == 1 ? 3 : k == 2 ? 7 : 9;
         p.n_samples = k == 2 ? 20 : 2;
-        p.return_convergence_delta = k == 0;
+        p.return_convergence_delta = k == 0 || k == 4;
+        if (k == 4) p.layer = "conv2";
         if (cattr_explainer_new(g_model, &p, &g_e[k]) != CATTR_OK) {
             fprintf(stderr, "fuzz_parts: %s\n", cattr_last_error());
             exit(1);
@@ -98,8 +102,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const cattr_tensor *in[1] = {g_x};
     cattr_call c = the_call(in);
     cattr_tensor *attr = NULL, *delta = NULL;
-    cattr_status st = cattr_explainer_combine(g_e[k], &c, blobs, lens, n, &attr, k == 0 ? &delta : NULL);
-    if (st == CATTR_OK && (!attr || cattr_tensor_numel(attr) != 64)) abort(); /* a combine that succeeds gives one */
+    cattr_status st = cattr_explainer_combine(g_e[k], &c, blobs, lens, n, &attr, k == 0 || k == 4 ? &delta : NULL);
+    if (st == CATTR_OK && (!attr || cattr_tensor_numel(attr) != (k == 4 ? 256 : 64))) abort(); /* one result */
     if (st != CATTR_OK && attr) abort();                                      /* a failure leaves nothing */
     cattr_tensor_free(attr);
     cattr_tensor_free(delta);
