@@ -402,6 +402,21 @@ static cattr_status states_per_pass(cattr_explainer *e, cx_call *c, int64_t n_st
     return CATTR_OK;
 }
 
+/* Under a split (split.c): a chunk of cnt states from s0 that this process computed (its values kept by a part,
+ * consumed in state order otherwise), or one it did not (combining consumes the parts' values; a part skips it). */
+static cattr_status pt_computed(pt_pass *p, cx_vsplit *v, int64_t k, int64_t s0, int64_t cnt, const double *vals) {
+    cattr_status st = cx_vsplit_put(v, k, vals, cnt * p->n_out);
+    for (int64_t j = 0; j < cnt && st == CATTR_OK && v->mode != CX_VSPLIT_PART; j++)
+        st = p->take(p, s0 + j, vals + j * p->n_out);
+    return st == CATTR_OK ? cx_chunk_done(&p->e->p, s0 + cnt, p->n_states) : st;
+}
+
+static cattr_status pt_other(pt_pass *p, cx_vsplit *v, int64_t k, int64_t s0, int64_t cnt, double *vals) {
+    if (v->mode != CX_VSPLIT_COMBINE) return CATTR_OK;
+    CX_CHECK(cx_vsplit_get(v, k, vals, cnt * p->n_out));
+    return pt_computed(p, v, k, s0, cnt, vals);
+}
+
 static cattr_status run_states(pt_pass *p) {
     cattr_explainer *e = p->e;
     cx_call *c = p->c;
@@ -419,9 +434,7 @@ static cattr_status run_states(pt_pass *p) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per;
         bool mine = cx_vsplit_mine(&v, k);
         if (!mine && v.mode == CX_VSPLIT_COMBINE) { /* the parts' values, consumed as one process does */
-            st = cx_vsplit_get(&v, k, vals, cnt * p->n_out);
-            for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
-            if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+            st = pt_other(p, &v, k, s0, cnt, vals);
             continue;
         }
         for (int i = 0; i < c->n && st == CATTR_OK && cnt != have; i++) {
@@ -443,10 +456,7 @@ static cattr_status run_states(pt_pass *p) {
         if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
         cattr_tensor_free(out);
         out = NULL;
-        if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * p->n_out);
-        for (int64_t j = 0; j < cnt && st == CATTR_OK && v.mode != CX_VSPLIT_PART; j++)
-            st = p->take(p, s0 + j, vals + j * p->n_out);
-        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+        if (st == CATTR_OK) st = pt_computed(p, &v, k, s0, cnt, vals);
     }
     st = cx_vsplit_end(&v, st);
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
@@ -1297,11 +1307,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     for (int64_t s0 = 0, q = 0; s0 < p->n_states && st == CATTR_OK; s0 += per, q++) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
         if (!cx_vsplit_mine(&v, q)) { /* another part's chunk; combining: its values */
-            if (v.mode == CX_VSPLIT_COMBINE) {
-                st = cx_vsplit_get(&v, q, vals, cnt * p->n_out);
-                for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
-                if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
-            }
+            st = pt_other(p, &v, q, s0, cnt, vals);
             continue;
         }
         for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* the chunk's thresholds for input i */
@@ -1366,10 +1372,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         if (st == CATTR_OK)
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
-        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, vals, cnt * p->n_out);
-        for (int64_t j = 0; j < cnt && st == CATTR_OK && v.mode != CX_VSPLIT_PART; j++)
-            st = p->take(p, s0 + j, vals + j * p->n_out);
-        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+        if (st == CATTR_OK) st = pt_computed(p, &v, q, s0, cnt, vals);
     }
     st = cx_vsplit_end(&v, st);
     free(buf);
@@ -1667,11 +1670,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     for (int64_t s0 = 0, k = 0; s0 < p->n_states && st == CATTR_OK; s0 += per, k++) {
         int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per, R = cnt * B;
         if (!cx_vsplit_mine(&v, k)) { /* another part's chunk; combining: its values */
-            if (v.mode == CX_VSPLIT_COMBINE) {
-                st = cx_vsplit_get(&v, k, vals, cnt * p->n_out);
-                for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = p->take(p, s0 + j, vals + j * p->n_out);
-                if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
-            }
+            st = pt_other(p, &v, k, s0, cnt, vals);
             continue;
         }
         for (int64_t j = 0; j < cnt; j++) {
@@ -1718,10 +1717,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         if (st == CATTR_OK)
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
-        if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * p->n_out);
-        for (int64_t j = 0; j < cnt && st == CATTR_OK && v.mode != CX_VSPLIT_PART; j++)
-            st = p->take(p, s0 + j, vals + j * p->n_out);
-        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s0 + cnt, p->n_states);
+        if (st == CATTR_OK) st = pt_computed(p, &v, k, s0, cnt, vals);
     }
     st = cx_vsplit_end(&v, st);
     free(buf);
