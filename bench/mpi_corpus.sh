@@ -20,8 +20,7 @@ reps=${5:-3}
 cattr=${CATTR:-build/cattr}
 command -v mpirun >/dev/null || { echo "mpi_corpus: no mpirun (apt-get install openmpi-bin)" >&2; exit 2; }
 [ -d "$ck" ] || { echo "mpi_corpus: no checkpoint folder '$ck'" >&2; exit 2; }
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+. bench/mpi_lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 i=0
@@ -30,7 +29,6 @@ while [ $i -lt "$nreq" ]; do # 42 prompt ids in 3..1000 and a one-token target, 
     echo "{\"id\": $i, \"prompt_ids\": [$ids], \"target_ids\": [$((i % 900 + 7))], \"steps\": $steps}"
     i=$((i + 1))
 done >"$tmp/req.jsonl"
-now() { date +%s.%N; }
 run() { # ranks output -> "<end to end s> <run s>"
     rm -f "$2"
     t0=$(now)
@@ -49,11 +47,9 @@ while [ $r -lt "$reps" ]; do
     cmp -s "$tmp/one.jsonl" "$tmp/many.jsonl" || { echo "mpi_corpus: $ranks ranks wrote another file than one" >&2; exit 1; }
     r=$((r + 1))
 done
-med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 e1=$(cut -d' ' -f1 "$tmp/t1" | med); en=$(cut -d' ' -f1 "$tmp/tn" | med)
 i1=$(cut -d' ' -f2 "$tmp/t1" | med); in_=$(cut -d' ' -f2 "$tmp/tn" | med)
 echo "checkpoint $ck, $nreq requests (LayerIG, $steps steps, 42 prompt tokens), 1 thread per rank, medians of $reps"
-eff() { awk -v a="$1" -v b="$2" -v n="$ranks" 'BEGIN { print 100 * a / (n * b) }'; }
 printf 'end to end: 1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$e1" "$ranks" "$en" "$(eff "$e1" "$en")"
 printf 'run:        1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$i1" "$ranks" "$in_" "$(eff "$i1" "$in_")"
 echo "outputs byte-identical: yes"

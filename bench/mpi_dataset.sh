@@ -19,8 +19,7 @@ ranks=${5:-2}
 reps=${6:-3}
 cattr=${CATTR:-build/cattr}
 command -v mpirun >/dev/null || { echo "mpi_dataset: no mpirun (apt-get install openmpi-bin)" >&2; exit 2; }
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+. bench/mpi_lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 shape=$("$cattr" info "$model" | awk '/^inputs:/ { getline; print; exit }' | grep -o '\[.*\]' | tr -d '[] ')
@@ -28,7 +27,6 @@ shape=$("$cattr" info "$model" | awk '/^inputs:/ { getline; print; exit }' | gre
 import numpy as np
 dims = [int(d) for d in '$shape'.split(',')[1:]]
 np.save('$tmp/rows.npy', np.random.default_rng(0).random([$rows] + dims, dtype=np.float32))"
-now() { date +%s.%N; }
 run() { # ranks output -> "<end to end s> <run s>"
     rm -f "$2"
     t0=$(now)
@@ -47,11 +45,9 @@ while [ $r -lt "$reps" ]; do
     cmp -s "$tmp/one.npy" "$tmp/many.npy" || { echo "mpi_dataset: $ranks ranks wrote another file than one" >&2; exit 1; }
     r=$((r + 1))
 done
-med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 e1=$(cut -d' ' -f1 "$tmp/t1" | med); en=$(cut -d' ' -f1 "$tmp/tn" | med)
 i1=$(cut -d' ' -f2 "$tmp/t1" | med); in_=$(cut -d' ' -f2 "$tmp/tn" | med)
 echo "model $model, $rows rows in batches of $bs (IntegratedGradients, $steps steps), 1 thread per rank, medians of $reps"
-eff() { awk -v a="$1" -v b="$2" -v n="$ranks" 'BEGIN { print 100 * a / (n * b) }'; }
 printf 'end to end: 1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$e1" "$ranks" "$en" "$(eff "$e1" "$en")"
 printf 'run:        1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$i1" "$ranks" "$in_" "$(eff "$i1" "$in_")"
 echo "outputs byte-identical: yes"

@@ -31,8 +31,7 @@ feature-ablation | feature-permutation | occlusion) kind=features; opts="--pertu
 esac
 opts="--method $method $opts ${EXTRA:-}"
 command -v mpirun >/dev/null || { echo "mpi_split: no mpirun (apt-get install openmpi-bin)" >&2; exit 2; }
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+. bench/mpi_lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 shape=$("$cattr" info "$model" | awk '/^inputs:/ { getline; print; exit }' | grep -o '\[.*\]' | tr -d '[] ')
@@ -40,7 +39,6 @@ shape=$("$cattr" info "$model" | awk '/^inputs:/ { getline; print; exit }' | gre
 import numpy as np
 dims = [int(d) for d in '$shape'.split(',')[1:]]
 np.save('$tmp/x.npy', np.random.default_rng(0).random([1] + dims, dtype=np.float32))"
-now() { date +%s.%N; }
 run() { # ranks output -> seconds
     rm -f "$2"
     t0=$(now)
@@ -58,9 +56,7 @@ while [ $r -lt "$reps" ]; do
     cmp -s "$tmp/one.npy" "$tmp/many.npy" || { echo "mpi_split: $ranks ranks wrote another file than one" >&2; exit 1; }
     r=$((r + 1))
 done
-med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 e1=$(med <"$tmp/t1"); en=$(med <"$tmp/tn")
 echo "model $model, one example, $opts --split $kind, 1 thread per rank, medians of $reps"
-printf 'end to end: 1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$e1" "$ranks" "$en" \
-    "$(awk -v a="$e1" -v b="$en" -v n="$ranks" 'BEGIN { print 100 * a / (n * b) }')"
+printf 'end to end: 1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$e1" "$ranks" "$en" "$(eff "$e1" "$en")"
 echo "outputs byte-identical: yes"

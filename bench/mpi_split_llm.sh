@@ -21,12 +21,10 @@ threads=${6:-1}
 cattr=${CATTR:-build/cattr}
 command -v mpirun >/dev/null || { echo "mpi_split_llm: no mpirun (apt-get install openmpi-bin)" >&2; exit 2; }
 [ -d "$ck" ] || { echo "mpi_split_llm: no checkpoint folder '$ck' (python3 bench/llm_qwen3_shape.py writes one)" >&2; exit 2; }
-root=""
-[ "$(id -u)" -eq 0 ] && root="--allow-run-as-root"
+. bench/mpi_lib.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ids=$(awk 'BEGIN { srand(1); for (k = 0; k < 42; k++) printf "%s%d", (k ? "," : ""), 3 + int(rand() * 997) }')
-now() { date +%s.%N; }
 run() { # ranks steps output -> seconds
     rm -f "$3"
     t0=$(now)
@@ -47,9 +45,7 @@ while [ $r -lt "$reps" ]; do
     cmp -s "$tmp/one.json" "$tmp/many.json" || { echo "mpi_split_llm: $ranks ranks wrote another file than one" >&2; exit 1; }
     r=$((r + 1))
 done
-med() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) }'; }
 e1=$(med <"$tmp/t1"); en=$(med <"$tmp/tn"); e0=$(med <"$tmp/t0")
-eff() { awk -v a="$1" -v b="$2" -v n="$ranks" 'BEGIN { print 100 * a / (n * b) }'; }
 echo "checkpoint $ck, LayerIG $steps steps in chunks of $ibs rows, 42 prompt ids, one target, $threads thread(s) per rank, medians of $reps"
 printf 'end to end: 1 rank %.2f s, %d ranks %.2f s, efficiency %.0f%%\n' "$e1" "$ranks" "$en" "$(eff "$e1" "$en")"
 r1=$(awk -v a="$e1" -v b="$e0" 'BEGIN { print a - b }'); rn=$(awk -v a="$en" -v b="$e0" 'BEGIN { print a - b }')
