@@ -466,13 +466,15 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
  * InputXGradient, GuidedBackprop or Deconvolution: their noisy samples run in chunks of rows (from max_memory: give
  * every part the same), a part computes its chunks' sums (and GradientShap's deltas) from zeros, combining adds them
  * in chunk order with the same addition; likewise the path methods of layers and neurons (LayerIntegratedGradients,
- * LayerConductance, InternalInfluence, NeuronIntegratedGradients, NeuronConductance) with their chunks of steps.
+ * LayerConductance, InternalInfluence, NeuronIntegratedGradients, NeuronConductance) with their chunks of steps,
+ * and a noise tunnel around IntegratedGradients, DeepLift, FeatureAblation, Occlusion, ShapleyValueSampling, Lime or
+ * KernelShap with its partitions of samples (not when replaying explicit draws).
  *
  * cattr_explainer_run_part computes part `part` (0 <= part < n_parts) of the call; *blob (malloc'ed, the caller
  * frees it with free()) receives *len bytes (a part with no chunk is a few bytes). cattr_explainer_combine takes the
  * n_parts blobs in part order and writes what cattr_explainer_run would (attr_out, delta_out).
- * Errors: CATTR_ERR_UNSUPPORTED (another method, a noise tunnel around another method, a model with integer inputs
- * that give shapes),
+ * Errors: CATTR_ERR_UNSUPPORTED (another method, a noise tunnel around another method or replaying draws, a model
+ * with integer inputs that give shapes),
  * CATTR_ERR_INVALID_ARGUMENT (part out of range; blobs of another call, cut differently, missing or out of order,
  * naming the part), and cattr_explainer_run's. */
 cattr_status cattr_explainer_run_part(cattr_explainer *e, const cattr_call *call, int part, int n_parts, void **blob,

@@ -141,7 +141,8 @@ expect_fail "split features of lime" "split with --split samples" "$tmp/o.npy" -
 expect_ok "split features, one process" explain $model --input $b2 --method occlusion --sliding-window 1,3,3 --perturbations-per-eval 5 --split features --output "$tmp/spf.npy" -q
 expect_ok "occlusion, no split" explain $model --input $b2 --method occlusion --sliding-window 1,3,3 --perturbations-per-eval 5 --output "$tmp/nspf.npy" -q
 cmp -s "$tmp/spf.npy" "$tmp/nspf.npy" && ok || bad "--split features in one process differs from the unsplit call"
-expect_fail "split of a noise tunnel around IG" "noise-tunnel" "$tmp/o.npy" -- explain $model --input $b2 --noise-tunnel smoothgrad --split samples --output "$tmp/o.npy"
+expect_fail "split of a noise tunnel around LRP" "noise-tunnel" "$tmp/o.npy" -- explain $model --input $b2 --method lrp --noise-tunnel smoothgrad --split samples --output "$tmp/o.npy"
+expect_fail "split steps of a noise tunnel around IG" "split with --split samples" "$tmp/o.npy" -- explain $model --input $b2 --noise-tunnel smoothgrad --split steps --output "$tmp/o.npy"
 expect_fail "split saliency" "integrated-gradients" "$tmp/o.npy" -- explain $model --input $b2 --method saliency --split steps --output "$tmp/o.npy"
 expect_fail "explain-llm split steps of feature-ablation" "split with --split features" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split steps --output "$tmp/o.json"
 expect_fail "explain-llm split samples of layer-ig" "split with --split steps" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --split samples --output "$tmp/o.json"

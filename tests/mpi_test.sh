@@ -190,6 +190,14 @@ for n in 1 2 3; do
     [ $rc -eq 0 ] && ok || { bad "split gradient-shap, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/gsref.npy" "$tmp/gs$n.npy" && ok || bad "split gradient-shap, $n ranks: the output differs from one process's"
 done
+# a tunnel around a method that runs once per partition: SmoothGrad around IG (8 steps), 3 partitions of samples
+"$cattr" explain $model --input $head_rows --noise-tunnel smoothgrad --nt-samples 5 --nt-samples-batch-size 2 --stdevs 0.2 --steps 8 --output "$tmp/ntigref.safetensors" -q 2>/dev/null
+for n in 1 2 3; do
+    mpi $n explain $model --input $head_rows --noise-tunnel smoothgrad --nt-samples 5 --nt-samples-batch-size 2 --stdevs 0.2 --steps 8 --split samples --output "$tmp/ntig$n.safetensors" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split noise tunnel around IG, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/ntigref.safetensors" "$tmp/ntig$n.safetensors" && ok || bad "split noise tunnel around IG, $n ranks: the output differs from one process's"
+done
 # a language model's FeatureAblation (--split features) and ShapleyValueSampling (--split samples)
 "$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method feature-ablation --perturbations-per-eval 2 --output "$tmp/lfref.json" -q 2>/dev/null
 "$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --method shapley-value-sampling --n-samples 3 --perturbations-per-eval 4 --output "$tmp/lsref.json" -q 2>/dev/null

@@ -379,6 +379,12 @@ int main(void) {
                     cattr_dtype dty = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
                     split_check(m, CATTR_METHOD_SALIENCY, dty, &c0, 0, CATTR_NT_SMOOTHGRAD, false);
                     split_check(m, CATTR_METHOD_INPUT_X_GRADIENT, dty, &c0, 0, CATTR_NT_VARGRAD, false);
+                    /* tunnels around the methods that run once per partition (host path): IG and DeepLift with
+                     * their deltas, FeatureAblation with a mask, KernelShap */
+                    split_check(m, CATTR_METHOD_INTEGRATED_GRADIENTS, dty, &c0, 0, CATTR_NT_SMOOTHGRAD_SQ, true);
+                    split_check(m, CATTR_METHOD_DEEPLIFT, dty, &c0, 0, CATTR_NT_SMOOTHGRAD, true);
+                    split_check(m, CATTR_METHOD_FEATURE_ABLATION, dty, &c16, 3, CATTR_NT_VARGRAD, false);
+                    split_check(m, CATTR_METHOD_KERNEL_SHAP, dty, &c16, 7, CATTR_NT_SMOOTHGRAD, false);
                     split_check(m, CATTR_METHOD_GRADIENT_SHAP, dty, &cd, 0, CATTR_NT_NONE, true);
                     /* the path methods of layers and neurons (their chunks of steps) */
                     split_check(m, CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, dty, &c0, 0, CATTR_NT_NONE, true);

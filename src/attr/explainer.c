@@ -216,7 +216,11 @@ static cattr_status split_supported(const cattr_explainer *e) {
     cattr_method m = e->p.method;
     bool tunnel = e->p.nt_type != CATTR_NT_NONE;
     bool ok = tunnel ? m == CATTR_METHOD_SALIENCY || m == CATTR_METHOD_INPUT_X_GRADIENT ||
-                           m == CATTR_METHOD_GUIDED_BACKPROP || m == CATTR_METHOD_DECONVOLUTION
+                           m == CATTR_METHOD_GUIDED_BACKPROP || m == CATTR_METHOD_DECONVOLUTION ||
+                           m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_DEEPLIFT ||
+                           m == CATTR_METHOD_FEATURE_ABLATION || m == CATTR_METHOD_OCCLUSION ||
+                           m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_LIME ||
+                           m == CATTR_METHOD_KERNEL_SHAP
                      : m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_FEATURE_ABLATION ||
                            m == CATTR_METHOD_FEATURE_PERMUTATION || m == CATTR_METHOD_OCCLUSION ||
                            m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_SHAPLEY_VALUES ||
@@ -230,7 +234,8 @@ static cattr_status split_supported(const cattr_explainer *e) {
                        "shapley-value-sampling, shapley-values, lime, kernel-shap, gradient-shap, the path methods of "
                        "layers and neurons (layer-integrated-gradients, layer-conductance, internal-influence, "
                        "neuron-integrated-gradients, neuron-conductance), and a noise tunnel around saliency, "
-                       "input-x-gradient, guided-backprop or deconvolution (not %s%s)",
+                       "input-x-gradient, guided-backprop, deconvolution, integrated-gradients, deeplift, "
+                       "feature-ablation, occlusion, shapley-value-sampling, lime or kernel-shap (not %s%s)",
                        e->method->name, tunnel ? " with a noise tunnel" : "");
     if (e->fold)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts: the model has integer inputs that "

@@ -391,11 +391,67 @@ static cattr_status run_partition(cattr_explainer *e, cx_call *c, const tunnel *
     return st;
 }
 
+/* A split call (split.c) of a tunnel around a method that runs once per partition: the partitions are the units; a
+ * unit's values are, per input, the partition's sums and sums of squares (the attributions must have the inputs'
+ * shapes and the compute dtype), then whether the method gave a delta and its B * m values. A part computes its
+ * partitions into sums of their own; combining adds the parts' sums in partition order, as accumulate() does. */
+static int64_t tunnel_width(const cx_call *c, int64_t bs) {
+    int64_t w = 1 + c->B * bs;
+    for (int i = 0; i < c->n; i++) w += 2 * c->x[i]->numel;
+    return w;
+}
+
+static cattr_status tunnel_put(cx_vsplit *v, int64_t k, const cx_call *c, const sums *ps, const cattr_tensor *delta,
+                               int64_t m, double *vals) {
+    int64_t at = 0;
+    for (int i = 0; i < c->n; i++) {
+        if (!ps[i].sum || ps[i].numel != c->x[i]->numel || ps[i].dt != c->dt)
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "a split noise tunnel needs attributions of the inputs' shapes and "
+                           "dtype (input %d)", i);
+        memcpy(vals + at, ps[i].sum, (size_t)ps[i].numel * sizeof *vals);
+        memcpy(vals + at + ps[i].numel, ps[i].sq, (size_t)ps[i].numel * sizeof *vals);
+        at += 2 * ps[i].numel;
+    }
+    vals[at] = delta != NULL;
+    if (delta && delta->numel != c->B * m)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "a split noise tunnel needs one convergence delta per sample");
+    for (int64_t r = 0; delta && r < delta->numel; r++) vals[at + 1 + r] = cx_tensor_get(delta, r);
+    return cx_vsplit_put(v, k, vals, v->n_out);
+}
+
+static cattr_status tunnel_take(cx_vsplit *v, int64_t k, const cx_call *c, sums *acc, cattr_tensor **delta,
+                                int64_t m, double *vals) {
+    CX_CHECK(cx_vsplit_get(v, k, vals, v->n_out));
+    int64_t at = 0;
+    for (int i = 0; i < c->n; i++) {
+        sums *s = &acc[i];
+        int64_t n = c->x[i]->numel;
+        bool first = s->sum == NULL;
+        if (first) {
+            s->dt = c->dt;
+            s->ndim = c->x[i]->ndim;
+            memcpy(s->shape, c->x[i]->shape, sizeof s->shape);
+            s->numel = n;
+            s->sum = malloc((size_t)(n + 1) * sizeof *s->sum);
+            s->sq = malloc((size_t)(n + 1) * sizeof *s->sq);
+            if (!s->sum || !s->sq) return oom();
+        }
+        for (int64_t o = 0; o < n; o++) {
+            s->sum[o] = first ? vals[at + o] : cx_rnd(s->dt, s->sum[o] + vals[at + o]);
+            s->sq[o] = first ? vals[at + n + o] : cx_rnd(s->dt, s->sq[o] + vals[at + n + o]);
+        }
+        at += 2 * n;
+    }
+    if (vals[at] != 0 && delta) {
+        int64_t len = c->B * m;
+        if (!(*delta = cx_tensor_alloc(c->dt, 1, &len))) return oom();
+        for (int64_t r = 0; r < len; r++) cx_tensor_set(*delta, r, vals[at + 1 + r]);
+    }
+    return CATTR_OK;
+}
+
 static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
                                cattr_tensor **delta_out) {
-    if (e->split.n_parts > 0 || e->split.n_comb > 0)
-        return cx_fail(CATTR_ERR_UNSUPPORTED, "this noise tunnel (around %s, drawing baselines from a distribution) "
-                       "runs its method once per partition and is not split into parts", e->method->name);
     int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
     int64_t full = t->n / bs, rem = t->n - full * bs;
     int n_parts = (int)(full + (rem > 0));
@@ -404,6 +460,15 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
     memset(acc, 0, sizeof acc);
     cattr_status st = deltas ? CATTR_OK : oom();
+    bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
+    if (st == CATTR_OK && splitting && c->user && c->user->n_draws > 0)
+        st = cx_fail(CATTR_ERR_UNSUPPORTED, "a noise tunnel with explicit random draws (a replay) is not split into "
+                     "parts: its draws are consumed in order");
+    cx_vsplit v;
+    memset(&v, 0, sizeof v);
+    double *vals = NULL;
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_parts, 1, tunnel_width(c, bs), &v);
+    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)v.n_out + 1, sizeof *vals))) st = oom();
     /* Captum draws the baseline rows of the full partitions once, before any noise, and reuses them in each */
     for (int i = 0; i < c->n && st == CATTR_OK && t->draw_baselines; i++) {
         if (!tensor_baseline(c, i)) continue;
@@ -411,16 +476,34 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
         if (!idx[i]) st = oom();
         else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
     }
-    for (int64_t p = 0; p < full && st == CATTR_OK; p++) {
-        part_info pi = {bs, p * bs, (uint64_t)p};
-        st = run_partition(e, c, t, &pi, t->split, idx, acc, delta_out ? &deltas[p] : NULL);
+    for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
+        part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
+        bool redraw = p < full ? t->split : true;
+        if (v.mode == CX_VSPLIT_NONE) {
+            st = run_partition(e, c, t, &pi, redraw, idx, acc, delta_out ? &deltas[p] : NULL);
+        } else if (v.mode == CX_VSPLIT_COMBINE) {
+            st = tunnel_take(&v, p, c, acc, delta_out ? &deltas[p] : NULL, pi.m, vals);
+        } else if (cx_vsplit_mine(&v, p)) { /* a part: this partition's own sums (and delta) */
+            sums ps[CX_MAX_IN];
+            cattr_tensor *pd = NULL;
+            memset(ps, 0, sizeof ps);
+            struct cx_split saved = e->split; /* the wrapped method runs whole */
+            memset(&e->split, 0, sizeof e->split);
+            st = run_partition(e, c, t, &pi, redraw, idx, ps, e->p.return_convergence_delta ? &pd : NULL);
+            e->split = saved;
+            if (st == CATTR_OK) st = tunnel_put(&v, p, c, ps, pd, pi.m, vals);
+            for (int i = 0; i < CX_MAX_IN; i++) {
+                free(ps[i].sum);
+                free(ps[i].sq);
+            }
+            cattr_tensor_free(pd);
+        }
     }
-    if (rem > 0 && st == CATTR_OK) {
-        part_info pi = {rem, full * bs, (uint64_t)full};
-        st = run_partition(e, c, t, &pi, true, idx, acc, delta_out ? &deltas[full] : NULL);
-    }
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = smooth(&acc[i], t->type, t->n, &attr_out[i]);
-    if (st == CATTR_OK && delta_out) st = concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
+    st = cx_vsplit_end(&v, st);
+    free(vals);
+    bool part = v.mode == CX_VSPLIT_PART; /* a part: its bytes are the result */
+    for (int i = 0; i < c->n && st == CATTR_OK && !part; i++) st = smooth(&acc[i], t->type, t->n, &attr_out[i]);
+    if (st == CATTR_OK && delta_out && !part) st = concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
     if (st != CATTR_OK)
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(attr_out[i]);

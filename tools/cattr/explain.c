@@ -87,8 +87,7 @@ static void explain_help(FILE *f) {
         "                          features (the\n"
         "                          perturbations of feature-ablation, feature-permutation, occlusion), samples\n"
         "                          (the permutations, coalitions or samples of shapley-value-sampling,\n"
-        "                          shapley-values, lime, kernel-shap, gradient-shap, and of a --noise-tunnel\n"
-        "                          around saliency, input-x-gradient, guided-backprop, deconvolution)\n"
+        "                          shapley-values, lime, kernel-shap, gradient-shap, and of a --noise-tunnel)\n"
         "                          (docs/CLI.md)\n"
         "output:\n"
         "  --output FILE           .npy (one input), .safetensors (attr.<i>, delta) or .json\n"
@@ -380,7 +379,11 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         cattr_method mk = a->p.method;
         bool nt = a->p.nt_type != CATTR_NT_NONE;
         const char *kind = nt ? (mk == CATTR_METHOD_SALIENCY || mk == CATTR_METHOD_INPUT_X_GRADIENT ||
-                                         mk == CATTR_METHOD_GUIDED_BACKPROP || mk == CATTR_METHOD_DECONVOLUTION
+                                         mk == CATTR_METHOD_GUIDED_BACKPROP || mk == CATTR_METHOD_DECONVOLUTION ||
+                                         mk == CATTR_METHOD_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_DEEPLIFT ||
+                                         mk == CATTR_METHOD_FEATURE_ABLATION || mk == CATTR_METHOD_OCCLUSION ||
+                                         mk == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || mk == CATTR_METHOD_LIME ||
+                                         mk == CATTR_METHOD_KERNEL_SHAP
                                      ? "samples"
                                      : NULL)
                            : mk == CATTR_METHOD_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ||
@@ -402,7 +405,9 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                    "(steps), feature-ablation, feature-permutation, "
                                    "occlusion (features), shapley-value-sampling, shapley-values, lime, kernel-shap, "
                                    "gradient-shap and a --noise-tunnel around saliency, input-x-gradient, "
-                                   "guided-backprop or deconvolution (samples); not %s%s", cattr_method_name(mk),
+                                   "guided-backprop, deconvolution, integrated-gradients, deeplift, feature-ablation, "
+                                   "occlusion, shapley-value-sampling, lime or kernel-shap (samples); not %s%s",
+                                   cattr_method_name(mk),
                                    nt ? " with --noise-tunnel" : "");
         if (strcmp(a->split, kind) != 0)
             return cli_usage_error("--split %s does not apply to %s: its work is split with --split %s", a->split,
