@@ -1,16 +1,18 @@
-/* split.c - one attribution cut into parts (cattr_explainer_run_part / cattr_explainer_combine) for the methods that
- * evaluate the model on a sequence of perturbed states or samples and consume the outputs in order on the host: the
- * perturbation methods (FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling, ShapleyValues) and the
- * surrogate methods (Lime, KernelShap). IntegratedGradients has its own scheme (gradient.c: chunk sums).
+/* split.c - one attribution cut into parts (cattr_explainer_run_part / cattr_explainer_combine) for every method but
+ * IntegratedGradients, which has its own scheme (gradient.c: chunk sums).
  *
- * Such a method runs its states in chunks (perturbations_per_eval or the memory budget fixes the cut, never the part
- * count). A part evaluates a contiguous range of the chunks, p*C/P .. (p+1)*C/P - 1, and keeps the output values of
- * every state it evaluated, as doubles, in its bytes; combining feeds the parts' values, in chunk order, to the same
- * host code one process runs after each chunk. Each state's values come from the same forward pass of the same
- * chunk as in one process, so the result is one process's, bit for bit.
+ * A method runs its work as a sequence of units (chunks of perturbed states or samples, chunks of steps, partitions
+ * of a noise tunnel's samples), cut by perturbations_per_eval, internal_batch_size or the memory budget, never by the
+ * part count. A part computes a contiguous range of the units, p*C/P .. (p+1)*C/P - 1, and keeps each unit's values
+ * as doubles in its bytes; combining reads the parts' values in unit order and does with them what one process does
+ * after each unit, so the result is one process's, bit for bit:
+ *  - cx_vsplit: the units' values are the model outputs of their states, consumed by the same host code (the
+ *    perturbation methods of perturbation.c, Lime and KernelShap in lime.c), or partition sums (noise.c run_tunnel);
+ *  - cx_acc_split: the units add into accumulators on the backend (the tunnels of noise.c, the path methods of
+ *    layer.c): a part runs its units from zero accumulators, combining adds each unit with the same Add.
  *
  * The bytes: a cx_vsplit_head (the call's shape and the cut, so that parts of another call or cut are refused), then
- * the values of the part's chunks in order. */
+ * the values of the part's units in order. */
 #include "attr/derive.h"
 #include "attr/internal.h"
 
@@ -22,7 +24,7 @@
 
 typedef struct cx_vsplit_head {
     char magic[8];
-    int64_t method, dtype, B, n, numel[CX_MAX_IN], n_states, n_out, per; /* the call and its states */
+    int64_t method, tunnel, dtype, B, n, numel[CX_MAX_IN], n_states, n_out, per; /* the call and its units */
     int64_t n_chunks, part, n_parts, first, count;                        /* the cut, and this part's chunks */
 } cx_vsplit_head;
 
@@ -37,6 +39,7 @@ static void head_fill(const cattr_explainer *e, const cx_call *c, const cx_vspli
     memset(h, 0, sizeof *h);
     memcpy(h->magic, VSPLIT_MAGIC, 8);
     h->method = e->p.method;
+    h->tunnel = e->p.nt_type;
     h->dtype = c->dt;
     h->B = c->B;
     h->n = c->n;
