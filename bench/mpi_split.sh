@@ -10,7 +10,8 @@
 #
 # With METHOD (a perturbation or surrogate method), the split is --split features or samples: STEPS is then
 # --n-samples (the sampling methods; '-' for the others), CHUNK_ROWS --perturbations-per-eval, and EXTRA holds more
-# options (e.g. EXTRA="--sliding-window 3,8,8 --strides 3,8,8" for occlusion, or a --feature-mask).
+# options (e.g. EXTRA="--sliding-window 3,8,8 --strides 3,8,8" for occlusion, or a --feature-mask; with
+# --noise-tunnel in EXTRA the tunnel's samples are split).
 #
 # Defaults: the bundled digits CNN, 4096 steps in chunks of 64 rows, one random example, 2 ranks, 3 rounds (use a
 # larger model, e.g. bench/architectures.py's exports in /tmp/arch, for a realistic cost per step). Needs a build with
@@ -30,6 +31,7 @@ feature-ablation | feature-permutation | occlusion) kind=features; opts="--pertu
 *) kind=samples; opts="--n-samples $steps --perturbations-per-eval $ibs" ;;
 esac
 opts="--method $method $opts ${EXTRA:-}"
+case " ${EXTRA:-} " in *" --noise-tunnel "*) kind=samples ;; esac # a tunnel splits its samples
 command -v mpirun >/dev/null || { echo "mpi_split: no mpirun (apt-get install openmpi-bin)" >&2; exit 2; }
 . bench/mpi_lib.sh
 tmp=$(mktemp -d)
