@@ -219,7 +219,7 @@ static int split_deliver(int64_t item, int status, const char *data, size_t len,
     return 0;
 }
 
-cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user, int64_t rows) {
+cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user, int64_t rows, bool quiet) {
     int n = mpi_driver_size();
     split_run r = {part, user, n, calloc((size_t)n, sizeof(void *)), calloc((size_t)n, sizeof(size_t))};
     if (!r.blobs || !r.lens) { /* the others would wait for this rank */
@@ -232,7 +232,9 @@ cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user,
         res = frc != 0 ? cx_fail(CATTR_ERR_INTERNAL, "a part of the attribution failed (above)")
                        : combine(user, (const void *const *)r.blobs, r.lens, n);
         int chunk = res == CATTR_OK && n > 1 ? cattr_split_chunk_steps(r.blobs[0], r.lens[0]) : 0;
-        if (chunk > 0)
+        if (quiet)
+            ;
+        else if (chunk > 0)
             fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same numbers "
                     "with --internal-batch-size %lld)\n", n, chunk, (long long)chunk * (long long)rows);
         else if (res == CATTR_OK && n > 1)

@@ -47,7 +47,7 @@ bool cli_parse_size(const char *s, size_t *out);
  * status (the error message is set on every rank). A part's failure is printed with its message. */
 typedef cattr_status (*cli_part_fn)(void *user, int part, int n_parts, void **blob, size_t *len);
 typedef cattr_status (*cli_combine_fn)(void *user, const void *const *blobs, const size_t *lens, int n);
-cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user, int64_t rows);
+cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user, int64_t rows, bool quiet);
 
 /* Median of n doubles (sorts in place); NAN for n == 0. */
 double cli_median(double *v, int n);

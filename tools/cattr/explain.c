@@ -822,10 +822,11 @@ static cattr_status split_combine(void *user, const void *const *blobs, const si
     return cattr_explainer_combine(s->e, s->call, blobs, lens, n, s->attr, s->delta);
 }
 
-static cattr_status run_split(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr, cattr_tensor **delta) {
+static cattr_status run_split(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr, cattr_tensor **delta,
+                              bool quiet) {
     split_call s = {e, call, attr, delta};
     int64_t rows = call->n_inputs && cattr_tensor_ndim(call->inputs[0]) ? cattr_tensor_shape(call->inputs[0])[0] : 1;
-    return cli_split_run(split_part, split_combine, &s, rows);
+    return cli_split_run(split_part, split_combine, &s, rows, quiet);
 }
 
 /* ---- dataset mode ------------------------------------------------------------------------------------------
@@ -1287,7 +1288,7 @@ static int explain_one(explain_args *ap) {
         delta = NULL;
         double t0 = now_s();
         prog.start = t0;
-        st = a.split ? run_split(e, &call, attr, a.no_delta ? NULL : &delta)
+        st = a.split ? run_split(e, &call, attr, a.no_delta ? NULL : &delta, a.quiet)
                      : run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {

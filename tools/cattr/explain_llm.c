@@ -311,11 +311,11 @@ static cattr_status llm_split_combine(void *user, const void *const *blobs, cons
     return cattr_llm_combine(s->m, s->p, s->call, blobs, lens, n, s->o->seq, s->o->tok, s->o->lp, s->o->delta);
 }
 
-static cattr_status req_attribute_split(cattr_llm *m, const cattr_attr_params *p, llm_out *o) {
+static cattr_status req_attribute_split(cattr_llm *m, const cattr_attr_params *p, llm_out *o, bool quiet) {
     cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
     call.baseline_token = o->baseline_token;
     llm_split s = {m, p, &call, o};
-    return cli_split_run(llm_split_part, llm_split_combine, &s, o->n);
+    return cli_split_run(llm_split_part, llm_split_combine, &s, o->n, quiet);
 }
 
 static int req_texts(const cattr_llm *m, const llm_req *r, llm_out *o, char *err, size_t size) {
@@ -1098,7 +1098,7 @@ int cmd_explain_llm(int argc, char **argv) {
     for (int k = 0; k < nruns; k++) {
         double t0 = now_s();
         prog.start = t0;
-        st = split ? req_attribute_split(m, &p, &o) : req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
+        st = split ? req_attribute_split(m, &p, &o, quiet) : req_attribute(m, &p, &r, &o, NULL, NULL, NULL, NULL);
         times[k] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = split && mpi_driver_rank() != 0 ? cli_error_code(st) : cli_error(st, "attribution failed");
