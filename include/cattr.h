@@ -482,6 +482,11 @@ cattr_status cattr_explainer_run_part(cattr_explainer *e, const cattr_call *call
 cattr_status cattr_explainer_combine(cattr_explainer *e, const cattr_call *call, const void *const *blobs,
                                      const size_t *lens, int n_parts, cattr_tensor **attr_out,
                                      cattr_tensor **delta_out);
+/* What cattr_explainer_run_part cuts for these params: "steps" (IntegratedGradients and the layer and neuron path
+ * methods), "features" (FeatureAblation, FeaturePermutation, Occlusion), "samples" (the Shapley methods, Lime,
+ * KernelShap, GradientShap, a noise tunnel's samples), or NULL when the method (with its noise tunnel) is not split.
+ * A static string; NULL for p NULL. */
+const char *cattr_split_kind(const cattr_attr_params *p);
 /* The steps per chunk of a part blob (0 for bytes that are not one). */
 int cattr_split_chunk_steps(const void *blob, size_t len);
 

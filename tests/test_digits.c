@@ -406,6 +406,11 @@ int main(void) {
         cattr_call call = {in, 1, NULL, &t, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
         void *b = NULL;
         size_t bl = 0;
+        CHECK(cattr_split_kind(&p) == NULL, "saliency is not split");
+        cattr_attr_params pk = cattr_attr_default_params(CATTR_METHOD_OCCLUSION);
+        CHECK(cattr_split_kind(&pk) && !strcmp(cattr_split_kind(&pk), "features"), "occlusion splits its features");
+        pk.nt_type = CATTR_NT_SMOOTHGRAD;
+        CHECK(cattr_split_kind(&pk) && !strcmp(cattr_split_kind(&pk), "samples"), "a tunnel splits its samples");
         CHECK(es && cattr_explainer_run_part(es, &call, 0, 2, &b, &bl) == CATTR_ERR_UNSUPPORTED && !b &&
                   strstr(cattr_last_error(), "integrated-gradients"), "a saliency part refused");
         cattr_explainer_free(es);

@@ -211,23 +211,31 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
     return CATTR_OK;
 }
 
+const char *cattr_split_kind(const cattr_attr_params *p) {
+    if (!p) return NULL;
+    cattr_method m = p->method;
+    if (p->nt_type != CATTR_NT_NONE) /* a tunnel splits its samples */
+        return m == CATTR_METHOD_SALIENCY || m == CATTR_METHOD_INPUT_X_GRADIENT || m == CATTR_METHOD_GUIDED_BACKPROP ||
+                       m == CATTR_METHOD_DECONVOLUTION || m == CATTR_METHOD_INTEGRATED_GRADIENTS ||
+                       m == CATTR_METHOD_DEEPLIFT || m == CATTR_METHOD_FEATURE_ABLATION || m == CATTR_METHOD_OCCLUSION ||
+                       m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP
+                   ? "samples"
+                   : NULL;
+    switch (m) {
+    case CATTR_METHOD_INTEGRATED_GRADIENTS: case CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS:
+    case CATTR_METHOD_LAYER_CONDUCTANCE: case CATTR_METHOD_INTERNAL_INFLUENCE:
+    case CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS: case CATTR_METHOD_NEURON_CONDUCTANCE: return "steps";
+    case CATTR_METHOD_FEATURE_ABLATION: case CATTR_METHOD_FEATURE_PERMUTATION: case CATTR_METHOD_OCCLUSION:
+        return "features";
+    case CATTR_METHOD_SHAPLEY_VALUE_SAMPLING: case CATTR_METHOD_SHAPLEY_VALUES: case CATTR_METHOD_LIME:
+    case CATTR_METHOD_KERNEL_SHAP: case CATTR_METHOD_GRADIENT_SHAP: return "samples";
+    default: return NULL;
+    }
+}
+
 /* Whether the explainer's call can be split into parts (cattr_explainer_run_part). */
 static cattr_status split_supported(const cattr_explainer *e) {
-    cattr_method m = e->p.method;
-    bool tunnel = e->p.nt_type != CATTR_NT_NONE;
-    bool ok = tunnel ? m == CATTR_METHOD_SALIENCY || m == CATTR_METHOD_INPUT_X_GRADIENT ||
-                           m == CATTR_METHOD_GUIDED_BACKPROP || m == CATTR_METHOD_DECONVOLUTION ||
-                           m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_DEEPLIFT ||
-                           m == CATTR_METHOD_FEATURE_ABLATION || m == CATTR_METHOD_OCCLUSION ||
-                           m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_LIME ||
-                           m == CATTR_METHOD_KERNEL_SHAP
-                     : m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_FEATURE_ABLATION ||
-                           m == CATTR_METHOD_FEATURE_PERMUTATION || m == CATTR_METHOD_OCCLUSION ||
-                           m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || m == CATTR_METHOD_SHAPLEY_VALUES ||
-                           m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP || m == CATTR_METHOD_GRADIENT_SHAP ||
-                           m == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || m == CATTR_METHOD_LAYER_CONDUCTANCE ||
-                           m == CATTR_METHOD_INTERNAL_INFLUENCE || m == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS ||
-                           m == CATTR_METHOD_NEURON_CONDUCTANCE;
+    bool ok = cattr_split_kind(&e->p) != NULL, tunnel = e->p.nt_type != CATTR_NT_NONE;
     if (!ok)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts is implemented for "
                        "integrated-gradients, feature-ablation, feature-permutation, occlusion, "

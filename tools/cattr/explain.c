@@ -378,26 +378,7 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     if (a->split) {
         cattr_method mk = a->p.method;
         bool nt = a->p.nt_type != CATTR_NT_NONE;
-        const char *kind = nt ? (mk == CATTR_METHOD_SALIENCY || mk == CATTR_METHOD_INPUT_X_GRADIENT ||
-                                         mk == CATTR_METHOD_GUIDED_BACKPROP || mk == CATTR_METHOD_DECONVOLUTION ||
-                                         mk == CATTR_METHOD_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_DEEPLIFT ||
-                                         mk == CATTR_METHOD_FEATURE_ABLATION || mk == CATTR_METHOD_OCCLUSION ||
-                                         mk == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || mk == CATTR_METHOD_LIME ||
-                                         mk == CATTR_METHOD_KERNEL_SHAP
-                                     ? "samples"
-                                     : NULL)
-                           : mk == CATTR_METHOD_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ||
-                                   mk == CATTR_METHOD_LAYER_CONDUCTANCE || mk == CATTR_METHOD_INTERNAL_INFLUENCE ||
-                                   mk == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS || mk == CATTR_METHOD_NEURON_CONDUCTANCE
-                               ? "steps"
-                           : mk == CATTR_METHOD_FEATURE_ABLATION || mk == CATTR_METHOD_FEATURE_PERMUTATION ||
-                                   mk == CATTR_METHOD_OCCLUSION
-                               ? "features"
-                           : mk == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING || mk == CATTR_METHOD_SHAPLEY_VALUES ||
-                                   mk == CATTR_METHOD_LIME || mk == CATTR_METHOD_KERNEL_SHAP ||
-                                   mk == CATTR_METHOD_GRADIENT_SHAP
-                               ? "samples"
-                               : NULL;
+        const char *kind = cattr_split_kind(&a->p);
         if (strcmp(a->split, "steps") != 0 && strcmp(a->split, "features") != 0 && strcmp(a->split, "samples") != 0)
             return cli_usage_error("--split %s: give steps, features or samples", a->split);
         if (!kind)
