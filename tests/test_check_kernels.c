@@ -720,6 +720,16 @@ static void test_elementwise(void) {
         c->red = op == 1 ? 630 : 42;
         run(c);
     }
+    for (int v = 0; v < 3; v++) { /* TorchSum: a contiguous row, columns in groups with leftovers, the last axis */
+        c = tc(CG_TORCH_SUM, v == 0 ? "torch sum of rows" : v == 1 ? "torch sum of columns" : "torch sum, last axis");
+        if (v == 0) in_u(c, DIMS(3, 1000));
+        else if (v == 1) in_u(c, DIMS(2, 9, 37));
+        else in_u(c, DIMS(4, 5, 6));
+        c->n.a.n_ints = 1;
+        c->n.a.ints[0] = v == 2 ? -1 : 1;
+        c->red = v == 0 ? 1000 : v == 1 ? 9 : 6;
+        run(c);
+    }
     c = tc(CG_CLIP_GRAD, "clip grad at the bounds");
     x = in_u(c, DIMS(5, 5));
     x[0] = -0.5;

@@ -73,6 +73,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     if (e->method && e->method->release) e->method->release(e);
     cx_tunnel_release(e);
     cx_drop_plans(e);
+    cx_derived_free(&e->delta_d);
     cg_free(e->g);
     cx_consts_free(e->consts);
     free(e->alphas);

@@ -372,6 +372,7 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     }
     CX_CHECK(cx_dbuf_fit(be, &d->acc_all, acc_bytes * (size_t)slots, NULL, true));
     size_t off = 0;
+    memset(d->acc, 0, sizeof d->acc); /* the slots not asked for stay NULL */
     for (int k = 0; k < slots; k++)
         for (int i = 0; i < c->n; i++) {
             d->acc[k][i] = (char *)d->acc_all.p + off;
@@ -473,7 +474,12 @@ static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_de
     CX_CHECK(ig_sum_plan(e, s, c, &p));
     void *in[2 * CX_MAX_IN];
     for (int k = 0; k < 2 * s->n; k++) in[k] = d->acc[k / s->n][k % s->n];
-    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    if (!d->acc[2][0]) return cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    /* a third slot: the sum stays on the backend too (the convergence delta sums it there) */
+    CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, d->acc[2]));
+    for (int i = 0; i < c->n; i++)
+        CX_CHECK(cx_copy_out(e->be, host[i], d->acc[2][i], (size_t)attr[i]->numel * cattr_dtype_size(c->dt)));
+    return CATTR_OK;
 }
 
 /* The plan of out_i = a_i + b_i over the n inputs' shapes. */
@@ -689,7 +695,7 @@ static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, cons
                      : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     if (st == CATTR_OK && delta && e->p.return_convergence_delta)
-        st = cx_convergence_delta(e, c, attr, c->base, delta);
+        st = cx_convergence_delta_dev(e, c, d->acc[cur], c->base, delta);
     return st;
 }
 
@@ -710,14 +716,14 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     bool halves = st == CATTR_OK && ig_split_pays(e, c, chunk);
     if (halves) chunk = (n + 1) / 2;
     ig_dev *d = s ? &s->d : NULL;
-    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, halves ? 2 : 1, d);
+    bool want = delta && e->p.return_convergence_delta;
+    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, halves ? (want ? 3 : 2) : 1, d);
     if (st == CATTR_OK && halves) {
-        bool want = delta && e->p.return_convergence_delta;
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
         if (want && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, d, attr, sel);
         if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
-        if (st == CATTR_OK && want) st = cx_delta_finish(c, attr, sel, delta);
+        if (st == CATTR_OK && want) st = cx_delta_dev(e, c, c->n, c->x, d->acc[2], sel, delta);
         free(sel);
     } else {
         for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {
@@ -726,8 +732,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
             if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
         }
         if (st == CATTR_OK) st = ig_result(e, s, c, d, false, attr);
-        if (st == CATTR_OK && delta && e->p.return_convergence_delta)
-            st = cx_convergence_delta(e, c, attr, c->base, delta);
+        if (st == CATTR_OK && want) st = cx_convergence_delta_dev(e, c, d->acc[0], c->base, delta);
     }
     cattr_tensor_free(seed);
     return st;

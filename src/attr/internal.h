@@ -12,6 +12,7 @@
 #include "graph/autodiff.h"
 #include "exec/plan.h"
 #include "attr/derive.h"
+#include "ops/ops.h"
 
 
 typedef struct cx_method cx_method;
@@ -54,6 +55,11 @@ struct cattr_explainer {
      * Only the LLM IG path reads it, for its target log-probabilities. */
     double *fx;
     int64_t fx_n;
+    /* the convergence delta's graph on the backend (cx_delta_dev), for delta_d.n inputs of the ranks in delta_d.rank,
+     * its constants in delta_dt */
+    cx_derived delta_d;
+    cattr_dtype delta_dt;
+    int delta_out;
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
     bool diagnose;
@@ -326,9 +332,6 @@ void cx_tunnel_release(cattr_explainer *e);
 cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool layer_input, int *value);
 
 
-/* A sum as torch's CPU sum kernel computes it (cascade sums in the dtype, AVX2 vector widths): of m values col[0..m)
- * that are column k of `per` columns being reduced (per == 1: one contiguous reduction). */
-double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per);
 
 /* The call of every (example, baseline-row) pair of a distribution method (DeepLiftShap and its layer and neuron
  * forms): row b * nb + k pairs example b with baseline row k. tgt/tidx hold the expanded per-example target;
@@ -345,6 +348,14 @@ cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pa
 cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start);
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel);
 cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta);
+/* cx_delta_finish for n attributions still in backend memory (attr_dev[i]: the shape of host tensor like[i], B rows,
+ * c->dt): the sums of each example's attributions (TorchSum, in torch's order) and the difference run as ops, and
+ * only the B deltas come back. Errors: CATTR_ERR_NO_MEMORY, a kernel's. */
+cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like,
+                          void *const *attr_dev, const double *sel, cattr_tensor **delta);
+/* cx_convergence_delta for attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
+cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
+                                      cattr_tensor *const *start, cattr_tensor **delta);
 /* Keeps sel[0..B) (f at the inputs, as cx_delta_forward selects them) in e->fx; e->fx_n = 0 without memory. */
 void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B);
 

@@ -427,19 +427,6 @@ static cattr_status points_per_chunk(cattr_explainer *e, cx_call *c, int n, int 
     return CATTR_OK;
 }
 
-/* Convergence delta of layer attributions against the input-space endpoints (§1.11). */
-static cattr_status layer_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr, int n_attr,
-                                cattr_tensor **delta) {
-    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
-    if (!sel) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = cx_delta_forward(e, c, c->base, sel);
-    cx_call c2 = *c;
-    c2.n = n_attr;
-    if (st == CATTR_OK) st = cx_delta_finish(&c2, attr, sel, delta);
-    free(sel);
-    return st;
-}
-
 /* ---- LayerActivation, LayerGradientXActivation, LayerGradCam ------------------------------------------------- */
 
 static cattr_status layer_activation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
@@ -969,6 +956,21 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
     }
     if (!neuron) c->n_out = nl;
     return CATTR_OK;
+}
+
+/* Convergence delta of layer attributions against the input-space endpoints (§1.11): the attributions' sums on the
+ * backend, from the path's accumulators (lpath_run leaves them there). */
+static cattr_status layer_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr, int n_attr,
+                                cattr_tensor **delta) {
+    lstate *s = e->method_state;
+    void *dev[CATTR_MAX_OUTPUTS];
+    for (int k = 0; k < n_attr; k++) dev[k] = s->path->acc[k].p;
+    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
+    if (!sel) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cx_delta_forward(e, c, c->base, sel);
+    if (st == CATTR_OK) st = cx_delta_dev(e, c, n_attr, attr, dev, sel, delta);
+    free(sel);
+    return st;
 }
 
 static cattr_status internal_influence(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {

@@ -655,60 +655,6 @@ cattr_status cx_diagnosis(cattr_status rerun, const char *found) {
                    "on them (an overflow or 0/0)", found);
 }
 
-/* Sums over the samples reproduce torch's CPU sum kernel (ReduceOps SumKernel.cpp, cascade_sum) in the dtype of the
- * attributions, so that float32 runs round like Captum's `attribution.view(B, m, -1).sum(1)`. */
-
-/* multi_row_sum for one column: levels of 2^max(4, ceil(log2 n)/4) terms added into the next level up. */
-static double cascade_sum(cattr_dtype dt, const double *v, int64_t stride, int64_t n) {
-    enum { LEVELS = 4 };
-    int64_t power = 4, lg = 0;
-    while (((int64_t)1 << lg) < n) lg++;
-    if (lg / LEVELS > power) power = lg / LEVELS;
-    int64_t step = (int64_t)1 << power, mask = step - 1;
-    double acc[LEVELS] = {0};
-    int64_t i = 0;
-    while (i + step <= n) {
-        for (int64_t j = 0; j < step; j++, i++) acc[0] = cx_rnd(dt, acc[0] + v[i * stride]);
-        for (int l = 1; l < LEVELS; l++) {
-            acc[l] = cx_rnd(dt, acc[l] + acc[l - 1]);
-            acc[l - 1] = 0;
-            if ((i & (mask << (l * power))) != 0) break;
-        }
-    }
-    for (; i < n; i++) acc[0] = cx_rnd(dt, acc[0] + v[i * stride]);
-    for (int l = 1; l < LEVELS; l++) acc[0] = cx_rnd(dt, acc[0] + acc[l]);
-    return acc[0];
-}
-
-/* row_sum: four interleaved cascades (instruction-level parallelism), the tail into the first, then combined. */
-static double row_sum(cattr_dtype dt, const double *v, int64_t stride, int64_t n) {
-    int64_t n4 = n / 4;
-    double part[4];
-    for (int k = 0; k < 4; k++) part[k] = cascade_sum(dt, v + k * stride, 4 * stride, n4);
-    for (int64_t i = n4 * 4; i < n; i++) part[0] = cx_rnd(dt, part[0] + v[i * stride]);
-    for (int k = 1; k < 4; k++) part[0] = cx_rnd(dt, part[0] + part[k]);
-    return part[0];
-}
-
-/* The sum of the m samples col[0..m) of column k of `per` columns. torch picks the loop by layout and vector width
- * (W lanes: AVX2's 8 floats or 4 doubles): one column (per == 1) is a contiguous reduction, summed in W lanes of
- * row_sum each; otherwise columns are reduced four (or 4*W) at a time with multi_row_sum, the leftover columns one
- * at a time with row_sum. */
-double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per) {
-    int64_t W = dt == CATTR_FLOAT32 ? 8 : 4;
-    if (per == 1) {
-        if (m < W) return row_sum(dt, col, 1, m);
-        int64_t rows = m / W;
-        double lanes[8], acc = 0;
-        for (int64_t l = 0; l < W; l++) lanes[l] = row_sum(dt, col + l, W, rows);
-        for (int64_t i = rows * W; i < m; i++) acc = cx_rnd(dt, acc + col[i]);
-        for (int64_t l = 0; l < W; l++) acc = cx_rnd(dt, acc + lanes[l]);
-        return acc;
-    }
-    int64_t group = per >= W ? 4 * W : 4;
-    return k < per / group * group ? cascade_sum(dt, col, 1, m) : row_sum(dt, col, 1, m);
-}
-
 /* [x; start] for every input: the endpoints of the delta in one batch. */
 static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, cattr_tensor **xs) {
     for (int i = 0; i < c->n; i++) {
@@ -774,6 +720,88 @@ cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const 
     }
     free(row);
     return CATTR_OK;
+}
+
+/* The delta graph for n inputs of these ranks: inputs attr_0..attr_{n-1}, then d [B] (f(x) - f(start), rounded as
+ * cx_delta_finish rounds it); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
+static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
+    cx_derived *d = &e->delta_d;
+    bool same = d->g && d->n == n && d->consts && e->delta_dt == c->dt;
+    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
+    if (same) return CATTR_OK;
+    cx_derived_free(d);
+    cg_graph *g = cg_new();
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    d->g = g;
+    int in[MAX_IN];
+    for (int i = 0; i < n; i++) in[i] = cg_add_input(g, "__delta_attr");
+    int diff = cg_add_input(g, "__delta_endpoints");
+    cg_attrs rows = cg_attrs_default(), sum = cg_attrs_default();
+    rows.n_ints = 2;
+    rows.ints[0] = 0, rows.ints[1] = -1;
+    sum.n_ints = 1;
+    sum.ints[0] = 1;
+    int total = -1;
+    for (int i = 0; i < n; i++) {
+        int r = cg_emit(g, CG_RESHAPE, "__delta_rows", (int[]){in[i]}, 1, &rows);
+        int t = r < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__delta_row_sum", (int[]){r}, 1, &sum);
+        total = i == 0 ? t : cx_emit2(g, CG_ADD, "__delta_sum", total, t);
+        d->rank[i] = like[i]->ndim;
+    }
+    int out = cx_emit2(g, CG_SUB, "__delta", total, diff);
+    if (out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->delta_out = out;
+    d->n = n;
+    e->delta_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like,
+                          void *const *attr_dev, const double *sel, cattr_tensor **delta) {
+    int64_t B = c->B;
+    *delta = cx_tensor_alloc(c->dt, 1, &B);
+    if (!*delta) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (B == 0) return CATTR_OK;
+    cattr_status st = delta_graph(e, c, n, like);
+    cattr_tensor *diff = st == CATTR_OK ? cx_tensor_alloc(c->dt, 1, &B) : NULL;
+    if (st == CATTR_OK && !diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++)
+        cx_tensor_set(diff, b, cx_rnd(c->dt, cx_rnd(c->dt, sel[b]) - cx_rnd(c->dt, sel[B + b])));
+    cx_derived *d = &e->delta_d;
+    int nd[MAX_IN + 1];
+    int64_t sh[MAX_IN + 1][CATTR_MAX_DIMS];
+    cattr_dtype dt[MAX_IN + 1];
+    for (int i = 0; i <= n; i++) {
+        nd[i] = i < n ? like[i]->ndim : 1;
+        memcpy(sh[i], i < n ? like[i]->shape : &B, (size_t)nd[i] * sizeof(int64_t));
+        dt[i] = c->dt;
+    }
+    cx_plan *p = NULL;
+    int out = e->delta_out;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &out, 1, &p);
+    const void *host[MAX_IN + 1] = {0};
+    void *dev[MAX_IN + 1] = {0}, *res[1] = {(*delta)->data};
+    for (int i = 0; i < n; i++) dev[i] = attr_dev[i];
+    if (diff) host[n] = diff->data;
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, dev, res, NULL);
+    cattr_tensor_free(diff);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(*delta);
+        *delta = NULL;
+    }
+    return st;
+}
+
+cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
+                                      cattr_tensor *const *start, cattr_tensor **delta) {
+    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
+    cattr_status st = sel ? cx_delta_forward(e, c, start, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_keep_fx(e, sel, c->B);
+    if (st == CATTR_OK) st = cx_delta_dev(e, c, c->n, c->x, attr_dev, sel, delta);
+    free(sel);
+    return st;
 }
 
 void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B) {

@@ -598,7 +598,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
     r->by_op[CG_REDUCE_SUM_LIKE] = r_reduce_sum_like;
-    r->by_op[CG_REDUCE_SUM] = r->by_op[CG_REDUCE_MEAN] = r_reduce;
+    r->by_op[CG_REDUCE_SUM] = r->by_op[CG_REDUCE_MEAN] = r->by_op[CG_TORCH_SUM] = r_reduce;
     static const cg_op ew1[] = {CG_SQRT, CG_EXP, CG_LOG, CG_ERF, CG_RECIPROCAL, CG_HARDSIGMOID, CG_HARDSWISH,
                                 CG_SOFTPLUS, CG_ELU, CG_SELU, CG_GELU};
     for (size_t k = 0; k < sizeof ew1 / sizeof *ew1; k++) r->by_op[ew1[k]] = r_ew_unary;

@@ -155,6 +155,9 @@ typedef enum cg_op {
                      * other's shape (the gradients autodiff gives the two branches). ONNX If, its branches imported
                      * into the graph: the planner folds C from shapes and constants and keeps only the branch taken
                      * (exec/plan.c); the kernel runs an If whose condition is known only at run time */
+    CG_TORCH_SUM,   /* (X); ints = the one axis, index = keepdims: ReduceSum over that axis in torch's CPU order and
+                     * X's dtype (cx_torch_sum: X as [outer, m, per], column k of per), the order Captum's sums round
+                     * in (convergence deltas, means over samples). Gradient: ReduceGrad */
     CG_OP_COUNT
 } cg_op;
 

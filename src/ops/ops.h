@@ -24,6 +24,11 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
  * axis when the node names none). False when an axis is out of range. */
 bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);
 
+/* A sum as torch's CPU sum kernel computes it (cascade sums in dt, AVX2 vector widths; torch_sum.c): of the m values
+ * col[0..m) that are column k of the `per` columns being reduced (per == 1: one contiguous reduction). The TorchSum
+ * op's kernels and the host code that sums like Captum call it. */
+double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per);
+
 /* The strides of operand x over an output of rank nd it broadcasts to (numpy rules): s[d] is 0 along the dims x
  * repeats, else x's row-major stride there. */
 static inline void cx_bcast_strides(int nd, const cx_view *x, int64_t *s) {

@@ -304,8 +304,9 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         out->dtype = in[0].dtype;
         return CATTR_OK;
     }
-    case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_MAX: case CG_REDUCE_MIN: {
+    case CG_TORCH_SUM: case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_MAX: case CG_REDUCE_MIN: {
         bool red[CATTR_MAX_DIMS];
+        if (n->op == CG_TORCH_SUM && a->n_ints != 1) SHAPE_FAIL("TorchSum reduces one axis, not %d", a->n_ints);
         if (!cx_reduce_axes(a, in[0].ndim, red)) SHAPE_FAIL("a reduction axis is out of range for rank %d", in[0].ndim);
         out->ndim = 0;
         for (int d = 0; d < in[0].ndim; d++)

@@ -404,6 +404,22 @@ static cattr_status k_reduce(const cg_node *n, const cx_view *in, cx_view *out) 
     return CATTR_OK;
 }
 
+/* TorchSum: for every column (o, k) of X = [outer, m, per], its m values in order, summed by cx_torch_sum. */
+static cattr_status k_torch_sum(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cx_view *x = &in[0];
+    int ax = (int)(n->a.ints[0] < 0 ? n->a.ints[0] + x->ndim : n->a.ints[0]);
+    int64_t outer = cx_numel(ax, x->shape), m = x->shape[ax], per = cx_numel(x->ndim - ax - 1, x->shape + ax + 1);
+    double *col = zeros(m);
+    if (!col) return no_memory(n);
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < per; k++) {
+            for (int64_t i = 0; i < m; i++) col[i] = get(x, (o * m + i) * per + k);
+            put(out, o * per + k, cx_torch_sum(x->dtype, col, m, k, per));
+        }
+    free(col);
+    return CATTR_OK;
+}
+
 /* ---- matrix products -------------------------------------------------------------------------------------------- */
 
 /* sum over kk < k of a[ia + kk * sa] * b[ib + kk * sb], accumulated in double (a float32 product is exact there) in
@@ -1449,6 +1465,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV: return k_binary(n, in, out);
     case CG_REDUCE_SUM_LIKE: return k_reduce_sum_like(n, in, out);
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_GRAD: return k_reduce(n, in, out);
+    case CG_TORCH_SUM: return k_torch_sum(n, in, out);
     case CG_SQRT: case CG_EXP: case CG_LOG: case CG_ERF: case CG_RECIPROCAL: case CG_HARDSIGMOID: case CG_HARDSWISH:
     case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU: case CG_UNARY_GRAD: case CG_POW: case CG_MAX: case CG_MIN:
     case CG_BINARY_GRAD:

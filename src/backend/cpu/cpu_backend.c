@@ -737,6 +737,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     }
     case CG_REDUCE_SUM_LIKE: return DISPATCH(reduce_sum_like, n, in, out);
     case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_REDUCE_GRAD: return DISPATCH(reduce, n, in, out);
+    case CG_TORCH_SUM: return DISPATCH(torch_sum, n, in, out);
     case CG_SQRT: case CG_EXP: case CG_LOG: case CG_ERF: case CG_RECIPROCAL: case CG_HARDSIGMOID: case CG_HARDSWISH:
     case CG_SOFTPLUS: case CG_ELU: case CG_SELU: case CG_GELU:
         return DISPATCH(ew_unary, n, in, out);

@@ -338,6 +338,24 @@ static cattr_status K(reduce_sum_like)(const cg_node *n, const cx_view *in, cx_v
     return CATTR_OK;
 }
 
+/* TorchSum: the sum over one axis of X = [outer, m, per] in torch's CPU order (cx_torch_sum), one column at a time
+ * gathered into the thread's scratch (m doubles). */
+static cattr_status K(torch_sum)(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cx_view *x = &in[0];
+    int ax = (int)(n->a.ints[0] < 0 ? n->a.ints[0] + x->ndim : n->a.ints[0]);
+    int64_t outer = cx_numel(ax, x->shape), m = x->shape[ax], per = cx_numel(x->ndim - ax - 1, x->shape + ax + 1);
+    const T *xv = x->data;
+    T *y = out->data;
+    bool ok;
+    PAR_FOR_SCRATCH(schedule(static), outer * m * per > PAR_MIN, double, m > 0 ? m : 1, col, ok,
+    for (int64_t c = 0; c < outer * per; c++) {
+        int64_t o = c / per, k = c % per;
+        for (int64_t i = 0; i < m; i++) col[i] = (double)xv[(o * m + i) * per + k];
+        y[c] = (T)cx_torch_sum(x->dtype, col, m, k, per);
+    });
+    return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory", n->name);
+}
+
 /* ReduceSum / ReduceMean (sums in double, rounded once to T; the mean divides the rounded sum by the count in T, as
  * torch does) and their gradient ReduceGrad (gY broadcast back over the reduced axes). */
 static cattr_status K(reduce)(const cg_node *n, const cx_view *in, cx_view *out) {
