@@ -1268,6 +1268,17 @@ static void test_rules(void) {
     c->n.a.alpha = 1e-2;
     c->red = 2;
     run(c);
+    { /* NormalNoise: 4 rows of [3, 5], streams with their high bits set, first blocks apart */
+        c = tc(CG_NORMAL_NOISE, "normal noise");
+        int64_t st[4] = {(int64_t)0x9E3779B97F4A7C15ull, 7, -3, 1LL << 60}, first[4] = {0, 15, 1000000007, 2};
+        in_i(c, DIMS(4), st);
+        in_i(c, DIMS(4), first);
+        c->n.a.n_ints = 2;
+        c->n.a.ints[0] = 3, c->n.a.ints[1] = 5;
+        c->n.a.axis = 12345;
+        c->n.a.alpha = 0.3;
+        run(c);
+    }
     /* DL_MAXPOOL is run by pool_family */
     /* WhereId: A full, B broadcast per row; then A broadcast, B full; ids matching some elements of each row */
     for (int v = 0; v < 2; v++) {

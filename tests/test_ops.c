@@ -14,6 +14,7 @@
 #include "graph/graph.h"
 #include "exec/plan.h"
 #include "ops/ops.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -988,6 +989,28 @@ static void test_torch_sum(void) {
     }
 }
 
+/* NormalNoise: every element the host generator's normal at its block (cx_rng_normal_at), scaled in float32; a zero
+ * standard deviation gives zeros. */
+static void test_normal_noise(void) {
+    const int64_t st[3] = {(int64_t)0xDEADBEEFCAFEF00Dull, 11, 3}, first[3] = {0, 40, 7};
+    opnd o[2] = {CST(idx64(DIMS(3), st)), CST(idx64(DIMS(3), first))};
+    for (int zero = 0; zero < 2; zero++) {
+        cg_attrs a = cg_attrs_default();
+        set_ints(&a, 2, (const int64_t[]){2, 4});
+        a.axis = (int64_t)0x0123456789ABCDEFull;
+        a.alpha = zero ? 0.0 : 0.7;
+        double want[24];
+        for (int r = 0; r < 3; r++)
+            for (int k = 0; k < 8; k++) {
+                float z = (float)cx_rng_normal_at((uint64_t)a.axis, (uint64_t)st[r], (uint64_t)(first[r] + k));
+                want[r * 8 + k] = zero ? 0.0 : (double)(float)((double)(float)a.alpha * (double)z);
+            }
+        fwd_case(zero ? "NormalNoise, standard deviation 0" : "NormalNoise", CG_NORMAL_NOISE, &a, 2, o, DIMS(3, 2, 4),
+                 want);
+    }
+    free_ops(2, o);
+}
+
 /* Gradient conventions at kinks (PyTorch's): Relu'(0) = 0, LeakyRelu'(0) = alpha, Clip passes the gradient at
  * both bounds. Seed = 1 everywhere, so the gradient is the derivative. */
 static void kink_case(const char *what, cg_op op, const cg_attrs *a, const double *x, const double *want) {
@@ -1761,6 +1784,7 @@ int main(void) {
     test_unary();
     test_reduce();
     test_torch_sum();
+    test_normal_noise();
     test_elementwise();
     test_pad();
     test_rnn();

@@ -353,6 +353,10 @@ cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const 
  * only the B deltas come back. Errors: CATTR_ERR_NO_MEMORY, a kernel's. */
 cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like,
                           void *const *attr_dev, const double *sel, cattr_tensor **delta);
+/* The generator stream of NoiseTunnel's noise for attributed input `input` of example `example`: sample j's element
+ * k (of per per example) is the float32 standard deviation times the float32 of cx_rng_normal_at(seed, stream,
+ * j * per + k) (what the backend's NormalNoise op and the host path draw; test_noise checks it from outside). */
+uint64_t cx_tunnel_noise_stream(int input, int64_t example);
 /* cx_convergence_delta for attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
 cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
                                       cattr_tensor *const *start, cattr_tensor **delta);

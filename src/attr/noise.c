@@ -57,6 +57,10 @@ static uint64_t stream_id(uint64_t tag, uint64_t kind, uint64_t input, uint64_t 
            ((uint64_t)example & 0xffffffffu);
 }
 
+uint64_t cx_tunnel_noise_stream(int input, int64_t example) {
+    return stream_id(TAG_NOISE_TUNNEL, DRAW_NOISE, (uint64_t)input, 0, example);
+}
+
 /* splitmix64: the seed the wrapped method sees in partition `part`, so that stochastic inner methods do not repeat
  * their draws from one partition to the next. */
 static uint64_t mix_seed(uint64_t seed, uint64_t part) {
@@ -557,6 +561,14 @@ typedef struct dev_tunnel {
     cx_plan_cache fin_pc;
     cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
     cx_dbuf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
+    /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
+     * per input, built for these row shapes, seed and standard deviation */
+    cg_graph *ng;
+    int ng_n, ng_nd[CX_MAX_IN], ng_outs[CX_MAX_IN];
+    int64_t ng_row[CX_MAX_IN][CATTR_MAX_DIMS];
+    uint64_t ng_seed;
+    double ng_sd;
+    cx_plan_cache npc;
 } dev_tunnel;
 
 /* graph-input positions */
@@ -585,6 +597,8 @@ static void dev_tunnel_free(dev_tunnel *s) {
     cx_plan_cache_clear(&s->pc);
     cx_plan_cache_clear(&s->fin_pc);
     cx_plan_cache_clear(&s->lpc);
+    cx_plan_cache_clear(&s->npc);
+    cg_free(s->ng);
     cx_dbuf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
         for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&bufs[k][i]);
@@ -729,32 +743,122 @@ static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, const in
 /* Input i's per-example size. */
 static int64_t per_example(const cx_call *c, const cattr_tensor *t) { return c->B ? t->numel / c->B : 0; }
 
+/* The recorded noise of input i (draw nt_noise.input<i>) for the B*m rows of a partition, or NULL: the noise is
+ * drawn from the generator. */
+static cattr_status noise_draw(cx_call *c, int i, int64_t m, const cattr_tensor **d) {
+    int64_t n = c->B * m * per_example(c, c->x[i]);
+    char role[48];
+    snprintf(role, sizeof role, "nt_noise.input%d", i);
+    *d = NULL;
+    CX_CHECK(cx_next_draw(c, role, NULL, d));
+    if (*d && (*d)->numel != n)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
+                       (long long)(*d)->numel, (long long)n);
+    return CATTR_OK;
+}
+
+/* Row r = b*m + j (sample j0 + j of example b) of input i's noise: generator stream of example b, first block
+ * (j0 + j) * per, one normal per block (the NormalNoise op's coordinates). */
+static void noise_coords(const cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0, int64_t *stream,
+                         int64_t *first) {
+    int64_t per = per_example(c, c->x[i]);
+    for (int64_t r = 0; r < c->B * m; r++) {
+        stream[r] = (int64_t)stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, r / m);
+        first[r] = (j0 + r % m) * per;
+    }
+}
+
 /* The noise of input i for m samples per example (nt_noise.input<i>, or the generator: example b's stream from
  * Philox block j0*per), in the compute dtype, into host buffer out [B*m*per]. */
 static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
                                  double stdev, void *out) {
-    int64_t per = per_example(c, c->x[i]), rows = c->B * m;
-    char role[48];
-    snprintf(role, sizeof role, "nt_noise.input%d", i);
+    int64_t per = per_example(c, c->x[i]);
     const cattr_tensor *d = NULL;
-    CX_CHECK(cx_next_draw(c, role, NULL, &d));
-    if (d && d->numel != rows * per)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
-                       (long long)d->numel, (long long)(rows * per));
+    CX_CHECK(noise_draw(c, i, m, &d));
     float sd = (float)stdev; /* torch.tensor(stdev): float32 */
     for (int64_t b = 0; b < c->B; b++) {
-        cx_rng g; /* one normal per Philox block */
-        cx_rng_init(&g, e->p.seed, stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, b));
-        g.index = (uint64_t)(j0 * per);
+        uint64_t stream = stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, b);
         for (int64_t k = (b * m) * per; k < (b * m + m) * per; k++) {
             double v;
             if (d) v = (double)(float)cx_tensor_get(d, k);
-            else v = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal(&g));
+            else v = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal_at(e->p.seed, stream,
+                                                                                            (uint64_t)(j0 * per + k - b * m * per)));
             if (c->dt == CATTR_FLOAT32) ((float *)out)[k] = (float)v;
             else ((double *)out)[k] = v;
         }
     }
     return CATTR_OK;
+}
+
+/* Input i's noise for a partition's B*m rows into s->noise[i] on the backend: a recorded draw goes up; otherwise a
+ * NormalNoise plan draws it there from each row's stream and first block (2 * B*m integers up instead of the
+ * noise's B*m*per values). */
+static cattr_status noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, int i, int64_t m,
+                                     int64_t j0) {
+    int64_t R = c->B * m, per = per_example(c, c->x[i]);
+    size_t bytes = (size_t)(R * per) * cattr_dtype_size(c->dt);
+    const cattr_tensor *d = NULL;
+    CX_CHECK(noise_draw(c, i, m, &d));
+    if (d) { /* the recorded values, as noise_values takes them */
+        void *host = malloc(bytes + 1);
+        if (!host) return oom();
+        for (int64_t k = 0; k < R * per; k++) {
+            double v = (double)(float)cx_tensor_get(d, k);
+            if (c->dt == CATTR_FLOAT32) ((float *)host)[k] = (float)v;
+            else ((double *)host)[k] = v;
+        }
+        cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, host, false);
+        free(host);
+        return st;
+    }
+    bool same = s->ng && s->ng_n == c->n && s->ng_seed == e->p.seed && s->ng_sd == t->stdev;
+    for (int k = 0; same && k < c->n; k++)
+        same = s->ng_nd[k] == c->x[k]->ndim - 1 &&
+               memcmp(s->ng_row[k], c->x[k]->shape + 1, (size_t)s->ng_nd[k] * sizeof(int64_t)) == 0;
+    if (!same) {
+        cx_plan_cache_clear(&s->npc);
+        cg_free(s->ng);
+        s->ng = cg_new();
+        if (!s->ng) return oom();
+        for (int k = 0; k < c->n; k++) {
+            cg_attrs a = cg_attrs_default();
+            a.n_ints = c->x[k]->ndim - 1;
+            memcpy(a.ints, c->x[k]->shape + 1, (size_t)a.n_ints * sizeof(int64_t));
+            a.axis = (int64_t)e->p.seed;
+            a.alpha = (double)(float)t->stdev;
+            int sv = cg_add_input(s->ng, "__nt_noise_stream"), fv = cg_add_input(s->ng, "__nt_noise_first");
+            s->ng_outs[k] = cg_emit(s->ng, CG_NORMAL_NOISE, "__nt_noise", (int[]){sv, fv}, 2, &a);
+            if (s->ng_outs[k] < 0) return oom();
+            s->ng_nd[k] = a.n_ints;
+            memcpy(s->ng_row[k], a.ints, (size_t)a.n_ints * sizeof(int64_t));
+        }
+        s->ng_n = c->n;
+        s->ng_seed = e->p.seed;
+        s->ng_sd = t->stdev;
+    }
+    int nd[2 * CX_MAX_IN];
+    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_MAX_IN];
+    const void *host[2 * CX_MAX_IN] = {0};
+    for (int k = 0; k < 2 * c->n; k++) {
+        nd[k] = 1;
+        sh[k][0] = R;
+        dt[k] = CATTR_INT64;
+    }
+    int64_t *coords = malloc((size_t)(2 * R + 1) * sizeof *coords);
+    if (!coords) return oom();
+    noise_coords(c, t->tag, i, m, j0, coords, coords + R);
+    host[2 * i] = coords;
+    host[2 * i + 1] = coords + R;
+    cx_plan *p = NULL;
+    cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, NULL, false);
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&s->npc, s->ng, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->ng_outs[i], 1, &p);
+    void *out[1] = {s->noise[i].p};
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, NULL, NULL, out);
+    free(coords);
+    return st;
 }
 
 /* GradientShap's coefficient of each of the B*m rows (gradshap_coeff, or the generator: row b*m + j is sample
@@ -893,13 +997,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
     double *coef = NULL;
     if (!ib) return oom();
     /* draws in Captum's order: the noise of each input, the remainder's baselines, the coefficients */
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        size_t bytes = (size_t)(R * per_example(c, c->x[i])) * es;
-        free(host);
-        host = malloc(bytes + 1);
-        st = host ? noise_values(e, c, t->tag, i, m, pi->j0, t->stdev, host) : oom();
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->noise[i], bytes, host, false);
-    }
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = noise_on_backend(e, s, c, t, i, m, pi->j0);
     if (gs) {
         if (redraw)
             for (int i = 0; i < c->n && st == CATTR_OK; i++)

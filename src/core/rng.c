@@ -62,6 +62,13 @@ double cx_rng_normal(cx_rng *r) {
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
+double cx_rng_normal_at(uint64_t seed, uint64_t stream, uint64_t block) {
+    cx_rng g;
+    cx_rng_init(&g, seed, stream);
+    g.index = block;
+    return cx_rng_normal(&g);
+}
+
 int64_t cx_rng_below(cx_rng *r, int64_t n) {
     if (n <= 1) return 0;
     uint64_t un = (uint64_t)n, lim = UINT64_MAX - UINT64_MAX % un;

@@ -20,8 +20,11 @@ void cx_rng_init(cx_rng *r, uint64_t seed, uint64_t stream);
 uint32_t cx_rng_u32(cx_rng *r);
 /* Uniform in [0, 1) with 53 random bits. */
 double cx_rng_uniform(cx_rng *r);
-/* Standard normal (Box-Muller on two uniforms). */
+/* Standard normal (Box-Muller on two uniforms: the four words of one block). */
 double cx_rng_normal(cx_rng *r);
+/* The normal cx_rng_normal draws from block `block` of `stream` under `seed` (a generator at that block boundary): a
+ * pure function, so any device and any split of the work draw the same values (the NormalNoise op's kernels). */
+double cx_rng_normal_at(uint64_t seed, uint64_t stream, uint64_t block);
 /* Uniform integer in [0, n) without modulo bias; n >= 1. */
 int64_t cx_rng_below(cx_rng *r, int64_t n);
 /* A uniformly random permutation of 0..n-1 (Fisher-Yates). */

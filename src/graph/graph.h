@@ -158,6 +158,10 @@ typedef enum cg_op {
     CG_TORCH_SUM,   /* (X); ints = the one axis, index = keepdims: ReduceSum over that axis in torch's CPU order and
                      * X's dtype (cx_torch_sum: X as [outer, m, per], column k of per), the order Captum's sums round
                      * in (convergence deltas, means over samples). Gradient: ReduceGrad */
+    CG_NORMAL_NOISE, /* (S int64 [R], I int64 [R]); ints = the dims of one row, axis = the seed (its 64 bits), alpha =
+                      * the standard deviation -> [R, ints...] in the call's float dtype: element k of row r is
+                      * float32(alpha * float32(cx_rng_normal_at(seed, S[r], I[r] + k))) (0 when alpha is 0), the
+                      * Gaussian noise NoiseTunnel adds, drawn where it is used. No gradient (nothing float in) */
     CG_OP_COUNT
 } cg_op;
 

@@ -391,6 +391,19 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             SHAPE_FAIL("operands do not broadcast");
         out->dtype = in[2].dtype;
         return CATTR_OK;
+    case CG_NORMAL_NOISE:
+        if (in[0].dtype != CATTR_INT64 || in[1].dtype != CATTR_INT64 || in[0].ndim != 1 || in[1].ndim != 1 ||
+            in[0].shape[0] != in[1].shape[0])
+            SHAPE_FAIL("needs int64 streams and first blocks of one length");
+        if (a->n_ints + 1 > CATTR_MAX_DIMS) SHAPE_FAIL("rows of %d dims", a->n_ints);
+        out->ndim = a->n_ints + 1;
+        out->shape[0] = in[0].shape[0];
+        for (int d = 0; d < a->n_ints; d++) {
+            if (a->ints[d] < 0) SHAPE_FAIL("negative size %lld", (long long)a->ints[d]);
+            out->shape[d + 1] = a->ints[d];
+        }
+        out->dtype = CATTR_FLOAT32;
+        return CATTR_OK;
     case CG_RANGE: {
         if (n->n_in > 0) SHAPE_FAIL("start, limit and delta are not known when the call is planned");
         if (a->n_ints != 3 || a->ints[2] == 0) SHAPE_FAIL("needs start, limit and a non-zero delta");

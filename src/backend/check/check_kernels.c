@@ -21,6 +21,7 @@
 #include "backend/check/check_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/ops.h"
+#include "core/rng.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -1376,6 +1377,21 @@ static cattr_status k_select(const cg_node *n, const cx_view *in, cx_view *out) 
 }
 
 /* Mod (float in double, int64 in int64), Range, ScatterND: one element at a time. */
+/* NormalNoise: element k of row r from block I[r] + k of stream S[r], scaled by the float32 standard deviation. */
+static cattr_status k_normal_noise(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t R = out->shape[0], per = R ? cx_view_numel(out) / R : 0;
+    float sd = (float)n->a.alpha;
+    for (int64_t r = 0; r < R; r++) {
+        uint64_t stream = (uint64_t)((const int64_t *)in[0].data)[r]; /* all 64 bits: not through get()'s double */
+        int64_t first = ((const int64_t *)in[1].data)[r];
+        for (int64_t k = 0; k < per; k++) {
+            double z = (float)cx_rng_normal_at((uint64_t)n->a.axis, stream, (uint64_t)(first + k));
+            put(out, r * per + k, sd == 0 ? 0.0 : (float)((double)sd * z));
+        }
+    }
+    return CATTR_OK;
+}
+
 static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
     size_t es = cattr_dtype_size(out->dtype);
@@ -1430,6 +1446,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     }
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE: return k_select(n, in, out);
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index(n, in, out);
+    case CG_NORMAL_NOISE: return k_normal_noise(n, in, out);
     case CG_IF: { /* element by element from the branch taken; zeros for an absent branch */
         double c = in[0].dtype == CATTR_INT64 ? (double)((const int64_t *)in[0].data)[0] : get(&in[0], 0);
         int j = c != 0 ? 1 : 2;

@@ -8,6 +8,7 @@
 #include "backend/cpu/f32_gemm.h"
 #include "ops/elementwise.h"
 #include "ops/ops.h"
+#include "core/rng.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -641,6 +642,25 @@ static cattr_status k_select_ops(const cg_node *n, const cx_view *in, cx_view *o
 }
 
 /* Mod (float or int64, broadcast), Range (int64 from its folded start and delta), ScatterND (any dtype). */
+/* NormalNoise: element k of row r is float32(sd * float32(N(seed, S[r], I[r] + k))), each a pure function of its
+ * coordinates, so the rows run in parallel. */
+static cattr_status k_normal_noise(const cg_node *n, const cx_view *in, cx_view *out) {
+    const int64_t *st = in[0].data, *first = in[1].data;
+    int64_t R = out->shape[0], per = R ? cx_view_numel(out) / R : 0;
+    uint64_t seed = (uint64_t)n->a.axis;
+    float sd = (float)n->a.alpha;
+    bool f64 = out->dtype == CATTR_FLOAT64;
+    PAR_FOR(R * per > (1 << 14),
+    for (int64_t r = 0; r < R; r++)
+        for (int64_t k = 0; k < per; k++) {
+            float v = sd == 0 ? 0.0f : (float)((double)sd * (double)(float)cx_rng_normal_at(seed, (uint64_t)st[r],
+                                                                                             (uint64_t)(first[r] + k)));
+            if (f64) ((double *)out->data)[r * per + k] = v;
+            else ((float *)out->data)[r * per + k] = v;
+        });
+    return CATTR_OK;
+}
+
 static cattr_status k_index_ops(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
     size_t es = cattr_dtype_size(out->dtype);
@@ -708,6 +728,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE:
         return k_select_ops(n, in, out);
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index_ops(n, in, out);
+    case CG_NORMAL_NOISE: return k_normal_noise(n, in, out);
     case CG_IF: { /* the branch taken, or zeros for an absent one */
         int j = elem_as_double(&in[0], 0) != 0 ? 1 : 2;
         size_t bytes = (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype);

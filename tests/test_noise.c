@@ -1,0 +1,78 @@
+/* test_noise.c - NoiseTunnel's noise drawn on the backend (the NormalNoise op) is the documented generator's: a
+ * SmoothGrad around Saliency (the tunnel on the backend) over 2 examples, 5 samples in partitions of 2, 2 and 1,
+ * equals the mean of Saliency over noisy inputs this test builds itself from cx_rng_normal_at at each sample's
+ * stream and blocks (cx_tunnel_noise_stream); float64, so only the order of the 5-term means can differ. */
+#include "attr/internal.h"
+#include "cattr.h"
+#include "core/rng.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+    cattr_model *m = NULL;
+    CHECK(cattr_model_load_onnx("models/digits/digits.onnx", &m) == CATTR_OK, "load digits.onnx");
+    cattr_tensor *x1 = NULL;
+    CHECK(cattr_tensor_load_npy("models/digits/samples/digit_3.npy", &x1) == CATTR_OK, "digit 3");
+    if (!m || !x1) return 1;
+    enum { B = 2, N = 5, PER = 64 };
+    const uint64_t seed = 7;
+    const float sd = 0.3f;
+    int64_t sx[4] = {B, 1, 8, 8}, sn[4] = {B * N, 1, 8, 8};
+    cattr_tensor *x = NULL, *noisy = NULL;
+    CHECK(cattr_tensor_new(CATTR_FLOAT64, 4, sx, &x) == CATTR_OK && cattr_tensor_new(CATTR_FLOAT64, 4, sn, &noisy) ==
+          CATTR_OK, "tensors");
+    double *xv = cattr_tensor_data(x), *nv = cattr_tensor_data(noisy);
+    const float *x1v = cattr_tensor_data_const(x1);
+    for (int b = 0; b < B; b++)
+        for (int k = 0; k < PER; k++) xv[b * PER + k] = (double)x1v[k] * (b ? 0.5 : 1.0);
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < N; j++)
+            for (int k = 0; k < PER; k++) {
+                float z = (float)cx_rng_normal_at(seed, cx_tunnel_noise_stream(0, b), (uint64_t)(j * PER + k));
+                nv[(b * N + j) * PER + k] = xv[b * PER + k] + (double)(float)((double)sd * (double)z);
+            }
+    int64_t tidx = 3;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+    p.dtype = CATTR_FLOAT64;
+    cattr_explainer *plain = NULL, *tunnel = NULL;
+    CHECK(cattr_explainer_new(m, &p, &plain) == CATTR_OK, "saliency");
+    p.nt_type = CATTR_NT_SMOOTHGRAD;
+    p.nt_samples = N;
+    p.nt_samples_batch_size = 2;
+    p.stdevs = sd;
+    p.seed = seed;
+    CHECK(cattr_explainer_new(m, &p, &tunnel) == CATTR_OK, "smoothgrad");
+    cattr_tensor *g = NULL, *a = NULL;
+    const cattr_tensor *in_n[1] = {noisy}, *in_x[1] = {x};
+    CHECK(plain && cattr_explainer_attribute(plain, in_n, 1, NULL, &t, NULL, 0, &g, NULL) == CATTR_OK,
+          "saliency on the noisy inputs: %s", cattr_last_error());
+    CHECK(tunnel && cattr_explainer_attribute(tunnel, in_x, 1, NULL, &t, NULL, 0, &a, NULL) == CATTR_OK,
+          "smoothgrad: %s", cattr_last_error());
+    if (g && a) {
+        const double *gv = cattr_tensor_data_const(g), *av = cattr_tensor_data_const(a);
+        double worst = 0, scale = 0;
+        for (int b = 0; b < B; b++)
+            for (int k = 0; k < PER; k++) {
+                double s = 0;
+                for (int j = 0; j < N; j++) s += gv[(b * N + j) * PER + k];
+                worst = fmax(worst, fabs(av[b * PER + k] - s / N));
+                scale = fmax(scale, fabs(s / N));
+            }
+        CHECK(scale > 0 && worst <= 1e-12 * scale, "smoothgrad differs from the mean over the generator's noise by %g "
+              "(largest value %g)", worst, scale);
+    }
+    cattr_tensor_free(g);
+    cattr_tensor_free(a);
+    cattr_explainer_free(plain);
+    cattr_explainer_free(tunnel);
+    cattr_tensor_free(x);
+    cattr_tensor_free(noisy);
+    cattr_tensor_free(x1);
+    cattr_model_free(m);
+    printf("test_noise: %d failed\n", g_failures);
+    return g_failures ? 1 : 0;
+}
