@@ -60,6 +60,7 @@ struct cattr_explainer {
     cx_derived delta_d;
     cattr_dtype delta_dt;
     int delta_out;
+    cx_dbuf kept[CX_MAX_IN]; /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
     bool diagnose;
@@ -245,16 +246,20 @@ cattr_status cx_diagnosis(cattr_status rerun, const char *found);
  * xs[i]'s shapes. */
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads);
+/* cx_grad; with keep, the gradients also stay on the backend in e->kept[i] (for a convergence delta summed there:
+ * cx_delta_dev). The same for the two below. */
+cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                          bool keep, cattr_tensor **grads);
 
 
 /* DeepLift's product on the backend: for xs[i] = [x_i; r_i] (2B rows, CX_TILE), attr[i] = (x_i - r_i) * the gradient
  * of the first B rows (new tensors of x_i's shape), as cx_grad's pass followed by those ops, one upload and one
  * download. */
-cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **attr);
+cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, bool keep, cattr_tensor **attr);
 
 /* LRP's relevances on the backend, in one pass: attr[i] = g_i (times x_i where the bit i of mul is set) times the
  * target-selected output of the example; sel[b] receives that output (for the delta). */
-cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_tensor **attr, double *sel);
+cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep, cattr_tensor **attr, double *sel);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
  * to *out (a new tensor). */

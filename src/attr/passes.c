@@ -147,7 +147,7 @@ static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t ro
  * extra[k]. The outputs go to the caller's host tensors res[]. */
 static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                                    bool derived, const int *outs, int n_outs, int n_extra,
-                                   const int64_t *const *extra, cattr_tensor *const *res) {
+                                   const int64_t *const *extra, bool keep, cattr_tensor *const *res) {
     pass_inputs pi;
     cattr_tensor *seed = NULL;
     cx_plan *fp = NULL, *p = NULL;
@@ -176,9 +176,17 @@ static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor 
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     if (st == CATTR_OK) {
         pi.host[si] = seed->data;
-        void *dst[MAX_IN + 1];
+        void *dst[MAX_IN + 1], *dev[MAX_IN + 1] = {0};
         for (int k = 0; k < (derived ? n_outs : c->n); k++) dst[k] = res[k]->data;
-        st = cx_run_plan(e, p, pi.host, dst);
+        /* keep: the first c->n results (the attributions) go to e->kept on the backend, then down from there */
+        for (int k = 0; keep && k < c->n && st == CATTR_OK; k++) {
+            st = cx_dbuf_fit(e->be, &e->kept[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype), NULL, false);
+            dev[k] = e->kept[k].p;
+            dst[k] = NULL;
+        }
+        if (st == CATTR_OK) st = keep ? cx_run_plan_dev(e, p, pi.host, NULL, dst, dev) : cx_run_plan(e, p, pi.host, dst);
+        for (int k = 0; keep && k < c->n && st == CATTR_OK; k++)
+            st = cx_copy_out(e->be, res[k]->data, e->kept[k].p, (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype));
     }
     pass_free(&pi);
     cattr_tensor_free(seed);
@@ -208,8 +216,13 @@ static void free_all(cattr_tensor **res, int n) {
 
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads) {
+    return cx_grad_keep(e, c, xs, reps, how, false, grads);
+}
+
+cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                          bool keep, cattr_tensor **grads) {
     CX_CHECK(alloc_like(c, xs, c->n, grads));
-    cattr_status st = grad_graph_run(e, c, xs, reps, how, false, NULL, 0, 0, NULL, grads);
+    cattr_status st = grad_graph_run(e, c, xs, reps, how, false, NULL, 0, 0, NULL, keep, grads);
     if (st != CATTR_OK) free_all(grads, c->n);
     return st;
 }
@@ -245,14 +258,14 @@ static cattr_status build_times_diff(cattr_explainer *e) {
     return CATTR_OK;
 }
 
-cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **attr) {
+cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, bool keep, cattr_tensor **attr) {
     int64_t B = c->B, *rows = malloc((size_t)(2 * B + 1) * sizeof *rows);
     for (int i = 0; i < c->n; i++) attr[i] = NULL;
     cattr_status st = rows ? build_times_diff(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t r = 0; st == CATTR_OK && r < 2 * B; r++) rows[r] = r; /* first: 0..B-1, second: B..2B-1 */
     if (st == CATTR_OK) st = alloc_like(c, c->x, c->n, attr);
     const int64_t *extra[2] = {rows, rows + B};
-    if (st == CATTR_OK) st = grad_graph_run(e, c, xs, 2, CX_TILE, true, e->gm_outs, c->n, 2, extra, attr);
+    if (st == CATTR_OK) st = grad_graph_run(e, c, xs, 2, CX_TILE, true, e->gm_outs, c->n, 2, extra, keep, attr);
     if (st != CATTR_OK) free_all(attr, c->n);
     free(rows);
     return st;
@@ -304,7 +317,7 @@ static cattr_status build_lrp(cattr_explainer *e, const cx_call *c, unsigned mul
     return CATTR_OK;
 }
 
-cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_tensor **attr, double *sel) {
+cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep, cattr_tensor **attr, double *sel) {
     cattr_tensor *seed = NULL, *res[MAX_IN + 1] = {0};
     int64_t B = c->B, *tidx = malloc((size_t)(B + 1) * sizeof *tidx);
     for (int i = 0; i < c->n; i++) attr[i] = NULL;
@@ -314,7 +327,7 @@ cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, cattr_ten
     if (st == CATTR_OK) st = alloc_like(c, c->x, c->n, res);
     if (st == CATTR_OK && !(res[c->n] = cx_tensor_alloc(c->dt, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     const int64_t *extra[1] = {tidx};
-    if (st == CATTR_OK) st = grad_graph_run(e, c, c->x, 1, CX_TILE, true, e->gm_outs, c->n + 1, 1, extra, res);
+    if (st == CATTR_OK) st = grad_graph_run(e, c, c->x, 1, CX_TILE, true, e->gm_outs, c->n + 1, 1, extra, keep, res);
     for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[c->n], b);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) attr[i] = res[i];
     if (st != CATTR_OK) free_all(res, c->n);

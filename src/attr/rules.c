@@ -579,7 +579,8 @@ static cattr_status deeplift_init(cattr_explainer *e) {
 
 /* DeepLift multipliers on [x; base] (2B rows, additional inputs and target tiled as Captum does), then
  * attr = (x - base) * multiplier, or the multiplier alone without multiply_by_inputs. */
-static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *base, cattr_tensor **attr) {
+static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *base, bool keep,
+                                  cattr_tensor **attr) {
     cattr_tensor *xs[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
     cattr_status st = CATTR_OK;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
@@ -596,9 +597,9 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
         memcpy((char *)xs[i]->data + bytes, base[i]->data, bytes);
     }
     if (st == CATTR_OK && e->p.multiply_by_inputs) { /* (x - base) * multiplier, on the backend */
-        st = cx_grad_times_diff(e, c, xs, attr);
+        st = cx_grad_times_diff(e, c, xs, keep, attr);
     } else if (st == CATTR_OK) { /* the multipliers of the first block */
-        st = cx_grad(e, c, xs, 2, CX_TILE, gr);
+        st = cx_grad_keep(e, c, xs, 2, CX_TILE, keep, gr); /* kept: the first block leads each buffer */
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
             attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
             if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -613,9 +614,12 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
 }
 
 static cattr_status deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    CX_CHECK(deeplift_pass(e, c, c->base, attr));
-    if (delta && e->p.return_convergence_delta) return cx_convergence_delta(e, c, attr, c->base, delta);
-    return CATTR_OK;
+    bool want = delta && e->p.return_convergence_delta;
+    CX_CHECK(deeplift_pass(e, c, c->base, want, attr));
+    if (!want) return CATTR_OK;
+    void *dev[CX_MAX_IN];
+    for (int i = 0; i < c->n; i++) dev[i] = e->kept[i].p;
+    return cx_convergence_delta_dev(e, c, dev, c->base, delta);
 }
 
 /* ---- DeepLiftShap ------------------------------------------------------------------------------------------------ */
@@ -959,35 +963,25 @@ static cattr_status modified_gradient(cattr_explainer *e, cx_call *c, cattr_tens
 /* relevance = (gradient under the rules [* x where the first layer reads x]) * the target output of the example;
  * delta = output - the sum of every relevance of the example. */
 static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    cattr_dtype dt = c->dt;
-    cattr_tensor *out = NULL;
-    int64_t maxm = 1;
-    for (int i = 0; i < c->n; i++)
-        if (c->B && c->x[i]->numel / c->B > maxm) maxm = c->x[i]->numel / c->B;
-    double *sel = malloc((size_t)(c->B + 1) * sizeof *sel), *row = malloc((size_t)maxm * sizeof *row);
-    cattr_status st = sel && row ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    double *sel = malloc((size_t)(c->B + 1) * sizeof *sel);
+    cattr_status st = sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     unsigned mul = 0; /* inputs whose gradient is multiplied by the input (Captum's hook on the input) */
     for (int i = 0; i < c->n; i++)
         if (cx_rules_input_multiplied(e->method_state, i)) mul |= 1u << i;
     /* relevance = gradient (x input) x the selected output, in one pass on the backend */
-    if (st == CATTR_OK) st = cx_grad_lrp(e, c, mul, attr, sel);
-    if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
-        int64_t len = c->B;
-        *delta = cx_tensor_alloc(dt, 1, &len);
-        if (!*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int64_t b = 0; b < c->B && st == CATTR_OK; b++) {
-            double total = 0;
-            for (int i = 0; i < c->n; i++) {
-                int64_t m = attr[i]->numel / c->B;
-                for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
-                total = cx_rnd(dt, total + cx_torch_sum(dt, row, m, 0, 1));
-            }
-            cx_tensor_set(*delta, b, cx_rnd(dt, cx_rnd(dt, sel[b]) - total));
-        }
+    bool want = delta && e->p.return_convergence_delta;
+    if (st == CATTR_OK) st = cx_grad_lrp(e, c, mul, want, attr, sel);
+    if (st == CATTR_OK && want) { /* output - the relevances' sum: -(sum - output), the sum on the backend */
+        double *ends = malloc((size_t)(2 * c->B + 1) * sizeof *ends);
+        void *dev[CX_MAX_IN];
+        for (int i = 0; i < c->n; i++) dev[i] = e->kept[i].p;
+        st = ends ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t b = 0; b < c->B && st == CATTR_OK; b++) ends[b] = sel[b], ends[c->B + b] = 0;
+        if (st == CATTR_OK) st = cx_delta_dev(e, c, c->n, c->x, dev, ends, delta);
+        for (int64_t b = 0; b < c->B && st == CATTR_OK; b++) cx_tensor_set(*delta, b, -cx_tensor_get(*delta, b));
+        free(ends);
     }
-    cattr_tensor_free(out);
     free(sel);
-    free(row);
     return st;
 }
 
