@@ -12,6 +12,7 @@
 #include "backend/check/check_kernels.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -70,9 +71,31 @@ static bool overlaps(const void *p, size_t bytes) {
     return false;
 }
 
+/* Buffers of 2 MiB and more are mapped on 2 MiB boundaries in whole 2 MiB units and offered to transparent huge
+ * pages: opening and closing one then changes one page-table entry per 2 MiB instead of 512 (a language model's
+ * embedding opened for every gather and output head was a third of this backend's time in small pages). */
+#define HUGE_UNIT ((size_t)2 << 20)
+
+static void *map_region(size_t len) {
+    if (len < HUGE_UNIT) {
+        void *p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    char *p = mmap(NULL, len + HUGE_UNIT, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
+    char *a = (char *)(((uintptr_t)p + HUGE_UNIT - 1) & ~(uintptr_t)(HUGE_UNIT - 1));
+    if (a > p) munmap(p, (size_t)(a - p));
+    munmap(a + len, (size_t)(p + HUGE_UNIT - a));
+#ifdef MADV_HUGEPAGE
+    madvise(a, len, MADV_HUGEPAGE); /* a hint: without huge pages the region works the same */
+#endif
+    return a;
+}
+
 static void *chk_alloc(void *ctx, size_t bytes) {
     (void)ctx;
     size_t len = page_round(bytes ? bytes : 1);
+    if (len >= HUGE_UNIT) len = (len + HUGE_UNIT - 1) / HUGE_UNIT * HUGE_UNIT;
     pthread_mutex_lock(&g_lock);
     void *p = NULL;
     if (g_n == g_cap) {
@@ -84,10 +107,8 @@ static void *chk_alloc(void *ctx, size_t bytes) {
         if (r && a) g_cap = cap;
     }
     if (g_n < g_cap) {
-        p = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (p == MAP_FAILED) {
-            p = NULL;
-        } else {
+        p = map_region(len);
+        if (p) {
             g_regions[g_n] = (region){p, len};
             g_asked[g_n++] = bytes;
             g_cur += bytes;
