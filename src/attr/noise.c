@@ -528,7 +528,7 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
  * Deconvolution) and for GradientShap, the whole tunnel is one derived graph: for a chunk of R rows of a partition
  * (row r = b*m + j, sample j of example b; rows[r] = b):
  *   inputs   x_i [B, ...], the additional inputs a_j [B, ...], seed [B, out...] (the target mask of one block),
- *            rows [R] (int64), noise_i [R, ...] (the draws, in the compute dtype), sum_i, sq_i [B, ...];
+ *            rows [R] (int64), noise_i [R, ...] (in the compute dtype), sum_i, sq_i [B, ...];
  *            GradientShap also src_i [n_ref, ...] (the baseline rows), bidx_i [R] (int64: each row's baseline row),
  *            coef_i, omc_i [R, 1, ...] (its coefficient c and 1 - c per row)
  *   prefix   xn_i = Gather(x_i, rows) + noise_i;  GradientShap: bg_i = Gather(src_i, bidx_i),
@@ -537,8 +537,9 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
  *   suffix   a_i = g_i, |g_i| (Saliency, abs), g_i * xn_i (InputXGradient), (xn_i - bg_i) * g_i (GradientShap)
  *            sum_out_i = sum_i + GatherGrad(a_i, rows, x_i),  sq_out_i = sq_i + GatherGrad(a_i * a_i, rows, x_i)
  *            GradientShap's delta: rowsum_i = the sum of a_i over each row, and the model at xn_i and at bg_i
- * The draws are made on the host (the counter-based generator, or a recorded run's) and uploaded once per chunk; the
- * accumulators stay on the backend from chunk to chunk and partition to partition; a last small graph makes
+ * The noise is drawn on the backend into noise_i per partition (noise_on_backend: NormalNoise from each row's
+ * generator stream and first block; a recorded run's noise is uploaded), the other draws (baseline rows,
+ * coefficients) are made on the host and uploaded once per partition; the accumulators stay on the backend from chunk to chunk and partition to partition; a last small graph makes
  * smoothgrad (sum / n), smoothgrad_sq (sq / n) or vargrad (sq / n - (sum / n)^2), and the attributions come down
  * once. Captum accumulates each partition's sum in one reduction; this adds the rows of a chunk in row order, which
  * changes only the rounding. */
@@ -996,8 +997,12 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
     int64_t *ib = malloc((size_t)(R + 1) * sizeof *ib), *tidx = NULL;
     double *coef = NULL;
     if (!ib) return oom();
-    /* draws in Captum's order: the noise of each input, the remainder's baselines, the coefficients */
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = noise_on_backend(e, s, c, t, i, m, pi->j0);
+    /* draws in Captum's order: the noise of each input, the remainder's baselines, the coefficients. A part of a
+     * split call that runs none of this partition's chunks (and combining, which runs none) needs no noise; recorded
+     * draws are consumed in order all the same */
+    bool any_mine = c->user && c->user->n_draws > 0;
+    for (int64_t k = *kg; k < *kg + (R + chunk - 1) / chunk && !any_mine; k++) any_mine = cx_vsplit_mine(v, k);
+    for (int i = 0; i < c->n && st == CATTR_OK && any_mine; i++) st = noise_on_backend(e, s, c, t, i, m, pi->j0);
     if (gs) {
         if (redraw)
             for (int i = 0; i < c->n && st == CATTR_OK; i++)
