@@ -311,83 +311,22 @@ static cattr_status samples_per_pass(cattr_explainer *e, cx_call *c, int64_t n, 
     return CATTR_OK;
 }
 
-/* Y[b * n + s] = the target output of example b on its sample s (float32, as Captum casts it). */
-static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
-    int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
-    double *sel = NULL;
-    cattr_status st = samples_per_pass(e, c, n, &chunk);
-    if (st == CATTR_OK) {
-        sel = malloc((size_t)(chunk * B + 1) * sizeof *sel);
-        if (!sel) st = oom();
-    }
-    cx_vsplit v; /* a call split into parts (split.c): a chunk's reps * B outputs are its values */
-    memset(&v, 0, sizeof v);
-    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, B, &v);
-    for (int64_t s0 = 0, q = 0; s0 < n && st == CATTR_OK; s0 += chunk, q++) {
-        int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0;
-        if (!cx_vsplit_mine(&v, q)) {
-            if (v.mode != CX_VSPLIT_COMBINE) continue;
-            st = cx_vsplit_get(&v, q, sel, reps * B);
-            for (int64_t r = 0; r < reps && st == CATTR_OK; r++)
-                for (int64_t b = 0; b < B; b++) Y[b * n + s0 + r] = (float)sel[r * B + b];
-            if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
-            continue;
-        }
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            const cattr_tensor *x = c->x[i];
-            int64_t sh[CATTR_MAX_DIMS];
-            memcpy(sh, x->shape, sizeof sh);
-            sh[0] = reps * B;
-            if (!xs[i] || xs[i]->shape[0] != sh[0]) {
-                cattr_tensor_free(xs[i]);
-                xs[i] = cx_tensor_alloc(c->dt, x->ndim, sh);
-                if (!xs[i]) {
-                    st = oom();
-                    break;
-                }
-            }
-            int64_t per = F->per[i];
-            size_t es = cattr_dtype_size(c->dt);
-            for (int64_t r = 0; r < reps; r++)
-                for (int64_t b = 0; b < B; b++) {
-                    const unsigned char *z = S->Z + (size_t)(b * n + s0 + r) * (size_t)M;
-                    const int64_t *ids = F->ids[i] + b * per;
-                    char *dst = (char *)xs[i]->data + (size_t)((r * B + b) * per) * es;
-                    const char *xv = (const char *)x->data + (size_t)(b * per) * es;
-                    const char *bv = (const char *)c->base[i]->data + (size_t)(b * per) * es;
-                    for (int64_t k = 0; k < per; k++) memcpy(dst + k * es, (z[ids[k]] ? xv : bv) + k * es, es);
-                }
-        }
-        if (st == CATTR_OK) st = cx_forward(e, c, xs, reps, CX_TILE, &out);
-        if (st == CATTR_OK) st = cx_select(c, out, reps, CX_TILE, sel);
-        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, sel, reps * B);
-        if (st == CATTR_OK)
-            for (int64_t r = 0; r < reps; r++)
-                for (int64_t b = 0; b < B; b++) Y[b * n + s0 + r] = (float)sel[r * B + b];
-        cattr_tensor_free(out);
-        out = NULL;
-        if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
-    }
-    st = cx_vsplit_end(&v, st);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
-    free(sel);
-    return st;
-}
-
 /* ---- model evaluation on the backend ---------------------------------------------------------------------------
- * A chunk of reps samples of every example (R = reps * B rows, row r * B + b) runs as one graph:
- *   inputs   x_i, base_i [B, ...]; ids_i int64 [1, ...] (each element's feature); the additional inputs; Z int64
- *            [B * n, M] (every sample); zrow [R] (the sample of each row); rows [R] (r mod B); one [R]; tidx [R] (the
- *            flat index of the example's target in its output)
- *   prefix   in_i = WhereId(base_i, x_i, Squeeze(Gather(Gather(Z, zrow), ids_i, axis 1)), one; rows, rows): z_f ? x :
- *            baseline per element, read in place
+ * Y[b * n + s] = the target output of example b on its sample s (float32, as Captum casts it). A chunk of reps
+ * samples of every example (R = reps * B rows, row r * B + b) runs as one graph:
+ *   inputs   x_i, base_i [B, ...]; ids_i int64 [1 or B, ...] (each element's feature: one list for every example,
+ *            or per example); the additional inputs; Z int64 [B * n, M] (every sample); zrow [R] (the sample of each
+ *            row); rows [R] (r mod B); one [R]; tidx [R] (the flat index of the example's target in its output);
+ *            idrow [R] (each row's ids row: 0, or r mod B)
+ *   prefix   ids of the rows  d_i = Gather(ids_i, idrow) [R, ...]
+ *            z of the elements s_i = ReshapeLike(SeqPick(Reshape(Gather(Z, zrow), [R, M, 1]), Reshape(d_i, [R, -1])), d_i)
+ *            in_i = WhereId(base_i, x_i, s_i, one; rows, rows): z_f ? x : baseline per element, read in place
  *   model    on in_i and Gather(a_j, rows); suffix y = SeqPick(Reshape(output, [R, -1, 1]), tidx) as [R] */
 typedef struct lm_graph {
     cx_derived core; /* graph, call shape, constants, plans */
     int y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_dbuf ids[CX_MAX_IN], z, zrow, one;
+    cx_dbuf ids[CX_MAX_IN], z, zrow, one, idzero;
 } lm_graph;
 
 static void lm_release(cattr_explainer *e) {
@@ -398,6 +337,7 @@ static void lm_release(cattr_explainer *e) {
     cx_dbuf_free(&s->z);
     cx_dbuf_free(&s->zrow);
     cx_dbuf_free(&s->one);
+    cx_dbuf_free(&s->idzero);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -412,8 +352,9 @@ static void lm_release(cattr_explainer *e) {
 #define LM_ROWS (LM_Z + 2)
 #define LM_ONE (LM_Z + 3)
 #define LM_TIDX (LM_Z + 4)
-#define LM_N_IN (LM_Z + 5)
-#define LM_MAX_IN (4 * CX_MAX_IN + 5)
+#define LM_IDROW (LM_Z + 5)
+#define LM_N_IN (LM_Z + 6)
+#define LM_MAX_IN (4 * CX_MAX_IN + 6)
 
 static cattr_status lm_build(cattr_explainer *e, void *state) {
     lm_graph *s = state;
@@ -427,15 +368,19 @@ static cattr_status lm_build(cattr_explainer *e, void *state) {
         snprintf(nm, sizeof nm, "__lm_in%d", k);
         bad |= (v[k] = cg_add_input(g, nm)) < 0;
     }
-    cg_attrs a0 = cg_attrs_default(), a1 = cg_attrs_default(), sq = cg_attrs_default();
-    a1.axis = 1;
-    sq.n_ints = 1;
-    sq.ints[0] = 1;
+    cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default(), r2 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    r2.n_ints = 2;
+    r2.ints[0] = 0, r2.ints[1] = -1;
     int zr = bad ? -1 : cg_emit(g, CG_GATHER, "__lm_samples", (int[]){v[LM_Z], v[LM_ZROW]}, 2, &a0);
-    bad |= zr < 0;
+    int z3 = zr < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_samples_3d", (int[]){zr}, 1, &r3);
+    bad |= z3 < 0;
     for (int i = 0; i < s->core.n && !bad; i++) {
-        int gz = cg_emit(g, CG_GATHER, "__lm_z_of_elements", (int[]){zr, v[LM_IDS(i)]}, 2, &a1);
-        int sel = gz < 0 ? -1 : cg_emit(g, CG_SQUEEZE, "__lm_selected", (int[]){gz}, 1, &sq);
+        int d = cg_emit(g, CG_GATHER, "__lm_ids_of_rows", (int[]){v[LM_IDS(i)], v[LM_IDROW]}, 2, &a0);
+        int df = d < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_ids_flat", (int[]){d}, 1, &r2);
+        int pk = df < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__lm_z_of_elements", (int[]){z3, df}, 2, NULL);
+        int sel = pk < 0 ? -1 : cg_emit(g, CG_RESHAPE_LIKE, "__lm_selected", (int[]){pk, d}, 2, NULL);
         in_map[i] = sel < 0 ? -1
                             : cg_emit(g, CG_WHERE_ID, "__lm_sampled",
                                       (int[]){v[LM_BASE(i)], v[LM_X(i)], sel, v[LM_ONE], v[LM_ROWS], v[LM_ROWS], -1},
@@ -474,8 +419,7 @@ static bool same_ids(const cx_call *c, const features *F) {
     return true;
 }
 
-/* evaluate() on the backend (see above). */
-static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
+static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
     int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
     lm_graph *s = NULL;
     CX_CHECK(cx_derived_state(e, c, true, sizeof *s, lm_build, lm_release, (void **)&s));
@@ -485,8 +429,10 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
     double *y = st == CATTR_OK ? malloc((size_t)(rmax + 1) * sizeof *y) : NULL;
     if (st == CATTR_OK && (!buf || !y)) st = oom();
     if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, true, rmax);
+    bool shared = same_ids(c, F); /* one id list for every example, or one per example */
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
-        st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)F->per[i] * sizeof(int64_t), F->ids[i], false);
+        st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)((shared ? 1 : B) * F->per[i]) * sizeof(int64_t), F->ids[i], false);
+    if (st == CATTR_OK && shared) st = cx_dbuf_fit(e->be, &s->idzero, (size_t)rmax * sizeof *buf, NULL, true);
     if (st == CATTR_OK) { /* every sample */
         for (int64_t k = 0; k < nz; k++) buf[k] = S->Z[k];
         st = cx_dbuf_fit(e->be, &s->z, (size_t)nz * sizeof *buf, buf, false);
@@ -525,7 +471,7 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
             memcpy(sh[LM_X(i)], x->shape, sizeof sh[0]);
             memcpy(sh[LM_BASE(i)], x->shape, sizeof sh[0]);
             memcpy(sh[LM_IDS(i)], x->shape, sizeof sh[0]);
-            sh[LM_IDS(i)][0] = 1;
+            sh[LM_IDS(i)][0] = shared ? 1 : B;
             dt[LM_X(i)] = dt[LM_BASE(i)] = c->dt;
             in[LM_X(i)] = s->cd.x[i].p;
             in[LM_BASE(i)] = s->cd.base[i].p;
@@ -545,6 +491,7 @@ static cattr_status evaluate_on_device(cattr_explainer *e, cx_call *c, const fea
         in[LM_ROWS] = s->cd.rows.p;
         in[LM_ONE] = s->one.p;
         in[LM_TIDX] = s->cd.tidx.p;
+        in[LM_IDROW] = shared ? s->idzero.p : s->cd.rows.p;
         if (st == CATTR_OK) /* the R target outputs come back */
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd, R, y);
         if (st == CATTR_OK) st = cx_vsplit_put(&v, q, y, R);
@@ -615,7 +562,7 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
         const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
         W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width, e->p.lime_euclidean != 0);
     }
-    if (st == CATTR_OK && B > 0) st = same_ids(c, &F) ? evaluate_on_device(e, c, &F, &S, Y) : evaluate(e, c, &F, &S, Y);
+    if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y);
     bool part = e->split.n_parts > 0; /* a part of a split call (split.c): its outputs are what it computes */
     for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) { /* one interpretable model per example */
         size_t nm = (size_t)n * (size_t)S.M;
