@@ -95,7 +95,7 @@ static cattr_status graph_clone(const cattr_explainer *e, lp_graph *lg, int n_ex
  * like them) and the extra inputs (NULL: not given), writing the values outs[] to new tensors res[]. *plan receives
  * the plan (for the shapes of its values). */
 static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, cattr_tensor *const *xs, int64_t reps,
-                              cx_expand how, cattr_tensor *const *extra, const int *outs, int n_outs,
+                              cx_expand how, cattr_tensor *const *extra, const int *outs, int n_outs, int keep,
                               cattr_tensor **res, cx_plan **plan) {
     int nin = lg->n_model_in + lg->n_extra;
     int nd[LP_MAX_OUTS + 2] = {0};
@@ -140,7 +140,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
     if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
     if (plan) *plan = p;
     if (res && st == CATTR_OK) {
-        void *oh[LP_MAX_OUTS];
+        void *oh[LP_MAX_OUTS], *od[LP_MAX_OUTS] = {0};
         for (int k = 0; k < n_outs; k++) res[k] = NULL;
         for (int k = 0; k < n_outs && st == CATTR_OK; k++) {
             const cx_view *v = cx_plan_view(p, outs[k]);
@@ -148,7 +148,15 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
             if (!res[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             else oh[k] = res[k]->data;
         }
-        if (st == CATTR_OK) st = cx_run_plan(e, p, host, oh);
+        /* the first `keep` outputs also stay on the backend, in e->kept (for a delta summed there) */
+        for (int k = 0; k < keep && st == CATTR_OK; k++) {
+            st = cx_dbuf_fit(e->be, &e->kept[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype), NULL, false);
+            od[k] = e->kept[k].p;
+            oh[k] = NULL;
+        }
+        if (st == CATTR_OK) st = keep ? cx_run_plan_dev(e, p, host, NULL, oh, od) : cx_run_plan(e, p, host, oh);
+        for (int k = 0; k < keep && st == CATTR_OK; k++)
+            st = cx_copy_out(e->be, res[k]->data, e->kept[k].p, (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype));
         if (st != CATTR_OK)
             for (int k = 0; k < n_outs; k++) {
                 cattr_tensor_free(res[k]);
@@ -199,36 +207,13 @@ static cattr_status target_seed(const cx_call *c, const cx_view *ov, int64_t rep
     return CATTR_OK;
 }
 
-/* Per-example sums of the layer attributions (attr[0..n)) minus, with sel != NULL, F(x) - F(x') (IG-style delta,
- * sel holding the 2B target values of [x; x']); with out != NULL, out - the sums (LRP's delta). */
+/* Per-example sums of the layer attributions (attr[0..n), on the host) minus F(x) - F(x') (IG-style delta, sel holding
+ * the 2B target values of [x; x']). */
 static cattr_status layer_delta(const cx_call *c, int n, cattr_tensor *const *attr, const double *sel,
-                                const double *out, cattr_tensor **delta) {
+                                cattr_tensor **delta) {
     cx_call c2 = *c;
     c2.n = n;
-    if (sel) return cx_delta_finish(&c2, attr, sel, delta);
-    cattr_dtype dt = c->dt;
-    int64_t len = c->B, maxm = 1;
-    for (int k = 0; k < n; k++)
-        if (c->B && attr[k]->numel / c->B > maxm) maxm = attr[k]->numel / c->B;
-    double *row = malloc((size_t)maxm * sizeof *row);
-    *delta = cx_tensor_alloc(dt, 1, &len);
-    if (!row || !*delta) {
-        free(row);
-        cattr_tensor_free(*delta);
-        *delta = NULL;
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int64_t b = 0; b < c->B; b++) {
-        double total = 0;
-        for (int k = 0; k < n; k++) {
-            int64_t m = attr[k]->numel / c->B;
-            for (int64_t j = 0; j < m; j++) row[j] = cx_tensor_get(attr[k], b * m + j);
-            total = cx_rnd(dt, total + cx_torch_sum(dt, row, m, 0, 1));
-        }
-        cx_tensor_set(*delta, b, cx_rnd(dt, cx_rnd(dt, out[b]) - total));
-    }
-    free(row);
-    return CATTR_OK;
+    return cx_delta_finish(&c2, attr, sel, delta);
 }
 
 /* ---- the layer model ---------------------------------------------------------------------------------------------
@@ -347,7 +332,7 @@ static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor 
     if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
         sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
         st = sel ? cx_delta_forward(e, c, c->base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = layer_delta(c, nl, attr, sel, NULL, delta);
+        if (st == CATTR_OK) st = layer_delta(c, nl, attr, sel, delta);
     }
     free(sel);
     for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cattr_tensor_free(res[k]);
@@ -410,7 +395,7 @@ static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **att
     cattr_tensor *seed = NULL, *tidx = NULL, *res[LP_MAX_LAYERS + 1] = {0}, *ext[2] = {0};
     outs[0] = y;
     for (int k = 0; k < n; k++) outs[1 + k] = s->layers[k];
-    cattr_status st = graph_run(e, c, lg, c->x, 1, CX_TILE, NULL, outs, n + 1, NULL, &p);
+    cattr_status st = graph_run(e, c, lg, c->x, 1, CX_TILE, NULL, outs, n + 1, 0, NULL, &p);
     for (int k = 0; k < n && st == CATTR_OK; k++) rank[k] = cx_plan_view(p, s->layers[k])->ndim;
     if (st == CATTR_OK) st = target_seed(c, cx_plan_view(p, y), 1, &seed);
     if (st == CATTR_OK && !(tidx = cx_tensor_alloc(CATTR_INT64, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -418,17 +403,23 @@ static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **att
     if (st == CATTR_OK) st = lrp_suffix(s, rank, y);
     ext[0] = seed;
     ext[1] = tidx;
-    if (st == CATTR_OK) st = graph_run(e, c, lg, c->x, 1, CX_TILE, ext, s->lrp_out, n + 1, res, NULL);
+    bool want = delta && e->p.return_convergence_delta;
+    if (st == CATTR_OK) st = graph_run(e, c, lg, c->x, 1, CX_TILE, ext, s->lrp_out, n + 1, want ? n : 0, res, NULL);
     for (int k = 0; k < n && st == CATTR_OK; k++) {
         attr[k] = res[k];
         res[k] = NULL;
     }
     c->n_out = n;
-    double *sel = st == CATTR_OK ? malloc((size_t)(B + 1) * sizeof *sel) : NULL;
-    if (st == CATTR_OK && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[n], b);
-    if (st == CATTR_OK && delta && e->p.return_convergence_delta) st = layer_delta(c, n, attr, NULL, sel, delta);
-    free(sel);
+    if (st == CATTR_OK && want) { /* output - the relevances' sum: -(sum - output), the sum on the backend */
+        double *ends = malloc((size_t)(2 * B + 1) * sizeof *ends);
+        void *dev[LP_MAX_LAYERS];
+        for (int k = 0; k < n; k++) dev[k] = e->kept[k].p;
+        st = ends ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t b = 0; b < B && st == CATTR_OK; b++) ends[b] = cx_tensor_get(res[n], b), ends[B + b] = 0;
+        if (st == CATTR_OK) st = cx_delta_dev(e, c, n, attr, dev, ends, delta);
+        for (int64_t b = 0; b < B && st == CATTR_OK; b++) cx_tensor_set(*delta, b, -cx_tensor_get(*delta, b));
+        free(ends);
+    }
     for (int k = 0; k <= n; k++) cattr_tensor_free(res[k]);
     cattr_tensor_free(seed);
     cattr_tensor_free(tidx);
