@@ -366,7 +366,8 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     size_t es = cattr_dtype_size(c->dt), acc_bytes = 0;
     for (int i = 0; i < c->n; i++) {
         size_t bytes = (size_t)c->x[i]->numel * es;
-        CX_CHECK(cx_dbuf_fit(be, &d->x[i], bytes, c->x[i]->data, false));
+        CX_CHECK(cx_dbuf_fit(be, &d->x[i], bytes, c->x_dev[i] ? NULL : c->x[i]->data, false));
+        if (c->x_dev[i]) CX_CHECK(cx_copy_dev(be, d->x[i].p, c->x_dev[i], bytes)); /* the inputs already there */
         CX_CHECK(cx_dbuf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
         acc_bytes += (bytes + 63) / 64 * 64;
     }
@@ -460,6 +461,19 @@ static cattr_status ig_sum_plan(cattr_explainer *e, ig_state *s, cx_call *c, cx_
 
 static cattr_status ig_result(cattr_explainer *e, ig_state *s, cx_call *c, ig_dev *d, bool two, cattr_tensor **attr) {
     void *host[CX_MAX_IN];
+    if (c->attr_dev[0]) { /* the caller takes the attributions on the backend */
+        size_t es = cattr_dtype_size(c->dt);
+        if (!two) {
+            for (int i = 0; i < c->n; i++)
+                CX_CHECK(cx_copy_dev(e->be, c->attr_dev[i], d->acc[0][i], (size_t)c->x[i]->numel * es));
+            return CATTR_OK;
+        }
+        cx_plan *p = NULL;
+        CX_CHECK(ig_sum_plan(e, s, c, &p));
+        void *in[2 * CX_MAX_IN];
+        for (int k = 0; k < 2 * s->n; k++) in[k] = d->acc[k / s->n][k % s->n];
+        return cx_run_plan_dev(e, p, NULL, in, NULL, c->attr_dev);
+    }
     for (int i = 0; i < c->n; i++) {
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");

@@ -105,6 +105,12 @@ typedef struct cx_call {
     const cattr_call *user; /* the caller's call (feature masks, draws) */
     int next_draw;          /* explicit draws consumed so far */
     int n_out;              /* attributions written (layer methods: one per layer tensor); 0 means one per input */
+    /* A call between passes on the backend (NoiseTunnel's noisy inputs; only IntegratedGradients honours it, without
+     * a convergence delta and not split into parts: noise.c's takes_dev_io): x_dev[i], when not NULL, holds input i's values in backend memory (x[i] then gives its shape only;
+     * its host values are NaN), and attr_dev[i], when not NULL, is where the method leaves attribution i (x[i]'s
+     * shape, dt) instead of returning a host tensor (attr[i] stays NULL). */
+    void *x_dev[CX_MAX_IN];
+    void *attr_dev[CX_MAX_IN];
 } cx_call;
 
 struct cx_method {

@@ -544,7 +544,9 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
  * once. Captum accumulates each partition's sum in one reduction; this adds the rows of a chunk in row order, which
  * changes only the rounding. */
 
-enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP, DEV_LAYER_GSHAP };
+/* DEV_IO: not a graph of the tunnel's own but the one around a method that takes its inputs and leaves its
+ * attributions on the backend (run_tunnel_io) */
+enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP, DEV_LAYER_GSHAP, DEV_IO };
 
 typedef struct dev_tunnel {
     int kind, n, n_add, mul;
@@ -709,6 +711,37 @@ static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
 }
 
 /* The state for this call (rebuilt when the inputs or the kind change). */
+/* The DEV_IO graph (run_tunnel_io), two independent parts planned apart by their outputs:
+ *   noisy inputs  inputs x_i [B, ...], rows [R], noise_i [R, ...]: outs[i] = Gather(x_i, rows) + noise_i
+ *   sums          inputs a_i [B, m, per] (a partition's attributions), sum_i, sq_i [B, per]:
+ *                 outs[n + i] = sum_i + TorchSum(a_i, 1), outs[2n + i] = sq_i + TorchSum(a_i * a_i, 1)
+ *                 (accumulate()'s arithmetic: the samples of each example summed in torch's order, then added) */
+static cattr_status io_build(dev_tunnel *s) {
+    cg_graph *g = s->g = cg_new();
+    if (!g) return oom();
+    int n = s->n, x[CX_MAX_IN], nz[CX_MAX_IN], a[CX_MAX_IN], su[CX_MAX_IN], sq[CX_MAX_IN], bad = 0;
+    for (int i = 0; i < n; i++) bad |= (x[i] = cg_add_input(g, "__nt_x")) < 0;
+    int rows = cg_add_input(g, "__nt_rows");
+    for (int i = 0; i < n; i++) bad |= (nz[i] = cg_add_input(g, "__nt_noise")) < 0;
+    for (int i = 0; i < n; i++) bad |= (a[i] = cg_add_input(g, "__nt_attr")) < 0;
+    for (int i = 0; i < n; i++) bad |= (su[i] = cg_add_input(g, "__nt_sum")) < 0;
+    for (int i = 0; i < n; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
+    s->n_in = 5 * n + 1;
+    cg_attrs ax = cg_attrs_default();
+    ax.n_ints = 1;
+    ax.ints[0] = 1;
+    for (int i = 0; i < n && !bad && rows >= 0; i++) {
+        s->outs[i] = cx_emit2(g, CG_ADD, "__nt_noisy", cx_emit2(g, CG_GATHER, "__nt_rows_of", x[i], rows), nz[i]);
+        int ts = cg_emit(g, CG_TORCH_SUM, "__nt_sample_sum", (int[]){a[i]}, 1, &ax);
+        int a2 = cx_emit2(g, CG_MUL, "__nt_square", a[i], a[i]);
+        int ts2 = a2 < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__nt_sample_sum_sq", (int[]){a2}, 1, &ax);
+        s->outs[n + i] = cx_emit2(g, CG_ADD, "__nt_sum_out", su[i], ts);
+        s->outs[2 * n + i] = cx_emit2(g, CG_ADD, "__nt_sq_out", sq[i], ts2);
+        bad |= s->outs[i] < 0 || s->outs[n + i] < 0 || s->outs[2 * n + i] < 0;
+    }
+    return bad || rows < 0 ? oom() : CATTR_OK;
+}
+
 static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, const int *lv, int n_acc, const int *acc_nd,
                               dev_tunnel **out) {
     dev_tunnel *s = e->tunnel_state;
@@ -730,7 +763,7 @@ static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, const in
         }
         s->fin_type = -1;
         cx_plan_cache_share_arena(&s->pc, e->be);
-        cattr_status st = dev_build(e, s);
+        cattr_status st = kind == DEV_IO ? io_build(s) : dev_build(e, s);
         if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
         if (st != CATTR_OK) {
             cx_tunnel_release(e);
@@ -1309,6 +1342,134 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
     return st;
 }
 
+/* Whether the explainer's method takes its inputs from and leaves its attributions in backend memory (cx_call's x_dev
+ * and attr_dev): IntegratedGradients. */
+static bool takes_dev_io(const cattr_explainer *e) { return e->method == &cx_method_integrated_gradients; }
+
+/* run_tunnel for a method that takes_dev_io, without convergence deltas and not split: per partition the noisy inputs
+ * are made on the backend (Gather(x, rows) + the noise drawn there), the method runs on them (its baselines and
+ * additional inputs as run_partition makes them) and leaves its attributions there, and they are summed there
+ * (io_build); the result comes down once (dev_finish). The numbers are run_tunnel's. */
+static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out) {
+    int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
+    int64_t full = t->n / bs, rem = t->n - full * bs, B = c->B;
+    int n_parts = (int)(full + (rem > 0)), n = c->n, acc_nd[CX_MAX_IN];
+    size_t es = cattr_dtype_size(c->dt);
+    for (int i = 0; i < n; i++) acc_nd[i] = c->x[i]->ndim;
+    dev_tunnel *s = NULL;
+    cattr_tensor *seed = NULL;
+    int64_t *idx[CX_MAX_IN] = {0}, *ib = malloc((size_t)(B * bs + 1) * sizeof *ib);
+    cx_dbuf nx[CX_MAX_IN], at[CX_MAX_IN];
+    memset(nx, 0, sizeof nx);
+    memset(at, 0, sizeof at);
+    cattr_status st = ib ? dev_state(e, c, DEV_IO, NULL, n, acc_nd, &s) : oom();
+    for (int i = 0; i < n && st == CATTR_OK; i++) memcpy(s->acc_sh[i], c->x[i]->shape, sizeof s->acc_sh[i]);
+    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed); /* the inputs; the sums zeroed */
+    for (int i = 0; i < n && st == CATTR_OK && t->draw_baselines; i++) { /* as run_tunnel */
+        if (!tensor_baseline(c, i)) continue;
+        idx[i] = malloc((size_t)(B * bs + 1) * sizeof *idx[i]);
+        if (!idx[i]) st = oom();
+        else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
+    }
+    for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
+        part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
+        int64_t m = pi.m, R = B * m;
+        bool redraw = p < full ? t->split : true;
+        /* draws in run_partition's order: the noise of each input, then the remainder's baselines */
+        for (int i = 0; i < n && st == CATTR_OK; i++) st = noise_on_backend(e, s, c, t, i, m, pi.j0);
+        if (redraw)
+            for (int i = 0; i < n && st == CATTR_OK; i++)
+                if (idx[i])
+                    st = t->split ? draw_indices(e, c, t, i, m, pi.j0, 0, idx[i]) : draw_indices(e, c, t, i, m, 0, 1, idx[i]);
+        for (int64_t r = 0; r < R; r++) ib[r] = r / m;
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
+        int nd[5 * CX_MAX_IN + 1];
+        int64_t sh[5 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
+        cattr_dtype dt[5 * CX_MAX_IN + 1];
+        void *in[5 * CX_MAX_IN + 1] = {0}, *out[3 * CX_MAX_IN];
+        for (int k = 0; k < 5 * n + 1; k++) {
+            nd[k] = 1;
+            sh[k][0] = R;
+            dt[k] = c->dt;
+        }
+        dt[n] = CATTR_INT64;
+        in[n] = s->rows.p;
+        for (int i = 0; i < n && st == CATTR_OK; i++) { /* the noisy inputs */
+            int64_t per = per_example(c, c->x[i]);
+            st = cx_dbuf_fit(e->be, &nx[i], (size_t)(R * per) * es, NULL, false);
+            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &at[i], (size_t)(R * per) * es, NULL, false);
+            nd[i] = nd[n + 1 + i] = c->x[i]->ndim;
+            memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
+            memcpy(sh[n + 1 + i], c->x[i]->shape, sizeof sh[i]);
+            sh[n + 1 + i][0] = R;
+            in[i] = s->x[i].p;
+            in[n + 1 + i] = s->noise[i].p;
+            out[i] = nx[i].p;
+        }
+        cx_plan *pl = NULL;
+        if (st == CATTR_OK)
+            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n, &pl);
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
+        /* the method on them: host inputs of the right shapes holding NaN (never read), its attributions left in at */
+        derived d;
+        cattr_tensor *attr[CX_MAX_IN] = {0};
+        if (st == CATTR_OK) st = derived_init(c, m, &d);
+        else memset(&d, 0, sizeof d);
+        for (int i = 0; i < n && st == CATTR_OK; i++) {
+            if (!(d.c.x[i] = alloc_rows(c->x[i], c->dt, R))) st = oom();
+            else memset(d.c.x[i]->data, 0xff, (size_t)d.c.x[i]->numel * es); /* all-ones bits: NaN in either dtype */
+            d.in[i] = d.c.x[i];
+            d.c.x_dev[i] = nx[i].p;
+            d.c.attr_dev[i] = at[i].p;
+        }
+        for (int i = 0; i < n && st == CATTR_OK; i++) st = derived_baseline(c, t, i, m, idx[i], &d);
+        if (st == CATTR_OK) {
+            d.c.next_draw = c->next_draw;
+            st = t->inner(e, &d.c, &pi, attr, NULL);
+            c->next_draw = d.c.next_draw;
+        }
+        for (int i = 0; i < CX_MAX_IN; i++)
+            if (attr[i]) {
+                cattr_tensor_free(attr[i]);
+                if (st == CATTR_OK) st = cx_fail(CATTR_ERR_INTERNAL, "the wrapped method returned a host attribution");
+            }
+        derived_free(&d);
+        /* the partition's attributions added into the sums: a_i read as [B, m, per], the sums as [B, per] */
+        for (int i = 0; i < n && st == CATTR_OK; i++) {
+            int64_t per = per_example(c, c->x[i]);
+            int ka = 2 * n + 1 + i, ks = 3 * n + 1 + i, kq = 4 * n + 1 + i;
+            nd[ka] = 3;
+            sh[ka][0] = B, sh[ka][1] = m, sh[ka][2] = per;
+            nd[ks] = nd[kq] = 2;
+            sh[ks][0] = sh[kq][0] = B;
+            sh[ks][1] = sh[kq][1] = per;
+            in[ka] = at[i].p;
+            in[ks] = out[i] = s->sum[i].p;
+            in[kq] = out[n + i] = s->sq[i].p;
+        }
+        if (st == CATTR_OK)
+            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs + n, 2 * n, &pl);
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
+    }
+    if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
+    if (st != CATTR_OK)
+        for (int i = 0; i < n; i++) {
+            cattr_tensor_free(attr_out[i]);
+            attr_out[i] = NULL;
+        }
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        free(idx[i]);
+        cx_dbuf_free(&nx[i]);
+        cx_dbuf_free(&at[i]);
+    }
+    free(ib);
+    cattr_tensor_free(seed);
+    return st;
+}
+
 /* ---- NoiseTunnel ------------------------------------------------------------------------------------------ */
 
 static cattr_status check_noise(double stdev, const char *what) {
@@ -1355,7 +1516,10 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
     }
     for (int i = 0; i < c->n && kind && t.draw_baselines; i++)
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
-    return kind ? run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta) : run_tunnel(e, c, &t, attr, delta);
+    if (kind) return run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
+    bool deltas = delta && e->p.return_convergence_delta, splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
+    if (takes_dev_io(e) && !deltas && !splitting) return run_tunnel_io(e, c, &t, attr);
+    return run_tunnel(e, c, &t, attr, delta);
 }
 
 cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
