@@ -70,10 +70,12 @@ int main(void) {
     /* NoiseTunnel around IntegratedGradients: without a convergence delta the noisy inputs, IG's passes and the sums
      * stay on the backend (run_tunnel_io); with one, the host route runs. Same numbers (==: a sum starting from zero
      * may turn -0 into +0), for every tunnel type, both dtypes, IG in two halves (the default here) and in chunks */
+    /* and around DeepLift (with and without multiply_by_inputs: "chunks" 1 turns it off there) and LRP */
+    for (int dl = 0; dl < 3; dl++)
     for (int dt = 0; dt < 2; dt++)
         for (int type = CATTR_NT_SMOOTHGRAD; type <= CATTR_NT_VARGRAD; type++)
             for (int chunks = 0; chunks < 2; chunks++) {
-                cattr_attr_params q = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
+                cattr_attr_params q = cattr_attr_default_params(dl == 2 ? CATTR_METHOD_LRP : dl ? CATTR_METHOD_DEEPLIFT : CATTR_METHOD_INTEGRATED_GRADIENTS);
                 q.dtype = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
                 q.nt_type = (cattr_noise_tunnel)type;
                 q.nt_samples = N;
@@ -81,7 +83,8 @@ int main(void) {
                 q.stdevs = sd;
                 q.seed = seed;
                 q.n_steps = 8;
-                if (chunks) q.internal_batch_size = 3 * B * 2; /* 3 steps of the 2 samples' examples per chunk */
+                if (chunks && !dl) q.internal_batch_size = 3 * B * 2; /* 3 steps of the 2 samples' examples per chunk */
+                if (chunks && dl == 1) q.multiply_by_inputs = false;
                 cattr_explainer *e1 = NULL, *e2 = NULL;
                 CHECK(cattr_explainer_new(m, &q, &e1) == CATTR_OK, "tunnel IG");
                 q.return_convergence_delta = true;
@@ -98,8 +101,9 @@ int main(void) {
                         double w = dt ? ((const double *)cattr_tensor_data_const(a2))[k] : ((const float *)cattr_tensor_data_const(a2))[k];
                         bad += !(u == w);
                     }
-                    CHECK(n_el == B * PER && bad == 0, "tunnel IG (%s, type %d, chunks %d): %lld of %lld values differ "
-                          "between the backend and the host route", dt ? "float64" : "float32", type, chunks,
+                    CHECK(n_el == B * PER && bad == 0, "tunnel %s (%s, type %d, variant %d): %lld of %lld values "
+                          "differ between the backend and the host route", dl == 2 ? "LRP" : dl ? "DeepLift" : "IG",
+                          dt ? "float64" : "float32", type, chunks,
                           (long long)bad, (long long)n_el);
                 }
                 cattr_tensor_free(a1);

@@ -74,7 +74,10 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_tunnel_release(e);
     cx_drop_plans(e);
     cx_derived_free(&e->delta_d);
-    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&e->kept[i]);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&e->kept[i]);
+        cx_dbuf_free(&e->staged[i]);
+    }
     cg_free(e->g);
     cx_consts_free(e->consts);
     free(e->alphas);

@@ -60,7 +60,8 @@ struct cattr_explainer {
     cx_derived delta_d;
     cattr_dtype delta_dt;
     int delta_out;
-    cx_dbuf kept[CX_MAX_IN]; /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
+    cx_dbuf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
+    cx_dbuf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
     bool diagnose;
@@ -105,8 +106,8 @@ typedef struct cx_call {
     const cattr_call *user; /* the caller's call (feature masks, draws) */
     int next_draw;          /* explicit draws consumed so far */
     int n_out;              /* attributions written (layer methods: one per layer tensor); 0 means one per input */
-    /* A call between passes on the backend (NoiseTunnel's noisy inputs; only IntegratedGradients honours it, without
-     * a convergence delta and not split into parts: noise.c's takes_dev_io): x_dev[i], when not NULL, holds input i's values in backend memory (x[i] then gives its shape only;
+    /* A call between passes on the backend (NoiseTunnel's noisy inputs; IntegratedGradients, DeepLift and LRP honour it,
+     * without a convergence delta and not split into parts: noise.c's takes_dev_io): x_dev[i], when not NULL, holds input i's values in backend memory (x[i] then gives its shape only;
      * its host values are NaN), and attr_dev[i], when not NULL, is where the method leaves attribution i (x[i]'s
      * shape, dt) instead of returning a host tensor (attr[i] stays NULL). */
     void *x_dev[CX_MAX_IN];
@@ -253,18 +254,20 @@ cattr_status cx_diagnosis(cattr_status rerun, const char *found);
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads);
 /* cx_grad; with keep, the gradients also stay on the backend in e->kept[i] (for a convergence delta summed there:
- * cx_delta_dev). The same for the two below. */
-cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                          bool keep, cattr_tensor **grads);
+ * cx_delta_dev; the same for the two below). xs_dev (optional): backend buffers holding xs[i]'s values (xs[i] then
+ * gives the shape only). */
+cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
+                          cx_expand how, bool keep, cattr_tensor **grads);
 
 
 /* DeepLift's product on the backend: for xs[i] = [x_i; r_i] (2B rows, CX_TILE), attr[i] = (x_i - r_i) * the gradient
  * of the first B rows (new tensors of x_i's shape), as cx_grad's pass followed by those ops, one upload and one
  * download. */
-cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, bool keep, cattr_tensor **attr);
+cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, bool keep,
+                                cattr_tensor **attr);
 
 /* LRP's relevances on the backend, in one pass: attr[i] = g_i (times x_i where the bit i of mul is set) times the
- * target-selected output of the example; sel[b] receives that output (for the delta). */
+ * target-selected output of the example; sel[b] (when sel is not NULL) receives that output (for the delta). */
 cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep, cattr_tensor **attr, double *sel);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output

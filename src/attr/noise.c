@@ -1343,8 +1343,10 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
 }
 
 /* Whether the explainer's method takes its inputs from and leaves its attributions in backend memory (cx_call's x_dev
- * and attr_dev): IntegratedGradients. */
-static bool takes_dev_io(const cattr_explainer *e) { return e->method == &cx_method_integrated_gradients; }
+ * and attr_dev): IntegratedGradients, DeepLift and LRP. */
+static bool takes_dev_io(const cattr_explainer *e) {
+    return e->method == &cx_method_integrated_gradients || e->method == &cx_method_deeplift || e->method == &cx_method_lrp;
+}
 
 /* run_tunnel for a method that takes_dev_io, without convergence deltas and not split: per partition the noisy inputs
  * are made on the backend (Gather(x, rows) + the noise drawn there), the method runs on them (its baselines and

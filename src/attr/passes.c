@@ -145,9 +145,34 @@ static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t ro
 /* One pass of the gradient graph on xs (reps*B rows; the additional inputs and the seed expanded by `how`): e->g's
  * gradients (derived false), or outputs outs[0..n_outs) of e->gm, whose n_extra int64 [B] inputs after the seed hold
  * extra[k]. The outputs go to the caller's host tensors res[]. */
+/* The backend buffers of a pass's attributed inputs and results, when they live there: xs_dev[i] (not NULL) holds
+ * xs[i]'s values (xs[i] then gives the shape only); res_dev[k] (not NULL, k < c->n) receives result k, which then
+ * comes down into res[k] when res[k] is not NULL. */
+typedef struct pass_dev {
+    void *xs_dev[MAX_IN];
+    void *res_dev[MAX_IN];
+} pass_dev;
+
+/* pd's res_dev: e->kept fitted to the results' sizes (like[k]: their shapes, reps*B rows for `rows`), or the call's
+ * attr_dev (the attributions the caller takes on the backend; rows must be B). */
+static cattr_status keep_results(cattr_explainer *e, const cx_call *c, cattr_tensor *const *like, int64_t rows,
+                                 bool keep, pass_dev *pd) {
+    for (int k = 0; k < c->n; k++) {
+        if (c->attr_dev[k] && rows == c->B) {
+            pd->res_dev[k] = c->attr_dev[k];
+        } else if (keep || c->attr_dev[k]) {
+            size_t bytes = (size_t)(like[k]->numel / (like[k]->shape[0] ? like[k]->shape[0] : 1) * rows) *
+                           cattr_dtype_size(c->dt);
+            CX_CHECK(cx_dbuf_fit(e->be, &e->kept[k], bytes, NULL, false));
+            pd->res_dev[k] = e->kept[k].p;
+        }
+    }
+    return CATTR_OK;
+}
+
 static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                                    bool derived, const int *outs, int n_outs, int n_extra,
-                                   const int64_t *const *extra, bool keep, cattr_tensor *const *res) {
+                                   const int64_t *const *extra, const pass_dev *pd, cattr_tensor *const *res) {
     pass_inputs pi;
     cattr_tensor *seed = NULL;
     cx_plan *fp = NULL, *p = NULL;
@@ -176,17 +201,16 @@ static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor 
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
     if (st == CATTR_OK) {
         pi.host[si] = seed->data;
-        void *dst[MAX_IN + 1], *dev[MAX_IN + 1] = {0};
-        for (int k = 0; k < (derived ? n_outs : c->n); k++) dst[k] = res[k]->data;
-        /* keep: the first c->n results (the attributions) go to e->kept on the backend, then down from there */
-        for (int k = 0; keep && k < c->n && st == CATTR_OK; k++) {
-            st = cx_dbuf_fit(e->be, &e->kept[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype), NULL, false);
-            dev[k] = e->kept[k].p;
-            dst[k] = NULL;
+        void *dst[MAX_IN + 1], *dev[MAX_IN + 1] = {0}, *in_dev[MAX_IN] = {0};
+        for (int k = 0; k < (derived ? n_outs : c->n); k++) dst[k] = res[k] ? res[k]->data : NULL;
+        for (int k = 0; pd && k < c->n; k++) {
+            if (pd->res_dev[k]) dev[k] = pd->res_dev[k], dst[k] = NULL;
+            if (pd->xs_dev[k]) in_dev[k] = pd->xs_dev[k], pi.host[k] = NULL;
         }
-        if (st == CATTR_OK) st = keep ? cx_run_plan_dev(e, p, pi.host, NULL, dst, dev) : cx_run_plan(e, p, pi.host, dst);
-        for (int k = 0; keep && k < c->n && st == CATTR_OK; k++)
-            st = cx_copy_out(e->be, res[k]->data, e->kept[k].p, (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype));
+        st = pd ? cx_run_plan_dev(e, p, pi.host, in_dev, dst, dev) : cx_run_plan(e, p, pi.host, dst);
+        for (int k = 0; pd && k < c->n && st == CATTR_OK; k++) /* results kept on the backend, brought down too */
+            if (pd->res_dev[k] && res[k])
+                st = cx_copy_out(e->be, res[k]->data, pd->res_dev[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype));
     }
     pass_free(&pi);
     cattr_tensor_free(seed);
@@ -216,13 +240,23 @@ static void free_all(cattr_tensor **res, int n) {
 
 cattr_status cx_grad(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                      cattr_tensor **grads) {
-    return cx_grad_keep(e, c, xs, reps, how, false, grads);
+    return cx_grad_keep(e, c, xs, NULL, reps, how, false, grads);
 }
 
-cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                          bool keep, cattr_tensor **grads) {
+cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
+                          cx_expand how, bool keep, cattr_tensor **grads) {
     CX_CHECK(alloc_like(c, xs, c->n, grads));
-    cattr_status st = grad_graph_run(e, c, xs, reps, how, false, NULL, 0, 0, NULL, keep, grads);
+    pass_dev pd;
+    memset(&pd, 0, sizeof pd);
+    for (int i = 0; xs_dev && i < c->n; i++) pd.xs_dev[i] = xs_dev[i];
+    int64_t rows = c->n ? xs[0]->shape[0] : 0;
+    cattr_status st = keep_results(e, c, xs, rows, keep, &pd);
+    for (int i = 0; c->attr_dev[0] && i < c->n; i++) { /* the caller takes them from the backend: none come down */
+        cattr_tensor_free(grads[i]);
+        grads[i] = NULL;
+    }
+    bool dev = keep || xs_dev || c->attr_dev[0];
+    if (st == CATTR_OK) st = grad_graph_run(e, c, xs, reps, how, false, NULL, 0, 0, NULL, dev ? &pd : NULL, grads);
     if (st != CATTR_OK) free_all(grads, c->n);
     return st;
 }
@@ -258,14 +292,20 @@ static cattr_status build_times_diff(cattr_explainer *e) {
     return CATTR_OK;
 }
 
-cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, bool keep, cattr_tensor **attr) {
+cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, bool keep,
+                                cattr_tensor **attr) {
     int64_t B = c->B, *rows = malloc((size_t)(2 * B + 1) * sizeof *rows);
     for (int i = 0; i < c->n; i++) attr[i] = NULL;
     cattr_status st = rows ? build_times_diff(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t r = 0; st == CATTR_OK && r < 2 * B; r++) rows[r] = r; /* first: 0..B-1, second: B..2B-1 */
-    if (st == CATTR_OK) st = alloc_like(c, c->x, c->n, attr);
+    if (st == CATTR_OK && !c->attr_dev[0]) st = alloc_like(c, c->x, c->n, attr); /* else: left on the backend */
+    pass_dev pd;
+    memset(&pd, 0, sizeof pd);
+    for (int i = 0; xs_dev && i < c->n; i++) pd.xs_dev[i] = xs_dev[i];
+    if (st == CATTR_OK) st = keep_results(e, c, c->x, B, keep, &pd);
+    bool dev = keep || xs_dev || c->attr_dev[0];
     const int64_t *extra[2] = {rows, rows + B};
-    if (st == CATTR_OK) st = grad_graph_run(e, c, xs, 2, CX_TILE, true, e->gm_outs, c->n, 2, extra, keep, attr);
+    if (st == CATTR_OK) st = grad_graph_run(e, c, xs, 2, CX_TILE, true, e->gm_outs, c->n, 2, extra, dev ? &pd : NULL, attr);
     if (st != CATTR_OK) free_all(attr, c->n);
     free(rows);
     return st;
@@ -325,10 +365,20 @@ cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep
     if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
     if (st == CATTR_OK) cx_target_rows(seed, B, B, tidx);
     if (st == CATTR_OK) st = alloc_like(c, c->x, c->n, res);
-    if (st == CATTR_OK && !(res[c->n] = cx_tensor_alloc(c->dt, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && sel && !(res[c->n] = cx_tensor_alloc(c->dt, 1, &B)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    pass_dev pd;
+    memset(&pd, 0, sizeof pd);
+    for (int i = 0; i < c->n; i++) pd.xs_dev[i] = c->x_dev[i];
+    if (st == CATTR_OK) st = keep_results(e, c, c->x, B, keep, &pd);
+    for (int i = 0; st == CATTR_OK && c->attr_dev[0] && i < c->n; i++) { /* left on the backend: no host copy */
+        cattr_tensor_free(res[i]);
+        res[i] = NULL;
+    }
+    bool dev = keep || c->x_dev[0] || c->attr_dev[0];
     const int64_t *extra[1] = {tidx};
-    if (st == CATTR_OK) st = grad_graph_run(e, c, c->x, 1, CX_TILE, true, e->gm_outs, c->n + 1, 1, extra, keep, res);
-    for (int64_t b = 0; b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[c->n], b);
+    if (st == CATTR_OK) st = grad_graph_run(e, c, c->x, 1, CX_TILE, true, e->gm_outs, c->n + 1, 1, extra, dev ? &pd : NULL, res);
+    for (int64_t b = 0; sel && b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[c->n], b);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) attr[i] = res[i];
     if (st != CATTR_OK) free_all(res, c->n);
     cattr_tensor_free(res[c->n]);

@@ -596,14 +596,29 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
         memcpy(xs[i]->data, c->x[i]->data, bytes);
         memcpy((char *)xs[i]->data + bytes, base[i]->data, bytes);
     }
+    /* inputs on the backend (cx_call.x_dev): [x; base] assembled there, in e->staged */
+    void *xs_dev[CX_MAX_IN] = {0};
+    for (int i = 0; i < c->n && st == CATTR_OK && c->x_dev[0]; i++) {
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        st = cx_dbuf_fit(e->be, &e->staged[i], 2 * bytes, NULL, false);
+        if (st == CATTR_OK) st = cx_copy_dev(e->be, e->staged[i].p, c->x_dev[i], bytes);
+        if (st == CATTR_OK) st = cx_copy_in(e->be, (char *)e->staged[i].p + bytes, base[i]->data, bytes);
+        xs_dev[i] = e->staged[i].p;
+    }
+    void *const *xd = c->x_dev[0] ? xs_dev : NULL;
     if (st == CATTR_OK && e->p.multiply_by_inputs) { /* (x - base) * multiplier, on the backend */
-        st = cx_grad_times_diff(e, c, xs, keep, attr);
+        st = cx_grad_times_diff(e, c, xs, xd, keep, attr);
     } else if (st == CATTR_OK) { /* the multipliers of the first block */
-        st = cx_grad_keep(e, c, xs, 2, CX_TILE, keep, gr); /* kept: the first block leads each buffer */
+        st = cx_grad_keep(e, c, xs, xd, 2, CX_TILE, keep, gr); /* kept: the first block leads each buffer */
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+            size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+            if (c->attr_dev[i]) { /* left on the backend for the caller */
+                st = cx_copy_dev(e->be, c->attr_dev[i], e->kept[i].p, bytes);
+                continue;
+            }
             attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
             if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            else memcpy(attr[i]->data, gr[i]->data, (size_t)c->x[i]->numel * cattr_dtype_size(c->dt));
+            else memcpy(attr[i]->data, gr[i]->data, bytes);
         }
     }
     for (int i = 0; i < CX_MAX_IN; i++) {
@@ -970,7 +985,7 @@ static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cat
         if (cx_rules_input_multiplied(e->method_state, i)) mul |= 1u << i;
     /* relevance = gradient (x input) x the selected output, in one pass on the backend */
     bool want = delta && e->p.return_convergence_delta;
-    if (st == CATTR_OK) st = cx_grad_lrp(e, c, mul, want, attr, sel);
+    if (st == CATTR_OK) st = cx_grad_lrp(e, c, mul, want, attr, want ? sel : NULL);
     if (st == CATTR_OK && want) { /* output - the relevances' sum: -(sum - output), the sum on the backend */
         double *ends = malloc((size_t)(2 * c->B + 1) * sizeof *ends);
         void *dev[CX_MAX_IN];
