@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,12 +71,13 @@ int main(void) {
     /* NoiseTunnel around IntegratedGradients: without a convergence delta the noisy inputs, IG's passes and the sums
      * stay on the backend (run_tunnel_io); with one, the host route runs. Same numbers (==: a sum starting from zero
      * may turn -0 into +0), for every tunnel type, both dtypes, IG in two halves (the default here) and in chunks */
-    /* and around DeepLift (with and without multiply_by_inputs: "chunks" 1 turns it off there) and LRP */
-    for (int dl = 0; dl < 3; dl++)
+    /* and around DeepLift (with and without multiply_by_inputs: "chunks" 1 turns it off there), LRP and
+     * FeatureAblation (no delta: its host route is a call cut into one part and combined) */
+    for (int dl = 0; dl < 4; dl++)
     for (int dt = 0; dt < 2; dt++)
         for (int type = CATTR_NT_SMOOTHGRAD; type <= CATTR_NT_VARGRAD; type++)
             for (int chunks = 0; chunks < 2; chunks++) {
-                cattr_attr_params q = cattr_attr_default_params(dl == 2 ? CATTR_METHOD_LRP : dl ? CATTR_METHOD_DEEPLIFT : CATTR_METHOD_INTEGRATED_GRADIENTS);
+                cattr_attr_params q = cattr_attr_default_params(dl == 3 ? CATTR_METHOD_FEATURE_ABLATION : dl == 2 ? CATTR_METHOD_LRP : dl ? CATTR_METHOD_DEEPLIFT : CATTR_METHOD_INTEGRATED_GRADIENTS);
                 q.dtype = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
                 q.nt_type = (cattr_noise_tunnel)type;
                 q.nt_samples = N;
@@ -85,15 +87,27 @@ int main(void) {
                 q.n_steps = 8;
                 if (chunks && !dl) q.internal_batch_size = 3 * B * 2; /* 3 steps of the 2 samples' examples per chunk */
                 if (chunks && dl == 1) q.multiply_by_inputs = false;
+                if (chunks && dl == 3) q.perturbations_per_eval = 5;
                 cattr_explainer *e1 = NULL, *e2 = NULL;
                 CHECK(cattr_explainer_new(m, &q, &e1) == CATTR_OK, "tunnel IG");
-                q.return_convergence_delta = true;
-                CHECK(cattr_explainer_new(m, &q, &e2) == CATTR_OK, "tunnel IG with deltas");
+                q.return_convergence_delta = dl != 3;
+                CHECK(cattr_explainer_new(m, &q, &e2) == CATTR_OK, "tunnel on the host route");
                 cattr_tensor *a1 = NULL, *a2 = NULL, *d2 = NULL;
                 CHECK(e1 && cattr_explainer_attribute(e1, in_x, 1, NULL, &t, NULL, 0, &a1, NULL) == CATTR_OK,
-                      "tunnel IG on the backend: %s", cattr_last_error());
-                CHECK(e2 && cattr_explainer_attribute(e2, in_x, 1, NULL, &t, NULL, 0, &a2, &d2) == CATTR_OK,
-                      "tunnel IG with deltas: %s", cattr_last_error());
+                      "tunnel on the backend: %s", cattr_last_error());
+                if (dl != 3) {
+                    CHECK(e2 && cattr_explainer_attribute(e2, in_x, 1, NULL, &t, NULL, 0, &a2, &d2) == CATTR_OK,
+                          "tunnel with deltas: %s", cattr_last_error());
+                } else if (e2) {
+                    cattr_call call = {in_x, 1, NULL, &t, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+                    void *blob = NULL;
+                    size_t len = 0;
+                    CHECK(cattr_explainer_run_part(e2, &call, 0, 1, &blob, &len) == CATTR_OK &&
+                              cattr_explainer_combine(e2, &call, (const void *const *)&blob, &len, 1, &a2, NULL) ==
+                                  CATTR_OK,
+                          "tunnel in one part: %s", cattr_last_error());
+                    free(blob);
+                }
                 if (a1 && a2) {
                     int64_t bad = 0, n_el = cattr_tensor_numel(a1);
                     for (int64_t k = 0; k < n_el; k++) {
@@ -102,7 +116,8 @@ int main(void) {
                         bad += !(u == w);
                     }
                     CHECK(n_el == B * PER && bad == 0, "tunnel %s (%s, type %d, variant %d): %lld of %lld values "
-                          "differ between the backend and the host route", dl == 2 ? "LRP" : dl ? "DeepLift" : "IG",
+                          "differ between the backend and the host route",
+                          dl == 3 ? "FeatureAblation" : dl == 2 ? "LRP" : dl ? "DeepLift" : "IG",
                           dt ? "float64" : "float32", type, chunks,
                           (long long)bad, (long long)n_el);
                 }

@@ -1343,9 +1343,12 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
 }
 
 /* Whether the explainer's method takes its inputs from and leaves its attributions in backend memory (cx_call's x_dev
- * and attr_dev): IntegratedGradients, DeepLift and LRP. */
-static bool takes_dev_io(const cattr_explainer *e) {
-    return e->method == &cx_method_integrated_gradients || e->method == &cx_method_deeplift || e->method == &cx_method_lrp;
+ * and attr_dev) for call c: IntegratedGradients, DeepLift, LRP, and FeatureAblation with a target and a model output
+ * in the compute dtype (its backend path). */
+static bool takes_dev_io(const cattr_explainer *e, const cx_call *c) {
+    const cx_method *m = e->method;
+    if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return true;
+    return m == &cx_method_feature_ablation && c->target && c->target->kind != CATTR_TARGET_NONE;
 }
 
 /* run_tunnel for a method that takes_dev_io, without convergence deltas and not split: per partition the noisy inputs
@@ -1520,7 +1523,7 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
     if (kind) return run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
     bool deltas = delta && e->p.return_convergence_delta, splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    if (takes_dev_io(e) && !deltas && !splitting) return run_tunnel_io(e, c, &t, attr);
+    if (takes_dev_io(e, c) && !deltas && !splitting) return run_tunnel_io(e, c, &t, attr);
     return run_tunnel(e, c, &t, attr, delta);
 }
 

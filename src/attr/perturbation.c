@@ -815,7 +815,9 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     size_t es = cattr_dtype_size(c->dt);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t nm = pm->rows[i] * pm->per[i];
-        st = cx_dbuf_fit(e->be, &dp->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        st = cx_dbuf_fit(e->be, &dp->x[i], (size_t)c->x[i]->numel * es, c->x_dev[i] ? NULL : c->x[i]->data, false);
+        if (st == CATTR_OK && c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
+            st = cx_copy_dev(e->be, dp->x[i].p, c->x_dev[i], (size_t)c->x[i]->numel * es);
         if (st == CATTR_OK && !f->permute) st = cx_dbuf_fit(e->be, &dp->src[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
         for (int64_t k = 0; k < nm && st == CATTR_OK; k++) buf[k] = feature_of(pm, pm->ids[i][k]);
@@ -928,8 +930,16 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, q0 + cnt, F);
     }
     st = cx_vsplit_end(&v, st);
-    for (int i = 0; i < c->n && st == CATTR_OK && v.mode == CX_VSPLIT_NONE; i++)
-        st = cx_copy_out(e->be, attr[i]->data, dp->accp[i], (size_t)attr[i]->numel * es);
+    for (int i = 0; i < c->n && st == CATTR_OK && v.mode == CX_VSPLIT_NONE; i++) {
+        size_t bytes = (size_t)attr[i]->numel * es;
+        if (c->attr_dev[i]) { /* the caller takes them on the backend (cx_call.attr_dev) */
+            st = cx_copy_dev(e->be, c->attr_dev[i], dp->accp[i], bytes);
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        } else {
+            st = cx_copy_out(e->be, attr[i]->data, dp->accp[i], bytes);
+        }
+    }
     free(vals);
     cattr_tensor_free(yt);
     cattr_tensor_free(seed);
@@ -974,6 +984,8 @@ static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_ten
         if (!f.scratch || !f.diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK && permute && replaying(c)) st = fp_replay_perms(e, c, &f);
         pt_pass p = {e, c, pm.F, ref.n_out, fa_fill, fa_take, &f};
+        if (st == CATTR_OK && !(device && has_target(c) && !permute) && (c->x_dev[0] || c->attr_dev[0]))
+            st = cx_fail(CATTR_ERR_INTERNAL, "FeatureAblation takes backend inputs only with a target, on the backend");
         if (st == CATTR_OK && device) st = fa_on_device(e, c, &pm, &f, attr);
         else if (st == CATTR_OK) st = run_states(&p);
     }
