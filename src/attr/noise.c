@@ -1343,15 +1343,15 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
 }
 
 /* Whether the explainer's method takes its inputs from and leaves its attributions in backend memory (cx_call's x_dev
- * and attr_dev) for call c: IntegratedGradients, DeepLift, LRP, and FeatureAblation with a target and a model output
- * in the compute dtype (its backend path). */
-static bool takes_dev_io(const cattr_explainer *e, const cx_call *c) {
+ * and attr_dev) for call c: IntegratedGradients, DeepLift and LRP when no convergence delta is wanted (their deltas
+ * read host inputs), and FeatureAblation (which has none) with a target (its backend path). */
+static bool takes_dev_io(const cattr_explainer *e, const cx_call *c, bool want_delta) {
     const cx_method *m = e->method;
-    if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return true;
+    if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return !want_delta;
     return m == &cx_method_feature_ablation && c->target && c->target->kind != CATTR_TARGET_NONE;
 }
 
-/* run_tunnel for a method that takes_dev_io, without convergence deltas and not split: per partition the noisy inputs
+/* run_tunnel for a method that takes_dev_io (so without convergence deltas), not split: per partition the noisy inputs
  * are made on the backend (Gather(x, rows) + the noise drawn there), the method runs on them (its baselines and
  * additional inputs as run_partition makes them) and leaves its attributions there, and they are summed there
  * (io_build); the result comes down once (dev_finish). The numbers are run_tunnel's. */
@@ -1523,7 +1523,7 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
     if (kind) return run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
     bool deltas = delta && e->p.return_convergence_delta, splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    if (takes_dev_io(e, c) && !deltas && !splitting) return run_tunnel_io(e, c, &t, attr);
+    if (takes_dev_io(e, c, deltas) && !splitting) return run_tunnel_io(e, c, &t, attr);
     return run_tunnel(e, c, &t, attr, delta);
 }
 
