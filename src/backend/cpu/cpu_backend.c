@@ -100,35 +100,47 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
     (void)tb, (void)m, (void)n, (void)k, (void)A, (void)lda, (void)B, (void)ldb, (void)C, (void)ldc, (void)m_all;
 }
 
+/* An OpenBLAS product of more than GEMM_BLOCK_WORK multiply-adds (OpenBLAS's own threshold for threading a GEMM) is
+ * cut into blocks of rows or columns of C fixed by the problem alone (at most GEMM_MAX_BLOCKS, whole tiles) and the
+ * blocks run on cattr's threads, OpenBLAS single-threaded in each: the same calls, so the same bits, whatever the
+ * thread count (OpenBLAS's own threading rounds differently from one thread, so a one-thread MPI rank and a
+ * two-thread process disagreed in the last bits). Smaller products run whole: OpenBLAS keeps them on one thread.
+ * cattr's own kernel (float32, large plain products) rounds the same in any block, so it is split one block per
+ * thread, as its memory traffic prefers. */
+#define GEMM_BLOCK_WORK 262144.0
+#define GEMM_MAX_BLOCKS 16
 #define GEMM_DEFINE(NAME, TY, BLAS, OWN)                                                                               \
     static void NAME(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,       \
                      TY alpha, const TY *A, int lda, const TY *B, int ldb, TY beta, TY *C, int ldc) {                 \
-        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                                                     \
         double work = (double)m * (double)n * (double)k;                                                             \
         bool own = OWN##_ok(o, ta, alpha, beta, work) && k > 0;                                                      \
-        if (nt < 2 || work < GEMM_MIN_SPLIT || (m < 16 * nt && n < 64 * nt)) {                                       \
+        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                                                     \
+        if (own ? nt < 2 || (m < 16 * nt && n < 64 * nt) : work <= GEMM_BLOCK_WORK || omp_in_parallel()) {          \
             if (own) OWN(tb, m, n, k, A, lda, B, ldb, C, ldc, m);                                                       \
             else BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                      \
             return;                                                                                                  \
         }                                                                                                            \
-        bool rows = m >= n ? m >= 16 * nt : n < 64 * nt; /* split the longer side of C: each block packs less */    \
+        /* cattr's kernel rounds the same in any block (f32_gemm.c): one block per thread, the longer side split   \
+         * (m_all keeps its kernel choice); OpenBLAS: blocks fixed by the problem */                                 \
+        bool rows = own ? (m >= n ? m >= 16 * nt : n < 64 * nt) : m >= n;                                            \
         int total = rows ? m : n, align = rows ? 12 : 32; /* whole tiles of either kernel */                         \
-        _Pragma("omp parallel num_threads(nt)")                                                                      \
-        {                                                                                                            \
-            int t = omp_get_thread_num(), cnt = omp_get_num_threads();                                              \
-            int per = (total + cnt - 1) / cnt;                                                                       \
-            per = (per + align - 1) / align * align;                                                                 \
-            int lo = t * per, hi = lo + per < total ? lo + per : total;                                              \
-            if (lo < hi) {                                                                                           \
-                if (rows) {                                                                                          \
-                    const TY *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;                               \
-                    if (own) OWN(tb, hi - lo, n, k, a, lda, B, ldb, C + (size_t)lo * ldc, ldc, m);                      \
-                    else BLAS(o, ta, tb, hi - lo, n, k, alpha, a, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);     \
-                } else {                                                                                             \
-                    const TY *b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;                               \
-                    if (own) OWN(tb, m, hi - lo, k, A, lda, b, ldb, C + lo, ldc, m);                                    \
-                    else BLAS(o, ta, tb, m, hi - lo, k, alpha, A, lda, b, ldb, beta, C + lo, ldc);                   \
-                }                                                                                                    \
+        int nb = own ? nt : (int)ceil(work / GEMM_BLOCK_WORK);                                                       \
+        if (!own && nb > GEMM_MAX_BLOCKS) nb = GEMM_MAX_BLOCKS;                                                      \
+        int per = (total + nb - 1) / nb;                                                                             \
+        per = (per + align - 1) / align * align;                                                                     \
+        nb = (total + per - 1) / per;                                                                                \
+        /* with one thread the loop runs here, OpenBLAS on that one thread; with more, inside an active region */   \
+        _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                                     \
+        for (int blk = 0; blk < nb; blk++) {                                                                         \
+            int lo = blk * per, hi = lo + per < total ? lo + per : total;                                            \
+            if (rows) {                                                                                              \
+                const TY *a = ta == CblasNoTrans ? A + (size_t)lo * lda : A + lo;                                   \
+                if (own) OWN(tb, hi - lo, n, k, a, lda, B, ldb, C + (size_t)lo * ldc, ldc, m);                          \
+                else BLAS(o, ta, tb, hi - lo, n, k, alpha, a, lda, B, ldb, beta, C + (size_t)lo * ldc, ldc);         \
+            } else {                                                                                                 \
+                const TY *b = tb == CblasNoTrans ? B + lo : B + (size_t)lo * ldb;                                   \
+                if (own) OWN(tb, m, hi - lo, k, A, lda, b, ldb, C + lo, ldc, m);                                        \
+                else BLAS(o, ta, tb, m, hi - lo, k, alpha, A, lda, b, ldb, beta, C + lo, ldc);                       \
             }                                                                                                        \
         }                                                                                                            \
     }
