@@ -365,6 +365,27 @@ static cattr_status concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_
 
 /* One partition: noise, baselines (idx[i]: drawn rows or NULL; redrawn first when `redraw`), the wrapped method,
  * accumulation. */
+/* The baseline rows Captum draws once for the full partitions of bs samples, before any noise (idx[i] for the inputs
+ * whose baselines are drawn: allocated for B*bs rows; a split tunnel draws per partition instead). */
+static cattr_status draw_first(cattr_explainer *e, cx_call *c, const tunnel *t, int64_t bs, int64_t **idx) {
+    for (int i = 0; i < c->n && t->draw_baselines; i++) {
+        if (!tensor_baseline(c, i)) continue;
+        if (!(idx[i] = malloc((size_t)(c->B * bs + 1) * sizeof *idx[i]))) return oom();
+        if (!t->split) CX_CHECK(draw_indices(e, c, t, i, bs, 0, 0, idx[i]));
+    }
+    return CATTR_OK;
+}
+
+/* A partition's own baseline rows, drawn after its noise: the remainder partition's (Captum's second draw), or every
+ * partition's in a split tunnel. */
+static cattr_status draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, int64_t **idx) {
+    for (int i = 0; i < c->n; i++)
+        if (idx[i])
+            CX_CHECK(t->split ? draw_indices(e, c, t, i, pi->m, pi->j0, 0, idx[i])
+                              : draw_indices(e, c, t, i, pi->m, 0, 1, idx[i]));
+    return CATTR_OK;
+}
+
 static cattr_status run_partition(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, bool redraw,
                                   int64_t **idx, sums *acc, cattr_tensor **delta) {
     int64_t m = pi->m;
@@ -375,11 +396,7 @@ static cattr_status run_partition(cattr_explainer *e, cx_call *c, const tunnel *
         st = noisy_input(e, c, t, i, pi, &d.c.x[i]);
         d.in[i] = d.c.x[i];
     }
-    if (redraw) /* Captum's remainder partition draws its baselines after its noise */
-        for (int i = 0; i < c->n && st == CATTR_OK; i++)
-            if (idx[i])
-                st = t->split ? draw_indices(e, c, t, i, m, pi->j0, 0, idx[i])
-                                        : draw_indices(e, c, t, i, m, 0, 1, idx[i]);
+    if (redraw && st == CATTR_OK) st = draw_again(e, c, t, pi, idx); /* after the noise, as Captum */
     for (int i = 0; i < c->n && st == CATTR_OK; i++) st = derived_baseline(c, t, i, m, idx[i], &d);
     if (st == CATTR_OK) {
         d.c.next_draw = c->next_draw;
@@ -474,12 +491,7 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_parts, 1, tunnel_width(c, bs), &v);
     if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)v.n_out + 1, sizeof *vals))) st = oom();
     /* Captum draws the baseline rows of the full partitions once, before any noise, and reuses them in each */
-    for (int i = 0; i < c->n && st == CATTR_OK && t->draw_baselines; i++) {
-        if (!tensor_baseline(c, i)) continue;
-        idx[i] = malloc((size_t)(c->B * bs + 1) * sizeof *idx[i]);
-        if (!idx[i]) st = oom();
-        else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
-    }
+    if (st == CATTR_OK) st = draw_first(e, c, t, bs, idx);
     for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
         part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
         bool redraw = p < full ? t->split : true;
@@ -804,11 +816,9 @@ static void noise_coords(const cx_call *c, uint64_t tag, int i, int64_t m, int64
 
 /* The noise of input i for m samples per example (nt_noise.input<i>, or the generator: example b's stream from
  * Philox block j0*per), in the compute dtype, into host buffer out [B*m*per]. */
-static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
-                                 double stdev, void *out) {
+static void noise_fill(const cattr_explainer *e, const cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
+                       double stdev, const cattr_tensor *d, void *out) {
     int64_t per = per_example(c, c->x[i]);
-    const cattr_tensor *d = NULL;
-    CX_CHECK(noise_draw(c, i, m, &d));
     float sd = (float)stdev; /* torch.tensor(stdev): float32 */
     for (int64_t b = 0; b < c->B; b++) {
         uint64_t stream = stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, b);
@@ -821,6 +831,13 @@ static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, i
             else ((double *)out)[k] = v;
         }
     }
+}
+
+static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
+                                 double stdev, void *out) {
+    const cattr_tensor *d = NULL;
+    CX_CHECK(noise_draw(c, i, m, &d));
+    noise_fill(e, c, tag, i, m, j0, stdev, d, out);
     return CATTR_OK;
 }
 
@@ -836,11 +853,7 @@ static cattr_status noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call 
     if (d) { /* the recorded values, as noise_values takes them */
         void *host = malloc(bytes + 1);
         if (!host) return oom();
-        for (int64_t k = 0; k < R * per; k++) {
-            double v = (double)(float)cx_tensor_get(d, k);
-            if (c->dt == CATTR_FLOAT32) ((float *)host)[k] = (float)v;
-            else ((double *)host)[k] = v;
-        }
+        noise_fill(e, c, t->tag, i, m, j0, t->stdev, d, host);
         cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, host, false);
         free(host);
         return st;
@@ -1037,10 +1050,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
     for (int64_t k = *kg; k < *kg + (R + chunk - 1) / chunk && !any_mine; k++) any_mine = cx_vsplit_mine(v, k);
     for (int i = 0; i < c->n && st == CATTR_OK && any_mine; i++) st = noise_on_backend(e, s, c, t, i, m, pi->j0);
     if (gs) {
-        if (redraw)
-            for (int i = 0; i < c->n && st == CATTR_OK; i++)
-                if (idx[i])
-                    st = t->split ? draw_indices(e, c, t, i, m, pi->j0, 0, idx[i]) : draw_indices(e, c, t, i, m, 0, 1, idx[i]);
+        if (redraw && st == CATTR_OK) st = draw_again(e, c, t, pi, idx);
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
             st = baseline_rows(c, i, m, idx[i], ib);
             if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->bidx[i], (size_t)R * sizeof *ib, ib, false);
@@ -1283,12 +1293,7 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
     }
     if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed);
     if (st == CATTR_OK) st = dev_chunk_rows(e, c, c->B * bs, &chunk);
-    for (int i = 0; i < c->n && st == CATTR_OK && t->draw_baselines; i++) {
-        if (!tensor_baseline(c, i)) continue;
-        idx[i] = malloc((size_t)(c->B * bs + 1) * sizeof *idx[i]);
-        if (!idx[i]) st = oom();
-        else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
-    }
+    if (st == CATTR_OK) st = draw_first(e, c, t, bs, idx);
     /* a split call's parts always carry the deltas' slots (a part does not know whether the combining call asks) */
     bool delta_slots = (kind == DEV_GSHAP || kind == DEV_LAYER_GSHAP) && e->p.return_convergence_delta;
     bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
@@ -1371,22 +1376,14 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
     for (int i = 0; i < n && st == CATTR_OK; i++) memcpy(s->acc_sh[i], c->x[i]->shape, sizeof s->acc_sh[i]);
     if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
     if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed); /* the inputs; the sums zeroed */
-    for (int i = 0; i < n && st == CATTR_OK && t->draw_baselines; i++) { /* as run_tunnel */
-        if (!tensor_baseline(c, i)) continue;
-        idx[i] = malloc((size_t)(B * bs + 1) * sizeof *idx[i]);
-        if (!idx[i]) st = oom();
-        else if (!t->split) st = draw_indices(e, c, t, i, bs, 0, 0, idx[i]);
-    }
+    if (st == CATTR_OK) st = draw_first(e, c, t, bs, idx);
     for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
         part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
         int64_t m = pi.m, R = B * m;
         bool redraw = p < full ? t->split : true;
         /* draws in run_partition's order: the noise of each input, then the remainder's baselines */
         for (int i = 0; i < n && st == CATTR_OK; i++) st = noise_on_backend(e, s, c, t, i, m, pi.j0);
-        if (redraw)
-            for (int i = 0; i < n && st == CATTR_OK; i++)
-                if (idx[i])
-                    st = t->split ? draw_indices(e, c, t, i, m, pi.j0, 0, idx[i]) : draw_indices(e, c, t, i, m, 0, 1, idx[i]);
+        if (redraw && st == CATTR_OK) st = draw_again(e, c, t, &pi, idx);
         for (int64_t r = 0; r < R; r++) ib[r] = r / m;
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
         int nd[5 * CX_MAX_IN + 1];

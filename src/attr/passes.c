@@ -142,9 +142,6 @@ static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t ro
     return CATTR_OK;
 }
 
-/* One pass of the gradient graph on xs (reps*B rows; the additional inputs and the seed expanded by `how`): e->g's
- * gradients (derived false), or outputs outs[0..n_outs) of e->gm, whose n_extra int64 [B] inputs after the seed hold
- * extra[k]. The outputs go to the caller's host tensors res[]. */
 /* The backend buffers of a pass's attributed inputs and results, when they live there: xs_dev[i] (not NULL) holds
  * xs[i]'s values (xs[i] then gives the shape only); res_dev[k] (not NULL, k < c->n) receives result k, which then
  * comes down into res[k] when res[k] is not NULL. */
@@ -153,10 +150,15 @@ typedef struct pass_dev {
     void *res_dev[MAX_IN];
 } pass_dev;
 
-/* pd's res_dev: e->kept fitted to the results' sizes (like[k]: their shapes, reps*B rows for `rows`), or the call's
- * attr_dev (the attributions the caller takes on the backend; rows must be B). */
-static cattr_status keep_results(cattr_explainer *e, const cx_call *c, cattr_tensor *const *like, int64_t rows,
-                                 bool keep, pass_dev *pd) {
+/* *pd for a pass whose attributed inputs are xs_dev (or none) and whose results have the shapes of like[k] with
+ * `rows` rows: each result goes to the call's attr_dev (the caller takes them on the backend; rows must be B) or, to
+ * keep it or to take a slice of it there, to e->kept. *used: whether anything of the pass is on the backend (else pd
+ * is not needed). */
+static cattr_status pass_dev_make(cattr_explainer *e, const cx_call *c, void *const *xs_dev,
+                                  cattr_tensor *const *like, int64_t rows, bool keep, pass_dev *pd, bool *used) {
+    memset(pd, 0, sizeof *pd);
+    *used = keep || xs_dev || c->attr_dev[0];
+    for (int i = 0; xs_dev && i < c->n; i++) pd->xs_dev[i] = xs_dev[i];
     for (int k = 0; k < c->n; k++) {
         if (c->attr_dev[k] && rows == c->B) {
             pd->res_dev[k] = c->attr_dev[k];
@@ -170,6 +172,10 @@ static cattr_status keep_results(cattr_explainer *e, const cx_call *c, cattr_ten
     return CATTR_OK;
 }
 
+/* One pass of the gradient graph on xs (reps*B rows; the additional inputs and the seed expanded by `how`): e->g's
+ * gradients (derived false), or outputs outs[0..n_outs) of e->gm, whose n_extra int64 [B] inputs after the seed hold
+ * extra[k]. The outputs go to the caller's host tensors res[] and,
+ * with pd, to or through backend buffers (pass_dev). */
 static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                                    bool derived, const int *outs, int n_outs, int n_extra,
                                    const int64_t *const *extra, const pass_dev *pd, cattr_tensor *const *res) {
@@ -247,15 +253,12 @@ cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *x
                           cx_expand how, bool keep, cattr_tensor **grads) {
     CX_CHECK(alloc_like(c, xs, c->n, grads));
     pass_dev pd;
-    memset(&pd, 0, sizeof pd);
-    for (int i = 0; xs_dev && i < c->n; i++) pd.xs_dev[i] = xs_dev[i];
-    int64_t rows = c->n ? xs[0]->shape[0] : 0;
-    cattr_status st = keep_results(e, c, xs, rows, keep, &pd);
+    bool dev;
+    cattr_status st = pass_dev_make(e, c, xs_dev, xs, c->n ? xs[0]->shape[0] : 0, keep, &pd, &dev);
     for (int i = 0; c->attr_dev[0] && i < c->n; i++) { /* the caller takes them from the backend: none come down */
         cattr_tensor_free(grads[i]);
         grads[i] = NULL;
     }
-    bool dev = keep || xs_dev || c->attr_dev[0];
     if (st == CATTR_OK) st = grad_graph_run(e, c, xs, reps, how, false, NULL, 0, 0, NULL, dev ? &pd : NULL, grads);
     if (st != CATTR_OK) free_all(grads, c->n);
     return st;
@@ -300,10 +303,8 @@ cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *co
     for (int64_t r = 0; st == CATTR_OK && r < 2 * B; r++) rows[r] = r; /* first: 0..B-1, second: B..2B-1 */
     if (st == CATTR_OK && !c->attr_dev[0]) st = alloc_like(c, c->x, c->n, attr); /* else: left on the backend */
     pass_dev pd;
-    memset(&pd, 0, sizeof pd);
-    for (int i = 0; xs_dev && i < c->n; i++) pd.xs_dev[i] = xs_dev[i];
-    if (st == CATTR_OK) st = keep_results(e, c, c->x, B, keep, &pd);
-    bool dev = keep || xs_dev || c->attr_dev[0];
+    bool dev = false;
+    if (st == CATTR_OK) st = pass_dev_make(e, c, xs_dev, c->x, B, keep, &pd, &dev);
     const int64_t *extra[2] = {rows, rows + B};
     if (st == CATTR_OK) st = grad_graph_run(e, c, xs, 2, CX_TILE, true, e->gm_outs, c->n, 2, extra, dev ? &pd : NULL, attr);
     if (st != CATTR_OK) free_all(attr, c->n);
@@ -368,14 +369,12 @@ cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep
     if (st == CATTR_OK && sel && !(res[c->n] = cx_tensor_alloc(c->dt, 1, &B)))
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     pass_dev pd;
-    memset(&pd, 0, sizeof pd);
-    for (int i = 0; i < c->n; i++) pd.xs_dev[i] = c->x_dev[i];
-    if (st == CATTR_OK) st = keep_results(e, c, c->x, B, keep, &pd);
+    bool dev = false;
+    if (st == CATTR_OK) st = pass_dev_make(e, c, c->x_dev[0] ? c->x_dev : NULL, c->x, B, keep, &pd, &dev);
     for (int i = 0; st == CATTR_OK && c->attr_dev[0] && i < c->n; i++) { /* left on the backend: no host copy */
         cattr_tensor_free(res[i]);
         res[i] = NULL;
     }
-    bool dev = keep || c->x_dev[0] || c->attr_dev[0];
     const int64_t *extra[1] = {tidx};
     if (st == CATTR_OK) st = grad_graph_run(e, c, c->x, 1, CX_TILE, true, e->gm_outs, c->n + 1, 1, extra, dev ? &pd : NULL, res);
     for (int64_t b = 0; sel && b < B && st == CATTR_OK; b++) sel[b] = cx_tensor_get(res[c->n], b);
