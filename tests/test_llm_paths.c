@@ -89,6 +89,24 @@ int main(void) {
     double s_all[T], t_all[N * T], d_all[N], lp_all[N];
     CHECK(cattr_llm_attribute(m, &ig, &all, s_all, t_all, lp_all, d_all) == CATTR_OK, "IG: %s",
           cattr_last_error());
+    { /* the token sums are made on the backend: what comes down is far less than the embeddings' attributions */
+        char *summary = NULL;
+        double s_p[T], t_p[N * T], d_p[N], lp_p[N];
+        CHECK(cattr_profile_begin() == CATTR_OK, "profile begin");
+        CHECK(cattr_llm_attribute(m, &ig, &all, s_p, t_p, lp_p, d_p) == CATTR_OK, "IG profiled: %s", cattr_last_error());
+        CHECK(cattr_profile_end(NULL, &summary) == CATTR_OK && summary, "profile end");
+        const char *line = summary ? strstr(summary, "\nout ") : NULL;
+        unsigned long long n_out = 0, bytes = 0;
+        double ms = 0;
+        CHECK(line && sscanf(line, " out %llu %lf %llu", &n_out, &ms, &bytes) == 3, "the summary's copy-out line");
+        int64_t full = (int64_t)N * (T + N - 1) * 64 * (int64_t)sizeof(float); /* [N, L, hidden 64] */
+        printf("LayerIG over %d targets: %llu downloads, %llu bytes (the embeddings' attributions: %lld bytes)\n", N,
+               n_out, bytes, (long long)full);
+        CHECK(bytes > 0 && (int64_t)bytes < full / 8, "%llu bytes came down: the token sums were not made on the backend",
+              bytes);
+        CHECK(max_diff(t_p, t_all, N * T) == 0, "the same call gave other token attributions");
+        free(summary);
+    }
     /* row k of a call over targets 0..k scores sequences of length T + k (no tokens after the scored position),
      * row k of the call over all N targets sequences of length T + N - 1: causality makes them equal */
     double worst = 0, mag = max_abs(t_all, N * T);

@@ -74,6 +74,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_tunnel_release(e);
     cx_drop_plans(e);
     cx_derived_free(&e->delta_d);
+    cx_derived_free(&e->sum_d);
     for (int i = 0; i < CX_MAX_IN; i++) {
         cx_dbuf_free(&e->kept[i]);
         cx_dbuf_free(&e->staged[i]);
@@ -92,6 +93,11 @@ void cattr_explainer_free(cattr_explainer *e) {
 size_t cattr_explainer_peak_memory(const cattr_explainer *e) { return e ? e->peak : 0; }
 
 /* Builds the gradient graph for the first n_attr model inputs under the method's rules. */
+/* Methods that leave their attributions on the backend when the call asks (cx_call.attr_dev), deltas included. */
+static bool takes_attr_dev(const cx_method *m) {
+    return m == &cx_method_integrated_gradients || m == &cx_method_saliency || m == &cx_method_input_x_gradient;
+}
+
 static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
                              cattr_tensor **delta_out, int *n_written) {
     cx_call c;
@@ -99,10 +105,30 @@ static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_t
     e->fx_n = 0;
     cattr_status st = cx_prepare(e, call, &c);
     if (st == CATTR_OK) st = cx_build_grad_graph(e, call->n_inputs);
+    /* summed over the last axis (e->sum_last): from the backend where the method leaves its attributions there */
+    bool sum = st == CATTR_OK && e->sum_last && e->split.n_parts == 0;
+    bool dev = sum && e->p.nt_type == CATTR_NT_NONE && e->split.n_comb == 0 && takes_attr_dev(e->method);
+    cx_dbuf ad[MAX_IN];
+    memset(ad, 0, sizeof ad);
+    for (int i = 0; dev && i < c.n && st == CATTR_OK; i++) {
+        st = cx_dbuf_fit(e->be, &ad[i], (size_t)c.x[i]->numel * cattr_dtype_size(c.dt), NULL, false);
+        c.attr_dev[i] = ad[i].p;
+    }
     if (st == CATTR_OK) {
         if (e->p.nt_type != CATTR_NT_NONE) st = cx_noise_tunnel(e, &c, attr, delta_out ? &delta : NULL);
         else st = e->method->attribute(e, &c, attr, delta_out ? &delta : NULL);
     }
+    if (st == CATTR_OK && sum) {
+        cattr_tensor *like[MAX_IN] = {0}, *summed[MAX_IN] = {0};
+        for (int i = 0; i < c.n; i++) like[i] = dev ? c.x[i] : attr[i];
+        st = c.n_out > 0 ? cx_fail(CATTR_ERR_INTERNAL, "sum_last is for attributions of the inputs")
+                         : cx_sum_last(e, &c, c.n, like, dev ? c.attr_dev : NULL, summed);
+        for (int i = 0; i < c.n; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = summed[i];
+        }
+    }
+    for (int i = 0; i < MAX_IN; i++) cx_dbuf_free(&ad[i]);
     if (e->p.nt_type != CATTR_NT_NONE || st != CATTR_OK) e->fx_n = 0; /* f at noisy inputs is not f(x) */
     int c_n_out = c.n_out;
     cx_call_free(&c);

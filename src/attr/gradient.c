@@ -105,7 +105,7 @@ static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor 
     dt[si] = c->dt;
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * cattr_dtype_size(c->dt), seed->data, false);
     in[si] = s->seed.p;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+    for (int i = 0; i < c->n && st == CATTR_OK && !c->attr_dev[0]; i++) { /* else: left on the backend */
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else host[i] = attr[i]->data;
@@ -115,7 +115,7 @@ static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor 
         st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n, &p);
     if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, c->attr_dev[0] ? NULL : host, c->attr_dev[0] ? c->attr_dev : NULL);
     cattr_tensor_free(seed);
     return st;
 }
@@ -731,13 +731,15 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     if (halves) chunk = (n + 1) / 2;
     ig_dev *d = s ? &s->d : NULL;
     bool want = delta && e->p.return_convergence_delta;
-    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, halves ? (want ? 3 : 2) : 1, d);
+    /* a third slot for the delta to sum from, unless the caller takes the sum on the backend (attr_dev) */
+    int slots = halves ? (want && !c->attr_dev[0] ? 3 : 2) : 1;
+    if (st == CATTR_OK) st = ig_upload(e, c, seed, (int64_t)chunk * c->B, slots, d);
     if (st == CATTR_OK && halves) {
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
         if (want && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, d, attr, sel);
         if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
-        if (st == CATTR_OK && want) st = cx_delta_dev(e, c, c->n, c->x, d->acc[2], sel, delta);
+        if (st == CATTR_OK && want) st = cx_delta_dev(e, c, c->n, c->x, c->attr_dev[0] ? c->attr_dev : d->acc[2], sel, delta);
         free(sel);
     } else {
         for (int s0 = 0; s0 < n && st == CATTR_OK; s0 += chunk) {

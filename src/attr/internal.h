@@ -41,6 +41,11 @@ struct cattr_explainer {
     int gm_outs[CX_MAX_IN + 1];
     cx_plan_cache gm_pc;
     cx_plan_cache fwd_pc;  /* forward-only plans of the model */
+    /* g with a tidx input [rows] and the output sel [rows]: each row's target value (cx_forward_select; built on first
+     * use) */
+    cg_graph *sel_g;
+    int sel_out;
+    cx_plan_cache sel_pc;
     size_t peak;
     double *alphas, *steps; /* IG points, computed once */
     void *method_state;     /* owned by the method; released by its `release` */
@@ -60,6 +65,13 @@ struct cattr_explainer {
     cx_derived delta_d;
     cattr_dtype delta_dt;
     int delta_out;
+    /* set by the language-model adapter (llm.c): every attribution comes back summed over its last axis in torch's
+     * order (a token's attribution: its embedding's, summed), on the backend (cx_sum_last), from attributions the
+     * method leaves there (cx_call.attr_dev) where it honours that (run_once) */
+    bool sum_last;
+    cx_derived sum_d; /* that sum's graph for sum_d.n attributions of the ranks in sum_d.rank, its constants in sum_dt */
+    cattr_dtype sum_dt;
+    int sum_outs[CX_MAX_IN];
     cx_dbuf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
     cx_dbuf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
@@ -279,6 +291,12 @@ cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs,
  * per row). Errors: CATTR_ERR_TARGET. */
 cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, cx_expand how, double *sel);
 
+/* cx_select of cx_forward's output made on the backend (e->sel_g: the forward pass and a SeqPick of each row's target),
+ * so that only the reps*B selected values come down into sel; sel NULL: only make the plan (for running it from
+ * several threads later). Errors: those of the passes, CATTR_ERR_TARGET. */
+cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                               double *sel);
+
 /* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
 
@@ -357,7 +375,7 @@ void cx_pairs_free(cx_call *p, int64_t *tidx);
 cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pair_attr, int n, cattr_tensor **attr);
 
 /* The convergence delta in parts, so that its forward pass can run beside other work: make the plan
- * (cx_delta_prepare), run the forward of [x; start] into sel[2B] (cx_delta_forward), then combine with the
+ * (cx_delta_prepare), run the forward of [x; start] into sel[2B] (cx_delta_forward: cx_forward_select), then combine with the
  * attributions (cx_delta_finish). */
 cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start);
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel);
@@ -371,6 +389,12 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
  * k (of per per example) is the float32 standard deviation times the float32 of cx_rng_normal_at(seed, stream,
  * j * per + k) (what the backend's NormalNoise op and the host path draw; test_noise checks it from outside). */
 uint64_t cx_tunnel_noise_stream(int input, int64_t example);
+/* The n attributions (shapes of host tensors like[i], dtype c->dt) summed over their last axis in torch's order
+ * (TorchSum) on the backend: from backend memory where dev (dev[i]: like[i]'s values), else from like[i]'s host values.
+ * out[i]: new host tensors, like[i]'s shape without its last dim (the caller owns them; NULL on failure). */
+cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like, void *const *dev,
+                         cattr_tensor **out);
+
 /* cx_convergence_delta for attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
 cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
                                       cattr_tensor *const *start, cattr_tensor **delta);

@@ -459,6 +459,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
         cattr_explainer_free(m->ge);
         m->ge = NULL;
         CX_CHECK(cattr_explainer_new(m->pos_model, &p, &m->ge));
+        m->ge->sum_last = true; /* the attribution of a token: its embedding's, summed (on the backend) */
         m->gp = p;
     }
     cattr_explainer *e = m->ge;
@@ -466,11 +467,10 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     int64_t H = m->cfg.hidden_size, L = T + n - 1;
     cattr_status st = CATTR_OK;
     int64_t *seq = malloc((size_t)L * sizeof *seq), *tidx = malloc((size_t)(2 * n) * sizeof *tidx);
-    double *row = malloc((size_t)H * sizeof *row);
     int64_t psh[1] = {n}, ish[3] = {n, L, H};
     cattr_tensor *pos = cx_tensor_alloc(CATTR_INT64, 1, psh), *ein = cx_tensor_alloc(CATTR_FLOAT32, 3, ish);
     cattr_tensor *base = ig ? cx_tensor_alloc(CATTR_FLOAT32, 3, ish) : NULL, *one = NULL, *attr = NULL, *dl = NULL;
-    if (!seq || !tidx || !row || !pos || !ein || (ig && !base)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (!seq || !tidx || !pos || !ein || (ig && !base)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
         memcpy(seq, ids, (size_t)T * sizeof *seq);
         memcpy(seq + T, tg, (size_t)(n - 1) * sizeof *seq);
@@ -508,10 +508,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     else if (st == CATTR_OK)
         st = cattr_explainer_run(e, &call, &attr, p.return_convergence_delta ? &dl : NULL);
     for (int64_t k = 0; k < n && st == CATTR_OK && !part; k++) {
-        for (int64_t i = 0; i < T; i++) { /* the attribution of a token: its embedding's, summed */
-            for (int64_t h = 0; h < H; h++) row[h] = cx_tensor_get(attr, (k * L + i) * H + h);
-            token_attr[k * T + i] = cx_torch_sum(lp->dtype, row, H, 0, 1);
-        }
+        for (int64_t i = 0; i < T; i++) token_attr[k * T + i] = cx_tensor_get(attr, k * L + i); /* [n, L]: summed */
         if (delta) delta[k] = dl ? cx_tensor_get(dl, k) : NAN;
     }
     /* the delta's forward pass at the inputs scored every target token: f_k = log p(target k | prompt + earlier
@@ -521,7 +518,6 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     for (int64_t k = 0; *have_logprobs && k < n; k++) logprobs[k] = e->fx[k];
     free(seq);
     free(tidx);
-    free(row);
     cattr_tensor_free(pos);
     cattr_tensor_free(ein);
     cattr_tensor_free(base);

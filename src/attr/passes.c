@@ -21,6 +21,9 @@ void cx_drop_plans(cattr_explainer *e) {
     cx_plan_cache_clear(&e->gm_pc);
     cg_free(e->gm); /* derived from g */
     e->gm = NULL;
+    cx_plan_cache_clear(&e->sel_pc);
+    cg_free(e->sel_g);
+    e->sel_g = NULL;
 }
 
 
@@ -529,6 +532,70 @@ cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs,
     return CATTR_OK;
 }
 
+/* e->sel_g: e->g with one more input, tidx [rows] (int64), and the output
+ * sel = Reshape(SeqPick(Reshape(output, [rows, -1, 1]), tidx), [-1]), each row's target value. */
+static cattr_status build_select(cattr_explainer *e) {
+    if (e->sel_g) return CATTR_OK;
+    static const char *const tname[1] = {"__cattr_select_tidx__"};
+    int tidx = -1;
+    cg_graph *g = NULL;
+    CX_CHECK(cx_derive_clone(e->g, 1, tname, &g, &tidx));
+    cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    r1.n_ints = 1;
+    r1.ints[0] = -1;
+    int y3 = cg_emit(g, CG_RESHAPE, "__cattr_out_rows", (int[]){cx_model_output(e->m)}, 1, &r3);
+    int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__cattr_target", (int[]){y3, tidx}, 2, NULL);
+    int sel = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_selected", (int[]){ys}, 1, &r1);
+    if (sel < 0) {
+        cg_free(g);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    e->sel_g = g;
+    e->sel_out = sel;
+    return CATTR_OK;
+}
+
+cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
+                               double *sel) {
+    int si = e->seed_input;
+    if (si + 1 >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
+    int64_t R = reps * c->B;
+    pass_inputs pi;
+    cx_plan *fp = NULL, *p = NULL;
+    const cx_view *ov = NULL;
+    cattr_tensor *seed = NULL;
+    int64_t *tidx = malloc((size_t)(R + 1) * sizeof *tidx);
+    void *vals = malloc((size_t)(R + 1) * cattr_dtype_size(c->dt));
+    cattr_status st = tidx && vals ? build_select(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = pass_setup(e, c, xs, reps, how, &pi);
+    else memset(&pi, 0, sizeof pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, R, &fp, &ov);
+    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed); /* each row's target: its 1 */
+    if (st == CATTR_OK) {
+        cx_target_rows(seed, R, R, tidx);
+        pi.nd[si + 1] = 1;
+        pi.sh[si + 1][0] = R;
+        pi.dt[si + 1] = CATTR_INT64;
+        pi.host[si + 1] = tidx;
+        st = cx_plan_cache_get(&e->sel_pc, e->sel_g, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &e->sel_out, 1, &p);
+    }
+    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    if (st == CATTR_OK && sel) {
+        void *dst[1] = {vals};
+        st = cx_run_plan(e, p, pi.host, dst);
+        for (int64_t r = 0; r < R && st == CATTR_OK; r++)
+            sel[r] = c->dt == CATTR_FLOAT32 ? (double)((const float *)vals)[r] : ((const double *)vals)[r];
+    }
+    pass_free(&pi);
+    cattr_tensor_free(seed);
+    free(tidx);
+    free(vals);
+    return st;
+}
+
 cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, cx_expand how, double *sel) {
     int64_t blk[CATTR_MAX_DIMS];
     memcpy(blk, out->shape, sizeof blk);
@@ -733,27 +800,14 @@ static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, c
 }
 
 cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start) {
-    cattr_tensor *xs[MAX_IN] = {0};
-    pass_inputs pi;
-    cx_plan *fp = NULL;
-    const cx_view *ov = NULL;
-    cattr_status st = delta_inputs(c, start, xs);
-    if (st == CATTR_OK) st = pass_setup(e, c, xs, 2, CX_TILE, &pi);
-    if (st == CATTR_OK) {
-        st = output_shape(e, &pi, 2 * c->B, &fp, &ov);
-        pass_free(&pi);
-    }
-    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
-    return st;
+    return cx_delta_forward(e, c, start, NULL);
 }
 
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
-    cattr_tensor *xs[MAX_IN] = {0}, *out = NULL;
+    cattr_tensor *xs[MAX_IN] = {0};
     cattr_status st = delta_inputs(c, start, xs);
-    if (st == CATTR_OK) st = cx_forward(e, c, xs, 2, CX_TILE, &out);
-    if (st == CATTR_OK) st = cx_select(c, out, 2, CX_TILE, sel);
+    if (st == CATTR_OK) st = cx_forward_select(e, c, xs, 2, CX_TILE, sel); /* only the target values come down */
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
-    cattr_tensor_free(out);
     return st;
 }
 
@@ -852,6 +906,62 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     if (st != CATTR_OK) {
         cattr_tensor_free(*delta);
         *delta = NULL;
+    }
+    return st;
+}
+
+/* The graph of cx_sum_last for n attributions of these ranks: out_i = TorchSum(attr_i, its last axis). */
+static cattr_status sum_last_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
+    cx_derived *d = &e->sum_d;
+    bool same = d->g && d->n == n && d->consts && e->sum_dt == c->dt;
+    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
+    if (same) return CATTR_OK;
+    cx_derived_free(d);
+    cg_graph *g = cg_new();
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    d->g = g;
+    for (int i = 0; i < n; i++) {
+        if (like[i]->ndim < 1) return cx_fail(CATTR_ERR_INTERNAL, "a scalar attribution has no last axis to sum");
+        cg_attrs sum = cg_attrs_default();
+        sum.n_ints = 1;
+        sum.ints[0] = like[i]->ndim - 1;
+        int in = cg_add_input(g, "__sum_attr");
+        e->sum_outs[i] = in < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__sum_last", (int[]){in}, 1, &sum);
+        if (e->sum_outs[i] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        d->rank[i] = like[i]->ndim;
+    }
+    d->n = n;
+    e->sum_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like, void *const *dev,
+                         cattr_tensor **out) {
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    cattr_status st = sum_last_graph(e, c, n, like);
+    int nd[MAX_IN];
+    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[MAX_IN];
+    const void *host[MAX_IN] = {0};
+    void *in[MAX_IN] = {0}, *res[MAX_IN] = {0};
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        nd[i] = like[i]->ndim;
+        memcpy(sh[i], like[i]->shape, (size_t)nd[i] * sizeof(int64_t));
+        dt[i] = c->dt;
+        if (dev) in[i] = dev[i];
+        else host[i] = like[i]->data;
+        out[i] = cx_tensor_alloc(c->dt, like[i]->ndim - 1, like[i]->shape);
+        if (!out[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else res[i] = out[i]->data;
+    }
+    cx_plan *p = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&e->sum_d.pc, e->sum_d.g, e->sum_d.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, e->sum_outs, n, &p);
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in, res, NULL);
+    for (int i = 0; i < n && st != CATTR_OK; i++) {
+        cattr_tensor_free(out[i]);
+        out[i] = NULL;
     }
     return st;
 }
