@@ -293,9 +293,9 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 
 /* cx_select of cx_forward's output made on the backend (e->sel_g: the forward pass and a SeqPick of each row's target),
  * so that only the reps*B selected values come down into sel; sel NULL: only make the plan (for running it from
- * several threads later). Errors: those of the passes, CATTR_ERR_TARGET. */
+ * several threads later). *out_dt (optional): the model output's dtype. Errors: those of the passes, CATTR_ERR_TARGET. */
 cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                               double *sel);
+                               double *sel, cattr_dtype *out_dt);
 
 /* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);

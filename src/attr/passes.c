@@ -558,20 +558,21 @@ static cattr_status build_select(cattr_explainer *e) {
 }
 
 cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                               double *sel) {
+                               double *sel, cattr_dtype *out_dt) {
     int si = e->seed_input;
     if (si + 1 >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
     int64_t R = reps * c->B;
     pass_inputs pi;
     cx_plan *fp = NULL, *p = NULL;
     const cx_view *ov = NULL;
-    cattr_tensor *seed = NULL;
+    cattr_tensor *seed = NULL, *vals = NULL;
     int64_t *tidx = malloc((size_t)(R + 1) * sizeof *tidx);
-    void *vals = malloc((size_t)(R + 1) * cattr_dtype_size(c->dt));
-    cattr_status st = tidx && vals ? build_select(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = tidx ? build_select(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = pass_setup(e, c, xs, reps, how, &pi);
     else memset(&pi, 0, sizeof pi);
     if (st == CATTR_OK) st = output_shape(e, &pi, R, &fp, &ov);
+    if (st == CATTR_OK && out_dt) *out_dt = ov->dtype;
+    if (st == CATTR_OK && !(vals = cx_tensor_alloc(ov->dtype, 1, &R))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed); /* each row's target: its 1 */
     if (st == CATTR_OK) {
         cx_target_rows(seed, R, R, tidx);
@@ -584,15 +585,14 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
     }
     if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
     if (st == CATTR_OK && sel) {
-        void *dst[1] = {vals};
+        void *dst[1] = {vals->data};
         st = cx_run_plan(e, p, pi.host, dst);
-        for (int64_t r = 0; r < R && st == CATTR_OK; r++)
-            sel[r] = c->dt == CATTR_FLOAT32 ? (double)((const float *)vals)[r] : ((const double *)vals)[r];
+        for (int64_t r = 0; r < R && st == CATTR_OK; r++) sel[r] = cx_tensor_get(vals, r);
     }
     pass_free(&pi);
     cattr_tensor_free(seed);
+    cattr_tensor_free(vals);
     free(tidx);
-    free(vals);
     return st;
 }
 
@@ -806,7 +806,7 @@ cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *cons
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
     cattr_tensor *xs[MAX_IN] = {0};
     cattr_status st = delta_inputs(c, start, xs);
-    if (st == CATTR_OK) st = cx_forward_select(e, c, xs, 2, CX_TILE, sel); /* only the target values come down */
+    if (st == CATTR_OK) st = cx_forward_select(e, c, xs, 2, CX_TILE, sel, NULL); /* only the target values come down */
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
     return st;
 }

@@ -310,9 +310,8 @@ typedef struct pt_ref {
 
 static bool has_target(const cx_call *c) { return c->target && c->target->kind != CATTR_TARGET_NONE; }
 
-/* The target-selected values of an output of reps states (reps*n_out values, state-major). */
+/* The values of an output of reps states without a target (reps*n_out values, state-major). */
 static cattr_status out_values(const cx_call *c, const cattr_tensor *out, int64_t reps, int64_t n_out, double *vals) {
-    if (has_target(c)) return cx_select(c, out, reps, CX_TILE, vals);
     if (out->numel != reps * n_out) {
         char s[128];
         return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s for %lld perturbed copies of the batch; "
@@ -327,6 +326,15 @@ static cattr_status out_values(const cx_call *c, const cattr_tensor *out, int64_
 static cattr_status reference_output(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, pt_ref *ref) {
     cattr_tensor *out = NULL;
     memset(ref, 0, sizeof *ref);
+    if (has_target(c)) { /* only the targets' values come down */
+        ref->n_out = c->B;
+        ref->ndim = 1;
+        ref->shape[0] = c->B;
+        ref->per_row = c->B ? 1 : 0;
+        ref->y = malloc((size_t)(c->B + 1) * sizeof *ref->y);
+        if (!ref->y) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        return cx_forward_select(e, c, xs, 1, CX_TILE, ref->y, &ref->dt);
+    }
     CX_CHECK(cx_forward(e, c, xs, 1, CX_TILE, &out));
     ref->dt = out->dtype;
     if (has_target(c)) {
@@ -452,8 +460,12 @@ static cattr_status run_states(pt_pass *p) {
             st = p->fill(p, s0 + j, slot); /* in order even where a part skips the chunk: fills may build on it */
         }
         if (!mine) continue; /* another part's chunk */
-        if (st == CATTR_OK) st = cx_forward(e, c, xs, cnt, CX_TILE, &out);
-        if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
+        if (st == CATTR_OK && has_target(c)) { /* only the targets' values come down */
+            st = cx_forward_select(e, c, xs, cnt, CX_TILE, vals, NULL);
+        } else {
+            if (st == CATTR_OK) st = cx_forward(e, c, xs, cnt, CX_TILE, &out);
+            if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
+        }
         cattr_tensor_free(out);
         out = NULL;
         if (st == CATTR_OK) st = pt_computed(p, &v, k, s0, cnt, vals);
