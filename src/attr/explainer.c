@@ -75,6 +75,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_drop_plans(e);
     cx_derived_free(&e->delta_d);
     cx_derived_free(&e->sum_d);
+    cx_derived_free(&e->spread_d);
     for (int i = 0; i < CX_MAX_IN; i++) {
         cx_dbuf_free(&e->kept[i]);
         cx_dbuf_free(&e->staged[i]);

@@ -72,6 +72,10 @@ struct cattr_explainer {
     cx_derived sum_d; /* that sum's graph for sum_d.n attributions of the ranks in sum_d.rank, its constants in sum_dt */
     cattr_dtype sum_dt;
     int sum_outs[CX_MAX_IN];
+    /* cx_spread's graph (its constants in spread_dt) */
+    cx_derived spread_d;
+    cattr_dtype spread_dt;
+    int spread_out;
     cx_dbuf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
     cx_dbuf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
@@ -394,6 +398,13 @@ uint64_t cx_tunnel_noise_stream(int input, int64_t example);
  * out[i]: new host tensors, like[i]'s shape without its last dim (the caller owns them; NULL on failure). */
 cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like, void *const *dev,
                          cattr_tensor **out);
+
+/* Per-feature values spread onto the elements on the backend: out[r, k] = V[r, ids[idrow[r], k]] (0 where that id is
+ * negative), for R rows of M feature values (V: R*M host doubles, taken at c->dt), ids: id_rows x per host int64
+ * (each at most M - 1), idrow: R host int64 (< id_rows). out: a host tensor of c->dt with R*per values (any shape),
+ * written. Uploads V, the ids and idrow and downloads out, once. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
+                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out);
 
 /* cx_convergence_delta for attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
 cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,

@@ -534,6 +534,8 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     features F;
     samples S = {n, 0, NULL};
     float *X = NULL, *Y = NULL, *W = NULL, *coef = NULL;
+    double *V = NULL; /* [B, M]: the coefficients of every example's model */
+    int64_t *idrow = NULL;
     cattr_tensor *coefs = NULL; /* return_coefficients: [B, M] */
     cattr_status st = build_features(c, &F);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
@@ -549,11 +551,13 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
         Y = malloc((size_t)(B * n) * sizeof *Y);
         W = malloc((size_t)(B * n) * sizeof *W);
         coef = malloc((size_t)F.M * sizeof *coef);
+        V = malloc((size_t)(B * F.M) * sizeof *V);
+        idrow = malloc((size_t)B * sizeof *idrow);
         if (e->p.return_coefficients) {
             int64_t csh[2] = {B, F.M};
             coefs = cx_tensor_alloc(c->dt, 2, csh);
         }
-        if (!S.Z || !X || !Y || !W || !coef || (e->p.return_coefficients && !coefs))
+        if (!S.Z || !X || !Y || !W || !coef || !V || !idrow || (e->p.return_coefficients && !coefs))
             st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory for %lld samples of %lld interpretable features",
                          (long long)n, (long long)F.M);
     }
@@ -578,12 +582,13 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
             cx_fail_context(st, "example %lld", (long long)b);
             break;
         }
-        if (e->p.return_coefficients)
-            for (int64_t f = 0; f < S.M; f++) cx_tensor_set(coefs, b * S.M + f, coef[f]);
-        else
-            for (int i = 0; i < c->n; i++)
-                for (int64_t k = b * F.per[i]; k < (b + 1) * F.per[i]; k++) cx_tensor_set(attr[i], k, coef[F.ids[i][k]]);
+        for (int64_t f = 0; f < S.M; f++) V[b * S.M + f] = coef[f];
     }
+    if (st == CATTR_OK && e->p.return_coefficients)
+        for (int64_t k = 0; k < B * S.M; k++) cx_tensor_set(coefs, k, V[k]);
+    for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) idrow[b] = b;
+    for (int i = 0; i < c->n && st == CATTR_OK && !part && !e->p.return_coefficients && B > 0; i++)
+        st = cx_spread(e, c, V, B, S.M, F.ids[i], B, F.per[i], idrow, attr[i]); /* each element its feature's coefficient */
     if (st == CATTR_OK && e->p.return_coefficients) { /* attr[0] = [B, M] coefficients, the rest empty */
         int64_t zero = 0;
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
@@ -600,6 +605,8 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     free(Y);
     free(W);
     free(coef);
+    free(V);
+    free(idrow);
     if (st != CATTR_OK)
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(attr[i]);

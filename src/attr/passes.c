@@ -966,6 +966,58 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
     return st;
 }
 
+/* cx_spread's graph: inputs V [R, M + 1], ids int64 [id_rows, per], idrow int64 [R];
+ * out = SeqPick(Reshape(V, [R, M + 1, 1]), Gather(ids, idrow)) [R, per, 1]. */
+static cattr_status spread_graph(cattr_explainer *e, const cx_call *c) {
+    cx_derived *d = &e->spread_d;
+    if (d->g && d->consts && e->spread_dt == c->dt) return CATTR_OK;
+    cx_derived_free(d);
+    cg_graph *g = cg_new();
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    d->g = g;
+    int v = cg_add_input(g, "__spread_values"), ids = cg_add_input(g, "__spread_ids");
+    int idrow = cg_add_input(g, "__spread_id_rows");
+    cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    int rows = cg_emit(g, CG_GATHER, "__spread_ids_of_rows", (int[]){ids, idrow}, 2, &a0);
+    int v3 = cg_emit(g, CG_RESHAPE, "__spread_values_3d", (int[]){v}, 1, &r3);
+    e->spread_out = rows < 0 || v3 < 0 ? -1 : cx_emit2(g, CG_SEQ_PICK, "__spread", v3, rows);
+    if (e->spread_out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->spread_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
+                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out) {
+    if (out->numel != R * per) return cx_fail(CATTR_ERR_INTERNAL, "cx_spread: the output has the wrong size");
+    if (R == 0 || per == 0) return CATTR_OK;
+    int64_t vsh[2] = {R, M + 1}, ish[2] = {id_rows, per};
+    cattr_tensor *vt = cx_tensor_alloc(c->dt, 2, vsh), *it = cx_tensor_alloc(CATTR_INT64, 2, ish);
+    cattr_status st = vt && it ? spread_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        for (int64_t r = 0; r < R; r++) { /* column M: the value of negative ids, 0 */
+            for (int64_t f = 0; f < M; f++) cx_tensor_set(vt, r * (M + 1) + f, V[r * M + f]);
+            cx_tensor_set(vt, r * (M + 1) + M, 0.0);
+        }
+        int64_t *iv = it->data;
+        for (int64_t k = 0; k < id_rows * per; k++) iv[k] = ids[k] < 0 ? M : ids[k];
+    }
+    int nd[3] = {2, 2, 1};
+    int64_t sh[3][CATTR_MAX_DIMS] = {{R, M + 1}, {id_rows, per}, {R}};
+    cattr_dtype dt[3] = {c->dt, CATTR_INT64, CATTR_INT64};
+    cx_plan *p = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&e->spread_d.pc, e->spread_d.g, e->spread_d.consts, e->p.executor == CATTR_EXEC_EAGER,
+                               nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &e->spread_out, 1, &p);
+    const void *host[3] = {vt ? vt->data : NULL, it ? it->data : NULL, idrow};
+    void *res[1] = {out->data};
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, NULL, res, NULL);
+    cattr_tensor_free(vt);
+    cattr_tensor_free(it);
+    return st;
+}
+
 cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
                                       cattr_tensor *const *start, cattr_tensor **delta) {
     double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);

@@ -1777,22 +1777,22 @@ static bool next_permutation(int64_t *a, int64_t n) {
 }
 
 /* attr[r, element] = total[r, feature of the element] / n_iter in float32 (0 for ids outside 0..M-1). */
-static cattr_status sv_result(const cx_call *c, const pt_masks *pm, const sv_run *sv, double n_iter,
-                              cattr_tensor **attr) {
+static cattr_status sv_result(cattr_explainer *e, const cx_call *c, const pt_masks *pm, const sv_run *sv,
+                              double n_iter, cattr_tensor **attr) {
     const pt_ref *ref = sv->ref;
-    for (int i = 0; i < c->n; i++) {
-        CX_CHECK(alloc_attr(c->dt, ref->ndim, ref->shape, c->x[i], &attr[i]));
-        int64_t per = pm->per[i];
-        for (int64_t r = 0; r < ref->n_out; r++) {
-            int64_t m = pm->rows[i] == 1 ? 0 : r / ref->per_row;
-            for (int64_t k = 0; k < per; k++) {
-                int64_t f = pm->ids[i][m * per + k];
-                double v = f >= 0 && f < sv->M ? (double)(float)(sv->acc[r * sv->M + f] / n_iter) : 0.0;
-                cx_tensor_set(attr[i], r * per + k, v);
-            }
-        }
+    int64_t R = ref->n_out, M = sv->M;
+    double *V = malloc((size_t)(R * M + 1) * sizeof *V); /* the float32 mean per output and feature */
+    int64_t *idrow = malloc((size_t)(R + 1) * sizeof *idrow);
+    cattr_status st = V && idrow ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t k = 0; k < R * M && st == CATTR_OK; k++) V[k] = (double)(float)(sv->acc[k] / n_iter);
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* spread onto the elements on the backend */
+        st = alloc_attr(c->dt, ref->ndim, ref->shape, c->x[i], &attr[i]);
+        for (int64_t r = 0; r < R; r++) idrow[r] = pm->rows[i] == 1 ? 0 : r / ref->per_row;
+        if (st == CATTR_OK) st = cx_spread(e, c, V, R, M, pm->ids[i], pm->rows[i], pm->per[i], idrow, attr[i]);
     }
-    return CATTR_OK;
+    free(V);
+    free(idrow);
+    return st;
 }
 
 static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool exact) {
@@ -1885,7 +1885,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
         }
         free(order);
     }
-    if (st == CATTR_OK && !part) st = sv_result(c, &pm, &sv, n_iter, attr);
+    if (st == CATTR_OK && !part) st = sv_result(e, c, &pm, &sv, n_iter, attr);
     for (int i = 0; i < CX_MAX_IN; i++) free(sv.cur[i]);
     free(sv.perms);
     free(sv.prev);
