@@ -315,6 +315,29 @@ cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *co
     return st;
 }
 
+/* A copy of e->g with one more input, tidx [rows] (int64), and the output
+ * *sel = Reshape(SeqPick(Reshape(output, [rows, -1, 1]), tidx), [-1]): each row's target value. */
+static cattr_status clone_with_select(cattr_explainer *e, cg_graph **out, int *sel) {
+    static const char *const tname[1] = {"__cattr_tidx__"};
+    int tidx = -1;
+    cg_graph *g = NULL;
+    CX_CHECK(cx_derive_clone(e->g, 1, tname, &g, &tidx));
+    cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    r1.n_ints = 1;
+    r1.ints[0] = -1;
+    int y3 = cg_emit(g, CG_RESHAPE, "__cattr_out_rows", (int[]){cx_model_output(e->m)}, 1, &r3);
+    int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__cattr_target", (int[]){y3, tidx}, 2, NULL);
+    *sel = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_selected", (int[]){ys}, 1, &r1);
+    if (*sel < 0) {
+        cg_free(g);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    *out = g;
+    return CATTR_OK;
+}
+
 /* e->gm for LRP: sel = Reshape(SeqPick(Reshape(output, [B, -1, 1]), tidx), [-1]); per attributed input
  * out_i = Mul(g_i or Mul(g_i, x_i), Reshape(sel, [B, 1, ...])) (rank of x_i), rounded as the host loop it replaced;
  * outputs out_0.., then sel. */
@@ -325,19 +348,9 @@ static cattr_status build_lrp(cattr_explainer *e, const cx_call *c, unsigned mul
     cx_plan_cache_clear(&e->gm_pc);
     cg_free(e->gm);
     e->gm = NULL;
-    static const char *const tname[1] = {"__cattr_tidx__"};
-    int tidx = -1, bad = 0;
+    int sel = -1, bad = 0;
     cg_graph *g = NULL;
-    CX_CHECK(cx_derive_clone(e->g, 1, tname, &g, &tidx));
-    cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
-    r3.n_ints = 3;
-    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
-    r1.n_ints = 1;
-    r1.ints[0] = -1;
-    int y3 = bad ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_out_rows", (int[]){cx_model_output(e->m)}, 1, &r3);
-    int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__cattr_target", (int[]){y3, tidx}, 2, NULL);
-    int sel = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_selected", (int[]){ys}, 1, &r1);
-    bad |= sel < 0;
+    CX_CHECK(clone_with_select(e, &g, &sel));
     for (int i = 0; i < c->n && !bad; i++) {
         cg_attrs rr = cg_attrs_default();
         rr.n_ints = c->x[i]->ndim;
@@ -532,26 +545,12 @@ cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs,
     return CATTR_OK;
 }
 
-/* e->sel_g: e->g with one more input, tidx [rows] (int64), and the output
- * sel = Reshape(SeqPick(Reshape(output, [rows, -1, 1]), tidx), [-1]), each row's target value. */
+/* e->sel_g: e->g with the target selection of clone_with_select, each row's target value. */
 static cattr_status build_select(cattr_explainer *e) {
     if (e->sel_g) return CATTR_OK;
-    static const char *const tname[1] = {"__cattr_select_tidx__"};
-    int tidx = -1;
+    int sel = -1;
     cg_graph *g = NULL;
-    CX_CHECK(cx_derive_clone(e->g, 1, tname, &g, &tidx));
-    cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
-    r3.n_ints = 3;
-    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
-    r1.n_ints = 1;
-    r1.ints[0] = -1;
-    int y3 = cg_emit(g, CG_RESHAPE, "__cattr_out_rows", (int[]){cx_model_output(e->m)}, 1, &r3);
-    int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__cattr_target", (int[]){y3, tidx}, 2, NULL);
-    int sel = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_selected", (int[]){ys}, 1, &r1);
-    if (sel < 0) {
-        cg_free(g);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
+    CX_CHECK(clone_with_select(e, &g, &sel));
     e->sel_g = g;
     e->sel_out = sel;
     return CATTR_OK;
@@ -838,17 +837,27 @@ cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const 
     return CATTR_OK;
 }
 
+/* Whether the small derived graph d (its constants made for dtype dt) serves n attributions of like's ranks in c's
+ * dtype (*fresh false); else it is freed and d->g is a new empty graph to build (*fresh true). */
+static cattr_status small_graph_begin(cx_derived *d, cattr_dtype dt, const cx_call *c, int n,
+                                      cattr_tensor *const *like, bool *fresh) {
+    bool same = d->g && d->n == n && d->consts && dt == c->dt;
+    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
+    *fresh = !same;
+    if (same) return CATTR_OK;
+    cx_derived_free(d);
+    d->g = cg_new();
+    return d->g ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+}
+
 /* The delta graph for n inputs of these ranks: inputs attr_0..attr_{n-1}, then d [B] (f(x) - f(start), rounded as
  * cx_delta_finish rounds it); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
 static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
     cx_derived *d = &e->delta_d;
-    bool same = d->g && d->n == n && d->consts && e->delta_dt == c->dt;
-    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
-    if (same) return CATTR_OK;
-    cx_derived_free(d);
-    cg_graph *g = cg_new();
-    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    d->g = g;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->delta_dt, c, n, like, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
     int in[MAX_IN];
     for (int i = 0; i < n; i++) in[i] = cg_add_input(g, "__delta_attr");
     int diff = cg_add_input(g, "__delta_endpoints");
@@ -913,13 +922,10 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
 /* The graph of cx_sum_last for n attributions of these ranks: out_i = TorchSum(attr_i, its last axis). */
 static cattr_status sum_last_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
     cx_derived *d = &e->sum_d;
-    bool same = d->g && d->n == n && d->consts && e->sum_dt == c->dt;
-    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
-    if (same) return CATTR_OK;
-    cx_derived_free(d);
-    cg_graph *g = cg_new();
-    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    d->g = g;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->sum_dt, c, n, like, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
     for (int i = 0; i < n; i++) {
         if (like[i]->ndim < 1) return cx_fail(CATTR_ERR_INTERNAL, "a scalar attribution has no last axis to sum");
         cg_attrs sum = cg_attrs_default();
