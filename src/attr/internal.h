@@ -128,6 +128,9 @@ typedef struct cx_call {
      * shape, dt) instead of returning a host tensor (attr[i] stays NULL). */
     void *x_dev[CX_MAX_IN];
     void *attr_dev[CX_MAX_IN];
+    /* DeepLift only (the layer DeepLift pipeline, layer_perturb.c): base_dev[i], when not NULL, holds baseline i's
+     * values in backend memory (base[i] then gives its shape only). x_dev may then be set for some inputs only. */
+    void *base_dev[CX_MAX_IN];
 } cx_call;
 
 struct cx_method {

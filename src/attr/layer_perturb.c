@@ -45,6 +45,9 @@ typedef struct lp_state {
     cattr_method inner_method;
     int lrp_rank[LP_MAX_LAYERS]; /* LayerLRP: the layer ranks its suffix was built for (0: none) */
     int lrp_out[LP_MAX_LAYERS + 1];
+    /* LayerDeepLift on the backend: the layer values at the inputs and at the baselines, and the inner DeepLift's
+     * attributions (the layers', then the model inputs') */
+    cx_dbuf act[LP_MAX_LAYERS], act0[LP_MAX_LAYERS], la[LP_MAX_LAYERS + CX_MAX_IN];
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
@@ -58,6 +61,11 @@ static void lp_release(cattr_explainer *e) {
     if (!s) return;
     graph_free(&s->lg);
     cx_plan_cache_clear(&s->fpc);
+    for (int k = 0; k < LP_MAX_LAYERS; k++) {
+        cx_dbuf_free(&s->act[k]);
+        cx_dbuf_free(&s->act0[k]);
+    }
+    for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cx_dbuf_free(&s->la[k]);
     cattr_explainer_free(s->inner);
     cattr_model_free(s->lm);
     cx_rules_free(s->rules_state);
@@ -207,15 +215,6 @@ static cattr_status target_seed(const cx_call *c, const cx_view *ov, int64_t rep
     return CATTR_OK;
 }
 
-/* Per-example sums of the layer attributions (attr[0..n), on the host) minus F(x) - F(x') (IG-style delta, sel holding
- * the 2B target values of [x; x']). */
-static cattr_status layer_delta(const cx_call *c, int n, cattr_tensor *const *attr, const double *sel,
-                                cattr_tensor **delta) {
-    cx_call c2 = *c;
-    c2.n = n;
-    return cx_delta_finish(&c2, attr, sel, delta);
-}
-
 /* ---- the layer model ---------------------------------------------------------------------------------------------
  * LayerDeepLift (and so LayerDeepLiftShap), LayerFeatureAblation and LayerFeaturePermutation are their input methods
  * on a model derived from the caller's whose first inputs are the layer tensors: every reader of layer value k reads
@@ -270,9 +269,10 @@ static cattr_status layer_inner(cattr_explainer *e, lp_state *s, cattr_method me
     return CATTR_OK;
 }
 
-/* The layer tensors at inputs xs (B rows; the call's additional inputs): act[k] new tensors. */
+/* The layer tensors at inputs xs (B rows; the call's additional inputs): act[k] new tensors, holding the values, or
+ * with dev their shapes only (contents undefined), the values left in backend buffers dev[k]. */
 static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, cattr_tensor *const *xs,
-                                 cattr_tensor **act) {
+                                 cattr_tensor **act, cx_dbuf *dev) {
     int nd[2 * CX_MAX_IN];
     int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[2 * CX_MAX_IN];
@@ -288,54 +288,81 @@ static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, ca
     CX_CHECK(cx_plan_cache_get(&s->fpc, e->m->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->layers, s->n_layers, &p));
     if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    void *dst[LP_MAX_LAYERS];
+    void *dst[LP_MAX_LAYERS], *ddev[LP_MAX_LAYERS];
     cattr_status st = CATTR_OK;
     for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
         const cx_view *v = cx_plan_view(p, s->layers[k]);
         act[k] = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
         if (!act[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else dst[k] = act[k]->data;
+        if (st == CATTR_OK && dev) { /* the host tensor gives the shape: all-ones bits (NaN) where values were */
+            memset(act[k]->data, 0xff, (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype));
+            st = cx_dbuf_fit(e->be, &dev[k], (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype), NULL, false);
+        }
+        if (st == CATTR_OK && dev) ddev[k] = dev[k].p;
     }
-    if (st == CATTR_OK) st = cx_run_plan(e, p, host, dst);
+    if (st == CATTR_OK) st = dev ? cx_run_plan_dev(e, p, host, NULL, NULL, ddev) : cx_run_plan(e, p, host, dst);
     return st;
 }
 
 /* ---- LayerDeepLift ------------------------------------------------------------------------------------------------ */
 
+/* LayerDeepLift on the backend: the layer values at x and at x' stay there (layer_values), the inner DeepLift on the
+ * layer model reads them in place (cx_call.x_dev / base_dev) with the model's own inputs and baselines from the host,
+ * leaves its attributions there (attr_dev), and the delta sums the layer attributions there (cx_delta_dev): what
+ * comes down is the layer attributions and the B deltas. */
 static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     lp_state *s = e->method_state;
     int nl = s->n_layers, n = c->n;
-    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *act0[LP_MAX_LAYERS] = {0}, *res[LP_MAX_LAYERS + CX_MAX_IN] = {0};
+    cattr_tensor *act[LP_MAX_LAYERS] = {0}, *act0[LP_MAX_LAYERS] = {0}, *none[LP_MAX_LAYERS + CX_MAX_IN] = {0};
     double *sel = NULL;
     cattr_status st = layer_inner(e, s, CATTR_METHOD_DEEPLIFT);
-    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act);
-    if (st == CATTR_OK) st = layer_values(e, s, c, c->base, act0);
-    if (st == CATTR_OK) {
-        const cattr_tensor *in[LP_MAX_LAYERS + CX_MAX_IN], *bl[LP_MAX_LAYERS + CX_MAX_IN];
-        for (int k = 0; k < nl; k++) in[k] = act[k], bl[k] = act0[k];
-        for (int i = 0; i < n; i++) in[nl + i] = c->x[i], bl[nl + i] = c->base[i];
-        cattr_call call;
-        memset(&call, 0, sizeof call);
-        call.inputs = in;
-        call.n_inputs = nl + n;
-        call.baselines = bl;
-        call.target = c->target;
-        call.additional = (const cattr_tensor *const *)c->add;
-        call.n_additional = c->n_add;
-        st = cattr_explainer_run(s->inner, &call, res, NULL);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act, s->act);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->base, act0, s->act0);
+    for (int k = 0; k < nl && st == CATTR_OK; k++)
+        if (act[k]->dtype != c->dt)
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "LayerDeepLift: layer tensor %d is %s, not the compute dtype %s", k,
+                         cattr_dtype_name(act[k]->dtype), cattr_dtype_name(c->dt));
+    cattr_explainer *in = s->inner;
+    if (st == CATTR_OK) st = cx_build_grad_graph(in, nl + n);
+    cx_call c2;
+    memset(&c2, 0, sizeof c2);
+    c2.n = nl + n;
+    c2.B = c->B;
+    c2.dt = c->dt;
+    c2.n_add = c->n_add;
+    c2.target = c->target;
+    for (int k = 0; k < nl + n && st == CATTR_OK; k++) { /* the layers' values read in place, the inputs' from the host */
+        cattr_tensor *like = k < nl ? act[k] : c->x[k - nl];
+        c2.x[k] = k < nl ? act[k] : c->x[k - nl];
+        c2.base[k] = k < nl ? act0[k] : c->base[k - nl];
+        c2.x_dev[k] = k < nl ? s->act[k].p : NULL;
+        c2.base_dev[k] = k < nl ? s->act0[k].p : NULL;
+        st = cx_dbuf_fit(in->be, &s->la[k], (size_t)like->numel * cattr_dtype_size(c->dt), NULL, false);
+        c2.attr_dev[k] = s->la[k].p;
     }
-    for (int k = 0; k < nl && st == CATTR_OK; k++) {
-        attr[k] = res[k];
-        res[k] = NULL;
+    for (int j = 0; j < c->n_add; j++) c2.add[j] = c->add[j];
+    if (st == CATTR_OK) st = in->method->attribute(in, &c2, none, NULL);
+    for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++)
+        if (none[k]) {
+            cattr_tensor_free(none[k]);
+            if (st == CATTR_OK) st = cx_fail(CATTR_ERR_INTERNAL, "the inner DeepLift returned a host attribution");
+        }
+    if (in->peak > e->peak) e->peak = in->peak;
+    for (int k = 0; k < nl && st == CATTR_OK; k++) { /* the layers' attributions come down */
+        attr[k] = cx_tensor_alloc(c->dt, act[k]->ndim, act[k]->shape);
+        if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else st = cx_copy_out(in->be, attr[k]->data, s->la[k].p, (size_t)attr[k]->numel * cattr_dtype_size(c->dt));
     }
     c->n_out = nl;
     if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
+        void *dev[LP_MAX_LAYERS];
+        for (int k = 0; k < nl; k++) dev[k] = s->la[k].p;
         sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
         st = sel ? cx_delta_forward(e, c, c->base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = layer_delta(c, nl, attr, sel, delta);
+        if (st == CATTR_OK) st = cx_delta_dev(e, c, nl, attr, dev, sel, delta);
     }
     free(sel);
-    for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cattr_tensor_free(res[k]);
     for (int k = 0; k < LP_MAX_LAYERS; k++) {
         cattr_tensor_free(act[k]);
         cattr_tensor_free(act0[k]);
@@ -449,7 +476,7 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
     cattr_status st = layer_inner(e, s, permute ? CATTR_METHOD_FEATURE_PERMUTATION : CATTR_METHOD_FEATURE_ABLATION);
     if (st == CATTR_OK && u && u->layer_masks && u->n_layer_masks != n)
         st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d layer masks given for a layer of %d tensors", u->n_layer_masks, n);
-    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act, NULL);
     for (int k = 0; k < n && st == CATTR_OK && lb; k++) { /* the layer baseline: a scalar, the layer's shape or batch 1 */
         const cattr_tensor *a = act[k];
         bool full = cx_shape_eq(lb->ndim, lb->shape, a->ndim, a->shape);

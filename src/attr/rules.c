@@ -582,6 +582,8 @@ static cattr_status deeplift_init(cattr_explainer *e) {
 static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *const *base, bool keep,
                                   cattr_tensor **attr) {
     cattr_tensor *xs[CX_MAX_IN] = {0}, *gr[CX_MAX_IN] = {0};
+    void *xs_dev[CX_MAX_IN] = {0};
+    bool any_dev = false;
     cattr_status st = CATTR_OK;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t sh[CATTR_MAX_DIMS];
@@ -593,19 +595,23 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
             break;
         }
         size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
-        memcpy(xs[i]->data, c->x[i]->data, bytes);
-        memcpy((char *)xs[i]->data + bytes, base[i]->data, bytes);
-    }
-    /* inputs on the backend (cx_call.x_dev): [x; base] assembled there, in e->staged */
-    void *xs_dev[CX_MAX_IN] = {0};
-    for (int i = 0; i < c->n && st == CATTR_OK && c->x_dev[0]; i++) {
-        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        if (!c->x_dev[i] && !c->base_dev[i]) { /* on the host: [x; base] goes up with the pass */
+            memcpy(xs[i]->data, c->x[i]->data, bytes);
+            memcpy((char *)xs[i]->data + bytes, base[i]->data, bytes);
+            continue;
+        }
+        /* an input or baseline on the backend (cx_call.x_dev, base_dev): [x; base] assembled there, in e->staged */
         st = cx_dbuf_fit(e->be, &e->staged[i], 2 * bytes, NULL, false);
-        if (st == CATTR_OK) st = cx_copy_dev(e->be, e->staged[i].p, c->x_dev[i], bytes);
-        if (st == CATTR_OK) st = cx_copy_in(e->be, (char *)e->staged[i].p + bytes, base[i]->data, bytes);
-        xs_dev[i] = e->staged[i].p;
+        char *d = e->staged[i].p;
+        if (st == CATTR_OK)
+            st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
+        if (st == CATTR_OK)
+            st = c->base_dev[i] ? cx_copy_dev(e->be, d + bytes, c->base_dev[i], bytes)
+                                : cx_copy_in(e->be, d + bytes, base[i]->data, bytes);
+        xs_dev[i] = d;
+        any_dev = true;
     }
-    void *const *xd = c->x_dev[0] ? xs_dev : NULL;
+    void *const *xd = any_dev ? xs_dev : NULL;
     if (st == CATTR_OK && e->p.multiply_by_inputs) { /* (x - base) * multiplier, on the backend */
         st = cx_grad_times_diff(e, c, xs, xd, keep, attr);
     } else if (st == CATTR_OK) { /* the multipliers of the first block */
