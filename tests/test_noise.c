@@ -68,11 +68,12 @@ int main(void) {
     }
     cattr_tensor_free(g);
     cattr_tensor_free(a);
-    /* NoiseTunnel around IntegratedGradients: without a convergence delta the noisy inputs, IG's passes and the sums
-     * stay on the backend (run_tunnel_io); with one, the host route runs. Same numbers (==: a sum starting from zero
-     * may turn -0 into +0), for every tunnel type, both dtypes, IG in two halves (the default here) and in chunks */
-    /* and around DeepLift (with and without multiply_by_inputs: "chunks" 1 turns it off there), LRP and
-     * FeatureAblation (no delta: its host route is a call cut into one part and combined) */
+    /* NoiseTunnel around IntegratedGradients: the noisy inputs, IG's passes, its convergence deltas and the sums stay
+     * on the backend (run_tunnel_io); the host route (run_tunnel) runs for a call cut into one part and combined. Same
+     * numbers, attributions and deltas (==: a sum starting from zero may turn -0 into +0), for every tunnel type, both
+     * dtypes, IG in two halves (the default here) and in chunks; and around DeepLift (with and without
+     * multiply_by_inputs: "chunks" 1 turns it off there) and FeatureAblation (no delta). LRP's tunnel does not split:
+     * its attributions with and without deltas are compared, and its deltas checked to be one per sample row. */
     for (int dl = 0; dl < 4; dl++)
     for (int dt = 0; dt < 2; dt++)
         for (int type = CATTR_NT_SMOOTHGRAD; type <= CATTR_NT_VARGRAD; type++)
@@ -88,41 +89,54 @@ int main(void) {
                 if (chunks && !dl) q.internal_batch_size = 3 * B * 2; /* 3 steps of the 2 samples' examples per chunk */
                 if (chunks && dl == 1) q.multiply_by_inputs = false;
                 if (chunks && dl == 3) q.perturbations_per_eval = 5;
+                bool deltas = dl != 3;
+                q.return_convergence_delta = deltas;
                 cattr_explainer *e1 = NULL, *e2 = NULL;
                 CHECK(cattr_explainer_new(m, &q, &e1) == CATTR_OK, "tunnel IG");
-                q.return_convergence_delta = dl != 3;
+                if (dl == 2) q.return_convergence_delta = false;
                 CHECK(cattr_explainer_new(m, &q, &e2) == CATTR_OK, "tunnel on the host route");
-                cattr_tensor *a1 = NULL, *a2 = NULL, *d2 = NULL;
-                CHECK(e1 && cattr_explainer_attribute(e1, in_x, 1, NULL, &t, NULL, 0, &a1, NULL) == CATTR_OK,
-                      "tunnel on the backend: %s", cattr_last_error());
-                if (dl != 3) {
-                    CHECK(e2 && cattr_explainer_attribute(e2, in_x, 1, NULL, &t, NULL, 0, &a2, &d2) == CATTR_OK,
-                          "tunnel with deltas: %s", cattr_last_error());
+                cattr_tensor *a1 = NULL, *a2 = NULL, *d1 = NULL, *d2 = NULL;
+                CHECK(e1 && cattr_explainer_attribute(e1, in_x, 1, NULL, &t, NULL, 0, &a1, deltas ? &d1 : NULL) ==
+                          CATTR_OK, "tunnel on the backend: %s", cattr_last_error());
+                if (dl == 2) {
+                    CHECK(e2 && cattr_explainer_attribute(e2, in_x, 1, NULL, &t, NULL, 0, &a2, NULL) == CATTR_OK,
+                          "tunnel without deltas: %s", cattr_last_error());
+                    CHECK(d1 && cattr_tensor_numel(d1) == B * N, "LRP's tunnel: one delta per sample row");
                 } else if (e2) {
                     cattr_call call = {in_x, 1, NULL, &t, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
                     void *blob = NULL;
                     size_t len = 0;
                     CHECK(cattr_explainer_run_part(e2, &call, 0, 1, &blob, &len) == CATTR_OK &&
-                              cattr_explainer_combine(e2, &call, (const void *const *)&blob, &len, 1, &a2, NULL) ==
-                                  CATTR_OK,
+                              cattr_explainer_combine(e2, &call, (const void *const *)&blob, &len, 1, &a2,
+                                                      deltas ? &d2 : NULL) == CATTR_OK,
                           "tunnel in one part: %s", cattr_last_error());
                     free(blob);
                 }
-                if (a1 && a2) {
-                    int64_t bad = 0, n_el = cattr_tensor_numel(a1);
-                    for (int64_t k = 0; k < n_el; k++) {
-                        double u = dt ? ((const double *)cattr_tensor_data_const(a1))[k] : ((const float *)cattr_tensor_data_const(a1))[k];
-                        double w = dt ? ((const double *)cattr_tensor_data_const(a2))[k] : ((const float *)cattr_tensor_data_const(a2))[k];
-                        bad += !(u == w);
+                for (int w = 0; w < 2; w++) { /* the attributions, then the deltas */
+                    const cattr_tensor *u1 = w ? d1 : a1, *u2 = w ? d2 : a2;
+                    if (w && dl == 2) continue;
+                    if (w && !deltas) {
+                        CHECK(!d1 && !d2, "a delta where none was asked");
+                        continue;
                     }
-                    CHECK(n_el == B * PER && bad == 0, "tunnel %s (%s, type %d, variant %d): %lld of %lld values "
-                          "differ between the backend and the host route",
+                    CHECK(u1 && u2, "tunnel %d: %s missing", dl, w ? "deltas" : "attributions");
+                    if (!u1 || !u2) continue;
+                    int64_t bad = 0, n_el = cattr_tensor_numel(u1);
+                    for (int64_t k = 0; k < n_el && k < cattr_tensor_numel(u2); k++) {
+                        double v1 = dt ? ((const double *)cattr_tensor_data_const(u1))[k] : ((const float *)cattr_tensor_data_const(u1))[k];
+                        double v2 = dt ? ((const double *)cattr_tensor_data_const(u2))[k] : ((const float *)cattr_tensor_data_const(u2))[k];
+                        bad += !(v1 == v2);
+                    }
+                    CHECK(n_el == (w ? B * N : B * PER) && n_el == cattr_tensor_numel(u2) && bad == 0,
+                          "tunnel %s (%s, type %d, variant %d): %lld of %lld %s differ between the backend and the "
+                          "host route",
                           dl == 3 ? "FeatureAblation" : dl == 2 ? "LRP" : dl ? "DeepLift" : "IG",
-                          dt ? "float64" : "float32", type, chunks,
-                          (long long)bad, (long long)n_el);
+                          dt ? "float64" : "float32", type, chunks, (long long)bad, (long long)n_el,
+                          w ? "deltas" : "values");
                 }
                 cattr_tensor_free(a1);
                 cattr_tensor_free(a2);
+                cattr_tensor_free(d1);
                 cattr_tensor_free(d2);
                 cattr_explainer_free(e1);
                 cattr_explainer_free(e2);

@@ -79,6 +79,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     for (int i = 0; i < CX_MAX_IN; i++) {
         cx_dbuf_free(&e->kept[i]);
         cx_dbuf_free(&e->staged[i]);
+        cx_dbuf_free(&e->dstaged[i]);
     }
     cg_free(e->g);
     cx_consts_free(e->consts);

@@ -54,7 +54,7 @@ struct cattr_explainer {
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
     size_t rb_bytes;
-    /* what the last call's cx_convergence_delta (or IG's two-halves path) selected at its first B rows: for IG and
+    /* what the last call's cx_convergence_delta_dev (or IG's two-halves path) selected at its first B rows: for IG and
      * DeepLift f(x) of each example at its input (fx_n = B; 0 when the call computed none or used a noise tunnel);
      * GradientShap and DeepLiftShap run their deltas over other points (noisy inputs, example x baseline pairs).
      * Only the LLM IG path reads it, for its target log-probabilities. */
@@ -77,6 +77,7 @@ struct cattr_explainer {
     cattr_dtype spread_dt;
     int spread_out;
     cx_dbuf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
+    cx_dbuf dstaged[CX_MAX_IN]; /* the delta's [x; start] assembled on the backend (cx_delta_forward, from x_dev) */
     cx_dbuf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
@@ -122,10 +123,11 @@ typedef struct cx_call {
     const cattr_call *user; /* the caller's call (feature masks, draws) */
     int next_draw;          /* explicit draws consumed so far */
     int n_out;              /* attributions written (layer methods: one per layer tensor); 0 means one per input */
-    /* A call between passes on the backend (NoiseTunnel's noisy inputs; IntegratedGradients, DeepLift and LRP honour it,
-     * without a convergence delta and not split into parts: noise.c's takes_dev_io): x_dev[i], when not NULL, holds input i's values in backend memory (x[i] then gives its shape only;
-     * its host values are NaN), and attr_dev[i], when not NULL, is where the method leaves attribution i (x[i]'s
-     * shape, dt) instead of returning a host tensor (attr[i] stays NULL). */
+    /* A call between passes on the backend (NoiseTunnel's noisy inputs; IntegratedGradients, DeepLift and LRP honour
+     * it, with their convergence deltas, when not split into parts (noise.c's takes_dev_io), FeatureAblation with a
+     * target, Saliency and InputXGradient attr_dev): x_dev[i], when not NULL, holds input i's values in backend memory
+     * (x[i] then gives its shape only; its host values are NaN), and attr_dev[i], when not NULL, is where the method
+     * leaves attribution i (x[i]'s shape, dt) instead of returning a host tensor (attr[i] stays NULL). */
     void *x_dev[CX_MAX_IN];
     void *attr_dev[CX_MAX_IN];
     /* DeepLift only (the layer DeepLift pipeline, layer_perturb.c): base_dev[i], when not NULL, holds baseline i's
@@ -300,9 +302,10 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 
 /* cx_select of cx_forward's output made on the backend (e->sel_g: the forward pass and a SeqPick of each row's target),
  * so that only the reps*B selected values come down into sel; sel NULL: only make the plan (for running it from
- * several threads later). *out_dt (optional): the model output's dtype. Errors: those of the passes, CATTR_ERR_TARGET. */
-cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                               double *sel, cattr_dtype *out_dt);
+ * several threads later). xs_dev (optional): backend buffers holding xs[i]'s values where not NULL. *out_dt
+ * (optional): the model output's dtype. Errors: those of the passes, CATTR_ERR_TARGET. */
+cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev,
+                               int64_t reps, cx_expand how, double *sel, cattr_dtype *out_dt);
 
 /* Rows of t repeated: tiled [t; t; ...] or interleaved [t0, t0, ..., t1, t1, ...]. NULL on allocation failure. */
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
@@ -381,15 +384,14 @@ void cx_pairs_free(cx_call *p, int64_t *tidx);
  * summation order, for i < n. */
 cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pair_attr, int n, cattr_tensor **attr);
 
-/* The convergence delta in parts, so that its forward pass can run beside other work: make the plan
- * (cx_delta_prepare), run the forward of [x; start] into sel[2B] (cx_delta_forward: cx_forward_select), then combine with the
- * attributions (cx_delta_finish). */
+/* The IG-style convergence delta, delta[b] = the sum of example b's attributions - (F(x_b) - F(start_b)), in parts so
+ * that its forward pass can run beside other work: make the plan (cx_delta_prepare), run the forward of [x; start]
+ * into sel[2B] (cx_delta_forward: cx_forward_select), then combine with the attributions (cx_delta_dev). */
 cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start);
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel);
-cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta);
-/* cx_delta_finish for n attributions still in backend memory (attr_dev[i]: the shape of host tensor like[i], B rows,
- * c->dt): the sums of each example's attributions (TorchSum, in torch's order) and the difference run as ops, and
- * only the B deltas come back. Errors: CATTR_ERR_NO_MEMORY, a kernel's. */
+/* The delta for n attributions in backend memory (attr_dev[i]: the shape of host tensor like[i], B rows, c->dt): the
+ * sums of each example's attributions (TorchSum, in torch's order) and the difference run as ops, and only the B
+ * deltas come back. Errors: CATTR_ERR_NO_MEMORY, a kernel's. */
 cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like,
                           void *const *attr_dev, const double *sel, cattr_tensor **delta);
 /* The generator stream of NoiseTunnel's noise for attributed input `input` of example `example`: sample j's element
@@ -409,14 +411,11 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
 cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
                        int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out);
 
-/* cx_convergence_delta for attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
+/* The convergence delta of attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
 cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
                                       cattr_tensor *const *start, cattr_tensor **delta);
 /* Keeps sel[0..B) (f at the inputs, as cx_delta_forward selects them) in e->fx; e->fx_n = 0 without memory. */
 void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B);
 
-/* IG-style convergence delta: delta[b] = sum of the attributions of example b - (F(x_b) - F(start_b)). */
-cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
-                                  cattr_tensor *const *start, cattr_tensor **delta);
 
 #endif

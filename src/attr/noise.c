@@ -1152,7 +1152,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
             out[DO_FB] = s->fb.p;
         }
         if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
-        if (st == CATTR_OK && want_delta) { /* sum of the row's attributions - (f(xn) - f(bg)), as cx_delta_finish */
+        if (st == CATTR_OK && want_delta) { /* sum of the row's attributions - (f(xn) - f(bg)), rounded as cx_delta_dev */
             void *tmp = malloc((size_t)(n * per_out + n) * es + 1);
             if (!tmp) st = oom();
             for (int i = 0; i <= s->n_acc + 1 && st == CATTR_OK; i++) {
@@ -1350,17 +1350,19 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
 /* Whether the explainer's method takes its inputs from and leaves its attributions in backend memory (cx_call's x_dev
  * and attr_dev) for call c: IntegratedGradients, DeepLift and LRP when no convergence delta is wanted (their deltas
  * read host inputs), and FeatureAblation (which has none) with a target (its backend path). */
-static bool takes_dev_io(const cattr_explainer *e, const cx_call *c, bool want_delta) {
+static bool takes_dev_io(const cattr_explainer *e, const cx_call *c) {
     const cx_method *m = e->method;
-    if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return !want_delta;
+    if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return true;
     return m == &cx_method_feature_ablation && c->target && c->target->kind != CATTR_TARGET_NONE;
 }
 
-/* run_tunnel for a method that takes_dev_io (so without convergence deltas), not split: per partition the noisy inputs
- * are made on the backend (Gather(x, rows) + the noise drawn there), the method runs on them (its baselines and
- * additional inputs as run_partition makes them) and leaves its attributions there, and they are summed there
- * (io_build); the result comes down once (dev_finish). The numbers are run_tunnel's. */
-static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out) {
+/* run_tunnel for a method that takes_dev_io, not split: per partition the noisy inputs are made on the backend
+ * (Gather(x, rows) + the noise drawn there), the method runs on them (its baselines and additional inputs as
+ * run_partition makes them) and leaves its attributions there, and they are summed there (io_build); the result
+ * comes down once (dev_finish), and the method's convergence deltas (delta_out not NULL), B per sample, once per
+ * partition. The numbers are run_tunnel's. */
+static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
+                                  cattr_tensor **delta_out) {
     int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
     int64_t full = t->n / bs, rem = t->n - full * bs, B = c->B;
     int n_parts = (int)(full + (rem > 0)), n = c->n, acc_nd[CX_MAX_IN];
@@ -1372,7 +1374,8 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
     cx_dbuf nx[CX_MAX_IN], at[CX_MAX_IN];
     memset(nx, 0, sizeof nx);
     memset(at, 0, sizeof at);
-    cattr_status st = ib ? dev_state(e, c, DEV_IO, NULL, n, acc_nd, &s) : oom();
+    cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
+    cattr_status st = ib && deltas ? dev_state(e, c, DEV_IO, NULL, n, acc_nd, &s) : oom();
     for (int i = 0; i < n && st == CATTR_OK; i++) memcpy(s->acc_sh[i], c->x[i]->shape, sizeof s->acc_sh[i]);
     if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
     if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed); /* the inputs; the sums zeroed */
@@ -1429,7 +1432,7 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
         for (int i = 0; i < n && st == CATTR_OK; i++) st = derived_baseline(c, t, i, m, idx[i], &d);
         if (st == CATTR_OK) {
             d.c.next_draw = c->next_draw;
-            st = t->inner(e, &d.c, &pi, attr, NULL);
+            st = t->inner(e, &d.c, &pi, attr, delta_out ? &deltas[p] : NULL);
             c->next_draw = d.c.next_draw;
         }
         for (int i = 0; i < CX_MAX_IN; i++)
@@ -1457,6 +1460,7 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
         if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
     }
     if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
+    if (st == CATTR_OK && delta_out) st = concat_deltas(t, B, bs, deltas, n_parts, delta_out);
     if (st != CATTR_OK)
         for (int i = 0; i < n; i++) {
             cattr_tensor_free(attr_out[i]);
@@ -1467,6 +1471,8 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
         cx_dbuf_free(&nx[i]);
         cx_dbuf_free(&at[i]);
     }
+    for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
+    free(deltas);
     free(ib);
     cattr_tensor_free(seed);
     return st;
@@ -1519,8 +1525,8 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
     for (int i = 0; i < c->n && kind && t.draw_baselines; i++)
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
     if (kind) return run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
-    bool deltas = delta && e->p.return_convergence_delta, splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    if (takes_dev_io(e, c, deltas) && !splitting) return run_tunnel_io(e, c, &t, attr);
+    bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
+    if (takes_dev_io(e, c) && !splitting) return run_tunnel_io(e, c, &t, attr, delta);
     return run_tunnel(e, c, &t, attr, delta);
 }
 

@@ -556,8 +556,8 @@ static cattr_status build_select(cattr_explainer *e) {
     return CATTR_OK;
 }
 
-cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                               double *sel, cattr_dtype *out_dt) {
+cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev,
+                               int64_t reps, cx_expand how, double *sel, cattr_dtype *out_dt) {
     int si = e->seed_input;
     if (si + 1 >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
     int64_t R = reps * c->B;
@@ -584,8 +584,10 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
     }
     if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
     if (st == CATTR_OK && sel) {
-        void *dst[1] = {vals->data};
-        st = cx_run_plan(e, p, pi.host, dst);
+        void *dst[1] = {vals->data}, *in_dev[MAX_IN] = {0};
+        for (int i = 0; xs_dev && i < c->n; i++) /* inputs already on the backend */
+            if (xs_dev[i]) in_dev[i] = xs_dev[i], pi.host[i] = NULL;
+        st = cx_run_plan_dev(e, p, pi.host, in_dev, dst, NULL);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) sel[r] = cx_tensor_get(vals, r);
     }
     pass_free(&pi);
@@ -804,37 +806,20 @@ cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *cons
 
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
     cattr_tensor *xs[MAX_IN] = {0};
+    void *xs_dev[MAX_IN] = {0};
     cattr_status st = delta_inputs(c, start, xs);
-    if (st == CATTR_OK) st = cx_forward_select(e, c, xs, 2, CX_TILE, sel, NULL); /* only the target values come down */
+    for (int i = 0; i < c->n && st == CATTR_OK && sel; i++) { /* inputs on the backend: [x; start] made there */
+        if (!c->x_dev[i]) continue;
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        st = cx_dbuf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
+        if (st == CATTR_OK) st = cx_copy_dev(e->be, e->dstaged[i].p, c->x_dev[i], bytes);
+        if (st == CATTR_OK) st = cx_copy_in(e->be, (char *)e->dstaged[i].p + bytes, start[i]->data, bytes);
+        xs_dev[i] = e->dstaged[i].p;
+    }
+    /* only the target values come down */
+    if (st == CATTR_OK) st = cx_forward_select(e, c, xs, xs_dev, 2, CX_TILE, sel, NULL);
     for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
     return st;
-}
-
-cattr_status cx_delta_finish(const cx_call *c, cattr_tensor *const *attr, const double *sel, cattr_tensor **delta) {
-    cattr_dtype dt = c->dt;
-    int64_t B = c->B, maxm = 1, len = B;
-    for (int i = 0; i < c->n; i++)
-        if (B && attr[i]->numel / B > maxm) maxm = attr[i]->numel / B;
-    double *row = malloc((size_t)maxm * sizeof *row);
-    *delta = cx_tensor_alloc(dt, 1, &len);
-    if (!row || !*delta) {
-        free(row);
-        cattr_tensor_free(*delta);
-        *delta = NULL;
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    for (int64_t b = 0; b < B; b++) {
-        double attr_sum = 0;
-        for (int i = 0; i < c->n; i++) {
-            int64_t m = attr[i]->numel / B;
-            for (int64_t k = 0; k < m; k++) row[k] = cx_tensor_get(attr[i], b * m + k);
-            attr_sum = cx_rnd(dt, attr_sum + cx_torch_sum(attr[i]->dtype, row, m, 0, 1));
-        }
-        double fx = cx_rnd(dt, sel[b]), fb = cx_rnd(dt, sel[B + b]);
-        cx_tensor_set(*delta, b, cx_rnd(dt, attr_sum - cx_rnd(dt, fx - fb)));
-    }
-    free(row);
-    return CATTR_OK;
 }
 
 /* Whether the small derived graph d (its constants made for dtype dt) serves n attributions of like's ranks in c's
@@ -851,7 +836,7 @@ static cattr_status small_graph_begin(cx_derived *d, cattr_dtype dt, const cx_ca
 }
 
 /* The delta graph for n inputs of these ranks: inputs attr_0..attr_{n-1}, then d [B] (f(x) - f(start), rounded as
- * cx_delta_finish rounds it); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
+ * the compute dtype); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
 static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
     cx_derived *d = &e->delta_d;
     bool fresh = false;
@@ -1045,13 +1030,4 @@ void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B) {
     e->fx_n = B;
 }
 
-cattr_status cx_convergence_delta(cattr_explainer *e, cx_call *c, cattr_tensor *const *attr,
-                                  cattr_tensor *const *start, cattr_tensor **delta) {
-    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
-    cattr_status st = sel ? cx_delta_forward(e, c, start, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) cx_keep_fx(e, sel, c->B);
-    if (st == CATTR_OK) st = cx_delta_finish(c, attr, sel, delta);
-    free(sel);
-    return st;
-}
 

@@ -333,7 +333,7 @@ static cattr_status reference_output(cattr_explainer *e, cx_call *c, cattr_tenso
         ref->per_row = c->B ? 1 : 0;
         ref->y = malloc((size_t)(c->B + 1) * sizeof *ref->y);
         if (!ref->y) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        return cx_forward_select(e, c, xs, 1, CX_TILE, ref->y, &ref->dt);
+        return cx_forward_select(e, c, xs, NULL, 1, CX_TILE, ref->y, &ref->dt);
     }
     CX_CHECK(cx_forward(e, c, xs, 1, CX_TILE, &out));
     ref->dt = out->dtype;
@@ -461,7 +461,7 @@ static cattr_status run_states(pt_pass *p) {
         }
         if (!mine) continue; /* another part's chunk */
         if (st == CATTR_OK && has_target(c)) { /* only the targets' values come down */
-            st = cx_forward_select(e, c, xs, cnt, CX_TILE, vals, NULL);
+            st = cx_forward_select(e, c, xs, NULL, cnt, CX_TILE, vals, NULL);
         } else {
             if (st == CATTR_OK) st = cx_forward(e, c, xs, cnt, CX_TILE, &out);
             if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);

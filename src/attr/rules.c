@@ -639,7 +639,7 @@ static cattr_status deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr
     CX_CHECK(deeplift_pass(e, c, c->base, want, attr));
     if (!want) return CATTR_OK;
     void *dev[CX_MAX_IN];
-    for (int i = 0; i < c->n; i++) dev[i] = e->kept[i].p;
+    for (int i = 0; i < c->n; i++) dev[i] = c->attr_dev[i] ? c->attr_dev[i] : e->kept[i].p; /* where the pass left them */
     return cx_convergence_delta_dev(e, c, dev, c->base, delta);
 }
 
@@ -934,7 +934,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         dev[2 * c->n] = d->y.p;
     }
     if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, host, dev);
-    if (st == CATTR_OK && want) { /* per pair: its sum - (f(x) - f(baseline)), as cx_delta_finish */
+    if (st == CATTR_OK && want) { /* per pair: its sum - (f(x) - f(baseline)), rounded as cx_delta_dev */
         int64_t len = R;
         double *part = malloc((size_t)(2 * R * per_out + R + 1) * sizeof *part), *yv = part ? part + R : NULL;
         void *tmp = malloc((size_t)(2 * R * per_out + 1) * es);
@@ -995,7 +995,7 @@ static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cat
     if (st == CATTR_OK && want) { /* output - the relevances' sum: -(sum - output), the sum on the backend */
         double *ends = malloc((size_t)(2 * c->B + 1) * sizeof *ends);
         void *dev[CX_MAX_IN];
-        for (int i = 0; i < c->n; i++) dev[i] = e->kept[i].p;
+        for (int i = 0; i < c->n; i++) dev[i] = c->attr_dev[i] ? c->attr_dev[i] : e->kept[i].p; /* where the pass left them */
         st = ends ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         for (int64_t b = 0; b < c->B && st == CATTR_OK; b++) ends[b] = sel[b], ends[c->B + b] = 0;
         if (st == CATTR_OK) st = cx_delta_dev(e, c, c->n, c->x, dev, ends, delta);
