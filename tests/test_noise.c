@@ -72,13 +72,17 @@ int main(void) {
      * on the backend (run_tunnel_io); the host route (run_tunnel) runs for a call cut into one part and combined. Same
      * numbers, attributions and deltas (==: a sum starting from zero may turn -0 into +0), for every tunnel type, both
      * dtypes, IG in two halves (the default here) and in chunks; and around DeepLift (with and without
-     * multiply_by_inputs: "chunks" 1 turns it off there) and FeatureAblation (no delta). LRP's tunnel does not split:
+     * multiply_by_inputs: "chunks" 1 turns it off there), FeatureAblation, Occlusion, ShapleyValueSampling and
+     * KernelShap (no delta; their host results, Occlusion's window sums, go up into the sums). LRP's tunnel does not split:
      * its attributions with and without deltas are compared, and its deltas checked to be one per sample row. */
-    for (int dl = 0; dl < 4; dl++)
+    static const cattr_method wrapped[7] = {CATTR_METHOD_INTEGRATED_GRADIENTS, CATTR_METHOD_DEEPLIFT, CATTR_METHOD_LRP,
+                                            CATTR_METHOD_FEATURE_ABLATION, CATTR_METHOD_OCCLUSION,
+                                            CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_KERNEL_SHAP};
+    for (int dl = 0; dl < 7; dl++)
     for (int dt = 0; dt < 2; dt++)
         for (int type = CATTR_NT_SMOOTHGRAD; type <= CATTR_NT_VARGRAD; type++)
             for (int chunks = 0; chunks < 2; chunks++) {
-                cattr_attr_params q = cattr_attr_default_params(dl == 3 ? CATTR_METHOD_FEATURE_ABLATION : dl == 2 ? CATTR_METHOD_LRP : dl ? CATTR_METHOD_DEEPLIFT : CATTR_METHOD_INTEGRATED_GRADIENTS);
+                cattr_attr_params q = cattr_attr_default_params(wrapped[dl]);
                 q.dtype = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
                 q.nt_type = (cattr_noise_tunnel)type;
                 q.nt_samples = N;
@@ -88,8 +92,16 @@ int main(void) {
                 q.n_steps = 8;
                 if (chunks && !dl) q.internal_batch_size = 3 * B * 2; /* 3 steps of the 2 samples' examples per chunk */
                 if (chunks && dl == 1) q.multiply_by_inputs = false;
-                if (chunks && dl == 3) q.perturbations_per_eval = 5;
-                bool deltas = dl != 3;
+                if (chunks && dl >= 3) q.perturbations_per_eval = 5;
+                if (dl == 4) { /* 2 x 2 windows at stride 2 (1 x 3 x 3 at stride 2 in chunks: overlapping) */
+                    q.sliding_window_ndim[0] = q.strides_ndim[0] = 3;
+                    q.sliding_window[0][0] = q.strides[0][0] = 1;
+                    q.sliding_window[0][1] = q.sliding_window[0][2] = chunks ? 3 : 2;
+                    q.strides[0][1] = q.strides[0][2] = 2;
+                }
+                if (dl == 5) q.n_samples = 2;
+                if (dl == 6) q.n_samples = 30;
+                bool deltas = dl < 3;
                 q.return_convergence_delta = deltas;
                 cattr_explainer *e1 = NULL, *e2 = NULL;
                 CHECK(cattr_explainer_new(m, &q, &e1) == CATTR_OK, "tunnel IG");
@@ -130,7 +142,7 @@ int main(void) {
                     CHECK(n_el == (w ? B * N : B * PER) && n_el == cattr_tensor_numel(u2) && bad == 0,
                           "tunnel %s (%s, type %d, variant %d): %lld of %lld %s differ between the backend and the "
                           "host route",
-                          dl == 3 ? "FeatureAblation" : dl == 2 ? "LRP" : dl ? "DeepLift" : "IG",
+                          cattr_method_name(wrapped[dl]),
                           dt ? "float64" : "float32", type, chunks, (long long)bad, (long long)n_el,
                           w ? "deltas" : "values");
                 }

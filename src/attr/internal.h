@@ -76,6 +76,9 @@ struct cattr_explainer {
     cx_derived spread_d;
     cattr_dtype spread_dt;
     int spread_out;
+    cx_dbuf spread_ids; /* the ids it last uploaded (a copy in spread_ids_host, spread_ids_n values): calls with the
+                         * same feature ids (a tunnel's partitions, the inputs of one call) upload them once */
+    int64_t *spread_ids_host, spread_ids_n;
     cx_dbuf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
     cx_dbuf dstaged[CX_MAX_IN]; /* the delta's [x; start] assembled on the backend (cx_delta_forward, from x_dev) */
     cx_dbuf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
@@ -292,9 +295,12 @@ cattr_status cx_grad_times_diff(cattr_explainer *e, cx_call *c, cattr_tensor *co
 cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep, cattr_tensor **attr, double *sel);
 
 /* Forward pass on batched inputs xs[i] of reps*B rows (additional inputs expanded likewise); writes the model output
- * to *out (a new tensor). */
-cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                        cattr_tensor **out);
+ * to *out (a new tensor). xs_dev (optional): backend buffers holding xs[i]'s values where not NULL. */
+cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
+                        cx_expand how, cattr_tensor **out);
+/* A method's host route on a call whose inputs are on the backend (cx_call.x_dev): their values come down into the
+ * host tensors c->x[i] and x_dev is cleared. Errors: the backend's. */
+cattr_status cx_inputs_to_host(cattr_explainer *e, cx_call *c);
 
 /* Target selection of a batched output of reps*B rows: sel[r] = sum over the selected values of row r (one value
  * per row). Errors: CATTR_ERR_TARGET. */
@@ -407,9 +413,10 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
 /* Per-feature values spread onto the elements on the backend: out[r, k] = V[r, ids[idrow[r], k]] (0 where that id is
  * negative), for R rows of M feature values (V: R*M host doubles, taken at c->dt), ids: id_rows x per host int64
  * (each at most M - 1), idrow: R host int64 (< id_rows). out: a host tensor of c->dt with R*per values (any shape),
- * written. Uploads V, the ids and idrow and downloads out, once. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+ * written; or with out_dev (not NULL) only its size, the values left in that backend buffer. Uploads V, the ids and
+ * idrow and downloads out, once. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
 cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
-                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out);
+                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out, void *out_dev);
 
 /* The convergence delta of attributions in backend memory: the forward pass at the start points, then cx_delta_dev. */
 cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,

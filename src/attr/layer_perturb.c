@@ -490,7 +490,7 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
         int64_t n_out = c->B;
         if (!(c->target && c->target->kind != CATTR_TARGET_NONE)) {
             cattr_tensor *out = NULL;
-            st = cx_forward(e, c, c->x, 1, CX_TILE, &out);
+            st = cx_forward(e, c, c->x, NULL, 1, CX_TILE, &out);
             if (st == CATTR_OK) n_out = out->numel;
             cattr_tensor_free(out);
         }

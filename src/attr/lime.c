@@ -562,6 +562,7 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
                          (long long)n, (long long)F.M);
     }
     if (st == CATTR_OK && B > 0) st = draw_samples(e, c, ks, &S);
+    if (st == CATTR_OK && !ks) st = cx_inputs_to_host(e, c); /* Lime's sample weights read the inputs */
     for (int64_t r = 0; r < B * n && st == CATTR_OK && e->split.n_parts == 0; r++) {
         const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
         W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width, e->p.lime_euclidean != 0);
@@ -587,8 +588,14 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     if (st == CATTR_OK && e->p.return_coefficients)
         for (int64_t k = 0; k < B * S.M; k++) cx_tensor_set(coefs, k, V[k]);
     for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) idrow[b] = b;
-    for (int i = 0; i < c->n && st == CATTR_OK && !part && !e->p.return_coefficients && B > 0; i++)
-        st = cx_spread(e, c, V, B, S.M, F.ids[i], B, F.per[i], idrow, attr[i]); /* each element its feature's coefficient */
+    for (int i = 0; i < c->n && st == CATTR_OK && !part && !e->p.return_coefficients && B > 0; i++) {
+        /* each element its feature's coefficient (left on the backend where the caller takes it there) */
+        st = cx_spread(e, c, V, B, S.M, F.ids[i], B, F.per[i], idrow, attr[i], c->attr_dev[i]);
+        if (c->attr_dev[i]) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
+    }
     if (st == CATTR_OK && e->p.return_coefficients) { /* attr[0] = [B, M] coefficients, the rest empty */
         int64_t zero = 0;
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {

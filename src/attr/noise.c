@@ -1353,7 +1353,11 @@ static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel 
 static bool takes_dev_io(const cattr_explainer *e, const cx_call *c) {
     const cx_method *m = e->method;
     if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return true;
-    return m == &cx_method_feature_ablation && c->target && c->target->kind != CATTR_TARGET_NONE;
+    /* the perturbation methods whose states and samples are made on the backend from backend inputs, with a target
+     * (one attribution per input element) */
+    bool perturb = m == &cx_method_feature_ablation || m == &cx_method_occlusion ||
+                   m == &cx_method_shapley_value_sampling || m == &cx_method_kernel_shap;
+    return perturb && c->target && c->target->kind != CATTR_TARGET_NONE && !e->p.return_coefficients;
 }
 
 /* run_tunnel for a method that takes_dev_io, not split: per partition the noisy inputs are made on the backend
@@ -1435,10 +1439,12 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
             st = t->inner(e, &d.c, &pi, attr, delta_out ? &deltas[p] : NULL);
             c->next_draw = d.c.next_draw;
         }
-        for (int i = 0; i < CX_MAX_IN; i++)
+        for (int i = 0; i < CX_MAX_IN; i++) /* a method that finishes on the host (Occlusion's window sums, ...) */
             if (attr[i]) {
+                if (st == CATTR_OK && (i >= n || attr[i]->numel != d.c.x[i]->numel || attr[i]->dtype != c->dt))
+                    st = cx_fail(CATTR_ERR_INTERNAL, "the wrapped method returned attribution %d of another shape", i);
+                if (st == CATTR_OK) st = cx_copy_in(e->be, at[i].p, attr[i]->data, (size_t)attr[i]->numel * es);
                 cattr_tensor_free(attr[i]);
-                if (st == CATTR_OK) st = cx_fail(CATTR_ERR_INTERNAL, "the wrapped method returned a host attribution");
             }
         derived_free(&d);
         /* the partition's attributions added into the sums: a_i read as [B, m, per], the sums as [B, per] */

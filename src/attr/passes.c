@@ -436,11 +436,22 @@ cattr_status cx_derived_state(cattr_explainer *e, cx_call *c, bool target, size_
     return CATTR_OK;
 }
 
+cattr_status cx_inputs_to_host(cattr_explainer *e, cx_call *c) {
+    for (int i = 0; i < c->n; i++) {
+        if (!c->x_dev[i]) continue;
+        CX_CHECK(cx_copy_out(e->be, c->x[i]->data, c->x_dev[i], (size_t)c->x[i]->numel * cattr_dtype_size(c->dt)));
+        c->x_dev[i] = NULL;
+    }
+    return CATTR_OK;
+}
+
 cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y) {
     size_t es = cattr_dtype_size(c->dt);
     int64_t B = c->B;
     for (int i = 0; i < c->n; i++) {
-        CX_CHECK(cx_dbuf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false));
+        CX_CHECK(cx_dbuf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x_dev[i] ? NULL : c->x[i]->data, false));
+        if (c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
+            CX_CHECK(cx_copy_dev(e->be, d->x[i].p, c->x_dev[i], (size_t)c->x[i]->numel * es));
         CX_CHECK(cx_dbuf_fit(e->be, &d->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false));
     }
     for (int j = 0; j < c->n_add; j++)
@@ -519,8 +530,8 @@ cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) 
 }
 
 
-cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
-                        cattr_tensor **out) {
+cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
+                        cx_expand how, cattr_tensor **out) {
     pass_inputs pi;
     cx_plan *fp = NULL;
     const cx_view *ov = NULL;
@@ -533,8 +544,10 @@ cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs,
         if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     if (st == CATTR_OK) {
-        void *dst = o->data;
-        st = cx_run_plan(e, fp, pi.host, &dst);
+        void *dst = o->data, *in_dev[MAX_IN] = {0};
+        for (int i = 0; xs_dev && i < c->n; i++) /* inputs already on the backend */
+            if (xs_dev[i]) in_dev[i] = xs_dev[i], pi.host[i] = NULL;
+        st = cx_run_plan_dev(e, fp, pi.host, in_dev, &dst, NULL);
     }
     pass_free(&pi);
     if (st != CATTR_OK) {
@@ -980,19 +993,32 @@ static cattr_status spread_graph(cattr_explainer *e, const cx_call *c) {
 }
 
 cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
-                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out) {
+                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out, void *out_dev) {
     if (out->numel != R * per) return cx_fail(CATTR_ERR_INTERNAL, "cx_spread: the output has the wrong size");
     if (R == 0 || per == 0) return CATTR_OK;
-    int64_t vsh[2] = {R, M + 1}, ish[2] = {id_rows, per};
-    cattr_tensor *vt = cx_tensor_alloc(c->dt, 2, vsh), *it = cx_tensor_alloc(CATTR_INT64, 2, ish);
-    cattr_status st = vt && it ? spread_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int64_t vsh[2] = {R, M + 1}, nid = id_rows * per;
+    cattr_tensor *vt = cx_tensor_alloc(c->dt, 2, vsh);
+    int64_t *iv = malloc((size_t)(nid + 1) * sizeof *iv);
+    cattr_status st = vt && iv ? spread_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
         for (int64_t r = 0; r < R; r++) { /* column M: the value of negative ids, 0 */
             for (int64_t f = 0; f < M; f++) cx_tensor_set(vt, r * (M + 1) + f, V[r * M + f]);
             cx_tensor_set(vt, r * (M + 1) + M, 0.0);
         }
-        int64_t *iv = it->data;
-        for (int64_t k = 0; k < id_rows * per; k++) iv[k] = ids[k] < 0 ? M : ids[k];
+        for (int64_t k = 0; k < nid; k++) iv[k] = ids[k] < 0 ? M : ids[k];
+    }
+    /* the ids go up unless the last call uploaded the same */
+    bool same = st == CATTR_OK && e->spread_ids_host && e->spread_ids_n == nid &&
+                !memcmp(e->spread_ids_host, iv, (size_t)nid * sizeof *iv);
+    if (st == CATTR_OK && !same) {
+        free(e->spread_ids_host);
+        e->spread_ids_host = NULL;
+        st = cx_dbuf_fit(e->be, &e->spread_ids, (size_t)nid * sizeof *iv, iv, false);
+        if (st == CATTR_OK) {
+            e->spread_ids_host = iv;
+            e->spread_ids_n = nid;
+            iv = NULL;
+        }
     }
     int nd[3] = {2, 2, 1};
     int64_t sh[3][CATTR_MAX_DIMS] = {{R, M + 1}, {id_rows, per}, {R}};
@@ -1001,11 +1027,12 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
     if (st == CATTR_OK)
         st = cx_plan_cache_get(&e->spread_d.pc, e->spread_d.g, e->spread_d.consts, e->p.executor == CATTR_EXEC_EAGER,
                                nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &e->spread_out, 1, &p);
-    const void *host[3] = {vt ? vt->data : NULL, it ? it->data : NULL, idrow};
-    void *res[1] = {out->data};
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, NULL, res, NULL);
+    const void *host[3] = {vt ? vt->data : NULL, NULL, idrow};
+    void *in_dev[3] = {NULL, e->spread_ids.p, NULL};
+    void *res[1] = {out_dev ? NULL : out->data}, *res_dev[1] = {out_dev};
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in_dev, res, res_dev);
     cattr_tensor_free(vt);
-    cattr_tensor_free(it);
+    free(iv);
     return st;
 }
 

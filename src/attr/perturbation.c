@@ -333,9 +333,9 @@ static cattr_status reference_output(cattr_explainer *e, cx_call *c, cattr_tenso
         ref->per_row = c->B ? 1 : 0;
         ref->y = malloc((size_t)(c->B + 1) * sizeof *ref->y);
         if (!ref->y) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        return cx_forward_select(e, c, xs, NULL, 1, CX_TILE, ref->y, &ref->dt);
+        return cx_forward_select(e, c, xs, xs == c->x ? c->x_dev : NULL, 1, CX_TILE, ref->y, &ref->dt);
     }
-    CX_CHECK(cx_forward(e, c, xs, 1, CX_TILE, &out));
+    CX_CHECK(cx_forward(e, c, xs, xs == c->x ? c->x_dev : NULL, 1, CX_TILE, &out));
     ref->dt = out->dtype;
     if (has_target(c)) {
         ref->n_out = c->B;
@@ -463,7 +463,7 @@ static cattr_status run_states(pt_pass *p) {
         if (st == CATTR_OK && has_target(c)) { /* only the targets' values come down */
             st = cx_forward_select(e, c, xs, NULL, cnt, CX_TILE, vals, NULL);
         } else {
-            if (st == CATTR_OK) st = cx_forward(e, c, xs, cnt, CX_TILE, &out);
+            if (st == CATTR_OK) st = cx_forward(e, c, xs, NULL, cnt, CX_TILE, &out);
             if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
         }
         cattr_tensor_free(out);
@@ -1442,7 +1442,7 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **att
     bool device = c->B > 0 && ref.dt == c->dt;
     for (int i = 0; i < c->n; i++) device &= o.in[i].nd > 0; /* windows over at least one dim */
     if (st == CATTR_OK && device) st = occ_run_states(&p, &o);
-    else if (st == CATTR_OK) st = run_states(&p);
+    else if (st == CATTR_OK && (st = cx_inputs_to_host(e, c)) == CATTR_OK) st = run_states(&p); /* the host route */
     int64_t lead = ref.n_out;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* total.float() / weight */
         st = alloc_attr(c->dt, 1, &lead, c->x[i], &attr[i]);
@@ -1810,7 +1810,13 @@ static cattr_status sv_result(cattr_explainer *e, const cx_call *c, const pt_mas
     for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* spread onto the elements on the backend */
         st = alloc_attr(c->dt, ref->ndim, ref->shape, c->x[i], &attr[i]);
         for (int64_t r = 0; r < R; r++) idrow[r] = pm->rows[i] == 1 ? 0 : r / ref->per_row;
-        if (st == CATTR_OK) st = cx_spread(e, c, V, R, M, pm->ids[i], pm->rows[i], pm->per[i], idrow, attr[i]);
+        bool dev = c->attr_dev[i] && attr[i] && attr[i]->numel == c->x[i]->numel; /* the caller takes them there */
+        if (st == CATTR_OK)
+            st = cx_spread(e, c, V, R, M, pm->ids[i], pm->rows[i], pm->per[i], idrow, attr[i], dev ? c->attr_dev[i] : NULL);
+        if (dev) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
     }
     free(V);
     free(idrow);
@@ -1865,7 +1871,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
             }
             if (st == CATTR_OK) st = sv_run_states(&p, &pm, tab, n_perm, M, svs_row);
             free(tab);
-        } else if (st == CATTR_OK) {
+        } else if (st == CATTR_OK && (st = cx_inputs_to_host(e, c)) == CATTR_OK) { /* the host route */
             st = run_states(&p);
         }
         n_iter = (double)n_perm;
@@ -1888,7 +1894,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
                 }
                 if (st == CATTR_OK) st = sv_run_states(&p, &pm, tab, n_coal, M, sv_row);
                 free(tab);
-            } else {
+            } else if ((st = cx_inputs_to_host(e, c)) == CATTR_OK) { /* the host route */
                 st = run_states(&p);
             }
         }
