@@ -1279,6 +1279,15 @@ static void test_rules(void) {
         c->n.a.alpha = 0.3;
         run(c);
     }
+    for (int v = 0; v < 2; v++) { /* LimeSimilarity: cosine, then euclidean, rows of 40 */
+        c = tc(CG_LIME_SIMILARITY, v ? "lime similarity, euclidean" : "lime similarity, cosine");
+        in_u(c, DIMS(6, 40));
+        in_u(c, DIMS(6, 40));
+        c->n.a.alpha = 0.8;
+        c->n.a.index = v;
+        c->red = 40;
+        run(c);
+    }
     /* DL_MAXPOOL is run by pool_family */
     /* WhereId: A full, B broadcast per row; then A broadcast, B full; ids matching some elements of each row */
     for (int v = 0; v < 2; v++) {

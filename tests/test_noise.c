@@ -72,13 +72,15 @@ int main(void) {
      * on the backend (run_tunnel_io); the host route (run_tunnel) runs for a call cut into one part and combined. Same
      * numbers, attributions and deltas (==: a sum starting from zero may turn -0 into +0), for every tunnel type, both
      * dtypes, IG in two halves (the default here) and in chunks; and around DeepLift (with and without
-     * multiply_by_inputs: "chunks" 1 turns it off there), FeatureAblation, Occlusion, ShapleyValueSampling and
-     * KernelShap (no delta; their host results, Occlusion's window sums, go up into the sums). LRP's tunnel does not split:
+     * multiply_by_inputs: "chunks" 1 turns it off there), FeatureAblation, Occlusion, ShapleyValueSampling, KernelShap
+     * and Lime (no delta; Occlusion's window sums are made on the host and go up into the sums; Lime's weights, cosine
+     * and in chunks euclidean, on the backend). LRP's tunnel does not split:
      * its attributions with and without deltas are compared, and its deltas checked to be one per sample row. */
-    static const cattr_method wrapped[7] = {CATTR_METHOD_INTEGRATED_GRADIENTS, CATTR_METHOD_DEEPLIFT, CATTR_METHOD_LRP,
+    static const cattr_method wrapped[8] = {CATTR_METHOD_INTEGRATED_GRADIENTS, CATTR_METHOD_DEEPLIFT, CATTR_METHOD_LRP,
                                             CATTR_METHOD_FEATURE_ABLATION, CATTR_METHOD_OCCLUSION,
-                                            CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_KERNEL_SHAP};
-    for (int dl = 0; dl < 7; dl++)
+                                            CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_KERNEL_SHAP,
+                                            CATTR_METHOD_LIME};
+    for (int dl = 0; dl < 8; dl++)
     for (int dt = 0; dt < 2; dt++)
         for (int type = CATTR_NT_SMOOTHGRAD; type <= CATTR_NT_VARGRAD; type++)
             for (int chunks = 0; chunks < 2; chunks++) {
@@ -100,7 +102,8 @@ int main(void) {
                     q.strides[0][1] = q.strides[0][2] = 2;
                 }
                 if (dl == 5) q.n_samples = 2;
-                if (dl == 6) q.n_samples = 30;
+                if (dl >= 6) q.n_samples = 30;
+                if (dl == 7 && chunks) q.lime_euclidean = 1;
                 bool deltas = dl < 3;
                 q.return_convergence_delta = deltas;
                 cattr_explainer *e1 = NULL, *e2 = NULL;

@@ -1011,6 +1011,48 @@ static void test_normal_noise(void) {
     free_ops(2, o);
 }
 
+/* LimeSimilarity: each row pair's exp(-d^2 / (2 width^2)), d the cosine distance or the euclidean norm of the
+ * difference, against the formula in double (the op rounds through float32, as Captum's float32 weights) */
+static void test_lime_similarity(void) {
+    cattr_tensor *x = rnd(DIMS(3, 5)), *p = alloc_or_die(CATTR_FLOAT64, DIMS(3, 5));
+    for (int64_t i = 0; i < 15; i++) D(p)[i] = (i * 7) % 3 ? D(x)[i] : 0.0; /* some elements at the baseline 0 */
+    for (int k = 0; k < 5; k++) D(p)[10 + k] = 0.0; /* a row all at the baseline: the cosine's eps */
+    opnd o[2] = {IN(x), IN(p)};
+    for (int euclid = 0; euclid < 2; euclid++) {
+        cg_attrs a = cg_attrs_default();
+        a.alpha = 0.75;
+        a.index = euclid;
+        double want[3];
+        for (int r = 0; r < 3; r++) {
+            double xx = 0, pp = 0, xp = 0, dd = 0;
+            for (int k = 0; k < 5; k++) {
+                double u = (float)D(x)[r * 5 + k], v = (float)D(p)[r * 5 + k];
+                xx += u * u, pp += v * v, xp += u * v, dd += (u - v) * (u - v);
+            }
+            double dist = euclid ? sqrt(dd) : 1 - xp / (fmax(sqrt(xx), 1e-8) * fmax(sqrt(pp), 1e-8));
+            want[r] = exp(-dist * dist / (2 * 0.75 * 0.75));
+        }
+        int y;
+        cg_graph *g = op_graph(CG_LIME_SIMILARITY, &a, 2, o, &y);
+        cattr_tensor *in[2] = {x, p};
+        for (int d = 0; d < 2; d++) { /* a float32 weight in either dtype: within float32 rounding of the formula */
+            cattr_dtype dt = d ? CATTR_FLOAT64 : CATTR_FLOAT32;
+            char name[96];
+            snprintf(name, sizeof name, "LimeSimilarity %s [%s]", euclid ? "euclidean" : "cosine", cattr_dtype_name(dt));
+            cattr_tensor *out = run_graph(name, g, y, in, dt, false);
+            CHECK(out && out->numel == 3 && out->dtype == dt, "%s: output", name);
+            for (int r = 0; out && r < 3; r++) {
+                double got = cx_tensor_get(out, r);
+                CHECK(fabs(got - want[r]) <= 1e-6 * want[r] && got == (double)(float)got, "%s: row %d = %.9g, want %.9g",
+                      name, r, got, want[r]);
+            }
+            cattr_tensor_free(out);
+        }
+        cg_free(g);
+    }
+    free_ops(2, o);
+}
+
 /* Gradient conventions at kinks (PyTorch's): Relu'(0) = 0, LeakyRelu'(0) = alpha, Clip passes the gradient at
  * both bounds. Seed = 1 everywhere, so the gradient is the derivative. */
 static void kink_case(const char *what, cg_op op, const cg_attrs *a, const double *x, const double *want) {
@@ -1785,6 +1827,7 @@ int main(void) {
     test_reduce();
     test_torch_sum();
     test_normal_noise();
+    test_lime_similarity();
     test_elementwise();
     test_pad();
     test_rnn();

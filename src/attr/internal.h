@@ -241,6 +241,11 @@ void cx_call_dev_free(cx_call_dev *d);
 cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
                                const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in, int y,
                                cx_call_dev *d, int64_t nv, double *vals);
+/* cx_derived_values for n_ys outputs ys[] of nv values each (d->y holds room for them all), their values one after
+ * the other in vals, in one run and one download. */
+cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
+                                 const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in,
+                                 const int *ys, int n_ys, cx_call_dev *d, int64_t nv, double *vals);
 
 /* The explainer's pieces across files: call preparation (call.c), the gradient graph and plan caches (passes.c). */
 cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c);

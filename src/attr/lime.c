@@ -19,9 +19,10 @@
  * them (replay of a recorded Captum run) and otherwise from the Philox generator keyed by params.seed, one stream
  * per example.
  *
- * When every example has the same feature ids (no mask, or masks without a batch dim), the samples are evaluated on
- * the backend as one derived graph per chunk (lm_build): the inputs, baselines, feature ids and every sample go up
- * once per call; per chunk only the target outputs come back.
+ * The samples are evaluated on the backend as one derived graph per chunk (lm_build): the inputs, baselines, feature
+ * ids (one list for every example, or per example) and every sample go up once per call; per chunk only the target
+ * outputs come back, and for Lime the samples' weights (the LimeSimilarity op, from each example's input and its
+ * perturbed input). The fits run on the host; the coefficients are spread onto the elements on the backend.
  */
 #include "attr/derive.h"
 #include "attr/internal.h"
@@ -34,7 +35,6 @@
 #include <string.h>
 
 #define KS_INF_WEIGHT 1000000.0f /* KernelShap.inf_weight */
-#define COSINE_EPS 1e-8          /* torch.nn.CosineSimilarity's eps */
 
 /* Draws of a recorded run that influence nothing (a DataLoader's seed, a torch Linear's initial weights). */
 static const char *const unused_draws[] = {"dataloader_base_seed", "linear_model_init_unused", NULL};
@@ -236,53 +236,6 @@ static cattr_status draw_samples(cattr_explainer *e, cx_call *c, bool kernel_sha
 
 /* ---- sample weights -------------------------------------------------------------------------------------------- */
 
-/* Lime's exponential kernel on the cosine distance, as Captum computes it: the flattened inputs cast to float32,
- * torch's cosine_similarity (each vector divided by max(norm, 1e-8), then the dot product), d = 1 - cos,
- * exp(-d^2 / (2 width^2)) in double from the float32 exponent, stored as float32. */
-static float lime_weight(const cx_call *c, const features *F, int64_t b, const unsigned char *z, double width,
-                         bool euclidean) {
-    double n1 = 0, n2 = 0;
-    if (euclidean) { /* torch.norm of the float32 difference, then the same exponential kernel in float32 */
-        double ss = 0;
-        for (int i = 0; i < c->n; i++) {
-            int64_t per = F->per[i], at = b * per;
-            for (int64_t k = 0; k < per; k++) {
-                float o = (float)cx_tensor_get(c->x[i], at + k);
-                float p = z[F->ids[i][at + k]] ? o : (float)cx_tensor_get(c->base[i], at + k);
-                float dlt = o - p;
-                ss += (double)dlt * dlt;
-            }
-        }
-        float d = (float)sqrt(ss);
-        float t = -(d * d) / (float)(2.0 * width * width);
-        return expf(t);
-    }
-    for (int i = 0; i < c->n; i++) {
-        int64_t per = F->per[i], at = b * per;
-        for (int64_t k = 0; k < per; k++) {
-            float o = (float)cx_tensor_get(c->x[i], at + k);
-            float p = z[F->ids[i][at + k]] ? o : (float)cx_tensor_get(c->base[i], at + k);
-            n1 += (double)o * o;
-            n2 += (double)p * p;
-        }
-    }
-    float r1 = (float)sqrt(n1), r2 = (float)sqrt(n2);
-    r1 = r1 < (float)COSINE_EPS ? (float)COSINE_EPS : r1;
-    r2 = r2 < (float)COSINE_EPS ? (float)COSINE_EPS : r2;
-    double dot = 0;
-    for (int i = 0; i < c->n; i++) {
-        int64_t per = F->per[i], at = b * per;
-        for (int64_t k = 0; k < per; k++) {
-            float o = (float)cx_tensor_get(c->x[i], at + k);
-            float p = z[F->ids[i][at + k]] ? o : (float)cx_tensor_get(c->base[i], at + k);
-            dot += (double)((o / r1) * (p / r2));
-        }
-    }
-    float d = 1.0f - (float)dot;
-    float t = -(d * d) / (float)(2.0 * width * width);
-    return (float)exp((double)t);
-}
-
 static float kernel_shap_weight(const unsigned char *z, int64_t M) {
     int64_t on = 0;
     for (int64_t f = 0; f < M; f++) on += z[f];
@@ -321,10 +274,12 @@ static cattr_status samples_per_pass(cattr_explainer *e, cx_call *c, int64_t n, 
  *   prefix   ids of the rows  d_i = Gather(ids_i, idrow) [R, ...]
  *            z of the elements s_i = ReshapeLike(SeqPick(Reshape(Gather(Z, zrow), [R, M, 1]), Reshape(d_i, [R, -1])), d_i)
  *            in_i = WhereId(base_i, x_i, s_i, one; rows, rows): z_f ? x : baseline per element, read in place
- *   model    on in_i and Gather(a_j, rows); suffix y = SeqPick(Reshape(output, [R, -1, 1]), tidx) as [R] */
+ *   model    on in_i and Gather(a_j, rows); suffix y = SeqPick(Reshape(output, [R, -1, 1]), tidx) as [R]
+ *   weights  Lime: w = LimeSimilarity(Concat_i(Reshape(Gather(x_i, rows), [R, -1])), Concat_i(Reshape(in_i, [R, -1])))
+ *            [R], each sample's weight from its example's input and its perturbed input (Captum's default kernel) */
 typedef struct lm_graph {
     cx_derived core; /* graph, call shape, constants, plans */
-    int y;
+    int y, w;        /* w: Lime's weights (-1: KernelShap, whose weights are the samples' own) */
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
     cx_dbuf ids[CX_MAX_IN], z, zrow, one, idzero;
 } lm_graph;
@@ -355,6 +310,18 @@ static void lm_release(cattr_explainer *e) {
 #define LM_IDROW (LM_Z + 5)
 #define LM_N_IN (LM_Z + 6)
 #define LM_MAX_IN (4 * CX_MAX_IN + 6)
+
+/* Concat of values ids[0..n) (n >= 1) along a->axis, as a chain of nodes of at most CG_MAX_IN inputs; -1 on failure. */
+static int concat_all(cg_graph *g, const char *name, const int *ids, int n, const cg_attrs *a) {
+    int cur = ids[0];
+    for (int i = 1; i < n && cur >= 0;) {
+        int in[CG_MAX_IN], k = 0;
+        in[k++] = cur;
+        while (k < CG_MAX_IN && i < n) in[k++] = ids[i++];
+        cur = cg_emit(g, CG_CONCAT, name, in, k, a);
+    }
+    return cur;
+}
 
 static cattr_status lm_build(cattr_explainer *e, void *state) {
     lm_graph *s = state;
@@ -402,6 +369,26 @@ static cattr_status lm_build(cattr_explainer *e, void *state) {
         s->y = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_y", (int[]){ys}, 1, &r1);
         if (s->y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
+    s->w = -1;
+    if (st == CATTR_OK && e->p.method == CATTR_METHOD_LIME) { /* the samples' weights (see above) */
+        int xo[CX_MAX_IN], po[CX_MAX_IN], n = s->core.n;
+        cg_attrs rf = cg_attrs_default(), cat = cg_attrs_default(), sim = cg_attrs_default();
+        rf.n_ints = 2;
+        rf.ints[0] = 0, rf.ints[1] = -1;
+        cat.axis = 1;
+        sim.alpha = e->p.kernel_width;
+        sim.index = e->p.lime_euclidean != 0;
+        for (int i = 0; i < n && !bad; i++) {
+            int xr = cg_emit(g, CG_GATHER, "__lm_inputs_of_rows", (int[]){v[LM_X(i)], v[LM_ROWS]}, 2, &a0);
+            xo[i] = xr < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_inputs_flat", (int[]){xr}, 1, &rf);
+            po[i] = cg_emit(g, CG_RESHAPE, "__lm_sampled_flat", (int[]){in_map[i]}, 1, &rf);
+            bad |= xo[i] < 0 || po[i] < 0;
+        }
+        int xc = bad ? -1 : concat_all(g, "__lm_inputs_all", xo, n, &cat);
+        int pc = bad ? -1 : concat_all(g, "__lm_sampled_all", po, n, &cat);
+        s->w = xc < 0 || pc < 0 ? -1 : cg_emit(g, CG_LIME_SIMILARITY, "__lm_weight", (int[]){xc, pc}, 2, &sim);
+        if (s->w < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
     free(map);
     if (st != CATTR_OK) {
         cg_free(g);
@@ -419,16 +406,17 @@ static bool same_ids(const cx_call *c, const features *F) {
     return true;
 }
 
-static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y) {
+static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y, float *W) {
     int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
     lm_graph *s = NULL;
     CX_CHECK(cx_derived_state(e, c, true, sizeof *s, lm_build, lm_release, (void **)&s));
+    int ny = s->w >= 0 ? 2 : 1, ys[2] = {s->y, s->w}; /* per row its output, and Lime's weight */
     cattr_status st = samples_per_pass(e, c, n, &chunk);
     int64_t rmax = chunk * B, nz = B * n * M, nbuf = nz > rmax ? nz : rmax;
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
-    double *y = st == CATTR_OK ? malloc((size_t)(rmax + 1) * sizeof *y) : NULL;
+    double *y = st == CATTR_OK ? malloc((size_t)(ny * rmax + 1) * sizeof *y) : NULL;
     if (st == CATTR_OK && (!buf || !y)) st = oom();
-    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, true, rmax);
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, true, ny * rmax);
     bool shared = same_ids(c, F); /* one id list for every example, or one per example */
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
         st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)((shared ? 1 : B) * F->per[i]) * sizeof(int64_t), F->ids[i], false);
@@ -444,13 +432,16 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
     cx_vsplit v; /* a call split into parts (split.c): a chunk's R outputs are its values */
     memset(&v, 0, sizeof v);
-    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, B, &v);
+    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, ny * B, &v);
     for (int64_t s0 = 0, q = 0; s0 < n && st == CATTR_OK; s0 += chunk, q++) {
         int64_t s1 = s0 + chunk < n ? s0 + chunk : n, reps = s1 - s0, R = reps * B;
         if (!cx_vsplit_mine(&v, q)) {
             if (v.mode != CX_VSPLIT_COMBINE) continue;
-            st = cx_vsplit_get(&v, q, y, R);
-            for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
+            st = cx_vsplit_get(&v, q, y, ny * R);
+            for (int64_t r = 0; r < R && st == CATTR_OK; r++) {
+                Y[(r % B) * n + s0 + r / B] = (float)y[r];
+                if (ny == 2) W[(r % B) * n + s0 + r / B] = (float)y[R + r];
+            }
             if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
             continue;
         }
@@ -492,10 +483,14 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
         in[LM_ONE] = s->one.p;
         in[LM_TIDX] = s->cd.tidx.p;
         in[LM_IDROW] = shared ? s->idzero.p : s->cd.rows.p;
-        if (st == CATTR_OK) /* the R target outputs come back */
-            st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd, R, y);
-        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, y, R);
-        for (int64_t r = 0; r < R && st == CATTR_OK; r++) Y[(r % B) * n + s0 + r / B] = (float)y[r];
+        if (st == CATTR_OK) /* the R target outputs (and Lime's R weights) come back */
+            st = cx_derived_values_n(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, ys, ny, &s->cd,
+                                     R, y);
+        if (st == CATTR_OK) st = cx_vsplit_put(&v, q, y, ny * R);
+        for (int64_t r = 0; r < R && st == CATTR_OK; r++) {
+            Y[(r % B) * n + s0 + r / B] = (float)y[r];
+            if (ny == 2) W[(r % B) * n + s0 + r / B] = (float)y[R + r];
+        }
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, s1, n);
     }
     st = cx_vsplit_end(&v, st);
@@ -562,12 +557,9 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
                          (long long)n, (long long)F.M);
     }
     if (st == CATTR_OK && B > 0) st = draw_samples(e, c, ks, &S);
-    if (st == CATTR_OK && !ks) st = cx_inputs_to_host(e, c); /* Lime's sample weights read the inputs */
-    for (int64_t r = 0; r < B * n && st == CATTR_OK && e->split.n_parts == 0; r++) {
-        const unsigned char *z = S.Z + (size_t)r * (size_t)S.M;
-        W[r] = ks ? kernel_shap_weight(z, S.M) : lime_weight(c, &F, r / n, z, e->p.kernel_width, e->p.lime_euclidean != 0);
-    }
-    if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y);
+    for (int64_t r = 0; r < B * n && st == CATTR_OK && ks && e->split.n_parts == 0; r++)
+        W[r] = kernel_shap_weight(S.Z + (size_t)r * (size_t)S.M, S.M);
+    if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y, W); /* Lime's weights come with the outputs */
     bool part = e->split.n_parts > 0; /* a part of a split call (split.c): its outputs are what it computes */
     for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) { /* one interpretable model per example */
         size_t nm = (size_t)n * (size_t)S.M;

@@ -487,20 +487,30 @@ void cx_call_dev_free(cx_call_dev *d) {
 cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
                                const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in, int y,
                                cx_call_dev *d, int64_t nv, double *vals) {
+    return cx_derived_values_n(e, dv, c, nd, sh, dt, in, &y, 1, d, nv, vals);
+}
+
+cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
+                                 const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in,
+                                 const int *ys, int n_ys, cx_call_dev *d, int64_t nv, double *vals) {
     cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&dv->pc, dv->g, dv->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, &y, 1, &p));
-    int64_t got = cx_view_numel(cx_plan_view(p, y));
-    if (got != nv)
-        return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for a chunk of perturbed copies of the batch; "
-                                        "expected %lld",
-                       (long long)got, (long long)nv);
-    void *out[1] = {d->y.p};
-    CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, out));
+    CX_CHECK(cx_plan_cache_get(&dv->pc, dv->g, dv->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, ys, n_ys, &p));
     size_t es = cattr_dtype_size(c->dt);
-    void *host = malloc((size_t)(nv + 1) * es);
+    void *out[CX_MAX_IN];
+    if (n_ys > CX_MAX_IN) return cx_fail(CATTR_ERR_INTERNAL, "too many outputs");
+    for (int k = 0; k < n_ys; k++) {
+        int64_t got = cx_view_numel(cx_plan_view(p, ys[k]));
+        if (got != nv)
+            return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for a chunk of perturbed copies of the "
+                                            "batch; expected %lld",
+                           (long long)got, (long long)nv);
+        out[k] = (char *)d->y.p + (size_t)(k * nv) * es;
+    }
+    CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, out));
+    void *host = malloc((size_t)(n_ys * nv + 1) * es);
     if (!host) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = cx_copy_out(e->be, host, d->y.p, (size_t)nv * es);
-    for (int64_t k = 0; k < nv && st == CATTR_OK; k++)
+    cattr_status st = cx_copy_out(e->be, host, d->y.p, (size_t)(n_ys * nv) * es);
+    for (int64_t k = 0; k < n_ys * nv && st == CATTR_OK; k++)
         vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)host)[k] : ((const double *)host)[k];
     free(host);
     return st;

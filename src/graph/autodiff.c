@@ -612,7 +612,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_CONV_GRAD_INPUT] = r_conv_grad_input;
     r->by_op[CG_MOD] = r_mod;
     r->by_op[CG_SCATTER_ND] = r_scatter_nd;
-    r->by_op[CG_RANGE] = r->by_op[CG_NORMAL_NOISE] = r_none;
+    r->by_op[CG_RANGE] = r->by_op[CG_NORMAL_NOISE] = r->by_op[CG_LIME_SIMILARITY] = r_none;
     r->by_op[CG_REDUCE_MAX] = r->by_op[CG_REDUCE_MIN] = r_reduce_ext;
     r->by_op[CG_WHERE] = r_where;
     r->by_op[CG_WHERE_ID] = r_where_id;

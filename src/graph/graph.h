@@ -162,6 +162,9 @@ typedef enum cg_op {
                       * the standard deviation -> [R, ints...] in the call's float dtype: element k of row r is
                       * float32(alpha * float32(cx_rng_normal_at(seed, S[r], I[r] + k))) (0 when alpha is 0), the
                       * Gaussian noise NoiseTunnel adds, drawn where it is used. No gradient (nothing float in) */
+    CG_LIME_SIMILARITY, /* (X [R, n], P [R, n]); alpha = the kernel width, index 1: the euclidean distance, else the
+                         * cosine -> [R] in X's dtype: row r's Lime sample weight cx_lime_similarity(X[r], P[r]),
+                         * Captum's default similarity in float32. No gradient (a weight of the fit) */
     CG_OP_COUNT
 } cg_op;
 

@@ -29,6 +29,11 @@ bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);
  * op's kernels and the host code that sums like Captum call it. */
 double cx_torch_sum(cattr_dtype dt, const double *col, int64_t m, int64_t k, int64_t per);
 
+/* Lime's default similarity of an original and a perturbed input, n values each of dtype dt (float32 or float64; cast
+ * to float32 as Captum casts them): exp(-d^2 / (2 width^2)) with d the cosine distance (torch's cosine_similarity) or,
+ * with euclidean, the norm of the difference; a float32 value (similarity.c). The LimeSimilarity op's kernels. */
+double cx_lime_similarity(const void *o, const void *p, cattr_dtype dt, int64_t n, double width, bool euclidean);
+
 /* The strides of operand x over an output of rank nd it broadcasts to (numpy rules): s[d] is 0 along the dims x
  * repeats, else x's row-major stride there. */
 static inline void cx_bcast_strides(int nd, const cx_view *x, int64_t *s) {

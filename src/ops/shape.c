@@ -391,6 +391,15 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
             SHAPE_FAIL("operands do not broadcast");
         out->dtype = in[2].dtype;
         return CATTR_OK;
+    case CG_LIME_SIMILARITY:
+        if (in[0].ndim != 2 || !cx_shape_eq(in[0].ndim, in[0].shape, in[1].ndim, in[1].shape) ||
+            in[0].dtype != in[1].dtype || (in[0].dtype != CATTR_FLOAT32 && in[0].dtype != CATTR_FLOAT64))
+            SHAPE_FAIL("needs two float matrices of one shape and dtype");
+        if (!(a->alpha > 0)) SHAPE_FAIL("kernel width %g", a->alpha);
+        out->ndim = 1;
+        out->shape[0] = in[0].shape[0];
+        out->dtype = in[0].dtype;
+        return CATTR_OK;
     case CG_NORMAL_NOISE:
         if (in[0].dtype != CATTR_INT64 || in[1].dtype != CATTR_INT64 || in[0].ndim != 1 || in[1].ndim != 1 ||
             in[0].shape[0] != in[1].shape[0])

@@ -1392,6 +1392,17 @@ static cattr_status k_normal_noise(const cg_node *n, const cx_view *in, cx_view 
     return CATTR_OK;
 }
 
+/* LimeSimilarity: row by row. */
+static cattr_status k_lime_similarity(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t R = in[0].shape[0], m = in[0].shape[1];
+    size_t es = cattr_dtype_size(in[0].dtype);
+    for (int64_t r = 0; r < R; r++)
+        put(out, r, cx_lime_similarity((const char *)in[0].data + (size_t)(r * m) * es,
+                                       (const char *)in[1].data + (size_t)(r * m) * es, in[0].dtype, m, n->a.alpha,
+                                       n->a.index == 1));
+    return CATTR_OK;
+}
+
 static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
     size_t es = cattr_dtype_size(out->dtype);
@@ -1447,6 +1458,7 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_CONSTANT_OF_SHAPE: case CG_EQUAL: case CG_WHERE: case CG_EXPAND: case CG_TILE: return k_select(n, in, out);
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index(n, in, out);
     case CG_NORMAL_NOISE: return k_normal_noise(n, in, out);
+    case CG_LIME_SIMILARITY: return k_lime_similarity(n, in, out);
     case CG_IF: { /* element by element from the branch taken; zeros for an absent branch */
         double c = in[0].dtype == CATTR_INT64 ? (double)((const int64_t *)in[0].data)[0] : get(&in[0], 0);
         int j = c != 0 ? 1 : 2;

@@ -673,6 +673,21 @@ static cattr_status k_normal_noise(const cg_node *n, const cx_view *in, cx_view 
     return CATTR_OK;
 }
 
+/* LimeSimilarity: one weight per row pair, the rows in parallel. */
+static cattr_status k_lime_similarity(const cg_node *n, const cx_view *in, cx_view *out) {
+    int64_t R = in[0].shape[0], m = in[0].shape[1];
+    size_t es = cattr_dtype_size(in[0].dtype);
+    PAR_FOR(R * m > (1 << 14),
+    for (int64_t r = 0; r < R; r++) {
+        double w = cx_lime_similarity((const char *)in[0].data + (size_t)(r * m) * es,
+                                      (const char *)in[1].data + (size_t)(r * m) * es, in[0].dtype, m, n->a.alpha,
+                                      n->a.index == 1);
+        if (out->dtype == CATTR_FLOAT64) ((double *)out->data)[r] = w;
+        else ((float *)out->data)[r] = (float)w;
+    });
+    return CATTR_OK;
+}
+
 static cattr_status k_index_ops(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t cnt = cx_view_numel(out), c[CATTR_MAX_DIMS];
     size_t es = cattr_dtype_size(out->dtype);
@@ -741,6 +756,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
         return k_select_ops(n, in, out);
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index_ops(n, in, out);
     case CG_NORMAL_NOISE: return k_normal_noise(n, in, out);
+    case CG_LIME_SIMILARITY: return k_lime_similarity(n, in, out);
     case CG_IF: { /* the branch taken, or zeros for an absent one */
         int j = elem_as_double(&in[0], 0) != 0 ? 1 : 2;
         size_t bytes = (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype);
