@@ -156,6 +156,39 @@ int main(void) {
                 cattr_explainer_free(e1);
                 cattr_explainer_free(e2);
             }
+    { /* ShapleyValues' tunnel (on the backend route; it does not split) at standard deviation 0: every sample is the
+       * input, so smoothgrad is ShapleyValues itself, to the rounding of a mean of equal values */
+        cattr_attr_params q = cattr_attr_default_params(CATTR_METHOD_SHAPLEY_VALUES);
+        cattr_explainer *e1 = NULL, *e2 = NULL;
+        CHECK(cattr_explainer_new(m, &q, &e2) == CATTR_OK, "ShapleyValues");
+        q.nt_type = CATTR_NT_SMOOTHGRAD;
+        q.nt_samples = 3;
+        q.nt_samples_batch_size = 2;
+        q.stdevs = 0;
+        CHECK(cattr_explainer_new(m, &q, &e1) == CATTR_OK, "ShapleyValues' tunnel");
+        int64_t msh[4] = {1, 1, 8, 8};
+        cattr_tensor *mask = NULL, *a1 = NULL, *a2 = NULL;
+        CHECK(cattr_tensor_new(CATTR_INT64, 4, msh, &mask) == CATTR_OK, "mask");
+        for (int k = 0; mask && k < 64; k++) ((int64_t *)cattr_tensor_data(mask))[k] = k / 16; /* 4 features */
+        const cattr_tensor *masks[1] = {mask};
+        cattr_call call = {in_x, 1, NULL, &t, NULL, 0, masks, NULL, NULL, 0, NULL, 0, NULL};
+        CHECK(e1 && e2 && cattr_explainer_run(e1, &call, &a1, NULL) == CATTR_OK &&
+                  cattr_explainer_run(e2, &call, &a2, NULL) == CATTR_OK,
+              "ShapleyValues with and without the tunnel: %s", cattr_last_error());
+        double worst = 0, scale = 0;
+        for (int64_t k = 0; a1 && a2 && k < cattr_tensor_numel(a1); k++) {
+            double u = ((const float *)cattr_tensor_data_const(a1))[k], w = ((const float *)cattr_tensor_data_const(a2))[k];
+            worst = fmax(worst, fabs(u - w));
+            scale = fmax(scale, fabs(w));
+        }
+        CHECK(a1 && a2 && scale > 0 && worst <= 1e-6 * scale, "ShapleyValues' tunnel at stdev 0 differs by %g (of %g)",
+              worst, scale);
+        cattr_tensor_free(mask);
+        cattr_tensor_free(a1);
+        cattr_tensor_free(a2);
+        cattr_explainer_free(e1);
+        cattr_explainer_free(e2);
+    }
     cattr_explainer_free(plain);
     cattr_explainer_free(tunnel);
     cattr_tensor_free(x);

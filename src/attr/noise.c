@@ -1356,7 +1356,8 @@ static bool takes_dev_io(const cattr_explainer *e, const cx_call *c) {
     /* the perturbation methods whose states and samples are made on the backend from backend inputs, with a target
      * (one attribution per input element) */
     bool perturb = m == &cx_method_feature_ablation || m == &cx_method_occlusion ||
-                   m == &cx_method_shapley_value_sampling || m == &cx_method_kernel_shap || m == &cx_method_lime;
+                   m == &cx_method_shapley_value_sampling || m == &cx_method_shapley_values ||
+                   m == &cx_method_kernel_shap || m == &cx_method_lime;
     return perturb && c->target && c->target->kind != CATTR_TARGET_NONE && !e->p.return_coefficients;
 }
 
