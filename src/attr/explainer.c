@@ -76,6 +76,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_derived_free(&e->delta_d);
     cx_derived_free(&e->sum_d);
     cx_derived_free(&e->spread_d);
+    cx_derived_free(&e->pmean_d);
     cx_dbuf_free(&e->spread_ids);
     free(e->spread_ids_host);
     for (int i = 0; i < CX_MAX_IN; i++) {

@@ -72,6 +72,10 @@ struct cattr_explainer {
     cx_derived sum_d; /* that sum's graph for sum_d.n attributions of the ranks in sum_d.rank, its constants in sum_dt */
     cattr_dtype sum_dt;
     int sum_outs[CX_MAX_IN];
+    /* cx_pairs_mean's graph (its constants in pmean_dt) */
+    cx_derived pmean_d;
+    cattr_dtype pmean_dt;
+    int pmean_out;
     /* cx_spread's graph (its constants in spread_dt) */
     cx_derived spread_d;
     cattr_dtype spread_dt;
@@ -386,14 +390,17 @@ cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool 
 
 
 
-/* The call of every (example, baseline-row) pair of a distribution method (DeepLiftShap and its layer and neuron
- * forms): row b * nb + k pairs example b with baseline row k. tgt/tidx hold the expanded per-example target;
- * release with cx_pairs_free. */
+/* The call of every (example, baseline-row) pair of a distribution method (LayerDeepLiftShap): row b * nb + k pairs
+ * example b with baseline row k. The additional inputs and the per-example target are expanded (tgt/tidx hold the
+ * target); the inputs and baselines are left to the caller (p->x[i], p->base[i] NULL). Release with cx_pairs_free
+ * (which frees what p holds). */
 cattr_status cx_pairs_make(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx);
 void cx_pairs_free(cx_call *p, int64_t *tidx);
-/* attr[i] (new, batch c->B) = the mean over the nb baseline rows of pair_attr[i] (batch c->B * nb), in torch's
- * summation order, for i < n. */
-cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pair_attr, int n, cattr_tensor **attr);
+/* attr[i] (new host tensors, batch c->B) = the mean over the nb baseline rows of the pairs' attributions dev[i] (in
+ * backend memory, like[i]'s shape with batch c->B * nb), in torch's order (TorchSum over the baselines, then / nb),
+ * made on the backend, for i < n. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int n, cattr_tensor *const *like,
+                           void *const *dev, cattr_tensor **attr);
 
 /* The IG-style convergence delta, delta[b] = the sum of example b's attributions - (F(x_b) - F(start_b)), in parts so
  * that its forward pass can run beside other work: make the plan (cx_delta_prepare), run the forward of [x; start]

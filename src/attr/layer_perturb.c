@@ -48,6 +48,11 @@ typedef struct lp_state {
     /* LayerDeepLift on the backend: the layer values at the inputs and at the baselines, and the inner DeepLift's
      * attributions (the layers', then the model inputs') */
     cx_dbuf act[LP_MAX_LAYERS], act0[LP_MAX_LAYERS], la[LP_MAX_LAYERS + CX_MAX_IN];
+    /* LayerDeepLiftShap: the graph that makes the (example, baseline) pairs' inputs and baselines on the backend
+     * (pairs_graph), and those */
+    cx_derived pg;
+    int pg_outs[2 * CX_MAX_IN];
+    cx_dbuf px[CX_MAX_IN], pb[CX_MAX_IN];
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
@@ -66,6 +71,11 @@ static void lp_release(cattr_explainer *e) {
         cx_dbuf_free(&s->act0[k]);
     }
     for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cx_dbuf_free(&s->la[k]);
+    cx_derived_free(&s->pg);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->px[i]);
+        cx_dbuf_free(&s->pb[i]);
+    }
     cattr_explainer_free(s->inner);
     cattr_model_free(s->lm);
     cx_rules_free(s->rules_state);
@@ -272,7 +282,7 @@ static cattr_status layer_inner(cattr_explainer *e, lp_state *s, cattr_method me
 /* The layer tensors at inputs xs (B rows; the call's additional inputs): act[k] new tensors, holding the values, or
  * with dev their shapes only (contents undefined), the values left in backend buffers dev[k]. */
 static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, cattr_tensor *const *xs,
-                                 cattr_tensor **act, cx_dbuf *dev) {
+                                 void *const *xs_dev, cattr_tensor **act, cx_dbuf *dev) {
     int nd[2 * CX_MAX_IN];
     int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[2 * CX_MAX_IN];
@@ -301,24 +311,29 @@ static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, ca
         }
         if (st == CATTR_OK && dev) ddev[k] = dev[k].p;
     }
-    if (st == CATTR_OK) st = dev ? cx_run_plan_dev(e, p, host, NULL, NULL, ddev) : cx_run_plan(e, p, host, dst);
+    void *in_dev[2 * CX_MAX_IN] = {0};
+    for (int i = 0; xs_dev && i < c->n; i++) /* inputs already on the backend */
+        if (xs_dev[i]) in_dev[i] = xs_dev[i], host[i] = NULL;
+    if (st == CATTR_OK) st = dev ? cx_run_plan_dev(e, p, host, in_dev, NULL, ddev) : cx_run_plan_dev(e, p, host, in_dev, dst, NULL);
     return st;
 }
 
 /* ---- LayerDeepLift ------------------------------------------------------------------------------------------------ */
 
 /* LayerDeepLift on the backend: the layer values at x and at x' stay there (layer_values), the inner DeepLift on the
- * layer model reads them in place (cx_call.x_dev / base_dev) with the model's own inputs and baselines from the host,
- * leaves its attributions there (attr_dev), and the delta sums the layer attributions there (cx_delta_dev): what
- * comes down is the layer attributions and the B deltas. */
-static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+ * layer model reads them in place (cx_call.x_dev / base_dev) with the model's own inputs and baselines (from the host,
+ * or from the backend where the call has them there), leaves its attributions there (s->la: the layers' first), and
+ * the delta sums the layer attributions there (cx_delta_dev). like[k]: new host tensors of the layer attributions'
+ * shapes (contents undefined); with `down` they hold the attributions. */
+static cattr_status layer_deeplift_run(cattr_explainer *e, cx_call *c, bool down, cattr_tensor **like,
+                                       cattr_tensor **delta) {
     lp_state *s = e->method_state;
     int nl = s->n_layers, n = c->n;
     cattr_tensor *act[LP_MAX_LAYERS] = {0}, *act0[LP_MAX_LAYERS] = {0}, *none[LP_MAX_LAYERS + CX_MAX_IN] = {0};
     double *sel = NULL;
     cattr_status st = layer_inner(e, s, CATTR_METHOD_DEEPLIFT);
-    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act, s->act);
-    if (st == CATTR_OK) st = layer_values(e, s, c, c->base, act0, s->act0);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, c->x_dev, act, s->act);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->base, c->base_dev, act0, s->act0);
     for (int k = 0; k < nl && st == CATTR_OK; k++)
         if (act[k]->dtype != c->dt)
             st = cx_fail(CATTR_ERR_UNSUPPORTED, "LayerDeepLift: layer tensor %d is %s, not the compute dtype %s", k,
@@ -332,13 +347,12 @@ static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor 
     c2.dt = c->dt;
     c2.n_add = c->n_add;
     c2.target = c->target;
-    for (int k = 0; k < nl + n && st == CATTR_OK; k++) { /* the layers' values read in place, the inputs' from the host */
-        cattr_tensor *like = k < nl ? act[k] : c->x[k - nl];
+    for (int k = 0; k < nl + n && st == CATTR_OK; k++) { /* the layers' values read in place */
         c2.x[k] = k < nl ? act[k] : c->x[k - nl];
         c2.base[k] = k < nl ? act0[k] : c->base[k - nl];
-        c2.x_dev[k] = k < nl ? s->act[k].p : NULL;
-        c2.base_dev[k] = k < nl ? s->act0[k].p : NULL;
-        st = cx_dbuf_fit(in->be, &s->la[k], (size_t)like->numel * cattr_dtype_size(c->dt), NULL, false);
+        c2.x_dev[k] = k < nl ? s->act[k].p : c->x_dev[k - nl];
+        c2.base_dev[k] = k < nl ? s->act0[k].p : c->base_dev[k - nl];
+        st = cx_dbuf_fit(in->be, &s->la[k], (size_t)c2.x[k]->numel * cattr_dtype_size(c->dt), NULL, false);
         c2.attr_dev[k] = s->la[k].p;
     }
     for (int j = 0; j < c->n_add; j++) c2.add[j] = c->add[j];
@@ -349,18 +363,18 @@ static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor 
             if (st == CATTR_OK) st = cx_fail(CATTR_ERR_INTERNAL, "the inner DeepLift returned a host attribution");
         }
     if (in->peak > e->peak) e->peak = in->peak;
-    for (int k = 0; k < nl && st == CATTR_OK; k++) { /* the layers' attributions come down */
-        attr[k] = cx_tensor_alloc(c->dt, act[k]->ndim, act[k]->shape);
-        if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else st = cx_copy_out(in->be, attr[k]->data, s->la[k].p, (size_t)attr[k]->numel * cattr_dtype_size(c->dt));
+    for (int k = 0; k < nl && st == CATTR_OK; k++) { /* the layers' attributions (down when asked) */
+        like[k] = cx_tensor_alloc(c->dt, act[k]->ndim, act[k]->shape);
+        if (!like[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else if (down)
+            st = cx_copy_out(in->be, like[k]->data, s->la[k].p, (size_t)like[k]->numel * cattr_dtype_size(c->dt));
     }
-    c->n_out = nl;
     if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
         void *dev[LP_MAX_LAYERS];
         for (int k = 0; k < nl; k++) dev[k] = s->la[k].p;
         sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
         st = sel ? cx_delta_forward(e, c, c->base, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) st = cx_delta_dev(e, c, nl, attr, dev, sel, delta);
+        if (st == CATTR_OK) st = cx_delta_dev(e, c, nl, like, dev, sel, delta);
     }
     free(sel);
     for (int k = 0; k < LP_MAX_LAYERS; k++) {
@@ -368,6 +382,12 @@ static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor 
         cattr_tensor_free(act0[k]);
     }
     return st;
+}
+
+static cattr_status layer_deeplift(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    lp_state *s = e->method_state;
+    c->n_out = s->n_layers;
+    return layer_deeplift_run(e, c, true, attr, delta);
 }
 
 /* ---- LayerLRP ----------------------------------------------------------------------------------------------------- */
@@ -476,7 +496,7 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
     cattr_status st = layer_inner(e, s, permute ? CATTR_METHOD_FEATURE_PERMUTATION : CATTR_METHOD_FEATURE_ABLATION);
     if (st == CATTR_OK && u && u->layer_masks && u->n_layer_masks != n)
         st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d layer masks given for a layer of %d tensors", u->n_layer_masks, n);
-    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, act, NULL);
+    if (st == CATTR_OK) st = layer_values(e, s, c, c->x, NULL, act, NULL);
     for (int k = 0; k < n && st == CATTR_OK && lb; k++) { /* the layer baseline: a scalar, the layer's shape or batch 1 */
         const cattr_tensor *a = act[k];
         bool full = cx_shape_eq(lb->ndim, lb->shape, a->ndim, a->shape);
@@ -541,11 +561,39 @@ static cattr_status layer_feature_permutation(cattr_explainer *e, cx_call *c, ca
 /* ---- LayerDeepLiftShap ------------------------------------------------------------------------------------------- */
 
 
-/* The method on every (example, baseline) pair, then the mean over the baselines (torch.mean: the sum, then / nb);
- * the delta (layer method) has one entry per pair. */
-static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta,
-                                  cattr_status (*pass)(cattr_explainer *, cx_call *, cattr_tensor **, cattr_tensor **)) {
-    int64_t nb = c->dist[0] ? c->dist[0]->shape[0] : 0;
+/* The pairs graph for n inputs: inputs x_i [B, ...], dist_i [nb, ...], then prow, brow [R] (int64; row r = b * nb + k
+ * pairs example prow[r] = b with baseline row brow[r] = k); outputs Gather(x_i, prow) then Gather(dist_i, brow). */
+static cattr_status pairs_graph(cattr_explainer *e, lp_state *s, const cx_call *c) {
+    cx_derived *d = &s->pg;
+    if (d->g && d->n == c->n && d->consts) return CATTR_OK;
+    cx_derived_free(d);
+    cg_graph *g = cg_new();
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    d->g = g;
+    int x[CX_MAX_IN], di[CX_MAX_IN], bad = 0;
+    for (int i = 0; i < c->n; i++) bad |= (x[i] = cg_add_input(g, "__pair_x")) < 0;
+    for (int i = 0; i < c->n; i++) bad |= (di[i] = cg_add_input(g, "__pair_dist")) < 0;
+    int prow = cg_add_input(g, "__pair_example"), brow = cg_add_input(g, "__pair_baseline");
+    bad |= prow < 0 || brow < 0;
+    cg_attrs a0 = cg_attrs_default();
+    for (int i = 0; i < c->n && !bad; i++) {
+        s->pg_outs[i] = cg_emit(g, CG_GATHER, "__pair_inputs", (int[]){x[i], prow}, 2, &a0);
+        s->pg_outs[c->n + i] = cg_emit(g, CG_GATHER, "__pair_baselines", (int[]){di[i], brow}, 2, &a0);
+        bad |= s->pg_outs[i] < 0 || s->pg_outs[c->n + i] < 0;
+    }
+    if (bad) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    d->n = c->n;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+/* LayerDeepLiftShap: LayerDeepLift on every (example, baseline) pair, then the mean over the baselines (torch.mean:
+ * the sum, then / nb); the delta has one entry per pair. The pairs' inputs and baselines are gathered on the backend
+ * from the inputs and the distribution (pairs_graph), LayerDeepLift reads them there (cx_call.x_dev / base_dev) and
+ * leaves the pairs' layer attributions there, and their mean is made there (cx_pairs_mean): the inputs and the
+ * distribution go up once, the mean comes down once. */
+static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+    lp_state *s = e->method_state;
+    int64_t nb = c->dist[0] ? c->dist[0]->shape[0] : 0, B = c->B, R = B * nb;
     for (int i = 0; i < c->n; i++) {
         int64_t ni = c->dist[i] ? c->dist[i]->shape[0] : 0;
         if (ni != nb)
@@ -558,20 +606,56 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
                        e->method->captum, (long long)nb);
     cx_call p;
     cattr_target tgt;
-    int64_t *tidx = NULL;
-    cattr_tensor *pair_attr[CX_MAX_IN] = {0};
+    int64_t *tidx = NULL, *rows = malloc((size_t)(2 * R + 1) * sizeof *rows);
+    cattr_tensor *like[LP_MAX_LAYERS] = {0};
     cattr_status st = cx_pairs_make(c, nb, &p, &tgt, &tidx);
-    if (st == CATTR_OK) st = pass(e, &p, pair_attr, delta);
-    int n_out = p.n_out > 0 ? p.n_out : c->n;
-    c->n_out = p.n_out;
-    if (st == CATTR_OK) st = cx_pairs_mean(c, nb, pair_attr, n_out, attr);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(pair_attr[i]);
+    if (st == CATTR_OK && !rows) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = pairs_graph(e, s, c);
+    int nd[2 * CX_MAX_IN + 2];
+    int64_t sh[2 * CX_MAX_IN + 2][CATTR_MAX_DIMS];
+    cattr_dtype dt[2 * CX_MAX_IN + 2];
+    const void *host[2 * CX_MAX_IN + 2] = {0};
+    void *out[2 * CX_MAX_IN];
+    int n = c->n;
+    for (int64_t r = 0; r < R && rows; r++) rows[r] = r / nb, rows[R + r] = r % nb;
+    for (int k = 0; k < 2 * n && st == CATTR_OK; k++) { /* the pairs' inputs and baselines, made on the backend */
+        const cattr_tensor *t = k < n ? c->x[k] : c->dist[k - n];
+        nd[k] = t->ndim;
+        memcpy(sh[k], t->shape, sizeof sh[k]);
+        dt[k] = c->dt;
+        host[k] = t->data;
+        int64_t psh[CATTR_MAX_DIMS];
+        memcpy(psh, t->shape, sizeof psh);
+        psh[0] = R;
+        cattr_tensor **ph = k < n ? &p.x[k] : &p.base[k - n]; /* host tensors of the pairs' shapes: NaN, never read */
+        if (!(*ph = cx_tensor_alloc(c->dt, t->ndim, psh))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else memset((*ph)->data, 0xff, (size_t)(*ph)->numel * cattr_dtype_size(c->dt));
+        cx_dbuf *b = k < n ? &s->px[k] : &s->pb[k - n];
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, b, (size_t)(*ph)->numel * cattr_dtype_size(c->dt), NULL, false);
+        out[k] = b->p;
+        if (k < n) p.x_dev[k] = b->p;
+        else p.base_dev[k - n] = b->p;
+    }
+    for (int k = 2 * n; k < 2 * n + 2; k++) {
+        nd[k] = 1;
+        sh[k][0] = R;
+        dt[k] = CATTR_INT64;
+        host[k] = rows ? rows + (k - 2 * n) * R : NULL;
+    }
+    cx_plan *pl = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&s->pg.pc, s->pg.g, s->pg.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->pg_outs, 2 * n, &pl);
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, host, NULL, NULL, out);
+    if (st == CATTR_OK) st = layer_deeplift_run(e, &p, false, like, delta); /* the pairs' attributions stay there */
+    c->n_out = s->n_layers;
+    void *dev[LP_MAX_LAYERS];
+    for (int k = 0; k < s->n_layers; k++) dev[k] = s->la[k].p;
+    if (st == CATTR_OK) st = cx_pairs_mean(e, c, nb, s->n_layers, like, dev, attr);
+    for (int k = 0; k < LP_MAX_LAYERS; k++) cattr_tensor_free(like[k]);
+    free(rows);
     cx_pairs_free(&p, tidx);
     return st;
-}
-
-static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    return deeplift_shap(e, c, attr, delta, layer_deeplift);
 }
 
 /* ---- LayerGradientShap ------------------------------------------------------------------------------------------- */

@@ -832,12 +832,17 @@ cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *cons
     void *xs_dev[MAX_IN] = {0};
     cattr_status st = delta_inputs(c, start, xs);
     for (int i = 0; i < c->n && st == CATTR_OK && sel; i++) { /* inputs on the backend: [x; start] made there */
-        if (!c->x_dev[i]) continue;
+        void *sdev = start == c->base ? c->base_dev[i] : NULL; /* the baselines on the backend (cx_call.base_dev) */
+        if (!c->x_dev[i] && !sdev) continue;
         size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        char *d = NULL;
         st = cx_dbuf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
-        if (st == CATTR_OK) st = cx_copy_dev(e->be, e->dstaged[i].p, c->x_dev[i], bytes);
-        if (st == CATTR_OK) st = cx_copy_in(e->be, (char *)e->dstaged[i].p + bytes, start[i]->data, bytes);
-        xs_dev[i] = e->dstaged[i].p;
+        if (st == CATTR_OK) d = e->dstaged[i].p;
+        if (st == CATTR_OK)
+            st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
+        if (st == CATTR_OK)
+            st = sdev ? cx_copy_dev(e->be, d + bytes, sdev, bytes) : cx_copy_in(e->be, d + bytes, start[i]->data, bytes);
+        xs_dev[i] = d;
     }
     /* only the target values come down */
     if (st == CATTR_OK) st = cx_forward_select(e, c, xs, xs_dev, 2, CX_TILE, sel, NULL);
@@ -1043,6 +1048,57 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
     if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in_dev, res, res_dev);
     cattr_tensor_free(vt);
     free(iv);
+    return st;
+}
+
+/* cx_pairs_mean's graph: inputs X [B, nb, per] and nb [1] (dt); out = Div(TorchSum(X, 1), nb) [B, per]. */
+static cattr_status pairs_mean_graph(cattr_explainer *e, const cx_call *c) {
+    cx_derived *d = &e->pmean_d;
+    if (d->g && d->consts && e->pmean_dt == c->dt) return CATTR_OK;
+    cx_derived_free(d);
+    cg_graph *g = cg_new();
+    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    d->g = g;
+    cg_attrs sum = cg_attrs_default();
+    sum.n_ints = 1;
+    sum.ints[0] = 1;
+    int x = cg_add_input(g, "__pairs"), nb = cg_add_input(g, "__pairs_count");
+    int t = x < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__pairs_sum", (int[]){x}, 1, &sum);
+    e->pmean_out = t < 0 || nb < 0 ? -1 : cx_emit2(g, CG_DIV, "__pairs_mean", t, nb);
+    if (e->pmean_out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->pmean_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int n, cattr_tensor *const *like,
+                           void *const *dev, cattr_tensor **attr) {
+    for (int i = 0; i < n; i++) attr[i] = NULL;
+    int64_t one = 1;
+    cattr_tensor *cnt = cx_tensor_alloc(c->dt, 1, &one);
+    cattr_status st = cnt ? pairs_mean_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_tensor_set(cnt, 0, (double)nb);
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        int64_t sh[CATTR_MAX_DIMS], B = c->B, per = B > 0 && nb > 0 ? like[i]->numel / (B * nb) : 0;
+        memcpy(sh, like[i]->shape, sizeof sh);
+        sh[0] = B;
+        attr[i] = cx_tensor_alloc(c->dt, like[i]->ndim, sh);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st != CATTR_OK || attr[i]->numel == 0) continue;
+        int nd[2] = {3, 1};
+        int64_t ish[2][CATTR_MAX_DIMS] = {{B, nb, per}, {1}};
+        cattr_dtype dt[2] = {c->dt, c->dt};
+        cx_plan *p = NULL;
+        st = cx_plan_cache_get(&e->pmean_d.pc, e->pmean_d.g, e->pmean_d.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])ish, dt, &e->pmean_out, 1, &p);
+        const void *host[2] = {NULL, cnt->data};
+        void *in[2] = {dev[i], NULL}, *res[1] = {attr[i]->data};
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in, res, NULL);
+    }
+    cattr_tensor_free(cnt);
+    for (int i = 0; i < n && st != CATTR_OK; i++) {
+        cattr_tensor_free(attr[i]);
+        attr[i] = NULL;
+    }
     return st;
 }
 

@@ -656,30 +656,6 @@ void cx_pairs_free(cx_call *p, int64_t *tidx) {
 
 /* The call of every (example, baseline) pair: row b * nb + k pairs example b with baseline row k (inputs, additional
  * inputs and per-example targets repeated per example, baselines tiled), as Captum's DeepLiftShap expands them. */
-cattr_status cx_pairs_mean(const cx_call *c, int64_t nb, cattr_tensor *const *pair_attr, int n, cattr_tensor **attr) {
-    double *col = malloc((size_t)nb * sizeof *col);
-    cattr_status st = col ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int i = 0; i < n && st == CATTR_OK; i++) { /* torch.mean over the baselines: the sum, then / nb */
-        int64_t sh[CATTR_MAX_DIMS];
-        memcpy(sh, pair_attr[i]->shape, sizeof sh);
-        sh[0] = c->B;
-        attr[i] = cx_tensor_alloc(c->dt, pair_attr[i]->ndim, sh);
-        if (!attr[i]) {
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            break;
-        }
-        int64_t per = c->B ? attr[i]->numel / c->B : 0;
-        for (int64_t b = 0; b < c->B; b++)
-            for (int64_t f = 0; f < per; f++) {
-                for (int64_t k = 0; k < nb; k++) col[k] = cx_tensor_get(pair_attr[i], (b * nb + k) * per + f);
-                double sum = cx_torch_sum(c->dt, col, nb, f, per);
-                cx_tensor_set(attr[i], b * per + f, cx_rnd(c->dt, sum / (double)nb));
-            }
-    }
-    free(col);
-    return st;
-}
-
 cattr_status cx_pairs_make(const cx_call *c, int64_t nb, cx_call *p, cattr_target *tgt, int64_t **tidx) {
     memset(p, 0, sizeof *p);
     *tidx = NULL;
@@ -689,11 +665,6 @@ cattr_status cx_pairs_make(const cx_call *c, int64_t nb, cx_call *p, cattr_targe
     p->n_add = c->n_add;
     p->user = c->user;
     p->target = c->target;
-    for (int i = 0; i < c->n; i++) {
-        p->x[i] = cx_expand_rows(c->x[i], nb, CX_INTERLEAVE);
-        p->base[i] = cx_expand_rows(c->dist[i], c->B, CX_TILE);
-        if (!p->x[i] || !p->base[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
     for (int j = 0; j < c->n_add; j++)
         if (!(p->add[j] = cx_expand_rows(c->add[j], nb, CX_INTERLEAVE)))
             return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
