@@ -989,11 +989,10 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
  * out = SeqPick(Reshape(V, [R, M + 1, 1]), Gather(ids, idrow)) [R, per, 1]. */
 static cattr_status spread_graph(cattr_explainer *e, const cx_call *c) {
     cx_derived *d = &e->spread_d;
-    if (d->g && d->consts && e->spread_dt == c->dt) return CATTR_OK;
-    cx_derived_free(d);
-    cg_graph *g = cg_new();
-    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    d->g = g;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->spread_dt, c, 0, NULL, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
     int v = cg_add_input(g, "__spread_values"), ids = cg_add_input(g, "__spread_ids");
     int idrow = cg_add_input(g, "__spread_id_rows");
     cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default();
@@ -1054,11 +1053,10 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
 /* cx_pairs_mean's graph: inputs X [B, nb, per] and nb [1] (dt); out = Div(TorchSum(X, 1), nb) [B, per]. */
 static cattr_status pairs_mean_graph(cattr_explainer *e, const cx_call *c) {
     cx_derived *d = &e->pmean_d;
-    if (d->g && d->consts && e->pmean_dt == c->dt) return CATTR_OK;
-    cx_derived_free(d);
-    cg_graph *g = cg_new();
-    if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    d->g = g;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->pmean_dt, c, 0, NULL, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
     cg_attrs sum = cg_attrs_default();
     sum.n_ints = 1;
     sum.ints[0] = 1;
