@@ -1559,35 +1559,38 @@ static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
 /* ---- the Shapley methods' states on the backend ---------------------------------------------------------------
  * A state keeps the inputs' values on the features added so far and the baselines elsewhere. A chunk of states
  * (R = cnt * B rows) runs as one graph:
- *   inputs   x_i, base_i [B, ...]; ids_i int64 [1 or B, ...] (each element's feature + 1, 0 for none: one list for
- *            every example, or per example); the additional inputs; tab int64 [T, M + 1] (per table row, the rank of
- *            "no feature" (never added) then of each feature); trow, thr [R] (each row's table row and how many ranks
- *            are added: an element is added when its rank <= thr); rows [R] (r mod B); idrow [R] (each row's ids row:
- *            0, or r mod B); with a target tidx [R]
- *   prefix   rk_i = ReshapeLike(SeqPick(Reshape(Gather(tab, trow), [R, M + 1, 1]), Reshape(d_i, [R, -1])), d_i) with
- *            d_i = Gather(ids_i, idrow): each element's rank in its row's table row;
- *            in_i = WhereId[<=](base_i, x_i, rk_i, thr; rows, rows): read in place
+ *   inputs   x_i, base_i [B, ...]; rk_i int64 [T * I, ...] (row t * I + j: the rank of each element's feature in table
+ *            row t, for id row j of I: one list of ids for every example, I = 1, or per example, I = B); the
+ *            additional inputs; rkrow, thr [R] (each row's rank row and how many ranks are added: an element is added
+ *            when its rank <= thr); rows [R] (r mod B); with a target tidx [R]
+ *   prefix   in_i = WhereId[<=](base_i, x_i, rk_i, thr; rows, rows, rkrow): read in place
  *   model    on in_i and Gather(a_j, rows); suffix: the target output per row (SeqPick), or every output value
+ * The rank rows are made on the backend once per call from a small table, tab int64 [T, M + 1] (per table row, the
+ * rank of "no feature" (never added) then of each feature), and the feature ids, ids_i int64 [I, ...] (each element's
+ * feature + 1, 0 for none): rk_i = ReshapeLike(SeqPick(Reshape(Gather(tab, tsel), [T I, M + 1, 1]),
+ * Reshape(d_i, [T I, -1])), d_i) with d_i = Gather(ids_i, isel) (sv_table_build).
  * ShapleyValueSampling's table holds the rank of each feature in each order (state t * M + j: order t, thr j);
  * ShapleyValues' holds 0 for a coalition's features and 1 for the others (thr 0). The inputs, the ids and the table
- * go up once per call (a call whose table would exceed SV_TABLE_BYTES stays on the host path); per chunk the rows'
- * table rows and thresholds go up and the outputs come back, to be combined in Captum's order as on the host path. */
+ * go up once per call (a call whose rank rows would exceed SV_TABLE_BYTES stays on the host path); per chunk the
+ * rows' rank rows and thresholds go up and the outputs come back, to be combined in Captum's order as on the host
+ * path. */
 typedef struct sv_graph {
     cx_derived core; /* graph, call shape, constants, plans */
     int y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_dbuf ids[CX_MAX_IN], tab, trow, thr, idzero;
+    cx_dbuf rk[CX_MAX_IN], rkrow, thr;
+    cx_derived tg; /* the rank rows' graph (sv_table_build) */
+    int tg_outs[CX_MAX_IN];
 } sv_graph;
 
 static void sv_release(cattr_explainer *e) {
     sv_graph *s = e->method_state;
     if (!s) return;
     cx_call_dev_free(&s->cd);
-    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&s->ids[i]);
-    cx_dbuf_free(&s->tab);
-    cx_dbuf_free(&s->idzero);
-    cx_dbuf_free(&s->trow);
+    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&s->rk[i]);
+    cx_dbuf_free(&s->rkrow);
     cx_dbuf_free(&s->thr);
+    cx_derived_free(&s->tg);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -1595,16 +1598,14 @@ static void sv_release(cattr_explainer *e) {
 
 #define SG_X(i) (i)
 #define SG_BASE(i) (s->core.n + (i))
-#define SG_IDS(i) (2 * s->core.n + (i))
+#define SG_RK(i) (2 * s->core.n + (i))
 #define SG_ADD(j) (3 * s->core.n + (j))
 #define SG_TROW (3 * s->core.n + s->core.n_add)
 #define SG_THR (SG_TROW + 1)
 #define SG_ROWS (SG_TROW + 2)
-#define SG_TAB (SG_TROW + 3)
-#define SG_IDROW (SG_TROW + 4)
-#define SG_TIDX (SG_TROW + 5)
-#define SG_N_IN (SG_TROW + 5 + (s->core.target ? 1 : 0))
-#define SG_MAX_IN (4 * CX_MAX_IN + 6)
+#define SG_TIDX (SG_TROW + 3)
+#define SG_N_IN (SG_TROW + 3 + (s->core.target ? 1 : 0))
+#define SG_MAX_IN (4 * CX_MAX_IN + 4)
 #define SV_TABLE_BYTES ((size_t)256 << 20) /* rank tables larger than this keep the Shapley states on the host */
 
 static cattr_status sv_build(cattr_explainer *e, void *state) {
@@ -1619,24 +1620,13 @@ static cattr_status sv_build(cattr_explainer *e, void *state) {
         snprintf(nm, sizeof nm, "__sv_in%d", k);
         bad |= (v[k] = cg_add_input(g, nm)) < 0;
     }
-    cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default(), r3 = cg_attrs_default(), r2 = cg_attrs_default();
+    cg_attrs a0 = cg_attrs_default(), le = cg_attrs_default();
     le.index = 1;
-    r3.n_ints = 3;
-    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
-    r2.n_ints = 2;
-    r2.ints[0] = 0, r2.ints[1] = -1;
-    int tr = bad ? -1 : cg_emit(g, CG_GATHER, "__sv_table_rows", (int[]){v[SG_TAB], v[SG_TROW]}, 2, &a0);
-    int tr3 = tr < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__sv_table_3d", (int[]){tr}, 1, &r3);
-    bad |= tr3 < 0;
     for (int i = 0; i < s->core.n && !bad; i++) {
-        int d = cg_emit(g, CG_GATHER, "__sv_ids_of_rows", (int[]){v[SG_IDS(i)], v[SG_IDROW]}, 2, &a0);
-        int df = d < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__sv_ids_flat", (int[]){d}, 1, &r2);
-        int pk = df < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__sv_rank_of_elements", (int[]){tr3, df}, 2, NULL);
-        int rk = pk < 0 ? -1 : cg_emit(g, CG_RESHAPE_LIKE, "__sv_ranks", (int[]){pk, d}, 2, NULL);
-        in_map[i] = rk < 0 ? -1
-                           : cg_emit(g, CG_WHERE_ID, "__sv_state",
-                                     (int[]){v[SG_BASE(i)], v[SG_X(i)], rk, v[SG_THR], v[SG_ROWS], v[SG_ROWS], -1}, 7,
-                                     &le);
+        in_map[i] = cg_emit(g, CG_WHERE_ID, "__sv_state",
+                            (int[]){v[SG_BASE(i)], v[SG_X(i)], v[SG_RK(i)], v[SG_THR], v[SG_ROWS], v[SG_ROWS],
+                                    v[SG_TROW]},
+                            7, &le);
         bad |= in_map[i] < 0;
     }
     for (int j = 0; j < s->core.n_add && !bad; j++)
@@ -1666,13 +1656,91 @@ static cattr_status sv_build(cattr_explainer *e, void *state) {
     return CATTR_OK;
 }
 
-/* Whether the states can run on the backend: a table of T rows of M + 1 ranks within SV_TABLE_BYTES. */
+/* Whether the states can run on the backend: rank rows for T table rows within SV_TABLE_BYTES. */
 static bool sv_on_device_ok(const cx_call *c, const pt_masks *pm, int64_t T) {
-    return c->B > 0 && (size_t)T * (size_t)(pm->F + 1) * sizeof(int64_t) <= SV_TABLE_BYTES;
+    size_t bytes = 0;
+    bool shared = true;
+    for (int i = 0; i < c->n; i++) shared &= pm->rows[i] == 1;
+    for (int i = 0; i < c->n; i++) bytes += (size_t)(T * (shared ? 1 : c->B) * pm->per[i]) * sizeof(int64_t);
+    return c->B > 0 && bytes <= SV_TABLE_BYTES;
 }
 
 /* run_states for the Shapley methods on the backend: table tab [T, M + 1] (see above); state s of p reads table row
  * trow_of(s) with threshold thr_of(s); the outputs go to p->take in state order. */
+/* The rank rows of every input on the backend, s->rk[i] [T * I, ...] (see above), from table tab [T, M + 1] and the
+ * feature ids of I = id_rows rows, in one run of the table graph (the ids, the table and the row selections go up). */
+static cattr_status sv_table_build(cattr_explainer *e, sv_graph *s, const cx_call *c, const pt_masks *pm,
+                                   const int64_t *tab, int64_t T, int64_t M, int64_t id_rows) {
+    int n = c->n;
+    cx_derived *d = &s->tg;
+    if (!d->g || d->n != n) {
+        cx_derived_free(d);
+        cg_graph *g = cg_new();
+        if (!g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        d->g = g;
+        int ids[CX_MAX_IN], bad = 0;
+        for (int i = 0; i < n; i++) bad |= (ids[i] = cg_add_input(g, "__sv_ids")) < 0;
+        int tb = cg_add_input(g, "__sv_table"), tsel = cg_add_input(g, "__sv_table_row"),
+            isel = cg_add_input(g, "__sv_ids_row");
+        cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default(), r2 = cg_attrs_default();
+        r3.n_ints = 3;
+        r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+        r2.n_ints = 2;
+        r2.ints[0] = 0, r2.ints[1] = -1;
+        int tr = bad || tb < 0 || tsel < 0 || isel < 0 ? -1
+                                                        : cg_emit(g, CG_GATHER, "__sv_table_rows", (int[]){tb, tsel}, 2, &a0);
+        int tr3 = tr < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__sv_table_3d", (int[]){tr}, 1, &r3);
+        bad |= tr3 < 0;
+        for (int i = 0; i < n && !bad; i++) {
+            int di = cg_emit(g, CG_GATHER, "__sv_ids_of_rows", (int[]){ids[i], isel}, 2, &a0);
+            int df = di < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__sv_ids_flat", (int[]){di}, 1, &r2);
+            int pk = df < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__sv_rank_of_elements", (int[]){tr3, df}, 2, NULL);
+            s->tg_outs[i] = pk < 0 ? -1 : cg_emit(g, CG_RESHAPE_LIKE, "__sv_ranks", (int[]){pk, di}, 2, NULL);
+            bad |= s->tg_outs[i] < 0;
+        }
+        if (bad) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        d->n = n;
+        CX_CHECK(cx_consts_new(e->be, c->dt, &d->consts));
+    }
+    int64_t TR = T * id_rows, nid = 2 * TR;
+    for (int i = 0; i < n; i++) nid += id_rows * pm->per[i];
+    int64_t *buf = malloc((size_t)(nid + 1) * sizeof *buf), *at = buf;
+    if (!buf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int nd[CX_MAX_IN + 3];
+    int64_t sh[CX_MAX_IN + 3][CATTR_MAX_DIMS];
+    cattr_dtype dt[CX_MAX_IN + 3];
+    const void *host[CX_MAX_IN + 3];
+    void *out[CX_MAX_IN];
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < n && st == CATTR_OK; i++) { /* each element's column in the table: its feature + 1 */
+        int64_t per_i = pm->per[i];
+        for (int64_t b = 0; b < id_rows; b++)
+            for (int64_t k = 0; k < per_i; k++) {
+                int64_t f = pm->ids[i][(pm->rows[i] == 1 ? 0 : b) * per_i + k];
+                at[b * per_i + k] = f >= 0 && f < M ? f + 1 : 0;
+            }
+        nd[i] = c->x[i]->ndim;
+        memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
+        sh[i][0] = id_rows;
+        dt[i] = CATTR_INT64;
+        host[i] = at;
+        at += id_rows * per_i;
+        st = cx_dbuf_fit(e->be, &s->rk[i], (size_t)(TR * per_i) * sizeof *buf, NULL, false);
+        out[i] = s->rk[i].p;
+    }
+    for (int64_t r = 0; r < TR; r++) at[r] = r / id_rows, at[TR + r] = r % id_rows; /* row t * I + j */
+    nd[n] = 2, sh[n][0] = T, sh[n][1] = M + 1, dt[n] = CATTR_INT64, host[n] = tab;
+    nd[n + 1] = nd[n + 2] = 1, sh[n + 1][0] = sh[n + 2][0] = TR, dt[n + 1] = dt[n + 2] = CATTR_INT64;
+    host[n + 1] = at, host[n + 2] = at + TR;
+    cx_plan *pl = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->tg_outs, n, &pl);
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, host, NULL, NULL, out);
+    free(buf);
+    return st;
+}
+
 static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t *tab, int64_t T, int64_t M,
                                   void (*row_of)(const sv_run *sv, int64_t s, int64_t *trow, int64_t *thr)) {
     cattr_explainer *e = p->e;
@@ -1686,23 +1754,12 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     bool shared = true; /* one id list for every example, or one per example (the shared lists repeated) */
     for (int i = 0; i < c->n; i++) shared &= pm->rows[i] == 1;
     int64_t rmax = per * B, nbuf = 2 * rmax, id_rows = shared ? 1 : B;
-    for (int i = 0; i < c->n; i++) nbuf = id_rows * pm->per[i] > nbuf ? id_rows * pm->per[i] : nbuf;
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
     if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target, per * p->n_out);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* each element's column in the table: its feature + 1 */
-        int64_t per_i = pm->per[i];
-        for (int64_t b = 0; b < id_rows; b++)
-            for (int64_t k = 0; k < per_i; k++) {
-                int64_t f = pm->ids[i][(pm->rows[i] == 1 ? 0 : b) * per_i + k];
-                buf[b * per_i + k] = f >= 0 && f < M ? f + 1 : 0;
-            }
-        st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)(id_rows * per_i) * sizeof *buf, buf, false);
-    }
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->tab, (size_t)(T * (M + 1)) * sizeof *tab, tab, false);
-    if (st == CATTR_OK && shared) st = cx_dbuf_fit(e->be, &s->idzero, (size_t)rmax * sizeof *buf, NULL, true);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->trow, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = sv_table_build(e, s, c, pm, tab, T, M, id_rows); /* the rank rows, made there once */
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
     const sv_run *sv = p->user;
     cx_vsplit v;
@@ -1718,11 +1775,11 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             int64_t tr, th;
             row_of(sv, s0 + j, &tr, &th);
             for (int64_t b = 0; b < B; b++) {
-                buf[j * B + b] = tr;
+                buf[j * B + b] = tr * id_rows + (shared ? 0 : b); /* the row's rank row */
                 buf[rmax + j * B + b] = th;
             }
         }
-        st = cx_copy_in(e->be, s->trow.p, buf, (size_t)R * sizeof *buf);
+        st = cx_copy_in(e->be, s->rkrow.p, buf, (size_t)R * sizeof *buf);
         if (st == CATTR_OK) st = cx_copy_in(e->be, s->thr.p, buf + rmax, (size_t)R * sizeof *buf);
         int nd[SG_MAX_IN];
         int64_t sh[SG_MAX_IN][CATTR_MAX_DIMS];
@@ -1735,15 +1792,15 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         }
         for (int i = 0; i < c->n; i++) {
             const cattr_tensor *x = c->x[i];
-            nd[SG_X(i)] = nd[SG_BASE(i)] = nd[SG_IDS(i)] = x->ndim;
+            nd[SG_X(i)] = nd[SG_BASE(i)] = nd[SG_RK(i)] = x->ndim;
             memcpy(sh[SG_X(i)], x->shape, sizeof sh[0]);
             memcpy(sh[SG_BASE(i)], x->shape, sizeof sh[0]);
-            memcpy(sh[SG_IDS(i)], x->shape, sizeof sh[0]);
-            sh[SG_IDS(i)][0] = id_rows;
+            memcpy(sh[SG_RK(i)], x->shape, sizeof sh[0]);
+            sh[SG_RK(i)][0] = T * id_rows;
             dt[SG_X(i)] = dt[SG_BASE(i)] = c->dt;
             in[SG_X(i)] = s->cd.x[i].p;
             in[SG_BASE(i)] = s->cd.base[i].p;
-            in[SG_IDS(i)] = s->ids[i].p;
+            in[SG_RK(i)] = s->rk[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
             nd[SG_ADD(j)] = c->add[j]->ndim;
@@ -1751,12 +1808,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             dt[SG_ADD(j)] = c->add[j]->dtype;
             in[SG_ADD(j)] = s->cd.add[j].p;
         }
-        nd[SG_TAB] = 2;
-        sh[SG_TAB][0] = T;
-        sh[SG_TAB][1] = M + 1;
-        in[SG_TAB] = s->tab.p;
-        in[SG_IDROW] = shared ? s->idzero.p : s->cd.rows.p;
-        in[SG_TROW] = s->trow.p;
+        in[SG_TROW] = s->rkrow.p;
         in[SG_THR] = s->thr.p;
         in[SG_ROWS] = s->cd.rows.p;
         if (target) in[SG_TIDX] = s->cd.tidx.p;
