@@ -587,17 +587,34 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
     pass_inputs pi;
     cx_plan *fp = NULL, *p = NULL;
     const cx_view *ov = NULL;
-    cattr_tensor *seed = NULL, *vals = NULL;
+    cattr_tensor *vals = NULL;
     int64_t *tidx = malloc((size_t)(R + 1) * sizeof *tidx);
+    double *mask = NULL;
     cattr_status st = tidx ? build_select(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = pass_setup(e, c, xs, reps, how, &pi);
     else memset(&pi, 0, sizeof pi);
     if (st == CATTR_OK) st = output_shape(e, &pi, R, &fp, &ov);
     if (st == CATTR_OK && out_dt) *out_dt = ov->dtype;
-    if (st == CATTR_OK && !(vals = cx_tensor_alloc(ov->dtype, 1, &R))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed); /* each row's target: its 1 */
+    if (st == CATTR_OK && sel && !(vals = cx_tensor_alloc(ov->dtype, 1, &R)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    int64_t B = c->B, per_ex = st == CATTR_OK ? cx_numel(ov->ndim - 1, ov->shape + 1) : 0;
+    if (st == CATTR_OK && sel) { /* each example's target: the flat index of its 1 in the target mask of one block */
+        int64_t blk[CATTR_MAX_DIMS];
+        memcpy(blk, ov->shape, sizeof blk);
+        blk[0] = B;
+        mask = malloc((size_t)(B * per_ex + B + 1) * sizeof *mask);
+        st = mask ? cx_target_mask(c->target, ov->ndim, blk, mask) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        double *tb = mask ? mask + B * per_ex : NULL; /* example b's target */
+        for (int64_t b = 0; b < B && st == CATTR_OK; b++) {
+            tb[b] = 0;
+            for (int64_t k = 0; k < per_ex; k++)
+                if (mask[b * per_ex + k] != 0) tb[b] = (double)k;
+        }
+        for (int64_t r = 0; r < R && st == CATTR_OK; r++) tidx[r] = (int64_t)tb[how == CX_TILE ? r % B : r / reps];
+    } else if (st == CATTR_OK) { /* only the plan: the indices' shape */
+        memset(tidx, 0, (size_t)R * sizeof *tidx);
+    }
     if (st == CATTR_OK) {
-        cx_target_rows(seed, R, R, tidx);
         pi.nd[si + 1] = 1;
         pi.sh[si + 1][0] = R;
         pi.dt[si + 1] = CATTR_INT64;
@@ -614,9 +631,9 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) sel[r] = cx_tensor_get(vals, r);
     }
     pass_free(&pi);
-    cattr_tensor_free(seed);
     cattr_tensor_free(vals);
     free(tidx);
+    free(mask);
     return st;
 }
 
