@@ -825,14 +825,16 @@ cattr_status cx_diagnosis(cattr_status rerun, const char *found) {
                    "on them (an overflow or 0/0)", found);
 }
 
-/* [x; start] for every input: the endpoints of the delta in one batch. */
-static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, cattr_tensor **xs) {
+/* [x; start] for every input: the endpoints of the delta in one batch, as host tensors; their values are filled
+ * only where fill[i] (else the tensor gives the shape: planning, or the values assembled on the backend). */
+static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, const bool *fill, cattr_tensor **xs) {
     for (int i = 0; i < c->n; i++) {
         int64_t s2[CATTR_MAX_DIMS];
         memcpy(s2, c->x[i]->shape, sizeof s2);
         s2[0] *= 2;
         xs[i] = cx_tensor_alloc(c->x[i]->dtype, c->x[i]->ndim, s2);
         if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (!fill[i]) continue;
         size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
         memcpy(xs[i]->data, c->x[i]->data, bytes);
         memcpy((char *)xs[i]->data + bytes, start[i]->data, bytes);
@@ -847,10 +849,13 @@ cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *cons
 cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
     cattr_tensor *xs[MAX_IN] = {0};
     void *xs_dev[MAX_IN] = {0};
-    cattr_status st = delta_inputs(c, start, xs);
+    bool fill[MAX_IN];
+    for (int i = 0; i < c->n; i++) /* host values for a run whose inputs and starts are on the host */
+        fill[i] = sel && !c->x_dev[i] && !(start == c->base && c->base_dev[i]);
+    cattr_status st = delta_inputs(c, start, fill, xs);
     for (int i = 0; i < c->n && st == CATTR_OK && sel; i++) { /* inputs on the backend: [x; start] made there */
         void *sdev = start == c->base ? c->base_dev[i] : NULL; /* the baselines on the backend (cx_call.base_dev) */
-        if (!c->x_dev[i] && !sdev) continue;
+        if (fill[i]) continue;
         size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
         char *d = NULL;
         st = cx_dbuf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
