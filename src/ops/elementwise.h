@@ -5,6 +5,7 @@
 #ifndef CATTR_ELEMENTWISE_H
 #define CATTR_ELEMENTWISE_H
 
+#include "core/hd.h"
 #include "graph/graph.h"
 
 #include <math.h>
@@ -15,7 +16,7 @@
 
 /* y = f(x) of unary op `op` (alpha, beta: HardSigmoid's; Elu's alpha; Selu's alpha and gamma in beta; Gelu: tanh
  * approximation when `approx`). */
-static inline double cx_unary_f(cg_op op, double x, double alpha, double beta, int approx) {
+static inline CX_HD double cx_unary_f(cg_op op, double x, double alpha, double beta, int approx) {
     switch (op) {
     case CG_SQRT: return sqrt(x);
     case CG_EXP: return exp(x);
@@ -41,7 +42,7 @@ static inline double cx_unary_f(cg_op op, double x, double alpha, double beta, i
 }
 
 /* dy/dx of unary op `op` at x (torch's backward formulas; at the kinks the side torch takes). */
-static inline double cx_unary_df(cg_op op, double x, double alpha, double beta, int approx) {
+static inline CX_HD double cx_unary_df(cg_op op, double x, double alpha, double beta, int approx) {
     switch (op) {
     case CG_SQRT: return 0.5 / sqrt(x);
     case CG_EXP: return exp(x);
@@ -67,7 +68,7 @@ static inline double cx_unary_df(cg_op op, double x, double alpha, double beta, 
 }
 
 /* a op b for Pow, Max, Min (NaN propagates through Max and Min, as torch.maximum / minimum). */
-static inline double cx_binary_f(cg_op op, double a, double b) {
+static inline CX_HD double cx_binary_f(cg_op op, double a, double b) {
     switch (op) {
     case CG_POW: return pow(a, b);
     case CG_MAX: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
@@ -78,7 +79,7 @@ static inline double cx_binary_f(cg_op op, double a, double b) {
 
 /* d(a op b)/da (which 0) or /db (which 1), times g: Pow's torch formulas (0 where the exponent is 0, and where the
  * base is 0 for a non-negative exponent's log term); Max and Min split the gradient between equal operands. */
-static inline double cx_binary_df(cg_op op, int which, double a, double b, double g) {
+static inline CX_HD double cx_binary_df(cg_op op, int which, double a, double b, double g) {
     switch (op) {
     case CG_POW:
         if (which == 0) return b == 0 ? 0 : g * b * pow(a, b - 1);
@@ -95,7 +96,7 @@ static inline double cx_binary_df(cg_op op, int which, double a, double b, doubl
 /* The comparisons and logical ops of ONNX as Equal's modes (graph.h, CG_EQUAL): 1 where the relation holds, else 0;
  * the logical ones read non-zero as true. */
 enum { CX_CMP_EQ, CX_CMP_GT, CX_CMP_LT, CX_CMP_GE, CX_CMP_LE, CX_CMP_AND, CX_CMP_OR, CX_CMP_XOR, CX_CMP_COUNT };
-static inline int cx_compare(int mode, double a, double b) {
+static inline CX_HD int cx_compare(int mode, double a, double b) {
     switch (mode) {
     case CX_CMP_GT: return a > b;
     case CX_CMP_LT: return a < b;
@@ -109,12 +110,12 @@ static inline int cx_compare(int mode, double a, double b) {
 }
 
 /* ONNX Mod: fmod 1 keeps the sign of the dividend (C's fmod), 0 the divisor's (Python's %); integers by 0 give 0. */
-static inline double cx_mod_f(double a, double b, int fmod_sign) {
+static inline CX_HD double cx_mod_f(double a, double b, int fmod_sign) {
     double r = fmod(a, b);
     if (!fmod_sign && r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
-static inline int64_t cx_mod_i(int64_t a, int64_t b, int fmod_sign) {
+static inline CX_HD int64_t cx_mod_i(int64_t a, int64_t b, int fmod_sign) {
     if (b == 0 || (b == -1)) return 0; /* b = -1: every remainder is 0 (and INT64_MIN % -1 would trap) */
     int64_t r = a % b;
     if (!fmod_sign && r != 0 && ((r < 0) != (b < 0))) r += b;
@@ -123,7 +124,7 @@ static inline int64_t cx_mod_i(int64_t a, int64_t b, int fmod_sign) {
 
 /* Integer Add, Sub, Mul, Div of shape arithmetic at run time (wrapping instead of overflowing; Div truncates, and a
  * division by 0 gives 0: the planner's folding reports it where a shape depends on it). */
-static inline int64_t cx_int_binary(cg_op op, int64_t a, int64_t b) {
+static inline CX_HD int64_t cx_int_binary(cg_op op, int64_t a, int64_t b) {
     uint64_t ua = (uint64_t)a, ub = (uint64_t)b;
     switch (op) {
     case CG_ADD: return (int64_t)(ua + ub);
@@ -134,7 +135,7 @@ static inline int64_t cx_int_binary(cg_op op, int64_t a, int64_t b) {
 }
 
 /* Element k of Range(start, ., delta): start + k * delta, wrapping rather than overflowing at the int64 limits. */
-static inline int64_t cx_range_at(int64_t start, int64_t delta, int64_t k) {
+static inline CX_HD int64_t cx_range_at(int64_t start, int64_t delta, int64_t k) {
     return (int64_t)((uint64_t)start + (uint64_t)k * (uint64_t)delta);
 }
 

@@ -1,0 +1,156 @@
+/* cu.h - what the CUDA backend's kernel files share (C++; only the files of src/backend/cuda include it).
+ *
+ * Kernels are written once, as an element function `CU_FN { ... }` run for every index i < n by cu_each(): on a GPU
+ * a grid-stride kernel on the backend's stream, and in an emulation build (CATTR_CUDA_EMULATE: the same sources
+ * compiled as host C++ with no CUDA toolkit) an OpenMP loop, so that every kernel's indexing and arithmetic is tested
+ * on machines without a GPU against the reference kernels. Element values pass through double (ld/st), as the
+ * reference kernels compute (check_kernels.c): one rounding to the dtype per result. GEMMs go through cu_gemm
+ * (cuBLAS without TF32; OpenBLAS when emulated).
+ */
+#ifndef CATTR_CU_H
+#define CATTR_CU_H
+
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" {
+#include "backend/backend.h"
+}
+#include "core/hd.h"
+
+#ifndef CX_CUDA_EMULATE
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#define CU_DEV __device__
+#else
+#define CU_DEV
+#endif
+
+/* The element function of cu_each: index i, everything else captured by value. */
+#define CU_FN [=] CU_DEV(int64_t i)
+
+/* The device error word's codes (a kernel that meets bad data records the first; synchronize reports it). */
+enum { CU_ERR_NONE = 0, CU_ERR_GATHER_INDEX = 1, CU_ERR_SEQ_POS = 2, CU_ERR_ROW_MAP = 3, CU_ERR_ROPE_POS = 4 };
+
+typedef struct cu_ctx {
+    int ordinal;
+    pthread_mutex_t op_lock; /* run_op: one op at a time (its launches in order on the stream) */
+#ifndef CX_CUDA_EMULATE
+    cudaStream_t stream;
+    cublasHandle_t blas;
+#endif
+    int *err;             /* device memory: one int, CU_ERR_* */
+    void *scratch;        /* grow-only device scratch (convolution columns) */
+    size_t scratch_bytes;
+    size_t cur, peak;     /* bytes allocated through the table, and their high-water mark */
+    int64_t launches;     /* kernels and cuBLAS calls enqueued */
+    int64_t fallbacks;    /* ops run on the host (no kernel of this backend yet) */
+    char device_name[128];
+} cu_ctx;
+
+/* A view as kernels see it: a trivially copyable struct captured by value. */
+typedef struct dv {
+    void *p;
+    int dt;
+    int nd;
+    int64_t sh[CATTR_MAX_DIMS];
+} dv;
+
+static inline dv cu_dv(const cx_view *v) {
+    dv d;
+    d.p = v->data;
+    d.dt = (int)v->dtype;
+    d.nd = v->ndim;
+    for (int k = 0; k < CATTR_MAX_DIMS; k++) d.sh[k] = k < v->ndim ? v->shape[k] : 1;
+    return d;
+}
+
+static inline CX_HD double ld(const dv &v, int64_t i) {
+    return v.dt == CATTR_FLOAT32   ? (double)((const float *)v.p)[i]
+           : v.dt == CATTR_FLOAT64 ? ((const double *)v.p)[i]
+                                   : (double)((const int64_t *)v.p)[i];
+}
+static inline CX_HD void sto(const dv &v, int64_t i, double x) {
+    if (v.dt == CATTR_FLOAT32) ((float *)v.p)[i] = (float)x;
+    else ((double *)v.p)[i] = x;
+}
+static inline CX_HD int64_t ldi(const dv &v, int64_t i) { return ((const int64_t *)v.p)[i]; }
+/* x rounded to v's element type (an intermediate the fast kernels hold in that type) */
+static inline CX_HD double rd(const dv &v, double x) { return v.dt == CATTR_FLOAT32 ? (double)(float)x : x; }
+/* element si of src to element di of dst, by bytes (4 or 8): every dtype */
+static inline CX_HD void cpe(const dv &dst, int64_t di, const dv &src, int64_t si) {
+    if (dst.dt == CATTR_FLOAT32) ((float *)dst.p)[di] = ((const float *)src.p)[si];
+    else ((int64_t *)dst.p)[di] = ((const int64_t *)src.p)[si];
+}
+static inline CX_HD void unrav(int64_t i, int nd, const int64_t *sh, int64_t *c) {
+    for (int d = nd - 1; d >= 0; d--) {
+        c[d] = sh[d] > 0 ? i % sh[d] : 0;
+        i = sh[d] > 0 ? i / sh[d] : 0;
+    }
+}
+/* the flat index in v of the element broadcast to coordinates c of rank nc (numpy rules) */
+static inline CX_HD int64_t bidx(int nc, const int64_t *c, const dv &v) {
+    int64_t off = 0;
+    for (int d = 0; d < v.nd; d++) off = off * v.sh[d] + (v.sh[d] == 1 ? 0 : c[nc - v.nd + d]);
+    return off;
+}
+static inline CX_HD double relu0(double x) { return x > 0 ? x : 0; } /* NaN gives 0, as the CPU epilogue */
+
+/* Records the first device-side error (CU_ERR_*). */
+static inline CX_HD void cu_flag(int *err, int code) {
+#if defined(__CUDA_ARCH__)
+    atomicCAS(err, 0, code);
+#elif defined(CX_CUDA_EMULATE)
+    int zero = 0;
+    __atomic_compare_exchange_n(err, &zero, code, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+#else
+    (void)err, (void)code;
+#endif
+}
+
+#ifndef CX_CUDA_EMULATE
+template <class F> __global__ void cu_each_kernel(int64_t n, F f) {
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)blockDim.x * gridDim.x) f(i);
+}
+template <class F> static inline void cu_each(cu_ctx *c, int64_t n, F f) {
+    if (n <= 0) return;
+    int64_t blocks = (n + 255) / 256;
+    if (blocks > 65536) blocks = 65536;
+    cu_each_kernel<<<(unsigned)blocks, 256, 0, c->stream>>>(n, f);
+    c->launches++;
+}
+#else
+template <class F> static inline void cu_each(cu_ctx *c, int64_t n, F f) {
+    if (n <= 0) return;
+#pragma omp parallel for schedule(static) if (n > 16384)
+    for (int64_t i = 0; i < n; i++) f(i);
+    c->launches++;
+}
+#endif
+
+/* The device scratch of at least `bytes` (grow-only; NULL when out of device memory). */
+void *cu_scratch(cu_ctx *c, size_t bytes);
+
+/* Row-major strided-batched GEMM at full precision: for b < batch, C_b = op(A_b) op(B_b) + beta C_b, op a transpose
+ * when ta / tb; A_b = A + b sa elements (sa 0: one A for every batch), likewise B, C; lda, ldb, ldc the row-major
+ * leading dims. float32 or float64. Errors: CATTR_ERR_UNSUPPORTED (a dim beyond cuBLAS's int), CATTR_ERR_INTERNAL. */
+cattr_status cu_gemm(cu_ctx *c, cattr_dtype dt, bool ta, bool tb, int64_t m, int64_t n, int64_t k, const void *A,
+                     int64_t lda, int64_t sa, const void *B, int64_t ldb, int64_t sb, void *C, int64_t ldc, int64_t sc,
+                     int64_t batch, double beta);
+
+cattr_status cu_zero(cu_ctx *c, void *p, size_t bytes);
+cattr_status cu_copy_d2d(cu_ctx *c, void *dst, const void *src, size_t bytes);
+cattr_status cu_copy_h2d(cu_ctx *c, void *dst, const void *src, size_t bytes);
+
+/* The kernel families: each runs node n if it is one of its ops (*done = true) and says nothing otherwise. */
+cattr_status cu_run_elementwise(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out, bool *done);
+cattr_status cu_run_linear(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out, bool *done);
+cattr_status cu_run_pool(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out, bool *done);
+cattr_status cu_run_reduce(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out, bool *done);
+cattr_status cu_run_index(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out, bool *done);
+cattr_status cu_run_decoder(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out, bool *done);
+
+#endif
