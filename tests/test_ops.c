@@ -24,7 +24,12 @@
 /* the backend under test: CATTR_TEST_DEVICE (default cpu) */
 static cx_backend *cx_test_backend(void) {
     cx_backend *be = NULL;
-    if (cx_backend_by_name(getenv("CATTR_TEST_DEVICE"), &be) != CATTR_OK) {
+    cattr_status st = cx_backend_by_name(getenv("CATTR_TEST_DEVICE"), &be);
+    if (st == CATTR_ERR_UNSUPPORTED) { /* e.g. cuda in a build with the backend, on a machine without a GPU */
+        printf("SKIP: CATTR_TEST_DEVICE: %s\n", cattr_last_error());
+        exit(77);
+    }
+    if (st != CATTR_OK) {
         fprintf(stderr, "CATTR_TEST_DEVICE: %s\n", cattr_last_error());
         exit(2);
     }

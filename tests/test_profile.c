@@ -245,7 +245,14 @@ int main(void) {
         return 1;
     }
     /* the backend under test: CATTR_TEST_DEVICE (default cpu) */
-    if (cattr_model_set_device(m, getenv("CATTR_TEST_DEVICE")) != CATTR_OK) {
+    cattr_status dst = cattr_model_set_device(m, getenv("CATTR_TEST_DEVICE"));
+    if (dst == CATTR_ERR_UNSUPPORTED) { /* e.g. cuda in a build with the backend, on a machine without a GPU */
+        printf("SKIP: CATTR_TEST_DEVICE: %s\n", cattr_last_error());
+        cattr_model_free(m);
+        cattr_tensor_free(x);
+        return 77;
+    }
+    if (dst != CATTR_OK) {
         printf("FAIL: CATTR_TEST_DEVICE: %s\n", cattr_last_error());
         return 1;
     }

@@ -20,7 +20,23 @@ int cmd_info(int argc, char **argv) {
             info_help(stdout);
             return CLI_OK;
         } else if (!strcmp(a, "--devices")) {
-            printf("%s\n", cattr_device_names());
+            /* the build's devices, then whether each can be used on this machine */
+            const char *names = cattr_device_names();
+            printf("%s\n", names);
+            cattr_set_log_callback(NULL, NULL); /* the checks' own errors are the report */
+            for (const char *p = names; *p;) {
+                size_t len = strcspn(p, ", ");
+                char name[64];
+                if (len > 0 && len < sizeof name && !memchr(p, ':', len)) {
+                    memcpy(name, p, len);
+                    name[len] = 0;
+                    cattr_status st = cattr_device_check(name);
+                    if (st == CATTR_OK) printf("%s: available\n", name);
+                    else printf("%s: unavailable: %s\n", name, cattr_last_error());
+                }
+                p += len;
+                p += strspn(p, ", ");
+            }
             return CLI_OK;
         } else if (!strcmp(a, "--device")) {
             if (++i >= argc) return cli_usage_error("--device needs a name");

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ typedef struct cu_ctx {
 #ifndef CX_CUDA_EMULATE
     cudaStream_t stream;
     cublasHandle_t blas;
+    struct cu_blas_fns *fn; /* cuBLAS, loaded when the first device is used (cuda_backend.cu) */
 #endif
     int *err;             /* device memory: one int, CU_ERR_* */
     void *scratch;        /* grow-only device scratch (convolution columns) */
@@ -48,7 +50,7 @@ typedef struct cu_ctx {
     size_t cur, peak;     /* bytes allocated through the table, and their high-water mark */
     int64_t launches;     /* kernels and cuBLAS calls enqueued */
     int64_t fallbacks;    /* ops run on the host (no kernel of this backend yet) */
-    char device_name[128];
+    char device_name[256];
 } cu_ctx;
 
 /* A view as kernels see it: a trivially copyable struct captured by value. */

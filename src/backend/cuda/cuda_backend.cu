@@ -20,6 +20,8 @@ extern "C" {
 
 #ifdef CX_CUDA_EMULATE
 #include <cblas.h>
+#else
+#include <dlfcn.h>
 #endif
 
 #define CU_MAX_DEVICES 16
@@ -38,6 +40,49 @@ static cattr_status cuda_err(cudaError_t e, const char *what) {
         cudaError_t e_ = (call);                                                                                       \
         if (e_ != cudaSuccess) return cuda_err(e_, what);                                                              \
     } while (0)
+#endif
+
+#ifndef CX_CUDA_EMULATE
+/* cuBLAS is loaded with dlopen when a device is first used, not linked: its 600 MB of libraries cost every process
+ * 0.1 s at start-up, CPU-only runs included. The toolkit's library folder (CATTR_CUDA_LIBDIR, from the build) is
+ * tried after the loader's own search. */
+struct cu_blas_fns {
+    decltype(&cublasCreate_v2) create;
+    decltype(&cublasSetStream_v2) set_stream;
+    decltype(&cublasSetMathMode) set_math_mode;
+    decltype(&cublasSgemmStridedBatched) sgemm;
+    decltype(&cublasDgemmStridedBatched) dgemm;
+};
+static cu_blas_fns g_blas;
+static bool g_blas_ok;
+static char g_blas_err[512];
+
+static void load_cublas(void) {
+    char name[64], path[600];
+    snprintf(name, sizeof name, "libcublas.so.%d", (int)CUBLAS_VER_MAJOR);
+    void *h = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+#ifdef CATTR_CUDA_LIBDIR
+    if (!h) {
+        snprintf(path, sizeof path, "%s/%s", CATTR_CUDA_LIBDIR, name);
+        h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+#else
+    (void)path;
+#endif
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(g_blas_err, sizeof g_blas_err, "cannot load %s (%s): install the CUDA toolkit's cuBLAS or add its "
+                 "folder to LD_LIBRARY_PATH", name, e ? e : "not found");
+        return;
+    }
+    g_blas.create = (decltype(g_blas.create))dlsym(h, "cublasCreate_v2");
+    g_blas.set_stream = (decltype(g_blas.set_stream))dlsym(h, "cublasSetStream_v2");
+    g_blas.set_math_mode = (decltype(g_blas.set_math_mode))dlsym(h, "cublasSetMathMode");
+    g_blas.sgemm = (decltype(g_blas.sgemm))dlsym(h, "cublasSgemmStridedBatched");
+    g_blas.dgemm = (decltype(g_blas.dgemm))dlsym(h, "cublasDgemmStridedBatched");
+    g_blas_ok = g_blas.create && g_blas.set_stream && g_blas.set_math_mode && g_blas.sgemm && g_blas.dgemm;
+    if (!g_blas_ok) snprintf(g_blas_err, sizeof g_blas_err, "%s lacks the functions cattr uses", name);
+}
 #endif
 
 /* ---- memory ------------------------------------------------------------------------------------------------------- */
@@ -191,11 +236,11 @@ cattr_status cu_gemm(cu_ctx *c, cattr_dtype dt, bool ta, bool tb, int64_t m, int
     cublasStatus_t s;
     if (dt == CATTR_FLOAT32) {
         float one = 1, bt = (float)beta;
-        s = cublasSgemmStridedBatched(c->blas, ob, oa, (int)n, (int)m, (int)k, &one, (const float *)B, (int)ldb, sb,
+        s = c->fn->sgemm(c->blas, ob, oa, (int)n, (int)m, (int)k, &one, (const float *)B, (int)ldb, sb,
                                       (const float *)A, (int)lda, sa, &bt, (float *)C, (int)ldc, sc, (int)batch);
     } else {
         double one = 1, bt = beta;
-        s = cublasDgemmStridedBatched(c->blas, ob, oa, (int)n, (int)m, (int)k, &one, (const double *)B, (int)ldb, sb,
+        s = c->fn->dgemm(c->blas, ob, oa, (int)n, (int)m, (int)k, &one, (const double *)B, (int)ldb, sb,
                                       (const double *)A, (int)lda, sa, &bt, (double *)C, (int)ldc, sc, (int)batch);
     }
     if (s != CUBLAS_STATUS_SUCCESS) return cx_fail(CATTR_ERR_INTERNAL, "cuda: cuBLAS GEMM failed (status %d)", (int)s);
@@ -351,8 +396,17 @@ static cattr_status make_backend(int ordinal, cx_backend **out) {
         return cx_fail(CATTR_ERR_UNSUPPORTED, "device 'cuda:%d': cannot be used (%s)", ordinal, cudaGetErrorString(e));
     }
     snprintf(c->device_name, sizeof c->device_name, "%s", prop.name);
-    if (cublasCreate(&c->blas) != CUBLAS_STATUS_SUCCESS || cublasSetStream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) { /* never TF32 */
+    static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+    pthread_once(&blas_once, load_cublas);
+    if (!g_blas_ok) {
+        cudaStreamDestroy(c->stream);
+        free(c), free(b);
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "device 'cuda:%d': %s", ordinal, g_blas_err);
+    }
+    c->fn = &g_blas;
+    if (c->fn->create(&c->blas) != CUBLAS_STATUS_SUCCESS ||
+        c->fn->set_stream(c->blas, c->stream) != CUBLAS_STATUS_SUCCESS ||
+        c->fn->set_math_mode(c->blas, CUBLAS_DEFAULT_MATH) != CUBLAS_STATUS_SUCCESS) { /* never TF32 */
         cudaStreamDestroy(c->stream);
         free(c), free(b);
         return cx_fail(CATTR_ERR_UNSUPPORTED, "device 'cuda:%d': cuBLAS cannot start", ordinal);
