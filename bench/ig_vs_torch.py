@@ -96,8 +96,8 @@ def quadrature(method, n):
 # --------------------------------------------------------------------------
 # torch side (only imported inside the worker process)
 
-def build_torch_model(onnx_path):
-    """Tiny ONNX interpreter: returns a callable x -> first graph output."""
+def build_torch_model(onnx_path, device="cpu"):
+    """Tiny ONNX interpreter: returns a callable x -> first graph output (weights on `device`)."""
     import onnx
     import onnx.numpy_helper
     import torch
@@ -108,7 +108,7 @@ def build_torch_model(onnx_path):
     consts = {}
     for init in g.initializer:
         a = onnx.numpy_helper.to_array(init)
-        consts[init.name] = torch.from_numpy(np.array(a, copy=True))
+        consts[init.name] = torch.from_numpy(np.array(a, copy=True)).to(device)
     inputs = [i.name for i in g.input if i.name not in consts]
     if len(inputs) != 1:
         raise NotImplementedError(f"need exactly one graph input, got {inputs}")
@@ -288,7 +288,7 @@ def build_torch_model(onnx_path):
             return x
         if op == "Constant":
             if "value" in a:
-                return torch.from_numpy(np.array(onnx.numpy_helper.to_array(a["value"]), copy=True))
+                return torch.from_numpy(np.array(onnx.numpy_helper.to_array(a["value"]), copy=True)).to(device)
             for key in ("value_float", "value_int"):
                 if key in a:
                     return torch.tensor(a[key])
