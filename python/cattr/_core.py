@@ -329,7 +329,7 @@ def from_torch(module, example_inputs, device="cpu", opset_version=14, keep_file
 
 def devices():
     """The devices of this build."""
-    return lib.cattr_device_names().decode().split(",")
+    return [d.strip() for d in lib.cattr_device_names().decode().split(",")]
 
 
 def load_safetensors(path):

@@ -2,6 +2,7 @@
 #ifndef CATTR_OPS_H
 #define CATTR_OPS_H
 
+#include "core/hd.h"
 #include "graph/graph.h"
 #include <math.h>
 
@@ -88,7 +89,7 @@ static inline double cx_resize_scale(const cg_attrs *a, int nd, int d, int64_t n
 
 /* Pad: the flat index in X (rank nd, shape xs) that output position c (coordinates in the padded shape) reads, or -1
  * for a constant-filled position; pads as the node's ints, mode 0 constant, 1 reflect, 2 edge. */
-static inline int64_t cx_pad_source(const int64_t *c, int nd, const int64_t *xs, const int64_t *pads, int mode) {
+static inline CX_HD int64_t cx_pad_source(const int64_t *c, int nd, const int64_t *xs, const int64_t *pads, int mode) {
     int64_t at = 0;
     for (int d = 0; d < nd; d++) {
         int64_t i = c[d] - pads[d], n = xs[d];
@@ -110,7 +111,7 @@ static inline int64_t cx_pad_source(const int64_t *c, int nd, const int64_t *xs,
 
 /* The flat index in a tensor of shape (nd, sh) that output coordinates c (rank nc, numpy broadcasting: trailing dims
  * aligned, size-1 dims repeated) read. */
-static inline int64_t cx_bcast_at(int nc, const int64_t *c, int nd, const int64_t *sh) {
+static inline CX_HD int64_t cx_bcast_at(int nc, const int64_t *c, int nd, const int64_t *sh) {
     int64_t at = 0;
     for (int d = 0; d < nd; d++) {
         int64_t i = c[nc - nd + d];

@@ -19,6 +19,7 @@
 
 extern "C" {
 #include "backend/backend.h"
+#include "ops/ops.h"
 }
 #include "core/hd.h"
 
@@ -93,11 +94,39 @@ static inline CX_HD void unrav(int64_t i, int nd, const int64_t *sh, int64_t *c)
         i = sh[d] > 0 ? i / sh[d] : 0;
     }
 }
-/* the flat index in v of the element broadcast to coordinates c of rank nc (numpy rules) */
-static inline CX_HD int64_t bidx(int nc, const int64_t *c, const dv &v) {
-    int64_t off = 0;
-    for (int d = 0; d < v.nd; d++) off = off * v.sh[d] + (v.sh[d] == 1 ? 0 : c[nc - v.nd + d]);
-    return off;
+/* the flat index in v of the element broadcast to coordinates c of rank nc (numpy rules: ops.h's cx_bcast_at) */
+static inline CX_HD int64_t bidx(int nc, const int64_t *c, const dv &v) { return cx_bcast_at(nc, c, v.nd, v.sh); }
+
+/* The window geometry of a convolution or pool over 3 spatial dims (cx_geom's, by value for kernels). */
+typedef struct cu_win {
+    int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+} cu_win;
+
+static inline cu_win cu_win_of(const cx_geom *g) {
+    cu_win w;
+    for (int d = 0; d < 3; d++)
+        w.in[d] = g->in[d], w.out[d] = g->out[d], w.k[d] = g->k[d], w.s[d] = g->s[d], w.d[d] = g->d[d],
+        w.pb[d] = g->pb[d];
+    return w;
+}
+
+/* The adjoint of a window scan, for gradients that gather: f(r, o) for every tap r (flat over the kernel, z-major) and
+ * output position o (flat over the output plane) whose window reads input position (iz, iy, ix), taps in order. */
+template <class F>
+static inline CX_HD void cu_taps_reading(const cu_win &w, int64_t iz, int64_t iy, int64_t ix, F f) {
+    for (int64_t kz = 0; kz < w.k[0]; kz++) {
+        int64_t tz = iz + w.pb[0] - kz * w.d[0];
+        if (tz < 0 || tz % w.s[0] || tz / w.s[0] >= w.out[0]) continue;
+        for (int64_t ky = 0; ky < w.k[1]; ky++) {
+            int64_t ty = iy + w.pb[1] - ky * w.d[1];
+            if (ty < 0 || ty % w.s[1] || ty / w.s[1] >= w.out[1]) continue;
+            for (int64_t kx = 0; kx < w.k[2]; kx++) {
+                int64_t tx = ix + w.pb[2] - kx * w.d[2];
+                if (tx < 0 || tx % w.s[2] || tx / w.s[2] >= w.out[2]) continue;
+                f((kz * w.k[1] + ky) * w.k[2] + kx, ((tz / w.s[0]) * w.out[1] + ty / w.s[1]) * w.out[2] + tx / w.s[2]);
+            }
+        }
+    }
 }
 static inline CX_HD double relu0(double x) { return x > 0 ? x : 0; } /* NaN gives 0, as the CPU epilogue */
 

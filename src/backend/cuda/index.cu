@@ -165,26 +165,9 @@ static void pad(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
     int mode = (int)n->a.index, nd = in[0].ndim;
     double cv = rd(y, n->a.alpha);
     cu_each(c, cx_view_numel(out), CU_FN {
-        int64_t cc[CATTR_MAX_DIMS], at = 0;
+        int64_t cc[CATTR_MAX_DIMS];
         unrav(i, nd, y.sh, cc);
-        for (int d = 0; d < nd; d++) { /* cx_pad_source, inline here for the device */
-            int64_t q = cc[d] - pads[d], len = x.sh[d];
-            if (q < 0 || q >= len) {
-                if (mode == 0 || len == 0) {
-                    at = -1;
-                    break;
-                }
-                if (mode == 2) q = q < 0 ? 0 : len - 1;
-                else if (len == 1) q = 0;
-                else {
-                    int64_t period = 2 * (len - 1);
-                    q %= period;
-                    if (q < 0) q += period;
-                    if (q >= len) q = period - q;
-                }
-            }
-            at = at * len + q;
-        }
+        int64_t at = cx_pad_source(cc, nd, x.sh, pads, mode);
         sto(y, i, at >= 0 ? ld(x, at) : cv);
     });
 }

@@ -93,6 +93,7 @@ static cattr_status matmul(cu_ctx *c, const cg_node *n, const cx_view *in, cx_vi
 /* The geometry a kernel needs, by value. */
 typedef struct geo {
     int64_t n, ci, co, cig, cog, G;
+    cu_win w;
     int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
     int64_t kk, isp, osp; /* taps per channel, input and output plane sizes */
 } geo;
@@ -106,6 +107,7 @@ static geo geo_of(const cg_node *n, const cx_view *x, const cx_view *w) {
     for (int d = 0; d < 3; d++) {
         r.in[d] = g.in[d], r.out[d] = g.out[d], r.k[d] = g.k[d], r.s[d] = g.s[d], r.d[d] = g.d[d], r.pb[d] = g.pb[d];
     }
+    r.w = cu_win_of(&g);
     r.kk = r.k[0] * r.k[1] * r.k[2];
     r.isp = r.in[0] * r.in[1] * r.in[2];
     r.osp = r.out[0] * r.out[1] * r.out[2];
@@ -157,21 +159,7 @@ static cattr_status conv_gemm(cu_ctx *c, const cg_node *n, const cx_view *in, cx
                 int64_t p = i % g.isp, ch = (i / g.isp) % g.ci, bl = i / (g.isp * g.ci);
                 int64_t ix = p % g.in[2], iy = (p / g.in[2]) % g.in[1], iz = p / (g.in[2] * g.in[1]);
                 double s = 0;
-                for (int64_t kz = 0; kz < g.k[0]; kz++) {
-                    int64_t tz = iz + g.pb[0] - kz * g.d[0];
-                    if (tz < 0 || tz % g.s[0] || tz / g.s[0] >= g.out[0]) continue;
-                    for (int64_t ky = 0; ky < g.k[1]; ky++) {
-                        int64_t ty = iy + g.pb[1] - ky * g.d[1];
-                        if (ty < 0 || ty % g.s[1] || ty / g.s[1] >= g.out[1]) continue;
-                        for (int64_t kx = 0; kx < g.k[2]; kx++) {
-                            int64_t tx = ix + g.pb[2] - kx * g.d[2];
-                            if (tx < 0 || tx % g.s[2] || tx / g.s[2] >= g.out[2]) continue;
-                            int64_t r = ((ch * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx;
-                            int64_t o = ((tz / g.s[0]) * g.out[1] + ty / g.s[1]) * g.out[2] + tx / g.s[2];
-                            s += ld(cv, bl * per + r * g.osp + o);
-                        }
-                    }
-                }
+                cu_taps_reading(g.w, iz, iy, ix, [&](int64_t r, int64_t o) { s += ld(cv, bl * per + (ch * g.kk + r) * g.osp + o); });
                 sto(xo, (b0 + bl) * g.ci * g.isp + ch * g.isp + p, s);
             });
         }
@@ -223,21 +211,9 @@ static cattr_status conv_direct(cu_ctx *c, const cg_node *n, const cx_view *in, 
         double s = 0;
         for (int64_t mm = 0; mm < g.cog; mm++) {
             int64_t m = grp * g.cog + mm;
-            for (int64_t kz = 0; kz < g.k[0]; kz++) {
-                int64_t tz = iz + g.pb[0] - kz * g.d[0];
-                if (tz < 0 || tz % g.s[0] || tz / g.s[0] >= g.out[0]) continue;
-                for (int64_t ky = 0; ky < g.k[1]; ky++) {
-                    int64_t ty = iy + g.pb[1] - ky * g.d[1];
-                    if (ty < 0 || ty % g.s[1] || ty / g.s[1] >= g.out[1]) continue;
-                    for (int64_t kx = 0; kx < g.k[2]; kx++) {
-                        int64_t tx = ix + g.pb[2] - kx * g.d[2];
-                        if (tx < 0 || tx % g.s[2] || tx / g.s[2] >= g.out[2]) continue;
-                        int64_t o = ((tz / g.s[0]) * g.out[1] + ty / g.s[1]) * g.out[2] + tx / g.s[2];
-                        s += ld(w, (((m * g.cig + ch) * g.k[0] + kz) * g.k[1] + ky) * g.k[2] + kx) *
-                             ld(gy, (b * g.co + m) * g.osp + o);
-                    }
-                }
-            }
+            cu_taps_reading(g.w, iz, iy, ix, [&](int64_t r, int64_t o) {
+                s += ld(w, (m * g.cig + ch) * g.kk + r) * ld(gy, (b * g.co + m) * g.osp + o);
+            });
         }
         sto(y, i, s);
     });

@@ -8,6 +8,7 @@ extern "C" {
 }
 
 typedef struct pgeo {
+    cu_win w;
     int64_t planes, in[3], out[3], k[3], s[3], d[3], pb[3], pe[3], isp, osp;
     int include_pad;
 } pgeo;
@@ -16,6 +17,7 @@ static pgeo pgeo_of(const cg_node *n, const cx_view *x) {
     cx_geom g;
     cx_geom_init(&g, &n->a, x->shape, x->ndim, NULL);
     pgeo r;
+    r.w = cu_win_of(&g);
     r.planes = g.n * g.c_in;
     for (int d = 0; d < 3; d++) {
         r.in[d] = g.in[d], r.out[d] = g.out[d], r.k[d] = g.k[d], r.s[d] = g.s[d], r.d[d] = g.d[d];
@@ -90,31 +92,21 @@ static void pool_grad(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *o
     dv x = cu_dv(&in[0]), gy = cu_dv(&in[1]), y = cu_dv(out);
     bool maxp = n->op == CG_MAXPOOL_GRAD;
     cu_each(c, cx_view_numel(out), CU_FN {
-        int64_t q = i % g.isp, p = i / g.isp;
-        int64_t iz = q / (g.in[1] * g.in[2]), iy = (q / g.in[2]) % g.in[1], ix = q % g.in[2];
+        int64_t qi = i % g.isp, p = i / g.isp;
+        int64_t iz = qi / (g.in[1] * g.in[2]), iy = (qi / g.in[2]) % g.in[1], ix = qi % g.in[2];
         double s = 0;
-        for (int64_t kz = 0; kz < g.k[0]; kz++) {
-            int64_t tz = iz + g.pb[0] - kz * g.d[0];
-            if (tz < 0 || tz % g.s[0] || tz / g.s[0] >= g.out[0]) continue;
-            for (int64_t ky = 0; ky < g.k[1]; ky++) {
-                int64_t ty = iy + g.pb[1] - ky * g.d[1];
-                if (ty < 0 || ty % g.s[1] || ty / g.s[1] >= g.out[1]) continue;
-                for (int64_t kx = 0; kx < g.k[2]; kx++) {
-                    int64_t tx = ix + g.pb[2] - kx * g.d[2];
-                    if (tx < 0 || tx % g.s[2] || tx / g.s[2] >= g.out[2]) continue;
-                    int64_t o[3] = {tz / g.s[0], ty / g.s[1], tx / g.s[2]};
-                    int64_t yi = p * g.osp + (o[0] * g.out[1] + o[1]) * g.out[2] + o[2], best, inside;
-                    double sum;
-                    pwindow(g, x, p, o, &best, &sum, &inside);
-                    if (maxp) {
-                        if (best == i) s += ld(gy, yi);
-                    } else {
-                        int64_t cnt = pcount(g, o, inside);
-                        if (cnt > 0) s += ld(gy, yi) / (double)cnt;
-                    }
-                }
+        cu_taps_reading(g.w, iz, iy, ix, [&](int64_t r, int64_t q) {
+            int64_t o[3] = {q / (g.out[1] * g.out[2]), (q / g.out[2]) % g.out[1], q % g.out[2]};
+            int64_t yi = p * g.osp + q, best, inside;
+            double sum;
+            pwindow(g, x, p, o, &best, &sum, &inside);
+            if (maxp) {
+                if (best == i) s += ld(gy, yi);
+            } else {
+                int64_t cnt = pcount(g, o, inside);
+                if (cnt > 0) s += ld(gy, yi) / (double)cnt;
             }
-        }
+        });
         sto(y, i, s);
     });
 }
