@@ -51,6 +51,7 @@ typedef struct cu_ctx {
     size_t cur, peak;     /* bytes allocated through the table, and their high-water mark */
     int64_t launches;     /* kernels and cuBLAS calls enqueued */
     int64_t fallbacks;    /* ops run on the host (no kernel of this backend yet) */
+    const char *host_ops; /* CATTR_CUDA_HOST_OPS: op names to run on the host anyway (bisecting a kernel) */
     char device_name[256];
 } cu_ctx;
 

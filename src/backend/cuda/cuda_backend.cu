@@ -305,10 +305,7 @@ static cattr_status run_op(cu_ctx *c, const cg_node *n, const cx_view *in, cx_vi
                        "node '%s' (op %s): bfloat16 products (precision \"high\") are not supported by the cuda "
                        "backend yet; use precision \"highest\"",
                        n->name, cg_op_names[n->op]);
-    {
-        const char *h = getenv("CATTR_CUDA_HOST_OPS");
-        if (h && strstr(h, cg_op_names[n->op])) return run_on_host(c, n, in, out);
-    }
+    if (c->host_ops && strstr(c->host_ops, cg_op_names[n->op])) return run_on_host(c, n, in, out);
     typedef cattr_status (*family)(cu_ctx *, const cg_node *, const cx_view *, cx_view *, bool *);
     static const family families[] = {cu_run_elementwise, cu_run_linear, cu_run_pool,
                                       cu_run_reduce,      cu_run_index,  cu_run_decoder};
@@ -374,6 +371,7 @@ static cattr_status make_backend(int ordinal, cx_backend **out) {
     }
     c->ordinal = ordinal;
     pthread_mutex_init(&c->op_lock, NULL);
+    c->host_ops = getenv("CATTR_CUDA_HOST_OPS");
 #ifndef CX_CUDA_EMULATE
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
