@@ -77,13 +77,14 @@ fi
 expect_exit "unknown device" 2 "unknown device 'gpu'" "$tmp/k2.npy" -- explain $model --input $x --device gpu --output "$tmp/k2.npy"
 case $("$cattr" info --devices) in
 *"cuda: available"*) # a GPU (or the emulation build): the same attribution as on the CPU
-    expect_ok "explain on cuda" explain $model --input $x --target 3 --device cuda:0 --output "$tmp/k2.npy" ;;
+    expect_ok "explain on cuda" explain $model --input $x --target 3 --device cuda:0 --output "$tmp/k2.npy"
+    expect_exit "a bad CUDA device name" 2 "cuda:N" "$tmp/k3.npy" -- explain $model --input $x --device cuda:x --output "$tmp/k3.npy" ;;
 *"cuda: unavailable"*)
     expect_exit "no CUDA device" 2 "no CUDA device" "$tmp/k2.npy" -- explain $model --input $x --device cuda:0 --output "$tmp/k2.npy"
-    expect_exit "CUDA device number beyond the range" 2 "must be 0.." "$tmp/k2.npy" -- explain $model --input $x --device cuda:99 --output "$tmp/k2.npy" ;;
+    expect_exit "CUDA device number beyond the range" 2 "must be 0.." "$tmp/k2.npy" -- explain $model --input $x --device cuda:99 --output "$tmp/k2.npy"
+    expect_exit "a bad CUDA device name" 2 "cuda:N" "$tmp/k3.npy" -- explain $model --input $x --device cuda:x --output "$tmp/k3.npy" ;;
 *) expect_exit "no CUDA in this build" 2 "no CUDA backend" "$tmp/k2.npy" -- explain $model --input $x --device cuda:0 --output "$tmp/k2.npy" ;;
 esac
-expect_exit "a bad CUDA device name" 2 "cuda:N" "$tmp/k3.npy" -- explain $model --input $x --device cuda:x --output "$tmp/k3.npy"
 expect_ok "compare a model" compare $model --input $x --target 3 --layer conv2 --max-rel 1e-12 --json "$tmp/cmp.json"
 grep -q '^PASS .* integrated-gradients max_abs=' "$tmp/stdout" && ok || bad "compare lacks the IG row"
 grep -q '"methods"' "$tmp/cmp.json" && ok || bad "compare JSON lacks the method table"
