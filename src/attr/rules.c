@@ -888,7 +888,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, d->outs, n_outs, &p);
     if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    int64_t per_out = B ? seed->numel / B : 0;
+    int64_t per_out = B && seed ? seed->numel / B : 0;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
