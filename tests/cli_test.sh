@@ -181,7 +181,7 @@ expect_fail "dataset: the wrong number of targets" "targets" "$tmp/o.npy" -- exp
 "$cattr" explain $model --input $ds --steps 3000 --batch-size 1 --output "$tmp/kd.npy" -q &
 kpid=$!
 t=0
-while ! [ -e "$tmp/kd.npy.part.json" ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
+while ! grep -qs '"rows_done":[1-9]' "$tmp/kd.npy.part.json" && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
 kill -9 $kpid 2>/dev/null
 wait $kpid 2>/dev/null
 [ -e "$tmp/kd.npy.part" ] && ! [ -e "$tmp/kd.npy" ] && ok || bad "a killed dataset run: no part file, or a finished file (waited $t): $(ls "$tmp")"
@@ -249,16 +249,17 @@ grep -q "cx_" "$tmp/stderr" && bad "a message names an internal function: $(cat 
 } >"$tmp/req.jsonl"
 "$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/all.jsonl" >"$tmp/stdout" 2>"$tmp/stderr"
 [ $? -eq 1 ] && ok || bad "corpus with failed requests: exit $?"
-[ "$(wc -l <"$tmp/all.jsonl")" -eq 18 ] && ok || bad "corpus: $(wc -l <"$tmp/all.jsonl") records, expected 18"
-grep -q '"error":"line 3 is not valid JSON","status":"bad request","id":3}' "$tmp/all.jsonl" && ok || bad "no error record for line 3"
+[ "$(wc -l <"$tmp/all.jsonl")" -eq 19 ] && ok || bad "corpus: $(wc -l <"$tmp/all.jsonl") lines, expected the header and 18 records"
+head -n 1 "$tmp/all.jsonl" | grep -q '^{"cattr_results":1,"command":"explain-llm","checkpoint":".*","checkpoint_fingerprint":"[0-9a-f]\{16\}","options":{}}$' && ok || bad "no header line: $(head -n 1 "$tmp/all.jsonl")"
+grep -q '"error":"line 3 is not valid JSON","status":"bad request","id":3,"request_hash":"[0-9a-f]\{16\}"}' "$tmp/all.jsonl" && ok || bad "no error record for line 3"
 grep -q "unknown field 'bogus'" "$tmp/all.jsonl" && ok || bad "no error record for the unknown field"
 grep -q 'request "c": the target' "$tmp/stderr" && ok || bad "the failed request is not reported: $(cat "$tmp/stderr")"
-grep -q '^{"input_tokens":.*"id":"a"}$' "$tmp/all.jsonl" && ok || bad "record a"
+grep -q '^{"input_tokens":.*"id":"a","request_hash":"[0-9a-f]\{16\}"}$' "$tmp/all.jsonl" && ok || bad "record a"
 "$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/all.jsonl" -q && ok || bad "rerun of a finished corpus: exit $?"
-[ "$(wc -l <"$tmp/all.jsonl")" -eq 18 ] && ok || bad "a rerun added records"
-# a run cut short: the first 9 records and a torn tenth; the rerun drops the torn line and writes the rest
-head -n 9 "$tmp/all.jsonl" >"$tmp/part.jsonl"
-sed -n 10p "$tmp/all.jsonl" | head -c 40 >>"$tmp/part.jsonl"
+[ "$(wc -l <"$tmp/all.jsonl")" -eq 19 ] && ok || bad "a rerun added records"
+# a run cut short: the header, the first 9 records and a torn tenth; the rerun drops the torn line and writes the rest
+head -n 10 "$tmp/all.jsonl" >"$tmp/part.jsonl"
+sed -n 11p "$tmp/all.jsonl" | head -c 40 >>"$tmp/part.jsonl"
 "$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/part.jsonl" -q 2>"$tmp/stderr"
 cmp -s "$tmp/all.jsonl" "$tmp/part.jsonl" && ok || bad "resumed corpus differs from the uninterrupted one"
 grep -q "dropped an incomplete last line" "$tmp/stderr" && ok || bad "the torn line is not reported"
@@ -274,7 +275,8 @@ cmp -s "$tmp/all.jsonl" "$tmp/k.jsonl" && ok || bad "corpus resumed after kill -
 expect_exit "corpus without jsonl output" 2 "--prompts needs --output RESULTS.jsonl" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl"
 expect_exit "corpus with --prompt" 2 "--prompts takes the prompts" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl" --prompt x --output "$tmp/z.jsonl"
 printf 'garbage\n' >"$tmp/notres.jsonl"
-expect_exit "corpus into a foreign file" 2 "is not a result record" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/notres.jsonl"
+expect_exit "corpus into a foreign file" 2 "is not a results file" "" -- explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/notres.jsonl"
+[ "$(cat "$tmp/notres.jsonl")" = garbage ] && ok || bad "a foreign file was changed"
 
 # --- language models (the golden checkpoints) ---------------------------------------------------------------------
 golden=${CATTR_GOLDEN:-../shared/golden}

@@ -20,7 +20,8 @@ export OMP_NUM_THREADS=1
 # as root (containers, CI) OpenMPI needs --allow-run-as-root; more ranks than cores need --oversubscribe
 mpi() { n=$1; shift; timeout 120 mpirun --allow-run-as-root --oversubscribe -n "$n" "$cattr" "$@"; }
 
-# the requests of tests/cli_test.sh's corpus section (error lines included) and a blank line and a repeated id
+# the requests of tests/cli_test.sh's corpus section (error lines included), a blank line and a repeated id (an error
+# record saying which line had it first)
 {
     echo '{"id": "a", "prompt": "The capital of France is", "target": " Paris"}'
     echo '{"id": "b", "prompt_ids": [1, 2, 3], "target_ids": [4, 5], "method": "feature-ablation"}'
@@ -34,14 +35,15 @@ mpi() { n=$1; shift; timeout 120 mpirun --allow-run-as-root --oversubscribe -n "
         echo "{\"id\": \"p$i\", \"prompt\": \"The cat $i sat on the mat\", \"target\": \" sat\", \"steps\": $((8 + 4 * (i % 5)))}"
         i=$((i + 1))
     done
-    echo '{"id": "a", "prompt": "a repeated id is skipped", "target": " x"}'
+    echo '{"id": "a", "prompt": "a repeated id is an error", "target": " x"}'
     echo '{"id": "g", "prompt": "Once upon a time", "max_new_tokens": 3, "method": "shapley-value-sampling", "n_samples": 3}'
 } >"$tmp/req.jsonl"
 
 "$cattr" explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/ref.jsonl" 2>"$tmp/err"
 rc_ref=$?
 [ $rc_ref -eq 1 ] && ok || bad "single process: exit $rc_ref, expected 1"
-[ "$(wc -l <"$tmp/ref.jsonl")" -eq 27 ] && ok || bad "single process: $(wc -l <"$tmp/ref.jsonl") records, expected 27"
+[ "$(wc -l <"$tmp/ref.jsonl")" -eq 29 ] && ok || bad "single process: $(wc -l <"$tmp/ref.jsonl") lines, expected the header and 28 records"
+grep -q '"error":"line 28: the id \\"a\\" is already line 1.s' "$tmp/ref.jsonl" && ok || bad "no error record for the repeated id"
 grep '^cattr: request' "$tmp/err" >"$tmp/ref.err"
 for n in 1 2 3; do
     mpi $n explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/n$n.jsonl" >"$tmp/out" 2>"$tmp/err"
@@ -49,14 +51,14 @@ for n in 1 2 3; do
     [ $rc -eq $rc_ref ] && ok || { bad "$n ranks: exit $rc, expected $rc_ref"; tail -5 "$tmp/err"; }
     cmp -s "$tmp/ref.jsonl" "$tmp/n$n.jsonl" && ok || bad "$n ranks: the output differs from one process's"
     # the failed requests are reported once, by rank 0, in input order
-    [ "$(grep -c '^cattr: request' "$tmp/err")" -eq 3 ] && ok || bad "$n ranks: failed requests reported $(grep -c '^cattr: request' "$tmp/err") times, expected 3"
+    [ "$(grep -c '^cattr: request' "$tmp/err")" -eq 4 ] && ok || bad "$n ranks: failed requests reported $(grep -c '^cattr: request' "$tmp/err") times, expected 4"
     grep '^cattr: request' "$tmp/err" | cmp -s - "$tmp/ref.err" && ok || bad "$n ranks: the messages differ from one process's"
-    # resumed from the first 9 records and a torn tenth
-    head -n 9 "$tmp/ref.jsonl" >"$tmp/part$n.jsonl"
-    sed -n 10p "$tmp/ref.jsonl" | head -c 40 >>"$tmp/part$n.jsonl"
+    # resumed from the header, the first 9 records and a torn tenth
+    head -n 10 "$tmp/ref.jsonl" >"$tmp/part$n.jsonl"
+    sed -n 11p "$tmp/ref.jsonl" | head -c 40 >>"$tmp/part$n.jsonl"
     mpi $n explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/part$n.jsonl" -q >"$tmp/out" 2>"$tmp/err"
     rc=$?
-    [ $rc -eq 0 ] && ok || bad "$n ranks, resumed: exit $rc, expected 0 (the failed requests are among the first 9)"
+    [ $rc -eq 1 ] && ok || bad "$n ranks, resumed: exit $rc, expected 1 (the repeated id is after the first 9)"
     cmp -s "$tmp/ref.jsonl" "$tmp/part$n.jsonl" && ok || bad "$n ranks: the resumed output differs from one process's"
     [ "$(grep -c 'dropped an incomplete last line' "$tmp/err")" -eq 1 ] && ok || bad "$n ranks: the torn line is not reported once"
 done
@@ -127,7 +129,7 @@ done
 "$cattr" explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 2000 --batch-size 1 --output "$tmp/dk.npy" -q &
 pid=$!
 t=0
-while ! [ -e "$tmp/dk.npy.part.json" ] && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
+while ! grep -qs '"rows_done":[1-9]' "$tmp/dk.npy.part.json" && [ $t -lt 400 ]; do sleep 0.05; t=$((t + 1)); done
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
 "$cattr" explain $model --input "$tmp/ds.npy" --method integrated-gradients --steps 2000 --batch-size 1 --output "$tmp/dkref.npy" -q

@@ -348,7 +348,9 @@ static cattr_status writer_fails(FILE *f, void *ctx) {
 }
 
 static void test_atomic_write(void) {
-    const char *p = tmp_path("atomic.txt");
+    char pbuf[512];
+    snprintf(pbuf, sizeof pbuf, "%s", tmp_path("atomic.txt"));
+    const char *p = pbuf;
     CHECK_STATUS(cx_write_file_atomic(p, writer_ok, "first"), CATTR_OK, NULL, "atomic write");
     CHECK_STATUS(cx_write_file_atomic(p, writer_fails, NULL), CATTR_ERR_IO, p, "failing writer");
     CHECK(strstr(cattr_last_error(), "simulated failure"), "writer message lost: %s", cattr_last_error());
@@ -367,6 +369,93 @@ static void test_atomic_write(void) {
     CHECK_STATUS(cx_read_file(missing, &data, &n), CATTR_ERR_IO, missing, "cx_read_file on a missing file");
     CHECK(strstr(cattr_last_error(), "No such file"), "no strerror in: %s", cattr_last_error());
     CHECK(data == NULL && n == 0, "outputs not cleared");
+
+    /* what is at the output's path decides how it is written: a link to a file, a folder are refused (the link's target
+     * untouched), a device or FIFO is written in place (a FIFO nobody reads is an error, not a hang) */
+    CHECK(symlink(p, tmp_path("link.txt")) == 0, "symlink");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("link.txt"), writer_ok, "third"), CATTR_ERR_IO, "symbolic link",
+                 "a link to a file");
+    CHECK_STATUS(cx_read_file(p, &data, &n), CATTR_OK, NULL, "read back");
+    CHECK(data && n == 7 && memcmp(data, "second!", 7) == 0, "a write through a link changed its target");
+    free(data);
+    struct stat lsb;
+    CHECK(lstat(tmp_path("link.txt"), &lsb) == 0 && S_ISLNK(lsb.st_mode), "the link was replaced");
+    CHECK(mkdir(tmp_path("adir.txt"), 0755) == 0, "mkdir");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("adir.txt"), writer_ok, "x"), CATTR_ERR_IO, "directory", "a folder");
+    CHECK_STATUS(cx_write_file_atomic("/dev/null", writer_ok, "to the null device"), CATTR_OK, NULL, "/dev/null");
+    CHECK(lstat("/dev/null", &lsb) == 0 && S_ISCHR(lsb.st_mode), "/dev/null is no longer a device");
+    CHECK(mkfifo(tmp_path("fifo.txt"), 0600) == 0, "mkfifo");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("fifo.txt"), writer_ok, "x"), CATTR_ERR_IO, "no process is reading",
+                 "a FIFO without a reader");
+    CHECK(symlink("/dev/null", tmp_path("devlink.txt")) == 0, "symlink");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("devlink.txt"), writer_ok, "x"), CATTR_OK, NULL, "a link to a device");
+    CHECK(lstat(tmp_path("devlink.txt"), &lsb) == 0 && S_ISLNK(lsb.st_mode), "a link to a device was replaced");
+    cx_dest kind;
+    CHECK_STATUS(cx_output_kind(tmp_path("none.txt"), &kind), CATTR_OK, NULL, "a new file");
+    CHECK(kind == CX_DEST_NEW, "a missing path is not new");
+    CHECK_STATUS(cx_output_kind(p, &kind), CATTR_OK, NULL, "a file");
+    CHECK(kind == CX_DEST_FILE, "a regular file is not a file");
+    CHECK(count_temporaries() == 0, "temporaries left");
+
+    /* outputs written in place: created, never through a link, locked against a second writer */
+    int fd = -1, fd2 = -1;
+    bool created = false;
+    CHECK_STATUS(cx_open_locked(tmp_path("locked.txt"), false, &fd, &created), CATTR_ERR_IO, "locked.txt",
+                 "absent and not created");
+    CHECK_STATUS(cx_open_locked(tmp_path("locked.txt"), true, &fd, &created), CATTR_OK, NULL, "create");
+    CHECK(created && fd >= 0, "not created");
+    CHECK_STATUS(cx_open_locked(tmp_path("locked.txt"), true, &fd2, &created), CATTR_ERR_IO,
+                 "another process is writing", "a second writer");
+    CHECK(fd2 == -1, "a refused open left a descriptor");
+    if (fd >= 0) close(fd);
+    CHECK_STATUS(cx_open_locked(tmp_path("locked.txt"), true, &fd, &created), CATTR_OK, NULL, "reopen after close");
+    CHECK(!created, "an existing file was created");
+    if (fd >= 0) close(fd);
+    CHECK_STATUS(cx_open_locked(tmp_path("link.txt"), true, &fd, &created), CATTR_ERR_IO, "symbolic link", "a link");
+    CHECK_STATUS(cx_open_locked(tmp_path("fifo.txt"), true, &fd, &created), CATTR_ERR_IO, "not a regular file", "a FIFO");
+
+    /* fingerprints: the same content the same, a change anywhere in a small file seen; large files sampled */
+    uint64_t f1 = 0, f2 = 0, f3 = 0;
+    CHECK_STATUS(cx_file_fingerprint(p, false, &f1), CATTR_OK, NULL, "fingerprint");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("copy.txt"), writer_ok, "second!"), CATTR_OK, NULL, "copy");
+    CHECK_STATUS(cx_file_fingerprint(tmp_path("copy.txt"), true, &f2), CATTR_OK, NULL, "fingerprint");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("copy.txt"), writer_ok, "second?"), CATTR_OK, NULL, "change");
+    CHECK_STATUS(cx_file_fingerprint(tmp_path("copy.txt"), true, &f3), CATTR_OK, NULL, "fingerprint");
+    CHECK(f1 == f2 && f2 != f3, "fingerprints: same content %016llx %016llx, changed %016llx", (unsigned long long)f1,
+          (unsigned long long)f2, (unsigned long long)f3);
+    CHECK_STATUS(cx_file_fingerprint(tmp_path("none.txt"), false, &f1), CATTR_ERR_IO, "none.txt", "a missing file");
+    {
+        const char *big = tmp_path("big.bin");
+        FILE *bf = fopen(big, "wb");
+        size_t sz = (size_t)70 << 20;
+        char *buf = calloc(1, sz);
+        CHECK(bf && buf && fwrite(buf, 1, sz, bf) == sz, "write a large file");
+        if (bf) fclose(bf);
+        CHECK_STATUS(cx_file_fingerprint(big, false, &f1), CATTR_OK, NULL, "a large file");
+        bf = fopen(big, "r+b"); /* a byte in the first MiB changed: seen */
+        if (bf) {
+            fseek(bf, 1000, SEEK_SET);
+            fputc(1, bf);
+            fclose(bf);
+        }
+        CHECK_STATUS(cx_file_fingerprint(big, false, &f2), CATTR_OK, NULL, "a large file");
+        CHECK(f1 != f2, "a change in the first MiB of a large file is not seen");
+        free(buf);
+        unlink(big);
+    }
+    /* a folder: its .json and .safetensors files */
+    CHECK(mkdir(tmp_path("ckpt"), 0755) == 0, "mkdir");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("ckpt/config.json"), writer_ok, "{}"), CATTR_OK, NULL, "config");
+    CHECK_STATUS(cx_file_fingerprint(tmp_path("ckpt"), false, &f1), CATTR_OK, NULL, "a folder");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("ckpt/README.md"), writer_ok, "notes"), CATTR_OK, NULL, "readme");
+    CHECK_STATUS(cx_file_fingerprint(tmp_path("ckpt"), false, &f2), CATTR_OK, NULL, "a folder");
+    CHECK_STATUS(cx_write_file_atomic(tmp_path("ckpt/config.json"), writer_ok, "{\"a\":1}"), CATTR_OK, NULL, "config");
+    CHECK_STATUS(cx_file_fingerprint(tmp_path("ckpt"), false, &f3), CATTR_OK, NULL, "a folder");
+    CHECK(f1 == f2 && f2 != f3, "folder fingerprints: other files must not count, config.json must");
+    unlink(tmp_path("ckpt/config.json"));
+    unlink(tmp_path("ckpt/README.md"));
+    rmdir(tmp_path("ckpt"));
+    rmdir(tmp_path("adir.txt"));
 }
 
 /* ==== safetensors ========================================================================================== */
@@ -784,11 +873,13 @@ static void test_rows(void) {
     for (int npy = 0; npy < 2; npy++) {
         const char *out = tmp_path(npy ? "rows.npy" : "rows.safetensors");
         cx_rows_writer *w = NULL;
-        bool resumed = true;
-        CHECK_STATUS(cx_rows_writer_open(out, npy ? 1 : 2, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, true,
-                                         &w, &resumed),
+        int fd = -1;
+        bool created = false;
+        CHECK_STATUS(cx_rows_part_open(out, &fd, &created), CATTR_OK, NULL, "open the part file");
+        CHECK(created, "a new part file is created");
+        CHECK_STATUS(cx_rows_writer_open(out, fd, npy ? 1 : 2, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp,
+                                         false, &w),
                      CATTR_OK, NULL, "open a writer");
-        CHECK(!resumed, "a new file is not resumed");
         int64_t order[3] = {6, 3, 0};
         for (int q = 0; q < 3 && w; q++) {
             int64_t b0 = order[q], b1 = b0 + 3 < 7 ? b0 + 3 : 7;
@@ -807,13 +898,17 @@ static void test_rows(void) {
             }
             if (q == 1) { /* interrupted after two batches, then reopened: the rows written stay */
                 CHECK_STATUS(cx_rows_writer_sync(w), CATTR_OK, NULL, "sync");
+                int fd2 = -1;
+                CHECK_STATUS(cx_rows_part_open(out, &fd2, &created), CATTR_ERR_IO, "another process is writing",
+                             "a second writer while the first holds the lock");
                 cx_rows_writer_free(w);
                 w = NULL;
                 CHECK(access(out, F_OK) != 0, "%s exists before it is finished", out);
-                CHECK_STATUS(cx_rows_writer_open(out, npy ? 1 : 2, names, dt, nd,
-                                                 (const int64_t(*)[CATTR_MAX_DIMS])shp, true, &w, &resumed),
-                             CATTR_OK, NULL, "reopen");
-                CHECK(resumed, "the part file with the same header is resumed");
+                CHECK_STATUS(cx_rows_part_open(out, &fd, &created), CATTR_OK, NULL, "reopen the part file");
+                CHECK(!created, "the part file is reopened, not made anew");
+                CHECK_STATUS(cx_rows_writer_open(out, fd, npy ? 1 : 2, names, dt, nd,
+                                                 (const int64_t(*)[CATTR_MAX_DIMS])shp, true, &w),
+                             CATTR_OK, NULL, "resume");
             }
         }
         cattr_tensor *bad = cx_tensor_alloc(CATTR_FLOAT64, 3, (int64_t[]){1, 2, 3});
@@ -826,22 +921,33 @@ static void test_rows(void) {
         snprintf(part, sizeof part, "%s.part", out);
         CHECK(access(part, F_OK) != 0, "%s left behind", part);
     }
-    /* another header: a part file is not resumed but started over */
+    /* another header: a part file is not resumed */
     cx_rows_writer *w = NULL;
-    bool resumed = true;
-    CHECK_STATUS(cx_rows_writer_open(tmp_path("re.npy"), 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, true,
-                                     &w, &resumed), CATTR_OK, NULL, "open");
+    int fd = -1;
+    bool created = false;
+    CHECK_STATUS(cx_rows_part_open(tmp_path("re.npy"), &fd, &created), CATTR_OK, NULL, "open");
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("re.npy"), fd, 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp,
+                                     false, &w), CATTR_OK, NULL, "open");
     cx_rows_writer_free(w);
     shp[0][1] = 5;
-    CHECK_STATUS(cx_rows_writer_open(tmp_path("re.npy"), 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, true,
-                                     &w, &resumed), CATTR_OK, NULL, "reopen with another shape");
-    CHECK(!resumed, "a part file of another shape was resumed");
-    cx_rows_writer_free(w);
+    CHECK_STATUS(cx_rows_part_open(tmp_path("re.npy"), &fd, &created), CATTR_OK, NULL, "reopen");
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("re.npy"), fd, 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp,
+                                     true, &w), CATTR_ERR_IO, "does not hold the rows", "resume with another shape");
     unlink(tmp_path("re.npy.part"));
-    CHECK_STATUS(cx_rows_writer_open(tmp_path("x.json"), 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, false,
-                                     &w, &resumed), CATTR_ERR_INVALID_ARGUMENT, ".npy or .safetensors", "extension");
-    CHECK_STATUS(cx_rows_writer_open(tmp_path("two.npy"), 2, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp, false,
-                                     &w, &resumed), CATTR_ERR_INVALID_ARGUMENT, "a .npy holds one", "two in an npy");
+    /* a planted link or a folder at PATH.part is refused, and the link's target is untouched */
+    CHECK(symlink(tmp_path("whole_a.npy"), tmp_path("ln.npy.part")) == 0, "symlink");
+    CHECK_STATUS(cx_rows_part_open(tmp_path("ln.npy"), &fd, &created), CATTR_ERR_IO, "symbolic link", "a link");
+    CHECK(mkdir(tmp_path("dir.npy.part"), 0755) == 0, "mkdir");
+    CHECK_STATUS(cx_rows_part_open(tmp_path("dir.npy"), &fd, &created), CATTR_ERR_IO, "not a regular file", "a folder");
+    rmdir(tmp_path("dir.npy.part"));
+    CHECK_STATUS(cx_rows_part_open(tmp_path("x.json"), &fd, &created), CATTR_OK, NULL, "open");
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("x.json"), fd, 1, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp,
+                                     false, &w), CATTR_ERR_INVALID_ARGUMENT, ".npy or .safetensors", "extension");
+    unlink(tmp_path("x.json.part"));
+    CHECK_STATUS(cx_rows_part_open(tmp_path("two.npy"), &fd, &created), CATTR_OK, NULL, "open");
+    CHECK_STATUS(cx_rows_writer_open(tmp_path("two.npy"), fd, 2, names, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])shp,
+                                     false, &w), CATTR_ERR_INVALID_ARGUMENT, "a .npy holds one", "two in an npy");
+    unlink(tmp_path("two.npy.part"));
     cattr_tensor_set_free(set);
     cattr_tensor_free(a);
     cattr_tensor_free(b);

@@ -1,5 +1,5 @@
-/* fileutil.c - atomic whole-file writes (temporary + fsync + rename), whole-file reads, and the little-endian
- * element codecs used by the .npy and .safetensors readers and writers. */
+/* fileutil.c - atomic whole-file writes (temporary + fsync + rename), outputs written in place (locked), file
+ * fingerprints, whole-file reads, and the little-endian element codecs used by the .npy and .safetensors readers and writers. */
 #define _POSIX_C_SOURCE 200809L
 #include "io/fileutil.h"
 
@@ -8,6 +8,8 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,8 +61,61 @@ static void sync_parent_dir(const char *path) {
     close(fd);
 }
 
+cattr_status cx_output_kind(const char *path, cx_dest *kind) {
+    *kind = CX_DEST_NEW;
+    struct stat ls, ts;
+    if (lstat(path, &ls) != 0) {
+        if (errno == ENOENT) return CATTR_OK; /* a missing folder on the way is reported when the file is created */
+        return cx_fail(CATTR_ERR_IO, "cannot examine '%s': %s", path, strerror(errno));
+    }
+    if (S_ISLNK(ls.st_mode)) {
+        if (stat(path, &ts) == 0 && (S_ISCHR(ts.st_mode) || S_ISFIFO(ts.st_mode))) {
+            *kind = CX_DEST_STREAM;
+            return CATTR_OK;
+        }
+        return cx_fail(CATTR_ERR_IO, "'%s' is a symbolic link: cattr writes no file through a link (give the path of "
+                       "the file itself, or remove the link)", path);
+    }
+    if (S_ISREG(ls.st_mode)) *kind = CX_DEST_FILE;
+    else if (S_ISCHR(ls.st_mode) || S_ISFIFO(ls.st_mode)) *kind = CX_DEST_STREAM;
+    else if (S_ISDIR(ls.st_mode)) return cx_fail(CATTR_ERR_IO, "'%s' is a directory, not a file name", path);
+    else if (S_ISBLK(ls.st_mode)) return cx_fail(CATTR_ERR_IO, "'%s' is a block device: cattr does not write to disks", path);
+    else return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file (a socket?): cattr cannot write it", path);
+    return CATTR_OK;
+}
+
+/* A character device or FIFO written in place: opened without blocking (a FIFO nobody reads is an error, not a hang),
+ * checked to be what cx_output_kind saw (not a file swapped in since), then written blocking. */
+static cattr_status write_stream(const char *path, cattr_status (*writer)(FILE *f, void *ctx), void *ctx) {
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENXIO) return cx_fail(CATTR_ERR_IO, "cannot write '%s': no process is reading the FIFO", path);
+        return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    }
+    struct stat sb;
+    int fl = fcntl(fd, F_GETFL);
+    if (fstat(fd, &sb) != 0 || !(S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) || fl < 0 ||
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        close(fd);
+        return cx_fail(CATTR_ERR_IO, "'%s' changed while it was opened: not written", path);
+    }
+    FILE *f = fdopen(fd, "wb");
+    if (!f) {
+        close(fd);
+        return cx_fail(CATTR_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    }
+    cattr_status st = writer(f, ctx);
+    if (st != CATTR_OK) cx_fail_context(st, "writing '%s'", path);
+    else if (ferror(f) || fflush(f) != 0) st = cx_fail(CATTR_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    if (fclose(f) != 0 && st == CATTR_OK) st = cx_fail(CATTR_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
+    return st;
+}
+
 cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE *f, void *ctx), void *ctx) {
     if (!path || !*path || !writer) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no output file name given");
+    cx_dest kind;
+    CX_CHECK(cx_output_kind(path, &kind));
+    if (kind == CX_DEST_STREAM) return write_stream(path, writer, ctx);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 32);
     if (!tmp) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a temporary file name for '%s'", path);
@@ -92,6 +147,181 @@ cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE 
         sync_parent_dir(path);
     }
     free(tmp);
+    return st;
+}
+
+/* ==== outputs written in place ============================================================================= */
+
+cattr_status cx_open_locked(const char *path, bool create, int *fd, bool *created) {
+    *fd = -1;
+    if (created) *created = false;
+    struct stat sb;
+    int f = -1;
+    for (int attempt = 0; attempt < 2 && f < 0; attempt++) {
+        if (lstat(path, &sb) == 0) {
+            if (S_ISLNK(sb.st_mode))
+                return cx_fail(CATTR_ERR_IO, "'%s' is a symbolic link: cattr writes no file through a link (give the "
+                               "path of the file itself, or remove the link)", path);
+            if (!S_ISREG(sb.st_mode))
+                return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file: cattr cannot append to it or resume it", path);
+            f = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        } else if (errno == ENOENT && create) {
+            f = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+            if (f >= 0 && created) *created = true;
+            if (f < 0 && errno == EEXIST) continue; /* made by someone else meanwhile: look again */
+        } else {
+            return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        }
+        if (f < 0) {
+            if (errno == ELOOP) return cx_fail(CATTR_ERR_IO, "'%s' is a symbolic link: cattr writes no file through a link", path);
+            return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+        }
+    }
+    if (f < 0) return cx_fail(CATTR_ERR_IO, "cannot open '%s': it keeps changing", path);
+    if (fstat(f, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(f);
+        return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file: cattr cannot append to it or resume it", path);
+    }
+    if (flock(f, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(f);
+        if (e == EWOULDBLOCK)
+            return cx_fail(CATTR_ERR_IO, "another process is writing '%s' (a cattr run on the same output): wait for "
+                           "it to end, or choose another output", path);
+        return cx_fail(CATTR_ERR_IO, "cannot lock '%s': %s", path, strerror(e));
+    }
+    *fd = f;
+    return CATTR_OK;
+}
+
+/* ==== fingerprints ========================================================================================= */
+
+static uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static uint64_t fmix64(uint64_t h) {
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    h ^= h >> 33;
+    return h;
+}
+
+uint64_t cx_hash_bytes(uint64_t h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    uint64_t a = h ^ 0x9e3779b97f4a7c15ull, b = fmix64(h + n);
+    for (; n >= 16; n -= 16, p += 16) { /* two independent lanes */
+        uint64_t w0, w1;
+        memcpy(&w0, p, 8);
+        memcpy(&w1, p + 8, 8);
+        a = rotl64(a ^ (w0 * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+        b = rotl64(b ^ (w1 * 0x4cf5ad432745937full), 29) * 0x87c37b91114253d5ull;
+    }
+    if (n >= 8) { /* one more word */
+        uint64_t w;
+        memcpy(&w, p, 8);
+        a = rotl64(a ^ (w * 0x87c37b91114253d5ull), 31) * 0x4cf5ad432745937full;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t t = 0; /* the last 0 to 7 bytes */
+    for (size_t k = 0; k < n; k++) t |= (uint64_t)p[k] << (8 * k);
+    return fmix64(a ^ rotl64(b, 17) ^ fmix64(t + n));
+}
+
+/* Hashes len bytes of fd from offset `at` into *h (pread through a buffer). */
+static bool hash_range(int fd, uint64_t at, uint64_t len, unsigned char *buf, size_t cap, uint64_t *h) {
+    while (len > 0) {
+        size_t k = len < cap ? (size_t)len : cap;
+        ssize_t got = pread(fd, buf, k, (off_t)at);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) return false;
+        *h = cx_hash_bytes(*h, buf, (size_t)got);
+        at += (uint64_t)got;
+        len -= (uint64_t)got;
+    }
+    return true;
+}
+
+static cattr_status file_fingerprint(const char *path, bool with_time, uint64_t *out) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return cx_fail(CATTR_ERR_IO, "'%s' is not a regular file", path);
+    }
+    const uint64_t whole = (uint64_t)64 << 20, edge = (uint64_t)1 << 20, block = (uint64_t)64 << 10;
+    uint64_t size = (uint64_t)sb.st_size, h = cx_hash_bytes(0, &size, sizeof size);
+    size_t cap = (size_t)1 << 20;
+    unsigned char *buf = malloc(cap);
+    bool ok = buf != NULL;
+    if (ok && size <= whole) {
+        ok = hash_range(fd, 0, size, buf, cap, &h);
+    } else if (ok) {
+        ok = hash_range(fd, 0, edge, buf, cap, &h) && hash_range(fd, size - edge, edge, buf, cap, &h);
+        uint64_t span = size - 2 * edge - block;
+        for (int k = 0; k < 62 && ok; k++) ok = hash_range(fd, edge + span / 61 * (uint64_t)k, block, buf, cap, &h);
+        if (with_time) {
+            int64_t t[3] = {(int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec, (int64_t)sb.st_ino};
+            h = cx_hash_bytes(h, t, sizeof t);
+        }
+    }
+    int e = errno;
+    free(buf);
+    close(fd);
+    if (!buf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (!ok) return cx_fail(CATTR_ERR_IO, "cannot read '%s': %s", path, e ? strerror(e) : "it shrank while being read");
+    *out = h;
+    return CATTR_OK;
+}
+
+static int cmp_names(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static bool name_ends(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+cattr_status cx_file_fingerprint(const char *path, bool with_time, uint64_t *out) {
+    struct stat sb;
+    if (stat(path, &sb) != 0) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return file_fingerprint(path, with_time, out);
+    DIR *d = opendir(path);
+    if (!d) return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    cattr_status st = CATTR_OK;
+    for (struct dirent *de; st == CATTR_OK && (de = readdir(d));) {
+        if (de->d_name[0] == '.' || !(name_ends(de->d_name, ".json") || name_ends(de->d_name, ".safetensors"))) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            char **g = realloc(names, cap * sizeof *g);
+            if (!g) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else names = g;
+        }
+        if (st == CATTR_OK && !(names[n++] = strdup(de->d_name))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    closedir(d);
+    if (st == CATTR_OK && n) qsort(names, n, sizeof *names, cmp_names);
+    uint64_t h = 0x5bd1e995ull;
+    for (size_t k = 0; k < n && st == CATTR_OK; k++) {
+        size_t len = strlen(path) + strlen(names[k]) + 2;
+        char *full = malloc(len);
+        uint64_t f = 0;
+        if (!full) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else {
+            snprintf(full, len, "%s/%s", path, names[k]);
+            if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) {
+                st = file_fingerprint(full, with_time, &f);
+                h = cx_hash_bytes(cx_hash_bytes(h, names[k], strlen(names[k]) + 1), &f, sizeof f);
+            }
+        }
+        free(full);
+    }
+    for (size_t k = 0; k < n; k++) free(names[k]);
+    free(names);
+    if (st == CATTR_OK) *out = h;
     return st;
 }
 

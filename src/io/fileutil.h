@@ -6,15 +6,50 @@
 
 #include "core/core.h"
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
+/* What an output path is, and so how it may be written (cx_output_kind). */
+typedef enum cx_dest {
+    CX_DEST_NEW = 0, /* nothing is there: created */
+    CX_DEST_FILE,    /* a regular file: replaced as a whole (a temporary renamed over it) */
+    CX_DEST_STREAM   /* a character device or a FIFO (such as /dev/stdout, /dev/null, a pipe): written in place */
+} cx_dest;
+
+/* How `path` may be written as an output. Never through a symbolic link to a file: a link is refused unless it leads
+ * to a character device or a FIFO (/dev/stdout is a link to the process's descriptor). Errors: CATTR_ERR_IO naming the
+ * path: a directory, a symbolic link to a file (or a dangling one), a block device, a socket, or a path that cannot be
+ * examined. */
+cattr_status cx_output_kind(const char *path, cx_dest *kind);
+
 /* Writes a file atomically: opens "<path>.tmp.<pid>" beside `path`, calls writer(f, ctx), then fflush + fsync +
  * close, and renames the temporary over `path`. On any failure the temporary is removed and `path` is untouched.
+ * A path that is a character device or a FIFO (cx_output_kind) is written in place instead (a FIFO without a reader is
+ * an error, never a hang); anything cx_output_kind refuses is refused before a byte is written.
  * A writer reports failure by returning a non-OK status (after cx_fail); that status is returned with the message
  * prefixed by the path. Every other failure (open, write error on the stream, flush, sync, close, rename) returns
  * CATTR_ERR_IO with a message naming the path and the system error. */
 cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE *f, void *ctx), void *ctx);
+
+/* Opens an output that a run writes in place and a later run resumes (a corpus's results, a dataset's PATH.part):
+ * read-write, never through a symbolic link (O_NOFOLLOW), a regular file only, created exclusively (mode 0644) when
+ * absent and `create` is set (*created tells; else an absent file is an error), and locked (flock, exclusive) for as
+ * long as the descriptor stays open, so that two runs never write one file. On failure *fd is -1. Errors:
+ * CATTR_ERR_IO naming the path: a symbolic link, not a regular file, cannot be opened, or "another process is writing
+ * '<path>'" while a lock is held. */
+cattr_status cx_open_locked(const char *path, bool create, int *fd, bool *created);
+
+/* A 64-bit fingerprint of what a file holds, to tell whether an input changed between runs or differs between the
+ * processes of a job: its size and, for files up to 64 MiB, every byte; for larger ones its first and last MiB and 62
+ * blocks of 64 KiB spread evenly between (about 6 MiB read whatever the size). `with_time` mixes in the modification
+ * time and inode of a large file too, whose unread parts could change unseen (a resume check on one machine; leave it
+ * off to compare copies of a file on several machines). A folder's (a checkpoint's) fingerprint is that of its .json
+ * and .safetensors files (not recursive; in name order, each name mixed in). Errors: CATTR_ERR_IO naming the path. */
+cattr_status cx_file_fingerprint(const char *path, bool with_time, uint64_t *out);
+
+/* The fingerprint's mixing function over bytes (a 64-bit hash, not cryptographic), continuing from h (start with 0). */
+uint64_t cx_hash_bytes(uint64_t h, const void *data, size_t n);
 
 /* Reads a whole regular file into a new malloc'd buffer (*data, freed by the caller with free()) of *size bytes,
  * followed by one extra NUL byte that is not counted in *size (so text can be parsed in place).

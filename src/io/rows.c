@@ -129,32 +129,48 @@ static cattr_status pwrite_all(int fd, const void *buf, size_t len, uint64_t at,
     return CATTR_OK;
 }
 
-cattr_status cx_rows_writer_open(const char *path, int n, const char *const *names, const cattr_dtype *dt,
-                                 const int *ndim, const int64_t (*shape)[CATTR_MAX_DIMS], bool resume,
-                                 cx_rows_writer **out, bool *resumed) {
-    *out = NULL;
-    *resumed = false;
-    bool npy = ends_with(path, ".npy");
-    if (!npy && !ends_with(path, ".safetensors"))
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': rows are written to .npy or .safetensors files", path);
-    if (n < 1 || n > ROWS_MAX_TENSORS || (npy && n != 1))
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': %d tensors (%s)", path, n, npy ? "a .npy holds one" : "too many");
-    for (int i = 0; i < n; i++)
-        if (ndim[i] < 1 || cattr_dtype_size(dt[i]) == 0)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': tensor %d has no rows or no dtype", path, i);
-    cx_rows_writer *w = calloc(1, sizeof *w);
-    if (!w) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    w->fd = -1;
-    w->n = n;
+static char *part_name(const char *path) {
     size_t pl = strlen(path);
-    w->path = malloc(pl + 1);
-    w->part = malloc(pl + 6);
+    char *part = malloc(pl + 6);
+    if (part) snprintf(part, pl + 6, "%s.part", path);
+    return part;
+}
+
+cattr_status cx_rows_part_open(const char *path, int *fd, bool *created) {
+    char *part = part_name(path);
+    if (!part) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cx_open_locked(part, true, fd, created);
+    free(part);
+    return st;
+}
+
+cattr_status cx_rows_writer_open(const char *path, int fd, int n, const char *const *names, const cattr_dtype *dt,
+                                 const int *ndim, const int64_t (*shape)[CATTR_MAX_DIMS], bool resume,
+                                 cx_rows_writer **out) {
+    *out = NULL;
+    bool npy = ends_with(path, ".npy");
+    cattr_status st = CATTR_OK;
+    if (!npy && !ends_with(path, ".safetensors"))
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': rows are written to .npy or .safetensors files", path);
+    else if (n < 1 || n > ROWS_MAX_TENSORS || (npy && n != 1))
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': %d tensors (%s)", path, n, npy ? "a .npy holds one" : "too many");
+    for (int i = 0; i < n && st == CATTR_OK; i++)
+        if (ndim[i] < 1 || cattr_dtype_size(dt[i]) == 0)
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': tensor %d has no rows or no dtype", path, i);
+    cx_rows_writer *w = st == CATTR_OK ? calloc(1, sizeof *w) : NULL;
+    if (st == CATTR_OK && !w) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (!w) {
+        if (fd >= 0) close(fd);
+        return st;
+    }
+    w->fd = fd;
+    w->n = n;
+    w->path = strdup(path);
+    w->part = part_name(path);
     unsigned char *hdr = NULL, small[65536 + 16];
     size_t hlen = 0;
-    cattr_status st = w->path && w->part ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (!w->path || !w->part) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
-        memcpy(w->path, path, pl + 1);
-        snprintf(w->part, pl + 6, "%s.part", path);
         if (npy) {
             hlen = cx_npy_header(dt[0], ndim[0], shape[0], small, sizeof small);
             if (!hlen) st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': the .npy header does not fit", path);
@@ -172,27 +188,20 @@ cattr_status cx_rows_writer_open(const char *path, int n, const char *const *nam
         for (int d = 1; d < ndim[i]; d++) w->row_bytes[i] *= (uint64_t)shape[i][d];
         total += w->row_bytes[i] * (uint64_t)shape[i][0];
     }
-    if (st == CATTR_OK && resume) { /* the part file of an interrupted run with the same header is kept */
-        int fd = open(w->part, O_RDWR);
+    if (st == CATTR_OK && resume) { /* the part file of an interrupted run: the same header at the same size */
         struct stat sb;
-        unsigned char *old = fd >= 0 ? malloc(hlen) : NULL;
-        if (old && fstat(fd, &sb) == 0 && (uint64_t)sb.st_size == total && pread(fd, old, hlen, 0) == (ssize_t)hlen &&
-            memcmp(old, h, hlen) == 0) {
-            w->fd = fd;
-            *resumed = true;
-        } else if (fd >= 0) {
-            close(fd);
-        }
+        unsigned char *old = malloc(hlen ? hlen : 1);
+        if (!old) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != total || pread(fd, old, hlen, 0) != (ssize_t)hlen ||
+                 memcmp(old, h, hlen) != 0)
+            st = cx_fail(CATTR_ERR_IO, "'%s' does not hold the rows this run writes (another header or size): it was "
+                         "not written by this command; remove it and its progress file to start over", w->part);
         free(old);
-    }
-    if (st == CATTR_OK && w->fd < 0) {
-        w->fd = open(w->part, O_RDWR | O_CREAT | O_TRUNC, 0644);
-        if (w->fd < 0) st = cx_fail(CATTR_ERR_IO, "cannot create '%s': %s", w->part, strerror(errno));
-        if (st == CATTR_OK) st = pwrite_all(w->fd, h, hlen, 0, w->part);
-        if (st == CATTR_OK && ftruncate(w->fd, (off_t)total) != 0)
+    } else if (st == CATTR_OK) { /* written anew: the header, then zeros to the full size */
+        if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)total) != 0)
             st = cx_fail(CATTR_ERR_IO, "cannot size '%s' to %llu bytes: %s", w->part, (unsigned long long)total,
                          strerror(errno));
-        if (st != CATTR_OK && w->fd >= 0) unlink(w->part);
+        if (st == CATTR_OK) st = pwrite_all(fd, h, hlen, 0, w->part);
     }
     free(hdr);
     if (st != CATTR_OK) {
@@ -219,12 +228,22 @@ cattr_status cx_rows_writer_sync(cx_rows_writer *w) {
     return CATTR_OK;
 }
 
+cattr_status cx_rows_part_commit(const char *path, int fd) {
+    char *part = part_name(path);
+    cattr_status st = part ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && fsync(fd) != 0 && errno != EINVAL)
+        st = cx_fail(CATTR_ERR_IO, "cannot sync '%s': %s", part, strerror(errno));
+    /* renamed while the lock is held: no other run can have begun writing it meanwhile */
+    if (st == CATTR_OK && rename(part, path) != 0)
+        st = cx_fail(CATTR_ERR_IO, "cannot rename '%s' to '%s': %s", part, path, strerror(errno));
+    if (close(fd) != 0 && st == CATTR_OK) st = cx_fail(CATTR_ERR_IO, "cannot close '%s': %s", path, strerror(errno));
+    free(part);
+    return st;
+}
+
 cattr_status cx_rows_writer_finish(cx_rows_writer *w) {
-    cattr_status st = fsync(w->fd) == 0 ? CATTR_OK : cx_fail(CATTR_ERR_IO, "cannot sync '%s': %s", w->part, strerror(errno));
-    if (close(w->fd) != 0 && st == CATTR_OK) st = cx_fail(CATTR_ERR_IO, "cannot close '%s': %s", w->part, strerror(errno));
+    cattr_status st = cx_rows_part_commit(w->path, w->fd);
     w->fd = -1;
-    if (st == CATTR_OK && rename(w->part, w->path) != 0)
-        st = cx_fail(CATTR_ERR_IO, "cannot rename '%s' to '%s': %s", w->part, w->path, strerror(errno));
     cx_rows_writer_free(w);
     return st;
 }

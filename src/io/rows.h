@@ -35,13 +35,20 @@ void cx_rows_close(cx_rows_reader *r);
 
 typedef struct cx_rows_writer cx_rows_writer;
 
-/* Creates (or, when `resume` and PATH.part exists with this very header, reopens) PATH.part for n tensors: their
- * names (.safetensors), dtypes and full shapes (dim 0 the rows). A .npy path takes one tensor. *resumed tells which
- * happened. Errors: CATTR_ERR_INVALID_ARGUMENT (a .npy of several tensors, another extension), CATTR_ERR_IO naming the
- * file, CATTR_ERR_NO_MEMORY. */
-cattr_status cx_rows_writer_open(const char *path, int n, const char *const *names, const cattr_dtype *dt,
+/* Opens PATH.part, the file a writer fills: never through a symbolic link, a regular file only, created (empty) when
+ * absent, and locked (cx_open_locked) for as long as the descriptor is open: a second run on the same output is refused
+ * ("another process is writing"). *created tells whether it was made now. Errors: CATTR_ERR_IO naming PATH.part. */
+cattr_status cx_rows_part_open(const char *path, int *fd, bool *created);
+
+/* A writer of n tensors on PATH.part (fd, open and locked by cx_rows_part_open; the writer owns it from here, also on
+ * failure): their names (.safetensors), dtypes and full shapes (dim 0 the rows). A .npy path takes one tensor. With
+ * `resume` the part file must already hold this very header at this size (the rows written by an interrupted run are
+ * kept); without, the file is written anew: the header, then zeros to the full size. Errors:
+ * CATTR_ERR_INVALID_ARGUMENT (a .npy of several tensors, another extension), CATTR_ERR_IO naming the file (also a part
+ * file to resume that holds another header or size), CATTR_ERR_NO_MEMORY. */
+cattr_status cx_rows_writer_open(const char *path, int fd, int n, const char *const *names, const cattr_dtype *dt,
                                  const int *ndim, const int64_t (*shape)[CATTR_MAX_DIMS], bool resume,
-                                 cx_rows_writer **out, bool *resumed);
+                                 cx_rows_writer **out);
 /* Writes `rows` (tensor i's dtype and row shape, any number of rows) at row `row0` of tensor i. Errors:
  * CATTR_ERR_INVALID_ARGUMENT (dtype, row shape or range), CATTR_ERR_IO. */
 cattr_status cx_rows_writer_put(cx_rows_writer *w, int i, int64_t row0, const cattr_tensor *rows);
@@ -50,6 +57,8 @@ cattr_status cx_rows_writer_sync(cx_rows_writer *w);
 /* Syncs, closes and renames PATH.part to PATH (the finished file). Errors: CATTR_ERR_IO. The writer is freed either
  * way. */
 cattr_status cx_rows_writer_finish(cx_rows_writer *w);
+/* The same for a part file whose rows were all written by an earlier run (fd from cx_rows_part_open; closed here). */
+cattr_status cx_rows_part_commit(const char *path, int fd);
 /* Closes without renaming: PATH.part stays, for a later resume. */
 void cx_rows_writer_free(cx_rows_writer *w);
 

@@ -7,8 +7,12 @@
 #include "core/core.h"
 #include "io/fileutil.h"
 
+#include <cjson/cJSON.h>
+
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include <math.h>
@@ -131,6 +135,7 @@ bool cli_parse_size(const char *s, size_t *out) {
     if (*end == 'k' || *end == 'K') mul = 1024.0, end++;
     else if (*end == 'm' || *end == 'M') mul = 1024.0 * 1024, end++;
     else if (*end == 'g' || *end == 'G') mul = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 't' || *end == 'T') mul = 1024.0 * 1024 * 1024 * 1024, end++;
     if (mul > 1 && *end == 'i') end++;
     if (*end == 'B') end++;
     if (*end) return false;
@@ -173,6 +178,193 @@ bool cli_device_arg(const char *name) {
     cx_escape_text(cattr_last_error(), esc, sizeof esc);
     fprintf(stderr, "cattr: --device: %s\n", esc);
     return false;
+}
+
+/* ---- the files of a command ------------------------------------------------------------------------------------ */
+
+typedef struct cli_file {
+    dev_t dev;
+    ino_t ino;
+    char *name; /* for a file not yet there: its name in the folder (dev, ino); else NULL */
+    char *path; /* as given, for messages */
+    const char *what;
+    bool out;
+} cli_file;
+
+static cli_file g_files[128];
+static int g_n_files;
+
+void cli_files_reset(void) {
+    for (int i = 0; i < g_n_files; i++) {
+        free(g_files[i].name);
+        free(g_files[i].path);
+    }
+    g_n_files = 0;
+}
+
+/* The identity of `path`: the file's (dev, ino), or for a file not yet there its folder's and its own name. */
+static bool file_key(const char *path, cli_file *k) {
+    struct stat sb;
+    memset(k, 0, sizeof *k);
+    if (stat(path, &sb) == 0) {
+        k->dev = sb.st_dev;
+        k->ino = sb.st_ino;
+        return true;
+    }
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    if (stat(dir, &sb) != 0) return false;
+    k->dev = sb.st_dev;
+    k->ino = sb.st_ino;
+    k->name = strdup(slash ? slash + 1 : path);
+    return k->name != NULL;
+}
+
+static bool file_add(const char *path, const char *what, bool out) {
+    if (!path || !*path) return true;
+    cli_file k;
+    if (!file_key(path, &k)) return true; /* its loader or writer names the problem */
+    k.path = strdup(path);
+    k.what = what;
+    k.out = out;
+    for (int i = 0; i < g_n_files; i++) {
+        const cli_file *f = &g_files[i];
+        bool same = f->dev == k.dev && f->ino == k.ino && (!f->name) == (!k.name) && (!k.name || !strcmp(f->name, k.name));
+        if (same && (out || f->out)) {
+            char a[1024], b[1024];
+            cx_escape_text(path, a, sizeof a);
+            cx_escape_text(f->path, b, sizeof b);
+            fprintf(stderr, "cattr: %s '%s' is the same file as %s '%s': %s\n", what, a, f->what, b,
+                    out && f->out ? "two outputs cannot share a file" : "an output must not overwrite an input");
+            free(k.name);
+            free(k.path);
+            return false;
+        }
+    }
+    if (!k.path || g_n_files == (int)(sizeof g_files / sizeof *g_files)) { /* more than any command names: unchecked */
+        free(k.name);
+        free(k.path);
+        return true;
+    }
+    g_files[g_n_files++] = k;
+    return true;
+}
+
+bool cli_file_in(const char *path, const char *what) { return file_add(path, what, false); }
+
+bool cli_file_out(const char *path, const char *what) {
+    if (!path || !*path) return true;
+    cx_dest kind;
+    if (cx_output_kind(path, &kind) != CATTR_OK) {
+        char esc[1024];
+        cx_escape_text(cattr_last_error(), esc, sizeof esc);
+        fprintf(stderr, "cattr: %s: %s\n", what, esc);
+        return false;
+    }
+    if (kind == CX_DEST_STREAM) return true; /* /dev/stdout, /dev/null, a pipe: written in place, never replaced */
+    return file_add(path, what, true);
+}
+
+bool cli_folder_in(const char *dir, const char *what) {
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) return true;
+    bool ok = true;
+    for (struct dirent *de; ok && (de = readdir(d));) {
+        if (de->d_name[0] == '.') continue;
+        size_t len = strlen(dir) + strlen(de->d_name) + 2;
+        char *full = malloc(len);
+        struct stat sb;
+        if (!full) break;
+        snprintf(full, len, "%s/%s", dir, de->d_name);
+        if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) ok = file_add(full, what, false);
+        free(full);
+    }
+    closedir(d);
+    return ok;
+}
+
+bool cli_ranks_agree(int argc, char **argv, const char *const *paths, int n_paths) {
+    if (mpi_driver_size() < 2) return true;
+    uint64_t h = 0;
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--quiet") && strcmp(argv[i], "-q")) h = mpi_driver_hash(h, argv[i], strlen(argv[i]) + 1);
+    for (int k = 0; k < n_paths; k++) {
+        uint64_t fp = 0;
+        if (paths[k] && cx_file_fingerprint(paths[k], false, &fp) != CATTR_OK) fp = 1; /* its loader will say why */
+        h = mpi_driver_hash(h, &fp, sizeof fp);
+    }
+    int odd = mpi_driver_agree(h);
+    if (odd && mpi_driver_rank() == 0)
+        fprintf(stderr, "cattr: rank %d does not run the same command as rank 0 (its command line, or the content of "
+                "the files it reads, differs): every rank of the job must run one command\n", odd);
+    return odd == 0;
+}
+
+static bool in_list(const char *s, const char *const *list) {
+    for (; list && *list; list++)
+        if (!strcmp(s, *list)) return true;
+    return false;
+}
+
+cJSON *cli_options_json(int argc, char **argv, const char *const *flags, const char *const *skip) {
+    cJSON *o = cJSON_CreateObject();
+    for (int i = 1; o && i < argc; i++) {
+        const char *k = argv[i], *v = NULL;
+        if (k[0] != '-' || !k[1]) { /* the positional argument */
+            v = k;
+            k = "model";
+        } else if (!in_list(k, flags)) {
+            v = i + 1 < argc ? argv[++i] : NULL;
+        }
+        if (!strcmp(k, "-o")) k = "--output";
+        if (!strcmp(k, "-q")) k = "--quiet";
+        if (in_list(k, skip)) continue;
+        cJSON *val = v ? cJSON_CreateString(v) : cJSON_CreateTrue(), *old = cJSON_GetObjectItemCaseSensitive(o, k);
+        if (!val) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        if (!old) {
+            cJSON_AddItemToObject(o, k, val);
+        } else { /* given again: the values in order */
+            if (!cJSON_IsArray(old)) {
+                cJSON *arr = cJSON_CreateArray();
+                cJSON_AddItemToArray(arr, cJSON_Duplicate(old, true));
+                cJSON_ReplaceItemInObjectCaseSensitive(o, k, arr);
+                old = arr;
+            }
+            cJSON_AddItemToArray(old, val);
+        }
+    }
+    return o;
+}
+
+int cli_json_diff(const cJSON *here, const cJSON *there, char *out, size_t size) {
+    size_t at = 0;
+    int nd = 0;
+    if (size) out[0] = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const cJSON *a = pass ? there : here, *b = pass ? here : there, *it;
+        cJSON_ArrayForEach(it, a) {
+            const cJSON *o = b ? cJSON_GetObjectItemCaseSensitive(b, it->string) : NULL;
+            if (pass && o) continue; /* compared in the first pass */
+            char *ta = cJSON_PrintUnformatted(it), *tb = o ? cJSON_PrintUnformatted(o) : NULL;
+            if (ta && (!tb || strcmp(ta, tb))) {
+                const char *h = pass ? tb : ta, *t = pass ? ta : tb;
+                if (nd < 4 && at < size)
+                    at += (size_t)snprintf(out + at, size - at, "%s%s %s here, %s in the file", at ? "; " : "",
+                                           it->string, h ? h : "not given", t ? t : "not given");
+                else if (nd == 4 && at < size)
+                    at += (size_t)snprintf(out + at, size - at, "; ...");
+                nd++;
+            }
+            free(ta);
+            free(tb);
+        }
+    }
+    return nd;
 }
 
 static cattr_status put_text(FILE *f, void *ctx) { return fputs((const char *)ctx, f) < 0 ? CATTR_ERR_IO : CATTR_OK; }

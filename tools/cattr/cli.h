@@ -34,9 +34,37 @@ bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, lon
 /* Checks a --device value (cattr_device_check); prints the error and returns false when it names no device of this
  * build. */
 bool cli_device_arg(const char *name);
+/* The files a command reads and writes, registered before any output is touched: an output may be neither the same file
+ * as an input nor another output of the command (the same st_dev/st_ino; for a file not yet there, the same folder and
+ * name; hard links and links to the same file count as the same). cli_file_out also checks that the path may be
+ * written (cx_output_kind: not a directory, not a link to a file). `what` names the option in the message. Each
+ * returns false with the message printed ("--output 'a.npy' is the same file as --input 'x/../a.npy'"). A path that
+ * cannot be examined as an input is left to the loader's own message. */
+bool cli_file_in(const char *path, const char *what);
+bool cli_file_out(const char *path, const char *what);
+/* Every regular file directly inside a folder, as inputs (a checkpoint). */
+bool cli_folder_in(const char *dir, const char *what);
+/* Forgets the registered files (a command run twice in one process, as the tests do). */
+void cli_files_reset(void);
+
+/* Under MPI (collective): whether every rank runs the same command as rank 0: the same command line (but --quiet) and
+ * the same content in the files and folders `paths` names (cx_file_fingerprint, without times: copies on several
+ * machines agree). Rank 0 prints which rank differs; every rank returns false then. True without MPI. */
+bool cli_ranks_agree(int argc, char **argv, const char *const *paths, int n_paths);
+
+/* The options of a command line as a JSON object, to record what made an output and to tell a rerun with other options:
+ * "--steps": "16", a flag (listed in `flags`, NULL-terminated): true, an option given several times: an array of its
+ * values in order; the positional argument (the model or checkpoint) as "model". Options in `skip` (NULL-terminated)
+ * are left out (--output, --quiet...). NULL when out of memory. */
+struct cJSON;
+struct cJSON *cli_options_json(int argc, char **argv, const char *const *flags, const char *const *skip);
+/* What differs between two such objects (every key of either, compared by their JSON texts), as "--steps "7" here,
+ * "16" in the file; ..." in out (at most four, then "..."). Returns the number of differing keys. */
+int cli_json_diff(const struct cJSON *here, const struct cJSON *there, char *out, size_t size);
+
 /* Writes `text` to `path` atomically (cx_write_file_atomic). Errors: CATTR_ERR_IO naming the path. */
 cattr_status cli_write_text_file(const char *path, const char *text);
-/* Parses a byte size: 512M, 2G, 1000000. */
+/* Parses a byte size: 512M, 2G, 1T (binary multiples; an optional i and B: 2GiB), 1000000. */
 bool cli_parse_size(const char *s, size_t *out);
 
 /* --split: one attribution cut into as many parts as there are MPI ranks (one process without mpirun), each part made

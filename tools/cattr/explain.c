@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -827,26 +828,16 @@ typedef struct stream_run {
     target_buf tb;              /* an explicit target for the whole dataset (kind NONE: each batch's prediction) */
     bool dist;
     int64_t R, bs, first;       /* rows, rows per batch, the first batch still to do */
-    uint64_t key;               /* the command's fingerprint, in the progress file */
-    cx_rows_writer *w;          /* rank 0: OUTPUT.part, opened with the first result */
+    cJSON *identity;            /* rank 0: what makes the output (the progress file without rows_done) */
+    int part_fd;                /* rank 0: OUTPUT.part, open and locked from the start */
+    cx_rows_writer *w;          /* rank 0: the writer on it, from the first result */
     char *progress;             /* rank 0: OUTPUT.part.json */
     double start;
     bool show;
     int64_t done;
 } stream_run;
 
-/* The FNV-1a hash of the command line (but --quiet, -q) and the dataset's row count: a progress file is resumed only by
- * the same command. */
-static uint64_t command_key(int argc, char **argv, int64_t rows) {
-    uint64_t h = 1469598103934665603ull;
-    for (int i = 0; i < argc; i++)
-        for (const unsigned char *p = (const unsigned char *)argv[i]; strcmp(argv[i], "--quiet") && strcmp(argv[i], "-q"); p++) {
-            h = (h ^ *p) * 1099511628211ull;
-            if (!*p) break;
-        }
-    for (int k = 0; k < 8; k++) h = (h ^ (uint8_t)((uint64_t)rows >> (8 * k))) * 1099511628211ull;
-    return h;
-}
+static cattr_status progress_write(stream_run *s, int64_t rows_done);
 
 /* Appends tensor t (dtype, ndim, shape, data) to the result bytes. */
 static bool put_tensor(char **buf, size_t *len, size_t *cap, const cattr_tensor *t) {
@@ -1023,15 +1014,9 @@ static int stream_deliver(int64_t item, int status, const char *data, size_t len
             else snprintf(names[i], sizeof names[i], "delta");
             nm[i] = names[i];
         }
-        bool resumed = false;
-        st = cx_rows_writer_open(a->output, nw, nm, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, s->first > 0, &s->w,
-                                 &resumed);
-        if (st == CATTR_OK && s->first > 0 && !resumed) {
-            cx_rows_writer_free(s->w);
-            s->w = NULL;
-            st = cx_fail(CATTR_ERR_IO, "'%s.part' does not match its progress file '%s' (another command's?): remove "
-                         "both to start over", a->output, s->progress);
-        }
+        st = cx_rows_writer_open(a->output, s->part_fd, nw, nm, dt, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh,
+                                 s->first > 0, &s->w);
+        s->part_fd = -1; /* the writer's from here */
     }
     int nw = s->w && ends_with(a->output, ".npy") ? 1 : cnt;
     for (int i = 0; i < nw && st == CATTR_OK; i++) {
@@ -1043,12 +1028,7 @@ static int stream_deliver(int64_t item, int status, const char *data, size_t len
     for (int i = 0; i < cnt; i++) cattr_tensor_free(t[i]);
     if (st == CATTR_OK) st = cx_rows_writer_sync(s->w);
     int64_t b1 = b0 + s->bs < s->R ? b0 + s->bs : s->R;
-    if (st == CATTR_OK) {
-        char text[256];
-        snprintf(text, sizeof text, "{\"command\": \"%016llx\", \"rows\": %lld, \"batch_size\": %lld, \"rows_done\": %lld}\n",
-                 (unsigned long long)s->key, (long long)s->R, (long long)s->bs, (long long)b1);
-        st = cli_write_text_file(s->progress, text);
-    }
+    if (st == CATTR_OK) st = progress_write(s, b1);
     if (st != CATTR_OK) {
         if (s->show) fprintf(stderr, "\n");
         return cli_error(st, "cannot write the output");
@@ -1058,45 +1038,223 @@ static int stream_deliver(int64_t item, int status, const char *data, size_t len
     return 0;
 }
 
-/* The first batch to do according to a progress file's text (OUTPUT.part.json): rows_done / batch_size when the
- * file names this command (key), this row count and batch size; -1 when it is another command's; 0 when it cannot
- * be read. */
-static int64_t progress_first_batch(const char *text, uint64_t key_v, int64_t rows, int64_t bs) {
-    cJSON *j = cJSON_Parse(text);
-    if (!j) return 0;
-    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "command"), *r = cJSON_GetObjectItemCaseSensitive(j, "rows"),
-                *b = cJSON_GetObjectItemCaseSensitive(j, "batch_size"),
-                *d = cJSON_GetObjectItemCaseSensitive(j, "rows_done");
-    char key[32];
-    snprintf(key, sizeof key, "%016llx", (unsigned long long)key_v);
-    int64_t first = -1;
-    if (cJSON_IsString(c) && strcmp(c->valuestring, key) == 0 && cJSON_IsNumber(r) && r->valuedouble == (double)rows &&
-        cJSON_IsNumber(b) && b->valuedouble == (double)bs && bs > 0 && cJSON_IsNumber(d) && d->valuedouble >= 0 &&
-        d->valuedouble <= (double)rows)
-        first = (int64_t)d->valuedouble / bs;
+/* The progress file (OUTPUT.part.json): what makes the output and how far it got,
+ *     {"cattr_progress":1,"command":"explain","rows":R,"batch_size":N,"options":{...},
+ *      "files":[{"what":"--input 1","path":"x.npy","fingerprint":"16 hex digits"},...],"rows_done":K}
+ * options: the command line's (cli_options_json) but --output, --quiet and --max-memory (which only sizes the chunks);
+ * files: the fingerprints of the model and of every file an option names (cx_file_fingerprint with times: a file
+ * rewritten since is noticed). A rerun resumes only when all of it but rows_done is the same. */
+#define PROGRESS_VERSION 1
+
+/* The path of a tensor option's file (FILE.safetensors:NAME names FILE). */
+static void spec_path(const char *spec, char *out, size_t size) {
+    snprintf(out, size, "%s", spec);
+    char *c = strstr(out, ".safetensors:");
+    if (c) c[strlen(".safetensors")] = 0;
+}
+
+/* This run's identity: the progress file's fields but rows_done. NULL with a message printed on failure. */
+static cJSON *run_identity(const explain_args *a, int argc, char **argv, int64_t rows) {
+    static const char *const flags[] = {"--layer-input", "--draw-baseline-from-distrib", "--overlay", "--heatmap",
+                                        "--quiet", "-q", "--signed", "--no-multiply-by-inputs", "--no-delta",
+                                        "--precision-error", NULL};
+    static const char *const skip[] = {"--output", "--quiet", "--max-memory", NULL};
+    cJSON *j = cJSON_CreateObject();
+    if (!j) return NULL;
+    cJSON_AddNumberToObject(j, "cattr_progress", PROGRESS_VERSION);
+    cJSON_AddStringToObject(j, "command", "explain");
+    cJSON_AddNumberToObject(j, "rows", (double)rows);
+    cJSON_AddNumberToObject(j, "batch_size", (double)a->batch_size);
+    cJSON *opts = cli_options_json(argc, argv, flags, skip), *files = cJSON_AddArrayToObject(j, "files");
+    if (!opts || !files) {
+        cJSON_Delete(opts);
+        cJSON_Delete(j);
+        cli_error(CATTR_ERR_NO_MEMORY, "out of memory");
+        return NULL;
+    }
+    cJSON_AddItemToObject(j, "options", opts);
+    struct { const char *what; const char *const *v; int n; } groups[] = {
+        {"model", &a->model, 1}, {"--input", a->inputs, a->n_in}, {"--additional", a->additional, a->n_add},
+        {"--baseline", a->baselines, a->n_base}, {"--feature-mask", a->masks, a->n_masks},
+        {"--target-file", &a->target_file, a->target_file ? 1 : 0}};
+    for (size_t g = 0; g < sizeof groups / sizeof *groups; g++)
+        for (int i = 0; i < groups[g].n; i++) {
+            double num;
+            if (!strcmp(groups[g].what, "--baseline") && cli_parse_double(groups[g].v[i], &num)) continue; /* a number */
+            char path[4096], what[64], hex[17];
+            spec_path(groups[g].v[i], path, sizeof path);
+            uint64_t fp = 0;
+            cattr_status st = cx_file_fingerprint(path, true, &fp);
+            if (st != CATTR_OK) {
+                cJSON_Delete(j);
+                cli_error(st, groups[g].what);
+                return NULL;
+            }
+            snprintf(what, sizeof what, groups[g].n > 1 ? "%s %d" : "%s", groups[g].what, i + 1);
+            snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fp);
+            cJSON *f = cJSON_CreateObject();
+            cJSON_AddStringToObject(f, "what", what);
+            cJSON_AddStringToObject(f, "path", path);
+            cJSON_AddStringToObject(f, "fingerprint", hex);
+            cJSON_AddItemToArray(files, f);
+        }
+    return j;
+}
+
+/* Writes the progress file: the identity and rows_done. */
+static cattr_status progress_write(stream_run *s, int64_t rows_done) {
+    cJSON *j = cJSON_Duplicate(s->identity, true);
+    if (j) cJSON_AddNumberToObject(j, "rows_done", (double)rows_done);
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
     cJSON_Delete(j);
+    if (!text) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    size_t n = strlen(text);
+    char *line = malloc(n + 2);
+    cattr_status st = line ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (line) {
+        memcpy(line, text, n);
+        memcpy(line + n, "\n", 2);
+        st = cli_write_text_file(s->progress, line);
+    }
+    free(line);
+    free(text);
+    return st;
+}
+
+/* A progress file's text against this run's identity: the first row to do (>= 0, a multiple of the batch size), or -1
+ * with what differs in msg (the file is another command's, or not a progress file of cattr). */
+static int64_t progress_check(const char *text, const cJSON *id, const char *part, char *msg, size_t size) {
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "cattr_progress"),
+                *rows = cJSON_GetObjectItemCaseSensitive(j, "rows"),
+                *bs = cJSON_GetObjectItemCaseSensitive(j, "batch_size"),
+                *done = cJSON_GetObjectItemCaseSensitive(j, "rows_done"),
+                *opts = cJSON_GetObjectItemCaseSensitive(j, "options"),
+                *files = cJSON_GetObjectItemCaseSensitive(j, "files");
+    int64_t first = -1;
+    double R = cJSON_GetObjectItemCaseSensitive(id, "rows")->valuedouble,
+           B = cJSON_GetObjectItemCaseSensitive(id, "batch_size")->valuedouble;
+    char diff[1536];
+    if (!cJSON_IsObject(j) || !cJSON_IsNumber(ver) || ver->valuedouble != PROGRESS_VERSION || !cJSON_IsNumber(rows) ||
+        !cJSON_IsNumber(bs) || !cJSON_IsNumber(done) || !cJSON_IsObject(opts) || !cJSON_IsArray(files)) {
+        snprintf(msg, size, "its progress file is not one this version of cattr writes");
+    } else if (cli_json_diff(cJSON_GetObjectItemCaseSensitive(id, "options"), opts, diff, sizeof diff)) {
+        snprintf(msg, size, "it is another command's (%s)", diff);
+    } else if (rows->valuedouble != R || bs->valuedouble != B) {
+        snprintf(msg, size, "it is a run over %.0f rows in batches of %.0f (this one: %.0f rows)", rows->valuedouble,
+                 bs->valuedouble, R);
+    } else if (!((done->valuedouble >= 0 && done->valuedouble <= R && B > 0 && fmod(done->valuedouble, B) == 0) ||
+                 done->valuedouble == R)) {
+        snprintf(msg, size, "its progress file says %.0f rows are done, which is not a whole number of batches",
+                 done->valuedouble);
+    } else {
+        const cJSON *want = cJSON_GetObjectItemCaseSensitive(id, "files"), *f, *g = files->child;
+        msg[0] = 0;
+        cJSON_ArrayForEach(f, want) {
+            const cJSON *w = cJSON_GetObjectItemCaseSensitive(f, "what"), *p = cJSON_GetObjectItemCaseSensitive(f, "path"),
+                        *fp = cJSON_GetObjectItemCaseSensitive(f, "fingerprint"),
+                        *gfp = g ? cJSON_GetObjectItemCaseSensitive(g, "fingerprint") : NULL;
+            if (!cJSON_IsString(gfp) || strcmp(gfp->valuestring, fp->valuestring)) {
+                snprintf(msg, size, "the content of %s '%s' changed since it was begun", w->valuestring, p->valuestring);
+                break;
+            }
+            g = g->next;
+        }
+        if (!msg[0] && g) snprintf(msg, size, "it reads other files");
+        if (!msg[0]) first = (int64_t)done->valuedouble;
+    }
+    cJSON_Delete(j);
+    (void)part;
     return first;
 }
 
 int cli_progress_fuzz(const unsigned char *data, size_t size) {
-    char *text = malloc(size + 1);
-    if (!text) return 0;
-    memcpy(text, data, size);
-    text[size] = 0;
-    (void)progress_first_batch(text, 0x10d41a5fe5debc17ull, 600, 10);
+    char *text = malloc(size + 1), msg[2048];
+    cJSON *id = cJSON_Parse("{\"cattr_progress\":1,\"command\":\"explain\",\"rows\":600,\"batch_size\":10,"
+                            "\"options\":{\"model\":\"m.onnx\",\"--batch-size\":\"10\"},\"files\":[{\"what\":\"model\","
+                            "\"path\":\"m.onnx\",\"fingerprint\":\"0123456789abcdef\"}]}");
+    if (text && id) {
+        memcpy(text, data, size);
+        text[size] = 0;
+        (void)progress_check(text, id, "x.npy.part", msg, sizeof msg);
+    }
+    cJSON_Delete(id);
     free(text);
     return 0;
 }
 
-/* Rank 0: the first batch to do, from OUTPUT.part.json when it was written by this command (else 0). */
-static int64_t stream_resume_point(stream_run *s) {
-    void *text = NULL;
-    size_t n = 0;
-    if (cx_read_file(s->progress, &text, &n) != CATTR_OK) return 0;
-    int64_t first = progress_first_batch(text, s->key, s->R, s->bs);
-    free(text);
-    if (first < 0 && !s->a->quiet) fprintf(stderr, "cattr: %s is another command's progress: starting over\n", s->progress);
-    return first < 0 ? 0 : first;
+/* Removes OUTPUT.part (while this run holds its lock). */
+static void unlink_part(const char *output) {
+    char part[4096];
+    snprintf(part, sizeof part, "%s.part", output);
+    unlink(part);
+}
+
+/* The files of the command, before any is touched: no output may be an input or another output (cli_file_in/out). */
+static bool register_files(const explain_args *a, bool dataset) {
+    char path[4096];
+    bool ok = cli_file_in(a->model, "the model");
+    struct { const char *what; const char *const *v; int n; } in[] = {
+        {"--input", a->inputs, a->n_in}, {"--additional", a->additional, a->n_add}, {"--baseline", a->baselines, a->n_base},
+        {"--feature-mask", a->masks, a->n_masks}, {"--target-file", &a->target_file, a->target_file ? 1 : 0}};
+    for (size_t g = 0; g < sizeof in / sizeof *in; g++)
+        for (int i = 0; ok && i < in[g].n; i++) {
+            double num;
+            if (!strcmp(in[g].what, "--baseline") && cli_parse_double(in[g].v[i], &num)) continue;
+            spec_path(in[g].v[i], path, sizeof path);
+            ok = cli_file_in(path, in[g].what);
+        }
+    ok = ok && cli_file_out(a->output, "--output") && cli_file_out(a->png, "--png");
+    if (ok && dataset) {
+        snprintf(path, sizeof path, "%s.part", a->output);
+        ok = cli_file_out(path, "--output's part file");
+        snprintf(path, sizeof path, "%s.part.json", a->output);
+        ok = ok && cli_file_out(path, "--output's progress file");
+    }
+    return ok;
+}
+
+/* Rank 0: opens and locks OUTPUT.part and decides where to start: a new run (OUTPUT.part made now, or an empty one left
+ * by a run killed as it began) starts at row 0; an OUTPUT.part with the progress file of this very command resumes
+ * where it stopped; anything else is refused, naming what differs, and nothing is changed. Returns CLI_OK or the exit
+ * code (the message printed). */
+static int stream_open(stream_run *s) {
+    explain_args *a = s->a;
+    cx_dest kind;
+    cattr_status st = cx_output_kind(a->output, &kind);
+    if (st != CATTR_OK) return cli_error(st, "--output");
+    if (kind == CX_DEST_STREAM)
+        return cli_usage_error("--output '%s' is not a file: --batch-size writes '%s.part' and renames it (write to a "
+                               "file, or leave out --batch-size)", a->output, a->output);
+    bool created = false;
+    if ((st = cx_rows_part_open(a->output, &s->part_fd, &created)) != CATTR_OK) return cli_error(st, "--output");
+    struct stat sb;
+    bool empty = fstat(s->part_fd, &sb) == 0 && sb.st_size == 0;
+    s->first = 0;
+    if (!created && !empty) { /* a part file with rows: resumed only when its progress file is this command's */
+        void *text = NULL;
+        size_t n = 0;
+        char msg[2048];
+        int64_t row = -1;
+        if (cx_read_file(s->progress, &text, &n) != CATTR_OK)
+            snprintf(msg, sizeof msg, "its progress file '%s' is missing or unreadable", s->progress);
+        else
+            row = progress_check(text, s->identity, a->output, msg, sizeof msg);
+        free(text);
+        if (row < 0)
+            return cli_usage_error("'%s.part' is not an unfinished run of this command: %s. To finish that run, rerun "
+                                   "the command that began it; to start this one, remove '%s.part' and '%s'",
+                                   a->output, msg, a->output, s->progress);
+        s->first = row / s->bs;
+        if (row >= s->R) s->first = (s->R + s->bs - 1) / s->bs; /* every row is there: only the rename is left */
+        return CLI_OK;
+    }
+    st = progress_write(s, 0);
+    if (st != CATTR_OK) {
+        if (created) unlink_part(a->output);
+        return cli_error(st, "cannot write the progress file");
+    }
+    return CLI_OK;
 }
 
 static int explain_stream(explain_args *a, int argc, char **argv) {
@@ -1104,6 +1262,7 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
     memset(&s, 0, sizeof s);
     s.a = a;
     s.bs = a->batch_size;
+    s.part_fd = -1;
     cattr_tensor *base[MAXT] = {0}, *masks[MAXT] = {0}, *add[MAXT] = {0};
     s.base = base;
     s.masks = masks;
@@ -1114,9 +1273,18 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
         return CLI_FAIL;
     }
     rank = mpi_driver_rank();
-    cattr_status st = cattr_model_load_onnx(a->model, &s.m);
-    if (st == CATTR_OK) st = cattr_model_set_device(s.m, a->p.device);
-    if (st != CATTR_OK) rc = cli_error(st, "cannot load model");
+    /* rank 0 (the only one that writes) checks the files; every rank that it runs rank 0's command */
+    if (rank == 0 && !register_files(a, true)) rc = CLI_USAGE;
+    rc = mpi_driver_max(rc);
+    const char *agree[1 + MAXT] = {a->model};
+    for (int i = 0; i < a->n_in; i++) agree[1 + i] = a->inputs[i];
+    if (rc == CLI_OK && !cli_ranks_agree(argc, argv, agree, 1 + a->n_in)) rc = CLI_USAGE;
+    cattr_status st = CATTR_OK;
+    if (rc == CLI_OK) {
+        st = cattr_model_load_onnx(a->model, &s.m);
+        if (st == CATTR_OK) st = cattr_model_set_device(s.m, a->p.device);
+        if (st != CATTR_OK) rc = cli_error(st, "cannot load model");
+    }
     for (int i = 0; i < a->n_in && rc == CLI_OK; i++)
         if ((st = cx_rows_open(a->inputs[i], &s.rd[i])) != CATTR_OK) rc = cli_error(st, "cannot read --input");
     s.R = rc == CLI_OK ? s.rd[0].shape[0] : 0;
@@ -1132,18 +1300,17 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
     if (rc == CLI_OK && (st = cattr_explainer_new(s.m, &a->p, &s.e)) != CATTR_OK) rc = cli_error(st, "bad parameters");
     s.dist = a->p.method == CATTR_METHOD_DEEPLIFT_SHAP || a->p.method == CATTR_METHOD_GRADIENT_SHAP ||
              a->p.draw_baseline_from_distrib;
-    s.key = command_key(argc, argv, s.R);
-    /* every rank must have set up; then rank 0 finds where to resume and tells the others */
+    /* every rank must have set up; then rank 0 opens the output, finds where to start and tells the others */
     rc = mpi_driver_max(rc);
     int64_t hdr[2] = {rc, 0};
     size_t ol = strlen(a->output);
     if (rank == 0 && rc == CLI_OK) {
         s.progress = malloc(ol + 16);
-        if (!s.progress) hdr[0] = rc = cli_usage_error("out of memory");
-        else {
-            snprintf(s.progress, ol + 16, "%s.part.json", a->output);
-            hdr[1] = s.first = stream_resume_point(&s);
-        }
+        if (!s.progress) hdr[0] = rc = cli_error(CATTR_ERR_NO_MEMORY, "out of memory");
+        else snprintf(s.progress, ol + 16, "%s.part.json", a->output);
+        if (rc == CLI_OK && !(s.identity = run_identity(a, argc, argv, s.R))) hdr[0] = rc = CLI_USAGE;
+        if (rc == CLI_OK) hdr[0] = rc = stream_open(&s);
+        hdr[1] = s.first;
     }
     mpi_driver_bcast(hdr, sizeof hdr);
     rc = (int)hdr[0];
@@ -1151,18 +1318,26 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
     int64_t nb = s.bs ? (s.R + s.bs - 1) / s.bs : 0;
     if (rc == CLI_OK) {
         s.start = now_s();
-        s.done = s.first * s.bs;
+        s.done = s.first * s.bs < s.R ? s.first * s.bs : s.R;
         s.show = rank == 0 && !a->quiet && isatty(STDERR_FILENO);
         if (rank == 0 && s.first > 0 && !a->quiet)
             fprintf(stderr, "cattr: resuming %s after row %lld of %lld\n", a->output, (long long)s.done, (long long)s.R);
         int frc = mpi_driver_farm(nb - s.first, stream_work, stream_deliver, &s);
         if (rank == 0) {
             if (s.show) stream_show(&s, true);
-            if (frc != 0) rc = frc < 0 ? CLI_FAIL : frc;
-            else if (!s.w && s.R > 0) rc = cli_usage_error("no batch was attributed");
-            else {
-                st = s.w ? cx_rows_writer_finish(s.w) : CATTR_OK;
+            if (frc != 0) {
+                rc = frc < 0 ? CLI_FAIL : frc;
+                if (s.done == 0) { /* nothing was written: no part file is left behind */
+                    cx_rows_writer_free(s.w);
+                    s.w = NULL;
+                    unlink_part(a->output);
+                    remove(s.progress);
+                }
+            } else {
+                if (s.w) st = cx_rows_writer_finish(s.w);
+                else st = cx_rows_part_commit(a->output, s.part_fd); /* every row was there already */
                 s.w = NULL;
+                s.part_fd = -1;
                 if (st != CATTR_OK) rc = cli_error(st, "cannot write the output");
                 else {
                     remove(s.progress);
@@ -1178,6 +1353,8 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
         rc = (int)final;
     }
     cx_rows_writer_free(s.w); /* an interrupted run keeps OUTPUT.part for the rerun */
+    if (s.part_fd >= 0) close(s.part_fd);
+    cJSON_Delete(s.identity);
     free(s.progress);
     free(s.tb.idx);
     for (int i = 0; i < MAXT; i++) {
@@ -1204,7 +1381,13 @@ int cmd_explain(int argc, char **argv) {
         fprintf(stderr, "cattr: MPI cannot start (CATTR_NO_MPI=1 runs without it)\n");
         return CLI_FAIL;
     }
-    rc = explain_one(&a);
+    /* rank 0 (the only one that writes) checks the files; under --split every rank that it runs rank 0's command */
+    if (mpi_driver_rank() == 0 && !register_files(&a, false)) rc = CLI_USAGE;
+    if (a.split) {
+        rc = mpi_driver_max(rc);
+        if (rc == CLI_OK && !cli_ranks_agree(argc, argv, &a.model, 1)) rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK) rc = explain_one(&a);
     if (a.split) mpi_driver_stop();
     return rc;
 }

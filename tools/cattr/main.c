@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include "core/core.h"
+#include "io/fileutil.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -67,7 +68,16 @@ int main(int argc, char **argv) {
             }
         }
         argc = n + 1;
-        if (profile) cattr_profile_begin();
+        cli_files_reset();
+        if (profile) { /* a .json trace, or a stream such as /dev/stdout; never one of the command's other files */
+            cx_dest kind = CX_DEST_NEW;
+            size_t pl = strlen(profile);
+            if (cx_output_kind(profile, &kind) == CATTR_OK && kind != CX_DEST_STREAM &&
+                (pl < 5 || strcmp(profile + pl - 5, ".json") != 0))
+                return cli_usage_error("--profile writes a Chrome trace: give a FILE.json, not '%s'", profile);
+            if (!cli_file_out(profile, "--profile")) return CLI_USAGE;
+            cattr_profile_begin();
+        }
         int rc = fn(argc - 1, argv + 1);
         if (profile) {
             char *summary = NULL;

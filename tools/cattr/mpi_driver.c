@@ -146,7 +146,8 @@ static void send_result(outbox *ob, int64_t item, int32_t status, char *data, si
 
 typedef struct farm0 {
     int64_t n, deliver_next, received;
-    int stop;          /* the first fatal status or deliver's non-zero return; then nothing more is taken */
+    int stop;          /* a fatal status came (or deliver failed): nothing more is taken */
+    int rc;            /* what the farm returns: deliver's non-zero return, or the fatal status once delivered */
     char **data;       /* results waiting for their turn */
     size_t *len;
     int *status;
@@ -156,7 +157,7 @@ typedef struct farm0 {
 } farm0;
 
 static void store(farm0 *f, int64_t item, int status, char *data, size_t len) {
-    if (status < 0 && !f->stop) f->stop = status;
+    if (status < 0) f->stop = 1;
     if (item < 0 || item >= f->n || f->have[item]) { /* not a result of this farm: ignore */
         free(data);
         return;
@@ -167,14 +168,17 @@ static void store(farm0 *f, int64_t item, int status, char *data, size_t len) {
     f->have[item] = 1;
 }
 
-/* Passes the results that are next in item order to deliver. */
+/* Passes the results that are next in item order to deliver, up to and including the first fatal one (delivered so that
+ * its message is reported; the items before it are delivered too, so their work is kept). */
 static void flush(farm0 *f) {
-    while (!f->stop && f->deliver_next < f->n && f->have[f->deliver_next]) {
+    while (!f->rc && f->deliver_next < f->n && f->have[f->deliver_next]) {
         int64_t k = f->deliver_next++;
         int rc = f->deliver(k, f->status[k], f->data[k], f->len[k], f->user);
         free(f->data[k]);
         f->data[k] = NULL;
-        if (rc) f->stop = rc;
+        if (f->status[k] < 0) f->rc = rc ? rc : f->status[k];
+        else if (rc) f->rc = rc;
+        if (f->rc) f->stop = 1;
     }
 }
 
@@ -255,7 +259,7 @@ static int farm_root(int64_t n, MPI_Win win, mpi_driver_work_fn work, mpi_driver
     free(f.len);
     free(f.status);
     free(f.have);
-    return f.stop;
+    return f.rc;
 }
 
 /* ---- the other ranks ---- */
@@ -312,13 +316,34 @@ int mpi_driver_farm(int64_t n, mpi_driver_work_fn work, mpi_driver_deliver_fn de
         char *data = NULL;
         size_t len = 0;
         int status = work(k, &data, &len, user);
-        if (status < 0) {
-            free(data);
-            return status;
-        }
-        int rc = deliver(k, status, data, len, user);
+        int rc = deliver(k, status, data, len, user); /* a fatal result too: deliver reports its message */
         free(data);
+        if (status < 0) return rc ? rc : status;
         if (rc) return rc;
     }
+    return 0;
+}
+
+uint64_t mpi_driver_hash(uint64_t h, const void *data, size_t len) {
+    const unsigned char *p = data;
+    if (!h) h = 1469598103934665603ull;
+    for (size_t k = 0; k < len; k++) h = (h ^ p[k]) * 1099511628211ull;
+    return h;
+}
+
+int mpi_driver_agree(uint64_t digest) {
+#ifdef CATTR_HAVE_MPI
+    if (g_size > 1) {
+        uint64_t *all = malloc((size_t)g_size * sizeof *all);
+        if (!all) MPI_Abort(MPI_COMM_WORLD, 2);
+        MPI_Allgather(&digest, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, MPI_COMM_WORLD);
+        int odd = 0;
+        for (int r = 1; r < g_size && !odd; r++)
+            if (all[r] != all[0]) odd = r;
+        free(all);
+        return odd;
+    }
+#endif
+    (void)digest;
     return 0;
 }

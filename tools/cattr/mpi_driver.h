@@ -23,9 +23,9 @@
  * item >= n. Rank 0 polls (MPI_Iprobe, never a blocking receive) between its own items and while it waits for the
  * last results, buffers the results that arrive ahead of their turn and passes them to `deliver` strictly in item
  * order, so that the output equals one process's. When `work` reports a fatal error (status < 0) or `deliver` returns
- * non-zero, rank 0 sets the counter to n (no rank takes another item), delivers nothing more, collects the results of
- * the items already taken and returns that code. The ranks then meet in an MPI_Ibarrier (waited for by polling) and
- * free the window.
+ * non-zero, rank 0 sets the counter to n (no rank takes another item), collects the results of the items already
+ * taken, delivers those before the fatal one and the fatal one itself (its message), and returns that code. The
+ * ranks then meet in an MPI_Ibarrier (waited for by polling) and free the window.
  *
  * Faults: inside the farm no rank waits in a blocking MPI call for another rank (they poll and sleep 0.2 ms; the
  * broadcasts around the farm are short), and in any case a rank that dies (a crash, kill -9, out of memory) is
@@ -55,15 +55,24 @@ void mpi_driver_bcast(void *buf, size_t len);
 /* The largest of every rank's v (collective; v itself without MPI): for the ranks to agree on a status. */
 int mpi_driver_max(int v);
 
+/* Whether every rank runs the same command (collective): each passes a digest of what it was asked to do (its command
+ * line, the fingerprints of the files it reads); returns 0 when all agree, else on every rank the lowest rank whose
+ * digest differs from rank 0's. 0 without MPI. */
+int mpi_driver_agree(uint64_t digest);
+/* FNV-1a over len bytes, continuing from h (0 to start): for the digest above. */
+uint64_t mpi_driver_hash(uint64_t h, const void *data, size_t len);
+
 /* Computes item `item` on this rank: sets *data (malloc'ed, freed by the driver; NULL with *len 0 for nothing) and
  * returns a status: 0 done, > 0 done but failed (the result is delivered all the same), < 0 fatal (stop the farm). */
 typedef int (*mpi_driver_work_fn)(int64_t item, char **data, size_t *len, void *user);
 /* On rank 0 only, in item order: one item's result. Returns 0, or non-zero to stop the farm (that value is returned
- * by mpi_driver_farm). */
+ * by mpi_driver_farm). A fatal result (status < 0) is delivered too, after every item before it, so that its message
+ * (in data) is reported; it stops the farm, and nothing after it is delivered. */
 typedef int (*mpi_driver_deliver_fn)(int64_t item, int status, const char *data, size_t len, void *user);
 
 /* Runs items 0..n-1 over every rank (collective: every rank calls it with the same n). On rank 0 returns 0 when
- * every item was delivered, the first fatal status of `work` (< 0) or the first non-zero return of `deliver`; on the
+ * every item was delivered, deliver's return for the first fatal result (or that status when deliver returns 0), or the
+ * first non-zero return of `deliver`; on the
  * other ranks 0 (they learn the outcome from rank 0, with mpi_driver_bcast). */
 int mpi_driver_farm(int64_t n, mpi_driver_work_fn work, mpi_driver_deliver_fn deliver, void *user);
 
