@@ -217,5 +217,36 @@ mpi 2 explain $model --input $head_rows --method saliency --split steps --output
 rc=$?
 [ $rc -eq 2 ] && ! [ -e "$tmp/sx.npy" ] && ok || bad "split saliency: exit $rc, expected 2 and no output"
 
+# ranks that do not run the same command (another option on one rank): refused before any work, with one message
+# naming the rank; nothing written
+for kind in dataset corpus split; do
+    case $kind in
+        dataset) set -- explain $model --input "$tmp/ds.npy" --steps 8 --batch-size 4 --output "$tmp/mix.npy" -q; extra="--steps 16" ;;
+        corpus) set -- explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/mix.jsonl" -q; extra="--method feature-ablation" ;;
+        split) set -- explain $model --input $head_rows --steps 16 --split steps --output "$tmp/mix.npy" -q; extra="--internal-batch-size 4" ;;
+    esac
+    # shellcheck disable=SC2086
+    timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 "$cattr" "$@" : -n 1 "$cattr" "$@" $extra >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 2 ] && ok || bad "mixed commands ($kind): exit $rc, expected 2"
+    [ "$(grep -c 'rank 1 does not run the same command as rank 0' "$tmp/err")" -eq 1 ] && ok || bad "mixed commands ($kind): not said once: $(cat "$tmp/err")"
+    ! [ -e "$tmp/mix.npy" ] && ! [ -e "$tmp/mix.npy.part" ] && ! [ -e "$tmp/mix.jsonl" ] && ok || bad "mixed commands ($kind): wrote an output"
+done
+# the same command line, but the input's content differs on rank 1 (a stale copy on one machine): refused
+/usr/bin/python3 -c "import numpy as np; np.save('$tmp/ds_b.npy', np.load('$tmp/ds.npy') * 0.5)"
+mkdir -p "$tmp/r0" "$tmp/r1"
+cp "$tmp/ds.npy" "$tmp/r0/in.npy"
+cp "$tmp/ds_b.npy" "$tmp/r1/in.npy"
+abs=$(cd "$(dirname "$cattr")" && pwd)/$(basename "$cattr")
+timeout 120 mpirun --allow-run-as-root --oversubscribe -n 1 --wdir "$tmp/r0" "$abs" explain "$PWD/$model" --input in.npy --steps 8 --batch-size 4 --output "$tmp/mix2.npy" -q : \
+    -n 1 --wdir "$tmp/r1" "$abs" explain "$PWD/$model" --input in.npy --steps 8 --batch-size 4 --output "$tmp/mix2.npy" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 2 ] && grep -q 'rank 1 does not run the same command' "$tmp/err" && ! [ -e "$tmp/mix2.npy" ] && ok || bad "another input on rank 1: exit $rc: $(cat "$tmp/err")"
+# a fatal error in a batch (a NaN row) is reported with its message, by rank 0, once
+/usr/bin/python3 -c "import numpy as np; x = np.load('$tmp/ds.npy'); x[9, 0, 0, 0] = np.nan; np.save('$tmp/dsnan.npy', x)"
+mpi 2 explain $model --input "$tmp/dsnan.npy" --steps 8 --batch-size 4 --output "$tmp/nan.npy" -q >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ $rc -eq 1 ] && [ "$(grep -c 'rows 8 to 12: input 0 has a non-finite value' "$tmp/err")" -eq 1 ] && ok || bad "a NaN row under 2 ranks: exit $rc: $(cat "$tmp/err")"
+
 echo "mpi: $checks checks, $fails failed"
 [ $fails -eq 0 ]

@@ -61,8 +61,27 @@ static void sync_parent_dir(const char *path) {
     close(fd);
 }
 
+/* The descriptor a path names when it is one of the process's own open descriptors (/dev/stdout, /dev/stderr,
+ * /dev/fd/N, /proc/self/fd/N) and that descriptor is open; else -1. Such a path is written through the descriptor,
+ * where a shell's redirection put it (a file, a pipe, a terminal), never replaced. */
+static int own_fd(const char *path) {
+    long n = -1;
+    char *end = NULL;
+    if (!strcmp(path, "/dev/stdout")) n = 1;
+    else if (!strcmp(path, "/dev/stderr")) n = 2;
+    else if (!strncmp(path, "/dev/fd/", 8)) n = strtol(path + 8, &end, 10);
+    else if (!strncmp(path, "/proc/self/fd/", 14)) n = strtol(path + 14, &end, 10);
+    if (end && (*end || end == path + 8 || end == path + 14)) n = -1;
+    if (n < 0 || n > INT_MAX || fcntl((int)n, F_GETFD) < 0) return -1;
+    return (int)n;
+}
+
 cattr_status cx_output_kind(const char *path, cx_dest *kind) {
     *kind = CX_DEST_NEW;
+    if (own_fd(path) >= 0) {
+        *kind = CX_DEST_STREAM;
+        return CATTR_OK;
+    }
     struct stat ls, ts;
     if (lstat(path, &ls) != 0) {
         if (errno == ENOENT) return CATTR_OK; /* a missing folder on the way is reported when the file is created */
@@ -87,15 +106,15 @@ cattr_status cx_output_kind(const char *path, cx_dest *kind) {
 /* A character device or FIFO written in place: opened without blocking (a FIFO nobody reads is an error, not a hang),
  * checked to be what cx_output_kind saw (not a file swapped in since), then written blocking. */
 static cattr_status write_stream(const char *path, cattr_status (*writer)(FILE *f, void *ctx), void *ctx) {
-    int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    int own = own_fd(path), fd = own >= 0 ? fcntl(own, F_DUPFD_CLOEXEC, 3) : open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENXIO) return cx_fail(CATTR_ERR_IO, "cannot write '%s': no process is reading the FIFO", path);
         return cx_fail(CATTR_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
     }
     struct stat sb;
     int fl = fcntl(fd, F_GETFL);
-    if (fstat(fd, &sb) != 0 || !(S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) || fl < 0 ||
-        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+    if (own < 0 && (fstat(fd, &sb) != 0 || !(S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode)) || fl < 0 ||
+                    fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
         close(fd);
         return cx_fail(CATTR_ERR_IO, "'%s' changed while it was opened: not written", path);
     }

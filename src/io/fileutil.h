@@ -18,7 +18,8 @@ typedef enum cx_dest {
 } cx_dest;
 
 /* How `path` may be written as an output. Never through a symbolic link to a file: a link is refused unless it leads
- * to a character device or a FIFO (/dev/stdout is a link to the process's descriptor). Errors: CATTR_ERR_IO naming the
+ * to a character device or a FIFO. The process's own descriptors (/dev/stdout, /dev/stderr, /dev/fd/N,
+ * /proc/self/fd/N, when open) are streams written through the descriptor, wherever it leads. Errors: CATTR_ERR_IO naming the
  * path: a directory, a symbolic link to a file (or a dangling one), a block device, a socket, or a path that cannot be
  * examined. */
 cattr_status cx_output_kind(const char *path, cx_dest *kind);

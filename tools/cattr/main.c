@@ -79,7 +79,9 @@ int main(int argc, char **argv) {
             cattr_profile_begin();
         }
         int rc = fn(argc - 1, argv + 1);
-        if (profile) {
+        if (profile && rc == CLI_USAGE) { /* a command that could not start (its files, its options): no trace */
+            cattr_profile_end(NULL, NULL);
+        } else if (profile) {
             char *summary = NULL;
             cattr_status st = cattr_profile_end(profile, &summary);
             if (st != CATTR_OK) {
