@@ -1,7 +1,8 @@
 /* fuzz_requests.c - libFuzzer harness: the command's resume files on arbitrary bytes. `cattr explain-llm --prompts`
- * corpus mode's parsers (tools/cattr/explain_llm.c): a requests line (its fields and the request's form) and a results
- * file read for a rerun (the ids of its records); and `cattr explain --batch-size` dataset mode's progress file
- * (tools/cattr/explain.c, OUTPUT.part.json). */
+ * corpus mode's parsers (tools/cattr/corpus.c): the input as a requests file (each line's key, id checks and request
+ * fields) and as a results file read for a rerun (its header checked against a run's, the ids and request hashes of
+ * its records, a torn last line dropped: in a temporary file); and `cattr explain --batch-size` dataset mode's progress
+ * file (tools/cattr/explain.c, OUTPUT.part.json) checked against a run's identity. */
 #include "cli.h"
 
 #include <stdint.h>
