@@ -246,6 +246,10 @@ int cattr_method_from_name(const char *name);
 const char *cattr_method_name(cattr_method m);
 /* 1 if this build implements the method, else 0. */
 int cattr_method_implemented(cattr_method m);
+/* 1 if the method attributes a target of the model's output (Captum's `target` argument), 0 if it takes none
+ * (LayerActivation and the neuron methods but NeuronConductance, which attribute a layer's or a neuron's value; a
+ * target given to them is not read), and 0 for an invalid method. */
+int cattr_method_takes_target(cattr_method m);
 
 typedef enum cattr_quadrature {
     CATTR_QUAD_RIEMANN_LEFT = 0,
@@ -262,7 +266,7 @@ const char *cattr_quadrature_name(cattr_quadrature q);
 /* Computes Captum's integration points: alphas[n] and step sizes[n] in float64, exactly as Captum does (riemann
  * alphas float32-rounded via float32 linspace, Gauss-Legendre as numpy.polynomial.legendre.leggauss). The step sizes
  * are returned unrounded; Captum rounds them to float32 before use and cattr does the same internally.
- * Errors: CATTR_ERR_INVALID_ARGUMENT (n < 1, or n < 2 for a riemann rule). */
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (an unknown rule; n outside 1 to 1000001, or 2 to 1000001 for a riemann rule). */
 cattr_status cattr_quadrature_points(cattr_quadrature q, int n, double *alphas, double *step_sizes);
 
 /* Matmul precision: HIGHEST (default) computes in the compute dtype throughout; HIGH rounds the inputs of the
@@ -278,7 +282,11 @@ typedef enum cattr_executor_kind { CATTR_EXEC_PLANNED = 0, CATTR_EXEC_EAGER = 1 
  *  - CATTR_TARGET_NONE: the output must already hold one value per example.
  *  - CATTR_TARGET_INDEX: the same index tuple for every example: output[b, idx[0], ..., idx[n_idx-1]].
  *  - CATTR_TARGET_PER_EXAMPLE: one tuple per example: output[b, idx[b*n_idx + 0], ...]; idx has batch*n_idx ints.
- * `idx` is borrowed. */
+ * `idx` is borrowed. n_idx is from 0 to CATTR_MAX_DIMS - 1 (and the output's rank - 1); a kind, n_idx or n_rows out of
+ * its range is CATTR_ERR_TARGET naming the field and the value. A target given is checked against the model output
+ * for the call's inputs before any work (an index out of range names the allowed range); a method whose attributions
+ * do not depend on a target (LayerActivation, and the neuron methods other than NeuronConductance, whose Captum
+ * classes take none) does not read it beyond those fields. */
 typedef enum cattr_target_kind { CATTR_TARGET_NONE = 0, CATTR_TARGET_INDEX = 1, CATTR_TARGET_PER_EXAMPLE = 2 } cattr_target_kind;
 typedef struct cattr_target {
     cattr_target_kind kind;
@@ -325,10 +333,11 @@ typedef enum cattr_neuron_kind {
 typedef struct cattr_attr_params {
     cattr_method method;
     cattr_dtype dtype;            /* compute dtype: CATTR_FLOAT32 (default) or CATTR_FLOAT64 */
-    int n_steps;                  /* IG: integration steps (default 50) */
+    int n_steps;                  /* IG: integration steps (default 50), 1 to 1000000 */
     cattr_quadrature quadrature;  /* IG: default gausslegendre */
-    int internal_batch_size;      /* IG: rows per chunk as in Captum (0: choose from max_memory) */
-    size_t max_memory;            /* activation memory budget in bytes (0: a quarter of free RAM) */
+    int internal_batch_size;      /* IG: rows per chunk as in Captum (0: choose from max_memory), 0 to 10^9 */
+    size_t max_memory;            /* activation memory budget in bytes (0: a quarter of free RAM); one below a single
+                                   * step, row or sample runs one per pass with a warning, logged once per explainer */
     int multiply_by_inputs;       /* IG, DeepLift, GradientShap: 1 (default) multiplies by (input - baseline) */
     int abs;                      /* Saliency: 1 (default) returns |gradient| */
     int return_convergence_delta; /* methods with a delta: 1 computes it (default 1) */
@@ -341,15 +350,18 @@ typedef struct cattr_attr_params {
     void *progress_user;
     /* ---- methods beyond the gradient family ---- */
     double eps;                   /* DeepLift: |delta in| below which the plain gradient is used (default 1e-10) */
-    int perturbations_per_eval;   /* perturbation methods: perturbations per forward pass (0: from max_memory) */
-    int n_samples;                /* ShapleyValueSampling 25, Lime 25, KernelShap 25, GradientShap 5 */
-    double stdevs;                /* GradientShap / NoiseTunnel noise standard deviation (default 0 / 1) */
+    int perturbations_per_eval;   /* perturbation methods: perturbations per forward pass (0: from max_memory), 0 to
+                                   * 10^8 */
+    int n_samples;                /* ShapleyValueSampling 25, Lime 25, KernelShap 25, GradientShap 5; 1 to 10^8 */
+    double stdevs;                /* GradientShap / NoiseTunnel noise standard deviation (default 0 / 1), finite, >= 0 */
     cattr_noise_tunnel nt_type;   /* NoiseTunnel around the method (default none) */
-    int nt_samples;               /* default 5 */
-    int nt_samples_batch_size;    /* 0: all samples in one batch */
+    int nt_samples;               /* default 5; 1 to 10^6 */
+    int nt_samples_batch_size;    /* 0: all samples in one batch; 0 to 10^6 */
     int draw_baseline_from_distrib;
     uint64_t seed;                /* counter-based generator key for stochastic methods (default 0) */
-    /* Occlusion: window shape and strides per input (without the batch dim); ndim 0 = not given */
+    /* Occlusion: window shape and strides per input (without the batch dim); ndim 0 = not given (strides of 1), from 0
+     * to CATTR_MAX_DIMS; strides_ndim 1 or -1: strides[i][0] for every dim. Sizes are >= 1 (a window at most the
+     * input's size and a stride at most the window's, checked by each call) */
     int sliding_window_ndim[CATTR_MAX_INPUTS];
     int64_t sliding_window[CATTR_MAX_INPUTS][CATTR_MAX_DIMS];
     int strides_ndim[CATTR_MAX_INPUTS];
@@ -366,21 +378,23 @@ typedef struct cattr_attr_params {
     int attribute_to_layer_input; /* use the layer's input instead of its output (and the neuron's input) */
     /* several layers, or the several output tensors of one module, as value names (n_layers 0: `layer` alone) */
     const char *const *layers;
-    int n_layers;
+    int n_layers; /* 0 to CATTR_MAX_OUTPUTS */
     /* neuron methods */
     cattr_neuron_kind neuron_kind;
-    int neuron_ndim;                              /* entries of neuron_index / neuron_slice */
+    int neuron_ndim;                              /* entries of neuron_index / neuron_slice: 1 to CATTR_MAX_DIMS (the
+                                                   * layer's dims without the batch); the indices are checked against
+                                                   * the layer's shape by each call */
     int64_t neuron_index[CATTR_MAX_DIMS];         /* INDEX */
     int64_t neuron_slice[CATTR_MAX_DIMS][3];      /* SLICES: start, stop, step (stop INT64_MAX: to the end) */
     int neuron_slice_is_index[CATTR_MAX_DIMS];    /* SLICES: this dim is a plain index (start) */
-    int neuron_sum_ndim;
+    int neuron_sum_ndim;                          /* 0 to CATTR_MAX_DIMS */
     int64_t neuron_sum_dims[CATTR_MAX_DIMS];      /* SUM */
     int relu_attributions;                        /* LayerGradCam: ReLU on the map (default 0) */
     int attr_dim_summation;                       /* LayerGradCam: sum over channels (default 1) */
     /* Rules for named nodes (replaying a Captum run); n_node_rules 0: the method's rule on every node of the op
      * kinds it acts on */
     const cattr_node_rule *node_rules;
-    int n_node_rules;
+    int n_node_rules; /* 0 to 10^6 */
     /* Language models (cattr_llm_attribute), perturbation methods: 0 (default) computes the unchanged prefix of the
      * ablated sequences once (ablating token i changes nothing before position i) and runs only the positions from
      * i on, when perturbations_per_eval is 0; 1 runs every sequence in full. */
@@ -398,15 +412,20 @@ cattr_attr_params cattr_attr_default_params(cattr_method method);
  * reuses them. The explainer borrows the model: the model must outlive it. */
 typedef struct cattr_explainer cattr_explainer;
 
-/* Errors: CATTR_ERR_INVALID_ARGUMENT (NULL model, bad params), CATTR_ERR_UNSUPPORTED (float64 on a backend without
- * it), CATTR_ERR_NO_MEMORY. */
+/* Every field of params that the method (and its NoiseTunnel) reads is checked against its range (the limits are
+ * beside the fields: beyond them memory or time would explode, and such values are a caller's overflow or a misread
+ * file); fields the method does not read are not. Enums must be one of their values.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (NULL model, a field out of its range: the message names the field, the value
+ * given and the allowed range or names), CATTR_ERR_UNSUPPORTED (float64 on a backend without it),
+ * CATTR_ERR_NO_MEMORY. */
 cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_params *params, cattr_explainer **out);
 void cattr_explainer_free(cattr_explainer *e);
 
 /* Everything one attribution call takes. Pointers are borrowed for the duration of the call. */
 typedef struct cattr_call {
     const cattr_tensor *const *inputs; /* n_inputs tensors, the first model inputs, batch first; float32/float64 */
-    int n_inputs;
+    int n_inputs; /* 1 to CATTR_MAX_INPUTS; n_additional, n_draws and n_layer_masks (0 to CATTR_MAX_OUTPUTS) are >= 0,
+                   * their arrays not NULL when they are not 0: out of range is CATTR_ERR_INVALID_ARGUMENT */
     /* NULL (zeros), or n_inputs entries each NULL (zero), a 0-d tensor (scalar), a tensor of the input's shape, or
      * a tensor with batch 1 (broadcast); for DeepLiftShap and GradientShap, any number of rows (a distribution) */
     const cattr_tensor *const *baselines;
@@ -470,7 +489,7 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
  * and a noise tunnel around IntegratedGradients, DeepLift, FeatureAblation, Occlusion, ShapleyValueSampling, Lime or
  * KernelShap with its partitions of samples (not when replaying explicit draws).
  *
- * cattr_explainer_run_part computes part `part` (0 <= part < n_parts) of the call; *blob (malloc'ed, the caller
+ * cattr_explainer_run_part computes part `part` (0 <= part < n_parts, n_parts >= 1) of the call; *blob (malloc'ed, the caller
  * frees it with free()) receives *len bytes (a part with no chunk is a few bytes). cattr_explainer_combine takes the
  * n_parts blobs in part order and writes what cattr_explainer_run would (attr_out, delta_out).
  * Errors: CATTR_ERR_UNSUPPORTED (another method, a noise tunnel around another method or replaying draws, a model

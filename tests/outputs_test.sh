@@ -139,6 +139,41 @@ grep -q '"rows_done":4' "$tmp/n.npy.part.json" && ok || bad "the rows before the
 run "a NaN in the first batch" 1 "non-finite" -- explain $model --input "$tmp/nan.npy" --batch-size 8 --steps 4 --output "$tmp/n8.npy"
 ! [ -e "$tmp/n8.npy.part" ] && ! [ -e "$tmp/n8.npy.part.json" ] && ok || bad "a run that wrote nothing left its part files"
 
+# --- the sweep: every method with an out-of-range target and with a NaN input, in one call and in dataset mode: a
+# message and exit 1 or 2, never a signal and never an output
+methods="saliency input-x-gradient integrated-gradients deeplift deeplift-shap guided-backprop deconvolution
+guided-gradcam lrp gradient-shap feature-ablation feature-permutation occlusion shapley-value-sampling shapley-values
+lime kernel-shap layer-activation layer-gradient-x-activation layer-gradcam internal-influence layer-conductance
+layer-integrated-gradients layer-deeplift layer-deeplift-shap layer-gradient-shap layer-feature-ablation
+layer-feature-permutation layer-lrp neuron-gradient neuron-integrated-gradients neuron-conductance neuron-deeplift
+neuron-deeplift-shap neuron-gradient-shap neuron-guided-backprop neuron-deconvolution neuron-feature-ablation"
+$py -c "import numpy as np; x = np.load('tests/data/cli/batch2.npy'); x[1, 0, 2, 2] = np.nan; np.save('$tmp/nan2.npy', x)"
+$py -c "import numpy as np; x = np.load('$tmp/ds.npy'); x[1, 0, 2, 2] = np.nan; np.save('$tmp/nan_first.npy', x)"
+sweep() { # sweep NAME WANT ARGS...: exit 1 or 2 with WANT in the message, no output
+    name=$1; sw_want=$2; shift 2
+    "$cattr" explain $model --layer conv2 --neuron 0,1,1 --sliding-window 1,3,3 --n-samples 4 --steps 4 \
+        --baseline models/digits/samples/digit_0.npy --output "$tmp/sw.npy" -q "$@" >"$tmp/stdout" 2>"$tmp/stderr"
+    rc=$?
+    if [ $rc -ne 1 ] && [ $rc -ne 2 ]; then bad "$name: exit $rc: $(head -c 300 "$tmp/stderr")"
+    elif ! grep -qi -- "$sw_want" "$tmp/stderr"; then bad "$name: the message lacks '$sw_want': $(head -c 300 "$tmp/stderr")"
+    elif [ -e "$tmp/sw.npy" ] || [ -e "$tmp/sw.npy.part" ]; then bad "$name: wrote an output"
+    else ok; fi
+    rm -f "$tmp/sw.npy" "$tmp/sw.npy.part" "$tmp/sw.npy.part.json"
+}
+for m in $methods; do
+    case $m in
+        layer-activation | neuron-gradient | neuron-integrated-gradients | neuron-deeplift | neuron-deeplift-shap | \
+            neuron-gradient-shap | neuron-guided-backprop | neuron-deconvolution | neuron-feature-ablation)
+            want="takes no target" ;;
+        *) want="target index 10 is out of range" ;;
+    esac
+    sweep "$m, target 10" "$want" --method $m --input tests/data/cli/batch2.npy --target 10
+    sweep "$m, NaN input" "non-finite" --method $m --input "$tmp/nan2.npy"
+    [ $m = feature-permutation ] && continue # permutes across the batch: no dataset mode
+    sweep "$m, target 10, dataset mode" "$want" --method $m --input "$tmp/ds.npy" --batch-size 4 --target 10
+    sweep "$m, NaN input, dataset mode" "non-finite" --method $m --input "$tmp/nan_first.npy" --batch-size 4
+done
+
 # --- 7. a rerun that differs is refused, naming what differs ----------------------------------------------------------
 rm -f "$tmp/c.jsonl"
 run "a corpus" 0 "" -- explain-llm $tiny --prompts "$tmp/req.jsonl" --output "$tmp/c.jsonl" -q

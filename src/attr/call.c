@@ -24,6 +24,24 @@ static cattr_status check_finite(const cattr_tensor *t, const char *what, int i)
     return CATTR_OK;
 }
 
+/* The target's own fields (its indices against the output are checked by cx_target_mask): the kind, the number of
+ * indices per example, the array, and a per-example target's rows against the batch B. */
+static cattr_status check_target(const cattr_target *t, int64_t B) {
+    if (!t || t->kind == CATTR_TARGET_NONE) return CATTR_OK;
+    if (t->kind != CATTR_TARGET_INDEX && t->kind != CATTR_TARGET_PER_EXAMPLE)
+        return cx_fail(CATTR_ERR_TARGET, "target kind must be one of CATTR_TARGET_NONE (0), CATTR_TARGET_INDEX (1) or "
+                       "CATTR_TARGET_PER_EXAMPLE (2) (got %d)", (int)t->kind);
+    if (t->n_idx < 0 || t->n_idx > CATTR_MAX_DIMS - 1)
+        return cx_fail(CATTR_ERR_TARGET, "target n_idx (indices per example) must be from 0 to %d (got %d)",
+                       CATTR_MAX_DIMS - 1, t->n_idx);
+    if (t->n_idx > 0 && !t->idx)
+        return cx_fail(CATTR_ERR_TARGET, "target n_idx is %d but its idx array is NULL", t->n_idx);
+    if (t->kind == CATTR_TARGET_PER_EXAMPLE && t->n_rows != B)
+        return cx_fail(CATTR_ERR_TARGET, "a per-example target needs n_rows equal to the batch, %lld (got %lld)",
+                       (long long)B, (long long)t->n_rows);
+    return CATTR_OK;
+}
+
 /* Selection mask over one example-block of the output (shape osh, osh[0] = B): 1 where the target picks. */
 cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, double *mask) {
     int64_t B = osh[0], per = cx_numel(ond - 1, osh + 1);
@@ -39,8 +57,8 @@ cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, 
         return CATTR_OK;
     }
     if (t->n_idx < 0 || t->n_idx > ond - 1 || (t->n_idx > 0 && !t->idx))
-        return cx_fail(CATTR_ERR_TARGET, "a target of %d indices does not fit an output of shape %s", t->n_idx,
-                       cx_shape_str(ond, osh, sh, sizeof sh));
+        return cx_fail(CATTR_ERR_TARGET, "a target of %d indices does not fit an output of shape %s (it takes from 0 "
+                       "to %d indices per example)", t->n_idx, cx_shape_str(ond, osh, sh, sizeof sh), ond - 1);
     if (cx_numel(ond - 1 - t->n_idx, osh + 1 + t->n_idx) != 1)
         return cx_fail(CATTR_ERR_TARGET,
                        "a target of %d indices leaves more than one value per example of an output of shape %s",
@@ -48,16 +66,24 @@ cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, 
     if (kind == CATTR_TARGET_PER_EXAMPLE && t->n_rows != B)
         return cx_fail(CATTR_ERR_TARGET, "%lld per-example targets given for a batch of %lld", (long long)t->n_rows,
                        (long long)B);
+    if (kind != CATTR_TARGET_INDEX && kind != CATTR_TARGET_PER_EXAMPLE)
+        return cx_fail(CATTR_ERR_TARGET, "target kind must be one of CATTR_TARGET_NONE (0), CATTR_TARGET_INDEX (1) or "
+                       "CATTR_TARGET_PER_EXAMPLE (2) (got %d)", (int)kind);
     for (int64_t b = 0; b < B; b++) {
         const int64_t *ix = kind == CATTR_TARGET_PER_EXAMPLE ? t->idx + b * t->n_idx : t->idx;
         int64_t off = 0;
         for (int k = 0; k < t->n_idx; k++) {
             int64_t d = osh[1 + k], v = ix[k];
             if (v < 0 && kind == CATTR_TARGET_INDEX) v += d;
-            if (v < 0 || v >= d)
-                return cx_fail(CATTR_ERR_TARGET, "target index %lld is out of range for dim %d of size %lld%s",
-                               (long long)ix[k], k + 1, (long long)d,
-                               kind == CATTR_TARGET_PER_EXAMPLE ? " (per-example target)" : "");
+            if (v < 0 || v >= d) {
+                if (kind == CATTR_TARGET_PER_EXAMPLE)
+                    return cx_fail(CATTR_ERR_TARGET, "target index %lld is out of range for dim %d of size %lld "
+                                   "(per-example target of example %lld: it must be from 0 to %lld)", (long long)ix[k],
+                                   k + 1, (long long)d, (long long)b, (long long)d - 1);
+                return cx_fail(CATTR_ERR_TARGET, "target index %lld is out of range for dim %d of size %lld (it must "
+                               "be from %lld to %lld)", (long long)ix[k], k + 1, (long long)d, -(long long)d,
+                               (long long)d - 1);
+            }
             off = off * d + v;
         }
         mask[b * per + off] = 1;
@@ -121,8 +147,30 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
     c->dt = dt;
     c->target = call->target;
     c->user = call;
-    if (n_inputs > CATTR_MAX_INPUTS) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d attributed inputs", CATTR_MAX_INPUTS);
-    if (n_inputs < 1 || !inputs) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "at least one input is required");
+    if (n_inputs > CATTR_MAX_INPUTS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "n_inputs (attributed inputs) must be from 1 to %d (got %d)",
+                       CATTR_MAX_INPUTS, n_inputs);
+    if (n_inputs < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_inputs (attributed inputs) must be from 1 to %d (got %d)",
+                       CATTR_MAX_INPUTS, n_inputs);
+    if (!inputs) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_inputs is %d but inputs is NULL", n_inputs);
+    if (n_additional < 0 || n_additional > MAX_IN - 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_additional must be from 0 to %d (got %d)", MAX_IN - 1,
+                       n_additional);
+    if (n_additional > 0 && !additional)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_additional is %d but additional is NULL", n_additional);
+    if (call->n_draws < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_draws must be >= 0 (got %d)", call->n_draws);
+    if (call->n_draws > 0 && !call->draws)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_draws is %d but draws is NULL", call->n_draws);
+    for (int k = 0; k < call->n_draws; k++)
+        if (!call->draws[k]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "draws[%d] is NULL", k);
+    if (call->n_layer_masks < 0 || call->n_layer_masks > CATTR_MAX_OUTPUTS)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_layer_masks must be from 0 to %d (got %d)", CATTR_MAX_OUTPUTS,
+                       call->n_layer_masks);
+    if (call->n_layer_masks > 0 && !call->layer_masks)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_layer_masks is %d but layer_masks is NULL",
+                       call->n_layer_masks);
     if (n_inputs + n_additional != mg->n_inputs)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
                        "the model takes %d inputs; %d attributed + %d additional were given", mg->n_inputs, n_inputs,
@@ -201,6 +249,7 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
             cx_tensor_set(c->base[i], k, v);
         }
     }
+    CX_CHECK(check_target(call->target, c->B));
     for (int j = 0; j < n_additional; j++) {
         const cattr_tensor *a = additional ? additional[j] : NULL;
         int gi = n_inputs + j;

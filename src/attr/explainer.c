@@ -20,12 +20,9 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     *out = NULL;
     if (!model || !params) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "model and params are required");
     const cattr_attr_params *p = params;
-    if (p->method < 0 || p->method >= CATTR_METHOD_COUNT)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown method %d", (int)p->method);
+    CX_CHECK(cx_params_check(p)); /* every field the method reads, in its range (methods.c) */
     if (!cattr_method_implemented(p->method))
         return cx_fail(CATTR_ERR_UNSUPPORTED, "method %s is not implemented yet", cattr_method_name(p->method));
-    if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be float32 or float64");
     if (p->nt_type != CATTR_NT_NONE && !cx_noise_tunnel)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "NoiseTunnel is not implemented yet");
     cattr_explainer *e = calloc(1, sizeof *e);
@@ -97,6 +94,17 @@ void cattr_explainer_free(cattr_explainer *e) {
 
 size_t cattr_explainer_peak_memory(const cattr_explainer *e) { return e ? e->peak : 0; }
 
+void cx_budget_warn(cattr_explainer *e, const char *fmt, ...) {
+    if (e->budget_warned) return;
+    e->budget_warned = true;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cx_log(CATTR_LOG_WARN, "%s", msg);
+}
+
 /* Builds the gradient graph for the first n_attr model inputs under the method's rules. */
 /* Methods that leave their attributions on the backend when the call asks (cx_call.attr_dev), deltas included. */
 static bool takes_attr_dev(const cx_method *m) {
@@ -110,6 +118,14 @@ static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_t
     e->fx_n = 0;
     cattr_status st = cx_prepare(e, call, &c);
     if (st == CATTR_OK) st = cx_build_grad_graph(e, call->n_inputs);
+    /* a target given: against the model output for these inputs, before any work, so that every method (and every
+     * part of a split call, also one that computes no chunk) refuses an out-of-range target alike. (No target is
+     * checked by each method: the perturbation methods take a model output of several values per example.) */
+    if (st == CATTR_OK && c.target && c.target->kind != CATTR_TARGET_NONE && cx_method_takes_target(e->p.method)) {
+        cattr_tensor *seed = NULL;
+        st = cx_seed_block(e, &c, &seed);
+        cattr_tensor_free(seed);
+    }
     /* summed over the last axis (e->sum_last): from the backend where the method leaves its attributions there */
     bool sum = st == CATTR_OK && e->sum_last && e->split.n_parts == 0;
     bool dev = sum && e->p.nt_type == CATTR_NT_NONE && e->split.n_comb == 0 && takes_attr_dev(e->method);
@@ -292,8 +308,10 @@ cattr_status cattr_explainer_run_part(cattr_explainer *e, const cattr_call *call
     if (blob) *blob = NULL;
     if (len) *len = 0;
     if (!e || !call || !blob || !len) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, blob and len are required");
-    if (n_parts < 1 || part < 0 || part >= n_parts)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part %d of %d does not exist", part, n_parts);
+    if (n_parts < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_parts must be >= 1 (got %d)", n_parts);
+    if (part < 0 || part >= n_parts)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part must be from 0 to n_parts - 1 = %d (got %d)", n_parts - 1,
+                       part);
     CX_CHECK(split_supported(e));
     e->split = (struct cx_split){part, n_parts, blob, len, NULL, NULL, 0};
     cattr_tensor *attr[MAX_IN] = {0};
@@ -313,8 +331,9 @@ cattr_status cattr_explainer_combine(cattr_explainer *e, const cattr_call *call,
                                      const size_t *lens, int n_parts, cattr_tensor **attr_out,
                                      cattr_tensor **delta_out) {
     if (delta_out) *delta_out = NULL;
-    if (!e || !call || !attr_out || !blobs || !lens || n_parts < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, attr_out and at least one part are required");
+    if (!e || !call || !attr_out || !blobs || !lens)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, attr_out, blobs and lens are required");
+    if (n_parts < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_parts must be >= 1 (got %d)", n_parts);
     CX_CHECK(split_supported(e));
     e->split = (struct cx_split){0, 0, NULL, NULL, blobs, lens, n_parts};
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;

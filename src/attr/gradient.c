@@ -127,16 +127,7 @@ const cx_method cx_method_input_x_gradient = {CATTR_METHOD_INPUT_X_GRADIENT, "in
 
 /* ---- Integrated Gradients ----------------------------------------------------------------------------------- */
 
-static cattr_status ig_init(cattr_explainer *e) {
-    const cattr_attr_params *p = &e->p;
-    if (p->n_steps < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_steps must be at least 1 (got %d)", p->n_steps);
-    if (p->quadrature < CATTR_QUAD_RIEMANN_LEFT || p->quadrature > CATTR_QUAD_GAUSS_LEGENDRE)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown quadrature %d", (int)p->quadrature);
-    if (p->quadrature != CATTR_QUAD_GAUSS_LEGENDRE && p->n_steps < 2)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "riemann rules need n_steps >= 2 (got %d)", p->n_steps);
-    if (p->internal_batch_size < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "internal_batch_size must be positive");
-    return CATTR_OK;
-}
+/* IG's parameters (n_steps, quadrature, internal_batch_size) are checked by cx_params_check (methods.c). */
 
 /* Steps per chunk: Captum's rule for internal_batch_size, else as many as the memory budget allows. */
 static cattr_status steps_per_chunk(cattr_explainer *e, cx_call *c, int n_steps, int *out) {
@@ -150,8 +141,8 @@ static cattr_status steps_per_chunk(cattr_explainer *e, cx_call *c, int n_steps,
     size_t per_step = row * (size_t)(c->B ? c->B : 1);
     size_t k = per_step ? budget / per_step : (size_t)n_steps;
     if (k < 1) {
-        cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one step (%zu bytes); running one step per "
-                               "chunk", budget, per_step);
+        cx_budget_warn(e, "the memory budget (%zu bytes) is below one step (%zu bytes); running one step per chunk",
+                       budget, per_step);
         k = 1;
     }
     *out = (int)(k > (size_t)n_steps ? (size_t)n_steps : k);
@@ -755,6 +746,6 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
 }
 
 const cx_method cx_method_integrated_gradients = {CATTR_METHOD_INTEGRATED_GRADIENTS, "integrated-gradients",
-                                                  "IntegratedGradients", false, ig_init, integrated_gradients,
+                                                  "IntegratedGradients", false, NULL, integrated_gradients,
                                                   ig_release};
 

@@ -17,6 +17,24 @@
 
 typedef struct cx_method cx_method;
 
+/* The upper limits of cattr_attr_params' counts (documented beside the fields in include/cattr.h; the command line
+ * and `cattr replay` use the same): beyond them a call's memory or time explodes, and such values are almost always
+ * a caller's overflow or a misread file. */
+#define CX_MAX_STEPS 1000000                  /* n_steps */
+#define CX_MAX_INTERNAL_BATCH 1000000000      /* internal_batch_size */
+#define CX_MAX_PERTURBATIONS 100000000        /* perturbations_per_eval */
+#define CX_MAX_SAMPLES 100000000              /* n_samples */
+#define CX_MAX_NT_SAMPLES 1000000             /* nt_samples, nt_samples_batch_size */
+#define CX_MAX_NODE_RULES 1000000             /* n_node_rules */
+
+/* Every field of params that its method (and its NoiseTunnel) reads, checked against its range: one place for what
+ * needs no model (the method's init hook checks what does: layers, rules, neuron indices against shapes). Errors:
+ * CATTR_ERR_INVALID_ARGUMENT naming the field, the value given and the allowed range or names. */
+cattr_status cx_params_check(const cattr_attr_params *p);
+/* Whether method m's attributions depend on a target (every method but LayerActivation and the neuron methods other
+ * than NeuronConductance, whose Captum classes take none). */
+bool cx_method_takes_target(cattr_method m);
+
 /* inner explainers kept per explainer for distinct values of integer inputs that give shapes */
 #define CX_FOLD_CACHE 8
 
@@ -89,6 +107,9 @@ struct cattr_explainer {
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
     bool diagnose;
+    /* the warning that the memory budget is below one step, point, row or sample was logged (cx_budget_warn): once
+     * per explainer, not once per call (a command's batches run on one explainer) */
+    bool budget_warned;
     /* integer model inputs whose values give shapes or If conditions (cx_model_fold_inputs; NULL when none): a call
      * runs on an inner explainer of the model with their values as constants, one per distinct value (explainer.c) */
     bool *fold;
@@ -331,6 +352,10 @@ size_t cx_avail_memory(void);
 
 /* Memory budget for a method's batches (params.max_memory, else a quarter of the available RAM). */
 size_t cx_memory_budget(const cattr_explainer *e);
+
+/* Logs the warning that the memory budget is below one unit of work (a printf format and its arguments) at
+ * CATTR_LOG_WARN, the first time only for explainer e (e->budget_warned). */
+void cx_budget_warn(cattr_explainer *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* After a chunk of work (`done` of `total` units): the progress callback, then the cancellation flag. Errors:
  * CATTR_ERR_CANCELLED. */

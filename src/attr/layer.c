@@ -418,8 +418,8 @@ static cattr_status points_per_chunk(cattr_explainer *e, cx_call *c, int n, int 
         size_t per = row * (size_t)B;
         k = per ? (int64_t)(cx_memory_budget(e) / per) : n;
         if (k < 1 && min <= 1)
-            cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one point of the path (%zu bytes); running "
-                                   "one point per chunk", cx_memory_budget(e), per);
+            cx_budget_warn(e, "the memory budget (%zu bytes) is below one point of the path (%zu bytes); running one "
+                              "point per chunk", cx_memory_budget(e), per);
     }
     if (k < min) k = min;
     if (k < 1) k = 1;
@@ -1009,43 +1009,21 @@ static bool is_neuron(cattr_method m) {
            m == CATTR_METHOD_NEURON_CONDUCTANCE;
 }
 
-static bool is_integrated(cattr_method m) {
-    return m == CATTR_METHOD_INTERNAL_INFLUENCE || m == CATTR_METHOD_LAYER_CONDUCTANCE ||
-           m == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || m == CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS ||
-           m == CATTR_METHOD_NEURON_CONDUCTANCE;
-}
-
 static cattr_status layer_init(cattr_explainer *e) {
     const cattr_attr_params *p = &e->p;
     lstate *s = calloc(1, sizeof *s);
     if (!s) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     e->method_state = s;
-    int n = p->n_layers > 0 ? p->n_layers : 1;
-    if (n > CATTR_MAX_OUTPUTS)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d layer tensors given; at most %d", n, CATTR_MAX_OUTPUTS);
+    int n = p->n_layers > 0 ? p->n_layers : 1; /* at most CATTR_MAX_OUTPUTS (cx_params_check) */
     for (int k = 0; k < n; k++) {
         const char *name = p->n_layers > 0 ? (p->layers ? p->layers[k] : NULL) : p->layer;
         CX_CHECK(cx_resolve_layer(e, name, p->attribute_to_layer_input != 0, &s->lv[k]));
     }
     s->n_l = n;
-    if (is_neuron(p->method)) {
-        if (p->neuron_kind == CATTR_NEURON_NONE)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs a neuron selector", e->method->captum);
-        if (n != 1)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s takes a layer of one tensor (%d given)", e->method->captum,
-                           n);
-    }
-    if (is_integrated(p->method)) {
-        if (p->n_steps < 1)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_steps must be at least 1 (got %d)", p->n_steps);
-        if (p->quadrature < CATTR_QUAD_RIEMANN_LEFT || p->quadrature > CATTR_QUAD_GAUSS_LEGENDRE)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown quadrature %d", (int)p->quadrature);
-        int points = p->method == CATTR_METHOD_LAYER_CONDUCTANCE ? p->n_steps + 1 : p->n_steps;
-        if (p->quadrature != CATTR_QUAD_GAUSS_LEGENDRE && points < 2)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "riemann rules need n_steps >= 2 (got %d)", p->n_steps);
-        if (p->internal_batch_size < 0)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "internal_batch_size must be positive");
-    }
+    /* the neuron selector's kind and the path methods' n_steps, quadrature and internal_batch_size: cx_params_check */
+    if (is_neuron(p->method) && n != 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s takes a layer of one tensor (n_layers %d given)",
+                       e->method->captum, n);
     return CATTR_OK;
 }
 

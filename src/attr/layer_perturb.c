@@ -190,8 +190,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
 /* ---- LayerDeepLift's parameters ------------------------------------------------------------------------------------ */
 
 static cattr_status deeplift_init(cattr_explainer *e) {
-    if (!isfinite(e->p.eps) || e->p.eps < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "eps must be a finite number >= 0 (got %g)", e->p.eps);
+    /* eps was checked by cx_params_check */
     e->p.eps = 1e-10; /* Captum's layer DeepLift fixes eps at 1e-10 (the rules are the inner DeepLift's) */
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
@@ -473,10 +472,7 @@ static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **att
     return st;
 }
 
-static cattr_status ablation_init(cattr_explainer *e) {
-    if (e->p.perturbations_per_eval < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval must be positive, or 0 for one per forward "
-                                                   "pass (got %d)", e->p.perturbations_per_eval);
+static cattr_status ablation_init(cattr_explainer *e) { /* perturbations_per_eval: cx_params_check */
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 
@@ -660,12 +656,7 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
 
 /* ---- LayerGradientShap ------------------------------------------------------------------------------------------- */
 
-static cattr_status gshap_init(cattr_explainer *e) {
-    if (e->p.n_samples < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs n_samples >= 1 (got %d)", e->method->captum,
-                       e->p.n_samples);
-    if (!isfinite(e->p.stdevs) || e->p.stdevs < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "stdevs must be a finite number >= 0 (got %g)", e->p.stdevs);
+static cattr_status gshap_init(cattr_explainer *e) { /* n_samples and stdevs: cx_params_check */
     return lp_init_common(e, CATTR_METHOD_COUNT);
 }
 

@@ -254,10 +254,8 @@ static cattr_status samples_per_pass(cattr_explainer *e, cx_call *c, int64_t n, 
     CX_CHECK(cx_row_bytes(e, c, false, &row));
     size_t per_sample = row * (size_t)c->B, k = per_sample ? budget / per_sample : (size_t)n;
     if (k < 1) {
-        cx_log(CATTR_LOG_WARN,
-               "the memory budget (%zu bytes) is below one sample of the batch (%zu bytes); running "
-               "one sample per pass",
-               budget, per_sample);
+        cx_budget_warn(e, "the memory budget (%zu bytes) is below one sample of the batch (%zu bytes); running one "
+                          "sample per pass", budget, per_sample);
         k = 1;
     }
     *out = k > (size_t)n ? n : (int64_t)k;
@@ -501,26 +499,8 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
 
 /* ---- the methods ---------------------------------------------------------------------------------------------- */
 
-static cattr_status surrogate_init(cattr_explainer *e) {
-    const cattr_attr_params *p = &e->p;
-    const char *name = e->method->captum;
-    if (p->n_samples < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs n_samples >= 1 (got %d)", name, p->n_samples);
-    if (p->perturbations_per_eval < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT,
-                       "perturbations_per_eval must be positive, or 0 to choose from the "
-                       "memory budget (got %d)",
-                       p->perturbations_per_eval);
-    if (p->method == CATTR_METHOD_LIME) {
-        if (!(p->lime_alpha >= 0) || !isfinite(p->lime_alpha))
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "Lime's lime_alpha must be a finite number >= 0 (got %g)",
-                           p->lime_alpha);
-        if (!(p->kernel_width > 0) || !isfinite(p->kernel_width))
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "Lime's kernel_width must be a finite number > 0 (got %g)",
-                           p->kernel_width);
-    }
-    return CATTR_OK;
-}
+/* Lime's and KernelShap's parameters (n_samples, perturbations_per_eval, lime_alpha, kernel_width) are checked by
+ * cx_params_check (methods.c). */
 
 static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta; /* no convergence delta */
@@ -614,6 +594,6 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     return st;
 }
 
-const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, surrogate_init, surrogate, lm_release};
+const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, NULL, surrogate, lm_release};
 const cx_method cx_method_kernel_shap = {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap", false,
-                                         surrogate_init,           surrogate,     lm_release};
+                                         NULL,                     surrogate,     lm_release};

@@ -146,24 +146,10 @@ static cattr_status neuron_init(cattr_explainer *e) {
     case CATTR_METHOD_NEURON_GRADIENT_SHAP: s->inner_method = CATTR_METHOD_GRADIENT_SHAP; break;
     default: s->inner_method = CATTR_METHOD_FEATURE_ABLATION; break;
     }
+    /* the selector's kind and sizes, eps, n_samples, stdevs, perturbations_per_eval: cx_params_check */
     if (p->n_layers > 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (got %d)",
-                       p->n_layers);
-    if (p->neuron_kind == CATTR_NEURON_NONE)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs a neuron selector", e->method->captum);
-    if ((s->inner_method == CATTR_METHOD_DEEPLIFT || s->inner_method == CATTR_METHOD_DEEPLIFT_SHAP) &&
-        (!isfinite(p->eps) || p->eps < 0))
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "eps must be a finite number >= 0 (got %g)", p->eps);
-    if (s->inner_method == CATTR_METHOD_GRADIENT_SHAP) {
-        if (p->n_samples < 1)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs n_samples >= 1 (got %d)", e->method->captum,
-                           p->n_samples);
-        if (!isfinite(p->stdevs) || p->stdevs < 0)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "stdevs must be a finite number >= 0 (got %g)", p->stdevs);
-    }
-    if (s->inner_method == CATTR_METHOD_FEATURE_ABLATION && p->perturbations_per_eval < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval must be positive, or 0 for one per forward "
-                                                   "pass (got %d)", p->perturbations_per_eval);
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron selector needs a layer with one output tensor (n_layers %d "
+                       "given)", p->n_layers);
     const char *name = p->n_layers > 0 ? (p->layers ? p->layers[0] : NULL) : p->layer;
     return cx_resolve_layer(e, name, p->attribute_to_layer_input != 0, &s->layer);
 }

@@ -1021,8 +1021,8 @@ static cattr_status dev_chunk_rows(cattr_explainer *e, cx_call *c, int64_t R, in
     CX_CHECK(cx_row_bytes(e, c, true, &row));
     size_t k = row ? budget / (2 * row) : (size_t)R;
     if (k < 1) {
-        cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one row (%zu bytes); running one row per pass",
-               budget, 2 * row);
+        cx_budget_warn(e, "the memory budget (%zu bytes) is below one row (%zu bytes); running one row per pass",
+                       budget, 2 * row);
         k = 1;
     }
     *out = k > (size_t)R ? R : (int64_t)k;
@@ -1075,7 +1075,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
     for (int64_t r = 0; r < R; r++) ib[r] = r / m;
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
     bool want_delta = gs && delta;
-    int64_t per_out = B ? seed->numel / B : 0;
+    int64_t per_out = B && seed ? seed->numel / B : 0;
     double *fx = NULL, *fb = NULL, *rsum = NULL;
     if (st == CATTR_OK && want_delta) {
         int64_t len = R;
@@ -1487,12 +1487,6 @@ static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *
 
 /* ---- NoiseTunnel ------------------------------------------------------------------------------------------ */
 
-static cattr_status check_noise(double stdev, const char *what) {
-    if (!isfinite(stdev) || stdev < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s must be a finite number >= 0 (got %g)", what, stdev);
-    return CATTR_OK;
-}
-
 /* The explainer's method on a partition's derived call, under a seed of its own for each partition. */
 static cattr_status wrapped_method(cattr_explainer *e, cx_call *c, const part_info *pi, cattr_tensor **attr,
                                    cattr_tensor **delta) {
@@ -1504,16 +1498,7 @@ static cattr_status wrapped_method(cattr_explainer *e, cx_call *c, const part_in
 }
 
 static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
-    const cattr_attr_params *p = &e->p;
-    if (p->nt_type < CATTR_NT_SMOOTHGRAD || p->nt_type > CATTR_NT_VARGRAD)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown NoiseTunnel type %d", (int)p->nt_type);
-    if (p->nt_samples < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "nt_samples must be at least 1 (got %d)", p->nt_samples);
-    if (p->nt_samples_batch_size < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "nt_samples_batch_size must be positive, or 0 for all samples at "
-                                                   "once (got %d)",
-                       p->nt_samples_batch_size);
-    CX_CHECK(check_noise(p->stdevs, "the NoiseTunnel stdevs"));
+    const cattr_attr_params *p = &e->p; /* nt_type, nt_samples, nt_samples_batch_size, stdevs: cx_params_check */
     tunnel t = {.type = p->nt_type,
                 .n = p->nt_samples,
                 .batch = p->nt_samples_batch_size,
@@ -1542,11 +1527,7 @@ cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tens
 
 /* ---- GradientShap ------------------------------------------------------------------------------------------- */
 
-static cattr_status gradient_shap_init(cattr_explainer *e) {
-    if (e->p.n_samples < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "GradientShap needs n_samples >= 1 (got %d)", e->p.n_samples);
-    return check_noise(e->p.stdevs, "GradientShap's stdevs");
-}
+/* GradientShap's n_samples and stdevs are checked by cx_params_check (methods.c). */
 
 /* Samples per partition: Captum's one partition when replaying recorded draws; otherwise as many as the memory
  * budget allows for the host tensors of a partition (noisy inputs, baselines, points, attributions, additional
@@ -1586,4 +1567,4 @@ cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *l
 }
 
 const cx_method cx_method_gradient_shap = {CATTR_METHOD_GRADIENT_SHAP, "gradient-shap", "GradientShap", true,
-                                           gradient_shap_init, gradient_shap, NULL};
+                                           NULL, gradient_shap, NULL};

@@ -402,8 +402,8 @@ static cattr_status states_per_pass(cattr_explainer *e, cx_call *c, int64_t n_st
         size_t per_state = row * (size_t)(c->B > 0 ? c->B : 1), budget = cx_memory_budget(e);
         size_t fit = per_state ? budget / per_state : (size_t)n_states;
         if (fit < 1)
-            cx_log(CATTR_LOG_WARN, "the memory budget (%zu bytes) is below one perturbed batch (%zu bytes); "
-                                   "running one per forward pass", budget, per_state);
+            cx_budget_warn(e, "the memory budget (%zu bytes) is below one perturbed batch (%zu bytes); running one per "
+                              "forward pass", budget, per_state);
         k = fit > (size_t)n_states ? n_states : (int64_t)fit;
     }
     *out = k < 1 ? 1 : (k > n_states ? n_states : k);
@@ -474,13 +474,6 @@ static cattr_status run_states(pt_pass *p) {
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
     free(vals);
     return st;
-}
-
-static cattr_status check_ppe(const cattr_explainer *e) {
-    if (e->p.perturbations_per_eval < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval must be positive, or 0 to choose it from "
-                                                   "the memory budget (got %d)", e->p.perturbations_per_eval);
-    return CATTR_OK;
 }
 
 /* ---- FeatureAblation and FeaturePermutation --------------------------------------------------------------------- */
@@ -1020,7 +1013,6 @@ static cattr_status feature_permutation(cattr_explainer *e, cx_call *c, cattr_te
     return ablation_attribute(e, c, attr, true);
 }
 
-static cattr_status ablation_init(cattr_explainer *e) { return check_ppe(e); }
 
 /* ---- Occlusion -------------------------------------------------------------------------------------------------- */
 
@@ -1466,21 +1458,9 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **att
     return st;
 }
 
-static cattr_status occlusion_init(cattr_explainer *e) {
-    CX_CHECK(check_ppe(e));
-    for (int i = 0; i < CATTR_MAX_INPUTS; i++) {
-        for (int d = 0; d < e->p.sliding_window_ndim[i] && d < CATTR_MAX_DIMS; d++)
-            if (e->p.sliding_window[i][d] < 1)
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "sliding window dim %d of input %d is %lld; it must be >= 1",
-                               d + 1, i, (long long)e->p.sliding_window[i][d]);
-        int sn = e->p.strides_ndim[i] < 0 ? 1 : e->p.strides_ndim[i];
-        for (int d = 0; d < sn && d < CATTR_MAX_DIMS; d++)
-            if (e->p.strides[i][d] < 1)
-                return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "stride of dim %d of input %d is %lld; it must be >= 1", d + 1, i,
-                               (long long)e->p.strides[i][d]);
-    }
-    return CATTR_OK;
-}
+/* The parameters of the perturbation methods (perturbations_per_eval, Occlusion's windows and strides,
+ * ShapleyValueSampling's n_samples) are checked by cx_params_check (methods.c); the windows against the inputs' shapes
+ * by each call (occ_setup). */
 
 /* ---- ShapleyValueSampling and ShapleyValues --------------------------------------------------------------------- */
 
@@ -1986,24 +1966,17 @@ static cattr_status shapley_values(cattr_explainer *e, cx_call *c, cattr_tensor 
     return shapley_attribute(e, c, attr, true);
 }
 
-static cattr_status svs_init(cattr_explainer *e) {
-    CX_CHECK(check_ppe(e));
-    if (e->p.n_samples < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_samples must be at least 1 (got %d)", e->p.n_samples);
-    return CATTR_OK;
-}
-
 /* ---- the method table entries ----------------------------------------------------------------------------------- */
 
 const cx_method cx_method_feature_ablation = {CATTR_METHOD_FEATURE_ABLATION, "feature-ablation", "FeatureAblation",
-                                              false, ablation_init, feature_ablation, fa_release};
+                                              false, NULL, feature_ablation, fa_release};
 const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATION, "feature-permutation",
-                                                 "FeaturePermutation", false, ablation_init, feature_permutation,
+                                                 "FeaturePermutation", false, NULL, feature_permutation,
                                                  fa_release};
-const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, occlusion_init,
+const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, NULL,
                                        occlusion, occ_release};
 const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling",
-                                                    "ShapleyValueSampling", false, svs_init, shapley_value_sampling,
+                                                    "ShapleyValueSampling", false, NULL, shapley_value_sampling,
                                                     sv_release};
 const cx_method cx_method_shapley_values = {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues", false,
-                                            ablation_init, shapley_values, sv_release};
+                                            NULL, shapley_values, sv_release};

@@ -258,20 +258,19 @@ static cattr_status gauss_legendre_points(int n, double *alphas, double *steps) 
     return CATTR_OK;
 }
 
+/* The most points a rule computes: the C API's limit of n_steps (CX_MAX_STEPS in attr/internal.h), plus the one more
+ * point of LayerConductance */
+#define QUAD_MAX_POINTS 1000001
+
 cattr_status cattr_quadrature_points(cattr_quadrature q, int n, double *alphas, double *step_sizes) {
-    switch (q) {
-    case CATTR_QUAD_RIEMANN_LEFT:
-    case CATTR_QUAD_RIEMANN_RIGHT:
-    case CATTR_QUAD_RIEMANN_MIDDLE:
-    case CATTR_QUAD_RIEMANN_TRAPEZOID:
-        if (n < 2)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "quadrature %s needs n_steps >= 2, got %d",
-                           cattr_quadrature_name(q), n);
-        riemann_points(q, n, alphas, step_sizes);
-        return CATTR_OK;
-    case CATTR_QUAD_GAUSS_LEGENDRE:
-        if (n < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "quadrature gausslegendre needs n_steps >= 1, got %d", n);
-        return gauss_legendre_points(n, alphas, step_sizes);
-    }
-    return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "unknown quadrature %d", (int)q);
+    if ((unsigned)q >= CX_ARRAY_LEN(k_quad_names))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "quadrature must be one of riemann_left (0), riemann_right (1), "
+                       "riemann_middle (2), riemann_trapezoid (3) or gausslegendre (4) (got %d)", (int)q);
+    int lo = q == CATTR_QUAD_GAUSS_LEGENDRE ? 1 : 2;
+    if (n < lo || n > QUAD_MAX_POINTS)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "quadrature %s needs n_steps from %d to %d (got %d)",
+                       cattr_quadrature_name(q), lo, QUAD_MAX_POINTS, n);
+    if (q == CATTR_QUAD_GAUSS_LEGENDRE) return gauss_legendre_points(n, alphas, step_sizes);
+    riemann_points(q, n, alphas, step_sizes);
+    return CATTR_OK;
 }

@@ -571,11 +571,7 @@ static void rules_release(cattr_explainer *e) {
 
 /* ---- DeepLift ----------------------------------------------------------------------------------------------------- */
 
-static cattr_status deeplift_init(cattr_explainer *e) {
-    if (!isfinite(e->p.eps) || e->p.eps < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "eps must be a finite number >= 0 (got %g)", e->p.eps);
-    return rules_init(e);
-}
+static cattr_status deeplift_init(cattr_explainer *e) { return rules_init(e); } /* eps: cx_params_check */
 
 /* DeepLift multipliers on [x; base] (2B rows, additional inputs and target tiled as Captum does), then
  * attr = (x - base) * multiplier, or the multiplier alone without multiply_by_inputs. */

@@ -13,10 +13,21 @@
 #include "core/core.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+/* The header line ("devices: A ..., B ...; dtype"), printed once, just before the first work: a command that fails on
+ * its arguments, its paths or its first model prints nothing but the error. */
+static bool header_shown;
+static void show_header(const replay_opts *o) {
+    if (header_shown) return;
+    header_shown = true;
+    printf("devices: A %s, B %s; %s\n", o->device, o->cmp->device_b, cattr_dtype_name(o->dtype));
+}
 
 /* ---- a model: every method that runs with its defaults --------------------------------------------------------- */
 
@@ -74,6 +85,7 @@ static int compare_model(const char *path, const char *input, const char *layer,
         return cli_error(CATTR_ERR_NO_MEMORY, "compare");
     }
     memset(cattr_tensor_data(base2), 0, (size_t)cattr_tensor_numel(base2) * cattr_dtype_size(cattr_tensor_dtype(x)));
+    show_header(o);
     cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &target};
     const cattr_tensor *in[1] = {x}, *dist[1] = {base2};
     for (int mi = 0; mi < CATTR_METHOD_COUNT; mi++) {
@@ -138,6 +150,7 @@ static int compare_llm(const char *dir, const char *prompt, const char *target, 
         cattr_llm_free(m);
         return rc;
     }
+    show_header(o);
     double *r[2] = {malloc((size_t)(n * T + T + 1) * sizeof(double)), malloc((size_t)(n * T + T + 1) * sizeof(double))};
     static const cattr_method methods[] = {CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION,
                                            CATTR_METHOD_FEATURE_ABLATION, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING,
@@ -166,6 +179,106 @@ static int compare_llm(const char *dir, const char *prompt, const char *target, 
     free(tg);
     cattr_llm_free(m);
     return CLI_OK;
+}
+
+static bool ends_with(const char *s, const char *suf) {
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* Whether the JSON file at path reads and parses. */
+static bool json_file_ok(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            char *t = realloc(text, cap = 2 * cap + 65536 + 1);
+            if (!t) break;
+            text = t;
+        }
+        size_t k = fread(text + len, 1, cap - len - 1, f);
+        len += k;
+        if (k == 0) break;
+    }
+    fclose(f);
+    cJSON *j = text ? cJSON_ParseWithLength(text, len) : NULL;
+    free(text);
+    bool ok = j != NULL;
+    cJSON_Delete(j);
+    return ok;
+}
+
+/* What each PATH is and what it needs, before anything runs or prints (a usage error names the path); the same
+ * kinds as replay_path, except tokenizer cases, which have no attributions to compare. */
+static int check_path(const char *path, const char *input, const char *prompt, const char *ttext) {
+    char buf[4200];
+    struct stat sb;
+    if (stat(path, &sb) != 0) return cli_usage_error("compare: '%s': no such file or directory", path);
+    snprintf(buf, sizeof buf, "%s/config.json", path);
+    bool checkpoint = S_ISDIR(sb.st_mode) && stat(buf, &sb) == 0;
+    stat(path, &sb);
+    if (ends_with(path, ".onnx")) {
+        if (!input) return cli_usage_error("compare: a model needs --input FILE");
+        return stat(input, &sb) == 0 ? CLI_OK : cli_usage_error("compare: --input '%s': no such file", input);
+    }
+    if (checkpoint)
+        return prompt && ttext ? CLI_OK
+                               : cli_usage_error("compare: a checkpoint needs --prompt TEXT and --target-text TEXT");
+    if (ends_with(path, ".jsonl"))
+        return cli_usage_error("compare: '%s' holds tokenizer cases, which have no attributions to compare", path);
+    if (!S_ISDIR(sb.st_mode)) {
+        if (ends_with(path, "cases.json"))
+            return json_file_ok(path) ? CLI_OK : cli_usage_error("compare: '%s' is not a readable JSON file", path);
+        return cli_usage_error("compare: '%s' is neither a model (.onnx), a checkpoint folder, a case folder, a folder "
+                               "of cases nor a *cases.json index", path);
+    }
+    snprintf(buf, sizeof buf, "%s/case.json", path);
+    if (stat(buf, &sb) == 0)
+        return json_file_ok(buf) ? CLI_OK : cli_usage_error("compare: '%s' is not a readable JSON file", buf);
+    DIR *dir = opendir(path);
+    if (!dir) return cli_usage_error("compare: cannot read the folder '%s'", path);
+    int found = 0, rc = CLI_OK;
+    struct dirent *de;
+    while ((de = readdir(dir)) && rc == CLI_OK) {
+        if (de->d_name[0] == '.') continue;
+        if (ends_with(de->d_name, "cases.json")) {
+            snprintf(buf, sizeof buf, "%s/%s", path, de->d_name);
+            if (!json_file_ok(buf)) rc = cli_usage_error("compare: '%s' is not a readable JSON file", buf);
+            found++;
+            continue;
+        }
+        snprintf(buf, sizeof buf, "%s/%s/case.json", path, de->d_name);
+        if (stat(buf, &sb) != 0) continue;
+        if (!json_file_ok(buf)) rc = cli_usage_error("compare: '%s' is not a readable JSON file", buf);
+        found++;
+    }
+    closedir(dir);
+    if (rc == CLI_OK && !found)
+        rc = cli_usage_error("compare: '%s' holds no case folders (no */case.json) and no *cases.json index", path);
+    return rc;
+}
+
+/* --devices A,B: two device names of this build, each non-empty, without spaces, separated by one comma. */
+static bool parse_devices(const char *devices, char *buf, size_t size, const char **a, const char **b) {
+    snprintf(buf, size, "%s", devices);
+    char *comma = strchr(buf, ',');
+    bool ok = comma && !strchr(comma + 1, ',') && comma != buf && comma[1] && !strpbrk(buf, " \t\n") &&
+              strlen(devices) < size;
+    if (!ok) {
+        (void)cli_usage_error("--devices needs two device names separated by one comma, such as cpu,cpu-check "
+                              "(see cattr info --devices), not '%s'", devices);
+        return false;
+    }
+    *comma = 0;
+    *a = buf;
+    *b = comma + 1;
+    if (!cli_device_arg(*a) || !cli_device_arg(*b)) {
+        fprintf(stderr, "cattr: in --devices '%s'\n", devices);
+        return false;
+    }
+    return true;
 }
 
 static void compare_help(FILE *f) {
@@ -236,17 +349,12 @@ int cmd_compare(int argc, char **argv) {
         compare_help(stderr);
         return CLI_USAGE;
     }
-    snprintf(devbuf, sizeof devbuf, "%s", devices);
-    char *comma = strchr(devbuf, ',');
-    if (!comma || strchr(comma + 1, ','))
-        return cli_usage_error("--devices needs exactly two names separated by a comma, not '%s'", devices);
-    *comma = 0;
-    o.device = devbuf;
-    tally.device_b = comma + 1;
-    if (!cli_device_arg(o.device) || !cli_device_arg(tally.device_b)) return CLI_USAGE;
+    if (!parse_devices(devices, devbuf, sizeof devbuf, &o.device, &tally.device_b)) return CLI_USAGE;
+    for (int i = 0; i < np; i++) /* every path, before anything runs or prints */
+        if (check_path(paths[i], input, prompt, ttext) != CLI_OK) return CLI_USAGE;
     tally.json_rows = cJSON_CreateArray();
     if (!tally.json_rows) return cli_usage_error("out of memory");
-    printf("devices: A %s, B %s; %s\n", o.device, tally.device_b, cattr_dtype_name(o.dtype));
+    header_shown = false;
     int rc = CLI_OK;
     for (int i = 0; i < np && rc == CLI_OK; i++) {
         size_t len = strlen(paths[i]);
@@ -261,11 +369,13 @@ int cmd_compare(int argc, char **argv) {
         } else if (checkpoint) {
             if (!prompt || !ttext) rc = cli_usage_error("compare: a checkpoint needs --prompt TEXT and --target-text TEXT");
             else rc = compare_llm(paths[i], prompt, ttext, &o);
-        } else if (replay_path(paths[i], &o) != 0) {
-            rc = CLI_USAGE;
+        } else {
+            show_header(&o);
+            if (replay_path(paths[i], &o) != 0) rc = CLI_USAGE;
         }
     }
     if (rc == CLI_OK) {
+        show_header(&o);
         printf("\n%-34s %6s %11s %11s  %s\n", "method", "cases", "max_abs", "max_rel", "worst case");
         for (int k = 0; k < tally.n_methods; k++)
             printf("%-34s %6d %11.3e %11.3e  %s\n", tally.m[k].method, tally.m[k].cases, tally.m[k].max_abs,

@@ -126,8 +126,9 @@ static int parse_ints(const char *s, int64_t *out, int max) {
     const char *p = s;
     while (*p) {
         char *end;
+        errno = 0;
         long long v = strtoll(p, &end, 10);
-        if (end == p || n >= max) return -1;
+        if (end == p || n >= max || errno == ERANGE) return -1;
         out[n++] = v;
         while (*end == ' ') end++;
         if (*end == ',') end++;
@@ -376,6 +377,10 @@ static int parse_args(int argc, char **argv, explain_args *a) {
                                a->n_base);
     if (!!a->target + !!a->targets + !!a->target_file > 1)
         return cli_usage_error("use only one of --target, --targets and --target-file");
+    if ((a->target || a->targets || a->target_file) && !cattr_method_takes_target(a->p.method))
+        return cli_usage_error("%s takes no target (it attributes a %s's value, not a model output): leave out "
+                               "--target, --targets and --target-file", cattr_method_name(a->p.method),
+                               a->p.method == CATTR_METHOD_LAYER_ACTIVATION ? "layer" : "neuron");
     if (a->split) {
         cattr_method mk = a->p.method;
         bool nt = a->p.nt_type != CATTR_NT_NONE;

@@ -83,8 +83,9 @@ static int parse_ids(const char *s, int64_t **out, int64_t *n) {
     const char *p = s;
     while (v && *p) {
         char *end;
+        errno = 0;
         long long x = strtoll(p, &end, 10);
-        if (end == p || (size_t)k >= cap) {
+        if (end == p || (size_t)k >= cap || errno == ERANGE) {
             free(v);
             return -1;
         }

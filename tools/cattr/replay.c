@@ -7,11 +7,13 @@
 #define _POSIX_C_SOURCE 200809L
 #include "replay.h"
 
+#include "attr/internal.h" /* the parameters' limits (CX_MAX_STEPS, ...), the C API's */
 #include "core/core.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -55,6 +57,53 @@ static const cJSON *arg(const cJSON *c, const char *key) {
     return a && !cJSON_IsNull(a) ? a : NULL;
 }
 
+/* The largest magnitude of an index read from a case (a target, a neuron, a window): every such integer is exact in a
+ * JSON number (a double) up to 2^53; the library checks it against the shapes. */
+#define CASE_MAX_INDEX 9007199254740992LL
+
+/* Integer `field` of case file `file` from JSON value v, from lo to hi; false with `why` naming the file, the field
+ * and the value when v is not such a number (a count beyond the C API's limits, a fraction, a string). */
+static bool case_int(const char *file, const char *field, const cJSON *v, long long lo, long long hi, long long *out,
+                     char *why, size_t wn) {
+    if (!cJSON_IsNumber(v)) {
+        char *txt = v ? cJSON_PrintUnformatted(v) : NULL;
+        snprintf(why, wn, "%s: %s must be an integer from %lld to %lld (got %s)", file, field, lo, hi,
+                 txt ? txt : "nothing");
+        cJSON_free(txt);
+        return false;
+    }
+    double x = v->valuedouble;
+    if (!(x >= (double)lo && x <= (double)hi) || x != floor(x)) {
+        snprintf(why, wn, "%s: %s must be an integer from %lld to %lld (got %.17g)", file, field, lo, hi, x);
+        return false;
+    }
+    *out = (long long)x;
+    return true;
+}
+
+/* false, with "out of memory" in why */
+static bool no_memory(char *why, size_t wn) {
+    snprintf(why, wn, "out of memory");
+    return false;
+}
+
+/* case_int for an int field of cattr_attr_params. */
+static bool case_int_param(const char *file, const char *field, const cJSON *v, long long lo, long long hi, int *out,
+                           char *why, size_t wn) {
+    long long x = 0;
+    if (!case_int(file, field, v, lo, hi, &x, why, wn)) return false;
+    *out = (int)x;
+    return true;
+}
+
+/* A list in a case holds at most `max` entries (the fixed arrays of cattr_attr_params and of the replay). */
+static bool case_count(const char *file, const char *field, const cJSON *list, int max, char *why, size_t wn) {
+    int n = cJSON_GetArraySize(list);
+    if (n <= max) return true;
+    snprintf(why, wn, "%s: %s has %d entries; at most %d are allowed", file, field, n, max);
+    return false;
+}
+
 typedef struct {
     cattr_tensor *inputs[16], *baselines[16], *additional[16], *masks[16], *layer_masks[16], *layer_baseline;
     int n_in, n_add, n_layer_masks;
@@ -92,10 +141,11 @@ static const cattr_tensor *need(const cattr_tensor_set *set, const char *name, c
 }
 
 /* Feature masks, recorded random draws (of the run in `dtype`) and per-node rules of a case. */
-static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype dtype, case_data *d, char *why,
-                        size_t wn) {
+static bool load_extras(const char *file, const cJSON *c, const cattr_tensor_set *set, cattr_dtype dtype, case_data *d,
+                        char *why, size_t wn) {
     const cJSON *it;
     const cJSON *fm = cJSON_GetObjectItemCaseSensitive(arg(c, "feature_mask"), "tensors");
+    if (!case_count(file, "feature_mask.tensors", fm, CATTR_MAX_INPUTS, why, wn)) return false;
     int i = 0;
     cJSON_ArrayForEach(it, fm) {
         if (i >= 16) break;
@@ -108,6 +158,7 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
         i++;
     }
     const cJSON *lm = cJSON_GetObjectItemCaseSensitive(arg(c, "layer_mask"), "tensors");
+    if (!case_count(file, "layer_mask.tensors", lm, CATTR_MAX_OUTPUTS, why, wn)) return false;
     i = 0;
     cJSON_ArrayForEach(it, lm) {
         if (i >= 16) break;
@@ -137,8 +188,14 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
     const cJSON *lo;
     cJSON_ArrayForEach(lo, cJSON_GetObjectItemCaseSensitive(ly, "onnx")) {
         const cJSON *tn;
-        cJSON_ArrayForEach(tn, cJSON_GetObjectItemCaseSensitive(lo, to_input ? "input_tensors" : "output_tensors"))
-            if (cJSON_IsString(tn) && d->n_layer_names < 16) d->layer_names[d->n_layer_names++] = tn->valuestring;
+        cJSON_ArrayForEach(tn, cJSON_GetObjectItemCaseSensitive(lo, to_input ? "input_tensors" : "output_tensors")) {
+            if (!cJSON_IsString(tn)) continue;
+            if (d->n_layer_names >= CATTR_MAX_OUTPUTS) {
+                snprintf(why, wn, "%s: layer.onnx names more than %d layer tensors", file, CATTR_MAX_OUTPUTS);
+                return false;
+            }
+            d->layer_names[d->n_layer_names++] = tn->valuestring;
+        }
     }
     const cJSON *rd = cJSON_GetObjectItemCaseSensitive(c, "random_draws");
     if (rd && !cJSON_IsNull(rd)) {
@@ -147,9 +204,18 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
         const char *fmt = "draw.%04d";
         if (dtype == CATTR_FLOAT32 && !same) fmt = "f32.draw.%04d";
         int n = cJSON_GetArraySize(seq);
+        /* every draw is a tensor of the set: no more draws than tensors */
+        int max_draws = cattr_tensor_set_count(set);
+        if (n > max_draws) {
+            snprintf(why, wn, "%s: random_draws.sequence has %d draws; tensors.safetensors holds only %d tensors", file,
+                     n, max_draws);
+            return false;
+        }
         if (dtype == CATTR_FLOAT32 && !same) {
             const cJSON *fc = cJSON_GetObjectItemCaseSensitive(rd, "f32_count");
-            if (cJSON_IsNumber(fc)) n = fc->valueint;
+            long long fn = 0;
+            if (fc && !case_int(file, "random_draws.f32_count", fc, 0, max_draws, &fn, why, wn)) return false;
+            if (fc) n = (int)fn;
             const cJSON *fs = cJSON_GetObjectItemCaseSensitive(rd, "f32_sequence");
             if (fs && cJSON_IsArray(fs)) seq = fs;
         }
@@ -172,6 +238,10 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
         const cJSON *rule = cJSON_GetObjectItemCaseSensitive(it, "rule");
         if (cJSON_IsString(rule)) nr += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(it, "onnx_nodes"));
     }
+    if (nr > CX_MAX_NODE_RULES) {
+        snprintf(why, wn, "%s: modules name %d nodes with rules; at most %d", file, nr, CX_MAX_NODE_RULES);
+        return false;
+    }
     if (nr) {
         d->rules = calloc((size_t)nr, sizeof *d->rules);
         if (!d->rules) return false;
@@ -181,6 +251,10 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
             const cJSON *rp = cJSON_GetObjectItemCaseSensitive(it, "rule_params"), *v;
             const cJSON *node;
             cJSON_ArrayForEach(node, cJSON_GetObjectItemCaseSensitive(it, "onnx_nodes")) {
+                if (!cJSON_IsString(node)) {
+                    snprintf(why, wn, "%s: modules[].onnx_nodes holds a node name that is not a string", file);
+                    return false;
+                }
                 cattr_node_rule *r = &d->rules[d->n_rules++];
                 r->node = node->valuestring;
                 r->rule = rule->valuestring;
@@ -194,15 +268,21 @@ static bool load_extras(const cJSON *c, const cattr_tensor_set *set, cattr_dtype
 }
 
 /* Reads inputs, baselines, additional inputs and the target. Returns false with `why` on malformed data. */
-static bool load_case(const cJSON *c, const cattr_tensor_set *set, case_data *d, char *why, size_t wn) {
+static bool load_case(const char *file, const cJSON *c, const cattr_tensor_set *set, case_data *d, char *why,
+                      size_t wn) {
     memset(d, 0, sizeof *d);
     const cJSON *ins = cJSON_GetObjectItemCaseSensitive(arg(c, "inputs"), "tensors");
     if (!ins) /* DataLoaderAttribution: the whole dataset, attributed at once (reduce=None) */
         ins = cJSON_GetObjectItemCaseSensitive(arg(c, "dataloader"), "dataset");
+    if (!case_count(file, "inputs.tensors", ins, CATTR_MAX_INPUTS, why, wn)) return false;
     const cJSON *it;
     cJSON_ArrayForEach(it, ins) {
+        if (!cJSON_IsString(it)) {
+            snprintf(why, wn, "%s: inputs.tensors holds an entry that is not a tensor name", file);
+            return false;
+        }
         const cattr_tensor *t = need(set, it->valuestring, why, wn);
-        if (!t || d->n_in >= 15) return false;
+        if (!t) return false;
         cattr_tensor_convert(t, cattr_tensor_dtype(t), &d->inputs[d->n_in++]);
     }
     const cJSON *bl = arg(c, "baselines");
@@ -227,8 +307,12 @@ static bool load_case(const cJSON *c, const cattr_tensor_set *set, case_data *d,
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(af, "items")) {
         const cJSON *tn = cJSON_GetObjectItemCaseSensitive(it, "tensor");
         if (!tn || !cJSON_IsString(tn)) continue; /* constants were baked into the ONNX graph */
+        if (d->n_add >= 15) {
+            snprintf(why, wn, "%s: additional_forward_args holds more than 15 tensors", file);
+            return false;
+        }
         const cattr_tensor *t = need(set, tn->valuestring, why, wn);
-        if (!t || d->n_add >= 15) return false;
+        if (!t) return false;
         cattr_tensor_convert(t, cattr_tensor_dtype(t), &d->additional[d->n_add++]);
     }
     const cJSON *tg = cJSON_GetObjectItemCaseSensitive(c, "target");
@@ -237,22 +321,46 @@ static bool load_case(const cJSON *c, const cattr_tensor_set *set, case_data *d,
     cattr_target *T = &d->target;
     T->kind = CATTR_TARGET_NONE;
     if (!kind || !strcmp(kind, "none")) return true;
+    /* the indices: integers (their range against the model output is the library's check) */
+    long long x = 0;
+    char field[64];
     if (!strcmp(kind, "int")) {
-        d->tidx = malloc(sizeof(int64_t));
-        d->tidx[0] = (int64_t)val->valuedouble;
+        if (!case_int(file, "target.value", val, -CASE_MAX_INDEX, CASE_MAX_INDEX, &x, why, wn)) return false;
+        if (!(d->tidx = malloc(sizeof(int64_t)))) return no_memory(why, wn);
+        d->tidx[0] = (int64_t)x;
         *T = (cattr_target){CATTR_TARGET_INDEX, 1, 0, d->tidx};
     } else if (!strcmp(kind, "tuple") || !strcmp(kind, "list")) {
+        bool tuple = !strcmp(kind, "tuple");
         int n = cJSON_GetArraySize(val);
-        d->tidx = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-        for (int i = 0; i < n; i++) d->tidx[i] = (int64_t)cJSON_GetArrayItem(val, i)->valuedouble;
-        if (!strcmp(kind, "tuple")) *T = (cattr_target){CATTR_TARGET_INDEX, n, 0, d->tidx};
+        if (tuple && !case_count(file, "target.value (a tuple)", val, CATTR_MAX_DIMS - 1, why, wn)) return false;
+        if (!(d->tidx = malloc((size_t)(n ? n : 1) * sizeof(int64_t)))) return no_memory(why, wn);
+        for (int i = 0; i < n; i++) {
+            snprintf(field, sizeof field, "target.value[%d]", i);
+            if (!case_int(file, field, cJSON_GetArrayItem(val, i), -CASE_MAX_INDEX, CASE_MAX_INDEX, &x, why, wn))
+                return false;
+            d->tidx[i] = (int64_t)x;
+        }
+        if (tuple) *T = (cattr_target){CATTR_TARGET_INDEX, n, 0, d->tidx};
         else *T = (cattr_target){CATTR_TARGET_PER_EXAMPLE, 1, n, d->tidx};
     } else if (!strcmp(kind, "list_of_tuples")) {
         int n = cJSON_GetArraySize(val), k = n ? cJSON_GetArraySize(cJSON_GetArrayItem(val, 0)) : 0;
-        d->tidx = malloc((size_t)(n * k + 1) * sizeof(int64_t));
-        for (int i = 0; i < n; i++)
-            for (int j = 0; j < k; j++)
-                d->tidx[i * k + j] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(val, i), j)->valuedouble;
+        if (n && !case_count(file, "target.value[0] (a tuple)", cJSON_GetArrayItem(val, 0), CATTR_MAX_DIMS - 1, why,
+                             wn))
+            return false;
+        if (!(d->tidx = malloc((size_t)(n * k + 1) * sizeof(int64_t)))) return no_memory(why, wn);
+        for (int i = 0; i < n; i++) {
+            const cJSON *row = cJSON_GetArrayItem(val, i);
+            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != k) {
+                snprintf(why, wn, "%s: target.value[%d] must be a tuple of %d indices, as target.value[0]", file, i, k);
+                return false;
+            }
+            for (int j = 0; j < k; j++) {
+                snprintf(field, sizeof field, "target.value[%d][%d]", i, j);
+                if (!case_int(file, field, cJSON_GetArrayItem(row, j), -CASE_MAX_INDEX, CASE_MAX_INDEX, &x, why, wn))
+                    return false;
+                d->tidx[i * k + j] = (int64_t)x;
+            }
+        }
         *T = (cattr_target){CATTR_TARGET_PER_EXAMPLE, k, n, d->tidx};
     } else if (!strcmp(kind, "tensor")) {
         const char *tn = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(tg, "tensor"));
@@ -261,13 +369,16 @@ static bool load_case(const cJSON *c, const cattr_tensor_set *set, case_data *d,
         int64_t n = cattr_tensor_numel(t);
         d->tidx = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
         cattr_tensor *ti = NULL;
-        cattr_tensor_convert(t, CATTR_INT64, &ti);
+        if (!d->tidx || cattr_tensor_convert(t, CATTR_INT64, &ti) != CATTR_OK) {
+            snprintf(why, wn, "%s: target tensor: %s", file, cattr_last_error());
+            return false;
+        }
         memcpy(d->tidx, cattr_tensor_data(ti), (size_t)n * sizeof(int64_t));
         cattr_tensor_free(ti);
         if (n == 1) *T = (cattr_target){CATTR_TARGET_INDEX, 1, 0, d->tidx};
         else *T = (cattr_target){CATTR_TARGET_PER_EXAMPLE, 1, n, d->tidx};
     } else {
-        snprintf(why, wn, "unknown target kind '%s'", kind);
+        snprintf(why, wn, "%s: unknown target kind '%s' (none, int, tuple, list, list_of_tuples or tensor)", file, kind);
         return false;
     }
     return true;
@@ -360,8 +471,9 @@ static void cmp_case(replay_opts *o, const char *name, const cattr_model *m, con
 }
 
 static int replay_case(const char *dir, replay_opts *o) {
-    char path[4096], why[512] = "";
+    char path[4096], file[4096], why[5120] = "";
     snprintf(path, sizeof path, "%s/case.json", dir);
+    snprintf(file, sizeof file, "%s", path); /* the case file, for the messages */
     char *text = read_text(path);
     if (!text) {
         (void)cli_usage_error("cannot read '%s'", path);
@@ -414,7 +526,7 @@ static int replay_case(const char *dir, replay_opts *o) {
         o->failed++;
         goto done;
     }
-    if (!load_case(c, set, &d, why, sizeof why)) {
+    if (!load_case(file, c, set, &d, why, sizeof why)) {
         printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
         o->failed++;
         goto done;
@@ -422,9 +534,27 @@ static int replay_case(const char *dir, replay_opts *o) {
     cattr_attr_params p = cattr_attr_default_params((cattr_method)cattr_method_from_name(method));
     p.dtype = o->dtype;
     const cJSON *v;
-    if ((v = arg(c, "n_steps"))) p.n_steps = v->valueint;
-    if ((v = arg(c, "method")) && cJSON_IsString(v)) p.quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
-    if ((v = arg(c, "internal_batch_size"))) p.internal_batch_size = v->valueint;
+    /* every count read from the case within the C API's limits (and the command line's: docs/CLI.md), so that a
+     * misread or hostile case is refused with the file, the field and the value instead of running for hours */
+    bool ok = true;
+    if (ok && (v = arg(c, "n_steps"))) ok = case_int_param(file, "n_steps", v, 1, CX_MAX_STEPS, &p.n_steps, why, sizeof why);
+    if (ok && (v = arg(c, "method")) && cJSON_IsString(v)) {
+        int q = cattr_quadrature_from_name(v->valuestring);
+        if (q < 0) {
+            snprintf(why, sizeof why, "%s: method (the quadrature) must be one of riemann_left, riemann_right, "
+                     "riemann_middle, riemann_trapezoid or gausslegendre (got '%s')", file, v->valuestring);
+            ok = false;
+        }
+        p.quadrature = (cattr_quadrature)q;
+    }
+    if (ok && (v = arg(c, "internal_batch_size")))
+        ok = case_int_param(file, "internal_batch_size", v, 1, CX_MAX_INTERNAL_BATCH, &p.internal_batch_size, why,
+                            sizeof why);
+    if (!ok) {
+        printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
+        o->failed++;
+        goto done;
+    }
     if ((v = arg(c, "abs"))) p.abs = cJSON_IsTrue(v);
     if ((v = arg(c, "attribute_to_layer_input"))) p.attribute_to_layer_input = cJSON_IsTrue(v);
     {
@@ -433,12 +563,20 @@ static int replay_case(const char *dir, replay_opts *o) {
         if (cJSON_IsArray(paths) && cJSON_GetArraySize(paths) == 1) p.layer = cJSON_GetArrayItem(paths, 0)->valuestring;
     }
     if ((v = arg(c, "return_input_shape")) && cJSON_IsFalse(v)) p.return_coefficients = 1;
-    if ((v = arg(c, "perturbations_per_eval")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
-    if ((v = arg(c, "perturbations_per_pass")) && cJSON_IsNumber(v)) p.perturbations_per_eval = v->valueint;
-    if ((v = arg(c, "n_samples")) && cJSON_IsNumber(v)) p.n_samples = v->valueint;
+    if (ok && (v = arg(c, "perturbations_per_eval")))
+        ok = case_int_param(file, "perturbations_per_eval", v, 1, CX_MAX_PERTURBATIONS, &p.perturbations_per_eval, why,
+                            sizeof why);
+    if (ok && (v = arg(c, "perturbations_per_pass")))
+        ok = case_int_param(file, "perturbations_per_pass", v, 1, CX_MAX_PERTURBATIONS, &p.perturbations_per_eval, why,
+                            sizeof why);
+    if (ok && (v = arg(c, "n_samples")))
+        ok = case_int_param(file, "n_samples", v, 1, CX_MAX_SAMPLES, &p.n_samples, why, sizeof why);
     if ((v = arg(c, "stdevs")) && cJSON_IsNumber(v)) p.stdevs = v->valuedouble;
-    if ((v = arg(c, "nt_samples")) && cJSON_IsNumber(v)) p.nt_samples = v->valueint;
-    if ((v = arg(c, "nt_samples_batch_size")) && cJSON_IsNumber(v)) p.nt_samples_batch_size = v->valueint;
+    if (ok && (v = arg(c, "nt_samples")))
+        ok = case_int_param(file, "nt_samples", v, 1, CX_MAX_NT_SAMPLES, &p.nt_samples, why, sizeof why);
+    if (ok && (v = arg(c, "nt_samples_batch_size")))
+        ok = case_int_param(file, "nt_samples_batch_size", v, 1, CX_MAX_NT_SAMPLES, &p.nt_samples_batch_size, why,
+                            sizeof why);
     if ((v = arg(c, "draw_baseline_from_distrib"))) p.draw_baseline_from_distrib = cJSON_IsTrue(v);
     if ((v = arg(c, "nt_type")) && cJSON_IsString(v))
         p.nt_type = !strcmp(v->valuestring, "smoothgrad_sq") ? CATTR_NT_SMOOTHGRAD_SQ
@@ -455,30 +593,53 @@ static int replay_case(const char *dir, replay_opts *o) {
         bool flat = w && cJSON_GetArraySize(w) > 0;
         cJSON_ArrayForEach(per, w) flat = flat && cJSON_IsNumber(per);
         const cJSON *ins = cJSON_GetObjectItemCaseSensitive(arg(c, "inputs"), "tensors");
+        const char *wname = k ? "strides" : "sliding_window_shapes";
+        char field[96];
+        long long x = 0;
+        /* each size from 1 (its bound, the input's size, is the library's check) */
         if (flat && (k == 0 || cJSON_GetArraySize(ins) <= 1)) {
             int nd = 0;
-            cJSON_ArrayForEach(per, w) if (nd < CATTR_MAX_DIMS)(k ? p.strides : p.sliding_window)[0][nd++] =
-                (int64_t)per->valuedouble;
+            ok = ok && case_count(file, wname, w, CATTR_MAX_DIMS, why, sizeof why);
+            cJSON_ArrayForEach(per, w) {
+                snprintf(field, sizeof field, "%s[%d]", wname, nd);
+                if (!ok || !(ok = case_int(file, field, per, 1, CASE_MAX_INDEX, &x, why, sizeof why))) break;
+                (k ? p.strides : p.sliding_window)[0][nd++] = (int64_t)x;
+            }
             (k ? p.strides_ndim : p.sliding_window_ndim)[0] = nd;
             continue;
         }
+        ok = ok && case_count(file, wname, w, CATTR_MAX_INPUTS, why, sizeof why);
         cJSON_ArrayForEach(per, w) {
-            if (idx >= CATTR_MAX_INPUTS) break;
+            if (!ok) break;
             int nd = 0;
             const cJSON *dim;
             if (cJSON_IsNumber(per)) {
-                (k ? p.strides : p.sliding_window)[idx][nd++] = (int64_t)per->valuedouble;
+                snprintf(field, sizeof field, "%s[%d]", wname, idx);
+                if (!(ok = case_int(file, field, per, 1, CASE_MAX_INDEX, &x, why, sizeof why))) break;
+                (k ? p.strides : p.sliding_window)[idx][nd++] = (int64_t)x;
             } else {
-                cJSON_ArrayForEach(dim, per) if (nd < CATTR_MAX_DIMS)(k ? p.strides : p.sliding_window)[idx][nd++] =
-                    (int64_t)dim->valuedouble;
+                snprintf(field, sizeof field, "%s[%d]", wname, idx);
+                if (!(ok = case_count(file, field, per, CATTR_MAX_DIMS, why, sizeof why))) break;
+                cJSON_ArrayForEach(dim, per) {
+                    snprintf(field, sizeof field, "%s[%d][%d]", wname, idx, nd);
+                    if (!(ok = case_int(file, field, dim, 1, CASE_MAX_INDEX, &x, why, sizeof why))) break;
+                    (k ? p.strides : p.sliding_window)[idx][nd++] = (int64_t)x;
+                }
             }
             (k ? p.strides_ndim : p.sliding_window_ndim)[idx++] = nd;
         }
-        if (k && !w && (v = arg(c, "strides")) && cJSON_IsNumber(v))
-            for (int t = 0; t < CATTR_MAX_INPUTS; t++) {
+        if (ok && k && !w && (v = arg(c, "strides")) && cJSON_IsNumber(v)) {
+            ok = case_int(file, "strides", v, 1, CASE_MAX_INDEX, &x, why, sizeof why);
+            for (int t = 0; t < CATTR_MAX_INPUTS && ok; t++) {
                 p.strides_ndim[t] = -1; /* -1: one stride for every dim */
-                p.strides[t][0] = (int64_t)v->valuedouble;
+                p.strides[t][0] = (int64_t)x;
             }
+        }
+    }
+    if (!ok) {
+        printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
+        o->failed++;
+        goto done;
     }
     /* constructor arguments: of the wrapped method for NoiseTunnel */
     const cJSON *ctor = cJSON_GetObjectItemCaseSensitive(c, "constructor");
@@ -498,7 +659,7 @@ static int replay_case(const char *dir, replay_opts *o) {
         if ((v = cJSON_GetObjectItemCaseSensitive(sim, "kernel_width")) && cJSON_IsNumber(v)) p.kernel_width = v->valuedouble;
         if ((v = cJSON_GetObjectItemCaseSensitive(im, "alpha")) && cJSON_IsNumber(v)) p.lime_alpha = v->valuedouble;
     }
-    if (!load_extras(c, set, o->dtype, &d, why, sizeof why)) {
+    if (!load_extras(file, c, set, o->dtype, &d, why, sizeof why)) {
         printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
         o->failed++;
         goto done;
@@ -517,24 +678,38 @@ static int replay_case(const char *dir, replay_opts *o) {
     if (ns) {
         const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ns, "kind"));
         const cJSON *ix = cJSON_GetObjectItemCaseSensitive(ns, "index"), *it2;
+        char field[96];
+        long long x = 0;
         if (kind && !strcmp(kind, "function")) {
             p.neuron_kind = CATTR_NEURON_SUM;
-            cJSON_ArrayForEach(it2, cJSON_GetObjectItemCaseSensitive(ns, "dims")) if (p.neuron_sum_ndim < CATTR_MAX_DIMS)
-                p.neuron_sum_dims[p.neuron_sum_ndim++] = (int64_t)it2->valuedouble;
+            const cJSON *dims = cJSON_GetObjectItemCaseSensitive(ns, "dims");
+            ok = case_count(file, "neuron_selector.dims", dims, CATTR_MAX_DIMS, why, sizeof why);
+            cJSON_ArrayForEach(it2, dims) {
+                snprintf(field, sizeof field, "neuron_selector.dims[%d]", p.neuron_sum_ndim);
+                if (!ok || !(ok = case_int(file, field, it2, -CATTR_MAX_DIMS, CATTR_MAX_DIMS, &x, why, sizeof why))) break;
+                p.neuron_sum_dims[p.neuron_sum_ndim++] = (int64_t)x;
+            }
         } else {
             bool slices = kind && !strcmp(kind, "slices");
             p.neuron_kind = slices ? CATTR_NEURON_SLICES : CATTR_NEURON_INDEX;
+            ok = case_count(file, "neuron_selector.index", ix, CATTR_MAX_DIMS, why, sizeof why);
             cJSON_ArrayForEach(it2, ix) {
                 int k = p.neuron_ndim;
-                if (k >= CATTR_MAX_DIMS) break;
+                if (!ok) break;
                 const cJSON *sl = cJSON_GetObjectItemCaseSensitive(it2, "slice");
                 if (cJSON_IsArray(sl)) {
-                    for (int q = 0; q < 3; q++) {
+                    for (int q = 0; q < 3 && ok; q++) {
                         const cJSON *e3 = cJSON_GetArrayItem(sl, q);
-                        p.neuron_slice[k][q] = cJSON_IsNumber(e3) ? (int64_t)e3->valuedouble : (q == 1 ? INT64_MAX : q == 2 ? 1 : 0);
+                        snprintf(field, sizeof field, "neuron_selector.index[%d].slice[%d]", k, q);
+                        if (cJSON_IsNumber(e3))
+                            ok = case_int(file, field, e3, q == 2 ? 1 : -CASE_MAX_INDEX, CASE_MAX_INDEX, &x, why,
+                                          sizeof why);
+                        p.neuron_slice[k][q] = cJSON_IsNumber(e3) ? (int64_t)x : (q == 1 ? INT64_MAX : q == 2 ? 1 : 0);
                     }
-                } else if (cJSON_IsNumber(it2)) {
-                    p.neuron_index[k] = (int64_t)it2->valuedouble;
+                } else {
+                    snprintf(field, sizeof field, "neuron_selector.index[%d]", k);
+                    if (!(ok = case_int(file, field, it2, -CASE_MAX_INDEX, CASE_MAX_INDEX, &x, why, sizeof why))) break;
+                    p.neuron_index[k] = (int64_t)x;
                     p.neuron_slice[k][0] = p.neuron_index[k];
                     p.neuron_slice[k][1] = p.neuron_index[k] + 1;
                     p.neuron_slice[k][2] = 1;
@@ -542,6 +717,11 @@ static int replay_case(const char *dir, replay_opts *o) {
                 }
                 p.neuron_ndim++;
             }
+        }
+        if (!ok) {
+            printf("FAIL %s case err=data allowed=0 (%s)\n", name, why);
+            o->failed++;
+            goto done;
         }
     }
     bool want_delta = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "return_convergence_delta"));
@@ -592,8 +772,9 @@ static int replay_case(const char *dir, replay_opts *o) {
     cJSON_ArrayForEach(ex, cJSON_GetObjectItemCaseSensitive(c, "expected")) {
         const char *en = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(ex, f32 ? "f32_name" : "name"));
         const cJSON *tol = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ex, "tolerance"), tolkey);
-        int idx = cJSON_GetObjectItemCaseSensitive(ex, "input_index")
-                      ? cJSON_GetObjectItemCaseSensitive(ex, "input_index")->valueint : ordinal;
+        const cJSON *ii = cJSON_GetObjectItemCaseSensitive(ex, "input_index");
+        int idx = cJSON_IsNumber(ii) ? (ii->valuedouble >= 0 && ii->valuedouble < 16 ? (int)ii->valuedouble : -1)
+                                     : ordinal;
         ordinal++;
         const cattr_tensor *et = en ? cattr_tensor_set_get(set, en) : NULL;
         if (!et || !tol || idx < 0 || idx >= 16 || !attr[idx]) {
@@ -601,8 +782,14 @@ static int replay_case(const char *dir, replay_opts *o) {
             o->failed++;
             goto done;
         }
-        double rtol = cJSON_GetObjectItemCaseSensitive(tol, "rtol")->valuedouble;
-        double atol = cJSON_GetObjectItemCaseSensitive(tol, "atol")->valuedouble;
+        const cJSON *rt = cJSON_GetObjectItemCaseSensitive(tol, "rtol"), *at = cJSON_GetObjectItemCaseSensitive(tol, "atol");
+        if (!cJSON_IsNumber(rt) || !cJSON_IsNumber(at)) {
+            printf("FAIL %s %s err=data allowed=0 (%s: its tolerance %s needs numbers rtol and atol)\n", name, en, file,
+                   tolkey);
+            o->failed++;
+            goto done;
+        }
+        double rtol = rt->valuedouble, atol = at->valuedouble;
         double err, allowed;
         if (cattr_tensor_numel(et) != cattr_tensor_numel(attr[idx])) {
             printf("FAIL %s %s err=shape allowed=0\n", name, en);
@@ -632,7 +819,14 @@ static int replay_case(const char *dir, replay_opts *o) {
             o->failed++;
             goto done;
         }
-        double atol = cJSON_GetObjectItemCaseSensitive(tol, "atol")->valuedouble, err, allowed;
+        const cJSON *at = cJSON_GetObjectItemCaseSensitive(tol, "atol");
+        if (!cJSON_IsNumber(at)) {
+            printf("FAIL %s delta err=data allowed=0 (%s: the delta's tolerance %s needs a number atol)\n", name, file,
+                   tolkey);
+            o->failed++;
+            goto done;
+        }
+        double atol = at->valuedouble, err, allowed;
         compare(delta, et, 0.0, atol, &err, &allowed);
         double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
         if (!(err <= allowed) && (!failed || ratio > fail_err / (fail_allowed > 0 ? fail_allowed : 1))) {

@@ -27,6 +27,7 @@ typedef struct {
 typedef struct {
     cattr_dtype dtype;
     const char *device;
+    const char *index; /* the index file (cases.json), for the messages */
     replay_opts *o;
     int *passed, *failed, *skipped;
     llm_model models[4];
@@ -92,8 +93,60 @@ static double atol_of(const cJSON *tol) {
 static int64_t *json_ids(const cJSON *arr, int64_t *n) {
     *n = cJSON_GetArraySize(arr);
     int64_t *ids = malloc((size_t)(*n + 1) * sizeof *ids);
-    for (int64_t i = 0; ids && i < *n; i++) ids[i] = (int64_t)cJSON_GetArrayItem(arr, (int)i)->valuedouble;
+    for (int64_t i = 0; ids && i < *n; i++) {
+        const cJSON *v = cJSON_GetArrayItem(arr, (int)i);
+        ids[i] = cJSON_IsNumber(v) && fabs(v->valuedouble) < 9.2e18 ? (int64_t)v->valuedouble : -1;
+    }
     return ids;
+}
+
+/* ---- what a case may hold: counts within the C API's limits, ids within the vocabulary ------------------------- */
+
+/* Integer `field` of record `id` in index x->index from JSON value v, from lo to hi; false with `why` naming the index
+ * file, the record, the field and the value otherwise. */
+static bool rec_int(const llm_ctx *x, const char *id, const char *field, const cJSON *v, long long lo, long long hi,
+                    long long *out, char *why, size_t wn) {
+    if (cJSON_IsNumber(v) && v->valuedouble >= (double)lo && v->valuedouble <= (double)hi &&
+        v->valuedouble == floor(v->valuedouble)) {
+        *out = (long long)v->valuedouble;
+        return true;
+    }
+    char *txt = v ? cJSON_PrintUnformatted(v) : NULL;
+    snprintf(why, wn, "%s: %s: %s must be an integer from %lld to %lld (got %s)", x->index, id ? id : "?", field, lo, hi,
+             txt ? txt : "nothing");
+    cJSON_free(txt);
+    return false;
+}
+
+/* Token ids `field` of record `id`: a list of at least min_n integers in the vocabulary of m (*ids malloc'ed). */
+static bool rec_ids(const llm_ctx *x, const llm_model *m, const char *id, const char *field, const cJSON *arr,
+                    int64_t min_n, int64_t **ids, int64_t *n, char *why, size_t wn) {
+    *ids = NULL;
+    *n = 0;
+    int64_t cnt = cJSON_GetArraySize(arr), V = m->cfg.vocab_size;
+    if (!cJSON_IsArray(arr) || cnt < min_n || cnt > m->cfg.max_position_embeddings) {
+        snprintf(why, wn, "%s: %s: %s must be a list of from %lld to %lld token ids (got %lld)", x->index, id ? id : "?",
+                 field, (long long)min_n, (long long)m->cfg.max_position_embeddings, (long long)cnt);
+        return false;
+    }
+    int64_t *v = malloc((size_t)(cnt + 1) * sizeof *v);
+    if (!v) {
+        snprintf(why, wn, "out of memory");
+        return false;
+    }
+    for (int64_t i = 0; i < cnt; i++) {
+        char f[96];
+        long long t = 0;
+        snprintf(f, sizeof f, "%s[%lld] (a token id)", field, (long long)i);
+        if (!rec_int(x, id, f, cJSON_GetArrayItem(arr, (int)i), 0, V - 1, &t, why, wn)) {
+            free(v);
+            return false;
+        }
+        v[i] = t;
+    }
+    *ids = v;
+    *n = cnt;
+    return true;
 }
 
 /* ---- forward checks ------------------------------------------------------------------------------------------- */
@@ -116,8 +169,24 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
         (*x->failed)++;
         return;
     }
-    ids = json_ids(cJSON_GetObjectItemCaseSensitive(p, "input_ids"), &T);
-    tg = json_ids(cJSON_GetObjectItemCaseSensitive(p, "target_ids"), &n);
+    char why[1024];
+    bool data_ok = rec_ids(x, m, id, "input_ids", cJSON_GetObjectItemCaseSensitive(p, "input_ids"), 1, &ids, &T, why,
+                           sizeof why) &&
+                   rec_ids(x, m, id, "target_ids", cJSON_GetObjectItemCaseSensitive(p, "target_ids"), 0, &tg, &n, why,
+                           sizeof why);
+    if (data_ok && T + n > m->cfg.max_position_embeddings) {
+        snprintf(why, sizeof why, "%s: %s: input_ids (%lld) and target_ids (%lld) exceed the model's context of %lld",
+                 x->index, id ? id : "?", (long long)T, (long long)n, (long long)m->cfg.max_position_embeddings);
+        data_ok = false;
+    }
+    if (!data_ok) {
+        printf("FAIL forward:%s case err=data allowed=0 (%s)\n", id, why);
+        (*x->failed)++;
+        free(ids);
+        free(tg);
+        cattr_tensor_set_free(set);
+        return;
+    }
     const cJSON *tol = cJSON_GetObjectItemCaseSensitive(p, "tolerance");
     /* tokenization, where the prompt has text and the model a tokenizer */
     const char *text = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(p, "text"));
@@ -174,7 +243,9 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
         } else {
             out = res[0];
             int64_t V = out->shape[2], H = m->cfg.hidden_size;
-            buf = malloc((size_t)(V > L ? V : L) * sizeof *buf);
+            int64_t nb = V > L ? V : L;
+            if (T * H > nb) nb = T * H; /* the prompt rows' hidden states */
+            buf = malloc((size_t)(nb + 1) * sizeof *buf);
             /* hidden states of the prompt rows */
             int hi = 1;
             cJSON_ArrayForEach(hs, cJSON_GetObjectItemCaseSensitive(p, "hidden_states")) {
@@ -261,29 +332,75 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
 
 /* ---- attribution cases ---------------------------------------------------------------------------------------- */
 
-/* The case's parameters for cattr_llm_attribute. */
-static void case_params(llm_ctx *x, const cJSON *cs, cattr_method method, cattr_attr_params *p, cattr_llm_call *c,
-                        int64_t **perms, int64_t T) {
+/* The case's parameters for cattr_llm_attribute; false with `why` for a count, an index or a name out of its range. */
+static bool case_params(llm_ctx *x, const llm_model *m, const cJSON *cs, const char *id, cattr_method method,
+                        cattr_attr_params *p, cattr_llm_call *c, int64_t **perms, int64_t T, char *why, size_t wn) {
     *p = cattr_attr_default_params(method);
     p->dtype = x->dtype;
+    *perms = NULL;
+    long long k = 0;
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
-    if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_steps")) && cJSON_IsNumber(v)) p->n_steps = v->valueint;
-    if ((v = cJSON_GetObjectItemCaseSensitive(args, "method")) && cJSON_IsString(v))
-        p->quadrature = (cattr_quadrature)cattr_quadrature_from_name(v->valuestring);
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_steps")) && !cJSON_IsNull(v)) {
+        if (!rec_int(x, id, "args.n_steps", v, 1, CX_MAX_STEPS, &k, why, wn)) return false;
+        p->n_steps = (int)k;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "method")) && cJSON_IsString(v)) {
+        int q = cattr_quadrature_from_name(v->valuestring);
+        if (q < 0) {
+            snprintf(why, wn, "%s: %s: args.method (the quadrature) must be one of riemann_left, riemann_right, "
+                     "riemann_middle, riemann_trapezoid or gausslegendre (got '%s')", x->index, id ? id : "?",
+                     v->valuestring);
+            return false;
+        }
+        p->quadrature = (cattr_quadrature)q;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "internal_batch_size")) && !cJSON_IsNull(v)) {
+        if (!rec_int(x, id, "args.internal_batch_size", v, 1, CX_MAX_INTERNAL_BATCH, &k, why, wn)) return false;
+        p->internal_batch_size = (int)k;
+    }
+    if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_samples")) && !cJSON_IsNull(v)) {
+        if (!rec_int(x, id, "args.n_samples", v, 1, CX_MAX_SAMPLES, &k, why, wn)) return false;
+        p->n_samples = (int)k;
+    }
     const cJSON *bl = cJSON_GetObjectItemCaseSensitive(cs, "baseline");
     const char *bk = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(bl, "kind"));
-    if (bk && !strcmp(bk, "token")) c->baseline_token = (int64_t)cJSON_GetObjectItemCaseSensitive(bl, "token_id")->valuedouble;
+    if (bk && !strcmp(bk, "token")) {
+        if (!rec_int(x, id, "baseline.token_id", cJSON_GetObjectItemCaseSensitive(bl, "token_id"), 0,
+                     m->cfg.vocab_size - 1, &k, why, wn))
+            return false;
+        c->baseline_token = (int64_t)k;
+    }
     const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cs, "permutations");
-    *perms = NULL;
-    if (cJSON_IsArray(pm)) { /* the recorded orders of torch's generator */
+    if (cJSON_IsArray(pm)) { /* the recorded orders of torch's generator: each an order of the T prompt positions */
         int S = cJSON_GetArraySize(pm);
-        *perms = malloc((size_t)(S * T + 1) * sizeof **perms);
-        for (int s = 0; *perms && s < S; s++)
-            for (int64_t i = 0; i < T; i++)
-                (*perms)[s * T + i] = (int64_t)cJSON_GetArrayItem(cJSON_GetArrayItem(pm, s), (int)i)->valuedouble;
+        if (S < 1 || S > CX_MAX_SAMPLES) {
+            snprintf(why, wn, "%s: %s: permutations must hold from 1 to %d orders (got %d)", x->index, id ? id : "?",
+                     CX_MAX_SAMPLES, S);
+            return false;
+        }
+        *perms = malloc((size_t)((int64_t)S * T + 1) * sizeof **perms);
+        if (!*perms) {
+            snprintf(why, wn, "out of memory");
+            return false;
+        }
+        for (int s = 0; s < S; s++) {
+            const cJSON *row = cJSON_GetArrayItem(pm, s);
+            if (!cJSON_IsArray(row) || cJSON_GetArraySize(row) != T) {
+                snprintf(why, wn, "%s: %s: permutations[%d] must be an order of the %lld prompt positions", x->index,
+                         id ? id : "?", s, (long long)T);
+                return false;
+            }
+            for (int64_t i = 0; i < T; i++) {
+                char f[96];
+                snprintf(f, sizeof f, "permutations[%d][%lld]", s, (long long)i);
+                if (!rec_int(x, id, f, cJSON_GetArrayItem(row, (int)i), 0, T - 1, &k, why, wn)) return false;
+                (*perms)[s * T + i] = (int64_t)k;
+            }
+        }
         c->permutations = *perms;
         p->n_samples = S;
     }
+    return true;
 }
 
 static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const char *base, const char *model_dir) {
@@ -309,7 +426,45 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
     int64_t T = 0, n = 0;
     const cJSON *idsj = cJSON_GetObjectItemCaseSensitive(cs, "input_ids");
     if (!idsj) idsj = cJSON_GetObjectItemCaseSensitive(prompt, "input_ids");
-    int64_t *ids = json_ids(idsj, &T), *tg = json_ids(cJSON_GetObjectItemCaseSensitive(cs, "target_ids"), &n);
+    int64_t *ids = NULL, *tg = NULL;
+    char why[1024] = "";
+    bool data_ok = st != CATTR_OK || tpl ||
+                   rec_ids(x, m, id, "input_ids", idsj, 1, &ids, &T, why, sizeof why);
+    if (st == CATTR_OK && data_ok)
+        data_ok = rec_ids(x, m, id, "target_ids", cJSON_GetObjectItemCaseSensitive(cs, "target_ids"), 1, &tg, &n, why,
+                          sizeof why);
+    if (st == CATTR_OK && data_ok && T + n > m->cfg.max_position_embeddings) {
+        snprintf(why, sizeof why, "%s: %s: input_ids (%lld) and target_ids (%lld) exceed the model's context of %lld",
+                 x->index, id ? id : "?", (long long)T, (long long)n, (long long)m->cfg.max_position_embeddings);
+        data_ok = false;
+    }
+    if (st == CATTR_OK && tpl) { /* a text template: at most 16 slots, strings */
+        const cJSON *it;
+        const cJSON *tv = cJSON_GetObjectItemCaseSensitive(tpl, "values"), *tb = cJSON_GetObjectItemCaseSensitive(tpl, "baselines_used");
+        if (data_ok && (cJSON_GetArraySize(tv) < 1 || cJSON_GetArraySize(tv) > 16 || cJSON_GetArraySize(tb) > 16)) {
+            snprintf(why, sizeof why, "%s: %s: input.values must hold from 1 to 16 slot values, and "
+                     "input.baselines_used at most 16 (got %d and %d)", x->index, id ? id : "?",
+                     cJSON_GetArraySize(tv), cJSON_GetArraySize(tb));
+            data_ok = false;
+        }
+        cJSON_ArrayForEach(it, tv) if (data_ok && !cJSON_IsString(it)) {
+            snprintf(why, sizeof why, "%s: %s: input.values holds a value that is not a string", x->index, id ? id : "?");
+            data_ok = false;
+        }
+        cJSON_ArrayForEach(it, tb) if (data_ok && !cJSON_IsString(it) && !cJSON_IsNull(it)) {
+            snprintf(why, sizeof why, "%s: %s: input.baselines_used holds a value that is not a string", x->index,
+                     id ? id : "?");
+            data_ok = false;
+        }
+    }
+    if (!data_ok) {
+        printf("FAIL %s case err=data allowed=0 (%s)\n", id, why);
+        (*x->failed)++;
+        free(ids);
+        free(tg);
+        cattr_tensor_set_free(set);
+        return;
+    }
     double *token_attr = calloc((size_t)(n * T + 1), sizeof *token_attr), *seq_attr = calloc((size_t)(T + 1), sizeof *seq_attr);
     const cattr_tensor **draws = NULL;
     const char **roles = NULL;
@@ -319,7 +474,7 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
         const cJSON *it;
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(tpl, "values")) if (n_slots < 16) vals[n_slots++] = it->valuestring;
         int nb = 0;
-        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(tpl, "baselines_used")) if (nb < 16) bls[nb++] = it->valuestring;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(tpl, "baselines_used")) if (nb < 16) bls[nb++] = cJSON_GetStringValue(it);
         T = n_slots;
         free(token_attr);
         free(seq_attr);
@@ -333,9 +488,13 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
         cattr_attr_params lp;
         cattr_llm_call lc = cattr_llm_call_make(ids, T, tg, n);
         int64_t *perms = NULL;
-        case_params(x, cs, lm, &lp, &lc, &perms, T);
+        if (!case_params(x, m, cs, id, lm, &lp, &lc, &perms, T, why, sizeof why)) {
+            printf("FAIL %s case err=data allowed=0 (%s)\n", id, why);
+            (*x->failed)++;
+            free(perms);
+            goto out;
+        }
         const cJSON *args = cJSON_GetObjectItemCaseSensitive(cs, "args"), *v;
-        if ((v = cJSON_GetObjectItemCaseSensitive(args, "n_samples")) && cJSON_IsNumber(v)) lp.n_samples = v->valueint;
         if ((v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(args, "sklearn_kwargs"), "alpha")) && cJSON_IsNumber(v))
             lp.lime_alpha = v->valuedouble;
         const cJSON *rd = cJSON_GetObjectItemCaseSensitive(cs, "random_draws");
@@ -343,13 +502,18 @@ static void run_case(llm_ctx *x, const cJSON *cs, const cJSON *prompt, const cha
             const char *fmt = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(rd, "tensor_name_format"));
             const cJSON *seq = cJSON_GetObjectItemCaseSensitive(rd, "sequence");
             int nd = cJSON_GetArraySize(seq);
+            if (nd > cattr_tensor_set_count(set)) { /* each draw is a tensor of the set */
+                st = cx_fail(CATTR_ERR_FORMAT, "%s: %s: random_draws.sequence has %d draws; its tensor file holds only %d "
+                             "tensors", x->index, id ? id : "?", nd, cattr_tensor_set_count(set));
+                nd = 0;
+            }
             draws = calloc((size_t)(nd + 1), sizeof *draws);
             roles = calloc((size_t)(nd + 1), sizeof *roles);
             for (int k = 0; fmt && draws && roles && k < nd; k++) {
                 char name[256];
                 snprintf(name, sizeof name, fmt, k);
                 draws[k] = tensor(set, name);
-                roles[k] = cJSON_GetArrayItem(seq, k)->valuestring;
+                roles[k] = cJSON_GetStringValue(cJSON_GetArrayItem(seq, k));
                 if (!draws[k]) st = cx_fail(CATTR_ERR_FORMAT, "missing draw '%s'", name);
             }
             lc.draws = draws;
@@ -457,6 +621,7 @@ int replay_llm_index(const char *path, replay_opts *o) {
     memset(&x, 0, sizeof x);
     x.dtype = o->dtype;
     x.device = o->device;
+    x.index = path;
     x.o = o;
     x.passed = &o->passed;
     x.failed = &o->failed;
