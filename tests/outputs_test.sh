@@ -106,6 +106,19 @@ grep -q '"attributions"' "$tmp/fifo.got" && ok || bad "nothing came through the 
 run "--html equal to --output" 2 "two outputs cannot share a file" -- explain-llm $tiny --prompt-ids 1,2 --target-ids 3 --output "$tmp/l.json" --html "$tmp/l.json"
 ! [ -e "$tmp/l.json" ] && ok || bad "--html equal to --output wrote it"
 run "--output inside the checkpoint" 2 "is the same file as the checkpoint" -- explain-llm $tiny --prompt-ids 1,2 --target-ids 3 --output "$tiny/config.json"
+golden=${CATTR_GOLDEN:-../shared/golden}
+if [ -d "$golden/captum/custom_mlp__Occlusion" ]; then # compare's --json over a file of a case it reads
+    cp -r "$golden/captum/custom_mlp__Occlusion" "$tmp/case"
+    chmod -R u+w "$tmp/case"
+    cp "$tmp/case/case.json" "$tmp/case.copy"
+    run "compare --json over its case" 2 "is the same file as a compared case" -- compare "$tmp/case" --json "$tmp/case/case.json"
+    same "$tmp/case/case.json" "$tmp/case.copy"
+    run "compare --json over a case of its folder" 2 "is the same file as a compared case" -- compare "$tmp" --json "$tmp/case/case.json"
+    same "$tmp/case/case.json" "$tmp/case.copy"
+    rm -rf "$tmp/case"
+else
+    echo "SKIP: compare --json over a case ($golden not found)"
+fi
 run "--max-memory with a T suffix" 0 "" -- explain $model --input "$tmp/in.npy" --output "$tmp/o.npy" --max-memory 1T -q
 
 # --- 4. two runs on one output: the second is refused ----------------------------------------------------------------

@@ -191,15 +191,17 @@ typedef struct cli_file {
     bool out;
 } cli_file;
 
-static cli_file g_files[128];
-static int g_n_files;
+static cli_file *g_files;
+static int g_n_files, g_cap_files;
 
 void cli_files_reset(void) {
     for (int i = 0; i < g_n_files; i++) {
         free(g_files[i].name);
         free(g_files[i].path);
     }
-    g_n_files = 0;
+    free(g_files);
+    g_files = NULL;
+    g_n_files = g_cap_files = 0;
 }
 
 /* The identity of `path`: the file's (dev, ino), or for a file not yet there its folder's and its own name. */
@@ -243,7 +245,15 @@ static bool file_add(const char *path, const char *what, bool out) {
             return false;
         }
     }
-    if (!k.path || g_n_files == (int)(sizeof g_files / sizeof *g_files)) { /* more than any command names: unchecked */
+    if (g_n_files == g_cap_files) {
+        int cap = g_cap_files ? 2 * g_cap_files : 64;
+        cli_file *grown = realloc(g_files, (size_t)cap * sizeof *grown);
+        if (grown) {
+            g_files = grown;
+            g_cap_files = cap;
+        }
+    }
+    if (!k.path || g_n_files == g_cap_files) { /* out of memory: not checked */
         free(k.name);
         free(k.path);
         return true;
@@ -267,7 +277,7 @@ bool cli_file_out(const char *path, const char *what) {
     return file_add(path, what, true);
 }
 
-bool cli_folder_in(const char *dir, const char *what) {
+static bool folder_in(const char *dir, const char *what, int depth) {
     DIR *d = dir ? opendir(dir) : NULL;
     if (!d) return true;
     bool ok = true;
@@ -279,11 +289,14 @@ bool cli_folder_in(const char *dir, const char *what) {
         if (!full) break;
         snprintf(full, len, "%s/%s", dir, de->d_name);
         if (stat(full, &sb) == 0 && S_ISREG(sb.st_mode)) ok = file_add(full, what, false);
+        else if (depth > 0 && S_ISDIR(sb.st_mode)) ok = folder_in(full, what, depth - 1);
         free(full);
     }
     closedir(d);
     return ok;
 }
+
+bool cli_folder_in(const char *dir, const char *what) { return folder_in(dir, what, 1); }
 
 bool cli_ranks_agree(int argc, char **argv, const char *const *paths, int n_paths) {
     if (mpi_driver_size() < 2) return true;

@@ -42,7 +42,8 @@ bool cli_device_arg(const char *name);
  * cannot be examined as an input is left to the loader's own message. */
 bool cli_file_in(const char *path, const char *what);
 bool cli_file_out(const char *path, const char *what);
-/* Every regular file directly inside a folder, as inputs (a checkpoint). */
+/* The regular files of a folder and of its subfolders (not deeper), as inputs: a checkpoint, a case folder, a folder of
+ * case folders. A path that is not a folder registers nothing (cli_file_in does). */
 bool cli_folder_in(const char *dir, const char *what);
 /* Forgets the registered files (a command run twice in one process, as the tests do). */
 void cli_files_reset(void);

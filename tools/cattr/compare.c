@@ -351,7 +351,10 @@ int cmd_compare(int argc, char **argv) {
     }
     if (!parse_devices(devices, devbuf, sizeof devbuf, &o.device, &tally.device_b)) return CLI_USAGE;
     for (int i = 0; i < np; i++) /* every path, before anything runs or prints */
-        if (check_path(paths[i], input, prompt, ttext) != CLI_OK) return CLI_USAGE;
+        if (check_path(paths[i], input, prompt, ttext) != CLI_OK || !cli_file_in(paths[i], "a compared path") ||
+            !cli_folder_in(paths[i], "a compared case"))
+            return CLI_USAGE;
+    if (!cli_file_in(input, "--input") || !cli_file_out(json, "--json")) return CLI_USAGE;
     tally.json_rows = cJSON_CreateArray();
     if (!tally.json_rows) return cli_usage_error("out of memory");
     header_shown = false;
