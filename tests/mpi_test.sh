@@ -248,5 +248,20 @@ mpi 2 explain $model --input "$tmp/dsnan.npy" --steps 8 --batch-size 4 --output 
 rc=$?
 [ $rc -eq 1 ] && [ "$(grep -c 'rows 8 to 12: input 0 has a non-finite value' "$tmp/err")" -eq 1 ] && ok || bad "a NaN row under 2 ranks: exit $rc: $(cat "$tmp/err")"
 
+# the sweep under 2 ranks, dataset mode: every method with an out-of-range target stops with its message, said once
+# by rank 0, never a signal, no output
+for m in saliency input-x-gradient integrated-gradients deeplift deeplift-shap guided-backprop deconvolution \
+    guided-gradcam lrp gradient-shap feature-ablation occlusion shapley-value-sampling shapley-values lime kernel-shap \
+    layer-gradient-x-activation layer-gradcam internal-influence layer-conductance layer-integrated-gradients \
+    layer-deeplift layer-deeplift-shap layer-gradient-shap layer-feature-ablation layer-feature-permutation layer-lrp \
+    neuron-conductance; do
+    mpi 2 explain $model --method $m --layer conv2 --neuron 0,1,1 --sliding-window 1,3,3 --n-samples 4 --steps 4 \
+        --baseline models/digits/samples/digit_0.npy --input "$tmp/ds.npy" --batch-size 8 --target 10 \
+        --output "$tmp/sweep.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 1 ] && [ "$(grep -c 'target index 10 is out of range' "$tmp/err")" -eq 1 ] && ! [ -e "$tmp/sweep.npy" ] &&
+        ! [ -e "$tmp/sweep.npy.part" ] && ok || bad "$m under 2 ranks with target 10: exit $rc: $(head -c 300 "$tmp/err")"
+done
+
 echo "mpi: $checks checks, $fails failed"
 [ $fails -eq 0 ]
