@@ -336,8 +336,10 @@ typedef struct cattr_attr_params {
     int n_steps;                  /* IG: integration steps (default 50), 1 to 1000000 */
     cattr_quadrature quadrature;  /* IG: default gausslegendre */
     int internal_batch_size;      /* IG: rows per chunk as in Captum (0: choose from max_memory), 0 to 10^9 */
-    size_t max_memory;            /* activation memory budget in bytes (0: a quarter of free RAM); one below a single
-                                   * step, row or sample runs one per pass with a warning, logged once per explainer */
+    size_t max_memory;            /* activation memory budget in bytes (0: a quarter of the memory available to the
+                                   * process: the least of free RAM, what ulimit -v (RLIMIT_AS) leaves and what its
+                                   * cgroups' limits leave); one below a single step, row or sample runs one per pass
+                                   * with a warning, logged once per explainer */
     int multiply_by_inputs;       /* IG, DeepLift, GradientShap: 1 (default) multiplies by (input - baseline) */
     int abs;                      /* Saliency: 1 (default) returns |gradient| */
     int return_convergence_delta; /* methods with a delta: 1 computes it (default 1) */
@@ -346,7 +348,9 @@ typedef struct cattr_attr_params {
     cattr_precision precision;    /* default CATTR_PRECISION_HIGHEST; HIGH needs float32 and a device with bfloat16
                                    * products */
     int check_finite;             /* 1 (default): NaN/Inf in inputs or baselines is an error */
-    cattr_progress_fn progress;   /* NULL (default) or called after each chunk of work */
+    cattr_progress_fn progress;   /* NULL (default) or called after each chunk of work; while `cancel` is set, also
+                                   * every 100 ms during a pass (from the calling thread, with the last counts again),
+                                   * so that a caller whose signal handlers run only in callbacks (Python) sees Ctrl-C */
     void *progress_user;
     /* ---- methods beyond the gradient family ---- */
     double eps;                   /* DeepLift: |delta in| below which the plain gradient is used (default 1e-10) */
@@ -399,9 +403,9 @@ typedef struct cattr_attr_params {
      * ablated sequences once (ablating token i changes nothing before position i) and runs only the positions from
      * i on, when perturbations_per_eval is 0; 1 runs every sequence in full. */
     int no_prefix_cache;
-    /* NULL (default), or a flag the call reads after each chunk of work (when `progress` is called): a non-zero value
-     * stops the call with CATTR_ERR_CANCELLED, nothing written to its outputs. Set it from another thread (a UI, a
-     * signal handler's flag, Python's Ctrl-C); borrowed for the call. */
+    /* NULL (default), or a flag the call reads after each chunk of work and between the operations of a pass: a
+     * non-zero value stops the call with CATTR_ERR_CANCELLED within one operation, nothing written to its outputs. Set
+     * it from another thread (a UI, a signal handler's flag, Python's Ctrl-C); borrowed for the call. */
     const volatile int *cancel;
 } cattr_attr_params;
 
@@ -581,9 +585,9 @@ cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64
  * output; a token's attribution is the sum over its embedding), CATTR_METHOD_FEATURE_ABLATION,
  * CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_LIME or CATTR_METHOD_KERNEL_SHAP (features are the prompt tokens,
  * replaced by c->baseline_token). Fields that apply: dtype, n_steps, quadrature, internal_batch_size, max_memory (0:
- * a quarter of the free RAM, at most 896 MiB), n_samples, seed, lime_alpha, perturbations_per_eval (0: as many
- * sequences per forward pass as max_memory allows; 1: one per pass, as Captum), no_prefix_cache, precision, device
- * (NULL: the checkpoint's), progress. Writes seq_attr[T] (the sum over target tokens), token_attr[n*T] (row k = target
+ * a quarter of the memory available to the process, at most 896 MiB), n_samples, seed, lime_alpha,
+ * perturbations_per_eval (0: as many sequences per forward pass as max_memory allows; 1: one per pass, as Captum),
+ * no_prefix_cache, precision, device (NULL: the checkpoint's), progress, cancel. Writes seq_attr[T] (the sum over target tokens), token_attr[n*T] (row k = target
  * token k; NaN for Lime and KernelShap, which Captum attributes as a whole only) and, if not NULL,
  * target_logprobs[n] and convergence_delta[n] (LayerIntegratedGradients only; NaN otherwise). Caller-owned buffers.
  * Errors: CATTR_ERR_INVALID_ARGUMENT (another method, an empty prompt or target, an id outside the vocabulary, a

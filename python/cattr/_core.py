@@ -33,6 +33,7 @@ def to_numpy(x):
 
 
 _F64 = np.dtype(np.float64)
+_I64 = np.dtype(np.int64)
 
 
 def compute_dtype(arrays):
@@ -52,17 +53,20 @@ class _TensorList:
         self.ptrs = []
         self.arrays = []  # the buffers the tensors borrow, alive until free()
 
-    def make(self, a, dtype=None):
+    def make(self, a, dtype=None, what="an array"):
         """A cattr tensor over `a` (converted to the cattr dtype `dtype`, else float -> float32/64 as it is,
         integers -> int64): an array already C-contiguous in that dtype is not copied (cattr_tensor_wrap borrows its
-        buffer; the library never writes into a call's inputs)."""
+        buffer; the library never writes into a call's inputs). Values that become int64 are checked
+        (_lib.int64_array: TypeError or ValueError naming `what`) rather than wrapped or truncated."""
         if dtype is None:
             if a.dtype == np.float64:
                 dtype = _lib.FLOAT64
-            elif a.dtype.kind in "iub":
+            elif a.dtype.kind in "iubO":  # object arrays: Python ints too large for int64, or not numbers
                 dtype = _lib.INT64
             else:
                 dtype = _lib.FLOAT32
+        if dtype == _lib.INT64 and a.dtype != _I64:
+            a = _lib.int64_array(a, what)
         a = np.ascontiguousarray(a, dtype=_NP_OF[dtype])
         nd = a.ndim
         if nd > _lib.MAX_DIMS:
@@ -272,7 +276,7 @@ class Model:
         dt = compute_dtype([a for a in arrs if a.dtype.kind == "f"])
         tl = _TensorList()
         try:
-            ptrs = [tl.make(a, dt if a.dtype.kind == "f" else _lib.INT64) for a in arrs]
+            ptrs = [tl.make(a, dt if a.dtype.kind == "f" else _lib.INT64, "input %d" % i) for i, a in enumerate(arrs)]
             out = _lib.TensorP()
             check(lib.cattr_model_forward(self._h, dt, _ptr_array(ptrs), len(ptrs), ctypes.byref(out)))
         finally:

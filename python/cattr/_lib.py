@@ -5,9 +5,12 @@ releases the GIL for the duration of every foreign call, so attributions run whi
 """
 import ctypes
 import ctypes.util
+import operator
 import os
 import threading
 from _thread import get_ident as _get_ident
+
+import numpy as np
 
 try:  # the C functions behind the signal module (which adds enum conversions costing microseconds per call)
     import _signal
@@ -59,6 +62,124 @@ NEURON_SLICES = 2
 NEURON_SUM = 3
 
 INT64_MAX = (1 << 63) - 1
+INT64_MIN = -(1 << 63)
+
+# ---------------------------------------------------------------------------------------------------------------
+# integers crossing into the library: ctypes truncates silently (2**32 + 20 into a C int is 20, 2**64 + 3 into an
+# int64 is 3), so every integer is checked against its C type here, with an exception naming the argument
+# ---------------------------------------------------------------------------------------------------------------
+
+_SIGNED_CODES = "bhilq"
+
+
+def int_range(ctype):
+    """(lo, hi) of a ctypes integer type."""
+    bits = 8 * ctypes.sizeof(ctype)
+    if ctype._type_ in _SIGNED_CODES:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+def _is_int_ctype(t):
+    return isinstance(t, type) and issubclass(t, ctypes._SimpleCData) and t._type_ in "bBhHiIlLqQ"
+
+
+def _range_text(lo, hi):
+    return "%d to %d" % (lo, hi)
+
+
+def as_int(v, what, lo=INT64_MIN, hi=INT64_MAX, allow_bool=True):
+    """v as a Python int within [lo, hi]: TypeError when v is not an integer (a bool counts as 0 or 1 where
+    allow_bool; numpy integers and one-element integer tensors are integers), ValueError naming `what`, v and the
+    range when out of it."""
+    if isinstance(v, bool) or type(v).__name__ == "bool_":
+        if not allow_bool:
+            raise TypeError("cattr: %s must be an integer, not a bool (%r)" % (what, v))
+        iv = int(v)
+    else:
+        try:  # ints, numpy integers, integer tensors of one element (what Python accepts as an index)
+            iv = operator.index(v)
+        except TypeError:
+            raise TypeError("cattr: %s must be an integer, not %s (%r)" % (what, type(v).__name__, v)) from None
+    if not lo <= iv <= hi:
+        raise ValueError("cattr: %s = %d is out of range: it must be from %s" % (what, iv, _range_text(lo, hi)))
+    return iv
+
+
+def as_ctype_int(v, what, ctype):
+    """as_int within the range of a ctypes integer type."""
+    lo, hi = int_range(ctype)
+    return as_int(v, what, lo, hi)
+
+
+def int64_array(a, what):
+    """A numpy array `a` (any shape) as int64 values, checked: integer arrays must fit int64 (uint64 above
+    INT64_MAX would wrap), bool arrays give 0 and 1, float arrays must hold whole numbers within int64 (else
+    TypeError), object arrays (Python lists holding ints too large for int64) must hold ints within int64. Returns
+    an int64 array (`a` itself when it already is one)."""
+    a = np.asarray(a)
+    k = a.dtype.kind
+    if k == "i":
+        return a if a.dtype == np.int64 else a.astype(np.int64)
+    if k == "b":
+        return a.astype(np.int64)
+    if k == "u":
+        if a.size and a.dtype.itemsize >= 8:
+            hi = int(a.max())
+            if hi > INT64_MAX:
+                raise ValueError("cattr: %s holds %d, out of range: its values must be from %s" %
+                                 (what, hi, _range_text(INT64_MIN, INT64_MAX)))
+        return a.astype(np.int64)
+    if k == "f":
+        if a.size:
+            finite = np.isfinite(a)
+            if not finite.all():
+                raise TypeError("cattr: %s must hold integers, not %s" % (what, a[~finite].reshape(-1)[0]))
+            frac = a != np.floor(a)
+            if frac.any():
+                raise TypeError("cattr: %s must hold integers, not %r" % (what, a[frac].reshape(-1)[0].item()))
+            lo, hi = float(a.min()), float(a.max())
+            # float64(2**63) is the first float above INT64_MAX; float64(-2**63) is INT64_MIN itself
+            if hi >= 2.0 ** 63 or lo < -2.0 ** 63:
+                bad = hi if hi >= 2.0 ** 63 else lo
+                raise ValueError("cattr: %s holds %.17g, out of range: its values must be from %s" %
+                                 (what, bad, _range_text(INT64_MIN, INT64_MAX)))
+        return a.astype(np.int64)
+    if k == "O":
+        flat = a.reshape(-1)
+        vals = [as_int(x, "%s value" % what) for x in flat.tolist()]
+        return np.array(vals, dtype=np.int64).reshape(a.shape)
+    raise TypeError("cattr: %s must hold integers, not %s values" % (what, a.dtype))
+
+
+# The names under which the package's callers know the fields of cattr_attr_params (in the messages).
+_ARG_NAMES = {"max_memory": "_max_memory", "seed": "_seed", "quadrature": "method",
+              "sliding_window": "sliding_window_shapes"}
+
+
+class CStruct(ctypes.Structure):
+    """A ctypes Structure whose integer fields refuse values outside their C type (ValueError) and non-integers
+    (TypeError), where plain ctypes would truncate them silently."""
+
+    @classmethod
+    def _ranges(cls):
+        r = cls.__dict__.get("_int_ranges")
+        if r is None:
+            r = {name: int_range(t) for name, t, *_ in cls._fields_ if _is_int_ctype(t)}
+            cls._int_ranges = r
+        return r
+
+    def __setattr__(self, name, value):
+        r = self._ranges().get(name)
+        if r is not None:
+            value = as_int(value, _ARG_NAMES.get(name, name), *r)
+        super().__setattr__(name, value)
+
+
+def set_int(arr, i, value, what):
+    """arr[i] = value for a ctypes array of integers, checked like CStruct's fields."""
+    arr[i] = as_ctype_int(value, what, arr._type_)
+
 
 _c_int64_p = ctypes.POINTER(ctypes.c_int64)
 _c_double_p = ctypes.POINTER(ctypes.c_double)
@@ -96,7 +217,7 @@ LLMP = ctypes.POINTER(LLMS)
 PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
-class Target(ctypes.Structure):
+class Target(CStruct):
     _fields_ = [
         ("kind", ctypes.c_int),
         ("n_idx", ctypes.c_int),
@@ -105,7 +226,7 @@ class Target(ctypes.Structure):
     ]
 
 
-class NodeRule(ctypes.Structure):
+class NodeRule(CStruct):
     _fields_ = [
         ("node", ctypes.c_char_p),
         ("rule", ctypes.c_char_p),
@@ -115,7 +236,7 @@ class NodeRule(ctypes.Structure):
     ]
 
 
-class AttrParams(ctypes.Structure):
+class AttrParams(CStruct):
     _fields_ = [
         ("method", ctypes.c_int),
         ("dtype", ctypes.c_int),
@@ -169,7 +290,7 @@ class AttrParams(ctypes.Structure):
     ]
 
 
-class Call(ctypes.Structure):
+class Call(CStruct):
     _fields_ = [
         ("inputs", TensorPP),
         ("n_inputs", ctypes.c_int),
@@ -187,7 +308,7 @@ class Call(ctypes.Structure):
     ]
 
 
-class LLMCall(ctypes.Structure):
+class LLMCall(CStruct):
     _fields_ = [
         ("prompt", _c_int64_p),
         ("n_prompt", ctypes.c_int64),
@@ -393,9 +514,11 @@ def _on_sigint(signum, frame):
 
 class Interruptible:
     """Ctrl-C during a long library call. The call gets a cancel flag and a progress callback; while it runs in the
-    main thread, SIGINT sets the flag (above). CPython runs the handler when the library calls back into Python after
-    a chunk of work (a callback executes bytecode in the main thread); the library then stops the call with
-    CATTR_ERR_CANCELLED, and `run` raises KeyboardInterrupt."""
+    main thread, SIGINT sets the flag (above). CPython runs the handler when the library calls back into Python (a
+    callback executes bytecode in the main thread): after each chunk of work, and, while a chunk runs, about every
+    0.1 s between the nodes of its passes (the executor's beats, which it makes for a call with a cancel flag). The
+    library reads the flag before each node and stops the call with CATTR_ERR_CANCELLED, and `run` raises
+    KeyboardInterrupt: within about 0.1 s plus the longest single node of the model."""
 
     __slots__ = ("flag", "hit")
 

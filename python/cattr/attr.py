@@ -17,7 +17,8 @@ cattr-specific keywords all start with an underscore:
                                   ShapleyValueSampling, FeaturePermutation, Lime, KernelShap)
     _seed=int                     key of cattr's counter-based generator (default 0)
     _node_rules=[NodeRule(...)]   backward/propagation rules per ONNX node (replaces the method's default rules)
-    _max_memory=bytes             activation memory budget (default: a quarter of the free RAM)
+    _max_memory=bytes             activation memory budget (default: a quarter of the memory available to the
+                                  process: free RAM, ulimit -v and cgroup limits considered)
     _device=str                   the device of this call's explainer (default: the model's)
 """
 import ctypes
@@ -51,6 +52,7 @@ NodeRule.__doc__ = ("A rule for one ONNX node (`_node_rules=`): rule is 'deeplif
                     "'Alpha1_Beta0_Rule', 'IdentityRule' or 'lrp_passthrough_nonlinear'.")
 
 _NO_EXTRA = {}
+_INT_FIELDS = _lib.AttrParams._ranges()  # the integer fields of cattr_attr_params: name -> (lo, hi)
 _OutArray = _lib.TensorP * _lib.MAX_OUTPUTS
 _EXTRA = ("_draws", "_seed", "_node_rules", "_max_memory", "_device", "_nt")
 _NT_TYPES = {"smoothgrad": _lib.NT_SMOOTHGRAD, "smoothgrad_sq": _lib.NT_SMOOTHGRAD_SQ, "vargrad": _lib.NT_VARGRAD}
@@ -79,7 +81,7 @@ class neuron_sum:
     def __init__(self, *dims):
         if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
             dims = tuple(dims[0])
-        self.dims = tuple(int(d) for d in dims)
+        self.dims = tuple(_lib.as_int(d, "neuron_sum dims", allow_bool=False) for d in dims)
 
     def __call__(self, x):
         return x.sum(self.dims)
@@ -124,23 +126,25 @@ def _to_tuple(x):
     return (x,), False
 
 
-def _int(v, what):
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (numbers.Integral, np.integer)):
-        a = to_numpy(v) if _is_torch(v) or isinstance(v, np.ndarray) else None
-        if a is not None and a.size == 1 and a.dtype.kind in "iu":
-            return int(a.reshape(()))
-        raise ValueError("cattr: %s: expected an int, got %r" % (what, v))
-    return int(v)
+def _int(v, what, lo=_lib.INT64_MIN, hi=_lib.INT64_MAX):
+    """An integer argument (an int, a numpy integer, a tensor or array of one integer) within [lo, hi] (default:
+    int64): TypeError for anything else, ValueError naming it when out of range."""
+    if _is_torch(v) or isinstance(v, np.ndarray):
+        a = to_numpy(v)
+        if a.size == 1 and a.dtype.kind in "iu":
+            v = a.reshape(())[()]
+    return _lib.as_int(v, what, lo, hi, allow_bool=False)
 
 
 def _target(target, keep):
     """A cattr_target for Captum's target forms: None, int, tuple of ints, list of ints (per example), list of
-    tuples (per example), a tensor/array with one element or one per example."""
+    tuples (per example), a tensor/array with one element or one per example. Every index is checked to fit int64
+    (ctypes would wrap 2**64 + 3 to 3); the library checks it against the model's output."""
     t = _lib.Target()
     if target is None:
         return t
     if type(target) is int:
-        v = (ctypes.c_int64 * 1)(target)
+        v = (ctypes.c_int64 * 1)(_lib.as_int(target, "target"))
         keep.append(v)
         t.kind = _lib.TARGET_INDEX
         t.n_idx = 1
@@ -149,8 +153,8 @@ def _target(target, keep):
     if _is_torch(target) or isinstance(target, np.ndarray):
         a = to_numpy(target)
         if a.dtype.kind not in "iu":
-            raise ValueError("cattr: target: a tensor target must hold integers, not %s" % a.dtype)
-        a = np.ascontiguousarray(a.reshape(-1), dtype=np.int64)
+            raise TypeError("cattr: target: a tensor target must hold integers, not %s" % a.dtype)
+        a = np.ascontiguousarray(_lib.int64_array(a.reshape(-1), "target"))
         if a.size == 1:
             rows, n_idx, kind = 0, 1, _lib.TARGET_INDEX
         elif target.ndim == 1:
@@ -195,7 +199,7 @@ def _neuron(p, sel):
         p.neuron_kind = _lib.NEURON_SUM
         p.neuron_sum_ndim = len(sel.dims)
         for i, d in enumerate(sel.dims):
-            p.neuron_sum_dims[i] = d
+            _lib.set_int(p.neuron_sum_dims, i, d, "neuron_sum dims")
         return
     if callable(sel):
         raise ValueError("cattr: neuron_selector: a Python function cannot run inside cattr; use an int, a tuple of "
@@ -206,17 +210,19 @@ def _neuron(p, sel):
     slices = any(isinstance(v, slice) for v in idx)
     p.neuron_kind = _lib.NEURON_SLICES if slices else _lib.NEURON_INDEX
     p.neuron_ndim = len(idx)
+    what = "neuron_selector"
     for k, v in enumerate(idx):
+        s = p.neuron_slice[k]
         if isinstance(v, slice):
-            p.neuron_slice[k][0] = 0 if v.start is None else int(v.start)
-            p.neuron_slice[k][1] = _lib.INT64_MAX if v.stop is None else int(v.stop)
-            p.neuron_slice[k][2] = 1 if v.step is None else int(v.step)
+            _lib.set_int(s, 0, 0 if v.start is None else _int(v.start, what + " slice start"), what)
+            _lib.set_int(s, 1, _lib.INT64_MAX if v.stop is None else _int(v.stop, what + " slice stop"), what)
+            _lib.set_int(s, 2, 1 if v.step is None else _int(v.step, what + " slice step"), what)
         else:
-            i = _int(v, "neuron_selector")
+            i = _int(v, what, hi=_lib.INT64_MAX - 1)  # i + 1 is the slice's stop
             p.neuron_index[k] = i
-            p.neuron_slice[k][0] = i
-            p.neuron_slice[k][1] = i + 1
-            p.neuron_slice[k][2] = 1
+            s[0] = i
+            s[1] = i + 1
+            s[2] = 1
             p.neuron_slice_is_index[k] = 1
 
 
@@ -235,34 +241,38 @@ def _window(p, field, value, n_inputs):
     (strides with several inputs)."""
     nd_field = field + "_ndim"
     arr, nd = getattr(p, field), getattr(p, nd_field)
+    what = "sliding_window_shapes" if field == "sliding_window" else field
     if value is None:
         return
     if isinstance(value, numbers.Integral):
         if field != "strides":
             raise ValueError("cattr: sliding_window_shapes must be a tuple")
+        v = _int(value, what)
         for t in range(_lib.MAX_INPUTS):
             nd[t] = -1
-            arr[t][0] = int(value)
+            arr[t][0] = v
         return
     value = tuple(value)
     flat = len(value) > 0 and all(isinstance(v, numbers.Integral) for v in value)
     if flat and (field == "sliding_window" or n_inputs <= 1):
         if len(value) > _lib.MAX_DIMS:
-            raise ValueError("cattr: %s: too many dims" % field)
+            raise ValueError("cattr: %s: too many dims" % what)
         for i, v in enumerate(value):
-            arr[0][i] = int(v)
+            _lib.set_int(arr[0], i, _int(v, what), what)
         nd[0] = len(value)
         return
     if len(value) > _lib.MAX_INPUTS:
-        raise ValueError("cattr: %s: too many inputs" % field)
+        raise ValueError("cattr: %s: too many inputs" % what)
     for i, per in enumerate(value):
         if isinstance(per, numbers.Integral):
-            arr[i][0] = int(per)
+            _lib.set_int(arr[i], 0, _int(per, what), what)
             nd[i] = 1
         else:
             per = tuple(per)
+            if len(per) > _lib.MAX_DIMS:
+                raise ValueError("cattr: %s: too many dims for input %d" % (what, i))
             for k, v in enumerate(per):
-                arr[i][k] = int(v)
+                _lib.set_int(arr[i], k, _int(v, what), what)
             nd[i] = len(per)
 
 
@@ -362,14 +372,14 @@ class Attribution:
                                          "one number")
                     v = v[0]
                 p.stdevs = float(v)
-            elif isinstance(v, (bool, np.bool_, numbers.Integral)):
-                setattr(p, k, int(v))
+            elif k in _INT_FIELDS:
+                setattr(p, k, v)  # checked against the field's C type (_lib.CStruct)
             else:
                 setattr(p, k, float(v))
         if extra.get("_seed") is not None:
-            p.seed = int(extra["_seed"])
+            p.seed = extra["_seed"]
         if extra.get("_max_memory") is not None:
-            p.max_memory = int(extra["_max_memory"])
+            p.max_memory = extra["_max_memory"]
         if extra.get("_device") is not None:
             dev = extra["_device"].encode()
             keep.append(dev)
@@ -433,6 +443,8 @@ class Attribution:
         torch_out = _is_torch(xs[0])
         arrs = [to_numpy(x) for x in xs]
         for i, a in enumerate(arrs):
+            if a.dtype.kind == "O":  # a list holding ints too large for int64, or not numbers
+                arrs[i] = a = _lib.int64_array(a, "input %d" % i)
             if a.dtype.kind not in "fiub":
                 raise ValueError("cattr: input %d: dtype %s is not a number type" % (i, a.dtype))
             if a.dtype.kind != "f" and not int_inputs_ok:
@@ -447,13 +459,13 @@ class Attribution:
         tl = _TensorList()
         keep = []
         try:
-            def mk(a, like=None):
+            def mk(a, what, like=None):
                 a = to_numpy(a)
                 if a.dtype.kind == "f" or (like is not None and like.dtype.kind == "f"):
                     return tl.make(a, dtype)
-                return tl.make(a, _lib.INT64)
+                return tl.make(a, _lib.INT64, what)
 
-            in_p = [mk(a) for a in arrs]
+            in_p = [mk(a, "input %d" % i) for i, a in enumerate(arrs)]
             n = len(in_p)
             call = _lib.Call()
             call.inputs = _ptr_array(in_p)
@@ -469,18 +481,21 @@ class Attribution:
                     if b is None:
                         bp.append(None)
                     elif _is_scalar(b):
-                        v = np.array(float(b) if arrs[i].dtype.kind == "f" else int(b),
-                                     dtype=np.float64 if arrs[i].dtype.kind == "f" else np.int64)
+                        if arrs[i].dtype.kind == "f":
+                            v = np.array(float(b), dtype=np.float64)
+                        else:
+                            v = np.array(_lib.as_int(b, "baselines %d" % i), dtype=np.int64)
                         bp.append(tl.make(v))
                     else:
-                        bp.append(mk(b, arrs[i]))
+                        bp.append(mk(b, "baselines %d" % i, arrs[i]))
                 call.baselines = _ptr_array(bp)
             t = _target(target, keep)
             call.target = ctypes.pointer(t)
             if additional_forward_args is not None:
                 af, _ = _to_tuple(additional_forward_args)
                 # non-tensor arguments (ints, bools, None) were fixed when the model was exported
-                ap = [mk(a) for a in af if isinstance(a, np.ndarray) or _is_torch(a)]
+                ap = [mk(a, "additional_forward_args %d" % j) for j, a in enumerate(af)
+                      if isinstance(a, np.ndarray) or _is_torch(a)]
                 if ap:
                     call.additional = _ptr_array(ap)
                     call.n_additional = len(ap)
@@ -488,11 +503,12 @@ class Attribution:
                 fm, _ = _to_tuple(feature_mask)
                 if len(fm) != n:
                     raise ValueError("cattr: feature_mask: %d masks given for %d inputs" % (len(fm), n))
-                call.feature_masks = _ptr_array([None if m is None else tl.make(to_numpy(m), _lib.INT64)
-                                                 for m in fm])
+                call.feature_masks = _ptr_array([None if m is None else
+                                                 tl.make(to_numpy(m), _lib.INT64, "feature_mask %d" % i)
+                                                 for i, m in enumerate(fm)])
             draws = extra.get("_draws")
             if draws:
-                dp = [tl.make(to_numpy(a)) for _, a in draws]
+                dp = [tl.make(to_numpy(a), None, "_draws %d" % k) for k, (_, a) in enumerate(draws)]
                 roles = [r.encode() if r else None for r, _ in draws]
                 keep.append(roles)
                 call.draws = _ptr_array(dp)
@@ -502,7 +518,9 @@ class Attribution:
                 call.n_draws = len(dp)
             if layer_mask is not None:
                 lm, _ = _to_tuple(layer_mask)
-                call.layer_masks = _ptr_array([None if m is None else tl.make(to_numpy(m), _lib.INT64) for m in lm])
+                call.layer_masks = _ptr_array([None if m is None else
+                                               tl.make(to_numpy(m), _lib.INT64, "layer_mask %d" % i)
+                                               for i, m in enumerate(lm)])
                 call.n_layer_masks = len(lm)
             if layer_baseline is not None:
                 if _is_scalar(layer_baseline):
@@ -512,7 +530,7 @@ class Attribution:
                     if len(lb) != 1:
                         raise ValueError("cattr: layer_baselines: one baseline per layer tensor is not supported "
                                          "yet; give one tensor or a scalar")
-                    call.layer_baseline = mk(lb[0])
+                    call.layer_baseline = mk(lb[0], "layer_baselines")
             out = _OutArray()
             delta = _lib.TensorP()
             with e.lock:

@@ -60,14 +60,15 @@ class Tokenizer:
     __call__ = encode
 
     def _token_bytes_text(self, i):
-        n = lib.cattr_llm_token_text(self._llm._h, int(i), None, 0)
+        i = _lib.as_int(i, "token id", allow_bool=False)
+        n = lib.cattr_llm_token_text(self._llm._h, i, None, 0)
         buf = ctypes.create_string_buffer(n + 1)
-        lib.cattr_llm_token_text(self._llm._h, int(i), buf, n + 1)
+        lib.cattr_llm_token_text(self._llm._h, i, buf, n + 1)
         return buf.raw[:n]
 
     def decode(self, ids, skip_special_tokens=False, **kwargs):
         """Text of a sequence of ids, decoded together (a character split over several tokens comes out whole)."""
-        ids = _ids(ids)
+        ids = _ids(ids, "token ids")
         arr = (ctypes.c_int64 * max(len(ids), 1))(*ids)
         out = ctypes.c_void_p()
         check(lib.cattr_llm_decode(self._llm._h, arr, len(ids), 1 if skip_special_tokens else 0, ctypes.byref(out)))
@@ -79,7 +80,7 @@ class Tokenizer:
     def convert_ids_to_tokens(self, ids):
         if isinstance(ids, (int, np.integer)):
             return self._token_bytes_text(ids).decode("utf-8", "replace")
-        return [self._token_bytes_text(i).decode("utf-8", "replace") for i in _ids(ids)]
+        return [self._token_bytes_text(i).decode("utf-8", "replace") for i in _ids(ids, "token ids")]
 
     def convert_tokens_to_ids(self, tokens):
         one = isinstance(tokens, str)
@@ -102,10 +103,12 @@ class Tokenizer:
         return None if v < 0 else v
 
 
-def _ids(x):
+def _ids(x, what="token ids"):
+    """Token ids (a list, an array or a tensor) as a list of ints, each checked to fit int64 (TypeError for
+    non-integers, ValueError naming `what` beyond int64); the library checks them against the vocabulary."""
     if _is_torch(x) or isinstance(x, np.ndarray):
-        return [int(v) for v in to_numpy(x).reshape(-1)]
-    return [int(v) for v in x]
+        return _lib.int64_array(to_numpy(x).reshape(-1), what).tolist()
+    return [_lib.as_int(v, what, allow_bool=False) for v in x]
 
 
 class LLM:
@@ -119,6 +122,9 @@ class LLM:
         self.tokenizer = Tokenizer(self)
         self.dtype = _lib.FLOAT32
         self._model_ref = None  # a weak reference: the Model holds this LLM (its owner), not the other way round
+        # Ctrl-C of its attributions: one flag for the checkpoint's life, since the explainers it keeps between calls
+        # hold the flag's address
+        self._intr = _lib.Interruptible()
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -173,11 +179,13 @@ class LLM:
         """Greedy continuation (ids), stopping after the end-of-sequence token."""
         if do_sample:
             raise ValueError("cattr: generate: only greedy decoding (do_sample=False) is supported")
-        ids = np.ascontiguousarray(_ids(input_ids), dtype=np.int64)
+        ids = np.ascontiguousarray(_ids(input_ids, "input_ids"), dtype=np.int64)
+        max_new = _lib.as_int(max_new_tokens, "max_new_tokens", 0, _lib.int_range(ctypes.c_int)[1],
+                              allow_bool=False)
         out = ctypes.POINTER(ctypes.c_int64)()
         n = ctypes.c_int64()
         check(lib.cattr_llm_generate(self._h, self.dtype, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
-                                     ids.size, int(max_new_tokens), ctypes.byref(out), ctypes.byref(n)))
+                                     ids.size, max_new, ctypes.byref(out), ctypes.byref(n)))
         try:
             return [out[i] for i in range(n.value)]
         finally:
@@ -208,11 +216,12 @@ class TextTokenInput:
                 raise ValueError("cattr: TextTokenInput: a tokenizer is needed for text")
             self.input_ids = tokenizer.encode(text)
         else:
-            self.input_ids = _ids(text)
+            self.input_ids = _ids(text, "TextTokenInput token ids")
         self.tokenizer = tokenizer
         if isinstance(baselines, str):
             baselines = tokenizer.convert_tokens_to_ids(baselines)
-        self.baselines = int(baselines)
+        # a token id (the library checks it against the vocabulary; -1 would mean "the pad token" there)
+        self.baselines = _lib.as_int(baselines, "TextTokenInput baselines", 0, _lib.INT64_MAX, allow_bool=False)
         if skip_tokens and isinstance(skip_tokens[0], str):
             skip_tokens = tokenizer.convert_tokens_to_ids(skip_tokens)
         skip = set(skip_tokens or [])
@@ -383,7 +392,7 @@ class _BaseLLMAttribution:
         if skip_tokens and isinstance(skip_tokens[0], str):
             skip_tokens = self.tokenizer.convert_tokens_to_ids(skip_tokens)
         skip = set(skip_tokens or [])
-        ids = self.tokenizer.encode(target) if isinstance(target, str) else _ids(target)
+        ids = self.tokenizer.encode(target) if isinstance(target, str) else _ids(target, "target token ids")
         return [i for i in ids if i not in skip]
 
     def _params(self, method, fields, extra):
@@ -394,34 +403,35 @@ class _BaseLLMAttribution:
                 continue
             if k == "method":
                 p.quadrature = A._quadrature(v)
-            elif isinstance(v, (bool, np.bool_, int, np.integer)):
-                setattr(p, k, int(v))
+            elif k in A._INT_FIELDS:
+                setattr(p, k, v)  # checked against the field's C type (_lib.CStruct)
             else:
                 setattr(p, k, float(v))
         for k in extra:
             if k not in ("_draws", "_permutations", "_seed", "_max_memory", "_device"):
                 raise TypeError("attribute() got an unexpected keyword argument '%s'" % k)
         if extra.get("_seed") is not None:
-            p.seed = int(extra["_seed"])
+            p.seed = extra["_seed"]
         if extra.get("_max_memory") is not None:
-            p.max_memory = int(extra["_max_memory"])
+            p.max_memory = extra["_max_memory"]
         return p
 
     def _run(self, p, prompt, target, baseline_token, extra, keep, want_token=True):
         T, n = len(prompt), len(target)
         if n == 0:
             raise ValueError("cattr: the target has no tokens")
-        pr = np.ascontiguousarray(prompt, dtype=np.int64)
-        tg = np.ascontiguousarray(target, dtype=np.int64)
+        pr = np.ascontiguousarray(_lib.int64_array(np.asarray(prompt), "prompt token ids"))
+        tg = np.ascontiguousarray(_lib.int64_array(np.asarray(target), "target token ids"))
         c = _lib.LLMCall()
         c.prompt = pr.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         c.n_prompt = T
         c.target = tg.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         c.n_target = n
-        c.baseline_token = -1 if baseline_token is None else int(baseline_token)
+        c.baseline_token = -1 if baseline_token is None else _lib.as_int(baseline_token, "baselines", 0,
+                                                                          _lib.INT64_MAX, allow_bool=False)
         perms = extra.get("_permutations")
         if perms is not None:
-            pa = np.ascontiguousarray(np.asarray(perms, dtype=np.int64).reshape(-1))
+            pa = np.ascontiguousarray(_lib.int64_array(np.asarray(perms), "_permutations").reshape(-1))
             if pa.size != p.n_samples * T:
                 raise ValueError("cattr: _permutations: %d values for n_samples=%d orders of %d tokens" %
                                  (pa.size, p.n_samples, T))
@@ -432,7 +442,7 @@ class _BaseLLMAttribution:
         try:
             draws = extra.get("_draws")
             if draws:
-                dp = [tl.make(to_numpy(a)) for _, a in draws]
+                dp = [tl.make(to_numpy(a), None, "_draws %d" % k) for k, (_, a) in enumerate(draws)]
                 roles = [r.encode() if r else None for r, _ in draws]
                 ra = (ctypes.c_char_p * len(roles))(*roles)
                 keep.extend([roles, ra])
@@ -446,7 +456,7 @@ class _BaseLLMAttribution:
             lp = np.zeros(n, dtype=np.float64)
             dl = np.zeros(n, dtype=np.float64)
             dp_ = ctypes.POINTER(ctypes.c_double)
-            intr = _lib.Interruptible()
+            intr = self.model._intr
             intr.install(p)
             intr.run(lib.cattr_llm_attribute, self.model._h, ctypes.byref(p), ctypes.byref(c),
                      seq.ctypes.data_as(dp_), tok.ctypes.data_as(dp_), lp.ctypes.data_as(dp_), dl.ctypes.data_as(dp_))
@@ -522,11 +532,11 @@ class LLMAttribution(_BaseLLMAttribution):
         bls = [b.encode("utf-8") for b in inp.baselines]
         va = (ctypes.c_char_p * S)(*vals)
         ba = (ctypes.c_char_p * S)(*bls)
-        tg = np.ascontiguousarray(target_ids, dtype=np.int64)
+        tg = np.ascontiguousarray(_lib.int64_array(np.asarray(target_ids), "target token ids"))
         seq = np.zeros(S, dtype=np.float64)
         tok = np.zeros((n, S), dtype=np.float64)
         dp = ctypes.POINTER(ctypes.c_double)
-        intr = _lib.Interruptible()
+        intr = self.model._intr
         intr.install(p)
         intr.run(lib.cattr_llm_attribute_template, self.model._h, ctypes.byref(p), inp.template.encode("utf-8"), va,
                  ba, S, tg.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), n, seq.ctypes.data_as(dp),
@@ -566,7 +576,8 @@ class LLMGradientAttribution(_BaseLLMAttribution):
             fields = {k: kwargs.pop(k) for k in ("n_steps", "method", "internal_batch_size") if k in kwargs}
         baselines = kwargs.pop("baselines", None)
         if baselines is not None:
-            b = sorted(set(_ids([baselines] if isinstance(baselines, (int, np.integer)) else baselines)))
+            b = sorted(set(_ids([baselines] if isinstance(baselines, (int, np.integer)) else baselines,
+                                "baselines")))
             if len(b) != 1:
                 raise ValueError("cattr: LLMGradientAttribution: baselines must be one token id (for every "
                                  "position)")

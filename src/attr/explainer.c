@@ -116,6 +116,7 @@ static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_t
     cx_call c;
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
     e->fx_n = 0;
+    cx_watch_note(e->p.progress, e->p.progress_user, 0, 0); /* a pass's beat before the first chunk: 0 of 0 */
     cattr_status st = cx_prepare(e, call, &c);
     if (st == CATTR_OK) st = cx_build_grad_graph(e, call->n_inputs);
     /* a target given: against the model output for these inputs, before any work, so that every method (and every

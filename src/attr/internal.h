@@ -347,7 +347,8 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how);
 
 
-/* Bytes of RAM available now (MemAvailable), or a fallback when unknown. */
+/* Bytes of memory available to this process now: the least of the free RAM (_SC_AVPHYS_PAGES), what RLIMIT_AS leaves
+ * above its current size and what its cgroups' limits leave (passes.c); 1 GiB when unknown. Cached for 0.5 s. */
 size_t cx_avail_memory(void);
 
 /* Memory budget for a method's batches (params.max_memory, else a quarter of the available RAM). */
@@ -360,6 +361,7 @@ void cx_budget_warn(cattr_explainer *e, const char *fmt, ...) __attribute__((for
 /* After a chunk of work (`done` of `total` units): the progress callback, then the cancellation flag. Errors:
  * CATTR_ERR_CANCELLED. */
 static inline cattr_status cx_chunk_done(const cattr_attr_params *p, int64_t done, int64_t total) {
+    cx_watch_note(p->progress, p->progress_user, done, total); /* what a pass's beat repeats until the next chunk */
     if (p->progress) p->progress(done, total, p->progress_user);
     if (p->cancel && *p->cancel)
         return cx_fail(CATTR_ERR_CANCELLED, "cancelled after %lld of %lld units of work", (long long)done,

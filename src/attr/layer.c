@@ -288,7 +288,7 @@ static cattr_status neuron_select(const cattr_attr_params *p, int nd, const int6
             b = b < 0 ? 0 : (b > n ? n : b);
             lo[d] = a;
             step[d] = st;
-            cnt[d] = b > a ? (b - a + st - 1) / st : 0;
+            cnt[d] = b > a ? 1 + (b - a - 1) / st : 0; /* no overflow for a huge step */
         }
     } else {
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "this method needs a neuron selector");

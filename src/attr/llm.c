@@ -39,6 +39,8 @@ struct cattr_llm {
     cx_plan_cache pc[4][2]; /* forward plans per graph (as consts) and compute dtype */
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
     bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
+    const cattr_attr_params *call_p; /* the parameters of the attribution running (its cancel flag and progress
+                                      * callback, which llm_run_plan watches), NULL outside one */
     bool budget_warned;  /* the warning that the memory budget is below one sequence, once per call */
     cx_backend *dev;     /* cattr_llm_set_device (NULL: the default device) */
     cx_backend *be;      /* the backend the plans, constants and explainer above belong to */
@@ -93,10 +95,27 @@ cattr_status cattr_llm_set_device(cattr_llm *m, const char *device) {
 }
 
 /* cx_plan_run for the forward passes; while m->diagnose is set, the plan looks for the node where NaN or Inf first
- * appears. */
+ * appears. During an attribution the run watches its cancel flag between nodes (cx_watch). */
 static cattr_status llm_run_plan(const cattr_llm *m, cx_plan *p, const void *const *in, void *const *out) {
     cx_plan_set_check_finite(p, m->diagnose);
-    return cx_plan_run(p, in, out);
+    if (!m->call_p) return cx_plan_run(p, in, out);
+    cx_watch w = cx_watch_of(m->call_p);
+    return cx_plan_run_watched(p, in, NULL, out, NULL, &w);
+}
+
+/* cx_chunk_done for this file's own chunks of work, noting the counts that the beats of a watched run repeat. */
+static cattr_status llm_chunk_done(const cattr_attr_params *p, int64_t done, int64_t total) {
+    cx_watch_note(p->progress, p->progress_user, done, total);
+    return cx_chunk_done(p, done, total);
+}
+
+/* The explainers of the language-model paths are kept between calls for parameters that compare equal but for the
+ * budget and what a call watches (its progress callback and cancel flag, which the caller may give anew for every
+ * call): copies them from the call's parameters p into the explainer and into its stored parameters. */
+static void watch_fields(cattr_explainer *e, cattr_attr_params *stored, const cattr_attr_params *p) {
+    e->p.progress = stored->progress = p->progress;
+    e->p.progress_user = stored->progress_user = p->progress_user;
+    e->p.cancel = stored->cancel = p->cancel;
 }
 
 cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
@@ -277,8 +296,9 @@ static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *id
     return st;
 }
 
-/* The activation budget of the language-model paths: max_memory, else a quarter of the free RAM but at most 896 MiB
- * (GEMM efficiency saturates well below that, and the process stays near the size of its weights). */
+/* The activation budget of the language-model paths: max_memory, else a quarter of the available memory
+ * (cx_avail_memory: the free RAM, what ulimit -v and the cgroup limits leave) but at most 896 MiB (GEMM efficiency
+ * saturates well below that, and the process stays near the size of its weights). */
 static size_t llm_budget(const cattr_attr_params *lp) {
     if (lp->max_memory) return lp->max_memory;
     size_t b = cx_avail_memory() / 4, cap = (size_t)896 << 20;
@@ -447,14 +467,18 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     p.return_convergence_delta = ig && delta != NULL;
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
+    p.cancel = lp->cancel;
     p.device = m->be->name;
     p.precision = lp->precision; /* the explainer makes the bfloat16 form of the model */
     if (!m->pos_model) {
         cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = true};
         CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->pos_model));
     }
-    cattr_attr_params cmp = p; /* the budget may change between calls without a new explainer */
+    cattr_attr_params cmp = p; /* the budget and what the call watches may change without a new explainer */
     cmp.max_memory = m->gp.max_memory;
+    cmp.progress = m->gp.progress;
+    cmp.progress_user = m->gp.progress_user;
+    cmp.cancel = m->gp.cancel;
     if (!m->ge || memcmp(&m->gp, &cmp, sizeof p)) { /* params are memset and set field by field: memcmp is exact */
         cattr_explainer_free(m->ge);
         m->ge = NULL;
@@ -464,6 +488,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     }
     cattr_explainer *e = m->ge;
     e->p.max_memory = m->gp.max_memory = p.max_memory;
+    watch_fields(e, &m->gp, &p);
     int64_t H = m->cfg.hidden_size, L = T + n - 1;
     cattr_status st = CATTR_OK;
     int64_t *seq = malloc((size_t)L * sizeof *seq), *tidx = malloc((size_t)(2 * n) * sizeof *tidx);
@@ -554,7 +579,7 @@ static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, con
         st = ablation_prefix(m, lp, seq, T, T + k, b, tg[k], fk);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
         if (st == CATTR_OK && lp0) lp0[k] = fk[0];
-        if (st == CATTR_OK) st = cx_chunk_done(lp, k + 1, n);
+        if (st == CATTR_OK) st = llm_chunk_done(lp, k + 1, n);
     }
     for (int64_t r = 1; r < R && st == CATTR_OK; r++) {
         double tot_cur = 0, tot_prev = 0;
@@ -609,10 +634,14 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
     p.device = m->be->name;
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
+    p.cancel = lp->cancel;
     p.return_coefficients = surrogate;
     p.return_convergence_delta = 0;
-    cattr_attr_params cmp = p; /* the budget may change between calls without a new explainer */
+    cattr_attr_params cmp = p; /* the budget and what the call watches may change without a new explainer */
     cmp.max_memory = m->pp.max_memory;
+    cmp.progress = m->pp.progress;
+    cmp.progress_user = m->pp.progress_user;
+    cmp.cancel = m->pp.cancel;
     if (!m->pe || m->pe_ctx != ctx || memcmp(&m->pp, &cmp, sizeof p)) { /* memset and set field by field */
         cattr_explainer_free(m->pe);
         m->pe = NULL;
@@ -621,6 +650,7 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
         m->pe_ctx = ctx;
     }
     m->pe->p.max_memory = m->pp.max_memory = p.max_memory;
+    watch_fields(m->pe, &m->pp, &p);
     int64_t sh1[2] = {1, T}, shc[2] = {1, n - 1}, shn[2] = {1, n};
     cattr_tensor *pres = cx_tensor_alloc(CATTR_FLOAT32, 2, sh1), *ids = cx_tensor_alloc(CATTR_INT64, 2, sh1);
     cattr_tensor *bids = cx_tensor_alloc(CATTR_INT64, 2, sh1), *pos = cx_tensor_alloc(CATTR_INT64, 2, shn);
@@ -759,7 +789,15 @@ cattr_status cattr_llm_attribute_part(cattr_llm *m, const cattr_attr_params *p, 
     if (blob) *blob = NULL;
     if (len) *len = 0;
     if (!m || !p || !c || !blob || !len) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_part: NULL argument");
+    if (n_parts < 1 || n_parts > 1000000)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_parts must be from 1 to 1000000 (got %d)", n_parts);
+    if (part < 0 || part >= n_parts)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "part must be from 0 to n_parts - 1 = %d (got %d)", n_parts - 1, part);
     CX_CHECK(llm_split_supported(p));
+    int64_t ctx = m->cfg.max_position_embeddings;
+    if (c->n_prompt > ctx || c->n_target > ctx) /* the call's own checks name the problem; no huge buffers here */
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "prompt (%lld tokens) and target (%lld) exceed the model's context of "
+                       "%lld", (long long)c->n_prompt, (long long)c->n_target, (long long)ctx);
     int64_t T = c->n_prompt > 0 ? c->n_prompt : 1, n = c->n_target > 0 ? c->n_target : 1;
     double *seq = calloc((size_t)T, sizeof *seq), *tok = calloc((size_t)(T * n), sizeof *tok);
     cattr_status st = seq && tok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -795,8 +833,25 @@ static bool llm_method(cattr_method k) {
            k == CATTR_METHOD_KERNEL_SHAP;
 }
 
+static cattr_status llm_attribute_run(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c,
+                                      double *seq_attr, double *token_attr, double *target_logprobs,
+                                      double *convergence_delta);
+
+/* llm_attribute_run with m->call_p set to p while it runs (its forward passes watch p's cancel flag). */
 static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, double *seq_attr,
                                   double *token_attr, double *target_logprobs, double *convergence_delta) {
+    if (!m || !p) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute: NULL argument");
+    const cattr_attr_params *outer = m->call_p;
+    m->call_p = p;
+    cx_watch_note(p->progress, p->progress_user, 0, 0); /* a new call: its beats report 0 of 0 until a chunk is done */
+    cattr_status st = llm_attribute_run(m, p, c, seq_attr, token_attr, target_logprobs, convergence_delta);
+    m->call_p = outer;
+    return st;
+}
+
+static cattr_status llm_attribute_run(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c,
+                                      double *seq_attr, double *token_attr, double *target_logprobs,
+                                      double *convergence_delta) {
     if (!m || !p || !c || !c->prompt || !c->target || !seq_attr || !token_attr)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute: NULL argument");
     if (!llm_method(p->method))
@@ -807,18 +862,25 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, cons
     const int64_t *prompt = c->prompt, *target = c->target;
     int64_t T = c->n_prompt, n = c->n_target;
     m->budget_warned = false;
-    if (T < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt is empty");
-    if (n < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the target is empty");
+    int64_t ctx = m->cfg.max_position_embeddings;
+    if (T < 1 || T > ctx)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_prompt must be from 1 to the model's context of %lld tokens (got "
+                       "%lld)", (long long)ctx, (long long)T);
+    if (n < 1 || n > ctx)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_target must be from 1 to the model's context of %lld tokens (got "
+                       "%lld)", (long long)ctx, (long long)n);
     if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be float32 or float64");
-    if (T + n > m->cfg.max_position_embeddings)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be CATTR_FLOAT32 (0) or CATTR_FLOAT64 (1) (got %d)",
+                       (int)p->dtype);
+    if (T > ctx - n) /* T + n, never overflowing */
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "prompt (%lld tokens) and target (%lld) exceed the model's context of %lld",
-                       (long long)T, (long long)n, (long long)m->cfg.max_position_embeddings);
+                       (long long)T, (long long)n, (long long)ctx);
     CX_CHECK(check_ids(m, prompt, T, "prompt"));
     CX_CHECK(check_ids(m, target, n, "target"));
     CX_CHECK(set_precision(m, p));
-    if (c->baseline_token >= m->cfg.vocab_size)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline token %lld is outside the vocabulary", (long long)c->baseline_token);
+    if (c->baseline_token < -1 || c->baseline_token >= m->cfg.vocab_size)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline_token must be -1 (the method's default) or a token id from 0 "
+                       "to %lld (got %lld)", (long long)m->cfg.vocab_size - 1, (long long)c->baseline_token);
     cattr_status st;
     if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || p->method == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION) {
         bool have = false;
@@ -924,11 +986,40 @@ cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_attr_params 
     return cx_diagnosis(st, found);
 }
 
+static cattr_status llm_template_run(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
+                                     const char *const *values, const char *const *baselines, int n_slots,
+                                     const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
+
+/* llm_template_run with m->call_p set to p while it runs (as llm_attribute). */
 static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
                                            const char *const *values, const char *const *baselines, int n_slots,
                                            const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
-    if (!m || !p || !tmpl || !values || !target || !seq_attr || !token_attr || n_slots < 1 || n < 1)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: bad arguments");
+    if (!m || !p) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: NULL model or params");
+    const cattr_attr_params *outer = m->call_p;
+    m->call_p = p;
+    cx_watch_note(p->progress, p->progress_user, 0, 0);
+    cattr_status st = llm_template_run(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
+    m->call_p = outer;
+    return st;
+}
+
+static cattr_status llm_template_run(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
+                                     const char *const *values, const char *const *baselines, int n_slots,
+                                     const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
+    if (!tmpl || !values || !target || !seq_attr || !token_attr)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: NULL template, values, target or "
+                       "result array");
+    if (n_slots < 1 || n_slots > 4096)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_slots must be from 1 to 4096 (got %d)", n_slots);
+    if (n < 1 || n > m->cfg.max_position_embeddings)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_target must be from 1 to the model's context of %lld tokens (got "
+                       "%lld)", (long long)m->cfg.max_position_embeddings, (long long)n);
+    for (int i = 0; i < n_slots; i++)
+        if (!values[i] || (baselines && !baselines[i]))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "slot %d's %s is NULL", i, values[i] ? "baseline" : "value");
+    if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be CATTR_FLOAT32 (0) or CATTR_FLOAT64 (1) (got %d)",
+                       (int)p->dtype);
     if (p->method != CATTR_METHOD_FEATURE_ABLATION)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a text template is attributed with feature-ablation only (got %s)",
                        cattr_method_name(p->method));
@@ -955,7 +1046,7 @@ static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params
             }
             seq_attr[i] = (double)(float)cx_rnd(p->dtype, a - b2);
         }
-        if (st == CATTR_OK) st = cx_chunk_done(p, i + 1, n_slots);
+        if (st == CATTR_OK) st = llm_chunk_done(p, i + 1, n_slots);
     }
     free(f0);
     free(fi);
@@ -967,6 +1058,14 @@ cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *
     if (!m || !prompt || !out || !n) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_generate: NULL argument");
     *out = NULL;
     *n = 0;
+    if (T < 1 || T > m->cfg.max_position_embeddings)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt must hold from 1 to the model's context of %lld tokens "
+                       "(got %lld)", (long long)m->cfg.max_position_embeddings, (long long)T);
+    if (max_new < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "max_new must be 0 or more (got %d)", max_new);
+    if (dtype != CATTR_FLOAT32 && dtype != CATTR_FLOAT64)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be CATTR_FLOAT32 (0) or CATTR_FLOAT64 (1) (got %d)",
+                       (int)dtype);
     CX_CHECK(check_ids(m, prompt, T, "prompt"));
     CX_CHECK(use_device(m, NULL));
     m->prec = 0; /* greedy generation in full precision */

@@ -5,6 +5,7 @@
 #include "core/profile.h"
 #include "ops/ops.h"
 
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <math.h>
@@ -1257,14 +1258,93 @@ static void profile_init(void) {
 }
 
 cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *out_host) {
-    return cx_plan_run_dev(p, in_host, NULL, out_host, NULL);
+    return cx_plan_run_watched(p, in_host, NULL, out_host, NULL, NULL);
 }
+
+cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                             void *const *out_dev) {
+    return cx_plan_run_watched(p, in_host, in_dev, out_host, out_dev, NULL);
+}
+
+/* ---- the watch of a run (cx_watch) ---------------------------------------------------------------------------- */
+
+/* Per thread: the counts a progress callback last received (cx_watch_note), when it was last called (a chunk's call
+ * or a beat) and when the last watched run on this thread ended, in CLOCK_MONOTONIC_COARSE nanoseconds (0: never). */
+static _Thread_local struct {
+    cattr_progress_fn fn;
+    void *user;
+    int64_t done, total;
+    int64_t last_ns, run_end_ns;
+} tl_beat;
+
+static int64_t coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#define BEAT_NS ((int64_t)CX_WATCH_BEAT_MS * 1000000)
+
+void cx_watch_note(cattr_progress_fn fn, void *user, int64_t done, int64_t total) {
+    tl_beat.fn = fn;
+    tl_beat.user = user;
+    tl_beat.done = done;
+    tl_beat.total = total;
+    tl_beat.last_ns = coarse_ns();
+}
+
+/* Whether this thread makes the beats of a watched run: OpenMP thread 0 (the caller's, unless the run is inside a
+ * parallel region of another thread), and only for a watch with a progress callback. */
+static bool beats_here(const cx_watch *w) { return w && w->progress && omp_get_thread_num() == 0; }
+
+/* At the start of a watched run: after a pause outside watched runs (between calls, or host work between passes)
+ * longer than a beat's period, the period starts anew, so that a call does not begin with a beat. */
+static void watch_begin(const cx_watch *w) {
+    if (!beats_here(w)) return;
+    int64_t now = coarse_ns();
+    if (!tl_beat.last_ns || now - tl_beat.run_end_ns > BEAT_NS) tl_beat.last_ns = now;
+}
+
+static void watch_end(const cx_watch *w) {
+    if (beats_here(w)) tl_beat.run_end_ns = coarse_ns();
+}
+
+/* Before node n of a watched run: the beat when it is due, then the cancellation flag. */
+static cattr_status watch_step(const cx_watch *w, const cg_node *n) {
+    if (beats_here(w)) {
+        int64_t now = coarse_ns();
+        if (now - tl_beat.last_ns >= BEAT_NS) {
+            bool same = tl_beat.fn == w->progress && tl_beat.user == w->progress_user;
+            tl_beat.last_ns = now;
+            w->progress(same ? tl_beat.done : 0, same ? tl_beat.total : 0, w->progress_user);
+        }
+    }
+    if (*w->cancel)
+        return cx_fail(CATTR_ERR_CANCELLED, "cancelled during a pass (before node '%s')", n->name ? n->name : "?");
+    return CATTR_OK;
+}
+
+/* The watch of a run, NULL when it watches nothing (no cancel flag: beats are made only for one). */
+static const cx_watch *active_watch(const cx_watch *w) { return w && w->cancel ? w : NULL; }
 
 /* whether input i of this run is bound to backend memory of the caller */
 #define BOUND(i) (in_dev && in_dev[i])
 
-cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
-                             void *const *out_dev) {
+static cattr_status plan_run(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                             void *const *out_dev, const cx_watch *w);
+
+cattr_status cx_plan_run_watched(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                                 void *const *out_dev, const cx_watch *watch) {
+    const cx_watch *w = active_watch(watch);
+    watch_begin(w);
+    cattr_status st = plan_run(p, in_host, in_dev, out_host, out_dev, w);
+    watch_end(w);
+    return st;
+}
+
+/* The run (w: the active watch, or NULL). */
+static cattr_status plan_run(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                             void *const *out_dev, const cx_watch *w) {
     const cg_graph *g = p->g;
     cx_backend *be = p->be;
     cattr_status st = CATTR_OK;
@@ -1299,15 +1379,22 @@ cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const
             fcheck fc = {0};
             CX_CHECK(fcheck_start(p, &fc));
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
+                if (w && (st = watch_step(w, &p->nodes[k])) != CATTR_OK) break;
                 st = run_node(p, &p->nodes[k]);
                 if (st == CATTR_OK) st = fcheck_node(p, &fc, k);
             }
             if (st == CATTR_OK) st = finite_verdict(p, &fc);
             fcheck_free(&fc);
-        } else if (!g_profile) {
+        } else if (!g_profile && !w) {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) st = run_node(p, &p->nodes[k]);
+        } else if (!g_profile) {
+            for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
+                st = watch_step(w, &p->nodes[k]);
+                if (st == CATTR_OK) st = run_node(p, &p->nodes[k]);
+            }
         } else {
             for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
+                if (w && (st = watch_step(w, &p->nodes[k])) != CATTR_OK) break;
                 struct timespec t0, t1;
                 clock_gettime(CLOCK_MONOTONIC, &t0);
                 st = run_node(p, &p->nodes[k]);
@@ -1328,7 +1415,10 @@ cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const
                 p->views[v].data = in_dev[i];
                 continue;
             }
-            if (!in_host || !in_host[i]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
+            if (!in_host || !in_host[i]) { /* the inputs copied in so far are freed below */
+                st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input '%s' is needed", g->vals[v].name);
+                break;
+            }
             p->views[v].data = be->alloc(be->ctx, p->bytes[v]);
             if (!p->views[v].data) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             else st = be_copy(be, p->prof, BE_COPY_IN, p->views[v].data, in_host[i], p->bytes[v]);
@@ -1338,6 +1428,7 @@ cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const
         if (st == CATTR_OK && p->check_finite) st = fcheck_start(p, &fc);
         for (int k = 0; k < p->n_order && st == CATTR_OK; k++) {
             const cg_node *n = &p->nodes[k];
+            if (w && (st = watch_step(w, n)) != CATTR_OK) break;
             cx_view *o = &p->views[n->out];
             o->data = be->alloc(be->ctx, p->bytes[n->out]);
             if (!o->data) {

@@ -52,6 +52,41 @@ cattr_status cx_plan_run(cx_plan *p, const void *const *in_host, void *const *ou
 cattr_status cx_plan_run_dev(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
                              void *const *out_dev);
 
+/* What a run watches between its nodes (cx_plan_run_watched), so that a call can be stopped during a long chunk
+ * of work and not only between chunks:
+ * - cancel (may be NULL): read before each node; a non-zero value stops the run with CATTR_ERR_CANCELLED (nothing
+ *   is written to its outputs);
+ * - progress, progress_user (may be NULL; called only when cancel is set too): a beat, progress(done, total,
+ *   progress_user) with the counts this callback last received on this thread (cx_watch_note; 0 of 0 before any),
+ *   before a node once CX_WATCH_BEAT_MS milliseconds have passed since the callback's last call (a chunk's or a
+ *   beat), counting the time inside watched runs and the pauses between them shorter than that (a longer pause, as
+ *   between two calls, starts the period anew), from OpenMP thread 0 of the run (the calling thread when the run is
+ *   not inside a parallel region of a thread other than the caller's). The beat is how a caller whose flag is set by
+ *   code that runs only when the library calls back (Python's signal handlers, which CPython runs between bytecodes
+ *   of its main thread) gets to set it while one chunk runs.
+ * The clock is CLOCK_MONOTONIC_COARSE (no system call), read before each node only when both are set. */
+#define CX_WATCH_BEAT_MS 100
+typedef struct cx_watch {
+    const volatile int *cancel;
+    cattr_progress_fn progress;
+    void *progress_user;
+} cx_watch;
+
+/* The watch of a call's parameters (its cancel flag and progress callback). */
+static inline cx_watch cx_watch_of(const cattr_attr_params *p) {
+    cx_watch w = {p->cancel, p->progress, p->progress_user};
+    return w;
+}
+
+/* Records that progress callback (fn, user) was just called with (done, total) on this thread: what the beats of
+ * cx_plan_run_watched repeat, and when the next one is due (CX_WATCH_BEAT_MS from now). Call it where the progress
+ * callback is called after a chunk of work. */
+void cx_watch_note(cattr_progress_fn fn, void *user, int64_t done, int64_t total);
+
+/* cx_plan_run_dev watching w (NULL: nothing) between nodes. Errors: as cx_plan_run_dev, CATTR_ERR_CANCELLED. */
+cattr_status cx_plan_run_watched(cx_plan *p, const void *const *in_host, void *const *in_dev, void *const *out_host,
+                                 void *const *out_dev, const cx_watch *w);
+
 /* Transfers through a backend, each a copy event for the profiler: host to backend, backend to host, backend to
  * backend, zeroing. Errors: whatever the backend reports. */
 cattr_status cx_copy_in(cx_backend *be, void *dev, const void *host, size_t bytes);

@@ -69,7 +69,7 @@ static void explain_help(FILE *f) {
         "execution:\n"
         "  --dtype D               float32 (default) | float64 (exact reference mode)\n"
         "  --internal-batch-size N rows per chunk of the IG path, as in Captum (default: from --max-memory)\n"
-        "  --max-memory SIZE       memory budget for the IG path, e.g. 512M, 2G (default: 1/4 of free RAM)\n"
+        "  --max-memory SIZE       memory budget for the IG path, e.g. 512M, 2G (default: 1/4 of the available memory)\n"
         "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --executor E            planned (default) | eager (op by op, for debugging)\n"
         "  --precision P           highest (default) | high: bfloat16 inputs, float32 sums in the products by\n"

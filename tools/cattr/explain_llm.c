@@ -49,7 +49,7 @@ static void help(FILE *f) {
         "                          one process's numbers: layer-ig's steps, feature-ablation's perturbations (with\n"
         "                          --perturbations-per-eval), the samples of shapley-value-sampling, lime and\n"
         "                          kernel-shap (docs/CLI.md)\n"
-        "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of free RAM, at most 896M)\n"
+        "  --max-memory SIZE       activation memory budget, e.g. 2G (default: 1/4 of available memory, at most 896M)\n"
         "  --device NAME           cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
         "  --precision P           highest (default: float32 throughout) | high (bfloat16 inputs of the layers'\n"
         "                          projections, float32 accumulation; AVX-512 BF16 CPUs, float32 only)\n"

@@ -166,8 +166,9 @@ static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) 
     for (int64_t j = 0; j < ni; j++) {
         int64_t k = ix[j] < 0 ? ix[j] + dim : ix[j];
         if (k < 0 || k >= dim)
-            return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): index out of range for size %lld", n->name,
-                           op_name(n->op), (long long)dim);
+            return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op %s): index %lld (element %lld of the indices) is out of range "
+                           "for a dimension of size %lld (from %lld to %lld)", n->name, op_name(n->op),
+                           (long long)ix[j], (long long)j, (long long)dim, (long long)-dim, (long long)dim - 1);
     }
     if (!grad) {
         size_t es = cattr_dtype_size(out->dtype);

@@ -281,9 +281,12 @@ static cattr_status k_concat_grad(const cg_node *n, const cx_view *in, cx_view *
 }
 
 static cattr_status gather_index(const cg_node *n, int64_t v, int64_t dim, int64_t *out) {
+    int64_t given = v;
     if (v < 0) v += dim;
-    if (v < 0 || v >= dim) return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Gather): index out of range for size %lld",
-                                          n->name, (long long)dim);
+    if (v < 0 || v >= dim)
+        return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op Gather): index %lld is out of range for a dimension of size %lld "
+                       "(from %lld to %lld)", n->name, (long long)given, (long long)dim, (long long)-dim,
+                       (long long)dim - 1);
     *out = v;
     return CATTR_OK;
 }
