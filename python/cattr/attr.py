@@ -30,7 +30,10 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib, check
-from ._core import Model, _TensorList, _is_torch, _ptr_array, compute_dtype, layer_name, tensor_to_numpy, to_numpy
+from . import _torch
+from ._core import Model, ModuleRef, _TensorList, _is_torch, _ptr_array, compute_dtype, layer_name, tensor_to_numpy, \
+    to_numpy
+from ._torch import TorchForward as _TorchForward
 
 __all__ = [
     "Attribution", "IntegratedGradients", "Saliency", "DeepLift", "DeepLiftShap", "GradientShap", "InputXGradient",
@@ -102,8 +105,21 @@ def _model_of(forward_func):
     m = getattr(forward_func, "_cattr_model", None)
     if isinstance(m, Model):
         return m
-    raise TypeError("cattr: the forward_func / model must be a cattr.Model (cattr.load, cattr.from_torch), not %s"
-                    % type(forward_func).__name__)
+    raise TypeError("cattr: the forward_func / model must be a cattr.Model (cattr.load, cattr.from_torch), a "
+                    "torch.nn.Module or a callable of torch tensors, not %s" % type(forward_func).__name__)
+
+
+def _torch_forward(forward_func):
+    """A TorchForward for a PyTorch forward function (a torch.nn.Module, its forward, a callable of tensors), or
+    None for a cattr Model or a language model."""
+    if isinstance(forward_func, Model) or hasattr(type(forward_func), "_cattr_model") or \
+            isinstance(getattr(forward_func, "_cattr_model", None), Model):
+        return None
+    if isinstance(forward_func, _TorchForward):
+        return forward_func
+    if _torch.is_torch_callable(forward_func):
+        return _TorchForward(forward_func)
+    return None
 
 
 def _hashable(v):
@@ -134,6 +150,26 @@ def _int(v, what, lo=_lib.INT64_MIN, hi=_lib.INT64_MAX):
         if a.size == 1 and a.dtype.kind in "iu":
             v = a.reshape(())[()]
     return _lib.as_int(v, what, lo, hi, allow_bool=False)
+
+
+def _select_target(out, target, n):
+    """Captum's _select_targets on a model output (numpy): the values each example's target picks."""
+    if target is None:
+        return out
+    if _is_torch(target) or isinstance(target, np.ndarray):
+        t = to_numpy(target).reshape(-1)
+        target = int(t[0]) if t.size == 1 else [int(v) for v in t]
+    if isinstance(target, (int, np.integer)):
+        return out[:, int(target)]
+    if isinstance(target, tuple):
+        return out[(slice(None),) + tuple(int(v) for v in target)]
+    if isinstance(target, list):
+        if len(target) != n:
+            raise ValueError("cattr: target: %d targets for %d examples" % (len(target), n))
+        rows = [out[(b,) + (tuple(int(v) for v in t) if isinstance(t, tuple) else (int(t),))]
+                for b, t in enumerate(target)]
+        return np.stack(rows)
+    raise TypeError("cattr: target: %s is not a target form" % type(target).__name__)
 
 
 def _target(target, keep):
@@ -312,9 +348,11 @@ class Attribution:
     _layer_method = False
 
     def __init__(self, forward_func, **ctor):
-        if not isinstance(forward_func, Model) and not hasattr(type(forward_func), "_cattr_model"):
+        tf = getattr(self, "_torch", None) or _torch_forward(forward_func)
+        if tf is None and not isinstance(forward_func, Model) and not hasattr(type(forward_func), "_cattr_model"):
             _model_of(forward_func)  # raises the TypeError
         self.forward_func = forward_func
+        self._torch = tf  # a PyTorch forward function: exported per kind of call (_torch.py)
         self._model_ = None
         self._ctor = ctor
         self._explainers = {}
@@ -325,12 +363,67 @@ class Attribution:
             self._model_ = _model_of(self.forward_func)
         return self._model_
 
+    def _use_model_for(self, inputs, additional_forward_args, extra):
+        """A PyTorch forward function: the exported Model for this call's inputs becomes the model."""
+        if self._torch is not None:
+            dev = (extra or _NO_EXTRA).get("_device") or "cpu"
+            self._model_ = self._torch.model_for(inputs, _to_tuple(additional_forward_args)[0]
+                                                 if additional_forward_args is not None else None, dev)
+
+    # Captum's multiplies_by_inputs: the constructor's multiply_by_inputs where the class takes one; otherwise fixed
+    # per class (True for the perturbation methods, InputXGradient, LRP, LayerActivation, LayerConductance)
+    _multiplies = False
+
     @property
     def multiplies_by_inputs(self):
-        return bool(self._ctor.get("multiply_by_inputs", False))
+        if "multiply_by_inputs" in self._ctor:
+            return bool(self._ctor["multiply_by_inputs"])
+        return self._multiplies
 
     def has_convergence_delta(self):
         return False
+
+    def attribute_future(self, *args, **kwargs):
+        """Captum 0.8's futures API: only the perturbation methods have it (FeatureAblation, FeaturePermutation,
+        ShapleyValueSampling, ShapleyValues); Captum's other classes raise NotImplementedError, as here."""
+        raise NotImplementedError("attribute_future is not implemented for %s" % (self._captum_name or
+                                                                                 type(self).__name__))
+
+    def compute_convergence_delta(self, attributions, start_point, end_point, target=None,
+                                  additional_forward_args=None):
+        """Captum's GradientAttribution.compute_convergence_delta: per example, the sum of its attributions minus
+        the difference of the model's (target) outputs at end_point and start_point. The forward passes run in
+        cattr."""
+        ends, _ = _to_tuple(end_point)
+        if start_point is None:
+            starts = (0.0,) * len(ends)
+        else:
+            starts, _ = _to_tuple(start_point)
+            if len(starts) == 1 and len(ends) > 1 and _is_scalar(starts[0]):
+                starts = starts * len(ends)
+        if len(starts) != len(ends):
+            raise ValueError("cattr: start_point: %d given for %d inputs" % (len(starts), len(ends)))
+        torch_out = _is_torch(ends[0])
+        e_arr = [to_numpy(x) for x in ends]
+        s_arr = []
+        for st, en in zip(starts, e_arr):
+            a = np.asarray(float(st), dtype=en.dtype) if _is_scalar(st) else to_numpy(st)
+            s_arr.append(np.ascontiguousarray(np.broadcast_to(a, en.shape)) if a.shape != en.shape else a)
+        attrs, _ = _to_tuple(attributions)
+        n = e_arr[0].shape[0]
+        for a in attrs:
+            if to_numpy(a).shape[0] != n:
+                raise ValueError("cattr: attributions and end_point must have the same batch size (%d and %d)"
+                                 % (to_numpy(a).shape[0], n))
+        add = [] if additional_forward_args is None else [
+            to_numpy(x) for x in _to_tuple(additional_forward_args)[0] if _is_torch(x) or isinstance(x, np.ndarray)]
+        self._use_model_for(tuple(ends), additional_forward_args, None)
+        m = self._model
+        f_end = _select_target(np.asarray(m.forward(*(e_arr + add))), target, n)
+        f_start = _select_target(np.asarray(m.forward(*(s_arr + add))), target, n)
+        attr_sum = sum(to_numpy(a).reshape(n, -1).sum(1) for a in attrs)
+        delta = attr_sum - (f_end.reshape(n, -1).sum(1) - f_start.reshape(n, -1).sum(1))
+        return self._conv(np.ascontiguousarray(delta), torch_out)
 
     # -- the call ---------------------------------------------------------------------------------------------
     def _params(self, dtype, fields, extra, keep):
@@ -401,13 +494,13 @@ class Attribution:
 
     def _explainer(self, dtype, fields, extra):
         # the fields come in a fixed order from each attribute(); the key is built cheaply when every value hashes
-        key = (dtype, tuple(fields.items()))
+        key = (id(self._model), dtype, tuple(fields.items()))
         if extra:
             key += tuple((k, extra.get(k)) for k in ("_seed", "_max_memory", "_device", "_node_rules", "_nt"))
         try:
             e = self._explainers.get(key)
         except TypeError:  # lists, slices: made hashable
-            key = (dtype, tuple((k, _hashable(v)) for k, v in fields.items()),
+            key = (id(self._model), dtype, tuple((k, _hashable(v)) for k, v in fields.items()),
                    tuple((k, _hashable(extra.get(k))) for k in ("_seed", "_max_memory", "_device", "_node_rules",
                                                                  "_nt")))
             e = self._explainers.get(key)
@@ -455,6 +548,7 @@ class Attribution:
         dtype = compute_dtype(arrs)
         fields["_n_inputs"] = len(arrs)
         fields["return_convergence_delta"] = 1 if want_delta else 0
+        self._use_model_for(xs, additional_forward_args, extra)
         e = self._explainer(dtype, fields, extra)
         tl = _TensorList()
         keep = []
@@ -624,6 +718,7 @@ class Saliency(Attribution):
 
 class InputXGradient(Attribution):
     _captum_name = "InputXGradient"
+    _multiplies = True
 
     def attribute(self, inputs, target=None, additional_forward_args=None, **kw):
         return self._result(self._run(inputs, {}, None, target, additional_forward_args, extra=kw), False)
@@ -692,7 +787,8 @@ class GuidedGradCam(Attribution):
     _captum_name = "GuidedGradCam"
 
     def __init__(self, model, layer, device_ids=None):
-        layer = layer_name(layer)
+        self._torch = _torch_forward(model)
+        layer = LayerAttribution._layer_path(self, layer)
         if not isinstance(layer, str):
             raise TypeError("cattr: GuidedGradCam takes one layer")
         super().__init__(model, layer=layer)
@@ -709,6 +805,7 @@ class GuidedGradCam(Attribution):
 
 class LRP(Attribution):
     _captum_name = "LRP"
+    _multiplies = True
 
     def has_convergence_delta(self):
         return True
@@ -720,8 +817,26 @@ class LRP(Attribution):
         return self._result(res, return_convergence_delta)
 
 
-class FeatureAblation(Attribution):
+def _completed_future(value):
+    """A torch.futures.Future already holding value (the result of attribute_future)."""
+    import torch
+
+    fut = torch.futures.Future()
+    fut.set_result(value)
+    return fut
+
+
+class _FutureAttribution:
+    """attribute_future for the perturbation methods: the attribution (the forward function may return Futures,
+    which are awaited as the model is exported), as a completed Future."""
+
+    def attribute_future(self, *args, **kwargs):
+        return _completed_future(self.attribute(*args, **kwargs))
+
+
+class FeatureAblation(_FutureAttribution, Attribution):
     _captum_name = "FeatureAblation"
+    _multiplies = True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
@@ -738,8 +853,9 @@ def _strip_perturb_kwargs(kw):
     return kw
 
 
-class FeaturePermutation(Attribution):
+class FeaturePermutation(_FutureAttribution, Attribution):
     _captum_name = "FeaturePermutation"
+    _multiplies = True
 
     def __init__(self, forward_func, perm_func=None):
         _unsupported("perm_func", perm_func)
@@ -754,6 +870,7 @@ class FeaturePermutation(Attribution):
 
 class Occlusion(Attribution):
     _captum_name = "Occlusion"
+    _multiplies = True
 
     def attribute(self, inputs, sliding_window_shapes, strides=None, baselines=None, target=None,
                   additional_forward_args=None, perturbations_per_eval=None, show_progress=False, **kw):
@@ -766,8 +883,9 @@ class Occlusion(Attribution):
 _SVS = _defaults("ShapleyValueSampling")
 
 
-class ShapleyValueSampling(Attribution):
+class ShapleyValueSampling(_FutureAttribution, Attribution):
     _captum_name = "ShapleyValueSampling"
+    _multiplies = True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   n_samples=_SVS.n_samples, perturbations_per_eval=None, show_progress=False, **kw):
@@ -776,8 +894,9 @@ class ShapleyValueSampling(Attribution):
         return self._result(res, False)
 
 
-class ShapleyValues(Attribution):
+class ShapleyValues(_FutureAttribution, Attribution):
     _captum_name = "ShapleyValues"
+    _multiplies = True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
@@ -1000,7 +1119,8 @@ class LayerAttribution(Attribution):
     _layer_method = True
 
     def __init__(self, forward_func, layer, device_ids=None, **ctor):
-        layer = layer_name(layer)
+        self._torch = _torch_forward(forward_func)
+        layer = self._layer_path(layer)
         ok = isinstance(layer, str) or (
             isinstance(layer, (list, tuple)) and layer and all(
                 isinstance(x, str) or (isinstance(layer, list) and isinstance(x, tuple) and x and
@@ -1011,6 +1131,20 @@ class LayerAttribution(Attribution):
             raise ValueError("cattr: at most %d layer tensors" % _lib.MAX_OUTPUTS)
         super().__init__(forward_func, layer=layer, **ctor)
         self.layer = layer
+
+    def _layer_path(self, layer):
+        """A layer argument with torch modules (of a PyTorch forward function) turned into their module paths."""
+        if isinstance(layer, list):
+            return [self._layer_path(x) for x in layer]
+        if isinstance(layer, tuple):
+            return tuple(self._layer_path(x) for x in layer)
+        if self._torch is not None and not isinstance(layer, str) and not isinstance(layer, ModuleRef):
+            path = self._torch.module_path(layer)
+            if path is None:
+                raise ValueError("cattr: the layer %s is not a module of the forward function (nor reached by it)"
+                                 % type(layer).__name__)
+            return path
+        return layer_name(layer)
 
     @staticmethod
     def interpolate(layer_attribution, interpolate_dims, interpolate_mode="nearest"):
@@ -1044,6 +1178,7 @@ class LayerAttribution(Attribution):
 
 class LayerActivation(LayerAttribution):
     _captum_name = "LayerActivation"
+    _multiplies = True
 
     def attribute(self, inputs, additional_forward_args=None, attribute_to_layer_input=False, **kw):
         res = self._run(inputs, dict(attribute_to_layer_input=int(bool(attribute_to_layer_input))), None, None,
@@ -1093,6 +1228,7 @@ class InternalInfluence(LayerAttribution):
 
 class LayerConductance(LayerAttribution):
     _captum_name = "LayerConductance"
+    _multiplies = True
 
     def has_convergence_delta(self):
         return True
@@ -1176,6 +1312,7 @@ class LayerGradientShap(LayerAttribution):
 
 class LayerFeatureAblation(LayerAttribution):
     _captum_name = "LayerFeatureAblation"
+    _multiplies = True
 
     def attribute(self, inputs, layer_baselines=None, target=None, additional_forward_args=None, layer_mask=None,
                   attribute_to_layer_input=False, perturbations_per_eval=None, **kw):
@@ -1188,6 +1325,7 @@ class LayerFeatureAblation(LayerAttribution):
 
 class LayerFeaturePermutation(LayerAttribution):
     _captum_name = "LayerFeaturePermutation"
+    _multiplies = True
 
     def attribute(self, inputs, target=None, additional_forward_args=None, layer_mask=None,
                   perturbations_per_eval=None, **kw):
@@ -1198,6 +1336,7 @@ class LayerFeaturePermutation(LayerAttribution):
 
 class LayerLRP(LayerAttribution):
     _captum_name = "LayerLRP"
+    _multiplies = True
 
     def __init__(self, model, layer):
         super().__init__(model, layer)
@@ -1320,6 +1459,7 @@ class NeuronDeconvolution(NeuronGuidedBackprop):
 
 class NeuronFeatureAblation(NeuronAttribution):
     _captum_name = "NeuronFeatureAblation"
+    _multiplies = True
 
     def attribute(self, inputs, neuron_selector, baselines=None, additional_forward_args=None, feature_mask=None,
                   attribute_to_neuron_input=False, perturbations_per_eval=None, **kw):

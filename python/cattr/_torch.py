@@ -1,0 +1,154 @@
+"""PyTorch forward functions given where Captum takes them: a `torch.nn.Module`, its bound `forward`, or any callable of
+torch tensors (a lambda around a module, a function of several modules). cattr runs them by exporting them to ONNX
+with `from_torch` for the shapes, dtypes and non-tensor arguments of a call (once per distinct such call; the exports
+are kept), so that `IntegratedGradients(net)` works as in Captum.
+
+Layers given as torch modules (`net.conv2`, `net.layer4[1].conv2`) become their module paths ("conv2",
+"layer4.1.conv2") in the exported model; a layer of a module that the function reaches only through a closure or a
+global is found by its path under that module (`m0.conv2` for the first such module).
+"""
+import numbers
+
+import numpy as np
+
+from ._core import _is_torch, from_torch
+
+
+def is_torch_callable(f):
+    """Whether f is something this module runs: a torch.nn.Module, or a callable when torch is importable."""
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - without torch nothing here applies
+        return False
+    return isinstance(f, torch.nn.Module) or callable(f)
+
+
+def _modules_of(fn):
+    """The torch modules a callable reaches: its bound object, its closure cells, its defaults, and the globals its
+    code names (recursively for nested functions), in a stable order."""
+    import torch
+
+    found, seen_fns = [], set()
+
+    def add(m):
+        if isinstance(m, torch.nn.Module) and all(m is not x for x in found):
+            found.append(m)
+
+    def walk(f):
+        if id(f) in seen_fns:
+            return
+        seen_fns.add(id(f))
+        if isinstance(f, torch.nn.Module):
+            add(f)
+            return
+        obj = getattr(f, "__self__", None)
+        if isinstance(obj, torch.nn.Module):
+            add(obj)
+        func = getattr(f, "__func__", f)
+        code = getattr(func, "__code__", None)
+        for cell in getattr(func, "__closure__", None) or ():
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                continue
+            add(v)
+            if callable(v) and not isinstance(v, type):
+                walk(v)
+        for v in getattr(func, "__defaults__", None) or ():
+            add(v)
+        g = getattr(func, "__globals__", {})
+        for name in getattr(code, "co_names", ()) if code is not None else ():
+            v = g.get(name)
+            add(v)
+            if callable(v) and getattr(v, "__code__", None) is not None:
+                walk(v)
+
+    walk(fn)
+    return found
+
+
+class TorchForward:
+    """A PyTorch forward function and the cattr Models exported from it, one per kind of call."""
+
+    def __init__(self, fn):
+        import torch
+
+        self.fn = fn
+        if isinstance(fn, torch.nn.Module):
+            self.root, self.prefix = fn, {}
+        elif isinstance(getattr(fn, "__self__", None), torch.nn.Module) and \
+                getattr(fn, "__name__", None) == "forward":
+            self.root, self.prefix = fn.__self__, {}
+        else:  # a function: a module holding the modules it reaches, as m0, m1, ...
+            mods = _modules_of(fn)
+            holder = torch.nn.Module()
+            for k, m in enumerate(mods):
+                holder.add_module("m%d" % k, m)
+            self.root = holder
+            self.prefix = {id(m): "m%d" % k for k, m in enumerate(mods)}
+        self._models = {}
+
+    # -- layers -------------------------------------------------------------------------------------------------
+    def module_path(self, module):
+        """The path of a torch module in the exported model, or None when it is not one of the function's."""
+        for name, m in self.root.named_modules():
+            if m is module:
+                return name if name else None
+        return None
+
+    # -- the exported models --------------------------------------------------------------------------------------
+    def model_for(self, inputs, additional_forward_args, device="cpu"):
+        """The cattr Model for a call: inputs (a tuple of arrays or tensors) and the additional forward arguments
+        (a tuple; tensors become model inputs, anything else is fixed in the export)."""
+        import torch
+
+        add = tuple(additional_forward_args) if additional_forward_args is not None else ()
+        tensors = [x if _is_torch(x) else torch.as_tensor(np.asarray(x)) for x in inputs]
+        fixed, add_t = [], []
+        for a in add:
+            if _is_torch(a) or isinstance(a, np.ndarray):
+                t = a if _is_torch(a) else torch.as_tensor(a)
+                add_t.append(t)
+                fixed.append(None)
+            else:
+                fixed.append(a)
+        key = (tuple((tuple(t.shape[1:]), str(t.dtype)) for t in tensors + add_t),
+               tuple(_freeze(v) for v in fixed), device)
+        m = self._models.get(key)
+        if m is not None:
+            return m
+        n_in = len(tensors)
+        # the root's children are registered in the traced module; the root itself is not (a module called during a
+        # trace must be registered), so a module is run through its forward
+        fn = self.fn.forward if isinstance(self.fn, torch.nn.Module) else self.fn
+
+        class _Call(torch.nn.Module):
+            def __init__(self, root):
+                super().__init__()
+                # the root's modules keep their paths: registered under no prefix
+                for name, child in root.named_children():
+                    self.add_module(name, child)
+
+            def forward(self, *ts):
+                args = list(ts[:n_in])
+                it = iter(ts[n_in:])
+                for v in fixed:
+                    args.append(next(it) if v is None else v)
+                out = fn(*args)
+                # a forward function that returns a Future (Captum's attribute_future): its value
+                return out.wait() if isinstance(out, torch.futures.Future) else out
+
+        wrapper = self.root if self.fn is self.root else _Call(self.root)
+        m = from_torch(wrapper, tuple(tensors + add_t), device=device)
+        self._models[key] = m
+        return m
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, (numbers.Number, str, bytes, type(None), bool)):
+        return v
+    return ("id", id(v))

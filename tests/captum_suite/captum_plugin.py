@@ -1,0 +1,114 @@
+"""pytest plugin: Captum 0.8's own unit tests run against cattr's classes (issue 31).
+
+Loaded with `-p captum_plugin` (tests/captum_suite on PYTHONPATH) over Captum's test folders
+(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron). In the mode "cattr" (CATTR_CAPTUM_MODE,
+the default) every attribution class of `captum.attr` that cattr implements is replaced, in `captum.attr` and in the
+module that defines it, by cattr's class of the same name, before any test module is imported; and the `attribute`
+and `attribute_future` of Captum's own classes raise, so that a test passes only when cattr computed its numbers.
+Nothing of a test, a tolerance or Captum's helpers is changed: a test that reaches Captum's code elsewhere (its
+utilities, its models) runs it as it is. In the mode "captum" nothing is replaced: the same tests against Captum
+itself, for the baseline.
+
+One accommodation of the environment, not of a test: Debian's python3-parameterized (0.8.1) refuses the non-tuple
+parameters of `@parameterized.expand([True, False])` that version 0.9 accepts (tests/attr/test_shapley.py); such a
+parameter is wrapped in a tuple, as 0.9 does.
+
+Each test's outcome goes to the JSON file named by CATTR_CAPTUM_RESULTS: {nodeid: "passed" | "failed" | "skipped"}.
+"""
+import json
+import os
+import sys
+
+MODE = os.environ.get("CATTR_CAPTUM_MODE", "cattr")
+_here = os.path.dirname(os.path.abspath(__file__))
+_root = os.path.dirname(os.path.dirname(_here))
+CAPTUM_DIR = os.environ.get("CATTR_CAPTUM_DIR", os.path.join(os.path.dirname(_root), "shared", "captum-0.8"))
+
+_outcomes = {}
+_replaced = []
+
+
+def _parameterized_09():
+    """parameterized 0.9's handling of non-tuple parameters, on 0.8."""
+    try:
+        import parameterized
+    except ImportError:
+        return
+    from parameterized import param
+
+    orig = param.from_decorator
+
+    def from_decorator(cls, args):
+        if not isinstance(args, (param, tuple, list, str, dict)) and not hasattr(args, "__iter__"):
+            args = (args,)
+        return orig.__func__(cls, args)
+
+    param.from_decorator = classmethod(from_decorator)
+
+
+def _captum_raises(name):
+    def attribute(self, *args, **kwargs):
+        raise AssertionError("captum_plugin: Captum's own %s.attribute ran (cattr must compute it)" % name)
+
+    return attribute
+
+
+def _install():
+    """Replaces Captum's attribution classes by cattr's."""
+    import importlib
+    import pkgutil
+
+    import captum.attr
+    import cattr.attr as ca
+
+    names = set(ca.__all__)
+    modules = [captum.attr]
+    for info in pkgutil.walk_packages(captum.attr.__path__, "captum.attr."):
+        try:
+            modules.append(importlib.import_module(info.name))
+        except Exception:  # a module that needs what is not installed: Captum's own tests will say so
+            pass
+    originals = {}
+    for mod in modules:
+        for name in list(vars(mod)):
+            obj = getattr(mod, name)
+            if name in names and isinstance(obj, type) and obj.__module__.startswith("captum."):
+                originals[id(obj)] = obj
+                setattr(mod, name, getattr(ca, name))
+                _replaced.append("%s.%s" % (mod.__name__, name))
+    for obj in originals.values():
+        for meth in ("attribute", "attribute_future"):
+            if meth in vars(obj):
+                setattr(obj, meth, _captum_raises(obj.__name__))
+
+
+def pytest_configure(config):
+    if CAPTUM_DIR not in sys.path:
+        sys.path.insert(0, CAPTUM_DIR)
+    _parameterized_09()
+    if MODE == "cattr":
+        _install()
+    elif MODE != "captum":
+        raise ValueError("CATTR_CAPTUM_MODE must be cattr or captum, not %r" % MODE)
+
+
+def pytest_runtest_logreport(report):
+    nid = report.nodeid
+    if report.when == "setup" and report.outcome != "passed":
+        _outcomes[nid] = report.outcome
+    elif report.when == "call":
+        _outcomes[nid] = report.outcome
+    elif report.when == "teardown" and report.outcome == "failed":
+        _outcomes[nid] = "failed"
+
+
+def pytest_collectreport(report):
+    if report.outcome == "failed":  # a module that cannot be collected: counted as one failure
+        _outcomes[report.nodeid + "::<collection>"] = "failed"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    path = os.environ.get("CATTR_CAPTUM_RESULTS")
+    if path:
+        with open(path, "w") as f:
+            json.dump({"mode": MODE, "replaced": len(_replaced), "outcomes": _outcomes}, f, indent=0, sort_keys=True)
