@@ -109,7 +109,7 @@ class TorchForward:
             if _is_torch(a) or isinstance(a, np.ndarray):
                 t = a if _is_torch(a) else torch.as_tensor(a)
                 add_t.append(t)
-                fixed.append(None)
+                fixed.append(_TENSOR)
             else:
                 fixed.append(a)
         key = (tuple((tuple(t.shape[1:]), str(t.dtype)) for t in tensors + add_t),
@@ -133,15 +133,20 @@ class TorchForward:
                 args = list(ts[:n_in])
                 it = iter(ts[n_in:])
                 for v in fixed:
-                    args.append(next(it) if v is None else v)
+                    args.append(next(it) if v is _TENSOR else v)
                 out = fn(*args)
                 # a forward function that returns a Future (Captum's attribute_future): its value
                 return out.wait() if isinstance(out, torch.futures.Future) else out
 
-        wrapper = self.root if self.fn is self.root else _Call(self.root)
+        # always through _Call, whose forward takes exactly the tensors given: exporting a module directly would
+        # add its forward's defaulted parameters as inputs of the model (torch.onnx's input format)
+        wrapper = _Call(self.root)
         m = from_torch(wrapper, tuple(tensors + add_t), device=device)
         self._models[key] = m
         return m
+
+
+_TENSOR = object()  # the place of a tensor among the additional forward arguments
 
 
 def _freeze(v):
@@ -149,6 +154,8 @@ def _freeze(v):
         return tuple(_freeze(x) for x in v)
     if isinstance(v, dict):
         return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if v is _TENSOR:
+        return ("tensor",)
     if isinstance(v, (numbers.Number, str, bytes, type(None), bool)):
         return v
     return ("id", id(v))

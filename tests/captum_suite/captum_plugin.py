@@ -13,7 +13,8 @@ One accommodation of the environment, not of a test: Debian's python3-parameteri
 parameters of `@parameterized.expand([True, False])` that version 0.9 accepts (tests/attr/test_shapley.py); such a
 parameter is wrapped in a tuple, as 0.9 does.
 
-Each test's outcome goes to the JSON file named by CATTR_CAPTUM_RESULTS: {nodeid: "passed" | "failed" | "skipped"}.
+Each test's outcome goes to the JSON file named by CATTR_CAPTUM_RESULTS: {"outcomes": {nodeid: "passed" | "failed" |
+"skipped"}, "messages": {nodeid: the exception line of a failure}}.
 """
 import json
 import os
@@ -25,7 +26,15 @@ _root = os.path.dirname(os.path.dirname(_here))
 CAPTUM_DIR = os.environ.get("CATTR_CAPTUM_DIR", os.path.join(os.path.dirname(_root), "shared", "captum-0.8"))
 
 _outcomes = {}
+_messages = {}
 _replaced = []
+
+
+def _message(report):
+    """The exception line of a failure (the last 'E   ' line of its traceback)."""
+    text = getattr(report, "longreprtext", "") or ""
+    lines = [ln[4:].strip() for ln in text.splitlines() if ln.startswith("E   ")]
+    return (lines[0] if lines else text.strip().splitlines()[-1] if text.strip() else "")[:400]
 
 
 def _parameterized_09():
@@ -61,7 +70,10 @@ def _install():
     import captum.attr
     import cattr.attr as ca
 
-    names = set(ca.__all__)
+    # the attribution methods only: Captum's base classes (Attribution, LayerAttribution, ...) stay Captum's, for the
+    # reference implementations of Captum's test helpers that derive from them
+    names = {n for n in ca.__all__ if isinstance(getattr(ca, n), type) and hasattr(getattr(ca, n), "attribute") and
+             n not in ("Attribution", "LayerAttribution", "NeuronAttribution")}
     modules = [captum.attr]
     for info in pkgutil.walk_packages(captum.attr.__path__, "captum.attr."):
         try:
@@ -94,21 +106,22 @@ def pytest_configure(config):
 
 def pytest_runtest_logreport(report):
     nid = report.nodeid
-    if report.when == "setup" and report.outcome != "passed":
+    if (report.when == "setup" and report.outcome != "passed") or report.when == "call" or \
+            (report.when == "teardown" and report.outcome == "failed"):
         _outcomes[nid] = report.outcome
-    elif report.when == "call":
-        _outcomes[nid] = report.outcome
-    elif report.when == "teardown" and report.outcome == "failed":
-        _outcomes[nid] = "failed"
+        if report.outcome == "failed":
+            _messages[nid] = _message(report)
 
 
 def pytest_collectreport(report):
     if report.outcome == "failed":  # a module that cannot be collected: counted as one failure
         _outcomes[report.nodeid + "::<collection>"] = "failed"
+        _messages[report.nodeid + "::<collection>"] = _message(report)
 
 
 def pytest_sessionfinish(session, exitstatus):
     path = os.environ.get("CATTR_CAPTUM_RESULTS")
     if path:
         with open(path, "w") as f:
-            json.dump({"mode": MODE, "replaced": len(_replaced), "outcomes": _outcomes}, f, indent=0, sort_keys=True)
+            json.dump({"mode": MODE, "replaced": len(_replaced), "outcomes": _outcomes, "messages": _messages}, f,
+                      indent=0, sort_keys=True)

@@ -58,7 +58,7 @@ def run(mode, files, jobs_note=""):
             raise SystemExit("captum suite: pytest on %s wrote no results (exit %d)" % (mode, p.returncode))
         with open(res) as f:
             data = json.load(f)
-    return data["outcomes"], dt
+    return data["outcomes"], dt, data.get("messages", {})
 
 
 def file_of(nodeid):
@@ -108,17 +108,18 @@ def main():
         with open(RECORDED) as f:
             rec = json.load(f)
     if a.captum or a.record or not rec.get("captum_pass"):
-        cap, dt = run("captum", files)
+        cap, dt, _ = run("captum", files)
         captum_pass = {n for n, o in cap.items() if o == "passed"}
         print("captum suite: Captum itself: %d of %d tests pass (%.0f s)" % (len(captum_pass), len(cap), dt))
     else:
         captum_pass = set(rec["captum_pass"])
-    cattr, dt = run("cattr", files)
+    cattr, dt, messages = run("cattr", files)
     print("captum suite: cattr: %d tests run (%.0f s)" % (len(cattr), dt))
     base, good = table(files, cattr, captum_pass)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"cattr": cattr, "captum_pass": sorted(captum_pass)}, f, indent=0, sort_keys=True)
+            json.dump({"cattr": cattr, "messages": messages, "captum_pass": sorted(captum_pass)}, f, indent=0,
+                      sort_keys=True)
     if a.record:
         with open(RECORDED, "w") as f:
             json.dump({"captum_pass": sorted(captum_pass),
