@@ -180,6 +180,13 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size);
  * module's output by torch.onnx.export's naming (`/conv1/...`). Writes the ONNX name (owned by the model) to *onnx.
  * Errors: CATTR_ERR_INVALID_ARGUMENT (unknown name; the message suggests the closest names). */
 cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, const char **onnx);
+/* The values that cross the boundary of a module (a PyTorch module path, as cattr_model_resolve_value takes it): with
+ * inputs 0, those made inside it and read outside it (or model outputs), in the order of the nodes that make them
+ * (a module returning a tuple has several); with inputs 1, those read inside it and made outside it (model inputs and
+ * other modules' values, not constants nor what is computed from constants only), in order of first use (a module called with several tensors). Writes up to
+ * max names (borrowed: valid as long as the model) to names (may be NULL) and returns how many there are, or -1 when
+ * no node belongs to the module. */
+int cattr_model_module_values(const cattr_model *m, const char *path, int inputs, const char **names, int max);
 
 /* Runs the forward pass on `inputs` (n_inputs tensors in model-input order, float32 or float64; int64 inputs
  * stay int64) in `dtype` and returns output 0 in *out (caller frees). Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE,

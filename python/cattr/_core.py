@@ -237,6 +237,16 @@ class Model:
         check(lib.cattr_model_resolve_value(self._h, name.encode(), ctypes.byref(out)))
         return out.value.decode()
 
+    def module_values(self, path, inputs=False):
+        """The ONNX values that cross the boundary of a module: its outputs (made inside, read outside), or with
+        inputs=True the values it reads from outside; None when no node belongs to the module."""
+        n = lib.cattr_model_module_values(self._h, path.encode(), 1 if inputs else 0, None, 0)
+        if n < 0:
+            return None
+        buf = (ctypes.c_char_p * max(n, 1))()
+        lib.cattr_model_module_values(self._h, path.encode(), 1 if inputs else 0, buf, n)
+        return [buf[k].decode() for k in range(n)]
+
     def __repr__(self):
         return "<cattr.Model %s on %s: inputs %s>" % (self.path or "?", self._device, self.input_names)
 

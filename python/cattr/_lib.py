@@ -102,7 +102,7 @@ def as_int(v, what, lo=INT64_MIN, hi=INT64_MAX, allow_bool=True):
         except TypeError:
             raise TypeError("cattr: %s must be an integer, not %s (%r)" % (what, type(v).__name__, v)) from None
     if not lo <= iv <= hi:
-        raise ValueError("cattr: %s = %d is out of range: it must be from %s" % (what, iv, _range_text(lo, hi)))
+        raise ArgumentError("cattr: %s = %d is out of range: it must be from %s" % (what, iv, _range_text(lo, hi)))
     return iv
 
 
@@ -127,7 +127,7 @@ def int64_array(a, what):
         if a.size and a.dtype.itemsize >= 8:
             hi = int(a.max())
             if hi > INT64_MAX:
-                raise ValueError("cattr: %s holds %d, out of range: its values must be from %s" %
+                raise ArgumentError("cattr: %s holds %d, out of range: its values must be from %s" %
                                  (what, hi, _range_text(INT64_MIN, INT64_MAX)))
         return a.astype(np.int64)
     if k == "f":
@@ -142,7 +142,7 @@ def int64_array(a, what):
             # float64(2**63) is the first float above INT64_MAX; float64(-2**63) is INT64_MIN itself
             if hi >= 2.0 ** 63 or lo < -2.0 ** 63:
                 bad = hi if hi >= 2.0 ** 63 else lo
-                raise ValueError("cattr: %s holds %.17g, out of range: its values must be from %s" %
+                raise ArgumentError("cattr: %s holds %.17g, out of range: its values must be from %s" %
                                  (what, bad, _range_text(INT64_MIN, INT64_MAX)))
         return a.astype(np.int64)
     if k == "O":
@@ -416,11 +416,14 @@ _decl("cattr_model_n_outputs", ctypes.c_int, ModelP)
 _decl("cattr_model_output_name", ctypes.c_char_p, ModelP, ctypes.c_int)
 _decl("cattr_model_describe", ctypes.c_size_t, ModelP, ctypes.c_char_p, ctypes.c_size_t)
 _decl("cattr_model_resolve_value", _st, ModelP, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p))
+_decl("cattr_model_module_values", ctypes.c_int, ModelP, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+      ctypes.c_int)
 _decl("cattr_model_forward", _st, ModelP, ctypes.c_int, TensorPP, ctypes.c_int, ctypes.POINTER(TensorP))
 _decl("cattr_model_set_device", _st, ModelP, ctypes.c_char_p)
 _decl("cattr_method_from_name", ctypes.c_int, ctypes.c_char_p)
 _decl("cattr_method_name", ctypes.c_char_p, ctypes.c_int)
 _decl("cattr_method_implemented", ctypes.c_int, ctypes.c_int)
+_decl("cattr_method_takes_target", ctypes.c_int, ctypes.c_int)
 _decl("cattr_quadrature_from_name", ctypes.c_int, ctypes.c_char_p)
 _decl("cattr_quadrature_name", ctypes.c_char_p, ctypes.c_int)
 _decl("cattr_attr_default_params", AttrParams, ctypes.c_int)
@@ -460,8 +463,15 @@ class CattrError(Exception):
     status = None
 
 
+class ArgumentError(ValueError, AssertionError):
+    """An invalid argument (a bad target, shape, dtype, option): a ValueError, and an AssertionError too, since
+    Captum checks its arguments with assert statements and code written for Captum catches AssertionError."""
+
+
 def _exc_class(status):
-    if status in (ERR_INVALID_ARGUMENT, ERR_SHAPE, ERR_DTYPE, ERR_TARGET, ERR_NONFINITE):
+    if status in (ERR_INVALID_ARGUMENT, ERR_SHAPE, ERR_DTYPE, ERR_TARGET):
+        return ArgumentError
+    if status == ERR_NONFINITE:
         return ValueError
     if status in (ERR_IO, ERR_FORMAT):
         return OSError
@@ -520,15 +530,23 @@ class Interruptible:
     library reads the flag before each node and stops the call with CATTR_ERR_CANCELLED, and `run` raises
     KeyboardInterrupt: within about 0.1 s plus the longest single node of the model."""
 
-    __slots__ = ("flag", "hit")
+    __slots__ = ("flag", "hit", "reporter", "_cb")
 
     def __init__(self):
         self.flag = ctypes.c_int(0)
         self.hit = False
+        self.reporter = None  # a call's progress display (show_progress=True): reporter(done, total)
+        self._cb = None
 
     def install(self, p):
-        p.progress = _PROGRESS_NOOP
+        self._cb = PROGRESS_FN(self._progress)
+        p.progress = self._cb
         p.cancel = ctypes.pointer(self.flag)
+
+    def _progress(self, done, total, user):
+        r = self.reporter
+        if r is not None:
+            r(done, total)
 
     def run(self, fn, *args):
         """fn(*args) (a status) with Ctrl-C turned into cancellation; raises like check()."""
@@ -559,6 +577,41 @@ class Interruptible:
 
 
 _PROGRESS_NOOP = PROGRESS_FN(lambda done, total, user: None)
+
+
+class ProgressBar:
+    """Captum's show_progress on sys.stderr (as sys.stderr is when it draws): "Feature Ablation attribution:  50%|#####
+    | 2/4", redrawn in place, ending at 100% with a newline. `name` is Captum's get_name() of the class."""
+
+    def __init__(self, name):
+        self.desc = "%s attribution" % name
+        self.last = None
+
+    def __call__(self, done, total):
+        if total <= 0 or (done, total) == self.last:
+            return
+        self.last = (done, total)
+        import sys
+
+        pct = int(100 * done // total)
+        fill = int(10 * done // total)
+        sys.stderr.write("\r%s: %3d%%|%s%s| %d/%d" % (self.desc, pct, "#" * fill, " " * (10 - fill), done, total))
+        sys.stderr.flush()
+
+    def finish(self):
+        import sys
+
+        if self.last is None or self.last[0] != self.last[1]:
+            t = self.last[1] if self.last else 1
+            self.last = None
+            self(t, t)
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def captum_name(cls_name):
+    """Captum's Attribution.get_name(): a space before every capital but the first ("Feature Ablation")."""
+    return "".join(" " + c if c.isupper() and i else c for i, c in enumerate(cls_name))
 
 
 def version():

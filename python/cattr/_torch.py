@@ -123,11 +123,12 @@ class TorchForward:
         fn = self.fn.forward if isinstance(self.fn, torch.nn.Module) else self.fn
 
         class _Call(torch.nn.Module):
-            def __init__(self, root):
+            def __init__(self, root, keep=()):
                 super().__init__()
                 # the root's modules keep their paths: registered under no prefix
                 for name, child in root.named_children():
                     self.add_module(name, child)
+                self.keep = tuple(keep)
 
             def forward(self, *ts):
                 args = list(ts[:n_in])
@@ -136,17 +137,78 @@ class TorchForward:
                     args.append(next(it) if v is _TENSOR else v)
                 out = fn(*args)
                 # a forward function that returns a Future (Captum's attribute_future): its value
-                return out.wait() if isinstance(out, torch.futures.Future) else out
+                if isinstance(out, (_ValueFuture, torch.futures.Future)):
+                    out = out.wait()
+                # inputs the function does not read stay inputs of the model (the export would drop them): a zero
+                # made from each is added to the output (x + 0 is x; its gradient and its ablation change nothing)
+                for k in self.keep:
+                    if torch.is_tensor(out):
+                        out = out + (ts[k] * 0).sum().to(out.dtype)
+                return out
 
         # always through _Call, whose forward takes exactly the tensors given: exporting a module directly would
         # add its forward's defaulted parameters as inputs of the model (torch.onnx's input format)
         wrapper = _Call(self.root)
-        m = from_torch(wrapper, tuple(tensors + add_t), device=device)
+        with _traceable_futures():
+            m = from_torch(wrapper, tuple(tensors + add_t), device=device)
+            names = ["input%d" % k for k in range(len(tensors) + len(add_t))]
+            have = set(m.input_names)
+            unused = [k for k, nm in enumerate(names) if nm not in have]
+            if unused:  # exported again, keeping them
+                m = from_torch(_Call(self.root, unused), tuple(tensors + add_t), device=device)
         self._models[key] = m
         return m
 
 
 _TENSOR = object()  # the place of a tensor among the additional forward arguments
+
+
+class _ValueFuture:
+    """What torch.futures.Future is while a forward function is exported: a plain holder of its value, which the
+    tracer follows (a torch Future is opaque to it). Captum's futures API completes them at once
+    (captum._utils.common._construct_future_forward); one completed later by another thread cannot be exported."""
+
+    def __init__(self, *args, **kwargs):
+        self._value, self._set = None, False
+
+    def set_result(self, value):
+        self._value, self._set = value, True
+
+    def wait(self):
+        if not self._set:
+            raise RuntimeError("cattr: a forward function returned a Future that is not completed when it returns "
+                               "(set by another thread later): cattr cannot export it to run inside the engine")
+        return self._value
+
+    value = wait
+
+    def done(self):
+        return self._set
+
+    def then(self, callback):
+        out = _ValueFuture()
+        out.set_result(callback(self))
+        return out
+
+    def __class_getitem__(cls, item):
+        return cls
+
+
+class _traceable_futures:
+    """Within: torch.futures.Future is _ValueFuture (see there)."""
+
+    def __enter__(self):
+        import torch.futures
+
+        self._saved = torch.futures.Future
+        torch.futures.Future = _ValueFuture
+        return self
+
+    def __exit__(self, *exc):
+        import torch.futures
+
+        torch.futures.Future = self._saved
+        return False
 
 
 def _freeze(v):

@@ -64,7 +64,7 @@ _NT_TYPES = {"smoothgrad": _lib.NT_SMOOTHGRAD, "smoothgrad_sq": _lib.NT_SMOOTHGR
 def _method_id(name):
     m = lib.cattr_method_from_name(name.encode())
     if m < 0:
-        raise ValueError("cattr: unknown method '%s'" % name)
+        raise _lib.ArgumentError("cattr: unknown method '%s'" % name)
     return m
 
 
@@ -165,7 +165,7 @@ def _select_target(out, target, n):
         return out[(slice(None),) + tuple(int(v) for v in target)]
     if isinstance(target, list):
         if len(target) != n:
-            raise ValueError("cattr: target: %d targets for %d examples" % (len(target), n))
+            raise _lib.ArgumentError("cattr: target: %d targets for %d examples" % (len(target), n))
         rows = [out[(b,) + (tuple(int(v) for v in t) if isinstance(t, tuple) else (int(t),))]
                 for b, t in enumerate(target)]
         return np.stack(rows)
@@ -196,7 +196,7 @@ def _target(target, keep):
         elif target.ndim == 1:
             rows, n_idx, kind = a.size, 1, _lib.TARGET_PER_EXAMPLE
         else:
-            raise ValueError("cattr: target: a tensor target must have one element or one per example (1-D), not "
+            raise _lib.ArgumentError("cattr: target: a tensor target must have one element or one per example (1-D), not "
                              "shape %s" % (tuple(target.shape),))
         vals = a
     elif isinstance(target, tuple):
@@ -204,11 +204,11 @@ def _target(target, keep):
         rows, n_idx, kind = 0, len(vals), _lib.TARGET_INDEX
     elif isinstance(target, list):
         if not target:
-            raise ValueError("cattr: target: an empty list")
+            raise _lib.ArgumentError("cattr: target: an empty list")
         if all(isinstance(v, tuple) for v in target):
             k = len(target[0])
             if any(len(v) != k for v in target):
-                raise ValueError("cattr: target: the tuples of a list of tuples must have the same length")
+                raise _lib.ArgumentError("cattr: target: the tuples of a list of tuples must have the same length")
             vals = np.array([_int(x, "target") for v in target for x in v], dtype=np.int64)
             rows, n_idx, kind = len(target), k, _lib.TARGET_PER_EXAMPLE
         else:
@@ -228,21 +228,21 @@ def _target(target, keep):
 def _neuron(p, sel):
     """Fills the neuron selector fields of params p from Captum's neuron_selector."""
     if sel is None:
-        raise ValueError("cattr: this method needs a neuron_selector")
+        raise _lib.ArgumentError("cattr: this method needs a neuron_selector")
     if isinstance(sel, neuron_sum):
         if len(sel.dims) > _lib.MAX_DIMS:
-            raise ValueError("cattr: neuron_selector: too many dims")
+            raise _lib.ArgumentError("cattr: neuron_selector: too many dims")
         p.neuron_kind = _lib.NEURON_SUM
         p.neuron_sum_ndim = len(sel.dims)
         for i, d in enumerate(sel.dims):
             _lib.set_int(p.neuron_sum_dims, i, d, "neuron_sum dims")
         return
     if callable(sel):
-        raise ValueError("cattr: neuron_selector: a Python function cannot run inside cattr; use an int, a tuple of "
+        raise _lib.ArgumentError("cattr: neuron_selector: a Python function cannot run inside cattr; use an int, a tuple of "
                          "ints and slices, or cattr.attr.neuron_sum(dims) for `lambda x: x.sum(dims)`")
     idx = sel if isinstance(sel, tuple) else (sel,)
     if len(idx) > _lib.MAX_DIMS:
-        raise ValueError("cattr: neuron_selector: too many dims")
+        raise _lib.ArgumentError("cattr: neuron_selector: too many dims")
     slices = any(isinstance(v, slice) for v in idx)
     p.neuron_kind = _lib.NEURON_SLICES if slices else _lib.NEURON_INDEX
     p.neuron_ndim = len(idx)
@@ -266,7 +266,7 @@ def _quadrature(v):
     """The cattr_quadrature of Captum's `method` argument of IG-style methods."""
     q = lib.cattr_quadrature_from_name(str(v).encode())
     if q < 0:
-        raise ValueError("cattr: method: unknown integration method '%s' (riemann_left, riemann_right, "
+        raise _lib.ArgumentError("cattr: method: unknown integration method '%s' (riemann_left, riemann_right, "
                          "riemann_middle, riemann_trapezoid, gausslegendre)" % v)
     return q
 
@@ -282,7 +282,7 @@ def _window(p, field, value, n_inputs):
         return
     if isinstance(value, numbers.Integral):
         if field != "strides":
-            raise ValueError("cattr: sliding_window_shapes must be a tuple")
+            raise _lib.ArgumentError("cattr: sliding_window_shapes must be a tuple")
         v = _int(value, what)
         for t in range(_lib.MAX_INPUTS):
             nd[t] = -1
@@ -292,13 +292,13 @@ def _window(p, field, value, n_inputs):
     flat = len(value) > 0 and all(isinstance(v, numbers.Integral) for v in value)
     if flat and (field == "sliding_window" or n_inputs <= 1):
         if len(value) > _lib.MAX_DIMS:
-            raise ValueError("cattr: %s: too many dims" % what)
+            raise _lib.ArgumentError("cattr: %s: too many dims" % what)
         for i, v in enumerate(value):
             _lib.set_int(arr[0], i, _int(v, what), what)
         nd[0] = len(value)
         return
     if len(value) > _lib.MAX_INPUTS:
-        raise ValueError("cattr: %s: too many inputs" % what)
+        raise _lib.ArgumentError("cattr: %s: too many inputs" % what)
     for i, per in enumerate(value):
         if isinstance(per, numbers.Integral):
             _lib.set_int(arr[i], 0, _int(per, what), what)
@@ -306,7 +306,7 @@ def _window(p, field, value, n_inputs):
         else:
             per = tuple(per)
             if len(per) > _lib.MAX_DIMS:
-                raise ValueError("cattr: %s: too many dims for input %d" % (what, i))
+                raise _lib.ArgumentError("cattr: %s: too many dims for input %d" % (what, i))
             for k, v in enumerate(per):
                 _lib.set_int(arr[i], k, _int(v, what), what)
             nd[i] = len(per)
@@ -363,6 +363,44 @@ class Attribution:
             self._model_ = _model_of(self.forward_func)
         return self._model_
 
+    def _effective_layer(self, fields):
+        """The layer as the explainer takes it, and attribute_to_layer_input when that changes (else None): for a
+        PyTorch forward function, a module that returns several tensors is the tuple of their values (Captum returns
+        a tuple), and with attribute_to_layer_input a module called with several tensors is the tuple of the values
+        it reads (then attributed as values)."""
+        layer = self._ctor.get("layer")
+        if layer is None or self._torch is None:
+            return layer, None
+        to_input = bool(fields.get("attribute_to_layer_input"))
+        m = self._model
+        changed = [False]
+
+        def one(path):
+            if not isinstance(path, str):
+                return path
+            vals = m.module_values(path, to_input)
+            if vals is None or len(vals) < 2:
+                return path
+            changed[0] = True
+            return tuple(vals)
+
+        if isinstance(layer, list):
+            eff = [x if isinstance(x, tuple) else one(x) for x in layer]
+        else:
+            eff = one(layer)
+        if to_input and changed[0]:  # every module as the values it reads, attributed as values
+            def values(x):
+                if not isinstance(x, str):
+                    return x
+                vals = m.module_values(x, True)
+                if not vals:
+                    raise _lib.ArgumentError("cattr: the layer '%s' reads no tensor from outside it" % x)
+                return vals[0] if len(vals) == 1 else tuple(vals)
+
+            eff = [values(x) for x in eff] if isinstance(eff, list) else values(eff)
+            return eff, 0
+        return eff, None
+
     def _use_model_for(self, inputs, additional_forward_args, extra):
         """A PyTorch forward function: the exported Model for this call's inputs becomes the model."""
         if self._torch is not None:
@@ -402,7 +440,7 @@ class Attribution:
             if len(starts) == 1 and len(ends) > 1 and _is_scalar(starts[0]):
                 starts = starts * len(ends)
         if len(starts) != len(ends):
-            raise ValueError("cattr: start_point: %d given for %d inputs" % (len(starts), len(ends)))
+            raise _lib.ArgumentError("cattr: start_point: %d given for %d inputs" % (len(starts), len(ends)))
         torch_out = _is_torch(ends[0])
         e_arr = [to_numpy(x) for x in ends]
         s_arr = []
@@ -413,7 +451,7 @@ class Attribution:
         n = e_arr[0].shape[0]
         for a in attrs:
             if to_numpy(a).shape[0] != n:
-                raise ValueError("cattr: attributions and end_point must have the same batch size (%d and %d)"
+                raise _lib.ArgumentError("cattr: attributions and end_point must have the same batch size (%d and %d)"
                                  % (to_numpy(a).shape[0], n))
         add = [] if additional_forward_args is None else [
             to_numpy(x) for x in _to_tuple(additional_forward_args)[0] if _is_torch(x) or isinstance(x, np.ndarray)]
@@ -432,7 +470,9 @@ class Attribution:
         for k, v in self._ctor.items():
             if k in ("multiply_by_inputs", "eps"):
                 setattr(p, k, v)
-        layer = self._ctor.get("layer")
+        layer, to_input = self._effective_layer(fields)
+        if to_input is not None:
+            p.attribute_to_layer_input = to_input
         if layer is not None:
             names = _flat_layers(layer)
             enc = [n.encode() for n in names]
@@ -450,18 +490,18 @@ class Attribution:
                 p.quadrature = _quadrature(v)
             elif k == "nt_type":
                 if v not in _NT_TYPES:
-                    raise ValueError("cattr: nt_type: '%s' is not one of smoothgrad, smoothgrad_sq, vargrad" % v)
+                    raise _lib.ArgumentError("cattr: nt_type: '%s' is not one of smoothgrad, smoothgrad_sq, vargrad" % v)
                 p.nt_type = _NT_TYPES[v]
             elif k in ("sliding_window", "strides"):
                 _window(p, k, v, fields.get("_n_inputs", 1))
             elif k == "neuron_selector":
                 _neuron(p, v)
-            elif k == "_n_inputs":
+            elif k == "_n_inputs" or (k == "attribute_to_layer_input" and to_input is not None):
                 pass
             elif k in ("stdevs",):
                 if isinstance(v, (tuple, list)):
                     if len(set(float(x) for x in v)) != 1:
-                        raise ValueError("cattr: stdevs: one standard deviation per input is not supported yet; give "
+                        raise _lib.ArgumentError("cattr: stdevs: one standard deviation per input is not supported yet; give "
                                          "one number")
                     v = v[0]
                 p.stdevs = float(v)
@@ -519,7 +559,7 @@ class Attribution:
         return e
 
     def _run(self, inputs, fields, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
-             want_delta=False, extra=None, layer_mask=None, layer_baseline=None, int_inputs_ok=False):
+             want_delta=False, extra=None, layer_mask=None, layer_baseline=None, int_inputs_ok=False, progress=False):
         """Runs the method; returns (list of numpy attributions, delta or None, inputs_were_tuple, torch_out)."""
         if extra:
             for k in extra:
@@ -532,23 +572,24 @@ class Attribution:
             extra = _NO_EXTRA
         xs, was_tuple = _to_tuple(inputs)
         if not xs:
-            raise ValueError("cattr: inputs: no input given")
+            raise _lib.ArgumentError("cattr: inputs: no input given")
         torch_out = _is_torch(xs[0])
         arrs = [to_numpy(x) for x in xs]
         for i, a in enumerate(arrs):
             if a.dtype.kind == "O":  # a list holding ints too large for int64, or not numbers
                 arrs[i] = a = _lib.int64_array(a, "input %d" % i)
             if a.dtype.kind not in "fiub":
-                raise ValueError("cattr: input %d: dtype %s is not a number type" % (i, a.dtype))
+                raise _lib.ArgumentError("cattr: input %d: dtype %s is not a number type" % (i, a.dtype))
             if a.dtype.kind != "f" and not int_inputs_ok:
-                raise ValueError("cattr: input %d: %s is attributed as a float tensor (give float32 or float64 "
+                raise _lib.ArgumentError("cattr: input %d: %s is attributed as a float tensor (give float32 or float64 "
                                  "values)" % (i, a.dtype))
             if a.ndim == 0:
-                raise ValueError("cattr: input %d: a 0-d tensor has no batch dimension" % i)
+                raise _lib.ArgumentError("cattr: input %d: a 0-d tensor has no batch dimension" % i)
         dtype = compute_dtype(arrs)
         fields["_n_inputs"] = len(arrs)
         fields["return_convergence_delta"] = 1 if want_delta else 0
         self._use_model_for(xs, additional_forward_args, extra)
+        self._eff_layer = self._effective_layer(fields)[0]
         e = self._explainer(dtype, fields, extra)
         tl = _TensorList()
         keep = []
@@ -569,7 +610,7 @@ class Attribution:
                 if len(bs) == 1 and n > 1 and _is_scalar(bs[0]):
                     bs = bs * n
                 if len(bs) != n:
-                    raise ValueError("cattr: baselines: %d given for %d inputs" % (len(bs), n))
+                    raise _lib.ArgumentError("cattr: baselines: %d given for %d inputs" % (len(bs), n))
                 bp = []
                 for i, b in enumerate(bs):
                     if b is None:
@@ -596,7 +637,7 @@ class Attribution:
             if feature_mask is not None:
                 fm, _ = _to_tuple(feature_mask)
                 if len(fm) != n:
-                    raise ValueError("cattr: feature_mask: %d masks given for %d inputs" % (len(fm), n))
+                    raise _lib.ArgumentError("cattr: feature_mask: %d masks given for %d inputs" % (len(fm), n))
                 call.feature_masks = _ptr_array([None if m is None else
                                                  tl.make(to_numpy(m), _lib.INT64, "feature_mask %d" % i)
                                                  for i, m in enumerate(fm)])
@@ -622,14 +663,21 @@ class Attribution:
                 else:
                     lb, _ = _to_tuple(layer_baseline)
                     if len(lb) != 1:
-                        raise ValueError("cattr: layer_baselines: one baseline per layer tensor is not supported "
+                        raise _lib.ArgumentError("cattr: layer_baselines: one baseline per layer tensor is not supported "
                                          "yet; give one tensor or a scalar")
                     call.layer_baseline = mk(lb[0], "layer_baselines")
             out = _OutArray()
             delta = _lib.TensorP()
+            bar = _lib.ProgressBar(_lib.captum_name(type(self).__name__)) if progress else None
             with e.lock:
-                e.intr.run(lib.cattr_explainer_run, e.h, ctypes.byref(call), out,
-                           ctypes.byref(delta) if want_delta else None)
+                e.intr.reporter = bar
+                try:
+                    e.intr.run(lib.cattr_explainer_run, e.h, ctypes.byref(call), out,
+                               ctypes.byref(delta) if want_delta else None)
+                finally:
+                    e.intr.reporter = None
+            if bar is not None:
+                bar.finish()
         finally:
             tl.free()
         attrs = []
@@ -661,7 +709,7 @@ class Attribution:
         layer has several tensors (a tuple of value names), else the tensor."""
         attrs, d, _, torch_out = res
         attrs = [self._conv(a, torch_out) for a in attrs]
-        layer = self._ctor.get("layer")
+        layer = getattr(self, "_eff_layer", None) or self._ctor.get("layer")
         if isinstance(layer, list):
             out, k = [], 0
             for item in layer:
@@ -682,7 +730,7 @@ class Attribution:
 
 def _unsupported(name, value, default=None):
     if value is not default:
-        raise ValueError("cattr: %s is not supported (it must be %r)" % (name, default))
+        raise _lib.ArgumentError("cattr: %s is not supported (it must be %r)" % (name, default))
 
 
 # =================================================================================================================
@@ -796,7 +844,7 @@ class GuidedGradCam(Attribution):
     def attribute(self, inputs, target=None, additional_forward_args=None, interpolate_mode="nearest",
                   attribute_to_layer_input=False, **kw):
         if interpolate_mode != "nearest":
-            raise ValueError("cattr: GuidedGradCam: interpolate_mode '%s' is not supported (nearest)" %
+            raise _lib.ArgumentError("cattr: GuidedGradCam: interpolate_mode '%s' is not supported (nearest)" %
                              interpolate_mode)
         res = self._run(inputs, dict(attribute_to_layer_input=1 if attribute_to_layer_input else 0), None, target,
                         additional_forward_args, extra=kw)
@@ -841,7 +889,7 @@ class FeatureAblation(_FutureAttribution, Attribution):
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_eval), baselines, target,
-                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw))
+                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw), progress=show_progress)
         return self._result(res, False)
 
 
@@ -864,7 +912,7 @@ class FeaturePermutation(_FutureAttribution, Attribution):
     def attribute(self, inputs, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_eval), None, target,
-                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw))
+                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw), progress=show_progress)
         return self._result(res, False)
 
 
@@ -876,7 +924,7 @@ class Occlusion(Attribution):
                   additional_forward_args=None, perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(sliding_window=sliding_window_shapes, strides=strides,
                                      perturbations_per_eval=perturbations_per_eval),
-                        baselines, target, additional_forward_args, extra=kw)
+                        baselines, target, additional_forward_args, extra=kw, progress=show_progress)
         return self._result(res, False)
 
 
@@ -890,7 +938,7 @@ class ShapleyValueSampling(_FutureAttribution, Attribution):
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   n_samples=_SVS.n_samples, perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(n_samples=n_samples, perturbations_per_eval=perturbations_per_eval), baselines,
-                        target, additional_forward_args, feature_mask, extra=kw)
+                        target, additional_forward_args, feature_mask, extra=kw, progress=show_progress)
         return self._result(res, False)
 
 
@@ -901,7 +949,7 @@ class ShapleyValues(_FutureAttribution, Attribution):
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_eval), baselines, target,
-                        additional_forward_args, feature_mask, extra=kw)
+                        additional_forward_args, feature_mask, extra=kw, progress=show_progress)
         return self._result(res, False)
 
 
@@ -915,14 +963,14 @@ class SkLearnLasso:
 
     def __init__(self, alpha=_LIME.lime_alpha, **kwargs):
         if kwargs:
-            raise ValueError("cattr: SkLearnLasso: only alpha is supported, not %s" % sorted(kwargs))
+            raise _lib.ArgumentError("cattr: SkLearnLasso: only alpha is supported, not %s" % sorted(kwargs))
         self.alpha = float(alpha)
 
 
 class _ExpKernel:
     def __init__(self, distance_mode, kernel_width):
         if distance_mode not in ("cosine", "euclidean"):
-            raise ValueError("cattr: distance_mode '%s' is not one of cosine, euclidean" % distance_mode)
+            raise _lib.ArgumentError("cattr: distance_mode '%s' is not one of cosine, euclidean" % distance_mode)
         self.distance_mode = distance_mode
         self.kernel_width = float(kernel_width)
 
@@ -956,17 +1004,17 @@ def _lime_fields(interpretable_model, similarity_func, perturb_func):
     f = {}
     if interpretable_model is not None:
         if not isinstance(interpretable_model, SkLearnLasso):
-            raise ValueError("cattr: Lime: interpretable_model must be cattr.attr.SkLearnLasso(alpha) (others are not "
+            raise _lib.ArgumentError("cattr: Lime: interpretable_model must be cattr.attr.SkLearnLasso(alpha) (others are not "
                              "supported yet)")
         f["lime_alpha"] = interpretable_model.alpha
     if similarity_func is not None:
         if not isinstance(similarity_func, _ExpKernel):
-            raise ValueError("cattr: Lime: similarity_func must come from cattr.attr.get_exp_kernel_similarity_"
+            raise _lib.ArgumentError("cattr: Lime: similarity_func must come from cattr.attr.get_exp_kernel_similarity_"
                              "function (a Python function cannot run inside cattr)")
         f["lime_euclidean"] = 1 if similarity_func.distance_mode == "euclidean" else 0
         f["kernel_width"] = similarity_func.kernel_width
     if perturb_func not in (None, default_perturb_func):
-        raise ValueError("cattr: Lime: only the default perturb_func is supported")
+        raise _lib.ArgumentError("cattr: Lime: only the default perturb_func is supported")
     return f
 
 
@@ -989,7 +1037,7 @@ class Lime(Attribution):
                   show_progress=False, **kw):
         res = self._run(inputs, dict(n_samples=n_samples, perturbations_per_eval=perturbations_per_eval,
                                      return_coefficients=0 if return_input_shape else 1),
-                        baselines, target, additional_forward_args, feature_mask, extra=kw)
+                        baselines, target, additional_forward_args, feature_mask, extra=kw, progress=show_progress)
         if not return_input_shape:
             attrs, d, _, torch_out = res
             return self._conv(attrs[0], torch_out)
@@ -1021,7 +1069,7 @@ class LimeBase(Lime):
                  perturb_interpretable_space, from_interp_rep_transform, to_interp_rep_transform):
         if not perturb_interpretable_space or from_interp_rep_transform not in (
                 None, default_from_interp_rep_transform) or to_interp_rep_transform is not None:
-            raise ValueError("cattr: LimeBase: only Captum's default interpretable space and transforms are "
+            raise _lib.ArgumentError("cattr: LimeBase: only Captum's default interpretable space and transforms are "
                              "supported")
         Lime.__init__(self, forward_func, interpretable_model, similarity_func, perturb_func)
 
@@ -1029,11 +1077,11 @@ class LimeBase(Lime):
                   show_progress=False, baselines=None, feature_mask=None, num_interp_features=None, **kw):
         res = self._run(inputs, dict(n_samples=n_samples, perturbations_per_eval=perturbations_per_eval,
                                      return_coefficients=1),
-                        baselines, target, additional_forward_args, feature_mask, extra=kw)
+                        baselines, target, additional_forward_args, feature_mask, extra=kw, progress=show_progress)
         attrs, d, _, torch_out = res
         coef = attrs[0]
         if num_interp_features is not None and coef.shape[-1] != num_interp_features:
-            raise ValueError("cattr: LimeBase: the feature mask has %d features, num_interp_features is %d" %
+            raise _lib.ArgumentError("cattr: LimeBase: the feature mask has %d features, num_interp_features is %d" %
                              (coef.shape[-1], num_interp_features))
         return self._conv(coef, torch_out)
 
@@ -1076,7 +1124,7 @@ class DataLoaderAttribution(Attribution):
 
     def __init__(self, attr_method):
         if type(attr_method) is not FeatureAblation:
-            raise ValueError("cattr: DataLoaderAttribution supports FeatureAblation only")
+            raise _lib.ArgumentError("cattr: DataLoaderAttribution supports FeatureAblation only")
         super().__init__(attr_method.forward_func)
         self.attr_method = attr_method
 
@@ -1085,14 +1133,14 @@ class DataLoaderAttribution(Attribution):
         _unsupported("reduce", reduce)
         _unsupported("to_metric", to_metric)
         if not return_input_shape:
-            raise ValueError("cattr: DataLoaderAttribution: return_input_shape=False is not supported")
+            raise _lib.ArgumentError("cattr: DataLoaderAttribution: return_input_shape=False is not supported")
         batches = [b if isinstance(b, (tuple, list)) else (b,) for b in dataloader]
         if not batches:
-            raise ValueError("cattr: DataLoaderAttribution: the dataloader gave no batch")
+            raise _lib.ArgumentError("cattr: DataLoaderAttribution: the dataloader gave no batch")
         n = len(batches[0])
         roles = tuple(input_roles) if input_roles else (0,) * n
         if len(roles) != n or any(r not in (0, 1) for r in roles):
-            raise ValueError("cattr: DataLoaderAttribution: input_roles must hold one role (0: attributed, 1: "
+            raise _lib.ArgumentError("cattr: DataLoaderAttribution: input_roles must hold one role (0: attributed, 1: "
                              "forwarded) per element of a batch")
         torch_out = _is_torch(batches[0][0])
         cols = [np.concatenate([to_numpy(b[i]) for b in batches]) for i in range(n)]
@@ -1128,7 +1176,7 @@ class LayerAttribution(Attribution):
         if not ok:
             raise TypeError("cattr: layer must be a module path or value name (str), or a list of them")
         if len(_flat_layers(layer)) > _lib.MAX_OUTPUTS:
-            raise ValueError("cattr: at most %d layer tensors" % _lib.MAX_OUTPUTS)
+            raise _lib.ArgumentError("cattr: at most %d layer tensors" % _lib.MAX_OUTPUTS)
         super().__init__(forward_func, layer=layer, **ctor)
         self.layer = layer
 
@@ -1141,7 +1189,7 @@ class LayerAttribution(Attribution):
         if self._torch is not None and not isinstance(layer, str) and not isinstance(layer, ModuleRef):
             path = self._torch.module_path(layer)
             if path is None:
-                raise ValueError("cattr: the layer %s is not a module of the forward function (nor reached by it)"
+                raise _lib.ArgumentError("cattr: the layer %s is not a module of the forward function (nor reached by it)"
                                  % type(layer).__name__)
             return path
         return layer_name(layer)
@@ -1164,7 +1212,7 @@ class LayerAttribution(Attribution):
         if len(dims) == 1 and nsp > 1:
             dims = dims * nsp
         if len(dims) != nsp:
-            raise ValueError("cattr: interpolate_dims has %d sizes for %d spatial dims" % (len(dims), nsp))
+            raise _lib.ArgumentError("cattr: interpolate_dims has %d sizes for %d spatial dims" % (len(dims), nsp))
         idx = []
         for k, out_n in enumerate(dims):
             in_n = a.shape[2 + k]

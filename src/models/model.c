@@ -348,6 +348,62 @@ static size_t edit_distance(const char *a, const char *b) {
     return row[lb];
 }
 
+static bool in_module(const cg_graph *g, int i, const char *path, size_t pl) {
+    char mod[512];
+    return node_module(g, i, mod, sizeof mod) && strncmp(mod, path, pl) == 0 && (mod[pl] == 0 || mod[pl] == '.');
+}
+
+int cattr_model_module_values(const cattr_model *m, const char *path, int inputs, const char **names, int max) {
+    if (!m || !path) return -1;
+    const cg_graph *g = m->g;
+    size_t pl = strlen(path);
+    int n = 0, seen_module = 0;
+    unsigned char *taken = calloc((size_t)g->n_vals + 1, 1); /* values listed already */
+    unsigned char *konst = calloc((size_t)g->n_vals + 1, 1); /* values computed from constants only (weights) */
+    if (!taken || !konst) {
+        free(taken);
+        free(konst);
+        return -1;
+    }
+    for (int v = 0; v < g->n_vals; v++) konst[v] = g->vals[v].kind == CG_VAL_CONST;
+    for (int i = 0; i < g->n_nodes; i++) { /* nodes are in topological order */
+        const cg_node *nd = &g->nodes[i];
+        bool all = nd->n_in > 0;
+        for (int j = 0; j < nd->n_in && all; j++) all = nd->in[j] < 0 || konst[nd->in[j]];
+        if (all) konst[nd->out] = 1;
+    }
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (!in_module(g, i, path, pl)) continue;
+        seen_module = 1;
+        const cg_node *nd = &g->nodes[i];
+        if (inputs) { /* read inside, made outside (a model input or another module's value), in order of first use */
+            for (int j = 0; j < nd->n_in; j++) {
+                int v = nd->in[j];
+                if (v < 0 || konst[v]) continue;
+                if (g->vals[v].kind == CG_VAL_NODE && in_module(g, g->vals[v].producer, path, pl)) continue;
+                if (taken[v]) continue;
+                taken[v] = 1;
+                if (names && n < max) names[n] = g->vals[v].name;
+                n++;
+            }
+        } else { /* made inside, read outside (or a model output), in the order of the nodes that make them */
+            int v = nd->out;
+            bool used = false;
+            for (int k = 0; k < g->n_outputs && !used; k++) used = g->outputs[k] == v;
+            for (int k = i + 1; k < g->n_nodes && !used; k++) {
+                if (in_module(g, k, path, pl)) continue;
+                for (int j = 0; j < g->nodes[k].n_in && !used; j++) used = g->nodes[k].in[j] == v;
+            }
+            if (!used) continue;
+            if (names && n < max) names[n] = g->vals[v].name;
+            n++;
+        }
+    }
+    free(taken);
+    free(konst);
+    return seen_module ? n : -1;
+}
+
 cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, const char **onnx) {
     if (!m || !name || !onnx) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_resolve_value: NULL argument");
     const cg_graph *g = m->g;

@@ -159,6 +159,15 @@ void cli_progress(int64_t done, int64_t total, void *user) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     double t = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+    if (ps->always) { /* --progress: Captum's form, every update, wherever stderr goes */
+        if (total <= 0) return;
+        int fill = (int)(10 * done / total);
+        fprintf(stderr, "\r%s attribution: %3d%%|%.*s%*s| %lld/%lld", ps->name ? ps->name : "", (int)(100 * done / total),
+                fill, "##########", 10 - fill, "", (long long)done, (long long)total);
+        if (done >= total) fprintf(stderr, "\n");
+        fflush(stderr);
+        return;
+    }
     if (t - ps->start < 1.0 && !ps->shown) return; /* short work shows nothing (and costs no system call) */
     static int tty = -1;
     if (tty < 0) tty = isatty(STDERR_FILENO);

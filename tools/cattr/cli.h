@@ -81,10 +81,14 @@ cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user,
 /* Median of n doubles (sorts in place); NAN for n == 0. */
 double cli_median(double *v, int n);
 
-/* A progress bar on stderr, only on a terminal and only once the work has taken a second (cattr_progress_fn). */
+/* A progress bar on stderr, only on a terminal and only once the work has taken a second (cattr_progress_fn); with
+ * `always` (--progress) from the first chunk and wherever stderr goes, in Captum's words: "<Method> attribution:
+ * NN%|####      | done/total" (`name` the method, e.g. "Feature Ablation"), ending with a newline at 100%. */
 typedef struct {
     double start;
     bool shown;
+    bool always;
+    const char *name;
 } cli_progress_state;
 void cli_progress(int64_t done, int64_t total, void *user);
 

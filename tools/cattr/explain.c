@@ -98,7 +98,9 @@ static void explain_help(FILE *f) {
         "                          is first upsampled to the input by nearest neighbour)\n"
         "  --sign S                --png with --overlay: all | positive | negative | absolute_value (default)\n"
         "  --outlier-perc P        --png with --overlay: clip at the top P%% of |values| by cumulative sum (2)\n"
-        "  --quiet                 print nothing but errors and timing\n");
+        "  --quiet                 print nothing but errors and timing\n"
+        "  --progress              a progress bar on stderr from the start, also when it is not a terminal, in\n"
+        "                          Captum's words (show_progress): 'Feature Ablation attribution:  50%%|##...| 2/4'\n");
 }
 
 typedef struct {
@@ -110,7 +112,7 @@ typedef struct {
     int runs;
     int64_t batch_size;
     const char *split; /* --split steps: one attribution's work over the MPI ranks */
-    bool heatmap, quiet, no_delta, overlay, precision_error;
+    bool heatmap, quiet, no_delta, overlay, precision_error, progress;
     const char *sign;
     double outlier_perc;
 } explain_args;
@@ -319,6 +321,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             a->heatmap = true;
         } else if (!strcmp(o, "--quiet") || !strcmp(o, "-q")) {
             a->quiet = true;
+        } else if (!strcmp(o, "--progress")) {
+            a->progress = true;
         } else if (!strcmp(o, "--signed")) {
             signed_sal = true;
         } else if (!strcmp(o, "--no-multiply-by-inputs")) {
@@ -1062,8 +1066,8 @@ static void spec_path(const char *spec, char *out, size_t size) {
 static cJSON *run_identity(const explain_args *a, int argc, char **argv, int64_t rows) {
     static const char *const flags[] = {"--layer-input", "--draw-baseline-from-distrib", "--overlay", "--heatmap",
                                         "--quiet", "-q", "--signed", "--no-multiply-by-inputs", "--no-delta",
-                                        "--precision-error", NULL};
-    static const char *const skip[] = {"--output", "--quiet", "--max-memory", NULL};
+                                        "--precision-error", "--progress", NULL};
+    static const char *const skip[] = {"--output", "--quiet", "--max-memory", "--progress", NULL};
     cJSON *j = cJSON_CreateObject();
     if (!j) return NULL;
     cJSON_AddNumberToObject(j, "cattr_progress", PROGRESS_VERSION);
@@ -1376,6 +1380,18 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
 
 static int explain_one(explain_args *ap);
 
+/* Captum's name of a method for its progress bar: "feature-ablation" -> "Feature Ablation". */
+static void progress_name(cattr_method m, char *out, size_t size) {
+    const char *s = cattr_method_name(m);
+    size_t k = 0;
+    for (bool up = true; *s && k + 1 < size; s++) {
+        char c = *s == '-' ? ' ' : *s;
+        out[k++] = up && c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c;
+        up = c == ' ';
+    }
+    out[k] = 0;
+}
+
 int cmd_explain(int argc, char **argv) {
     explain_args a;
     int rc = parse_args(argc, argv, &a);
@@ -1433,7 +1449,9 @@ static int explain_one(explain_args *ap) {
     int64_t B = cattr_tensor_ndim(in[0]) ? cattr_tensor_shape(in[0])[0] : 1;
     bool auto_pred = false;
     if ((rc = build_target(&a, out, B, &tb, &auto_pred))) goto done;
-    cli_progress_state prog = {now_s(), false};
+    char pname[96];
+    progress_name(a.p.method, pname, sizeof pname);
+    cli_progress_state prog = {now_s(), false, a.progress, pname};
     a.p.progress = cli_progress;
     a.p.progress_user = &prog;
     st = cattr_explainer_new(m, &a.p, &e);

@@ -577,7 +577,7 @@ int cmd_explain_llm(int argc, char **argv) {
         rc = cli_error(CATTR_ERR_NO_MEMORY, "out of memory");
         goto done;
     }
-    cli_progress_state prog = {now_s(), false};
+    cli_progress_state prog = {now_s(), false, false, NULL};
     p.progress = cli_progress;
     p.progress_user = &prog;
     for (int k = 0; k < nruns; k++) {
