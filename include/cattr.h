@@ -198,6 +198,61 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
  * NULL. Set it before making explainers of the model. Errors: as cattr_device_check (the device stays unchanged). */
 cattr_status cattr_model_set_device(cattr_model *m, const char *device);
 
+/* ---- models whose forward pass is a host function ------------------------------------------------------------ */
+
+/* A model whose forward pass the caller computes (a Python function that cannot be exported to ONNX, a model cattr
+ * cannot load): its graph is one node, op HostCall, that calls fn with the node's inputs. Every method that only
+ * evaluates the model runs on it unchanged (FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling,
+ * ShapleyValues, Lime, KernelShap, and LayerFeatureAblation / LayerFeaturePermutation with one of its inputs as the
+ * layer): the perturbed rows are made on the device as for any model, come to the host for fn, and fn's outputs go
+ * back. A method that needs the model's gradient fails when it plans it, with CATTR_ERR_UNSUPPORTED ("a model that
+ * runs a host function has no gradient").
+ *
+ * fn computes output 0 for the n_inputs tensors inputs[0..n_inputs): host memory, C-contiguous, float inputs in the
+ * call's compute dtype and int64 inputs as int64. They are borrowed for the call only: valid until fn returns, never
+ * to be written nor freed (on device "cpu" they are the engine's own buffers, not copies). fn stores a new tensor in
+ * *output (made with cattr_tensor_new, _from_data or _wrap; float32, float64 or int64, converted to the compute
+ * dtype), which the library owns from then on and frees; a buffer given to cattr_tensor_wrap must stay valid until
+ * fn is called next or the model is released (the library copies it when fn returns). Its shape must be the one
+ * `shape` gave for these input shapes: another is an error (CATTR_ERR_SHAPE) naming the model and both shapes. fn
+ * returns CATTR_OK, or the status the call fails with (CATTR_ERR_CANCELLED cancels it; a value that is no
+ * cattr_status becomes CATTR_ERR_INVALID_ARGUMENT; a tensor stored in *output is freed) after calling
+ * cattr_callback_fail with a message, which the call's error quotes: "host function '<name>' failed: <message>".
+ *
+ * shape gives the output's shape for inputs of shapes ndim[i], shapes[i * CATTR_MAX_DIMS + d] (d < ndim[i]), in
+ * *out_ndim (0 to CATTR_MAX_DIMS) and out_shape[0..*out_ndim), without computing anything: the planner calls it for
+ * every set of input shapes it plans (a chunk of perturbed rows, the unperturbed batch), so fn's output shape must
+ * follow from the input shapes alone. A caller learns the rule from one call of its function: an output whose first
+ * dim is the batch scales with the rows; an aggregate (one value for the whole batch, Captum's aggregation mode)
+ * keeps its shape. It returns like fn.
+ *
+ * Threads: fn and shape run on the thread that called the library (the executor runs the node there; a HostCall
+ * node met inside an active OpenMP parallel region, whether one of cattr's own or the caller's, is refused with
+ * CATTR_ERR_INTERNAL instead of being called from a worker), one call at a time per calling thread; calls on
+ * several threads (an explainer each) may run them at once. On device "cpu-check" fn receives host copies of the
+ * inputs (that device's memory stays closed to outside code); on "cuda" the inputs come down and the output goes up.
+ *
+ * `name` (copied) names the model in messages and descriptions; input_names (NULL, or n_inputs names, copied: NULL
+ * entries and a NULL array give "input<i>") name its inputs, which a layer method may take as its layer;
+ * input_dtypes (n_inputs entries) is CATTR_FLOAT32 or CATTR_FLOAT64 for a float input (given in the compute dtype,
+ * whichever is named) and CATTR_INT64 for an integer one. `user` is passed back to fn and shape; release (may be NULL)
+ * is called with it once, when the model is freed (not when this function fails). The model's declared input shapes
+ * are unknown (any rank); its device is cpu until cattr_model_set_device. Every model and explainer derived from it
+ * borrows the function: free them before the model.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (NULL name, fn, shape or out; n_inputs outside 1 to 8; a dtype that is not
+ * one of the three), CATTR_ERR_NO_MEMORY. */
+typedef cattr_status (*cattr_callback_fn)(void *user, int n_inputs, const cattr_tensor *const *inputs,
+                                          cattr_tensor **output);
+typedef cattr_status (*cattr_callback_shape_fn)(void *user, int n_inputs, const int *ndim, const int64_t *shapes,
+                                                int *out_ndim, int64_t *out_shape);
+cattr_status cattr_model_new_callback(const char *name, int n_inputs, const char *const *input_names,
+                                      const cattr_dtype *input_dtypes, cattr_callback_fn fn,
+                                      cattr_callback_shape_fn shape, void *user, void (*release)(void *user),
+                                      cattr_model **out);
+/* Called by a failing callback (fn or shape above) before it returns its status, on the thread it runs on: `message`
+ * (copied; at most 1023 bytes are kept; NULL is "") is quoted by the error of the call that ran it. */
+void cattr_callback_fail(const char *message);
+
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Attribution                                                                                                   */
 /* ------------------------------------------------------------------------------------------------------------ */
@@ -313,7 +368,8 @@ typedef enum cattr_noise_tunnel {
     CATTR_NT_VARGRAD = 3
 } cattr_noise_tunnel;
 
-/* A backward or propagation rule for one graph node (by ONNX node name), e.g. from a recorded Captum run: rule is
+/* A backward or propagation rule for one graph node (by ONNX node name) or a PyTorch module path (the rule then acts on
+ * all of the module's nodes), e.g. from a recorded Captum run: rule is
  * "deeplift_nonlinear", "deeplift_maxpool", "deeplift_softmax", "guided_backprop_relu", "deconvolution_relu",
  * "EpsilonRule", "GammaRule", "Alpha1_Beta0_Rule", "IdentityRule", "lrp_passthrough_nonlinear". Strings are
  * borrowed for the lifetime of the explainer. */
@@ -434,11 +490,19 @@ void cattr_explainer_free(cattr_explainer *e);
 
 /* Everything one attribution call takes. Pointers are borrowed for the duration of the call. */
 typedef struct cattr_call {
-    const cattr_tensor *const *inputs; /* n_inputs tensors, the first model inputs, batch first; float32/float64 */
+    /* n_inputs tensors, the first model inputs, batch first; float32/float64, or int64 for the perturbation methods
+     * (FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling, ShapleyValues, Lime, KernelShap,
+     * NeuronFeatureAblation: ablated in their own dtype) and the layer methods that take token ids. The perturbation
+     * methods also take inputs whose dim 0 differs and inputs with no elements, for a model of the whole batch (see
+     * cattr_explainer_run) */
+    const cattr_tensor *const *inputs;
     int n_inputs; /* 1 to CATTR_MAX_INPUTS; n_additional, n_draws and n_layer_masks (0 to CATTR_MAX_OUTPUTS) are >= 0,
                    * their arrays not NULL when they are not 0: out of range is CATTR_ERR_INVALID_ARGUMENT */
     /* NULL (zeros), or n_inputs entries each NULL (zero), a 0-d tensor (scalar), a tensor of the input's shape, or
-     * a tensor with batch 1 (broadcast); for DeepLiftShap and GradientShap, any number of rows (a distribution) */
+     * a tensor with batch 1 (broadcast); for the perturbation methods any shape that broadcasts to the input as torch
+     * broadcasts (dims aligned from the last, each 1 or the input's: [F] for [1, F], [B, 1] for [B, F]), and for an
+     * int64 input int64 values or whole floats (CATTR_ERR_DTYPE otherwise); for DeepLiftShap and GradientShap, any
+     * number of rows (a distribution) */
     const cattr_tensor *const *baselines;
     const cattr_target *target;             /* NULL: no target */
     const cattr_tensor *const *additional;  /* n_additional tensors fed to the next model inputs */
@@ -459,10 +523,19 @@ typedef struct cattr_call {
 } cattr_call;
 
 /* Attributes the target output to the inputs of `call`.
- *  attr_out:  receives one new tensor (caller frees each) per input, in the compute dtype; for layer methods one
- *             per layer tensor instead (give an array of CATTR_MAX_OUTPUTS entries). Shapes are the inputs' for
- *             gradient methods, [n, *input.shape[1:]] for perturbation methods (Captum's rule), the layer tensors'
- *             for layer methods.
+ *  attr_out:  receives one new tensor (caller frees each) per input, in the compute dtype (FeatureAblation and
+ *             FeaturePermutation: the model output's dtype, int64 for a model of integers, as Captum); for layer
+ *             methods one per layer tensor instead (give an array of CATTR_MAX_OUTPUTS entries). Shapes are the
+ *             inputs' for gradient methods, [n, *input.shape[1:]] for perturbation methods (Captum's rule), the layer
+ *             tensors' for layer methods.
+ *             A model of the whole batch (perturbation methods; Captum's aggregation mode): when the model output
+ *             does not have the batch first or does not grow with it (a scalar, [1, 3] for a batch of 2), or the
+ *             inputs' dim 0 differ, each perturbed copy of the inputs is one forward pass and every target-selected
+ *             output value is attributed: [n_outputs, *input.shape[1:]] (the Shapley methods [*output.shape,
+ *             *input.shape[1:]], a scalar output as [1]; Lime and KernelShap, which need one value, [1,
+ *             *input.shape[1:]]); perturbations_per_eval above 1 is then CATTR_ERR_INVALID_ARGUMENT, a target on a
+ *             scalar output CATTR_ERR_TARGET, and a feature mask that differs per example CATTR_ERR_SHAPE unless the
+ *             output has one value per example. An input with no elements gets zero attributions of its shape.
  *  delta_out: NULL, or receives a new tensor with the convergence delta where the method has one (NULL otherwise).
  * Errors: CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_SHAPE (inputs, baselines, masks or additional tensors of a wrong
  * shape), CATTR_ERR_DTYPE, CATTR_ERR_TARGET (a target that is out of range or leaves more than one value per

@@ -1435,9 +1435,9 @@ static void test_errors(void) {
     in_u(c, DIMS(4, 5));
     c->n.a.bf16 = 1;
     expect_error(c, CATTR_ERR_UNSUPPORTED, true, "full precision");
-    /* int64 data for an arithmetic op */
+    /* int64 data for an arithmetic op (Relu, Neg and Abs take int64: tests/test_perturb_forms.c) */
     {
-        tcase *ci = tc(CG_RELU, "relu of int64");
+        tcase *ci = tc(CG_SIGMOID, "sigmoid of int64");
         in_i(ci, DIMS(4), SHAPE(1, -2, 3, 0));
         expect_error(ci, CATTR_ERR_UNSUPPORTED, false, "int64");
     }
@@ -1482,6 +1482,50 @@ static void test_errors(void) {
     free(in[0].data);
 }
 
+/* HostCall: a host function (cattr_model_new_callback) computing y[r] = sum_j x[r,j]^2 * w[j] in float64 from inputs
+ * in the call's dtype; the CPU backend runs the same kernel on its own memory, so the case checks the plumbing: the
+ * shape from the shape function, the conversion into the output's dtype, inputs left unwritten. */
+static cattr_status host_sq(void *user, int n_inputs, const cattr_tensor *const *inputs, cattr_tensor **output) {
+    (void)user;
+    if (n_inputs != 2) return CATTR_ERR_INVALID_ARGUMENT;
+    const int64_t *sh = cattr_tensor_shape(inputs[0]);
+    int64_t R = sh[0], C = sh[1];
+    cattr_status st = cattr_tensor_new(CATTR_FLOAT64, 1, &R, output);
+    if (st != CATTR_OK) return st;
+    double *y = cattr_tensor_data(*output);
+    const void *x = cattr_tensor_data_const(inputs[0]), *w = cattr_tensor_data_const(inputs[1]);
+    bool f32 = cattr_tensor_dtype(inputs[0]) == CATTR_FLOAT32;
+    for (int64_t r = 0; r < R; r++) {
+        double acc = 0;
+        for (int64_t j = 0; j < C; j++) {
+            double a = f32 ? ((const float *)x)[r * C + j] : ((const double *)x)[r * C + j];
+            double b = f32 ? ((const float *)w)[j] : ((const double *)w)[j];
+            acc += a * a * b;
+        }
+        y[r] = acc;
+    }
+    return CATTR_OK;
+}
+
+static cattr_status host_sq_shape(void *user, int n_inputs, const int *ndim, const int64_t *shapes, int *out_ndim,
+                                  int64_t *out_shape) {
+    (void)user;
+    if (n_inputs != 2 || ndim[0] != 2) return CATTR_ERR_SHAPE;
+    *out_ndim = 1;
+    out_shape[0] = shapes[0];
+    return CATTR_OK;
+}
+
+static void test_host_call(void) {
+    static cg_host_fn h = {.name = "sum of weighted squares", .fn = host_sq, .shape = host_sq_shape};
+    tcase *c = tc(CG_HOST_CALL, "host function, weighted squares");
+    in_u(c, DIMS(5, 7));
+    in_u(c, DIMS(7));
+    c->n.a.host = &h;
+    c->red = 7;
+    run(c);
+}
+
 int main(void) {
     double t0 = cx_now();
     g_cpu = CPU_BACKEND_TABLE();
@@ -1492,6 +1536,7 @@ int main(void) {
     test_norms();
     test_transformer();
     test_rules();
+    test_host_call();
     test_errors();
     tc(CG_IDENTITY, "end"); /* frees the last case's inputs */
     int covered = 0;

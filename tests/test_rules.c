@@ -6,9 +6,13 @@
  *  2. methods on small in-memory models: DeepLift's summation-to-delta on ReLU networks (with and without a max
  *     pool), DeepLiftShap as the mean of DeepLift over the baselines, GuidedBackprop, Deconvolution and LRP
  *     (epsilon and gamma rules) against hand-written references, LRP conservation with zero biases, and the
- *     method's default rules giving the same numbers as explicit per-node rules;
+ *     method's default rules giving the same numbers as explicit per-node rules; LRP on the forms torch exports a
+ *     Linear as (Transpose + MatMul without bias, MatMul + Add) as on Gemm, by default rules and by rules on module
+ *     paths or on the module's nodes (gamma, alpha1-beta0 with the bias set to zero), LayerLRP at a layer's output
+ *     and input;
  *  3. errors: an unknown node, a rule of another method, a rule on an op it cannot act on, one DeepLiftShap
- *     baseline, a negative DeepLift eps, LRP on an op without a default rule.
+ *     baseline, a negative DeepLift eps, LRP reaching an op without a rule (a sigmoid, a product of activations),
+ *     a rule on an unknown module.
  * Prints each failed check and exits 1 if any failed, 0 otherwise. */
 #include "models/model.h"
 #include "backend/backend.h"
@@ -653,6 +657,210 @@ static void test_lrp(void) {
     cattr_model_free(ms);
 }
 
+/* Reference LRP on the MLP for target t with fc1's rule (0 epsilon, 1 gamma, 2 alpha1-beta0; its bias set to zero
+ * with zero_b1), fc2 epsilon, ReLU pass-through: rel[4] the input relevances, hid[5] those of fc1's output (= fc2's
+ * input), *out the target output. */
+static void ref_lrp_rule(const mlp_w *w, const double *xe, int t, double eps, int rule1, double gamma1, bool zero_b1,
+                         double *rel, double *hid, double *out) {
+    double h[5], a[5], z2[3], w1[20];
+    mlp_hidden(w, xe, h);
+    for (int j = 0; j < 5; j++) a[j] = h[j] > 0 ? h[j] : 0;
+    for (int k = 0; k < 3; k++) {
+        z2[k] = D(w->b2)[k];
+        for (int j = 0; j < 5; j++) z2[k] += D(w->w2)[k * 5 + j] * a[j];
+    }
+    *out = z2[t];
+    double gz2 = 1 / (z2[t] + (z2[t] < 0 ? -eps : eps)), ga[5], z1[5];
+    for (int j = 0; j < 5; j++) {
+        ga[j] = D(w->w2)[t * 5 + j] * gz2 * a[j];
+        hid[j] = ga[j] * *out;
+    }
+    for (int q = 0; q < 20; q++) {
+        double v = D(w->w1)[q];
+        w1[q] = rule1 == 1 ? v + gamma1 * fmax(v, 0) : rule1 == 2 ? fmax(v, 0) : v;
+    }
+    for (int j = 0; j < 5; j++) {
+        z1[j] = zero_b1 ? 0 : D(w->b1)[j];
+        for (int i = 0; i < 4; i++) z1[j] += w1[j * 4 + i] * xe[i];
+        ga[j] /= z1[j] + (z1[j] < 0 ? -eps : eps);
+    }
+    for (int i = 0; i < 4; i++) {
+        double g = 0;
+        for (int j = 0; j < 5; j++) g += w1[j * 4 + i] * ga[j];
+        rel[i] = g * xe[i] * *out;
+    }
+}
+
+/* ref_lrp_rule for the 3 examples of x [3, 4]: want[12], hid[15] */
+static void ref_lrp_all(const mlp_w *w, cattr_tensor *x, int t, int rule1, double gamma1, bool zero_b1, double *want,
+                        double *hid) {
+    double out;
+    for (int e = 0; e < 3; e++)
+        ref_lrp_rule(w, D(x) + 4 * e, t, 1e-9, rule1, gamma1, zero_b1, want + 4 * e, hid + 5 * e, &out);
+}
+
+static cattr_tensor *copy_of(const cattr_tensor *t) {
+    cattr_tensor *c = alloc_or_die(t->dtype, t->ndim, t->shape);
+    memcpy(c->data, t->data, (size_t)t->numel * cattr_dtype_size(t->dtype));
+    return c;
+}
+
+/* The MLP of w as torch exports its Linear layers without constant folding: Transpose of the weight + MatMul, then
+ * Add of the bias when `bias` (a 3-d input's Linear; a bias-free one is Transpose + MatMul); torch's scope names. */
+static cattr_model *mlp_matmul(const mlp_w *w, bool bias) {
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x");
+    cg_attrs ta = cg_attrs_default();
+    ta.n_ints = 2;
+    ta.ints[0] = 1;
+    ta.ints[1] = 0;
+    int t1 = cg_add_node(g, CG_TRANSPOSE, "/fc1/Transpose", (int[]){add_const(g, "fc1.weight", copy_of(w->w1))}, 1,
+                         &ta, "t1");
+    int h = cg_add_node(g, CG_MATMUL, "/fc1/MatMul", (int[]){x, t1}, 2, NULL, "mm1");
+    if (bias)
+        h = cg_add_node(g, CG_ADD, "/fc1/Add", (int[]){h, add_const(g, "fc1.bias", copy_of(w->b1))}, 2, NULL, "h");
+    int r = cg_add_node(g, CG_RELU, "/relu/Relu", &h, 1, NULL, "r");
+    int t2 = cg_add_node(g, CG_TRANSPOSE, "/fc2/Transpose", (int[]){add_const(g, "fc2.weight", copy_of(w->w2))}, 1,
+                         &ta, "t2");
+    int y = cg_add_node(g, CG_MATMUL, "/fc2/MatMul", (int[]){r, t2}, 2, NULL, "mm2");
+    if (bias) /* the bias first: the layer's input is not the Add's first operand */
+        y = cg_add_node(g, CG_ADD, "/fc2/Add", (int[]){add_const(g, "fc2.bias", copy_of(w->b2)), y}, 2, NULL, "y");
+    return model_of(g, y);
+}
+
+/* The MLP of w with Gemm nodes without their bias input (w's biases unused) */
+static cattr_model *mlp_gemm_no_bias(const mlp_w *w) {
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x");
+    cg_attrs a = cg_attrs_default();
+    a.trans_b = 1;
+    int h = cg_add_node(g, CG_GEMM, "/fc1/Gemm", (int[]){x, add_const(g, "fc1.weight", copy_of(w->w1))}, 2, &a, "h");
+    int r = cg_add_node(g, CG_RELU, "/relu/Relu", &h, 1, NULL, "r");
+    int y = cg_add_node(g, CG_GEMM, "/fc2/Gemm", (int[]){r, add_const(g, "fc2.weight", copy_of(w->w2))}, 2, &a, "y");
+    return model_of(g, y);
+}
+
+/* LRP on every form of a Linear layer (Transpose + MatMul, MatMul + Add) as on Gemm: the default rules, rules on
+ * module paths and on the module's nodes, gamma, alpha1-beta0 with the bias set to zero; LayerLRP at a layer's
+ * output and input (multiplied by the input) and at the graph input; an op without a rule refused. */
+static void test_lrp_linear_forms(void) {
+    mlp_w w, w0;
+    cattr_model *mg = mlp(&w, false, CG_RELU), *mm = mlp_matmul(&w, true), *m0g = mlp(&w0, true, CG_RELU);
+    cattr_model *m0 = mlp_matmul(&w0, false);
+    cattr_tensor *x = rnd(DIMS(3, 4));
+    const int t = 2;
+    double want[12], hid[15];
+    cattr_attr_params p = params(CATTR_METHOD_LRP);
+    ref_lrp_all(&w, x, t, 0, 0, false, want, hid);
+    result r = attribute("LRP MatMul + Add, default rules", mm, &p, x, NULL, t, NULL);
+    if (r.attr) expect("LRP MatMul + Add, default rules", r.attr, want, 12);
+    result_free(&r);
+    ref_lrp_all(&w0, x, t, 0, 0, false, want, hid);
+    r = attribute("LRP Transpose + MatMul, default rules", m0, &p, x, NULL, t, NULL);
+    if (r.attr) expect("LRP Transpose + MatMul (a Linear without bias), default rules", r.attr, want, 12);
+    result_free(&r);
+
+    /* rules on module paths, and on the module's nodes as a replay lists them (the Transpose of the weight too) */
+    cattr_node_rule by_path[3] = {{"fc1", "GammaRule", 1e-9, 0.5, 0},
+                                  {"relu", "lrp_passthrough_nonlinear", 1e-9, 0.25, 0},
+                                  {"fc2", "EpsilonRule", 1e-9, 0.25, 0}};
+    cattr_node_rule by_node[7] = {{"/fc1/Transpose", "GammaRule", 1e-9, 0.5, 0},
+                                  {"/fc1/MatMul", "GammaRule", 1e-9, 0.5, 0},
+                                  {"/fc1/Add", "GammaRule", 1e-9, 0.5, 0},
+                                  {"/relu/Relu", "lrp_passthrough_nonlinear", 1e-9, 0.25, 0},
+                                  {"/fc2/Transpose", "EpsilonRule", 1e-9, 0.25, 0},
+                                  {"/fc2/MatMul", "EpsilonRule", 1e-9, 0.25, 0},
+                                  {"/fc2/Add", "EpsilonRule", 1e-9, 0.25, 0}};
+    cattr_attr_params pe = p;
+    ref_lrp_all(&w, x, t, 1, 0.5, false, want, hid);
+    pe.node_rules = by_path;
+    pe.n_node_rules = 3;
+    r = attribute("LRP gamma on a module path", mm, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP gamma on module fc1 (MatMul + Add)", r.attr, want, 12);
+    result_free(&r);
+    pe.node_rules = by_node;
+    pe.n_node_rules = 7;
+    r = attribute("LRP gamma on a module's nodes", mm, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP gamma on fc1's nodes (MatMul + Add)", r.attr, want, 12);
+    result_free(&r);
+    by_path[0] = (cattr_node_rule){"fc1", "Alpha1_Beta0_Rule", 1e-9, 0.25, 1};
+    ref_lrp_all(&w, x, t, 2, 0, true, want, hid);
+    pe.node_rules = by_path;
+    pe.n_node_rules = 3;
+    r = attribute("LRP alpha1-beta0, bias set to zero (MatMul + Add)", mm, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP alpha1-beta0 with the bias set to zero (MatMul + Add)", r.attr, want, 12);
+    result_free(&r);
+    r = attribute("LRP alpha1-beta0, bias set to zero (Gemm)", mg, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP alpha1-beta0 with the bias set to zero (Gemm)", r.attr, want, 12);
+    result_free(&r);
+    by_path[0] = (cattr_node_rule){"fc1", "GammaRule", 1e-9, 0.5, 0};
+    ref_lrp_all(&w0, x, t, 1, 0.5, false, want, hid);
+    r = attribute("LRP gamma (Transpose + MatMul)", m0, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP gamma on fc1 (Transpose + MatMul): the Transpose'd weight changed", r.attr, want, 12);
+    result_free(&r);
+    r = attribute("LRP gamma (Gemm with zero biases)", m0g, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP gamma on fc1 (Gemm with zero biases)", r.attr, want, 12);
+    result_free(&r);
+    cattr_model *mgn = mlp_gemm_no_bias(&w0);
+    r = attribute("LRP gamma (Gemm without a bias input)", mgn, &pe, x, NULL, t, NULL);
+    if (r.attr) expect("LRP gamma on fc1 (Gemm without a bias input)", r.attr, want, 12);
+    result_free(&r);
+    cattr_model_free(mgn);
+
+    /* LayerLRP: fc1's output, fc2's input (the gradient there times the input) and the graph input */
+    ref_lrp_all(&w, x, t, 0, 0, false, want, hid);
+    cattr_model *forms[2] = {mg, mm};
+    for (int f = 0; f < 2; f++) {
+        cattr_attr_params pl = params(CATTR_METHOD_LAYER_LRP);
+        pl.layer = "fc1";
+        r = attribute("LayerLRP at fc1", forms[f], &pl, x, NULL, t, NULL);
+        if (r.attr) expect(f ? "LayerLRP at fc1's output (MatMul + Add)" : "LayerLRP at fc1's output (Gemm)", r.attr,
+                           hid, 15);
+        result_free(&r);
+        /* fc2's input: by module path and attribute_to_layer_input (what the module reads from outside: for
+         * MatMul + Add the MatMul's input), in both forms */
+        pl.layer = "fc2";
+        pl.attribute_to_layer_input = 1;
+        r = attribute("LayerLRP at fc2's input", forms[f], &pl, x, NULL, t, NULL);
+        if (r.attr) expect(f ? "LayerLRP at fc2's input value (MatMul + Add)" : "LayerLRP at fc2's input (Gemm)",
+                           r.attr, hid, 15);
+        result_free(&r);
+        pl.layer = "x";
+        pl.attribute_to_layer_input = 0;
+        r = attribute("LayerLRP at the input", forms[f], &pl, x, NULL, t, NULL);
+        if (r.attr) expect(f ? "LayerLRP at the graph input = LRP (MatMul + Add)" : "LayerLRP at the graph input = LRP",
+                           r.attr, want, 12);
+        result_free(&r);
+    }
+
+    /* errors: an op LRP has no rule for, reached; a rule on an unknown module */
+    cg_graph *g = cg_new();
+    int xi = cg_add_input(g, "x");
+    cg_attrs ga = cg_attrs_default();
+    ga.trans_b = 1;
+    int h = cg_add_node(g, CG_GEMM, "/fc1/Gemm", (int[]){xi, add_const(g, "W1", copy_of(w.w1))}, 2, &ga, "h");
+    int sq = cg_add_node(g, CG_MUL, "/square/Mul", (int[]){h, h}, 2, NULL, "sq");
+    int y = cg_add_node(g, CG_GEMM, "/fc2/Gemm", (int[]){sq, add_const(g, "W2", copy_of(w.w2))}, 2, &ga, "y");
+    cattr_model *msq = model_of(g, y);
+    cattr_status st;
+    r = attribute("LRP through a product of two activations", msq, &p, x, NULL, t, &st);
+    CHECK(st == CATTR_ERR_UNSUPPORTED && strstr(cattr_last_error(), "'/square/Mul' (op Mul)"), "LRP on x * x: %s",
+          cattr_last_error());
+    result_free(&r);
+    by_path[0] = (cattr_node_rule){"fc9", "EpsilonRule", 1e-9, 0.25, 0};
+    r = attribute("LRP rule on an unknown module", mm, &pe, x, NULL, t, &st);
+    CHECK(st == CATTR_ERR_INVALID_ARGUMENT && strstr(cattr_last_error(), "'fc9'"), "unknown module: %s",
+          cattr_last_error());
+    result_free(&r);
+
+    cattr_tensor_free(x);
+    cattr_model_free(mg);
+    cattr_model_free(mm);
+    cattr_model_free(m0g);
+    cattr_model_free(m0);
+    cattr_model_free(msq);
+}
+
 int main(void) {
     test_dl_delta_rescale_center();
     test_dl_maxpool();
@@ -660,6 +868,7 @@ int main(void) {
     test_deeplift();
     test_guided_deconv();
     test_lrp();
+    test_lrp_linear_forms();
     printf("%d checks, %d failed\n", g_checks, g_failed);
     return g_failed ? 1 : 0;
 }

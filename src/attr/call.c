@@ -136,6 +136,60 @@ static bool ids_attributable(cattr_method m) {
            m == CATTR_METHOD_LAYER_FEATURE_ABLATION || m == CATTR_METHOD_LAYER_FEATURE_PERMUTATION;
 }
 
+/* The perturbation methods on the inputs themselves take Captum's other forms (perturbation.c, lime.c): int64
+ * inputs (ablated in their own dtype, baselines of that dtype), baselines that broadcast to the input as torch
+ * broadcasts, inputs whose first dims differ and inputs without elements (for a model whose output is one value,
+ * or several, for the whole batch: Captum's aggregation mode). */
+static bool perturbs_inputs(cattr_method m) {
+    return m == CATTR_METHOD_FEATURE_ABLATION || m == CATTR_METHOD_FEATURE_PERMUTATION ||
+           m == CATTR_METHOD_OCCLUSION || m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ||
+           m == CATTR_METHOD_SHAPLEY_VALUES || m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP ||
+           m == CATTR_METHOD_NEURON_FEATURE_ABLATION;
+}
+
+/* Baseline b broadcast to x's shape into *out (a new tensor of x's shape in dtype dt), as torch broadcasts (b's dims
+ * right-aligned with x's, each 1 or x's size); an int64 input (dt int64) takes int64 values, or float values that
+ * are whole numbers. Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE (a fraction for an int64 input), CATTR_ERR_NO_MEMORY. */
+static cattr_status broadcast_baseline(const cattr_tensor *b, const cattr_tensor *x, cattr_dtype dt, int i,
+                                       cattr_tensor **out) {
+    char s1[128], s2[128];
+    int off = x->ndim - b->ndim;
+    bool ok = off >= 0;
+    int64_t st[CATTR_MAX_DIMS] = {0}, r = 1; /* b's strides along x's dims (0 where broadcast) */
+    for (int d = b->ndim - 1; ok && d >= 0; d--) {
+        ok = b->shape[d] == 1 || b->shape[d] == x->shape[d + off];
+        st[d + off] = b->shape[d] == 1 ? 0 : r;
+        r *= b->shape[d];
+    }
+    if (!ok)
+        return cx_fail(CATTR_ERR_SHAPE, "baseline %d has shape %s; it must broadcast to input %d of shape %s (a scalar, "
+                       "or each dim, aligned from the last, 1 or the input's)", i,
+                       cx_shape_str(b->ndim, b->shape, s1, sizeof s1), i, cx_shape_str(x->ndim, x->shape, s2, sizeof s2));
+    cattr_tensor *t = cx_tensor_alloc(dt, x->ndim, x->shape);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t k = 0; k < x->numel; k++) {
+        int64_t rem = k, o = 0;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            o += (rem % x->shape[d]) * st[d];
+            rem /= x->shape[d];
+        }
+        if (dt == CATTR_INT64 && b->dtype == CATTR_INT64) {
+            ((int64_t *)t->data)[k] = ((const int64_t *)b->data)[o];
+            continue;
+        }
+        double v = cx_tensor_get(b, o);
+        if (dt == CATTR_INT64 && !(v == floor(v) && fabs(v) <= 9007199254740992.0)) {
+            cattr_tensor_free(t);
+            return cx_fail(CATTR_ERR_DTYPE, "baseline %d holds %g for the int64 input %d: an integer input takes whole "
+                           "baselines (Captum computes an input ablated by a fraction in float: give the input as "
+                           "float)", i, v, i);
+        }
+        cx_tensor_set(t, k, v);
+    }
+    *out = t;
+    return CATTR_OK;
+}
+
 cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) {
     const cattr_tensor *const *inputs = call->inputs, *const *baselines = call->baselines;
     const cattr_tensor *const *additional = call->additional;
@@ -182,18 +236,24 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
         const cattr_tensor *x = inputs[i];
         const char *name = mg->vals[mg->inputs[i]].name;
         if (!x) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "input %d ('%s') is NULL", i, name);
-        bool ids = x->dtype == CATTR_INT64;
-        if (ids && (!ids_attributable(e->p.method) || e->p.nt_type != CATTR_NT_NONE))
-            return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: attributed inputs must be float (integer ids can "
-                           "be attributed at a layer: LayerIntegratedGradients, LayerActivation, "
+        bool ids = x->dtype == CATTR_INT64, pert = perturbs_inputs(e->p.method);
+        bool whole = pert && e->p.nt_type == CATTR_NT_NONE; /* may be a model of the whole batch */
+        if (ids && e->p.nt_type != CATTR_NT_NONE)
+            return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: a noise tunnel adds noise to float inputs only",
+                           i, name);
+        if (ids && !ids_attributable(e->p.method) && !pert)
+            return cx_fail(CATTR_ERR_DTYPE, "input %d ('%s') is int64: the gradient methods attribute float inputs "
+                           "(integer inputs can be attributed by the perturbation methods: FeatureAblation, "
+                           "FeaturePermutation, Occlusion, ShapleyValueSampling, ShapleyValues, Lime, KernelShap, "
+                           "NeuronFeatureAblation; and at a layer: LayerIntegratedGradients, LayerActivation, "
                            "LayerGradientXActivation, LayerGradCam, LayerFeatureAblation, LayerFeaturePermutation)",
                            i, name);
         if (x->ndim < 1) return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') needs a batch dimension", i, name);
-        if (x->numel == 0)
+        if (x->numel == 0 && !whole)
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (shape with a 0): there is nothing to "
                            "attribute", i, name);
         if (i == 0) c->B = x->shape[0];
-        else if (x->shape[0] != c->B)
+        else if (x->shape[0] != c->B && !whole) /* the perturbation methods: a model of the whole batch */
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has batch %lld, input 0 has %lld", i, name,
                            (long long)x->shape[0], (long long)c->B);
         CX_CHECK(cx_model_check_input(e->m, i, x, "input"));
@@ -236,6 +296,12 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
             continue;
         }
         if (e->p.check_finite && b->dtype != CATTR_INT64) CX_CHECK(check_finite(b, "baseline", i));
+        if (perturbs_inputs(e->p.method)) { /* as torch broadcasts, in the input's dtype */
+            cattr_tensor_free(c->base[i]);
+            c->base[i] = NULL;
+            CX_CHECK(broadcast_baseline(b, x, bdt, i, &c->base[i]));
+            continue;
+        }
         int64_t per = c->B ? n / c->B : 0;
         bool full = cx_shape_eq(b->ndim, b->shape, x->ndim, x->shape);
         bool row1 = !full && b->ndim == x->ndim && b->shape[0] == 1 &&
@@ -255,7 +321,8 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
         int gi = n_inputs + j;
         const char *name = mg->vals[mg->inputs[gi]].name;
         if (!a) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "additional input %d ('%s') is NULL", j, name);
-        if (a->ndim < 1 || a->shape[0] != c->B)
+        /* the perturbation methods take any shape (one that is not the batch's makes a model of the whole batch) */
+        if ((a->ndim < 1 || a->shape[0] != c->B) && !(perturbs_inputs(e->p.method) && e->p.nt_type == CATTR_NT_NONE))
             return cx_fail(CATTR_ERR_SHAPE, "additional input %d ('%s') must have the batch size %lld first", j, name,
                            (long long)c->B);
         CX_CHECK(to_dtype(a, a->dtype == CATTR_INT64 ? CATTR_INT64 : dt, &c->add[j]));

@@ -388,8 +388,6 @@ extern cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cat
  * CATTR_ERR_NO_MEMORY. */
 cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state);
 void cx_rules_free(void *state);
-/* LRP: whether attributed input i's gradient is multiplied by the input. */
-bool cx_rules_input_multiplied(const void *state, int i);
 /* Tells rules (when they are a family's) that the model's nodes start at node_base in the graph the next
  * cg_autodiff differentiates (a derived graph with a prefix); 0 again for the model's own clone. Errors:
  * CATTR_ERR_INTERNAL for LRP's rules at a base other than 0 (they key on the model's value ids). */

@@ -493,13 +493,14 @@ static cattr_status layer_ablate(cattr_explainer *e, cx_call *c, cattr_tensor **
     if (st == CATTR_OK && u && u->layer_masks && u->n_layer_masks != n)
         st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d layer masks given for a layer of %d tensors", u->n_layer_masks, n);
     if (st == CATTR_OK) st = layer_values(e, s, c, c->x, NULL, act, NULL);
-    for (int k = 0; k < n && st == CATTR_OK && lb; k++) { /* the layer baseline: a scalar, the layer's shape or batch 1 */
+    for (int k = 0; k < n && st == CATTR_OK && lb; k++) { /* the layer baseline: broadcast to the layer as torch does */
         const cattr_tensor *a = act[k];
-        bool full = cx_shape_eq(lb->ndim, lb->shape, a->ndim, a->shape);
-        bool row1 = lb->ndim == a->ndim && lb->shape[0] == 1 &&
-                    cx_shape_eq(lb->ndim - 1, lb->shape + 1, a->ndim - 1, a->shape + 1);
-        if (!full && !row1 && lb->numel != 1)
-            st = cx_fail(CATTR_ERR_SHAPE, "the layer baseline has shape %s; use a scalar, the layer's shape %s or batch 1",
+        bool ok = lb->ndim <= a->ndim; /* dims aligned from the last, each 1 or the layer's (a scalar, batch 1, ...) */
+        for (int d = 1; ok && d <= lb->ndim; d++)
+            ok = lb->shape[lb->ndim - d] == 1 || lb->shape[lb->ndim - d] == a->shape[a->ndim - d];
+        if (!ok)
+            st = cx_fail(CATTR_ERR_SHAPE, "the layer baseline has shape %s; it must broadcast to the layer's shape %s (a "
+                         "scalar, or each dim, aligned from the last, 1 or the layer's)",
                          cx_shape_str(lb->ndim, lb->shape, s1, sizeof s1), cx_shape_str(a->ndim, a->shape, s2, sizeof s2));
     }
     if (st == CATTR_OK && permute && c->B < 2) { /* Captum skips every group: the attributions stay 0 */

@@ -27,9 +27,11 @@
 #include "attr/derive.h"
 #include "attr/internal.h"
 #include "attr/linmodel.h"
+#include "attr/perturb_forms.h"
 #include "core/rng.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,7 +93,7 @@ static cattr_status build_features(const cx_call *c, features *f) {
     const cattr_tensor *const *masks = c->user ? c->user->feature_masks : NULL;
     int64_t lo = INT64_MAX, hi = -1;
     for (int i = 0; i < c->n; i++) {
-        f->per[i] = c->B ? c->x[i]->numel / c->B : 0;
+        f->per[i] = cx_numel(c->x[i]->ndim - 1, c->x[i]->shape + 1); /* elements of one example (dims but the first) */
         const cattr_tensor *m = masks ? masks[i] : NULL;
         if (!m) continue;
         CX_CHECK(check_mask(m, c->x[i], i));
@@ -277,16 +279,21 @@ static cattr_status samples_per_pass(cattr_explainer *e, cx_call *c, int64_t n, 
  *            [R], each sample's weight from its example's input and its perturbed input (Captum's default kernel) */
 typedef struct lm_graph {
     cx_derived core; /* graph, call shape, constants, plans */
+    bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int y, w;        /* w: Lime's weights (-1: KernelShap, whose weights are the samples' own) */
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_dbuf ids[CX_MAX_IN], z, zrow, one, idzero;
+    cx_dbuf ids[CX_MAX_IN], z, zrow, one, idzero, xf[CX_MAX_IN], bf[CX_MAX_IN];
 } lm_graph;
 
 static void lm_release(cattr_explainer *e) {
     lm_graph *s = e->method_state;
     if (!s) return;
     cx_call_dev_free(&s->cd);
-    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&s->ids[i]);
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        cx_dbuf_free(&s->ids[i]);
+        cx_dbuf_free(&s->xf[i]);
+        cx_dbuf_free(&s->bf[i]);
+    }
     cx_dbuf_free(&s->z);
     cx_dbuf_free(&s->zrow);
     cx_dbuf_free(&s->one);
@@ -306,8 +313,10 @@ static void lm_release(cattr_explainer *e) {
 #define LM_ONE (LM_Z + 3)
 #define LM_TIDX (LM_Z + 4)
 #define LM_IDROW (LM_Z + 5)
-#define LM_N_IN (LM_Z + 6)
-#define LM_MAX_IN (4 * CX_MAX_IN + 6)
+#define LM_XF(i) (LM_Z + 6 + (i))                 /* Lime: input i in the compute dtype (an int64 input's values) */
+#define LM_BF(i) (LM_Z + 6 + s->core.n + (i))     /* and its baseline, for the samples' weights */
+#define LM_N_IN (LM_Z + 6 + 2 * s->core.n)
+#define LM_MAX_IN (6 * CX_MAX_IN + 6)
 
 /* Concat of values ids[0..n) (n >= 1) along a->axis, as a chain of nodes of at most CG_MAX_IN inputs; -1 on failure. */
 static int concat_all(cg_graph *g, const char *name, const int *ids, int n, const cg_attrs *a) {
@@ -323,11 +332,12 @@ static int concat_all(cg_graph *g, const char *name, const int *ids, int n, cons
 
 static cattr_status lm_build(cattr_explainer *e, void *state) {
     lm_graph *s = state;
+    bool whole = s->whole = cx_pform_building_whole;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
     CX_CHECK(cx_derive_new(m, &g, &map));
-    int v[LM_MAX_IN], in_map[2 * CX_MAX_IN], bad = 0;
+    int v[LM_MAX_IN], in_map[2 * CX_MAX_IN], model_in[2 * CX_MAX_IN], sel_of[CX_MAX_IN], bad = 0;
     for (int k = 0; k < LM_N_IN; k++) {
         char nm[48];
         snprintf(nm, sizeof nm, "__lm_in%d", k);
@@ -350,20 +360,26 @@ static cattr_status lm_build(cattr_explainer *e, void *state) {
                             : cg_emit(g, CG_WHERE_ID, "__lm_sampled",
                                       (int[]){v[LM_BASE(i)], v[LM_X(i)], sel, v[LM_ONE], v[LM_ROWS], v[LM_ROWS], -1},
                                       7, NULL);
+        sel_of[i] = sel;
         bad |= in_map[i] < 0;
     }
+    for (int i = 0; i < s->core.n && !bad; i++) bad |= (model_in[i] = cx_pform_model_input(g, whole, in_map[i])) < 0;
     for (int j = 0; j < s->core.n_add && !bad; j++)
-        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__lm_at", (int[]){v[LM_ADD(j)], v[LM_ROWS]}, 2, &a0)) < 0;
+        bad |= (model_in[s->core.n + j] = cx_pform_model_input(
+                    g, whole, cg_emit(g, CG_GATHER, "__lm_at", (int[]){v[LM_ADD(j)], v[LM_ROWS]}, 2, &a0))) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
-    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
+    if (st == CATTR_OK) st = cx_graph_append_model(g, m, model_in, map);
     if (st == CATTR_OK) {
         cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
         r3.n_ints = 3;
         r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
         r1.n_ints = 1;
         r1.ints[0] = -1;
-        int y3 = cg_emit(g, CG_RESHAPE, "__lm_out_rows", (int[]){map[cx_model_output(e->m)]}, 1, &r3);
-        int ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__lm_target", (int[]){y3, v[LM_TIDX]}, 2, NULL);
+        int ys = map[cx_model_output(e->m)];
+        if (!whole || s->core.target) { /* a model of the whole batch without a target: its one value */
+            int y3 = cg_emit(g, CG_RESHAPE, "__lm_out_rows", (int[]){ys}, 1, &r3);
+            ys = y3 < 0 ? -1 : cg_emit(g, CG_SEQ_PICK, "__lm_target", (int[]){y3, v[LM_TIDX]}, 2, NULL);
+        }
         s->y = ys < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_y", (int[]){ys}, 1, &r1);
         if (s->y < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
@@ -376,10 +392,12 @@ static cattr_status lm_build(cattr_explainer *e, void *state) {
         cat.axis = 1;
         sim.alpha = e->p.kernel_width;
         sim.index = e->p.lime_euclidean != 0;
-        for (int i = 0; i < n && !bad; i++) {
-            int xr = cg_emit(g, CG_GATHER, "__lm_inputs_of_rows", (int[]){v[LM_X(i)], v[LM_ROWS]}, 2, &a0);
+        for (int i = 0; i < n && !bad; i++) { /* in the compute dtype: an int64 input's values as floats */
+            int xr = cg_emit(g, CG_GATHER, "__lm_inputs_of_rows", (int[]){v[LM_XF(i)], v[LM_ROWS]}, 2, &a0);
             xo[i] = xr < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_inputs_flat", (int[]){xr}, 1, &rf);
-            po[i] = cg_emit(g, CG_RESHAPE, "__lm_sampled_flat", (int[]){in_map[i]}, 1, &rf);
+            int pf = cg_emit(g, CG_WHERE_ID, "__lm_sampled_float",
+                             (int[]){v[LM_BF(i)], v[LM_XF(i)], sel_of[i], v[LM_ONE], v[LM_ROWS], v[LM_ROWS], -1}, 7, NULL);
+            po[i] = pf < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__lm_sampled_flat", (int[]){pf}, 1, &rf);
             bad |= xo[i] < 0 || po[i] < 0;
         }
         int xc = bad ? -1 : concat_all(g, "__lm_inputs_all", xo, n, &cat);
@@ -404,17 +422,37 @@ static bool same_ids(const cx_call *c, const features *F) {
     return true;
 }
 
-static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, const samples *S, float *Y, float *W) {
+/* A model of the whole batch (f whole): c is the view of call c0 (perturb_forms.h), one sample per pass. */
+static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const cx_pform *f, const features *F,
+                             const samples *S, float *Y, float *W) {
     int64_t n = S->n, M = S->M, B = c->B, chunk = 1;
+    bool whole = f->whole, target = c->target && c->target->kind != CATTR_TARGET_NONE;
     lm_graph *s = NULL;
-    CX_CHECK(cx_derived_state(e, c, true, sizeof *s, lm_build, lm_release, (void **)&s));
+    CX_CHECK(cx_pform_state(e, c, whole ? target : true, whole, sizeof *s, lm_build, lm_release,
+                            offsetof(lm_graph, whole), (void **)&s));
     int ny = s->w >= 0 ? 2 : 1, ys[2] = {s->y, s->w}; /* per row its output, and Lime's weight */
-    cattr_status st = samples_per_pass(e, c, n, &chunk);
+    cattr_status st = whole ? CATTR_OK : samples_per_pass(e, c, n, &chunk);
     int64_t rmax = chunk * B, nz = B * n * M, nbuf = nz > rmax ? nz : rmax;
+    if (whole && f->ond && f->osh[0] > nbuf) nbuf = f->osh[0];
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *y = st == CATTR_OK ? malloc((size_t)(ny * rmax + 1) * sizeof *y) : NULL;
     if (st == CATTR_OK && (!buf || !y)) st = oom();
-    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, true, ny * rmax);
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, !whole, ny * rmax);
+    if (st == CATTR_OK && whole && target) { /* the target of each row of the output */
+        st = cx_pform_target_rows(f, c0, buf);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->cd.tidx, (size_t)f->osh[0] * sizeof *buf, buf, false);
+    }
+    for (int i = 0; i < c->n && st == CATTR_OK && s->w >= 0; i++) /* the weights' float copies of int64 inputs */
+        if (c->x[i]->dtype == CATTR_INT64) {
+            cattr_tensor *xf = NULL, *bf = NULL;
+            st = cattr_tensor_convert(c->x[i], c->dt, &xf);
+            if (st == CATTR_OK) st = cattr_tensor_convert(c->base[i], c->dt, &bf);
+            size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->xf[i], bytes, xf->data, false);
+            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->bf[i], bytes, bf->data, false);
+            cattr_tensor_free(xf);
+            cattr_tensor_free(bf);
+        }
     bool shared = same_ids(c, F); /* one id list for every example, or one per example */
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
         st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)((shared ? 1 : B) * F->per[i]) * sizeof(int64_t), F->ids[i], false);
@@ -461,10 +499,17 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
             memcpy(sh[LM_BASE(i)], x->shape, sizeof sh[0]);
             memcpy(sh[LM_IDS(i)], x->shape, sizeof sh[0]);
             sh[LM_IDS(i)][0] = shared ? 1 : B;
-            dt[LM_X(i)] = dt[LM_BASE(i)] = c->dt;
+            dt[LM_X(i)] = dt[LM_BASE(i)] = x->dtype;
             in[LM_X(i)] = s->cd.x[i].p;
             in[LM_BASE(i)] = s->cd.base[i].p;
             in[LM_IDS(i)] = s->ids[i].p;
+            bool ints = x->dtype == CATTR_INT64 && s->w >= 0;
+            nd[LM_XF(i)] = nd[LM_BF(i)] = x->ndim;
+            memcpy(sh[LM_XF(i)], x->shape, sizeof sh[0]);
+            memcpy(sh[LM_BF(i)], x->shape, sizeof sh[0]);
+            dt[LM_XF(i)] = dt[LM_BF(i)] = c->dt;
+            in[LM_XF(i)] = ints ? s->xf[i].p : s->cd.x[i].p;
+            in[LM_BF(i)] = ints ? s->bf[i].p : s->cd.base[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
             nd[LM_ADD(j)] = c->add[j]->ndim;
@@ -480,6 +525,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
         in[LM_ROWS] = s->cd.rows.p;
         in[LM_ONE] = s->one.p;
         in[LM_TIDX] = s->cd.tidx.p;
+        if (whole) sh[LM_TIDX][0] = target ? f->osh[0] : 1; /* unread without a target */
         in[LM_IDROW] = shared ? s->idzero.p : s->cd.rows.p;
         if (st == CATTR_OK) /* the R target outputs (and Lime's R weights) come back */
             st = cx_derived_values_n(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, ys, ny, &s->cd,
@@ -502,20 +548,31 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, const features *F, 
 /* Lime's and KernelShap's parameters (n_samples, perturbations_per_eval, lime_alpha, kernel_width) are checked by
  * cx_params_check (methods.c). */
 
-static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+/* A model of the whole batch (perturb_forms.h; one value per forward pass): one interpretable model for the whole
+ * batch, evaluated on the view of the call, its coefficients spread by each input's first row of feature ids into
+ * attributions [1, *input.shape[1:]] (Captum's leading_dim_one). */
+static cattr_status surrogate(cattr_explainer *e, cx_call *c0, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta; /* no convergence delta */
     bool ks = e->p.method == CATTR_METHOD_KERNEL_SHAP;
+    cx_pform pf;
+    CX_CHECK(cx_pform_get(e, c0, true, true, &pf));
+    cx_call *c = pf.whole ? &pf.v : c0;
     int64_t B = c->B, n = e->p.n_samples;
-    features F;
+    features F, Fv; /* Fv: the features over the view's one example (the whole input) */
     samples S = {n, 0, NULL};
     float *X = NULL, *Y = NULL, *W = NULL, *coef = NULL;
     double *V = NULL; /* [B, M]: the coefficients of every example's model */
     int64_t *idrow = NULL;
     cattr_tensor *coefs = NULL; /* return_coefficients: [B, M] */
-    cattr_status st = build_features(c, &F);
+    cattr_status st = build_features(c0, &F);
+    Fv = F;
+    for (int i = 0; i < c0->n && pf.whole; i++) Fv.per[i] = c0->x[i]->numel;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         if (!c->base[i]) st = cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
-        attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
+        int64_t sh[CATTR_MAX_DIMS];
+        memcpy(sh, c0->x[i]->shape, sizeof sh);
+        if (pf.whole) sh[0] = 1;
+        attr[i] = cx_tensor_alloc(c->dt, c0->x[i]->ndim, sh);
         if (st == CATTR_OK && !attr[i]) st = oom();
     }
     if (st == CATTR_OK && B > 0) {
@@ -539,7 +596,7 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     if (st == CATTR_OK && B > 0) st = draw_samples(e, c, ks, &S);
     for (int64_t r = 0; r < B * n && st == CATTR_OK && ks && e->split.n_parts == 0; r++)
         W[r] = kernel_shap_weight(S.Z + (size_t)r * (size_t)S.M, S.M);
-    if (st == CATTR_OK && B > 0) st = evaluate(e, c, &F, &S, Y, W); /* Lime's weights come with the outputs */
+    if (st == CATTR_OK && B > 0) st = evaluate(e, c, c0, &pf, &Fv, &S, Y, W); /* Lime's weights come with the outputs */
     bool part = e->split.n_parts > 0; /* a part of a split call (split.c): its outputs are what it computes */
     for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) { /* one interpretable model per example */
         size_t nm = (size_t)n * (size_t)S.M;
@@ -562,7 +619,7 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     for (int64_t b = 0; b < B && st == CATTR_OK && !part; b++) idrow[b] = b;
     for (int i = 0; i < c->n && st == CATTR_OK && !part && !e->p.return_coefficients && B > 0; i++) {
         /* each element its feature's coefficient (left on the backend where the caller takes it there) */
-        st = cx_spread(e, c, V, B, S.M, F.ids[i], B, F.per[i], idrow, attr[i], c->attr_dev[i]);
+        st = cx_spread(e, c, V, B, S.M, F.ids[i], pf.whole ? 1 : B, F.per[i], idrow, attr[i], c->attr_dev[i]);
         if (c->attr_dev[i]) {
             cattr_tensor_free(attr[i]);
             attr[i] = NULL;
@@ -587,10 +644,11 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c, cattr_tensor **att
     free(V);
     free(idrow);
     if (st != CATTR_OK)
-        for (int i = 0; i < c->n; i++) {
+        for (int i = 0; i < c0->n; i++) {
             cattr_tensor_free(attr[i]);
             attr[i] = NULL;
         }
+    cx_pform_free(&pf);
     return st;
 }
 

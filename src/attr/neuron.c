@@ -57,16 +57,19 @@ static cattr_status neuron_mask(const cattr_attr_params *p, int ndim, const int6
     cx_shape_str(ndim, shape, s1, sizeof s1);
     switch (p->neuron_kind) {
     case CATTR_NEURON_INDEX: {
-        if (p->neuron_ndim != ndim - 1)
+        /* an index shorter than the layer's dims picks the value at the front when the dims it leaves are of size 1
+         * (Captum's output[(slice(None), *index)] of one element per example) */
+        int64_t rest = p->neuron_ndim < ndim - 1 ? cx_numel(ndim - 1 - p->neuron_ndim, shape + 1 + p->neuron_ndim) : 1;
+        if (p->neuron_ndim > ndim - 1 || p->neuron_ndim < 1 || rest != 1)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a neuron index of %d entries does not pick one value of a layer "
                                                        "of shape %s (give %d)", p->neuron_ndim, s1, ndim - 1);
         int64_t off = 0;
         for (int d = 0; d < ndim - 1; d++) {
-            int64_t n = shape[d + 1], v = p->neuron_index[d];
+            int64_t n = shape[d + 1], v = d < p->neuron_ndim ? p->neuron_index[d] : 0;
             if (v < 0) v += n;
             if (v < 0 || v >= n)
                 return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "neuron index %lld is out of range for dim %d of the layer "
-                                                           "of shape %s", (long long)p->neuron_index[d], d + 1, s1);
+                                                           "of shape %s", (long long)v, d + 1, s1);
             off = off * n + v;
         }
         memset(mask, 0, (size_t)m * sizeof *mask);

@@ -4,6 +4,7 @@
  * block, memory budgets, the layer graph, explicit draws, Captum's sums and the convergence delta, and running plans
  * (with the diagnosis of non-finite values). */
 #include "attr/internal.h"
+#include "attr/perturb_forms.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -450,11 +451,12 @@ cattr_status cx_inputs_to_host(cattr_explainer *e, cx_call *c) {
 cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y) {
     size_t es = cattr_dtype_size(c->dt);
     int64_t B = c->B;
-    for (int i = 0; i < c->n; i++) {
-        CX_CHECK(cx_dbuf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x_dev[i] ? NULL : c->x[i]->data, false));
+    for (int i = 0; i < c->n; i++) { /* float inputs in the compute dtype, or int64 */
+        size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
+        CX_CHECK(cx_dbuf_fit(e->be, &d->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false));
         if (c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
-            CX_CHECK(cx_copy_dev(e->be, d->x[i].p, c->x_dev[i], (size_t)c->x[i]->numel * es));
-        CX_CHECK(cx_dbuf_fit(e->be, &d->base[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false));
+            CX_CHECK(cx_copy_dev(e->be, d->x[i].p, c->x_dev[i], xb));
+        CX_CHECK(cx_dbuf_fit(e->be, &d->base[i], xb, c->base[i]->data, false));
     }
     for (int j = 0; j < c->n_add; j++)
         CX_CHECK(cx_dbuf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
@@ -469,7 +471,8 @@ cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int
         cx_target_rows(seed, B, rmax, buf);
         st = cx_dbuf_fit(e->be, &d->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->y, (size_t)n_y * es, NULL, false);
+    /* outputs of the compute dtype, or int64 (a model of integers): room for 8 bytes each */
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->y, (size_t)n_y * (es > 8 ? es : 8), NULL, false);
     cattr_tensor_free(seed);
     free(buf);
     return st;
@@ -497,23 +500,37 @@ cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, cx_call *c,
                                  const int *ys, int n_ys, cx_call_dev *d, int64_t nv, double *vals) {
     cx_plan *p = NULL;
     CX_CHECK(cx_plan_cache_get(&dv->pc, dv->g, dv->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, ys, n_ys, &p));
-    size_t es = cattr_dtype_size(c->dt);
+    (void)c;
     void *out[CX_MAX_IN];
+    size_t off[CX_MAX_IN + 1], es[CX_MAX_IN];
+    cattr_dtype odt[CX_MAX_IN];
     if (n_ys > CX_MAX_IN) return cx_fail(CATTR_ERR_INTERNAL, "too many outputs");
-    for (int k = 0; k < n_ys; k++) {
-        int64_t got = cx_view_numel(cx_plan_view(p, ys[k]));
+    off[0] = 0;
+    for (int k = 0; k < n_ys; k++) { /* each output in its own dtype (the model's may be int64) */
+        const cx_view *yv = cx_plan_view(p, ys[k]);
+        int64_t got = cx_view_numel(yv);
         if (got != nv)
             return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for a chunk of perturbed copies of the "
                                             "batch; expected %lld",
                            (long long)got, (long long)nv);
-        out[k] = (char *)d->y.p + (size_t)(k * nv) * es;
+        odt[k] = yv->dtype;
+        es[k] = cattr_dtype_size(odt[k]);
+        out[k] = (char *)d->y.p + off[k];
+        off[k + 1] = off[k] + (size_t)nv * es[k];
     }
     CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, out));
-    void *host = malloc((size_t)(n_ys * nv + 1) * es);
+    char *host = malloc(off[n_ys] + 1);
     if (!host) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = cx_copy_out(e->be, host, d->y.p, (size_t)(n_ys * nv) * es);
-    for (int64_t k = 0; k < n_ys * nv && st == CATTR_OK; k++)
-        vals[k] = c->dt == CATTR_FLOAT32 ? (double)((const float *)host)[k] : ((const double *)host)[k];
+    cattr_status st = cx_copy_out(e->be, host, d->y.p, off[n_ys]);
+    for (int k = 0; k < n_ys && st == CATTR_OK; k++)
+        for (int64_t j = 0; j < nv; j++) {
+            const char *h = host + off[k] + (size_t)j * es[k];
+            double v;
+            if (odt[k] == CATTR_FLOAT32) v = (double)*(const float *)h;
+            else if (odt[k] == CATTR_FLOAT64) v = *(const double *)h;
+            else v = (double)*(const int64_t *)h;
+            vals[k * nv + j] = v;
+        }
     free(host);
     return st;
 }
@@ -529,12 +546,71 @@ void cx_target_rows(const cattr_tensor *seed, int64_t B, int64_t n, int64_t *idx
     for (int64_t r = B; r < n; r++) idx[r] = idx[r % B];
 }
 
+/* The perturbation methods on the inputs (as call.c's perturbs_inputs): they also take a model output without the
+ * batch first (a model of the whole batch, Captum's aggregation mode; perturbation.c, lime.c). */
+static bool whole_batch_outputs(const cattr_explainer *e) {
+    cattr_method m = e->p.method;
+    return e->p.nt_type == CATTR_NT_NONE &&
+           (m == CATTR_METHOD_FEATURE_ABLATION || m == CATTR_METHOD_FEATURE_PERMUTATION ||
+            m == CATTR_METHOD_OCCLUSION || m == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING ||
+            m == CATTR_METHOD_SHAPLEY_VALUES || m == CATTR_METHOD_LIME || m == CATTR_METHOD_KERNEL_SHAP ||
+            m == CATTR_METHOD_NEURON_FEATURE_ABLATION);
+}
+
+cattr_status cx_output_shape(cattr_explainer *e, const cx_call *c, int64_t reps, int *ndim, int64_t *shape,
+                             cattr_dtype *dt) {
+    int nd[MAX_IN] = {0};
+    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dts[MAX_IN];
+    memset(sh, 0, sizeof sh);
+    for (int k = 0; k < c->n + c->n_add; k++) {
+        const cattr_tensor *t = k < c->n ? c->x[k] : c->add[k - c->n];
+        nd[k] = t->ndim;
+        memcpy(sh[k], t->shape, sizeof sh[k]);
+        if (t->ndim) sh[k][0] *= reps;
+        dts[k] = t->dtype;
+    }
+    int si = e->seed_input;
+    nd[si] = 0;
+    dts[si] = c->dt;
+    cx_plan *fp = NULL;
+    CX_CHECK(get_plan(e, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dts, &fp));
+    const cx_view *ov = cx_plan_view(fp, cx_model_output(e->m));
+    *ndim = ov->ndim;
+    memcpy(shape, ov->shape, (size_t)ov->ndim * sizeof *shape);
+    if (dt) *dt = ov->dtype;
+    return CATTR_OK;
+}
+
 cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) {
     pass_inputs pi;
     cx_plan *fp = NULL;
     const cx_view *ov = NULL;
     *seed = NULL;
     cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK && whole_batch_outputs(e)) { /* an output of the whole batch: the target picks from its rows */
+        st = get_plan(e, true, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &fp);
+        ov = st == CATTR_OK ? cx_plan_view(fp, cx_model_output(e->m)) : NULL;
+        if (ov && (ov->ndim < 1 || ov->shape[0] != c->B)) {
+            char s[128];
+            int64_t per = ov->ndim ? cx_numel(ov->ndim - 1, ov->shape + 1) : 1;
+            double *mask = malloc((size_t)(cx_view_numel(ov) + 1) * sizeof *mask);
+            cattr_tensor *t = cx_tensor_alloc(c->dt, ov->ndim, ov->shape);
+            if (!mask || !t) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            else if (ov->ndim < 1)
+                st = cx_fail(CATTR_ERR_TARGET, "the model output has shape %s (one value for the batch): there is "
+                             "nothing for a target to select; give no target",
+                             cx_shape_str(ov->ndim, ov->shape, s, sizeof s));
+            else
+                st = cx_target_mask(c->target, ov->ndim, ov->shape, mask);
+            for (int64_t k = 0; st == CATTR_OK && k < ov->shape[0] * per; k++) cx_tensor_set(t, k, mask[k]);
+            free(mask);
+            if (st == CATTR_OK) *seed = t;
+            else cattr_tensor_free(t);
+            pass_free(&pi);
+            return st;
+        }
+    }
     if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
     if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, seed);
     pass_free(&pi);
@@ -542,15 +618,21 @@ cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) 
 }
 
 
-cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
-                        cx_expand how, cattr_tensor **out) {
+/* cx_forward; with `whole`, xs are the inputs as they are (reps 1) and the output may have any shape. */
+static cattr_status forward_run(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev,
+                                int64_t reps, cx_expand how, bool whole, cattr_tensor **out) {
     pass_inputs pi;
     cx_plan *fp = NULL;
     const cx_view *ov = NULL;
     cattr_tensor *o = NULL;
     *out = NULL;
     cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
-    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK && whole) {
+        st = get_plan(e, true, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &fp);
+        if (st == CATTR_OK) ov = cx_plan_view(fp, cx_model_output(e->m));
+    } else if (st == CATTR_OK) {
+        st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    }
     if (st == CATTR_OK) {
         o = cx_tensor_alloc(ov->dtype, ov->ndim, ov->shape);
         if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -568,6 +650,15 @@ cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs,
     }
     *out = o;
     return CATTR_OK;
+}
+
+cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
+                        cx_expand how, cattr_tensor **out) {
+    return forward_run(e, c, xs, xs_dev, reps, how, false, out);
+}
+
+cattr_status cx_forward_whole(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, cattr_tensor **out) {
+    return forward_run(e, c, xs, NULL, 1, CX_TILE, true, out);
 }
 
 /* e->sel_g: e->g with the target selection of clone_with_select, each row's target value. */
@@ -841,7 +932,17 @@ cattr_status cx_resolve_layer(const cattr_explainer *e, const char *layer, bool 
         cx_log(CATTR_LOG_WARN, "layer '%s': the export folded a BatchNorm into this Conv, so its output is the "
                                "BatchNorm's (export with do_constant_folding=False, or in training mode, to keep the "
                                "boundary)", layer);
-    if (layer_input) { /* the first non-constant input of the node producing the layer value */
+    if (layer_input) {
+        /* a module path: the first value the module reads from outside (a Linear exported as MatMul + Add reads the
+         * MatMul's input, not the Add's); else the first non-constant input of the node producing the layer value */
+        const char *in_name = NULL;
+        if (cattr_model_module_values(e->m, layer, 1, &in_name, 1) >= 1 && in_name) {
+            int u = cg_find_value(e->m->g, in_name);
+            if (u >= 0) {
+                *value = u;
+                return CATTR_OK;
+            }
+        }
         int prod = e->m->g->vals[v].producer;
         int in = -1;
         for (int j = 0; prod >= 0 && j < e->m->g->nodes[prod].n_in && in < 0; j++) {

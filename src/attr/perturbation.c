@@ -25,9 +25,11 @@
  */
 #include "attr/derive.h"
 #include "attr/internal.h"
+#include "attr/perturb_forms.h"
 #include "core/rng.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +94,123 @@ static cattr_status take_perm_draw(cx_call *c, const char *role, int64_t n, int6
         out[k] = v[k];
     }
     free(seen);
+    return CATTR_OK;
+}
+
+/* ---- the forms of a call (perturb_forms.h) ---------------------------------------------------------------------- */
+
+_Thread_local bool cx_pform_building_whole;
+
+void cx_pform_free(cx_pform *f) {
+    cx_call_free(&f->v);
+    memset(f, 0, sizeof *f);
+}
+
+/* *out: a tensor over t's data with a leading dim of 1 (NULL for t NULL). */
+static cattr_status view1(const cattr_tensor *t, const char *what, int i, cattr_tensor **out) {
+    *out = NULL;
+    if (!t) return CATTR_OK;
+    if (t->ndim >= CATTR_MAX_DIMS)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "%s %d has %d dims: a model of the whole batch takes at most %d", what, i,
+                       t->ndim, CATTR_MAX_DIMS - 1);
+    int64_t sh[CATTR_MAX_DIMS];
+    sh[0] = 1;
+    memcpy(sh + 1, t->shape, (size_t)t->ndim * sizeof *sh);
+    return cattr_tensor_wrap(t->dtype, t->ndim + 1, sh, t->data, out);
+}
+
+cattr_status cx_pform_get(cattr_explainer *e, cx_call *c, bool batched, bool one_value, cx_pform *f) {
+    char s1[128];
+    memset(f, 0, sizeof *f);
+    bool whole = false, target = c->target && c->target->kind != CATTR_TARGET_NONE;
+    for (int i = 0; i < c->n; i++) whole |= c->x[i]->shape[0] != c->B;
+    for (int j = 0; j < c->n_add; j++) whole |= c->add[j]->ndim < 1 || c->add[j]->shape[0] != c->B;
+    CX_CHECK(cx_output_shape(e, c, 1, &f->ond, f->osh, &f->odt));
+    whole |= f->ond < 1 || f->osh[0] != c->B;
+    int ppe = e->p.perturbations_per_eval;
+    if (!whole && batched && ppe != 1 && c->B > 0) { /* copies of the batch share a pass: the output grows with it */
+        int nd2 = 0;
+        int64_t sh2[CATTR_MAX_DIMS];
+        if (cx_output_shape(e, c, 2, &nd2, sh2, NULL) != CATTR_OK) /* a model that takes no other batch */
+            whole = true;
+        else
+            whole = nd2 != f->ond || sh2[0] != 2 * f->osh[0] || !cx_shape_eq(nd2 - 1, sh2 + 1, f->ond - 1, f->osh + 1);
+    }
+    f->whole = whole;
+    cx_shape_str(f->ond, f->osh, s1, sizeof s1);
+    if (whole && target && f->ond < 1)
+        return cx_fail(CATTR_ERR_TARGET, "the model output has shape %s (one value for the whole batch): there is "
+                       "nothing for a target to select; give no target", s1);
+    f->n_sel = !target ? cx_numel(f->ond, f->osh) : whole ? f->osh[0] : c->B;
+    if (!whole) return CATTR_OK;
+    if (one_value && f->n_sel != 1)
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s for inputs of batch %lld: Lime and KernelShap fit "
+                       "one value per example (a model of the whole batch: one value, or a target that selects one)",
+                       s1, (long long)c->B);
+    if (e->p.nt_type != CATTR_NT_NONE)
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s for inputs of batch %lld: a noise tunnel needs a "
+                       "model output with the batch first (one per example)", s1, (long long)c->B);
+    if (batched && ppe > 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "perturbations_per_eval is %d, but the model output (shape %s for "
+                       "inputs of batch %lld) does not grow with the batch: perturbed copies of a model of the whole "
+                       "batch cannot share a forward pass; give perturbations_per_eval 1 (Captum asserts the same)",
+                       ppe, s1, (long long)c->B);
+    if (c->x_dev[0] || c->attr_dev[0])
+        return cx_fail(CATTR_ERR_INTERNAL, "a model of the whole batch with inputs or results on the backend");
+    cx_call *v = &f->v;
+    v->n = c->n;
+    v->B = 1;
+    v->dt = c->dt;
+    v->n_add = c->n_add;
+    v->target = c->target;
+    v->user = c->user;
+    v->next_draw = c->next_draw;
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
+        f->rows[i] = c->x[i]->shape[0];
+        st = view1(c->x[i], "input", i, &v->x[i]);
+        if (st == CATTR_OK) st = view1(c->base[i], "baseline", i, &v->base[i]);
+    }
+    for (int j = 0; j < c->n_add && st == CATTR_OK; j++) st = view1(c->add[j], "additional input", j, &v->add[j]);
+    if (st != CATTR_OK) cx_pform_free(f);
+    return st;
+}
+
+int cx_pform_model_input(cg_graph *g, bool whole, int v) {
+    if (!whole || v < 0) return v;
+    cg_attrs a = cg_attrs_default();
+    a.n_ints = 1;
+    a.ints[0] = 0;
+    return cg_emit(g, CG_SQUEEZE, "__whole_batch", &v, 1, &a);
+}
+
+cattr_status cx_pform_target_rows(const cx_pform *f, const cx_call *c, int64_t *tidx) {
+    int64_t rows = f->ond ? f->osh[0] : 1, per = f->ond ? cx_numel(f->ond - 1, f->osh + 1) : 1;
+    double *mask = malloc((size_t)(rows * per + 1) * sizeof *mask);
+    if (!mask) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = cx_target_mask(c->target, f->ond, f->osh, mask);
+    for (int64_t r = 0; r < rows && st == CATTR_OK; r++) {
+        tidx[r] = 0;
+        for (int64_t k = 0; k < per; k++)
+            if (mask[r * per + k] != 0) tidx[r] = k;
+    }
+    free(mask);
+    return st;
+}
+
+cattr_status cx_pform_id_rows(const cx_pform *f, int i, const int64_t *ids, int64_t per, int64_t n_out,
+                              int64_t *id_rows) {
+    int64_t rows = f->rows[i];
+    *id_rows = 1;
+    for (int64_t b = 1; b < rows && *id_rows == 1; b++)
+        if (memcmp(ids, ids + b * per, (size_t)per * sizeof *ids)) *id_rows = rows;
+    if (*id_rows > 1 && *id_rows != n_out) {
+        char s[128];
+        return cx_fail(CATTR_ERR_SHAPE, "feature mask %d differs between the %lld examples, but the model output (shape "
+                       "%s) has %lld values for the whole batch: a mask per example needs one output value per "
+                       "example (Captum: different masks for each example need an output per example)", i,
+                       (long long)rows, cx_shape_str(f->ond, f->osh, s, sizeof s), (long long)n_out);
+    }
     return CATTR_OK;
 }
 
@@ -162,8 +281,9 @@ static cattr_status mask_expand(const cattr_tensor *m, const cattr_tensor *x, in
 
 /* The call's feature masks, or Captum's default: every element its own feature, numbered consecutively across the
  * inputs (input 0: 0..n0-1, input 1: n0.., ...). A NULL entry among given masks numbers its elements the same way,
- * after the largest given id. */
-static cattr_status masks_load(const cx_call *c, pt_masks *pm) {
+ * after the largest given id. On the view of a model of the whole batch (f whole; c is f->v), the default numbers
+ * the elements of one example of the input (its dims but the first), the same in every row, as Captum's. */
+static cattr_status masks_load(const cx_call *c, const cx_pform *f, pt_masks *pm) {
     const cattr_tensor *const *um = c->user ? c->user->feature_masks : NULL;
     memset(pm, 0, sizeof *pm);
     pm->n = c->n;
@@ -188,8 +308,9 @@ static cattr_status masks_load(const cx_call *c, pt_masks *pm) {
         pm->rows[i] = 1;
         pm->ids[i] = malloc((size_t)(per + 1) * sizeof *pm->ids[i]);
         if (!pm->ids[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int64_t k = 0; k < per; k++) pm->ids[i][k] = next + k;
-        next += per;
+        int64_t ex = f && f->whole ? (f->rows[i] ? per / f->rows[i] : 0) : per; /* elements of one example */
+        for (int64_t k = 0; k < per; k++) pm->ids[i][k] = next + (ex ? k % ex : 0);
+        next += ex;
     }
     return CATTR_OK;
 }
@@ -391,7 +512,33 @@ struct pt_pass {
     /* consumes the n_out target-selected output values of state s; called in state order */
     cattr_status (*take)(pt_pass *p, int64_t s, const double *y);
     void *user;
+    /* a model of the whole batch: c is the view of the call c0 (perturb_forms.h) */
+    const cx_pform *f;
+    cx_call *c0;
 };
+
+/* Bytes of one element of input i (the compute dtype, or int64). */
+static size_t in_esz(const cx_call *c, int i) { return cattr_dtype_size(c->x[i]->dtype); }
+
+/* A model of the whole batch: its n_sel target-selected output values for inputs xs (the call's own shapes). */
+static cattr_status whole_values(cattr_explainer *e, cx_call *c0, const cx_pform *f, cattr_tensor *const *xs,
+                                 double *vals) {
+    cattr_tensor *out = NULL;
+    int64_t *tidx = NULL;
+    cattr_status st = cx_forward_whole(e, c0, xs, &out);
+    bool target = has_target(c0);
+    if (st == CATTR_OK && out->numel != cx_numel(f->ond, f->osh))
+        st = cx_fail(CATTR_ERR_SHAPE, "the model output changed its size between forward passes of one call");
+    if (st == CATTR_OK && target) {
+        tidx = malloc((size_t)(f->osh[0] + 1) * sizeof *tidx);
+        st = tidx ? cx_pform_target_rows(f, c0, tidx) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int64_t per = f->ond ? cx_numel(f->ond - 1, f->osh + 1) : 1;
+    for (int64_t r = 0; r < f->n_sel && st == CATTR_OK; r++) vals[r] = cx_tensor_get(out, target ? r * per + tidx[r] : r);
+    free(tidx);
+    cattr_tensor_free(out);
+    return st;
+}
 
 /* States per forward pass: perturbations_per_eval, or as many as the memory budget allows. */
 static cattr_status states_per_pass(cattr_explainer *e, cx_call *c, int64_t n_states, int64_t *out) {
@@ -428,10 +575,10 @@ static cattr_status pt_other(pt_pass *p, cx_vsplit *v, int64_t k, int64_t s0, in
 static cattr_status run_states(pt_pass *p) {
     cattr_explainer *e = p->e;
     cx_call *c = p->c;
+    bool whole = p->f && p->f->whole;
     if (p->n_states <= 0) return CATTR_OK;
     int64_t per = 1, have = 0;
-    CX_CHECK(states_per_pass(e, c, p->n_states, &per));
-    size_t esz = cattr_dtype_size(c->dt);
+    if (!whole) CX_CHECK(states_per_pass(e, c, p->n_states, &per));
     cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
     double *vals = malloc((size_t)(per * p->n_out + 1) * sizeof *vals);
     cattr_status st = vals ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -446,21 +593,25 @@ static cattr_status run_states(pt_pass *p) {
             continue;
         }
         for (int i = 0; i < c->n && st == CATTR_OK && cnt != have; i++) {
+            /* cnt copies of the batch; a model of the whole batch: the input's own shape (its view's data) */
+            const cattr_tensor *x = whole ? p->c0->x[i] : c->x[i];
             int64_t sh[CATTR_MAX_DIMS];
-            memcpy(sh, c->x[i]->shape, sizeof sh);
-            sh[0] = cnt * c->B;
+            memcpy(sh, x->shape, sizeof sh);
+            if (!whole) sh[0] = cnt * c->B;
             cattr_tensor_free(xs[i]);
-            xs[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, sh);
+            xs[i] = cx_tensor_alloc(x->dtype, x->ndim, sh);
             if (!xs[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         }
         have = cnt;
         for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) {
             char *slot[CX_MAX_IN];
-            for (int i = 0; i < c->n; i++) slot[i] = (char *)xs[i]->data + (size_t)(j * c->x[i]->numel) * esz;
+            for (int i = 0; i < c->n; i++) slot[i] = (char *)xs[i]->data + (size_t)(j * c->x[i]->numel) * in_esz(c, i);
             st = p->fill(p, s0 + j, slot); /* in order even where a part skips the chunk: fills may build on it */
         }
         if (!mine) continue; /* another part's chunk */
-        if (st == CATTR_OK && has_target(c)) { /* only the targets' values come down */
+        if (st == CATTR_OK && whole) {
+            st = whole_values(e, p->c0, p->f, xs, vals);
+        } else if (st == CATTR_OK && has_target(c)) { /* only the targets' values come down */
             st = cx_forward_select(e, c, xs, NULL, cnt, CX_TILE, vals, NULL);
         } else {
             if (st == CATTR_OK) st = cx_forward(e, c, xs, NULL, cnt, CX_TILE, &out);
@@ -485,10 +636,16 @@ typedef struct fa_run {
     bool permute;
     int64_t *perms;   /* replay: the recorded permutations, B each */
     int64_t *perm_at; /* replay: F x n offsets into perms (-1: none) */
-    int64_t *scratch; /* B: a generated permutation */
+    int64_t *scratch; /* the most rows of an input: a generated permutation */
     double *diff;     /* n_out */
     uint64_t seed;
+    const cx_pform *f;            /* the call's form */
+    int64_t aper[CX_MAX_IN];      /* elements of an attribution row of input i (its dims but the first) */
+    int64_t arows[CX_MAX_IN];     /* whole: the rows of ids the attributions take (1, or one per output value) */
 } fa_run;
+
+/* The rows of input i that a permutation permutes: the batch, or (a model of the whole batch) its first dim. */
+static int64_t perm_rows(const fa_run *f, const cx_call *c, int i) { return f->f->whole ? f->f->rows[i] : c->B; }
 
 /* State q: feature q replaced by the baseline (ablation) or by other examples' values (permutation) in every input
  * holding it. */
@@ -496,12 +653,12 @@ static cattr_status fa_fill(pt_pass *p, int64_t q, char *const *slot) {
     fa_run *f = p->user;
     const pt_masks *pm = f->pm;
     const cx_call *c = p->c;
-    size_t esz = cattr_dtype_size(c->dt);
     int64_t B = c->B;
     cx_rng rng;
     if (f->permute && !f->perms) cx_rng_init(&rng, f->seed, PT_STREAM_FP + (uint64_t)q);
-    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->x[i]->data, (size_t)c->x[i]->numel * esz);
+    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->x[i]->data, (size_t)c->x[i]->numel * in_esz(c, i));
     for (int i = 0; i < c->n; i++) {
+        size_t esz = in_esz(c, i);
         if (!(pm->holds[q] & (1u << i))) continue;
         const int64_t *perm = NULL;
         if (f->permute && f->perms) {
@@ -523,17 +680,26 @@ static cattr_status fa_fill(pt_pass *p, int64_t q, char *const *slot) {
     return CATTR_OK;
 }
 
-/* attr[r, element of q] = y0[r] - y[r], in the model-output dtype. */
+/* attr[r, element of q] = y0[r] - y[r], in the model-output dtype. A model of the whole batch (the view: one mask row
+ * over the whole input): every output value r takes row 0 of the input's ids, or row r (arows: one per value). */
 static cattr_status fa_take(pt_pass *p, int64_t q, const double *y) {
     fa_run *f = p->user;
     const pt_masks *pm = f->pm;
     const pt_ref *ref = f->ref;
+    bool whole = f->f->whole;
     for (int64_t r = 0; r < ref->n_out; r++) f->diff[r] = cx_rnd(ref->dt, ref->y[r] - y[r]);
     for (int i = 0; i < pm->n; i++) {
         if (!(pm->holds[q] & (1u << i))) continue;
-        int64_t per = pm->per[i];
+        int64_t per = pm->per[i], ap = f->aper[i];
         for (int64_t t = pm->start[i][q]; t < pm->start[i][q + 1]; t++) {
             int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per, r0, r1;
+            if (whole) { /* k = b * ap + element */
+                int64_t b = ap ? k / ap : 0, el = ap ? k % ap : 0;
+                if (f->arows[i] != 1) cx_tensor_set(f->attr[i], b * ap + el, f->diff[b]);
+                else if (b == 0)
+                    for (int64_t r = 0; r < ref->n_out; r++) cx_tensor_set(f->attr[i], r * ap + el, f->diff[r]);
+                continue;
+            }
             rows_of(pm, i, ref, m, &r0, &r1);
             for (int64_t r = r0; r < r1; r++) cx_tensor_set(f->attr[i], r * per + k, f->diff[r]);
         }
@@ -546,11 +712,11 @@ static cattr_status fa_take(pt_pass *p, int64_t q, const double *y) {
  * input holds that feature); an identity draw is discarded and the next one taken. */
 static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
     const pt_masks *pm = f->pm;
-    int64_t F = pm->F, B = c->B, need = 0, used = 0;
+    int64_t F = pm->F, need = 0, used = 0;
     int64_t k = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
     for (int64_t q = 0; q < F; q++)
-        for (int i = 0; i < pm->n; i++) need += (pm->holds[q] >> i) & 1u;
-    f->perms = malloc((size_t)(need * B + 1) * sizeof *f->perms);
+        for (int i = 0; i < pm->n; i++) need += ((pm->holds[q] >> i) & 1u) * perm_rows(f, c, i);
+    f->perms = malloc((size_t)(need + 1) * sizeof *f->perms);
     f->perm_at = malloc((size_t)(F * pm->n + 1) * sizeof *f->perm_at);
     if (!f->perms || !f->perm_at) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t q0 = 0; q0 < F; q0 += k) {
@@ -559,6 +725,7 @@ static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
         for (int64_t j = 0; j < kc; j++) in_chunk |= pm->holds[q0 + j];
         for (int i = 0; i < pm->n; i++) {
             if (!(in_chunk & (1u << i))) continue;
+            int64_t B = perm_rows(f, c, i);
             for (int64_t j = 0; j < kc; j++) {
                 do { /* an identity draw is thrown away */
                     CX_CHECK(take_perm_draw(c, "fp_batch_permutation", B, f->scratch));
@@ -566,9 +733,9 @@ static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
                 int64_t q = q0 + j;
                 f->perm_at[q * pm->n + i] = -1;
                 if (!(pm->holds[q] & (1u << i))) continue;
-                memcpy(f->perms + used * B, f->scratch, (size_t)B * sizeof *f->perms);
-                f->perm_at[q * pm->n + i] = used * B;
-                used++;
+                memcpy(f->perms + used, f->scratch, (size_t)B * sizeof *f->perms);
+                f->perm_at[q * pm->n + i] = used;
+                used += B;
             }
         }
     }
@@ -576,33 +743,39 @@ static cattr_status fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
 }
 
 /* ---- FeatureAblation and FeaturePermutation as one derived graph --------------------------------------------------
- * With a target (one output value per example), a chunk of states [q0, q0 + cnt) (R = cnt * B rows, state-major)
- * runs as one graph on the backend:
+ * A chunk of states [q0, q0 + cnt) (R = cnt * B rows, state-major) runs as one graph on the backend:
  *   inputs   x_i [B, ...]; src_i [B, ...] (the baselines, or x_i again for the permutation); srow_i [R] (the source
  *            row of each row: r mod B, or the permuted example); the additional inputs; M_i and ord_i [1 or B, ...]
  *            (int64 feature ids, and each element's feature ordinal or -1); mrow_i [R] (the mask row of each row);
  *            rows [R] (r mod B); fid [R] (each row's feature id); tidx [R] (the flat index of the example's target
- *            in its output); y0 [B] (the unperturbed target outputs); q0 [1]; acc_i [B, ...]
+ *            in its output); y0 [N] (the unperturbed outputs); q0 [1]; acc_i [N, ...]
  *   prefix   in_i = WhereId(x_i, src_i, M_i, fid; rows, srow_i, mrow_i)   (the perturbed rows, read in place)
  *   model    on in_i and Gather(a_j, rows)
  *   suffix   y = SeqPick(Reshape(model output, [R, -1, 1]), tidx) as [R]; diff = Gather(y0, rows) - y;
  *            out_i = PlaceRows(acc_i, diff, ord_i, q0); second output y
- * Every element belongs to one feature, so it receives one difference, in the output dtype, as in Captum; y0 comes
- * from the same graph run once with a feature id no mask holds (nothing perturbed, nothing placed). The call uploads
- * the inputs, masks and the whole schedule (with the permutations' draws) once and downloads the attributions once.
+ * Every element belongs to one feature, so it receives one difference, in the output dtype (Captum's attribution
+ * dtype: an int64 output gives int64 attributions), as in Captum; y0 comes from the same graph run once with a
+ * feature id no mask holds (nothing perturbed, nothing placed). The call uploads the inputs (float, or int64 ablated
+ * in their own dtype), masks and the whole schedule (with the permutations' draws) once and downloads the
+ * attributions once.
  * Without a target every output value is attributed (N = n_out values per state, B * values per example): the
  * suffix is y = Reshape(output, [-1]) (cnt * N values), diff = Gather(y0, orows) - y with orows [cnt * N] the value
- * index of each (tidx's slot), acc_i and y0 have N rows (y0 from a host forward pass), and ord_i has 1 row or one per
- * value (its example's). */
+ * index of each (tidx's slot), acc_i and y0 have N rows, and ord_i has 1 row or one per value (its example's).
+ * A model of the whole batch (perturb_forms.h) runs the same graph on the view of the call, one state per run: the
+ * model inputs are its rows (Squeeze), a target is selected in each of the output's rows (tidx per row) and diff is
+ * y0 - y; acc_i and ord_i have the attributions' shape [N, *input.shape[1:]] (ord_i: 1 or N rows); the permutation
+ * permutes each input's own rows (src_i = Gather(x_i, srow_i) on dim 1, srow_i the input's rows per state). */
 /* What a device call holds; kept with the explainer from call to call (buffers reused when large enough). */
 typedef struct fa_dev {
     cx_dbuf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
     cx_dbuf rows, zrows, fid, tidx, y0, q0, acc, y; /* y: a chunk's outputs, for a part of a split call */
     void *accp[CX_MAX_IN];
+    int64_t ord_rows[CX_MAX_IN]; /* rows of ord_i */
 } fa_dev;
 
 typedef struct fa_graph {
     cx_derived core; /* graph, call shape (target: one output per example, SeqPick; else every value), constants, plans */
+    bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int outs[CX_MAX_IN + 1];
     fa_dev d;
 } fa_graph;
@@ -645,6 +818,7 @@ static int fa_emit(cg_graph *g, cg_op op, const char *name, int n, const int *in
 static cattr_status fa_build(cattr_explainer *e, void *state) {
     fa_graph *s = state;
     const cg_graph *m = e->m->g;
+    bool whole = s->whole = cx_pform_building_whole, permute = e->p.method == CATTR_METHOD_FEATURE_PERMUTATION;
     cg_graph *g = NULL;
     int *map = NULL;
     CX_CHECK(cx_derive_new(m, &g, &map));
@@ -656,13 +830,21 @@ static cattr_status fa_build(cattr_explainer *e, void *state) {
         bad |= (v[k] = cg_add_input(g, nm)) < 0;
     }
     int rows = v[FA_ROWS], in_map[2 * CX_MAX_IN];
+    cg_attrs ax1 = cg_attrs_default();
+    ax1.axis = 1;
     for (int i = 0; i < s->core.n && !bad; i++) {
-        in_map[i] = fa_emit(g, CG_WHERE_ID, "__fa_perturbed", 7,
-                            (int[]){v[FA_X(i)], v[FA_SRC(i)], v[FA_M(i)], v[FA_FID], rows, v[FA_SROW(i)], v[FA_MROW(i)]},
-                            NULL);
+        int src = v[FA_SRC(i)], srow = v[FA_SROW(i)];
+        if (whole && permute) { /* the input's own rows permuted (dim 1 of the view) */
+            src = fa_emit(g, CG_GATHER, "__fa_permuted", 2, (int[]){v[FA_X(i)], srow}, &ax1);
+            srow = rows;
+        }
+        int t = fa_emit(g, CG_WHERE_ID, "__fa_perturbed", 7,
+                        (int[]){v[FA_X(i)], src, v[FA_M(i)], v[FA_FID], rows, srow, v[FA_MROW(i)]}, NULL);
+        in_map[i] = cx_pform_model_input(g, whole, t);
         bad |= in_map[i] < 0;
     }
-    for (int j = 0; j < s->core.n_add && !bad; j++) bad |= (in_map[s->core.n + j] = E2(CG_GATHER, "__fa_at", v[FA_ADD(j)], rows)) < 0;
+    for (int j = 0; j < s->core.n_add && !bad; j++)
+        bad |= (in_map[s->core.n + j] = cx_pform_model_input(g, whole, E2(CG_GATHER, "__fa_at", v[FA_ADD(j)], rows))) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -677,7 +859,9 @@ static cattr_status fa_build(cattr_explainer *e, void *state) {
         a.n_ints = 1;
         a.ints[0] = -1;
         int y = fa_emit(g, CG_RESHAPE, "__fa_y", 1, (int[]){ys}, &a);
-        int diff = E2(CG_SUB, "__fa_diff", E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], s->core.target ? rows : v[FA_TIDX]), y);
+        int y0 = whole && s->core.target ? v[FA_Y0] /* one state: the values in order */
+                                         : E2(CG_GATHER, "__fa_y0_rows", v[FA_Y0], s->core.target ? rows : v[FA_TIDX]);
+        int diff = E2(CG_SUB, "__fa_diff", y0, y);
         for (int i = 0; i < s->core.n; i++) {
             s->outs[i] = fa_emit(g, CG_PLACE_ROWS, "__fa_placed", 4, (int[]){v[FA_ACC(i)], diff, v[FA_ORD(i)], v[FA_Q0]},
                                  NULL);
@@ -715,11 +899,23 @@ static void fa_dev_free(fa_dev *d) {
     cx_dbuf_free(&d->y);
 }
 
+cattr_status cx_pform_state(cattr_explainer *e, cx_call *c, bool target, bool whole, size_t size,
+                            cattr_status (*build)(cattr_explainer *e, void *state),
+                            void (*release)(cattr_explainer *e), size_t whole_at, void **state) {
+    if (e->method_state && *(const bool *)((const char *)e->method_state + whole_at) != whole) release(e);
+    cx_pform_building_whole = whole;
+    return cx_derived_state(e, c, target, size, build, release, state);
+}
+#define pt_state cx_pform_state
+
 /* Runs chunk k of cnt states starting at state q0 (k 0: the reference, whose y goes to d->y0; else to yout when not
- * NULL). Rows of state q are at (q + 1) * B in fid and srow (the reference's first). */
-static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, const fa_dev *d, const pt_masks *pm,
-                                 bool permute, int64_t N, int64_t cnt, int64_t q0, int64_t k, void *yout) {
-    bool reference = k == 0;
+ * NULL). Rows of state q are at (q + 1) * B in fid and srow (the reference's first); a model of the whole batch
+ * permutes input i's rows from (q + 1) * rows_i in srow_i. */
+static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, const fa_run *f, const fa_dev *d,
+                                 int64_t N, int64_t cnt, int64_t q0, int64_t k, void *yout) {
+    const pt_masks *pm = f->pm;
+    const cx_pform *pf = f->f;
+    bool reference = k == 0, permute = f->permute;
     int64_t R = cnt * c->B;
     int nd[FA_MAX_IN];
     int64_t sh[FA_MAX_IN][CATTR_MAX_DIMS];
@@ -732,21 +928,31 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
         sh[j][0] = R;
     }
     for (int i = 0; i < s->core.n; i++) {
-        const cattr_tensor *x = c->x[i];
-        int rk[4] = {FA_X(i), FA_SRC(i), FA_ACC(i), FA_M(i)};
-        for (int t = 0; t < 4; t++) {
+        const cattr_tensor *x = c->x[i], *xo = pf->whole ? x : NULL; /* the attributions' shape: the input's own */
+        int rk[3] = {FA_X(i), FA_SRC(i), FA_M(i)};
+        for (int t = 0; t < 3; t++) {
             nd[rk[t]] = x->ndim;
             memcpy(sh[rk[t]], x->shape, sizeof sh[0]);
-            dt[rk[t]] = t < 3 ? c->dt : CATTR_INT64;
+            dt[rk[t]] = t < 2 ? x->dtype : CATTR_INT64;
         }
-        nd[FA_ORD(i)] = x->ndim;
-        memcpy(sh[FA_ORD(i)], x->shape, sizeof sh[0]);
+        int and = pf->whole ? xo->ndim - 1 : x->ndim;
+        const int64_t *ash = pf->whole ? xo->shape + 1 : x->shape; /* [rows, *attribution row shape] */
+        nd[FA_ORD(i)] = nd[FA_ACC(i)] = and;
+        memcpy(sh[FA_ORD(i)], ash, (size_t)and * sizeof(int64_t));
+        memcpy(sh[FA_ACC(i)], ash, (size_t)and * sizeof(int64_t));
         sh[FA_M(i)][0] = pm->rows[i];
-        sh[FA_ORD(i)][0] = s->core.target || pm->rows[i] == 1 ? pm->rows[i] : N;
+        sh[FA_ORD(i)][0] = d->ord_rows[i];
         sh[FA_ACC(i)][0] = N;
+        dt[FA_ACC(i)] = f->ref->dt;
         in[FA_X(i)] = d->x[i].p;
         in[FA_SRC(i)] = permute ? d->x[i].p : d->src[i].p;
-        in[FA_SROW(i)] = permute ? (char *)d->srow[i].p + idx_off : d->rows.p;
+        if (permute && pf->whole) { /* the input's rows, permuted per state */
+            int64_t ri = pf->rows[i];
+            sh[FA_SROW(i)][0] = ri;
+            in[FA_SROW(i)] = (char *)d->srow[i].p + (size_t)(reference ? 0 : (q0 + 1) * ri) * sizeof(int64_t);
+        } else {
+            in[FA_SROW(i)] = permute ? (char *)d->srow[i].p + idx_off : d->rows.p;
+        }
         in[FA_M(i)] = d->mask[i].p;
         in[FA_ORD(i)] = d->ord[i].p;
         in[FA_MROW(i)] = pm->rows[i] == 1 ? d->zrows.p : d->rows.p;
@@ -761,9 +967,10 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     in[FA_ROWS] = d->rows.p;
     in[FA_FID] = (char *)d->fid.p + idx_off;
     in[FA_TIDX] = d->tidx.p;
-    if (!s->core.target) sh[FA_TIDX][0] = cnt * N; /* the value index of every output value */
+    if (!s->core.target) sh[FA_TIDX][0] = cnt * N;    /* the value index of every output value */
+    else if (pf->whole) sh[FA_TIDX][0] = pf->osh[0]; /* the target of each output row */
     sh[FA_Y0][0] = N;
-    dt[FA_Y0] = c->dt;
+    dt[FA_Y0] = f->ref->dt;
     in[FA_Y0] = d->y0.p;
     sh[FA_Q0][0] = 1;
     in[FA_Q0] = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
@@ -771,29 +978,37 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     cx_plan *p = NULL;
     CX_CHECK(cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->core.n + 1, &p));
+    if (cx_view_numel(cx_plan_view(p, s->outs[s->core.n])) != cnt * N)
+        return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for %lld perturbed copies of the inputs; "
+                       "expected %lld per copy", (long long)cx_view_numel(cx_plan_view(p, s->outs[s->core.n])),
+                       (long long)cnt, (long long)N);
     return cx_run_plan_dev(e, p, NULL, in, NULL, out);
 }
 
-/* FeatureAblation / FeaturePermutation on the backend (see above); without a target f->ref holds the unperturbed
- * output values. */
+/* FeatureAblation / FeaturePermutation on the backend (see above). */
 static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks *pm, fa_run *f, cattr_tensor **attr) {
+    const cx_pform *pf = f->f;
     fa_graph *s = NULL;
     cattr_tensor *seed = NULL;
-    bool target = has_target(c);
-    int64_t B = c->B, F = pm->F, per = 1, N = target ? B : f->ref->n_out, per_row = B ? N / B : 0;
+    bool target = has_target(c), whole = pf->whole;
+    cattr_dtype odt = f->ref->dt;
+    int64_t B = c->B, F = pm->F, per = 1, N = f->ref->n_out, per_row = !whole && B ? N / B : 0;
     int64_t *ord2id = NULL, *buf = NULL;
-    cattr_status st = cx_derived_state(e, c, has_target(c), sizeof *s, fa_build, fa_release, (void **)&s);
+    cattr_status st = pt_state(e, c, target, whole, sizeof *s, fa_build, fa_release, offsetof(fa_graph, whole),
+                               (void **)&s);
     fa_dev *dp = s ? &s->d : NULL;
-    if (st == CATTR_OK) st = states_per_pass(e, c, F > 0 ? F : 1, &per);
-    if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
+    if (st == CATTR_OK && !whole) st = states_per_pass(e, c, F > 0 ? F : 1, &per);
+    if (st == CATTR_OK && target && !whole) st = cx_seed_block(e, c, &seed);
     int64_t n_chunks = F > 0 ? (F + per - 1) / per : 0;
     int64_t rmax = (per > 1 ? per : 1) * B, n_sched = (F + 1) * B; /* fid, srow: the reference's rows, then states' */
     int64_t omax = (per > 1 ? per : 1) * N; /* output values per chunk */
     int64_t n_buf = n_sched > rmax ? n_sched : rmax;
     if (omax > n_buf) n_buf = omax;
+    if (whole && pf->osh[0] > n_buf) n_buf = pf->osh[0];
     for (int i = 0; i < c->n; i++) {
         if (pm->rows[i] * pm->per[i] > n_buf) n_buf = pm->rows[i] * pm->per[i];
-        if (!target && N * pm->per[i] > n_buf) n_buf = N * pm->per[i];
+        if (N * f->aper[i] > n_buf) n_buf = N * f->aper[i];
+        if (whole && (F + 1) * pf->rows[i] > n_buf) n_buf = (F + 1) * pf->rows[i];
     }
     if (st == CATTR_OK) {
         ord2id = malloc((size_t)(F + 1) * sizeof *ord2id);
@@ -817,21 +1032,30 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         if (pm->dense) ord2id[q] = q;
         else ord2id[pm->by_id[2 * q + 1]] = pm->by_id[2 * q];
     }
-    size_t es = cattr_dtype_size(c->dt);
+    size_t eo = cattr_dtype_size(odt);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t nm = pm->rows[i] * pm->per[i];
-        st = cx_dbuf_fit(e->be, &dp->x[i], (size_t)c->x[i]->numel * es, c->x_dev[i] ? NULL : c->x[i]->data, false);
+        size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
+        st = cx_dbuf_fit(e->be, &dp->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false);
         if (st == CATTR_OK && c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
-            st = cx_copy_dev(e->be, dp->x[i].p, c->x_dev[i], (size_t)c->x[i]->numel * es);
-        if (st == CATTR_OK && !f->permute) st = cx_dbuf_fit(e->be, &dp->src[i], (size_t)c->x[i]->numel * es, c->base[i]->data, false);
+            st = cx_copy_dev(e->be, dp->x[i].p, c->x_dev[i], xb);
+        if (st == CATTR_OK && !f->permute) st = cx_dbuf_fit(e->be, &dp->src[i], xb, c->base[i]->data, false);
         if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
-        for (int64_t k = 0; k < nm && st == CATTR_OK; k++) buf[k] = feature_of(pm, pm->ids[i][k]);
-        if (st == CATTR_OK && !target && pm->rows[i] != 1) { /* one row per output value: its example's */
-            int64_t pi = pm->per[i];
-            for (int64_t o = N - 1; o >= 0; o--) memmove(buf + o * pi, buf + (o / per_row) * pi, (size_t)pi * sizeof *buf);
-            nm = N * pi;
+        /* the ordinals of the attributions' elements: one row, or one per output value */
+        int64_t ap = f->aper[i], orows = 1;
+        if (whole) { /* the input's ids in its own layout; row 0, or row r for output value r */
+            orows = f->arows[i];
+            for (int64_t k = 0; k < orows * ap && st == CATTR_OK; k++) buf[k] = feature_of(pm, pm->ids[i][k]);
+        } else {
+            for (int64_t k = 0; k < nm && st == CATTR_OK; k++) buf[k] = feature_of(pm, pm->ids[i][k]);
+            orows = pm->rows[i];
+            if (st == CATTR_OK && !target && pm->rows[i] != 1) { /* one row per output value: its example's */
+                for (int64_t o = N - 1; o >= 0; o--) memmove(buf + o * ap, buf + (o / per_row) * ap, (size_t)ap * sizeof *buf);
+                orows = N;
+            }
         }
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->ord[i], (size_t)nm * sizeof *buf, buf, false);
+        dp->ord_rows[i] = orows;
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->ord[i], (size_t)(orows * ap) * sizeof *buf, buf, false);
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
         st = cx_dbuf_fit(e->be, &dp->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype), c->add[j]->data, false);
@@ -843,8 +1067,10 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     if (st == CATTR_OK && !target) {
         for (int64_t r = 0; r < omax; r++) buf[r] = r % N;
         st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)omax * sizeof *buf, buf, false);
-    }
-    if (st == CATTR_OK && target) {
+    } else if (st == CATTR_OK && whole) { /* the target of each output row */
+        st = cx_pform_target_rows(pf, c, buf);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)pf->osh[0] * sizeof *buf, buf, false);
+    } else if (st == CATTR_OK) {
         cx_target_rows(seed, B, rmax, buf);
         st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
@@ -858,76 +1084,71 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         st = cx_dbuf_fit(e->be, &dp->q0, (size_t)(n_chunks + 1) * sizeof *buf, buf, false);
     }
     for (int i = 0; i < c->n && st == CATTR_OK && f->permute; i++) { /* the source rows of every state's rows */
-        for (int64_t b = 0; b < B; b++) buf[b] = b;
+        int64_t Bi = perm_rows(f, c, i), ns = (F + 1) * Bi;
+        for (int64_t b = 0; b < Bi; b++) buf[b] = b;
         for (int64_t q = 0; q < F; q++) {
             const int64_t *perm = NULL;
             if (f->perms && (pm->holds[q] & (1u << i))) perm = f->perms + f->perm_at[q * pm->n + i];
-            for (int64_t b = 0; b < B; b++) buf[(q + 1) * B + b] = perm ? perm[b] : b;
+            for (int64_t b = 0; b < Bi; b++) buf[(q + 1) * Bi + b] = perm ? perm[b] : b;
             if (f->perms) continue;
             /* generated: per state, one permutation for each input holding the feature, in input order */
             cx_rng rng;
             cx_rng_init(&rng, f->seed, PT_STREAM_FP + (uint64_t)q);
             for (int k = 0; k <= i; k++) {
                 if (!(pm->holds[q] & (1u << k))) continue;
+                int64_t Bk = perm_rows(f, c, k);
                 do {
-                    cx_rng_permutation(&rng, B, f->scratch);
-                } while (is_identity(f->scratch, B));
-                if (k == i) memcpy(buf + (q + 1) * B, f->scratch, (size_t)B * sizeof *buf);
+                    cx_rng_permutation(&rng, Bk, f->scratch);
+                } while (is_identity(f->scratch, Bk));
+                if (k == i) memcpy(buf + (q + 1) * Bi, f->scratch, (size_t)Bi * sizeof *buf);
             }
         }
-        st = cx_dbuf_fit(e->be, &dp->srow[i], (size_t)n_sched * sizeof *buf, buf, false);
+        st = cx_dbuf_fit(e->be, &dp->srow[i], (size_t)ns * sizeof *buf, buf, false);
     }
     size_t acc_bytes = 0;
-    for (int i = 0; i < c->n; i++) acc_bytes += ((size_t)(N * pm->per[i]) * es + 63) / 64 * 64;
+    for (int i = 0; i < c->n; i++) acc_bytes += ((size_t)(N * f->aper[i]) * eo + 63) / 64 * 64;
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->acc, acc_bytes, NULL, true);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->y0, (size_t)N * es, NULL, true);
+    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->y0, (size_t)N * eo, NULL, true);
     size_t off = 0;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         dp->accp[i] = (char *)dp->acc.p + off;
-        off += ((size_t)(N * pm->per[i]) * es + 63) / 64 * 64;
+        off += ((size_t)(N * f->aper[i]) * eo + 63) / 64 * 64;
     }
-    if (st == CATTR_OK && target) {
-        st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, 1, 0, 0, NULL);
-    } else if (st == CATTR_OK) { /* the unperturbed values of the host's forward pass, in the compute dtype */
-        cattr_tensor *y0 = cx_tensor_alloc(c->dt, 1, &N);
-        if (!y0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int64_t o = 0; o < N && st == CATTR_OK; o++) cx_tensor_set(y0, o, f->ref->y[o]);
-        if (st == CATTR_OK) st = cx_copy_in(e->be, dp->y0.p, y0->data, (size_t)N * es);
-        cattr_tensor_free(y0);
-    }
+    /* the unperturbed outputs: the graph run with a feature id no mask holds (nothing perturbed, nothing placed) */
+    if (st == CATTR_OK) st = fa_run_chunk(e, s, c, f, dp, N, 1, 0, 0, NULL);
     /* split into parts (split.c): a part runs its chunks and keeps their outputs; combining places the parts'
-     * outputs on the host as the host path does (fa_take: y0 - y in the compute dtype, the same subtraction) */
+     * outputs on the host as the host path does (fa_take: y0 - y in the output dtype, the same subtraction) */
     cx_vsplit v;
     memset(&v, 0, sizeof v);
     double *vals = NULL;
     cattr_tensor *yt = NULL;
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, F, per, N, &v);
     if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE) {
-        int64_t len = omax;
-        vals = malloc((size_t)(omax + 1) * sizeof *vals);
-        yt = cx_tensor_alloc(c->dt, 1, &len);
+        int64_t len = omax > N ? omax : N;
+        vals = malloc((size_t)(len + 1) * sizeof *vals);
+        yt = cx_tensor_alloc(odt, 1, &len);
         if (!vals || !yt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_dbuf_fit(e->be, &dp->y, (size_t)omax * es, NULL, false);
-        if (st == CATTR_OK && v.mode == CX_VSPLIT_COMBINE && target) { /* the reference outputs, for fa_take */
+        if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_dbuf_fit(e->be, &dp->y, (size_t)omax * eo, NULL, false);
+        if (st == CATTR_OK && v.mode == CX_VSPLIT_COMBINE) { /* the reference outputs, for fa_take */
             free(f->ref->y);
             f->ref->y = malloc((size_t)(N + 1) * sizeof *f->ref->y);
             if (!f->ref->y) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            if (st == CATTR_OK) st = cx_copy_out(e->be, yt->data, dp->y0.p, (size_t)N * es);
+            if (st == CATTR_OK) st = cx_copy_out(e->be, yt->data, dp->y0.p, (size_t)N * eo);
             for (int64_t o = 0; o < N && st == CATTR_OK; o++) f->ref->y[o] = cx_tensor_get(yt, o);
         }
     }
     for (int64_t k = 0; k < n_chunks && st == CATTR_OK; k++) {
         int64_t q0 = k * per, cnt = F - q0 < per ? F - q0 : per;
         if (cx_vsplit_mine(&v, k)) {
-            st = fa_run_chunk(e, s, c, dp, pm, f->permute, N, cnt, q0, k + 1, v.mode == CX_VSPLIT_PART ? dp->y.p : NULL);
+            st = fa_run_chunk(e, s, c, f, dp, N, cnt, q0, k + 1, v.mode == CX_VSPLIT_PART ? dp->y.p : NULL);
             if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) {
-                st = cx_copy_out(e->be, yt->data, dp->y.p, (size_t)(cnt * N) * es);
+                st = cx_copy_out(e->be, yt->data, dp->y.p, (size_t)(cnt * N) * eo);
                 for (int64_t o = 0; o < cnt * N && st == CATTR_OK; o++) vals[o] = cx_tensor_get(yt, o);
                 if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * N);
             }
         } else if (v.mode == CX_VSPLIT_COMBINE) {
             st = cx_vsplit_get(&v, k, vals, cnt * N);
-            pt_pass p = {e, c, F, N, fa_fill, fa_take, f};
+            pt_pass p = {e, c, F, N, fa_fill, fa_take, f, pf, NULL};
             for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = fa_take(&p, q0 + j, vals + j * N);
         } else {
             continue;
@@ -936,7 +1157,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     }
     st = cx_vsplit_end(&v, st);
     for (int i = 0; i < c->n && st == CATTR_OK && v.mode == CX_VSPLIT_NONE; i++) {
-        size_t bytes = (size_t)attr[i]->numel * es;
+        size_t bytes = (size_t)attr[i]->numel * eo;
         if (c->attr_dev[i]) { /* the caller takes them on the backend (cx_call.attr_dev) */
             st = cx_copy_dev(e->be, c->attr_dev[i], dp->accp[i], bytes);
             cattr_tensor_free(attr[i]);
@@ -953,53 +1174,106 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     return st;
 }
 
-static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool permute) {
+/* FeaturePermutation: Captum skips a feature group held by an input of fewer than 2 rows (it cannot be permuted):
+ * its attributions stay 0. Drops those features (the others keep their order) and groups the positions anew;
+ * *dropped: how many. */
+static cattr_status features_drop_unpermutable(pt_masks *pm, const int64_t *rows, int64_t *dropped) {
+    uint32_t small = 0;
+    *dropped = 0;
+    for (int i = 0; i < pm->n; i++)
+        if (rows[i] < 2) small |= 1u << i;
+    if (!small || pm->F == 0) return CATTR_OK;
+    int64_t *nord = malloc((size_t)(pm->F + 1) * sizeof *nord), nf = 0, kept = 0;
+    if (!nord) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t q = 0; q < pm->F; q++) nord[q] = pm->holds[q] & small ? -1 : nf++;
+    for (int64_t k = 0; k < pm->F; k++) /* by_id stays ascending by id */
+        if (nord[pm->by_id[2 * k + 1]] >= 0) {
+            pm->by_id[2 * kept] = pm->by_id[2 * k];
+            pm->by_id[2 * kept + 1] = nord[pm->by_id[2 * k + 1]];
+            kept++;
+        }
+    free(nord);
+    *dropped = pm->F - nf;
+    pm->F = nf;
+    for (int i = 0; i < CX_MAX_IN; i++) {
+        free(pm->start[i]);
+        free(pm->pos[i]);
+        pm->start[i] = pm->pos[i] = NULL;
+    }
+    free(pm->holds);
+    pm->holds = NULL;
+    return masks_index(pm);
+}
+
+static cattr_status ablation_attribute(cattr_explainer *e, cx_call *c0, cattr_tensor **attr, bool permute) {
     pt_masks pm;
     pt_ref ref;
     fa_run f;
+    cx_pform pf;
     memset(&f, 0, sizeof f);
     memset(&ref, 0, sizeof ref);
-    cattr_status st = masks_load(c, &pm);
+    memset(&pm, 0, sizeof pm);
+    cattr_status st = cx_pform_get(e, c0, true, false, &pf);
+    if (st != CATTR_OK) return st;
+    cx_call *c = pf.whole ? &pf.v : c0; /* a model of the whole batch: its view (perturb_forms.h) */
+    st = masks_load(c, &pf, &pm);
     if (st == CATTR_OK) st = features_first_seen(&pm);
     if (st == CATTR_OK) st = masks_index(&pm);
-    /* the graph on the backend (above); without a target when the output dtype is the compute dtype */
-    bool device = has_target(c);
-    if (st == CATTR_OK && device) { /* the attributions' shape and dtype are the inputs' */
-        ref.dt = c->dt;
-        ref.n_out = c->B;
-        ref.per_row = 1;
-    } else if (st == CATTR_OK) {
-        st = reference_output(e, c, c->x, &ref);
-        device = st == CATTR_OK && ref.dt == c->dt && c->B > 0 && ref.n_out % c->B == 0;
+    int64_t rows[CX_MAX_IN], max_rows = c->B, dropped = 0;
+    for (int i = 0; i < c->n; i++) {
+        rows[i] = pf.whole ? pf.rows[i] : c->B;
+        if (rows[i] > max_rows) max_rows = rows[i];
     }
+    if (st == CATTR_OK && permute) st = features_drop_unpermutable(&pm, rows, &dropped);
+    if (st == CATTR_OK && dropped) /* Captum skips the feature groups of an input below 2 rows */
+        cx_log(CATTR_LOG_WARN, "FeaturePermutation permutes an input's rows: %lld feature group%s of an input with "
+                               "fewer than 2 rows keep%s attribution 0", (long long)dropped, dropped == 1 ? "" : "s",
+               dropped == 1 ? "s its" : " their");
+    /* the attributions: [N, *input.shape[1:]] in the model output's dtype (Captum's) */
+    ref.dt = pf.odt;
+    ref.n_out = pf.n_sel;
+    ref.per_row = !pf.whole && c->B ? ref.n_out / c->B : 0;
     int64_t lead = ref.n_out;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = alloc_attr(ref.dt, 1, &lead, c->x[i], &attr[i]);
-    bool skip = permute && c->B < 2;
-    if (st == CATTR_OK && skip) /* Captum skips every feature group of a batch below 2: all attributions stay 0 */
-        cx_log(CATTR_LOG_WARN, "FeaturePermutation needs a batch of at least 2 examples (got %lld): every "
-                               "attribution is 0", (long long)c->B);
-    if (st == CATTR_OK && !skip) {
+    for (int i = 0; i < c0->n && st == CATTR_OK; i++) {
+        st = alloc_attr(ref.dt, 1, &lead, c0->x[i], &attr[i]);
+        f.aper[i] = example_numel(c0->x[i]);
+        f.arows[i] = 1;
+        if (st == CATTR_OK && pf.whole) st = cx_pform_id_rows(&pf, i, pm.ids[i], f.aper[i], ref.n_out, &f.arows[i]);
+    }
+    if (st == CATTR_OK && ref.n_out > 0 && pm.F > 0) {
         f.pm = &pm;
         f.ref = &ref;
         f.attr = attr;
         f.permute = permute;
         f.seed = e->p.seed;
-        f.scratch = malloc((size_t)(c->B + 1) * sizeof *f.scratch);
+        f.f = &pf;
+        f.scratch = malloc((size_t)(max_rows + 1) * sizeof *f.scratch);
         f.diff = malloc((size_t)(ref.n_out + 1) * sizeof *f.diff);
         if (!f.scratch || !f.diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK && permute && replaying(c)) st = fp_replay_perms(e, c, &f);
-        pt_pass p = {e, c, pm.F, ref.n_out, fa_fill, fa_take, &f};
-        if (st == CATTR_OK && !(device && has_target(c) && !permute) && (c->x_dev[0] || c->attr_dev[0]))
-            st = cx_fail(CATTR_ERR_INTERNAL, "FeatureAblation takes backend inputs only with a target, on the backend");
-        if (st == CATTR_OK && device) st = fa_on_device(e, c, &pm, &f, attr);
-        else if (st == CATTR_OK) st = run_states(&p);
+        if (st == CATTR_OK && (c->x_dev[0] || c->attr_dev[0]) && (permute || !has_target(c)))
+            st = cx_fail(CATTR_ERR_INTERNAL, "FeatureAblation takes backend inputs only with a target");
+        if (st == CATTR_OK) st = fa_on_device(e, c, &pm, &f, attr);
+    } else if (st == CATTR_OK) { /* nothing to perturb or nothing to attribute: every attribution is 0 */
+        for (int i = 0; i < c->n && st == CATTR_OK; i++)
+            if (c->attr_dev[i]) {
+                st = cx_zero(e->be, c->attr_dev[i], (size_t)attr[i]->numel * cattr_dtype_size(attr[i]->dtype));
+                cattr_tensor_free(attr[i]);
+                attr[i] = NULL;
+            }
     }
+    if (st != CATTR_OK)
+        for (int i = 0; i < c0->n; i++) {
+            cattr_tensor_free(attr[i]);
+            attr[i] = NULL;
+        }
     free(f.perms);
     free(f.perm_at);
     free(f.scratch);
     free(f.diff);
     free(ref.y);
     masks_free(&pm);
+    cx_pform_free(&pf);
     return st;
 }
 
@@ -1038,11 +1312,22 @@ typedef struct occ_run {
     double *diff;
 } occ_run;
 
-static cattr_status occ_setup(const cattr_explainer *e, const cx_call *c, occ_run *o) {
+/* The windows of every input (c: the call itself). A model of the whole batch (f whole) runs on the view of the
+ * call, whose example is the whole input: its windows get a leading dim over the input's rows (window and size the
+ * rows, stride 1: one position), so that each box covers its elements in every row. */
+static cattr_status occ_setup(const cattr_explainer *e, const cx_call *c, const cx_pform *f, occ_run *o) {
     char s1[128], s2[128];
     int64_t first = 0;
     if (c->user && c->user->feature_masks)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "Occlusion takes sliding windows, not feature masks");
+    for (int i = c->n; i < CATTR_MAX_INPUTS; i++) { /* one window (and strides) per input, as Captum asserts */
+        if (e->p.sliding_window_ndim[i] != 0)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a sliding window is given for input %d, but the call has %d "
+                           "input%s: give one sliding window per input", i, c->n, c->n == 1 ? "" : "s");
+        if (e->p.strides_ndim[i] > 0)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "strides are given for input %d, but the call has %d input%s: "
+                           "give one int, or strides per input", i, c->n, c->n == 1 ? "" : "s");
+    }
     for (int i = 0; i < c->n; i++) {
         occ_input *w = &o->in[i];
         const cattr_tensor *x = c->x[i];
@@ -1071,6 +1356,15 @@ static cattr_status occ_setup(const cattr_explainer *e, const cx_call *c, occ_ru
             w->shift[d] = (w->dim[d] - w->win[d] + w->stride[d] - 1) / w->stride[d] + 1;
             w->P *= w->shift[d];
             if (w->P > INT32_MAX) return cx_fail(CATTR_ERR_UNSUPPORTED, "input %d has too many windows", i);
+        }
+        if (f->whole) { /* the leading dim of the view: every row, one position */
+            memmove(w->dim + 1, w->dim, (size_t)w->nd * sizeof *w->dim);
+            memmove(w->win + 1, w->win, (size_t)w->nd * sizeof *w->win);
+            memmove(w->stride + 1, w->stride, (size_t)w->nd * sizeof *w->stride);
+            memmove(w->shift + 1, w->shift, (size_t)w->nd * sizeof *w->shift);
+            w->dim[0] = w->win[0] = x->shape[0];
+            w->stride[0] = w->shift[0] = 1;
+            w->nd++;
         }
         w->first = first;
         first += w->P;
@@ -1112,11 +1406,11 @@ static void occ_window(const occ_run *o, int n_in, int64_t g, int *in, int64_t *
 static cattr_status occ_fill(pt_pass *p, int64_t g, char *const *slot) {
     occ_run *o = p->user;
     const cx_call *c = p->c;
-    size_t esz = cattr_dtype_size(c->dt);
     int i;
     int64_t nb;
-    for (int t = 0; t < c->n; t++) memcpy(slot[t], c->x[t]->data, (size_t)c->x[t]->numel * esz);
+    for (int t = 0; t < c->n; t++) memcpy(slot[t], c->x[t]->data, (size_t)c->x[t]->numel * in_esz(c, t));
     occ_window(o, c->n, g, &i, o->box, &nb);
+    size_t esz = in_esz(c, i);
     int64_t per = example_numel(c->x[i]);
     for (int64_t t = 0; t < nb; t++)
         for (int64_t b = 0; b < c->B; b++) copy_el(slot[i], b * per + o->box[t], c->base[i]->data, b * per + o->box[t], esz);
@@ -1172,6 +1466,7 @@ static cattr_status occ_take(pt_pass *p, int64_t g, const double *y) {
  * Captum's order, as on the host path. */
 typedef struct occ_graph {
     cx_derived core; /* graph, call shape, constants, plans */
+    bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int n_in, y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
     cx_dbuf map[CX_MAX_IN], thr[CX_MAX_IN], zero;
@@ -1199,6 +1494,7 @@ static void occ_release(cattr_explainer *e) {
  * one input). */
 static cattr_status occ_build(cattr_explainer *e, void *state) {
     occ_graph *s = state;
+    bool whole = s->whole = cx_pform_building_whole;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
@@ -1256,10 +1552,12 @@ static cattr_status occ_build(cattr_explainer *e, void *state) {
                                  (int[]){i_x[i], prev, mp, th, i_rows, brow, i_zero}, 7, &le);
             bad |= t < 0;
         }
-        in_map[i] = t;
+        in_map[i] = cx_pform_model_input(g, whole, t);
+        bad |= in_map[i] < 0;
     }
     for (int j = 0; j < s->core.n_add && !bad; j++)
-        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__occ_at", (int[]){i_add[j], i_rows}, 2, &a0)) < 0;
+        bad |= (in_map[s->core.n + j] = cx_pform_model_input(
+                    g, whole, cg_emit(g, CG_GATHER, "__occ_at", (int[]){i_add[j], i_rows}, 2, &a0))) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -1290,18 +1588,23 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     cattr_explainer *e = p->e;
     cx_call *c = p->c;
     if (p->n_states <= 0) return CATTR_OK;
-    bool target = has_target(c);
+    bool target = has_target(c), whole = p->f->whole;
     occ_graph *s = NULL;
-    CX_CHECK(cx_derived_state(e, c, target, sizeof *s, occ_build, occ_release, (void **)&s));
+    CX_CHECK(pt_state(e, c, target, whole, sizeof *s, occ_build, occ_release, offsetof(occ_graph, whole), (void **)&s));
     int64_t per = 1, B = c->B;
-    cattr_status st = states_per_pass(e, c, p->n_states, &per);
+    cattr_status st = whole ? CATTR_OK : states_per_pass(e, c, p->n_states, &per);
     int64_t rmax = per * B, nbuf = 2 * CATTR_MAX_DIMS * rmax;
     for (int i = 0; i < c->n; i++)
         if (2 * OCC_ND(s, i) * example_numel(c->x[i]) > nbuf) nbuf = 2 * OCC_ND(s, i) * example_numel(c->x[i]);
+    if (whole && p->f->ond && p->f->osh[0] > nbuf) nbuf = p->f->osh[0];
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
     if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target, per * p->n_out);
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
+    if (st == CATTR_OK && target && whole) { /* the target of each row of the output */
+        st = cx_pform_target_rows(p->f, p->c0, buf);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
+    }
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t pe = example_numel(c->x[i]), nd = OCC_ND(s, i);
         for (int64_t k = 0; k < pe && st == CATTR_OK; k++) { /* coordinates of every element, first dim slowest */
@@ -1365,7 +1668,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             memcpy(sh[kb], x->shape, sizeof sh[0]);
             memcpy(sh[km], x->shape, sizeof sh[0]);
             sh[km][0] = 2 * OCC_ND(s, i);
-            dt[kx] = dt[kb] = c->dt;
+            dt[kx] = dt[kb] = x->dtype;
             nd[kt] = 2;
             sh[kt][0] = 2 * OCC_ND(s, i);
             sh[kt][1] = R;
@@ -1385,6 +1688,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
         in[kr] = s->cd.rows.p;
         in[kr + 1] = s->zero.p;
         if (target) in[kr + 2] = s->cd.tidx.p;
+        if (target && whole) sh[kr + 2][0] = p->f->osh[0];
         if (st == CATTR_OK)
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
@@ -1396,15 +1700,39 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     return st;
 }
 
-static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
+/* The unperturbed outputs of inputs xs (the call's own shapes: its inputs, or its baselines) as ref: target-selected
+ * (or every value); a model of the whole batch: its n_sel values, shape [O0] with a target, else the output's. */
+static cattr_status pt_reference(cattr_explainer *e, cx_call *c0, const cx_pform *f, cattr_tensor *const *xs,
+                                 pt_ref *ref) {
+    if (!f->whole) return reference_output(e, c0, xs, ref);
+    memset(ref, 0, sizeof *ref);
+    ref->n_out = f->n_sel;
+    ref->dt = f->odt;
+    if (has_target(c0)) {
+        ref->ndim = 1;
+        ref->shape[0] = f->osh[0];
+    } else {
+        ref->ndim = f->ond;
+        memcpy(ref->shape, f->osh, sizeof ref->shape);
+    }
+    ref->y = malloc((size_t)(ref->n_out + 1) * sizeof *ref->y);
+    if (!ref->y) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    return whole_values(e, c0, f, xs, ref->y);
+}
+
+static cattr_status occlusion(cattr_explainer *e, cx_call *c0, cattr_tensor **attr, cattr_tensor **delta) {
     (void)delta;
     occ_run o;
     pt_ref ref;
+    cx_pform pf;
     memset(&o, 0, sizeof o);
     memset(&ref, 0, sizeof ref);
     int64_t max_box = 1;
-    cattr_status st = occ_setup(e, c, &o);
-    if (st == CATTR_OK) st = reference_output(e, c, c->x, &ref);
+    cattr_status st = cx_pform_get(e, c0, true, false, &pf);
+    if (st != CATTR_OK) return st;
+    cx_call *c = pf.whole ? &pf.v : c0; /* a model of the whole batch: its view (perturb_forms.h) */
+    st = occ_setup(e, c0, &pf, &o);
+    if (st == CATTR_OK) st = pt_reference(e, c0, &pf, c0->x, &ref);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t per = example_numel(c->x[i]), nb = 1;
         for (int d = 0; d < o.in[i].nd; d++) nb *= o.in[i].win[d];
@@ -1419,7 +1747,7 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **att
     }
     if (st == CATTR_OK) {
         o.ref = &ref;
-        o.chunk = e->p.perturbations_per_eval > 0 ? e->p.perturbations_per_eval : 1;
+        o.chunk = e->p.perturbations_per_eval > 0 && !pf.whole ? e->p.perturbations_per_eval : 1;
         o.box = malloc((size_t)max_box * sizeof *o.box);
         o.diff = malloc((size_t)(ref.n_out + 1) * sizeof *o.diff);
         if (!o.box || !o.diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -1430,18 +1758,19 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **att
         occ_window(&o, c->n, g, &i, o.box, &nb);
         for (int64_t t = 0; t < nb; t++) o.weight[i][o.box[t]] += 1;
     }
-    pt_pass p = {e, c, o.G, ref.n_out, occ_fill, occ_take, &o};
-    bool device = c->B > 0 && ref.dt == c->dt;
+    pt_pass p = {e, c, o.G, ref.n_out, occ_fill, occ_take, &o, &pf, c0};
+    bool device = c->B > 0 && ref.n_out > 0;
     for (int i = 0; i < c->n; i++) device &= o.in[i].nd > 0; /* windows over at least one dim */
     if (st == CATTR_OK && device) st = occ_run_states(&p, &o);
-    else if (st == CATTR_OK && (st = cx_inputs_to_host(e, c)) == CATTR_OK) st = run_states(&p); /* the host route */
+    else if (st == CATTR_OK && ref.n_out > 0 && (st = cx_inputs_to_host(e, c)) == CATTR_OK) st = run_states(&p); /* the host route */
     int64_t lead = ref.n_out;
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* total.float() / weight */
-        st = alloc_attr(c->dt, 1, &lead, c->x[i], &attr[i]);
-        int64_t per = example_numel(c->x[i]);
+    for (int i = 0; i < c0->n && st == CATTR_OK; i++) { /* total.float() / weight */
+        st = alloc_attr(c->dt, 1, &lead, c0->x[i], &attr[i]);
+        /* a model of the whole batch: the elements of the first row of the view (every row's are the same) */
+        int64_t per = example_numel(c0->x[i]), vper = example_numel(c->x[i]);
         for (int64_t r = 0; r < ref.n_out && st == CATTR_OK; r++)
             for (int64_t k = 0; k < per; k++) {
-                float tot = (float)o.total[i][r * per + k];
+                float tot = (float)o.total[i][r * vper + k];
                 cx_tensor_set(attr[i], r * per + k, (double)(float)((double)tot / o.weight[i][k]));
             }
     }
@@ -1455,6 +1784,7 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c, cattr_tensor **att
     free(o.box);
     free(o.diff);
     free(ref.y);
+    cx_pform_free(&pf);
     return st;
 }
 
@@ -1477,9 +1807,9 @@ typedef struct sv_run {
 
 /* Puts the inputs' values of feature f into the B-row state dst (the feature is "added"). */
 static void add_feature(const pt_masks *pm, const cx_call *c, int64_t f, char *const *dst) {
-    size_t esz = cattr_dtype_size(c->dt);
     for (int i = 0; i < c->n; i++) {
         if (!(pm->holds[f] & (1u << i))) continue;
+        size_t esz = in_esz(c, i);
         int64_t per = pm->per[i];
         for (int64_t t = pm->start[i][f]; t < pm->start[i][f + 1]; t++) {
             int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per;
@@ -1503,11 +1833,10 @@ static void sv_accumulate(sv_run *s, int64_t f, const double *after, const doubl
 static cattr_status svs_fill(pt_pass *p, int64_t s, char *const *slot) {
     sv_run *sv = p->user;
     const cx_call *c = p->c;
-    size_t esz = cattr_dtype_size(c->dt);
     if (s % sv->M == 0)
-        for (int i = 0; i < c->n; i++) memcpy(sv->cur[i], c->base[i]->data, (size_t)c->x[i]->numel * esz);
+        for (int i = 0; i < c->n; i++) memcpy(sv->cur[i], c->base[i]->data, (size_t)c->x[i]->numel * in_esz(c, i));
     add_feature(sv->pm, c, sv->perms[s], sv->cur);
-    for (int i = 0; i < c->n; i++) memcpy(slot[i], sv->cur[i], (size_t)c->x[i]->numel * esz);
+    for (int i = 0; i < c->n; i++) memcpy(slot[i], sv->cur[i], (size_t)c->x[i]->numel * in_esz(c, i));
     return CATTR_OK;
 }
 
@@ -1522,9 +1851,8 @@ static cattr_status svs_take(pt_pass *p, int64_t s, const double *y) {
 static cattr_status sv_fill(pt_pass *p, int64_t s, char *const *slot) {
     sv_run *sv = p->user;
     const cx_call *c = p->c;
-    size_t esz = cattr_dtype_size(c->dt);
     int64_t S = s + 1;
-    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->base[i]->data, (size_t)c->x[i]->numel * esz);
+    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->base[i]->data, (size_t)c->x[i]->numel * in_esz(c, i));
     for (int64_t f = 0; f < sv->M; f++)
         if (S & ((int64_t)1 << f)) add_feature(sv->pm, c, f, slot);
     return CATTR_OK;
@@ -1556,6 +1884,7 @@ static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
  * path. */
 typedef struct sv_graph {
     cx_derived core; /* graph, call shape, constants, plans */
+    bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
     cx_dbuf rk[CX_MAX_IN], rkrow, thr;
@@ -1590,6 +1919,7 @@ static void sv_release(cattr_explainer *e) {
 
 static cattr_status sv_build(cattr_explainer *e, void *state) {
     sv_graph *s = state;
+    bool whole = s->whole = cx_pform_building_whole;
     const cg_graph *m = e->m->g;
     cg_graph *g = NULL;
     int *map = NULL;
@@ -1607,10 +1937,12 @@ static cattr_status sv_build(cattr_explainer *e, void *state) {
                             (int[]){v[SG_BASE(i)], v[SG_X(i)], v[SG_RK(i)], v[SG_THR], v[SG_ROWS], v[SG_ROWS],
                                     v[SG_TROW]},
                             7, &le);
+        in_map[i] = cx_pform_model_input(g, whole, in_map[i]);
         bad |= in_map[i] < 0;
     }
     for (int j = 0; j < s->core.n_add && !bad; j++)
-        bad |= (in_map[s->core.n + j] = cg_emit(g, CG_GATHER, "__sv_at", (int[]){v[SG_ADD(j)], v[SG_ROWS]}, 2, &a0)) < 0;
+        bad |= (in_map[s->core.n + j] = cx_pform_model_input(
+                    g, whole, cg_emit(g, CG_GATHER, "__sv_at", (int[]){v[SG_ADD(j)], v[SG_ROWS]}, 2, &a0))) < 0;
     cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
     if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
     if (st == CATTR_OK) {
@@ -1726,18 +2058,23 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     cattr_explainer *e = p->e;
     cx_call *c = p->c;
     if (p->n_states <= 0) return CATTR_OK;
-    bool target = has_target(c);
+    bool target = has_target(c), whole = p->f->whole;
     sv_graph *s = NULL;
-    CX_CHECK(cx_derived_state(e, c, target, sizeof *s, sv_build, sv_release, (void **)&s));
+    CX_CHECK(pt_state(e, c, target, whole, sizeof *s, sv_build, sv_release, offsetof(sv_graph, whole), (void **)&s));
     int64_t per = 1, B = c->B;
-    cattr_status st = states_per_pass(e, c, p->n_states, &per);
+    cattr_status st = whole ? CATTR_OK : states_per_pass(e, c, p->n_states, &per);
     bool shared = true; /* one id list for every example, or one per example (the shared lists repeated) */
     for (int i = 0; i < c->n; i++) shared &= pm->rows[i] == 1;
     int64_t rmax = per * B, nbuf = 2 * rmax, id_rows = shared ? 1 : B;
+    if (whole && p->f->ond && p->f->osh[0] > nbuf) nbuf = p->f->osh[0];
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
     if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target, per * p->n_out);
+    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
+    if (st == CATTR_OK && target && whole) { /* the target of each row of the output */
+        st = cx_pform_target_rows(p->f, p->c0, buf);
+        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
+    }
     if (st == CATTR_OK) st = sv_table_build(e, s, c, pm, tab, T, M, id_rows); /* the rank rows, made there once */
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
     if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
@@ -1777,7 +2114,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             memcpy(sh[SG_BASE(i)], x->shape, sizeof sh[0]);
             memcpy(sh[SG_RK(i)], x->shape, sizeof sh[0]);
             sh[SG_RK(i)][0] = T * id_rows;
-            dt[SG_X(i)] = dt[SG_BASE(i)] = c->dt;
+            dt[SG_X(i)] = dt[SG_BASE(i)] = x->dtype;
             in[SG_X(i)] = s->cd.x[i].p;
             in[SG_BASE(i)] = s->cd.base[i].p;
             in[SG_RK(i)] = s->rk[i].p;
@@ -1792,6 +2129,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         in[SG_THR] = s->thr.p;
         in[SG_ROWS] = s->cd.rows.p;
         if (target) in[SG_TIDX] = s->cd.tidx.p;
+        if (target && whole) sh[SG_TIDX][0] = p->f->osh[0];
         if (st == CATTR_OK)
             st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
                                    cnt * p->n_out, vals);
@@ -1831,20 +2169,31 @@ static bool next_permutation(int64_t *a, int64_t n) {
 }
 
 /* attr[r, element] = total[r, feature of the element] / n_iter in float32 (0 for ids outside 0..M-1). */
-static cattr_status sv_result(cattr_explainer *e, const cx_call *c, const pt_masks *pm, const sv_run *sv,
-                              double n_iter, cattr_tensor **attr) {
+/* A model of the whole batch (f whole, c its view, c0 the call): the attributions have the input's own shape but the
+ * first ([*output.shape, *input.shape[1:]], a scalar output as [1]); output value r takes row 0 of the input's ids, or
+ * row r when they differ per row (cx_pform_id_rows). */
+static cattr_status sv_result(cattr_explainer *e, const cx_call *c, const cx_call *c0, const cx_pform *f,
+                              const pt_masks *pm, const sv_run *sv, double n_iter, cattr_tensor **attr) {
     const pt_ref *ref = sv->ref;
-    int64_t R = ref->n_out, M = sv->M;
+    int64_t R = ref->n_out, M = sv->M, one = 1;
     double *V = malloc((size_t)(R * M + 1) * sizeof *V); /* the float32 mean per output and feature */
     int64_t *idrow = malloc((size_t)(R + 1) * sizeof *idrow);
     cattr_status st = V && idrow ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t k = 0; k < R * M && st == CATTR_OK; k++) V[k] = (double)(float)(sv->acc[k] / n_iter);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* spread onto the elements on the backend */
-        st = alloc_attr(c->dt, ref->ndim, ref->shape, c->x[i], &attr[i]);
-        for (int64_t r = 0; r < R; r++) idrow[r] = pm->rows[i] == 1 ? 0 : r / ref->per_row;
+        int64_t rows = pm->rows[i], per = pm->per[i];
+        if (f->whole) {
+            st = alloc_attr(c->dt, ref->ndim ? ref->ndim : 1, ref->ndim ? ref->shape : &one, c0->x[i], &attr[i]);
+            per = example_numel(c0->x[i]);
+            if (st == CATTR_OK) st = cx_pform_id_rows(f, i, pm->ids[i], per, R, &rows);
+            for (int64_t r = 0; r < R; r++) idrow[r] = rows == 1 ? 0 : r;
+        } else {
+            st = alloc_attr(c->dt, ref->ndim, ref->shape, c->x[i], &attr[i]);
+            for (int64_t r = 0; r < R; r++) idrow[r] = rows == 1 ? 0 : r / ref->per_row;
+        }
         bool dev = c->attr_dev[i] && attr[i] && attr[i]->numel == c->x[i]->numel; /* the caller takes them there */
         if (st == CATTR_OK)
-            st = cx_spread(e, c, V, R, M, pm->ids[i], pm->rows[i], pm->per[i], idrow, attr[i], dev ? c->attr_dev[i] : NULL);
+            st = cx_spread(e, c, V, R, M, pm->ids[i], rows, per, idrow, attr[i], dev ? c->attr_dev[i] : NULL);
         if (dev) {
             cattr_tensor_free(attr[i]);
             attr[i] = NULL;
@@ -1855,13 +2204,17 @@ static cattr_status sv_result(cattr_explainer *e, const cx_call *c, const pt_mas
     return st;
 }
 
-static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tensor **attr, bool exact) {
+static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c0, cattr_tensor **attr, bool exact) {
     pt_masks pm;
     pt_ref ref;
     sv_run sv;
+    cx_pform pf;
     memset(&sv, 0, sizeof sv);
     memset(&ref, 0, sizeof ref);
-    cattr_status st = masks_load(c, &pm);
+    cattr_status st = cx_pform_get(e, c0, true, false, &pf);
+    if (st != CATTR_OK) return st;
+    cx_call *c = pf.whole ? &pf.v : c0; /* a model of the whole batch: its view (perturb_forms.h) */
+    st = masks_load(c, &pf, &pm);
     if (st == CATTR_OK) st = features_dense(&pm);
     if (st == CATTR_OK && exact && pm.F > SV_MAX_FEATURES)
         st = cx_fail(CATTR_ERR_INVALID_ARGUMENT,
@@ -1869,7 +2222,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
                      "mask into at most %d, or use ShapleyValueSampling",
                      (long long)pm.F, (long long)pm.F, SV_MAX_FEATURES);
     if (st == CATTR_OK) st = masks_index(&pm);
-    if (st == CATTR_OK) st = reference_output(e, c, c->base, &ref);
+    if (st == CATTR_OK) st = pt_reference(e, c0, &pf, c0->base, &ref);
     int64_t M = pm.F, n_out = ref.n_out, n_perm = exact ? 1 : e->p.n_samples;
     double n_iter = 1;
     if (st == CATTR_OK) {
@@ -1890,10 +2243,10 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
             else cx_rng_permutation(&rng, M, sv.perms + t * M);
         }
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            sv.cur[i] = malloc((size_t)c->x[i]->numel * cattr_dtype_size(c->dt) + 1);
+            sv.cur[i] = malloc((size_t)c->x[i]->numel * in_esz(c, i) + 1);
             if (!sv.cur[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         }
-        pt_pass p = {e, c, n_perm * M, n_out, svs_fill, svs_take, &sv};
+        pt_pass p = {e, c, n_perm * M, n_out, svs_fill, svs_take, &sv, &pf, c0};
         if (st == CATTR_OK && sv_on_device_ok(c, &pm, n_perm)) { /* the rank of every feature in every order */
             int64_t *tab = malloc((size_t)(n_perm * (M + 1)) * sizeof *tab);
             if (!tab) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -1916,7 +2269,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
         if (!sv.coal || !order) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) {
             memcpy(sv.coal, ref.y, (size_t)n_out * sizeof *sv.coal);
-            pt_pass p = {e, c, n_coal - 1, n_out, sv_fill, sv_take, &sv};
+            pt_pass p = {e, c, n_coal - 1, n_out, sv_fill, sv_take, &sv, &pf, c0};
             if (sv_on_device_ok(c, &pm, n_coal)) { /* per coalition: rank 0 for its features, 1 for the others */
                 int64_t *tab = malloc((size_t)(n_coal * (M + 1)) * sizeof *tab);
                 if (!tab) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -1945,7 +2298,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
         }
         free(order);
     }
-    if (st == CATTR_OK && !part) st = sv_result(e, c, &pm, &sv, n_iter, attr);
+    if (st == CATTR_OK && !part) st = sv_result(e, c, c0, &pf, &pm, &sv, n_iter, attr);
     for (int i = 0; i < CX_MAX_IN; i++) free(sv.cur[i]);
     free(sv.perms);
     free(sv.prev);
@@ -1953,6 +2306,7 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c, cattr_tens
     free(sv.acc);
     free(ref.y);
     masks_free(&pm);
+    cx_pform_free(&pf);
     return st;
 }
 

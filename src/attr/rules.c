@@ -14,10 +14,13 @@
  * gradient ("xforms") are registered by the value's readers and applied by the value's producer, in forward order
  * of the readers; the producer's own rule then sees both gy (what Captum's grad_out recorded) and the changed
  * gradient (what flows on). This matters when hooked modules follow each other (ReLU -> MaxPool: the ReLU's rescale
- * multiplier uses the max-pool gradient before DeepLift's max-pool rule replaced it). A graph input has no
- * producer: its xforms are applied at once to the one reader's contribution (exact when that reader is the only
- * one; LRP's multiplication by the input is done at the end instead). So every node of the model goes through
- * rule_wrapper: it applies the pending xforms of the node's output, then runs the node's rule or the standard one.
+ * multiplier uses the max-pool gradient before DeepLift's max-pool rule replaced it). A value autodiff differentiates
+ * against (an attributed input, a layer of LayerLRP) has no producer that autodiff visits: its xforms are applied to
+ * its summed gradient by cg_rules.wrt_grad (rules_wrt_grad). So every node of the model goes through rule_wrapper: it
+ * applies the pending xforms of the node's output, then runs the node's rule or the standard one.
+ *
+ * LRP's layers are Captum's modules: one node, or several (a Linear exported as Transpose + MatMul of its weight, or
+ * as MatMul + Add of its bias; every node of a module given by its path), see rules_state.
  *
  * DeepLift runs the model on [x; x'] (2B rows) and its ops (CG_DL_*, see graph.h) pair row r with row r + B.
  * DeepLiftShap pairs every example with every baseline and reruns DeepLift on B * n_baselines rows.
@@ -42,7 +45,8 @@ typedef enum rule_kind {
     RULE_LRP_GAMMA,
     RULE_LRP_ALPHA1_BETA0,
     RULE_LRP_IDENTITY,
-    RULE_LRP_PASS, /* relevance passes through a nonlinearity unchanged */
+    RULE_LRP_PASS,   /* relevance passes through a nonlinearity unchanged */
+    RULE_LRP_REFUSE, /* LRP has no rule for the node's op: an error naming it when the relevance reaches it */
 } rule_kind;
 
 typedef struct node_rule {
@@ -68,21 +72,31 @@ typedef struct xform {
     double eps;
 } xform;
 
+/* LRP layers. Captum hooks a module: the gradient of its output is divided by the output (+ eps sign), and the total
+ * gradient of each of its input tensors is multiplied by the input. An LRP layer here is the nodes of one such
+ * module: one node (Gemm, Conv, a MatMul with a constant weight, a pool, BatchNormalization, an Add), a Linear
+ * exported as MatMul + Add of its bias, or every node of a module named by its path. Its nodes are numbered by its
+ * tail, the node that makes the layer's output. */
 typedef struct rules_state {
     cattr_dtype dt;
     double dl_eps;
     int n_nodes;         /* of the model graph; the gradient graph is a clone with the same node and value ids */
+    int n_vals;
     int node_base;       /* where the model's nodes start in the graph being differentiated (cx_rules_bind) */
-    node_rule *rule;     /* per node */
-    int *lrp_owner;      /* per value: the first LRP layer (graph order) that has it as an input, else -1 */
-    bool in_mul[CX_MAX_IN]; /* LRP: attributed input i's gradient is multiplied by the input at the end */
-    cg_rules std;           /* the standard rules */
+    node_rule *rule;     /* per node; an LRP layer's rule is on its tail */
+    int *layer_of;       /* per node: the tail of the LRP layer it belongs to, else -1 */
+    int *first_of;       /* per tail: the layer's first node */
+    int *lrp_owner;      /* per value: the tail of the first LRP layer (graph order) that has it as an input, else -1 */
+    unsigned char *konst; /* per value: a constant or computed from constants only (a weight, its Transpose) */
+    cg_rules std;        /* the standard rules */
     /* per cg_autodiff run */
     const cg_graph *run_g;
     int last_ni;
     bool emit_failed;
     xform *xf;
     int n_xf, cap_xf;
+    int *clone_of; /* LRP: per node of a layer whose rule changes its weights, its copy's output (Captum's 2nd pass) */
+    int *tail_gy;  /* LRP: per tail, the gradient that reached the layer's output */
     struct dls_graph *dls; /* DeepLiftShap's derived graph (deeplift_shap), when the method is DeepLiftShap */
 } rules_state;
 
@@ -92,43 +106,65 @@ static bool is_lrp_layer(rule_kind k) {
     return k == RULE_LRP_EPSILON || k == RULE_LRP_GAMMA || k == RULE_LRP_ALPHA1_BETA0 || k == RULE_LRP_IDENTITY;
 }
 
-/* The constant behind value v, following Identity nodes (weights shared by value), or -1. */
-static int const_of(const cg_graph *g, int v) {
+#define CHAIN_MAX 8
+
+/* The constant behind value v through layout ops of constants (Identity of a shared weight, the Transpose torch
+ * exports for the weight of a Linear without bias, Reshape, Unsqueeze, Squeeze, Flatten), or -1. chain (may be
+ * NULL) receives those nodes from the constant outward, *n (may be NULL) their number. */
+static int const_chain(const cg_graph *g, int v, int *chain, int *n) {
+    int k = 0, nodes[CHAIN_MAX];
     while (v >= 0 && g->vals[v].kind == CG_VAL_NODE) {
-        const cg_node *p = &g->nodes[g->vals[v].producer];
-        if (p->op != CG_IDENTITY) return -1;
-        v = p->in[0];
+        int p = g->vals[v].producer;
+        const cg_node *nd = &g->nodes[p];
+        bool layout = nd->op == CG_IDENTITY || nd->op == CG_TRANSPOSE || nd->op == CG_RESHAPE ||
+                      nd->op == CG_UNSQUEEZE || nd->op == CG_SQUEEZE || nd->op == CG_FLATTEN;
+        if (!layout || k == CHAIN_MAX || nd->n_in < 1) return -1;
+        for (int j = 1; j < nd->n_in; j++)
+            if (nd->in[j] >= 0 && g->vals[nd->in[j]].kind != CG_VAL_CONST) return -1;
+        nodes[k++] = p;
+        v = nd->in[0];
     }
-    return v >= 0 && g->vals[v].kind == CG_VAL_CONST ? v : -1;
+    if (v < 0 || g->vals[v].kind != CG_VAL_CONST) return -1;
+    for (int i = 0; chain && i < k; i++) chain[i] = nodes[k - 1 - i];
+    if (n) *n = k;
+    return v;
 }
 
-/* Input slots of an LRP layer that are the module's inputs (hooked), as opposed to its parameters. */
-static int module_inputs(const cg_graph *g, const cg_node *nd, int *slots) {
-    if (nd->op == CG_GEMM || nd->op == CG_CONV || nd->op == CG_BATCHNORM) {
-        slots[0] = 0;
-        return 1;
-    }
-    int k = 0;
-    for (int j = 0; j < nd->n_in; j++)
-        if (nd->in[j] >= 0 && const_of(g, nd->in[j]) < 0) slots[k++] = j;
-    return k;
+/* Whether node `node` (of the graph being differentiated) belongs to the LRP layer of tail t. */
+static bool in_layer(const rules_state *s, int node, int t) {
+    int m = node - s->node_base;
+    return m >= 0 && m < s->n_nodes && s->layer_of[m] == t;
 }
 
-/* Slot of the weight (and bias) an LRP rule modifies, or -1. */
-static void weight_slots(const cg_graph *g, const cg_node *nd, int *w, int *b) {
+/* Whether input slot j of node nd, a node of the LRP layer of tail t, reads an input of the layer (a tensor Captum
+ * hooks): not a weight (a constant or what is computed from constants only; the weight and bias slots of Gemm,
+ * Conv and BatchNormalization) nor a value made inside the layer. */
+static bool layer_input(const rules_state *s, const cg_graph *g, int t, const cg_node *nd, int j) {
+    int v = nd->in[j];
+    if (v < 0 || (v < s->n_vals && s->konst[v])) return false;
+    if ((nd->op == CG_GEMM || nd->op == CG_CONV || nd->op == CG_BATCHNORM) && j != 0) return false;
+    return g->vals[v].kind != CG_VAL_NODE || !in_layer(s, g->vals[v].producer, t);
+}
+
+/* The slots of node nd holding the weight and the bias an LRP rule changes (through const_chain), or -1: inputs 1 and
+ * 2 of Gemm, Conv and BatchNormalization, input 1 of MatMul, and the constant operand of an Add in a layer of several
+ * nodes (`multi`: the bias of a Linear exported as MatMul + Add). */
+static void weight_slots(const cg_graph *g, const cg_node *nd, bool multi, int *w, int *b) {
     *w = *b = -1;
     switch (nd->op) {
     case CG_GEMM: case CG_CONV: case CG_BATCHNORM:
         *w = 1;
         *b = nd->n_in > 2 && nd->in[2] >= 0 ? 2 : -1;
         break;
-    case CG_MATMUL:
-        if (const_of(g, nd->in[1]) >= 0) *w = 1;
+    case CG_MATMUL: *w = 1; break;
+    case CG_ADD:
+        for (int j = 0; multi && j < 2 && *b < 0; j++)
+            if (const_chain(g, nd->in[j], NULL, NULL) >= 0) *b = j;
         break;
     default: break;
     }
-    if (*w >= 0 && const_of(g, nd->in[*w]) < 0) *w = -1;
-    if (*b >= 0 && const_of(g, nd->in[*b]) < 0) *b = -1;
+    if (*w >= 0 && (nd->n_in <= *w || const_chain(g, nd->in[*w], NULL, NULL) < 0)) *w = -1;
+    if (*b >= 0 && const_chain(g, nd->in[*b], NULL, NULL) < 0) *b = -1;
 }
 
 /* ---- emitting nodes ------------------------------------------------------------------------------------------ */
@@ -183,14 +219,12 @@ static int apply_xform(rules_state *s, cg_graph *g, const xform *x, int t) {
     return -1;
 }
 
-/* Registers x for the total gradient of x.value, whose contribution from this reader is *slot (-1: none). */
+/* Registers x for the total gradient of x.value, whose contribution from this reader is *slot (-1: none, nothing to
+ * change). The value's producer applies it (apply_pending); for a value autodiff differentiates against (a graph
+ * input, a layer), whose producer it does not visit, rules_wrt_grad applies it to the summed gradient. */
 static cattr_status add_xform(rules_state *s, cg_graph *g, xform x, int *slot) {
+    (void)g;
     if (*slot < 0) return CATTR_OK;
-    int v = x.value;
-    if (g->vals[v].kind != CG_VAL_NODE) {
-        *slot = apply_xform(s, g, &x, *slot);
-        return CATTR_OK;
-    }
     if (s->n_xf == s->cap_xf) {
         int cap = s->cap_xf ? 2 * s->cap_xf : 16;
         xform *p = realloc(s->xf, (size_t)cap * sizeof *p);
@@ -217,10 +251,12 @@ static void apply_pending(rules_state *s, cg_graph *g, int v, int *t) {
 
 /* ---- LRP layers ------------------------------------------------------------------------------------------------ */
 
-/* A copy of the constant behind value v in the compute dtype, changed by an LRP rule (Captum's
- * _manipulate_weights, in the model's dtype): gamma: W + gamma * max(W, 0); alpha1-beta0: max(W, 0); zero: 0. */
+/* A copy of the weight behind value v (through const_chain) in the compute dtype, changed by an LRP rule (Captum's
+ * _manipulate_weights, in the model's dtype): gamma: W + gamma * max(W, 0); alpha1-beta0: max(W, 0); zero: 0; the
+ * chain's layout ops applied to it as to the original (a bias-free Linear's Transpose). */
 static int lrp_const(rules_state *s, cg_graph *g, int v, const char *node, rule_kind kind, double gamma, bool zero) {
-    const cattr_tensor *w = g->vals[const_of(g, v)].data;
+    int chain[CHAIN_MAX], n = 0, c = const_chain(g, v, chain, &n);
+    const cattr_tensor *w = g->vals[c].data;
     cattr_tensor *t = cx_tensor_alloc(s->dt, w->ndim, w->shape);
     if (!t) {
         s->emit_failed = true;
@@ -249,47 +285,89 @@ static int lrp_const(rules_state *s, cg_graph *g, int v, const char *node, rule_
         s->emit_failed = true;
         cx_fail(CATTR_ERR_NO_MEMORY, "out of memory while building the backward graph");
     }
+    for (int k = 0; k < n && id >= 0; k++) {
+        cg_node cn = g->nodes[chain[k]]; /* a copy: emitting may move the node array */
+        int in[CG_MAX_IN];
+        memcpy(in, cn.in, sizeof in);
+        in[0] = id;
+        id = emit(s, g, node, cn.op, &cn.a, cn.n_in, in);
+    }
     return id;
 }
 
-/* An LRP layer: relevance gy / (z + eps sign z) through the layer's gradient (with the rule's weights), then each
- * module input's total gradient is multiplied by the input (IdentityRule: replaced by gy). */
-static cattr_status lrp_layer(rules_state *s, cg_graph *g, int ni, int gy, const bool *need, int *gx) {
-    cg_node nd = g->nodes[ni];
-    node_rule r = s->rule[ni - s->node_base];
-    int back = ni, z = nd.out;
-    int ws, bs;
-    weight_slots(g, &nd, &ws, &bs);
-    bool gamma_like = r.kind == RULE_LRP_GAMMA || r.kind == RULE_LRP_ALPHA1_BETA0;
-    if ((gamma_like && ws >= 0) || (gamma_like && r.zero_bias && bs >= 0)) {
-        /* the pass-2 output of Captum: the same input activations through the changed weights */
-        int in[CG_MAX_IN];
+/* Captum's second forward pass through a layer whose rule changes its weights (gamma, alpha1-beta0, a bias set to
+ * zero): each node of the layer copied in graph order with the changed weights, reading the copies of the layer's
+ * earlier nodes (the layer's inputs stay the activations of the first pass); s->clone_of holds the copies. */
+static cattr_status lrp_pass2(rules_state *s, cg_graph *g, int t) {
+    node_rule r = s->rule[t];
+    if (r.kind != RULE_LRP_GAMMA && r.kind != RULE_LRP_ALPHA1_BETA0) return CATTR_OK;
+    bool multi = s->first_of[t] != t;
+    for (int m = s->first_of[t]; m <= t; m++) {
+        if (s->layer_of[m] != t) continue;
+        cg_node nd = g->nodes[m + s->node_base];
+        int in[CG_MAX_IN], ws, bs;
+        bool changed = false;
         memcpy(in, nd.in, sizeof in);
-        if (ws >= 0) in[ws] = lrp_const(s, g, nd.in[ws], nd.name, r.kind, r.gamma, false);
-        if (bs >= 0 && r.zero_bias) in[bs] = lrp_const(s, g, nd.in[bs], nd.name, r.kind, r.gamma, true);
-        if (s->emit_failed) return CATTR_ERR_NO_MEMORY;
-        z = emit(s, g, nd.name, nd.op, &nd.a, nd.n_in, in);
-        if (z < 0) return CATTR_ERR_NO_MEMORY;
-        back = g->vals[z].producer;
-    }
-    cg_attrs a = eps_attrs(r.eps);
-    int in2[2] = {gy, z};
-    int rel = emit(s, g, nd.name, CG_LRP_DIV, &a, 2, in2);
-    if (rel < 0) return CATTR_ERR_NO_MEMORY;
-    CX_CHECK(standard(s, g, back, rel, need, gx));
-    int slots[CG_MAX_IN], n = module_inputs(g, &nd, slots);
-    for (int k = 0; k < n; k++) {
-        int j = slots[k], v = nd.in[j];
-        bool first = true;
-        for (int q = 0; q < k; q++) first &= nd.in[slots[q]] != v;
-        if (!need[j] || !first || s->lrp_owner[v] != ni) continue;
-        if (r.kind == RULE_LRP_IDENTITY) {
-            xform x = {v, ni, XF_REPLACE, {gy, -1, -1}, 0};
-            CX_CHECK(add_xform(s, g, x, &gx[j]));
-        } else if (g->vals[v].kind == CG_VAL_NODE) { /* graph inputs are multiplied at the end (in_mul) */
-            xform x = {v, ni, XF_MUL_SELF, {-1, -1, -1}, 0};
-            CX_CHECK(add_xform(s, g, x, &gx[j]));
+        weight_slots(g, &nd, multi, &ws, &bs);
+        bool weighted = nd.op == CG_GEMM || nd.op == CG_CONV || nd.op == CG_MATMUL || nd.op == CG_BATCHNORM;
+        if (weighted && ws < 0 && nd.n_in > 1 && nd.in[1] >= 0 && nd.in[1] < s->n_vals && s->konst[nd.in[1]])
+            return cx_fail(CATTR_ERR_UNSUPPORTED,
+                           "node '%s' (op %s): LRP's %s changes a constant weight, and this one is computed (by node "
+                           "'%s'); export the model without folding it",
+                           nd.name, cg_op_names[nd.op], r.kind == RULE_LRP_GAMMA ? "GammaRule" : "Alpha1_Beta0_Rule",
+                           g->nodes[g->vals[nd.in[1]].producer].name);
+        if (ws >= 0) {
+            in[ws] = lrp_const(s, g, nd.in[ws], nd.name, r.kind, r.gamma, false);
+            changed = true;
         }
+        if (bs >= 0 && r.zero_bias) {
+            in[bs] = lrp_const(s, g, nd.in[bs], nd.name, r.kind, r.gamma, true);
+            changed = true;
+        }
+        for (int j = 0; j < nd.n_in; j++) {
+            int v = nd.in[j];
+            if (v < 0 || g->vals[v].kind != CG_VAL_NODE || !in_layer(s, g->vals[v].producer, t)) continue;
+            int c = s->clone_of[g->vals[v].producer - s->node_base];
+            if (c >= 0) {
+                in[j] = c;
+                changed = true;
+            }
+        }
+        if (s->emit_failed) return CATTR_ERR_NO_MEMORY;
+        if (changed && (s->clone_of[m] = emit(s, g, nd.name, nd.op, &nd.a, nd.n_in, in)) < 0)
+            return CATTR_ERR_NO_MEMORY;
+    }
+    return CATTR_OK;
+}
+
+/* The backward of node ni of an LRP layer. At the tail: relevance gy / (z + eps sign z), z the layer's output (of the
+ * second pass when the rule changes weights); every node: its standard gradient (of its copy with the rule's
+ * weights); each input tensor of the layer that this layer hooks first gets its total gradient multiplied by the
+ * input (IdentityRule: replaced by the gradient of the layer's output). */
+static cattr_status lrp_member(rules_state *s, cg_graph *g, int ni, int gy, const bool *need, int *gx) {
+    cg_node nd = g->nodes[ni];
+    int mi = ni - s->node_base, t = s->layer_of[mi];
+    node_rule r = s->rule[t];
+    int gin = gy;
+    if (mi == t) { /* visited before the layer's other nodes (reverse graph order) */
+        s->tail_gy[t] = gy;
+        CX_CHECK(lrp_pass2(s, g, t));
+        int z = s->clone_of[t] >= 0 ? s->clone_of[t] : nd.out;
+        cg_attrs a = eps_attrs(r.eps);
+        int in2[2] = {gy, z};
+        if ((gin = emit(s, g, nd.name, CG_LRP_DIV, &a, 2, in2)) < 0) return CATTR_ERR_NO_MEMORY;
+    }
+    int back = s->clone_of[mi] >= 0 ? g->vals[s->clone_of[mi]].producer : ni;
+    CX_CHECK(standard(s, g, back, gin, need, gx));
+    for (int j = 0; j < nd.n_in; j++) {
+        int v = nd.in[j];
+        if (!need[j] || !layer_input(s, g, t, &nd, j) || s->lrp_owner[v] != t) continue;
+        bool again = false; /* once per layer and input: another of its nodes (or slots) may have registered it */
+        for (int k = 0; k < s->n_xf && !again; k++) again = s->xf[k].value == v && s->xf[k].node == t;
+        if (again) continue;
+        xform x = r.kind == RULE_LRP_IDENTITY ? (xform){v, t, XF_REPLACE, {s->tail_gy[t], -1, -1}, 0}
+                                              : (xform){v, t, XF_MUL_SELF, {-1, -1, -1}, 0};
+        CX_CHECK(add_xform(s, g, x, &gx[j]));
     }
     return CATTR_OK;
 }
@@ -306,6 +384,11 @@ static cattr_status rule_wrapper(cg_graph *g, int ni, int gy, const bool *need, 
     node_rule r = s->rule[ni - s->node_base];
     int X = nd.in[0], dx, dy;
     cattr_status st = CATTR_OK;
+    if (s->layer_of[ni - s->node_base] >= 0) {
+        st = lrp_member(s, g, ni, gt, need, gx);
+        if (st == CATTR_OK && s->emit_failed) st = CATTR_ERR_NO_MEMORY;
+        return st;
+    }
     switch (r.kind) {
     case RULE_NONE: st = standard(s, g, ni, gt, need, gx); break;
     case RULE_DL_NONLINEAR:
@@ -337,10 +420,20 @@ static cattr_status rule_wrapper(cg_graph *g, int ni, int gy, const bool *need, 
         gx[0] = gt;
         st = add_xform(s, g, (xform){X, ni, XF_REPLACE, {gt, -1, -1}, 0}, &gx[0]);
         break;
+    case RULE_LRP_REFUSE:
+        st = cx_fail(CATTR_ERR_UNSUPPORTED,
+                     "LRP has no rule for node '%s' (op %s), which the relevance reaches: Captum's LRP has rules for "
+                     "Linear (Gemm, MatMul with a constant weight), Conv, pools, BatchNorm and Add (epsilon rule) and "
+                     "ReLU, Tanh, Dropout (pass-through); reshaping and other linear ops pass the relevance on. Give "
+                     "rules for the model's nodes or modules explicitly (node_rules)",
+                     nd.name, cg_op_names[nd.op]);
+        break;
     case RULE_LRP_EPSILON:
     case RULE_LRP_GAMMA:
     case RULE_LRP_ALPHA1_BETA0:
-    case RULE_LRP_IDENTITY: st = lrp_layer(s, g, ni, gt, need, gx); break;
+    case RULE_LRP_IDENTITY: /* always on a layer's tail (layer_of) */
+        st = cx_fail(CATTR_ERR_INTERNAL, "node '%s': an LRP rule outside an LRP layer", nd.name);
+        break;
     }
     if (st == CATTR_OK && s->emit_failed) st = CATTR_ERR_NO_MEMORY;
     return st;
@@ -352,9 +445,20 @@ static cg_backward_fn rules_by_node(const cg_graph *g, int ni, void *user) {
     if (g != s->run_g || ni >= s->last_ni) {
         s->run_g = g;
         s->n_xf = 0;
+        for (int i = 0; i < s->n_nodes; i++) s->clone_of[i] = s->tail_gy[i] = -1;
     }
     s->last_ni = ni;
     return ni >= s->node_base && ni - s->node_base < s->n_nodes ? rule_wrapper : NULL;
+}
+
+/* cg_rules.wrt_grad: the changes registered for the total gradient of a value autodiff differentiates against (an
+ * attributed input, a layer of LayerLRP), whose producer it does not visit. */
+static cattr_status rules_wrt_grad(cg_graph *g, int v, int *grad, void *user) {
+    rules_state *s = user;
+    if (g != s->run_g) return CATTR_OK; /* no rule of this run registered anything */
+    s->emit_failed = false;
+    apply_pending(s, g, v, grad);
+    return s->emit_failed ? CATTR_ERR_NO_MEMORY : CATTR_OK;
 }
 
 /* ---- set-up: which rule on which node -------------------------------------------------------------------------- */
@@ -392,13 +496,28 @@ static bool rule_fits(rule_kind k, cg_op op) {
     case RULE_LRP_EPSILON: case RULE_LRP_GAMMA: case RULE_LRP_ALPHA1_BETA0: case RULE_LRP_IDENTITY:
         return op == CG_GEMM || op == CG_CONV || op == CG_MATMUL || op == CG_MAXPOOL || op == CG_AVGPOOL ||
                op == CG_GLOBALAVGPOOL || op == CG_BATCHNORM || op == CG_ADD;
-    case RULE_NONE: break;
+    case RULE_NONE: case RULE_LRP_REFUSE: break;
     }
     return false;
 }
 
-/* The method's rule for an op when no node rules are given (Captum's choice per module type), or RULE_NONE. */
-static cattr_status default_rule(family fam, const cg_node *nd, node_rule *r) {
+/* Ops whose standard gradient carries LRP's relevance on unchanged in kind (linear in the attributed value: layout,
+ * indexing, sums; a product or quotient by a constant), which Captum's LRP leaves to autograd. */
+static bool lrp_plain_op(const cg_node *nd, const unsigned char *konst) {
+    switch (nd->op) {
+    case CG_IDENTITY: case CG_RESHAPE: case CG_FLATTEN: case CG_TRANSPOSE: case CG_SQUEEZE: case CG_UNSQUEEZE:
+    case CG_CONCAT: case CG_SLICE: case CG_GATHER: case CG_PAD: case CG_EXPAND: case CG_TILE: case CG_ADD:
+    case CG_SUB: case CG_NEG: case CG_REDUCE_SUM: case CG_REDUCE_MEAN: case CG_RESIZE: case CG_IF: case CG_CAST:
+    case CG_WHERE: case CG_SHAPE:
+        return true;
+    case CG_MUL: return nd->n_in == 2 && nd->in[0] >= 0 && nd->in[1] >= 0 && (konst[nd->in[0]] || konst[nd->in[1]]);
+    case CG_DIV: return nd->n_in == 2 && nd->in[1] >= 0 && konst[nd->in[1]];
+    default: return false;
+    }
+}
+
+/* The method's rule for a node when no node rules are given (Captum's choice per module type, by op), or RULE_NONE. */
+static void default_rule(family fam, const cg_graph *g, const cg_node *nd, const unsigned char *konst, node_rule *r) {
     cg_op op = nd->op;
     memset(r, 0, sizeof *r);
     switch (fam) {
@@ -410,23 +529,104 @@ static cattr_status default_rule(family fam, const cg_node *nd, node_rule *r) {
     case FAM_DECONV: r->kind = op == CG_RELU ? RULE_DECONV_RELU : RULE_NONE; break;
     case FAM_LRP:
         if (op == CG_GEMM || op == CG_CONV || op == CG_MAXPOOL || op == CG_AVGPOOL || op == CG_GLOBALAVGPOOL ||
-            op == CG_BATCHNORM) {
-            r->kind = RULE_LRP_EPSILON;
+            op == CG_BATCHNORM || (op == CG_MATMUL && nd->n_in == 2 && const_chain(g, nd->in[1], NULL, NULL) >= 0)) {
+            r->kind = RULE_LRP_EPSILON; /* a MatMul with a constant weight is a Linear (a bias-free one: Transpose) */
             r->eps = 1e-9;
         } else if (op == CG_RELU || op == CG_TANH) {
             r->kind = RULE_LRP_PASS;
-        } else if (op == CG_SIGMOID || op == CG_SOFTMAX || op == CG_LEAKYRELU || op == CG_CLIP || op == CG_ELU ||
-                   op == CG_SELU || op == CG_GELU || op == CG_SOFTPLUS || op == CG_HARDSIGMOID || op == CG_HARDSWISH ||
-                   op == CG_SQRT || op == CG_EXP || op == CG_LOG || op == CG_ERF || op == CG_RECIPROCAL ||
-                   op == CG_POW || op == CG_MAX || op == CG_MIN || op == CG_RNN || op == CG_CONV_GRAD_INPUT) {
-            return cx_fail(CATTR_ERR_UNSUPPORTED,
-                           "LRP has no default rule for node '%s' (op %s): Captum's LRP handles Linear, Conv2d, pools "
-                           "and BatchNorm2d (epsilon rule) and ReLU, Tanh, Dropout (pass-through); give rules for the "
-                           "model's nodes explicitly",
-                           nd->name, cg_op_names[op]);
+        } else if (!lrp_plain_op(nd, konst)) {
+            r->kind = RULE_LRP_REFUSE;
         }
         break;
     }
+}
+
+/* Whether node names a and b are in the same torch scope ("/linear/MatMul", "/linear/Add"). */
+static bool same_scope(const char *a, const char *b) {
+    const char *ea = strrchr(a, '/'), *eb = strrchr(b, '/');
+    return a[0] == '/' && ea && eb && ea != a && ea - a == eb - b && !strncmp(a, b, (size_t)(ea - a));
+}
+
+static bool same_rule(const node_rule *a, const node_rule *b) {
+    return a->kind == b->kind && a->eps == b->eps && a->gamma == b->gamma && a->zero_bias == b->zero_bias;
+}
+
+/* A Linear exported as MatMul + Add of its bias is one LRP layer, as Captum's hooks see the module: the division at
+ * the Add's output, the weight rules on the MatMul, a bias set to zero on the Add. Fused: an Add of a constant and the
+ * output of a one-node MatMul layer that nothing else reads, where the Add has the MatMul's rule (node rules, which
+ * list both nodes of the module), or no rule and the MatMul's torch scope or a "<module>.bias" (default rules). */
+static void fuse_bias(rules_state *s, const cg_graph *g, bool explicit_rules) {
+    for (int a = 0; a < g->n_nodes; a++) {
+        const cg_node *nd = &g->nodes[a];
+        if (nd->op != CG_ADD || nd->n_in != 2 || nd->in[0] < 0 || nd->in[1] < 0) continue;
+        int j = s->konst[nd->in[0]] ? 0 : s->konst[nd->in[1]] ? 1 : -1, v = j < 0 ? -1 : nd->in[1 - j];
+        if (v < 0 || s->konst[v] || g->vals[v].kind != CG_VAL_NODE) continue;
+        int p = g->vals[v].producer, readers = 0;
+        if (g->nodes[p].op != CG_MATMUL || s->layer_of[p] != p || s->first_of[p] != p) continue;
+        for (int k = 0; k < g->n_nodes; k++)
+            for (int q = 0; q < g->nodes[k].n_in; q++) readers += g->nodes[k].in[q] == v;
+        for (int k = 0; k < g->n_outputs; k++) readers += g->outputs[k] == v;
+        if (readers != 1) continue;
+        if (explicit_rules) {
+            if (s->layer_of[a] != a || s->first_of[a] != a || !same_rule(&s->rule[a], &s->rule[p])) continue;
+        } else {
+            int c = const_chain(g, nd->in[j], NULL, NULL);
+            const char *bn = c >= 0 ? g->vals[c].name : "";
+            size_t bl = strlen(bn);
+            bool bias = bl > 5 && !strcmp(bn + bl - 5, ".bias");
+            if (s->rule[a].kind != RULE_NONE || !(same_scope(g->nodes[p].name, nd->name) || bias)) continue;
+        }
+        s->rule[a] = s->rule[p];
+        memset(&s->rule[p], 0, sizeof s->rule[p]);
+        s->layer_of[a] = s->layer_of[p] = a;
+        s->first_of[a] = p;
+    }
+}
+
+/* The nodes of module `path` (node_rules[k], a PyTorch module path: cattr_model_module_values): from the node that
+ * makes the module's one output tensor back through the values made inside it, not through its inputs nor its
+ * weights. member[] (n_nodes, cleared here) marks them; *tail is the last, *count their number. */
+static cattr_status module_nodes(const cattr_explainer *e, const rules_state *s, int k, const char *path,
+                                 unsigned char *member, int *tail, int *count) {
+    enum { MAXV = 64 };
+    const cg_graph *g = e->m->g;
+    const char *names[MAXV];
+    int n = cattr_model_module_values(e->m, path, 0, names, MAXV);
+    if (n < 0)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: the model has no node or module '%s'", k, path);
+    if (n != 1)
+        return cx_fail(CATTR_ERR_UNSUPPORTED,
+                       "node_rules[%d]: module '%s' has %d output tensors: a rule acts on a module with one", k, path,
+                       n);
+    int y = cg_find_value(g, names[0]);
+    if (y < 0 || g->vals[y].kind != CG_VAL_NODE)
+        return cx_fail(CATTR_ERR_INTERNAL, "node_rules[%d]: module '%s': its output '%s' is not a node's", k, path,
+                       names[0]);
+    int nin = cattr_model_module_values(e->m, path, 1, names, MAXV), in_ids[MAXV];
+    if (nin > MAXV)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node_rules[%d]: module '%s' reads %d tensors (at most %d)", k, path,
+                       nin, MAXV);
+    for (int i = 0; i < nin; i++) in_ids[i] = cg_find_value(g, names[i]);
+    int *stack = malloc((size_t)(g->n_nodes + 1) * sizeof *stack), sp = 0;
+    if (!stack) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    memset(member, 0, (size_t)g->n_nodes);
+    *tail = g->vals[y].producer;
+    member[*tail] = 1;
+    *count = 1;
+    stack[sp++] = *tail;
+    while (sp > 0) {
+        const cg_node *nd = &g->nodes[stack[--sp]];
+        for (int j = 0; j < nd->n_in; j++) {
+            int v = nd->in[j];
+            bool outside = v < 0 || s->konst[v] || g->vals[v].kind != CG_VAL_NODE;
+            for (int i = 0; i < nin && !outside; i++) outside = in_ids[i] == v;
+            if (outside || member[g->vals[v].producer]) continue;
+            member[g->vals[v].producer] = 1;
+            ++*count;
+            stack[sp++] = g->vals[v].producer;
+        }
+    }
+    free(stack);
     return CATTR_OK;
 }
 
@@ -436,13 +636,22 @@ static cattr_status assign_rules(const cattr_explainer *e, family fam, rules_sta
     if (p->n_node_rules < 0 || (p->n_node_rules > 0 && !p->node_rules))
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules: %d rules given without an array", p->n_node_rules);
     if (p->n_node_rules == 0) {
-        for (int i = 0; i < g->n_nodes; i++) CX_CHECK(default_rule(fam, &g->nodes[i], &s->rule[i]));
+        for (int i = 0; i < g->n_nodes; i++) {
+            default_rule(fam, g, &g->nodes[i], s->konst, &s->rule[i]);
+            if (is_lrp_layer(s->rule[i].kind)) s->layer_of[i] = s->first_of[i] = i;
+        }
+        if (fam == FAM_LRP) fuse_bias(s, g, false);
         return CATTR_OK;
     }
-    for (int k = 0; k < p->n_node_rules; k++) {
+    unsigned char *member = malloc((size_t)g->n_nodes + 1);
+    if (!member) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_status st = CATTR_OK;
+    for (int k = 0; k < p->n_node_rules && st == CATTR_OK; k++) {
         const cattr_node_rule *nr = &p->node_rules[k];
-        if (!nr->node || !nr->rule)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: the node name and the rule are required", k);
+        if (!nr->node || !nr->rule) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: the node name and the rule are required", k);
+            break;
+        }
         int ri = -1;
         for (int q = 0; q < (int)CX_ARRAY_LEN(k_rule_names) && ri < 0; q++) {
             size_t len = strlen(k_rule_names[q].name);
@@ -450,26 +659,60 @@ static cattr_status assign_rules(const cattr_explainer *e, family fam, rules_sta
                                         : !strcmp(nr->rule, k_rule_names[q].name))
                 ri = q;
         }
-        if (ri < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: unknown rule '%s'", k, nr->rule);
-        if (k_rule_names[ri].fam != fam)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' does not belong to method %s", k,
-                           nr->rule, cattr_method_name(p->method));
-        int ni = -1;
+        if (ri < 0) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: unknown rule '%s'", k, nr->rule);
+            break;
+        }
+        if (k_rule_names[ri].fam != fam) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' does not belong to method %s", k,
+                         nr->rule, cattr_method_name(p->method));
+            break;
+        }
+        rule_kind kind = k_rule_names[ri].kind;
+        if (is_lrp_layer(kind) && (!isfinite(nr->epsilon) || (kind == RULE_LRP_GAMMA && !isfinite(nr->gamma)))) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' on '%s' needs a finite epsilon%s", k,
+                         nr->rule, nr->node, kind == RULE_LRP_GAMMA ? " and gamma" : "");
+            break;
+        }
+        node_rule r = {kind, nr->epsilon, nr->gamma, nr->set_bias_to_zero != 0};
+        int ni = -1, count = 1;
         for (int i = 0; i < g->n_nodes && ni < 0; i++)
             if (!strcmp(g->nodes[i].name, nr->node)) ni = i;
-        if (ni < 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: the model has no node '%s'", k, nr->node);
-        rule_kind kind = k_rule_names[ri].kind;
-        if (!rule_fits(kind, g->nodes[ni].op))
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' cannot act on node '%s' (op %s)", k,
-                           nr->rule, nr->node, cg_op_names[g->nodes[ni].op]);
-        if (s->rule[ni].kind != RULE_NONE)
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: node '%s' already has a rule", k, nr->node);
-        if (is_lrp_layer(kind) && (!isfinite(nr->epsilon) || (kind == RULE_LRP_GAMMA && !isfinite(nr->gamma))))
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' on node '%s' needs a finite epsilon%s",
-                           k, nr->rule, nr->node, kind == RULE_LRP_GAMMA ? " and gamma" : "");
-        s->rule[ni] = (node_rule){kind, nr->epsilon, nr->gamma, nr->set_bias_to_zero != 0};
+        if (ni >= 0) { /* an ONNX node */
+            if (s->konst[g->nodes[ni].out]) continue; /* a module's node of its weight (a Linear's Transpose) */
+            memset(member, 0, (size_t)g->n_nodes);
+            member[ni] = 1;
+        } else { /* a module path: its nodes */
+            st = module_nodes(e, s, k, nr->node, member, &ni, &count);
+            if (st != CATTR_OK) break;
+        }
+        if (!is_lrp_layer(kind) && count != 1) {
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "node_rules[%d]: module '%s' is %d nodes: rule '%s' acts on one", k,
+                         nr->node, count, nr->rule);
+            break;
+        }
+        if (count == 1 && !rule_fits(kind, g->nodes[ni].op)) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: rule '%s' cannot act on node '%s' (op %s)", k,
+                         nr->rule, g->nodes[ni].name, cg_op_names[g->nodes[ni].op]);
+            break;
+        }
+        for (int i = 0; i < g->n_nodes && st == CATTR_OK; i++)
+            if (member[i] && (s->rule[i].kind != RULE_NONE || s->layer_of[i] >= 0))
+                st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "node_rules[%d]: node '%s' (of '%s') already has a rule", k,
+                             g->nodes[i].name, nr->node);
+        if (st != CATTR_OK) break;
+        s->rule[ni] = r;
+        if (!is_lrp_layer(kind)) continue;
+        s->first_of[ni] = ni;
+        for (int i = g->n_nodes - 1; i >= 0; i--)
+            if (member[i]) {
+                s->layer_of[i] = ni;
+                s->first_of[ni] = i;
+            }
     }
-    return CATTR_OK;
+    free(member);
+    if (st == CATTR_OK && fam == FAM_LRP) fuse_bias(s, g, true);
+    return st;
 }
 
 /* ---- installing the rules ---------------------------------------------------------------------------------------- */
@@ -478,7 +721,12 @@ void cx_rules_free(void *state) {
     rules_state *s = state;
     if (!s) return;
     free(s->rule);
+    free(s->layer_of);
+    free(s->first_of);
     free(s->lrp_owner);
+    free(s->konst);
+    free(s->clone_of);
+    free(s->tail_gy);
     free(s->xf);
     dls_free(s->dls);
     free(s);
@@ -490,29 +738,47 @@ static cattr_status rules_new(const cattr_explainer *e, family fam, rules_state 
     rules_state *s = calloc(1, sizeof *s);
     cattr_status st = s ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
+        size_t nn = (size_t)g->n_nodes + 1, nv = (size_t)g->n_vals + 1;
         s->dt = e->p.dtype;
         s->dl_eps = e->p.eps;
         s->n_nodes = g->n_nodes;
-        s->rule = calloc((size_t)(g->n_nodes + 1), sizeof *s->rule);
-        s->lrp_owner = malloc((size_t)(g->n_vals + 1) * sizeof *s->lrp_owner);
-        if (!s->rule || !s->lrp_owner) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        s->n_vals = g->n_vals;
+        s->rule = calloc(nn, sizeof *s->rule);
+        s->layer_of = malloc(nn * sizeof *s->layer_of);
+        s->first_of = malloc(nn * sizeof *s->first_of);
+        s->clone_of = malloc(nn * sizeof *s->clone_of);
+        s->tail_gy = malloc(nn * sizeof *s->tail_gy);
+        s->lrp_owner = malloc(nv * sizeof *s->lrp_owner);
+        s->konst = calloc(nv, 1);
+        if (!s->rule || !s->layer_of || !s->first_of || !s->clone_of || !s->tail_gy || !s->lrp_owner || !s->konst)
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    if (st == CATTR_OK) st = assign_rules(e, fam, s);
+    if (st == CATTR_OK) {
+        for (int i = 0; i < g->n_nodes; i++) s->layer_of[i] = s->first_of[i] = s->clone_of[i] = s->tail_gy[i] = -1;
+        for (int v = 0; v < g->n_vals; v++) {
+            s->konst[v] = g->vals[v].kind == CG_VAL_CONST;
+            s->lrp_owner[v] = -1;
+        }
+        for (int i = 0; i < g->n_nodes; i++) { /* nodes are in topological order */
+            const cg_node *nd = &g->nodes[i];
+            bool all = nd->n_in > 0;
+            for (int j = 0; j < nd->n_in && all; j++) all = nd->in[j] < 0 || s->konst[nd->in[j]];
+            if (all) s->konst[nd->out] = 1;
+        }
+        st = assign_rules(e, fam, s);
+    }
     if (st != CATTR_OK) {
         cx_rules_free(s);
         return st;
     }
-    for (int v = 0; v < g->n_vals; v++) s->lrp_owner[v] = -1;
-    for (int i = 0; i < g->n_nodes; i++) {
-        const cg_node *nd = &g->nodes[i];
-        if (!is_lrp_layer(s->rule[i].kind)) continue;
-        int slots[CG_MAX_IN], n = module_inputs(g, nd, slots);
-        for (int k = 0; k < n; k++)
-            if (s->lrp_owner[nd->in[slots[k]]] < 0) s->lrp_owner[nd->in[slots[k]]] = i;
-    }
-    for (int i = 0; i < g->n_inputs && i < CX_MAX_IN; i++) {
-        int owner = s->lrp_owner[g->inputs[i]];
-        s->in_mul[i] = owner >= 0 && s->rule[owner].kind != RULE_LRP_IDENTITY;
+    for (int t = 0; t < g->n_nodes; t++) { /* in the order of the layers' tails: Captum's order of forward hooks */
+        if (s->layer_of[t] != t) continue;
+        for (int m = s->first_of[t]; m <= t; m++) {
+            if (s->layer_of[m] != t) continue;
+            for (int j = 0; j < g->nodes[m].n_in; j++)
+                if (layer_input(s, g, t, &g->nodes[m], j) && s->lrp_owner[g->nodes[m].in[j]] < 0)
+                    s->lrp_owner[g->nodes[m].in[j]] = t;
+        }
     }
     cg_rules_default(&s->std);
     *out = s;
@@ -522,8 +788,9 @@ static cattr_status rules_new(const cattr_explainer *e, family fam, rules_state 
 /* For the Layer and Neuron variants of these methods: installs into *rules (filled by cg_rules_default) the backward
  * rules of `method`'s family (DeepLift and DeepLiftShap, GuidedBackprop and GuidedGradCam, Deconvolution, LRP) for
  * explainer e's model and params, and returns the state they use (free it with cx_rules_free after the last
- * cg_autodiff with these rules). Errors: CATTR_ERR_INVALID_ARGUMENT (bad node_rules), CATTR_ERR_UNSUPPORTED (LRP
- * without a default rule for an op), CATTR_ERR_NO_MEMORY. */
+ * cg_autodiff with these rules). Errors: CATTR_ERR_INVALID_ARGUMENT (bad node_rules), CATTR_ERR_UNSUPPORTED (a rule
+ * on a module of several outputs), CATTR_ERR_NO_MEMORY. LRP refuses a node without a rule when it differentiates
+ * through it (CATTR_ERR_UNSUPPORTED from cg_autodiff, naming the node and its op). */
 cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state) {
     family fam;
     switch (method) {
@@ -537,23 +804,17 @@ cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rule
     rules_state *s = NULL;
     CX_CHECK(rules_new(e, fam, &s));
     rules->by_node = rules_by_node;
+    rules->wrt_grad = rules_wrt_grad;
     rules->user = s;
     *state = s;
     return CATTR_OK;
-}
-
-/* LRP: whether the gradient of attributed input i is to be multiplied by the input (the first layer reading it
- * has an epsilon, gamma or alpha1-beta0 rule; Captum's hook on the input). */
-bool cx_rules_input_multiplied(const void *state, int i) {
-    const rules_state *s = state;
-    return s && i >= 0 && i < CX_MAX_IN && s->in_mul[i];
 }
 
 cattr_status cx_rules_bind(const cg_rules *rules, int node_base) {
     if (rules->by_node != rules_by_node) return CATTR_OK;
     rules_state *s = rules->user;
     bool lrp = false;
-    for (int i = 0; i < s->n_nodes && !lrp; i++) lrp = is_lrp_layer(s->rule[i].kind);
+    for (int i = 0; i < s->n_nodes && !lrp; i++) lrp = s->layer_of[i] >= 0;
     if (lrp && node_base != 0) /* its owners are the model's value ids */
         return cx_fail(CATTR_ERR_INTERNAL, "LRP's rules need the model's nodes and values at their own ids");
     s->node_base = node_base;
@@ -948,15 +1209,14 @@ static cattr_status modified_gradient(cattr_explainer *e, cx_call *c, cattr_tens
 
 /* ---- LRP ------------------------------------------------------------------------------------------------------- */
 
-/* relevance = (gradient under the rules [* x where the first layer reads x]) * the target output of the example;
+/* relevance = (gradient under the rules, x where an LRP layer reads x) * the target output of the example;
  * delta = output - the sum of every relevance of the example. */
 static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta) {
     double *sel = malloc((size_t)(c->B + 1) * sizeof *sel);
     cattr_status st = sel ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    unsigned mul = 0; /* inputs whose gradient is multiplied by the input (Captum's hook on the input) */
-    for (int i = 0; i < c->n; i++)
-        if (cx_rules_input_multiplied(e->method_state, i)) mul |= 1u << i;
-    /* relevance = gradient (x input) x the selected output, in one pass on the backend */
+    /* relevance = gradient x the selected output, in one pass on the backend; the gradient graph has multiplied each
+     * input's total gradient by the input already (Captum's hook on the input: rules_wrt_grad) */
+    unsigned mul = 0;
     bool want = delta && e->p.return_convergence_delta;
     if (st == CATTR_OK) st = cx_grad_lrp(e, c, mul, want, attr, want ? sel : NULL);
     if (st == CATTR_OK && want) { /* output - the relevances' sum: -(sum - output), the sum on the backend */

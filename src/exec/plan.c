@@ -679,10 +679,11 @@ static cattr_status infer_node(cx_plan *p, const cg_graph *g, cg_node *n) {
     }
     cx_view *o = &p->views[n->out];
     CX_CHECK(cx_infer(n, in, o));
-    /* floats made from nothing or from integers (ConstantOfShape, NormalNoise, Cast of int64) take the call's float
-     * dtype */
+    /* floats made from nothing or from integers (ConstantOfShape, NormalNoise, Cast of int64), and a host function's
+     * output, take the call's float dtype */
     if (o->dtype == CATTR_FLOAT32 && !n->a.index &&
-        (n->op == CG_CONSTANT_OF_SHAPE || n->op == CG_NORMAL_NOISE || (n->op == CG_CAST && in[0].dtype == CATTR_INT64)))
+        (n->op == CG_CONSTANT_OF_SHAPE || n->op == CG_NORMAL_NOISE || n->op == CG_HOST_CALL ||
+         (n->op == CG_CAST && in[0].dtype == CATTR_INT64)))
         o->dtype = p->consts_dtype;
     o->data = NULL;
     if (cx_view_numel(o) < 0 || (uint64_t)cx_view_numel(o) > (uint64_t)INT64_MAX / 8) {

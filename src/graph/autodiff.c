@@ -563,6 +563,21 @@ static cattr_status r_logsoftmax(cg_graph *g, int ni, int gy, const bool *need, 
     return unary_rule(g, ni, gy, need, gx, CG_LOGSOFTMAX_GRAD, true);
 }
 
+/* HostCall: a host function has no gradient. The rule refuses it where it is used, not here: it gives every input
+ * one gradient node, a HostCall marked index 1, whose shape rule fails ("... has no gradient ...") when a method plans
+ * it. The explainer derives its gradient graph for every method, and only the ones that need the gradient plan it:
+ * the perturbation methods plan the forward nodes alone and run. */
+static cattr_status r_host_call(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    cg_attrs a = nd.a;
+    a.index = 1;
+    int v = EMIT(CG_HOST_CALL, &a, gy);
+    for (int j = 0; j < nd.n_in; j++)
+        if (need[j]) gx[j] = v;
+    return CATTR_OK;
+}
+
 void cg_rules_default(cg_rules *r) {
     memset(r, 0, sizeof *r);
     r->by_op[CG_IDENTITY] = r_identity;
@@ -621,6 +636,7 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_LOGSOFTMAX] = r_logsoftmax;
     r->by_op[CG_RNN] = r_rnn;
     r->by_op[CG_IF] = r_if;
+    r->by_op[CG_HOST_CALL] = r_host_call;
 }
 
 /* ---- the transform ----------------------------------------------------------------------------------------- */
@@ -684,6 +700,15 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
                 gacc[v] = s;
             }
         }
+    }
+    for (int k = 0; k < n_wrt && rules->wrt_grad; k++) { /* the rules' last word on a wrt value's total gradient */
+        bool again = false; /* a value listed twice: once */
+        for (int q = 0; q < k; q++) again |= wrt[q] == wrt[k];
+        if (gacc[wrt[k]] < 0 || again) continue;
+        g_emit_failed = false;
+        st = rules->wrt_grad(g, wrt[k], &gacc[wrt[k]], rules->user);
+        if (st == CATTR_OK && g_emit_failed) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory in autodiff");
+        if (st != CATTR_OK) goto done;
     }
     bool has_if = false; /* a gradient may come only from a branch an If does not take: see below */
     for (int i = 0; i < nn && !has_if; i++) has_if = g->nodes[i].op == CG_IF;

@@ -20,6 +20,10 @@ typedef struct cg_rules {
     /* Optional per-node override: returns the rule for node ni, or NULL to use by_op. */
     cg_backward_fn (*by_node)(const cg_graph *g, int ni, void *user);
     void *user;
+    /* Optional: called with the summed gradient *grad of each wrt value before cg_autodiff returns it, and may
+     * replace it: a method's change to a value's total gradient that the value's producer would apply, for the wrt
+     * values, whose producers autodiff does not visit (LRP's multiplication of a layer's input by its gradient). */
+    cattr_status (*wrt_grad)(cg_graph *g, int value, int *grad, void *user);
 } cg_rules;
 
 /* Fills `r` with the standard gradient of every differentiable op. */

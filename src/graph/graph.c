@@ -19,9 +19,26 @@ const char *const cg_op_names[CG_OP_COUNT] = {
     "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "HardSigmoid", "HardSwish", "Softplus", "Elu", "Selu", "Gelu",
     "UnaryGrad", "Pow", "Max", "Min", "BinaryGrad", "Pad", "PadGrad", "Shape", "Cast",
     "ConstantOfShape", "Equal", "Where", "Expand", "Mod", "Range", "ScatterND", "ReduceMax", "ReduceMin", "ReduceExtGrad", "Resize", "ResizeGrad", "Tile", "TileGrad", "RNN", "RNNGrad", "If",
-    "TorchSum", "NormalNoise", "LimeSimilarity",
+    "TorchSum", "NormalNoise", "LimeSimilarity", "HostCall",
 };
 _Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");
+
+/* What a host function said when it failed (cattr_callback_fail), per thread: the kernel and the shape rule clear it
+ * before they call the function and read it after. */
+static _Thread_local char tl_host_msg[1024];
+static _Thread_local bool tl_host_set;
+
+void cattr_callback_fail(const char *message) {
+    snprintf(tl_host_msg, sizeof tl_host_msg, "%s", message ? message : "");
+    tl_host_set = true;
+}
+
+const char *cg_host_error(void) { return tl_host_set ? tl_host_msg : NULL; }
+
+void cg_host_clear_error(void) {
+    tl_host_set = false;
+    tl_host_msg[0] = '\0';
+}
 
 cg_attrs cg_attrs_default(void) {
     cg_attrs a;

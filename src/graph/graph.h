@@ -165,6 +165,10 @@ typedef enum cg_op {
     CG_LIME_SIMILARITY, /* (X [R, n], P [R, n]); alpha = the kernel width, index 1: the euclidean distance, else the
                          * cosine -> [R] in X's dtype: row r's Lime sample weight cx_lime_similarity(X[r], P[r]),
                          * Captum's default similarity in float32. No gradient (a weight of the fit) */
+    CG_HOST_CALL,   /* (X0..Xn-1) -> a.host's function of the inputs (cattr_model_new_callback: a forward pass the caller
+                     * computes), the shape from its shape function, float outputs in the call's float dtype; run on
+                     * the host, on the thread that called cattr. index 1: the gradient of such a node (autodiff's
+                     * rule), which has none: its shape rule refuses it, so only a method that plans a gradient fails */
     CG_OP_COUNT
 } cg_op;
 
@@ -173,6 +177,22 @@ extern const char *const cg_op_names[CG_OP_COUNT];
 #define CG_MAX_IN 8
 #define CG_MAX_SP 3
 #define CG_MAX_INTS 32
+
+/* The host function of a HostCall node (cattr_model_new_callback): owned by the model that made it (cattr_model_free
+ * releases it), borrowed by the node and by every copy of it (the methods' derived graphs copy the model's nodes), so
+ * the model outlives them, as it outlives the graphs that share its constants. */
+typedef struct cg_host_fn {
+    char *name;                     /* in messages: "host function '<name>'" */
+    cattr_callback_fn fn;           /* the forward pass */
+    cattr_callback_shape_fn shape;  /* its output shape for given input shapes */
+    void *user;
+    void (*release)(void *user);    /* may be NULL */
+} cg_host_fn;
+
+/* The message a host function left with cattr_callback_fail on this thread since cg_host_clear_error, or NULL when it
+ * left none. */
+const char *cg_host_error(void);
+void cg_host_clear_error(void);
 
 typedef struct cg_attrs {
     int64_t axis;
@@ -189,6 +209,7 @@ typedef struct cg_attrs {
     int fuse_relu; /* set by the planner only: apply ReLU to the result (a fused Relu node) */
     int bf16;      /* MatMul/Gemm by a constant 2-D weight: bfloat16 inputs, float32 accumulation (precision "high") */
     int keep_precision; /* set by a loader: cg_mark_bf16 leaves this product at full precision (an LLM's output head) */
+    const cg_host_fn *host; /* HostCall: the host function (borrowed) */
     int n_ints;
     int64_t ints[CG_MAX_INTS];
 } cg_attrs;

@@ -63,7 +63,73 @@ void cattr_model_free(cattr_model *m) {
     free(m->in_ndim);
     free(m->in_shape);
     free(m->in_dtype);
+    if (m->host) {
+        if (m->host->release) m->host->release(m->host->user);
+        free(m->host->name);
+        free(m->host);
+    }
     free(m);
+}
+
+/* ---- a forward pass computed by the caller ----------------------------------------------------------------- */
+
+cattr_status cattr_model_new_callback(const char *name, int n_inputs, const char *const *input_names,
+                                      const cattr_dtype *input_dtypes, cattr_callback_fn fn,
+                                      cattr_callback_shape_fn shape, void *user, void (*release)(void *user),
+                                      cattr_model **out) {
+    if (out) *out = NULL;
+    if (!out || !name || !fn || !shape)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_new_callback: %s is NULL",
+                       !out ? "out" : !name ? "name" : !fn ? "fn" : "shape");
+    if (n_inputs < 1 || n_inputs > CG_MAX_IN)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_new_callback ('%s'): n_inputs = %d: it must be from 1 "
+                       "to %d", name, n_inputs, CG_MAX_IN);
+    if (!input_dtypes) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_new_callback ('%s'): input_dtypes is NULL", name);
+    for (int i = 0; i < n_inputs; i++)
+        if (input_dtypes[i] != CATTR_FLOAT32 && input_dtypes[i] != CATTR_FLOAT64 && input_dtypes[i] != CATTR_INT64)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_new_callback ('%s'): input %d has dtype %d (0 float32, "
+                           "1 float64, 2 int64)", name, i, (int)input_dtypes[i]);
+    cattr_model *m = calloc(1, sizeof *m);
+    cg_graph *g = cg_new();
+    cg_host_fn *h = calloc(1, sizeof *h);
+    if (m) {
+        m->in_ndim = malloc((size_t)n_inputs * sizeof *m->in_ndim);
+        m->in_shape = calloc((size_t)n_inputs, sizeof *m->in_shape);
+        m->in_dtype = malloc((size_t)n_inputs * sizeof *m->in_dtype);
+        m->path = cx_strdup(name);
+    }
+    if (h) h->name = cx_strdup(name);
+    bool ok = m && g && h && m->in_ndim && m->in_shape && m->in_dtype && m->path && h->name;
+    int in[CG_MAX_IN];
+    for (int i = 0; ok && i < n_inputs; i++) {
+        char buf[32];
+        const char *nm = input_names && input_names[i] ? input_names[i] : (snprintf(buf, sizeof buf, "input%d", i), buf);
+        in[i] = cg_add_input(g, nm);
+        ok = in[i] >= 0;
+        if (ok) {
+            m->in_ndim[i] = -1; /* any rank */
+            m->in_dtype[i] = input_dtypes[i];
+        }
+    }
+    cg_attrs a = cg_attrs_default();
+    a.host = h;
+    int y = ok ? cg_add_node(g, CG_HOST_CALL, name, in, n_inputs, &a, "output") : -1;
+    if (y < 0 || cg_add_output(g, y) != 0) {
+        if (h) free(h->name);
+        free(h);
+        cg_free(g);
+        if (m) m->g = NULL;
+        cattr_model_free(m);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory making the model of host function '%s'", name);
+    }
+    h->fn = fn;
+    h->shape = shape;
+    h->user = user;
+    h->release = release;
+    m->g = g;
+    m->host = h;
+    *out = m;
+    return CATTR_OK;
 }
 
 cattr_status cx_precision_check(cattr_precision prec, cattr_dtype dt, const cx_backend *be) {
@@ -476,7 +542,8 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
     if (!m) return 0;
     const cg_graph *g = m->g;
     char sh[256];
-    sb_printf(&s, "model: %s (ONNX opset %d)\ninputs:\n", m->path, m->opset);
+    if (m->host) sb_printf(&s, "model: %s (a host function)\ninputs:\n", m->path);
+    else sb_printf(&s, "model: %s (ONNX opset %d)\ninputs:\n", m->path, m->opset);
     for (int i = 0; i < g->n_inputs; i++) {
         if (m->in_ndim[i] >= 0) {
             cx_shape_str(m->in_ndim[i], m->in_shape[i], sh, sizeof sh);

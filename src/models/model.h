@@ -14,6 +14,8 @@ struct cattr_model {
     int64_t (*in_shape)[CATTR_MAX_DIMS]; /* declared input shapes, -1 dynamic */
     cattr_dtype *in_dtype;
     cx_backend *be; /* the model's device (cattr_model_set_device; NULL: the default device) */
+    cg_host_fn *host; /* cattr_model_new_callback: the host function its HostCall node calls (owned; NULL otherwise,
+                       * also in the models derived from it, which borrow their clone's pointer) */
 };
 
 /* The backend of the model's device. Errors: as cx_backend_by_name. */

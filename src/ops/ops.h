@@ -21,6 +21,10 @@ static inline int64_t cx_view_numel(const cx_view *v) { return cx_numel(v->ndim,
  * int64 constants flagged by the caller). Errors: CATTR_ERR_SHAPE naming the node and the shapes. */
 cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
 
+/* The status a call fails with when a host function (HostCall, cattr_callback_fn) returned st != CATTR_OK: st itself
+ * when it is a cattr_status, else CATTR_ERR_INVALID_ARGUMENT. */
+cattr_status cx_host_status(int st);
+
 /* The axes a ReduceSum / ReduceMean / ReduceGrad node reduces for an input of rank nd: red[d] for d < nd (every
  * axis when the node names none). False when an axis is out of range. */
 bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red);

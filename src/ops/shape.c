@@ -117,6 +117,45 @@ bool cx_reduce_axes(const cg_attrs *a, int nd, bool *red) {
     return true;
 }
 
+cattr_status cx_host_status(int st) {
+    return st > CATTR_OK && st <= CATTR_ERR_CANCELLED ? (cattr_status)st : CATTR_ERR_INVALID_ARGUMENT;
+}
+
+/* HostCall: the output shape its host function's shape function gives for these input shapes (a float output; the
+ * planner gives it the call's float dtype). The gradient of a HostCall (index 1) is refused here, when a method plans
+ * it. */
+static cattr_status host_call_shape(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cg_host_fn *h = n->a.host;
+    if (n->a.index == 1)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': a model that runs a host function ('%s') has no gradient: use "
+                       "a perturbation method, or a forward function cattr can export", n->name, h ? h->name : "?");
+    if (!h) SHAPE_FAIL("no host function");
+    int nd[CG_MAX_IN];
+    int64_t sh[CG_MAX_IN * CATTR_MAX_DIMS];
+    memset(sh, 0, sizeof sh);
+    for (int i = 0; i < n->n_in; i++) {
+        nd[i] = in[i].ndim;
+        memcpy(sh + i * CATTR_MAX_DIMS, in[i].shape, (size_t)in[i].ndim * sizeof(int64_t));
+    }
+    int ond = -1;
+    int64_t os[CATTR_MAX_DIMS];
+    memset(os, 0, sizeof os);
+    cg_host_clear_error();
+    int st = h->shape(h->user, n->n_in, nd, sh, &ond, os);
+    if (st != CATTR_OK) {
+        const char *msg = cg_host_error();
+        return cx_fail(cx_host_status(st), "host function '%s': its shape function failed: %s", h->name,
+                       msg && *msg ? msg : cattr_status_string(cx_host_status(st)));
+    }
+    if (ond < 0 || ond > CATTR_MAX_DIMS) SHAPE_FAIL("host function '%s': its shape function gave rank %d", h->name, ond);
+    for (int d = 0; d < ond; d++)
+        if (os[d] < 0) SHAPE_FAIL("host function '%s': its shape function gave size %lld", h->name, (long long)os[d]);
+    out->ndim = ond;
+    memcpy(out->shape, os, sizeof out->shape);
+    out->dtype = CATTR_FLOAT32;
+    return CATTR_OK;
+}
+
 cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     const cg_attrs *a = &n->a;
     out->dtype = n->n_in > 0 ? in[0].dtype : CATTR_FLOAT32;
@@ -714,7 +753,8 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         const cx_view *m = &in[2], *id = &in[3];
         bool maps = n->n_in > 4;
         if (m->dtype != CATTR_INT64 || id->dtype != CATTR_INT64) SHAPE_FAIL("the mask and the ids must be int64");
-        if (in[0].dtype != in[1].dtype || in[0].dtype == CATTR_INT64) SHAPE_FAIL("A and B must be of one float dtype");
+        /* int64 A and B too: the perturbation methods' integer inputs (the kernels select elements by bytes) */
+        if (in[0].dtype != in[1].dtype) SHAPE_FAIL("A and B must be of one dtype");
         if (m->ndim < 1 || id->ndim != 1 || (!maps && id->shape[0] != m->shape[0]))
             SHAPE_FAIL("expected one id per row of the mask");
         int64_t R = id->shape[0];
@@ -744,7 +784,8 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
     }
     case CG_PLACE_ROWS: {
         const cx_view *acc = &in[0], *v = &in[1], *ord = &in[2], *q0 = &in[3];
-        if (acc->dtype == CATTR_INT64 || v->dtype != acc->dtype) SHAPE_FAIL("acc and v must be of one float dtype");
+        /* int64 too: the differences of a model with an integer output (the kernels place elements by bytes) */
+        if (v->dtype != acc->dtype) SHAPE_FAIL("acc and v must be of one dtype");
         if (ord->dtype != CATTR_INT64 || q0->dtype != CATTR_INT64 || cx_view_numel(q0) != 1)
             SHAPE_FAIL("ord must be int64 and q0 one int64");
         if (acc->ndim < 1 || v->ndim != 1 || acc->shape[0] < 1 || v->shape[0] % acc->shape[0])
@@ -755,6 +796,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         copy_shape(out, acc);
         return CATTR_OK;
     }
+    case CG_HOST_CALL: return host_call_shape(n, in, out);
     case CG_OP_COUNT: break;
     }
     return cx_fail(CATTR_ERR_INTERNAL, "node '%s': no shape rule for op %d", n->name, (int)n->op);

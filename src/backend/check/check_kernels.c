@@ -24,6 +24,8 @@
 #include "core/rng.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1414,12 +1416,14 @@ static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
         }
         unravel(i, out->ndim, out->shape, c);
         int64_t ia = bcast_index(out->ndim, c, in[0].ndim, in[0].shape), ib = bcast_index(out->ndim, c, in[1].ndim, in[1].shape);
-        if (out->dtype == CATTR_INT64 && n->op != CG_MOD)
-            ((int64_t *)out->data)[i] = cx_int_binary(n->op, ((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib]);
-        else if (out->dtype == CATTR_INT64)
+        if (out->dtype == CATTR_INT64 && n->op != CG_MOD) { /* with the planner's fused ReLU (a model of integers) */
+            int64_t y = cx_int_binary(n->op, ((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib]);
+            ((int64_t *)out->data)[i] = n->a.fuse_relu && y < 0 ? 0 : y;
+        } else if (out->dtype == CATTR_INT64) {
             ((int64_t *)out->data)[i] = cx_mod_i(((const int64_t *)in[0].data)[ia], ((const int64_t *)in[1].data)[ib], (int)n->a.index);
-        else
+        } else {
             put(out, i, cx_mod_f(get(&in[0], ia), get(&in[1], ib), (int)n->a.index));
+        }
     }
     if (n->op != CG_SCATTER_ND) return CATTR_OK;
     const cx_view *ix = &in[1], *u = &in[2];
@@ -1439,8 +1443,65 @@ static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
     return CATTR_OK;
 }
 
+/* HostCall: the host function on tensors viewing the inputs (no copy), its output checked against the planned shape
+ * and converted into `out`. Also the CPU backend's kernel (its memory is host memory) and the one the cpu-check and
+ * cuda backends run on host copies. Never called from a worker thread: inside an active parallel region it refuses. */
+static cattr_status k_host_call(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cg_host_fn *h = n->a.host;
+    if (n->a.index == 1 || !h)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': a model that runs a host function ('%s') has no gradient: use "
+                       "a perturbation method, or a forward function cattr can export", n->name, h ? h->name : "?");
+    if (omp_in_parallel())
+        return cx_fail(CATTR_ERR_INTERNAL, "host function '%s' (node '%s') reached inside a parallel region: cattr "
+                       "calls host functions only on the thread that called it, outside parallel regions", h->name,
+                       n->name);
+    struct cattr_tensor t[CG_MAX_IN];
+    const cattr_tensor *tp[CG_MAX_IN];
+    for (int i = 0; i < n->n_in; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].dtype = in[i].dtype;
+        t[i].ndim = in[i].ndim;
+        memcpy(t[i].shape, in[i].shape, sizeof t[i].shape);
+        t[i].numel = cx_view_numel(&in[i]);
+        t[i].data = in[i].data;
+        t[i].borrowed = true;
+        tp[i] = &t[i];
+    }
+    cattr_tensor *res = NULL;
+    cg_host_clear_error();
+    int st = h->fn(h->user, n->n_in, tp, &res);
+    char s1[128], s2[128], s3[512] = "";
+    if (st != CATTR_OK) {
+        cattr_tensor_free(res);
+        const char *msg = cg_host_error();
+        return cx_fail(cx_host_status(st), "host function '%s' failed: %s", h->name,
+                       msg && *msg ? msg : cattr_status_string(cx_host_status(st)));
+    }
+    if (!res) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "host function '%s' returned no output", h->name);
+    cattr_status rs = CATTR_OK;
+    if (!cx_shape_eq(res->ndim, res->shape, out->ndim, out->shape)) {
+        for (int i = 0; i < n->n_in; i++) {
+            size_t off = strlen(s3);
+            snprintf(s3 + off, sizeof s3 - off, "%s%s", i ? ", " : "", cx_shape_str(in[i].ndim, in[i].shape, s1, sizeof s1));
+        }
+        rs = cx_fail(CATTR_ERR_SHAPE, "host function '%s' returned an output of shape %s; its shape function gave %s for "
+                     "input shapes %s", h->name, cx_shape_str(res->ndim, res->shape, s1, sizeof s1),
+                     cx_shape_str(out->ndim, out->shape, s2, sizeof s2), s3);
+    } else if (res->dtype != CATTR_FLOAT32 && res->dtype != CATTR_FLOAT64 && res->dtype != CATTR_INT64) {
+        rs = cx_fail(CATTR_ERR_DTYPE, "host function '%s' returned an output of dtype %d", h->name, (int)res->dtype);
+    } else if (res->dtype == out->dtype) {
+        if (res->numel) memcpy(out->data, res->data, (size_t)res->numel * cattr_dtype_size(res->dtype));
+    } else {
+        cx_view v = {res->dtype, res->ndim, {0}, res->data};
+        for (int64_t k = 0; k < res->numel; k++) put(out, k, get(&v, k));
+    }
+    cattr_tensor_free(res);
+    return rs;
+}
+
 cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) {
     switch (n->op) { /* data movement: every dtype */
+    case CG_HOST_CALL: return k_host_call(n, in, out);
     case CG_IDENTITY: case CG_RESHAPE: case CG_FLATTEN: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_RESHAPE_LIKE:
         return k_copy(&in[0], out);
     case CG_TRANSPOSE: return k_transpose(n, &in[0], out);
@@ -1449,6 +1510,8 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_GATHER: case CG_GATHER_GRAD: return k_gather(n, in, out);
     case CG_SLICE: case CG_SLICE_GRAD: return k_slice(n, in, out);
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
+    case CG_WHERE_ID: return k_where_id(n, in, out); /* selections: int64 too (the perturbation methods' inputs) */
+    case CG_PLACE_ROWS: return k_place_rows(in, out);
     case CG_SHAPE: { /* X's dims from start */
         int64_t lo = n->a.n_ints > 0 ? n->a.ints[0] : 0;
         if (lo < 0) lo += in[0].ndim;
@@ -1473,6 +1536,13 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
         if (out->dtype == CATTR_INT64) return k_index(n, in, out);
         break;
+    case CG_RELU: case CG_NEG: case CG_ABS: /* int64: a model of integers (the perturbation methods' int64 inputs) */
+        if (out->dtype != CATTR_INT64) break;
+        for (int64_t k = 0; k < cx_view_numel(out); k++) {
+            int64_t x = ((const int64_t *)in[0].data)[k];
+            ((int64_t *)out->data)[k] = n->op == CG_RELU ? (x > 0 ? x : 0) : n->op == CG_NEG ? -x : (x < 0 ? -x : x);
+        }
+        return CATTR_OK;
     case CG_CAST: /* through double; to int64 truncating toward zero */
         for (int64_t k = 0; k < cx_view_numel(out); k++) {
             if (out->dtype == CATTR_INT64)
@@ -1523,8 +1593,6 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_DL_CENTER: return k_dl_center(in, out);
     case CG_DL_MAXPOOL: return k_dl_maxpool(n, in, out);
     case CG_LRP_DIV: return k_lrp_div(n, in, out);
-    case CG_WHERE_ID: return k_where_id(n, in, out);
-    case CG_PLACE_ROWS: return k_place_rows(in, out);
     default: break;
     }
     return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the cpu-check backend has no kernel for op %s", n->name,

@@ -6,6 +6,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/bf16_gemm.h"
 #include "backend/cpu/f32_gemm.h"
+#include "backend/check/check_kernels.h"
 #include "ops/elementwise.h"
 #include "ops/ops.h"
 #include "core/rng.h"
@@ -760,6 +761,7 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
     case CG_MOD: case CG_RANGE: case CG_SCATTER_ND: return k_index_ops(n, in, out);
     case CG_NORMAL_NOISE: return k_normal_noise(n, in, out);
     case CG_LIME_SIMILARITY: return k_lime_similarity(n, in, out);
+    case CG_HOST_CALL: return cx_check_run_op(n, in, out); /* the host function on views of this memory (no copy) */
     case CG_IF: { /* the branch taken, or zeros for an absent one */
         int j = elem_as_double(&in[0], 0) != 0 ? 1 : 2;
         size_t bytes = (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype);
@@ -768,7 +770,21 @@ static cattr_status cpu_run_op(void *ctx, const cg_node *n, const cx_view *in, c
         return CATTR_OK;
     }
     case CG_ADD: case CG_SUB: case CG_MUL: case CG_DIV:
-        if (!flt) return k_index_ops(n, in, out);
+        if (!flt) { /* int64, with the planner's fused ReLU (a model of integers) */
+            cattr_status st = k_index_ops(n, in, out);
+            int64_t *y = out->data;
+            for (int64_t i = 0; st == CATTR_OK && n->a.fuse_relu && i < cx_view_numel(out); i++) y[i] = y[i] < 0 ? 0 : y[i];
+            return st;
+        }
+        break;
+    case CG_RELU: case CG_NEG: case CG_ABS:
+        if (!flt) { /* a model of integers (the perturbation methods' int64 inputs) */
+            const int64_t *x = in[0].data;
+            int64_t *y = out->data;
+            for (int64_t i = 0; i < cx_view_numel(out); i++)
+                y[i] = n->op == CG_RELU ? (x[i] > 0 ? x[i] : 0) : n->op == CG_NEG ? -x[i] : (x[i] < 0 ? -x[i] : x[i]);
+            return CATTR_OK;
+        }
         break;
     default: break;
     }

@@ -260,8 +260,8 @@ cattr_status cu_gemm(cu_ctx *c, cattr_dtype dt, bool ta, bool tb, int64_t m, int
 
 /* ---- running a node ----------------------------------------------------------------------------------------------- */
 
-/* An op without a kernel here: inputs down, the reference kernel on the host, the output up. */
-static cattr_status run_on_host(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
+/* The reference kernel of node n on the host: inputs down, the kernel, the output up. */
+static cattr_status host_roundtrip(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
     cattr_status st = CATTR_OK;
     cx_view hin[CG_MAX_IN], hout = *out;
     void *bufs[CG_MAX_IN + 1] = {0};
@@ -285,6 +285,12 @@ static cattr_status run_on_host(cu_ctx *c, const cg_node *n, const cx_view *in, 
 #endif
     }
     for (int i = 0; i <= CG_MAX_IN; i++) free(bufs[i]);
+    return st;
+}
+
+/* An op without a kernel here: it runs on the host (host_roundtrip), logged once per op. */
+static cattr_status run_on_host(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
+    cattr_status st = host_roundtrip(c, n, in, out);
     c->fallbacks++;
     if (st == CATTR_OK && (unsigned)n->op < (unsigned)CG_OP_COUNT) {
         pthread_mutex_lock(&g_lock);
@@ -330,6 +336,9 @@ static cattr_status run_op(cu_ctx *c, const cg_node *n, const cx_view *in, cx_vi
  * share the scratch and the cuBLAS handle; once enqueued, the stream keeps every op's launches in order. */
 static cattr_status t_run_op(void *ctx, const cg_node *n, const cx_view *in, cx_view *out) {
     cu_ctx *c = (cu_ctx *)ctx;
+    /* a host function (HostCall) runs on the host by definition, outside the op lock: it may take long, and may call
+     * the library itself; its copies are ordered on the stream like the executor's own */
+    if (n->op == CG_HOST_CALL) return host_roundtrip(c, n, in, out);
     pthread_mutex_lock(&c->op_lock);
     cattr_status st = run_op(c, n, in, out);
     pthread_mutex_unlock(&c->op_lock);

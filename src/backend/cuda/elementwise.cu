@@ -224,6 +224,15 @@ cattr_status cu_run_elementwise(cu_ctx *c, const cg_node *n, const cx_view *in, 
     case CG_NORMAL_NOISE: normal_noise(c, n, in, out); return CATTR_OK;
     default: break;
     }
+    if (!flt && (n->op == CG_RELU || n->op == CG_NEG || n->op == CG_ABS)) { /* a model of integers */
+        dv x = cu_dv(&in[0]), y = cu_dv(out);
+        cg_op op = n->op;
+        cu_each(c, cx_view_numel(out), CU_FN {
+            int64_t v = ldi(x, i);
+            ((int64_t *)y.p)[i] = op == CG_RELU ? (v > 0 ? v : 0) : op == CG_NEG ? -v : (v < 0 ? -v : v);
+        });
+        return CATTR_OK;
+    }
     if (flt) switch (n->op) {
         case CG_RELU: case CG_LEAKYRELU: case CG_SIGMOID: case CG_TANH: case CG_CLIP: case CG_NEG: case CG_ABS:
             unary(c, n->op, in, out, n->a.alpha, n->a.beta);
