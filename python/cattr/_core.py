@@ -320,7 +320,7 @@ def from_torch(module, example_inputs, device="cpu", opset_version=14, keep_file
     kw = dict(input_names=names, output_names=["output"], dynamic_axes=axes, opset_version=opset_version,
               do_constant_folding=False)
     kw.update(export_kwargs)
-    was_training = module.training
+    modes = [(m, m.training) for m in module.modules()]  # every module's flag, restored as it was
     module.eval()
     path = keep_file
     tmpdir = None
@@ -335,8 +335,8 @@ def from_torch(module, example_inputs, device="cpu", opset_version=14, keep_file
             m.path = "<%s from torch>" % type(module).__name__
         return m
     finally:
-        if was_training:
-            module.train()
+        for m_, t in modes:
+            m_.training = t
         if tmpdir is not None:
             tmpdir.cleanup()
 

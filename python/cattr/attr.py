@@ -22,6 +22,7 @@ cattr-specific keywords all start with an underscore:
     _device=str                   the device of this call's explainer (default: the model's)
 """
 import ctypes
+import functools
 import numbers
 import threading
 from collections import namedtuple
@@ -30,7 +31,8 @@ import numpy as np
 
 from . import _lib
 from ._lib import lib, check
-from . import _torch
+from . import _rng, _torch
+from ._rng import get_rng, set_rng
 from ._core import Model, ModuleRef, _TensorList, _is_torch, _ptr_array, compute_dtype, layer_name, tensor_to_numpy, \
     to_numpy
 from ._torch import TorchForward as _TorchForward
@@ -45,12 +47,12 @@ __all__ = [
     "NeuronDeepLiftShap", "NeuronGradientShap", "NeuronGuidedBackprop", "NeuronDeconvolution",
     "NeuronFeatureAblation", "LayerAttribution", "NodeRule", "neuron_sum", "LimeBase", "SkLearnLasso",
     "get_exp_kernel_similarity_function", "default_perturb_func", "default_from_interp_rep_transform",
-    "DataLoaderAttribution",
+    "DataLoaderAttribution", "set_rng", "get_rng",
 ]
 
 NodeRule = namedtuple("NodeRule", "node rule epsilon gamma set_bias_to_zero")
 NodeRule.__new__.__defaults__ = (1e-9, 0.25, False)
-NodeRule.__doc__ = ("A rule for one ONNX node (`_node_rules=`): rule is 'deeplift_nonlinear', 'deeplift_maxpool', "
+NodeRule.__doc__ = ("A rule for one ONNX node or module path (`_node_rules=`): rule is 'deeplift_nonlinear', 'deeplift_maxpool', "
                     "'deeplift_softmax', 'guided_backprop_relu', 'deconvolution_relu', 'EpsilonRule', 'GammaRule', "
                     "'Alpha1_Beta0_Rule', 'IdentityRule' or 'lrp_passthrough_nonlinear'.")
 
@@ -150,6 +152,20 @@ def _int(v, what, lo=_lib.INT64_MIN, hi=_lib.INT64_MAX):
         if a.size == 1 and a.dtype.kind in "iu":
             v = a.reshape(())[()]
     return _lib.as_int(v, what, lo, hi, allow_bool=False)
+
+
+def _call_baselines(baselines, inputs):
+    """Captum's baselines given as a function (DeepLiftShap, GradientShap): called with the inputs' tuple when it
+    takes a parameter, else with none."""
+    if baselines is None or not callable(baselines) or _is_torch(baselines) or isinstance(baselines, np.ndarray):
+        return baselines
+    import inspect
+
+    try:
+        takes = len(inspect.signature(baselines).parameters) > 0
+    except (TypeError, ValueError):
+        takes = False
+    return baselines(tuple(inputs)) if takes else baselines()
 
 
 def _select_target(out, target, n):
@@ -345,6 +361,8 @@ class Attribution:
     plans and memory are reused by calls of the same shapes)."""
 
     _captum_name = None
+    _promotes_int_inputs = False
+    _truncates_baselines = False  # the Shapley methods: a number baseline of an integer input is truncated
     _layer_method = False
 
     def __init__(self, forward_func, **ctor):
@@ -378,6 +396,7 @@ class Attribution:
         def one(path):
             if not isinstance(path, str):
                 return path
+            path = self._torch.exported_path(m, path)
             vals = m.module_values(path, to_input)
             if vals is None or len(vals) < 2:
                 return path
@@ -392,6 +411,7 @@ class Attribution:
             def values(x):
                 if not isinstance(x, str):
                     return x
+                x = self._torch.exported_path(m, x)
                 vals = m.module_values(x, True)
                 if not vals:
                     raise _lib.ArgumentError("cattr: the layer '%s' reads no tensor from outside it" % x)
@@ -405,8 +425,11 @@ class Attribution:
         """A PyTorch forward function: the exported Model for this call's inputs becomes the model."""
         if self._torch is not None:
             dev = (extra or _NO_EXTRA).get("_device") or "cpu"
+            from ._callback import FORWARD_ONLY_CLASSES
+
+            fwd_only = (getattr(type(self), "_captum_name", None) or type(self).__name__) in FORWARD_ONLY_CLASSES
             self._model_ = self._torch.model_for(inputs, _to_tuple(additional_forward_args)[0]
-                                                 if additional_forward_args is not None else None, dev)
+                                                 if additional_forward_args is not None else None, dev, fwd_only)
 
     # Captum's multiplies_by_inputs: the constructor's multiply_by_inputs where the class takes one; otherwise fixed
     # per class (True for the perturbation methods, InputXGradient, LRP, LayerActivation, LayerConductance)
@@ -585,11 +608,39 @@ class Attribution:
                                  "values)" % (i, a.dtype))
             if a.ndim == 0:
                 raise _lib.ArgumentError("cattr: input %d: a 0-d tensor has no batch dimension" % i)
+        if baselines is not None and int_inputs_ok and type(self)._promotes_int_inputs:
+            # Captum's type promotion: an integer input ablated by a float baseline is computed in float
+            bs0, _ = _to_tuple(baselines)
+            if len(bs0) == 1 and len(arrs) > 1 and _is_scalar(bs0[0]):
+                bs0 = bs0 * len(arrs)
+            xs = list(xs)
+            for i, b in enumerate(bs0[:len(arrs)]):
+                if arrs[i].dtype.kind in "iub" and b is not None and (
+                        (_is_scalar(b) and isinstance(b, (float, np.floating))) or
+                        (not _is_scalar(b) and to_numpy(b).dtype.kind == "f")):
+                    arrs[i] = arrs[i].astype(np.float32)
+                    xs[i] = xs[i].float() if _is_torch(xs[i]) else arrs[i]
+            xs = tuple(xs)
         dtype = compute_dtype(arrs)
         fields["_n_inputs"] = len(arrs)
         fields["return_convergence_delta"] = 1 if want_delta else 0
         self._use_model_for(xs, additional_forward_args, extra)
+        if self._torch is not None and getattr(self._model, "_cattr_future", False) != \
+                bool(getattr(self, "_future_call", False)):
+            # Captum's rule: a forward function that returns Futures goes with attribute_future, and only such a one
+            raise _lib.ArgumentError(
+                "cattr: the forward function returns a Future: call attribute_future" if not getattr(
+                    self, "_future_call", False) else
+                "cattr: attribute_future needs a forward function that returns a Future; call attribute")
         self._eff_layer = self._effective_layer(fields)[0]
+        baselines = _call_baselines(baselines, xs)
+        if _rng.get_rng() == "torch" and not extra.get("_draws"):  # Captum's draws from torch's generator (_rng.py)
+            d = _rng.draws_for_call(
+                self, xs, fields, baselines, feature_mask, layer_mask, noise_tunnel=bool(extra.get("_nt")),
+                layer_shapes=lambda: [np.shape(a) for a in _to_tuple(
+                    LayerActivation(self._model, self._eff_layer).attribute(inputs, additional_forward_args))[0]])
+            if d is not None:
+                extra = dict(extra, _draws=d)
         e = self._explainer(dtype, fields, extra)
         tl = _TensorList()
         keep = []
@@ -618,6 +669,8 @@ class Attribution:
                     elif _is_scalar(b):
                         if arrs[i].dtype.kind == "f":
                             v = np.array(float(b), dtype=np.float64)
+                        elif self._truncates_baselines:  # Captum's full_like: the input's dtype
+                            v = np.array(int(b), dtype=np.int64)
                         else:
                             v = np.array(_lib.as_int(b, "baselines %d" % i), dtype=np.int64)
                         bp.append(tl.make(v))
@@ -696,8 +749,15 @@ class Attribution:
             return torch.from_numpy(a)
         return a
 
+    # Captum's FeatureAblation and its subclasses attribute in the dtype of the forward function's output: a Python
+    # int or float (a host-function model, _callback.py) gives int64 or float64 attributions
+    _output_dtype_follows = False
+
     def _result(self, res, want_delta):
         attrs, d, was_tuple, torch_out = res
+        num = getattr(getattr(self, "_model_", None), "_cattr_number_type", None)
+        if self._output_dtype_follows and num is not None:
+            attrs = [np.rint(a).astype(np.int64) if num is int else a.astype(np.float64) for a in attrs]
         attrs = [self._conv(a, torch_out) for a in attrs]
         out = tuple(attrs) if was_tuple else attrs[0]
         if want_delta:
@@ -772,7 +832,116 @@ class InputXGradient(Attribution):
         return self._result(self._run(inputs, {}, None, target, additional_forward_args, extra=kw), False)
 
 
-class DeepLift(Attribution):
+def _call_custom_func(func, multipliers, inputs, baselines):
+    """Captum's _call_custom_attribution_func: func(multipliers[, inputs[, baselines]]) by its parameter count."""
+    import inspect
+
+    if not callable(func):
+        raise _lib.ArgumentError("cattr: custom_attribution_func must be a callable function, not %s" %
+                                 type(func).__name__)
+    n = len(inspect.signature(func).parameters)
+    if n == 1:
+        return func(multipliers)
+    if n == 2:
+        return func(multipliers, inputs)
+    if n == 3:
+        return func(multipliers, inputs, baselines)
+    raise _lib.ArgumentError("`custom_attribution_func` must take at least one and at most 3 arguments.")
+
+
+def _as_tensors(arrs, torch_out):
+    if torch_out:
+        import torch
+
+        return tuple(a if _is_torch(a) else torch.as_tensor(np.asarray(a)) for a in arrs)
+    return tuple(to_numpy(a) for a in arrs)
+
+
+def _tensorize_baselines(xs, baselines):
+    """Captum's _tensorize_baseline: a number becomes a tensor of the input's shape, a one-row baseline the batch's."""
+    bs, _ = _to_tuple(0.0 if baselines is None else baselines)
+    if len(bs) == 1 and len(xs) > 1:
+        bs = bs * len(xs)
+    out = []
+    for x, b in zip(xs, bs):
+        xa = to_numpy(x)
+        if _is_scalar(b):
+            out.append(np.full(xa.shape, float(b), dtype=xa.dtype))
+        else:
+            ba = to_numpy(b)
+            if ba.shape[0] == 1 and xa.shape[0] > 1:
+                ba = np.concatenate([ba] * xa.shape[0])
+            out.append(ba)
+    return out
+
+
+class _CustomDeepLift:
+    """custom_attribution_func for the DeepLift family, applied in Python to what the engine returns: the
+    multipliers (the method without multiplying by inputs) and, for the layer forms, the layer's values at the inputs
+    and baselines (LayerActivation); the Shap forms pair every example with every baseline and average the pairs'
+    attributions, as Captum does."""
+
+    def _custom(self, inputs, baselines, target, add, func, want_delta, extra, layer=False, to_layer_input=False,
+                neuron=None, shap=False):
+        xs, was_tuple = _to_tuple(inputs)
+        torch_out = _is_torch(xs[0])
+        baselines = _call_baselines(baselines, xs)
+        bts = _tensorize_baselines(xs, baselines)
+        b = to_numpy(xs[0]).shape[0]
+        nb = bts[0].shape[0] if shap else 1
+        if shap:  # every example with every baseline: inputs repeat-interleaved, baselines tiled
+            xs_e = [np.repeat(to_numpy(x), nb, axis=0) for x in xs]
+            bts_e = [np.tile(bb, (b,) + (1,) * (bb.ndim - 1)) for bb in bts]
+            tgt = target
+            if isinstance(target, list):
+                tgt = [t for t in target for _ in range(nb)]
+            elif _is_torch(target) or isinstance(target, np.ndarray):
+                tv = to_numpy(target).reshape(-1)
+                tgt = np.repeat(tv, nb) if tv.size == b and b > 1 else target
+            af = None if add is None else tuple(
+                np.repeat(to_numpy(a), nb, axis=0) if (_is_torch(a) or isinstance(a, np.ndarray)) else a
+                for a in _to_tuple(add)[0])
+        else:
+            xs_e, bts_e, tgt, af = [to_numpy(x) for x in xs], bts, target, add
+        ins_t, bas_t = _as_tensors(xs_e, torch_out), _as_tensors(bts_e, torch_out)
+        # the multipliers: the same method without multiplying (and without the Shap pairing, done here)
+        base_cls = {"DeepLiftShap": DeepLift, "LayerDeepLiftShap": LayerDeepLift,
+                    "NeuronDeepLiftShap": NeuronDeepLift}.get(self._captum_name, type(self))
+        inner = base_cls.__new__(base_cls)
+        inner.__dict__.update(self.__dict__)
+        inner._ctor = dict(self._ctor, multiply_by_inputs=0)
+        inner._explainers = {}
+        kw = dict(extra)
+        if neuron is not None:
+            mult = inner.attribute(ins_t, neuron, bas_t, af, to_layer_input, **kw)
+        elif layer:
+            mult = inner.attribute(ins_t, bas_t, tgt, af, False, to_layer_input, **kw)
+        else:
+            mult = inner.attribute(ins_t, bas_t, tgt, af, False, **kw)
+        mults = mult if isinstance(mult, tuple) else (mult,)
+        if layer:  # the layer's values at the inputs and at the baselines
+            act = LayerActivation.__new__(LayerActivation)
+            act.__dict__.update(self.__dict__)
+            act._explainers = {}
+            a_in = act.attribute(ins_t, af, to_layer_input)
+            a_base = act.attribute(bas_t, af, to_layer_input)
+            a_in = a_in if isinstance(a_in, tuple) else (a_in,)
+            a_base = a_base if isinstance(a_base, tuple) else (a_base,)
+            attrs = _call_custom_func(func, mults, a_in, a_base)
+        else:
+            attrs = _call_custom_func(func, mults, ins_t, bas_t)
+        attrs = attrs if isinstance(attrs, tuple) else (attrs,)
+        delta = None
+        if want_delta:
+            delta = self.compute_convergence_delta(attrs, bas_t, ins_t, tgt, af)
+        if shap:
+            attrs = tuple(self._conv(to_numpy(a).reshape((b, nb) + to_numpy(a).shape[1:]).mean(1), torch_out)
+                          for a in attrs)
+        out = (attrs if len(attrs) > 1 else attrs[0]) if layer else (attrs if was_tuple else attrs[0])
+        return (out, delta) if want_delta else out
+
+
+class DeepLift(_CustomDeepLift, Attribution):
     _captum_name = "DeepLift"
 
     def __init__(self, model, multiply_by_inputs=True, eps=_defaults("DeepLift").eps):
@@ -783,7 +952,9 @@ class DeepLift(Attribution):
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None,
                   return_convergence_delta=False, custom_attribution_func=None, **kw):
-        _unsupported("custom_attribution_func", custom_attribution_func)
+        if custom_attribution_func is not None:
+            return self._custom(inputs, baselines, target, additional_forward_args, custom_attribution_func,
+                                return_convergence_delta, kw, shap=self._captum_name == "DeepLiftShap")
         res = self._run(inputs, {}, baselines, target, additional_forward_args, want_delta=return_convergence_delta,
                         extra=kw)
         return self._result(res, return_convergence_delta)
@@ -852,16 +1023,42 @@ class GuidedGradCam(Attribution):
 
 
 class LRP(Attribution):
+    """Captum's LRP. A torch model's rules are Captum's: the `.rule` of its leaf modules (EpsilonRule, GammaRule,
+    Alpha1_Beta0_Rule, IdentityRule of captum.attr._utils.lrp_rules), else Captum's default for the module's type,
+    read at each call and given to the library as node rules on the modules' paths (`_node_rules=` replaces them);
+    a cattr Model gets the default rules by op (docs/python.md)."""
     _captum_name = "LRP"
     _multiplies = True
+
+    def __init__(self, model):
+        super().__init__(model)
+        if self._torch is not None:
+            _torch.lrp_check_rules(self._torch.root)  # Captum: TypeError for a rule that is not a PropagationRule
 
     def has_convergence_delta(self):
         return True
 
+    @staticmethod
+    def _torch_rules(a, inputs, additional_forward_args, kw):
+        """kw with `_node_rules`: the rules of the torch modules of attribution a (LRP, LayerLRP) for this call's
+        export, unless a is not a torch model or kw gives them."""
+        if a._torch is None or kw.get("_node_rules"):
+            return kw
+        _torch.lrp_check_rules(a._torch.root)
+        a._use_model_for(_to_tuple(inputs)[0], additional_forward_args, kw)
+        rules = _torch.lrp_node_rules(a._torch.root, a._model)
+        return dict(kw, _node_rules=tuple(NodeRule(*r) for r in rules))
+
     def attribute(self, inputs, target=None, additional_forward_args=None, return_convergence_delta=False,
                   verbose=False, **kw):
-        res = self._run(inputs, {}, None, target, additional_forward_args, want_delta=return_convergence_delta,
-                        extra=kw)
+        if self._torch is None:
+            res = self._run(inputs, {}, None, target, additional_forward_args, want_delta=return_convergence_delta,
+                            extra=kw)
+        else:
+            with _torch.keep_training_modes(self._torch.root):  # the export leaves every module's mode as it was
+                kw = LRP._torch_rules(self, inputs, additional_forward_args, kw)
+                res = self._run(inputs, {}, None, target, additional_forward_args,
+                                want_delta=return_convergence_delta, extra=kw)
         return self._result(res, return_convergence_delta)
 
 
@@ -869,7 +1066,7 @@ def _completed_future(value):
     """A torch.futures.Future already holding value (the result of attribute_future)."""
     import torch
 
-    fut = torch.futures.Future()
+    fut = torch._C.Future([])  # torch.Future, the type Captum's futures have (`type(f) is torch.Future`)
     fut.set_result(value)
     return fut
 
@@ -879,17 +1076,24 @@ class _FutureAttribution:
     which are awaited as the model is exported), as a completed Future."""
 
     def attribute_future(self, *args, **kwargs):
-        return _completed_future(self.attribute(*args, **kwargs))
+        self._future_call = True
+        try:
+            return _completed_future(self.attribute(*args, **kwargs))
+        finally:
+            self._future_call = False
 
 
 class FeatureAblation(_FutureAttribution, Attribution):
     _captum_name = "FeatureAblation"
+    _promotes_int_inputs = True
     _multiplies = True
+
+    _output_dtype_follows = True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_eval), baselines, target,
-                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw), progress=show_progress)
+                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw), progress=show_progress, int_inputs_ok=True)
         return self._result(res, False)
 
 
@@ -903,7 +1107,10 @@ def _strip_perturb_kwargs(kw):
 
 class FeaturePermutation(_FutureAttribution, Attribution):
     _captum_name = "FeaturePermutation"
+    _min_examples_per_batch_grouped = 2
     _multiplies = True
+
+    _output_dtype_follows = True
 
     def __init__(self, forward_func, perm_func=None):
         _unsupported("perm_func", perm_func)
@@ -911,20 +1118,29 @@ class FeaturePermutation(_FutureAttribution, Attribution):
 
     def attribute(self, inputs, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
+        m = self._min_examples_per_batch_grouped
+        if m is None or m < 2:  # Captum permutes an input of one row then, and asserts
+            for x in _to_tuple(inputs)[0]:
+                a = to_numpy(x)
+                if a.size and a.ndim and a.shape[0] < 2:
+                    raise AssertionError("cannot permute features with batch_size = 1")
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_eval), None, target,
-                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw), progress=show_progress)
+                        additional_forward_args, feature_mask, extra=_strip_perturb_kwargs(kw), progress=show_progress, int_inputs_ok=True)
         return self._result(res, False)
 
 
 class Occlusion(Attribution):
     _captum_name = "Occlusion"
+    _promotes_int_inputs = True
     _multiplies = True
+
+    _output_dtype_follows = True
 
     def attribute(self, inputs, sliding_window_shapes, strides=None, baselines=None, target=None,
                   additional_forward_args=None, perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(sliding_window=sliding_window_shapes, strides=strides,
                                      perturbations_per_eval=perturbations_per_eval),
-                        baselines, target, additional_forward_args, extra=kw, progress=show_progress)
+                        baselines, target, additional_forward_args, extra=kw, progress=show_progress, int_inputs_ok=True)
         return self._result(res, False)
 
 
@@ -933,23 +1149,25 @@ _SVS = _defaults("ShapleyValueSampling")
 
 class ShapleyValueSampling(_FutureAttribution, Attribution):
     _captum_name = "ShapleyValueSampling"
+    _truncates_baselines = True
     _multiplies = True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   n_samples=_SVS.n_samples, perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(n_samples=n_samples, perturbations_per_eval=perturbations_per_eval), baselines,
-                        target, additional_forward_args, feature_mask, extra=kw, progress=show_progress)
+                        target, additional_forward_args, feature_mask, extra=kw, progress=show_progress, int_inputs_ok=True)
         return self._result(res, False)
 
 
 class ShapleyValues(_FutureAttribution, Attribution):
     _captum_name = "ShapleyValues"
+    _truncates_baselines = True
     _multiplies = True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   perturbations_per_eval=None, show_progress=False, **kw):
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_eval), baselines, target,
-                        additional_forward_args, feature_mask, extra=kw, progress=show_progress)
+                        additional_forward_args, feature_mask, extra=kw, progress=show_progress, int_inputs_ok=True)
         return self._result(res, False)
 
 
@@ -990,31 +1208,69 @@ def get_exp_kernel_similarity_function(distance_mode="cosine", kernel_width=_LIM
     return _ExpKernel(distance_mode, kernel_width)
 
 
-def default_perturb_func(original_inp, **kwargs):  # pragma: no cover - a marker, run inside cattr
-    """Captum's default Lime perturbation (uniform 0/1 interpretable samples): a marker for LimeBase."""
-    raise NotImplementedError("cattr computes default_perturb_func itself")
+def default_perturb_func(original_inp, **kwargs):
+    """Captum's default Lime perturbation: each interpretable feature kept (1) or not (0) with probability 1/2, drawn
+    with torch's generator (as Captum). Inside the engine (cattr's components) the samples are drawn there."""
+    import torch
+
+    probs = torch.ones(1, int(kwargs["num_interp_features"])) * 0.5
+    return torch.bernoulli(probs).long()
 
 
-def default_from_interp_rep_transform(curr_sample, original_inputs, **kwargs):  # pragma: no cover - a marker
-    """Captum's default map from an interpretable sample to the input (baseline where 0): a marker for LimeBase."""
-    raise NotImplementedError("cattr computes default_from_interp_rep_transform itself")
+def default_from_interp_rep_transform(curr_sample, original_inputs, **kwargs):
+    """Captum's default map from an interpretable sample to the input: each element of a kept feature is the input's,
+    the others the baseline's (kwargs feature_mask and baselines)."""
+    mask, base = kwargs["feature_mask"], kwargs["baselines"]
+    if not isinstance(mask, (tuple, list)):
+        keep = curr_sample[0][mask].bool()
+        return keep.to(original_inputs.dtype) * original_inputs + (~keep).to(original_inputs.dtype) * base
+    keep = [curr_sample[0][m].bool() for m in mask]
+    return tuple(k.to(x.dtype) * x + (~k).to(x.dtype) * b for k, x, b in zip(keep, original_inputs, base))
+
+
+class _Python(Exception):
+    """A Lime component that only Python can run (the loop of _pylime.py then)."""
+
+
+def _captum_fn(f, name):
+    return callable(f) and getattr(f, "__name__", None) == name and \
+        str(getattr(f, "__module__", "")).startswith("captum.")
+
+
+def _native_model(m):
+    """The alpha of a Lasso the engine fits: cattr's SkLearnLasso, or Captum's with no argument but alpha."""
+    if isinstance(m, SkLearnLasso):
+        return m.alpha
+    if type(m).__name__ == "SkLearnLasso" and type(m).__module__.startswith("captum."):
+        kw = dict(getattr(m, "construct_kwargs", {}) or {})
+        if set(kw) <= {"alpha"}:
+            return float(kw.get("alpha", 1.0))
+    raise _Python()
+
+
+def _native_kernel(f):
+    """(euclidean, width) of an exponential kernel the engine computes: cattr's, or the one Captum's
+    get_exp_kernel_similarity_function returns."""
+    if isinstance(f, _ExpKernel):
+        return f.distance_mode == "euclidean", f.kernel_width
+    if _captum_fn(f, "default_exp_kernel") and f.__closure__:
+        env = dict(zip(f.__code__.co_freevars, (c.cell_contents for c in f.__closure__)))
+        if env.get("distance_mode") in ("cosine", "euclidean") and "kernel_width" in env:
+            return env["distance_mode"] == "euclidean", float(env["kernel_width"])
+    raise _Python()
 
 
 def _lime_fields(interpretable_model, similarity_func, perturb_func):
+    """The engine's fields for cattr's (or Captum's standard) components; _Python when one is a Python function."""
     f = {}
     if interpretable_model is not None:
-        if not isinstance(interpretable_model, SkLearnLasso):
-            raise _lib.ArgumentError("cattr: Lime: interpretable_model must be cattr.attr.SkLearnLasso(alpha) (others are not "
-                             "supported yet)")
-        f["lime_alpha"] = interpretable_model.alpha
+        f["lime_alpha"] = _native_model(interpretable_model)
     if similarity_func is not None:
-        if not isinstance(similarity_func, _ExpKernel):
-            raise _lib.ArgumentError("cattr: Lime: similarity_func must come from cattr.attr.get_exp_kernel_similarity_"
-                             "function (a Python function cannot run inside cattr)")
-        f["lime_euclidean"] = 1 if similarity_func.distance_mode == "euclidean" else 0
-        f["kernel_width"] = similarity_func.kernel_width
-    if perturb_func not in (None, default_perturb_func):
-        raise _lib.ArgumentError("cattr: Lime: only the default perturb_func is supported")
+        euclid, width = _native_kernel(similarity_func)
+        f["lime_euclidean"] = 1 if euclid else 0
+        f["kernel_width"] = width
+    if perturb_func not in (None, default_perturb_func) and not _captum_fn(perturb_func, "default_perturb_func"):
+        raise _Python()
     return f
 
 
@@ -1024,10 +1280,27 @@ class Lime(Attribution):
     models, similarity or perturbation functions (Python callables) are not supported."""
 
     _captum_name = "Lime"
+    _promotes_int_inputs = True
 
     def __init__(self, forward_func, interpretable_model=None, similarity_func=None, perturb_func=None):
         super().__init__(forward_func)
-        self._lime = _lime_fields(interpretable_model, similarity_func, perturb_func)
+        self._py = None
+        try:
+            self._lime = _lime_fields(interpretable_model, similarity_func, perturb_func)
+        except _Python:  # a Python component: the loop runs in Python, the forward passes in cattr (_pylime.py)
+            self._py = self._python_loop(interpretable_model, similarity_func, perturb_func, True,
+                                         default_from_interp_rep_transform, None)
+
+    def _python_loop(self, model, similarity_func, perturb_func, interp_space, from_interp, to_interp):
+        from ._pylime import LimeLoop
+
+        if model is None or isinstance(model, SkLearnLasso):
+            raise _lib.ArgumentError("cattr: Lime with Python components needs an interpretable model that fits in "
+                                     "Python (one of captum._utils.models, e.g. SkLearnLasso(alpha=0.01)), not "
+                                     "cattr.attr.SkLearnLasso")
+        return LimeLoop(self, model, similarity_func or get_exp_kernel_similarity_function(),
+                        perturb_func or default_perturb_func, interp_space,
+                        from_interp or default_from_interp_rep_transform, to_interp)
 
     def _run(self, inputs, fields, *a, **k):
         return Attribution._run(self, inputs, dict(fields, **getattr(self, "_lime", {})), *a, **k)
@@ -1035,9 +1308,12 @@ class Lime(Attribution):
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
                   n_samples=_LIME.n_samples, perturbations_per_eval=None, return_input_shape=True,
                   show_progress=False, **kw):
+        if getattr(self, "_py", None) is not None:
+            return self._py.lime(inputs, baselines, target, additional_forward_args, feature_mask, n_samples,
+                                 perturbations_per_eval or 1, return_input_shape, show_progress, **kw)
         res = self._run(inputs, dict(n_samples=n_samples, perturbations_per_eval=perturbations_per_eval,
                                      return_coefficients=0 if return_input_shape else 1),
-                        baselines, target, additional_forward_args, feature_mask, extra=kw, progress=show_progress)
+                        baselines, target, additional_forward_args, feature_mask, extra=kw, progress=show_progress, int_inputs_ok=True)
         if not return_input_shape:
             attrs, d, _, torch_out = res
             return self._conv(attrs[0], torch_out)
@@ -1067,14 +1343,23 @@ class LimeBase(Lime):
 
     def __init__(self, forward_func, interpretable_model, similarity_func, perturb_func,
                  perturb_interpretable_space, from_interp_rep_transform, to_interp_rep_transform):
-        if not perturb_interpretable_space or from_interp_rep_transform not in (
-                None, default_from_interp_rep_transform) or to_interp_rep_transform is not None:
-            raise _lib.ArgumentError("cattr: LimeBase: only Captum's default interpretable space and transforms are "
-                             "supported")
+        standard = perturb_interpretable_space and to_interp_rep_transform is None and (
+            from_interp_rep_transform in (None, default_from_interp_rep_transform) or
+            _captum_fn(from_interp_rep_transform, "default_from_interp_rep_transform"))
         Lime.__init__(self, forward_func, interpretable_model, similarity_func, perturb_func)
+        if not standard:  # Lime.__init__ may have made a loop with Lime's transforms: LimeBase's own replace them
+            self._py = self._python_loop(interpretable_model, similarity_func, perturb_func,
+                                         perturb_interpretable_space, from_interp_rep_transform,
+                                         to_interp_rep_transform)
 
     def attribute(self, inputs, target=None, additional_forward_args=None, n_samples=50, perturbations_per_eval=None,
                   show_progress=False, baselines=None, feature_mask=None, num_interp_features=None, **kw):
+        if self._py is not None:
+            extra = {k: v for k, v in dict(baselines=baselines, feature_mask=feature_mask,
+                                           num_interp_features=num_interp_features).items() if v is not None}
+            extra.update(kw)
+            return self._py.base(inputs, target, additional_forward_args, n_samples, perturbations_per_eval or 1,
+                                 show_progress, **extra)
         res = self._run(inputs, dict(n_samples=n_samples, perturbations_per_eval=perturbations_per_eval,
                                      return_coefficients=1),
                         baselines, target, additional_forward_args, feature_mask, extra=kw, progress=show_progress)
@@ -1187,7 +1472,7 @@ class LayerAttribution(Attribution):
         if isinstance(layer, tuple):
             return tuple(self._layer_path(x) for x in layer)
         if self._torch is not None and not isinstance(layer, str) and not isinstance(layer, ModuleRef):
-            path = self._torch.module_path(layer)
+            path = self._torch.use_layer(layer)
             if path is None:
                 raise _lib.ArgumentError("cattr: the layer %s is not a module of the forward function (nor reached by it)"
                                  % type(layer).__name__)
@@ -1311,7 +1596,7 @@ class LayerIntegratedGradients(LayerAttribution):
         return self._layer_result(res, return_convergence_delta)
 
 
-class LayerDeepLift(LayerAttribution):
+class LayerDeepLift(_CustomDeepLift, LayerAttribution):
     _captum_name = "LayerDeepLift"
 
     def __init__(self, model, layer, multiply_by_inputs=True):
@@ -1323,8 +1608,12 @@ class LayerDeepLift(LayerAttribution):
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None,
                   return_convergence_delta=False, attribute_to_layer_input=False, custom_attribution_func=None,
                   grad_kwargs=None, **kw):
-        _unsupported("custom_attribution_func", custom_attribution_func)
         _unsupported("grad_kwargs", grad_kwargs)
+        if custom_attribution_func is not None:
+            return self._custom(inputs, baselines, target, additional_forward_args, custom_attribution_func,
+                                return_convergence_delta, kw, layer=True,
+                                to_layer_input=bool(attribute_to_layer_input),
+                                shap=self._captum_name == "LayerDeepLiftShap")
         res = self._run(inputs, dict(attribute_to_layer_input=int(bool(attribute_to_layer_input))), baselines,
                         target, additional_forward_args, want_delta=return_convergence_delta, extra=kw)
         return self._layer_result(res, return_convergence_delta)
@@ -1383,19 +1672,30 @@ class LayerFeaturePermutation(LayerAttribution):
 
 
 class LayerLRP(LayerAttribution):
+    """Captum's LayerLRP: LRP's rules (a torch model's as in LRP), the relevance at the layer's output, or with
+    attribute_to_layer_input at its input (the gradient there times the input, as the layer's hook records it)."""
     _captum_name = "LayerLRP"
     _multiplies = True
 
     def __init__(self, model, layer):
         super().__init__(model, layer)
+        if self._torch is not None:
+            _torch.lrp_check_rules(self._torch.root)  # Captum: TypeError for a rule that is not a PropagationRule
 
     def has_convergence_delta(self):
         return True
 
     def attribute(self, inputs, target=None, additional_forward_args=None, return_convergence_delta=False,
                   attribute_to_layer_input=False, verbose=False, **kw):
-        res = self._run(inputs, dict(attribute_to_layer_input=int(bool(attribute_to_layer_input))), None, target,
-                        additional_forward_args, want_delta=return_convergence_delta, extra=kw)
+        fields = dict(attribute_to_layer_input=int(bool(attribute_to_layer_input)))
+        if self._torch is None:
+            res = self._run(inputs, fields, None, target, additional_forward_args,
+                            want_delta=return_convergence_delta, extra=kw)
+        else:
+            with _torch.keep_training_modes(self._torch.root):  # the export leaves every module's mode as it was
+                kw = LRP._torch_rules(self, inputs, additional_forward_args, kw)
+                res = self._run(inputs, fields, None, target, additional_forward_args,
+                                want_delta=return_convergence_delta, extra=kw)
         return self._layer_result(res, return_convergence_delta)
 
 
@@ -1409,14 +1709,87 @@ class NeuronAttribution(LayerAttribution):
 
     _layer_method = False
 
+    # the method a neuron method is when its selector is a function: the primary method on the derived function
+    # `selector(layer value)` (NeuronConductance has none: it needs the layer)
+    _primary = None
+
     def _nrun(self, inputs, neuron_selector, fields, attribute_to_neuron_input, kw, **rest):
+        if callable(neuron_selector) and not isinstance(neuron_selector, neuron_sum) and self._torch is not None:
+            return self._selector_fn_run(inputs, neuron_selector, fields, attribute_to_neuron_input, kw, rest)
         fields = dict(fields, neuron_selector=neuron_selector,
                       attribute_to_layer_input=int(bool(attribute_to_neuron_input)))
-        return self._result(self._run(inputs, fields, extra=kw, **rest), False)
+        return self._result(self._run(inputs, fields, extra=kw, int_inputs_ok=self._int_inputs, **rest), False)
+
+    _int_inputs = False  # NeuronFeatureAblation ablates integer inputs
+
+    def _selector_fn_run(self, inputs, selector, fields, to_input, kw, rest):
+        """A neuron_selector given as a Python function (`lambda x: x[:, 0]`, `lambda x: torch.sum(x, dim=1)`): the
+        function from the inputs to selector(the layer's output, or its input) is traced with torch into one model
+        (the layer's value computed by the forward function, captured by a hook, then the selector), and the
+        neuron method is its primary method with no target: the gradient of, the integrated gradients of, ... that
+        value per example, as Captum computes it."""
+        import torch
+
+        prim = self._primary
+        if prim is None:
+            raise _lib.ArgumentError("cattr: %s: a neuron_selector function is not supported (give an int, a tuple "
+                                     "of ints and slices, or cattr.attr.neuron_sum(dims))" % self._captum_name)
+        layer = self._ctor.get("layer")
+        mod = None
+        for name, m in self._torch.root.named_modules():
+            if name == layer:
+                mod = m
+        if mod is None or isinstance(layer, (list, tuple)):
+            raise _lib.ArgumentError("cattr: a neuron_selector function needs the layer as one torch module")
+        key = (id(selector), bool(to_input))
+        cache = self.__dict__.setdefault("_selector_methods", {})
+        inner = cache.get(key)
+        if inner is None:
+            fn = self.forward_func
+
+            def derived(*args):
+                store = []
+
+                def hook(m, inp, out):
+                    store.append(inp if to_input else out)
+
+                h = mod.register_forward_hook(hook)
+                try:
+                    fn(*args)
+                finally:
+                    h.remove()
+                v = store[0]
+                if to_input and isinstance(v, tuple) and len(v) == 1:
+                    v = v[0]
+                out = selector(v)
+                if torch.is_tensor(out) and out.dim() == 0:
+                    # one value for the whole batch (`torch.sum(x)`): spread over the examples, which sum to it, so
+                    # that its gradient (Captum differentiates the one value) is each example's
+                    b = args[0].shape[0]
+                    out = out.expand(b) / b
+                return out
+
+            derived._cattr_modules = (mod,)
+            ctor = {}
+            if "multiply_by_inputs" in self._ctor and prim not in (Saliency, GuidedBackprop, Deconvolution,
+                                                                  FeatureAblation):
+                ctor["multiply_by_inputs"] = bool(self._ctor["multiply_by_inputs"])
+            inner = cache[key] = prim(derived, **ctor)
+        args = dict(rest)
+        for k, v in fields.items():
+            if v is not None:
+                args[k] = v
+        if prim is Saliency:
+            args["abs"] = False
+        if prim is IntegratedGradients and "method" not in args:
+            args["method"] = _quad_name(_defaults(self._captum_name))
+        args.update(kw)
+        return inner.attribute(inputs, **args)
 
 
 class NeuronGradient(NeuronAttribution):
     _captum_name = "NeuronGradient"
+    _primary = Saliency
 
     def attribute(self, inputs, neuron_selector, additional_forward_args=None, attribute_to_neuron_input=False,
                   **kw):
@@ -1426,6 +1799,7 @@ class NeuronGradient(NeuronAttribution):
 
 class NeuronIntegratedGradients(NeuronAttribution):
     _captum_name = "NeuronIntegratedGradients"
+    _primary = IntegratedGradients
 
     def __init__(self, forward_func, layer, device_ids=None, multiply_by_inputs=True):
         super().__init__(forward_func, layer, device_ids, multiply_by_inputs=1 if multiply_by_inputs else 0)
@@ -1457,21 +1831,26 @@ class NeuronConductance(NeuronAttribution):
                           additional_forward_args=additional_forward_args)
 
 
-class NeuronDeepLift(NeuronAttribution):
+class NeuronDeepLift(_CustomDeepLift, NeuronAttribution):
     _captum_name = "NeuronDeepLift"
+    _primary = DeepLift
 
     def __init__(self, model, layer, multiply_by_inputs=True):
         super().__init__(model, layer, None, multiply_by_inputs=1 if multiply_by_inputs else 0)
 
     def attribute(self, inputs, neuron_selector, baselines=None, additional_forward_args=None,
                   attribute_to_neuron_input=False, custom_attribution_func=None, **kw):
-        _unsupported("custom_attribution_func", custom_attribution_func)
+        if custom_attribution_func is not None:
+            return self._custom(inputs, baselines, None, additional_forward_args, custom_attribution_func, False, kw,
+                                neuron=neuron_selector, to_layer_input=bool(attribute_to_neuron_input),
+                                shap=self._captum_name == "NeuronDeepLiftShap")
         return self._nrun(inputs, neuron_selector, {}, attribute_to_neuron_input, kw, baselines=baselines,
                           additional_forward_args=additional_forward_args)
 
 
 class NeuronDeepLiftShap(NeuronDeepLift):
     _captum_name = "NeuronDeepLiftShap"
+    _primary = DeepLiftShap
 
     def attribute(self, inputs, neuron_selector, baselines, additional_forward_args=None,
                   attribute_to_neuron_input=False, custom_attribution_func=None, **kw):
@@ -1481,6 +1860,7 @@ class NeuronDeepLiftShap(NeuronDeepLift):
 
 class NeuronGradientShap(NeuronAttribution):
     _captum_name = "NeuronGradientShap"
+    _primary = GradientShap
 
     def __init__(self, forward_func, layer, device_ids=None, multiply_by_inputs=True):
         super().__init__(forward_func, layer, device_ids, multiply_by_inputs=1 if multiply_by_inputs else 0)
@@ -1494,6 +1874,7 @@ class NeuronGradientShap(NeuronAttribution):
 
 class NeuronGuidedBackprop(NeuronAttribution):
     _captum_name = "NeuronGuidedBackprop"
+    _primary = GuidedBackprop
 
     def attribute(self, inputs, neuron_selector, additional_forward_args=None, attribute_to_neuron_input=False,
                   **kw):
@@ -1503,10 +1884,13 @@ class NeuronGuidedBackprop(NeuronAttribution):
 
 class NeuronDeconvolution(NeuronGuidedBackprop):
     _captum_name = "NeuronDeconvolution"
+    _primary = Deconvolution
 
 
 class NeuronFeatureAblation(NeuronAttribution):
     _captum_name = "NeuronFeatureAblation"
+    _int_inputs = True
+    _primary = FeatureAblation
     _multiplies = True
 
     def attribute(self, inputs, neuron_selector, baselines=None, additional_forward_args=None, feature_mask=None,
@@ -1514,3 +1898,24 @@ class NeuronFeatureAblation(NeuronAttribution):
         return self._nrun(inputs, neuron_selector, dict(perturbations_per_eval=perturbations_per_eval),
                           attribute_to_neuron_input, kw, baselines=baselines,
                           additional_forward_args=additional_forward_args, feature_mask=feature_mask)
+
+
+# =================================================================================================================
+# Captum's attribute methods are wrapped (log_usage, functools.wraps): code that inspects them reaches the function
+# itself through __wrapped__ (inspect.getfullargspec(m.attribute.__wrapped__)), so cattr's are wrapped alike
+# =================================================================================================================
+
+def _wrapped(f):
+    @functools.wraps(f)
+    def attribute(*args, **kwargs):
+        return f(*args, **kwargs)
+
+    return attribute
+
+
+for _cls in list(globals().values()):
+    if isinstance(_cls, type) and _cls.__module__ == __name__:
+        for _meth in ("attribute", "attribute_future"):
+            if _meth in vars(_cls) and not hasattr(vars(_cls)[_meth], "__wrapped__"):
+                setattr(_cls, _meth, _wrapped(vars(_cls)[_meth]))
+del _cls

@@ -5,7 +5,8 @@ Loaded with `-p captum_plugin` (tests/captum_suite on PYTHONPATH) over Captum's 
 the default) every attribution class of `captum.attr` that cattr implements is replaced, in `captum.attr` and in the
 module that defines it, by cattr's class of the same name, before any test module is imported; and the `attribute`
 and `attribute_future` of Captum's own classes raise, so that a test passes only when cattr computed its numbers.
-Nothing of a test, a tolerance or Captum's helpers is changed: a test that reaches Captum's code elsewhere (its
+cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
+code that seeds torch's generator). Nothing of a test, a tolerance or Captum's helpers is changed: a test that reaches Captum's code elsewhere (its
 utilities, its models) runs it as it is. In the mode "captum" nothing is replaced: the same tests against Captum
 itself, for the baseline.
 
@@ -92,6 +93,8 @@ def _install():
         for meth in ("attribute", "attribute_future"):
             if meth in vars(obj):
                 setattr(obj, meth, _captum_raises(obj.__name__))
+    # Captum's tests seed torch's generator (and numpy's) and expect Captum's random draws: cattr's opt-in
+    ca.set_rng("torch")
 
 
 def pytest_configure(config):

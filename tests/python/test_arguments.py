@@ -248,8 +248,8 @@ def test_errors(digits):
         cattr.load(os.path.join(SAMPLES, "digit_3.npy"))
     with pytest.raises(TypeError):
         ig.attribute(x, target=3, n_stepz=3)
-    with pytest.raises(TypeError):
-        IntegratedGradients(lambda t: t)
+    with pytest.raises(TypeError):  # neither a cattr Model nor a callable (a PyTorch forward function)
+        IntegratedGradients(42)
     with pytest.raises(ValueError):
         cattr.load(DIGITS, device="no-such-device")
 
