@@ -99,6 +99,13 @@ def main():
     except ImportError:
         print("captum suite: skipped: torch is not importable (apt-get install python3-torch)")
         return 77
+    for mod, pkg in (("parameterized", "python3-parameterized"), ("sklearn", "python3-sklearn"),
+                     ("tqdm", "python3-tqdm"), ("matplotlib", "python3-matplotlib"), ("pytest", "python3-pytest")):
+        try:
+            __import__(mod)
+        except ImportError:
+            print("captum suite: skipped: %s is not importable (apt-get install %s)" % (mod, pkg))
+            return 77
     if not os.path.isdir(os.path.join(CAPTUM, "captum")):
         print("captum suite: skipped: Captum's source is not at %s (CATTR_CAPTUM_DIR)" % CAPTUM)
         return 77
