@@ -165,7 +165,13 @@ def _call_baselines(baselines, inputs):
         takes = len(inspect.signature(baselines).parameters) > 0
     except (TypeError, ValueError):
         takes = False
-    return baselines(tuple(inputs)) if takes else baselines()
+    out = baselines(inputs) if takes else baselines()
+    first = inputs[0] if isinstance(inputs, tuple) else inputs
+    if _is_torch(first) and any(isinstance(b, np.ndarray) for b in (out if isinstance(out, tuple) else (out,))):
+        # Captum asserts what a baselines function returns for torch inputs: tensors or numbers
+        raise _lib.ArgumentError("cattr: the baselines function returned a numpy array for torch inputs: return "
+                                 "tensors or numbers")
+    return out
 
 
 def _select_target(out, target, n):
@@ -469,6 +475,9 @@ class Attribution:
         s_arr = []
         for st, en in zip(starts, e_arr):
             a = np.asarray(float(st), dtype=en.dtype) if _is_scalar(st) else to_numpy(st)
+            if a.ndim and a.shape[0] not in (1, en.shape[0]):  # Captum's _validate_input asserts
+                raise _lib.ArgumentError("cattr: start_point has %d examples for an end_point of %d: give one per "
+                                         "example, one for all, or a number" % (a.shape[0], en.shape[0]))
             s_arr.append(np.ascontiguousarray(np.broadcast_to(a, en.shape)) if a.shape != en.shape else a)
         attrs, _ = _to_tuple(attributions)
         n = e_arr[0].shape[0]
@@ -633,7 +642,9 @@ class Attribution:
                     self, "_future_call", False) else
                 "cattr: attribute_future needs a forward function that returns a Future; call attribute")
         self._eff_layer = self._effective_layer(fields)[0]
-        baselines = _call_baselines(baselines, xs)
+        # Captum calls a baselines function with the inputs as given (a tensor stays a tensor), but LayerDeepLiftShap
+        # with their tuple
+        baselines = _call_baselines(baselines, xs if was_tuple or self._captum_name == "LayerDeepLiftShap" else xs[0])
         if _rng.get_rng() == "torch" and not extra.get("_draws"):  # Captum's draws from torch's generator (_rng.py)
             d = _rng.draws_for_call(
                 self, xs, fields, baselines, feature_mask, layer_mask, noise_tunnel=bool(extra.get("_nt")),
@@ -885,7 +896,7 @@ class _CustomDeepLift:
                 neuron=None, shap=False):
         xs, was_tuple = _to_tuple(inputs)
         torch_out = _is_torch(xs[0])
-        baselines = _call_baselines(baselines, xs)
+        baselines = _call_baselines(baselines, xs if was_tuple or layer else xs[0])
         bts = _tensorize_baselines(xs, baselines)
         b = to_numpy(xs[0]).shape[0]
         nb = bts[0].shape[0] if shap else 1
@@ -1400,10 +1411,13 @@ class NoiseTunnel:
 
 
 class DataLoaderAttribution(Attribution):
-    """Captum's DataLoaderAttribution(FeatureAblation(model)) with reduce=None and to_metric=None: the attributed
-    quantity is the concatenation of the model's outputs over all batches of `dataloader` (any iterable of
-    tensors or tuples of tensors), each feature ablated in every batch at once. Returns a tuple (one attribution
-    per input), [numel of that output, *input.shape[1:]]."""
+    """Captum's DataLoaderAttribution(FeatureAblation(forward_func)): each feature (a feature_mask with batch dim 1,
+    shared by every batch of `dataloader`, any iterable of tensors or tuples of tensors) is ablated in all batches at
+    once, and the attributed quantity is reduce() of the forward function's outputs over the batches (default: their
+    concatenation), through to_metric() when given. Input roles as Captum's InputRole: 0 attributed, 1 forwarded, 2
+    neither (given to reduce only). With the default reduce and no to_metric the whole dataset is one native call;
+    otherwise the dataloader loop runs in Python as Captum's does (a host-function model, _callback.py), its forward
+    passes and arithmetic in torch, the ablations and sums in cattr."""
 
     _captum_name = "FeatureAblation"
 
@@ -1415,29 +1429,145 @@ class DataLoaderAttribution(Attribution):
 
     def attribute(self, dataloader, input_roles=None, baselines=None, feature_mask=None, reduce=None, to_metric=None,
                   perturbations_per_pass=1, show_progress=False, return_input_shape=True, **kw):
-        _unsupported("reduce", reduce)
-        _unsupported("to_metric", to_metric)
-        if not return_input_shape:
-            raise _lib.ArgumentError("cattr: DataLoaderAttribution: return_input_shape=False is not supported")
-        batches = [b if isinstance(b, (tuple, list)) else (b,) for b in dataloader]
-        if not batches:
+        first = next(iter(dataloader), None)
+        if first is None:
             raise _lib.ArgumentError("cattr: DataLoaderAttribution: the dataloader gave no batch")
-        n = len(batches[0])
+        was_tuple = isinstance(first, (tuple, list))
+        n = len(first) if was_tuple else 1
         roles = tuple(input_roles) if input_roles else (0,) * n
-        if len(roles) != n or any(r not in (0, 1) for r in roles):
+        if len(roles) != n or any(r not in (0, 1, 2) for r in roles) or 0 not in roles:
             raise _lib.ArgumentError("cattr: DataLoaderAttribution: input_roles must hold one role (0: attributed, 1: "
-                             "forwarded) per element of a batch")
+                                     "forwarded, 2: neither) per element of a batch (%d), at least one of them 0" % n)
+        # a cattr Model: the whole dataset is one native call (one traversal). A PyTorch forward function with
+        # perturbations_per_pass > 1 asks for Captum's traversals (ceil(features / per_pass) passes over the data,
+        # each holding per_pass accumulations), and reduce / to_metric / input role 2 / return_input_shape=False for
+        # Captum's loop
+        default = reduce is None and to_metric is None and return_input_shape and 2 not in roles and not kw
+        if self._torch is None:
+            if not default:
+                raise _lib.ArgumentError("cattr: DataLoaderAttribution over a cattr Model takes the default reduce, no "
+                                         "to_metric, input roles 0 and 1 and return_input_shape=True (the others "
+                                         "need a PyTorch forward function)")
+            return self._whole_dataset(dataloader, roles, baselines, feature_mask, perturbations_per_pass,
+                                       show_progress)
+        if default and perturbations_per_pass == 1:
+            return self._whole_dataset(dataloader, roles, baselines, feature_mask, perturbations_per_pass,
+                                       show_progress)
+        return self._loop(dataloader, first, was_tuple, roles, baselines, feature_mask, reduce, to_metric,
+                          perturbations_per_pass, show_progress, return_input_shape, kw)
+
+    def _whole_dataset(self, dataloader, roles, baselines, feature_mask, perturbations_per_pass, show_progress):
+        batches = [b if isinstance(b, (tuple, list)) else (b,) for b in dataloader]
+        n = len(batches[0])
         torch_out = _is_torch(batches[0][0])
         cols = [np.concatenate([to_numpy(b[i]) for b in batches]) for i in range(n)]
-        inputs = tuple(c for c, r in zip(cols, roles) if r == 0)
+        # Captum ablates an attributed input as x * mask + baseline * (1 - mask), a float mask: in float
+        inputs = tuple(c if c.dtype.kind == "f" else c.astype(np.float32) for c, r in zip(cols, roles) if r == 0)
         extra = tuple(c for c, r in zip(cols, roles) if r == 1)
         if torch_out:
             import torch
             inputs = tuple(torch.from_numpy(c) for c in inputs)
         res = self._run(inputs, dict(perturbations_per_eval=perturbations_per_pass), baselines, None,
-                        extra or None, feature_mask, extra=kw)
+                        extra or None, feature_mask, progress=show_progress, int_inputs_ok=True)
         attrs, _, _, t = res
         return tuple(self._conv(a, t) for a in attrs)
+
+    def _loop(self, dataloader, first, was_tuple, roles, baselines, feature_mask, reduce, to_metric, per_pass,
+              show_progress, return_input_shape, kw):
+        import torch
+        from ._callback import callback_model
+
+        if kw:
+            raise TypeError("cattr: DataLoaderAttribution.attribute() got unexpected keyword arguments: %s"
+                            % ", ".join(sorted(kw)))
+        first = tuple(first) if was_tuple else (first,)
+        attr_in = [x for x, r in zip(first, roles) if r == 0]
+        na = len(attr_in)
+        # baselines: one per attributed input, a number or a tensor with batch dim 1
+        if baselines is None:
+            bases = (0,) * na
+        else:
+            bases = tuple(baselines) if isinstance(baselines, (tuple, list)) else (baselines,)
+        if len(bases) != na:
+            raise _lib.ArgumentError("cattr: DataLoaderAttribution: %d baselines for %d attributed inputs"
+                                     % (len(bases), na))
+        bases = tuple(b if _is_scalar(b) or torch.is_tensor(b) else torch.as_tensor(np.asarray(b)) for b in bases)
+        for k, b in enumerate(bases):
+            if torch.is_tensor(b) and (b.dim() == 0 or b.shape[0] != 1):
+                raise _lib.ArgumentError("cattr: DataLoaderAttribution: baselines[%d] has shape %s; its first dim must "
+                                         "be 1 (one baseline for every batch)" % (k, tuple(b.shape)))
+        # feature masks: batch dim 1; by default every element its own feature, numbered across the inputs
+        if feature_mask is None:
+            masks, start = [], 0
+            for x in attr_in:
+                cnt = int(np.prod(x.shape[1:], dtype=np.int64))
+                masks.append(torch.arange(start, start + cnt).reshape((1,) + tuple(x.shape[1:])))
+                start += cnt
+        else:
+            masks = list(feature_mask) if isinstance(feature_mask, (tuple, list)) else [feature_mask]
+            masks = [m if torch.is_tensor(m) else torch.as_tensor(np.asarray(m)) for m in masks]
+        if len(masks) != na:
+            raise _lib.ArgumentError("cattr: DataLoaderAttribution: %d feature masks for %d attributed inputs"
+                                     % (len(masks), na))
+        for k, m in enumerate(masks):
+            if m.dim() == 0 or m.shape[0] != 1:
+                raise _lib.ArgumentError("cattr: DataLoaderAttribution: feature_mask[%d] has shape %s; its first dim "
+                                         "must be 1 (one mask for every batch)" % (k, tuple(m.shape)))
+        n_feat = int(max(int(m.max()) for m in masks if m.numel())) + 1
+        owners = [set(int(v) for v in torch.unique(m).tolist()) for m in masks]
+        if reduce is None:
+            def reduce(acc, out, _inputs):
+                return out if acc is None else torch.cat([acc, out])
+        fwd = self.forward_func
+        probe = []
+
+        def dataset_metric(ind):
+            """The metric of the dataset for each row of `ind` ([k, n_feat], 0 where a feature is ablated)."""
+            ind = torch.as_tensor(ind)
+            if ind.shape[0] == 1 and bool((ind == 1).all()) and probe:  # the probe's pass, asked again
+                return probe[0]
+            pmasks = []
+            for row in ind:
+                off = {f for f in range(n_feat) if not row[f]}
+                pmasks.append(tuple(row[m] if owners[k] & off else None for k, m in enumerate(masks)))
+            acc = [None] * len(pmasks)
+            for batch in dataloader:
+                batch = tuple(batch) if was_tuple else (batch,)
+                for j, pm in enumerate(pmasks):
+                    pert, a = [], 0
+                    for x, r in zip(batch, roles):
+                        if r != 0:
+                            pert.append(x)
+                            continue
+                        pert.append(x if pm[a] is None else x * pm[a] + bases[a] * (1 - pm[a]))
+                        a += 1
+                    out = fwd(*[x for x, r in zip(pert, roles) if r != 2])
+                    acc[j] = reduce(acc[j], out, tuple(pert))
+            res = [to_metric(a) if to_metric is not None else a for a in acc]
+            for r in res:
+                if not torch.is_tensor(r):
+                    raise _lib.ArgumentError("cattr: DataLoaderAttribution: the metric to attribute must be a tensor, "
+                                             "not %s" % type(r).__name__)
+            return torch.stack(res, 0)
+
+        ones = torch.ones((1, n_feat), dtype=torch.float32)
+        probe.append(dataset_metric(ones))  # the unablated pass: the shape rule's probe and the method's reference
+        model = callback_model(dataset_metric, (ones,), batch_output=True, name="DataLoaderAttribution's forward")
+        unique = FeatureAblation(model).attribute(ones, perturbations_per_eval=per_pass, show_progress=show_progress)
+        if not return_input_shape:
+            return unique
+        lead = tuple(unique.shape[:-1])
+        out = []
+        for x, m in zip(attr_in, masks):
+            idx = m.expand(lead + tuple(x.shape[1:])).to(torch.int64)
+            src = unique.reshape(lead + (1,) * (x.dim() - 2) + (n_feat,)).expand(lead + tuple(x.shape[1:-1]) +
+                                                                                 (n_feat,)) \
+                if x.dim() > 2 else unique
+            out.append(torch.gather(src, -1, idx))
+        return tuple(out) if was_tuple else out[0]
+
+    def attribute_future(self, *args, **kwargs):
+        raise NotImplementedError("attribute_future is not implemented for DataLoaderAttribution")
 
 
 # =================================================================================================================
