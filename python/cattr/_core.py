@@ -328,8 +328,17 @@ def from_torch(module, example_inputs, device="cpu", opset_version=14, keep_file
         if path is None:
             tmpdir = tempfile.TemporaryDirectory(prefix="cattr-")
             path = os.path.join(tmpdir.name, "model.onnx")
-        with torch.no_grad():
-            torch.onnx.export(module, example_inputs, path, **kw)
+        # gradients on while tracing, with every parameter requiring one (restored after): torch's fused inference
+        # kernels (TransformerEncoderLayer, MultiheadAttention), which the exporter cannot export, are then not taken
+        frozen = [p for p in module.parameters() if not p.requires_grad]
+        try:
+            for p in frozen:
+                p.requires_grad_(True)
+            with torch.enable_grad():
+                torch.onnx.export(module, example_inputs, path, **kw)
+        finally:
+            for p in frozen:
+                p.requires_grad_(False)
         m = load(path, device)
         if keep_file is None:
             m.path = "<%s from torch>" % type(module).__name__

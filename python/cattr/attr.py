@@ -368,6 +368,7 @@ class Attribution:
 
     _captum_name = None
     _promotes_int_inputs = False
+    _floats_int_inputs = False  # LayerGradientShap: integer inputs are attributed as floats (Captum's sampling)
     _truncates_baselines = False  # the Shapley methods: a number baseline of an integer input is truncated
     _layer_method = False
 
@@ -617,6 +618,12 @@ class Attribution:
                                  "values)" % (i, a.dtype))
             if a.ndim == 0:
                 raise _lib.ArgumentError("cattr: input %d: a 0-d tensor has no batch dimension" % i)
+        if int_inputs_ok and type(self)._floats_int_inputs and any(a.dtype.kind in "iub" for a in arrs):
+            # Captum's GradientShap samples inputs between baseline and input (baseline + rand * (input - baseline)):
+            # the forward function sees float values even for integer inputs (token positions of an LLM input)
+            xs = tuple(x.float() if _is_torch(x) and a.dtype.kind in "iub" else
+                       (a.astype(np.float32) if a.dtype.kind in "iub" else x) for x, a in zip(xs, arrs))
+            arrs = [a.astype(np.float32) if a.dtype.kind in "iub" else a for a in arrs]
         if baselines is not None and int_inputs_ok and type(self)._promotes_int_inputs:
             # Captum's type promotion: an integer input ablated by a float baseline is computed in float
             bs0, _ = _to_tuple(baselines)
@@ -1761,6 +1768,7 @@ class LayerDeepLiftShap(LayerDeepLift):
 
 class LayerGradientShap(LayerAttribution):
     _captum_name = "LayerGradientShap"
+    _floats_int_inputs = True
 
     def __init__(self, forward_func, layer, device_ids=None, multiply_by_inputs=True):
         super().__init__(forward_func, layer, device_ids, multiply_by_inputs=1 if multiply_by_inputs else 0)
@@ -1773,7 +1781,8 @@ class LayerGradientShap(LayerAttribution):
                   **kw):
         res = self._run(inputs, dict(n_samples=n_samples, stdevs=stdevs,
                                      attribute_to_layer_input=int(bool(attribute_to_layer_input))),
-                        baselines, target, additional_forward_args, want_delta=return_convergence_delta, extra=kw)
+                        baselines, target, additional_forward_args, want_delta=return_convergence_delta, extra=kw,
+                        int_inputs_ok=True)
         return self._layer_result(res, return_convergence_delta)
 
 
@@ -2049,3 +2058,16 @@ for _cls in list(globals().values()):
             if _meth in vars(_cls) and not hasattr(vars(_cls)[_meth], "__wrapped__"):
                 setattr(_cls, _meth, _wrapped(vars(_cls)[_meth]))
 del _cls
+
+# Captum's language-model classes, as captum.attr exports them (defined in cattr.llm, which imports this module)
+_LLM_NAMES = ("LLMAttribution", "LLMGradientAttribution", "RemoteLLMAttribution", "LLMAttributionResult",
+              "TextTokenInput", "TextTemplateInput")
+__all__ += list(_LLM_NAMES)
+
+
+def __getattr__(name):
+    if name in _LLM_NAMES:
+        from . import llm
+
+        return getattr(llm, name)
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))

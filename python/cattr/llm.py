@@ -28,9 +28,10 @@ from . import _lib
 from ._lib import lib, check
 from ._core import Model, _is_torch, to_numpy
 from . import attr as A
+from ._torch_llm import RemoteLLMAttribution
 
 __all__ = ["LLM", "load_llm", "Tokenizer", "TextTokenInput", "TextTemplateInput", "LLMAttribution",
-           "LLMGradientAttribution", "LLMAttributionResult"]
+           "LLMGradientAttribution", "RemoteLLMAttribution", "LLMAttributionResult"]
 
 DEFAULT_GEN_ARGS = {"max_new_tokens": 25, "do_sample": False}
 
@@ -233,6 +234,32 @@ class TextTokenInput:
             self.values = [str(i) for i in kept]
         self.n_itp_features = len(self.values)
 
+    # Captum's interpretable-input protocol (the torch models' path, _torch_llm.py)
+    def to_tensor(self):
+        """The interpretable row: ones, one per feature token (int64, as Captum's)."""
+        import torch
+
+        return torch.ones((1, self.n_itp_features), dtype=torch.int64)
+
+    def to_model_input(self, perturbed_tensor=None):
+        """The prompt's token ids [rows, T] (a torch tensor) with every feature token whose entry in
+        perturbed_tensor is not 1 replaced by the baseline token."""
+        import torch
+
+        ids = torch.tensor([self.input_ids], dtype=torch.int64)
+        if perturbed_tensor is None:
+            return ids
+        p = perturbed_tensor if torch.is_tensor(perturbed_tensor) else torch.as_tensor(perturbed_tensor)
+        rows = ids.expand(p.shape[0], -1).clone().to(p.device)
+        cols = torch.arange(ids.shape[1]) if self.itp_mask is None else \
+            torch.nonzero(torch.as_tensor(self.itp_mask)).reshape(-1)
+        feat = rows[:, cols]
+        rows[:, cols] = torch.where(p != 1, torch.full_like(feat, self.baselines), feat)
+        return rows
+
+    def format_attr(self, itp_attr):
+        return itp_attr
+
 
 class TextTemplateInput:
     """Captum's TextTemplateInput: a template with "{}" slots filled by `values`; the slots are the features
@@ -259,10 +286,31 @@ class TextTemplateInput:
     def to_text(self):
         return self.template.format(*self.values)
 
+    # Captum's interpretable-input protocol (the torch models' path, _torch_llm.py)
+    def to_tensor(self):
+        import torch
+
+        return torch.ones((1, self.n_itp_features), dtype=torch.float32)
+
+    def to_model_input(self, perturbed_tensor=None):
+        """The prompt text with slot i's baseline wherever perturbed_tensor[0][i] is 0."""
+        if perturbed_tensor is None:
+            return self.to_text()
+        return self.template.format(*[v if perturbed_tensor[0][i] else b
+                                      for i, (v, b) in enumerate(zip(self.values, self.baselines))])
+
+    def format_attr(self, itp_attr):
+        return itp_attr
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------------------------------
+
+def _np(a):
+    """A result array as numpy (a torch tensor from the torch models' path comes to the host)."""
+    return a.detach().cpu().numpy() if _is_torch(a) else np.asarray(a)
+
 
 def _rgb(v, m):
     """Red for negative, green for positive, white for 0 (|v| relative to the largest m)."""
@@ -280,18 +328,20 @@ class LLMAttributionResult:
     def __init__(self, *, input_tokens, output_tokens, seq_attr, token_attr=None, output_probs=None):
         self.input_tokens = list(input_tokens)
         self.output_tokens = list(output_tokens)
-        self.seq_attr = np.asarray(seq_attr)
-        self.token_attr = None if token_attr is None else np.asarray(token_attr)
+        # torch tensors stay tensors (the torch models' path, as Captum); anything else becomes a numpy array
+        self.seq_attr = seq_attr if _is_torch(seq_attr) else np.asarray(seq_attr)
+        self.token_attr = None if token_attr is None else token_attr if _is_torch(token_attr) else \
+            np.asarray(token_attr)
         self.output_probs = output_probs
-        if self.seq_attr.shape != (len(self.input_tokens),):
+        if tuple(self.seq_attr.shape) != (len(self.input_tokens),):
             raise ValueError("seq_attr and input_tokens must have the same length")
-        if self.token_attr is not None and self.token_attr.shape != (len(self.output_tokens),
-                                                                     len(self.input_tokens)):
+        if self.token_attr is not None and tuple(self.token_attr.shape) != (len(self.output_tokens),
+                                                                            len(self.input_tokens)):
             raise ValueError("token_attr must have shape (n_output_tokens, n_input_tokens)")
 
     @property
     def seq_attr_dict(self):
-        return {k: v for v, k in zip(self.seq_attr.tolist(), self.input_tokens)}
+        return {k: v for v, k in zip(_np(self.seq_attr).tolist(), self.input_tokens)}
 
     def __repr__(self):
         return "LLMAttributionResult(input_tokens=%r, output_tokens=%r, seq_attr=%r)" % (
@@ -304,7 +354,7 @@ class LLMAttributionResult:
                              "plot_seq_attr instead for the sequence-level attribution plot")
         import matplotlib.pyplot as plt
 
-        t = self.token_attr
+        t = _np(self.token_attr)
         m = float(np.nanmax(np.abs(t))) if t.size else 1.0
         m = m if m > 0 else 1.0
         fig, ax = plt.subplots(figsize=(max(4, 0.6 * t.shape[1] + 2), max(2, 0.5 * t.shape[0] + 1.5)))
@@ -324,9 +374,9 @@ class LLMAttributionResult:
         """Bar plot of seq_attr; returns (fig, ax) unless show."""
         import matplotlib.pyplot as plt
 
+        seq = _np(self.seq_attr)
         fig, ax = plt.subplots(figsize=(max(4, 0.6 * len(self.input_tokens) + 2), 3))
-        ax.bar(np.arange(len(self.input_tokens)), self.seq_attr,
-               color=["#2a9d3a" if v >= 0 else "#d33" for v in self.seq_attr])
+        ax.bar(np.arange(len(self.input_tokens)), seq, color=["#2a9d3a" if v >= 0 else "#d33" for v in seq])
         ax.set_xticks(np.arange(len(self.input_tokens)), labels=self.input_tokens, rotation=45, ha="right")
         ax.set_ylabel("Sequence Attribution")
         if show:
@@ -336,9 +386,9 @@ class LLMAttributionResult:
 
     def _repr_html_(self):
         """An HTML heatmap (notebooks show it for a result at the end of a cell)."""
-        rows = [("(sequence)", self.seq_attr)]
+        rows = [("(sequence)", _np(self.seq_attr))]
         if self.token_attr is not None:
-            rows += list(zip(self.output_tokens, self.token_attr))
+            rows += list(zip(self.output_tokens, _np(self.token_attr)))
         vals = np.concatenate([np.asarray(r, dtype=np.float64).reshape(-1) for _, r in rows])
         vals = vals[np.isfinite(vals)]
         m = float(np.abs(vals).max()) if vals.size else 1.0
@@ -474,6 +524,13 @@ class LLMAttribution(_BaseLLMAttribution):
     SUPPORTED_METHODS = (A.FeatureAblation, A.ShapleyValueSampling, A.Lime, A.KernelShap)
     SUPPORTED_INPUTS = (TextTemplateInput, TextTokenInput)
 
+    def __new__(cls, attr_method, tokenizer, attr_target="log_prob"):
+        if cls is LLMAttribution and not isinstance(getattr(attr_method, "forward_func", None), LLM):
+            from ._torch_llm import TorchLLMAttribution  # a torch model: Captum's loop, its passes in torch
+
+            return TorchLLMAttribution(attr_method, tokenizer, attr_target)
+        return super().__new__(cls)
+
     def __init__(self, attr_method, tokenizer, attr_target="log_prob"):
         if not isinstance(attr_method, self.SUPPORTED_METHODS) or isinstance(attr_method, A.LimeBase):
             raise TypeError("cattr: LLMAttribution does not support %s" % type(attr_method).__name__)
@@ -551,6 +608,13 @@ class LLMGradientAttribution(_BaseLLMAttribution):
 
     SUPPORTED_METHODS = (A.LayerIntegratedGradients, A.LayerGradientXActivation)
     SUPPORTED_INPUTS = (TextTokenInput,)
+
+    def __new__(cls, attr_method, tokenizer):
+        if cls is LLMGradientAttribution and not isinstance(getattr(attr_method, "forward_func", None), LLM):
+            from ._torch_llm import TorchLLMGradientAttribution  # a torch model: exported per target position
+
+            return TorchLLMGradientAttribution(attr_method, tokenizer)
+        return super().__new__(cls)
 
     def __init__(self, attr_method, tokenizer):
         if not isinstance(attr_method, self.SUPPORTED_METHODS):
