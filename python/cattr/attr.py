@@ -1033,11 +1033,39 @@ class GuidedGradCam(Attribution):
     def attribute(self, inputs, target=None, additional_forward_args=None, interpolate_mode="nearest",
                   attribute_to_layer_input=False, **kw):
         if interpolate_mode != "nearest":
-            raise _lib.ArgumentError("cattr: GuidedGradCam: interpolate_mode '%s' is not supported (nearest)" %
-                             interpolate_mode)
+            return self._other_mode(inputs, target, additional_forward_args, interpolate_mode,
+                                    attribute_to_layer_input, kw)
         res = self._run(inputs, dict(attribute_to_layer_input=1 if attribute_to_layer_input else 0), None, target,
                         additional_forward_args, extra=kw)
         return self._result(res, False)
+
+
+    def _other_mode(self, inputs, target, add, mode, to_input, kw):
+        """interpolate_mode other than nearest (the engine's): guided backprop and GradCAM from the engine, GradCAM
+        upsampled by torch (LayerAttribution.interpolate) and multiplied here, as Captum does; an input whose
+        upsampling fails (an unknown mode, an input without spatial dims) gets an empty tensor and a warning."""
+        import warnings
+
+        gb = GuidedBackprop(self.forward_func).attribute(inputs, target=target, additional_forward_args=add, **kw)
+        gc = LayerGradCam(self.forward_func, self._ctor["layer"]).attribute(
+            inputs, target=target, additional_forward_args=add, attribute_to_layer_input=to_input,
+            relu_attributions=True, **kw)
+        xs, was_tuple = _to_tuple(inputs)
+        gbs = gb if was_tuple else (gb,)
+        out = []
+        for x, g in zip(xs, gbs):
+            try:
+                up = LayerAttribution.interpolate(gc, tuple(x.shape[2:]), interpolate_mode=mode)
+                out.append(g * up)
+            except Exception:  # noqa: BLE001 - Captum's rule: any failure leaves that input's attribution empty
+                warnings.warn("Couldn't appropriately interpolate GradCAM attributions for some input tensors, "
+                              "returning empty tensor for corresponding attributions.", stacklevel=3)
+                if _is_torch(x):
+                    import torch
+                    out.append(torch.empty(0))
+                else:
+                    out.append(np.empty(0, dtype=np.float32))
+        return tuple(out) if was_tuple else out[0]
 
 
 class LRP(Attribution):
@@ -1890,7 +1918,9 @@ class NeuronAttribution(LayerAttribution):
                 store = []
 
                 def hook(m, inp, out):
-                    store.append(inp if to_input else out)
+                    # a copy, as Captum's hooks keep: a later in-place op (ReLU(inplace=True)) must not change it
+                    v = inp if to_input else out
+                    store.append(tuple(t.clone() for t in v) if isinstance(v, tuple) else v.clone())
 
                 h = mod.register_forward_hook(hook)
                 try:
