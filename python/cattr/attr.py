@@ -1994,10 +1994,74 @@ class NeuronConductance(NeuronAttribution):
                   n_steps=_NC.n_steps, method=_quad_name(_NC), internal_batch_size=None,
                   attribute_to_neuron_input=False, grad_kwargs=None, **kw):
         _unsupported("grad_kwargs", grad_kwargs)
+        if callable(neuron_selector) and not isinstance(neuron_selector, neuron_sum) and self._torch is not None:
+            return self._selector_fn_conductance(inputs, neuron_selector, baselines, target, additional_forward_args,
+                                                 n_steps, method, attribute_to_neuron_input, kw)
         return self._nrun(inputs, neuron_selector, dict(n_steps=n_steps, method=method,
                                                         internal_batch_size=internal_batch_size),
                           attribute_to_neuron_input, kw, baselines=baselines, target=target,
                           additional_forward_args=additional_forward_args)
+
+    def _selector_fn_conductance(self, inputs, selector, baselines, target, add, n_steps, method, to_input, kw):
+        """A neuron_selector function: Captum's conductance from two results of the engine at the path's points
+        x_k = b + alpha_k (x - b): the layer gradients of the target output (LayerGradientXActivation without the
+        multiplication), through the selector (the neuron's share of the output's gradient), times the gradient of
+        the selected neuron with respect to the inputs (NeuronGradient with the selector traced after the layer),
+        weighted by the quadrature's step sizes and summed over the path, times (x - b)."""
+        import torch
+
+        if kw:
+            raise TypeError("cattr: NeuronConductance.attribute() with a neuron_selector function got unexpected "
+                            "keyword arguments: %s" % ", ".join(sorted(kw)))
+        xs, was_tuple = _to_tuple(inputs)
+        xs = tuple(x if _is_torch(x) else torch.as_tensor(np.asarray(x)) for x in xs)
+        if baselines is None:
+            bs = (0.0,) * len(xs)
+        else:
+            bs, _ = _to_tuple(baselines)
+            if len(bs) == 1 and len(xs) > 1:
+                bs = bs * len(xs)
+        bs = tuple(torch.zeros_like(x) + (b if _is_scalar(b) or _is_torch(b) else torch.as_tensor(np.asarray(b)))
+                   for x, b in zip(xs, bs))
+        steps, alphas = _quadrature_points(method, int(n_steps))
+        n = len(alphas)
+        scaled = tuple(torch.cat([b + a * (x - b) for a in alphas], 0).detach() for x, b in zip(xs, bs))
+        if _is_torch(target) and target.numel() > 1 or isinstance(target, list):
+            target = (target.repeat(n) if _is_torch(target) else list(target) * n)
+        if add is not None:
+            add = tuple(torch.cat([a] * n, 0) if _is_torch(a) and a.dim() > 0 else a for a in _to_tuple(add)[0])
+        layer = self._ctor["layer"]
+        grads = LayerGradientXActivation(self.forward_func, layer, multiply_by_inputs=False).attribute(
+            scaled, target=target, additional_forward_args=add, attribute_to_layer_input=to_input)
+        mid = selector(grads)
+        ngrad = NeuronGradient(self.forward_func, layer).attribute(
+            scaled, selector, additional_forward_args=add, attribute_to_neuron_input=to_input)
+        ngrad = ngrad if isinstance(ngrad, tuple) else (ngrad,)
+        rows = scaled[0].shape[0]
+        w = torch.as_tensor(steps, dtype=mid.dtype)
+        out = []
+        for g, x, b in zip(ngrad, xs, bs):
+            sg = (g * mid.reshape((rows,) + (1,) * (g.dim() - 1))).reshape(n, -1) * w.reshape(n, 1)
+            tot = sg.sum(0).reshape(x.shape)
+            out.append(tot * (x - b) if self.multiplies_by_inputs else tot)
+        return tuple(out) if was_tuple else out[0]
+
+
+def _quadrature_points(method, n):
+    """Captum's step sizes and points on [0, 1] of the quadrature `method` with n points."""
+    if method == "gausslegendre":
+        x, wts = np.polynomial.legendre.leggauss(n)
+        return (0.5 * wts).tolist(), (0.5 * (1 + x)).tolist()
+    kinds = {"riemann_left": (0.0, 1 - 1 / n), "riemann_right": (1 / n, 1.0),
+             "riemann_middle": (1 / (2 * n), 1 - 1 / (2 * n)), "riemann_trapezoid": (0.0, 1.0)}
+    if method not in kinds or n < 2:
+        raise _lib.ArgumentError("cattr: method must be one of gausslegendre, %s, with n_steps > 1 (got %r, %d)"
+                                 % (", ".join(sorted(kinds)), method, n))
+    steps = [1 / n] * n
+    if method == "riemann_trapezoid":
+        steps[0] /= 2
+        steps[-1] /= 2
+    return steps, np.linspace(kinds[method][0], kinds[method][1], n).tolist()
 
 
 class NeuronDeepLift(_CustomDeepLift, NeuronAttribution):

@@ -37,3 +37,17 @@ def test_selector_function_sees_the_layer_output_before_an_inplace_relu():
     np.testing.assert_allclose(by_fn.numpy(), by_index.numpy(), rtol=1e-6)
     g = A.NeuronGradient(net, net.linear1).attribute(x, lambda v: v[:, 0:1].sum(1))
     np.testing.assert_allclose(g.numpy(), [[1.0, -1.0, 0.5]], rtol=1e-6)
+
+
+def test_neuron_conductance_selector_function_matches_the_index():
+    """NeuronConductance with a selector function (layer gradients through the selector, times the selected neuron's
+    input gradients, summed along the path) gives the native result of the same neuron by index."""
+    net = Net().eval()
+    x = torch.tensor([[1.0, 2.0, 3.0], [3.0, -1.0, 0.5]])
+    for layer, idx, fn in ((net.linear1, (1,), lambda v: v[:, 1]), (net.relu, (3,), lambda v: v[:, 3])):
+        for method in ("gausslegendre", "riemann_trapezoid"):
+            nc = A.NeuronConductance(net, layer)
+            by_index = nc.attribute(x, idx, target=1, n_steps=64, method=method)
+            by_fn = nc.attribute(x, fn, target=1, n_steps=64, method=method)
+            np.testing.assert_allclose(by_fn.numpy(), by_index.numpy(), rtol=1e-4, atol=1e-5)
+            assert np.abs(by_index.numpy()).max() > 0.01
