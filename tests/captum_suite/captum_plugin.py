@@ -4,7 +4,8 @@ Loaded with `-p captum_plugin` (tests/captum_suite on PYTHONPATH) over Captum's 
 (../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron). In the mode "cattr" (CATTR_CAPTUM_MODE,
 the default) every attribution class of `captum.attr` that cattr implements is replaced, in `captum.attr` and in the
 module that defines it, by cattr's class of the same name, before any test module is imported; and the `attribute`
-and `attribute_future` of Captum's own classes raise, so that a test passes only when cattr computed its numbers.
+and `attribute_future` of Captum's own classes raise (an exception no test can catch; the test is counted as failed
+even so), so that a test passes only when cattr computed its numbers.
 cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
 code that seeds torch's generator). Nothing of a test, a tolerance or Captum's helpers is changed: a test that reaches Captum's code elsewhere (its
 utilities, its models) runs it as it is. In the mode "captum" nothing is replaced: the same tests against Captum
@@ -56,9 +57,19 @@ def _parameterized_09():
     param.from_decorator = classmethod(from_decorator)
 
 
+class CaptumRan(BaseException):
+    """Raised when Captum's own attribute ran: a BaseException, so that no `assertRaises(...)` or `except Exception`
+    of a test can catch it (a test expecting an error must not pass because Captum's stub raised)."""
+
+
+_captum_ran = set()  # the tests in which Captum's own attribute ran: failed, whatever they caught
+_current = [None]
+
+
 def _captum_raises(name):
     def attribute(self, *args, **kwargs):
-        raise AssertionError("captum_plugin: Captum's own %s.attribute ran (cattr must compute it)" % name)
+        _captum_ran.add(_current[0])
+        raise CaptumRan("captum_plugin: Captum's own %s.attribute ran (cattr must compute it)" % name)
 
     return attribute
 
@@ -107,6 +118,10 @@ def pytest_configure(config):
         raise ValueError("CATTR_CAPTUM_MODE must be cattr or captum, not %r" % MODE)
 
 
+def pytest_runtest_logstart(nodeid, location):
+    _current[0] = nodeid
+
+
 def pytest_runtest_logreport(report):
     nid = report.nodeid
     if (report.when == "setup" and report.outcome != "passed") or report.when == "call" or \
@@ -114,6 +129,9 @@ def pytest_runtest_logreport(report):
         _outcomes[nid] = report.outcome
         if report.outcome == "failed":
             _messages[nid] = _message(report)
+    if nid in _captum_ran:  # Captum computed something in this test: never a pass
+        _outcomes[nid] = "failed"
+        _messages[nid] = "captum_plugin: Captum's own attribute ran"
 
 
 def pytest_collectreport(report):

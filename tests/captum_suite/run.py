@@ -48,8 +48,11 @@ def run(mode, files, jobs_note=""):
                                             ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
         env.setdefault("CATTR_LIB", os.path.join(ROOT, os.environ.get("CATTR_BUILD_DIR", "build"), "libcattr.so"))
         env["CATTR_NO_PTH"] = "1"
+        # a module that fails to collect (another process holding a port Captum's test_data_parallel binds at
+        # import) must not stop the others: it is counted as one failure
         cmd = [sys.executable, "-m", "pytest", "-q", "-p", "captum_plugin", "-p", "no:cacheprovider",
-               "--rootdir", CAPTUM, "-o", "python_files=test_*.py", "--tb=no", "-rN"] + files
+               "--continue-on-collection-errors", "--rootdir", CAPTUM, "-o", "python_files=test_*.py", "--tb=no",
+               "-rN"] + files
         t0 = time.time()
         p = subprocess.run(cmd, cwd=CAPTUM, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         dt = time.time() - t0
@@ -70,8 +73,10 @@ def table(files, cattr, captum_pass):
     rows, tot = [], [0, 0, 0]
     for fn in files:
         ids = [n for n in cattr if file_of(n) == fn]
-        base = [n for n in ids if n in captum_pass]
-        both = [n for n in base if cattr[n] == "passed"]
+        # the tests that pass with Captum, whether or not the cattr run has them (one it lost, by a module that no
+        # longer collects or a renamed test, counts as failing)
+        base = [n for n in captum_pass if file_of(n) == fn]
+        both = [n for n in base if cattr.get(n) == "passed"]
         rows.append((fn, len(ids), len(base), len(both)))
         tot[0] += len(ids)
         tot[1] += len(base)
@@ -135,11 +140,12 @@ def main():
             f.write("\n")
         print("captum suite: recorded %d of %d in %s" % (good, base, os.path.relpath(RECORDED, ROOT)))
     if a.check and rec:
-        lost = sorted(n for n in rec.get("cattr_pass", []) if n in cattr and cattr[n] != "passed")
+        lost = sorted(n for n in rec.get("cattr_pass", []) if file_of(n) in files and cattr.get(n) != "passed")
         for n in lost:
-            print("captum suite: REGRESSION: %s passed before and %s now" % (n, cattr[n]))
-        if good < rec.get("pass", 0) or lost:
-            print("captum suite: FAIL: %d pass with cattr, %d recorded" % (good, rec.get("pass", 0)))
+            print("captum suite: REGRESSION: %s passed before and %s now" % (n, cattr.get(n, "is missing")))
+        want = sum(1 for n in rec.get("cattr_pass", []) if file_of(n) in files)  # recorded, for these files
+        if good < want or lost:
+            print("captum suite: FAIL: %d pass with cattr, %d recorded" % (good, want))
             return 1
     return 0
 
