@@ -188,6 +188,15 @@ wait $kpid 2>/dev/null
 "$cattr" explain $model --input $ds --steps 3000 --batch-size 1 --output "$tmp/kd.npy" >"$tmp/stdout" 2>"$tmp/stderr" && ok || bad "dataset rerun failed"
 grep -q "resuming" "$tmp/stderr" && ok || bad "the dataset rerun did not resume: $(cat "$tmp/stderr")"
 expect_ok "dataset uninterrupted" explain $model --input $ds --steps 3000 --batch-size 1 --output "$tmp/kd_ref.npy" -q
+# a run killed while it rewrote its progress file leaves OUT.part.json.tmp.<pid>: the next run on OUT removes it
+# (its process is gone), and keeps a temporary of a live process
+: >"$tmp/stale.npy.part.json.tmp.2147483646"
+: >"$tmp/stale.npy.part.json.tmp.$$"
+"$cattr" explain $model --input $ds --method saliency --batch-size 5 --output "$tmp/stale.npy" -q >/dev/null 2>&1 && ok ||
+    bad "dataset run beside stale temporaries failed"
+! [ -e "$tmp/stale.npy.part.json.tmp.2147483646" ] && [ -e "$tmp/stale.npy.part.json.tmp.$$" ] && ok ||
+    bad "a dead process's temporary not removed, or a live one's removed: $(ls "$tmp" | grep tmp)"
+rm -f "$tmp/stale.npy.part.json.tmp.$$"
 cmp -s "$tmp/kd.npy" "$tmp/kd_ref.npy" && ok || bad "the resumed dataset output differs from an uninterrupted run's"
 expect_ok "layer-gradcam overlay" explain $model --method layer-gradcam --layer conv2 --input $x --output "$tmp/lg.npy" --png "$tmp/lg.png" --overlay --sign all
 [ -s "$tmp/lg.png" ] && ok || bad "overlay PNG not written"

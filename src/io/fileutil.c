@@ -4,6 +4,7 @@
 #include "io/fileutil.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -167,6 +168,42 @@ cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE 
     }
     free(tmp);
     return st;
+}
+
+int cx_remove_stale_temps(const char *path) {
+    if (!path || !*path) return 0;
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (size_t)(slash - path) : 0, blen = strlen(base);
+    char *dir = malloc(dlen + 2), *full = malloc(strlen(path) + 64);
+    int removed = 0;
+    DIR *d = NULL;
+    if (dir && full) {
+        if (slash) {
+            memcpy(dir, path, dlen ? dlen : 1); /* "/x": the root */
+            dir[dlen ? dlen : 1] = 0;
+        } else {
+            strcpy(dir, ".");
+        }
+        d = opendir(dir);
+    }
+    for (struct dirent *e; d && (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, blen) != 0 || strncmp(n + blen, ".tmp.", 5) != 0) continue;
+        const char *digits = n + blen + 5;
+        char *end = NULL;
+        errno = 0;
+        long pid = strtol(digits, &end, 10);
+        if (!*digits || *end || errno || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
+        snprintf(full, strlen(path) + 64, "%.*s%s", (int)(slash ? (size_t)(slash - path) + 1 : 0), path, n);
+        struct stat sb;
+        if (lstat(full, &sb) == 0 && S_ISREG(sb.st_mode) && unlink(full) == 0) removed++;
+    }
+    if (d) closedir(d);
+    free(dir);
+    free(full);
+    return removed;
 }
 
 /* ==== outputs written in place ============================================================================= */

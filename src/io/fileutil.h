@@ -41,6 +41,12 @@ cattr_status cx_write_file_atomic(const char *path, cattr_status (*writer)(FILE 
  * '<path>'" while a lock is held. */
 cattr_status cx_open_locked(const char *path, bool create, int *fd, bool *created);
 
+/* Removes the temporaries "<path>.tmp.<pid>" (cx_write_file_atomic's) that a process which no longer exists left
+ * beside `path` (killed while it wrote: kill -9, a crash, power loss); those of live processes are kept. Called by a
+ * run that holds the lock of the output they belong to, so no live writer of that output can own one. Best effort: a
+ * temporary that cannot be removed is left. Returns how many were removed. */
+int cx_remove_stale_temps(const char *path);
+
 /* A 64-bit fingerprint of what a file holds, to tell whether an input changed between runs or differs between the
  * processes of a job: its size and, for files up to 64 MiB, every byte; for larger ones its first and last MiB and 62
  * blocks of 64 KiB spread evenly between (about 6 MiB read whatever the size). `with_time` mixes in the modification

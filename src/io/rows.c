@@ -140,6 +140,16 @@ cattr_status cx_rows_part_open(const char *path, int *fd, bool *created) {
     char *part = part_name(path);
     if (!part) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cattr_status st = cx_open_locked(part, true, fd, created);
+    if (st == CATTR_OK) { /* the output's lock is ours: what a killed run left half-written beside it goes */
+        size_t pl = strlen(path);
+        char *progress = malloc(pl + 16);
+        if (progress) {
+            snprintf(progress, pl + 16, "%s.part.json", path);
+            cx_remove_stale_temps(progress);
+            free(progress);
+        }
+        cx_remove_stale_temps(path);
+    }
     free(part);
     return st;
 }
