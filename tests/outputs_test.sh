@@ -123,7 +123,8 @@ run "--max-memory with a T suffix" 0 "" -- explain $model --input "$tmp/in.npy" 
 
 # --- 4. two runs on one output: the second is refused ----------------------------------------------------------------
 i=0
-while [ $i -lt 8 ]; do echo "{\"id\": \"k$i\", \"prompt\": \"The cat $i\", \"target\": \" sat\", \"steps\": 400}"; i=$((i + 1)); done >"$tmp/slow.jsonl"
+# the first run must still be working when the second starts, on a fast machine too (it is killed after the check)
+while [ $i -lt 32 ]; do echo "{\"id\": \"k$i\", \"prompt\": \"The cat $i\", \"target\": \" sat\", \"steps\": 20000}"; i=$((i + 1)); done >"$tmp/slow.jsonl"
 "$cattr" explain-llm $tiny --prompts "$tmp/slow.jsonl" --output "$tmp/slow_out.jsonl" -q 2>/dev/null &
 first=$!
 t=0
@@ -131,11 +132,11 @@ while ! [ -s "$tmp/slow_out.jsonl" ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t + 
 run "a second corpus run on the same output" 2 "another process is writing" -- explain-llm $tiny --prompts "$tmp/slow.jsonl" --output "$tmp/slow_out.jsonl"
 kill -9 $first 2>/dev/null
 wait $first 2>/dev/null
-"$cattr" explain $model --input "$tmp/ds.npy" --batch-size 1 --steps 3000 --output "$tmp/lock.npy" -q 2>/dev/null &
+"$cattr" explain $model --input "$tmp/ds.npy" --batch-size 1 --steps 200000 --output "$tmp/lock.npy" -q 2>/dev/null &
 first=$!
 t=0
 while ! [ -e "$tmp/lock.npy.part.json" ] && [ $t -lt 200 ]; do sleep 0.05; t=$((t + 1)); done
-run "a second dataset run on the same output" 2 "another process is writing" -- explain $model --input "$tmp/ds.npy" --batch-size 1 --steps 3000 --output "$tmp/lock.npy"
+run "a second dataset run on the same output" 2 "another process is writing" -- explain $model --input "$tmp/ds.npy" --batch-size 1 --steps 200000 --output "$tmp/lock.npy"
 kill -9 $first 2>/dev/null
 wait $first 2>/dev/null
 
