@@ -63,8 +63,9 @@ def pretty_tokens(ids, tokenizer):
                 e = offs[k + 1][0] if k + 1 < len(offs) else len(txt)
             out.append(txt[s:e].replace("\n", "\\n").strip())
         return out
-    toks = tokenizer.convert_ids_to_tokens(ids)
-    return [t.strip() or t for t in toks]
+    from .llm import _pretty
+
+    return _pretty(tokenizer, ids)
 
 
 def target_tokens(owner, inp, target, skip_tokens, gen_args, generate=None):
