@@ -85,6 +85,9 @@ def main():
     ap.add_argument("--models", default="")
     ap.add_argument("--size", type=int, default=64, help="image side for the CNNs (default 64)")
     ap.add_argument("--keep", default="", help="keep the exported models in DIR")
+    ap.add_argument("--default-export", action="store_true",
+                    help="export as torch.onnx.export does by default (no dynamic_axes: the batch of 1 is baked into "
+                         "the graph's shapes), as most users export")
     ap.add_argument("--time-ig", type=int, default=0, metavar="STEPS",
                     help="also time IntegratedGradients with STEPS steps (batch 1, target 0): cattr's warm median of "
                          "--runs 5 against Captum's (two calls, the second timed, then three more: the median), "
@@ -109,7 +112,8 @@ def main():
         path = os.path.join(tmp, name + ".onnx")
         try:
             torch.onnx.export(model, (x,), path, opset_version=14, do_constant_folding=True, input_names=["x"],
-                              output_names=["y"], dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+                              output_names=["y"],
+                              **({} if a.default_export else {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}}))
         except Exception as e:  # an exporter failure is the exporter's, not cattr's
             print("%-22s %-8s %-10s export failed: %s" % (name, "-", "-", str(e).splitlines()[0][:80]))
             continue

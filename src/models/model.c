@@ -35,6 +35,11 @@ static cattr_status model_from_graph(cg_graph *g, cx_onnx_info *info, const char
         cattr_model_free(m);
         return cx_fail(CATTR_ERR_FORMAT, "'%s': the model has no output", path);
     }
+    cattr_status st = cx_model_rebatch(m);
+    if (st != CATTR_OK) {
+        cattr_model_free(m);
+        return st;
+    }
     *out = m;
     return CATTR_OK;
 }
@@ -166,6 +171,10 @@ cattr_status cx_model_derive(const cattr_model *m, cattr_model **out) {
     }
     v->opset = m->opset;
     v->be = m->be;
+    v->batch_exported = m->batch_exported;
+    v->batch_rows = m->batch_rows;
+    v->batch_rewrites = m->batch_rewrites;
+    memcpy(v->batch_note, m->batch_note, sizeof v->batch_note);
     *out = v;
     return CATTR_OK;
 }
@@ -556,6 +565,12 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
         }
         sb_printf(&s, "  %d: %s %s %s\n", i, g->vals[g->inputs[i]].name, cattr_dtype_name(m->in_dtype[i]), sh);
     }
+    if (m->batch_exported && !m->batch_rows)
+        sb_printf(&s, "batch: exported fixed at %lld; re-batched (%d shapes and shared values made to follow the "
+                      "batch): any batch runs in one pass\n", (long long)m->batch_exported, m->batch_rewrites);
+    else if (m->batch_rows)
+        sb_printf(&s, "batch: exported fixed at %lld and not re-batched (%s): batched work runs in passes of %lld "
+                      "rows\n", (long long)m->batch_exported, m->batch_note, (long long)m->batch_rows);
     sb_printf(&s, "outputs:\n");
     for (int i = 0; i < g->n_outputs; i++) sb_printf(&s, "  %d: %s\n", i, g->vals[g->outputs[i]].name);
     int counts[CG_OP_COUNT] = {0};

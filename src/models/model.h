@@ -14,6 +14,11 @@ struct cattr_model {
     int64_t (*in_shape)[CATTR_MAX_DIMS]; /* declared input shapes, -1 dynamic */
     cattr_dtype *in_dtype;
     cx_backend *be; /* the model's device (cattr_model_set_device; NULL: the default device) */
+    /* a graph exported with a fixed batch (a declared input batch, shapes folded with it: cx_model_rebatch) */
+    int64_t batch_exported; /* the declared batch; 0: the inputs' batch is dynamic */
+    int64_t batch_rows;     /* > 0: the batch could not be followed through the graph: it runs this many rows a pass */
+    int batch_rewrites;     /* the shapes and shared values re-batched */
+    char batch_note[400];   /* why the batch could not be followed */
     cg_host_fn *host; /* cattr_model_new_callback: the host function its HostCall node calls (owned; NULL otherwise,
                        * also in the models derived from it, which borrow their clone's pointer) */
 };
@@ -64,6 +69,15 @@ cattr_status cx_model_with_precision(const cattr_model *m, cattr_precision prec,
 /* Whether node `node` is a Conv whose weight the exporter computed by folding a BatchNorm into it (its weight is a
  * generated constant, not "<module>.weight"): the Conv's output is then the BatchNorm's. */
 bool cx_conv_bn_folded(const cg_graph *g, int node);
+
+/* A graph exported with a fixed batch (torch.onnx.export without dynamic_axes: each input's declared batch, and
+ * every shape the exporter computed from it folded into a constant) made to run any batch: the batch is followed
+ * from the inputs through every node (src/models/rebatch.c), each constant shape that holds it multiplied by the
+ * call's batch factor (computed in the graph from the value's shape, folded by the planner per call), each value
+ * every example shares joined with batched ones tiled to the batch; the inputs' batch becomes dynamic. Where the
+ * batch cannot be followed, the graph stays as exported, m->batch_rows is the exported batch and batch_note says
+ * why. Models with a dynamic batch are left as they are. Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cx_model_rebatch(cattr_model *m);
 
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }
