@@ -194,6 +194,12 @@ int cattr_model_module_values(const cattr_model *m, const char *path, int inputs
 cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const cattr_tensor *const *inputs,
                                  int n_inputs, cattr_tensor **out);
 
+/* A model whose input k is m's input order[k] (order: a permutation of m's n inputs), sharing m's weights (m must
+ * outlive it; free both): so that any inputs are the attributed ones, which come first, and the others are given as
+ * additional inputs (`cattr explain --additional NAME=FILE`). Errors: CATTR_ERR_INVALID_ARGUMENT (n is not m's input
+ * count, order is not a permutation), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_model_reorder_inputs(const cattr_model *m, const int *order, int n, cattr_model **out);
+
 /* Sets the model's device (see Devices): used by cattr_model_forward and by explainers whose params leave `device`
  * NULL. Set it before making explainers of the model. Errors: as cattr_device_check (the device stays unchanged). */
 cattr_status cattr_model_set_device(cattr_model *m, const char *device);

@@ -335,5 +335,35 @@ else
     echo "SKIP: Captum argument forms ($occ or python3 not found)"
 fi
 
+# --- --additional NAME=FILE: any input attributed, the others given by name ----------------------------------------
+mi=$golden/captum/basic_multi_input__IntegratedGradients
+if [ -d "$mi" ] && [ -x /usr/bin/python3 ]; then
+    t=$mi/tensors.safetensors
+    expect_ok "saliency of all inputs" explain "$mi/model.onnx" --method saliency --input "$t:input.0" \
+        --input "$t:input.1" --additional "$t:additional.0" --target 0 --dtype float64 --output "$tmp/all.safetensors" --quiet
+    expect_ok "saliency of input1, the others by name" explain "$mi/model.onnx" --method saliency --input "$t:input.1" \
+        --additional "input2=$t:additional.0" --additional "input0=$t:input.0" --target 0 --dtype float64 \
+        --output "$tmp/named.npy" --quiet
+    /usr/bin/python3 -c 'import json, struct, sys, numpy as np
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])["attr.1"]
+s, e = h["data_offsets"]; want = np.frombuffer(b[8 + n + s:8 + n + e], np.float64).reshape(h["shape"])
+got = np.load(sys.argv[2]); assert got.shape == want.shape and np.array_equal(got, want), (got, want)' \
+        "$tmp/all.safetensors" "$tmp/named.npy" && ok || bad "--additional NAME=FILE: input1's saliency differs"
+    expect_exit "additional unknown name" 2 "has no input called 'inputX' (its inputs: 'input0', 'input1', 'input2')" \
+        "$tmp/n2.npy" -- explain "$mi/model.onnx" --method saliency --input "$t:input.1" --additional "inputX=$t:input.0" \
+        --additional "input2=$t:additional.0" --target 0 --output "$tmp/n2.npy"
+    expect_exit "additional named and not" 2 "give every --additional as NAME=FILE, or none" "$tmp/n2.npy" -- \
+        explain "$mi/model.onnx" --method saliency --input "$t:input.1" --additional "input0=$t:input.0" \
+        --additional "$t:additional.0" --target 0 --output "$tmp/n2.npy"
+    expect_exit "additional named twice" 2 "input 'input0' is given twice" "$tmp/n2.npy" -- \
+        explain "$mi/model.onnx" --method saliency --input "$t:input.1" --additional "input0=$t:input.0" \
+        --additional "input0=$t:additional.0" --target 0 --output "$tmp/n2.npy"
+    expect_exit "additional named, wrong input count" 2 "with 1 given by name, 2 are attributed; got 1 --input" \
+        "$tmp/n2.npy" -- explain "$mi/model.onnx" --method saliency --input "$t:input.1" \
+        --additional "input0=$t:input.0" --target 0 --output "$tmp/n2.npy"
+else
+    echo "SKIP: --additional NAME=FILE ($mi or /usr/bin/python3 not found)"
+fi
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

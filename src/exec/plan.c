@@ -237,6 +237,8 @@ struct cx_plan {
     struct if_ctx *ifc; /* while planning a graph with If nodes: their resolution (below); NULL otherwise */
     struct folded **fmemo; /* while planning: per value, what fold_value computed (NULL where not yet), so that a
                             * shape computation is folded once per value however many paths reach it */
+    cx_plan **sub;         /* per node to run: a MapRows node's plan of its body for one pass (NULL otherwise) */
+    cx_consts **sub_cc;    /* and the body's constants */
 };
 
 /* The resolution of a graph's If nodes while it is planned (see "If" below). */
@@ -292,6 +294,12 @@ void cx_plan_free(cx_plan *p) {
     free(p->outs);
     if_ctx_free(p->ifc);
     fmemo_free(p);
+    for (int k = 0; p->sub && k < p->n_order; k++) {
+        cx_plan_free(p->sub[k]);
+        cx_consts_free(p->sub_cc[k]);
+    }
+    free(p->sub);
+    free(p->sub_cc);
     free(p);
 }
 
@@ -682,7 +690,7 @@ static cattr_status infer_node(cx_plan *p, const cg_graph *g, cg_node *n) {
     /* floats made from nothing or from integers (ConstantOfShape, NormalNoise, Cast of int64), and a host function's
      * output, take the call's float dtype */
     if (o->dtype == CATTR_FLOAT32 && !n->a.index &&
-        (n->op == CG_CONSTANT_OF_SHAPE || n->op == CG_NORMAL_NOISE || n->op == CG_HOST_CALL ||
+        (n->op == CG_CONSTANT_OF_SHAPE || n->op == CG_NORMAL_NOISE || n->op == CG_HOST_CALL || n->op == CG_MAP_ROWS ||
          (n->op == CG_CAST && in[0].dtype == CATTR_INT64)))
         o->dtype = p->consts_dtype;
     o->data = NULL;
@@ -820,6 +828,51 @@ static void if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
         else if (n->op == CG_ADD && n->n_in == 2 && n_dead == 1) to_identity(n, n->in[live]); /* the other gradient */
         else if (n_dead) c->dead[n->out] = true;
     }
+}
+
+/* The plans of the MapRows nodes' bodies, one pass each, made once with the plan (a body is the model as exported:
+ * it plans as any graph, with its own constants on the same backend and dtype). */
+static cattr_status plan_maps(cx_plan *p) {
+    for (int k = 0; k < p->n_order; k++) {
+        const cg_node *n = &p->nodes[k];
+        if (n->op != CG_MAP_ROWS) continue;
+        if (!p->sub) {
+            p->sub = calloc((size_t)p->n_order, sizeof *p->sub);
+            p->sub_cc = calloc((size_t)p->n_order, sizeof *p->sub_cc);
+            if (!p->sub || !p->sub_cc) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        const cg_map *m = n->a.map;
+        cattr_dtype dt[CG_MAX_IN];
+        for (int j = 0; j < m->n_in; j++) dt[j] = p->views[n->in[j]].dtype;
+        int out = m->g->outputs[m->out];
+        CX_CHECK(cx_consts_new(p->be, p->consts_dtype, &p->sub_cc[k]));
+        cattr_status st = cx_plan_new(m->g, p->sub_cc[k], p->eager, m->in_ndim,
+                                      (const int64_t(*)[CATTR_MAX_DIMS])m->in_shape, dt, &out, 1, &p->sub[k]);
+        if (st != CATTR_OK) {
+            char msg[512];
+            snprintf(msg, sizeof msg, "%s", cattr_last_error());
+            return cx_fail(st, "node '%s' (op MapRows): planning one pass of the model: %s", n->name, msg);
+        }
+    }
+    return CATTR_OK;
+}
+
+/* Runs MapRows node n (the plan's node k): its body's plan on each pass's rows of the inputs, read in place, each
+ * pass's output written at its rows. */
+static cattr_status run_map(cx_plan *p, const cg_node *n, const cx_view *in, cx_view *o) {
+    const cg_map *m = n->a.map;
+    cx_plan *sp = p->sub ? p->sub[n - p->nodes] : NULL;
+    if (!sp) return cx_fail(CATTR_ERR_INTERNAL, "node '%s': no plan of its body", n->name);
+    int64_t passes = in[0].shape[0] / m->in_rows[0];
+    size_t step[CG_MAX_IN], ostep = passes ? (size_t)cx_view_numel(o) * cattr_dtype_size(o->dtype) / (size_t)passes : 0;
+    for (int j = 0; j < n->n_in; j++)
+        step[j] = passes ? (size_t)cx_view_numel(&in[j]) * cattr_dtype_size(in[j].dtype) / (size_t)passes : 0;
+    for (int64_t q = 0; q < passes; q++) {
+        void *ind[CG_MAX_IN], *od[1] = {(char *)o->data + (size_t)q * ostep};
+        for (int j = 0; j < n->n_in; j++) ind[j] = (char *)in[j].data + (size_t)q * step[j];
+        CX_CHECK(cx_plan_run_dev(sp, NULL, ind, NULL, od));
+    }
+    return CATTR_OK;
 }
 
 static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, const int *in_ndim,
@@ -1003,6 +1056,8 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     free(fused_into);
     fused_into = NULL;
+    st = plan_maps(p);
+    if (st != CATTR_OK) goto fail;
     if_ctx_free(p->ifc); /* the Ifs are resolved into the plan's nodes */
     p->ifc = NULL;
     fmemo_free(p);
@@ -1226,6 +1281,7 @@ static cattr_status run_node(cx_plan *p, const cg_node *n) {
     cx_view *o = &p->views[n->out];
     if (n->n_in > 0 && o->data == in[0].data && (is_view_op(n->op) || n->op == CG_REDUCE_SUM_LIKE))
         return CATTR_OK; /* aliased view: no work */
+    if (n->op == CG_MAP_ROWS) return run_map(p, n, in, o);
     if (!p->prof) return p->be->run_op(p->be->ctx, n, in, o);
     uint64_t t0 = cx_prof_now();
     cattr_status st = p->be->run_op(p->be->ctx, n, in, o);

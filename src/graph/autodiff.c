@@ -578,6 +578,28 @@ static cattr_status r_host_call(cg_graph *g, int ni, int gy, const bool *need, i
     return CATTR_OK;
 }
 
+/* MapRows: its gradient with respect to input j is a MapRows of the body's gradient graph (map->grad[j]: inputs the
+ * node's and gy, in passes of the same rows). A gradient map has none: the methods need first derivatives only. */
+static cattr_status r_map_rows(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    const cg_map *m = nd.a.map;
+    for (int j = 0; j < nd.n_in; j++) {
+        if (!need[j]) continue;
+        if (!m->grad[j])
+            return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the model, run in passes of its fixed batch, has no "
+                           "gradient for input %d here (an integer input, or a second derivative)", nd.name, j);
+        if (nd.n_in + 1 > CG_MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': too many inputs", nd.name);
+        int in[CG_MAX_IN];
+        memcpy(in, nd.in, (size_t)nd.n_in * sizeof *in);
+        in[nd.n_in] = gy;
+        cg_attrs a = cg_attrs_default();
+        a.map = m->grad[j];
+        gx[j] = cg_emit(g, CG_MAP_ROWS, nd.name, in, nd.n_in + 1, &a);
+    }
+    return CATTR_OK;
+}
+
 void cg_rules_default(cg_rules *r) {
     memset(r, 0, sizeof *r);
     r->by_op[CG_IDENTITY] = r_identity;
@@ -637,9 +659,20 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_RNN] = r_rnn;
     r->by_op[CG_IF] = r_if;
     r->by_op[CG_HOST_CALL] = r_host_call;
+    r->by_op[CG_MAP_ROWS] = r_map_rows;
 }
 
 /* ---- the transform ----------------------------------------------------------------------------------------- */
+
+/* Whether a method replaced some of the standard rules (DeepLift, LRP, guided backpropagation...). */
+static bool custom_rules(const cg_rules *r) {
+    if (r->by_node || r->wrt_grad) return true;
+    cg_rules d;
+    cg_rules_default(&d);
+    for (int k = 0; k < CG_OP_COUNT; k++)
+        if (r->by_op[k] != d.by_op[k]) return true;
+    return false;
+}
 
 cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt, const cg_rules *rules,
                          int *grad_out) {
@@ -674,6 +707,13 @@ cattr_status cg_autodiff(cg_graph *g, int y, int seed, const int *wrt, int n_wrt
         if (!any) continue;
         cg_backward_fn fn = rules->by_node ? rules->by_node(g, i, rules->user) : NULL;
         if (!fn) fn = rules->by_op[n->op];
+        if (n->op == CG_MAP_ROWS && custom_rules(rules)) {
+            st = cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': the model was exported with a fixed batch and could not be "
+                         "re-batched, so it runs in passes and its layers are out of reach: this method's own backward "
+                         "rules (DeepLift, LRP, guided backpropagation, deconvolution) cannot apply (cattr info says "
+                         "why; export with dynamic_axes for the batch)", n->name);
+            goto done;
+        }
         if (!fn) {
             st = cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s' (op %s): no backward rule", n->name, cg_op_names[n->op]);
             goto done;

@@ -19,7 +19,7 @@ const char *const cg_op_names[CG_OP_COUNT] = {
     "Sqrt", "Exp", "Log", "Erf", "Reciprocal", "HardSigmoid", "HardSwish", "Softplus", "Elu", "Selu", "Gelu",
     "UnaryGrad", "Pow", "Max", "Min", "BinaryGrad", "Pad", "PadGrad", "Shape", "Cast",
     "ConstantOfShape", "Equal", "Where", "Expand", "Mod", "Range", "ScatterND", "ReduceMax", "ReduceMin", "ReduceExtGrad", "Resize", "ResizeGrad", "Tile", "TileGrad", "RNN", "RNNGrad", "If",
-    "TorchSum", "NormalNoise", "LimeSimilarity", "HostCall",
+    "TorchSum", "NormalNoise", "LimeSimilarity", "HostCall", "MapRows",
 };
 _Static_assert(sizeof cg_op_names / sizeof cg_op_names[0] == CG_OP_COUNT, "cg_op_names out of step with cg_op");
 

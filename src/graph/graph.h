@@ -169,6 +169,10 @@ typedef enum cg_op {
                      * computes), the shape from its shape function, float outputs in the call's float dtype; run on
                      * the host, on the thread that called cattr. index 1: the gradient of such a node (autodiff's
                      * rule), which has none: its shape rule refuses it, so only a method that plans a gradient fails */
+    CG_MAP_ROWS,    /* (X0..Xn-1) -> a.map's body graph run on the inputs in passes of map->in_rows[k] rows of input k
+                     * (its output's passes stacked along dim 0): a model exported with a fixed batch that
+                     * cx_model_rebatch could not re-batch. Planned once per plan (exec/plan.c runs the body's own plan
+                     * for each pass); its gradient is a MapRows of the body's gradient graph (map->grad) */
     CG_OP_COUNT
 } cg_op;
 
@@ -177,6 +181,7 @@ extern const char *const cg_op_names[CG_OP_COUNT];
 #define CG_MAX_IN 8
 #define CG_MAX_SP 3
 #define CG_MAX_INTS 32
+#define CG_MAX_IN_MAP CG_MAX_IN
 
 /* The host function of a HostCall node (cattr_model_new_callback): owned by the model that made it (cattr_model_free
  * releases it), borrowed by the node and by every copy of it (the methods' derived graphs copy the model's nodes), so
@@ -194,6 +199,22 @@ typedef struct cg_host_fn {
 const char *cg_host_error(void);
 void cg_host_clear_error(void);
 
+/* The body of a MapRows node: one pass of a model whose batch is fixed (src/models/rebatch.c). Owned by the model
+ * that made it, borrowed by the nodes and every copy of them, as cg_host_fn. */
+typedef struct cg_map {
+    const struct cg_graph *g;      /* the body graph (the model as exported) */
+    int out;                       /* which of g's outputs the node gives */
+    int n_in;                      /* the node's inputs: g's inputs in order */
+    int64_t in_rows[CG_MAX_IN_MAP]; /* rows of input k per pass (its dim 0 in one pass) */
+    int in_ndim[CG_MAX_IN_MAP];
+    int64_t in_shape[CG_MAX_IN_MAP][CATTR_MAX_DIMS]; /* one pass's input shapes */
+    int int_in[CG_MAX_IN_MAP];     /* 1: an int64 input */
+    int out_ndim;
+    int64_t out_shape[CATTR_MAX_DIMS]; /* one pass's output */
+    const struct cg_map *grad[CG_MAX_IN_MAP]; /* per input: the map of its gradient (inputs X0..Xn-1 then the output's
+                                               * gradient), NULL when it has none (an int input; a gradient map) */
+} cg_map;
+
 typedef struct cg_attrs {
     int64_t axis;
     int64_t index;
@@ -210,6 +231,7 @@ typedef struct cg_attrs {
     int bf16;      /* MatMul/Gemm by a constant 2-D weight: bfloat16 inputs, float32 accumulation (precision "high") */
     int keep_precision; /* set by a loader: cg_mark_bf16 leaves this product at full precision (an LLM's output head) */
     const cg_host_fn *host; /* HostCall: the host function (borrowed) */
+    const cg_map *map;      /* MapRows: the body (borrowed) */
     int n_ints;
     int64_t ints[CG_MAX_INTS];
 } cg_attrs;

@@ -5,6 +5,8 @@
 #include "io/onnx.h"
 
 #include <stdio.h>
+
+#define CX_MAX_MODEL_INPUTS 256
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +70,7 @@ void cattr_model_free(cattr_model *m) {
     free(m->in_ndim);
     free(m->in_shape);
     free(m->in_dtype);
+    cx_passes_free(m->passes);
     if (m->host) {
         if (m->host->release) m->host->release(m->host->user);
         free(m->host->name);
@@ -175,6 +178,34 @@ cattr_status cx_model_derive(const cattr_model *m, cattr_model **out) {
     v->batch_rows = m->batch_rows;
     v->batch_rewrites = m->batch_rewrites;
     memcpy(v->batch_note, m->batch_note, sizeof v->batch_note);
+    *out = v;
+    return CATTR_OK;
+}
+
+cattr_status cattr_model_reorder_inputs(const cattr_model *m, const int *order, int n, cattr_model **out) {
+    if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_reorder_inputs: NULL out");
+    *out = NULL;
+    if (!m || (n && !order)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_model_reorder_inputs: NULL argument");
+    int ni = m->g->n_inputs;
+    if (n != ni) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the model has %d inputs; the order has %d", ni, n);
+    bool seen[CX_MAX_MODEL_INPUTS] = {0};
+    if (ni > CX_MAX_MODEL_INPUTS) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d inputs", CX_MAX_MODEL_INPUTS);
+    for (int k = 0; k < n; k++) {
+        if (order[k] < 0 || order[k] >= ni || seen[order[k]])
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the order is not a permutation of the %d inputs (entry %d is %d)",
+                           ni, k, order[k]);
+        seen[order[k]] = true;
+    }
+    cattr_model *v = NULL;
+    CX_CHECK(cx_model_derive(m, &v));
+    for (int k = 0; k < n; k++) { /* nodes name values, not positions: the input list alone changes */
+        int i = order[k];
+        v->g->inputs[k] = m->g->inputs[i];
+        v->g->vals[m->g->inputs[i]].input_index = k;
+        v->in_ndim[k] = m->in_ndim[i];
+        memcpy(v->in_shape[k], m->in_shape[i], sizeof v->in_shape[k]);
+        v->in_dtype[k] = m->in_dtype[i];
+    }
     *out = v;
     return CATTR_OK;
 }
@@ -524,6 +555,11 @@ cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, c
         if (s[0] == '/' && node_module_of(NULL, &nn, tmp, sizeof tmp)) s = tmp;
         off += (size_t)snprintf(sugg + off, off < sizeof sugg ? sizeof sugg - off : 0, "%s'%s'", k ? ", " : "", s);
     }
+    if (m->passes)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no layer or value named '%s' in '%s': the model was exported with a "
+                       "fixed batch of %lld and could not be re-batched (%s), so it runs in passes and only its inputs "
+                       "and outputs are in reach; export it with dynamic_axes for the batch", name, m->path,
+                       (long long)m->batch_exported, m->batch_note);
     return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no layer or value named '%s' in '%s'%s%s%s", name, m->path,
                    off ? " (closest: " : "", sugg, off ? ")" : "");
 }
@@ -569,8 +605,10 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
         sb_printf(&s, "batch: exported fixed at %lld; re-batched (%d shapes and shared values made to follow the "
                       "batch): any batch runs in one pass\n", (long long)m->batch_exported, m->batch_rewrites);
     else if (m->batch_rows)
-        sb_printf(&s, "batch: exported fixed at %lld and not re-batched (%s): batched work runs in passes of %lld "
-                      "rows\n", (long long)m->batch_exported, m->batch_note, (long long)m->batch_rows);
+        sb_printf(&s, "batch: exported fixed at %lld and not re-batched (%s): %s\n", (long long)m->batch_exported,
+                  m->batch_note, m->passes ? "batched work runs in passes of the exported batch, each planned once; "
+                                             "layers and methods with their own backward rules are out of reach"
+                                           : "only calls of the exported batch run");
     sb_printf(&s, "outputs:\n");
     for (int i = 0; i < g->n_outputs; i++) sb_printf(&s, "  %d: %s\n", i, g->vals[g->outputs[i]].name);
     int counts[CG_OP_COUNT] = {0};

@@ -19,6 +19,8 @@ struct cattr_model {
     int64_t batch_rows;     /* > 0: the batch could not be followed through the graph: it runs this many rows a pass */
     int batch_rewrites;     /* the shapes and shared values re-batched */
     char batch_note[400];   /* why the batch could not be followed */
+    struct cx_passes *passes; /* the model as exported and its gradient, run in passes (owned; NULL in derived models,
+                               * whose MapRows nodes borrow the maps of the model they come from) */
     cg_host_fn *host; /* cattr_model_new_callback: the host function its HostCall node calls (owned; NULL otherwise,
                        * also in the models derived from it, which borrow their clone's pointer) */
 };
@@ -75,9 +77,15 @@ bool cx_conv_bn_folded(const cg_graph *g, int node);
  * from the inputs through every node (src/models/rebatch.c), each constant shape that holds it multiplied by the
  * call's batch factor (computed in the graph from the value's shape, folded by the planner per call), each value
  * every example shares joined with batched ones tiled to the batch; the inputs' batch becomes dynamic. Where the
- * batch cannot be followed, the graph stays as exported, m->batch_rows is the exported batch and batch_note says
- * why. Models with a dynamic batch are left as they are. Errors: CATTR_ERR_NO_MEMORY. */
+ * batch cannot be followed, m->batch_rows is the exported batch, batch_note says
+ * why, and the graph becomes MapRows nodes over the graph as exported (one per output, the gradient of output 0 as
+ * the body of their gradient): every method that needs only the model's outputs and input gradients runs, in
+ * passes of the exported batch, each pass planned once; the methods with their own backward rules and the layer
+ * methods, which need the graph's nodes, cannot (a clear error). Where even that cannot be (inputs with dynamic dims
+ * besides the batch, more than 7 inputs), the graph stays as exported. Models with a dynamic batch are left as they are. Errors: CATTR_ERR_NO_MEMORY. */
 cattr_status cx_model_rebatch(cattr_model *m);
+/* Frees m->passes (cattr_model_free). */
+void cx_passes_free(struct cx_passes *ps);
 
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }

@@ -16,6 +16,7 @@
 #include "models/model.h"
 
 #include "exec/plan.h"
+#include "graph/autodiff.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -653,6 +654,130 @@ static bool search(rb *r, int *opt, int *nopt) {
     return true;
 }
 
+/* The model as exported, run in passes of its batch: its graph (the body) and the body's gradient graph, and the
+ * maps of the MapRows nodes that run them. */
+typedef struct cx_passes {
+    cg_graph *body;  /* the graph as imported (owns its constants) */
+    cg_graph *gbody; /* its gradient: inputs X0..Xn-1 and the gradient of output 0, outputs the float inputs'
+                      * gradients (borrows the body's constants) */
+    cg_map *maps;    /* one per output, then one per input (its gradient) */
+} cx_passes;
+
+void cx_passes_free(cx_passes *ps) {
+    if (!ps) return;
+    cg_free(ps->gbody);
+    cg_free(ps->body);
+    free(ps->maps);
+    free(ps);
+}
+
+/* One pass's map of body g over the model's declared inputs (plus `extra` rows of an output gradient). */
+static void map_init(cg_map *mp, const cattr_model *m, const cg_graph *g, int out, int64_t eb) {
+    mp->g = g;
+    mp->out = out;
+    mp->n_in = m->g->n_inputs;
+    for (int j = 0; j < mp->n_in; j++) {
+        mp->in_rows[j] = eb;
+        mp->in_ndim[j] = m->in_ndim[j];
+        memcpy(mp->in_shape[j], m->in_shape[j], sizeof mp->in_shape[j]);
+        mp->int_in[j] = m->in_dtype[j] == CATTR_INT64;
+    }
+}
+
+/* Makes m's graph MapRows nodes over the graph as exported (see model.h). m->batch_note says why not where it cannot
+ * (the graph then stays). Errors: CATTR_ERR_NO_MEMORY. */
+static cattr_status make_passes(cattr_model *m, const rb *r) {
+    cg_graph *g = m->g;
+    int ni = g->n_inputs, no = g->n_outputs;
+    char why[200] = "";
+    if (ni + 1 > CG_MAX_IN_MAP) snprintf(why, sizeof why, "more than %d inputs", CG_MAX_IN_MAP - 1);
+    for (int i = 0; !why[0] && i < ni; i++) {
+        bool ok = m->in_ndim[i] >= 1 && m->in_shape[i][0] == r->eb;
+        for (int d = 1; ok && d < m->in_ndim[i]; d++) ok = m->in_shape[i][d] >= 0;
+        if (!ok) snprintf(why, sizeof why, "input '%s' has dynamic dims besides the batch", g->vals[g->inputs[i]].name);
+    }
+    int64_t osh[CATTR_MAX_DIMS];
+    for (int k = 0; !why[0] && k < no; k++)
+        if (eshape(r, g->outputs[k], osh) < 1) snprintf(why, sizeof why, "output '%s' is a scalar", g->vals[g->outputs[k]].name);
+    if (why[0]) {
+        size_t len = strlen(m->batch_note);
+        snprintf(m->batch_note + len, sizeof m->batch_note - len, "; nor can it run in passes: %s", why);
+        return CATTR_OK;
+    }
+    cx_passes *ps = calloc(1, sizeof *ps);
+    cg_map *maps = calloc((size_t)(no + ni), sizeof *maps);
+    cg_graph *ng = cg_new(), *gb = cg_clone(g);
+    cattr_status st = ps && maps && ng && gb ? CATTR_OK : CATTR_ERR_NO_MEMORY;
+    for (int k = 0; st == CATTR_OK && k < no; k++) { /* forward: one map per output */
+        cg_map *mp = &maps[k];
+        map_init(mp, m, g, k, r->eb);
+        mp->out_ndim = eshape(r, g->outputs[k], mp->out_shape);
+    }
+    /* the gradient of output 0 with respect to each float input, for the gradient maps */
+    int wrt[CG_MAX_IN_MAP], grads[CG_MAX_IN_MAP], nw = 0, gy = -1, which[CG_MAX_IN_MAP];
+    if (st == CATTR_OK) {
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s:gradient", g->vals[g->outputs[0]].name);
+        gy = cg_add_input(gb, nm);
+        if (gy < 0) st = CATTR_ERR_NO_MEMORY;
+    }
+    for (int i = 0; st == CATTR_OK && i < ni; i++)
+        if (m->in_dtype[i] != CATTR_INT64) which[nw] = i, wrt[nw++] = gb->inputs[i];
+    bool has_grad = false;
+    if (st == CATTR_OK && nw) {
+        cg_rules rules;
+        cg_rules_default(&rules);
+        cattr_status ad = cg_autodiff(gb, gb->outputs[0], gy, wrt, nw, &rules, grads);
+        if (ad == CATTR_ERR_NO_MEMORY) st = ad;
+        has_grad = ad == CATTR_OK; /* else forward passes only: a method that needs the gradient fails, naming why */
+        gb->n_outputs = 0;
+        for (int k = 0; st == CATTR_OK && has_grad && k < nw; k++)
+            if (cg_add_output(gb, grads[k]) != 0) st = CATTR_ERR_NO_MEMORY;
+    }
+    for (int k = 0; st == CATTR_OK && has_grad && k < nw; k++) {
+        int i = which[k];
+        cg_map *mp = &maps[no + i];
+        map_init(mp, m, gb, k, r->eb);
+        mp->n_in = ni + 1;
+        mp->in_rows[ni] = maps[0].out_shape[0];
+        mp->in_ndim[ni] = maps[0].out_ndim;
+        memcpy(mp->in_shape[ni], maps[0].out_shape, sizeof mp->in_shape[ni]);
+        mp->out_ndim = m->in_ndim[i];
+        memcpy(mp->out_shape, m->in_shape[i], sizeof mp->out_shape);
+        maps[0].grad[i] = mp;
+    }
+    /* the new graph: the inputs, and a MapRows node per output under the output's name */
+    int ins[CG_MAX_IN_MAP];
+    for (int i = 0; st == CATTR_OK && i < ni; i++)
+        if ((ins[i] = cg_add_input(ng, g->vals[g->inputs[i]].name)) < 0) st = CATTR_ERR_NO_MEMORY;
+    for (int k = 0; st == CATTR_OK && k < no; k++) {
+        cg_attrs a = cg_attrs_default();
+        a.map = &maps[k];
+        char nm[300];
+        snprintf(nm, sizeof nm, "%s:passes", g->vals[g->outputs[k]].name);
+        int y = cg_add_node(ng, CG_MAP_ROWS, nm, ins, ni, &a, g->vals[g->outputs[k]].name);
+        if (y < 0 || cg_add_output(ng, y) != 0) st = CATTR_ERR_NO_MEMORY;
+    }
+    if (st != CATTR_OK) {
+        cg_free(ng);
+        cg_free(gb);
+        free(maps);
+        free(ps);
+        return cx_fail(st, "out of memory preparing '%s' to run in passes", m->path);
+    }
+    ps->body = g;
+    ps->gbody = gb;
+    ps->maps = maps;
+    m->passes = ps;
+    m->g = ng;
+    for (int i = 0; i < ni; i++) m->in_shape[i][0] = -1;
+    if (!has_grad) {
+        size_t len = strlen(m->batch_note);
+        snprintf(m->batch_note + len, sizeof m->batch_note - len, "; it has no gradient: %s", cattr_last_error());
+    }
+    return CATTR_OK;
+}
+
 cattr_status cx_model_rebatch(cattr_model *m) {
     cg_graph *g = m->g;
     int64_t eb = 0;
@@ -674,12 +799,6 @@ cattr_status cx_model_rebatch(cattr_model *m) {
         snprintf(m->batch_note, sizeof m->batch_note, "it has more than 16 inputs");
         return CATTR_OK;
     }
-    for (int i = 0; i < g->n_nodes; i++)
-        if (g->nodes[i].op == CG_IF || g->nodes[i].op == CG_HOST_CALL) {
-            snprintf(m->batch_note, sizeof m->batch_note, "node '%s' (op %s) is not followed through by the re-batching",
-                     g->nodes[i].name, cg_op_names[g->nodes[i].op]);
-            return CATTR_OK;
-        }
     int nd[16];
     int64_t sh[16][CATTR_MAX_DIMS];
     for (int i = 0; i < g->n_inputs; i++) {
@@ -709,6 +828,13 @@ cattr_status cx_model_rebatch(cattr_model *m) {
         goto done;
     }
     r.pl = pl;
+    for (int i = 0; st == CATTR_OK && i < n0; i++)
+        if (g->nodes[i].op == CG_IF || g->nodes[i].op == CG_HOST_CALL) {
+            snprintf(m->batch_note, sizeof m->batch_note, "node '%s' (op %s) is not followed through by the re-batching",
+                     g->nodes[i].name, cg_op_names[g->nodes[i].op]);
+            st = make_passes(m, &r);
+            goto done;
+        }
     for (int v = 0; st == CATTR_OK && v < v0; v++) {
         const cg_value *val = &g->vals[v];
         bool in = val->kind == CG_VAL_INPUT && m->in_ndim[val->input_index] >= 1 &&
@@ -717,8 +843,15 @@ cattr_status cx_model_rebatch(cattr_model *m) {
         r.mm[v] = 1;
         r.bent[v] = -1;
     }
+    const char *force = getenv("CATTR_BATCH_PASSES"); /* a diagnostic: passes even where the batch can be followed */
+    if (st == CATTR_OK && force && strcmp(force, "1") == 0) {
+        snprintf(m->batch_note, sizeof m->batch_note, "CATTR_BATCH_PASSES=1 asks for passes");
+        st = make_passes(m, &r);
+        goto done;
+    }
     if (st == CATTR_OK && !search(&r, opt, nopt)) {
         snprintf(m->batch_note, sizeof m->batch_note, "%s", r.why);
+        st = make_passes(m, &r);
         goto done;
     }
     /* the second pass, along the ways found: rewrite */

@@ -124,6 +124,35 @@ cattr_status cx_host_status(int st) {
 /* HostCall: the output shape its host function's shape function gives for these input shapes (a float output; the
  * planner gives it the call's float dtype). The gradient of a HostCall (index 1) is refused here, when a method plans
  * it. */
+/* MapRows: the inputs' rows in passes (every input the same number of passes, each pass the body's input shape),
+ * the output the body's one-pass output per pass, stacked. */
+static cattr_status map_rows_shape(const cg_node *n, const cx_view *in, cx_view *out) {
+    const cg_map *m = n->a.map;
+    if (!m || m->n_in != n->n_in) SHAPE_FAIL("no body");
+    int64_t passes = -1;
+    for (int k = 0; k < n->n_in; k++) {
+        char s1[128], s2[128];
+        bool ok = in[k].ndim == m->in_ndim[k] && in[k].ndim > 0 && in[k].shape[0] % m->in_rows[k] == 0;
+        for (int d = 1; ok && d < in[k].ndim; d++) ok = in[k].shape[d] == m->in_shape[k][d];
+        if (!ok) {
+            cx_shape_str(in[k].ndim, in[k].shape, s1, sizeof s1);
+            cx_shape_str(m->in_ndim[k], m->in_shape[k], s2, sizeof s2);
+            return cx_fail(CATTR_ERR_SHAPE, "node '%s': input %d has shape %s; the model, exported with a fixed batch "
+                           "it could not be re-batched from, runs passes of %s (a multiple of %lld rows)", n->name, k,
+                           s1, s2, (long long)m->in_rows[k]);
+        }
+        int64_t q = in[k].shape[0] / m->in_rows[k];
+        if (passes >= 0 && q != passes) SHAPE_FAIL("inputs with different numbers of passes (%lld, %lld)",
+                                                   (long long)passes, (long long)q);
+        passes = q;
+    }
+    out->ndim = m->out_ndim;
+    memcpy(out->shape, m->out_shape, sizeof out->shape);
+    out->shape[0] *= passes;
+    out->dtype = CATTR_FLOAT32;
+    return CATTR_OK;
+}
+
 static cattr_status host_call_shape(const cg_node *n, const cx_view *in, cx_view *out) {
     const cg_host_fn *h = n->a.host;
     if (n->a.index == 1)
@@ -797,6 +826,7 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         return CATTR_OK;
     }
     case CG_HOST_CALL: return host_call_shape(n, in, out);
+    case CG_MAP_ROWS: return map_rows_shape(n, in, out);
     case CG_OP_COUNT: break;
     }
     return cx_fail(CATTR_ERR_INTERNAL, "node '%s': no shape rule for op %d", n->name, (int)n->op);

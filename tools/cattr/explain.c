@@ -66,6 +66,8 @@ static void explain_help(FILE *f) {
         "  --target-file FILE      a tensor of targets: one element (all examples) or one per example\n"
         "model inputs beyond the attributed ones:\n"
         "  --additional FILE       a tensor for the next model input (expanded with the inputs)\n"
+        "  --additional NAME=FILE  a tensor for the model input called NAME; the inputs not named are the attributed\n"
+        "                          ones (--input, in model order): any input can be attributed\n"
         "execution:\n"
         "  --dtype D               float32 (default) | float64 (exact reference mode)\n"
         "  --internal-batch-size N rows per chunk of the IG path, as in Captum (default: from --max-memory)\n"
@@ -107,6 +109,7 @@ typedef struct {
     const char *model, *output, *png;
     const char *inputs[MAXT], *additional[MAXT], *baselines[MAXT], *masks[MAXT];
     int n_in, n_add, n_base, n_masks;
+    char add_name[MAXT][256]; /* --additional NAME=FILE: the model input's name ("" when given by position) */
     const char *target, *targets, *target_file;
     cattr_attr_params p;
     int runs;
@@ -172,6 +175,15 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--additional")) {
             NEED_VALUE();
             if (a->n_add >= MAXT - 1) return cli_usage_error("too many --additional");
+            const char *eq = strchr(v, '=');
+            struct stat sb;
+            if (eq && eq > v && stat(v, &sb) != 0) { /* NAME=FILE (a file called so is a file) */
+                size_t len = (size_t)(eq - v);
+                if (len >= sizeof a->add_name[0]) return cli_usage_error("--additional %s: the input name is too long", v);
+                memcpy(a->add_name[a->n_add], v, len);
+                a->add_name[a->n_add][len] = '\0';
+                v = eq + 1;
+            }
             a->additional[a->n_add++] = v;
         } else if (!strcmp(o, "--baseline")) {
             NEED_VALUE();
@@ -772,6 +784,46 @@ static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, i
 }
 
 
+/* --additional NAME=FILE: *m becomes the model with the inputs not named first (the attributed ones, in model order)
+ * and the named ones after, in the order given; *orig keeps the loaded model, which the new one borrows from (free
+ * both). Returns 0 or the exit code (the message printed). */
+static int order_inputs(const explain_args *a, cattr_model **m, cattr_model **orig) {
+    int named = 0, ni = cattr_model_n_inputs(*m);
+    for (int i = 0; i < a->n_add; i++) named += a->add_name[i][0] != '\0';
+    if (!named) return 0;
+    if (named != a->n_add) return cli_usage_error("give every --additional as NAME=FILE, or none");
+    if (ni > 2 * MAXT) return cli_usage_error("'%s' has %d inputs: too many", a->model, ni);
+    int order[2 * MAXT], k = 0, idx[MAXT];
+    bool used[2 * MAXT] = {0};
+    for (int i = 0; i < a->n_add; i++) {
+        idx[i] = -1;
+        for (int j = 0; j < ni && idx[i] < 0; j++)
+            if (strcmp(cattr_model_input_name(*m, j), a->add_name[i]) == 0) idx[i] = j;
+        if (idx[i] < 0) {
+            char names[1024] = "";
+            size_t off = 0;
+            for (int j = 0; j < ni && off < sizeof names; j++)
+                off += (size_t)snprintf(names + off, sizeof names - off, "%s'%s'", j ? ", " : "", cattr_model_input_name(*m, j));
+            return cli_usage_error("--additional %s=...: '%s' has no input called '%s' (its inputs: %s)", a->add_name[i],
+                                   a->model, a->add_name[i], names);
+        }
+        if (used[idx[i]]) return cli_usage_error("--additional: input '%s' is given twice", a->add_name[i]);
+        used[idx[i]] = true;
+    }
+    for (int j = 0; j < ni; j++)
+        if (!used[j]) order[k++] = j;
+    if (k != a->n_in)
+        return cli_usage_error("'%s' takes %d inputs: with %d given by name, %d are attributed; got %d --input", a->model,
+                               ni, a->n_add, k, a->n_in);
+    for (int i = 0; i < a->n_add; i++) order[k++] = idx[i];
+    cattr_model *r = NULL;
+    cattr_status st = cattr_model_reorder_inputs(*m, order, ni, &r);
+    if (st != CATTR_OK) return cli_error(st, "cannot reorder the model's inputs");
+    *orig = *m;
+    *m = r;
+    return 0;
+}
+
 /* Reads the feature masks, additional inputs and baselines (whole) and checks the input count against the model.
  * Returns 0 or the exit code (the message printed). */
 static int load_side_inputs(const explain_args *a, const cattr_model *m, cattr_tensor **masks, cattr_tensor **add,
@@ -830,7 +882,7 @@ static cattr_status run_split(cattr_explainer *e, const cattr_call *call, cattr_
 
 typedef struct stream_run {
     explain_args *a;
-    cattr_model *m;
+    cattr_model *m, *m_orig; /* m_orig: the loaded model when m reorders its inputs (--additional NAME=FILE) */
     cattr_explainer *e;
     cx_rows_reader rd[MAXT];
     cattr_tensor **base, **masks, **add;
@@ -1293,6 +1345,7 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
         st = cattr_model_load_onnx(a->model, &s.m);
         if (st == CATTR_OK) st = cattr_model_set_device(s.m, a->p.device);
         if (st != CATTR_OK) rc = cli_error(st, "cannot load model");
+        else rc = order_inputs(a, &s.m, &s.m_orig);
     }
     for (int i = 0; i < a->n_in && rc == CLI_OK; i++)
         if ((st = cx_rows_open(a->inputs[i], &s.rd[i])) != CATTR_OK) rc = cli_error(st, "cannot read --input");
@@ -1374,6 +1427,7 @@ static int explain_stream(explain_args *a, int argc, char **argv) {
     }
     cattr_explainer_free(s.e);
     cattr_model_free(s.m);
+    cattr_model_free(s.m_orig);
     mpi_driver_stop();
     return rc;
 }
@@ -1417,7 +1471,7 @@ int cmd_explain(int argc, char **argv) {
 static int explain_one(explain_args *ap) {
     explain_args a = *ap;
     int rc;
-    cattr_model *m = NULL;
+    cattr_model *m = NULL, *m_orig = NULL;
     cattr_tensor *in[MAXT] = {0}, *add[MAXT] = {0}, *base[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL, *out = NULL;
     cattr_tensor *masks[MAXT] = {0};
     cattr_explainer *e = NULL;
@@ -1429,6 +1483,7 @@ static int explain_one(explain_args *ap) {
         rc = cli_error(st, "cannot load model");
         goto done;
     }
+    if ((rc = order_inputs(&a, &m, &m_orig))) goto done;
     for (int i = 0; i < a.n_in; i++)
         if ((st = cli_load_tensor(a.inputs[i], &in[i])) != CATTR_OK) {
             rc = cli_error(st, "cannot read --input");
@@ -1616,5 +1671,6 @@ done:
     cattr_tensor_free(out);
     cattr_explainer_free(e);
     cattr_model_free(m);
+    cattr_model_free(m_orig);
     return rc;
 }
