@@ -37,6 +37,7 @@ static void forward_fixture(const char *name, int64_t count);
 static void forward_fixture_data(const char *name, const char *data, int64_t count);
 static void test_if_on_data(void);
 static void test_int_inputs(void);
+static void test_passes(void);
 
 static bool near(double a, double b) { return isinf(b) ? a == b : fabs(a - b) <= 1e-6 * (1 + fabs(b)); }
 
@@ -379,6 +380,8 @@ static void test_legacy(void) {
     forward_fixture_data("ok_if", "ok_if_b2", 8); /* batch 2: else_branch */
     test_if_on_data();
     test_int_inputs();
+    forward_fixture("ok_size_clip", 8); /* Size, and Clip with bounds computed by nodes */
+    test_passes();
     info = NULL;
     g = load_ok(FIX "ok_gelu20.onnx", 20, &info);
     if (g) {
@@ -543,6 +546,69 @@ static void test_int_inputs(void) {
     cattr_tensor_free(rate);
     cattr_tensor_free(shape);
     cattr_model_free(m);
+}
+
+/* A model exported with a fixed batch of 1 that cannot be re-batched (ok_fixed_batch_passes: x^T w contracts the
+ * batch) runs in passes of one row (MapRows): cattr info says why; on cpu and cpu-check, the forward pass of a batch of
+ * 3 and Saliency (the MapRows gradient) against the closed forms y[b, j] = sum_i tanh(x[b, i] w[j]) and
+ * dy[b, 1] / dx[b, i] = w[1] (1 - tanh^2(x[b, i] w[1])). */
+static void test_passes(void) {
+    static const char *const devs[2] = {"cpu", "cpu-check"};
+    const double w[3] = {0.5, -1.0, 2.0};
+    const double xv[12] = {0.5, -1.0, 2.0, 0.25, -0.5, 1.5, -2.0, 0.75, 0.1, 0.2, -0.3, 1.2};
+    for (int d = 0; d < 2; d++) {
+        cattr_model *m = NULL;
+        CHECK(cattr_model_load_onnx(FIX "ok_fixed_batch_passes.onnx", &m) == CATTR_OK);
+        if (!m) {
+            printf("ok_fixed_batch_passes: %s\n", cattr_last_error());
+            return;
+        }
+        char desc[4096];
+        cattr_model_describe(m, desc, sizeof desc);
+        CHECK(strstr(desc, "not re-batched (node '/mm/MatMul' (op MatMul) contracts the batch)") &&
+              strstr(desc, "runs in passes of the exported batch"));
+        CHECK(cattr_model_set_device(m, devs[d]) == CATTR_OK);
+        cattr_tensor *x = NULL, *y = NULL, *a[CATTR_MAX_OUTPUTS] = {0};
+        CHECK(cattr_tensor_from_data(CATTR_FLOAT64, 2, (const int64_t[]){3, 4}, xv, &x) == CATTR_OK);
+        const cattr_tensor *in[1] = {x};
+        CHECK(cattr_model_forward(m, CATTR_FLOAT64, in, 1, &y) == CATTR_OK);
+        if (!y) printf("passes forward on %s: %s\n", devs[d], cattr_last_error());
+        CHECK(y && cattr_tensor_numel(y) == 9);
+        for (int b = 0; y && b < 3; b++)
+            for (int j = 0; j < 3; j++) {
+                double want = 0;
+                for (int i = 0; i < 4; i++) want += tanh(xv[4 * b + i] * w[j]);
+                CHECK(fabs(((double *)cattr_tensor_data(y))[3 * b + j] - want) < 1e-12);
+            }
+        cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+        p.abs = 0;
+        p.dtype = CATTR_FLOAT64;
+        cattr_explainer *e = NULL;
+        CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK);
+        int64_t tidx = 1;
+        cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
+        CHECK(e && cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, a, NULL) == CATTR_OK);
+        if (!a[0]) printf("passes saliency on %s: %s\n", devs[d], cattr_last_error());
+        for (int k = 0; a[0] && k < 12; k++) {
+            double th = tanh(xv[k] * w[1]);
+            CHECK(fabs(((double *)cattr_tensor_data(a[0]))[k] - w[1] * (1 - th * th)) < 1e-12);
+        }
+        /* a batch that is not a multiple of the exported one cannot be: here 1 divides every batch; DeepLift's own
+         * rules cannot see inside the passes */
+        cattr_attr_params pd = cattr_attr_default_params(CATTR_METHOD_DEEPLIFT);
+        cattr_explainer *ed = NULL;
+        cattr_tensor *ad[CATTR_MAX_OUTPUTS] = {0};
+        cattr_status st = cattr_explainer_new(m, &pd, &ed);
+        if (st == CATTR_OK) st = cattr_explainer_attribute(ed, in, 1, NULL, &t, NULL, 0, ad, NULL);
+        CHECK(st == CATTR_ERR_UNSUPPORTED && strstr(cattr_last_error(), "runs in passes"));
+        cattr_tensor_free(ad[0]);
+        cattr_explainer_free(ed);
+        cattr_explainer_free(e);
+        cattr_tensor_free(a[0]);
+        cattr_tensor_free(y);
+        cattr_tensor_free(x);
+        cattr_model_free(m);
+    }
 }
 
 /* Model tests/data/onnx/<name>.onnx on input <data>.x.npy gives <data>.y.npy (count values), float32 and float64. */

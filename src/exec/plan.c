@@ -604,6 +604,10 @@ static cattr_status fold_compute(cx_plan *p, const cg_graph *g, int v, int depth
     if (nd->op == CG_SHAPE) {
         if (p->ifc) CX_CHECK(if_ensure(p, g, nd->in[0])); /* folding an If's condition before the shapes pass */
         const cx_view *x = &p->views[nd->in[0]];
+        if (nd->a.index == 1) { /* Size */
+            f->v[f->n++] = cx_view_numel(x);
+            return CATTR_OK;
+        }
         int64_t lo = nd->a.n_ints > 0 ? nd->a.ints[0] : 0, hi = nd->a.n_ints > 1 ? nd->a.ints[1] : x->ndim;
         if (lo < 0) lo += x->ndim;
         if (hi < 0) hi += x->ndim;

@@ -118,7 +118,8 @@ typedef enum cg_op {
     CG_PAD,         /* (X); ints = ONNX pads [begin per dim, end per dim] (negative: crop), index = mode (0 constant,
                      * 1 reflect, 2 edge), alpha = the constant */
     CG_PAD_GRAD,    /* (gY, X); Pad's attributes -> each element of X gets the gradients of the outputs it fills */
-    CG_SHAPE,       /* (X) -> int64 [dims]: X's shape, dims start..end of ints [start, end] (none: all); the planner
+    CG_SHAPE,       /* (X) -> int64 [dims]: X's shape, dims start..end of ints [start, end] (none: all; index 1: ONNX Size, the
+                     * element count, a scalar); the planner
                      * folds it where a shape input reads it (exec/plan.c) */
     CG_CAST,        /* (X); index 1: to int64 (truncating), 0: to float (X's float dtype, float32 from int64) */
     CG_CONSTANT_OF_SHAPE, /* (shape); ints = the shape (folded when planning), alpha = the value, index 1: int64 */

@@ -365,6 +365,7 @@ static const op_spec k_ops[] = {
     {"Pow", CG_POW, 2, 2, "", 0, ""},
     {"Pad", CG_PAD, 1, 4, "mode", 11, "pads value"},
     {"Shape", CG_SHAPE, 1, 1, "start end", 0, ""},
+    {"Size", CG_SHAPE, 1, 1, "", 0, ""},
     {"ConstantOfShape", CG_CONSTANT_OF_SHAPE, 1, 1, "value", 0, ""},
     {"Equal", CG_EQUAL, 2, 2, "", 0, ""},
     {"Greater", CG_EQUAL, 2, 2, "", 0, ""},
@@ -847,6 +848,36 @@ static cattr_status prelu(nctx *c, int idx) {
     return define(L, n->output[0], y, idx, 0);
 }
 
+/* Clip (opset 11+) whose min or max is computed by other nodes (not a constant): Max(x, min), then Min(., max), with
+ * numpy broadcasting, as onnxruntime computes it; a constant bound stays an attribute of a Clip. */
+static cattr_status clip_computed(nctx *c, int idx) {
+    loader *L = c->L;
+    const Onnx__NodeProto *n = L->gp->node[idx];
+    cg_graph *g = L->g;
+    cg_attrs a = cg_attrs_default();
+    a.alpha = -INFINITY;
+    a.beta = INFINITY;
+    bool lo_const = c->in[1] < 0 || g->vals[c->in[1]].kind == CG_VAL_CONST;
+    bool hi_const = c->in[2] < 0 || g->vals[c->in[2]].kind == CG_VAL_CONST;
+    if (c->in[1] >= 0 && lo_const) CX_CHECK(fold_scalar(c, 1, "min", &a.alpha));
+    if (c->in[2] >= 0 && hi_const) CX_CHECK(fold_scalar(c, 2, "max", &a.beta));
+    char nm[200];
+    int y = c->in[0];
+    if (a.alpha != -INFINITY || a.beta != INFINITY) {
+        snprintf(nm, sizeof nm, "%s:constant_bounds", c->label);
+        y = cg_add_node(g, CG_CLIP, nm, &y, 1, &a, nm);
+    }
+    if (y >= 0 && !lo_const) {
+        snprintf(nm, sizeof nm, "%s:min", c->label);
+        bool last = hi_const;
+        y = cg_add_node(g, CG_MAX, last ? c->label : nm, (int[]){y, c->in[1]}, 2, NULL, last ? n->output[0] : nm);
+    }
+    if (y >= 0 && !hi_const)
+        y = cg_add_node(g, CG_MIN, c->label, (int[]){y, c->in[2]}, 2, NULL, n->output[0]);
+    if (y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    return define(L, n->output[0], y, idx, 0);
+}
+
 /* An int64 constant of the given values (1-D, or a scalar when n is 0 and v points to one value). */
 static int int_const(cg_graph *g, const char *name, const int64_t *v, int n) {
     int64_t len = n;
@@ -1268,6 +1299,10 @@ static cattr_status convert_node(loader *L, int idx) {
     if (sp->op == OP_LAYERNORM) return layer_norm(&c, idx);
     if (sp->op == OP_LSTM || sp->op == OP_GRU) return recurrent(&c, idx, sp->op == OP_GRU);
     if (sp->op == OP_PRELU) return prelu(&c, idx);
+    if (sp->op == CG_CLIP && L->opset >= 11 &&
+        ((c.in[1] >= 0 && L->g->vals[c.in[1]].kind != CG_VAL_CONST) ||
+         (c.in[2] >= 0 && L->g->vals[c.in[2]].kind != CG_VAL_CONST)))
+        return clip_computed(&c, idx);
     if (sp->op == OP_SPLIT) return split(&c, idx);
     if (sp->op == OP_CONV_TRANSPOSE) return conv_transpose(&c, idx);
     if (sp->op == OP_EINSUM) return einsum(&c, idx);
@@ -1523,6 +1558,10 @@ static cattr_status convert_node(loader *L, int idx) {
         CX_CHECK(attr_flag(&c, "allowzero", &a.allowzero));
         break;
     case CG_SHAPE: {
+        if (strcmp(n->op_type, "Size") == 0) { /* the number of elements: a Shape marked index 1 */
+            a.index = 1;
+            break;
+        }
         int64_t lo = 0, hi = INT64_MAX;
         CX_CHECK(attr_int(&c, "start", 0, &lo));
         CX_CHECK(attr_int(&c, "end", INT64_MAX, &hi));

@@ -568,6 +568,10 @@ static int track(rb *r, int i, int opt, int *nopt) {
         return 0;
     }
     case CG_SHAPE: {
+        if (n->a.index == 1) { /* Size: a count that holds the batch */
+            r->bent[o] = 0;
+            return 0;
+        }
         int64_t lo = n->a.n_ints > 0 ? n->a.ints[0] : 0, hi = n->a.n_ints > 1 ? n->a.ints[1] : xn;
         if (lo < 0) lo += xn;
         if (hi < 0) hi += xn;

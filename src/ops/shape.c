@@ -195,6 +195,11 @@ cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out) {
         copy_shape(out, &in[0]);
         return CATTR_OK;
     case CG_SHAPE: {
+        if (a->index == 1) { /* Size */
+            out->dtype = CATTR_INT64;
+            out->ndim = 0;
+            return CATTR_OK;
+        }
         int64_t lo = a->n_ints > 0 ? a->ints[0] : 0, hi = a->n_ints > 1 ? a->ints[1] : in[0].ndim;
         if (lo < 0) lo += in[0].ndim;
         if (hi < 0) hi += in[0].ndim;

@@ -363,6 +363,39 @@ def ok_int_inputs():
                  [init("r16k", np.int64(16000))], opset=13)
 
 
+def ok_size_clip():
+    """Size (the element count, a scalar) dividing the input, and Clip whose bounds are computed by other nodes (5% of
+    the data's minimum and maximum): onnxruntime's min(max(x, lo), hi)."""
+    H = helper.make_node
+    nodes = [H("Size", ["x"], ["n"], name="/size/Size"),
+             H("Cast", ["n"], ["nf"], name="/size/Cast", to=F),
+             H("Div", ["x", "nf"], ["d"], name="/scale/Div"),
+             H("ReduceMin", ["x"], ["mn"], name="/lo/ReduceMin", keepdims=0),
+             H("Mul", ["mn", "k"], ["lo"], name="/lo/Mul"),
+             H("ReduceMax", ["x"], ["mx"], name="/hi/ReduceMax", keepdims=0),
+             H("Mul", ["mx", "k"], ["hi"], name="/hi/Mul"),
+             H("Clip", ["d", "lo", "hi"], ["y"], name="/clip/Clip")]
+    x = np.array([[1.0, -2.0, 0.5, 3.0], [0.25, 4.0, -1.0, 2.0]], np.float32)
+    d = x / np.float32(x.size)
+    y = np.minimum(np.maximum(d, np.float32(0.05) * x.min()), np.float32(0.05) * x.max())
+    np.save(os.path.join(OUT, "ok_size_clip.x.npy"), x)
+    np.save(os.path.join(OUT, "ok_size_clip.y.npy"), y.astype(np.float32))
+    return model(nodes, [vi("x", F, ["batch", 4])], [vi("y", F, ["batch", 4])], [init("k", np.float32(0.05))],
+                 opset=13)
+
+
+def ok_fixed_batch_passes():
+    """A model exported with a fixed batch of 1 whose batch cannot be followed (x^T w contracts it, the ReduceSum
+    reduces over it): cattr runs it in passes of one row. y[b] = sum_i tanh(x[b, i] * w)."""
+    H = helper.make_node
+    nodes = [H("Transpose", ["x"], ["xt"], name="/t/Transpose", perm=[1, 0]),
+             H("MatMul", ["xt", "w"], ["h"], name="/mm/MatMul"),
+             H("Tanh", ["h"], ["a"], name="/act/Tanh"),
+             H("ReduceSum", ["a", "ax0"], ["y"], name="/sum/ReduceSum", keepdims=1)]
+    return model(nodes, [vi("x", F, [1, 4])], [vi("y", F, [1, 3])],
+                 [init("w", np.array([[0.5, -1.0, 2.0]], np.float32)), init("ax0", np.array([0], np.int64))], opset=13)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def fuzz_fanout():
@@ -447,7 +480,8 @@ def err_models():
 def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
-               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if, ok_int_inputs, fuzz_fanout):
+               ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if, ok_int_inputs, ok_size_clip,
+               ok_fixed_batch_passes, fuzz_fanout):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")

@@ -1512,7 +1512,11 @@ cattr_status cx_check_run_op(const cg_node *n, const cx_view *in, cx_view *out) 
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: return k_seq_pick(n, in, out);
     case CG_WHERE_ID: return k_where_id(n, in, out); /* selections: int64 too (the perturbation methods' inputs) */
     case CG_PLACE_ROWS: return k_place_rows(in, out);
-    case CG_SHAPE: { /* X's dims from start */
+    case CG_SHAPE: { /* X's dims from start; Size: its element count */
+        if (n->a.index == 1) {
+            *(int64_t *)out->data = cx_view_numel(&in[0]);
+            return CATTR_OK;
+        }
         int64_t lo = n->a.n_ints > 0 ? n->a.ints[0] : 0;
         if (lo < 0) lo += in[0].ndim;
         if (lo < 0) lo = 0;

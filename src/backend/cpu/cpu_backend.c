@@ -587,6 +587,10 @@ static cattr_status k_place_rows(const cg_node *n, const cx_view *in, cx_view *o
 
 /* Shape: X's dims as int64; Cast: between float32, float64 and int64 (to int64 truncating toward zero). */
 static cattr_status k_shape_cast(const cg_node *n, const cx_view *in, cx_view *out) {
+    if (n->op == CG_SHAPE && n->a.index == 1) { /* Size */
+        *(int64_t *)out->data = cx_view_numel(&in[0]);
+        return CATTR_OK;
+    }
     if (n->op == CG_SHAPE) {
         int64_t lo = n->a.n_ints > 0 ? n->a.ints[0] : 0;
         if (lo < 0) lo += in[0].ndim;

@@ -209,7 +209,11 @@ cattr_status cu_run_elementwise(cu_ctx *c, const cg_node *n, const cx_view *in, 
     case CG_IDENTITY: case CG_RESHAPE: case CG_FLATTEN: case CG_UNSQUEEZE: case CG_SQUEEZE: case CG_RESHAPE_LIKE:
         return cu_copy_d2d(c, out->data, in[0].data, (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype));
     case CG_ZEROS_LIKE: return cu_zero(c, out->data, (size_t)cx_view_numel(out) * cattr_dtype_size(out->dtype));
-    case CG_SHAPE: { /* the dims are known here: one small copy */
+    case CG_SHAPE: { /* the dims are known here: one small copy (Size: the element count) */
+        if (n->a.index == 1) {
+            int64_t cnt = cx_view_numel(&in[0]);
+            return cu_copy_h2d(c, out->data, &cnt, sizeof cnt);
+        }
         int64_t dims[CATTR_MAX_DIMS], lo = n->a.n_ints > 0 ? n->a.ints[0] : 0;
         if (lo < 0) lo += in[0].ndim;
         if (lo < 0) lo = 0;
