@@ -478,20 +478,68 @@ static void test_errors(void) {
 /* Runs fixture NAME.onnx on NAME.x.npy in float32 and float64 and compares with NAME.y.npy (count elements). */
 static void forward_fixture(const char *name, int64_t count) { forward_fixture_data(name, name, count); }
 
-/* An If whose condition comes from the data: the model loads; planning a call names the If. */
+/* Ifs whose condition reads the data, decided when the call runs. err_if_on_data (its name from when it was refused):
+ * If(sum(x) > 0): relu(x), else -x, exported with a fixed batch of 1: it runs in passes of one row, so each example
+ * takes its own branch. ok_if_zero_var (a dynamic batch, the condition over the whole input as an eager run computes
+ * it): a zero variance takes x - mean(x), whose gradient stays exact and finite though the branch not taken divides
+ * by sqrt(0); a non-zero one the normalised branch. On cpu and cpu-check. */
 static void test_if_on_data(void) {
-    cattr_model *m = NULL;
-    cattr_tensor *x = NULL, *y = NULL;
-    CHECK(cattr_model_load_onnx(FIX "err_if_on_data.onnx", &m) == CATTR_OK);
-    CHECK(cattr_tensor_new(CATTR_FLOAT32, 2, (const int64_t[]){1, 4}, &x) == CATTR_OK);
-    const cattr_tensor *in[1] = {x};
-    cattr_status st = m && x ? cattr_model_forward(m, CATTR_FLOAT32, in, 1, &y) : CATTR_ERR_INTERNAL;
-    CHECK(st == CATTR_ERR_SHAPE && !y);
-    CHECK(strstr(cattr_last_error(), "node '/sign/If' (op If)") && strstr(cattr_last_error(), "input 'x'"));
-    if (st != CATTR_ERR_SHAPE) printf("If on data: %s: %s\n", cattr_status_string(st), cattr_last_error());
-    cattr_tensor_free(y);
-    cattr_tensor_free(x);
-    cattr_model_free(m);
+    static const char *const devs[2] = {"cpu", "cpu-check"};
+    for (int dv = 0; dv < 2; dv++) {
+        cattr_model *m = NULL;
+        cattr_tensor *x = NULL, *y = NULL, *a[CATTR_MAX_OUTPUTS] = {0};
+        CHECK(cattr_model_load_onnx(FIX "err_if_on_data.onnx", &m) == CATTR_OK);
+        CHECK(m && cattr_model_set_device(m, devs[dv]) == CATTR_OK);
+        const double xv[8] = {1.0, -2.0, 0.5, 3.0, -1.0, 0.25, -2.0, 0.5}; /* sums 2.5 and -2.25 */
+        CHECK(cattr_tensor_from_data(CATTR_FLOAT64, 2, (const int64_t[]){2, 4}, xv, &x) == CATTR_OK);
+        const cattr_tensor *in[1] = {x};
+        CHECK(m && x && cattr_model_forward(m, CATTR_FLOAT64, in, 1, &y) == CATTR_OK);
+        if (!y) printf("If on data (%s): %s\n", devs[dv], cattr_last_error());
+        for (int k = 0; y && k < 8; k++)
+            CHECK(((double *)cattr_tensor_data(y))[k] == (k < 4 ? (xv[k] > 0 ? xv[k] : 0) : -xv[k]));
+        cattr_tensor_free(y);
+        y = NULL;
+        cattr_model_free(m);
+        cattr_tensor_free(x);
+        x = NULL;
+
+        m = NULL;
+        CHECK(cattr_model_load_onnx(FIX "ok_if_zero_var.onnx", &m) == CATTR_OK);
+        CHECK(m && cattr_model_set_device(m, devs[dv]) == CATTR_OK);
+        cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+        p.abs = 0;
+        p.dtype = CATTR_FLOAT64;
+        cattr_explainer *e = NULL;
+        CHECK(m && cattr_explainer_new(m, &p, &e) == CATTR_OK);
+        int64_t tidx = 1;
+        cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
+        for (int flat = 0; flat < 2 && e; flat++) {
+            double v[8], mean[2], var = 0;
+            for (int k = 0; k < 8; k++) v[k] = flat ? 1.0 : xv[k];
+            for (int b = 0; b < 2; b++) mean[b] = (v[4 * b] + v[4 * b + 1] + v[4 * b + 2] + v[4 * b + 3]) / 4;
+            for (int k = 0; k < 8; k++) var += (v[k] - mean[k / 4]) * (v[k] - mean[k / 4]) / 8;
+            CHECK(cattr_tensor_from_data(CATTR_FLOAT64, 2, (const int64_t[]){2, 4}, v, &x) == CATTR_OK);
+            in[0] = x;
+            CHECK(cattr_model_forward(m, CATTR_FLOAT64, in, 1, &y) == CATTR_OK);
+            CHECK(cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, a, NULL) == CATTR_OK);
+            if (!y || !a[0]) printf("zero-variance If (%s): %s\n", devs[dv], cattr_last_error());
+            for (int k = 0; y && k < 8; k++) {
+                double d = v[k] - mean[k / 4];
+                CHECK(fabs(((double *)cattr_tensor_data(y))[k] - (flat ? d : d / sqrt(var))) < 1e-12);
+            }
+            if (flat) /* d(x[b, 1] - mean(x[b])) / dx[b, i]: exact, no NaN from the branch not taken */
+                for (int k = 0; a[0] && k < 8; k++)
+                    CHECK(((double *)cattr_tensor_data(a[0]))[k] == (k % 4 == 1 ? 0.75 : -0.25));
+            else
+                for (int k = 0; a[0] && k < 8; k++) CHECK(isfinite(((double *)cattr_tensor_data(a[0]))[k]));
+            cattr_tensor_free(y);
+            cattr_tensor_free(a[0]);
+            cattr_tensor_free(x);
+            y = a[0] = x = NULL;
+        }
+        cattr_explainer_free(e);
+        cattr_model_free(m);
+    }
 }
 
 /* Integer inputs known per call (ok_int_inputs: a rate choosing an If's branch, a shape for a Reshape): the forward

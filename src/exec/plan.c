@@ -238,10 +238,13 @@ struct cx_plan {
     struct folded **fmemo; /* while planning: per value, what fold_value computed (NULL where not yet), so that a
                             * shape computation is folded once per value however many paths reach it */
     cx_plan **sub;         /* per node to run: a MapRows node's plan of its body for one pass (NULL otherwise) */
+    struct rt_if *rt;      /* the Ifs decided when the plan runs (NULL when none) */
     cx_consts **sub_cc;    /* and the body's constants */
 };
 
-/* The resolution of a graph's If nodes while it is planned (see "If" below). */
+/* The resolution of a graph's If nodes while it is planned (see "If" below): choice IF_AT_RUN for an If whose
+ * condition reads the data. */
+#define IF_AT_RUN 3
 typedef struct if_ctx {
     int8_t *state; /* per value: 0 view unknown, 1 pending, 2 known */
     int *stack, sp;
@@ -281,6 +284,30 @@ static bool shape_only_input(cg_op op, int j) {
            (j == 2 && op == CG_SEQ_PICK_GRAD) || (j == 0 && op == CG_ZEROS_LIKE);
 }
 
+/* The Ifs whose condition reads the data (IF_AT_RUN): both branches are planned, and the If kernel copies the branch
+ * its condition takes. The gradient autodiff gives such an If's branches is an If of the same condition with one
+ * branch absent (zeros): under each value of a condition, the gradient nodes that read only such zeros are dead, as
+ * the planner marks them when it folds a condition (if_rewrite); when the plan runs, the first If of a condition reads
+ * it (one element copied out) and the dead nodes after it write zeros instead of running. So the branch not taken
+ * adds exactly nothing to the gradient, even where its own values are not finite (a division by a zero variance in
+ * the branch that checks for it). */
+typedef struct rt_if {
+    int n_cond, n_order;
+    int *cond;      /* the conditions' value ids */
+    uint8_t *dead;  /* [n_cond][2][n_order]: 1 where the node writes zeros when condition j is false (0) / true (1) */
+    int8_t *state;  /* per run, per condition: -1 not read yet, else its truth */
+    uint8_t *skip;  /* per run, per node position: writes zeros */
+} rt_if;
+
+static void rt_if_free(rt_if *r) {
+    if (!r) return;
+    free(r->cond);
+    free(r->dead);
+    free(r->state);
+    free(r->skip);
+    free(r);
+}
+
 void cx_plan_free(cx_plan *p) {
     if (!p) return;
     if (p->arena && !p->arena_external) p->be->free(p->be->ctx, p->arena, p->arena_bytes);
@@ -300,6 +327,7 @@ void cx_plan_free(cx_plan *p) {
     }
     free(p->sub);
     free(p->sub_cc);
+    rt_if_free(p->rt);
     free(p);
 }
 
@@ -597,6 +625,9 @@ static cattr_status fold_compute(cx_plan *p, const cg_graph *g, int v, int depth
     if (nd->op == CG_IF) { /* the value of the branch taken */
         if (!p->ifc) return cx_fail(CATTR_ERR_INTERNAL, "node '%s' (op If) outside planning", nd->name);
         CX_CHECK(if_resolve(p, g, val->producer));
+        if (p->ifc->choice[val->producer] == IF_AT_RUN)
+            return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op If) is decided when the call runs (its condition reads the "
+                           "data): a shape cannot come through it", nd->name);
         int ch = nd->in[p->ifc->choice[val->producer]];
         if (ch < 0) return cx_fail(CATTR_ERR_SHAPE, "node '%s' (op If): the branch taken has no value", nd->name);
         return fold_value(p, g, ch, depth + 1, f);
@@ -743,6 +774,11 @@ static cattr_status if_ensure(cx_plan *p, const cg_graph *g, int v0) {
         if (nd->op == CG_IF) {
             st = if_resolve(p, g, i);
             if (st != CATTR_OK) break;
+            if (c->choice[i] == IF_AT_RUN) {
+                st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op If) is decided when the call runs (its condition reads "
+                             "the data): another If's condition cannot come through it", nd->name);
+                break;
+            }
             int ch = nd->in[c->choice[i]];
             if (ch < 0 || c->dead[ch]) {
                 st = cx_fail(CATTR_ERR_SHAPE, "node '%s' (op If): the branch taken has no value", nd->name);
@@ -787,14 +823,10 @@ static cattr_status if_resolve(cx_plan *p, const cg_graph *g, int i) {
     if (st == CATTR_OK && f->n != 1) st = cx_fail(CATTR_ERR_SHAPE, "the condition has %d values, not one", f->n);
     if (st == CATTR_OK) c->choice[i] = f->v[0] != 0 ? 1 : 2;
     free(f);
-    if (st != CATTR_OK) {
-        c->choice[i] = -1;
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", cattr_last_error());
-        return cx_fail(CATTR_ERR_SHAPE,
-                       "node '%s' (op If): its condition must be known when the call is planned, from shapes, constants "
-                       "and the branches of other Ifs (an If on attributed data is not supported): %s",
-                       nd->name, msg);
+    if (st == CATTR_ERR_NO_MEMORY) return st;
+    if (st != CATTR_OK) { /* a condition read from the data: both branches planned, the kernel takes one per run */
+        cx_log(CATTR_LOG_DEBUG, "node '%s' (op If) is decided when the call runs: %s", nd->name, cattr_last_error());
+        c->choice[i] = IF_AT_RUN;
     }
     return CATTR_OK;
 }
@@ -817,7 +849,7 @@ static void if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
         *n = g->nodes[i];
         if (n->op == CG_IF) {
             if (c->choice[i] == 0) (void)if_resolve(p, g, i); /* its error is reported if it is needed */
-            if (c->choice[i] <= 0) continue;
+            if (c->choice[i] <= 0 || c->choice[i] == IF_AT_RUN) continue;
             int ch = n->in[c->choice[i]];
             if (ch < 0 || c->dead[ch]) c->dead[n->out] = true;
             else to_identity(n, ch);
@@ -858,6 +890,77 @@ static cattr_status plan_maps(cx_plan *p) {
             return cx_fail(st, "node '%s' (op MapRows): planning one pass of the model: %s", n->name, msg);
         }
     }
+    return CATTR_OK;
+}
+
+/* The dead nodes of each condition of the Ifs left in the plan (those decided when it runs), for each of its values. */
+static cattr_status plan_rt_ifs(cx_plan *p) {
+    int nc = 0;
+    for (int k = 0; k < p->n_order; k++) nc += p->nodes[k].op == CG_IF;
+    if (!nc) return CATTR_OK;
+    const cg_graph *g = p->g;
+    rt_if *r = calloc(1, sizeof *r);
+    bool *dead = calloc((size_t)g->n_vals, sizeof *dead);
+    if (r) {
+        r->cond = malloc((size_t)nc * sizeof *r->cond);
+        r->dead = calloc((size_t)nc * 2 * (size_t)p->n_order, 1);
+        r->state = malloc((size_t)nc);
+        r->skip = calloc((size_t)p->n_order, 1);
+    }
+    p->rt = r;
+    if (!r || !dead || !r->cond || !r->dead || !r->state || !r->skip) {
+        free(dead);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    r->n_order = p->n_order;
+    for (int k = 0; k < p->n_order; k++) {
+        const cg_node *n = &p->nodes[k];
+        if (n->op != CG_IF) continue;
+        int j = 0;
+        while (j < r->n_cond && r->cond[j] != n->in[0]) j++;
+        if (j == r->n_cond) r->cond[r->n_cond++] = n->in[0];
+    }
+    for (int j = 0; j < r->n_cond; j++)
+        for (int c = 0; c < 2; c++) {
+            memset(dead, 0, (size_t)g->n_vals * sizeof *dead);
+            uint8_t *mask = r->dead + ((size_t)j * 2 + (size_t)c) * (size_t)p->n_order;
+            for (int k = 0; k < p->n_order; k++) {
+                const cg_node *n = &p->nodes[k];
+                if (n->op == CG_IF && n->in[0] == r->cond[j]) {
+                    int taken = n->in[c ? 1 : 2];
+                    dead[n->out] = taken < 0 || dead[taken];
+                } else {
+                    int nd = 0;
+                    for (int q = 0; q < n->n_in; q++) nd += n->in[q] >= 0 && dead[n->in[q]];
+                    dead[n->out] = nd && !(n->op == CG_ADD && n->n_in == 2 && nd == 1); /* x + zeros = x */
+                }
+                mask[k] = dead[n->out];
+            }
+        }
+    free(dead);
+    return CATTR_OK;
+}
+
+/* Before node k runs: whether it writes zeros (dead under a condition read so far); at an If whose condition is not
+ * read yet, reads it. */
+static cattr_status rt_if_step(cx_plan *p, int k, bool *zero) {
+    rt_if *r = p->rt;
+    *zero = r->skip[k];
+    const cg_node *n = &p->nodes[k];
+    if (*zero || n->op != CG_IF) return CATTR_OK;
+    int j = 0;
+    while (j < r->n_cond && r->cond[j] != n->in[0]) j++;
+    if (j == r->n_cond || r->state[j] >= 0) return CATTR_OK;
+    const cx_view *cv = &p->views[n->in[0]];
+    unsigned char buf[8] = {0};
+    CX_CHECK(p->be->synchronize(p->be->ctx));
+    CX_CHECK(cx_copy_out(p->be, buf, cv->data, cattr_dtype_size(cv->dtype)));
+    bool truth = cv->dtype == CATTR_INT64 ? *(int64_t *)buf != 0
+                 : cv->dtype == CATTR_FLOAT64 ? *(double *)buf != 0 : *(float *)buf != 0;
+    r->state[j] = truth;
+    const uint8_t *mask = r->dead + ((size_t)j * 2 + (truth ? 1 : 0)) * (size_t)r->n_order;
+    for (int q = k; q < r->n_order; q++) r->skip[q] |= mask[q];
+    *zero = r->skip[k];
     return CATTR_OK;
 }
 
@@ -961,7 +1064,8 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     for (int k = 0; k < n_outs; k++) needed[outs[k]] = true;
     for (int i = g->n_nodes - 1; i >= 0; i--) {
         const cg_node *n = &nodes[i];
-        if (has_if && (needed[n->out] || shape_needed[n->out]) && (p->ifc->dead[n->out] || n->op == CG_IF)) {
+        if (has_if && (needed[n->out] || shape_needed[n->out]) &&
+            (p->ifc->dead[n->out] || (n->op == CG_IF && p->ifc->choice[i] != IF_AT_RUN))) {
             free(shape_needed);
             if (n->op == CG_IF) { /* the condition did not fold: its error again */
                 p->ifc->choice[i] = 0;
@@ -1061,6 +1165,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     free(fused_into);
     fused_into = NULL;
     st = plan_maps(p);
+    if (st == CATTR_OK) st = plan_rt_ifs(p);
     if (st != CATTR_OK) goto fail;
     if_ctx_free(p->ifc); /* the Ifs are resolved into the plan's nodes */
     p->ifc = NULL;
@@ -1285,6 +1390,11 @@ static cattr_status run_node(cx_plan *p, const cg_node *n) {
     cx_view *o = &p->views[n->out];
     if (n->n_in > 0 && o->data == in[0].data && (is_view_op(n->op) || n->op == CG_REDUCE_SUM_LIKE))
         return CATTR_OK; /* aliased view: no work */
+    if (p->rt) {
+        bool zero = false;
+        CX_CHECK(rt_if_step(p, (int)(n - p->nodes), &zero));
+        if (zero) return be_copy(p->be, p->prof, BE_ZERO, o->data, NULL, p->bytes[n->out]);
+    }
     if (n->op == CG_MAP_ROWS) return run_map(p, n, in, o);
     if (!p->prof) return p->be->run_op(p->be->ctx, n, in, o);
     uint64_t t0 = cx_prof_now();
@@ -1411,6 +1521,10 @@ static cattr_status plan_run(cx_plan *p, const void *const *in_host, void *const
     cattr_status st = CATTR_OK;
     size_t cur = 0;
     p->prof = cx_prof_on();
+    if (p->rt) {
+        memset(p->rt->state, -1, (size_t)p->rt->n_cond);
+        memset(p->rt->skip, 0, (size_t)p->rt->n_order);
+    }
     if (!p->eager) {
         if (!p->arena) {
             p->arena = be->alloc(be->ctx, p->arena_bytes ? p->arena_bytes : 64);

@@ -786,6 +786,9 @@ cattr_status cx_model_rebatch(cattr_model *m) {
     cg_graph *g = m->g;
     int64_t eb = 0;
     int nb = 0;
+    for (int i = 0; i < g->n_inputs; i++) /* an input with a dynamic first dim: the batch is dynamic (a recurrent
+                                             * state [2, B, H] beside it pins nothing) */
+        if (m->in_ndim[i] >= 1 && m->in_shape[i][0] < 0) return CATTR_OK;
     for (int i = 0; i < g->n_inputs; i++) {
         if (m->in_ndim[i] < 1 || m->in_shape[i][0] < 1) continue;
         if (eb && m->in_shape[i][0] != eb) {

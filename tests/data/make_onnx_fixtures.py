@@ -396,6 +396,25 @@ def ok_fixed_batch_passes():
                  [init("w", np.array([[0.5, -1.0, 2.0]], np.float32)), init("ax0", np.array([0], np.int64))], opset=13)
 
 
+def ok_if_zero_var():
+    """A normalisation that checks for a zero variance, as exported models do: v = mean((x - mean(x))^2) over the
+    whole input; If(v == 0): x - mean(x), else (x - mean(x)) / sqrt(v). The condition reads the data: cattr decides
+    the If when the call runs (both branches planned), and the branch not taken adds nothing to the gradient, though
+    its own values are not finite at a zero variance."""
+    H = helper.make_node
+    then_g = helper.make_graph([H("Identity", ["d"], ["t"], name="/then/Identity")], "then", [], [vi("t", F, None)])
+    else_g = helper.make_graph([H("Sqrt", ["v"], ["sd"], name="/else/Sqrt"),
+                                H("Div", ["d", "sd"], ["e"], name="/else/Div")], "else", [], [vi("e", F, None)])
+    nodes = [H("ReduceMean", ["x"], ["m"], name="/mean/ReduceMean", axes=[1], keepdims=1),
+             H("Sub", ["x", "m"], ["d"], name="/center/Sub"),
+             H("Mul", ["d", "d"], ["d2"], name="/var/Mul"),
+             H("ReduceMean", ["d2"], ["v"], name="/var/ReduceMean", keepdims=0),
+             H("Equal", ["v", "zero"], ["flat"], name="/check/Equal"),
+             H("If", ["flat"], ["y"], name="/norm/If", then_branch=then_g, else_branch=else_g)]
+    return model(nodes, [vi("x", F, ["batch", 4])], [vi("y", F, ["batch", 4])], [init("zero", np.float32(0))],
+                 opset=17)
+
+
 # ---- broken models --------------------------------------------------------------------------------------------
 
 def fuzz_fanout():
@@ -481,7 +500,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     for fn in (ok_mlp, ok_cnn, ok_conv1d, ok_ops, ok_legacy, ok_clip11, ok_reduce, ok_reduce18, ok_elementwise,
                ok_gelu20, ok_pad_concat, ok_logic, ok_split, ok_einsum, ok_if, ok_int_inputs, ok_size_clip,
-               ok_fixed_batch_passes, fuzz_fanout):
+               ok_fixed_batch_passes, ok_if_zero_var, fuzz_fanout):
         save(fn(), fn.__name__ + ".onnx")
     for name, m in err_models().items():
         save(m, name + ".onnx")
