@@ -67,7 +67,9 @@ class _TensorList:
                 dtype = _lib.FLOAT32
         if dtype == _lib.INT64 and a.dtype != _I64:
             a = _lib.int64_array(a, what)
-        a = np.ascontiguousarray(a, dtype=_NP_OF[dtype])
+        a = np.asarray(a, dtype=_NP_OF[dtype])
+        if not a.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array, a scalar input, 1-d)
+            a = a.copy(order="C")
         nd = a.ndim
         if nd > _lib.MAX_DIMS:
             raise ValueError("cattr: an array of %d dimensions (at most %d)" % (nd, _lib.MAX_DIMS))

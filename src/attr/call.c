@@ -110,6 +110,27 @@ static cattr_status to_dtype(const cattr_tensor *t, cattr_dtype dt, cattr_tensor
     return *out ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
 }
 
+/* t with its dim k moved first (the other dims in order): an input whose batch is on dim k, for the explainer's
+ * batch-first model (explainer.c, batch_first). */
+static cattr_status move_dim_first(const cattr_tensor *t, int k, cattr_tensor **out) {
+    int64_t sh[CATTR_MAX_DIMS];
+    sh[0] = t->shape[k];
+    for (int d = 0, j = 1; d < t->ndim; d++)
+        if (d != k) sh[j++] = t->shape[d];
+    cattr_tensor *o = cx_tensor_alloc(t->dtype, t->ndim, sh);
+    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    size_t es = cattr_dtype_size(t->dtype);
+    int64_t outer = 1, inner = 1, K = t->shape[k];
+    for (int d = 0; d < k; d++) outer *= t->shape[d];
+    for (int d = k + 1; d < t->ndim; d++) inner *= t->shape[d];
+    for (int64_t b = 0; b < K; b++) /* out[b, o, i] = t[o, b, i] */
+        for (int64_t q = 0; q < outer; q++)
+            memcpy((char *)o->data + (size_t)((b * outer + q) * inner) * es,
+                   (const char *)t->data + (size_t)((q * K + b) * inner) * es, (size_t)inner * es);
+    *out = o;
+    return CATTR_OK;
+}
+
 cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how) {
     int64_t sh[CATTR_MAX_DIMS];
     memcpy(sh, t->shape, sizeof sh);
@@ -321,6 +342,24 @@ cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c) 
         int gi = n_inputs + j;
         const char *name = mg->vals[mg->inputs[gi]].name;
         if (!a) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "additional input %d ('%s') is NULL", j, name);
+        int k = e->batch_axis ? e->batch_axis[gi] : 0; /* a recurrent state [2, B, H]: its batch on dim 1 */
+        if (k) {
+            if (a->ndim != e->m->in_ndim[gi] || a->shape[k] != c->B)
+                return cx_fail(CATTR_ERR_SHAPE, "additional input %d ('%s') has shape %s: it must have the batch size "
+                               "%lld on dim %d, as the model declares", j, name,
+                               cx_shape_str(a->ndim, a->shape, s1, sizeof s1), (long long)c->B, k);
+            cattr_tensor *moved = NULL;
+            CX_CHECK(move_dim_first(a, k, &moved));
+            cattr_dtype want = moved->dtype == CATTR_INT64 ? CATTR_INT64 : dt;
+            if (moved->dtype == want) { /* ours: kept, not borrowed */
+                c->add[j] = moved;
+                continue;
+            }
+            cattr_status st = cattr_tensor_convert(moved, want, &c->add[j]);
+            cattr_tensor_free(moved);
+            CX_CHECK(st);
+            continue;
+        }
         /* the perturbation methods take any shape (one that is not the batch's makes a model of the whole batch) */
         if ((a->ndim < 1 || a->shape[0] != c->B) && !(perturbs_inputs(e->p.method) && e->p.nt_type == CATTR_NT_NONE))
             return cx_fail(CATTR_ERR_SHAPE, "additional input %d ('%s') must have the batch size %lld first", j, name,

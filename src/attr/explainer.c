@@ -15,6 +15,55 @@
 
 /* ---- lifetime ---------------------------------------------------------------------------------------------- */
 
+/* Model m with every input whose batch is on another dim than the first (cx_model_batch_axis) taken batch-first: a
+ * graph input of the permuted shape, a Transpose back to the declared layout, then m's nodes (constants borrowed: m
+ * outlives it). *out NULL when every input is batch-first. */
+static cattr_status batch_first(const cattr_model *m, cattr_model **out) {
+    *out = NULL;
+    const cg_graph *mg = m->g;
+    int n = mg->n_inputs, moved = 0;
+    for (int i = 0; i < n; i++) moved += cx_model_batch_axis(m, i) != 0;
+    if (!moved) return CATTR_OK;
+    cg_graph *g = NULL;
+    int *map = NULL, in_map[CX_MAX_IN], from[CX_MAX_IN];
+    if (n > CX_MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than %d model inputs", CX_MAX_IN);
+    CX_CHECK(cx_derive_new(mg, &g, &map));
+    cattr_status st = CATTR_OK;
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        from[i] = i;
+        int k = cx_model_batch_axis(m, i), v = cg_add_input(g, mg->vals[mg->inputs[i]].name);
+        in_map[i] = v;
+        if (v >= 0 && k) { /* [B, d0, .., d(k-1), d(k+1), ..] -> the declared [d0, .., B, ..] */
+            cg_attrs a = cg_attrs_default();
+            int nd = m->in_ndim[i];
+            a.n_ints = nd;
+            for (int d = 0; d < nd; d++) a.ints[d] = d < k ? d + 1 : d == k ? 0 : d;
+            char nm[300];
+            snprintf(nm, sizeof nm, "%s:batch_dim_%d", mg->vals[mg->inputs[i]].name, k);
+            in_map[i] = cg_add_node(g, CG_TRANSPOSE, nm, &v, 1, &a, nm);
+        }
+        if (in_map[i] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) st = cx_graph_append_model(g, mg, in_map, map);
+    for (int k = 0; st == CATTR_OK && k < mg->n_outputs; k++)
+        if (cg_add_output(g, map[mg->outputs[k]]) != 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    free(map);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    CX_CHECK(cx_model_wrap(m, g, from, out));
+    for (int i = 0; i < n; i++) { /* the declared shape, batch-first */
+        int k = cx_model_batch_axis(m, i);
+        if (!k) continue;
+        int64_t b = (*out)->in_shape[i][k];
+        memmove(&(*out)->in_shape[i][1], &(*out)->in_shape[i][0], (size_t)k * sizeof(int64_t));
+        (*out)->in_shape[i][0] = b;
+        (*out)->in_batch_axis[i] = 0;
+    }
+    return CATTR_OK;
+}
+
 cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_params *params, cattr_explainer **out) {
     if (!out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "out is NULL");
     *out = NULL;
@@ -27,7 +76,7 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
         return cx_fail(CATTR_ERR_UNSUPPORTED, "NoiseTunnel is not implemented yet");
     cattr_explainer *e = calloc(1, sizeof *e);
     if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    e->m = model;
+    e->m = e->user_model = model;
     e->p = *p;
     e->method = cx_methods[p->method];
     cg_rules_default(&e->rules);
@@ -36,6 +85,14 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     cx_plan_cache_share_arena(&e->grad_pc, e->be);
     if (st == CATTR_OK) st = cx_model_with_precision(model, p->precision, p->dtype, e->be, &e->own_model);
     if (e->own_model) e->m = e->own_model;
+    if (st == CATTR_OK) st = batch_first(e->m, &e->bf_model);
+    if (e->bf_model) {
+        int n = e->m->g->n_inputs;
+        e->batch_axis = malloc((size_t)n * sizeof *e->batch_axis);
+        if (!e->batch_axis) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int i = 0; e->batch_axis && i < n; i++) e->batch_axis[i] = cx_model_batch_axis(e->m, i);
+        e->m = e->bf_model;
+    }
     int n_model = model->g->n_inputs;
     e->fold = st == CATTR_OK ? malloc((size_t)(n_model + 1) * sizeof *e->fold) : NULL;
     if (st == CATTR_OK && !e->fold) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -86,8 +143,10 @@ void cattr_explainer_free(cattr_explainer *e) {
     free(e->alphas);
     free(e->steps);
     free(e->fx);
+    for (int k = 0; k < CX_FOLD_CACHE; k++) fold_entry_free(e, &e->spec[k]); /* reads e->m; borrows its weights */
+    cattr_model_free(e->bf_model); /* borrows own_model's constants */
+    free(e->batch_axis);
     cattr_model_free(e->own_model);
-    for (int k = 0; k < CX_FOLD_CACHE; k++) fold_entry_free(e, &e->spec[k]);
     free(e->fold);
     free(e);
 }
@@ -205,7 +264,9 @@ static cattr_status run_folded(cattr_explainer *e, const cattr_call *call, cattr
                 vals[k] = call->additional[k - call->n_inputs];
                 st = cattr_tensor_convert(vals[k], vals[k]->dtype, &f->vals[k]);
             }
-        if (st == CATTR_OK) st = cx_model_specialize(e->m, e->fold, vals, &f->m);
+        /* the model in the caller's layout (its own explainer takes inputs batch-first in turn) */
+        const cattr_model *base = e->bf_model ? (e->own_model ? e->own_model : e->user_model) : e->m;
+        if (st == CATTR_OK) st = cx_model_specialize(base, e->fold, vals, &f->m);
         cattr_attr_params p = e->p;
         p.device = e->be->name;
         p.precision = CATTR_PRECISION_HIGHEST; /* e->m is already at the precision asked for */

@@ -39,8 +39,13 @@ bool cx_method_takes_target(cattr_method m);
 #define CX_FOLD_CACHE 8
 
 struct cattr_explainer {
-    const cattr_model *m; /* the caller's model, or own_model */
+    const cattr_model *m; /* the caller's model, or own_model, or bf_model */
+    const cattr_model *user_model; /* the caller's model */
     cattr_model *own_model; /* the model at params.precision when it is not the highest (cx_model_with_precision) */
+    cattr_model *bf_model;  /* the model with its inputs batch-first, where one holds its batch on another dim (a
+                             * recurrent state [2, B, H]): a Transpose puts it back (explainer.c, batch_first) */
+    int *batch_axis;        /* then: the dim of each input of the caller's layout that holds the batch (call.c moves
+                             * it first); NULL otherwise */
     cattr_attr_params p;
     const cx_method *method;
     cg_rules rules; /* backward rules of the gradient graph (set by the method's init) */

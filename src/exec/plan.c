@@ -849,7 +849,13 @@ static void if_rewrite(cx_plan *p, const cg_graph *g, cg_node *rw) {
         *n = g->nodes[i];
         if (n->op == CG_IF) {
             if (c->choice[i] == 0) (void)if_resolve(p, g, i); /* its error is reported if it is needed */
-            if (c->choice[i] <= 0 || c->choice[i] == IF_AT_RUN) continue;
+            if (c->choice[i] == IF_AT_RUN) { /* a dead branch value is zeros: an absent one */
+                for (int j = 1; j < 3; j++)
+                    if (n->in[j] >= 0 && c->dead[n->in[j]]) n->in[j] = -1;
+                if (n->in[1] < 0 && n->in[2] < 0) c->dead[n->out] = true;
+                continue;
+            }
+            if (c->choice[i] <= 0) continue;
             int ch = n->in[c->choice[i]];
             if (ch < 0 || c->dead[ch]) c->dead[n->out] = true;
             else to_identity(n, ch);
@@ -1067,12 +1073,13 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
         if (has_if && (needed[n->out] || shape_needed[n->out]) &&
             (p->ifc->dead[n->out] || (n->op == CG_IF && p->ifc->choice[i] != IF_AT_RUN))) {
             free(shape_needed);
-            if (n->op == CG_IF) { /* the condition did not fold: its error again */
+            if (n->op == CG_IF && !p->ifc->dead[n->out]) { /* the condition did not fold: its error again */
                 p->ifc->choice[i] = 0;
                 st = if_resolve(p, g, i);
+                if (st == CATTR_OK) st = cx_fail(CATTR_ERR_INTERNAL, "node '%s' (op If) is unresolved", n->name);
             } else {
-                st = cx_fail(CATTR_ERR_SHAPE, "value '%s' is needed but comes only from the branch an If does not take",
-                             g->vals[n->out].name);
+                st = cx_fail(CATTR_ERR_SHAPE, "value '%s' (node '%s', op %s) is needed but comes only from the branch "
+                             "an If does not take", g->vals[n->out].name, n->name, cg_op_names[n->op]);
             }
             goto fail;
         }

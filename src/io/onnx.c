@@ -1738,8 +1738,23 @@ static cattr_status input_info(const Onnx__ValueInfoProto *vi, cx_onnx_input_inf
         const Onnx__TensorShapeProto__Dimension *d = tt->shape->dim[i];
         if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE && d->dim_value >= 0)
             ii->shape[i] = d->dim_value;
+        else if (d->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && d->dim_param)
+            snprintf(ii->dim_param[i], sizeof ii->dim_param[i], "%s", d->dim_param);
     }
     return CATTR_OK;
+}
+
+int cx_onnx_batch_axis(const cx_onnx_info *info, int i) {
+    if (!info || i < 0 || i >= info->n_inputs) return 0;
+    const cx_onnx_input_info *x = &info->inputs[i];
+    if (x->ndim < 2 || x->shape[0] < 0) return 0;
+    const char *ref = NULL; /* the first input with a dynamic first dim: the batch's name */
+    for (int k = 0; k < info->n_inputs && !ref; k++)
+        if (info->inputs[k].ndim >= 1 && info->inputs[k].shape[0] < 0) ref = info->inputs[k].dim_param[0];
+    if (!ref) return 0;
+    for (int d = 1; d < x->ndim; d++)
+        if (x->shape[d] < 0 && (!ref[0] || strcmp(x->dim_param[d], ref) == 0)) return d;
+    return 0;
 }
 
 static cattr_status add_initializer(loader *L, const Onnx__TensorProto *tp, size_t i) {

@@ -49,6 +49,7 @@
 typedef struct cx_onnx_input_info {
     int ndim;                      /* declared rank; -1 when the ValueInfo carries no shape */
     int64_t shape[CATTR_MAX_DIMS]; /* declared sizes; -1 for a dynamic dimension (dim_param or unset) */
+    char dim_param[CATTR_MAX_DIMS][64]; /* a dynamic dimension's name ("batch"), "" when unnamed or static */
     cattr_dtype dtype;             /* FLOAT64 for double; INT64 for integer and bool types; FLOAT32 otherwise */
 } cx_onnx_input_info;
 
@@ -73,6 +74,11 @@ cattr_status cx_onnx_load_buffer_info(const void *data, size_t size, const char 
                                       cx_onnx_info **info_out);
 
 void cx_onnx_info_free(cx_onnx_info *info);
+
+/* The axis of graph input i that holds the batch: 0, or for an input whose first dim is fixed (a recurrent state
+ * [2, batch, H]) the dim named as the first batched input's first dim, else its first dynamic dim; 0 when its first
+ * dim is dynamic, when no input has a dynamic first dim, or when it has no dynamic dim. */
+int cx_onnx_batch_axis(const cx_onnx_info *info, int i);
 
 /* Declared shape of graph input i (dynamic dims as -1) copied into `shape`. Returns ndim, or -1 if info is NULL,
  * i is out of range, or the input has no declared shape. */

@@ -18,9 +18,10 @@ static cattr_status model_from_graph(cg_graph *g, cx_onnx_info *info, const char
         m->in_ndim = calloc((size_t)(n ? n : 1), sizeof *m->in_ndim);
         m->in_shape = calloc((size_t)(n ? n : 1), sizeof *m->in_shape);
         m->in_dtype = calloc((size_t)(n ? n : 1), sizeof *m->in_dtype);
+        m->in_batch_axis = calloc((size_t)(n ? n : 1), sizeof *m->in_batch_axis);
         m->path = cx_strdup(path);
     }
-    if (!m || !m->in_ndim || !m->in_shape || !m->in_dtype || !m->path) {
+    if (!m || !m->in_ndim || !m->in_shape || !m->in_dtype || !m->in_batch_axis || !m->path) {
         cx_onnx_info_free(info);
         cg_free(g);
         cattr_model_free(m);
@@ -31,6 +32,7 @@ static cattr_status model_from_graph(cg_graph *g, cx_onnx_info *info, const char
     for (int i = 0; i < n; i++) {
         m->in_ndim[i] = cx_onnx_input_shape(info, i, m->in_shape[i]);
         m->in_dtype[i] = info->inputs[i].dtype;
+        m->in_batch_axis[i] = cx_onnx_batch_axis(info, i);
     }
     cx_onnx_info_free(info);
     if (g->n_outputs < 1) {
@@ -70,6 +72,7 @@ void cattr_model_free(cattr_model *m) {
     free(m->in_ndim);
     free(m->in_shape);
     free(m->in_dtype);
+    free(m->in_batch_axis);
     cx_passes_free(m->passes);
     if (m->host) {
         if (m->host->release) m->host->release(m->host->user);
@@ -172,6 +175,11 @@ cattr_status cx_model_derive(const cattr_model *m, cattr_model **out) {
         memcpy(v->in_shape, m->in_shape, (size_t)n_in * sizeof *v->in_shape);
         memcpy(v->in_dtype, m->in_dtype, (size_t)n_in * sizeof *v->in_dtype);
     }
+    if (m->in_batch_axis && n_in && (v->in_batch_axis = malloc((size_t)n_in * sizeof *v->in_batch_axis)) == NULL) {
+        cattr_model_free(v);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (v->in_batch_axis) memcpy(v->in_batch_axis, m->in_batch_axis, (size_t)n_in * sizeof *v->in_batch_axis);
     v->opset = m->opset;
     v->be = m->be;
     v->batch_exported = m->batch_exported;
@@ -205,6 +213,7 @@ cattr_status cattr_model_reorder_inputs(const cattr_model *m, const int *order, 
         v->in_ndim[k] = m->in_ndim[i];
         memcpy(v->in_shape[k], m->in_shape[i], sizeof v->in_shape[k]);
         v->in_dtype[k] = m->in_dtype[i];
+        if (v->in_batch_axis) v->in_batch_axis[k] = m->in_batch_axis[i];
     }
     *out = v;
     return CATTR_OK;
@@ -226,11 +235,16 @@ cattr_status cx_model_wrap(const cattr_model *m, cg_graph *g, const int *from, c
         return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     v->g = g;
+    if (m->in_batch_axis && (v->in_batch_axis = calloc((size_t)(n_in ? n_in : 1), sizeof *v->in_batch_axis)) == NULL) {
+        cattr_model_free(v);
+        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
     for (int k = 0; k < n_in; k++) {
         int i = from[k];
         v->in_ndim[k] = i >= 0 ? m->in_ndim[i] : -1;
         if (i >= 0) memcpy(v->in_shape[k], m->in_shape[i], sizeof v->in_shape[k]);
         v->in_dtype[k] = i >= 0 ? m->in_dtype[i] : CATTR_FLOAT32;
+        if (v->in_batch_axis && i >= 0) v->in_batch_axis[k] = m->in_batch_axis[i];
     }
     v->opset = m->opset;
     v->be = m->be;
@@ -280,6 +294,11 @@ int cx_model_fold_inputs(const cattr_model *m, bool *fold) {
     }
     free(seen);
     free(stack);
+    for (int k = 0; k < g->n_inputs; k++) /* a scalar (a sample rate used as a value) has no batch: one per call */
+        if (m->in_ndim[k] == 0 && !fold[k]) {
+            fold[k] = true;
+            count++;
+        }
     return count;
 }
 
@@ -302,7 +321,8 @@ cattr_status cx_model_specialize(const cattr_model *m, const bool *fold, const c
     for (int k = g0->n_inputs - 1; k >= 0; k--) {
         if (!fold[k]) continue;
         cattr_tensor *t = NULL;
-        if (cattr_tensor_convert(values[k], CATTR_INT64, &t) != CATTR_OK) {
+        if (cattr_tensor_convert(values[k], m->in_dtype[k] == CATTR_INT64 ? CATTR_INT64 : values[k]->dtype, &t) !=
+            CATTR_OK) {
             cg_free(g);
             free(from);
             return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -599,7 +619,9 @@ size_t cattr_model_describe(const cattr_model *m, char *buf, size_t size) {
         } else {
             snprintf(sh, sizeof sh, "(unknown shape)");
         }
-        sb_printf(&s, "  %d: %s %s %s\n", i, g->vals[g->inputs[i]].name, cattr_dtype_name(m->in_dtype[i]), sh);
+        sb_printf(&s, "  %d: %s %s %s", i, g->vals[g->inputs[i]].name, cattr_dtype_name(m->in_dtype[i]), sh);
+        if (cx_model_batch_axis(m, i)) sb_printf(&s, " (the batch on dim %d)", cx_model_batch_axis(m, i));
+        sb_printf(&s, "\n");
     }
     if (m->batch_exported && !m->batch_rows)
         sb_printf(&s, "batch: exported fixed at %lld; re-batched (%d shapes and shared values made to follow the "

@@ -13,6 +13,9 @@ struct cattr_model {
     int *in_ndim;                      /* declared input rank, -1 unknown */
     int64_t (*in_shape)[CATTR_MAX_DIMS]; /* declared input shapes, -1 dynamic */
     cattr_dtype *in_dtype;
+    int *in_batch_axis; /* NULL: all 0. The dim of each input that holds the batch: 0, or another where the first is fixed (a
+                         * recurrent state [2, B, H]: cx_onnx_batch_axis); the explainer hands the methods such an
+                         * input batch-first */
     cx_backend *be; /* the model's device (cattr_model_set_device; NULL: the default device) */
     /* a graph exported with a fixed batch (a declared input batch, shapes folded with it: cx_model_rebatch) */
     int64_t batch_exported; /* the declared batch; 0: the inputs' batch is dynamic */
@@ -46,12 +49,12 @@ cattr_status cx_model_derive(const cattr_model *m, cattr_model **out);
 cattr_status cx_model_wrap(const cattr_model *m, cg_graph *g, const int *from, cattr_model **out);
 
 /* Marks fold[k] (one entry per model input) for the int64 inputs whose values give shapes or If conditions (the
- * planner folds those when a call is planned: a sample rate, a length, a mode flag). Returns how many, or -1 when out
- * of memory. */
+ * planner folds those when a call is planned: a sample rate, a length, a mode flag), and for every input declared a
+ * scalar (rank 0: it has no batch; a sample rate used as a value). Returns how many, or -1 when out of memory. */
 int cx_model_fold_inputs(const cattr_model *m, bool *fold);
 
-/* The model with each input k where fold[k] replaced by a constant copy of values[k] (the inputs that stay keep their
- * order): one model per distinct value of such inputs, whose planner folds through them. Shares m's weights (m must
+/* The model with each input k where fold[k] replaced by a constant copy of values[k] (int64 for an int64 input, else
+ * in its own dtype; the inputs that stay keep their order): one model per distinct value of such inputs, whose planner folds through them. Shares m's weights (m must
  * outlive it). Errors: CATTR_ERR_SHAPE / CATTR_ERR_DTYPE (a value that does not fit its input), CATTR_ERR_NO_MEMORY. */
 cattr_status cx_model_specialize(const cattr_model *m, const bool *fold, const cattr_tensor *const *values,
                                  cattr_model **out);
@@ -86,6 +89,9 @@ bool cx_conv_bn_folded(const cg_graph *g, int node);
 cattr_status cx_model_rebatch(cattr_model *m);
 /* Frees m->passes (cattr_model_free). */
 void cx_passes_free(struct cx_passes *ps);
+
+/* The dim of model input i that holds the batch (in_batch_axis; 0 when the model has none recorded). */
+static inline int cx_model_batch_axis(const cattr_model *m, int i) { return m->in_batch_axis ? m->in_batch_axis[i] : 0; }
 
 /* Value id of the model output 0. */
 static inline int cx_model_output(const cattr_model *m) { return m->g->outputs[0]; }

@@ -232,3 +232,59 @@ def test_passes_give_the_re_batched_numbers(name, monkeypatch):
     assert "runs in passes" in m.describe()
     two = np.asarray(A.IntegratedGradients(m).attribute(xb, target=2, n_steps=8))
     np.testing.assert_array_equal(one, two)
+
+
+def test_scalar_input_keeps_its_shape():
+    """A 0-d array (a sample rate declared []) reaches the model as a scalar, not as [1]."""
+    x = torch.randn(2, 4)
+    rate = torch.tensor(3, dtype=torch.int64)
+
+    class Rate(nn.Module):
+        def forward(self, x, r):
+            return x * r.float()
+
+    path = os.path.join(tempfile.mkdtemp(prefix="cattr-scalar-"), "rate.onnx")
+    torch.onnx.export(Rate(), (x, rate), path, input_names=["x", "r"], dynamic_axes={"x": {0: "b"}})
+    m = cattr.load(path)
+    np.testing.assert_allclose(m.forward(x.numpy(), np.array(3, np.int64)), 3 * x.numpy(), rtol=1e-6)
+
+
+class StatefulGRU(nn.Module):
+    """A recurrent model that takes its state as an input, [layers, batch, hidden] as PyTorch's GRU wants it (Silero
+    VAD's form): the batch is on dim 1 of the state."""
+
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(3, 5, num_layers=2, batch_first=True)
+        self.head = nn.Linear(5, 2)
+
+    def forward(self, x, h):
+        y, _ = self.rnn(x, h)
+        return self.head(y[:, -1])
+
+
+def test_state_with_the_batch_on_dim_1():
+    IG = _captum_ig()
+    torch.manual_seed(0)
+    model = StatefulGRU().eval()
+    x, h = torch.randn(2, 4, 3), torch.randn(2, 2, 5)
+    path = os.path.join(tempfile.mkdtemp(prefix="cattr-state-"), "gru.onnx")
+    torch.onnx.export(model, (x, h), path, input_names=["x", "h"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch"}, "h": {1: "batch"}, "y": {0: "batch"}})
+    m = cattr.load(path)
+    assert "h float32 [2, ?, 5] (the batch on dim 1)" in m.describe(), m.describe()
+    x64, h64 = x.double(), h.double()
+    ref_model = copy.deepcopy(model).double()
+    # Saliency against autograd with the state held
+    xg = x64.clone().requires_grad_(True)
+    (want,) = torch.autograd.grad(ref_model(xg, h64)[:, 1].sum(), xg)
+    got = A.Saliency(m).attribute(x64.numpy(), target=1, abs=False, additional_forward_args=(h64.numpy(),))
+    np.testing.assert_allclose(np.asarray(got), want.numpy(), rtol=1e-9, atol=1e-12)
+    # IG against Captum's on the model with the state held (each step's rows get their example's state)
+    want = IG(lambda xb: ref_model(xb, h64.repeat(1, xb.shape[0] // 2, 1))).attribute(  # rows step-major
+        x64, target=1, n_steps=16).detach().numpy()
+    got = A.IntegratedGradients(m).attribute(x64.numpy(), target=1, n_steps=16, additional_forward_args=(h64.numpy(),))
+    assert _rel(got, want) <= 1e-9, _rel(got, want)
+    # a state of the wrong batch is refused, naming the dim
+    with pytest.raises(Exception, match="batch size 2 on dim 1"):
+        A.Saliency(m).attribute(x64.numpy(), target=1, additional_forward_args=(np.zeros((2, 3, 5)),))
