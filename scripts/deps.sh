@@ -4,14 +4,19 @@
 # tests/test_html_render.c; clang, its OpenMP and its libFuzzer runtime build the fuzz harnesses; python3-pytest runs
 # tests/python; OpenMPI builds the command with MPI and runs tests/mpi_test.sh; PyTorch and Captum's test
 # dependencies run Captum's own unit tests against cattr, tests/captum_suite; torchvision's models exported as
-# torch.onnx.export does by default, tests/python/test_fixed_batch.py), with --fuzz only the fuzz harnesses'
-# part. Without OpenMPI the command builds without MPI.
+# torch.onnx.export does by default, tests/python/test_fixed_batch.py; python3-onnx, node and npm for the op modes
+# against onnxruntime-node, tests/python/test_ops_ort.py), with --fuzz only the fuzz harnesses' part. Without OpenMPI
+# the command builds without MPI.
 set -eu
 pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libopenblas-openmp-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
 libcjson-dev libpng-dev libpcre2-dev libutf8proc-dev python3-numpy"
 if [ "${1:-}" = "--test" ]; then
     pkgs="$pkgs chromium clang libomp-dev libclang-rt-14-dev python3-pytest libopenmpi-dev openmpi-bin
-        python3-torch python3-torchvision python3-parameterized python3-sklearn python3-tqdm python3-matplotlib"
+        python3-torch python3-torchvision python3-parameterized python3-sklearn python3-tqdm python3-matplotlib
+        python3-onnx"
+    # node and npm for onnxruntime-node (tests/python/test_ops_ort.py, bench/pretrained.py); a node of another origin
+    # that has npm is kept
+    command -v npm >/dev/null 2>&1 || pkgs="$pkgs nodejs npm"
 elif [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs clang libomp-dev libclang-rt-14-dev"
 fi

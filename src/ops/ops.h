@@ -54,14 +54,27 @@ static inline void cx_bcast_strides(int nd, const cx_view *x, int64_t *s) {
 /* Resize (graph.h, CG_RESIZE): for output position o of a dim resized from n_in to n_out elements at scale s, the
  * source elements i0 and i1 and the weight w of i1 (linear: (1 - w) x[i0] + w x[i1]; nearest: x[i0], w = 0), by
  * the node's coordinate transformation (axis) and nearest rounding (trans_a). */
-static inline void cx_resize_src(const cg_attrs *a, int64_t o, int64_t n_in, int64_t n_out, double s, int64_t *i0,
-                                 int64_t *i1, double *w) {
+static inline void cx_resize_src(const cg_attrs *a, int64_t o, int64_t n_in, int64_t n_out, double s, bool f32,
+                                 int64_t *i0, int64_t *i1, double *w) {
     double x;
-    switch (a->axis) {
-    case 1: x = (double)o / s; break;                                           /* asymmetric */
-    case 2: x = n_out > 1 ? (double)o * (double)(n_in - 1) / (double)(n_out - 1) : 0; break; /* align_corners */
-    case 3: x = n_out > 1 ? ((double)o + 0.5) / s - 0.5 : 0; break;            /* pytorch_half_pixel */
-    default: x = ((double)o + 0.5) / s - 0.5; break;                           /* half_pixel */
+    if (f32 && a->n_ints == 0) { /* float32 data and given scales: the coordinate in float32 from the float32 scale,
+                                  * as onnxruntime computes it (at a boundary the nearest pixel depends on it:
+                                  * (1 + 0.5) / 0.6f - 0.5 is 2 in float32, just below 2 in double); with sizes, the
+                                  * exact ratio of the sizes (2 / (4 / 7) is 3.5, not 3.4999998) */
+        float sf = (float)s, of = (float)o;
+        switch (a->axis) {
+        case 1: x = of / sf; break;
+        case 2: x = n_out > 1 ? of * (float)(n_in - 1) / (float)(n_out - 1) : 0; break;
+        case 3: x = n_out > 1 ? (of + 0.5f) / sf - 0.5f : 0; break;
+        default: x = (of + 0.5f) / sf - 0.5f; break;
+        }
+    } else {
+        switch (a->axis) {
+        case 1: x = (double)o / s; break;                                           /* asymmetric */
+        case 2: x = n_out > 1 ? (double)o * (double)(n_in - 1) / (double)(n_out - 1) : 0; break; /* align_corners */
+        case 3: x = n_out > 1 ? ((double)o + 0.5) / s - 0.5 : 0; break;            /* pytorch_half_pixel */
+        default: x = ((double)o + 0.5) / s - 0.5; break;                           /* half_pixel */
+        }
     }
     if (a->index == 0) { /* nearest */
         double f = floor(x), r;

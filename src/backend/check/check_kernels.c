@@ -1011,7 +1011,7 @@ static cattr_status k_resize(const cg_node *n, const cx_view *in, cx_view *out) 
         for (int k = 0; k < nd - 2; k++) { /* k 0: the last dim of a rank-3 input, else dims 2 and 3 */
             int d = 2 + k;
             cx_resize_src(&n->a, c[d], x->shape[d], y->shape[d], cx_resize_scale(&n->a, nd, d, x->shape[d], y->shape[d]),
-                          &lo[k], &hi[k], &w[k]);
+                          x->dtype == CATTR_FLOAT32, &lo[k], &hi[k], &w[k]);
         }
         double v = 0;
         for (int a0 = 0; a0 < 2; a0++)

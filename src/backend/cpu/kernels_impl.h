@@ -1414,9 +1414,9 @@ static cattr_status K(resize)(const cg_node *n, const cx_view *in, cx_view *out)
     for (int64_t oy = 0; oy < OH; oy++) {
         int64_t y0 = 0, y1 = 0, x0, x1;
         double wy = 0, wx;
-        if (nd == 4) cx_resize_src(&n->a, oy, H, OH, sh, &y0, &y1, &wy);
+        if (nd == 4) cx_resize_src(&n->a, oy, H, OH, sh, sizeof(T) == 4, &y0, &y1, &wy);
         for (int64_t ox = 0; ox < OW; ox++) {
-            cx_resize_src(&n->a, ox, W, OW, sw, &x0, &x1, &wx);
+            cx_resize_src(&n->a, ox, W, OW, sw, sizeof(T) == 4, &x0, &x1, &wx);
             double w00 = (1 - wy) * (1 - wx), w01 = (1 - wy) * wx, w10 = wy * (1 - wx), w11 = wy * wx;
             for (int64_t p = 0; p < planes; p++) {
                 int64_t base = p * H * W, o = (p * OH + oy) * OW + ox;
