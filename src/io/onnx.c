@@ -319,7 +319,8 @@ static cattr_status fold_scalar(const nctx *c, int pos, const char *role, double
 
 /* ---- op conversion ------------------------------------------------------------------------------------------ */
 
-enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE, OP_EINSUM, OP_IF };
+enum { OP_CONSTANT = CG_OP_COUNT, OP_DROPOUT, OP_LAYERNORM, OP_LSTM, OP_GRU, OP_NOT, OP_PRELU, OP_REDUCE_L2, OP_SPLIT, OP_CONV_TRANSPOSE, OP_EINSUM, OP_IF,
+       OP_COMPOSED /* ops written as others (composed below) */ };
 
 typedef struct op_spec {
     const char *name;
@@ -380,6 +381,15 @@ static const op_spec k_ops[] = {
     {"ConvTranspose", OP_CONV_TRANSPOSE, 2, 3,
      "kernel_shape strides pads dilations group auto_pad output_padding output_shape", 0, ""},
     {"Einsum", OP_EINSUM, 2, 2, "equation", 0, ""},
+    {"Softsign", OP_COMPOSED, 1, 1, "", 0, ""},
+    {"Celu", OP_COMPOSED, 1, 1, "alpha", 0, ""},
+    {"Mish", OP_COMPOSED, 1, 1, "", 0, ""},
+    {"ThresholdedRelu", OP_COMPOSED, 1, 1, "alpha", 0, ""},
+    {"ReduceSumSquare", OP_COMPOSED, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
+    {"ReduceL1", OP_COMPOSED, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
+    {"ReduceLogSumExp", OP_COMPOSED, 1, 2, "keepdims noop_with_empty_axes", 18, "axes"},
+    {"DepthToSpace", OP_COMPOSED, 1, 1, "blocksize mode", 0, ""},
+    {"SpaceToDepth", OP_COMPOSED, 1, 1, "blocksize", 0, ""},
     {"If", OP_IF, 1, 1, "then_branch else_branch", 0, ""},
     {"Split", OP_SPLIT, 1, 2, "axis num_outputs", 13, "split"},
     {"Where", CG_WHERE, 3, 3, "", 0, ""},
@@ -647,6 +657,169 @@ static int scalar_const(cg_graph *g, const char *name, cattr_dtype dt, double v)
     int id = cg_add_const(g, name, t, true);
     if (id < 0) cattr_tensor_free(t);
     return id;
+}
+
+/* ---- ops written as others: their gradients, kernels and finite-difference tests are those of the ops they are
+ * written with (tests/python/test_ops_ort.py holds each against onnxruntime) ---- */
+
+static int int_const(cg_graph *g, const char *name, const int64_t *v, int n);
+
+typedef struct { nctx *c; char label[200]; bool failed; } composer;
+
+static int cp_node(composer *k, cg_op op, const char *what, const int *in, int n_in, const cg_attrs *a, const char *out) {
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s:%s", k->label, what);
+    int v = k->failed ? -1 : cg_add_node(k->c->L->g, op, out ? k->label : nm, in, n_in, a, out ? out : nm);
+    if (v < 0) k->failed = true;
+    return v;
+}
+
+static int cp_scalar(composer *k, const char *what, cattr_dtype dt, double v) {
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s:%s", k->label, what);
+    int id = k->failed ? -1 : scalar_const(k->c->L->g, nm, dt, v);
+    if (id < 0) k->failed = true;
+    return id;
+}
+
+static int cp_ints(composer *k, const char *what, const int64_t *v, int n) {
+    char nm[300];
+    snprintf(nm, sizeof nm, "%s:%s", k->label, what);
+    int id = k->failed ? -1 : int_const(k->c->L->g, nm, v, n);
+    if (id < 0) k->failed = true;
+    return id;
+}
+
+/* Dim d of x's shape as an int64 [1] value. */
+static int cp_dim(composer *k, int x, int d, const char *what) {
+    cg_attrs a = cg_attrs_default();
+    a.ints[0] = d;
+    a.ints[1] = d + 1;
+    a.n_ints = 2;
+    return cp_node(k, CG_SHAPE, what, &x, 1, &a, NULL);
+}
+
+/* The reduction attributes of a Reduce* node (axes from opset 18 an input) into a: axes, keepdims; *noop when the
+ * node asks for no reduction (noop_with_empty_axes without axes). */
+static cattr_status reduce_attrs(nctx *c, cg_attrs *a, bool *noop) {
+    int na = -1;
+    int64_t v;
+    if (c->L->opset >= 18) {
+        if (c->in[1] >= 0) CX_CHECK(fold_ints(c, 1, "axes", CG_MAX_INTS, a->ints, &na));
+    } else {
+        if (c->n->n_input > 1) return nfail(c, CATTR_ERR_FORMAT, "takes its axes as an attribute in opset %d", c->L->opset);
+        CX_CHECK(attr_ints(c, "axes", CG_MAX_INTS, a->ints, &na));
+    }
+    a->n_ints = na < 0 ? 0 : na;
+    CX_CHECK(attr_int(c, "keepdims", 1, &v));
+    a->index = v != 0;
+    CX_CHECK(attr_int(c, "noop_with_empty_axes", 0, &v));
+    *noop = v != 0 && a->n_ints == 0;
+    return CATTR_OK;
+}
+
+/* Softsign x / (1 + |x|); Celu alpha * Elu(x / alpha); Mish x * tanh(softplus(x)); ThresholdedRelu x where x > alpha,
+ * else 0; ReduceSumSquare, ReduceL1 and ReduceLogSumExp (max + log(sum(exp(x - max))), the max kept); DepthToSpace (DCR
+ * and CRD) and SpaceToDepth as Reshape, Transpose, Reshape over shapes computed from the input's. */
+static cattr_status composed(nctx *c, int idx) {
+    const Onnx__NodeProto *n = c->L->gp->node[idx];
+    const char *t = n->op_type, *out = n->output[0];
+    composer k = {.c = c};
+    snprintf(k.label, sizeof k.label, "%s", c->label);
+    int x = c->in[0], y = -1;
+    cattr_dtype F = CATTR_FLOAT32;
+    if (!strcmp(t, "Softsign")) {
+        int ab = cp_node(&k, CG_ABS, "abs", &x, 1, NULL, NULL);
+        int one = cp_scalar(&k, "one", F, 1);
+        int den = cp_node(&k, CG_ADD, "denominator", (int[]){ab, one}, 2, NULL, NULL);
+        y = cp_node(&k, CG_DIV, "", (int[]){x, den}, 2, NULL, out);
+    } else if (!strcmp(t, "Celu") || !strcmp(t, "ThresholdedRelu")) {
+        double alpha;
+        CX_CHECK(attr_float(c, "alpha", 1.0, &alpha));
+        if (!strcmp(t, "Celu")) {
+            if (!(alpha != 0)) return nfail(c, CATTR_ERR_FORMAT, "alpha must not be 0");
+            int inv = cp_scalar(&k, "inverse_alpha", F, 1 / alpha), al = cp_scalar(&k, "alpha", F, alpha);
+            int sc = cp_node(&k, CG_MUL, "scaled", (int[]){x, inv}, 2, NULL, NULL);
+            int el = cp_node(&k, CG_ELU, "elu", &sc, 1, NULL, NULL);
+            y = cp_node(&k, CG_MUL, "", (int[]){el, al}, 2, NULL, out);
+        } else {
+            int th = cp_scalar(&k, "alpha", F, alpha), zero = cp_scalar(&k, "zero", F, 0);
+            cg_attrs ga = cg_attrs_default();
+            ga.index = CX_CMP_GT;
+            int gt = cp_node(&k, CG_EQUAL, "above", (int[]){x, th}, 2, &ga, NULL);
+            y = cp_node(&k, CG_WHERE, "", (int[]){gt, x, zero}, 3, NULL, out);
+        }
+    } else if (!strcmp(t, "Mish")) {
+        int sp = cp_node(&k, CG_SOFTPLUS, "softplus", &x, 1, NULL, NULL);
+        int th = cp_node(&k, CG_TANH, "tanh", &sp, 1, NULL, NULL);
+        y = cp_node(&k, CG_MUL, "", (int[]){x, th}, 2, NULL, out);
+    } else if (!strncmp(t, "Reduce", 6)) {
+        cg_attrs a = cg_attrs_default();
+        bool noop = false;
+        CX_CHECK(reduce_attrs(c, &a, &noop));
+        if (!strcmp(t, "ReduceSumSquare") || !strcmp(t, "ReduceL1")) {
+            int v = !strcmp(t, "ReduceL1") ? cp_node(&k, CG_ABS, "abs", &x, 1, NULL, NULL)
+                                           : cp_node(&k, CG_MUL, "squared", (int[]){x, x}, 2, NULL, NULL);
+            y = noop ? cp_node(&k, CG_IDENTITY, "", &v, 1, NULL, out) : cp_node(&k, CG_REDUCE_SUM, "", &v, 1, &a, out);
+        } else if (noop) {
+            y = cp_node(&k, CG_IDENTITY, "", &x, 1, NULL, out);
+        } else { /* ReduceLogSumExp */
+            cg_attrs keep = a;
+            keep.index = 1;
+            int mk = cp_node(&k, CG_REDUCE_MAX, "max", &x, 1, &keep, NULL);
+            int d = cp_node(&k, CG_SUB, "centered", (int[]){x, mk}, 2, NULL, NULL);
+            int e = cp_node(&k, CG_EXP, "exp", &d, 1, NULL, NULL);
+            int sm = cp_node(&k, CG_REDUCE_SUM, "sum", &e, 1, &a, NULL);
+            int lg = cp_node(&k, CG_LOG, "log", &sm, 1, NULL, NULL);
+            int m = a.index ? mk : cp_node(&k, CG_REDUCE_MAX, "max_dropped", &x, 1, &a, NULL);
+            y = cp_node(&k, CG_ADD, "", (int[]){lg, m}, 2, NULL, out);
+        }
+    } else { /* DepthToSpace, SpaceToDepth: [N, C, H, W] */
+        int64_t b;
+        CX_CHECK(attr_int(c, "blocksize", 0, &b));
+        if (b < 1 || b > (1 << 20)) return nfail(c, CATTR_ERR_FORMAT, "blocksize %lld is invalid", (long long)b);
+        bool crd = false;
+        const Onnx__AttributeProto *mp;
+        CX_CHECK(attr_typed(c, "mode", ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING, "a string", &mp));
+        if (mp) {
+            bool dcr = mp->s.len == 3 && !memcmp(mp->s.data, "DCR", 3);
+            crd = mp->s.len == 3 && !memcmp(mp->s.data, "CRD", 3);
+            if (!dcr && !crd)
+                return nfail(c, CATTR_ERR_UNSUPPORTED, "mode '%.*s' (expected DCR or CRD)", (int)mp->s.len,
+                             mp->s.data ? (const char *)mp->s.data : "");
+        }
+        int N = cp_dim(&k, x, 0, "n"), C = cp_dim(&k, x, 1, "c"), H = cp_dim(&k, x, 2, "h"), W = cp_dim(&k, x, 3, "w");
+        int bv = cp_ints(&k, "block", &b, 1);
+        int64_t bb = b * b;
+        int b2 = cp_ints(&k, "block2", &bb, 1);
+        cg_attrs cat = cg_attrs_default(), tr = cg_attrs_default();
+        int s1, s2;
+        if (!strcmp(t, "DepthToSpace")) {
+            int cd = cp_node(&k, CG_DIV, "c_out", (int[]){C, b2}, 2, NULL, NULL);
+            int hb = cp_node(&k, CG_MUL, "h_out", (int[]){H, bv}, 2, NULL, NULL);
+            int wb = cp_node(&k, CG_MUL, "w_out", (int[]){W, bv}, 2, NULL, NULL);
+            s1 = crd ? cp_node(&k, CG_CONCAT, "split_shape", (int[]){N, cd, bv, bv, H, W}, 6, &cat, NULL)
+                     : cp_node(&k, CG_CONCAT, "split_shape", (int[]){N, bv, bv, cd, H, W}, 6, &cat, NULL);
+            s2 = cp_node(&k, CG_CONCAT, "out_shape", (int[]){N, cd, hb, wb}, 4, &cat, NULL);
+            static const int64_t dcr_perm[6] = {0, 3, 4, 1, 5, 2}, crd_perm[6] = {0, 1, 4, 2, 5, 3};
+            memcpy(tr.ints, crd ? crd_perm : dcr_perm, sizeof dcr_perm);
+        } else {
+            if (mp) return nfail(c, CATTR_ERR_FORMAT, "SpaceToDepth has no mode");
+            int hd = cp_node(&k, CG_DIV, "h_out", (int[]){H, bv}, 2, NULL, NULL);
+            int wd = cp_node(&k, CG_DIV, "w_out", (int[]){W, bv}, 2, NULL, NULL);
+            int cm = cp_node(&k, CG_MUL, "c_out", (int[]){C, b2}, 2, NULL, NULL);
+            s1 = cp_node(&k, CG_CONCAT, "split_shape", (int[]){N, C, hd, bv, wd, bv}, 6, &cat, NULL);
+            s2 = cp_node(&k, CG_CONCAT, "out_shape", (int[]){N, cm, hd, wd}, 4, &cat, NULL);
+            static const int64_t perm[6] = {0, 3, 5, 1, 2, 4};
+            memcpy(tr.ints, perm, sizeof perm);
+        }
+        tr.n_ints = 6;
+        int r1 = cp_node(&k, CG_RESHAPE, "split", (int[]){x, s1}, 2, NULL, NULL);
+        int tp = cp_node(&k, CG_TRANSPOSE, "transpose", &r1, 1, &tr, NULL);
+        y = cp_node(&k, CG_RESHAPE, "", (int[]){tp, s2}, 2, NULL, out);
+    }
+    if (k.failed || y < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot add node '%s'", c->label);
+    return define(c->L, out, y, idx, 0);
 }
 
 /* LayerNormalization (opset 17) as the ops of its definition: mean = ReduceMean(X over dims axis..), D = X - mean,
@@ -1307,6 +1480,7 @@ static cattr_status convert_node(loader *L, int idx) {
     if (sp->op == OP_CONV_TRANSPOSE) return conv_transpose(&c, idx);
     if (sp->op == OP_EINSUM) return einsum(&c, idx);
     if (sp->op == OP_IF) return if_node(&c, idx);
+    if (sp->op == OP_COMPOSED) return composed(&c, idx);
     cg_op op = sp->op == OP_DROPOUT ? CG_IDENTITY : (cg_op)sp->op;
     cg_attrs a = cg_attrs_default();
     int nin = 1; /* most ops keep their first input only; the rest were folded into attributes */
