@@ -590,6 +590,37 @@ static void test_conv(void) {
     /* stride 1 with pads as large as the kernel (the output reads only padding at its edges): im2col + GEMM */
     conv_geo c8 = {1, 1, 3, 3, 2, 2, 2, 1, {1, 1}, {2, 2}, {1, 1}, 6, 6};
     conv_case("Conv 2-D pads = kernel (im2col)", &c8, 2, SHAPE(2, 2), true);
+    /* auto_pad SAME_UPPER / SAME_LOWER (pads from the input's shape): the same numbers as the explicit pads they
+     * come to (7 x 8, kernel 3, stride 2: out 4 x 4, pads H 1 + 1, W 0 + 1 upper or 1 + 0 lower), and finite
+     * differences; the pools likewise (onnxruntime agreement: tests/python/test_ops_ort.py) */
+    for (int mode = 1; mode <= 2; mode++) {
+        cg_attrs a = cg_attrs_default(), e = cg_attrs_default();
+        a.nsp = e.nsp = 2;
+        for (int i = 0; i < 2; i++) a.stride[i] = e.stride[i] = 2;
+        a.auto_pad = mode;
+        int64_t pads[4] = {1, mode == 1 ? 0 : 1, 1, mode == 1 ? 1 : 0};
+        memcpy(e.pad, pads, sizeof pads);
+        opnd ops[2] = {IN(rnd(DIMS(1, 2, 7, 8))), CST(rnd(DIMS(3, 2, 3, 3)))};
+        int y;
+        cg_graph *ge = op_graph(CG_CONV, &e, 2, ops, &y);
+        cattr_tensor *in[1] = {ops[0].t};
+        cattr_tensor *want = run_graph("Conv explicit pads", ge, y, in, CATTR_FLOAT64, false);
+        const char *what = mode == 1 ? "Conv auto_pad SAME_UPPER" : "Conv auto_pad SAME_LOWER";
+        if (want) fwd_case(what, CG_CONV, &a, 2, ops, DIMS(1, 3, 4, 4), D(want));
+        grad_op(what, CG_CONV, &a, 2, ops);
+        cattr_tensor_free(want);
+        cg_free(ge);
+        for (int k = 0; k < 2; k++) {
+            cg_attrs pa = cg_attrs_default();
+            pa.nsp = 2;
+            pa.auto_pad = mode;
+            for (int i = 0; i < 2; i++) pa.stride[i] = 2, pa.kernel[i] = 3;
+            opnd x = IN(rnd_distinct(DIMS(1, 2, 7, 8)));
+            grad_op(k ? "AveragePool auto_pad" : "MaxPool auto_pad", k ? CG_AVGPOOL : CG_MAXPOOL, &pa, 1, &x);
+            free_ops(1, &x);
+        }
+        free_ops(2, ops);
+    }
 }
 
 static void pool_case(const char *what, cg_op op, const pool_geo *p, int ceil_mode, bool negative) {

@@ -226,6 +226,8 @@ typedef struct cg_attrs {
     int64_t pad[2 * CG_MAX_SP]; /* begins for each spatial dim, then ends */
     int64_t group;
     int ceil_mode;
+    int auto_pad; /* Conv and the pools: 1 SAME_UPPER, 2 SAME_LOWER: the pads follow from the input's shape, the output
+                   * ceil(in / stride) (cx_geom_init); 0: the pads above */
     int count_include_pad;
     int allowzero;
     int fuse_relu; /* set by the planner only: apply ReLU to the result (a fused Relu node) */

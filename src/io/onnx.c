@@ -473,8 +473,12 @@ static cattr_status spatial_attrs(const nctx *c, cg_attrs *a, const int64_t *ks,
                  ap->s.data ? (const char *)ap->s.data : "");
         if (strcmp(mode, "VALID") == 0) {
             for (int i = 0; i < 2 * CG_MAX_SP; i++) a->pad[i] = 0;
+        } else if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
+            for (int i = 0; i < 2 * CG_MAX_SP; i++) a->pad[i] = 0;
+            a->auto_pad = mode[5] == 'U' ? 1 : 2; /* the pads from each call's input shape (cx_geom_init) */
         } else if (strcmp(mode, "NOTSET") != 0 && mode[0]) {
-            return nfail(c, CATTR_ERR_UNSUPPORTED, "auto_pad '%s' is not supported (export with explicit pads)", mode);
+            return nfail(c, CATTR_ERR_UNSUPPORTED, "auto_pad '%s' is not supported (NOTSET, VALID, SAME_UPPER or "
+                                                   "SAME_LOWER)", mode);
         }
     }
     return CATTR_OK;
@@ -1085,6 +1089,9 @@ static cattr_status conv_transpose(nctx *c, int idx) {
     if (nk != nsp) return nfail(c, CATTR_ERR_FORMAT, "kernel_shape has %d dims, the weight %d", nk, nsp);
     cg_attrs a = cg_attrs_default();
     CX_CHECK(spatial_attrs(c, &a, ks, nk, true));
+    if (a.auto_pad)
+        return nfail(c, CATTR_ERR_UNSUPPORTED, "auto_pad '%s' is not supported (export with explicit pads)",
+                     a.auto_pad == 1 ? "SAME_UPPER" : "SAME_LOWER");
     CX_CHECK(attr_int(c, "group", 1, &a.group));
     if (a.group < 1) return nfail(c, CATTR_ERR_FORMAT, "group must be at least 1");
     CX_CHECK(attr_ints(c, "output_padding", CG_MAX_SP, opad, &np));

@@ -32,6 +32,14 @@ void cx_geom_init(cx_geom *g, const cg_attrs *a, const int64_t *x, int xnd, cons
         g->d[off + i] = a->dilation[i] ? a->dilation[i] : 1;
         g->pb[off + i] = a->pad[i];
         g->pe[off + i] = a->pad[nsp + i];
+        if (a->auto_pad) { /* SAME: out = ceil(in / stride), the pads it takes split evenly, the odd one at the end
+                            * (SAME_UPPER) or the beginning (SAME_LOWER) */
+            int64_t in = g->in[off + i], s = g->s[off + i], o = (in + s - 1) / s;
+            int64_t total = (o - 1) * s + g->d[off + i] * (g->k[off + i] - 1) + 1 - in;
+            if (total < 0) total = 0;
+            g->pb[off + i] = a->auto_pad == 1 ? total / 2 : total - total / 2;
+            g->pe[off + i] = total - g->pb[off + i];
+        }
     }
     for (int i = 0; i < 3; i++) {
         int64_t span = g->in[i] + g->pb[i] + g->pe[i] - g->d[i] * (g->k[i] - 1) - 1;
