@@ -31,18 +31,21 @@ F = TensorProto.FLOAT
 
 
 def _ort_node():
-    d = os.environ.get("CATTR_ORT_NODE")
-    if d:
-        return d
-    if not shutil.which("node") or not shutil.which("npm"):
+    mod = os.environ.get("CATTR_ORT_NODE")
+    if not shutil.which("node") or (not mod and not shutil.which("npm")):
         pytest.skip("node and npm are needed for onnxruntime-node (Debian: nodejs, npm)")
     prefix = os.path.join(ROOT, "build", "ort")
-    mod = os.path.join(prefix, "node_modules", "onnxruntime-node")
-    if not os.path.isdir(mod):
+    mod = mod or os.path.join(prefix, "node_modules", "onnxruntime-node")
+    if not os.path.isdir(mod) and not os.environ.get("CATTR_ORT_NODE"):
         r = subprocess.run(["npm", "install", "--silent", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix",
                             prefix, "onnxruntime-node@" + ORT_VERSION], capture_output=True, text=True)
         if r.returncode:
             pytest.skip("onnxruntime-node could not be installed from npm: " + r.stderr.strip()[-300:])
+    r = subprocess.run(["node", "-e", "require(process.argv[1])", mod], capture_output=True, text=True)
+    if r.returncode:  # a node too old for its binary, say
+        pytest.skip("onnxruntime-node does not load in this node (%s): %s" %
+                    (subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip(),
+                     r.stderr.strip()[-300:]))
     return mod
 
 
