@@ -37,7 +37,7 @@ def _ort_node():
     prefix = os.path.join(ROOT, "build", "ort")
     mod = mod or os.path.join(prefix, "node_modules", "onnxruntime-node")
     if not os.path.isdir(mod) and not os.environ.get("CATTR_ORT_NODE"):
-        r = subprocess.run(["npm", "install", "--silent", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix",
+        r = subprocess.run(["npm", "install", "--loglevel=error", "--ignore-scripts", "--no-audit", "--no-fund", "--prefix",
                             prefix, "onnxruntime-node@" + ORT_VERSION], capture_output=True, text=True)
         if r.returncode:
             pytest.skip("onnxruntime-node could not be installed from npm: " + r.stderr.strip()[-300:])
