@@ -675,7 +675,8 @@ void cx_passes_free(cx_passes *ps) {
     free(ps);
 }
 
-/* One pass's map of body g over the model's declared inputs (plus `extra` rows of an output gradient). */
+/* One pass's map of body g over the model's declared inputs, eb rows each (a gradient map adds the output's gradient
+ * as a last input after this). */
 static void map_init(cg_map *mp, const cattr_model *m, const cg_graph *g, int out, int64_t eb) {
     mp->g = g;
     mp->out = out;
