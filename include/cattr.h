@@ -560,12 +560,12 @@ cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *c
  * apart (each by an explainer with the same params on the same model, in another process or on another machine: the
  * command's `explain --split steps` under mpirun), whose bytes are combined, in part order, into the attributions (and
  * delta) one process gives, bit for bit. Implemented for IntegratedGradients without a noise tunnel: its steps are
- * cut into chunks (of internal_batch_size rows, or as many steps as max_memory allows, and at most
- * ceil(n_steps / n_parts) steps), part p computing the contiguous chunks p*C/n_parts to (p+1)*C/n_parts - 1 of the C
- * chunks, each chunk's sum over its steps kept apart; combining adds them in chunk order on the backend, as one
- * process adds them. So the result equals one process's run with internal_batch_size = the chunk's steps times the
- * batch (cattr_split_chunk_steps tells it). Every part and the combining call must be given the same call and cut the
- * steps alike: give internal_batch_size, or the same max_memory, where processes could see different free memory.
+ * cut into units fixed by the call (ceil(n_steps / 16) steps; Captum's chunks of internal_batch_size rows; the steps
+ * one pass holds when max_memory holds fewer), part p computing the contiguous units p*G/n_parts to
+ * (p+1)*G/n_parts - 1 of the G units and keeping each unit's sum; combining adds them in unit order on the backend,
+ * as the plain call (cattr_explainer_run) adds them: the plain call's bits at any n_parts (cattr_split_chunk_steps
+ * tells the unit). Every part and the combining call must be given the same call and cut the steps alike: give
+ * internal_batch_size, or the same max_memory, where processes could see different free memory.
  * Also implemented for FeatureAblation, FeaturePermutation, Occlusion, ShapleyValueSampling, ShapleyValues, Lime
  * and KernelShap (without a noise tunnel): their perturbed states or samples are evaluated in chunks of
  * perturbations_per_eval (or what max_memory allows), part p evaluates chunks p*C/n_parts to (p+1)*C/n_parts - 1
@@ -596,7 +596,7 @@ cattr_status cattr_explainer_combine(cattr_explainer *e, const cattr_call *call,
  * KernelShap, GradientShap, a noise tunnel's samples), or NULL when the method (with its noise tunnel) is not split.
  * A static string; NULL for p NULL. */
 const char *cattr_split_kind(const cattr_attr_params *p);
-/* The steps per chunk of a part blob (0 for bytes that are not one). */
+/* The steps per unit of an IntegratedGradients part blob (0 for bytes that are not one). */
 int cattr_split_chunk_steps(const void *blob, size_t len);
 
 /* Peak bytes of backend memory used by the explainer's plans so far. */

@@ -139,8 +139,8 @@ rc=$?
 cmp -s "$tmp/dkref.npy" "$tmp/dk.npy" && ok || bad "dataset resumed by 2 ranks: the output differs from one uninterrupted run's"
 grep -q "resuming" "$tmp/err" && ok || bad "dataset resumed by 2 ranks: it did not resume: $(cat "$tmp/err")"
 
-# one attribution split over the ranks (--split steps): the parts combined on rank 0 give one process's file for the
-# same chunks of steps (--internal-batch-size), whatever the number of ranks
+# one attribution split over the ranks (--split steps): the parts combined on rank 0 give the plain call's file,
+# whatever the number of ranks (with --internal-batch-size: Captum's chunks of steps)
 head_rows=tests/data/cli/batch2.npy
 "$cattr" explain $model --input $head_rows --steps 64 --internal-batch-size 20 --output "$tmp/sref.npy" -q
 for n in 1 2 3; do
@@ -148,6 +148,14 @@ for n in 1 2 3; do
     rc=$?
     [ $rc -eq 0 ] && ok || { bad "split, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/sref.npy" "$tmp/s$n.npy" && ok || bad "split, $n ranks: the output differs from one process's"
+done
+# without --internal-batch-size (the cut comes from the call: 96 steps in units of 6), the plain call's bits
+"$cattr" explain $model --input $head_rows --steps 96 --output "$tmp/pref.npy" -q
+for n in 1 2 3; do
+    mpi $n explain $model --input $head_rows --steps 96 --split steps --output "$tmp/p$n.npy" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "split without a batch size, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/pref.npy" "$tmp/p$n.npy" && ok || bad "split without a batch size, $n ranks: the output differs from the plain call's"
 done
 # and a language model's LayerIG (explain-llm --split steps)
 "$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --steps 32 --internal-batch-size 12 --output "$tmp/lref.json" -q 2>/dev/null

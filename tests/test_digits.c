@@ -263,13 +263,15 @@ int main(void) {
               "NULL data refused");
     }
 
-    /* one call split into parts: IG on 3 examples, 50 steps in chunks of 7, cut into 1, 2, 3, 4 and 8 parts (with 8,
-     * at most ceil(50 / 8) = 7 steps per chunk: the same cut), combined: the attributions and delta of one process,
-     * bit for bit, in float32 and float64 */
+    /* one call split into parts: IG on 3 examples, 50 steps, cut into 1, 2, 3, 4 and 8 parts and combined: the
+     * attributions and delta of the plain call, bit for bit, in float32 and float64; with internal_batch_size 21
+     * (Captum's chunks of 7 steps: units of 7) and without (the plain call runs two halves at once; units of
+     * ceil(50 / 16) = 4 steps) */
     if (x) {
         int64_t s3[4] = {3, 1, 8, 8};
-        for (int dt = 0; dt < 2; dt++) {
-            cattr_dtype dty = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        for (int dt = 0; dt < 4; dt++) {
+            cattr_dtype dty = dt % 2 ? CATTR_FLOAT64 : CATTR_FLOAT32;
+            int unit = dt < 2 ? 7 : 4;
             cattr_tensor *xb = NULL;
             CHECK(cattr_tensor_new(CATTR_FLOAT32, 4, s3, &xb) == CATTR_OK, "batch");
             if (!xb) break;
@@ -280,7 +282,7 @@ int main(void) {
             cattr_target t3 = {CATTR_TARGET_PER_EXAMPLE, 1, 3, tg};
             cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
             p.dtype = dty;
-            p.internal_batch_size = 7 * 3;
+            p.internal_batch_size = dt < 2 ? 7 * 3 : 0;
             p.return_convergence_delta = true;
             cattr_explainer *e1 = NULL, *e2 = NULL;
             CHECK(cattr_explainer_new(m, &p, &e1) == CATTR_OK && cattr_explainer_new(m, &p, &e2) == CATTR_OK, "explainers");
@@ -295,7 +297,8 @@ int main(void) {
                 size_t lens[9] = {0};
                 for (int k = 0; k < P; k++)
                     CHECK(cattr_explainer_run_part(e2, &call, k, P, &blobs[k], &lens[k]) == CATTR_OK, "part %d of %d", k, P);
-                CHECK(cattr_split_chunk_steps(blobs[0], lens[0]) == 7, "chunk steps of the parts");
+                CHECK(cattr_split_chunk_steps(blobs[0], lens[0]) == unit, "steps per unit of the parts: %d",
+                      cattr_split_chunk_steps(blobs[0], lens[0]));
                 cattr_tensor *a = NULL, *d = NULL;
                 CHECK(cattr_explainer_combine(e2, &call, (const void *const *)blobs, lens, P, &a, &d) == CATTR_OK,
                       "combine %d parts: %s", P, cattr_last_error());
@@ -303,7 +306,7 @@ int main(void) {
                                        (size_t)cattr_tensor_numel(a) * cattr_dtype_size(dty)) == 0 &&
                           memcmp(cattr_tensor_data_const(d), cattr_tensor_data_const(ref_d),
                                  (size_t)cattr_tensor_numel(d) * cattr_dtype_size(dty)) == 0,
-                      "%d parts (%s): not one process's bits", P, cattr_dtype_name(dty));
+                      "%d parts (%s, units of %d): not the plain call's bits", P, cattr_dtype_name(dty), unit);
                 cattr_tensor_free(a);
                 cattr_tensor_free(d);
                 a = d = NULL;

@@ -449,8 +449,8 @@ cattr_status cli_split_run(cli_part_fn part, cli_combine_fn combine, void *user,
         if (quiet)
             ;
         else if (chunk > 0)
-            fprintf(stderr, "cattr: %d parts combined; IG steps in chunks of %d (one process gives the same numbers "
-                    "with --internal-batch-size %lld)\n", n, chunk, (long long)chunk * (long long)rows);
+            fprintf(stderr, "cattr: %d parts combined; IG steps summed in units of %d (one process gives the same "
+                    "numbers)\n", n, chunk);
         else if (res == CATTR_OK && n > 1)
             fprintf(stderr, "cattr: %d parts combined\n", n);
     }
