@@ -354,19 +354,28 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     return st;
 }
 
-/* Units [j0, j1) computed into slot `slot`'s unit buffers (unit j0 first). */
-static cattr_status ig_pass(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, const ig_cut *t,
-                            int64_t j0, int64_t j1, int slot) {
-    ig_dev *d = &s->d;
+/* The plan of the pass over units [j0, j1) in slot `slot` (made before any pass runs beside another: making a plan
+ * shares the constants). */
+static cattr_status ig_pass_plan(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed,
+                                 const ig_cut *t, int64_t j0, int64_t j1, int slot, cx_plan **out) {
     int64_t s0 = j0 * t->u, s1 = j1 * t->u < t->n ? j1 * t->u : t->n, R = (s1 - s0) * c->B;
     int nd[IG_MAX_IN];
     int64_t sh[IG_MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[IG_MAX_IN];
     ig_shapes(s, c, seed, R, j1 - j0, nd, sh, dt);
-    cx_plan *p = NULL;
     CX_CHECK(cx_plan_cache_get(&s->pc[slot], s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n, &p));
-    if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n, out));
+    if (cx_plan_bytes(*out) > e->peak) e->peak = cx_plan_bytes(*out);
+    return CATTR_OK;
+}
+
+/* Units [j0, j1) computed into slot `slot`'s unit buffers (unit j0 first), with the plan ig_pass_plan made for them
+ * (NULL: made here). */
+static cattr_status ig_pass(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, const ig_cut *t,
+                            int64_t j0, int64_t j1, int slot, cx_plan *p) {
+    ig_dev *d = &s->d;
+    int64_t s0 = j0 * t->u;
+    if (!p) CX_CHECK(ig_pass_plan(e, s, c, seed, t, j0, j1, slot, &p));
     size_t off = (size_t)s0 * (size_t)c->B * cattr_dtype_size(c->dt);
     void *in[IG_MAX_IN];
     for (int i = 0; i < s->n; i++) {
@@ -445,7 +454,10 @@ static cattr_status ig_download(cattr_explainer *e, ig_state *s, cx_call *c, voi
 static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed,
                                   const ig_cut *t, void *const **res, double *delta_sel) {
     int64_t h = (t->G + 1) / 2;
-    cattr_status st = delta_sel ? cx_delta_prepare(e, c, c->base) : CATTR_OK;
+    cx_plan *pa = NULL, *pb = NULL;
+    cattr_status st = ig_pass_plan(e, s, c, seed, t, 0, h, 0, &pa);
+    if (st == CATTR_OK) st = ig_pass_plan(e, s, c, seed, t, h, t->G, 1, &pb);
+    if (st == CATTR_OK && delta_sel) st = cx_delta_prepare(e, c, c->base);
     /* three tasks, taken by whichever thread is free: the two halves and the delta's forward pass */
     cattr_status ts[3] = {CATTR_OK, CATTR_OK, CATTR_OK};
     char msg[3][512] = {"", "", ""};
@@ -456,8 +468,8 @@ static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, c
         int nt = omp_get_max_threads() < 2 ? 1 : 2;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
         for (int q = 0; q < tasks; q++) {
-            ts[q] = q == 0   ? ig_pass(e, s, c, seed, t, 0, h, 0)
-                    : q == 1 ? ig_pass(e, s, c, seed, t, h, t->G, 1)
+            ts[q] = q == 0   ? ig_pass(e, s, c, seed, t, 0, h, 0, pa)
+                    : q == 1 ? ig_pass(e, s, c, seed, t, h, t->G, 1, pb)
                              : cx_delta_forward(e, c, c->base, delta_sel);
             if (ts[q] != CATTR_OK) snprintf(msg[q], sizeof msg[q], "%s", cattr_last_error());
         }
@@ -542,7 +554,7 @@ static cattr_status ig_run_part(cattr_explainer *e, ig_state *s, cx_call *c, con
     size_t at = sizeof h;
     for (int64_t j0 = first; j0 < last && st == CATTR_OK; j0 += t->k) {
         int64_t j1 = j0 + t->k < last ? j0 + t->k : last;
-        st = ig_pass(e, s, c, seed, t, j0, j1, 0);
+        st = ig_pass(e, s, c, seed, t, j0, j1, 0, NULL);
         for (int64_t j = 0; j < j1 - j0 && st == CATTR_OK; j++)
             for (int i = 0; i < c->n && st == CATTR_OK; i++) {
                 size_t b = (size_t)c->x[i]->numel * es;
@@ -670,7 +682,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
         for (int64_t j0 = 0; j0 < t.G && st == CATTR_OK; j0 += t.k) {
             int64_t j1 = j0 + t.k < t.G ? j0 + t.k : t.G;
             bool fin = j1 == t.G;
-            st = ig_pass(e, s, c, seed, &t, j0, j1, 0);
+            st = ig_pass(e, s, c, seed, &t, j0, j1, 0, NULL);
             slot_units(s, c, 0, (int)(j1 - j0), units);
             if (fin) res = fin_target(s, c);
             if (st == CATTR_OK) st = ig_fold(e, s, c, units, (int)(j1 - j0), fin, fin ? res : NULL);
