@@ -6,8 +6,10 @@ IntegratedGradients (16 steps, batched) matches Captum's in float32 and float64,
 numbers it gets alone, and the modules' PyTorch paths resolve as layers. Skipped without torch and torchvision (Debian:
 python3-torch, python3-torchvision); the Captum comparison needs Captum's source (../shared/captum-0.8 beside the
 repository, or on PYTHONPATH)."""
+import atexit
 import copy
 import os
+import shutil
 import sys
 import tempfile
 
@@ -20,6 +22,13 @@ nn = torch.nn
 
 import cattr  # noqa: E402
 from cattr import attr as A  # noqa: E402
+
+
+def _tmpdir(prefix):
+    """A folder for exported models, removed when the tests end."""
+    d = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, d, True)
+    return d
 
 _SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "captum-0.8")
 
@@ -72,7 +81,7 @@ def _exported(name):
                 if p.dim() > 1 and not p.any():
                     p.normal_(0, 0.2)
         x = torch.randn(*shape)
-        d = tempfile.mkdtemp(prefix="cattr-fixed-batch-")
+        d = _tmpdir("cattr-fixed-batch-")
         path = os.path.join(d, name + ".onnx")
         torch.onnx.export(model, (x,), path)  # the defaults: batch 1 baked in (with grad on: no fused attention op)
         _cache[name] = (model, x, path)
@@ -163,7 +172,7 @@ def _mixer():
         torch.manual_seed(0)
         model = Mixer().eval()
         x = torch.randn(1, 4)
-        path = os.path.join(tempfile.mkdtemp(prefix="cattr-fixed-batch-"), "mixer.onnx")
+        path = os.path.join(_tmpdir("cattr-fixed-batch-"), "mixer.onnx")
         torch.onnx.export(model, (x,), path)
         _cache["mixer"] = (model, x, path)
     return _cache["mixer"]
@@ -243,7 +252,7 @@ def test_scalar_input_keeps_its_shape():
         def forward(self, x, r):
             return x * r.float()
 
-    path = os.path.join(tempfile.mkdtemp(prefix="cattr-scalar-"), "rate.onnx")
+    path = os.path.join(_tmpdir("cattr-scalar-"), "rate.onnx")
     torch.onnx.export(Rate(), (x, rate), path, input_names=["x", "r"], dynamic_axes={"x": {0: "b"}})
     m = cattr.load(path)
     np.testing.assert_allclose(m.forward(x.numpy(), np.array(3, np.int64)), 3 * x.numpy(), rtol=1e-6)
@@ -268,7 +277,7 @@ def test_state_with_the_batch_on_dim_1():
     torch.manual_seed(0)
     model = StatefulGRU().eval()
     x, h = torch.randn(2, 4, 3), torch.randn(2, 2, 5)
-    path = os.path.join(tempfile.mkdtemp(prefix="cattr-state-"), "gru.onnx")
+    path = os.path.join(_tmpdir("cattr-state-"), "gru.onnx")
     torch.onnx.export(model, (x, h), path, input_names=["x", "h"], output_names=["y"],
                       dynamic_axes={"x": {0: "batch"}, "h": {1: "batch"}, "y": {0: "batch"}})
     m = cattr.load(path)
