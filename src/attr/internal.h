@@ -393,6 +393,13 @@ extern cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cat
  * CATTR_ERR_NO_MEMORY. */
 cattr_status cx_rules_new(const cattr_explainer *e, cattr_method method, cg_rules *rules, void **state);
 void cx_rules_free(void *state);
+/* A rule method's init and release (rules.c): the explainer's rules and their state, for e->p.method. */
+cattr_status cx_rules_init(cattr_explainer *e);
+void cx_rules_release(cattr_explainer *e);
+/* DeepLiftShap's derived graph (deeplift.c), kept in the rules' state: its slot there, and its release. */
+struct dls_graph;
+struct dls_graph **cx_rules_dls(void *state);
+void cx_dls_free(struct dls_graph *d);
 /* Tells rules (when they are a family's) that the model's nodes start at node_base in the graph the next
  * cg_autodiff differentiates (a derived graph with a prefix); 0 again for the model's own clone. Errors:
  * CATTR_ERR_INTERNAL for LRP's rules at a base other than 0 (they key on the model's value ids). */
