@@ -3,9 +3,9 @@
  * the explainer's IG / InputXGradient on the embedding input of the decoder scored at the target positions; the
  * perturbation and surrogate methods (FeatureAblation, ShapleyValueSampling, Lime, KernelShap) are the explainer's
  * methods on the decoder's token-presence form (presence_attr). What stays here: the token bookkeeping, the
- * decoder's prefix reuse for FeatureAblation (one ragged pass continues the unablated prefix), text templates
- * (every text tokenized afresh) and greedy generation. */
-#include "attr/internal.h"
+ * decoder's prefix reuse for FeatureAblation (one ragged pass continues the unablated prefix). Text templates and
+ * greedy generation are in llm_text.c. */
+#include "attr/llm_internal.h"
 #include "io/tokenizer.h"
 #include "models/decoder.h"
 
@@ -16,45 +16,6 @@
 #include <sys/stat.h>
 
 
-#define LLM_PLAN_CACHE 6 /* plans per graph and dtype */
-
-struct cattr_llm {
-    cattr_model *model; /* embeddings [S, L, H] -> log-probabilities [S, 1, V] */
-    cx_hf_config cfg;
-    const cattr_tensor *E;
-    cx_tokenizer *tok;
-    cx_consts *consts[4][2]; /* per graph (the model, the prefix-continuing one: constants are keyed by value id)
-                              * and compute dtype, uploaded on first use */
-    /* kept between calls so that repeated attributions reuse their plans and working memory */
-    int prec;                  /* precision of the current call: 0 highest, 1 high (bfloat16 projections) */
-    cattr_model *hi_model;     /* the decoder at precision "high" (cx_model_with_precision), built on first use */
-    cattr_model *pos_model;    /* the decoder scored at given positions, for the gradients */
-    cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
-    cattr_attr_params gp;
-    cattr_model *pres_model[2]; /* the token-presence form (cx_decoder_opts.presence), without and with context */
-    cattr_model *ids_model;     /* token ids -> log-probabilities (cattr_llm_model), built on first use */
-    cattr_explainer *pe;        /* the perturbation and surrogate methods' explainer, for pp on pres_model[pe_ctx] */
-    cattr_attr_params pp;
-    int pe_ctx;
-    cx_plan_cache pc[4][2]; /* forward plans per graph (as consts) and compute dtype */
-    cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
-    bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
-    const cattr_attr_params *call_p; /* the parameters of the attribution running (its cancel flag and progress
-                                      * callback, which llm_run_plan watches), NULL outside one */
-    bool budget_warned;  /* the warning that the memory budget is below one sequence, once per call */
-    cx_backend *dev;     /* cattr_llm_set_device (NULL: the default device) */
-    cx_backend *be;      /* the backend the plans, constants and explainer above belong to */
-    /* set while cattr_llm_attribute_part or cattr_llm_combine runs: LayerIG's explainer computes a part, or combines
-     * parts, instead of the whole call (cattr_explainer_run_part / cattr_explainer_combine) */
-    struct {
-        int part, n_parts; /* n_parts > 0: a part, into *blob (*len bytes) */
-        void **blob;
-        size_t *len;
-        const void *const *blobs; /* n_comb > 0: the parts to combine */
-        const size_t *lens;
-        int n_comb;
-    } split;
-};
 
 /* Drops everything made for backend m->be (plans, uploaded constants, the explainer) and what the backend derived
  * from the weights, so that the next call starts afresh on another device. */
@@ -76,7 +37,7 @@ static void drop_device_state(cattr_llm *m) {
 }
 
 /* Makes `device` (NULL: the checkpoint's device) the backend of this call. */
-static cattr_status use_device(cattr_llm *m, const char *device) {
+cattr_status cx_llm_use_device(cattr_llm *m, const char *device) {
     cx_backend *be = m->dev;
     if (device || !be) CX_CHECK(cx_backend_by_name(device, &be));
     if (be != m->be) {
@@ -104,7 +65,7 @@ static cattr_status llm_run_plan(const cattr_llm *m, cx_plan *p, const void *con
 }
 
 /* cx_chunk_done for this file's own chunks of work, noting the counts that the beats of a watched run repeat. */
-static cattr_status llm_chunk_done(const cattr_attr_params *p, int64_t done, int64_t total) {
+cattr_status cx_llm_chunk_done(const cattr_attr_params *p, int64_t done, int64_t total) {
     cx_watch_note(p->progress, p->progress_user, done, total);
     return cx_chunk_done(p, done, total);
 }
@@ -230,7 +191,7 @@ static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dt
                              int n_outs, cx_plan **out) {
     int di = dt == CATTR_FLOAT64;
     cx_consts **cs = &m->consts[kind][di];
-    if (!m->be) CX_CHECK(use_device(m, NULL));
+    if (!m->be) CX_CHECK(cx_llm_use_device(m, NULL));
     if (!*cs) CX_CHECK(cx_consts_new(m->be, dt, cs));
     cx_plan_cache *pc = &m->pc[kind][di];
     pc->cap = LLM_PLAN_CACHE;
@@ -250,7 +211,7 @@ static void take_logprobs(const cattr_tensor *o, int64_t R, int64_t y, double *l
 /* Log-probabilities at the last position of R sequences of length L, in one forward pass: lp[r * V + v] (all of
  * them when y < 0) or just token y: lp[r]. With kv (the keys and values of every layer, [L, kv_heads * head_dim]
  * each, 2 per layer, R = 1), the pass also returns them. */
-static cattr_status forward_pass(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
+cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
                                  double *lp, void **kv) {
     cattr_tensor *e = embed(m, ids, R, L), *ec = NULL, *o = NULL;
     if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -361,7 +322,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
             memcpy(ids + (r + 1) * L, seq, (size_t)L * sizeof *ids);
             ids[(r + 1) * L + r] = b;
         }
-        st = forward_pass(m, dt, ids, first + 1, L, y, f, kv); /* f[0], f[1..first] */
+        st = cx_llm_forward(m, dt, ids, first + 1, L, y, f, kv); /* f[0], f[1..first] */
     }
     /* the other rows as segments of ragged passes: row i runs positions i..L-1 only (token i replaced), attending to
      * the unablated prefix 0..i-1 */
@@ -439,7 +400,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     return st;
 }
 
-static cattr_status check_ids(const cattr_llm *m, const int64_t *ids, int64_t n, const char *what) {
+cattr_status cx_llm_check_ids(const cattr_llm *m, const int64_t *ids, int64_t n, const char *what) {
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab_size)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s token %lld has id %lld, outside the vocabulary of %lld", what,
@@ -579,7 +540,7 @@ static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, con
         st = ablation_prefix(m, lp, seq, T, T + k, b, tg[k], fk);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
         if (st == CATTR_OK && lp0) lp0[k] = fk[0];
-        if (st == CATTR_OK) st = llm_chunk_done(lp, k + 1, n);
+        if (st == CATTR_OK) st = cx_llm_chunk_done(lp, k + 1, n);
     }
     for (int64_t r = 1; r < R && st == CATTR_OK; r++) {
         double tot_cur = 0, tot_prev = 0;
@@ -724,8 +685,8 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
 }
 
 /* Sets the device and the precision of this call (params.device, params.precision). */
-static cattr_status set_precision(cattr_llm *m, const cattr_attr_params *p) {
-    CX_CHECK(use_device(m, p->device));
+cattr_status cx_llm_set_precision(cattr_llm *m, const cattr_attr_params *p) {
+    CX_CHECK(cx_llm_use_device(m, p->device));
     CX_CHECK(cx_precision_check(p->precision, p->dtype, m->be));
     if (p->precision == CATTR_PRECISION_HIGH && !m->hi_model)
         CX_CHECK(cx_model_with_precision(m->model, p->precision, p->dtype, m->be, &m->hi_model));
@@ -737,7 +698,7 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, cons
                                   double *token_attr, double *target_logprobs, double *convergence_delta);
 
 /* The first NaN or Inf among n values named `what` (k: its index), else CATTR_OK. */
-static cattr_status finite_values(const double *v, int64_t n, const char *what) {
+cattr_status cx_llm_finite(const double *v, int64_t n, const char *what) {
     for (int64_t k = 0; v && k < n; k++)
         if (!isfinite(v[k]))
             return cx_fail(CATTR_ERR_NONFINITE, "%s %lld is %s", what, (long long)k, isnan(v[k]) ? "nan" : "inf");
@@ -750,11 +711,11 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const
     if (st != CATTR_OK) return st;
     int64_t T = c->n_prompt, n = c->n_target;
     bool surrogate = p->method == CATTR_METHOD_LIME || p->method == CATTR_METHOD_KERNEL_SHAP; /* no token_attr: NaN */
-    st = finite_values(seq_attr, T, "seq_attr");
-    if (st == CATTR_OK && !surrogate) st = finite_values(token_attr, n * T, "token_attr");
-    if (st == CATTR_OK) st = finite_values(target_logprobs, n, "target log-probability");
+    st = cx_llm_finite(seq_attr, T, "seq_attr");
+    if (st == CATTR_OK && !surrogate) st = cx_llm_finite(token_attr, n * T, "token_attr");
+    if (st == CATTR_OK) st = cx_llm_finite(target_logprobs, n, "target log-probability");
     if (st == CATTR_OK && p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
-        st = finite_values(convergence_delta, n, "convergence delta");
+        st = cx_llm_finite(convergence_delta, n, "convergence delta");
     if (st == CATTR_OK) return CATTR_OK;
     /* a NaN or Inf in a result is an error naming where it first appeared: run again with every pass checked */
     char found[1024];
@@ -875,9 +836,9 @@ static cattr_status llm_attribute_run(cattr_llm *m, const cattr_attr_params *p, 
     if (T > ctx - n) /* T + n, never overflowing */
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "prompt (%lld tokens) and target (%lld) exceed the model's context of %lld",
                        (long long)T, (long long)n, (long long)ctx);
-    CX_CHECK(check_ids(m, prompt, T, "prompt"));
-    CX_CHECK(check_ids(m, target, n, "target"));
-    CX_CHECK(set_precision(m, p));
+    CX_CHECK(cx_llm_check_ids(m, prompt, T, "prompt"));
+    CX_CHECK(cx_llm_check_ids(m, target, n, "target"));
+    CX_CHECK(cx_llm_set_precision(m, p));
     if (c->baseline_token < -1 || c->baseline_token >= m->cfg.vocab_size)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline_token must be -1 (the method's default) or a token id from 0 "
                        "to %lld (got %lld)", (long long)m->cfg.vocab_size - 1, (long long)c->baseline_token);
@@ -908,190 +869,8 @@ static cattr_status llm_attribute_run(cattr_llm *m, const cattr_attr_params *p, 
         if (!seq) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         memcpy(seq, prompt, (size_t)T * sizeof *seq);
         memcpy(seq + T, target, (size_t)n * sizeof *seq);
-        for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_pass(m, p->dtype, seq, 1, T + k, target[k], &target_logprobs[k], NULL);
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = cx_llm_forward(m, p->dtype, seq, 1, T + k, target[k], &target_logprobs[k], NULL);
         free(seq);
     }
     return st;
-}
-
-/* The template with slot j filled by fill(j); NULL on a slot-count mismatch or allocation failure. */
-static char *fill_template(const char *tmpl, int n_slots, const char *const *vals, int skip, const char *repl) {
-    size_t len = strlen(tmpl) + 1;
-    for (int j = 0; j < n_slots; j++) len += strlen(j == skip ? (repl ? repl : "") : vals[j]);
-    char *out = malloc(len), *o = out;
-    int slot = 0;
-    if (!out) return NULL;
-    for (const char *c = tmpl; *c;) {
-        if (c[0] == '{' && c[1] == '}') {
-            if (slot >= n_slots) {
-                free(out);
-                return NULL;
-            }
-            const char *v = slot == skip ? (repl ? repl : "") : vals[slot];
-            size_t l = strlen(v);
-            memcpy(o, v, l);
-            o += l;
-            slot++;
-            c += 2;
-        } else {
-            *o++ = *c++;
-        }
-    }
-    *o = 0;
-    if (slot != n_slots) {
-        free(out);
-        return NULL;
-    }
-    return out;
-}
-
-/* f_k (k = 0..n-1) of the text's tokens followed by the target (teacher forcing). */
-static cattr_status text_logprobs(cattr_llm *m, cattr_dtype dt, const char *text, const int64_t *tg, int64_t n,
-                                  double *f) {
-    int64_t *ids = NULL, T = 0;
-    CX_CHECK(cattr_llm_encode(m, text, &ids, &T));
-    int64_t *seq = realloc(ids, (size_t)(T + n + 1) * sizeof *seq);
-    if (!seq) {
-        free(ids);
-        return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (T == 0) {
-        free(seq);
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the text '%s' tokenizes to nothing", text);
-    }
-    memcpy(seq + T, tg, (size_t)n * sizeof *seq);
-    cattr_status st = CATTR_OK;
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) st = forward_pass(m, dt, seq, 1, T + k, tg[k], &f[k], NULL);
-    free(seq);
-    return st;
-}
-
-static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
-                                           const char *const *values, const char *const *baselines, int n_slots,
-                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
-
-cattr_status cattr_llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
-                                          const char *const *values, const char *const *baselines, int n_slots,
-                                          const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
-    cattr_status st = llm_attribute_template(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
-    if (st != CATTR_OK) return st;
-    st = finite_values(seq_attr, n_slots, "seq_attr");
-    if (st == CATTR_OK) st = finite_values(token_attr, n * n_slots, "token_attr");
-    if (st == CATTR_OK) return CATTR_OK;
-    char found[1024];
-    snprintf(found, sizeof found, "%s", cattr_last_error());
-    m->diagnose = true;
-    st = llm_attribute_template(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
-    m->diagnose = false;
-    return cx_diagnosis(st, found);
-}
-
-static cattr_status llm_template_run(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
-                                     const char *const *values, const char *const *baselines, int n_slots,
-                                     const int64_t *target, int64_t n, double *seq_attr, double *token_attr);
-
-/* llm_template_run with m->call_p set to p while it runs (as llm_attribute). */
-static cattr_status llm_attribute_template(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
-                                           const char *const *values, const char *const *baselines, int n_slots,
-                                           const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
-    if (!m || !p) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: NULL model or params");
-    const cattr_attr_params *outer = m->call_p;
-    m->call_p = p;
-    cx_watch_note(p->progress, p->progress_user, 0, 0);
-    cattr_status st = llm_template_run(m, p, tmpl, values, baselines, n_slots, target, n, seq_attr, token_attr);
-    m->call_p = outer;
-    return st;
-}
-
-static cattr_status llm_template_run(cattr_llm *m, const cattr_attr_params *p, const char *tmpl,
-                                     const char *const *values, const char *const *baselines, int n_slots,
-                                     const int64_t *target, int64_t n, double *seq_attr, double *token_attr) {
-    if (!tmpl || !values || !target || !seq_attr || !token_attr)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_attribute_template: NULL template, values, target or "
-                       "result array");
-    if (n_slots < 1 || n_slots > 4096)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_slots must be from 1 to 4096 (got %d)", n_slots);
-    if (n < 1 || n > m->cfg.max_position_embeddings)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_target must be from 1 to the model's context of %lld tokens (got "
-                       "%lld)", (long long)m->cfg.max_position_embeddings, (long long)n);
-    for (int i = 0; i < n_slots; i++)
-        if (!values[i] || (baselines && !baselines[i]))
-            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "slot %d's %s is NULL", i, values[i] ? "baseline" : "value");
-    if (p->dtype != CATTR_FLOAT32 && p->dtype != CATTR_FLOAT64)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be CATTR_FLOAT32 (0) or CATTR_FLOAT64 (1) (got %d)",
-                       (int)p->dtype);
-    if (p->method != CATTR_METHOD_FEATURE_ABLATION)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a text template is attributed with feature-ablation only (got %s)",
-                       cattr_method_name(p->method));
-    CX_CHECK(check_ids(m, target, n, "target"));
-    CX_CHECK(set_precision(m, p));
-    double *f0 = malloc((size_t)n * sizeof *f0), *fi = malloc((size_t)n * sizeof *fi);
-    char *text = fill_template(tmpl, n_slots, values, -1, NULL);
-    cattr_status st = f0 && fi ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK && !text)
-        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the template '%s' does not hold %d slots '{}'", tmpl, n_slots);
-    if (st == CATTR_OK) st = text_logprobs(m, p->dtype, text, target, n, f0);
-    free(text);
-    for (int i = 0; i < n_slots && st == CATTR_OK; i++) {
-        char *ti = fill_template(tmpl, n_slots, values, i, baselines ? baselines[i] : NULL);
-        st = ti ? text_logprobs(m, p->dtype, ti, target, n, fi) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        free(ti);
-        for (int64_t k = 0; k < n && st == CATTR_OK; k++) /* float32 accumulation, as Captum's LLMAttribution */
-            token_attr[k * n_slots + i] = (double)(float)cx_rnd(p->dtype, f0[k] - fi[k]);
-        if (st == CATTR_OK) {
-            double a = 0, b2 = 0;
-            for (int64_t k = 0; k < n; k++) {
-                a = cx_rnd(p->dtype, a + f0[k]);
-                b2 = cx_rnd(p->dtype, b2 + fi[k]);
-            }
-            seq_attr[i] = (double)(float)cx_rnd(p->dtype, a - b2);
-        }
-        if (st == CATTR_OK) st = llm_chunk_done(p, i + 1, n_slots);
-    }
-    free(f0);
-    free(fi);
-    return st;
-}
-
-cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
-                                int64_t **out, int64_t *n) {
-    if (!m || !prompt || !out || !n) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_generate: NULL argument");
-    *out = NULL;
-    *n = 0;
-    if (T < 1 || T > m->cfg.max_position_embeddings)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the prompt must hold from 1 to the model's context of %lld tokens "
-                       "(got %lld)", (long long)m->cfg.max_position_embeddings, (long long)T);
-    if (max_new < 0)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "max_new must be 0 or more (got %d)", max_new);
-    if (dtype != CATTR_FLOAT32 && dtype != CATTR_FLOAT64)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dtype must be CATTR_FLOAT32 (0) or CATTR_FLOAT64 (1) (got %d)",
-                       (int)dtype);
-    CX_CHECK(check_ids(m, prompt, T, "prompt"));
-    CX_CHECK(use_device(m, NULL));
-    m->prec = 0; /* greedy generation in full precision */
-    int64_t V = m->cfg.vocab_size, eos = cattr_llm_eos_token(m);
-    int64_t *seq = malloc((size_t)(T + max_new + 1) * sizeof *seq), *gen = malloc((size_t)(max_new + 1) * sizeof *gen);
-    double *lp = malloc((size_t)V * sizeof *lp);
-    cattr_status st = seq && gen && lp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) memcpy(seq, prompt, (size_t)T * sizeof *seq);
-    int64_t L = T, k = 0;
-    while (st == CATTR_OK && k < max_new && L < m->cfg.max_position_embeddings) {
-        st = forward_pass(m, dtype, seq, 1, L, -1, lp, NULL);
-        if (st != CATTR_OK) break;
-        int64_t best = 0;
-        for (int64_t v = 1; v < V; v++)
-            if (lp[v] > lp[best]) best = v;
-        gen[k++] = best;
-        seq[L++] = best;
-        if (best == eos) break;
-    }
-    free(seq);
-    free(lp);
-    if (st != CATTR_OK) {
-        free(gen);
-        return st;
-    }
-    *out = gen;
-    *n = k;
-    return CATTR_OK;
 }
