@@ -1,0 +1,369 @@
+/* helper_graphs.c - running plans for the explainer (with the diagnosis of non-finite values), and the small graphs
+ * methods share on the backend: the convergence delta, sums over the last axis, spreading values over features, the
+ * mean over pairs of examples and baselines. */
+#include "attr/internal.h"
+#include "attr/perturb_forms.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_IN CX_MAX_IN
+
+/* Plan runs of the explainer watch its cancel flag between nodes (and call its progress callback about every
+ * CX_WATCH_BEAT_MS while one runs, cx_watch), so that a call stops during a long chunk, not only after it. */
+cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host) {
+    cx_plan_set_check_finite(p, e->diagnose);
+    cx_watch w = cx_watch_of(&e->p);
+    return cx_plan_run_watched(p, in_host, NULL, out_host, NULL, &w);
+}
+
+cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *in_dev,
+                             void *const *out_host, void *const *out_dev) {
+    cx_plan_set_check_finite(p, e->diagnose);
+    cx_watch w = cx_watch_of(&e->p);
+    return cx_plan_run_watched(p, in_host, in_dev, out_host, out_dev, &w);
+}
+
+cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta) {
+    for (int i = 0; i <= n; i++) {
+        const cattr_tensor *t = i < n ? attr[i] : delta;
+        if (!t || t->dtype == CATTR_INT64) continue;
+        for (int64_t k = 0; k < t->numel; k++) {
+            double v = cx_tensor_get(t, k);
+            if (!isfinite(v)) {
+                char what[64];
+                if (i < n) snprintf(what, sizeof what, "attribution %d", i);
+                else snprintf(what, sizeof what, "convergence delta");
+                return cx_fail(CATTR_ERR_NONFINITE, "%s holds %s at flat index %lld", what, isnan(v) ? "nan" : "inf",
+                               (long long)k);
+            }
+        }
+    }
+    return CATTR_OK;
+}
+
+cattr_status cx_diagnosis(cattr_status rerun, const char *found) {
+    if (rerun != CATTR_OK) return cx_fail_context(rerun, "%s", found); /* where it appeared, or what stopped the search */
+    return cx_fail(CATTR_ERR_NONFINITE, "%s; every pass of the model was finite: it comes from the method's arithmetic "
+                   "on them (an overflow or 0/0)", found);
+}
+
+/* [x; start] for every input: the endpoints of the delta in one batch, as host tensors; their values are filled
+ * only where fill[i] (else the tensor gives the shape: planning, or the values assembled on the backend). */
+static cattr_status delta_inputs(const cx_call *c, cattr_tensor *const *start, const bool *fill, cattr_tensor **xs) {
+    for (int i = 0; i < c->n; i++) {
+        int64_t s2[CATTR_MAX_DIMS];
+        memcpy(s2, c->x[i]->shape, sizeof s2);
+        s2[0] *= 2;
+        xs[i] = cx_tensor_alloc(c->x[i]->dtype, c->x[i]->ndim, s2);
+        if (!xs[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (!fill[i]) continue;
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
+        memcpy(xs[i]->data, c->x[i]->data, bytes);
+        memcpy((char *)xs[i]->data + bytes, start[i]->data, bytes);
+    }
+    return CATTR_OK;
+}
+
+cattr_status cx_delta_prepare(cattr_explainer *e, cx_call *c, cattr_tensor *const *start) {
+    return cx_delta_forward(e, c, start, NULL);
+}
+
+cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *start, double *sel) {
+    cattr_tensor *xs[MAX_IN] = {0};
+    void *xs_dev[MAX_IN] = {0};
+    bool fill[MAX_IN];
+    for (int i = 0; i < c->n; i++) /* host values for a run whose inputs and starts are on the host */
+        fill[i] = sel && !c->x_dev[i] && !(start == c->base && c->base_dev[i]);
+    cattr_status st = delta_inputs(c, start, fill, xs);
+    for (int i = 0; i < c->n && st == CATTR_OK && sel; i++) { /* inputs on the backend: [x; start] made there */
+        void *sdev = start == c->base ? c->base_dev[i] : NULL; /* the baselines on the backend (cx_call.base_dev) */
+        if (fill[i]) continue;
+        size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
+        char *d = NULL;
+        st = cx_dbuf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
+        if (st == CATTR_OK) d = e->dstaged[i].p;
+        if (st == CATTR_OK)
+            st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
+        if (st == CATTR_OK)
+            st = sdev ? cx_copy_dev(e->be, d + bytes, sdev, bytes) : cx_copy_in(e->be, d + bytes, start[i]->data, bytes);
+        xs_dev[i] = d;
+    }
+    /* only the target values come down */
+    if (st == CATTR_OK) st = cx_forward_select(e, c, xs, xs_dev, 2, CX_TILE, sel, NULL);
+    for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(xs[i]);
+    return st;
+}
+
+/* Whether the small derived graph d (its constants made for dtype dt) serves n attributions of like's ranks in c's
+ * dtype (*fresh false); else it is freed and d->g is a new empty graph to build (*fresh true). */
+static cattr_status small_graph_begin(cx_derived *d, cattr_dtype dt, const cx_call *c, int n,
+                                      cattr_tensor *const *like, bool *fresh) {
+    bool same = d->g && d->n == n && d->consts && dt == c->dt;
+    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
+    *fresh = !same;
+    if (same) return CATTR_OK;
+    cx_derived_free(d);
+    d->g = cg_new();
+    return d->g ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+}
+
+/* The delta graph for n inputs of these ranks: inputs attr_0..attr_{n-1}, then d [B] (f(x) - f(start), rounded as
+ * the compute dtype); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
+static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
+    cx_derived *d = &e->delta_d;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->delta_dt, c, n, like, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
+    int in[MAX_IN];
+    for (int i = 0; i < n; i++) in[i] = cg_add_input(g, "__delta_attr");
+    int diff = cg_add_input(g, "__delta_endpoints");
+    cg_attrs rows = cg_attrs_default(), sum = cg_attrs_default();
+    rows.n_ints = 2;
+    rows.ints[0] = 0, rows.ints[1] = -1;
+    sum.n_ints = 1;
+    sum.ints[0] = 1;
+    int total = -1;
+    for (int i = 0; i < n; i++) {
+        int r = cg_emit(g, CG_RESHAPE, "__delta_rows", (int[]){in[i]}, 1, &rows);
+        int t = r < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__delta_row_sum", (int[]){r}, 1, &sum);
+        total = i == 0 ? t : cx_emit2(g, CG_ADD, "__delta_sum", total, t);
+        d->rank[i] = like[i]->ndim;
+    }
+    int out = cx_emit2(g, CG_SUB, "__delta", total, diff);
+    if (out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->delta_out = out;
+    d->n = n;
+    e->delta_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like,
+                          void *const *attr_dev, const double *sel, cattr_tensor **delta) {
+    int64_t B = c->B;
+    *delta = cx_tensor_alloc(c->dt, 1, &B);
+    if (!*delta) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (B == 0) return CATTR_OK;
+    cattr_status st = delta_graph(e, c, n, like);
+    cattr_tensor *diff = st == CATTR_OK ? cx_tensor_alloc(c->dt, 1, &B) : NULL;
+    if (st == CATTR_OK && !diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++)
+        cx_tensor_set(diff, b, cx_rnd(c->dt, cx_rnd(c->dt, sel[b]) - cx_rnd(c->dt, sel[B + b])));
+    cx_derived *d = &e->delta_d;
+    int nd[MAX_IN + 1];
+    int64_t sh[MAX_IN + 1][CATTR_MAX_DIMS];
+    cattr_dtype dt[MAX_IN + 1];
+    for (int i = 0; i <= n; i++) {
+        nd[i] = i < n ? like[i]->ndim : 1;
+        memcpy(sh[i], i < n ? like[i]->shape : &B, (size_t)nd[i] * sizeof(int64_t));
+        dt[i] = c->dt;
+    }
+    cx_plan *p = NULL;
+    int out = e->delta_out;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &out, 1, &p);
+    const void *host[MAX_IN + 1] = {0};
+    void *dev[MAX_IN + 1] = {0}, *res[1] = {(*delta)->data};
+    for (int i = 0; i < n; i++) dev[i] = attr_dev[i];
+    if (diff) host[n] = diff->data;
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, dev, res, NULL);
+    cattr_tensor_free(diff);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(*delta);
+        *delta = NULL;
+    }
+    return st;
+}
+
+/* The graph of cx_sum_last for n attributions of these ranks: out_i = TorchSum(attr_i, its last axis). */
+static cattr_status sum_last_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
+    cx_derived *d = &e->sum_d;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->sum_dt, c, n, like, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
+    for (int i = 0; i < n; i++) {
+        if (like[i]->ndim < 1) return cx_fail(CATTR_ERR_INTERNAL, "a scalar attribution has no last axis to sum");
+        cg_attrs sum = cg_attrs_default();
+        sum.n_ints = 1;
+        sum.ints[0] = like[i]->ndim - 1;
+        int in = cg_add_input(g, "__sum_attr");
+        e->sum_outs[i] = in < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__sum_last", (int[]){in}, 1, &sum);
+        if (e->sum_outs[i] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        d->rank[i] = like[i]->ndim;
+    }
+    d->n = n;
+    e->sum_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like, void *const *dev,
+                         cattr_tensor **out) {
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    cattr_status st = sum_last_graph(e, c, n, like);
+    int nd[MAX_IN];
+    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[MAX_IN];
+    const void *host[MAX_IN] = {0};
+    void *in[MAX_IN] = {0}, *res[MAX_IN] = {0};
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        nd[i] = like[i]->ndim;
+        memcpy(sh[i], like[i]->shape, (size_t)nd[i] * sizeof(int64_t));
+        dt[i] = c->dt;
+        if (dev) in[i] = dev[i];
+        else host[i] = like[i]->data;
+        out[i] = cx_tensor_alloc(c->dt, like[i]->ndim - 1, like[i]->shape);
+        if (!out[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else res[i] = out[i]->data;
+    }
+    cx_plan *p = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&e->sum_d.pc, e->sum_d.g, e->sum_d.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, e->sum_outs, n, &p);
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in, res, NULL);
+    for (int i = 0; i < n && st != CATTR_OK; i++) {
+        cattr_tensor_free(out[i]);
+        out[i] = NULL;
+    }
+    return st;
+}
+
+/* cx_spread's graph: inputs V [R, M + 1], ids int64 [id_rows, per], idrow int64 [R];
+ * out = SeqPick(Reshape(V, [R, M + 1, 1]), Gather(ids, idrow)) [R, per, 1]. */
+static cattr_status spread_graph(cattr_explainer *e, const cx_call *c) {
+    cx_derived *d = &e->spread_d;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->spread_dt, c, 0, NULL, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
+    int v = cg_add_input(g, "__spread_values"), ids = cg_add_input(g, "__spread_ids");
+    int idrow = cg_add_input(g, "__spread_id_rows");
+    cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default();
+    r3.n_ints = 3;
+    r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
+    int rows = cg_emit(g, CG_GATHER, "__spread_ids_of_rows", (int[]){ids, idrow}, 2, &a0);
+    int v3 = cg_emit(g, CG_RESHAPE, "__spread_values_3d", (int[]){v}, 1, &r3);
+    e->spread_out = rows < 0 || v3 < 0 ? -1 : cx_emit2(g, CG_SEQ_PICK, "__spread", v3, rows);
+    if (e->spread_out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->spread_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
+                       int64_t id_rows, int64_t per, const int64_t *idrow, cattr_tensor *out, void *out_dev) {
+    if (out->numel != R * per) return cx_fail(CATTR_ERR_INTERNAL, "cx_spread: the output has the wrong size");
+    if (R == 0 || per == 0) return CATTR_OK;
+    int64_t vsh[2] = {R, M + 1}, nid = id_rows * per;
+    cattr_tensor *vt = cx_tensor_alloc(c->dt, 2, vsh);
+    int64_t *iv = malloc((size_t)(nid + 1) * sizeof *iv);
+    cattr_status st = vt && iv ? spread_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        for (int64_t r = 0; r < R; r++) { /* column M: the value of negative ids, 0 */
+            for (int64_t f = 0; f < M; f++) cx_tensor_set(vt, r * (M + 1) + f, V[r * M + f]);
+            cx_tensor_set(vt, r * (M + 1) + M, 0.0);
+        }
+        for (int64_t k = 0; k < nid; k++) iv[k] = ids[k] < 0 ? M : ids[k];
+    }
+    /* the ids go up unless the last call uploaded the same */
+    bool same = st == CATTR_OK && e->spread_ids_host && e->spread_ids_n == nid &&
+                !memcmp(e->spread_ids_host, iv, (size_t)nid * sizeof *iv);
+    if (st == CATTR_OK && !same) {
+        free(e->spread_ids_host);
+        e->spread_ids_host = NULL;
+        st = cx_dbuf_fit(e->be, &e->spread_ids, (size_t)nid * sizeof *iv, iv, false);
+        if (st == CATTR_OK) {
+            e->spread_ids_host = iv;
+            e->spread_ids_n = nid;
+            iv = NULL;
+        }
+    }
+    int nd[3] = {2, 2, 1};
+    int64_t sh[3][CATTR_MAX_DIMS] = {{R, M + 1}, {id_rows, per}, {R}};
+    cattr_dtype dt[3] = {c->dt, CATTR_INT64, CATTR_INT64};
+    cx_plan *p = NULL;
+    if (st == CATTR_OK)
+        st = cx_plan_cache_get(&e->spread_d.pc, e->spread_d.g, e->spread_d.consts, e->p.executor == CATTR_EXEC_EAGER,
+                               nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &e->spread_out, 1, &p);
+    const void *host[3] = {vt ? vt->data : NULL, NULL, idrow};
+    void *in_dev[3] = {NULL, e->spread_ids.p, NULL};
+    void *res[1] = {out_dev ? NULL : out->data}, *res_dev[1] = {out_dev};
+    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in_dev, res, res_dev);
+    cattr_tensor_free(vt);
+    free(iv);
+    return st;
+}
+
+/* cx_pairs_mean's graph: inputs X [B, nb, per] and nb [1] (dt); out = Div(TorchSum(X, 1), nb) [B, per]. */
+static cattr_status pairs_mean_graph(cattr_explainer *e, const cx_call *c) {
+    cx_derived *d = &e->pmean_d;
+    bool fresh = false;
+    CX_CHECK(small_graph_begin(d, e->pmean_dt, c, 0, NULL, &fresh));
+    if (!fresh) return CATTR_OK;
+    cg_graph *g = d->g;
+    cg_attrs sum = cg_attrs_default();
+    sum.n_ints = 1;
+    sum.ints[0] = 1;
+    int x = cg_add_input(g, "__pairs"), nb = cg_add_input(g, "__pairs_count");
+    int t = x < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__pairs_sum", (int[]){x}, 1, &sum);
+    e->pmean_out = t < 0 || nb < 0 ? -1 : cx_emit2(g, CG_DIV, "__pairs_mean", t, nb);
+    if (e->pmean_out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    e->pmean_dt = c->dt;
+    return cx_consts_new(e->be, c->dt, &d->consts);
+}
+
+cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int n, cattr_tensor *const *like,
+                           void *const *dev, cattr_tensor **attr) {
+    for (int i = 0; i < n; i++) attr[i] = NULL;
+    int64_t one = 1;
+    cattr_tensor *cnt = cx_tensor_alloc(c->dt, 1, &one);
+    cattr_status st = cnt ? pairs_mean_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_tensor_set(cnt, 0, (double)nb);
+    for (int i = 0; i < n && st == CATTR_OK; i++) {
+        int64_t sh[CATTR_MAX_DIMS], B = c->B, per = B > 0 && nb > 0 ? like[i]->numel / (B * nb) : 0;
+        memcpy(sh, like[i]->shape, sizeof sh);
+        sh[0] = B;
+        attr[i] = cx_tensor_alloc(c->dt, like[i]->ndim, sh);
+        if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st != CATTR_OK || attr[i]->numel == 0) continue;
+        int nd[2] = {3, 1};
+        int64_t ish[2][CATTR_MAX_DIMS] = {{B, nb, per}, {1}};
+        cattr_dtype dt[2] = {c->dt, c->dt};
+        cx_plan *p = NULL;
+        st = cx_plan_cache_get(&e->pmean_d.pc, e->pmean_d.g, e->pmean_d.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
+                               (const int64_t(*)[CATTR_MAX_DIMS])ish, dt, &e->pmean_out, 1, &p);
+        const void *host[2] = {NULL, cnt->data};
+        void *in[2] = {dev[i], NULL}, *res[1] = {attr[i]->data};
+        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in, res, NULL);
+    }
+    cattr_tensor_free(cnt);
+    for (int i = 0; i < n && st != CATTR_OK; i++) {
+        cattr_tensor_free(attr[i]);
+        attr[i] = NULL;
+    }
+    return st;
+}
+
+cattr_status cx_convergence_delta_dev(cattr_explainer *e, cx_call *c, void *const *attr_dev,
+                                      cattr_tensor *const *start, cattr_tensor **delta) {
+    double *sel = malloc((size_t)(2 * c->B + 1) * sizeof *sel);
+    cattr_status st = sel ? cx_delta_forward(e, c, start, sel) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) cx_keep_fx(e, sel, c->B);
+    if (st == CATTR_OK) st = cx_delta_dev(e, c, c->n, c->x, attr_dev, sel, delta);
+    free(sel);
+    return st;
+}
+
+void cx_keep_fx(cattr_explainer *e, const double *sel, int64_t B) {
+    double *f = realloc(e->fx, (size_t)(B > 0 ? B : 1) * sizeof *f);
+    if (!f) {
+        e->fx_n = 0;
+        return;
+    }
+    memcpy(f, sel, (size_t)B * sizeof *f);
+    e->fx = f;
+    e->fx_n = B;
+}
