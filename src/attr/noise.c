@@ -14,51 +14,24 @@
  * input and example whose counter is the sample. Without explicit draws GradientShap also cuts its samples into
  * partitions that fit the memory budget; that changes nothing but the rounding.
  */
-#include "attr/internal.h"
-#include "core/rng.h"
+#include "attr/noise_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* A partition: m samples per example, the first being sample j0 of nt_samples; `part` counts partitions. */
-typedef struct part_info {
-    int64_t m, j0;
-    uint64_t part;
-} part_info;
 
-typedef cattr_status (*inner_fn)(cattr_explainer *e, cx_call *c, const part_info *pi, cattr_tensor **attr,
-                                 cattr_tensor **delta);
 
-/* One tunnel: Captum's NoiseTunnel.attribute arguments and the method it wraps. */
-typedef struct tunnel {
-    cattr_noise_tunnel type;
-    int64_t n;     /* nt_samples */
-    int64_t batch; /* samples per full partition */
-    double stdev;
-    bool draw_baselines; /* draw_baseline_from_distrib */
-    /* partitions made only to bound memory (GradientShap, generator only): the result is that of one partition,
-     * baseline rows drawn for each sample (Captum draws them once for all full partitions and again for the
-     * remainder) and deltas in one partition's order */
-    bool split;
-    inner_fn inner;
-    bool inner_dist; /* the wrapped method takes its baselines as a distribution (cx_call.dist) */
-    uint64_t tag;    /* generator stream family, so that nested tunnels draw independent numbers */
-} tunnel;
 
-/* Generator streams: a family (tag), a kind of draw, the input, a draw number and the example; within a stream the
- * counter is the sample, so that the numbers do not depend on how the samples are cut into partitions. */
-enum { TAG_NOISE_TUNNEL = 1, TAG_GRADIENT_SHAP = 2 };
-enum { DRAW_NOISE = 1, DRAW_BASELINE = 2, DRAW_COEFF = 3 };
 
-static uint64_t stream_id(uint64_t tag, uint64_t kind, uint64_t input, uint64_t no, int64_t example) {
+uint64_t cx_nt_stream_id(uint64_t tag, uint64_t kind, uint64_t input, uint64_t no, int64_t example) {
     return (tag << 56) | (kind << 48) | ((input & 0xff) << 40) | ((no & 0xff) << 32) |
            ((uint64_t)example & 0xffffffffu);
 }
 
 uint64_t cx_tunnel_noise_stream(int input, int64_t example) {
-    return stream_id(TAG_NOISE_TUNNEL, DRAW_NOISE, (uint64_t)input, 0, example);
+    return cx_nt_stream_id(TAG_NOISE_TUNNEL, DRAW_NOISE, (uint64_t)input, 0, example);
 }
 
 /* splitmix64: the seed the wrapped method sees in partition `part`, so that stochastic inner methods do not repeat
@@ -70,10 +43,10 @@ static uint64_t mix_seed(uint64_t seed, uint64_t part) {
     return z ^ (z >> 31);
 }
 
-static cattr_status oom(void) { return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"); }
+cattr_status cx_nt_oom(void) { return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"); }
 
 /* A tensor of `rows` rows shaped like t's rows (uninitialised). */
-static cattr_tensor *alloc_rows(const cattr_tensor *t, cattr_dtype dt, int64_t rows) {
+cattr_tensor *cx_nt_alloc_rows(const cattr_tensor *t, cattr_dtype dt, int64_t rows) {
     int64_t sh[CATTR_MAX_DIMS];
     memcpy(sh, t->shape, sizeof sh);
     sh[0] = rows;
@@ -122,7 +95,7 @@ static cattr_status draw_indices(cattr_explainer *e, cx_call *c, const tunnel *t
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t j = 0; j < m; j++) {
             cx_rng g;
-            cx_rng_init(&g, e->p.seed, stream_id(t->tag, DRAW_BASELINE, (uint64_t)i, no, b));
+            cx_rng_init(&g, e->p.seed, cx_nt_stream_id(t->tag, DRAW_BASELINE, (uint64_t)i, no, b));
             g.index = (uint64_t)(j0 + j);
             idx[b * m + j] = cx_rng_below(&g, n_ref);
         }
@@ -130,18 +103,15 @@ static cattr_status draw_indices(cattr_explainer *e, cx_call *c, const tunnel *t
 }
 
 
-static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
-                                 double stdev, void *out);
-
-/* Input i repeated m times per example (interleaved) plus its float32 Gaussian noise (noise_values: the draws the
+/* Input i repeated m times per example (interleaved) plus its float32 Gaussian noise (cx_nt_noise_values: the draws the
  * backend tunnel uses too), added on the host for a wrapped method that takes host inputs. */
 static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t, int i, const part_info *pi,
                                 cattr_tensor **out) {
     const cattr_tensor *x = c->x[i];
     int64_t per = c->B ? x->numel / c->B : 0;
-    cattr_tensor *o = alloc_rows(x, c->dt, c->B * pi->m);
-    if (!o) return oom();
-    cattr_status st = noise_values(e, c, t->tag, i, pi->m, pi->j0, t->stdev, o->data);
+    cattr_tensor *o = cx_nt_alloc_rows(x, c->dt, c->B * pi->m);
+    if (!o) return cx_nt_oom();
+    cattr_status st = cx_nt_noise_values(e, c, t->tag, i, pi->m, pi->j0, t->stdev, o->data);
     for (int64_t r = 0; r < c->B * pi->m && st == CATTR_OK; r++)
         for (int64_t k = 0; k < per; k++)
             cx_tensor_set(o, r * per + k, cx_rnd(c->dt, cx_tensor_get(x, (r / pi->m) * per + k) + cx_tensor_get(o, r * per + k)));
@@ -155,17 +125,8 @@ static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t,
 
 /* ---- the derived call ------------------------------------------------------------------------------------------ */
 
-/* The call the wrapped method sees for a partition of m samples: B*m rows, everything interleaved per example. */
-typedef struct derived {
-    cx_call c;
-    cattr_call user;
-    cattr_target target;
-    int64_t *tidx;
-    cattr_tensor *masks[CX_MAX_IN]; /* expanded feature masks (owned), or NULL */
-    const cattr_tensor *in[CX_MAX_IN], *bl[CX_MAX_IN], *add[CX_MAX_IN], *fm[CX_MAX_IN];
-} derived;
 
-static void derived_free(derived *d) {
+void cx_nt_derived_free(derived *d) {
     for (int i = 0; i < CX_MAX_IN; i++) {
         cattr_tensor_free(d->c.x[i]);
         cattr_tensor_free(d->c.base[i]);
@@ -178,7 +139,7 @@ static void derived_free(derived *d) {
 }
 
 /* Everything but the inputs and baselines: additional inputs, target, feature masks, the draw queue. */
-static cattr_status derived_init(const cx_call *c, int64_t m, derived *d) {
+cattr_status cx_nt_derived_init(const cx_call *c, int64_t m, derived *d) {
     memset(d, 0, sizeof *d);
     d->c.n = c->n;
     d->c.B = c->B * m;
@@ -188,7 +149,7 @@ static cattr_status derived_init(const cx_call *c, int64_t m, derived *d) {
     d->c.next_draw = c->next_draw;
     for (int j = 0; j < c->n_add; j++) {
         d->c.add[j] = cx_expand_rows(c->add[j], m, CX_INTERLEAVE);
-        if (!d->c.add[j]) return oom();
+        if (!d->c.add[j]) return cx_nt_oom();
         d->add[j] = d->c.add[j];
     }
     const cattr_target *t = c->target;
@@ -200,7 +161,7 @@ static cattr_status derived_init(const cx_call *c, int64_t m, derived *d) {
         if (t->n_idx < 0 || (t->n_idx > 0 && !t->idx))
             return cx_fail(CATTR_ERR_TARGET, "a per-example target needs its indices");
         d->tidx = malloc((size_t)(d->c.B * t->n_idx + 1) * sizeof *d->tidx);
-        if (!d->tidx) return oom();
+        if (!d->tidx) return cx_nt_oom();
         for (int64_t b = 0; b < c->B; b++)
             for (int64_t j = 0; j < m; j++)
                 for (int k = 0; k < t->n_idx; k++) d->tidx[(b * m + j) * t->n_idx + k] = t->idx[b * t->n_idx + k];
@@ -221,7 +182,7 @@ static cattr_status derived_init(const cx_call *c, int64_t m, derived *d) {
             const cattr_tensor *fm = c->user->feature_masks[i];
             if (fm && fm->ndim >= 1 && fm->shape[0] > 1) {
                 d->masks[i] = cx_expand_rows(fm, m, CX_INTERLEAVE);
-                if (!d->masks[i]) return oom();
+                if (!d->masks[i]) return cx_nt_oom();
                 fm = d->masks[i];
             }
             d->fm[i] = fm;
@@ -234,7 +195,7 @@ static cattr_status derived_init(const cx_call *c, int64_t m, derived *d) {
 /* Input i's baselines in the derived call: the drawn rows `idx`, or (idx NULL) the caller's baselines expanded as
  * Captum does: per-example tensors interleaved, a distribution of another size (or one row) kept as it is. A method
  * without distributions gets a full tensor of B*m rows. */
-static cattr_status derived_baseline(const cx_call *c, const tunnel *t, int i, int64_t m, const int64_t *idx,
+cattr_status cx_nt_derived_baseline(const cx_call *c, const tunnel *t, int i, int64_t m, const int64_t *idx,
                                      derived *d) {
     const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
     int64_t rows = c->B * m;
@@ -243,8 +204,8 @@ static cattr_status derived_baseline(const cx_call *c, const tunnel *t, int i, i
     int64_t per = src->shape[0] ? src->numel / src->shape[0] : 0;
     size_t row_bytes = (size_t)per * cattr_dtype_size(src->dtype);
     if (idx) {
-        o = alloc_rows(src, src->dtype, rows);
-        if (!o) return oom();
+        o = cx_nt_alloc_rows(src, src->dtype, rows);
+        if (!o) return cx_nt_oom();
         for (int64_t r = 0; r < rows; r++)
             memcpy((char *)o->data + (size_t)r * row_bytes, (const char *)src->data + (size_t)idx[r] * row_bytes,
                    row_bytes);
@@ -260,7 +221,7 @@ static cattr_status derived_baseline(const cx_call *c, const tunnel *t, int i, i
                        "baselines from the distribution (draw_baseline_from_distrib)",
                        i, (long long)src->shape[0]);
     }
-    if (!o) return oom();
+    if (!o) return cx_nt_oom();
     if (t->inner_dist) d->c.dist[i] = o;
     else d->c.base[i] = o;
     d->bl[i] = o;
@@ -269,16 +230,8 @@ static cattr_status derived_baseline(const cx_call *c, const tunnel *t, int i, i
 
 /* ---- accumulation ------------------------------------------------------------------------------------------- */
 
-/* Per-example sums over samples of the attributions and their squares, in the attributions' dtype. */
-typedef struct sums {
-    cattr_dtype dt;
-    int ndim;
-    int64_t shape[CATTR_MAX_DIMS];
-    int64_t numel;
-    double *sum, *sq;
-} sums;
 
-static cattr_status accumulate(const cattr_tensor *a, int i, int64_t m, sums *s) {
+cattr_status cx_nt_accumulate(const cattr_tensor *a, int i, int64_t m, sums *s) {
     if (a->ndim < 1 || a->shape[0] % m != 0)
         return cx_fail(CATTR_ERR_SHAPE, "the wrapped method's attribution %d has %lld rows, not a multiple of the %lld "
                                         "samples",
@@ -294,12 +247,12 @@ static cattr_status accumulate(const cattr_tensor *a, int i, int64_t m, sums *s)
         s->numel = bsz * per;
         s->sum = malloc((size_t)(s->numel + 1) * sizeof *s->sum);
         s->sq = malloc((size_t)(s->numel + 1) * sizeof *s->sq);
-        if (!s->sum || !s->sq) return oom();
+        if (!s->sum || !s->sq) return cx_nt_oom();
     } else if (bsz * per != s->numel || dt != s->dt) {
         return cx_fail(CATTR_ERR_SHAPE, "the wrapped method's attribution %d changed shape between partitions", i);
     }
     double *col = malloc((size_t)(2 * m + 1) * sizeof *col), *col_sq = col ? col + m : NULL;
-    if (!col) return oom();
+    if (!col) return cx_nt_oom();
     for (int64_t b = 0; b < bsz; b++)
         for (int64_t k = 0; k < per; k++) {
             for (int64_t j = 0; j < m; j++) {
@@ -320,7 +273,7 @@ static cattr_status accumulate(const cattr_tensor *a, int i, int64_t m, sums *s)
  * (Python evaluates (sum * 1) / n). */
 static cattr_status smooth(const sums *s, cattr_noise_tunnel type, int64_t n, cattr_tensor **out) {
     cattr_tensor *o = cx_tensor_alloc(s->dt, s->ndim, s->shape);
-    if (!o) return oom();
+    if (!o) return cx_nt_oom();
     for (int64_t k = 0; k < s->numel; k++) {
         double mean = cx_rnd(s->dt, s->sum[k] / (double)n), mean_sq = cx_rnd(s->dt, s->sq[k] / (double)n), v;
         if (type == CATTR_NT_SMOOTHGRAD) v = mean;
@@ -334,7 +287,7 @@ static cattr_status smooth(const sums *s, cattr_noise_tunnel type, int64_t n, ca
 
 /* Concatenates the partitions' deltas (Captum), or for a split tunnel puts them in one partition's order: entry
  * (b*n + j)*q + s for sample j of example b. */
-static cattr_status concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_tensor **parts, int n_parts,
+cattr_status cx_nt_concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_tensor **parts, int n_parts,
                                   cattr_tensor **out) {
     int64_t total = 0;
     for (int p = 0; p < n_parts; p++) {
@@ -343,7 +296,7 @@ static cattr_status concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_
     }
     if (n_parts == 0) return CATTR_OK;
     cattr_tensor *o = cx_tensor_alloc(parts[0]->dtype, 1, &total);
-    if (!o) return oom();
+    if (!o) return cx_nt_oom();
     int64_t at = 0;
     for (int p = 0; p < n_parts; p++) {
         int64_t m = p * bs + bs <= t->n ? bs : t->n - p * bs, q = parts[p]->numel / (B * m);
@@ -367,10 +320,10 @@ static cattr_status concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_
  * accumulation. */
 /* The baseline rows Captum draws once for the full partitions of bs samples, before any noise (idx[i] for the inputs
  * whose baselines are drawn: allocated for B*bs rows; a split tunnel draws per partition instead). */
-static cattr_status draw_first(cattr_explainer *e, cx_call *c, const tunnel *t, int64_t bs, int64_t **idx) {
+cattr_status cx_nt_draw_first(cattr_explainer *e, cx_call *c, const tunnel *t, int64_t bs, int64_t **idx) {
     for (int i = 0; i < c->n && t->draw_baselines; i++) {
         if (!tensor_baseline(c, i)) continue;
-        if (!(idx[i] = malloc((size_t)(c->B * bs + 1) * sizeof *idx[i]))) return oom();
+        if (!(idx[i] = malloc((size_t)(c->B * bs + 1) * sizeof *idx[i]))) return cx_nt_oom();
         if (!t->split) CX_CHECK(draw_indices(e, c, t, i, bs, 0, 0, idx[i]));
     }
     return CATTR_OK;
@@ -378,7 +331,7 @@ static cattr_status draw_first(cattr_explainer *e, cx_call *c, const tunnel *t, 
 
 /* A partition's own baseline rows, drawn after its noise: the remainder partition's (Captum's second draw), or every
  * partition's in a split tunnel. */
-static cattr_status draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, int64_t **idx) {
+cattr_status cx_nt_draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, int64_t **idx) {
     for (int i = 0; i < c->n; i++)
         if (idx[i])
             CX_CHECK(t->split ? draw_indices(e, c, t, i, pi->m, pi->j0, 0, idx[i])
@@ -386,18 +339,18 @@ static cattr_status draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, 
     return CATTR_OK;
 }
 
-static cattr_status run_partition(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, bool redraw,
+cattr_status cx_nt_run_partition(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, bool redraw,
                                   int64_t **idx, sums *acc, cattr_tensor **delta) {
     int64_t m = pi->m;
     derived d;
     cattr_tensor *attr[CX_MAX_IN] = {0};
-    cattr_status st = derived_init(c, m, &d);
+    cattr_status st = cx_nt_derived_init(c, m, &d);
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         st = noisy_input(e, c, t, i, pi, &d.c.x[i]);
         d.in[i] = d.c.x[i];
     }
-    if (redraw && st == CATTR_OK) st = draw_again(e, c, t, pi, idx); /* after the noise, as Captum */
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = derived_baseline(c, t, i, m, idx[i], &d);
+    if (redraw && st == CATTR_OK) st = cx_nt_draw_again(e, c, t, pi, idx); /* after the noise, as Captum */
+    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = cx_nt_derived_baseline(c, t, i, m, idx[i], &d);
     if (st == CATTR_OK) {
         d.c.next_draw = c->next_draw;
         st = t->inner(e, &d.c, pi, attr, delta);
@@ -405,17 +358,17 @@ static cattr_status run_partition(cattr_explainer *e, cx_call *c, const tunnel *
     }
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         if (!attr[i]) st = cx_fail(CATTR_ERR_INTERNAL, "the wrapped method returned no attribution for input %d", i);
-        else st = accumulate(attr[i], i, m, &acc[i]);
+        else st = cx_nt_accumulate(attr[i], i, m, &acc[i]);
     }
     for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(attr[i]);
-    derived_free(&d);
+    cx_nt_derived_free(&d);
     return st;
 }
 
 /* A split call (split.c) of a tunnel around a method that runs once per partition: the partitions are the units; a
  * unit's values are, per input, the partition's sums and sums of squares (the attributions must have the inputs'
  * shapes and the compute dtype), then whether the method gave a delta and its B * m values. A part computes its
- * partitions into sums of their own; combining adds the parts' sums in partition order, as accumulate() does. */
+ * partitions into sums of their own; combining adds the parts' sums in partition order, as cx_nt_accumulate() does. */
 static int64_t tunnel_width(const cx_call *c, int64_t bs) {
     int64_t w = 1 + c->B * bs;
     for (int i = 0; i < c->n; i++) w += 2 * c->x[i]->numel;
@@ -455,7 +408,7 @@ static cattr_status tunnel_take(cx_vsplit *v, int64_t k, const cx_call *c, sums 
             s->numel = n;
             s->sum = malloc((size_t)(n + 1) * sizeof *s->sum);
             s->sq = malloc((size_t)(n + 1) * sizeof *s->sq);
-            if (!s->sum || !s->sq) return oom();
+            if (!s->sum || !s->sq) return cx_nt_oom();
         }
         for (int64_t o = 0; o < n; o++) {
             s->sum[o] = first ? vals[at + o] : cx_rnd(s->dt, s->sum[o] + vals[at + o]);
@@ -465,13 +418,13 @@ static cattr_status tunnel_take(cx_vsplit *v, int64_t k, const cx_call *c, sums 
     }
     if (vals[at] != 0 && delta) {
         int64_t len = c->B * m;
-        if (!(*delta = cx_tensor_alloc(c->dt, 1, &len))) return oom();
+        if (!(*delta = cx_tensor_alloc(c->dt, 1, &len))) return cx_nt_oom();
         for (int64_t r = 0; r < len; r++) cx_tensor_set(*delta, r, vals[at + 1 + r]);
     }
     return CATTR_OK;
 }
 
-static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
+cattr_status cx_nt_run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
                                cattr_tensor **delta_out) {
     int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
     int64_t full = t->n / bs, rem = t->n - full * bs;
@@ -480,7 +433,7 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     int64_t *idx[CX_MAX_IN] = {0};
     cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
     memset(acc, 0, sizeof acc);
-    cattr_status st = deltas ? CATTR_OK : oom();
+    cattr_status st = deltas ? CATTR_OK : cx_nt_oom();
     bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
     if (st == CATTR_OK && splitting && c->user && c->user->n_draws > 0)
         st = cx_fail(CATTR_ERR_UNSUPPORTED, "a noise tunnel with explicit random draws (a replay) is not split into "
@@ -489,14 +442,14 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     memset(&v, 0, sizeof v);
     double *vals = NULL;
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_parts, 1, tunnel_width(c, bs), &v);
-    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)v.n_out + 1, sizeof *vals))) st = oom();
+    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)v.n_out + 1, sizeof *vals))) st = cx_nt_oom();
     /* Captum draws the baseline rows of the full partitions once, before any noise, and reuses them in each */
-    if (st == CATTR_OK) st = draw_first(e, c, t, bs, idx);
+    if (st == CATTR_OK) st = cx_nt_draw_first(e, c, t, bs, idx);
     for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
         part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
         bool redraw = p < full ? t->split : true;
         if (v.mode == CX_VSPLIT_NONE) {
-            st = run_partition(e, c, t, &pi, redraw, idx, acc, delta_out ? &deltas[p] : NULL);
+            st = cx_nt_run_partition(e, c, t, &pi, redraw, idx, acc, delta_out ? &deltas[p] : NULL);
         } else if (v.mode == CX_VSPLIT_COMBINE) {
             st = tunnel_take(&v, p, c, acc, delta_out ? &deltas[p] : NULL, pi.m, vals);
         } else if (cx_vsplit_mine(&v, p)) { /* a part: this partition's own sums (and delta) */
@@ -505,7 +458,7 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
             memset(ps, 0, sizeof ps);
             struct cx_split saved = e->split; /* the wrapped method runs whole */
             memset(&e->split, 0, sizeof e->split);
-            st = run_partition(e, c, t, &pi, redraw, idx, ps, e->p.return_convergence_delta ? &pd : NULL);
+            st = cx_nt_run_partition(e, c, t, &pi, redraw, idx, ps, e->p.return_convergence_delta ? &pd : NULL);
             e->split = saved;
             if (st == CATTR_OK) st = tunnel_put(&v, p, c, ps, pd, pi.m, vals);
             for (int i = 0; i < CX_MAX_IN; i++) {
@@ -519,7 +472,7 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     free(vals);
     bool part = v.mode == CX_VSPLIT_PART; /* a part: its bytes are the result */
     for (int i = 0; i < c->n && st == CATTR_OK && !part; i++) st = smooth(&acc[i], t->type, t->n, &attr_out[i]);
-    if (st == CATTR_OK && delta_out && !part) st = concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
+    if (st == CATTR_OK && delta_out && !part) st = cx_nt_concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
     if (st != CATTR_OK)
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(attr_out[i]);
@@ -532,956 +485,6 @@ static cattr_status run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, 
     }
     for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
     free(deltas);
-    return st;
-}
-
-/* ---- the tunnel on the backend ------------------------------------------------------------------------------
- * Around the gradient methods whose attribution is one gradient pass (Saliency, InputXGradient, GuidedBackprop,
- * Deconvolution) and for GradientShap, the whole tunnel is one derived graph: for a chunk of R rows of a partition
- * (row r = b*m + j, sample j of example b; rows[r] = b):
- *   inputs   x_i [B, ...], the additional inputs a_j [B, ...], seed [B, out...] (the target mask of one block),
- *            rows [R] (int64), noise_i [R, ...] (in the compute dtype), sum_i, sq_i [B, ...];
- *            GradientShap also src_i [n_ref, ...] (the baseline rows), bidx_i [R] (int64: each row's baseline row),
- *            coef_i, omc_i [R, 1, ...] (its coefficient c and 1 - c per row)
- *   prefix   xn_i = Gather(x_i, rows) + noise_i;  GradientShap: bg_i = Gather(src_i, bidx_i),
- *            p_i = c * xn_i + (1 - c) * bg_i  (Captum's order), else p_i = xn_i
- *   model    on p_i and Gather(a_j, rows), its gradient g_i seeded with Gather(seed, rows)
- *   suffix   a_i = g_i, |g_i| (Saliency, abs), g_i * xn_i (InputXGradient), (xn_i - bg_i) * g_i (GradientShap)
- *            sum_out_i = sum_i + GatherGrad(a_i, rows, x_i),  sq_out_i = sq_i + GatherGrad(a_i * a_i, rows, x_i)
- *            GradientShap's delta: rowsum_i = the sum of a_i over each row, and the model at xn_i and at bg_i
- * The noise is drawn on the backend into noise_i per partition (noise_on_backend: NormalNoise from each row's
- * generator stream and first block; a recorded run's noise is uploaded), the other draws (baseline rows,
- * coefficients) are made on the host and uploaded once per partition; the accumulators stay on the backend from chunk to chunk and partition to partition; a last small graph makes
- * smoothgrad (sum / n), smoothgrad_sq (sq / n) or vargrad (sq / n - (sum / n)^2), and the attributions come down
- * once. Captum accumulates each partition's sum in one reduction; this adds the rows of a chunk in row order, which
- * changes only the rounding. */
-
-/* DEV_IO: not a graph of the tunnel's own but the one around a method that takes its inputs and leaves its
- * attributions on the backend (run_tunnel_io) */
-enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP, DEV_LAYER_GSHAP, DEV_IO };
-
-typedef struct dev_tunnel {
-    int kind, n, n_add, mul;
-    /* the attributions it sums: one per input, or (DEV_LAYER_GSHAP) one per layer tensor lv[k]; their shapes for the
-     * call (acc_nd is part of what the graph was built for) */
-    int n_acc, lv[CX_MAX_IN], acc_nd[CX_MAX_IN];
-    int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
-    cx_plan_cache lpc; /* the layer's shape plans */
-    cg_graph *g;
-    int n_in, outs[3 * CX_MAX_IN + 2];
-    cx_consts *consts;
-    cx_plan_cache pc;
-    cg_graph *fin_g; /* smoothgrad / smoothgrad_sq / vargrad from the sums */
-    int fin_type, fin_outs[CX_MAX_IN];
-    cx_plan_cache fin_pc;
-    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
-    cx_dbuf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
-    /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
-     * per input, built for these row shapes, seed and standard deviation */
-    cg_graph *ng;
-    int ng_n, ng_nd[CX_MAX_IN], ng_outs[CX_MAX_IN];
-    int64_t ng_row[CX_MAX_IN][CATTR_MAX_DIMS];
-    uint64_t ng_seed;
-    double ng_sd;
-    cx_plan_cache npc;
-} dev_tunnel;
-
-/* graph-input positions */
-#define DT_X(i) (i)
-#define DT_ADD(j) (s->n + (j))
-#define DT_SEED (s->n + s->n_add)
-#define DT_ROWS (DT_SEED + 1)
-#define DT_NOISE(i) (DT_ROWS + 1 + (i))
-#define DT_SUM(k) (DT_ROWS + 1 + s->n + (k))
-#define DT_SQ(k) (DT_ROWS + 1 + s->n + s->n_acc + (k))
-#define DT_GS0 (DT_ROWS + 1 + s->n + 2 * s->n_acc)
-#define DT_SRC(i) (DT_GS0 + (i))
-#define DT_BIDX(i) (DT_GS0 + s->n + (i))
-#define DT_COEF(i) (DT_GS0 + 2 * s->n + (i))
-#define DT_OMC(i) (DT_GS0 + 3 * s->n + (i))
-#define DT_MAX_IN (8 * CX_MAX_IN + 2)
-/* output positions in outs[] */
-#define DO_SUM(k) (k)
-#define DO_SQ(k) (s->n_acc + (k))
-#define DO_ROWSUM(k) (2 * s->n_acc + (k))
-#define DO_FX (3 * s->n_acc)
-#define DO_FB (3 * s->n_acc + 1)
-
-static void dev_tunnel_free(dev_tunnel *s) {
-    if (!s) return;
-    cx_plan_cache_clear(&s->pc);
-    cx_plan_cache_clear(&s->fin_pc);
-    cx_plan_cache_clear(&s->lpc);
-    cx_plan_cache_clear(&s->npc);
-    cg_free(s->ng);
-    cx_dbuf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
-    for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
-        for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&bufs[k][i]);
-    cx_dbuf_free(&s->seed);
-    cx_dbuf_free(&s->rows);
-    cx_dbuf_free(&s->nval);
-    cx_dbuf_free(&s->fx);
-    cx_dbuf_free(&s->fb);
-    cx_consts_free(s->consts);
-    cg_free(s->g);
-    cg_free(s->fin_g);
-    free(s);
-}
-
-void cx_tunnel_release(cattr_explainer *e) {
-    dev_tunnel_free(e->tunnel_state);
-    e->tunnel_state = NULL;
-}
-
-
-static cattr_status dev_build(cattr_explainer *e, dev_tunnel *s) {
-    const cg_graph *m = e->m->g;
-    bool layer = s->kind == DEV_LAYER_GSHAP, gs = s->kind == DEV_GSHAP || layer;
-    cg_graph *g = NULL;
-    int *map = NULL, *map_x = NULL, *map_b = NULL;
-    CX_CHECK(cx_derive_new(m, &g, &map));
-    s->n_in = DT_GS0 + (gs ? 4 * s->n : 0);
-    int v[DT_MAX_IN], bad = 0;
-    for (int k = 0; k < DT_MAX_IN; k++) v[k] = -1;
-    for (int k = 0; k < s->n_in; k++) {
-        char nm[32];
-        snprintf(nm, sizeof nm, "__nt_in%d", k);
-        bad |= (v[k] = cg_add_input(g, nm)) < 0;
-    }
-    int rows = v[DT_ROWS], xn[CX_MAX_IN], bg[CX_MAX_IN], in_map[2 * CX_MAX_IN];
-    for (int i = 0; i < s->n && !bad; i++) {
-        xn[i] = cx_emit2(g, CG_ADD, "__nt_noisy", cx_emit2(g, CG_GATHER, "__nt_x_rows", v[DT_X(i)], rows), v[DT_NOISE(i)]);
-        in_map[i] = xn[i];
-        if (gs) {
-            bg[i] = cx_emit2(g, CG_GATHER, "__nt_baseline_rows", v[DT_SRC(i)], v[DT_BIDX(i)]);
-            in_map[i] = cx_emit2(g, CG_ADD, "__nt_point", cx_emit2(g, CG_MUL, "__nt_c_x", v[DT_COEF(i)], xn[i]),
-                              cx_emit2(g, CG_MUL, "__nt_omc_b", v[DT_OMC(i)], bg[i]));
-        }
-        bad |= xn[i] < 0 || in_map[i] < 0;
-    }
-    for (int j = 0; j < s->n_add && !bad; j++)
-        bad |= (in_map[s->n + j] = cx_emit2(g, CG_GATHER, "__nt_add_rows", v[DT_ADD(j)], rows)) < 0;
-    cattr_status st = bad ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
-    int base = g->n_nodes; /* the model's nodes start here: GuidedBackprop's and Deconvolution's rules key on them */
-    if (st == CATTR_OK) st = cx_graph_append_model(g, m, in_map, map);
-    int grads[CX_MAX_IN];
-    if (st == CATTR_OK) {
-        int seed = cx_emit2(g, CG_GATHER, "__nt_seed_rows", v[DT_SEED], rows);
-        int wrt[CX_MAX_IN];
-        for (int k = 0; k < s->n_acc; k++) wrt[k] = layer ? map[s->lv[k]] : in_map[k];
-        st = seed < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : cx_rules_bind(&e->rules, base);
-        if (st == CATTR_OK) st = cg_autodiff(g, map[cx_model_output(e->m)], seed, wrt, s->n_acc, &e->rules, grads);
-        cx_rules_bind(&e->rules, 0);
-    }
-    if (st == CATTR_OK && gs) { /* the model at the noisy inputs and at the baselines: the delta's f, the layer */
-        map_x = malloc((size_t)(m->n_vals + 1) * sizeof *map_x);
-        map_b = malloc((size_t)(m->n_vals + 1) * sizeof *map_b);
-        if (!map_x || !map_b) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) {
-            for (int i = 0; i < s->n; i++) in_map[i] = xn[i];
-            st = cx_graph_append_model(g, m, in_map, map_x);
-        }
-        if (st == CATTR_OK) {
-            for (int i = 0; i < s->n; i++) in_map[i] = bg[i];
-            st = cx_graph_append_model(g, m, in_map, map_b);
-        }
-        if (st == CATTR_OK) {
-            s->outs[DO_FX] = map_x[cx_model_output(e->m)];
-            s->outs[DO_FB] = map_b[cx_model_output(e->m)];
-        }
-    }
-    for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
-        int a = grads[i];
-        if (s->kind == DEV_GRAD_ABS) a = cg_emit(g, CG_ABS, "__nt_abs", &a, 1, NULL);
-        else if (s->kind == DEV_GRAD_X) a = cx_emit2(g, CG_MUL, "__nt_times_input", a, xn[i]);
-        else if (layer && s->mul)
-            a = cx_emit2(g, CG_MUL, "__nt_times_diff", cx_emit2(g, CG_SUB, "__nt_a_minus_a0", map_x[s->lv[i]], map_b[s->lv[i]]), a);
-        else if (gs && s->mul) a = cx_emit2(g, CG_MUL, "__nt_times_diff", cx_emit2(g, CG_SUB, "__nt_x_minus_b", xn[i], bg[i]), a);
-        int in3[3] = {a, rows, v[DT_SUM(i)]}, sq = cx_emit2(g, CG_MUL, "__nt_square", a, a);
-        int su = a < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sum", in3, 3, NULL);
-        in3[0] = sq;
-        int ssq = sq < 0 ? -1 : cg_emit(g, CG_GATHER_GRAD, "__nt_sample_sq_sum", in3, 3, NULL);
-        s->outs[DO_SUM(i)] = cx_emit2(g, CG_ADD, "__nt_sum_out", v[DT_SUM(i)], su);
-        s->outs[DO_SQ(i)] = cx_emit2(g, CG_ADD, "__nt_sq_out", v[DT_SQ(i)], ssq);
-        if (gs) { /* each row's sum */
-            cg_attrs ra = cg_attrs_default();
-            for (int d = 1; d < s->acc_nd[i]; d++) ra.ints[ra.n_ints++] = d;
-            s->outs[DO_ROWSUM(i)] = a < 0 ? -1 : ra.n_ints ? cg_emit(g, CG_REDUCE_SUM, "__nt_row_sum", &a, 1, &ra) : a;
-        }
-        if (s->outs[DO_SUM(i)] < 0 || s->outs[DO_SQ(i)] < 0 || (gs && s->outs[DO_ROWSUM(i)] < 0))
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    free(map);
-    free(map_x);
-    free(map_b);
-    if (st != CATTR_OK) {
-        cg_free(g);
-        return st;
-    }
-    s->g = g;
-    return CATTR_OK;
-}
-
-/* The state for this call (rebuilt when the inputs or the kind change). */
-/* The DEV_IO graph (run_tunnel_io), two independent parts planned apart by their outputs:
- *   noisy inputs  inputs x_i [B, ...], rows [R], noise_i [R, ...]: outs[i] = Gather(x_i, rows) + noise_i
- *   sums          inputs a_i [B, m, per] (a partition's attributions), sum_i, sq_i [B, per]:
- *                 outs[n + i] = sum_i + TorchSum(a_i, 1), outs[2n + i] = sq_i + TorchSum(a_i * a_i, 1)
- *                 (accumulate()'s arithmetic: the samples of each example summed in torch's order, then added) */
-static cattr_status io_build(dev_tunnel *s) {
-    cg_graph *g = s->g = cg_new();
-    if (!g) return oom();
-    int n = s->n, x[CX_MAX_IN], nz[CX_MAX_IN], a[CX_MAX_IN], su[CX_MAX_IN], sq[CX_MAX_IN], bad = 0;
-    for (int i = 0; i < n; i++) bad |= (x[i] = cg_add_input(g, "__nt_x")) < 0;
-    int rows = cg_add_input(g, "__nt_rows");
-    for (int i = 0; i < n; i++) bad |= (nz[i] = cg_add_input(g, "__nt_noise")) < 0;
-    for (int i = 0; i < n; i++) bad |= (a[i] = cg_add_input(g, "__nt_attr")) < 0;
-    for (int i = 0; i < n; i++) bad |= (su[i] = cg_add_input(g, "__nt_sum")) < 0;
-    for (int i = 0; i < n; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
-    s->n_in = 5 * n + 1;
-    cg_attrs ax = cg_attrs_default();
-    ax.n_ints = 1;
-    ax.ints[0] = 1;
-    for (int i = 0; i < n && !bad && rows >= 0; i++) {
-        s->outs[i] = cx_emit2(g, CG_ADD, "__nt_noisy", cx_emit2(g, CG_GATHER, "__nt_rows_of", x[i], rows), nz[i]);
-        int ts = cg_emit(g, CG_TORCH_SUM, "__nt_sample_sum", (int[]){a[i]}, 1, &ax);
-        int a2 = cx_emit2(g, CG_MUL, "__nt_square", a[i], a[i]);
-        int ts2 = a2 < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__nt_sample_sum_sq", (int[]){a2}, 1, &ax);
-        s->outs[n + i] = cx_emit2(g, CG_ADD, "__nt_sum_out", su[i], ts);
-        s->outs[2 * n + i] = cx_emit2(g, CG_ADD, "__nt_sq_out", sq[i], ts2);
-        bad |= s->outs[i] < 0 || s->outs[n + i] < 0 || s->outs[2 * n + i] < 0;
-    }
-    return bad || rows < 0 ? oom() : CATTR_OK;
-}
-
-static cattr_status dev_state(cattr_explainer *e, cx_call *c, int kind, const int *lv, int n_acc, const int *acc_nd,
-                              dev_tunnel **out) {
-    dev_tunnel *s = e->tunnel_state;
-    int mul = e->p.multiply_by_inputs != 0;
-    bool same = s && s->n == c->n && s->n_add == c->n_add && s->kind == kind && s->mul == mul && s->n_acc == n_acc;
-    for (int k = 0; same && k < n_acc; k++) same = s->acc_nd[k] == acc_nd[k] && (!lv || s->lv[k] == lv[k]);
-    if (s && !same) cx_tunnel_release(e);
-    if (!(s = e->tunnel_state)) {
-        if (!(s = calloc(1, sizeof *s))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        e->tunnel_state = s;
-        s->kind = kind;
-        s->n = c->n;
-        s->n_add = c->n_add;
-        s->mul = mul;
-        s->n_acc = n_acc;
-        for (int k = 0; k < n_acc; k++) {
-            s->acc_nd[k] = acc_nd[k];
-            s->lv[k] = lv ? lv[k] : -1;
-        }
-        s->fin_type = -1;
-        cx_plan_cache_share_arena(&s->pc, e->be);
-        cattr_status st = kind == DEV_IO ? io_build(s) : dev_build(e, s);
-        if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
-        if (st != CATTR_OK) {
-            cx_tunnel_release(e);
-            return st;
-        }
-    }
-    *out = s;
-    return CATTR_OK;
-}
-
-/* Input i's per-example size. */
-static int64_t per_example(const cx_call *c, const cattr_tensor *t) { return c->B ? t->numel / c->B : 0; }
-
-/* The recorded noise of input i (draw nt_noise.input<i>) for the B*m rows of a partition, or NULL: the noise is
- * drawn from the generator. */
-static cattr_status noise_draw(cx_call *c, int i, int64_t m, const cattr_tensor **d) {
-    int64_t n = c->B * m * per_example(c, c->x[i]);
-    char role[48];
-    snprintf(role, sizeof role, "nt_noise.input%d", i);
-    *d = NULL;
-    CX_CHECK(cx_next_draw(c, role, NULL, d));
-    if (*d && (*d)->numel != n)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw '%s' has %lld values; %lld are needed", role,
-                       (long long)(*d)->numel, (long long)n);
-    return CATTR_OK;
-}
-
-/* Row r = b*m + j (sample j0 + j of example b) of input i's noise: generator stream of example b, first block
- * (j0 + j) * per, one normal per block (the NormalNoise op's coordinates). */
-static void noise_coords(const cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0, int64_t *stream,
-                         int64_t *first) {
-    int64_t per = per_example(c, c->x[i]);
-    for (int64_t r = 0; r < c->B * m; r++) {
-        stream[r] = (int64_t)stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, r / m);
-        first[r] = (j0 + r % m) * per;
-    }
-}
-
-/* The noise of input i for m samples per example (nt_noise.input<i>, or the generator: example b's stream from
- * Philox block j0*per), in the compute dtype, into host buffer out [B*m*per]. */
-static void noise_fill(const cattr_explainer *e, const cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
-                       double stdev, const cattr_tensor *d, void *out) {
-    int64_t per = per_example(c, c->x[i]);
-    float sd = (float)stdev; /* torch.tensor(stdev): float32 */
-    for (int64_t b = 0; b < c->B; b++) {
-        uint64_t stream = stream_id(tag, DRAW_NOISE, (uint64_t)i, 0, b);
-        for (int64_t k = (b * m) * per; k < (b * m + m) * per; k++) {
-            double v;
-            if (d) v = (double)(float)cx_tensor_get(d, k);
-            else v = sd == 0 ? 0.0 : (double)(float)((double)sd * (double)(float)cx_rng_normal_at(e->p.seed, stream,
-                                                                                            (uint64_t)(j0 * per + k - b * m * per)));
-            if (c->dt == CATTR_FLOAT32) ((float *)out)[k] = (float)v;
-            else ((double *)out)[k] = v;
-        }
-    }
-}
-
-static cattr_status noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
-                                 double stdev, void *out) {
-    const cattr_tensor *d = NULL;
-    CX_CHECK(noise_draw(c, i, m, &d));
-    noise_fill(e, c, tag, i, m, j0, stdev, d, out);
-    return CATTR_OK;
-}
-
-/* Input i's noise for a partition's B*m rows into s->noise[i] on the backend: a recorded draw goes up; otherwise a
- * NormalNoise plan draws it there from each row's stream and first block (2 * B*m integers up instead of the
- * noise's B*m*per values). */
-static cattr_status noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, int i, int64_t m,
-                                     int64_t j0) {
-    int64_t R = c->B * m, per = per_example(c, c->x[i]);
-    size_t bytes = (size_t)(R * per) * cattr_dtype_size(c->dt);
-    const cattr_tensor *d = NULL;
-    CX_CHECK(noise_draw(c, i, m, &d));
-    if (d) { /* the recorded values, as noise_values takes them */
-        void *host = malloc(bytes + 1);
-        if (!host) return oom();
-        noise_fill(e, c, t->tag, i, m, j0, t->stdev, d, host);
-        cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, host, false);
-        free(host);
-        return st;
-    }
-    bool same = s->ng && s->ng_n == c->n && s->ng_seed == e->p.seed && s->ng_sd == t->stdev;
-    for (int k = 0; same && k < c->n; k++)
-        same = s->ng_nd[k] == c->x[k]->ndim - 1 &&
-               memcmp(s->ng_row[k], c->x[k]->shape + 1, (size_t)s->ng_nd[k] * sizeof(int64_t)) == 0;
-    if (!same) {
-        cx_plan_cache_clear(&s->npc);
-        cg_free(s->ng);
-        s->ng = cg_new();
-        if (!s->ng) return oom();
-        for (int k = 0; k < c->n; k++) {
-            cg_attrs a = cg_attrs_default();
-            a.n_ints = c->x[k]->ndim - 1;
-            memcpy(a.ints, c->x[k]->shape + 1, (size_t)a.n_ints * sizeof(int64_t));
-            a.axis = (int64_t)e->p.seed;
-            a.alpha = (double)(float)t->stdev;
-            int sv = cg_add_input(s->ng, "__nt_noise_stream"), fv = cg_add_input(s->ng, "__nt_noise_first");
-            s->ng_outs[k] = cg_emit(s->ng, CG_NORMAL_NOISE, "__nt_noise", (int[]){sv, fv}, 2, &a);
-            if (s->ng_outs[k] < 0) return oom();
-            s->ng_nd[k] = a.n_ints;
-            memcpy(s->ng_row[k], a.ints, (size_t)a.n_ints * sizeof(int64_t));
-        }
-        s->ng_n = c->n;
-        s->ng_seed = e->p.seed;
-        s->ng_sd = t->stdev;
-    }
-    int nd[2 * CX_MAX_IN];
-    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN];
-    const void *host[2 * CX_MAX_IN] = {0};
-    for (int k = 0; k < 2 * c->n; k++) {
-        nd[k] = 1;
-        sh[k][0] = R;
-        dt[k] = CATTR_INT64;
-    }
-    int64_t *coords = malloc((size_t)(2 * R + 1) * sizeof *coords);
-    if (!coords) return oom();
-    noise_coords(c, t->tag, i, m, j0, coords, coords + R);
-    host[2 * i] = coords;
-    host[2 * i + 1] = coords + R;
-    cx_plan *p = NULL;
-    cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, NULL, false);
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&s->npc, s->ng, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->ng_outs[i], 1, &p);
-    void *out[1] = {s->noise[i].p};
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, NULL, NULL, out);
-    free(coords);
-    return st;
-}
-
-/* GradientShap's coefficient of each of the B*m rows (gradshap_coeff, or the generator: row b*m + j is sample
- * j0 + j of example b), in the compute dtype. */
-static cattr_status gs_coefs(cattr_explainer *e, cx_call *c, int64_t m, int64_t j0, double *coef) {
-    int64_t R = c->B * m;
-    const cattr_tensor *d = NULL;
-    CX_CHECK(cx_next_draw(c, "gradshap_coeff", NULL, &d));
-    if (d && d->numel != R)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explicit draw 'gradshap_coeff' has %lld values; %lld are needed",
-                       (long long)d->numel, (long long)R);
-    for (int64_t r = 0; r < R; r++) {
-        double v;
-        if (d) {
-            v = cx_tensor_get(d, r);
-        } else {
-            cx_rng g;
-            cx_rng_init(&g, e->p.seed, stream_id(TAG_GRADIENT_SHAP, DRAW_COEFF, 0, 0, r / m));
-            g.index = (uint64_t)(j0 + r % m);
-            v = cx_rng_uniform(&g);
-        }
-        coef[r] = cx_rnd(c->dt, v); /* numpy's float64 draw converted to the input dtype */
-    }
-    return CATTR_OK;
-}
-
-/* Each row's baseline row in input i's baseline source (the distribution, or the prepared baselines), as
- * derived_baseline expands them: the drawn rows idx, or the caller's per-example baselines interleaved, a
- * distribution of B*m rows kept, one row repeated. */
-static cattr_status baseline_rows(const cx_call *c, int i, int64_t m, const int64_t *idx, int64_t *out) {
-    const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
-    int64_t R = c->B * m, n_src = src ? src->shape[0] : 0;
-    if (!src) return cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
-    for (int64_t r = 0; r < R; r++) {
-        if (idx) out[r] = idx[r];
-        else if (!c->dist[i] || (n_src == c->B && c->B > 1)) out[r] = r / m;
-        else if (n_src == R) out[r] = r;
-        else if (n_src == 1) out[r] = 0;
-        else
-            return cx_fail(CATTR_ERR_SHAPE,
-                           "baseline %d is a distribution of %lld rows: give one row, one per example, or draw the "
-                           "baselines from the distribution (draw_baseline_from_distrib)",
-                           i, (long long)n_src);
-    }
-    return CATTR_OK;
-}
-
-/* Uploads what stays for the whole call: inputs, additional inputs, the seed block, the baseline sources; zeroed
- * sums. */
-static cattr_status dev_upload_call(cattr_explainer *e, dev_tunnel *s, cx_call *c, const cattr_tensor *seed) {
-    size_t es = cattr_dtype_size(c->dt);
-    for (int k = 0; k < s->n_acc; k++) {
-        size_t bytes = (size_t)cx_numel(s->acc_nd[k], s->acc_sh[k]) * es;
-        CX_CHECK(cx_dbuf_fit(e->be, &s->sum[k], bytes, NULL, true));
-        CX_CHECK(cx_dbuf_fit(e->be, &s->sq[k], bytes, NULL, true));
-    }
-    for (int i = 0; i < c->n; i++) {
-        size_t bytes = (size_t)c->x[i]->numel * es;
-        CX_CHECK(cx_dbuf_fit(e->be, &s->x[i], bytes, c->x[i]->data, false));
-        if (s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP) {
-            const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
-            if (!src) return cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
-            CX_CHECK(cx_dbuf_fit(e->be, &s->src[i], (size_t)src->numel * es, src->data, false));
-        }
-    }
-    for (int j = 0; j < c->n_add; j++)
-        CX_CHECK(cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
-                             c->add[j]->data, false));
-    return cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * es, seed->data, false);
-}
-
-/* Shapes and dtypes of the graph's inputs for a chunk of R rows. */
-static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor *seed, int64_t R, int *nd,
-                       int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype *dt) {
-    for (int k = 0; k < s->n_in; k++) dt[k] = c->dt;
-    for (int i = 0; i < s->n; i++) {
-        const cattr_tensor *x = c->x[i];
-        nd[DT_X(i)] = nd[DT_NOISE(i)] = x->ndim;
-        memcpy(sh[DT_X(i)], x->shape, sizeof sh[0]);
-        memcpy(sh[DT_NOISE(i)], x->shape, sizeof sh[0]);
-        sh[DT_NOISE(i)][0] = R;
-        if (s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP) {
-            const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
-            nd[DT_SRC(i)] = src->ndim;
-            memcpy(sh[DT_SRC(i)], src->shape, sizeof sh[0]);
-            nd[DT_BIDX(i)] = 1;
-            sh[DT_BIDX(i)][0] = R;
-            dt[DT_BIDX(i)] = CATTR_INT64;
-            nd[DT_COEF(i)] = nd[DT_OMC(i)] = x->ndim;
-            for (int d = 0; d < x->ndim; d++) sh[DT_COEF(i)][d] = sh[DT_OMC(i)][d] = d ? 1 : R;
-        }
-    }
-    for (int k = 0; k < s->n_acc; k++) {
-        nd[DT_SUM(k)] = nd[DT_SQ(k)] = s->acc_nd[k];
-        memcpy(sh[DT_SUM(k)], s->acc_sh[k], sizeof sh[0]);
-        memcpy(sh[DT_SQ(k)], s->acc_sh[k], sizeof sh[0]);
-    }
-    for (int j = 0; j < s->n_add; j++) {
-        nd[DT_ADD(j)] = c->add[j]->ndim;
-        memcpy(sh[DT_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-        dt[DT_ADD(j)] = c->add[j]->dtype;
-    }
-    nd[DT_SEED] = seed->ndim;
-    memcpy(sh[DT_SEED], seed->shape, sizeof sh[0]);
-    nd[DT_ROWS] = 1;
-    sh[DT_ROWS][0] = R;
-    dt[DT_ROWS] = CATTR_INT64;
-}
-
-/* Rows per chunk from the memory budget (the gradient pass of one row, twice for the tunnel's own values). */
-static cattr_status dev_chunk_rows(cattr_explainer *e, cx_call *c, int64_t R, int64_t *out) {
-    size_t budget = cx_memory_budget(e), row = 0;
-    CX_CHECK(cx_row_bytes(e, c, true, &row));
-    size_t k = row ? budget / (2 * row) : (size_t)R;
-    if (k < 1) {
-        cx_budget_warn(e, "the memory budget (%zu bytes) is below one row (%zu bytes); running one row per pass",
-                       budget, 2 * row);
-        k = 1;
-    }
-    *out = k > (size_t)R ? R : (int64_t)k;
-    return CATTR_OK;
-}
-
-/* One partition of m samples (the first is sample j0): its draws, then its chunks added into the sums; GradientShap's
- * delta of each row into *delta (B*m values) when delta is not NULL. idx[i]: input i's drawn baseline rows or NULL. */
-static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t,
-                                  const cattr_tensor *seed, const part_info *pi, bool redraw, int64_t **idx,
-                                  int64_t chunk, int64_t *done, cattr_tensor **delta, cx_vsplit *v,
-                                  cx_acc_split *as, int64_t *kg, double *vals) {
-    int64_t m = pi->m, R = c->B * m, B = c->B;
-    size_t es = cattr_dtype_size(c->dt);
-    bool gs = s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP;
-    cattr_status st = CATTR_OK;
-    void *host = NULL;
-    int64_t *ib = malloc((size_t)(R + 1) * sizeof *ib), *tidx = NULL;
-    double *coef = NULL;
-    if (!ib) return oom();
-    /* draws in Captum's order: the noise of each input, the remainder's baselines, the coefficients. A part of a
-     * split call that runs none of this partition's chunks (and combining, which runs none) needs no noise; recorded
-     * draws are consumed in order all the same */
-    bool any_mine = c->user && c->user->n_draws > 0;
-    for (int64_t k = *kg; k < *kg + (R + chunk - 1) / chunk && !any_mine; k++) any_mine = cx_vsplit_mine(v, k);
-    for (int i = 0; i < c->n && st == CATTR_OK && any_mine; i++) st = noise_on_backend(e, s, c, t, i, m, pi->j0);
-    if (gs) {
-        if (redraw && st == CATTR_OK) st = draw_again(e, c, t, pi, idx);
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            st = baseline_rows(c, i, m, idx[i], ib);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->bidx[i], (size_t)R * sizeof *ib, ib, false);
-        }
-        coef = malloc((size_t)(2 * R + 1) * sizeof *coef);
-        if (st == CATTR_OK) st = coef ? gs_coefs(e, c, m, pi->j0, coef) : oom();
-        if (st == CATTR_OK) {
-            free(host);
-            host = malloc((size_t)R * es + 1);
-            if (!host) st = oom();
-        }
-        for (int pass = 0; pass < 2 && st == CATTR_OK; pass++) { /* c, then 1 - c (rounded as Captum does) */
-            for (int64_t r = 0; r < R; r++) {
-                double v = pass ? cx_rnd(c->dt, 1.0 - coef[r]) : coef[r];
-                if (c->dt == CATTR_FLOAT32) ((float *)host)[r] = (float)v;
-                else ((double *)host)[r] = v;
-            }
-            for (int i = 0; i < c->n && st == CATTR_OK; i++)
-                st = cx_dbuf_fit(e->be, pass ? &s->omc[i] : &s->coef[i], (size_t)R * es, host, false);
-        }
-    }
-    for (int64_t r = 0; r < R; r++) ib[r] = r / m;
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
-    bool want_delta = gs && delta;
-    int64_t per_out = B && seed ? seed->numel / B : 0;
-    double *fx = NULL, *fb = NULL, *rsum = NULL;
-    if (st == CATTR_OK && want_delta) {
-        int64_t len = R;
-        *delta = cx_tensor_alloc(c->dt, 1, &len);
-        tidx = malloc((size_t)(B + 1) * sizeof *tidx);
-        fx = malloc((size_t)(2 * chunk * per_out + chunk + 1) * sizeof *fx);
-        if (!*delta || !tidx || !fx) st = oom();
-        else {
-            fb = fx + chunk * per_out;
-            rsum = fb + chunk * per_out;
-            cx_target_rows(seed, B, B, tidx);
-        }
-    }
-    for (int64_t r0 = 0; r0 < R && st == CATTR_OK; r0 += chunk, (*kg)++) {
-        int64_t r1 = r0 + chunk < R ? r0 + chunk : R, n = r1 - r0;
-        bool mine = cx_vsplit_mine(v, *kg);
-        if (!mine) { /* another part's chunk; combining: its sums added, its deltas taken */
-            if (v->mode == CX_VSPLIT_COMBINE) {
-                void *accs[2 * CX_MAX_IN];
-                for (int k = 0; k < s->n_acc; k++) accs[k] = s->sum[k].p, accs[s->n_acc + k] = s->sq[k].p;
-                st = cx_acc_split_chunk(e, v, as, s->consts, *kg, accs, vals, 0);
-                if (st == CATTR_OK && want_delta) {
-                    const double *dv = vals + v->n_out - chunk;
-                    for (int64_t r = r0; r < r1; r++) cx_tensor_set(*delta, r, dv[r - r0]);
-                }
-            }
-            *done += n;
-            if (st == CATTR_OK && v->mode == CX_VSPLIT_COMBINE) st = cx_chunk_done(&e->p, *done / B, t->n);
-            continue;
-        }
-        int nd[DT_MAX_IN];
-        int64_t sh[DT_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[DT_MAX_IN];
-        dev_shapes(s, c, seed, n, nd, sh, dt);
-        int n_outs = want_delta ? 3 * s->n_acc + 2 : 2 * s->n_acc;
-        cx_plan *p = NULL;
-        st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n_outs, &p);
-        if (st != CATTR_OK) break;
-        if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-        void *in[DT_MAX_IN], *out[3 * CX_MAX_IN + 2];
-        for (int i = 0; i < s->n; i++) {
-            size_t off = (size_t)(r0 * per_example(c, c->x[i])) * es;
-            in[DT_X(i)] = s->x[i].p;
-            in[DT_NOISE(i)] = (char *)s->noise[i].p + off;
-            if (gs) {
-                in[DT_SRC(i)] = s->src[i].p;
-                in[DT_BIDX(i)] = (char *)s->bidx[i].p + (size_t)r0 * sizeof(int64_t);
-                in[DT_COEF(i)] = (char *)s->coef[i].p + (size_t)r0 * es;
-                in[DT_OMC(i)] = (char *)s->omc[i].p + (size_t)r0 * es;
-            }
-        }
-        for (int k = 0; k < s->n_acc; k++) {
-            in[DT_SUM(k)] = out[DO_SUM(k)] = s->sum[k].p;
-            in[DT_SQ(k)] = out[DO_SQ(k)] = s->sq[k].p;
-            if (v->mode == CX_VSPLIT_PART) { /* the chunk's own sums, from zeros */
-                in[DT_SUM(k)] = as->zero[k].p;
-                in[DT_SQ(k)] = as->zero[s->n_acc + k].p;
-                out[DO_SUM(k)] = as->chunk[k].p;
-                out[DO_SQ(k)] = as->chunk[s->n_acc + k].p;
-            }
-        }
-        for (int j = 0; j < s->n_add; j++) in[DT_ADD(j)] = s->add[j].p;
-        in[DT_SEED] = s->seed.p;
-        in[DT_ROWS] = (char *)s->rows.p + (size_t)r0 * sizeof(int64_t);
-        if (want_delta) {
-            for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
-                st = cx_dbuf_fit(e->be, &s->rowsum[i], (size_t)n * es, NULL, false);
-                out[DO_ROWSUM(i)] = s->rowsum[i].p;
-            }
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->fx, (size_t)(n * per_out) * es, NULL, false);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->fb, (size_t)(n * per_out) * es, NULL, false);
-            out[DO_FX] = s->fx.p;
-            out[DO_FB] = s->fb.p;
-        }
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
-        if (st == CATTR_OK && want_delta) { /* sum of the row's attributions - (f(xn) - f(bg)), rounded as cx_delta_dev */
-            void *tmp = malloc((size_t)(n * per_out + n) * es + 1);
-            if (!tmp) st = oom();
-            for (int i = 0; i <= s->n_acc + 1 && st == CATTR_OK; i++) {
-                int64_t cnt = i < s->n_acc ? n : n * per_out;
-                const void *src = i < s->n_acc ? s->rowsum[i].p : i == s->n_acc ? s->fx.p : s->fb.p;
-                double *dst = i < s->n_acc ? rsum : i == s->n_acc ? fx : fb;
-                st = cx_copy_out(e->be, tmp, src, (size_t)cnt * es);
-                for (int64_t k = 0; k < cnt && st == CATTR_OK; k++) {
-                    double v = c->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[k] : ((double *)tmp)[k];
-                    if (i < s->n_acc) dst[k] = i ? cx_rnd(c->dt, dst[k] + v) : v;
-                    else dst[k] = v;
-                }
-            }
-            free(tmp);
-            for (int64_t r = r0; r < r1 && st == CATTR_OK; r++) {
-                int64_t q = r - r0, at = q * per_out + tidx[r / m];
-                double d = cx_rnd(c->dt, rsum[q] - cx_rnd(c->dt, cx_rnd(c->dt, fx[at]) - cx_rnd(c->dt, fb[at])));
-                cx_tensor_set(*delta, r, d);
-                if (v->mode == CX_VSPLIT_PART) vals[v->n_out - chunk + q] = d;
-            }
-        }
-        if (st == CATTR_OK && v->mode == CX_VSPLIT_PART) st = cx_acc_split_chunk(e, v, as, s->consts, *kg, NULL, vals, 0);
-        *done += n;
-        if (st == CATTR_OK) st = cx_chunk_done(&e->p, *done / B, t->n);
-    }
-    if (st != CATTR_OK && want_delta) {
-        cattr_tensor_free(*delta);
-        *delta = NULL;
-    }
-    free(fx);
-    free(tidx);
-    free(coef);
-    free(host);
-    free(ib);
-    return st;
-}
-
-/* The attributions from the sums: smoothgrad sum / n, smoothgrad_sq sq / n, vargrad sq / n - (sum / n)^2 (Captum's
- * (sum * 1) / n), run on the backend and brought back once. */
-static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, cattr_tensor **attr) {
-    if (s->fin_type != (int)t->type) {
-        cx_plan_cache_clear(&s->fin_pc);
-        cg_free(s->fin_g);
-        s->fin_type = -1;
-        cg_graph *g = s->fin_g = cg_new();
-        if (!g) return oom();
-        int su[CX_MAX_IN], sq[CX_MAX_IN], bad = 0;
-        for (int i = 0; i < s->n_acc; i++) bad |= (su[i] = cg_add_input(g, "__nt_sum")) < 0;
-        for (int i = 0; i < s->n_acc; i++) bad |= (sq[i] = cg_add_input(g, "__nt_sq")) < 0;
-        int nv = cg_add_input(g, "__nt_n");
-        for (int i = 0; i < s->n_acc && !bad; i++) {
-            int mean = cx_emit2(g, CG_DIV, "__nt_mean", su[i], nv), msq = cx_emit2(g, CG_DIV, "__nt_mean_sq", sq[i], nv);
-            s->fin_outs[i] = t->type == CATTR_NT_SMOOTHGRAD      ? mean
-                             : t->type == CATTR_NT_SMOOTHGRAD_SQ ? msq
-                                                                 : cx_emit2(g, CG_SUB, "__nt_var", msq,
-                                                                         cx_emit2(g, CG_MUL, "__nt_mean2", mean, mean));
-            bad |= s->fin_outs[i] < 0;
-        }
-        if (bad || nv < 0) return oom();
-        s->fin_type = (int)t->type;
-    }
-    size_t es = cattr_dtype_size(c->dt);
-    double nd_ = (double)t->n;
-    float nf = (float)t->n;
-    CX_CHECK(cx_dbuf_fit(e->be, &s->nval, es, c->dt == CATTR_FLOAT32 ? (const void *)&nf : (const void *)&nd_, false));
-    int nd[2 * CX_MAX_IN + 1];
-    int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN + 1];
-    void *in[2 * CX_MAX_IN + 1], *host[CX_MAX_IN];
-    int na = s->n_acc;
-    for (int k = 0; k < 2 * na; k++) {
-        nd[k] = s->acc_nd[k % na];
-        memcpy(sh[k], s->acc_sh[k % na], sizeof sh[k]);
-        dt[k] = c->dt;
-        in[k] = k < na ? s->sum[k].p : s->sq[k - na].p;
-    }
-    nd[2 * na] = 1;
-    sh[2 * na][0] = 1;
-    dt[2 * na] = c->dt;
-    in[2 * na] = s->nval.p;
-    for (int k = 0; k < na; k++) {
-        attr[k] = cx_tensor_alloc(c->dt, s->acc_nd[k], s->acc_sh[k]);
-        if (!attr[k]) return oom();
-        host[k] = attr[k]->data;
-    }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->fin_pc, s->fin_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->fin_outs, na, &p));
-    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
-}
-
-/* run_tunnel's partitions, draws and deltas, with the work on the backend. */
-static cattr_status run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *t, int kind, const int *lv, int n_l,
-                                   cattr_tensor **attr_out, cattr_tensor **delta_out) {
-    int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
-    int64_t full = t->n / bs, rem = t->n - full * bs, done = 0, chunk = 1;
-    int n_parts = (int)(full + (rem > 0));
-    dev_tunnel *s = NULL;
-    cattr_tensor *seed = NULL;
-    int64_t *idx[CX_MAX_IN] = {0};
-    /* what is summed: the inputs' attributions, or the layer tensors' (their shapes from a shape-only plan) */
-    int n_acc = lv ? n_l : c->n, acc_nd[CX_MAX_IN];
-    int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
-    cattr_status st = CATTR_OK;
-    if (lv) {
-        int nd[2 * CX_MAX_IN];
-        int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[2 * CX_MAX_IN];
-        for (int k = 0; k < c->n + c->n_add; k++) {
-            const cattr_tensor *x = k < c->n ? c->x[k] : c->add[k - c->n];
-            nd[k] = x->ndim;
-            memcpy(sh[k], x->shape, sizeof sh[k]);
-            dt[k] = x->dtype;
-        }
-        dev_tunnel *old = e->tunnel_state;
-        cx_plan_cache tmp;
-        memset(&tmp, 0, sizeof tmp);
-        cx_plan_cache *lpc = old ? &old->lpc : &tmp; /* the state's, or one for this call */
-        cx_plan *p = NULL;
-        st = cx_plan_cache_get(lpc, e->m->g, e->consts, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, lv, n_l, &p);
-        for (int k = 0; k < n_l && st == CATTR_OK; k++) {
-            const cx_view *v = cx_plan_view(p, lv[k]);
-            acc_nd[k] = v->ndim;
-            memcpy(acc_sh[k], v->shape, sizeof acc_sh[k]);
-        }
-        cx_plan_cache_clear(&tmp);
-    } else {
-        for (int i = 0; i < c->n; i++) {
-            acc_nd[i] = c->x[i]->ndim;
-            memcpy(acc_sh[i], c->x[i]->shape, sizeof acc_sh[i]);
-        }
-    }
-    cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
-    if (st == CATTR_OK) st = deltas ? dev_state(e, c, kind, lv, n_acc, acc_nd, &s) : oom();
-    if (st == CATTR_OK) {
-        memcpy(s->acc_sh, acc_sh, sizeof acc_sh);
-        st = cx_seed_block(e, c, &seed);
-    }
-    if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed);
-    if (st == CATTR_OK) st = dev_chunk_rows(e, c, c->B * bs, &chunk);
-    if (st == CATTR_OK) st = draw_first(e, c, t, bs, idx);
-    /* a split call's parts always carry the deltas' slots (a part does not know whether the combining call asks) */
-    bool delta_slots = (kind == DEV_GSHAP || kind == DEV_LAYER_GSHAP) && e->p.return_convergence_delta;
-    bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    bool want_delta = delta_slots && (delta_out || splitting);
-    /* a call split into parts (split.c): the units are the chunks of every partition in turn, each chunk's values
-     * its sums (2 x the accumulated elements) and, with a delta, `chunk` slots for its rows' deltas */
-    cx_vsplit v;
-    cx_acc_split as;
-    memset(&v, 0, sizeof v);
-    memset(&as, 0, sizeof as);
-    double *vals = NULL;
-    int nd2[2 * CX_MAX_IN]; /* the sums, then the sums of squares */
-    int64_t sh2[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-    for (int k = 0; k < 2 * n_acc; k++) {
-        nd2[k] = acc_nd[k % n_acc];
-        memcpy(sh2[k], acc_sh[k % n_acc], sizeof sh2[k]);
-    }
-    int64_t kg = 0, n_units = 0;
-    int64_t width = (want_delta ? chunk : 0) + cx_acc_split_width(2 * n_acc, nd2, (const int64_t(*)[CATTR_MAX_DIMS])sh2);
-    for (int64_t p = 0; p < n_parts; p++) n_units += (c->B * (p < full ? bs : rem) + chunk - 1) / chunk;
-    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_units, 1, width, &v);
-    if (st == CATTR_OK) st = cx_acc_split_init(e, &v, 2 * n_acc, nd2, (const int64_t(*)[CATTR_MAX_DIMS])sh2, c->dt, &as);
-    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)width + 1, sizeof *vals))) st = oom();
-    for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
-        part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
-        st = dev_partition(e, s, c, t, seed, &pi, p == full || t->split, idx, chunk, &done,
-                           want_delta ? &deltas[p] : NULL, &v, &as, &kg, vals);
-    }
-    st = cx_vsplit_end(&v, st);
-    cx_acc_split_free(&as);
-    free(vals);
-    if (v.mode == CX_VSPLIT_PART) { /* a part: its bytes are the result */
-        for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);
-        for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
-        free(deltas);
-        cattr_tensor_free(seed);
-        return st;
-    }
-    if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
-    if (st == CATTR_OK && want_delta && delta_out) st = concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
-    if (st != CATTR_OK)
-        for (int k = 0; k < n_acc; k++) {
-            cattr_tensor_free(attr_out[k]);
-            attr_out[k] = NULL;
-        }
-    if (st == CATTR_OK && lv) c->n_out = n_l;
-    for (int i = 0; i < CX_MAX_IN; i++) free(idx[i]);
-    for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
-    free(deltas);
-    cattr_tensor_free(seed);
-    return st;
-}
-
-/* Whether the explainer's method takes its inputs from and leaves its attributions in backend memory (cx_call's x_dev
- * and attr_dev) for call c: IntegratedGradients, DeepLift and LRP when no convergence delta is wanted (their deltas
- * read host inputs), and FeatureAblation (which has none) with a target (its backend path). */
-static bool takes_dev_io(const cattr_explainer *e, const cx_call *c) {
-    const cx_method *m = e->method;
-    if (m == &cx_method_integrated_gradients || m == &cx_method_deeplift || m == &cx_method_lrp) return true;
-    /* the perturbation methods whose states and samples are made on the backend from backend inputs, with a target
-     * (one attribution per input element) */
-    bool perturb = m == &cx_method_feature_ablation || m == &cx_method_occlusion ||
-                   m == &cx_method_shapley_value_sampling || m == &cx_method_shapley_values ||
-                   m == &cx_method_kernel_shap || m == &cx_method_lime;
-    return perturb && c->target && c->target->kind != CATTR_TARGET_NONE && !e->p.return_coefficients;
-}
-
-/* run_tunnel for a method that takes_dev_io, not split: per partition the noisy inputs are made on the backend
- * (Gather(x, rows) + the noise drawn there), the method runs on them (its baselines and additional inputs as
- * run_partition makes them) and leaves its attributions there, and they are summed there (io_build); the result
- * comes down once (dev_finish), and the method's convergence deltas (delta_out not NULL), B per sample, once per
- * partition. The numbers are run_tunnel's. */
-static cattr_status run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
-                                  cattr_tensor **delta_out) {
-    int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
-    int64_t full = t->n / bs, rem = t->n - full * bs, B = c->B;
-    int n_parts = (int)(full + (rem > 0)), n = c->n, acc_nd[CX_MAX_IN];
-    size_t es = cattr_dtype_size(c->dt);
-    for (int i = 0; i < n; i++) acc_nd[i] = c->x[i]->ndim;
-    dev_tunnel *s = NULL;
-    cattr_tensor *seed = NULL;
-    int64_t *idx[CX_MAX_IN] = {0}, *ib = malloc((size_t)(B * bs + 1) * sizeof *ib);
-    cx_dbuf nx[CX_MAX_IN], at[CX_MAX_IN];
-    memset(nx, 0, sizeof nx);
-    memset(at, 0, sizeof at);
-    cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
-    cattr_status st = ib && deltas ? dev_state(e, c, DEV_IO, NULL, n, acc_nd, &s) : oom();
-    for (int i = 0; i < n && st == CATTR_OK; i++) memcpy(s->acc_sh[i], c->x[i]->shape, sizeof s->acc_sh[i]);
-    if (st == CATTR_OK) st = cx_seed_block(e, c, &seed);
-    if (st == CATTR_OK) st = dev_upload_call(e, s, c, seed); /* the inputs; the sums zeroed */
-    if (st == CATTR_OK) st = draw_first(e, c, t, bs, idx);
-    for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
-        part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
-        int64_t m = pi.m, R = B * m;
-        bool redraw = p < full ? t->split : true;
-        /* draws in run_partition's order: the noise of each input, then the remainder's baselines */
-        for (int i = 0; i < n && st == CATTR_OK; i++) st = noise_on_backend(e, s, c, t, i, m, pi.j0);
-        if (redraw && st == CATTR_OK) st = draw_again(e, c, t, &pi, idx);
-        for (int64_t r = 0; r < R; r++) ib[r] = r / m;
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
-        int nd[5 * CX_MAX_IN + 1];
-        int64_t sh[5 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
-        cattr_dtype dt[5 * CX_MAX_IN + 1];
-        void *in[5 * CX_MAX_IN + 1] = {0}, *out[3 * CX_MAX_IN];
-        for (int k = 0; k < 5 * n + 1; k++) {
-            nd[k] = 1;
-            sh[k][0] = R;
-            dt[k] = c->dt;
-        }
-        dt[n] = CATTR_INT64;
-        in[n] = s->rows.p;
-        for (int i = 0; i < n && st == CATTR_OK; i++) { /* the noisy inputs */
-            int64_t per = per_example(c, c->x[i]);
-            st = cx_dbuf_fit(e->be, &nx[i], (size_t)(R * per) * es, NULL, false);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &at[i], (size_t)(R * per) * es, NULL, false);
-            nd[i] = nd[n + 1 + i] = c->x[i]->ndim;
-            memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
-            memcpy(sh[n + 1 + i], c->x[i]->shape, sizeof sh[i]);
-            sh[n + 1 + i][0] = R;
-            in[i] = s->x[i].p;
-            in[n + 1 + i] = s->noise[i].p;
-            out[i] = nx[i].p;
-        }
-        cx_plan *pl = NULL;
-        if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n, &pl);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
-        /* the method on them: host inputs of the right shapes holding NaN (never read), its attributions left in at */
-        derived d;
-        cattr_tensor *attr[CX_MAX_IN] = {0};
-        if (st == CATTR_OK) st = derived_init(c, m, &d);
-        else memset(&d, 0, sizeof d);
-        for (int i = 0; i < n && st == CATTR_OK; i++) {
-            if (!(d.c.x[i] = alloc_rows(c->x[i], c->dt, R))) st = oom();
-            else memset(d.c.x[i]->data, 0xff, (size_t)d.c.x[i]->numel * es); /* all-ones bits: NaN in either dtype */
-            d.in[i] = d.c.x[i];
-            d.c.x_dev[i] = nx[i].p;
-            d.c.attr_dev[i] = at[i].p;
-        }
-        for (int i = 0; i < n && st == CATTR_OK; i++) st = derived_baseline(c, t, i, m, idx[i], &d);
-        if (st == CATTR_OK) {
-            d.c.next_draw = c->next_draw;
-            st = t->inner(e, &d.c, &pi, attr, delta_out ? &deltas[p] : NULL);
-            c->next_draw = d.c.next_draw;
-        }
-        for (int i = 0; i < CX_MAX_IN; i++) /* a method that finishes on the host (Occlusion's window sums, ...) */
-            if (attr[i]) {
-                if (st == CATTR_OK && (i >= n || attr[i]->numel != d.c.x[i]->numel || attr[i]->dtype != c->dt))
-                    st = cx_fail(CATTR_ERR_INTERNAL, "the wrapped method returned attribution %d of another shape", i);
-                if (st == CATTR_OK) st = cx_copy_in(e->be, at[i].p, attr[i]->data, (size_t)attr[i]->numel * es);
-                cattr_tensor_free(attr[i]);
-            }
-        derived_free(&d);
-        /* the partition's attributions added into the sums: a_i read as [B, m, per], the sums as [B, per] */
-        for (int i = 0; i < n && st == CATTR_OK; i++) {
-            int64_t per = per_example(c, c->x[i]);
-            int ka = 2 * n + 1 + i, ks = 3 * n + 1 + i, kq = 4 * n + 1 + i;
-            nd[ka] = 3;
-            sh[ka][0] = B, sh[ka][1] = m, sh[ka][2] = per;
-            nd[ks] = nd[kq] = 2;
-            sh[ks][0] = sh[kq][0] = B;
-            sh[ks][1] = sh[kq][1] = per;
-            in[ka] = at[i].p;
-            in[ks] = out[i] = s->sum[i].p;
-            in[kq] = out[n + i] = s->sq[i].p;
-        }
-        if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs + n, 2 * n, &pl);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
-    }
-    if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
-    if (st == CATTR_OK && delta_out) st = concat_deltas(t, B, bs, deltas, n_parts, delta_out);
-    if (st != CATTR_OK)
-        for (int i = 0; i < n; i++) {
-            cattr_tensor_free(attr_out[i]);
-            attr_out[i] = NULL;
-        }
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        free(idx[i]);
-        cx_dbuf_free(&nx[i]);
-        cx_dbuf_free(&at[i]);
-    }
-    for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
-    free(deltas);
-    free(ib);
-    cattr_tensor_free(seed);
     return st;
 }
 
@@ -1516,10 +519,10 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
     }
     for (int i = 0; i < c->n && kind && t.draw_baselines; i++)
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
-    if (kind) return run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
+    if (kind) return cx_nt_run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
     bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    if (takes_dev_io(e, c) && !splitting) return run_tunnel_io(e, c, &t, attr, delta);
-    return run_tunnel(e, c, &t, attr, delta);
+    if (cx_nt_takes_dev_io(e, c) && !splitting) return cx_nt_run_tunnel_io(e, c, &t, attr, delta);
+    return cx_nt_run_tunnel(e, c, &t, attr, delta);
 }
 
 cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr,
@@ -1551,7 +554,7 @@ static cattr_status gradient_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
                 .draw_baselines = true,
                 .split = batch < n,
                 .tag = TAG_GRADIENT_SHAP};
-    return run_tunnel_dev(e, c, &t, DEV_GSHAP, NULL, 0, attr, delta);
+    return cx_nt_run_tunnel_dev(e, c, &t, DEV_GSHAP, NULL, 0, attr, delta);
 }
 
 cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *layers, int n_l, cattr_tensor **attr,
@@ -1563,8 +566,9 @@ cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *l
                 .stdev = e->p.stdevs,
                 .draw_baselines = true,
                 .tag = TAG_GRADIENT_SHAP};
-    return run_tunnel_dev(e, c, &t, DEV_LAYER_GSHAP, layers, n_l, attr, delta);
+    return cx_nt_run_tunnel_dev(e, c, &t, DEV_LAYER_GSHAP, layers, n_l, attr, delta);
 }
 
 const cx_method cx_method_gradient_shap = {CATTR_METHOD_GRADIENT_SHAP, "gradient-shap", "GradientShap", true,
                                            NULL, gradient_shap, NULL};
+
