@@ -8,6 +8,7 @@
 #include "attr/perturb_forms.h"
 #include "core/rng.h"
 
+#define PT_STREAM_FP 0x4650000000000000ull  /* FeaturePermutation: + feature ordinal */
 #define PT_STREAM_SVS 0x5356530000000000ull /* ShapleyValueSampling: the n_samples orders, in turn */
 #define SV_MAX_FEATURES 12                  /* ShapleyValues enumerates M! orders */
 
@@ -81,5 +82,32 @@ cattr_status cx_pt_other(pt_pass *p, cx_vsplit *v, int64_t k, int64_t s0, int64_
 /* (occlusion.c) */
 cattr_status cx_pt_reference(cattr_explainer *e, cx_call *c0, const cx_pform *f, cattr_tensor *const *xs,
                              pt_ref *ref);
+
+/* (perturb_forms.c, ablation_dev.c) */
+typedef struct fa_run {
+    pt_masks *pm;
+    pt_ref *ref;
+    cattr_tensor **attr;
+    bool permute;
+    int64_t *perms;   /* replay: the recorded permutations, B each */
+    int64_t *perm_at; /* replay: F x n offsets into perms (-1: none) */
+    int64_t *scratch; /* the most rows of an input: a generated permutation */
+    double *diff;     /* n_out */
+    uint64_t seed;
+    const cx_pform *f;            /* the call's form */
+    int64_t aper[CX_MAX_IN];      /* elements of an attribution row of input i (its dims but the first) */
+    int64_t arows[CX_MAX_IN];     /* whole: the rows of ids the attributions take (1, or one per output value) */
+} fa_run;
+
+cattr_status cx_pt_fa_fill(pt_pass *p, int64_t q, char *const *slot);
+void cx_pt_fa_release(cattr_explainer *e);
+cattr_status cx_pt_fa_take(pt_pass *p, int64_t q, const double *y);
+cattr_status cx_pt_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
+int64_t cx_pt_feature_of(const pt_masks *pm, int64_t v);
+cattr_status cx_pt_feature_permutation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);
+cattr_status cx_pt_features_first_seen(pt_masks *pm);
+cattr_status cx_pt_fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f);
+bool cx_pt_is_identity(const int64_t *p, int64_t n);
+int64_t cx_pt_perm_rows(const fa_run *f, const cx_call *c, int i);
 
 #endif
