@@ -1,8 +1,8 @@
 /* perturbation.c - the perturbation methods' common parts (feature masks, the unperturbed output, the batched
  * passes: perturb_internal.h) and FeatureAblation and FeaturePermutation (their derived graph in ablation_dev.c; the
- * forms of a call in perturb_forms.c); Occlusion is in occlusion.c,
- * ShapleyValueSampling and ShapleyValues in shapley.c. All with Captum's semantics (shared/reference/captum_spec.md section 6; golden README sections 7, 8
- * and 11).
+ * forms of a call in perturb_forms.c); Occlusion is in occlusion.c, ShapleyValueSampling and ShapleyValues in
+ * shapley.c. All with Captum's semantics (shared/reference/captum_spec.md section 6; golden README sections 7, 8 and
+ * 11).
  *
  * Every method evaluates the model on perturbed copies of the inputs. One copy ("state") has the B rows of the
  * batch; states are independent of each other, so many of them run as one forward pass of reps*B rows (CX_TILE:
