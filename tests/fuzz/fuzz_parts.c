@@ -1,5 +1,5 @@
 /* fuzz_parts.c - libFuzzer harness: the bytes of a split call's parts (cattr_explainer_combine), as they arrive from
- * other processes or machines, for the two kinds of parts: IntegratedGradients' chunk sums (gradient.c) and the
+ * other processes or machines, for the two kinds of parts: IntegratedGradients' unit sums (integrated_gradients.c) and the
  * state outputs of the perturbation and surrogate methods (split.c: FeatureAblation, KernelShap,
  * ShapleyValueSampling) and the accumulators of a layer method (split.c: LayerIntegratedGradients), on the bundled
  * digits model.
