@@ -21,6 +21,13 @@ static inline int64_t cx_view_numel(const cx_view *v) { return cx_numel(v->ndim,
  * int64 constants flagged by the caller). Errors: CATTR_ERR_SHAPE naming the node and the shapes. */
 cattr_status cx_infer(const cg_node *n, const cx_view *in, cx_view *out);
 
+/* Op metadata (optable.c; docs/ADDING.md): whether autodiff has (and must have) a rule for op; whether the executor
+ * runs op itself (a backend never sees it: MapRows); whether the cuda backend runs op on the host (no device kernel
+ * yet: its inputs copied out and its output in, logged once). tests/test_op_table.c checks every op against them. */
+bool cx_op_differentiable(cg_op op);
+bool cx_op_run_by_executor(cg_op op);
+bool cx_op_cuda_on_host(cg_op op);
+
 /* The status a call fails with when a host function (HostCall, cattr_callback_fn) returned st != CATTR_OK: st itself
  * when it is a cattr_status, else CATTR_ERR_INVALID_ARGUMENT. */
 cattr_status cx_host_status(int st);

@@ -265,7 +265,7 @@ static void chk_reset_peak(void *ctx) {
 }
 static bool chk_supports(void *ctx, cg_op op, cattr_dtype dtype) {
     (void)ctx, (void)dtype;
-    return op < CG_OP_COUNT;
+    return op < CG_OP_COUNT && !cx_op_run_by_executor(op);
 }
 static bool chk_has_cap(void *ctx, cx_cap cap) {
     (void)ctx, (void)cap;

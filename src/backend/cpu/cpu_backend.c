@@ -901,7 +901,7 @@ static void cpu_reset_peak(void *ctx) {
 static bool cpu_supports(void *ctx, cg_op op, cattr_dtype dtype) {
     (void)ctx;
     (void)dtype;
-    return op < CG_OP_COUNT;
+    return op < CG_OP_COUNT && !cx_op_run_by_executor(op);
 }
 
 static bool cpu_has_cap(void *ctx, cx_cap cap) {

@@ -360,9 +360,11 @@ static void t_reset_peak(void *ctx) {
     c->peak = c->cur;
     pthread_mutex_unlock(&g_lock);
 }
+/* The ops with a device kernel: not those it runs on the host (cx_op_cuda_on_host, which run_op still accepts) nor
+ * the executor's own. */
 static bool t_supports(void *ctx, cg_op op, cattr_dtype dtype) {
     (void)ctx, (void)dtype;
-    return (unsigned)op < (unsigned)CG_OP_COUNT; /* every op: those without a kernel run on the host */
+    return (unsigned)op < (unsigned)CG_OP_COUNT && !cx_op_cuda_on_host(op) && !cx_op_run_by_executor(op);
 }
 static bool t_has_cap(void *ctx, cx_cap cap) {
     (void)ctx, (void)cap;
