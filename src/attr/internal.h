@@ -127,7 +127,7 @@ struct cattr_explainer {
     uint64_t spec_clock;
     /* set while cattr_explainer_run_part or cattr_explainer_combine runs (explainer.c): the part to compute and where
      * its bytes go, or the parts to combine; the method reads them instead of running the whole call (IG in
-     * gradient.c; the methods of perturbed states and samples through cx_vsplit, split.c) */
+     * integrated_gradients.c; the methods of perturbed states and samples through cx_vsplit, split.c) */
     struct cx_split {
         int part, n_parts;      /* n_parts > 0: compute part `part` only */
         void **blob;            /* its bytes (malloc'ed), *len */

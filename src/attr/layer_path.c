@@ -10,7 +10,7 @@
 
 /* ---- integrated methods as one derived graph -----------------------------------------------------------------
  * InternalInfluence, LayerConductance, NeuronIntegratedGradients, NeuronConductance and LayerIntegratedGradients run
- * a chunk of path points as one graph on the backend, built like IG's (gradient.c) for the call's ranks (rows r of a
+ * a chunk of path points as one graph on the backend, built like IG's (integrated_gradients.c) for the call's ranks (rows r of a
  * chunk are step-major, r = s*B + b; rows[r] = b):
  *   prefix   input-space path (all but LayerIG): p_i = Gather(b_i, rows) + alpha * (Gather(x_i, rows) - Gather(b_i, rows))
  *            LayerIG: the model on x and on the baselines gives the layer values a_k and a0_k; the path is

@@ -1,5 +1,5 @@
 /* split.c - one attribution cut into parts (cattr_explainer_run_part / cattr_explainer_combine) for every method but
- * IntegratedGradients, which has its own scheme (gradient.c: chunk sums).
+ * IntegratedGradients, which has its own scheme (integrated_gradients.c: unit sums).
  *
  * A method runs its work as a sequence of units (chunks of perturbed states or samples, chunks of steps, partitions
  * of a noise tunnel's samples), cut by perturbations_per_eval, internal_batch_size or the memory budget, never by the
