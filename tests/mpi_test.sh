@@ -165,6 +165,14 @@ for n in 1 2 3; do
     [ $rc -eq 0 ] && ok || { bad "explain-llm split, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
     cmp -s "$tmp/lref.json" "$tmp/l$n.json" && ok || bad "explain-llm split, $n ranks: the output differs from one process's"
 done
+# and without --internal-batch-size (the cut from the call: 32 steps in units of 2), the plain call's bits
+"$cattr" explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --steps 32 --output "$tmp/lpref.json" -q 2>/dev/null
+for n in 2 3; do
+    mpi $n explain-llm $tiny --prompt "The capital of France is" --target " Paris is" --steps 32 --split steps --output "$tmp/lp$n.json" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq 0 ] && ok || { bad "explain-llm split without a batch size, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    cmp -s "$tmp/lpref.json" "$tmp/lp$n.json" && ok || bad "explain-llm split without a batch size, $n ranks: the output differs from the plain call's"
+done
 # the perturbation and surrogate methods (--split features / samples): each state's outputs computed by one rank, the
 # results combined on rank 0 as one process computes them
 "$cattr" explain $model --input $head_rows --method feature-ablation --perturbations-per-eval 7 --output "$tmp/faref.npy" -q
