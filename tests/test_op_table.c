@@ -20,28 +20,12 @@
 
 #include "test_util.h"
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
 /* The concatenation of the files (NULL-terminated list); each must exist. */
 static char *slurp_all(const char *const *paths) {
     size_t len = 0;
     char *all = calloc(1, 1);
     for (int k = 0; paths[k] && all; k++) {
-        char *s = slurp(paths[k]);
+        char *s = test_read_text(paths[k]);
         CHECK(s != NULL, "read %s", paths[k]);
         if (!s) continue;
         size_t n = strlen(s);
@@ -77,7 +61,7 @@ static bool has_case(const char *text, const char *id) {
 
 int main(void) {
     /* the enum's identifiers, in order */
-    char *gh = slurp("src/graph/graph.h");
+    char *gh = test_read_text("src/graph/graph.h");
     CHECK(gh != NULL, "read src/graph/graph.h (run from the repository root)");
     if (!gh) return 1;
     char *start = strstr(gh, "typedef enum"), *end = start ? strstr(start, "CG_OP_COUNT") : NULL;

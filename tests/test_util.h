@@ -4,6 +4,7 @@
 #define CATTR_TEST_UTIL_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int g_failures;
 
@@ -16,5 +17,22 @@ static int g_failures;
             printf("\n");                                                                                              \
         }                                                                                                              \
     } while (0)
+
+/* The whole of a file as a NUL-terminated string (malloc'ed), or NULL when it cannot be read. */
+static inline char *test_read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
+    if (s) s[n] = 0;
+    fclose(f);
+    return s;
+}
 
 #endif

@@ -137,4 +137,10 @@ size_t cx_avail_memory(void) {
     return v;
 }
 
-size_t cx_memory_budget(const cattr_explainer *e) { return e->p.max_memory ? e->p.max_memory : cx_avail_memory() / 4; }
+/* max_memory, else a quarter of what the explainer's device can still allocate: the host's memory (cx_avail_memory),
+ * or a GPU's free memory (its backend's free_memory) where the device has memory of its own. */
+size_t cx_memory_budget(const cattr_explainer *e) {
+    if (e->p.max_memory) return e->p.max_memory;
+    size_t dev = e->be && e->be->free_memory ? e->be->free_memory(e->be->ctx) : SIZE_MAX;
+    return (dev != SIZE_MAX ? dev : cx_avail_memory()) / 4;
+}

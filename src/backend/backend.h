@@ -42,6 +42,9 @@ typedef struct cx_backend {
     /* Forgets whatever the backend derived from host constant memory `host` (e.g. packed bfloat16 weights), before
      * the caller frees it. May be NULL. */
     void (*forget_host)(void *ctx, const void *host);
+    /* The bytes this device can still allocate, for the memory budget (cx_memory_budget), or SIZE_MAX when it is the
+     * host's memory (the budget then comes from the host). May be NULL: the host's. */
+    size_t (*free_memory)(void *ctx);
 } cx_backend;
 
 /* The one place that maps a device name to a backend (src/backend/registry.c): "cpu" (NULL or "" too), "cpu-check",

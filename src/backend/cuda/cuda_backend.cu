@@ -366,6 +366,22 @@ static bool t_supports(void *ctx, cg_op op, cattr_dtype dtype) {
     (void)ctx, (void)dtype;
     return (unsigned)op < (unsigned)CG_OP_COUNT && !cx_op_cuda_on_host(op) && !cx_op_run_by_executor(op);
 }
+/* The device's free memory (cudaMemGetInfo); the emulated build's memory is the host's. */
+static size_t t_free_memory(void *ctx) {
+#ifdef CX_CUDA_EMULATE
+    (void)ctx;
+    return SIZE_MAX;
+#else
+    cu_ctx *c = (cu_ctx *)ctx;
+    size_t free_b = 0, total = 0;
+    cudaSetDevice(c->ordinal);
+    if (cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+        cudaGetLastError(); /* not sticky: the budget falls back to the host's */
+        return SIZE_MAX;
+    }
+    return free_b;
+#endif
+}
 static bool t_has_cap(void *ctx, cx_cap cap) {
     (void)ctx, (void)cap;
     return false; /* full precision only, for now */
@@ -446,6 +462,7 @@ static cattr_status make_backend(int ordinal, cx_backend **out) {
     b->host_memory = false;
     b->has_cap = t_has_cap;
     b->forget_host = NULL;
+    b->free_memory = t_free_memory;
     *out = b;
     return CATTR_OK;
 }
