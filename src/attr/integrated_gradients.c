@@ -437,14 +437,13 @@ static void *const *fin_target(ig_state *s, const cx_call *c) {
 
 /* The finished attributions on the backend (after the finishing fold) and, unless the caller takes them there, on
  * the host. */
-static cattr_status ig_download(cattr_explainer *e, ig_state *s, cx_call *c, void *const *res, cattr_tensor **attr) {
+static cattr_status ig_download(cattr_explainer *e, cx_call *c, void *const *res, cattr_tensor **attr) {
     if (c->attr_dev[0]) return CATTR_OK;
     for (int i = 0; i < c->n; i++) {
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         CX_CHECK(cx_copy_out(e->be, attr[i]->data, res[i], (size_t)attr[i]->numel * cattr_dtype_size(c->dt)));
     }
-    (void)s;
     return CATTR_OK;
 }
 
@@ -643,7 +642,7 @@ static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, cons
         if (st == CATTR_OK) st = ig_fold(e, s, c, units, k, fin, fin ? res : NULL);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, j0 + k, ct.G);
     }
-    if (st == CATTR_OK) st = ig_download(e, s, c, res, attr);
+    if (st == CATTR_OK) st = ig_download(e, c, res, attr);
     if (st == CATTR_OK && delta && e->p.return_convergence_delta)
         st = cx_convergence_delta_dev(e, c, res, c->base, delta);
     return st;
@@ -673,7 +672,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
         if (want && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, &t, &res, sel);
-        if (st == CATTR_OK) st = ig_download(e, s, c, res, attr);
+        if (st == CATTR_OK) st = ig_download(e, c, res, attr);
         if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
         if (st == CATTR_OK && want) st = cx_delta_dev(e, c, c->n, c->x, res, sel, delta);
         free(sel);
@@ -688,7 +687,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
             if (st == CATTR_OK) st = ig_fold(e, s, c, units, (int)(j1 - j0), fin, fin ? res : NULL);
             if (st == CATTR_OK) st = cx_chunk_done(&e->p, j1 * t.u < n ? j1 * t.u : n, n);
         }
-        if (st == CATTR_OK) st = ig_download(e, s, c, res, attr);
+        if (st == CATTR_OK) st = ig_download(e, c, res, attr);
         if (st == CATTR_OK && want) st = cx_convergence_delta_dev(e, c, res, c->base, delta);
     }
     cattr_tensor_free(seed);
