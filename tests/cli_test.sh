@@ -331,6 +331,14 @@ c["attribute_args"]["sliding_window_shapes"] = [c["attribute_args"]["sliding_win
 json.dump(c, open(p, "w"))' "$tmp/occ_tuples/case.json" && ok || bad "could not rewrite the window"
     expect_ok "replay occlusion, flat window" replay "$occ"
     expect_ok "replay occlusion, tuple-of-tuples window" replay "$tmp/occ_tuples"
+    # --digest: the same call (the case and its copy with the other window form) gives the same hash of its bits
+    expect_ok "replay --digest" replay --digest "$occ" "$tmp/occ_tuples"
+    d1=$(sed -n 's/^digest custom_mlp__Occlusion \([0-9a-f]*\)$/\1/p' "$tmp/stdout" | head -1)
+    d2=$(sed -n 's/^digest custom_mlp__Occlusion \([0-9a-f]*\)$/\1/p' "$tmp/stdout" | sed -n 2p)
+    [ ${#d1} -eq 16 ] && [ "$d1" = "$d2" ] && ok || bad "replay --digest: '$d1' vs '$d2'"
+    expect_ok "replay --digest float32" replay --digest --dtype float32 "$occ"
+    d3=$(sed -n 's/^digest custom_mlp__Occlusion \([0-9a-f]*\)$/\1/p' "$tmp/stdout")
+    [ ${#d3} -eq 16 ] && [ "$d3" != "$d1" ] && ok || bad "replay --digest: float32 '$d3' equals float64 '$d1'"
 else
     echo "SKIP: Captum argument forms ($occ or python3 not found)"
 fi

@@ -309,7 +309,7 @@ int cmd_compare(int argc, char **argv) {
     long long target = 0;
     cmp_tally tally;
     memset(&tally, 0, sizeof tally);
-    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL, &tally};
+    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL, &tally, false};
     const char *paths[256];
     int np = 0;
     for (int i = 1; i < argc; i++) {

@@ -409,6 +409,21 @@ static bool implemented(const char *method) {
     return m >= 0 && cattr_method_implemented((cattr_method)m);
 }
 
+/* FNV-1a over the dtype, shape and bytes of each result tensor (NULL ones skipped): two runs print the same digest
+ * exactly when they computed the same bits. */
+static uint64_t digest_of(cattr_tensor *const *t, int n, uint64_t h) {
+    for (int i = 0; i < n; i++) {
+        if (!t[i]) continue;
+        int64_t hdr[2 + CATTR_MAX_DIMS] = {cattr_tensor_dtype(t[i]), cattr_tensor_ndim(t[i])};
+        for (int d = 0; d < (int)hdr[1] && d < CATTR_MAX_DIMS; d++) hdr[2 + d] = cattr_tensor_shape(t[i])[d];
+        const unsigned char *b[2] = {(const unsigned char *)hdr, cattr_tensor_data(t[i])};
+        size_t len[2] = {sizeof hdr, (size_t)cattr_tensor_numel(t[i]) * cattr_dtype_size(cattr_tensor_dtype(t[i]))};
+        for (int k = 0; k < 2; k++)
+            for (size_t j = 0; j < len[k]; j++) h = (h ^ b[k][j]) * 1099511628211ull;
+    }
+    return h;
+}
+
 static void print_time(double *t, int n) {
     double first = t[0];
     double med = n >= 2 ? cli_median(t + 1, n - 1) : NAN;
@@ -845,6 +860,9 @@ static int replay_case(const char *dir, replay_opts *o) {
         o->passed++;
     }
     if (o->runs > 0) print_time(times, runs);
+    if (o->digest)
+        printf("digest %s %016llx\n", name,
+               (unsigned long long)digest_of(&delta, 1, digest_of(attr, 16, 14695981039346656037ull)));
 done:
     fflush(stdout);
     free(times);
@@ -940,7 +958,7 @@ int replay_path(const char *path, replay_opts *o) {
 }
 
 static void replay_help(FILE *f) {
-    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--device NAME] [--runs N] [--tokenizer DIR]\n"
+    fprintf(f, "usage: cattr replay PATH... [--dtype float64|float32] [--device NAME] [--runs N] [--digest] [--tokenizer DIR]\n"
                "\n"
                "Re-runs recorded Captum attributions (golden case folders: case.json, model.onnx,\n"
                "tensors.safetensors) and compares cattr's numbers with them.\n"
@@ -950,13 +968,15 @@ static void replay_help(FILE *f) {
                "                  float32: compare with the f32.* tensors\n"
                "  --device NAME   cpu (default) | cpu-check (reference kernels, protected memory) | cuda[:N]\n"
                "  --runs N        run each attribution N times and print 'time: first=<s> warm_median=<s>'\n"
+               "  --digest        after each case, print 'digest <case> <hash>' (Captum cases): a hash of the result bits\n"
+               "                  (attributions and delta), equal exactly when two builds or machines agree\n"
                "Output: PASS <case> <ratio> | FAIL <case> <tensor> err=<e> allowed=<a> | SKIP <case> <reason>,\n"
                "then 'N passed, N failed, N skipped'. Exit 0: no failure and at least one pass; 1: a failure;\n"
                "2: usage or I/O error.\n");
 }
 
 int cmd_replay(int argc, char **argv) {
-    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL, NULL};
+    replay_opts o = {CATTR_FLOAT64, 0, 0, 0, 0, NULL, NULL, NULL, false};
     const char *paths[256];
     int np = 0;
     for (int i = 1; i < argc; i++) {
@@ -976,6 +996,8 @@ int cmd_replay(int argc, char **argv) {
         } else if (!strcmp(a, "--tokenizer")) {
             if (++i >= argc) return cli_usage_error("--tokenizer needs a folder");
             o.tokenizer = argv[i];
+        } else if (!strcmp(a, "--digest")) {
+            o.digest = true;
         } else if (!strcmp(a, "--runs")) {
             long long n;
             if (++i >= argc) return cli_usage_error("--runs needs a value");

@@ -12,6 +12,7 @@ typedef struct replay_opts {
     const char *tokenizer;
     const char *device;
     cmp_tally *cmp; /* compare mode when not NULL */
+    bool digest;    /* print each case's result bits as a hash (--digest) */
 } replay_opts;
 
 /* Replays (or, with o->cmp, compares) a case folder, a folder of cases, an LLM golden folder or index, or a tokenizer
