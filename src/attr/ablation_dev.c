@@ -34,8 +34,8 @@
  * permutes each input's own rows (src_i = Gather(x_i, srow_i) on dim 1, srow_i the input's rows per state). */
 /* What a device call holds; kept with the explainer from call to call (buffers reused when large enough). */
 typedef struct fa_dev {
-    cx_dbuf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
-    cx_dbuf rows, zrows, fid, tidx, y0, q0, acc, y; /* y: a chunk's outputs, for a part of a split call */
+    cx_buf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
+    cx_buf rows, zrows, fid, tidx, y0, q0, acc, y; /* y: a chunk's outputs, for a part of a split call */
     void *accp[CX_MAX_IN];
     int64_t ord_rows[CX_MAX_IN]; /* rows of ord_i */
 } fa_dev;
@@ -149,21 +149,21 @@ static cattr_status fa_build(cattr_explainer *e, void *state) {
 
 static void fa_dev_free(fa_dev *d) {
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&d->x[i]);
-        cx_dbuf_free(&d->src[i]);
-        cx_dbuf_free(&d->add[i]);
-        cx_dbuf_free(&d->mask[i]);
-        cx_dbuf_free(&d->ord[i]);
-        cx_dbuf_free(&d->srow[i]);
+        cx_buf_free(&d->x[i]);
+        cx_buf_free(&d->src[i]);
+        cx_buf_free(&d->add[i]);
+        cx_buf_free(&d->mask[i]);
+        cx_buf_free(&d->ord[i]);
+        cx_buf_free(&d->srow[i]);
     }
-    cx_dbuf_free(&d->rows);
-    cx_dbuf_free(&d->zrows);
-    cx_dbuf_free(&d->fid);
-    cx_dbuf_free(&d->tidx);
-    cx_dbuf_free(&d->y0);
-    cx_dbuf_free(&d->q0);
-    cx_dbuf_free(&d->acc);
-    cx_dbuf_free(&d->y);
+    cx_buf_free(&d->rows);
+    cx_buf_free(&d->zrows);
+    cx_buf_free(&d->fid);
+    cx_buf_free(&d->tidx);
+    cx_buf_free(&d->y0);
+    cx_buf_free(&d->q0);
+    cx_buf_free(&d->acc);
+    cx_buf_free(&d->y);
 }
 
 cattr_status cx_pform_state(cattr_explainer *e, cx_call *c, bool target, bool whole, size_t size,
@@ -302,11 +302,11 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t nm = pm->rows[i] * pm->per[i];
         size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
-        st = cx_dbuf_fit(e->be, &dp->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false);
+        st = cx_buf_fit(e->be, &dp->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false);
         if (st == CATTR_OK && c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
             st = cx_copy_dev(e->be, dp->x[i].p, c->x_dev[i], xb);
-        if (st == CATTR_OK && !f->permute) st = cx_dbuf_fit(e->be, &dp->src[i], xb, c->base[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
+        if (st == CATTR_OK && !f->permute) st = cx_buf_fit(e->be, &dp->src[i], xb, c->base[i]->data, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
         /* the ordinals of the attributions' elements: one row, or one per output value */
         int64_t ap = f->aper[i], orows = 1;
         if (whole) { /* the input's ids in its own layout; row 0, or row r for output value r */
@@ -321,33 +321,33 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
             }
         }
         dp->ord_rows[i] = orows;
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->ord[i], (size_t)(orows * ap) * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->ord[i], (size_t)(orows * ap) * sizeof *buf, buf, false);
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
-        st = cx_dbuf_fit(e->be, &dp->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype), c->add[j]->data, false);
+        st = cx_buf_fit(e->be, &dp->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype), c->add[j]->data, false);
     if (st == CATTR_OK) { /* rows r mod B, zeros, the targets' flat indices (without a target: value indices) */
         for (int64_t r = 0; r < rmax; r++) buf[r] = r % B;
-        st = cx_dbuf_fit(e->be, &dp->rows, (size_t)rmax * sizeof *buf, buf, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->zrows, (size_t)rmax * sizeof *buf, NULL, true);
+        st = cx_buf_fit(e->be, &dp->rows, (size_t)rmax * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->zrows, (size_t)rmax * sizeof *buf, NULL, true);
     }
     if (st == CATTR_OK && !target) {
         for (int64_t r = 0; r < omax; r++) buf[r] = r % N;
-        st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)omax * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &dp->tidx, (size_t)omax * sizeof *buf, buf, false);
     } else if (st == CATTR_OK && whole) { /* the target of each output row */
         st = cx_pform_target_rows(pf, c, buf);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)pf->osh[0] * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->tidx, (size_t)pf->osh[0] * sizeof *buf, buf, false);
     } else if (st == CATTR_OK) {
         cx_target_rows(seed, B, rmax, buf);
-        st = cx_dbuf_fit(e->be, &dp->tidx, (size_t)rmax * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &dp->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) { /* feature ids per row: the reference's, then state q's at (q + 1) * B */
         for (int64_t r = 0; r < n_sched; r++) buf[r] = r < B ? none : ord2id[r / B - 1];
-        st = cx_dbuf_fit(e->be, &dp->fid, (size_t)n_sched * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &dp->fid, (size_t)n_sched * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) { /* q0 per run: the reference places nothing (q0 = F), then the chunks' first states */
         buf[0] = F;
         for (int64_t k = 0; k < n_chunks; k++) buf[k + 1] = k * per;
-        st = cx_dbuf_fit(e->be, &dp->q0, (size_t)(n_chunks + 1) * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &dp->q0, (size_t)(n_chunks + 1) * sizeof *buf, buf, false);
     }
     for (int i = 0; i < c->n && st == CATTR_OK && f->permute; i++) { /* the source rows of every state's rows */
         int64_t Bi = cx_pt_perm_rows(f, c, i), ns = (F + 1) * Bi;
@@ -369,12 +369,12 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
                 if (k == i) memcpy(buf + (q + 1) * Bi, f->scratch, (size_t)Bi * sizeof *buf);
             }
         }
-        st = cx_dbuf_fit(e->be, &dp->srow[i], (size_t)ns * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &dp->srow[i], (size_t)ns * sizeof *buf, buf, false);
     }
     size_t acc_bytes = 0;
     for (int i = 0; i < c->n; i++) acc_bytes += ((size_t)(N * f->aper[i]) * eo + 63) / 64 * 64;
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->acc, acc_bytes, NULL, true);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &dp->y0, (size_t)N * eo, NULL, true);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->acc, acc_bytes, NULL, true);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->y0, (size_t)N * eo, NULL, true);
     size_t off = 0;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         dp->accp[i] = (char *)dp->acc.p + off;
@@ -394,7 +394,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         vals = malloc((size_t)(len + 1) * sizeof *vals);
         yt = cx_tensor_alloc(odt, 1, &len);
         if (!vals || !yt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_dbuf_fit(e->be, &dp->y, (size_t)omax * eo, NULL, false);
+        if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_buf_fit(e->be, &dp->y, (size_t)omax * eo, NULL, false);
         if (st == CATTR_OK && v.mode == CX_VSPLIT_COMBINE) { /* the reference outputs, for cx_pt_fa_take */
             free(f->ref->y);
             f->ref->y = malloc((size_t)(N + 1) * sizeof *f->ref->y);

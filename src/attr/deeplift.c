@@ -36,7 +36,7 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
             continue;
         }
         /* an input or baseline on the backend (cx_call.x_dev, base_dev): [x; base] assembled there, in e->staged */
-        st = cx_dbuf_fit(e->be, &e->staged[i], 2 * bytes, NULL, false);
+        st = cx_buf_fit(e->be, &e->staged[i], 2 * bytes, NULL, false);
         char *d = e->staged[i].p;
         if (st == CATTR_OK)
             st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
@@ -135,7 +135,7 @@ typedef struct dls_graph {
     int n_in, outs[2 * CX_MAX_IN + 1];
     cx_consts *consts;
     cx_plan_cache pc;
-    cx_dbuf x[CX_MAX_IN], d[CX_MAX_IN], add[CX_MAX_IN], seed, ix, ib, i2, first, nb, y, rowsum[CX_MAX_IN];
+    cx_buf x[CX_MAX_IN], d[CX_MAX_IN], add[CX_MAX_IN], seed, ix, ib, i2, first, nb, y, rowsum[CX_MAX_IN];
 } dls_graph;
 
 void cx_dls_free(struct dls_graph *d) {
@@ -144,13 +144,13 @@ void cx_dls_free(struct dls_graph *d) {
     cg_free(d->g);
     cx_consts_free(d->consts);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&d->x[i]);
-        cx_dbuf_free(&d->d[i]);
-        cx_dbuf_free(&d->add[i]);
-        cx_dbuf_free(&d->rowsum[i]);
+        cx_buf_free(&d->x[i]);
+        cx_buf_free(&d->d[i]);
+        cx_buf_free(&d->add[i]);
+        cx_buf_free(&d->rowsum[i]);
     }
-    cx_dbuf *one[] = {&d->seed, &d->ix, &d->ib, &d->i2, &d->first, &d->nb, &d->y};
-    for (size_t k = 0; k < CX_ARRAY_LEN(one); k++) cx_dbuf_free(one[k]);
+    cx_buf *one[] = {&d->seed, &d->ix, &d->ib, &d->i2, &d->first, &d->nb, &d->y};
+    for (size_t k = 0; k < CX_ARRAY_LEN(one); k++) cx_buf_free(one[k]);
     free(d);
 }
 
@@ -268,8 +268,8 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         nd[DL_D(i)] = c->dist[i]->ndim;
         memcpy(sh[DL_D(i)], c->dist[i]->shape, sizeof sh[0]);
         dt[DL_X(i)] = dt[DL_D(i)] = c->dt;
-        st = cx_dbuf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->d[i], (size_t)c->dist[i]->numel * es, c->dist[i]->data, false);
+        st = cx_buf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &d->d[i], (size_t)c->dist[i]->numel * es, c->dist[i]->data, false);
         in[DL_X(i)] = d->x[i].p;
         in[DL_D(i)] = d->d[i].p;
     }
@@ -277,7 +277,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         nd[DL_ADD(j)] = c->add[j]->ndim;
         memcpy(sh[DL_ADD(j)], c->add[j]->shape, sizeof sh[0]);
         dt[DL_ADD(j)] = c->add[j]->dtype;
-        st = cx_dbuf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+        st = cx_buf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
                          c->add[j]->data, false);
         in[DL_ADD(j)] = d->add[j].p;
     }
@@ -285,7 +285,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         nd[DL_SEED] = seed->ndim;
         memcpy(sh[DL_SEED], seed->shape, sizeof sh[0]);
         dt[DL_SEED] = c->dt;
-        st = cx_dbuf_fit(e->be, &d->seed, (size_t)seed->numel * es, seed->data, false);
+        st = cx_buf_fit(e->be, &d->seed, (size_t)seed->numel * es, seed->data, false);
         in[DL_SEED] = d->seed.p;
         for (int64_t r = 0; r < R; r++) {
             ix[r] = i2[r] = i2[R + r] = r / nb;
@@ -296,7 +296,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     }
     struct {
         int at;
-        cx_dbuf *b;
+        cx_buf *b;
         const int64_t *v;
         int64_t cnt;
     } idx[4] = {{DL_IX, &d->ix, ix, R}, {DL_IB, &d->ib, ib, R}, {DL_I2, &d->i2, i2, 2 * R}, {DL_FIRST, &d->first, first, R}};
@@ -304,7 +304,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         nd[idx[k].at] = 1;
         sh[idx[k].at][0] = idx[k].cnt;
         dt[idx[k].at] = CATTR_INT64;
-        st = cx_dbuf_fit(e->be, idx[k].b, (size_t)idx[k].cnt * sizeof(int64_t), idx[k].v, false);
+        st = cx_buf_fit(e->be, idx[k].b, (size_t)idx[k].cnt * sizeof(int64_t), idx[k].v, false);
         in[idx[k].at] = idx[k].b->p;
     }
     double nbd = (double)nb;
@@ -313,7 +313,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         nd[DL_NB] = 1;
         sh[DL_NB][0] = 1;
         dt[DL_NB] = c->dt;
-        st = cx_dbuf_fit(e->be, &d->nb, es, c->dt == CATTR_FLOAT32 ? (const void *)&nbf : (const void *)&nbd, false);
+        st = cx_buf_fit(e->be, &d->nb, es, c->dt == CATTR_FLOAT32 ? (const void *)&nbf : (const void *)&nbd, false);
         in[DL_NB] = d->nb.p;
     }
     bool want = delta && e->p.return_convergence_delta;
@@ -329,13 +329,13 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else host[i] = attr[i]->data, dev[i] = NULL;
         if (want && st == CATTR_OK) {
-            st = cx_dbuf_fit(e->be, &d->rowsum[i], (size_t)R * es, NULL, false);
+            st = cx_buf_fit(e->be, &d->rowsum[i], (size_t)R * es, NULL, false);
             host[c->n + i] = NULL;
             dev[c->n + i] = d->rowsum[i].p;
         }
     }
     if (want && st == CATTR_OK) {
-        st = cx_dbuf_fit(e->be, &d->y, (size_t)(2 * R * per_out) * es, NULL, false);
+        st = cx_buf_fit(e->be, &d->y, (size_t)(2 * R * per_out) * es, NULL, false);
         host[2 * c->n] = NULL;
         dev[2 * c->n] = d->y.p;
     }

@@ -8,7 +8,7 @@
 #ifndef CATTR_DERIVE_H
 #define CATTR_DERIVE_H
 
-#include "exec/plan.h"
+#include "exec/run.h"
 #include "graph/autodiff.h"
 
 /* A node of op `op` over values a and b (its output's id), or -1 when either is -1 (an earlier failure) or the node
@@ -47,37 +47,6 @@ cattr_status cx_graph_append_model(cg_graph *g, const cg_graph *m, const int *in
 cattr_status cx_graph_append_model_replacing(cg_graph *g, const cg_graph *m, const int *in_map, int n_rep,
                                              const int *rep, const int *rep_by, int *map);
 
-/* Plans of one graph by input shapes, dtypes and outputs; the least recently used is evicted. The one plan cache of
- * every method family and the language-model path. A zeroed cx_plan_cache is empty, keeps CX_PLAN_CACHE_DEFAULT
- * plans and lets each plan allocate its own working memory; cx_plan_cache_share_arena makes its plans share one. */
-#define CX_PLAN_CACHE_MAX 12
-#define CX_PLAN_CACHE_DEFAULT 4
-typedef struct cx_plan_cache {
-    struct {
-        cx_plan *p;
-        int *outs; /* the planned outputs (owned) */
-        int n_outs;
-        uint64_t used;
-    } e[CX_PLAN_CACHE_MAX];
-    int cap;        /* plans kept (0: CX_PLAN_CACHE_DEFAULT; at most CX_PLAN_CACHE_MAX) */
-    uint64_t clock;
-    cx_backend *arena_be; /* non-NULL: the plans never run at once and share one arena of this backend, the size of
-                           * the largest */
-    void *arena;
-    size_t arena_bytes;
-} cx_plan_cache;
-
-/* Makes pc's plans share one arena on backend be (call while pc is empty). */
-void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be);
-
-/* The cached plan of g's outputs `outs` for these inputs, or a new one (cx_plan_new's arguments); with a shared
- * arena, the plan is lent it (grown to the plan's size first). Errors: cx_plan_new's, CATTR_ERR_NO_MEMORY. */
-cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
-                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
-                               cx_plan **out);
-/* Frees every plan and the arena; the cache stays usable (same capacity and arena mode). */
-void cx_plan_cache_clear(cx_plan_cache *pc);
-
 /* Attributed plus additional inputs of a call, at most. */
 #define CX_MAX_IN 16
 
@@ -94,23 +63,5 @@ typedef struct cx_derived {
 
 /* Frees the plans, the constants and the graph; d is empty again. */
 void cx_derived_free(cx_derived *d);
-
-/* Backend memory a method holds during a call. */
-typedef struct cx_dbuf {
-    cx_backend *be;
-    void *p;
-    size_t bytes;
-} cx_dbuf;
-
-/* New backend memory of `bytes` bytes, zeroed when `zero`. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
-cattr_status cx_dbuf_alloc(cx_backend *be, size_t bytes, bool zero, cx_dbuf *out);
-/* New backend memory holding a copy of host tensor t. Errors: as cx_dbuf_alloc. */
-cattr_status cx_dbuf_upload(cx_backend *be, const cattr_tensor *t, cx_dbuf *out);
-/* Backend memory holding `bytes` bytes from host memory. */
-cattr_status cx_dbuf_upload_raw(cx_backend *be, const void *host, size_t bytes, cx_dbuf *out);
-void cx_dbuf_free(cx_dbuf *b);
-/* Keeps *b (reallocated only when smaller than `bytes`) and fills its first `bytes` bytes from host memory, or with
- * zeros when `zero`, or leaves them. For buffers a method keeps from call to call. */
-cattr_status cx_dbuf_fit(cx_backend *be, cx_dbuf *b, size_t bytes, const void *host, bool zero);
 
 #endif

@@ -131,12 +131,12 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_derived_free(&e->sum_d);
     cx_derived_free(&e->spread_d);
     cx_derived_free(&e->pmean_d);
-    cx_dbuf_free(&e->spread_ids);
+    cx_buf_free(&e->spread_ids);
     free(e->spread_ids_host);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&e->kept[i]);
-        cx_dbuf_free(&e->staged[i]);
-        cx_dbuf_free(&e->dstaged[i]);
+        cx_buf_free(&e->kept[i]);
+        cx_buf_free(&e->staged[i]);
+        cx_buf_free(&e->dstaged[i]);
     }
     cg_free(e->g);
     cx_consts_free(e->consts);
@@ -189,10 +189,10 @@ static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_t
     /* summed over the last axis (e->sum_last): from the backend where the method leaves its attributions there */
     bool sum = st == CATTR_OK && e->sum_last && e->split.n_parts == 0;
     bool dev = sum && e->p.nt_type == CATTR_NT_NONE && e->split.n_comb == 0 && takes_attr_dev(e->method);
-    cx_dbuf ad[MAX_IN];
+    cx_buf ad[MAX_IN];
     memset(ad, 0, sizeof ad);
     for (int i = 0; dev && i < c.n && st == CATTR_OK; i++) {
-        st = cx_dbuf_fit(e->be, &ad[i], (size_t)c.x[i]->numel * cattr_dtype_size(c.dt), NULL, false);
+        st = cx_buf_fit(e->be, &ad[i], (size_t)c.x[i]->numel * cattr_dtype_size(c.dt), NULL, false);
         c.attr_dev[i] = ad[i].p;
     }
     if (st == CATTR_OK) {
@@ -209,7 +209,7 @@ static cattr_status run_once(cattr_explainer *e, const cattr_call *call, cattr_t
             attr[i] = summed[i];
         }
     }
-    for (int i = 0; i < MAX_IN; i++) cx_dbuf_free(&ad[i]);
+    for (int i = 0; i < MAX_IN; i++) cx_buf_free(&ad[i]);
     if (e->p.nt_type != CATTR_NT_NONE || st != CATTR_OK) e->fx_n = 0; /* f at noisy inputs is not f(x) */
     int c_n_out = c.n_out;
     cx_call_free(&c);

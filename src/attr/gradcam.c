@@ -29,7 +29,6 @@ typedef struct {
     bool empty[CX_MAX_IN]; /* input i cannot take the map: an empty attribution */
     cx_consts *consts;
     cx_plan_cache pc;
-    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, idx[CX_MAX_IN][CG_MAX_SP];
 } ggc_state;
 
 static void ggc_graph_free(ggc_state *s) {
@@ -44,12 +43,6 @@ static void ggc_release(cattr_explainer *e) {
     ggc_graph_free(s);
     cx_rules_free(s->rules_state);
     cx_consts_free(s->consts);
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->x[i]);
-        cx_dbuf_free(&s->add[i]);
-        for (int d = 0; d < CG_MAX_SP; d++) cx_dbuf_free(&s->idx[i][d]);
-    }
-    cx_dbuf_free(&s->seed);
     free(s);
     e->method_state = NULL;
 }
@@ -162,38 +155,25 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
     if (!s->g) CX_CHECK(ggc_build(e, s, c));
     cattr_tensor *seed = NULL;
     CX_CHECK(cx_seed_block(e, c, &seed));
-    int nd[GG_MAX_IN];
-    int64_t sh[GG_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[GG_MAX_IN];
-    void *in[GG_MAX_IN], *host[CX_MAX_IN];
+    cx_arg in[GG_MAX_IN];
+    void *host[CX_MAX_IN];
+    int64_t *idx[CX_MAX_IN][CG_MAX_SP] = {{0}};
     cattr_status st = CATTR_OK;
-    for (int k = 0; k < s->n_in; k++) {
-        nd[k] = 1;
-        sh[k][0] = 1;
-        dt[k] = CATTR_INT64;
-        in[k] = NULL;
+    for (int k = 0; k < s->n_in; k++) { /* the inputs the chosen outputs do not read: a one-value shape */
+        cx_arg none = {.nd = 1, .sh = {1}, .dt = CATTR_INT64};
+        in[k] = none;
     }
-    for (int k = 0; k < s->n + s->n_add && st == CATTR_OK; k++) {
-        const cattr_tensor *t = k < s->n ? c->x[k] : c->add[k - s->n];
-        cx_dbuf *b = k < s->n ? &s->x[k] : &s->add[k - s->n];
-        nd[k] = t->ndim;
-        memcpy(sh[k], t->shape, sizeof sh[k]);
-        dt[k] = t->dtype;
-        st = cx_dbuf_fit(e->be, b, (size_t)t->numel * cattr_dtype_size(t->dtype), t->data, false);
-        in[k] = b->p;
-    }
-    nd[GG_SEED] = seed->ndim;
-    memcpy(sh[GG_SEED], seed->shape, sizeof sh[0]);
-    dt[GG_SEED] = c->dt;
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * cattr_dtype_size(c->dt), seed->data, false);
-    in[GG_SEED] = s->seed.p;
-    bool eager = e->p.executor == CATTR_EXEC_EAGER;
-    cx_plan *p = NULL;
-    const cx_view *lv = NULL;
+    for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n], NULL);
+    in[GG_SEED] = cx_arg_of(seed, NULL);
     /* the layer's shape, then the suffix for its rank and the inputs' */
-    if (st == CATTR_OK) st = cx_plan_cache_get(&s->pc, s->g, s->consts, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
-                                               &s->y_layer, 1, &p);
-    if (st == CATTR_OK) lv = cx_plan_view(p, s->y_layer);
+    cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+    j.n_in = s->n_in;
+    j.in = in;
+    j.n_out = 1;
+    j.outs = &s->y_layer;
+    cx_plan *p = NULL;
+    st = cx_run_plan_only(&j, &p);
+    const cx_view *lv = st == CATTR_OK ? cx_plan_view(p, s->y_layer) : NULL;
     bool same = st == CATTR_OK && s->layer_rank == lv->ndim;
     for (int i = 0; i < c->n && same; i++) same = s->rank[i] == c->x[i]->ndim;
     int lnd = lv ? lv->ndim : 0;
@@ -221,30 +201,29 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
             continue;
         }
         for (int d = 0; d < c->x[i]->ndim - 2 && st == CATTR_OK; d++) {
-            int64_t n_out = c->x[i]->shape[2 + d], *idx = malloc((size_t)(n_out + 1) * sizeof *idx);
-            if (!idx) {
+            int64_t n_out = c->x[i]->shape[2 + d];
+            if (!(idx[i][d] = malloc((size_t)(n_out + 1) * sizeof *idx[i][d]))) {
                 st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
                 break;
             }
-            nearest_rows(lsh[2 + d], n_out, idx);
-            st = cx_dbuf_fit(e->be, &s->idx[i][d], (size_t)n_out * sizeof *idx, idx, false);
-            free(idx);
-            nd[GG_IDX(i, d)] = 1;
-            sh[GG_IDX(i, d)][0] = n_out;
-            in[GG_IDX(i, d)] = s->idx[i][d].p;
+            nearest_rows(lsh[2 + d], n_out, idx[i][d]);
+            cx_arg a = {.nd = 1, .sh = {n_out}, .dt = CATTR_INT64, .host = idx[i][d]};
+            in[GG_IDX(i, d)] = a;
         }
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else host[n_outs] = attr[i]->data;
         outs[n_outs++] = s->outs[i];
     }
-    for (int k = 0; k < s->n_in && st == CATTR_OK; k++) /* inputs the chosen outputs do not read: a one-value stand-in */
-        if (!in[k]) in[k] = s->seed.p;
-    if (st == CATTR_OK && n_outs > 0)
-        st = cx_plan_cache_get(&s->pc, s->g, s->consts, eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, outs,
-                               n_outs, &p);
-    if (st == CATTR_OK && n_outs > 0 && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    if (st == CATTR_OK && n_outs > 0) st = cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    j = cx_job_for(e, s->g, s->consts, &s->pc); /* the graph may be new */
+    j.n_in = s->n_in;
+    j.in = in;
+    j.n_out = n_outs;
+    j.outs = outs;
+    j.out_host = host;
+    if (st == CATTR_OK && n_outs > 0) st = cx_run(&j);
+    for (int i = 0; i < CX_MAX_IN; i++)
+        for (int d = 0; d < CG_MAX_SP; d++) free(idx[i][d]);
     cattr_tensor_free(seed);
     return st;
 }

@@ -16,18 +16,12 @@ typedef struct pg_state {
     int outs[CX_MAX_IN];
     cx_consts *consts;
     cx_plan_cache pc;
-    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed;
 } pg_state;
 
 static void pg_release(cattr_explainer *e) {
     pg_state *s = e->method_state;
     if (!s) return;
     cx_plan_cache_clear(&s->pc);
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->x[i]);
-        cx_dbuf_free(&s->add[i]);
-    }
-    cx_dbuf_free(&s->seed);
     cx_consts_free(s->consts);
     cg_free(s->g);
     free(s);
@@ -79,37 +73,24 @@ static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor 
     }
     cattr_tensor *seed = NULL;
     CX_CHECK(cx_seed_block(e, c, &seed));
-    int nd[2 * CX_MAX_IN + 1];
-    int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN + 1];
-    void *in[2 * CX_MAX_IN + 1], *host[CX_MAX_IN];
+    cx_arg in[2 * CX_MAX_IN + 1];
+    void *host[CX_MAX_IN];
+    for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n], NULL);
+    in[s->n + s->n_add] = cx_arg_of(seed, NULL);
     cattr_status st = CATTR_OK;
-    for (int k = 0; k < s->n + s->n_add && st == CATTR_OK; k++) {
-        const cattr_tensor *t = k < s->n ? c->x[k] : c->add[k - s->n];
-        cx_dbuf *b = k < s->n ? &s->x[k] : &s->add[k - s->n];
-        nd[k] = t->ndim;
-        memcpy(sh[k], t->shape, sizeof sh[k]);
-        dt[k] = t->dtype;
-        st = cx_dbuf_fit(e->be, b, (size_t)t->numel * cattr_dtype_size(t->dtype), t->data, false);
-        in[k] = b->p;
-    }
-    int si = s->n + s->n_add;
-    nd[si] = seed->ndim;
-    memcpy(sh[si], seed->shape, sizeof sh[si]);
-    dt[si] = c->dt;
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * cattr_dtype_size(c->dt), seed->data, false);
-    in[si] = s->seed.p;
     for (int i = 0; i < c->n && st == CATTR_OK && !c->attr_dev[0]; i++) { /* else: left on the backend */
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else host[i] = attr[i]->data;
     }
-    cx_plan *p = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n, &p);
-    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, c->attr_dev[0] ? NULL : host, c->attr_dev[0] ? c->attr_dev : NULL);
+    cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+    j.n_in = s->n + s->n_add + 1;
+    j.in = in;
+    j.n_out = s->n;
+    j.outs = s->outs;
+    j.out_host = c->attr_dev[0] ? NULL : host;
+    j.out_dev = c->attr_dev[0] ? c->attr_dev : NULL;
+    if (st == CATTR_OK) st = cx_run(&j);
     cattr_tensor_free(seed);
     return st;
 }

@@ -83,7 +83,7 @@ cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *cons
         if (fill[i]) continue;
         size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
         char *d = NULL;
-        st = cx_dbuf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
+        st = cx_buf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
         if (st == CATTR_OK) d = e->dstaged[i].p;
         if (st == CATTR_OK)
             st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
@@ -274,7 +274,7 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
     if (st == CATTR_OK && !same) {
         free(e->spread_ids_host);
         e->spread_ids_host = NULL;
-        st = cx_dbuf_fit(e->be, &e->spread_ids, (size_t)nid * sizeof *iv, iv, false);
+        st = cx_buf_fit(e->be, &e->spread_ids, (size_t)nid * sizeof *iv, iv, false);
         if (st == CATTR_OK) {
             e->spread_ids_host = iv;
             e->spread_ids_n = nid;

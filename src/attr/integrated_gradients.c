@@ -103,9 +103,9 @@ static cattr_status ig_points(cattr_explainer *e) {
  * (multiply_by_inputs; else the same value). A call uploads x, b, a, the seed block and the whole schedule once, keeps
  * the chain on the backend from pass to pass, and downloads the attributions once. */
 typedef struct ig_dev {
-    cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, rows, urows, alpha, step;
-    cx_dbuf units;           /* the units' sums: per slot and input, room for kmax units */
-    cx_dbuf accs;            /* the chain's two accumulators per input (it alternates between them) */
+    cx_buf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, rows, urows, alpha, step;
+    cx_buf units;           /* the units' sums: per slot and input, room for kmax units */
+    cx_buf accs;            /* the chain's two accumulators per input (it alternates between them) */
     void *u[2][CX_MAX_IN];   /* slot s, input i: unit j at u[s][i] + j * numel_i (the two halves: a slot each) */
     void *acc[2][CX_MAX_IN]; /* acc[0] is zero at the start of a call */
     int cur;                 /* the accumulator holding the chain */
@@ -128,17 +128,17 @@ typedef struct ig_state {
 
 static void ig_dev_free(ig_dev *d) {
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&d->x[i]);
-        cx_dbuf_free(&d->b[i]);
-        cx_dbuf_free(&d->add[i]);
+        cx_buf_free(&d->x[i]);
+        cx_buf_free(&d->b[i]);
+        cx_buf_free(&d->add[i]);
     }
-    cx_dbuf_free(&d->units);
-    cx_dbuf_free(&d->accs);
-    cx_dbuf_free(&d->seed);
-    cx_dbuf_free(&d->rows);
-    cx_dbuf_free(&d->urows);
-    cx_dbuf_free(&d->alpha);
-    cx_dbuf_free(&d->step);
+    cx_buf_free(&d->units);
+    cx_buf_free(&d->accs);
+    cx_buf_free(&d->seed);
+    cx_buf_free(&d->rows);
+    cx_buf_free(&d->urows);
+    cx_buf_free(&d->alpha);
+    cx_buf_free(&d->step);
 }
 
 static void ig_release(cattr_explainer *e) {
@@ -298,13 +298,13 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     size_t es = cattr_dtype_size(c->dt), one = 0;
     for (int i = 0; i < c->n; i++) {
         size_t bytes = (size_t)c->x[i]->numel * es;
-        CX_CHECK(cx_dbuf_fit(be, &d->x[i], bytes, c->x_dev[i] ? NULL : c->x[i]->data, false));
+        CX_CHECK(cx_buf_fit(be, &d->x[i], bytes, c->x_dev[i] ? NULL : c->x[i]->data, false));
         if (c->x_dev[i]) CX_CHECK(cx_copy_dev(be, d->x[i].p, c->x_dev[i], bytes)); /* the inputs already there */
-        CX_CHECK(cx_dbuf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
+        CX_CHECK(cx_buf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
         one += (bytes + 63) / 64 * 64;
     }
-    CX_CHECK(cx_dbuf_fit(be, &d->accs, one * 2, NULL, true));
-    CX_CHECK(cx_dbuf_fit(be, &d->units, one * (size_t)kmax * (size_t)slots, NULL, false));
+    CX_CHECK(cx_buf_fit(be, &d->accs, one * 2, NULL, true));
+    CX_CHECK(cx_buf_fit(be, &d->units, one * (size_t)kmax * (size_t)slots, NULL, false));
     size_t off = 0, uoff = 0;
     memset(d->u, 0, sizeof d->u); /* the slots not asked for stay NULL */
     for (int i = 0; i < c->n; i++) {
@@ -317,9 +317,9 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     }
     d->cur = 0;
     for (int j = 0; j < c->n_add; j++)
-        CX_CHECK(cx_dbuf_fit(be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+        CX_CHECK(cx_buf_fit(be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
                              c->add[j]->data, false));
-    CX_CHECK(cx_dbuf_fit(be, &d->seed, (size_t)seed->numel * es, seed->data, false));
+    CX_CHECK(cx_buf_fit(be, &d->seed, (size_t)seed->numel * es, seed->data, false));
     if (d->sched_B == B && d->sched_rows >= max_rows && d->sched_steps == n && d->sched_u == t->u &&
         d->sched_dt == c->dt)
         return CATTR_OK;
@@ -336,11 +336,11 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
             cx_tensor_set(al, r, e->alphas[r / B]);
             cx_tensor_set(stp, r, e->steps[r / B]);
         }
-        st = cx_dbuf_fit(be, &d->rows, (size_t)max_rows * sizeof *rows, rows, false);
+        st = cx_buf_fit(be, &d->rows, (size_t)max_rows * sizeof *rows, rows, false);
     }
-    if (st == CATTR_OK) st = cx_dbuf_fit(be, &d->urows, (size_t)max_rows * sizeof *rows, urows, false);
-    if (st == CATTR_OK) st = cx_dbuf_fit(be, &d->alpha, (size_t)all * es, al->data, false);
-    if (st == CATTR_OK) st = cx_dbuf_fit(be, &d->step, (size_t)all * es, stp->data, false);
+    if (st == CATTR_OK) st = cx_buf_fit(be, &d->urows, (size_t)max_rows * sizeof *rows, urows, false);
+    if (st == CATTR_OK) st = cx_buf_fit(be, &d->alpha, (size_t)all * es, al->data, false);
+    if (st == CATTR_OK) st = cx_buf_fit(be, &d->step, (size_t)all * es, stp->data, false);
     if (st == CATTR_OK) {
         d->sched_B = B;
         d->sched_rows = max_rows;

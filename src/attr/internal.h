@@ -103,12 +103,12 @@ struct cattr_explainer {
     cx_derived spread_d;
     cattr_dtype spread_dt;
     int spread_out;
-    cx_dbuf spread_ids; /* the ids it last uploaded (a copy in spread_ids_host, spread_ids_n values): calls with the
+    cx_buf spread_ids; /* the ids it last uploaded (a copy in spread_ids_host, spread_ids_n values): calls with the
                          * same feature ids (a tunnel's partitions, the inputs of one call) upload them once */
     int64_t *spread_ids_host, spread_ids_n;
-    cx_dbuf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
-    cx_dbuf dstaged[CX_MAX_IN]; /* the delta's [x; start] assembled on the backend (cx_delta_forward, from x_dev) */
-    cx_dbuf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
+    cx_buf kept[CX_MAX_IN];   /* attributions a pass left on the backend for the delta (cx_grad_keep and kin) */
+    cx_buf dstaged[CX_MAX_IN]; /* the delta's [x; start] assembled on the backend (cx_delta_forward, from x_dev) */
+    cx_buf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
      * values (cx_run_plan) */
     bool diagnose;
@@ -243,7 +243,7 @@ typedef struct cx_acc_split {
     cattr_dtype dt;
     int nd[CX_ACC_SPLIT_MAX];
     int64_t sh[CX_ACC_SPLIT_MAX][CATTR_MAX_DIMS], numel[CX_ACC_SPLIT_MAX];
-    cx_dbuf zero[CX_ACC_SPLIT_MAX], chunk[CX_ACC_SPLIT_MAX];
+    cx_buf zero[CX_ACC_SPLIT_MAX], chunk[CX_ACC_SPLIT_MAX];
     cg_graph *g;
     int outs[CX_ACC_SPLIT_MAX];
     cx_plan_cache pc;
@@ -260,7 +260,7 @@ cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *
 void cx_acc_split_free(cx_acc_split *a);
 
 typedef struct cx_call_dev {
-    cx_dbuf x[CX_MAX_IN], base[CX_MAX_IN], add[CX_MAX_IN], rows, tidx, y;
+    cx_buf x[CX_MAX_IN], base[CX_MAX_IN], add[CX_MAX_IN], rows, tidx, y;
 } cx_call_dev;
 cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y);
 void cx_call_dev_free(cx_call_dev *d);
@@ -285,6 +285,15 @@ void cx_call_free(cx_call *c);
 cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, double *mask);
 cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr);
 void cx_drop_plans(cattr_explainer *e);
+
+/* A run of graph g (its constants consts, its plans kept in pc) for explainer e: e's executor, e's call's cancel flag
+ * and progress beat, the non-finite diagnosis while e->diagnose is set, and the plan's bytes raising e->peak. The
+ * caller sets the inputs and outputs, then cx_run. */
+static inline cx_job cx_job_for(cattr_explainer *e, const cg_graph *g, cx_consts *consts, cx_plan_cache *pc) {
+    cx_job j = {.g = g, .consts = consts, .pc = pc, .eager = e->p.executor == CATTR_EXEC_EAGER,
+                .watch = cx_watch_of(&e->p), .check_finite = e->diagnose, .peak = &e->peak};
+    return j;
+}
 
 /* cx_plan_run for the explainer's passes: while e->diagnose is set, the plan looks for the node where a NaN or Inf
  * first appears (cx_plan_set_check_finite). */

@@ -38,8 +38,8 @@ struct lpath {
     int n_in; /* graph inputs, positions below */
     int in_x, in_b, in_add, in_seed, in_nseed, in_rows, in_alpha, in_step, in_acc, in_cur, in_next, in_pair;
     int n_out, outs[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
-    cx_dbuf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, nseed, rows, alpha, step, cur, next, pair;
-    cx_dbuf acc[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
+    cx_buf x[CX_MAX_IN], b[CX_MAX_IN], add[CX_MAX_IN], seed, nseed, rows, alpha, step, cur, next, pair;
+    cx_buf acc[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
 };
 
 void cx_lg_lpath_free(lpath *p) {
@@ -48,13 +48,13 @@ void cx_lg_lpath_free(lpath *p) {
     cg_free(p->g);
     cx_consts_free(p->consts);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&p->x[i]);
-        cx_dbuf_free(&p->b[i]);
-        cx_dbuf_free(&p->add[i]);
+        cx_buf_free(&p->x[i]);
+        cx_buf_free(&p->b[i]);
+        cx_buf_free(&p->add[i]);
     }
-    for (size_t k = 0; k < CX_ARRAY_LEN(p->acc); k++) cx_dbuf_free(&p->acc[k]);
-    cx_dbuf *one[] = {&p->seed, &p->nseed, &p->rows, &p->alpha, &p->step, &p->cur, &p->next, &p->pair};
-    for (size_t k = 0; k < CX_ARRAY_LEN(one); k++) cx_dbuf_free(one[k]);
+    for (size_t k = 0; k < CX_ARRAY_LEN(p->acc); k++) cx_buf_free(&p->acc[k]);
+    cx_buf *one[] = {&p->seed, &p->nseed, &p->rows, &p->alpha, &p->step, &p->cur, &p->next, &p->pair};
+    for (size_t k = 0; k < CX_ARRAY_LEN(one); k++) cx_buf_free(one[k]);
     free(p);
 }
 
@@ -252,17 +252,17 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
     int64_t all = (int64_t)npts * B, maxr = (int64_t)chunk * B;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* in their dtype: LayerIG takes integer ids too */
         size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
-        st = cx_dbuf_fit(e->be, &p->x[i], xb, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->b[i], xb, c->base[i]->data, false);
+        st = cx_buf_fit(e->be, &p->x[i], xb, c->x[i]->data, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &p->b[i], xb, c->base[i]->data, false);
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++)
-        st = cx_dbuf_fit(e->be, &p->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+        st = cx_buf_fit(e->be, &p->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
                          c->add[j]->data, false);
-    if (st == CATTR_OK && seed) st = cx_dbuf_fit(e->be, &p->seed, (size_t)seed->numel * es, seed->data, false);
-    if (st == CATTR_OK && neuron) st = cx_dbuf_fit(e->be, &p->nseed, (size_t)nseed->numel * es, nseed->data, false);
+    if (st == CATTR_OK && seed) st = cx_buf_fit(e->be, &p->seed, (size_t)seed->numel * es, seed->data, false);
+    if (st == CATTR_OK && neuron) st = cx_buf_fit(e->be, &p->nseed, (size_t)nseed->numel * es, nseed->data, false);
     for (int k = 0; st == CATTR_OK && k < p->n_out; k++) {
         int64_t cnt = neuron ? c->x[k]->numel : cx_view_numel(&lv[k]);
-        st = cx_dbuf_fit(e->be, &p->acc[k], (size_t)cnt * es, NULL, true);
+        st = cx_buf_fit(e->be, &p->acc[k], (size_t)cnt * es, NULL, true);
     }
     if (st == CATTR_OK) {
         ib = malloc((size_t)(3 * maxr + 1) * sizeof *ib);
@@ -276,9 +276,9 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
             cx_tensor_set(stp, r, steps[r / B]);
         }
         for (int64_t r = 0; r < maxr; r++) ib[r] = r % B;
-        st = cx_dbuf_fit(e->be, &p->rows, (size_t)maxr * sizeof *ib, ib, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->alpha, (size_t)all * es, al->data, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->step, (size_t)all * es, stp->data, false);
+        st = cx_buf_fit(e->be, &p->rows, (size_t)maxr * sizeof *ib, ib, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &p->alpha, (size_t)all * es, al->data, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &p->step, (size_t)all * es, stp->data, false);
     }
     if (st == CATTR_OK && lc) { /* consecutive points of a chunk: rows q*B + b and (q+1)*B + b, example b */
         int64_t np = maxr - B > 0 ? maxr - B : 1;
@@ -287,9 +287,9 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
             ib[np + r] = r + B;
             ib[2 * np + r] = r % B;
         }
-        st = cx_dbuf_fit(e->be, &p->cur, (size_t)np * sizeof *ib, ib, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->next, (size_t)np * sizeof *ib, ib + np, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &p->pair, (size_t)np * sizeof *ib, ib + 2 * np, false);
+        st = cx_buf_fit(e->be, &p->cur, (size_t)np * sizeof *ib, ib, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &p->next, (size_t)np * sizeof *ib, ib + np, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &p->pair, (size_t)np * sizeof *ib, ib + 2 * np, false);
     }
     /* a call split into parts (split.c): the chunks are the units, their values the accumulators' chunk sums */
     int acc_nd[CX_ACC_SPLIT_MAX];

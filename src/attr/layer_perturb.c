@@ -47,12 +47,12 @@ typedef struct lp_state {
     int lrp_out[LP_MAX_LAYERS + 1];
     /* LayerDeepLift on the backend: the layer values at the inputs and at the baselines, and the inner DeepLift's
      * attributions (the layers', then the model inputs') */
-    cx_dbuf act[LP_MAX_LAYERS], act0[LP_MAX_LAYERS], la[LP_MAX_LAYERS + CX_MAX_IN];
+    cx_buf act[LP_MAX_LAYERS], act0[LP_MAX_LAYERS], la[LP_MAX_LAYERS + CX_MAX_IN];
     /* LayerDeepLiftShap: the graph that makes the (example, baseline) pairs' inputs and baselines on the backend
      * (pairs_graph), and those */
     cx_derived pg;
     int pg_outs[2 * CX_MAX_IN];
-    cx_dbuf px[CX_MAX_IN], pb[CX_MAX_IN];
+    cx_buf px[CX_MAX_IN], pb[CX_MAX_IN];
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
@@ -67,14 +67,14 @@ static void lp_release(cattr_explainer *e) {
     graph_free(&s->lg);
     cx_plan_cache_clear(&s->fpc);
     for (int k = 0; k < LP_MAX_LAYERS; k++) {
-        cx_dbuf_free(&s->act[k]);
-        cx_dbuf_free(&s->act0[k]);
+        cx_buf_free(&s->act[k]);
+        cx_buf_free(&s->act0[k]);
     }
-    for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cx_dbuf_free(&s->la[k]);
+    for (int k = 0; k < LP_MAX_LAYERS + CX_MAX_IN; k++) cx_buf_free(&s->la[k]);
     cx_derived_free(&s->pg);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->px[i]);
-        cx_dbuf_free(&s->pb[i]);
+        cx_buf_free(&s->px[i]);
+        cx_buf_free(&s->pb[i]);
     }
     cattr_explainer_free(s->inner);
     cattr_model_free(s->lm);
@@ -168,7 +168,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
         }
         /* the first `keep` outputs also stay on the backend, in e->kept (for a delta summed there) */
         for (int k = 0; k < keep && st == CATTR_OK; k++) {
-            st = cx_dbuf_fit(e->be, &e->kept[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype), NULL, false);
+            st = cx_buf_fit(e->be, &e->kept[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype), NULL, false);
             od[k] = e->kept[k].p;
             oh[k] = NULL;
         }
@@ -281,7 +281,7 @@ static cattr_status layer_inner(cattr_explainer *e, lp_state *s, cattr_method me
 /* The layer tensors at inputs xs (B rows; the call's additional inputs): act[k] new tensors, holding the values, or
  * with dev their shapes only (contents undefined), the values left in backend buffers dev[k]. */
 static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, cattr_tensor *const *xs,
-                                 void *const *xs_dev, cattr_tensor **act, cx_dbuf *dev) {
+                                 void *const *xs_dev, cattr_tensor **act, cx_buf *dev) {
     int nd[2 * CX_MAX_IN];
     int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[2 * CX_MAX_IN];
@@ -306,7 +306,7 @@ static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, ca
         else dst[k] = act[k]->data;
         if (st == CATTR_OK && dev) { /* the host tensor gives the shape: all-ones bits (NaN) where values were */
             memset(act[k]->data, 0xff, (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype));
-            st = cx_dbuf_fit(e->be, &dev[k], (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype), NULL, false);
+            st = cx_buf_fit(e->be, &dev[k], (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype), NULL, false);
         }
         if (st == CATTR_OK && dev) ddev[k] = dev[k].p;
     }
@@ -351,7 +351,7 @@ static cattr_status layer_deeplift_run(cattr_explainer *e, cx_call *c, bool down
         c2.base[k] = k < nl ? act0[k] : c->base[k - nl];
         c2.x_dev[k] = k < nl ? s->act[k].p : c->x_dev[k - nl];
         c2.base_dev[k] = k < nl ? s->act0[k].p : c->base_dev[k - nl];
-        st = cx_dbuf_fit(in->be, &s->la[k], (size_t)c2.x[k]->numel * cattr_dtype_size(c->dt), NULL, false);
+        st = cx_buf_fit(in->be, &s->la[k], (size_t)c2.x[k]->numel * cattr_dtype_size(c->dt), NULL, false);
         c2.attr_dev[k] = s->la[k].p;
     }
     for (int j = 0; j < c->n_add; j++) c2.add[j] = c->add[j];
@@ -627,8 +627,8 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
         cattr_tensor **ph = k < n ? &p.x[k] : &p.base[k - n]; /* host tensors of the pairs' shapes: NaN, never read */
         if (!(*ph = cx_tensor_alloc(c->dt, t->ndim, psh))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else memset((*ph)->data, 0xff, (size_t)(*ph)->numel * cattr_dtype_size(c->dt));
-        cx_dbuf *b = k < n ? &s->px[k] : &s->pb[k - n];
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, b, (size_t)(*ph)->numel * cattr_dtype_size(c->dt), NULL, false);
+        cx_buf *b = k < n ? &s->px[k] : &s->pb[k - n];
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, b, (size_t)(*ph)->numel * cattr_dtype_size(c->dt), NULL, false);
         out[k] = b->p;
         if (k < n) p.x_dev[k] = b->p;
         else p.base_dev[k - n] = b->p;

@@ -282,7 +282,7 @@ typedef struct lm_graph {
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int y, w;        /* w: Lime's weights (-1: KernelShap, whose weights are the samples' own) */
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_dbuf ids[CX_MAX_IN], z, zrow, one, idzero, xf[CX_MAX_IN], bf[CX_MAX_IN];
+    cx_buf ids[CX_MAX_IN], z, zrow, one, idzero, xf[CX_MAX_IN], bf[CX_MAX_IN];
 } lm_graph;
 
 static void lm_release(cattr_explainer *e) {
@@ -290,14 +290,14 @@ static void lm_release(cattr_explainer *e) {
     if (!s) return;
     cx_call_dev_free(&s->cd);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->ids[i]);
-        cx_dbuf_free(&s->xf[i]);
-        cx_dbuf_free(&s->bf[i]);
+        cx_buf_free(&s->ids[i]);
+        cx_buf_free(&s->xf[i]);
+        cx_buf_free(&s->bf[i]);
     }
-    cx_dbuf_free(&s->z);
-    cx_dbuf_free(&s->zrow);
-    cx_dbuf_free(&s->one);
-    cx_dbuf_free(&s->idzero);
+    cx_buf_free(&s->z);
+    cx_buf_free(&s->zrow);
+    cx_buf_free(&s->one);
+    cx_buf_free(&s->idzero);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -440,7 +440,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
     if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, !whole, ny * rmax);
     if (st == CATTR_OK && whole && target) { /* the target of each row of the output */
         st = cx_pform_target_rows(f, c0, buf);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->cd.tidx, (size_t)f->osh[0] * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->cd.tidx, (size_t)f->osh[0] * sizeof *buf, buf, false);
     }
     for (int i = 0; i < c->n && st == CATTR_OK && s->w >= 0; i++) /* the weights' float copies of int64 inputs */
         if (c->x[i]->dtype == CATTR_INT64) {
@@ -448,24 +448,24 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
             st = cattr_tensor_convert(c->x[i], c->dt, &xf);
             if (st == CATTR_OK) st = cattr_tensor_convert(c->base[i], c->dt, &bf);
             size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->xf[i], bytes, xf->data, false);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->bf[i], bytes, bf->data, false);
+            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->xf[i], bytes, xf->data, false);
+            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->bf[i], bytes, bf->data, false);
             cattr_tensor_free(xf);
             cattr_tensor_free(bf);
         }
     bool shared = same_ids(c, F); /* one id list for every example, or one per example */
     for (int i = 0; i < c->n && st == CATTR_OK; i++)
-        st = cx_dbuf_fit(e->be, &s->ids[i], (size_t)((shared ? 1 : B) * F->per[i]) * sizeof(int64_t), F->ids[i], false);
-    if (st == CATTR_OK && shared) st = cx_dbuf_fit(e->be, &s->idzero, (size_t)rmax * sizeof *buf, NULL, true);
+        st = cx_buf_fit(e->be, &s->ids[i], (size_t)((shared ? 1 : B) * F->per[i]) * sizeof(int64_t), F->ids[i], false);
+    if (st == CATTR_OK && shared) st = cx_buf_fit(e->be, &s->idzero, (size_t)rmax * sizeof *buf, NULL, true);
     if (st == CATTR_OK) { /* every sample */
         for (int64_t k = 0; k < nz; k++) buf[k] = S->Z[k];
-        st = cx_dbuf_fit(e->be, &s->z, (size_t)nz * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &s->z, (size_t)nz * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) {
         for (int64_t r = 0; r < rmax; r++) buf[r] = 1;
-        st = cx_dbuf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf, false);
     }
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
     cx_vsplit v; /* a call split into parts (split.c): a chunk's R outputs are its values */
     memset(&v, 0, sizeof v);
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, ny * B, &v);

@@ -191,7 +191,7 @@ typedef struct occ_graph {
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int n_in, y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_dbuf map[CX_MAX_IN], thr[CX_MAX_IN], zero;
+    cx_buf map[CX_MAX_IN], thr[CX_MAX_IN], zero;
 } occ_graph;
 
 /* Windows of input i span the dims of its example shape. */
@@ -202,10 +202,10 @@ static void occ_release(cattr_explainer *e) {
     if (!s) return;
     cx_call_dev_free(&s->cd);
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&s->map[i]);
-        cx_dbuf_free(&s->thr[i]);
+        cx_buf_free(&s->map[i]);
+        cx_buf_free(&s->thr[i]);
     }
-    cx_dbuf_free(&s->zero);
+    cx_buf_free(&s->zero);
     cx_derived_free(&s->core);
     free(s);
     e->method_state = NULL;
@@ -325,7 +325,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
     if (st == CATTR_OK && target && whole) { /* the target of each row of the output */
         st = cx_pform_target_rows(p->f, p->c0, buf);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
     }
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t pe = cx_pt_example_numel(c->x[i]), nd = OCC_ND(s, i);
@@ -338,10 +338,10 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
                 buf[(2 * d + 1) * pe + k] = -cd;
             }
         }
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->map[i], (size_t)(2 * nd * pe) * sizeof *buf, buf, false);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr[i], (size_t)(2 * nd * rmax) * sizeof *buf, NULL, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->map[i], (size_t)(2 * nd * pe) * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->thr[i], (size_t)(2 * nd * rmax) * sizeof *buf, NULL, false);
     }
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
     cx_vsplit v;
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
     else memset(&v, 0, sizeof v);

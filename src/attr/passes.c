@@ -171,7 +171,7 @@ static cattr_status pass_dev_make(cattr_explainer *e, const cx_call *c, void *co
         } else if (keep || c->attr_dev[k]) {
             size_t bytes = (size_t)(like[k]->numel / (like[k]->shape[0] ? like[k]->shape[0] : 1) * rows) *
                            cattr_dtype_size(c->dt);
-            CX_CHECK(cx_dbuf_fit(e->be, &e->kept[k], bytes, NULL, false));
+            CX_CHECK(cx_buf_fit(e->be, &e->kept[k], bytes, NULL, false));
             pd->res_dev[k] = e->kept[k].p;
         }
     }
@@ -453,26 +453,26 @@ cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int
     int64_t B = c->B;
     for (int i = 0; i < c->n; i++) { /* float inputs in the compute dtype, or int64 */
         size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
-        CX_CHECK(cx_dbuf_fit(e->be, &d->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false));
+        CX_CHECK(cx_buf_fit(e->be, &d->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false));
         if (c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
             CX_CHECK(cx_copy_dev(e->be, d->x[i].p, c->x_dev[i], xb));
-        CX_CHECK(cx_dbuf_fit(e->be, &d->base[i], xb, c->base[i]->data, false));
+        CX_CHECK(cx_buf_fit(e->be, &d->base[i], xb, c->base[i]->data, false));
     }
     for (int j = 0; j < c->n_add; j++)
-        CX_CHECK(cx_dbuf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+        CX_CHECK(cx_buf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
                              c->add[j]->data, false));
     int64_t *buf = malloc((size_t)(rmax + 1) * sizeof *buf);
     cattr_tensor *seed = NULL;
     cattr_status st = buf ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t r = 0; r < rmax && st == CATTR_OK; r++) buf[r] = r % B;
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->rows, (size_t)rmax * sizeof *buf, buf, false);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &d->rows, (size_t)rmax * sizeof *buf, buf, false);
     if (st == CATTR_OK && target) st = cx_seed_block(e, c, &seed);
     if (st == CATTR_OK && target) {
         cx_target_rows(seed, B, rmax, buf);
-        st = cx_dbuf_fit(e->be, &d->tidx, (size_t)rmax * sizeof *buf, buf, false);
+        st = cx_buf_fit(e->be, &d->tidx, (size_t)rmax * sizeof *buf, buf, false);
     }
     /* outputs of the compute dtype, or int64 (a model of integers): room for 8 bytes each */
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &d->y, (size_t)n_y * (es > 8 ? es : 8), NULL, false);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &d->y, (size_t)n_y * (es > 8 ? es : 8), NULL, false);
     cattr_tensor_free(seed);
     free(buf);
     return st;
@@ -480,13 +480,13 @@ cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int
 
 void cx_call_dev_free(cx_call_dev *d) {
     for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_dbuf_free(&d->x[i]);
-        cx_dbuf_free(&d->base[i]);
-        cx_dbuf_free(&d->add[i]);
+        cx_buf_free(&d->x[i]);
+        cx_buf_free(&d->base[i]);
+        cx_buf_free(&d->add[i]);
     }
-    cx_dbuf_free(&d->rows);
-    cx_dbuf_free(&d->tidx);
-    cx_dbuf_free(&d->y);
+    cx_buf_free(&d->rows);
+    cx_buf_free(&d->tidx);
+    cx_buf_free(&d->y);
 }
 
 cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,

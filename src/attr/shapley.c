@@ -104,7 +104,7 @@ typedef struct sv_graph {
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_dbuf rk[CX_MAX_IN], rkrow, thr;
+    cx_buf rk[CX_MAX_IN], rkrow, thr;
     cx_derived tg; /* the rank rows' graph (sv_table_build) */
     int tg_outs[CX_MAX_IN];
 } sv_graph;
@@ -113,9 +113,9 @@ static void sv_release(cattr_explainer *e) {
     sv_graph *s = e->method_state;
     if (!s) return;
     cx_call_dev_free(&s->cd);
-    for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&s->rk[i]);
-    cx_dbuf_free(&s->rkrow);
-    cx_dbuf_free(&s->thr);
+    for (int i = 0; i < CX_MAX_IN; i++) cx_buf_free(&s->rk[i]);
+    cx_buf_free(&s->rkrow);
+    cx_buf_free(&s->thr);
     cx_derived_free(&s->tg);
     cx_derived_free(&s->core);
     free(s);
@@ -254,7 +254,7 @@ static cattr_status sv_table_build(cattr_explainer *e, sv_graph *s, const cx_cal
         dt[i] = CATTR_INT64;
         host[i] = at;
         at += id_rows * per_i;
-        st = cx_dbuf_fit(e->be, &s->rk[i], (size_t)(TR * per_i) * sizeof *buf, NULL, false);
+        st = cx_buf_fit(e->be, &s->rk[i], (size_t)(TR * per_i) * sizeof *buf, NULL, false);
         out[i] = s->rk[i].p;
     }
     for (int64_t r = 0; r < TR; r++) at[r] = r / id_rows, at[TR + r] = r % id_rows; /* row t * I + j */
@@ -290,11 +290,11 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
     if (st == CATTR_OK && target && whole) { /* the target of each row of the output */
         st = cx_pform_target_rows(p->f, p->c0, buf);
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
     }
     if (st == CATTR_OK) st = sv_table_build(e, s, c, pm, tab, T, M, id_rows); /* the rank rows, made there once */
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
     const sv_run *sv = p->user;
     cx_vsplit v;
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);

@@ -177,8 +177,8 @@ cattr_status cx_acc_split_init(cattr_explainer *e, const cx_vsplit *v, int n, co
         memcpy(a->sh[k], sh[k], sizeof a->sh[k]);
         a->numel[k] = cx_numel(nd[k], sh[k]);
         size_t bytes = (size_t)a->numel[k] * es;
-        CX_CHECK(cx_dbuf_fit(e->be, &a->chunk[k], bytes, NULL, false));
-        if (v->mode == CX_VSPLIT_PART) CX_CHECK(cx_dbuf_fit(e->be, &a->zero[k], bytes, NULL, true));
+        CX_CHECK(cx_buf_fit(e->be, &a->chunk[k], bytes, NULL, false));
+        if (v->mode == CX_VSPLIT_PART) CX_CHECK(cx_buf_fit(e->be, &a->zero[k], bytes, NULL, true));
     }
     return CATTR_OK;
 }
@@ -247,8 +247,8 @@ void cx_acc_split_free(cx_acc_split *a) {
     cx_plan_cache_clear(&a->pc);
     cg_free(a->g);
     for (int q = 0; q < CX_ACC_SPLIT_MAX; q++) {
-        cx_dbuf_free(&a->zero[q]);
-        cx_dbuf_free(&a->chunk[q]);
+        cx_buf_free(&a->zero[q]);
+        cx_buf_free(&a->chunk[q]);
     }
     memset(a, 0, sizeof *a);
 }

@@ -44,8 +44,8 @@ typedef struct dev_tunnel {
     cg_graph *fin_g; /* smoothgrad / smoothgrad_sq / vargrad from the sums */
     int fin_type, fin_outs[CX_MAX_IN];
     cx_plan_cache fin_pc;
-    cx_dbuf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
-    cx_dbuf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
+    cx_buf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
+    cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
     /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
      * per input, built for these row shapes, seed and standard deviation */
     cg_graph *ng;
@@ -84,14 +84,14 @@ static void dev_tunnel_free(dev_tunnel *s) {
     cx_plan_cache_clear(&s->lpc);
     cx_plan_cache_clear(&s->npc);
     cg_free(s->ng);
-    cx_dbuf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
+    cx_buf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
-        for (int i = 0; i < CX_MAX_IN; i++) cx_dbuf_free(&bufs[k][i]);
-    cx_dbuf_free(&s->seed);
-    cx_dbuf_free(&s->rows);
-    cx_dbuf_free(&s->nval);
-    cx_dbuf_free(&s->fx);
-    cx_dbuf_free(&s->fb);
+        for (int i = 0; i < CX_MAX_IN; i++) cx_buf_free(&bufs[k][i]);
+    cx_buf_free(&s->seed);
+    cx_buf_free(&s->rows);
+    cx_buf_free(&s->nval);
+    cx_buf_free(&s->fx);
+    cx_buf_free(&s->fb);
     cx_consts_free(s->consts);
     cg_free(s->g);
     cg_free(s->fin_g);
@@ -324,7 +324,7 @@ static cattr_status noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call 
         void *host = malloc(bytes + 1);
         if (!host) return cx_nt_oom();
         noise_fill(e, c, t->tag, i, m, j0, t->stdev, d, host);
-        cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, host, false);
+        cattr_status st = cx_buf_fit(e->be, &s->noise[i], bytes, host, false);
         free(host);
         return st;
     }
@@ -368,7 +368,7 @@ static cattr_status noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call 
     host[2 * i] = coords;
     host[2 * i + 1] = coords + R;
     cx_plan *p = NULL;
-    cattr_status st = cx_dbuf_fit(e->be, &s->noise[i], bytes, NULL, false);
+    cattr_status st = cx_buf_fit(e->be, &s->noise[i], bytes, NULL, false);
     if (st == CATTR_OK)
         st = cx_plan_cache_get(&s->npc, s->ng, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
                                (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->ng_outs[i], 1, &p);
@@ -429,22 +429,22 @@ static cattr_status dev_upload_call(cattr_explainer *e, dev_tunnel *s, cx_call *
     size_t es = cattr_dtype_size(c->dt);
     for (int k = 0; k < s->n_acc; k++) {
         size_t bytes = (size_t)cx_numel(s->acc_nd[k], s->acc_sh[k]) * es;
-        CX_CHECK(cx_dbuf_fit(e->be, &s->sum[k], bytes, NULL, true));
-        CX_CHECK(cx_dbuf_fit(e->be, &s->sq[k], bytes, NULL, true));
+        CX_CHECK(cx_buf_fit(e->be, &s->sum[k], bytes, NULL, true));
+        CX_CHECK(cx_buf_fit(e->be, &s->sq[k], bytes, NULL, true));
     }
     for (int i = 0; i < c->n; i++) {
         size_t bytes = (size_t)c->x[i]->numel * es;
-        CX_CHECK(cx_dbuf_fit(e->be, &s->x[i], bytes, c->x[i]->data, false));
+        CX_CHECK(cx_buf_fit(e->be, &s->x[i], bytes, c->x[i]->data, false));
         if (s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP) {
             const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
             if (!src) return cx_fail(CATTR_ERR_INTERNAL, "input %d has no prepared baseline", i);
-            CX_CHECK(cx_dbuf_fit(e->be, &s->src[i], (size_t)src->numel * es, src->data, false));
+            CX_CHECK(cx_buf_fit(e->be, &s->src[i], (size_t)src->numel * es, src->data, false));
         }
     }
     for (int j = 0; j < c->n_add; j++)
-        CX_CHECK(cx_dbuf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
+        CX_CHECK(cx_buf_fit(e->be, &s->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
                              c->add[j]->data, false));
-    return cx_dbuf_fit(e->be, &s->seed, (size_t)seed->numel * es, seed->data, false);
+    return cx_buf_fit(e->be, &s->seed, (size_t)seed->numel * es, seed->data, false);
 }
 
 /* Shapes and dtypes of the graph's inputs for a chunk of R rows. */
@@ -523,7 +523,7 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
         if (redraw && st == CATTR_OK) st = cx_nt_draw_again(e, c, t, pi, idx);
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
             st = baseline_rows(c, i, m, idx[i], ib);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->bidx[i], (size_t)R * sizeof *ib, ib, false);
+            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->bidx[i], (size_t)R * sizeof *ib, ib, false);
         }
         coef = malloc((size_t)(2 * R + 1) * sizeof *coef);
         if (st == CATTR_OK) st = coef ? gs_coefs(e, c, m, pi->j0, coef) : cx_nt_oom();
@@ -539,11 +539,11 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
                 else ((double *)host)[r] = v;
             }
             for (int i = 0; i < c->n && st == CATTR_OK; i++)
-                st = cx_dbuf_fit(e->be, pass ? &s->omc[i] : &s->coef[i], (size_t)R * es, host, false);
+                st = cx_buf_fit(e->be, pass ? &s->omc[i] : &s->coef[i], (size_t)R * es, host, false);
         }
     }
     for (int64_t r = 0; r < R; r++) ib[r] = r / m;
-    if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
+    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
     bool want_delta = gs && delta;
     int64_t per_out = B && seed ? seed->numel / B : 0;
     double *fx = NULL, *fb = NULL, *rsum = NULL;
@@ -613,11 +613,11 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
         in[DT_ROWS] = (char *)s->rows.p + (size_t)r0 * sizeof(int64_t);
         if (want_delta) {
             for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
-                st = cx_dbuf_fit(e->be, &s->rowsum[i], (size_t)n * es, NULL, false);
+                st = cx_buf_fit(e->be, &s->rowsum[i], (size_t)n * es, NULL, false);
                 out[DO_ROWSUM(i)] = s->rowsum[i].p;
             }
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->fx, (size_t)(n * per_out) * es, NULL, false);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->fb, (size_t)(n * per_out) * es, NULL, false);
+            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->fx, (size_t)(n * per_out) * es, NULL, false);
+            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->fb, (size_t)(n * per_out) * es, NULL, false);
             out[DO_FX] = s->fx.p;
             out[DO_FB] = s->fb.p;
         }
@@ -687,7 +687,7 @@ static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, co
     size_t es = cattr_dtype_size(c->dt);
     double nd_ = (double)t->n;
     float nf = (float)t->n;
-    CX_CHECK(cx_dbuf_fit(e->be, &s->nval, es, c->dt == CATTR_FLOAT32 ? (const void *)&nf : (const void *)&nd_, false));
+    CX_CHECK(cx_buf_fit(e->be, &s->nval, es, c->dt == CATTR_FLOAT32 ? (const void *)&nf : (const void *)&nd_, false));
     int nd[2 * CX_MAX_IN + 1];
     int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
     cattr_dtype dt[2 * CX_MAX_IN + 1];
@@ -846,7 +846,7 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
     dev_tunnel *s = NULL;
     cattr_tensor *seed = NULL;
     int64_t *idx[CX_MAX_IN] = {0}, *ib = malloc((size_t)(B * bs + 1) * sizeof *ib);
-    cx_dbuf nx[CX_MAX_IN], at[CX_MAX_IN];
+    cx_buf nx[CX_MAX_IN], at[CX_MAX_IN];
     memset(nx, 0, sizeof nx);
     memset(at, 0, sizeof at);
     cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
@@ -863,7 +863,7 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         for (int i = 0; i < n && st == CATTR_OK; i++) st = noise_on_backend(e, s, c, t, i, m, pi.j0);
         if (redraw && st == CATTR_OK) st = cx_nt_draw_again(e, c, t, &pi, idx);
         for (int64_t r = 0; r < R; r++) ib[r] = r / m;
-        if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
+        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
         int nd[5 * CX_MAX_IN + 1];
         int64_t sh[5 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
         cattr_dtype dt[5 * CX_MAX_IN + 1];
@@ -877,8 +877,8 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         in[n] = s->rows.p;
         for (int i = 0; i < n && st == CATTR_OK; i++) { /* the noisy inputs */
             int64_t per = per_example(c, c->x[i]);
-            st = cx_dbuf_fit(e->be, &nx[i], (size_t)(R * per) * es, NULL, false);
-            if (st == CATTR_OK) st = cx_dbuf_fit(e->be, &at[i], (size_t)(R * per) * es, NULL, false);
+            st = cx_buf_fit(e->be, &nx[i], (size_t)(R * per) * es, NULL, false);
+            if (st == CATTR_OK) st = cx_buf_fit(e->be, &at[i], (size_t)(R * per) * es, NULL, false);
             nd[i] = nd[n + 1 + i] = c->x[i]->ndim;
             memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
             memcpy(sh[n + 1 + i], c->x[i]->shape, sizeof sh[i]);
@@ -945,8 +945,8 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         }
     for (int i = 0; i < CX_MAX_IN; i++) {
         free(idx[i]);
-        cx_dbuf_free(&nx[i]);
-        cx_dbuf_free(&at[i]);
+        cx_buf_free(&nx[i]);
+        cx_buf_free(&at[i]);
     }
     for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
     free(deltas);

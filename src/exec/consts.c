@@ -86,6 +86,8 @@ cattr_status cx_consts_new(cx_backend *be, cattr_dtype dtype, cx_consts **out) {
     return CATTR_OK;
 }
 
+cx_backend *cx_consts_backend(const cx_consts *c) { return c->be; }
+
 void cx_consts_free(cx_consts *c) {
     if (!c) return;
     for (int i = 0; i < c->n; i++)

@@ -12,6 +12,8 @@
 typedef struct cx_consts cx_consts;
 cattr_status cx_consts_new(cx_backend *be, cattr_dtype dtype, cx_consts **out);
 void cx_consts_free(cx_consts *c);
+/* The backend the constants live on. */
+cx_backend *cx_consts_backend(const cx_consts *c);
 
 typedef struct cx_plan cx_plan;
 

@@ -1,0 +1,163 @@
+/* run.c - the graph runner (run.h): plan caches, backend buffers that outlive a run, and cx_run. */
+#include "exec/run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Inputs of one run, at most (a method's graph: inputs, baselines, additional inputs and its own). */
+#define RUN_MAX_IN 96
+
+void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be) { pc->arena_be = be; }
+
+/* Lends plan p the shared arena, grown to its size first (no plan may keep the old block). */
+static cattr_status lend_arena(cx_plan_cache *pc, cx_plan *p) {
+    size_t b = cx_plan_bytes(p);
+    if (b > pc->arena_bytes) {
+        for (int i = 0; i < CX_PLAN_CACHE_MAX; i++)
+            if (pc->e[i].p) cx_plan_use_arena(pc->e[i].p, NULL);
+        if (pc->arena) pc->arena_be->free(pc->arena_be->ctx, pc->arena, pc->arena_bytes);
+        pc->arena = pc->arena_be->alloc(pc->arena_be->ctx, b);
+        pc->arena_bytes = pc->arena ? b : 0;
+        if (!pc->arena) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a %zu-byte activation arena", b);
+    }
+    cx_plan_use_arena(p, pc->arena);
+    return CATTR_OK;
+}
+
+cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
+                               cx_plan **out) {
+    int cap = pc->cap > 0 ? (pc->cap < CX_PLAN_CACHE_MAX ? pc->cap : CX_PLAN_CACHE_MAX) : CX_PLAN_CACHE_DEFAULT;
+    int lru = 0;
+    for (int i = 0; i < cap; i++) {
+        if (pc->e[i].p && pc->e[i].n_outs == n_outs && !memcmp(pc->e[i].outs, outs, (size_t)n_outs * sizeof *outs) &&
+            cx_plan_matches(pc->e[i].p, nd, sh, dt)) {
+            pc->e[i].used = ++pc->clock;
+            *out = pc->e[i].p;
+            return pc->arena_be && !eager ? lend_arena(pc, *out) : CATTR_OK;
+        }
+        if (!pc->e[i].p || (pc->e[lru].p && pc->e[i].used < pc->e[lru].used)) lru = i;
+    }
+    int *o = malloc((size_t)(n_outs > 0 ? n_outs : 1) * sizeof *o);
+    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    memcpy(o, outs, (size_t)n_outs * sizeof *o);
+    cx_plan *p = NULL;
+    cattr_status st = cx_plan_new(g, consts, eager, nd, sh, dt, outs, n_outs, &p);
+    if (st != CATTR_OK) {
+        free(o);
+        return st;
+    }
+    cx_plan_free(pc->e[lru].p);
+    free(pc->e[lru].outs);
+    pc->e[lru].p = p;
+    pc->e[lru].outs = o;
+    pc->e[lru].n_outs = n_outs;
+    pc->e[lru].used = ++pc->clock;
+    *out = p;
+    return pc->arena_be && !eager ? lend_arena(pc, p) : CATTR_OK;
+}
+
+void cx_plan_cache_clear(cx_plan_cache *pc) {
+    for (int i = 0; i < CX_PLAN_CACHE_MAX; i++) {
+        cx_plan_free(pc->e[i].p);
+        free(pc->e[i].outs);
+        pc->e[i].p = NULL;
+        pc->e[i].outs = NULL;
+    }
+    if (pc->arena) pc->arena_be->free(pc->arena_be->ctx, pc->arena, pc->arena_bytes);
+    pc->arena = NULL;
+    pc->arena_bytes = 0;
+}
+
+cattr_status cx_buf_alloc(cx_backend *be, size_t bytes, bool zero, cx_buf *out) {
+    out->be = be;
+    out->bytes = bytes ? bytes : 1;
+    out->p = be->alloc(be->ctx, out->bytes);
+    if (!out->p) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate %zu bytes on device '%s'", bytes, be->name);
+    if (zero) {
+        cattr_status st = cx_zero(be, out->p, out->bytes);
+        if (st != CATTR_OK) {
+            cx_buf_free(out);
+            return st;
+        }
+    }
+    return CATTR_OK;
+}
+
+cattr_status cx_buf_upload_raw(cx_backend *be, const void *host, size_t bytes, cx_buf *out) {
+    CX_CHECK(cx_buf_alloc(be, bytes, false, out));
+    cattr_status st = bytes ? cx_copy_in(be, out->p, host, bytes) : CATTR_OK;
+    if (st != CATTR_OK) cx_buf_free(out);
+    return st;
+}
+
+cattr_status cx_buf_upload(cx_backend *be, const cattr_tensor *t, cx_buf *out) {
+    return cx_buf_upload_raw(be, t->data, (size_t)t->numel * cattr_dtype_size(t->dtype), out);
+}
+
+void cx_buf_free(cx_buf *b) {
+    if (b->p) b->be->free(b->be->ctx, b->p, b->bytes);
+    b->p = NULL;
+    b->bytes = 0;
+}
+
+cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *host, bool zero) {
+    if (b->p && b->bytes < bytes) cx_buf_free(b);
+    if (!b->p) CX_CHECK(cx_buf_alloc(be, bytes, false, b));
+    if (host && bytes) return cx_copy_in(be, b->p, host, bytes);
+    if (zero) return cx_zero(be, b->p, bytes);
+    return CATTR_OK;
+}
+
+cx_arg cx_arg_of(const cattr_tensor *t, cx_buf *keep) {
+    cx_arg a = {.nd = t->ndim, .dt = t->dtype, .host = t->data, .keep = keep};
+    memcpy(a.sh, t->shape, sizeof a.sh);
+    return a;
+}
+
+cx_arg cx_arg_dev(const cattr_tensor *like, const void *dev) {
+    cx_arg a = {.nd = like->ndim, .dt = like->dtype, .dev = dev};
+    memcpy(a.sh, like->shape, sizeof a.sh);
+    return a;
+}
+
+static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
+    if (j->n_in > RUN_MAX_IN)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a run takes at most %d graph inputs, not %d", RUN_MAX_IN, j->n_in);
+    int nd[RUN_MAX_IN];
+    int64_t sh[RUN_MAX_IN][CATTR_MAX_DIMS];
+    cattr_dtype dt[RUN_MAX_IN];
+    for (int k = 0; k < j->n_in; k++) {
+        nd[k] = j->in[k].nd;
+        memcpy(sh[k], j->in[k].sh, sizeof sh[k]);
+        dt[k] = j->in[k].dt;
+    }
+    CX_CHECK(cx_plan_cache_get(j->pc, j->g, j->consts, j->eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
+                               j->outs, j->n_out, plan));
+    if (j->peak && cx_plan_bytes(*plan) > *j->peak) *j->peak = cx_plan_bytes(*plan);
+    if (j->plan) *j->plan = *plan;
+    return CATTR_OK;
+}
+
+cattr_status cx_run_plan_only(const cx_job *j, cx_plan **plan) { return job_plan(j, plan); }
+
+cattr_status cx_run(const cx_job *j) {
+    cx_plan *p = NULL;
+    CX_CHECK(job_plan(j, &p));
+    const void *host[RUN_MAX_IN];
+    void *dev[RUN_MAX_IN];
+    cx_backend *be = cx_consts_backend(j->consts);
+    for (int k = 0; k < j->n_in; k++) {
+        const cx_arg *a = &j->in[k];
+        host[k] = a->host;
+        dev[k] = (void *)a->dev;
+        if (a->host && a->keep) { /* up once into the method's buffer, read in place */
+            size_t bytes = (size_t)cx_numel(a->nd, a->sh) * cattr_dtype_size(a->dt);
+            CX_CHECK(cx_buf_fit(be, a->keep, bytes, a->host, false));
+            host[k] = NULL;
+            dev[k] = a->keep->p;
+        }
+    }
+    cx_plan_set_check_finite(p, j->check_finite);
+    return cx_plan_run_watched(p, host, dev, j->out_host, j->out_dev, &j->watch);
+}

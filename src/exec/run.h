@@ -1,0 +1,110 @@
+/* run.h - the graph runner: a method builds a graph and hands it over with its bindings; the runner uploads what the
+ * host gives, plans (a cache of plans by input shapes, dtypes and outputs), runs, and downloads what the host wants.
+ *
+ * A run is a cx_job: the graph and its constants, the plan cache it plans into, one cx_arg per graph input (host
+ * values, values already in backend memory, or host values kept in a cx_buf for the method's next runs), the outputs
+ * wanted and where each goes (host memory or backend memory), and what the run watches (cancel flag, progress beat,
+ * the non-finite diagnosis). Backend memory that outlives a run (accumulators across chunks, inputs uploaded once
+ * for many runs) is a cx_buf.
+ */
+#ifndef CATTR_EXEC_RUN_H
+#define CATTR_EXEC_RUN_H
+
+#include "exec/plan.h"
+
+/* Plans of one graph by input shapes, dtypes and outputs; the least recently used is evicted. A zeroed cx_plan_cache
+ * is empty, keeps CX_PLAN_CACHE_DEFAULT plans and lets each plan allocate its own working memory;
+ * cx_plan_cache_share_arena makes its plans share one. */
+#define CX_PLAN_CACHE_MAX 12
+#define CX_PLAN_CACHE_DEFAULT 4
+typedef struct cx_plan_cache {
+    struct {
+        cx_plan *p;
+        int *outs; /* the planned outputs (owned) */
+        int n_outs;
+        uint64_t used;
+    } e[CX_PLAN_CACHE_MAX];
+    int cap;        /* plans kept (0: CX_PLAN_CACHE_DEFAULT; at most CX_PLAN_CACHE_MAX) */
+    uint64_t clock;
+    cx_backend *arena_be; /* non-NULL: the plans never run at once and share one arena of this backend, the size of
+                           * the largest */
+    void *arena;
+    size_t arena_bytes;
+} cx_plan_cache;
+
+/* Makes pc's plans share one arena on backend be (call while pc is empty). */
+void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be);
+
+/* The cached plan of g's outputs `outs` for these inputs, or a new one (cx_plan_new's arguments); with a shared
+ * arena, the plan is lent it (grown to the plan's size first). Errors: cx_plan_new's, CATTR_ERR_NO_MEMORY. */
+cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
+                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
+                               cx_plan **out);
+/* Frees every plan and the arena; the cache stays usable (same capacity and arena mode). */
+void cx_plan_cache_clear(cx_plan_cache *pc);
+
+/* Backend memory that outlives a run. A zeroed cx_buf holds nothing. */
+typedef struct cx_buf {
+    cx_backend *be;
+    void *p;
+    size_t bytes;
+} cx_buf;
+
+/* New backend memory of `bytes` bytes, zeroed when `zero`. Errors: CATTR_ERR_NO_MEMORY, the backend's. */
+cattr_status cx_buf_alloc(cx_backend *be, size_t bytes, bool zero, cx_buf *out);
+/* New backend memory holding a copy of host tensor t. Errors: as cx_buf_alloc. */
+cattr_status cx_buf_upload(cx_backend *be, const cattr_tensor *t, cx_buf *out);
+/* Backend memory holding `bytes` bytes from host memory. */
+cattr_status cx_buf_upload_raw(cx_backend *be, const void *host, size_t bytes, cx_buf *out);
+void cx_buf_free(cx_buf *b);
+/* Keeps *b (reallocated only when smaller than `bytes`) and fills its first `bytes` bytes from host memory, or with
+ * zeros when `zero`, or leaves them. For buffers a method keeps from call to call. */
+cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *host, bool zero);
+
+/* One graph input of a run: its shape and dtype, and its values from one of
+ * - host: host memory, copied in by the run (into *keep when keep is set: the buffer is kept, grown when too small,
+ *   so that a method's next runs can read the values in place through dev = keep->p);
+ * - dev: backend memory of the input's size, read in place;
+ * - neither: an input the outputs do not read (or a planning-only job).
+ * A tensor input: cx_arg_of. */
+typedef struct cx_arg {
+    int nd;
+    int64_t sh[CATTR_MAX_DIMS];
+    cattr_dtype dt;
+    const void *host;
+    const void *dev;
+    cx_buf *keep;
+} cx_arg;
+
+/* The argument of host tensor t: its shape, dtype and values (kept in *keep when keep is not NULL). */
+cx_arg cx_arg_of(const cattr_tensor *t, cx_buf *keep);
+/* The argument of values in backend memory dev, shaped as host tensor like (whose values are not read). */
+cx_arg cx_arg_dev(const cattr_tensor *like, const void *dev);
+
+/* A run of graph g's outputs outs[0..n_out) for inputs in[0..n_in) (graph-input order, every input of g). Output k
+ * goes to out_dev[k] (backend memory) when out_dev and out_dev[k] are set, else to out_host[k] (host memory sized from
+ * the plan's view of outs[k]) when set, else nowhere (a planning-only job has neither). */
+typedef struct cx_job {
+    const cg_graph *g;
+    cx_consts *consts;   /* the graph's constants on the backend that runs it (its compute dtype) */
+    cx_plan_cache *pc;   /* where the plan is kept between runs */
+    bool eager;          /* the eager executor (op by op) instead of the planned one */
+    int n_in;
+    const cx_arg *in;
+    int n_out;
+    const int *outs;
+    void *const *out_host;
+    void *const *out_dev;
+    cx_watch watch;      /* cancel flag and progress beat between nodes (cx_plan_run_watched) */
+    bool check_finite;   /* look for the node where a NaN or Inf first appears (cx_plan_set_check_finite) */
+    size_t *peak;        /* when set: raised to the plan's bytes */
+    cx_plan **plan;      /* when set: receives the plan that ran (for cx_plan_view of the job's values) */
+} cx_job;
+
+/* Uploads j's host inputs, plans (or finds the plan), runs and delivers the outputs. Errors: CATTR_ERR_INVALID_ARGUMENT
+ * (more inputs than a run takes), the plan's, the backend's, CATTR_ERR_CANCELLED. */
+cattr_status cx_run(const cx_job *j);
+/* Plans j without running it (its values' shapes and dtypes: cx_plan_view of *j->plan). Errors: the plan's. */
+cattr_status cx_run_plan_only(const cx_job *j, cx_plan **plan);
+
+#endif
