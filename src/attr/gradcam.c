@@ -171,9 +171,9 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
     j.in = in;
     j.n_out = 1;
     j.outs = &s->y_layer;
-    cx_plan *p = NULL;
-    st = cx_run_plan_only(&j, &p);
-    const cx_view *lv = st == CATTR_OK ? cx_plan_view(p, s->y_layer) : NULL;
+    cx_view lview;
+    st = cx_run_view(&j, s->y_layer, &lview);
+    const cx_view *lv = st == CATTR_OK ? &lview : NULL;
     bool same = st == CATTR_OK && s->layer_rank == lv->ndim;
     for (int i = 0; i < c->n && same; i++) same = s->rank[i] == c->x[i]->ndim;
     int lnd = lv ? lv->ndim : 0;

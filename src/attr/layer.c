@@ -49,20 +49,13 @@ void cx_lg_lp_free(lpass *pi) {
     for (int i = 0; i < LG_MAX_IN; i++) cattr_tensor_free(pi->tmp[i]);
 }
 
-static void lp_set(lpass *pi, int i, const cattr_tensor *t) {
-    pi->nd[i] = t->ndim;
-    memcpy(pi->sh[i], t->shape, sizeof pi->sh[i]);
-    pi->dt[i] = t->dtype;
-    pi->host[i] = t->data;
-}
-
 cattr_status cx_lg_lp_setup(const lgraph *lg, const cx_call *c, cattr_tensor *const *xs, int64_t reps,
                              cx_expand how, lpass *pi) {
     memset(pi, 0, sizeof *pi);
     pi->n = lg->g->n_inputs;
     if (pi->n > LG_MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many graph inputs (%d)", pi->n);
-    for (int i = 0; i < pi->n; i++) pi->dt[i] = c->dt;
-    for (int i = 0; i < c->n; i++) lp_set(pi, i, xs[i]);
+    for (int i = 0; i < pi->n; i++) pi->in[i].dt = c->dt;
+    for (int i = 0; i < c->n; i++) pi->in[i] = cx_arg_of(xs[i], NULL);
     for (int j = 0; j < c->n_add; j++) {
         const cattr_tensor *a = c->add[j];
         if (reps != 1) {
@@ -70,45 +63,44 @@ cattr_status cx_lg_lp_setup(const lgraph *lg, const cx_call *c, cattr_tensor *co
             if (!pi->tmp[c->n + j]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             a = pi->tmp[c->n + j];
         }
-        lp_set(pi, c->n + j, a);
+        pi->in[c->n + j] = cx_arg_of(a, NULL);
     }
     return CATTR_OK;
 }
 
-static cattr_status lg_plan(cattr_explainer *e, lgraph *lg, const lpass *pi, const int *outs, int n_outs,
-                            cx_plan **out) {
-    const int64_t(*sh)[CATTR_MAX_DIMS] = (const int64_t(*)[CATTR_MAX_DIMS])pi->sh;
+/* The run of outs[0..n_outs) of lg for these inputs. */
+static cx_job lg_job(cattr_explainer *e, lgraph *lg, const lpass *pi, const int *outs, int n_outs) {
     lg->pc.cap = LG_CACHE;
-    CX_CHECK(cx_plan_cache_get(&lg->pc, lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi->nd, sh, pi->dt, outs,
-                               n_outs, out));
-    size_t b = cx_plan_bytes(*out);
-    if (b > e->peak) e->peak = b;
-    return CATTR_OK;
+    cx_job j = cx_job_for(e, lg->g, e->consts, &lg->pc);
+    j.n_in = pi->n;
+    j.in = pi->in;
+    j.n_out = n_outs;
+    j.outs = outs;
+    return j;
 }
 
 /* The inferred view of value v for these inputs (from a shape plan of v alone). */
 cattr_status cx_lg_lg_view(cattr_explainer *e, lgraph *lg, const lpass *pi, int v, cx_view *view) {
-    cx_plan *p;
-    CX_CHECK(lg_plan(e, lg, pi, &v, 1, &p));
-    *view = *cx_plan_view(p, v);
-    return CATTR_OK;
+    cx_job j = lg_job(e, lg, pi, &v, 1);
+    return cx_run_view(&j, v, view);
 }
 
 /* Runs outs[0..n_outs) of lg; res[k] are new tensors. */
 static cattr_status lg_run(cattr_explainer *e, lgraph *lg, const lpass *pi, const int *outs, int n_outs,
                            cattr_tensor **res) {
-    cx_plan *p;
-    CX_CHECK(lg_plan(e, lg, pi, outs, n_outs, &p));
     void *dst[LG_MAX_OUT];
     cattr_status st = CATTR_OK;
     for (int k = 0; k < n_outs; k++) res[k] = NULL;
+    cx_job j = lg_job(e, lg, pi, outs, n_outs);
     for (int k = 0; k < n_outs && st == CATTR_OK; k++) {
-        const cx_view *v = cx_plan_view(p, outs[k]);
-        res[k] = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-        if (!res[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else dst[k] = res[k]->data;
+        cx_view v;
+        st = cx_run_view(&j, outs[k], &v);
+        if (st == CATTR_OK && !(res[k] = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) dst[k] = res[k]->data;
     }
-    if (st == CATTR_OK) st = cx_run_plan(e, p, pi->host, dst);
+    j.out_host = dst;
+    if (st == CATTR_OK) st = cx_run(&j);
     if (st != CATTR_OK)
         for (int k = 0; k < n_outs; k++) {
             cattr_tensor_free(res[k]);
@@ -299,7 +291,7 @@ static cattr_status layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *con
         cx_view ov;
         st = cx_lg_lg_view(e, lg, &pi, cx_model_output(e->m), &ov);
         if (st == CATTR_OK) st = cx_lg_target_seed(c, &ov, reps, how, &seed);
-        if (st == CATTR_OK) lp_set(&pi, pi.n - 1, seed);
+        if (st == CATTR_OK) pi.in[pi.n - 1] = cx_arg_of(seed, NULL);
     }
     for (int k = 0; k < s->n_l; k++) {
         outs[k] = s->lv[k];
@@ -339,7 +331,7 @@ static cattr_status neuron_pass(cattr_explainer *e, cx_call *c, cattr_tensor *co
         memset(seed->data, 0, (size_t)seed->numel * cattr_dtype_size(c->dt));
         for (int64_t r = 0; r < lv.shape[0]; r++)
             for (int64_t q = 0; q < ns.n_sel; q++) cx_tensor_set(seed, r * ns.per + ns.sel[q], 1.0);
-        lp_set(&pi, pi.n - 1, seed);
+        pi.in[pi.n - 1] = cx_arg_of(seed, NULL);
         st = lg_run(e, &s->gn, &pi, s->gn_grad, c->n, gx);
     }
     free(ns.sel);
@@ -462,7 +454,7 @@ static cattr_status layer_suffix_pass(cattr_explainer *e, cx_call *c, int kind, 
     if (st == CATTR_OK) st = cx_lg_lg_view(e, &s->ga, &pi, cx_model_output(e->m), &ov);
     if (st == CATTR_OK) st = cx_lg_target_seed(c, &ov, 1, CX_TILE, &seed);
     if (st == CATTR_OK) {
-        lp_set(&pi, pi.n - 1, seed);
+        pi.in[pi.n - 1] = cx_arg_of(seed, NULL);
         st = lg_run(e, &s->ga, &pi, outs, s->n_l, attr);
     }
     cx_lg_lp_free(&pi);

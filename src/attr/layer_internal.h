@@ -34,10 +34,7 @@ typedef struct {
  * the graph's extra inputs (seeds, replaced layer values; nd 0 and NULL while not needed). */
 typedef struct {
     int n;
-    int nd[LG_MAX_IN];
-    int64_t sh[LG_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[LG_MAX_IN];
-    const void *host[LG_MAX_IN];
+    cx_arg in[LG_MAX_IN];
     cattr_tensor *tmp[LG_MAX_IN];
 } lpass;
 

@@ -204,19 +204,17 @@ static cattr_status neuron_attribute(cattr_explainer *e, cx_call *c, cattr_tenso
     (void)delta;
     nstate *s = e->method_state;
     /* the layer's shape for this call (a shape-only plan of the model) */
-    int nd[2 * CX_MAX_IN];
-    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN];
-    for (int k = 0; k < c->n + c->n_add; k++) {
-        const cattr_tensor *t = k < c->n ? c->x[k] : c->add[k - c->n];
-        nd[k] = t->ndim;
-        memcpy(sh[k], t->shape, sizeof sh[k]);
-        dt[k] = t->dtype;
-    }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->pc, e->m->g, e->consts, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
-                               &s->layer, 1, &p));
-    const cx_view *lv = cx_plan_view(p, s->layer);
+    cx_arg in[2 * CX_MAX_IN];
+    for (int k = 0; k < c->n + c->n_add; k++) in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n], NULL);
+    cx_job j = cx_job_for(e, e->m->g, e->consts, &s->pc);
+    j.eager = true; /* never run: no arena */
+    j.n_in = c->n + c->n_add;
+    j.in = in;
+    j.n_out = 1;
+    j.outs = &s->layer;
+    cx_view view;
+    CX_CHECK(cx_run_view(&j, s->layer, &view));
+    const cx_view *lv = &view;
     if (lv->ndim < 1 || lv->shape[0] != c->B)
         return cx_fail(CATTR_ERR_SHAPE, "the layer has %lld rows; expected the batch (%lld) first",
                        (long long)(lv->ndim ? lv->shape[0] : 0), (long long)c->B);

@@ -139,7 +139,13 @@ static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
     return CATTR_OK;
 }
 
-cattr_status cx_run_plan_only(const cx_job *j, cx_plan **plan) { return job_plan(j, plan); }
+cattr_status cx_run_view(const cx_job *j, int v, cx_view *out) {
+    cx_plan *p = NULL;
+    CX_CHECK(job_plan(j, &p));
+    *out = *cx_plan_view(p, v);
+    out->data = NULL;
+    return CATTR_OK;
+}
 
 cattr_status cx_run(const cx_job *j) {
     cx_plan *p = NULL;

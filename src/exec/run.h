@@ -104,7 +104,8 @@ typedef struct cx_job {
 /* Uploads j's host inputs, plans (or finds the plan), runs and delivers the outputs. Errors: CATTR_ERR_INVALID_ARGUMENT
  * (more inputs than a run takes), the plan's, the backend's, CATTR_ERR_CANCELLED. */
 cattr_status cx_run(const cx_job *j);
-/* Plans j without running it (its values' shapes and dtypes: cx_plan_view of *j->plan). Errors: the plan's. */
-cattr_status cx_run_plan_only(const cx_job *j, cx_plan **plan);
+/* The shape and dtype of value v of j's graph for j's inputs, from j's plan (made or found, not run; its outputs
+ * must reach v: v itself, or outputs computed from it). Errors: the plan's. */
+cattr_status cx_run_view(const cx_job *j, int v, cx_view *out);
 
 #endif
