@@ -110,6 +110,20 @@ static cattr_status small_graph_begin(cx_derived *d, cattr_dtype dt, const cx_ca
     return d->g ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
 }
 
+/* A run of small graph d's outputs outs[0..n_out) for inputs in[0..n_in) (results to host memory res, or to backend
+ * memory res_dev where set). */
+static cattr_status small_run(cattr_explainer *e, cx_derived *d, const cx_arg *in, int n_in, const int *outs,
+                              int n_out, void *const *res, void *const *res_dev) {
+    cx_job j = cx_job_for(e, d->g, d->consts, &d->pc);
+    j.n_in = n_in;
+    j.in = in;
+    j.n_out = n_out;
+    j.outs = outs;
+    j.out_host = res;
+    j.out_dev = res_dev;
+    return cx_run(&j);
+}
+
 /* The delta graph for n inputs of these ranks: inputs attr_0..attr_{n-1}, then d [B] (f(x) - f(start), rounded as
  * the compute dtype); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
 static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
@@ -152,25 +166,16 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     if (st == CATTR_OK && !diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t b = 0; b < B && st == CATTR_OK; b++)
         cx_tensor_set(diff, b, cx_rnd(c->dt, cx_rnd(c->dt, sel[b]) - cx_rnd(c->dt, sel[B + b])));
-    cx_derived *d = &e->delta_d;
-    int nd[MAX_IN + 1];
-    int64_t sh[MAX_IN + 1][CATTR_MAX_DIMS];
-    cattr_dtype dt[MAX_IN + 1];
-    for (int i = 0; i <= n; i++) {
-        nd[i] = i < n ? like[i]->ndim : 1;
-        memcpy(sh[i], i < n ? like[i]->shape : &B, (size_t)nd[i] * sizeof(int64_t));
-        dt[i] = c->dt;
+    cx_arg in[MAX_IN + 1];
+    for (int i = 0; i < n; i++) {
+        in[i] = cx_arg_dev(like[i], attr_dev[i]);
+        in[i].dt = c->dt;
     }
-    cx_plan *p = NULL;
-    int out = e->delta_out;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &out, 1, &p);
-    const void *host[MAX_IN + 1] = {0};
-    void *dev[MAX_IN + 1] = {0}, *res[1] = {(*delta)->data};
-    for (int i = 0; i < n; i++) dev[i] = attr_dev[i];
-    if (diff) host[n] = diff->data;
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, dev, res, NULL);
+    void *res[1] = {(*delta)->data};
+    if (st == CATTR_OK) {
+        in[n] = cx_arg_of(diff, NULL);
+        st = small_run(e, &e->delta_d, in, n + 1, &e->delta_out, 1, res, NULL);
+    }
     cattr_tensor_free(diff);
     if (st != CATTR_OK) {
         cattr_tensor_free(*delta);
@@ -205,26 +210,16 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
                          cattr_tensor **out) {
     for (int i = 0; i < n; i++) out[i] = NULL;
     cattr_status st = sum_last_graph(e, c, n, like);
-    int nd[MAX_IN];
-    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[MAX_IN];
-    const void *host[MAX_IN] = {0};
-    void *in[MAX_IN] = {0}, *res[MAX_IN] = {0};
+    cx_arg in[MAX_IN];
+    void *res[MAX_IN] = {0};
     for (int i = 0; i < n && st == CATTR_OK; i++) {
-        nd[i] = like[i]->ndim;
-        memcpy(sh[i], like[i]->shape, (size_t)nd[i] * sizeof(int64_t));
-        dt[i] = c->dt;
-        if (dev) in[i] = dev[i];
-        else host[i] = like[i]->data;
+        in[i] = dev ? cx_arg_dev(like[i], dev[i]) : cx_arg_of(like[i], NULL);
+        in[i].dt = c->dt;
         out[i] = cx_tensor_alloc(c->dt, like[i]->ndim - 1, like[i]->shape);
         if (!out[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else res[i] = out[i]->data;
     }
-    cx_plan *p = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&e->sum_d.pc, e->sum_d.g, e->sum_d.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, e->sum_outs, n, &p);
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in, res, NULL);
+    if (st == CATTR_OK) st = small_run(e, &e->sum_d, in, n, e->sum_outs, n, res, NULL);
     for (int i = 0; i < n && st != CATTR_OK; i++) {
         cattr_tensor_free(out[i]);
         out[i] = NULL;
@@ -281,17 +276,11 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
             iv = NULL;
         }
     }
-    int nd[3] = {2, 2, 1};
-    int64_t sh[3][CATTR_MAX_DIMS] = {{R, M + 1}, {id_rows, per}, {R}};
-    cattr_dtype dt[3] = {c->dt, CATTR_INT64, CATTR_INT64};
-    cx_plan *p = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&e->spread_d.pc, e->spread_d.g, e->spread_d.consts, e->p.executor == CATTR_EXEC_EAGER,
-                               nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &e->spread_out, 1, &p);
-    const void *host[3] = {vt ? vt->data : NULL, NULL, idrow};
-    void *in_dev[3] = {NULL, e->spread_ids.p, NULL};
+    cx_arg in[3] = {{.nd = 2, .sh = {R, M + 1}, .dt = c->dt, .host = vt ? vt->data : NULL},
+                    {.nd = 2, .sh = {id_rows, per}, .dt = CATTR_INT64, .dev = e->spread_ids.p},
+                    {.nd = 1, .sh = {R}, .dt = CATTR_INT64, .host = idrow}};
     void *res[1] = {out_dev ? NULL : out->data}, *res_dev[1] = {out_dev};
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in_dev, res, res_dev);
+    if (st == CATTR_OK) st = small_run(e, &e->spread_d, in, 3, &e->spread_out, 1, res, res_dev);
     cattr_tensor_free(vt);
     free(iv);
     return st;
@@ -329,15 +318,9 @@ cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int
         attr[i] = cx_tensor_alloc(c->dt, like[i]->ndim, sh);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st != CATTR_OK || attr[i]->numel == 0) continue;
-        int nd[2] = {3, 1};
-        int64_t ish[2][CATTR_MAX_DIMS] = {{B, nb, per}, {1}};
-        cattr_dtype dt[2] = {c->dt, c->dt};
-        cx_plan *p = NULL;
-        st = cx_plan_cache_get(&e->pmean_d.pc, e->pmean_d.g, e->pmean_d.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])ish, dt, &e->pmean_out, 1, &p);
-        const void *host[2] = {NULL, cnt->data};
-        void *in[2] = {dev[i], NULL}, *res[1] = {attr[i]->data};
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, in, res, NULL);
+        cx_arg in[2] = {{.nd = 3, .sh = {B, nb, per}, .dt = c->dt, .dev = dev[i]}, cx_arg_of(cnt, NULL)};
+        void *res[1] = {attr[i]->data};
+        st = small_run(e, &e->pmean_d, in, 2, &e->pmean_out, 1, res, NULL);
     }
     cattr_tensor_free(cnt);
     for (int i = 0; i < n && st != CATTR_OK; i++) {
