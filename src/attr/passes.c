@@ -43,34 +43,13 @@ cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr) {
     return CATTR_OK;
 }
 
-/* The cached plan of the gradient graph (fwd false: its gradients, in the shared arena) or of the model's output
- * (fwd true) for these input shapes. */
-static cattr_status get_plan(cattr_explainer *e, bool fwd, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS],
-                             const cattr_dtype *dt, cx_plan **out) {
-    int outs[MAX_IN], n_outs;
-    if (fwd) {
-        outs[0] = cx_model_output(e->m);
-        n_outs = 1;
-    } else {
-        memcpy(outs, e->grads, (size_t)e->n_attr * sizeof(int));
-        n_outs = e->n_attr;
-    }
-    CX_CHECK(cx_plan_cache_get(fwd ? &e->fwd_pc : &e->grad_pc, e->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               sh, dt, outs, n_outs, out));
-    size_t b = cx_plan_bytes(*out);
-    if (b > e->peak) e->peak = b;
-    return CATTR_OK;
-}
-
 /* ---- batched passes ------------------------------------------------------------------------------------------ */
 
 /* Input shapes and host pointers for a pass over reps*B rows; additional inputs expanded into tmp. */
 typedef struct {
-    int nd[MAX_IN];
-    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[MAX_IN];
-    const void *host[MAX_IN];
+    cx_arg in[MAX_IN];
     cattr_tensor *tmp[MAX_IN];
+    int out; /* the model output's value id */
 } pass_inputs;
 
 static void pass_free(pass_inputs *pi) {
@@ -80,12 +59,7 @@ static void pass_free(pass_inputs *pi) {
 static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                                pass_inputs *pi) {
     memset(pi, 0, sizeof *pi);
-    for (int i = 0; i < c->n; i++) {
-        pi->nd[i] = xs[i]->ndim;
-        memcpy(pi->sh[i], xs[i]->shape, sizeof pi->sh[i]);
-        pi->dt[i] = xs[i]->dtype;
-        pi->host[i] = xs[i]->data;
-    }
+    for (int i = 0; i < c->n; i++) pi->in[i] = cx_arg_of(xs[i], NULL);
     for (int j = 0; j < c->n_add; j++) {
         int gi = c->n + j;
         const cattr_tensor *a = c->add[j];
@@ -94,15 +68,22 @@ static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *con
             if (!pi->tmp[gi]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             a = pi->tmp[gi];
         }
-        pi->nd[gi] = a->ndim;
-        memcpy(pi->sh[gi], a->shape, sizeof pi->sh[gi]);
-        pi->dt[gi] = a->dtype;
-        pi->host[gi] = a->data;
+        pi->in[gi] = cx_arg_of(a, NULL);
     }
-    int si = e->seed_input;
-    pi->nd[si] = 0;
-    pi->dt[si] = c->dt;
+    pi->in[e->seed_input].dt = c->dt; /* its shape: the output's (the forward job does not read it) */
+    pi->out = cx_model_output(e->m);
     return CATTR_OK;
+}
+
+/* The job of a pass on pi: the gradient graph's gradients (fwd false; their plans share one arena) or the model's
+ * output (fwd true). */
+static cx_job pass_job(cattr_explainer *e, bool fwd, const pass_inputs *pi) {
+    cx_job j = cx_job_for(e, e->g, e->consts, fwd ? &e->fwd_pc : &e->grad_pc);
+    j.n_in = e->g->n_inputs;
+    j.in = pi->in;
+    j.n_out = fwd ? 1 : e->n_attr;
+    j.outs = fwd ? &pi->out : e->grads;
+    return j;
 }
 
 /* Seed over reps*B output rows: the target mask of each row's example. */
@@ -136,14 +117,14 @@ static cattr_status make_seed(const cx_call *c, int ond, const int64_t *osh, int
     return CATTR_OK;
 }
 
-/* The output view of a shape-only forward plan for these inputs, checked to have reps*B rows. */
-static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t rows, cx_plan **fp, const cx_view **ov) {
-    CX_CHECK(get_plan(e, true, pi->nd, (const int64_t(*)[CATTR_MAX_DIMS])pi->sh, pi->dt, fp));
-    *ov = cx_plan_view(*fp, cx_model_output(e->m));
-    if ((*ov)->ndim < 1 || (*ov)->shape[0] != rows) {
+/* The model output's view for these inputs (from the forward plan), checked to have `rows` rows. */
+static cattr_status output_shape(cattr_explainer *e, pass_inputs *pi, int64_t rows, cx_view *ov) {
+    cx_job j = pass_job(e, true, pi);
+    CX_CHECK(cx_run_view(&j, pi->out, ov));
+    if (ov->ndim < 1 || ov->shape[0] != rows) {
         char s[128];
         return cx_fail(CATTR_ERR_SHAPE, "the model output has shape %s; expected the batch (%lld) first",
-                       cx_shape_str((*ov)->ndim, (*ov)->shape, s, sizeof s), (long long)rows);
+                       cx_shape_str(ov->ndim, ov->shape, s, sizeof s), (long long)rows);
     }
     return CATTR_OK;
 }
@@ -187,42 +168,39 @@ static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor 
                                    const int64_t *const *extra, const pass_dev *pd, cattr_tensor *const *res) {
     pass_inputs pi;
     cattr_tensor *seed = NULL;
-    cx_plan *fp = NULL, *p = NULL;
-    const cx_view *ov = NULL;
+    cx_view ov;
     int si = e->seed_input;
     if (si + n_extra >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
     cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
-    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &fp, &ov);
+    if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &ov);
+    if (st == CATTR_OK) st = make_seed(c, ov.ndim, ov.shape, reps, how, &seed);
     if (st == CATTR_OK) {
-        pi.nd[si] = ov->ndim;
-        memcpy(pi.sh[si], ov->shape, sizeof pi.sh[si]);
+        pi.in[si] = cx_arg_of(seed, NULL);
         for (int k = 1; k <= n_extra; k++) {
-            pi.nd[si + k] = 1;
-            pi.sh[si + k][0] = c->B;
-            pi.dt[si + k] = CATTR_INT64;
-            pi.host[si + k] = extra[k - 1];
+            cx_arg x = {.nd = 1, .sh = {c->B}, .dt = CATTR_INT64, .host = extra[k - 1]};
+            pi.in[si + k] = x;
         }
-        if (!derived) {
-            st = get_plan(e, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &p);
-        } else {
-            st = cx_plan_cache_get(&e->gm_pc, e->gm, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, outs, n_outs, &p);
-            if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+        cx_job j = pass_job(e, false, &pi);
+        if (derived) {
+            j = cx_job_for(e, e->gm, e->consts, &e->gm_pc);
+            j.n_in = e->gm->n_inputs;
+            j.in = pi.in;
+            j.n_out = n_outs;
+            j.outs = outs;
         }
-    }
-    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, reps, how, &seed);
-    if (st == CATTR_OK) {
-        pi.host[si] = seed->data;
-        void *dst[MAX_IN + 1], *dev[MAX_IN + 1] = {0}, *in_dev[MAX_IN] = {0};
-        for (int k = 0; k < (derived ? n_outs : c->n); k++) dst[k] = res[k] ? res[k]->data : NULL;
-        for (int k = 0; pd && k < c->n; k++) {
-            if (pd->res_dev[k]) dev[k] = pd->res_dev[k], dst[k] = NULL;
-            if (pd->xs_dev[k]) in_dev[k] = pd->xs_dev[k], pi.host[k] = NULL;
+        void *dst[MAX_IN + 1], *dev[MAX_IN + 1] = {0};
+        for (int k = 0; k < j.n_out; k++) dst[k] = res[k] ? res[k]->data : NULL;
+        for (int k = 0; pd && k < c->n; k++) { /* inputs already on the backend; results kept there (and brought
+                                                * down too where res[k] is given) */
+            dev[k] = pd->res_dev[k];
+            if (pd->xs_dev[k]) {
+                pi.in[k].host = NULL;
+                pi.in[k].dev = pd->xs_dev[k];
+            }
         }
-        st = pd ? cx_run_plan_dev(e, p, pi.host, in_dev, dst, dev) : cx_run_plan(e, p, pi.host, dst);
-        for (int k = 0; pd && k < c->n && st == CATTR_OK; k++) /* results kept on the backend, brought down too */
-            if (pd->res_dev[k] && res[k])
-                st = cx_copy_out(e->be, res[k]->data, pd->res_dev[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype));
+        j.out_host = dst;
+        j.out_dev = dev;
+        st = cx_run(&j);
     }
     pass_free(&pi);
     cattr_tensor_free(seed);
@@ -559,38 +537,33 @@ static bool whole_batch_outputs(const cattr_explainer *e) {
 
 cattr_status cx_output_shape(cattr_explainer *e, const cx_call *c, int64_t reps, int *ndim, int64_t *shape,
                              cattr_dtype *dt) {
-    int nd[MAX_IN] = {0};
-    int64_t sh[MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dts[MAX_IN];
-    memset(sh, 0, sizeof sh);
+    pass_inputs pi = {0};
     for (int k = 0; k < c->n + c->n_add; k++) {
-        const cattr_tensor *t = k < c->n ? c->x[k] : c->add[k - c->n];
-        nd[k] = t->ndim;
-        memcpy(sh[k], t->shape, sizeof sh[k]);
-        if (t->ndim) sh[k][0] *= reps;
-        dts[k] = t->dtype;
+        pi.in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n], NULL);
+        pi.in[k].host = NULL; /* shapes only */
+        if (pi.in[k].nd) pi.in[k].sh[0] *= reps;
     }
-    int si = e->seed_input;
-    nd[si] = 0;
-    dts[si] = c->dt;
-    cx_plan *fp = NULL;
-    CX_CHECK(get_plan(e, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dts, &fp));
-    const cx_view *ov = cx_plan_view(fp, cx_model_output(e->m));
-    *ndim = ov->ndim;
-    memcpy(shape, ov->shape, (size_t)ov->ndim * sizeof *shape);
-    if (dt) *dt = ov->dtype;
+    pi.in[e->seed_input].dt = c->dt;
+    pi.out = cx_model_output(e->m);
+    cx_job j = pass_job(e, true, &pi);
+    cx_view ov;
+    CX_CHECK(cx_run_view(&j, pi.out, &ov));
+    *ndim = ov.ndim;
+    memcpy(shape, ov.shape, (size_t)ov.ndim * sizeof *shape);
+    if (dt) *dt = ov.dtype;
     return CATTR_OK;
 }
 
 cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) {
     pass_inputs pi;
-    cx_plan *fp = NULL;
+    cx_view ovv;
     const cx_view *ov = NULL;
     *seed = NULL;
     cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
     if (st == CATTR_OK && whole_batch_outputs(e)) { /* an output of the whole batch: the target picks from its rows */
-        st = get_plan(e, true, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &fp);
-        ov = st == CATTR_OK ? cx_plan_view(fp, cx_model_output(e->m)) : NULL;
+        cx_job j = pass_job(e, true, &pi);
+        st = cx_run_view(&j, pi.out, &ovv);
+        ov = st == CATTR_OK ? &ovv : NULL;
         if (ov && (ov->ndim < 1 || ov->shape[0] != c->B)) {
             char s[128];
             int64_t per = ov->ndim ? cx_numel(ov->ndim - 1, ov->shape + 1) : 1;
@@ -611,8 +584,8 @@ cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) 
             return st;
         }
     }
-    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
-    if (st == CATTR_OK) st = make_seed(c, ov->ndim, ov->shape, 1, CX_TILE, seed);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &ovv);
+    if (st == CATTR_OK) st = make_seed(c, ovv.ndim, ovv.shape, 1, CX_TILE, seed);
     pass_free(&pi);
     return st;
 }
@@ -622,26 +595,26 @@ cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed) 
 static cattr_status forward_run(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev,
                                 int64_t reps, cx_expand how, bool whole, cattr_tensor **out) {
     pass_inputs pi;
-    cx_plan *fp = NULL;
-    const cx_view *ov = NULL;
+    cx_view ov;
     cattr_tensor *o = NULL;
     *out = NULL;
     cattr_status st = pass_setup(e, c, xs, reps, how, &pi);
-    if (st == CATTR_OK && whole) {
-        st = get_plan(e, true, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &fp);
-        if (st == CATTR_OK) ov = cx_plan_view(fp, cx_model_output(e->m));
-    } else if (st == CATTR_OK) {
-        st = output_shape(e, &pi, reps * c->B, &fp, &ov);
-    }
+    cx_job j = pass_job(e, true, &pi);
+    if (st == CATTR_OK && whole) st = cx_run_view(&j, pi.out, &ov);
+    else if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &ov);
     if (st == CATTR_OK) {
-        o = cx_tensor_alloc(ov->dtype, ov->ndim, ov->shape);
+        o = cx_tensor_alloc(ov.dtype, ov.ndim, ov.shape);
         if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     if (st == CATTR_OK) {
-        void *dst = o->data, *in_dev[MAX_IN] = {0};
+        void *dst = o->data;
         for (int i = 0; xs_dev && i < c->n; i++) /* inputs already on the backend */
-            if (xs_dev[i]) in_dev[i] = xs_dev[i], pi.host[i] = NULL;
-        st = cx_run_plan_dev(e, fp, pi.host, in_dev, &dst, NULL);
+            if (xs_dev[i]) {
+                pi.in[i].host = NULL;
+                pi.in[i].dev = xs_dev[i];
+            }
+        j.out_host = &dst;
+        st = cx_run(&j);
     }
     pass_free(&pi);
     if (st != CATTR_OK) {
@@ -678,15 +651,15 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
     if (si + 1 >= MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many model inputs");
     int64_t R = reps * c->B;
     pass_inputs pi;
-    cx_plan *fp = NULL, *p = NULL;
-    const cx_view *ov = NULL;
+    cx_view ovv;
+    const cx_view *ov = &ovv;
     cattr_tensor *vals = NULL;
     int64_t *tidx = malloc((size_t)(R + 1) * sizeof *tidx);
     double *mask = NULL;
     cattr_status st = tidx ? build_select(e) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = pass_setup(e, c, xs, reps, how, &pi);
     else memset(&pi, 0, sizeof pi);
-    if (st == CATTR_OK) st = output_shape(e, &pi, R, &fp, &ov);
+    if (st == CATTR_OK) st = output_shape(e, &pi, R, &ovv);
     if (st == CATTR_OK && out_dt) *out_dt = ov->dtype;
     if (st == CATTR_OK && sel && !(vals = cx_tensor_alloc(ov->dtype, 1, &R)))
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -707,20 +680,26 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
     } else if (st == CATTR_OK) { /* only the plan: the indices' shape */
         memset(tidx, 0, (size_t)R * sizeof *tidx);
     }
+    cx_job j = cx_job_for(e, e->sel_g, e->consts, &e->sel_pc);
+    j.n_in = e->sel_g ? e->sel_g->n_inputs : 0;
+    j.in = pi.in;
+    j.n_out = 1;
+    j.outs = &e->sel_out;
     if (st == CATTR_OK) {
-        pi.nd[si + 1] = 1;
-        pi.sh[si + 1][0] = R;
-        pi.dt[si + 1] = CATTR_INT64;
-        pi.host[si + 1] = tidx;
-        st = cx_plan_cache_get(&e->sel_pc, e->sel_g, e->consts, e->p.executor == CATTR_EXEC_EAGER, pi.nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, &e->sel_out, 1, &p);
+        cx_arg t = {.nd = 1, .sh = {R}, .dt = CATTR_INT64, .host = tidx};
+        pi.in[si + 1] = t;
+        size_t bytes;
+        st = cx_run_bytes(&j, true, &bytes); /* the plan, made now (sel NULL: for runs from several threads later) */
     }
-    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
     if (st == CATTR_OK && sel) {
-        void *dst[1] = {vals->data}, *in_dev[MAX_IN] = {0};
+        void *dst[1] = {vals->data};
         for (int i = 0; xs_dev && i < c->n; i++) /* inputs already on the backend */
-            if (xs_dev[i]) in_dev[i] = xs_dev[i], pi.host[i] = NULL;
-        st = cx_run_plan_dev(e, p, pi.host, in_dev, dst, NULL);
+            if (xs_dev[i]) {
+                pi.in[i].host = NULL;
+                pi.in[i].dev = xs_dev[i];
+            }
+        j.out_host = dst;
+        st = cx_run(&j);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) sel[r] = cx_tensor_get(vals, r);
     }
     pass_free(&pi);
@@ -753,13 +732,15 @@ cattr_status cx_select(const cx_call *c, const cattr_tensor *out, int64_t reps, 
 
 cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t *bytes) {
     pass_inputs pi;
-    cx_plan *fp = NULL;
-    const cx_view *ov = NULL;
+    cx_view ov;
+    size_t act = 0;
     cattr_status st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
-    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &fp, &ov);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c->B, &ov);
+    cx_job fj = pass_job(e, true, &pi);
+    if (st == CATTR_OK) st = cx_run_bytes(&fj, true, &act);
     pass_free(&pi);
     if (st != CATTR_OK) return st;
-    size_t host = 0, act = cx_plan_bytes(fp);
+    size_t host = 0;
     for (int i = 0; i < c->n; i++) host += (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
     if (with_grad && e->g) {
         /* the gradient plan keeps what the backward needs of every layer: plan it for one rep (a plan made for its
@@ -768,17 +749,17 @@ cattr_status cx_row_bytes(cattr_explainer *e, cx_call *c, bool with_grad, size_t
         for (int i = 0; i < c->n && same; i++) same = !memcmp(e->rb_sh[i], c->x[i]->shape, sizeof e->rb_sh[i]);
         if (!same) {
             st = pass_setup(e, c, c->x, 1, CX_TILE, &pi);
-            cx_plan *gp = NULL;
+            size_t gb = 0;
             if (st == CATTR_OK) {
-                pi.nd[e->seed_input] = ov->ndim;
-                memcpy(pi.sh[e->seed_input], ov->shape, sizeof pi.sh[e->seed_input]);
-                st = cx_plan_new(e->g, e->consts, false, pi.nd, (const int64_t(*)[CATTR_MAX_DIMS])pi.sh, pi.dt, e->grads,
-                                 e->n_attr, &gp);
+                pi.in[e->seed_input].nd = ov.ndim;
+                memcpy(pi.in[e->seed_input].sh, ov.shape, sizeof ov.shape);
+                cx_job gj = pass_job(e, false, &pi);
+                gj.eager = false;
+                st = cx_run_bytes(&gj, false, &gb);
             }
             pass_free(&pi);
             if (st != CATTR_OK) return st;
-            e->rb_bytes = cx_plan_bytes(gp) + 1;
-            cx_plan_free(gp);
+            e->rb_bytes = gb + 1;
             e->rb_n = c->n;
             for (int i = 0; i < c->n; i++) memcpy(e->rb_sh[i], c->x[i]->shape, sizeof e->rb_sh[i]);
         }

@@ -121,17 +121,30 @@ cx_arg cx_arg_dev(const cattr_tensor *like, const void *dev) {
     return a;
 }
 
-static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
-    if (j->n_in > RUN_MAX_IN)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a run takes at most %d graph inputs, not %d", RUN_MAX_IN, j->n_in);
+/* The shapes and dtypes of j's inputs, as cx_plan_new takes them. */
+typedef struct job_shapes {
     int nd[RUN_MAX_IN];
     int64_t sh[RUN_MAX_IN][CATTR_MAX_DIMS];
     cattr_dtype dt[RUN_MAX_IN];
+} job_shapes;
+
+static cattr_status shapes_of(const cx_job *j, job_shapes *s) {
+    if (j->n_in > RUN_MAX_IN)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a run takes at most %d graph inputs, not %d", RUN_MAX_IN, j->n_in);
     for (int k = 0; k < j->n_in; k++) {
-        nd[k] = j->in[k].nd;
-        memcpy(sh[k], j->in[k].sh, sizeof sh[k]);
-        dt[k] = j->in[k].dt;
+        s->nd[k] = j->in[k].nd;
+        memcpy(s->sh[k], j->in[k].sh, sizeof s->sh[k]);
+        s->dt[k] = j->in[k].dt;
     }
+    return CATTR_OK;
+}
+
+static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
+    job_shapes js;
+    CX_CHECK(shapes_of(j, &js));
+    int *nd = js.nd;
+    int64_t (*sh)[CATTR_MAX_DIMS] = js.sh;
+    cattr_dtype *dt = js.dt;
     CX_CHECK(cx_plan_cache_get(j->pc, j->g, j->consts, j->eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
                                j->outs, j->n_out, plan));
     if (j->peak && cx_plan_bytes(*plan) > *j->peak) *j->peak = cx_plan_bytes(*plan);
@@ -164,6 +177,37 @@ cattr_status cx_run(const cx_job *j) {
             dev[k] = a->keep->p;
         }
     }
+    if (j->n_out > RUN_MAX_IN)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a run gives at most %d outputs, not %d", RUN_MAX_IN, j->n_out);
+    void *oh[RUN_MAX_IN], *od[RUN_MAX_IN];
+    bool both = false;
+    for (int k = 0; k < j->n_out; k++) {
+        od[k] = j->out_dev ? j->out_dev[k] : NULL;
+        oh[k] = od[k] ? NULL : j->out_host ? j->out_host[k] : NULL;
+        both |= od[k] && j->out_host && j->out_host[k];
+    }
     cx_plan_set_check_finite(p, j->check_finite);
-    return cx_plan_run_watched(p, host, dev, j->out_host, j->out_dev, &j->watch);
+    CX_CHECK(cx_plan_run_watched(p, host, dev, oh, od, &j->watch));
+    for (int k = 0; both && k < j->n_out; k++) /* kept on the backend and brought down */
+        if (od[k] && j->out_host[k]) {
+            const cx_view *v = cx_plan_view(p, j->outs[k]);
+            CX_CHECK(cx_copy_out(be, j->out_host[k], od[k], (size_t)cx_view_numel(v) * cattr_dtype_size(v->dtype)));
+        }
+    return CATTR_OK;
+}
+
+cattr_status cx_run_bytes(const cx_job *j, bool cached, size_t *bytes) {
+    cx_plan *p = NULL;
+    if (cached) {
+        CX_CHECK(job_plan(j, &p));
+        *bytes = cx_plan_bytes(p);
+        return CATTR_OK;
+    }
+    job_shapes js;
+    CX_CHECK(shapes_of(j, &js));
+    CX_CHECK(cx_plan_new(j->g, j->consts, j->eager, js.nd, (const int64_t(*)[CATTR_MAX_DIMS])js.sh, js.dt, j->outs,
+                         j->n_out, &p));
+    *bytes = cx_plan_bytes(p);
+    cx_plan_free(p);
+    return CATTR_OK;
 }

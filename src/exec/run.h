@@ -82,8 +82,9 @@ cx_arg cx_arg_of(const cattr_tensor *t, cx_buf *keep);
 cx_arg cx_arg_dev(const cattr_tensor *like, const void *dev);
 
 /* A run of graph g's outputs outs[0..n_out) for inputs in[0..n_in) (graph-input order, every input of g). Output k
- * goes to out_dev[k] (backend memory) when out_dev and out_dev[k] are set, else to out_host[k] (host memory sized from
- * the plan's view of outs[k]) when set, else nowhere (a planning-only job has neither). */
+ * goes to out_dev[k] (backend memory) when out_dev and out_dev[k] are set, and to out_host[k] (host memory sized from
+ * the plan's view of outs[k]) when out_host and out_host[k] are set: both, and it stays on the backend and comes down
+ * too; neither, and it is not delivered. */
 typedef struct cx_job {
     const cg_graph *g;
     cx_consts *consts;   /* the graph's constants on the backend that runs it (its compute dtype) */
@@ -107,5 +108,9 @@ cattr_status cx_run(const cx_job *j);
 /* The shape and dtype of value v of j's graph for j's inputs, from j's plan (made or found, not run; its outputs
  * must reach v: v itself, or outputs computed from it). Errors: the plan's. */
 cattr_status cx_run_view(const cx_job *j, int v, cx_view *out);
+/* The working memory (bytes) of j's plan: from the cache (made there when missing) when `cached`, else from a plan
+ * made for the question and freed (shapes a method asks about once: no cached plan is evicted for it). Errors: the
+ * plan's. */
+cattr_status cx_run_bytes(const cx_job *j, bool cached, size_t *bytes);
 
 #endif
