@@ -265,17 +265,15 @@ typedef struct cx_call_dev {
 cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y);
 void cx_call_dev_free(cx_call_dev *d);
 
-/* Runs output y of derived graph dv for one chunk (graph inputs in[] on the backend, of the given shapes and dtypes)
- * into d->y and brings its nv values back as doubles into vals. Errors: CATTR_ERR_SHAPE when the output does not
- * have nv values, and the plan's and the backend's. */
-cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
-                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in, int y,
-                               cx_call_dev *d, int64_t nv, double *vals);
+/* Runs output y of derived graph dv for one chunk (its inputs in[], every input of dv->g) into d->y and brings its nv
+ * values back as doubles into vals. Errors: CATTR_ERR_SHAPE when the output does not have nv values, and the plan's
+ * and the backend's. */
+cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, const cx_arg *in, int y, cx_call_dev *d, int64_t nv,
+                               double *vals);
 /* cx_derived_values for n_ys outputs ys[] of nv values each (d->y holds room for them all), their values one after
- * the other in vals, in one run and one download. */
-cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
-                                 const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in,
-                                 const int *ys, int n_ys, cx_call_dev *d, int64_t nv, double *vals);
+ * the other in vals, in one run. */
+cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, const cx_arg *in, const int *ys, int n_ys,
+                                 cx_call_dev *d, int64_t nv, double *vals);
 
 /* The explainer's pieces across files: call preparation (call.c), the gradient graph and plan caches (passes.c). */
 cattr_status cx_prepare(cattr_explainer *e, const cattr_call *call, cx_call *c);

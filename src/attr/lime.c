@@ -483,52 +483,50 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
         }
         for (int64_t r = 0; r < R; r++) buf[r] = (r % B) * n + s0 + r / B; /* Z's row of example b's sample */
         st = cx_copy_in(e->be, s->zrow.p, buf, (size_t)R * sizeof *buf);
-        int nd[LM_MAX_IN];
-        int64_t sh[LM_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[LM_MAX_IN];
-        void *in[LM_MAX_IN];
+        cx_arg arg[LM_MAX_IN];
+        memset(arg, 0, sizeof arg);
         for (int k = 0; k < LM_N_IN; k++) {
-            nd[k] = 1;
-            sh[k][0] = R;
-            dt[k] = CATTR_INT64;
+            arg[k].nd = 1;
+            arg[k].sh[0] = R;
+            arg[k].dt = CATTR_INT64;
         }
         for (int i = 0; i < c->n; i++) {
             const cattr_tensor *x = c->x[i];
-            nd[LM_X(i)] = nd[LM_BASE(i)] = nd[LM_IDS(i)] = x->ndim;
-            memcpy(sh[LM_X(i)], x->shape, sizeof sh[0]);
-            memcpy(sh[LM_BASE(i)], x->shape, sizeof sh[0]);
-            memcpy(sh[LM_IDS(i)], x->shape, sizeof sh[0]);
-            sh[LM_IDS(i)][0] = shared ? 1 : B;
-            dt[LM_X(i)] = dt[LM_BASE(i)] = x->dtype;
-            in[LM_X(i)] = s->cd.x[i].p;
-            in[LM_BASE(i)] = s->cd.base[i].p;
-            in[LM_IDS(i)] = s->ids[i].p;
+            arg[LM_X(i)].nd = arg[LM_BASE(i)].nd = arg[LM_IDS(i)].nd = x->ndim;
+            memcpy(arg[LM_X(i)].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[LM_BASE(i)].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[LM_IDS(i)].sh, x->shape, sizeof arg[0].sh);
+            arg[LM_IDS(i)].sh[0] = shared ? 1 : B;
+            arg[LM_X(i)].dt = arg[LM_BASE(i)].dt = x->dtype;
+            arg[LM_X(i)].dev = s->cd.x[i].p;
+            arg[LM_BASE(i)].dev = s->cd.base[i].p;
+            arg[LM_IDS(i)].dev = s->ids[i].p;
             bool ints = x->dtype == CATTR_INT64 && s->w >= 0;
-            nd[LM_XF(i)] = nd[LM_BF(i)] = x->ndim;
-            memcpy(sh[LM_XF(i)], x->shape, sizeof sh[0]);
-            memcpy(sh[LM_BF(i)], x->shape, sizeof sh[0]);
-            dt[LM_XF(i)] = dt[LM_BF(i)] = c->dt;
-            in[LM_XF(i)] = ints ? s->xf[i].p : s->cd.x[i].p;
-            in[LM_BF(i)] = ints ? s->bf[i].p : s->cd.base[i].p;
+            arg[LM_XF(i)].nd = arg[LM_BF(i)].nd = x->ndim;
+            memcpy(arg[LM_XF(i)].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[LM_BF(i)].sh, x->shape, sizeof arg[0].sh);
+            arg[LM_XF(i)].dt = arg[LM_BF(i)].dt = c->dt;
+            arg[LM_XF(i)].dev = ints ? s->xf[i].p : s->cd.x[i].p;
+            arg[LM_BF(i)].dev = ints ? s->bf[i].p : s->cd.base[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
-            nd[LM_ADD(j)] = c->add[j]->ndim;
-            memcpy(sh[LM_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-            dt[LM_ADD(j)] = c->add[j]->dtype;
-            in[LM_ADD(j)] = s->cd.add[j].p;
+            arg[LM_ADD(j)].nd = c->add[j]->ndim;
+            memcpy(arg[LM_ADD(j)].sh, c->add[j]->shape, sizeof arg[0].sh);
+            arg[LM_ADD(j)].dt = c->add[j]->dtype;
+            arg[LM_ADD(j)].dev = s->cd.add[j].p;
         }
-        nd[LM_Z] = 2;
-        sh[LM_Z][0] = B * n;
-        sh[LM_Z][1] = M;
-        in[LM_Z] = s->z.p;
-        in[LM_ZROW] = s->zrow.p;
-        in[LM_ROWS] = s->cd.rows.p;
-        in[LM_ONE] = s->one.p;
-        in[LM_TIDX] = s->cd.tidx.p;
-        if (whole) sh[LM_TIDX][0] = target ? f->osh[0] : 1; /* unread without a target */
-        in[LM_IDROW] = shared ? s->idzero.p : s->cd.rows.p;
+        arg[LM_Z].nd = 2;
+        arg[LM_Z].sh[0] = B * n;
+        arg[LM_Z].sh[1] = M;
+        arg[LM_Z].dev = s->z.p;
+        arg[LM_ZROW].dev = s->zrow.p;
+        arg[LM_ROWS].dev = s->cd.rows.p;
+        arg[LM_ONE].dev = s->one.p;
+        arg[LM_TIDX].dev = s->cd.tidx.p;
+        if (whole) arg[LM_TIDX].sh[0] = target ? f->osh[0] : 1; /* unread without a target */
+        arg[LM_IDROW].dev = shared ? s->idzero.p : s->cd.rows.p;
         if (st == CATTR_OK) /* the R target outputs (and Lime's R weights) come back */
-            st = cx_derived_values_n(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, ys, ny, &s->cd,
+            st = cx_derived_values_n(e, &s->core, arg, ys, ny, &s->cd,
                                      R, y);
         if (st == CATTR_OK) st = cx_vsplit_put(&v, q, y, ny * R);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) {

@@ -373,46 +373,44 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             }
             st = cx_copy_in(e->be, s->thr[i].p, buf, (size_t)(2 * nd * R) * sizeof *buf);
         }
-        int nd[4 * CX_MAX_IN + CX_MAX_IN + 3];
-        int64_t sh[4 * CX_MAX_IN + CX_MAX_IN + 3][CATTR_MAX_DIMS];
-        cattr_dtype dt[4 * CX_MAX_IN + CX_MAX_IN + 3];
-        void *in[4 * CX_MAX_IN + CX_MAX_IN + 3];
+        cx_arg arg[4 * CX_MAX_IN + CX_MAX_IN + 3];
+        memset(arg, 0, sizeof arg);
         for (int k = 0; k < s->n_in; k++) {
-            nd[k] = 1;
-            sh[k][0] = R;
-            dt[k] = CATTR_INT64;
+            arg[k].nd = 1;
+            arg[k].sh[0] = R;
+            arg[k].dt = CATTR_INT64;
         }
         for (int i = 0; i < c->n; i++) {
             const cattr_tensor *x = c->x[i];
             int kx = 4 * i, kb = 4 * i + 1, km = 4 * i + 2, kt = 4 * i + 3; /* graph-input positions (occ_build) */
-            nd[kx] = nd[kb] = nd[km] = x->ndim;
-            memcpy(sh[kx], x->shape, sizeof sh[0]);
-            memcpy(sh[kb], x->shape, sizeof sh[0]);
-            memcpy(sh[km], x->shape, sizeof sh[0]);
-            sh[km][0] = 2 * OCC_ND(s, i);
-            dt[kx] = dt[kb] = x->dtype;
-            nd[kt] = 2;
-            sh[kt][0] = 2 * OCC_ND(s, i);
-            sh[kt][1] = R;
-            in[kx] = s->cd.x[i].p;
-            in[kb] = s->cd.base[i].p;
-            in[km] = s->map[i].p;
-            in[kt] = s->thr[i].p;
+            arg[kx].nd = arg[kb].nd = arg[km].nd = x->ndim;
+            memcpy(arg[kx].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[kb].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[km].sh, x->shape, sizeof arg[0].sh);
+            arg[km].sh[0] = 2 * OCC_ND(s, i);
+            arg[kx].dt = arg[kb].dt = x->dtype;
+            arg[kt].nd = 2;
+            arg[kt].sh[0] = 2 * OCC_ND(s, i);
+            arg[kt].sh[1] = R;
+            arg[kx].dev = s->cd.x[i].p;
+            arg[kb].dev = s->cd.base[i].p;
+            arg[km].dev = s->map[i].p;
+            arg[kt].dev = s->thr[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
             int ka = 4 * c->n + j;
-            nd[ka] = c->add[j]->ndim;
-            memcpy(sh[ka], c->add[j]->shape, sizeof sh[0]);
-            dt[ka] = c->add[j]->dtype;
-            in[ka] = s->cd.add[j].p;
+            arg[ka].nd = c->add[j]->ndim;
+            memcpy(arg[ka].sh, c->add[j]->shape, sizeof arg[0].sh);
+            arg[ka].dt = c->add[j]->dtype;
+            arg[ka].dev = s->cd.add[j].p;
         }
         int kr = 4 * c->n + c->n_add;
-        in[kr] = s->cd.rows.p;
-        in[kr + 1] = s->zero.p;
-        if (target) in[kr + 2] = s->cd.tidx.p;
-        if (target && whole) sh[kr + 2][0] = p->f->osh[0];
+        arg[kr].dev = s->cd.rows.p;
+        arg[kr + 1].dev = s->zero.p;
+        if (target) arg[kr + 2].dev = s->cd.tidx.p;
+        if (target && whole) arg[kr + 2].sh[0] = p->f->osh[0];
         if (st == CATTR_OK)
-            st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
+            st = cx_derived_values(e, &s->core, arg, s->y, &s->cd,
                                    cnt * p->n_out, vals);
         if (st == CATTR_OK) st = cx_pt_computed(p, &v, q, s0, cnt, vals);
     }

@@ -467,47 +467,51 @@ void cx_call_dev_free(cx_call_dev *d) {
     cx_buf_free(&d->y);
 }
 
-cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
-                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in, int y,
-                               cx_call_dev *d, int64_t nv, double *vals) {
-    return cx_derived_values_n(e, dv, c, nd, sh, dt, in, &y, 1, d, nv, vals);
+cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, const cx_arg *in, int y, cx_call_dev *d, int64_t nv,
+                               double *vals) {
+    return cx_derived_values_n(e, dv, in, &y, 1, d, nv, vals);
 }
 
-cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, cx_call *c, const int *nd,
-                                 const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, void *const *in,
-                                 const int *ys, int n_ys, cx_call_dev *d, int64_t nv, double *vals) {
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&dv->pc, dv->g, dv->consts, e->p.executor == CATTR_EXEC_EAGER, nd, sh, dt, ys, n_ys, &p));
-    (void)c;
+cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, const cx_arg *in, const int *ys, int n_ys,
+                                 cx_call_dev *d, int64_t nv, double *vals) {
+    if (n_ys > CX_MAX_IN) return cx_fail(CATTR_ERR_INTERNAL, "too many outputs");
+    cx_job j = cx_job_for(e, dv->g, dv->consts, &dv->pc);
+    j.n_in = dv->g->n_inputs;
+    j.in = in;
+    j.n_out = n_ys;
+    j.outs = ys;
     void *out[CX_MAX_IN];
     size_t off[CX_MAX_IN + 1], es[CX_MAX_IN];
     cattr_dtype odt[CX_MAX_IN];
-    if (n_ys > CX_MAX_IN) return cx_fail(CATTR_ERR_INTERNAL, "too many outputs");
     off[0] = 0;
     for (int k = 0; k < n_ys; k++) { /* each output in its own dtype (the model's may be int64) */
-        const cx_view *yv = cx_plan_view(p, ys[k]);
-        int64_t got = cx_view_numel(yv);
+        cx_view yv;
+        CX_CHECK(cx_run_view(&j, ys[k], &yv));
+        int64_t got = cx_view_numel(&yv);
         if (got != nv)
             return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for a chunk of perturbed copies of the "
                                             "batch; expected %lld",
                            (long long)got, (long long)nv);
-        odt[k] = yv->dtype;
+        odt[k] = yv.dtype;
         es[k] = cattr_dtype_size(odt[k]);
         out[k] = (char *)d->y.p + off[k];
         off[k + 1] = off[k] + (size_t)nv * es[k];
     }
-    CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, out));
     char *host = malloc(off[n_ys] + 1);
     if (!host) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cattr_status st = cx_copy_out(e->be, host, d->y.p, off[n_ys]);
+    void *oh[CX_MAX_IN];
+    for (int k = 0; k < n_ys; k++) oh[k] = host + off[k];
+    j.out_dev = out; /* into d->y, then down in one piece */
+    j.out_host = oh;
+    cattr_status st = cx_run(&j);
     for (int k = 0; k < n_ys && st == CATTR_OK; k++)
-        for (int64_t j = 0; j < nv; j++) {
-            const char *h = host + off[k] + (size_t)j * es[k];
+        for (int64_t i = 0; i < nv; i++) {
+            const char *h = host + off[k] + (size_t)i * es[k];
             double v;
             if (odt[k] == CATTR_FLOAT32) v = (double)*(const float *)h;
             else if (odt[k] == CATTR_FLOAT64) v = *(const double *)h;
             else v = (double)*(const int64_t *)h;
-            vals[k * nv + j] = v;
+            vals[k * nv + i] = v;
         }
     free(host);
     return st;

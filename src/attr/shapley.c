@@ -315,40 +315,38 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         }
         st = cx_copy_in(e->be, s->rkrow.p, buf, (size_t)R * sizeof *buf);
         if (st == CATTR_OK) st = cx_copy_in(e->be, s->thr.p, buf + rmax, (size_t)R * sizeof *buf);
-        int nd[SG_MAX_IN];
-        int64_t sh[SG_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[SG_MAX_IN];
-        void *in[SG_MAX_IN];
+        cx_arg arg[SG_MAX_IN];
+        memset(arg, 0, sizeof arg);
         for (int k = 0; k < SG_N_IN; k++) {
-            nd[k] = 1;
-            sh[k][0] = R;
-            dt[k] = CATTR_INT64;
+            arg[k].nd = 1;
+            arg[k].sh[0] = R;
+            arg[k].dt = CATTR_INT64;
         }
         for (int i = 0; i < c->n; i++) {
             const cattr_tensor *x = c->x[i];
-            nd[SG_X(i)] = nd[SG_BASE(i)] = nd[SG_RK(i)] = x->ndim;
-            memcpy(sh[SG_X(i)], x->shape, sizeof sh[0]);
-            memcpy(sh[SG_BASE(i)], x->shape, sizeof sh[0]);
-            memcpy(sh[SG_RK(i)], x->shape, sizeof sh[0]);
-            sh[SG_RK(i)][0] = T * id_rows;
-            dt[SG_X(i)] = dt[SG_BASE(i)] = x->dtype;
-            in[SG_X(i)] = s->cd.x[i].p;
-            in[SG_BASE(i)] = s->cd.base[i].p;
-            in[SG_RK(i)] = s->rk[i].p;
+            arg[SG_X(i)].nd = arg[SG_BASE(i)].nd = arg[SG_RK(i)].nd = x->ndim;
+            memcpy(arg[SG_X(i)].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[SG_BASE(i)].sh, x->shape, sizeof arg[0].sh);
+            memcpy(arg[SG_RK(i)].sh, x->shape, sizeof arg[0].sh);
+            arg[SG_RK(i)].sh[0] = T * id_rows;
+            arg[SG_X(i)].dt = arg[SG_BASE(i)].dt = x->dtype;
+            arg[SG_X(i)].dev = s->cd.x[i].p;
+            arg[SG_BASE(i)].dev = s->cd.base[i].p;
+            arg[SG_RK(i)].dev = s->rk[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
-            nd[SG_ADD(j)] = c->add[j]->ndim;
-            memcpy(sh[SG_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-            dt[SG_ADD(j)] = c->add[j]->dtype;
-            in[SG_ADD(j)] = s->cd.add[j].p;
+            arg[SG_ADD(j)].nd = c->add[j]->ndim;
+            memcpy(arg[SG_ADD(j)].sh, c->add[j]->shape, sizeof arg[0].sh);
+            arg[SG_ADD(j)].dt = c->add[j]->dtype;
+            arg[SG_ADD(j)].dev = s->cd.add[j].p;
         }
-        in[SG_TROW] = s->rkrow.p;
-        in[SG_THR] = s->thr.p;
-        in[SG_ROWS] = s->cd.rows.p;
-        if (target) in[SG_TIDX] = s->cd.tidx.p;
-        if (target && whole) sh[SG_TIDX][0] = p->f->osh[0];
+        arg[SG_TROW].dev = s->rkrow.p;
+        arg[SG_THR].dev = s->thr.p;
+        arg[SG_ROWS].dev = s->cd.rows.p;
+        if (target) arg[SG_TIDX].dev = s->cd.tidx.p;
+        if (target && whole) arg[SG_TIDX].sh[0] = p->f->osh[0];
         if (st == CATTR_OK)
-            st = cx_derived_values(e, &s->core, c, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, in, s->y, &s->cd,
+            st = cx_derived_values(e, &s->core, arg, s->y, &s->cd,
                                    cnt * p->n_out, vals);
         if (st == CATTR_OK) st = cx_pt_computed(p, &v, k, s0, cnt, vals);
     }
