@@ -235,10 +235,8 @@ static cattr_status sv_table_build(cattr_explainer *e, sv_graph *s, const cx_cal
     for (int i = 0; i < n; i++) nid += id_rows * pm->per[i];
     int64_t *buf = malloc((size_t)(nid + 1) * sizeof *buf), *at = buf;
     if (!buf) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int nd[CX_MAX_IN + 3];
-    int64_t sh[CX_MAX_IN + 3][CATTR_MAX_DIMS];
-    cattr_dtype dt[CX_MAX_IN + 3];
-    const void *host[CX_MAX_IN + 3];
+    cx_arg arg[CX_MAX_IN + 3];
+    memset(arg, 0, sizeof arg);
     void *out[CX_MAX_IN];
     cattr_status st = CATTR_OK;
     for (int i = 0; i < n && st == CATTR_OK; i++) { /* each element's column in the table: its feature + 1 */
@@ -248,24 +246,29 @@ static cattr_status sv_table_build(cattr_explainer *e, sv_graph *s, const cx_cal
                 int64_t f = pm->ids[i][(pm->rows[i] == 1 ? 0 : b) * per_i + k];
                 at[b * per_i + k] = f >= 0 && f < M ? f + 1 : 0;
             }
-        nd[i] = c->x[i]->ndim;
-        memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
-        sh[i][0] = id_rows;
-        dt[i] = CATTR_INT64;
-        host[i] = at;
+        arg[i].nd = c->x[i]->ndim;
+        memcpy(arg[i].sh, c->x[i]->shape, sizeof arg[i].sh);
+        arg[i].sh[0] = id_rows;
+        arg[i].dt = CATTR_INT64;
+        arg[i].host = at;
         at += id_rows * per_i;
         st = cx_buf_fit(e->be, &s->rk[i], (size_t)(TR * per_i) * sizeof *buf, NULL, false);
         out[i] = s->rk[i].p;
     }
     for (int64_t r = 0; r < TR; r++) at[r] = r / id_rows, at[TR + r] = r % id_rows; /* row t * I + j */
-    nd[n] = 2, sh[n][0] = T, sh[n][1] = M + 1, dt[n] = CATTR_INT64, host[n] = tab;
-    nd[n + 1] = nd[n + 2] = 1, sh[n + 1][0] = sh[n + 2][0] = TR, dt[n + 1] = dt[n + 2] = CATTR_INT64;
-    host[n + 1] = at, host[n + 2] = at + TR;
-    cx_plan *pl = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->tg_outs, n, &pl);
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, host, NULL, NULL, out);
+    cx_arg tabv = {.nd = 2, .sh = {T, M + 1}, .dt = CATTR_INT64, .host = tab};
+    cx_arg trow = {.nd = 1, .sh = {TR}, .dt = CATTR_INT64, .host = at};
+    cx_arg thr = {.nd = 1, .sh = {TR}, .dt = CATTR_INT64, .host = at + TR};
+    arg[n] = tabv;
+    arg[n + 1] = trow;
+    arg[n + 2] = thr;
+    cx_job j = cx_job_for(e, d->g, d->consts, &d->pc);
+    j.n_in = d->g->n_inputs;
+    j.in = arg;
+    j.n_out = n;
+    j.outs = s->tg_outs;
+    j.out_dev = out;
+    if (st == CATTR_OK) st = cx_run(&j);
     free(buf);
     return st;
 }
