@@ -183,72 +183,75 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     const cx_pform *pf = f->f;
     bool reference = k == 0, permute = f->permute;
     int64_t R = cnt * c->B;
-    int nd[FA_MAX_IN];
-    int64_t sh[FA_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[FA_MAX_IN];
-    void *in[FA_MAX_IN], *out[CX_MAX_IN + 1];
+    cx_arg arg[FA_MAX_IN];
+    void *out[CX_MAX_IN + 1];
+    memset(arg, 0, sizeof arg);
     size_t idx_off = reference ? 0 : (size_t)((q0 + 1) * c->B) * sizeof(int64_t);
     for (int j = 0; j < FA_N_IN; j++) {
-        dt[j] = CATTR_INT64;
-        nd[j] = 1;
-        sh[j][0] = R;
+        arg[j].dt = CATTR_INT64;
+        arg[j].nd = 1;
+        arg[j].sh[0] = R;
     }
     for (int i = 0; i < s->core.n; i++) {
         const cattr_tensor *x = c->x[i], *xo = pf->whole ? x : NULL; /* the attributions' shape: the input's own */
         int rk[3] = {FA_X(i), FA_SRC(i), FA_M(i)};
         for (int t = 0; t < 3; t++) {
-            nd[rk[t]] = x->ndim;
-            memcpy(sh[rk[t]], x->shape, sizeof sh[0]);
-            dt[rk[t]] = t < 2 ? x->dtype : CATTR_INT64;
+            arg[rk[t]].nd = x->ndim;
+            memcpy(arg[rk[t]].sh, x->shape, sizeof arg[0].sh);
+            arg[rk[t]].dt = t < 2 ? x->dtype : CATTR_INT64;
         }
         int and = pf->whole ? xo->ndim - 1 : x->ndim;
         const int64_t *ash = pf->whole ? xo->shape + 1 : x->shape; /* [rows, *attribution row shape] */
-        nd[FA_ORD(i)] = nd[FA_ACC(i)] = and;
-        memcpy(sh[FA_ORD(i)], ash, (size_t)and * sizeof(int64_t));
-        memcpy(sh[FA_ACC(i)], ash, (size_t)and * sizeof(int64_t));
-        sh[FA_M(i)][0] = pm->rows[i];
-        sh[FA_ORD(i)][0] = d->ord_rows[i];
-        sh[FA_ACC(i)][0] = N;
-        dt[FA_ACC(i)] = f->ref->dt;
-        in[FA_X(i)] = d->x[i].p;
-        in[FA_SRC(i)] = permute ? d->x[i].p : d->src[i].p;
+        arg[FA_ORD(i)].nd = arg[FA_ACC(i)].nd = and;
+        memcpy(arg[FA_ORD(i)].sh, ash, (size_t)and * sizeof(int64_t));
+        memcpy(arg[FA_ACC(i)].sh, ash, (size_t)and * sizeof(int64_t));
+        arg[FA_M(i)].sh[0] = pm->rows[i];
+        arg[FA_ORD(i)].sh[0] = d->ord_rows[i];
+        arg[FA_ACC(i)].sh[0] = N;
+        arg[FA_ACC(i)].dt = f->ref->dt;
+        arg[FA_X(i)].dev = d->x[i].p;
+        arg[FA_SRC(i)].dev = permute ? d->x[i].p : d->src[i].p;
         if (permute && pf->whole) { /* the input's rows, permuted per state */
             int64_t ri = pf->rows[i];
-            sh[FA_SROW(i)][0] = ri;
-            in[FA_SROW(i)] = (char *)d->srow[i].p + (size_t)(reference ? 0 : (q0 + 1) * ri) * sizeof(int64_t);
+            arg[FA_SROW(i)].sh[0] = ri;
+            arg[FA_SROW(i)].dev = (char *)d->srow[i].p + (size_t)(reference ? 0 : (q0 + 1) * ri) * sizeof(int64_t);
         } else {
-            in[FA_SROW(i)] = permute ? (char *)d->srow[i].p + idx_off : d->rows.p;
+            arg[FA_SROW(i)].dev = permute ? (char *)d->srow[i].p + idx_off : d->rows.p;
         }
-        in[FA_M(i)] = d->mask[i].p;
-        in[FA_ORD(i)] = d->ord[i].p;
-        in[FA_MROW(i)] = pm->rows[i] == 1 ? d->zrows.p : d->rows.p;
-        in[FA_ACC(i)] = out[i] = d->accp[i];
+        arg[FA_M(i)].dev = d->mask[i].p;
+        arg[FA_ORD(i)].dev = d->ord[i].p;
+        arg[FA_MROW(i)].dev = pm->rows[i] == 1 ? d->zrows.p : d->rows.p;
+        arg[FA_ACC(i)].dev = out[i] = d->accp[i];
     }
     for (int j = 0; j < s->core.n_add; j++) {
-        nd[FA_ADD(j)] = c->add[j]->ndim;
-        memcpy(sh[FA_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-        dt[FA_ADD(j)] = c->add[j]->dtype;
-        in[FA_ADD(j)] = d->add[j].p;
+        arg[FA_ADD(j)].nd = c->add[j]->ndim;
+        memcpy(arg[FA_ADD(j)].sh, c->add[j]->shape, sizeof arg[0].sh);
+        arg[FA_ADD(j)].dt = c->add[j]->dtype;
+        arg[FA_ADD(j)].dev = d->add[j].p;
     }
-    in[FA_ROWS] = d->rows.p;
-    in[FA_FID] = (char *)d->fid.p + idx_off;
-    in[FA_TIDX] = d->tidx.p;
-    if (!s->core.target) sh[FA_TIDX][0] = cnt * N;    /* the value index of every output value */
-    else if (pf->whole) sh[FA_TIDX][0] = pf->osh[0]; /* the target of each output row */
-    sh[FA_Y0][0] = N;
-    dt[FA_Y0] = f->ref->dt;
-    in[FA_Y0] = d->y0.p;
-    sh[FA_Q0][0] = 1;
-    in[FA_Q0] = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
+    arg[FA_ROWS].dev = d->rows.p;
+    arg[FA_FID].dev = (char *)d->fid.p + idx_off;
+    arg[FA_TIDX].dev = d->tidx.p;
+    if (!s->core.target) arg[FA_TIDX].sh[0] = cnt * N;    /* the value index of every output value */
+    else if (pf->whole) arg[FA_TIDX].sh[0] = pf->osh[0]; /* the target of each output row */
+    arg[FA_Y0].sh[0] = N;
+    arg[FA_Y0].dt = f->ref->dt;
+    arg[FA_Y0].dev = d->y0.p;
+    arg[FA_Q0].sh[0] = 1;
+    arg[FA_Q0].dev = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
     out[s->core.n] = reference ? d->y0.p : yout;
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->core.pc, s->core.g, s->core.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->core.n + 1, &p));
-    if (cx_view_numel(cx_plan_view(p, s->outs[s->core.n])) != cnt * N)
+    cx_job j = cx_job_for(e, s->core.g, s->core.consts, &s->core.pc);
+    j.n_in = s->core.g->n_inputs;
+    j.in = arg;
+    j.n_out = s->core.n + 1;
+    j.outs = s->outs;
+    j.out_dev = out;
+    cx_view yv;
+    CX_CHECK(cx_run_view(&j, s->outs[s->core.n], &yv));
+    if (cx_view_numel(&yv) != cnt * N)
         return cx_fail(CATTR_ERR_SHAPE, "the model output has %lld values for %lld perturbed copies of the inputs; "
-                       "expected %lld per copy", (long long)cx_view_numel(cx_plan_view(p, s->outs[s->core.n])),
-                       (long long)cnt, (long long)N);
-    return cx_run_plan_dev(e, p, NULL, in, NULL, out);
+                       "expected %lld per copy", (long long)cx_view_numel(&yv), (long long)cnt, (long long)N);
+    return cx_run(&j);
 }
 
 /* FeatureAblation / FeaturePermutation on the backend (see above). */
