@@ -135,7 +135,6 @@ typedef struct dls_graph {
     int n_in, outs[2 * CX_MAX_IN + 1];
     cx_consts *consts;
     cx_plan_cache pc;
-    cx_buf x[CX_MAX_IN], d[CX_MAX_IN], add[CX_MAX_IN], seed, ix, ib, i2, first, nb, y, rowsum[CX_MAX_IN];
 } dls_graph;
 
 void cx_dls_free(struct dls_graph *d) {
@@ -143,14 +142,6 @@ void cx_dls_free(struct dls_graph *d) {
     cx_plan_cache_clear(&d->pc);
     cg_free(d->g);
     cx_consts_free(d->consts);
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_buf_free(&d->x[i]);
-        cx_buf_free(&d->d[i]);
-        cx_buf_free(&d->add[i]);
-        cx_buf_free(&d->rowsum[i]);
-    }
-    cx_buf *one[] = {&d->seed, &d->ix, &d->ib, &d->i2, &d->first, &d->nb, &d->y};
-    for (size_t k = 0; k < CX_ARRAY_LEN(one); k++) cx_buf_free(one[k]);
     free(d);
 }
 
@@ -258,35 +249,18 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     int64_t *ix = malloc((size_t)(5 * R + B + 1) * sizeof *ix), *ib = ix ? ix + R : NULL, *i2 = ix ? ib + R : NULL;
     int64_t *first = ix ? i2 + 2 * R : NULL, *tidx = ix ? first + R : NULL;
     cattr_status st = ix ? cx_seed_block(e, c, &seed) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    int nd[DL_MAX_IN];
-    int64_t sh[DL_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[DL_MAX_IN];
-    void *in[DL_MAX_IN], *host[2 * CX_MAX_IN + 1], *dev[2 * CX_MAX_IN + 1];
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        nd[DL_X(i)] = c->x[i]->ndim;
-        memcpy(sh[DL_X(i)], c->x[i]->shape, sizeof sh[0]);
-        nd[DL_D(i)] = c->dist[i]->ndim;
-        memcpy(sh[DL_D(i)], c->dist[i]->shape, sizeof sh[0]);
-        dt[DL_X(i)] = dt[DL_D(i)] = c->dt;
-        st = cx_buf_fit(e->be, &d->x[i], (size_t)c->x[i]->numel * es, c->x[i]->data, false);
-        if (st == CATTR_OK) st = cx_buf_fit(e->be, &d->d[i], (size_t)c->dist[i]->numel * es, c->dist[i]->data, false);
-        in[DL_X(i)] = d->x[i].p;
-        in[DL_D(i)] = d->d[i].p;
+    cx_arg arg[DL_MAX_IN];
+    memset(arg, 0, sizeof arg);
+    void *host[2 * CX_MAX_IN + 1] = {0};
+    for (int i = 0; i < c->n; i++) {
+        arg[DL_X(i)] = cx_arg_of(c->x[i], NULL);
+        arg[DL_D(i)] = cx_arg_of(c->dist[i], NULL);
+        arg[DL_X(i)].dt = arg[DL_D(i)].dt = c->dt;
     }
-    for (int j = 0; j < c->n_add && st == CATTR_OK; j++) {
-        nd[DL_ADD(j)] = c->add[j]->ndim;
-        memcpy(sh[DL_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-        dt[DL_ADD(j)] = c->add[j]->dtype;
-        st = cx_buf_fit(e->be, &d->add[j], (size_t)c->add[j]->numel * cattr_dtype_size(c->add[j]->dtype),
-                         c->add[j]->data, false);
-        in[DL_ADD(j)] = d->add[j].p;
-    }
+    for (int j = 0; j < c->n_add; j++) arg[DL_ADD(j)] = cx_arg_of(c->add[j], NULL);
     if (st == CATTR_OK) {
-        nd[DL_SEED] = seed->ndim;
-        memcpy(sh[DL_SEED], seed->shape, sizeof sh[0]);
-        dt[DL_SEED] = c->dt;
-        st = cx_buf_fit(e->be, &d->seed, (size_t)seed->numel * es, seed->data, false);
-        in[DL_SEED] = d->seed.p;
+        arg[DL_SEED] = cx_arg_of(seed, NULL);
+        arg[DL_SEED].dt = c->dt;
         for (int64_t r = 0; r < R; r++) {
             ix[r] = i2[r] = i2[R + r] = r / nb;
             ib[r] = r % nb;
@@ -296,61 +270,48 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     }
     struct {
         int at;
-        cx_buf *b;
         const int64_t *v;
         int64_t cnt;
-    } idx[4] = {{DL_IX, &d->ix, ix, R}, {DL_IB, &d->ib, ib, R}, {DL_I2, &d->i2, i2, 2 * R}, {DL_FIRST, &d->first, first, R}};
-    for (int k = 0; k < 4 && st == CATTR_OK; k++) {
-        nd[idx[k].at] = 1;
-        sh[idx[k].at][0] = idx[k].cnt;
-        dt[idx[k].at] = CATTR_INT64;
-        st = cx_buf_fit(e->be, idx[k].b, (size_t)idx[k].cnt * sizeof(int64_t), idx[k].v, false);
-        in[idx[k].at] = idx[k].b->p;
+    } idx[4] = {{DL_IX, ix, R}, {DL_IB, ib, R}, {DL_I2, i2, 2 * R}, {DL_FIRST, first, R}};
+    for (int k = 0; k < 4; k++) {
+        cx_arg a = {.nd = 1, .sh = {idx[k].cnt}, .dt = CATTR_INT64, .host = idx[k].v};
+        arg[idx[k].at] = a;
     }
     double nbd = (double)nb;
     float nbf = (float)nb;
-    if (st == CATTR_OK) {
-        nd[DL_NB] = 1;
-        sh[DL_NB][0] = 1;
-        dt[DL_NB] = c->dt;
-        st = cx_buf_fit(e->be, &d->nb, es, c->dt == CATTR_FLOAT32 ? (const void *)&nbf : (const void *)&nbd, false);
-        in[DL_NB] = d->nb.p;
-    }
+    cx_arg nba = {.nd = 1, .sh = {1}, .dt = c->dt};
+    nba.host = c->dt == CATTR_FLOAT32 ? (const void *)&nbf : (const void *)&nbd;
+    arg[DL_NB] = nba;
     bool want = delta && e->p.return_convergence_delta;
     int n_outs = want ? 2 * c->n + 1 : c->n;
-    cx_plan *p = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&d->pc, d->g, d->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, d->outs, n_outs, &p);
-    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
     int64_t per_out = B && seed ? seed->numel / B : 0;
+    /* with the delta: each input's row sums of the pairs' attributions, then the outputs at [x; baseline] */
+    char *tmp = want ? malloc((size_t)(c->n * R + 2 * R * per_out + 1) * es) : NULL;
+    if (want && !tmp && st == CATTR_OK) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else host[i] = attr[i]->data, dev[i] = NULL;
-        if (want && st == CATTR_OK) {
-            st = cx_buf_fit(e->be, &d->rowsum[i], (size_t)R * es, NULL, false);
-            host[c->n + i] = NULL;
-            dev[c->n + i] = d->rowsum[i].p;
-        }
+        else host[i] = attr[i]->data;
+        if (want) host[c->n + i] = tmp + (size_t)(i * R) * es;
     }
-    if (want && st == CATTR_OK) {
-        st = cx_buf_fit(e->be, &d->y, (size_t)(2 * R * per_out) * es, NULL, false);
-        host[2 * c->n] = NULL;
-        dev[2 * c->n] = d->y.p;
-    }
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, host, dev);
+    if (want) host[2 * c->n] = tmp + (size_t)(c->n * R) * es;
+    cx_job j = cx_job_for(e, d->g, d->consts, &d->pc);
+    j.n_in = d->g->n_inputs;
+    j.in = arg;
+    j.n_out = n_outs;
+    j.outs = d->outs;
+    j.out_host = host;
+    if (st == CATTR_OK) st = cx_run(&j);
     if (st == CATTR_OK && want) { /* per pair: its sum - (f(x) - f(baseline)), rounded as cx_delta_dev */
         int64_t len = R;
         double *part = malloc((size_t)(2 * R * per_out + R + 1) * sizeof *part), *yv = part ? part + R : NULL;
-        void *tmp = malloc((size_t)(2 * R * per_out + 1) * es);
         *delta = cx_tensor_alloc(c->dt, 1, &len);
-        if (!part || !tmp || !*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (!part || !*delta) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         for (int i = 0; i <= c->n && st == CATTR_OK; i++) {
             int64_t cnt = i < c->n ? R : 2 * R * per_out;
-            st = cx_copy_out(e->be, tmp, i < c->n ? d->rowsum[i].p : d->y.p, (size_t)cnt * es);
-            for (int64_t k = 0; k < cnt && st == CATTR_OK; k++) {
-                double v = c->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[k] : ((double *)tmp)[k];
+            const char *src = tmp + (size_t)(i * R) * es;
+            for (int64_t k = 0; k < cnt; k++) {
+                double v = c->dt == CATTR_FLOAT32 ? (double)((const float *)src)[k] : ((const double *)src)[k];
                 if (i == c->n) yv[k] = v;
                 else part[k] = i ? cx_rnd(c->dt, part[k] + v) : v;
             }
@@ -361,12 +322,12 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
             cx_tensor_set(*delta, r, cx_rnd(c->dt, part[r] - cx_rnd(c->dt, fx - fb)));
         }
         free(part);
-        free(tmp);
         if (st != CATTR_OK) {
             cattr_tensor_free(*delta);
             *delta = NULL;
         }
     }
+    free(tmp);
     if (st != CATTR_OK)
         for (int i = 0; i < c->n; i++) {
             cattr_tensor_free(attr[i]);
