@@ -328,86 +328,87 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
             s0 = lc ? s1 - 1 : s1;
             continue;
         }
-        int nd[LP_MAX_IN];
-        int64_t sh[LP_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[LP_MAX_IN];
-        void *in[LP_MAX_IN], *outp[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
+        cx_arg arg[LP_MAX_IN];
+        void *outp[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
+        memset(arg, 0, sizeof arg);
         for (int k = 0; k < p->n_in; k++) { /* stand-ins for the inputs this kind does not read */
-            nd[k] = 1;
-            sh[k][0] = 1;
-            dt[k] = CATTR_INT64;
-            in[k] = p->rows.p;
+            arg[k].nd = 1;
+            arg[k].sh[0] = 1;
+            arg[k].dt = CATTR_INT64;
+            arg[k].dev = p->rows.p;
         }
         for (int i = 0; i < c->n; i++) {
-            nd[p->in_x + i] = nd[p->in_b + i] = c->x[i]->ndim;
-            memcpy(sh[p->in_x + i], c->x[i]->shape, sizeof sh[0]);
-            memcpy(sh[p->in_b + i], c->x[i]->shape, sizeof sh[0]);
-            dt[p->in_x + i] = dt[p->in_b + i] = c->x[i]->dtype;
-            in[p->in_x + i] = p->x[i].p;
-            in[p->in_b + i] = p->b[i].p;
+            arg[p->in_x + i].nd = arg[p->in_b + i].nd = c->x[i]->ndim;
+            memcpy(arg[p->in_x + i].sh, c->x[i]->shape, sizeof arg[0].sh);
+            memcpy(arg[p->in_b + i].sh, c->x[i]->shape, sizeof arg[0].sh);
+            arg[p->in_x + i].dt = arg[p->in_b + i].dt = c->x[i]->dtype;
+            arg[p->in_x + i].dev = p->x[i].p;
+            arg[p->in_b + i].dev = p->b[i].p;
         }
         for (int j = 0; j < c->n_add; j++) {
-            nd[p->in_add + j] = c->add[j]->ndim;
-            memcpy(sh[p->in_add + j], c->add[j]->shape, sizeof sh[0]);
-            dt[p->in_add + j] = c->add[j]->dtype;
-            in[p->in_add + j] = p->add[j].p;
+            arg[p->in_add + j].nd = c->add[j]->ndim;
+            memcpy(arg[p->in_add + j].sh, c->add[j]->shape, sizeof arg[0].sh);
+            arg[p->in_add + j].dt = c->add[j]->dtype;
+            arg[p->in_add + j].dev = p->add[j].p;
         }
         if (seed) {
-            nd[p->in_seed] = seed->ndim;
-            memcpy(sh[p->in_seed], seed->shape, sizeof sh[0]);
-            dt[p->in_seed] = c->dt;
-            in[p->in_seed] = p->seed.p;
+            arg[p->in_seed].nd = seed->ndim;
+            memcpy(arg[p->in_seed].sh, seed->shape, sizeof arg[0].sh);
+            arg[p->in_seed].dt = c->dt;
+            arg[p->in_seed].dev = p->seed.p;
         }
         if (neuron) {
-            nd[p->in_nseed] = nseed->ndim;
-            memcpy(sh[p->in_nseed], nseed->shape, sizeof sh[0]);
-            dt[p->in_nseed] = c->dt;
-            in[p->in_nseed] = p->nseed.p;
+            arg[p->in_nseed].nd = nseed->ndim;
+            memcpy(arg[p->in_nseed].sh, nseed->shape, sizeof arg[0].sh);
+            arg[p->in_nseed].dt = c->dt;
+            arg[p->in_nseed].dev = p->nseed.p;
         }
-        sh[p->in_rows][0] = R;
+        arg[p->in_rows].sh[0] = R;
         size_t off = (size_t)s0 * (size_t)B * es;
         int n_alpha = lig ? nl : c->n, n_step = neuron ? c->n : nl;
         for (int k = 0; k < n_alpha; k++) {
             int r = lig ? lr[k] : c->x[k]->ndim, at = p->in_alpha + k;
-            nd[at] = r;
-            for (int d = 0; d < r; d++) sh[at][d] = d ? 1 : R;
-            dt[at] = c->dt;
-            in[at] = (char *)p->alpha.p + off;
+            arg[at].nd = r;
+            for (int d = 0; d < r; d++) arg[at].sh[d] = d ? 1 : R;
+            arg[at].dt = c->dt;
+            arg[at].dev = (char *)p->alpha.p + off;
         }
         for (int k = 0; k < n_step && !lc; k++) {
             int r = neuron ? c->x[k]->ndim : lr[k], at = p->in_step + k;
-            nd[at] = r;
-            for (int d = 0; d < r; d++) sh[at][d] = d ? 1 : R;
-            dt[at] = c->dt;
-            in[at] = (char *)p->step.p + off;
+            arg[at].nd = r;
+            for (int d = 0; d < r; d++) arg[at].sh[d] = d ? 1 : R;
+            arg[at].dt = c->dt;
+            arg[at].dev = (char *)p->step.p + off;
         }
         for (int k = 0; k < p->n_out; k++) {
             int at = p->in_acc + k;
             if (neuron) {
-                nd[at] = c->x[k]->ndim;
-                memcpy(sh[at], c->x[k]->shape, sizeof sh[0]);
+                arg[at].nd = c->x[k]->ndim;
+                memcpy(arg[at].sh, c->x[k]->shape, sizeof arg[0].sh);
             } else {
-                nd[at] = lv[k].ndim;
-                memcpy(sh[at], lv[k].shape, sizeof sh[0]);
+                arg[at].nd = lv[k].ndim;
+                memcpy(arg[at].sh, lv[k].shape, sizeof arg[0].sh);
             }
-            dt[at] = c->dt;
-            in[at] = outp[k] = p->acc[k].p;
+            arg[at].dt = c->dt;
+            arg[at].dev = outp[k] = p->acc[k].p;
             if (v.mode == CX_VSPLIT_PART) { /* the chunk's own sums, from zeros */
-                in[at] = as.zero[k].p;
+                arg[at].dev = as.zero[k].p;
                 outp[k] = as.chunk[k].p;
             }
         }
         if (lc) {
-            sh[p->in_cur][0] = sh[p->in_next][0] = sh[p->in_pair][0] = R - B;
-            in[p->in_cur] = p->cur.p;
-            in[p->in_next] = p->next.p;
-            in[p->in_pair] = p->pair.p;
+            arg[p->in_cur].sh[0] = arg[p->in_next].sh[0] = arg[p->in_pair].sh[0] = R - B;
+            arg[p->in_cur].dev = p->cur.p;
+            arg[p->in_next].dev = p->next.p;
+            arg[p->in_pair].dev = p->pair.p;
         }
-        cx_plan *pl = NULL;
-        st = cx_plan_cache_get(&p->pc, p->g, p->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, p->outs, p->n_out, &pl);
-        if (st == CATTR_OK && cx_plan_bytes(pl) > e->peak) e->peak = cx_plan_bytes(pl);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, outp);
+        cx_job j = cx_job_for(e, p->g, p->consts, &p->pc);
+        j.n_in = p->n_in;
+        j.in = arg;
+        j.n_out = p->n_out;
+        j.outs = p->outs;
+        j.out_dev = outp;
+        st = cx_run(&j);
         if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) st = cx_acc_split_chunk(e, &v, &as, p->consts, q, NULL, vals, 0);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, lc ? s1 - 1 : s1, lc ? npts - 1 : npts);
         s0 = lc ? s1 - 1 : s1;

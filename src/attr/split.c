@@ -226,21 +226,21 @@ cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *
             if ((a->outs[q] = cx_emit2(g, CG_ADD, "__split_add", x[q], y[q])) < 0)
                 return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    int nd[2 * CX_ACC_SPLIT_MAX];
-    int64_t sh[2 * CX_ACC_SPLIT_MAX][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_ACC_SPLIT_MAX];
-    void *in[2 * CX_ACC_SPLIT_MAX], *out[CX_ACC_SPLIT_MAX];
+    cx_arg in[2 * CX_ACC_SPLIT_MAX];
+    void *out[CX_ACC_SPLIT_MAX];
     for (int q = 0; q < 2 * a->n; q++) {
-        nd[q] = a->nd[q % a->n];
-        memcpy(sh[q], a->sh[q % a->n], sizeof sh[q]);
-        dt[q] = a->dt;
-        in[q] = q < a->n ? acc[q] : a->chunk[q - a->n].p;
+        cx_arg x = {.nd = a->nd[q % a->n], .dt = a->dt, .dev = q < a->n ? acc[q] : a->chunk[q - a->n].p};
+        memcpy(x.sh, a->sh[q % a->n], sizeof x.sh);
+        in[q] = x;
     }
     for (int q = 0; q < a->n; q++) out[q] = acc[q];
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&a->pc, a->g, consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, a->outs, a->n, &p));
-    return cx_run_plan_dev(e, p, NULL, in, NULL, out);
+    cx_job j = cx_job_for(e, a->g, consts, &a->pc);
+    j.n_in = 2 * a->n;
+    j.in = in;
+    j.n_out = a->n;
+    j.outs = a->outs;
+    j.out_dev = out;
+    return cx_run(&j);
 }
 
 void cx_acc_split_free(cx_acc_split *a) {
