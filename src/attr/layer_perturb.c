@@ -110,78 +110,63 @@ static cattr_status graph_clone(const cattr_explainer *e, lp_graph *lg, int n_ex
 }
 
 /* Runs (res != NULL) or only plans graph lg on the attributed inputs xs (reps*B rows; additional inputs expanded
- * like them) and the extra inputs (NULL: not given), writing the values outs[] to new tensors res[]. *plan receives
- * the plan (for the shapes of its values). */
+ * like them) and the extra inputs (NULL: not given), writing the values outs[] to new tensors res[] (the first
+ * `keep` also stay on the backend, in e->kept, for a delta summed there). views (not NULL): the shapes and dtypes of
+ * outs[]. */
 static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, cattr_tensor *const *xs, int64_t reps,
                               cx_expand how, cattr_tensor *const *extra, const int *outs, int n_outs, int keep,
-                              cattr_tensor **res, cx_plan **plan) {
+                              cattr_tensor **res, cx_view *views) {
     int nin = lg->n_model_in + lg->n_extra;
-    int nd[LP_MAX_OUTS + 2] = {0};
-    int64_t sh[LP_MAX_OUTS + 2][CATTR_MAX_DIMS];
-    cattr_dtype dt[LP_MAX_OUTS + 2];
-    const void *host[LP_MAX_OUTS + 2] = {0};
+    cx_arg arg[LP_MAX_OUTS + 2];
     cattr_tensor *tmp[CX_MAX_IN] = {0};
     cattr_status st = CATTR_OK;
-    memset(sh, 0, sizeof sh);
-    for (int i = 0; i < nin; i++) dt[i] = c->dt;
+    memset(arg, 0, sizeof arg);
+    for (int i = 0; i < nin; i++) arg[i].dt = c->dt;
     for (int i = 0; i < c->n; i++) {
-        nd[i] = xs[i]->ndim;
-        memcpy(sh[i], xs[i]->shape, sizeof sh[i]);
-        host[i] = xs[i]->data;
+        arg[i] = cx_arg_of(xs[i], NULL);
+        arg[i].dt = c->dt;
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++) {
-        int gi = c->n + j;
         const cattr_tensor *a = c->add[j];
         if (reps != 1) {
             tmp[j] = cx_expand_rows(a, reps, how);
             if (!tmp[j]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             a = tmp[j];
         }
-        if (st != CATTR_OK) break;
-        nd[gi] = a->ndim;
-        memcpy(sh[gi], a->shape, sizeof sh[gi]);
-        dt[gi] = a->dtype;
-        host[gi] = a->data;
+        if (st == CATTR_OK) arg[c->n + j] = cx_arg_of(a, NULL);
     }
-    for (int k = 0; k < lg->n_extra; k++) {
-        int gi = lg->n_model_in + k;
-        if (!extra || !extra[k]) continue;
-        nd[gi] = extra[k]->ndim;
-        memcpy(sh[gi], extra[k]->shape, sizeof sh[gi]);
-        dt[gi] = extra[k]->dtype;
-        host[gi] = extra[k]->data;
-    }
-    cx_plan *p = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&lg->pc, lg->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, outs, n_outs, &p);
-    if (st == CATTR_OK && cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-    if (plan) *plan = p;
+    for (int k = 0; k < lg->n_extra; k++)
+        if (extra && extra[k]) arg[lg->n_model_in + k] = cx_arg_of(extra[k], NULL);
+    cx_job j = cx_job_for(e, lg->g, e->consts, &lg->pc);
+    j.n_in = nin;
+    j.in = arg;
+    j.n_out = n_outs;
+    j.outs = outs;
+    for (int k = 0; k < n_outs && st == CATTR_OK && views; k++) st = cx_run_view(&j, outs[k], &views[k]);
     if (res && st == CATTR_OK) {
         void *oh[LP_MAX_OUTS], *od[LP_MAX_OUTS] = {0};
         for (int k = 0; k < n_outs; k++) res[k] = NULL;
         for (int k = 0; k < n_outs && st == CATTR_OK; k++) {
-            const cx_view *v = cx_plan_view(p, outs[k]);
-            res[k] = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-            if (!res[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            else oh[k] = res[k]->data;
+            cx_view v;
+            st = cx_run_view(&j, outs[k], &v);
+            if (st == CATTR_OK && !(res[k] = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            if (st == CATTR_OK) oh[k] = res[k]->data;
         }
-        /* the first `keep` outputs also stay on the backend, in e->kept (for a delta summed there) */
-        for (int k = 0; k < keep && st == CATTR_OK; k++) {
+        for (int k = 0; k < keep && st == CATTR_OK; k++) { /* kept on the backend and brought down */
             st = cx_buf_fit(e->be, &e->kept[k], (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype), NULL, false);
             od[k] = e->kept[k].p;
-            oh[k] = NULL;
         }
-        if (st == CATTR_OK) st = keep ? cx_run_plan_dev(e, p, host, NULL, oh, od) : cx_run_plan(e, p, host, oh);
-        for (int k = 0; k < keep && st == CATTR_OK; k++)
-            st = cx_copy_out(e->be, res[k]->data, e->kept[k].p, (size_t)res[k]->numel * cattr_dtype_size(res[k]->dtype));
+        j.out_host = oh;
+        j.out_dev = od;
+        if (st == CATTR_OK) st = cx_run(&j);
         if (st != CATTR_OK)
             for (int k = 0; k < n_outs; k++) {
                 cattr_tensor_free(res[k]);
                 res[k] = NULL;
             }
     }
-    for (int j = 0; j < CX_MAX_IN; j++) cattr_tensor_free(tmp[j]);
+    for (int k = 0; k < CX_MAX_IN; k++) cattr_tensor_free(tmp[k]);
     return st;
 }
 
@@ -282,38 +267,36 @@ static cattr_status layer_inner(cattr_explainer *e, lp_state *s, cattr_method me
  * with dev their shapes only (contents undefined), the values left in backend buffers dev[k]. */
 static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, cattr_tensor *const *xs,
                                  void *const *xs_dev, cattr_tensor **act, cx_buf *dev) {
-    int nd[2 * CX_MAX_IN];
-    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN];
-    const void *host[2 * CX_MAX_IN];
+    cx_arg arg[2 * CX_MAX_IN];
     for (int k = 0; k < c->n + c->n_add; k++) {
-        const cattr_tensor *t = k < c->n ? xs[k] : c->add[k - c->n];
-        nd[k] = t->ndim;
-        memcpy(sh[k], t->shape, sizeof sh[k]);
-        dt[k] = t->dtype;
-        host[k] = t->data;
+        arg[k] = cx_arg_of(k < c->n ? xs[k] : c->add[k - c->n], NULL);
+        if (k < c->n && xs_dev && xs_dev[k]) { /* inputs already on the backend */
+            arg[k].host = NULL;
+            arg[k].dev = xs_dev[k];
+        }
     }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->fpc, e->m->g, e->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->layers, s->n_layers, &p));
-    if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
+    cx_job j = cx_job_for(e, e->m->g, e->consts, &s->fpc);
+    j.n_in = c->n + c->n_add;
+    j.in = arg;
+    j.n_out = s->n_layers;
+    j.outs = s->layers;
     void *dst[LP_MAX_LAYERS], *ddev[LP_MAX_LAYERS];
     cattr_status st = CATTR_OK;
     for (int k = 0; k < s->n_layers && st == CATTR_OK; k++) {
-        const cx_view *v = cx_plan_view(p, s->layers[k]);
-        act[k] = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-        if (!act[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else dst[k] = act[k]->data;
+        cx_view v;
+        st = cx_run_view(&j, s->layers[k], &v);
+        if (st == CATTR_OK && !(act[k] = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) dst[k] = act[k]->data;
         if (st == CATTR_OK && dev) { /* the host tensor gives the shape: all-ones bits (NaN) where values were */
             memset(act[k]->data, 0xff, (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype));
             st = cx_buf_fit(e->be, &dev[k], (size_t)act[k]->numel * cattr_dtype_size(act[k]->dtype), NULL, false);
         }
         if (st == CATTR_OK && dev) ddev[k] = dev[k].p;
     }
-    void *in_dev[2 * CX_MAX_IN] = {0};
-    for (int i = 0; xs_dev && i < c->n; i++) /* inputs already on the backend */
-        if (xs_dev[i]) in_dev[i] = xs_dev[i], host[i] = NULL;
-    if (st == CATTR_OK) st = dev ? cx_run_plan_dev(e, p, host, in_dev, NULL, ddev) : cx_run_plan_dev(e, p, host, in_dev, dst, NULL);
+    if (dev) j.out_dev = ddev;
+    else j.out_host = dst;
+    if (st == CATTR_OK) st = cx_run(&j);
     return st;
 }
 
@@ -437,13 +420,13 @@ static cattr_status layer_lrp(cattr_explainer *e, cx_call *c, cattr_tensor **att
         CX_CHECK(cg_autodiff(lg->g, y, lg->extra[0], s->layers, n, &s->rules, lg->grads));
         lg->n_grads = n;
     }
-    cx_plan *p = NULL;
+    cx_view views[LP_MAX_LAYERS + 1];
     cattr_tensor *seed = NULL, *tidx = NULL, *res[LP_MAX_LAYERS + 1] = {0}, *ext[2] = {0};
     outs[0] = y;
     for (int k = 0; k < n; k++) outs[1 + k] = s->layers[k];
-    cattr_status st = graph_run(e, c, lg, c->x, 1, CX_TILE, NULL, outs, n + 1, 0, NULL, &p);
-    for (int k = 0; k < n && st == CATTR_OK; k++) rank[k] = cx_plan_view(p, s->layers[k])->ndim;
-    if (st == CATTR_OK) st = target_seed(c, cx_plan_view(p, y), 1, &seed);
+    cattr_status st = graph_run(e, c, lg, c->x, 1, CX_TILE, NULL, outs, n + 1, 0, NULL, views);
+    for (int k = 0; k < n && st == CATTR_OK; k++) rank[k] = views[1 + k].ndim;
+    if (st == CATTR_OK) st = target_seed(c, &views[0], 1, &seed);
     if (st == CATTR_OK && !(tidx = cx_tensor_alloc(CATTR_INT64, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) cx_target_rows(seed, B, B, (int64_t *)tidx->data);
     if (st == CATTR_OK) st = lrp_suffix(s, rank, y);
@@ -608,19 +591,17 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
     cattr_status st = cx_pairs_make(c, nb, &p, &tgt, &tidx);
     if (st == CATTR_OK && !rows) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = pairs_graph(e, s, c);
-    int nd[2 * CX_MAX_IN + 2];
-    int64_t sh[2 * CX_MAX_IN + 2][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN + 2];
-    const void *host[2 * CX_MAX_IN + 2] = {0};
+    cx_arg arg[2 * CX_MAX_IN + 2];
+    memset(arg, 0, sizeof arg);
     void *out[2 * CX_MAX_IN];
     int n = c->n;
     for (int64_t r = 0; r < R && rows; r++) rows[r] = r / nb, rows[R + r] = r % nb;
     for (int k = 0; k < 2 * n && st == CATTR_OK; k++) { /* the pairs' inputs and baselines, made on the backend */
         const cattr_tensor *t = k < n ? c->x[k] : c->dist[k - n];
-        nd[k] = t->ndim;
-        memcpy(sh[k], t->shape, sizeof sh[k]);
-        dt[k] = c->dt;
-        host[k] = t->data;
+        arg[k].nd = t->ndim;
+        memcpy(arg[k].sh, t->shape, sizeof arg[k].sh);
+        arg[k].dt = c->dt;
+        arg[k].host = t->data;
         int64_t psh[CATTR_MAX_DIMS];
         memcpy(psh, t->shape, sizeof psh);
         psh[0] = R;
@@ -634,16 +615,18 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
         else p.base_dev[k - n] = b->p;
     }
     for (int k = 2 * n; k < 2 * n + 2; k++) {
-        nd[k] = 1;
-        sh[k][0] = R;
-        dt[k] = CATTR_INT64;
-        host[k] = rows ? rows + (k - 2 * n) * R : NULL;
+        arg[k].nd = 1;
+        arg[k].sh[0] = R;
+        arg[k].dt = CATTR_INT64;
+        arg[k].host = rows ? rows + (k - 2 * n) * R : NULL;
     }
-    cx_plan *pl = NULL;
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&s->pg.pc, s->pg.g, s->pg.consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->pg_outs, 2 * n, &pl);
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, host, NULL, NULL, out);
+    cx_job j = cx_job_for(e, s->pg.g, s->pg.consts, &s->pg.pc);
+    j.n_in = 2 * n + 2;
+    j.in = arg;
+    j.n_out = 2 * n;
+    j.outs = s->pg_outs;
+    j.out_dev = out;
+    if (st == CATTR_OK) st = cx_run(&j);
     if (st == CATTR_OK) st = layer_deeplift_run(e, &p, false, like, delta); /* the pairs' attributions stay there */
     c->n_out = s->n_layers;
     void *dev[LP_MAX_LAYERS];
