@@ -74,6 +74,7 @@ void cx_pt_fa_release(cattr_explainer *e) {
 #define FA_Q0 (FA_ROWS + 4)
 #define FA_N_IN (FA_ROWS + 5)
 #define FA_MAX_IN (8 * CX_MAX_IN + 5)
+_Static_assert(FA_MAX_IN <= CX_RUN_MAX_IN, "a run takes at most CX_RUN_MAX_IN inputs");
 
 static int fa_emit(cg_graph *g, cg_op op, const char *name, int n, const int *in, const cg_attrs *a) {
     for (int k = 0; k < n; k++)

@@ -63,6 +63,7 @@ static cattr_status ggc_init(cattr_explainer *e) {
 #define GG_SEED (s->n + s->n_add)
 #define GG_IDX(i, d) (GG_SEED + 1 + (i) * CG_MAX_SP + (d))
 #define GG_MAX_IN (2 * CX_MAX_IN + 1 + CX_MAX_IN * CG_MAX_SP)
+_Static_assert(GG_MAX_IN <= CX_RUN_MAX_IN, "a run takes at most CX_RUN_MAX_IN inputs");
 
 /* The model and its two gradients (the map's suffix comes with the ranks, in ggc_suffix). */
 static cattr_status ggc_build(cattr_explainer *e, ggc_state *s, cx_call *c) {

@@ -156,6 +156,7 @@ static void ig_release(cattr_explainer *e) {
 
 /* pass-graph input positions (5 n + n_add + 4 of them) */
 #define IG_MAX_IN (6 * CX_MAX_IN + 4)
+_Static_assert(IG_MAX_IN <= CX_RUN_MAX_IN, "a run takes at most CX_RUN_MAX_IN inputs");
 #define IG_X(i) (i)
 #define IG_B(i) (s->n + (i))
 #define IG_ADD(j) (2 * s->n + (j))
@@ -168,6 +169,7 @@ static void ig_release(cattr_explainer *e) {
 #define IG_N_IN (IG_KROWS + 1)
 /* fold-graph input positions (n (FOLD_MAX + 3) of them) */
 #define F_MAX_IN (CX_MAX_IN * (FOLD_MAX + 3))
+_Static_assert(F_MAX_IN <= CX_RUN_MAX_IN, "a run takes at most CX_RUN_MAX_IN inputs");
 #define F_ACC(i) (i)
 #define F_U(j, i) (s->n + (j) * s->n + (i))
 #define F_X(i) (s->n * (FOLD_MAX + 1) + (i))
@@ -263,30 +265,6 @@ static cattr_status ig_state_for(cattr_explainer *e, cx_call *c, ig_state **out)
 }
 
 /* Shapes and dtypes of the pass graph's inputs for R rows holding k units. */
-static void ig_shapes(const ig_state *s, const cx_call *c, const cattr_tensor *seed, int64_t R, int64_t k, int *nd,
-                      int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype *dt) {
-    for (int q = 0; q < IG_N_IN; q++) dt[q] = c->dt;
-    for (int i = 0; i < s->n; i++) {
-        const cattr_tensor *x = c->x[i];
-        nd[IG_X(i)] = nd[IG_B(i)] = nd[IG_ALPHA(i)] = nd[IG_STEP(i)] = x->ndim;
-        for (int d = 0; d < x->ndim; d++) {
-            sh[IG_X(i)][d] = sh[IG_B(i)][d] = x->shape[d];
-            sh[IG_ALPHA(i)][d] = sh[IG_STEP(i)][d] = d ? 1 : R;
-        }
-    }
-    for (int j = 0; j < s->n_add; j++) {
-        nd[IG_ADD(j)] = c->add[j]->ndim;
-        memcpy(sh[IG_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-        dt[IG_ADD(j)] = c->add[j]->dtype;
-    }
-    nd[IG_SEED] = seed->ndim;
-    memcpy(sh[IG_SEED], seed->shape, sizeof sh[0]);
-    nd[IG_ROWS] = nd[IG_UROWS] = nd[IG_KROWS] = 1;
-    sh[IG_ROWS][0] = sh[IG_UROWS][0] = R;
-    sh[IG_KROWS][0] = k * c->B;
-    dt[IG_ROWS] = dt[IG_UROWS] = dt[IG_KROWS] = CATTR_INT64;
-}
-
 /* Uploads the call: inputs, baselines, additional inputs, the seed block, and (when it changed) the schedule of
  * every step (rows, unit rows of at most max_rows; alphas and step sizes per row, step-major); room for kmax units
  * in `slots` slots and the chain's accumulators, acc[0] zeroed. */
@@ -354,41 +332,61 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     return st;
 }
 
-/* The plan of the pass over units [j0, j1) in slot `slot` (made before any pass runs beside another: making a plan
- * shares the constants). */
-static cattr_status ig_pass_plan(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed,
-                                 const ig_cut *t, int64_t j0, int64_t j1, int slot, cx_plan **out) {
+/* The job of the pass over units [j0, j1) in slot `slot` (its inputs in arg[IG_MAX_IN], read where ig_upload put
+ * them), computing the units into the slot's unit buffers (unit j0 first). */
+static cx_job ig_job(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, const ig_cut *t,
+                     int64_t j0, int64_t j1, int slot, cx_arg *arg) {
+    ig_dev *d = &s->d;
     int64_t s0 = j0 * t->u, s1 = j1 * t->u < t->n ? j1 * t->u : t->n, R = (s1 - s0) * c->B;
-    int nd[IG_MAX_IN];
-    int64_t sh[IG_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[IG_MAX_IN];
-    ig_shapes(s, c, seed, R, j1 - j0, nd, sh, dt);
-    CX_CHECK(cx_plan_cache_get(&s->pc[slot], s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, s->n, out));
-    if (cx_plan_bytes(*out) > e->peak) e->peak = cx_plan_bytes(*out);
-    return CATTR_OK;
+    size_t off = (size_t)s0 * (size_t)c->B * cattr_dtype_size(c->dt);
+    memset(arg, 0, IG_MAX_IN * sizeof *arg);
+    for (int i = 0; i < s->n; i++) {
+        const cattr_tensor *x = c->x[i];
+        cx_arg *a[4] = {&arg[IG_X(i)], &arg[IG_B(i)], &arg[IG_ALPHA(i)], &arg[IG_STEP(i)]};
+        for (int q = 0; q < 4; q++) {
+            a[q]->nd = x->ndim;
+            a[q]->dt = c->dt;
+            for (int k = 0; k < x->ndim; k++) a[q]->sh[k] = q < 2 ? x->shape[k] : k ? 1 : R;
+        }
+        arg[IG_X(i)].dev = d->x[i].p;
+        arg[IG_B(i)].dev = d->b[i].p;
+        arg[IG_ALPHA(i)].dev = (char *)d->alpha.p + off;
+        arg[IG_STEP(i)].dev = (char *)d->step.p + off;
+    }
+    for (int j = 0; j < s->n_add; j++) arg[IG_ADD(j)] = cx_arg_dev(c->add[j], d->add[j].p);
+    arg[IG_SEED] = cx_arg_dev(seed, d->seed.p);
+    arg[IG_SEED].dt = c->dt;
+    cx_arg rows = {.nd = 1, .sh = {R}, .dt = CATTR_INT64, .dev = d->rows.p};
+    arg[IG_ROWS] = arg[IG_UROWS] = arg[IG_KROWS] = rows;
+    arg[IG_UROWS].dev = d->urows.p;
+    arg[IG_KROWS].sh[0] = (j1 - j0) * c->B;
+    cx_job j = cx_job_for(e, s->g, s->consts, &s->pc[slot]);
+    j.n_in = IG_N_IN;
+    j.in = arg;
+    j.n_out = s->n;
+    j.outs = s->outs;
+    j.out_dev = d->u[slot];
+    return j;
 }
 
-/* Units [j0, j1) computed into slot `slot`'s unit buffers (unit j0 first), with the plan ig_pass_plan made for them
- * (NULL: made here). */
+/* Makes the plan of the pass over units [j0, j1) in slot `slot` (before any pass runs beside another: making a plan
+ * shares the constants). */
+static cattr_status ig_pass_plan(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed,
+                                 const ig_cut *t, int64_t j0, int64_t j1, int slot) {
+    cx_arg arg[IG_MAX_IN];
+    cx_job j = ig_job(e, s, c, seed, t, j0, j1, slot, arg);
+    size_t bytes;
+    return cx_run_bytes(&j, true, &bytes);
+}
+
+/* Units [j0, j1) computed into slot `slot`'s unit buffers (unit j0 first); `planned`: ig_pass_plan made the plan
+ * (the pass may then run beside the other slot's: it neither makes a plan nor writes the explainer's peak). */
 static cattr_status ig_pass(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed, const ig_cut *t,
-                            int64_t j0, int64_t j1, int slot, cx_plan *p) {
-    ig_dev *d = &s->d;
-    int64_t s0 = j0 * t->u;
-    if (!p) CX_CHECK(ig_pass_plan(e, s, c, seed, t, j0, j1, slot, &p));
-    size_t off = (size_t)s0 * (size_t)c->B * cattr_dtype_size(c->dt);
-    void *in[IG_MAX_IN];
-    for (int i = 0; i < s->n; i++) {
-        in[IG_X(i)] = d->x[i].p;
-        in[IG_B(i)] = d->b[i].p;
-        in[IG_ALPHA(i)] = (char *)d->alpha.p + off;
-        in[IG_STEP(i)] = (char *)d->step.p + off;
-    }
-    for (int j = 0; j < s->n_add; j++) in[IG_ADD(j)] = d->add[j].p;
-    in[IG_SEED] = d->seed.p;
-    in[IG_ROWS] = in[IG_KROWS] = d->rows.p;
-    in[IG_UROWS] = d->urows.p;
-    return cx_run_plan_dev(e, p, NULL, in, NULL, d->u[slot]);
+                            int64_t j0, int64_t j1, int slot, bool planned) {
+    cx_arg arg[IG_MAX_IN];
+    cx_job j = ig_job(e, s, c, seed, t, j0, j1, slot, arg);
+    if (planned) j.peak = NULL;
+    return cx_run(&j);
 }
 
 /* Adds k units (unit j of input i at units[j * n + i]) to the chain; `fin`: the last of them, the attributions
@@ -396,29 +394,25 @@ static cattr_status ig_pass(cattr_explainer *e, ig_state *s, cx_call *c, const c
 static cattr_status ig_fold(cattr_explainer *e, ig_state *s, cx_call *c, void *const *units, int k, bool fin,
                             void *const *out) {
     ig_dev *d = &s->d;
-    int nd[F_MAX_IN];
-    int64_t sh[F_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[F_MAX_IN];
-    void *in[F_MAX_IN];
+    cx_arg arg[F_MAX_IN];
     for (int q = 0; q < F_N_IN; q++) {
-        const cattr_tensor *x = c->x[q % s->n];
-        nd[q] = x->ndim;
-        memcpy(sh[q], x->shape, sizeof sh[q]);
-        dt[q] = c->dt;
-        in[q] = d->acc[d->cur][q % s->n]; /* the units past k are not read */
+        arg[q] = cx_arg_dev(c->x[q % s->n], d->acc[d->cur][q % s->n]); /* the units past k are not read */
+        arg[q].dt = c->dt;
     }
     for (int j = 0; j < k; j++)
-        for (int i = 0; i < s->n; i++) in[F_U(j, i)] = units[j * s->n + i];
+        for (int i = 0; i < s->n; i++) arg[F_U(j, i)].dev = units[j * s->n + i];
     for (int i = 0; i < s->n; i++) {
-        in[F_X(i)] = d->x[i].p;
-        in[F_B(i)] = d->b[i].p;
+        arg[F_X(i)].dev = d->x[i].p;
+        arg[F_B(i)].dev = d->b[i].p;
     }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->fold_pc, s->fold_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, fin ? s->fin_out[k] : s->fold_out[k], s->n, &p));
-    if (out) return cx_run_plan_dev(e, p, NULL, in, NULL, out);
-    CX_CHECK(cx_run_plan_dev(e, p, NULL, in, NULL, d->acc[1 - d->cur]));
-    d->cur = 1 - d->cur;
+    cx_job j = cx_job_for(e, s->fold_g, s->consts, &s->fold_pc);
+    j.n_in = F_N_IN;
+    j.in = arg;
+    j.n_out = s->n;
+    j.outs = fin ? s->fin_out[k] : s->fold_out[k];
+    j.out_dev = out ? out : d->acc[1 - d->cur];
+    CX_CHECK(cx_run(&j));
+    if (!out) d->cur = 1 - d->cur;
     return CATTR_OK;
 }
 
@@ -453,9 +447,8 @@ static cattr_status ig_download(cattr_explainer *e, cx_call *c, void *const *res
 static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_tensor *seed,
                                   const ig_cut *t, void *const **res, double *delta_sel) {
     int64_t h = (t->G + 1) / 2;
-    cx_plan *pa = NULL, *pb = NULL;
-    cattr_status st = ig_pass_plan(e, s, c, seed, t, 0, h, 0, &pa);
-    if (st == CATTR_OK) st = ig_pass_plan(e, s, c, seed, t, h, t->G, 1, &pb);
+    cattr_status st = ig_pass_plan(e, s, c, seed, t, 0, h, 0);
+    if (st == CATTR_OK) st = ig_pass_plan(e, s, c, seed, t, h, t->G, 1);
     if (st == CATTR_OK && delta_sel) st = cx_delta_prepare(e, c, c->base);
     /* three tasks, taken by whichever thread is free: the two halves and the delta's forward pass */
     cattr_status ts[3] = {CATTR_OK, CATTR_OK, CATTR_OK};
@@ -467,8 +460,8 @@ static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, c
         int nt = omp_get_max_threads() < 2 ? 1 : 2;
 #pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
         for (int q = 0; q < tasks; q++) {
-            ts[q] = q == 0   ? ig_pass(e, s, c, seed, t, 0, h, 0, pa)
-                    : q == 1 ? ig_pass(e, s, c, seed, t, h, t->G, 1, pb)
+            ts[q] = q == 0   ? ig_pass(e, s, c, seed, t, 0, h, 0, true)
+                    : q == 1 ? ig_pass(e, s, c, seed, t, h, t->G, 1, true)
                              : cx_delta_forward(e, c, c->base, delta_sel);
             if (ts[q] != CATTR_OK) snprintf(msg[q], sizeof msg[q], "%s", cattr_last_error());
         }
@@ -553,7 +546,7 @@ static cattr_status ig_run_part(cattr_explainer *e, ig_state *s, cx_call *c, con
     size_t at = sizeof h;
     for (int64_t j0 = first; j0 < last && st == CATTR_OK; j0 += t->k) {
         int64_t j1 = j0 + t->k < last ? j0 + t->k : last;
-        st = ig_pass(e, s, c, seed, t, j0, j1, 0, NULL);
+        st = ig_pass(e, s, c, seed, t, j0, j1, 0, false);
         for (int64_t j = 0; j < j1 - j0 && st == CATTR_OK; j++)
             for (int i = 0; i < c->n && st == CATTR_OK; i++) {
                 size_t b = (size_t)c->x[i]->numel * es;
@@ -681,7 +674,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
         for (int64_t j0 = 0; j0 < t.G && st == CATTR_OK; j0 += t.k) {
             int64_t j1 = j0 + t.k < t.G ? j0 + t.k : t.G;
             bool fin = j1 == t.G;
-            st = ig_pass(e, s, c, seed, &t, j0, j1, 0, NULL);
+            st = ig_pass(e, s, c, seed, &t, j0, j1, 0, false);
             slot_units(s, c, 0, (int)(j1 - j0), units);
             if (fin) res = fin_target(s, c);
             if (st == CATTR_OK) st = ig_fold(e, s, c, units, (int)(j1 - j0), fin, fin ? res : NULL);

@@ -28,6 +28,7 @@
 enum { PK_II = 1, PK_LC, PK_NIG, PK_NC, PK_LIG };
 
 #define LP_MAX_IN (6 * CX_MAX_IN + 4 * CATTR_MAX_OUTPUTS + 8)
+_Static_assert(LP_MAX_IN <= CX_RUN_MAX_IN, "a run takes at most CX_RUN_MAX_IN inputs");
 
 struct lpath {
     int kind, n, n_add, n_l, xr[CX_MAX_IN], lr[CATTR_MAX_OUTPUTS]; /* what the graph was built for */

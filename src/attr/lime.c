@@ -317,6 +317,7 @@ static void lm_release(cattr_explainer *e) {
 #define LM_BF(i) (LM_Z + 6 + s->core.n + (i))     /* and its baseline, for the samples' weights */
 #define LM_N_IN (LM_Z + 6 + 2 * s->core.n)
 #define LM_MAX_IN (6 * CX_MAX_IN + 6)
+_Static_assert(LM_MAX_IN <= CX_RUN_MAX_IN, "a run takes at most CX_RUN_MAX_IN inputs");
 
 /* Concat of values ids[0..n) (n >= 1) along a->axis, as a chain of nodes of at most CG_MAX_IN inputs; -1 on failure. */
 static int concat_all(cg_graph *g, const char *name, const int *ids, int n, const cg_attrs *a) {

@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Inputs of one run, at most (a method's graph: inputs, baselines, additional inputs and its own). */
-#define RUN_MAX_IN 96
+#define RUN_MAX_IN CX_RUN_MAX_IN
 
 void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be) { pc->arena_be = be; }
 

@@ -61,6 +61,10 @@ void cx_buf_free(cx_buf *b);
  * zeros when `zero`, or leaves them. For buffers a method keeps from call to call. */
 cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *host, bool zero);
 
+/* Graph inputs (and outputs) of one run, at most: a method's graph takes inputs, baselines, additional inputs and its
+ * own (IntegratedGradients' fold: 19 per attributed input). */
+#define CX_RUN_MAX_IN 320
+
 /* One graph input of a run: its shape and dtype, and its values from one of
  * - host: host memory, copied in by the run (into *keep when keep is set: the buffer is kept, grown when too small,
  *   so that a method's next runs can read the values in place through dev = keep->p);
