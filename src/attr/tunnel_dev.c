@@ -45,7 +45,7 @@ typedef struct dev_tunnel {
     int fin_type, fin_outs[CX_MAX_IN];
     cx_plan_cache fin_pc;
     cx_buf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
-    cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval, rowsum[CX_MAX_IN], fx, fb;
+    cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval;
     /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
      * per input, built for these row shapes, seed and standard deviation */
     cg_graph *ng;
@@ -84,14 +84,12 @@ static void dev_tunnel_free(dev_tunnel *s) {
     cx_plan_cache_clear(&s->lpc);
     cx_plan_cache_clear(&s->npc);
     cg_free(s->ng);
-    cx_buf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc, s->rowsum};
+    cx_buf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc};
     for (size_t k = 0; k < sizeof bufs / sizeof *bufs; k++)
         for (int i = 0; i < CX_MAX_IN; i++) cx_buf_free(&bufs[k][i]);
     cx_buf_free(&s->seed);
     cx_buf_free(&s->rows);
     cx_buf_free(&s->nval);
-    cx_buf_free(&s->fx);
-    cx_buf_free(&s->fb);
     cx_consts_free(s->consts);
     cg_free(s->g);
     cg_free(s->fin_g);
@@ -448,41 +446,41 @@ static cattr_status dev_upload_call(cattr_explainer *e, dev_tunnel *s, cx_call *
 }
 
 /* Shapes and dtypes of the graph's inputs for a chunk of R rows. */
-static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor *seed, int64_t R, int *nd,
-                       int64_t (*sh)[CATTR_MAX_DIMS], cattr_dtype *dt) {
-    for (int k = 0; k < s->n_in; k++) dt[k] = c->dt;
+static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor *seed, int64_t R, cx_arg *arg) {
+    memset(arg, 0, DT_MAX_IN * sizeof *arg);
+    for (int k = 0; k < s->n_in; k++) arg[k].dt = c->dt;
     for (int i = 0; i < s->n; i++) {
         const cattr_tensor *x = c->x[i];
-        nd[DT_X(i)] = nd[DT_NOISE(i)] = x->ndim;
-        memcpy(sh[DT_X(i)], x->shape, sizeof sh[0]);
-        memcpy(sh[DT_NOISE(i)], x->shape, sizeof sh[0]);
-        sh[DT_NOISE(i)][0] = R;
+        arg[DT_X(i)].nd = arg[DT_NOISE(i)].nd = x->ndim;
+        memcpy(arg[DT_X(i)].sh, x->shape, sizeof arg[0].sh);
+        memcpy(arg[DT_NOISE(i)].sh, x->shape, sizeof arg[0].sh);
+        arg[DT_NOISE(i)].sh[0] = R;
         if (s->kind == DEV_GSHAP || s->kind == DEV_LAYER_GSHAP) {
             const cattr_tensor *src = c->dist[i] ? c->dist[i] : c->base[i];
-            nd[DT_SRC(i)] = src->ndim;
-            memcpy(sh[DT_SRC(i)], src->shape, sizeof sh[0]);
-            nd[DT_BIDX(i)] = 1;
-            sh[DT_BIDX(i)][0] = R;
-            dt[DT_BIDX(i)] = CATTR_INT64;
-            nd[DT_COEF(i)] = nd[DT_OMC(i)] = x->ndim;
-            for (int d = 0; d < x->ndim; d++) sh[DT_COEF(i)][d] = sh[DT_OMC(i)][d] = d ? 1 : R;
+            arg[DT_SRC(i)].nd = src->ndim;
+            memcpy(arg[DT_SRC(i)].sh, src->shape, sizeof arg[0].sh);
+            arg[DT_BIDX(i)].nd = 1;
+            arg[DT_BIDX(i)].sh[0] = R;
+            arg[DT_BIDX(i)].dt = CATTR_INT64;
+            arg[DT_COEF(i)].nd = arg[DT_OMC(i)].nd = x->ndim;
+            for (int d = 0; d < x->ndim; d++) arg[DT_COEF(i)].sh[d] = arg[DT_OMC(i)].sh[d] = d ? 1 : R;
         }
     }
     for (int k = 0; k < s->n_acc; k++) {
-        nd[DT_SUM(k)] = nd[DT_SQ(k)] = s->acc_nd[k];
-        memcpy(sh[DT_SUM(k)], s->acc_sh[k], sizeof sh[0]);
-        memcpy(sh[DT_SQ(k)], s->acc_sh[k], sizeof sh[0]);
+        arg[DT_SUM(k)].nd = arg[DT_SQ(k)].nd = s->acc_nd[k];
+        memcpy(arg[DT_SUM(k)].sh, s->acc_sh[k], sizeof arg[0].sh);
+        memcpy(arg[DT_SQ(k)].sh, s->acc_sh[k], sizeof arg[0].sh);
     }
     for (int j = 0; j < s->n_add; j++) {
-        nd[DT_ADD(j)] = c->add[j]->ndim;
-        memcpy(sh[DT_ADD(j)], c->add[j]->shape, sizeof sh[0]);
-        dt[DT_ADD(j)] = c->add[j]->dtype;
+        arg[DT_ADD(j)].nd = c->add[j]->ndim;
+        memcpy(arg[DT_ADD(j)].sh, c->add[j]->shape, sizeof arg[0].sh);
+        arg[DT_ADD(j)].dt = c->add[j]->dtype;
     }
-    nd[DT_SEED] = seed->ndim;
-    memcpy(sh[DT_SEED], seed->shape, sizeof sh[0]);
-    nd[DT_ROWS] = 1;
-    sh[DT_ROWS][0] = R;
-    dt[DT_ROWS] = CATTR_INT64;
+    arg[DT_SEED].nd = seed->ndim;
+    memcpy(arg[DT_SEED].sh, seed->shape, sizeof arg[0].sh);
+    arg[DT_ROWS].nd = 1;
+    arg[DT_ROWS].sh[0] = R;
+    arg[DT_ROWS].dt = CATTR_INT64;
 }
 
 /* Rows per chunk from the memory budget (the gradient pass of one row, twice for the tunnel's own values). */
@@ -576,74 +574,70 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
             if (st == CATTR_OK && v->mode == CX_VSPLIT_COMBINE) st = cx_chunk_done(&e->p, *done / B, t->n);
             continue;
         }
-        int nd[DT_MAX_IN];
-        int64_t sh[DT_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[DT_MAX_IN];
-        dev_shapes(s, c, seed, n, nd, sh, dt);
+        cx_arg arg[DT_MAX_IN];
+        dev_shapes(s, c, seed, n, arg);
         int n_outs = want_delta ? 3 * s->n_acc + 2 : 2 * s->n_acc;
-        cx_plan *p = NULL;
-        st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n_outs, &p);
-        if (st != CATTR_OK) break;
-        if (cx_plan_bytes(p) > e->peak) e->peak = cx_plan_bytes(p);
-        void *in[DT_MAX_IN], *out[3 * CX_MAX_IN + 2];
+        void *out[3 * CX_MAX_IN + 2] = {0}, *oh[3 * CX_MAX_IN + 2] = {0};
         for (int i = 0; i < s->n; i++) {
             size_t off = (size_t)(r0 * per_example(c, c->x[i])) * es;
-            in[DT_X(i)] = s->x[i].p;
-            in[DT_NOISE(i)] = (char *)s->noise[i].p + off;
+            arg[DT_X(i)].dev = s->x[i].p;
+            arg[DT_NOISE(i)].dev = (char *)s->noise[i].p + off;
             if (gs) {
-                in[DT_SRC(i)] = s->src[i].p;
-                in[DT_BIDX(i)] = (char *)s->bidx[i].p + (size_t)r0 * sizeof(int64_t);
-                in[DT_COEF(i)] = (char *)s->coef[i].p + (size_t)r0 * es;
-                in[DT_OMC(i)] = (char *)s->omc[i].p + (size_t)r0 * es;
+                arg[DT_SRC(i)].dev = s->src[i].p;
+                arg[DT_BIDX(i)].dev = (char *)s->bidx[i].p + (size_t)r0 * sizeof(int64_t);
+                arg[DT_COEF(i)].dev = (char *)s->coef[i].p + (size_t)r0 * es;
+                arg[DT_OMC(i)].dev = (char *)s->omc[i].p + (size_t)r0 * es;
             }
         }
         for (int k = 0; k < s->n_acc; k++) {
-            in[DT_SUM(k)] = out[DO_SUM(k)] = s->sum[k].p;
-            in[DT_SQ(k)] = out[DO_SQ(k)] = s->sq[k].p;
+            arg[DT_SUM(k)].dev = out[DO_SUM(k)] = s->sum[k].p;
+            arg[DT_SQ(k)].dev = out[DO_SQ(k)] = s->sq[k].p;
             if (v->mode == CX_VSPLIT_PART) { /* the chunk's own sums, from zeros */
-                in[DT_SUM(k)] = as->zero[k].p;
-                in[DT_SQ(k)] = as->zero[s->n_acc + k].p;
+                arg[DT_SUM(k)].dev = as->zero[k].p;
+                arg[DT_SQ(k)].dev = as->zero[s->n_acc + k].p;
                 out[DO_SUM(k)] = as->chunk[k].p;
                 out[DO_SQ(k)] = as->chunk[s->n_acc + k].p;
             }
         }
-        for (int j = 0; j < s->n_add; j++) in[DT_ADD(j)] = s->add[j].p;
-        in[DT_SEED] = s->seed.p;
-        in[DT_ROWS] = (char *)s->rows.p + (size_t)r0 * sizeof(int64_t);
-        if (want_delta) {
-            for (int i = 0; i < s->n_acc && st == CATTR_OK; i++) {
-                st = cx_buf_fit(e->be, &s->rowsum[i], (size_t)n * es, NULL, false);
-                out[DO_ROWSUM(i)] = s->rowsum[i].p;
-            }
-            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->fx, (size_t)(n * per_out) * es, NULL, false);
-            if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->fb, (size_t)(n * per_out) * es, NULL, false);
-            out[DO_FX] = s->fx.p;
-            out[DO_FB] = s->fb.p;
+        for (int j = 0; j < s->n_add; j++) arg[DT_ADD(j)].dev = s->add[j].p;
+        arg[DT_SEED].dev = s->seed.p;
+        arg[DT_ROWS].dev = (char *)s->rows.p + (size_t)r0 * sizeof(int64_t);
+        /* with the delta: each accumulated attribution's row sums, f at the noisy inputs and at the baselines, down
+         * to the host */
+        char *tmp = want_delta ? malloc((size_t)(s->n_acc * n + 2 * n * per_out) * es + 1) : NULL;
+        if (want_delta && !tmp) st = cx_nt_oom();
+        for (int i = 0; i < s->n_acc && tmp; i++) oh[DO_ROWSUM(i)] = tmp + (size_t)(i * n) * es;
+        if (tmp) {
+            oh[DO_FX] = tmp + (size_t)(s->n_acc * n) * es;
+            oh[DO_FB] = tmp + (size_t)(s->n_acc * n + n * per_out) * es;
         }
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, p, NULL, in, NULL, out);
+        cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+        j.n_in = s->n_in;
+        j.in = arg;
+        j.n_out = n_outs;
+        j.outs = s->outs;
+        j.out_dev = out;
+        j.out_host = oh;
+        if (st == CATTR_OK) st = cx_run(&j);
         if (st == CATTR_OK && want_delta) { /* sum of the row's attributions - (f(xn) - f(bg)), rounded as cx_delta_dev */
-            void *tmp = malloc((size_t)(n * per_out + n) * es + 1);
-            if (!tmp) st = cx_nt_oom();
-            for (int i = 0; i <= s->n_acc + 1 && st == CATTR_OK; i++) {
+            for (int i = 0; i <= s->n_acc + 1; i++) {
                 int64_t cnt = i < s->n_acc ? n : n * per_out;
-                const void *src = i < s->n_acc ? s->rowsum[i].p : i == s->n_acc ? s->fx.p : s->fb.p;
+                const char *src = oh[i < s->n_acc ? DO_ROWSUM(i) : i == s->n_acc ? DO_FX : DO_FB];
                 double *dst = i < s->n_acc ? rsum : i == s->n_acc ? fx : fb;
-                st = cx_copy_out(e->be, tmp, src, (size_t)cnt * es);
-                for (int64_t k = 0; k < cnt && st == CATTR_OK; k++) {
-                    double v = c->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[k] : ((double *)tmp)[k];
+                for (int64_t k = 0; k < cnt; k++) {
+                    double v = c->dt == CATTR_FLOAT32 ? (double)((const float *)src)[k] : ((const double *)src)[k];
                     if (i < s->n_acc) dst[k] = i ? cx_rnd(c->dt, dst[k] + v) : v;
                     else dst[k] = v;
                 }
             }
-            free(tmp);
-            for (int64_t r = r0; r < r1 && st == CATTR_OK; r++) {
+            for (int64_t r = r0; r < r1; r++) {
                 int64_t q = r - r0, at = q * per_out + tidx[r / m];
                 double d = cx_rnd(c->dt, rsum[q] - cx_rnd(c->dt, cx_rnd(c->dt, fx[at]) - cx_rnd(c->dt, fb[at])));
                 cx_tensor_set(*delta, r, d);
                 if (v->mode == CX_VSPLIT_PART) vals[v->n_out - chunk + q] = d;
             }
         }
+        free(tmp);
         if (st == CATTR_OK && v->mode == CX_VSPLIT_PART) st = cx_acc_split_chunk(e, v, as, s->consts, *kg, NULL, vals, 0);
         *done += n;
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, *done / B, t->n);
