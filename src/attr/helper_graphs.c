@@ -1,5 +1,5 @@
-/* helper_graphs.c - running plans for the explainer (with the diagnosis of non-finite values), and the small graphs
- * methods share on the backend: the convergence delta, sums over the last axis, spreading values over features, the
+/* helper_graphs.c - the check of a call's results for non-finite values, and the small graphs methods share on the
+ * backend: the convergence delta, sums over the last axis, spreading values over features, the
  * mean over pairs of examples and baselines. */
 #include "attr/internal.h"
 #include "attr/perturb_forms.h"
@@ -10,21 +10,6 @@
 #include <string.h>
 
 #define MAX_IN CX_MAX_IN
-
-/* Plan runs of the explainer watch its cancel flag between nodes (and call its progress callback about every
- * CX_WATCH_BEAT_MS while one runs, cx_watch), so that a call stops during a long chunk, not only after it. */
-cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host) {
-    cx_plan_set_check_finite(p, e->diagnose);
-    cx_watch w = cx_watch_of(&e->p);
-    return cx_plan_run_watched(p, in_host, NULL, out_host, NULL, &w);
-}
-
-cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *in_dev,
-                             void *const *out_host, void *const *out_dev) {
-    cx_plan_set_check_finite(p, e->diagnose);
-    cx_watch w = cx_watch_of(&e->p);
-    return cx_plan_run_watched(p, in_host, in_dev, out_host, out_dev, &w);
-}
 
 cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tensor *delta) {
     for (int i = 0; i <= n; i++) {

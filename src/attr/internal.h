@@ -110,7 +110,7 @@ struct cattr_explainer {
     cx_buf dstaged[CX_MAX_IN]; /* the delta's [x; start] assembled on the backend (cx_delta_forward, from x_dev) */
     cx_buf staged[CX_MAX_IN]; /* a pass's inputs assembled on the backend (DeepLift's [x; x'] from cx_call.x_dev) */
     /* set while a call is re-run to find where a non-finite attribution came from: every plan run checks its
-     * values (cx_run_plan) */
+     * values (cx_job_for) */
     bool diagnose;
     /* the warning that the memory budget is below one step, point, row or sample was logged (cx_budget_warn): once
      * per explainer, not once per call (a command's batches run on one explainer) */
@@ -293,12 +293,6 @@ static inline cx_job cx_job_for(cattr_explainer *e, const cg_graph *g, cx_consts
     return j;
 }
 
-/* cx_plan_run for the explainer's passes: while e->diagnose is set, the plan looks for the node where a NaN or Inf
- * first appears (cx_plan_set_check_finite). */
-cattr_status cx_run_plan(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *out_host);
-/* cx_plan_run_dev likewise. */
-cattr_status cx_run_plan_dev(const cattr_explainer *e, cx_plan *p, const void *const *in_host, void *const *in_dev,
-                             void *const *out_host, void *const *out_dev);
 /* The seed of one block of B rows: the target mask over the model output for the call's inputs (a new tensor). */
 cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed);
 /* The flat index of each example's target within its output (where its row of the seed block is 1), for n rows:

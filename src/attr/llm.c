@@ -55,14 +55,6 @@ cattr_status cattr_llm_set_device(cattr_llm *m, const char *device) {
     return CATTR_OK;
 }
 
-/* cx_plan_run for the forward passes; while m->diagnose is set, the plan looks for the node where NaN or Inf first
- * appears. During an attribution the run watches its cancel flag between nodes (cx_watch). */
-static cattr_status llm_run_plan(const cattr_llm *m, cx_plan *p, const void *const *in, void *const *out) {
-    cx_plan_set_check_finite(p, m->diagnose);
-    if (!m->call_p) return cx_plan_run(p, in, out);
-    cx_watch w = cx_watch_of(m->call_p);
-    return cx_plan_run_watched(p, in, NULL, out, NULL, &w);
-}
 
 /* cx_chunk_done for this file's own chunks of work, noting the counts that the beats of a watched run repeat. */
 cattr_status cx_llm_chunk_done(const cattr_attr_params *p, int64_t done, int64_t total) {
@@ -184,18 +176,23 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
     return t;
 }
 
-/* A cached plan of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision "high") for
- * inputs of the given shapes and dtypes (dts NULL: all in the compute dtype) and outputs. */
-static cattr_status get_plan(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const int *nd,
-                             const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dts, const int *outs,
-                             int n_outs, cx_plan **out) {
+/* The job of a forward pass of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision
+ * "high") in dtype dt on inputs in[0..n_in) for outputs outs[0..n_outs): its plans cached per kind and dtype; while
+ * m->diagnose is set it looks for the node where NaN or Inf first appears, and during an attribution it watches the
+ * call's cancel flag between nodes (cx_watch). */
+static cattr_status llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const cx_arg *in,
+                            const int *outs, int n_outs, cx_job *j) {
     int di = dt == CATTR_FLOAT64;
     cx_consts **cs = &m->consts[kind][di];
     if (!m->be) CX_CHECK(cx_llm_use_device(m, NULL));
     if (!*cs) CX_CHECK(cx_consts_new(m->be, dt, cs));
     cx_plan_cache *pc = &m->pc[kind][di];
     pc->cap = LLM_PLAN_CACHE;
-    return cx_plan_cache_get(pc, g, *cs, false, nd, sh, dts, outs, n_outs, out);
+    cx_job z = {.g = g, .consts = *cs, .pc = pc, .n_in = n_in, .in = in, .n_out = n_outs, .outs = outs,
+                .check_finite = m->diagnose};
+    if (m->call_p) z.watch = cx_watch_of(m->call_p);
+    *j = z;
+    return CATTR_OK;
 }
 
 /* Reads token y (or all V values when y < 0) of the log-probabilities [R, 1, V] in o into lp. */
@@ -235,19 +232,17 @@ cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, in
             if (outs[1 + 2 * l] < 0 || outs[2 + 2 * l] < 0) st = cx_fail(CATTR_ERR_INTERNAL, "no key/value of layer %lld", (long long)l);
         }
     }
-    int64_t sh[1][CATTR_MAX_DIMS] = {{R, L, m->cfg.hidden_size}};
-    cx_plan *p = NULL;
-    if (st == CATTR_OK) st = get_plan(m, 2 * m->prec, model->g, dt, 1, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, NULL, outs, n_outs, &p);
+    cx_arg in = {.nd = nd, .sh = {R, L, m->cfg.hidden_size}, .dt = dt, .host = ec ? ec->data : NULL};
+    cx_job j;
+    cx_view v;
+    if (st == CATTR_OK) st = llm_job(m, 2 * m->prec, model->g, dt, 1, &in, outs, n_outs, &j);
+    if (st == CATTR_OK) st = cx_run_view(&j, outs[0], &v);
+    if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
-        const cx_view *v = cx_plan_view(p, outs[0]);
-        o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-        if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
-    if (st == CATTR_OK) {
-        const void *in[1] = {ec->data};
         dst[0] = o->data;
         for (int k = 1; k < n_outs; k++) dst[k] = kv[k - 1];
-        st = llm_run_plan(m, p, in, dst);
+        j.out_host = dst;
+        st = cx_run(&j);
     }
     if (st == CATTR_OK) take_logprobs(o, R, y, lp);
     free(outs);
@@ -328,14 +323,11 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
      * the unablated prefix 0..i-1 */
     int n_in = (int)(4 + 2 * nl);
     int64_t maxn = (T - first) * L + 1;
-    int *nd = malloc((size_t)n_in * sizeof *nd);
-    int64_t(*sh)[CATTR_MAX_DIMS] = calloc((size_t)n_in, sizeof *sh);
-    const void **in = malloc((size_t)n_in * sizeof *in);
-    cattr_dtype *dts = malloc((size_t)n_in * sizeof *dts); /* int64 inputs (positions, segments) keep their dtype */
-    for (int k = 0; dts && k < n_in; k++) dts[k] = k >= 1 && k <= 3 ? CATTR_INT64 : dt;
+    cx_arg *arg = calloc((size_t)n_in, sizeof *arg);
+    for (int k = 0; arg && k < n_in; k++) arg[k].dt = k >= 1 && k <= 3 ? CATTR_INT64 : dt; /* positions, segments */
     int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * T + 3) * sizeof *segs);
     int64_t *last = malloc((size_t)(T + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
-    if (st == CATTR_OK && (!nd || !sh || !in || !dts || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && (!arg || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     /* no recomputation in these passes: bigger ones only help the GEMMs (1024 positions measured 3-5% faster than
      * 384 at Qwen3-0.6B's shapes) */
     int64_t pass_target = target < 1024 ? 1024 : target;
@@ -356,30 +348,29 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
         cattr_tensor *e = embed(m, tids, 1, N), *ec = NULL, *o = NULL;
         st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         cattr_tensor_free(e);
-        nd[0] = 3, sh[0][0] = 1, sh[0][1] = N, sh[0][2] = H;
-        nd[1] = 1, sh[1][0] = N;
-        nd[2] = 2, sh[2][0] = S, sh[2][1] = 3;
-        nd[3] = 1, sh[3][0] = S;
-        in[1] = tpos, in[2] = segs, in[3] = last;
+        arg[0].nd = 3, arg[0].sh[0] = 1, arg[0].sh[1] = N, arg[0].sh[2] = H;
+        arg[1].nd = 1, arg[1].sh[0] = N;
+        arg[2].nd = 2, arg[2].sh[0] = S, arg[2].sh[1] = 3;
+        arg[3].nd = 1, arg[3].sh[0] = S;
+        arg[1].host = tpos, arg[2].host = segs, arg[3].host = last;
         for (int k = 4; k < n_in; k++) {
-            nd[k] = 2;
-            sh[k][0] = L;
-            sh[k][1] = ck;
-            in[k] = kv[k - 4]; /* row 0 of the first pass: the unablated sequence */
+            arg[k].nd = 2;
+            arg[k].sh[0] = L;
+            arg[k].sh[1] = ck;
+            arg[k].host = kv[k - 4]; /* row 0 of the first pass: the unablated sequence */
         }
         int outv = (*cg)->outputs[0];
-        cx_plan *p = NULL;
-        if (st == CATTR_OK)
-            st = get_plan(m, 1 + 2 * m->prec, *cg, dt, n_in, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dts, &outv, 1, &p);
+        cx_job j;
+        cx_view v;
+        if (st == CATTR_OK) st = llm_job(m, 1 + 2 * m->prec, *cg, dt, n_in, arg, &outv, 1, &j);
+        if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
+        if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) {
-            const cx_view *v = cx_plan_view(p, outv);
-            o = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-            if (!o) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        }
-        if (st == CATTR_OK) {
-            in[0] = ec->data;
+            arg[0].host = ec->data;
             void *dst = o->data;
-            st = llm_run_plan(m, p, in, &dst);
+            j.out_host = &dst;
+            st = cx_run(&j);
         }
         if (st == CATTR_OK) take_logprobs(o, S, y, f + 1 + i0); /* [1, S, V]: row s at s * V */
         cattr_tensor_free(ec);
@@ -392,10 +383,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     free(tids);
     for (int64_t i = 0; kv && i < 2 * nl; i++) free(kv[i]);
     free(kv);
-    free(nd);
-    free(sh);
-    free(in);
-    free(dts);
+    free(arg);
     free(ids);
     return st;
 }

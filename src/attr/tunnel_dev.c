@@ -45,7 +45,7 @@ typedef struct dev_tunnel {
     int fin_type, fin_outs[CX_MAX_IN];
     cx_plan_cache fin_pc;
     cx_buf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
-    cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN], nval;
+    cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN];
     /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
      * per input, built for these row shapes, seed and standard deviation */
     cg_graph *ng;
@@ -89,7 +89,6 @@ static void dev_tunnel_free(dev_tunnel *s) {
         for (int i = 0; i < CX_MAX_IN; i++) cx_buf_free(&bufs[k][i]);
     cx_buf_free(&s->seed);
     cx_buf_free(&s->rows);
-    cx_buf_free(&s->nval);
     cx_consts_free(s->consts);
     cg_free(s->g);
     cg_free(s->fin_g);
@@ -351,27 +350,25 @@ static cattr_status noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call 
         s->ng_seed = e->p.seed;
         s->ng_sd = t->stdev;
     }
-    int nd[2 * CX_MAX_IN];
-    int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN];
-    const void *host[2 * CX_MAX_IN] = {0};
-    for (int k = 0; k < 2 * c->n; k++) {
-        nd[k] = 1;
-        sh[k][0] = R;
-        dt[k] = CATTR_INT64;
+    cx_arg arg[2 * CX_MAX_IN];
+    for (int k = 0; k < 2 * c->n; k++) { /* the other inputs' coordinates: not read */
+        cx_arg a = {.nd = 1, .sh = {R}, .dt = CATTR_INT64};
+        arg[k] = a;
     }
     int64_t *coords = malloc((size_t)(2 * R + 1) * sizeof *coords);
     if (!coords) return cx_nt_oom();
     noise_coords(c, t->tag, i, m, j0, coords, coords + R);
-    host[2 * i] = coords;
-    host[2 * i + 1] = coords + R;
-    cx_plan *p = NULL;
+    arg[2 * i].host = coords;
+    arg[2 * i + 1].host = coords + R;
     cattr_status st = cx_buf_fit(e->be, &s->noise[i], bytes, NULL, false);
-    if (st == CATTR_OK)
-        st = cx_plan_cache_get(&s->npc, s->ng, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &s->ng_outs[i], 1, &p);
     void *out[1] = {s->noise[i].p};
-    if (st == CATTR_OK) st = cx_run_plan_dev(e, p, host, NULL, NULL, out);
+    cx_job j = cx_job_for(e, s->ng, s->consts, &s->npc);
+    j.n_in = 2 * c->n;
+    j.in = arg;
+    j.n_out = 1;
+    j.outs = &s->ng_outs[i];
+    j.out_dev = out;
+    if (st == CATTR_OK) st = cx_run(&j);
     free(coords);
     return st;
 }
@@ -678,34 +675,31 @@ static cattr_status dev_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, co
         if (bad || nv < 0) return cx_nt_oom();
         s->fin_type = (int)t->type;
     }
-    size_t es = cattr_dtype_size(c->dt);
     double nd_ = (double)t->n;
     float nf = (float)t->n;
-    CX_CHECK(cx_buf_fit(e->be, &s->nval, es, c->dt == CATTR_FLOAT32 ? (const void *)&nf : (const void *)&nd_, false));
-    int nd[2 * CX_MAX_IN + 1];
-    int64_t sh[2 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
-    cattr_dtype dt[2 * CX_MAX_IN + 1];
-    void *in[2 * CX_MAX_IN + 1], *host[CX_MAX_IN];
+    cx_arg arg[2 * CX_MAX_IN + 1];
+    void *host[CX_MAX_IN];
     int na = s->n_acc;
     for (int k = 0; k < 2 * na; k++) {
-        nd[k] = s->acc_nd[k % na];
-        memcpy(sh[k], s->acc_sh[k % na], sizeof sh[k]);
-        dt[k] = c->dt;
-        in[k] = k < na ? s->sum[k].p : s->sq[k - na].p;
+        cx_arg a = {.nd = s->acc_nd[k % na], .dt = c->dt, .dev = k < na ? s->sum[k].p : s->sq[k - na].p};
+        memcpy(a.sh, s->acc_sh[k % na], sizeof a.sh);
+        arg[k] = a;
     }
-    nd[2 * na] = 1;
-    sh[2 * na][0] = 1;
-    dt[2 * na] = c->dt;
-    in[2 * na] = s->nval.p;
+    cx_arg cnt = {.nd = 1, .sh = {1}, .dt = c->dt}; /* the sample count */
+    cnt.host = c->dt == CATTR_FLOAT32 ? (const void *)&nf : (const void *)&nd_;
+    arg[2 * na] = cnt;
     for (int k = 0; k < na; k++) {
         attr[k] = cx_tensor_alloc(c->dt, s->acc_nd[k], s->acc_sh[k]);
         if (!attr[k]) return cx_nt_oom();
         host[k] = attr[k]->data;
     }
-    cx_plan *p = NULL;
-    CX_CHECK(cx_plan_cache_get(&s->fin_pc, s->fin_g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                               (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->fin_outs, na, &p));
-    return cx_run_plan_dev(e, p, NULL, in, host, NULL);
+    cx_job j = cx_job_for(e, s->fin_g, s->consts, &s->fin_pc);
+    j.n_in = 2 * na + 1;
+    j.in = arg;
+    j.n_out = na;
+    j.outs = s->fin_outs;
+    j.out_host = host;
+    return cx_run(&j);
 }
 
 /* cx_nt_run_tunnel's partitions, draws and deltas, with the work on the backend. */
@@ -722,25 +716,25 @@ cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *
     int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
     cattr_status st = CATTR_OK;
     if (lv) {
-        int nd[2 * CX_MAX_IN];
-        int64_t sh[2 * CX_MAX_IN][CATTR_MAX_DIMS];
-        cattr_dtype dt[2 * CX_MAX_IN];
+        cx_arg arg[2 * CX_MAX_IN];
         for (int k = 0; k < c->n + c->n_add; k++) {
-            const cattr_tensor *x = k < c->n ? c->x[k] : c->add[k - c->n];
-            nd[k] = x->ndim;
-            memcpy(sh[k], x->shape, sizeof sh[k]);
-            dt[k] = x->dtype;
+            arg[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n], NULL);
+            arg[k].host = NULL; /* shapes only */
         }
         dev_tunnel *old = e->tunnel_state;
         cx_plan_cache tmp;
         memset(&tmp, 0, sizeof tmp);
-        cx_plan_cache *lpc = old ? &old->lpc : &tmp; /* the state's, or one for this call */
-        cx_plan *p = NULL;
-        st = cx_plan_cache_get(lpc, e->m->g, e->consts, true, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, lv, n_l, &p);
+        cx_job j = cx_job_for(e, e->m->g, e->consts, old ? &old->lpc : &tmp); /* the state's cache, or one for this call */
+        j.eager = true; /* never run: no arena */
+        j.n_in = c->n + c->n_add;
+        j.in = arg;
+        j.n_out = n_l;
+        j.outs = lv;
         for (int k = 0; k < n_l && st == CATTR_OK; k++) {
-            const cx_view *v = cx_plan_view(p, lv[k]);
-            acc_nd[k] = v->ndim;
-            memcpy(acc_sh[k], v->shape, sizeof acc_sh[k]);
+            cx_view v;
+            st = cx_run_view(&j, lv[k], &v);
+            acc_nd[k] = v.ndim;
+            memcpy(acc_sh[k], v.shape, sizeof acc_sh[k]);
         }
         cx_plan_cache_clear(&tmp);
     } else {
@@ -858,34 +852,35 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         if (redraw && st == CATTR_OK) st = cx_nt_draw_again(e, c, t, &pi, idx);
         for (int64_t r = 0; r < R; r++) ib[r] = r / m;
         if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
-        int nd[5 * CX_MAX_IN + 1];
-        int64_t sh[5 * CX_MAX_IN + 1][CATTR_MAX_DIMS];
-        cattr_dtype dt[5 * CX_MAX_IN + 1];
-        void *in[5 * CX_MAX_IN + 1] = {0}, *out[3 * CX_MAX_IN];
+        cx_arg arg[5 * CX_MAX_IN + 1];
+        void *out[3 * CX_MAX_IN];
+        memset(arg, 0, sizeof arg);
         for (int k = 0; k < 5 * n + 1; k++) {
-            nd[k] = 1;
-            sh[k][0] = R;
-            dt[k] = c->dt;
+            arg[k].nd = 1;
+            arg[k].sh[0] = R;
+            arg[k].dt = c->dt;
         }
-        dt[n] = CATTR_INT64;
-        in[n] = s->rows.p;
+        arg[n].dt = CATTR_INT64;
+        arg[n].dev = s->rows.p;
         for (int i = 0; i < n && st == CATTR_OK; i++) { /* the noisy inputs */
             int64_t per = per_example(c, c->x[i]);
             st = cx_buf_fit(e->be, &nx[i], (size_t)(R * per) * es, NULL, false);
             if (st == CATTR_OK) st = cx_buf_fit(e->be, &at[i], (size_t)(R * per) * es, NULL, false);
-            nd[i] = nd[n + 1 + i] = c->x[i]->ndim;
-            memcpy(sh[i], c->x[i]->shape, sizeof sh[i]);
-            memcpy(sh[n + 1 + i], c->x[i]->shape, sizeof sh[i]);
-            sh[n + 1 + i][0] = R;
-            in[i] = s->x[i].p;
-            in[n + 1 + i] = s->noise[i].p;
+            arg[i].nd = arg[n + 1 + i].nd = c->x[i]->ndim;
+            memcpy(arg[i].sh, c->x[i]->shape, sizeof arg[i].sh);
+            memcpy(arg[n + 1 + i].sh, c->x[i]->shape, sizeof arg[i].sh);
+            arg[n + 1 + i].sh[0] = R;
+            arg[i].dev = s->x[i].p;
+            arg[n + 1 + i].dev = s->noise[i].p;
             out[i] = nx[i].p;
         }
-        cx_plan *pl = NULL;
-        if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs, n, &pl);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
+        cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+        j.n_in = 5 * n + 1;
+        j.in = arg;
+        j.n_out = n;
+        j.outs = s->outs;
+        j.out_dev = out;
+        if (st == CATTR_OK) st = cx_run(&j);
         /* the method on them: host inputs of the right shapes holding NaN (never read), its attributions left in at */
         derived d;
         cattr_tensor *attr[CX_MAX_IN] = {0};
@@ -916,19 +911,18 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         for (int i = 0; i < n && st == CATTR_OK; i++) {
             int64_t per = per_example(c, c->x[i]);
             int ka = 2 * n + 1 + i, ks = 3 * n + 1 + i, kq = 4 * n + 1 + i;
-            nd[ka] = 3;
-            sh[ka][0] = B, sh[ka][1] = m, sh[ka][2] = per;
-            nd[ks] = nd[kq] = 2;
-            sh[ks][0] = sh[kq][0] = B;
-            sh[ks][1] = sh[kq][1] = per;
-            in[ka] = at[i].p;
-            in[ks] = out[i] = s->sum[i].p;
-            in[kq] = out[n + i] = s->sq[i].p;
+            arg[ka].nd = 3;
+            arg[ka].sh[0] = B, arg[ka].sh[1] = m, arg[ka].sh[2] = per;
+            arg[ks].nd = arg[kq].nd = 2;
+            arg[ks].sh[0] = arg[kq].sh[0] = B;
+            arg[ks].sh[1] = arg[kq].sh[1] = per;
+            arg[ka].dev = at[i].p;
+            arg[ks].dev = out[i] = s->sum[i].p;
+            arg[kq].dev = out[n + i] = s->sq[i].p;
         }
-        if (st == CATTR_OK)
-            st = cx_plan_cache_get(&s->pc, s->g, s->consts, e->p.executor == CATTR_EXEC_EAGER, nd,
-                                   (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, s->outs + n, 2 * n, &pl);
-        if (st == CATTR_OK) st = cx_run_plan_dev(e, pl, NULL, in, NULL, out);
+        j.n_out = 2 * n;
+        j.outs = s->outs + n;
+        if (st == CATTR_OK) st = cx_run(&j);
     }
     if (st == CATTR_OK) st = dev_finish(e, s, c, t, attr_out);
     if (st == CATTR_OK && delta_out) st = cx_nt_concat_deltas(t, B, bs, deltas, n_parts, delta_out);
