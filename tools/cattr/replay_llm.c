@@ -212,7 +212,7 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
     const char *hn[4] = {"hidden.embed", "hidden.layer0", "hidden.layer1", "hidden.final_norm"};
     if (!fail) {
         cx_consts *c = NULL;
-        cx_plan *pl = NULL;
+        cx_plan_cache pc = {0};
         int outs[6], no = 0;
         outs[no++] = cx_model_output(m->ids_all);
         const cJSON *hs;
@@ -221,22 +221,21 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
             int v = dot ? cg_find_value(m->ids_all->g, dot + 1) : -1;
             if (v >= 0 && no < 6) outs[no++] = v;
         }
-        int nd = 2;
-        int64_t sh[1][CATTR_MAX_DIMS] = {{1, L}};
-        cattr_dtype idt = CATTR_INT64;
+        cx_arg in = {.nd = 2, .sh = {1, L}, .dt = CATTR_INT64, .host = seq};
         cx_backend *be = NULL;
         st = cx_model_backend(m->ids_all, &be);
         if (st == CATTR_OK) st = cx_consts_new(be, x->dtype, &c);
-        if (st == CATTR_OK) st = cx_plan_new(m->ids_all->g, c, false, &nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, &idt, outs, no, &pl);
+        cx_job j = {.g = m->ids_all->g, .consts = c, .pc = &pc, .n_in = 1, .in = &in, .n_out = no, .outs = outs};
         cattr_tensor *res[6] = {0};
         void *hp[6];
         for (int i = 0; i < no && st == CATTR_OK; i++) {
-            const cx_view *vw = cx_plan_view(pl, outs[i]);
-            res[i] = cx_tensor_alloc(vw->dtype, vw->ndim, vw->shape);
+            cx_view vw;
+            st = cx_run_view(&j, outs[i], &vw);
+            res[i] = st == CATTR_OK ? cx_tensor_alloc(vw.dtype, vw.ndim, vw.shape) : NULL;
             hp[i] = res[i] ? res[i]->data : NULL;
         }
-        const void *in[1] = {seq};
-        if (st == CATTR_OK) st = cx_plan_run(pl, in, hp);
+        j.out_host = hp;
+        if (st == CATTR_OK) st = cx_run(&j);
         if (st != CATTR_OK) {
             snprintf(what, sizeof what, "run err=%s allowed=0", cattr_last_error());
             fail = true;
@@ -310,7 +309,7 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
             free(lse);
         }
         for (int i = 1; i < 6; i++) cattr_tensor_free(res[i]);
-        cx_plan_free(pl);
+        cx_plan_cache_clear(&pc);
         cx_consts_free(c);
     }
     if (fail) {
