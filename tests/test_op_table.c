@@ -7,7 +7,7 @@
  *  - a cuda kernel: a `case CG_X:` in src/backend/cuda, or the op listed in cx_op_cuda_on_host (run on the host), and
  *    not both; the cuda backend's supports_op says which (checked here on the ops' lists, whether or not the build
  *    has CUDA).
- * The op identifiers are read from the enum in src/graph/graph.h, in order, and must be CG_OP_COUNT of them. The
+ * The op identifiers are read from the enum in src/ops/op.h, in order, and must be CG_OP_COUNT of them. The
  * source files are read from the repository root (the test's working directory). */
 #include "graph/autodiff.h"
 #include "graph/graph.h"
@@ -61,11 +61,11 @@ static bool has_case(const char *text, const char *id) {
 
 int main(void) {
     /* the enum's identifiers, in order */
-    char *gh = test_read_text("src/graph/graph.h");
-    CHECK(gh != NULL, "read src/graph/graph.h (run from the repository root)");
+    char *gh = test_read_text("src/ops/op.h");
+    CHECK(gh != NULL, "read src/ops/op.h (run from the repository root)");
     if (!gh) return 1;
     char *start = strstr(gh, "typedef enum"), *end = start ? strstr(start, "CG_OP_COUNT") : NULL;
-    CHECK(start && end, "the cg_op enum in graph.h");
+    CHECK(start && end, "the cg_op enum in op.h");
     if (!start || !end) return 1;
     static char ids[CG_OP_COUNT + 1][64];
     int n = 0;
@@ -86,7 +86,7 @@ int main(void) {
         }
         p++;
     }
-    CHECK(n == CG_OP_COUNT, "graph.h's enum holds %d ops before CG_OP_COUNT, the build %d", n, (int)CG_OP_COUNT);
+    CHECK(n == CG_OP_COUNT, "op.h's enum holds %d ops before CG_OP_COUNT, the build %d", n, (int)CG_OP_COUNT);
     if (n != CG_OP_COUNT) return 1;
 
     static const char *const shape_files[] = {"src/ops/shape.c", NULL};

@@ -6,7 +6,7 @@
 #define CATTR_ELEMENTWISE_H
 
 #include "core/hd.h"
-#include "graph/graph.h"
+#include "ops/op.h"
 
 #include <math.h>
 

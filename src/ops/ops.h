@@ -3,7 +3,7 @@
 #define CATTR_OPS_H
 
 #include "core/hd.h"
-#include "graph/graph.h"
+#include "ops/op.h"
 #include <math.h>
 
 /* A typed view of one buffer (backend memory during a run; data NULL when only the shape is known). */
