@@ -79,6 +79,11 @@ static cattr_status occ_setup(const cattr_explainer *e, const cx_call *c, const 
             w->P *= w->shift[d];
             if (w->P > INT32_MAX) return cx_fail(CATTR_ERR_UNSUPPORTED, "input %d has too many windows", i);
         }
+        if (w->nd == 0 && !f->whole) { /* one value per example: one window over a dim of 1 (on the backend: the
+                                          * coordinate map of one dim, all 0) */
+            w->nd = 1;
+            w->dim[0] = w->win[0] = w->stride[0] = w->shift[0] = 1;
+        }
         if (f->whole) { /* the leading dim of the view: every row, one position */
             memmove(w->dim + 1, w->dim, (size_t)w->nd * sizeof *w->dim);
             memmove(w->win + 1, w->win, (size_t)w->nd * sizeof *w->win);
@@ -123,20 +128,6 @@ static void occ_window(const occ_run *o, int n_in, int64_t g, int *in, int64_t *
         while (d >= 0 && ++idx[d] == hi[d]) idx[d] = lo[d], d--;
         if (d < 0) break;
     }
-}
-
-static cattr_status occ_fill(pt_pass *p, int64_t g, char *const *slot) {
-    occ_run *o = p->user;
-    const cx_call *c = p->c;
-    int i;
-    int64_t nb;
-    for (int t = 0; t < c->n; t++) memcpy(slot[t], c->x[t]->data, (size_t)c->x[t]->numel * cx_pt_in_esz(c, t));
-    occ_window(o, c->n, g, &i, o->box, &nb);
-    size_t esz = cx_pt_in_esz(c, i);
-    int64_t per = cx_pt_example_numel(c->x[i]);
-    for (int64_t t = 0; t < nb; t++)
-        for (int64_t b = 0; b < c->B; b++) cx_pt_copy_el(slot[i], b * per + o->box[t], c->base[i]->data, b * per + o->box[t], esz);
-    return CATTR_OK;
 }
 
 /* Adds y0 - y to the chunk sums of the window's elements; at a chunk's end the sums go into the totals
@@ -194,8 +185,8 @@ typedef struct occ_graph {
     cx_buf map[CX_MAX_IN], thr[CX_MAX_IN], zero;
 } occ_graph;
 
-/* Windows of input i span the dims of its example shape. */
-#define OCC_ND(s, i) ((s)->core.rank[i] - 1)
+/* Windows of input i span the dims of its example shape (an example of one value: one dim of 1, occ_setup). */
+#define OCC_ND(s, i) ((s)->core.rank[i] > 1 ? (s)->core.rank[i] - 1 : 1)
 
 static void occ_release(cattr_explainer *e) {
     occ_graph *s = e->method_state;
@@ -478,11 +469,8 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c0, cattr_tensor **at
         occ_window(&o, c->n, g, &i, o.box, &nb);
         for (int64_t t = 0; t < nb; t++) o.weight[i][o.box[t]] += 1;
     }
-    pt_pass p = {e, c, o.G, ref.n_out, occ_fill, occ_take, &o, &pf, c0};
-    bool device = c->B > 0 && ref.n_out > 0;
-    for (int i = 0; i < c->n; i++) device &= o.in[i].nd > 0; /* windows over at least one dim */
-    if (st == CATTR_OK && device) st = occ_run_states(&p, &o);
-    else if (st == CATTR_OK && ref.n_out > 0 && (st = cx_inputs_to_host(e, c)) == CATTR_OK) st = cx_pt_run_states(&p); /* the host route */
+    pt_pass p = {e, c, o.G, ref.n_out, NULL, occ_take, &o, &pf, c0};
+    if (st == CATTR_OK && c->B > 0 && ref.n_out > 0) st = occ_run_states(&p, &o);
     int64_t lead = ref.n_out;
     for (int i = 0; i < c0->n && st == CATTR_OK; i++) { /* total.float() / weight */
         st = cx_pt_alloc_attr(c->dt, 1, &lead, c0->x[i], &attr[i]);

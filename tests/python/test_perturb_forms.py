@@ -150,3 +150,26 @@ def test_integer_and_bool_inputs():
     close(a, [[30.0, 30.0, 20.0]])
     with pytest.raises(Exception, match="float"):  # the gradient methods attribute float inputs only
         A.Saliency(lambda x: x.float().sum(1)).attribute(torch.tensor([[1, 2]]))
+
+
+def test_occlusion_of_an_input_without_example_dims():
+    # an input [B] (one value per example) beside an input [B, 3]: its window () covers that value; the windows of
+    # the other input (2,) slide over its 3 values. Each difference divided by the windows covering the element.
+    def f(a, b):
+        return (a * 2.0 + (b * W).sum(1)) ** 2
+
+    a = torch.tensor([1.0, -2.0])
+    b = torch.tensor([[2.0, 10.0, 3.0], [20.0, 50.0, 30.0]])
+    base = f(a, b)
+    want_a = base - f(torch.zeros(2), b)
+    want_b = torch.zeros(2, 3)
+    for lo in (0, 1):
+        bz = b.clone()
+        bz[:, lo:lo + 2] = 0
+        d = base - f(a, bz)
+        want_b[:, lo:lo + 2] += d.unsqueeze(1)
+    want_b /= torch.tensor([1.0, 2.0, 1.0])
+    for ppe in (1, 2):
+        got = A.Occlusion(f).attribute((a, b), sliding_window_shapes=((), (2,)), perturbations_per_eval=ppe)
+        close(got[0], want_a.numpy(), tol=1e-4)
+        close(got[1], want_b.numpy(), tol=1e-4)
