@@ -161,6 +161,8 @@ typedef struct {
     int64_t win[2][4];
 } spec;
 
+static size_t g_max_memory; /* the calls' memory budget (0: the default) */
+
 /* Runs method on model m: attr[] new tensors; returns the status (the message in cattr_last_error()). */
 static cattr_status run(cattr_model *m, spec s, int n, const cattr_tensor *const *x, const cattr_tensor *const *b,
                         const cattr_tensor *const *masks, const cattr_target *t, cattr_tensor **attr) {
@@ -169,6 +171,7 @@ static cattr_status run(cattr_model *m, spec s, int n, const cattr_tensor *const
     p.device = g_dev;
     p.perturbations_per_eval = s.ppe;
     if (s.n_samples) p.n_samples = s.n_samples;
+    p.max_memory = g_max_memory;
     for (int i = 0; i < 2; i++) {
         p.sliding_window_ndim[i] = s.win_nd[i];
         memcpy(p.sliding_window[i], s.win[i], sizeof s.win[i]);
@@ -219,6 +222,39 @@ static void expect_error(const char *what, cattr_status st, cattr_status want, c
     CHECK(st == want, "%s [%s]: status %d, want %d (%s)", what, g_dev, (int)st, (int)want, cattr_last_error());
     CHECK(strstr(cattr_last_error(), needle) != NULL, "%s [%s]: the message lacks '%s': %s", what, g_dev, needle,
           cattr_last_error());
+}
+
+/* ---- the Shapley methods' rank table in windows ----------------------------------------------------------------- */
+
+/* A budget that holds two rows of the rank table at a time (a window of the table, made again as the states move
+ * on) gives the bits of the call that holds the whole table: the states per pass are the same (2). */
+static void shapley_table_windows(void) {
+    cattr_model *m = m_linear();
+    static const double xv[6] = {1, -2, 3, 0.5, 4, -1}, bv[6] = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6};
+    cattr_tensor *x = tens(CATTR_FLOAT32, 2, SH(2, 3), xv), *b = tens(CATTR_FLOAT32, 2, SH(2, 3), bv);
+    int64_t tv[2] = {1, 0};
+    cattr_target t = {CATTR_TARGET_PER_EXAMPLE, 1, 2, tv};
+    cattr_method ms[2] = {CATTR_METHOD_SHAPLEY_VALUES, CATTR_METHOD_SHAPLEY_VALUE_SAMPLING};
+    for (int q = 0; q < 2; q++) {
+        cattr_tensor *a[CATTR_MAX_OUTPUTS], *w[CATTR_MAX_OUTPUTS];
+        spec sp = {.method = ms[q], .ppe = 2, .n_samples = 5};
+        cattr_status st = run(m, sp, 1, (const cattr_tensor *const *)&x, (const cattr_tensor *const *)&b, NULL, &t, a);
+        CHECK(st == CATTR_OK, "shapley table [%s] method %d: %s", g_dev, (int)ms[q], cattr_last_error());
+        g_max_memory = 200; /* 50 bytes of table: two rows of 3 ids */
+        st = run(m, sp, 1, (const cattr_tensor *const *)&x, (const cattr_tensor *const *)&b, NULL, &t, w);
+        g_max_memory = 0;
+        CHECK(st == CATTR_OK, "shapley table windows [%s] method %d: %s", g_dev, (int)ms[q], cattr_last_error());
+        if (a[0] && w[0]) {
+            double want[6];
+            for (int k = 0; k < 6; k++) want[k] = cx_tensor_get(a[0], k);
+            expect("shapley table windows", w[0], CATTR_FLOAT32, 2, SH(2, 3), want, 0);
+        }
+        free_all(a);
+        free_all(w);
+    }
+    cattr_tensor_free(x);
+    cattr_tensor_free(b);
+    cattr_model_free(m);
 }
 
 /* ---- a model of the whole batch ------------------------------------------------------------------------------ */
@@ -590,6 +626,7 @@ int main(void) {
         sparse_inputs();
         int_inputs();
         broadcast_baselines();
+        shapley_table_windows();
     }
     printf("test_perturb_forms: %s (devices:", g_failures ? "FAILED" : "ok");
     for (int d = 0; d < g_n_devs; d++) printf(" %s", g_devs[d]);

@@ -1,6 +1,6 @@
 /* ablation_dev.c - FeatureAblation and FeaturePermutation with a target as one derived graph per chunk of states:
- * the perturbed rows made on the backend (WhereId), the differences placed there; the host route and the methods'
- * entry points are perturbation.c's. */
+ * the perturbed rows made on the backend (WhereId), the differences placed there; the methods' entry points are
+ * perturbation.c's. */
 #include "attr/perturb_internal.h"
 
 #include <math.h>
@@ -387,7 +387,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     /* the unperturbed outputs: the graph run with a feature id no mask holds (nothing perturbed, nothing placed) */
     if (st == CATTR_OK) st = fa_run_chunk(e, s, c, f, dp, N, 1, 0, 0, NULL);
     /* split into parts (split.c): a part runs its chunks and keeps their outputs; combining places the parts'
-     * outputs on the host as the host path does (cx_pt_fa_take: y0 - y in the output dtype, the same subtraction) */
+     * outputs on the host (cx_pt_fa_take: y0 - y in the output dtype, the graph's subtraction) */
     cx_vsplit v;
     memset(&v, 0, sizeof v);
     double *vals = NULL;
@@ -418,7 +418,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
             }
         } else if (v.mode == CX_VSPLIT_COMBINE) {
             st = cx_vsplit_get(&v, k, vals, cnt * N);
-            pt_pass p = {e, c, F, N, cx_pt_fa_fill, cx_pt_fa_take, f, pf, NULL};
+            pt_pass p = {e, c, F, N, cx_pt_fa_take, f, pf, NULL};
             for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) st = cx_pt_fa_take(&p, q0 + j, vals + j * N);
         } else {
             continue;

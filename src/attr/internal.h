@@ -334,9 +334,6 @@ cattr_status cx_grad_lrp(cattr_explainer *e, cx_call *c, unsigned mul, bool keep
  * to *out (a new tensor). xs_dev (optional): backend buffers holding xs[i]'s values where not NULL. */
 cattr_status cx_forward(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, void *const *xs_dev, int64_t reps,
                         cx_expand how, cattr_tensor **out);
-/* A method's host route on a call whose inputs are on the backend (cx_call.x_dev): their values come down into the
- * host tensors c->x[i] and x_dev is cleared. Errors: the backend's. */
-cattr_status cx_inputs_to_host(cattr_explainer *e, cx_call *c);
 
 /* Target selection of a batched output of reps*B rows: sel[r] = sum over the selected values of row r (one value
  * per row). Errors: CATTR_ERR_TARGET. */
@@ -452,7 +449,7 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
                           void *const *attr_dev, const double *sel, cattr_tensor **delta);
 /* The generator stream of NoiseTunnel's noise for attributed input `input` of example `example`: sample j's element
  * k (of per per example) is the float32 standard deviation times the float32 of cx_rng_normal_at(seed, stream,
- * j * per + k) (what the backend's NormalNoise op and the host path draw; test_noise checks it from outside). */
+ * j * per + k) (what the backend's NormalNoise op draws; test_noise checks it from outside). */
 uint64_t cx_tunnel_noise_stream(int input, int64_t example);
 /* The n attributions (shapes of host tensors like[i], dtype c->dt) summed over their last axis in torch's order
  * (TorchSum) on the backend: from backend memory where dev (dev[i]: like[i]'s values), else from like[i]'s host values.

@@ -176,7 +176,7 @@ static cattr_status occ_take(pt_pass *p, int64_t g, const double *y) {
  *   t = WhereId[<=](x_i, t, -coord_{i,d}, -lo_d) (x_i and the maps read through row maps)
  * and a row whose window is in another input gets hi_d - 1 = -1 (nothing kept). The thresholds of a chunk's rows go
  * up per chunk; the target outputs (or every output value) come back and are summed over the windows on the host in
- * Captum's order, as on the host path. */
+ * Captum's order. */
 typedef struct occ_graph {
     cx_derived core; /* graph, call shape, constants, plans */
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
@@ -296,7 +296,7 @@ static cattr_status occ_build(cattr_explainer *e, void *state) {
     return CATTR_OK;
 }
 
-/* cx_pt_run_states for Occlusion on the backend (see above). */
+/* Occlusion's windows run as states on the backend (see above). */
 static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     cattr_explainer *e = p->e;
     cx_call *c = p->c;
@@ -469,7 +469,7 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c0, cattr_tensor **at
         occ_window(&o, c->n, g, &i, o.box, &nb);
         for (int64_t t = 0; t < nb; t++) o.weight[i][o.box[t]] += 1;
     }
-    pt_pass p = {e, c, o.G, ref.n_out, NULL, occ_take, &o, &pf, c0};
+    pt_pass p = {e, c, o.G, ref.n_out, occ_take, &o, &pf, c0};
     if (st == CATTR_OK && c->B > 0 && ref.n_out > 0) st = occ_run_states(&p, &o);
     int64_t lead = ref.n_out;
     for (int i = 0; i < c0->n && st == CATTR_OK; i++) { /* total.float() / weight */

@@ -417,15 +417,6 @@ cattr_status cx_derived_state(cattr_explainer *e, cx_call *c, bool target, size_
     return CATTR_OK;
 }
 
-cattr_status cx_inputs_to_host(cattr_explainer *e, cx_call *c) {
-    for (int i = 0; i < c->n; i++) {
-        if (!c->x_dev[i]) continue;
-        CX_CHECK(cx_copy_out(e->be, c->x[i]->data, c->x_dev[i], (size_t)c->x[i]->numel * cattr_dtype_size(c->dt)));
-        c->x_dev[i] = NULL;
-    }
-    return CATTR_OK;
-}
-
 cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int64_t rmax, bool target, int64_t n_y) {
     size_t es = cattr_dtype_size(c->dt);
     int64_t B = c->B;

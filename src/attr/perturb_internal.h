@@ -45,8 +45,6 @@ struct pt_pass {
     cx_call *c;
     int64_t n_states;
     int64_t n_out;
-    /* writes state s into slot[i] (the B rows of input i, compute dtype); called in state order */
-    cattr_status (*fill)(pt_pass *p, int64_t s, char *const *slot);
     /* consumes the n_out target-selected output values of state s; called in state order */
     cattr_status (*take)(pt_pass *p, int64_t s, const double *y);
     void *user;
@@ -59,15 +57,9 @@ struct pt_pass {
 
 cattr_status cx_pt_alloc_attr(cattr_dtype dt, int lead_nd, const int64_t *lead, const cattr_tensor *x,
                               cattr_tensor **out);
-static inline void cx_pt_copy_el(void *dst, int64_t di, const void *src, int64_t si, size_t esz) {
-    if (esz == 8) ((uint64_t *)dst)[di] = ((const uint64_t *)src)[si];
-    else ((uint32_t *)dst)[di] = ((const uint32_t *)src)[si];
-}
 static inline int64_t cx_pt_example_numel(const cattr_tensor *x) { return cx_numel(x->ndim - 1, x->shape + 1); }
 static inline bool cx_pt_has_target(const cx_call *c) { return c->target && c->target->kind != CATTR_TARGET_NONE; }
-static inline size_t cx_pt_in_esz(const cx_call *c, int i) { return cattr_dtype_size(c->x[i]->dtype); }
 cattr_status cx_pt_reference_output(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, pt_ref *ref);
-cattr_status cx_pt_run_states(pt_pass *p);
 cattr_status cx_pt_states_per_pass(cattr_explainer *e, cx_call *c, int64_t n_states, int64_t *out);
 cattr_status cx_pt_whole_values(cattr_explainer *e, cx_call *c0, const cx_pform *f, cattr_tensor *const *xs,
                                 double *vals);
@@ -99,7 +91,6 @@ typedef struct fa_run {
     int64_t arows[CX_MAX_IN];     /* whole: the rows of ids the attributions take (1, or one per output value) */
 } fa_run;
 
-cattr_status cx_pt_fa_fill(pt_pass *p, int64_t q, char *const *slot);
 void cx_pt_fa_release(cattr_explainer *e);
 cattr_status cx_pt_fa_take(pt_pass *p, int64_t q, const double *y);
 cattr_status cx_pt_feature_ablation(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);

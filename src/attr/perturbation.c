@@ -403,99 +403,10 @@ cattr_status cx_pt_other(pt_pass *p, cx_vsplit *v, int64_t k, int64_t s0, int64_
     return cx_pt_computed(p, v, k, s0, cnt, vals);
 }
 
-cattr_status cx_pt_run_states(pt_pass *p) {
-    cattr_explainer *e = p->e;
-    cx_call *c = p->c;
-    bool whole = p->f && p->f->whole;
-    if (p->n_states <= 0) return CATTR_OK;
-    int64_t per = 1, have = 0;
-    if (!whole) CX_CHECK(cx_pt_states_per_pass(e, c, p->n_states, &per));
-    cattr_tensor *xs[CX_MAX_IN] = {0}, *out = NULL;
-    double *vals = malloc((size_t)(per * p->n_out + 1) * sizeof *vals);
-    cattr_status st = vals ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    cx_vsplit v;
-    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
-    else memset(&v, 0, sizeof v);
-    for (int64_t s0 = 0, k = 0; s0 < p->n_states && st == CATTR_OK; s0 += per, k++) {
-        int64_t cnt = p->n_states - s0 < per ? p->n_states - s0 : per;
-        bool mine = cx_vsplit_mine(&v, k);
-        if (!mine && v.mode == CX_VSPLIT_COMBINE) { /* the parts' values, consumed as one process does */
-            st = cx_pt_other(p, &v, k, s0, cnt, vals);
-            continue;
-        }
-        for (int i = 0; i < c->n && st == CATTR_OK && cnt != have; i++) {
-            /* cnt copies of the batch; a model of the whole batch: the input's own shape (its view's data) */
-            const cattr_tensor *x = whole ? p->c0->x[i] : c->x[i];
-            int64_t sh[CATTR_MAX_DIMS];
-            memcpy(sh, x->shape, sizeof sh);
-            if (!whole) sh[0] = cnt * c->B;
-            cattr_tensor_free(xs[i]);
-            xs[i] = cx_tensor_alloc(x->dtype, x->ndim, sh);
-            if (!xs[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        }
-        have = cnt;
-        for (int64_t j = 0; j < cnt && st == CATTR_OK; j++) {
-            char *slot[CX_MAX_IN];
-            for (int i = 0; i < c->n; i++) slot[i] = (char *)xs[i]->data + (size_t)(j * c->x[i]->numel) * cx_pt_in_esz(c, i);
-            st = p->fill(p, s0 + j, slot); /* in order even where a part skips the chunk: fills may build on it */
-        }
-        if (!mine) continue; /* another part's chunk */
-        if (st == CATTR_OK && whole) {
-            st = cx_pt_whole_values(e, p->c0, p->f, xs, vals);
-        } else if (st == CATTR_OK && cx_pt_has_target(c)) { /* only the targets' values come down */
-            st = cx_forward_select(e, c, xs, NULL, cnt, CX_TILE, vals, NULL);
-        } else {
-            if (st == CATTR_OK) st = cx_forward(e, c, xs, NULL, cnt, CX_TILE, &out);
-            if (st == CATTR_OK) st = out_values(c, out, cnt, p->n_out, vals);
-        }
-        cattr_tensor_free(out);
-        out = NULL;
-        if (st == CATTR_OK) st = cx_pt_computed(p, &v, k, s0, cnt, vals);
-    }
-    st = cx_vsplit_end(&v, st);
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(xs[i]);
-    free(vals);
-    return st;
-}
-
-
 /* The rows of input i that a permutation permutes: the batch, or (a model of the whole batch) its first dim. */
 int64_t cx_pt_perm_rows(const fa_run *f, const cx_call *c, int i) { return f->f->whole ? f->f->rows[i] : c->B; }
 
 /* ---- FeatureAblation and FeaturePermutation --------------------------------------------------------------------- */
-
-/* State q: feature q replaced by the baseline (ablation) or by other examples' values (permutation) in every input
- * holding it. */
-cattr_status cx_pt_fa_fill(pt_pass *p, int64_t q, char *const *slot) {
-    fa_run *f = p->user;
-    const pt_masks *pm = f->pm;
-    const cx_call *c = p->c;
-    int64_t B = c->B;
-    cx_rng rng;
-    if (f->permute && !f->perms) cx_rng_init(&rng, f->seed, PT_STREAM_FP + (uint64_t)q);
-    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->x[i]->data, (size_t)c->x[i]->numel * cx_pt_in_esz(c, i));
-    for (int i = 0; i < c->n; i++) {
-        size_t esz = cx_pt_in_esz(c, i);
-        if (!(pm->holds[q] & (1u << i))) continue;
-        const int64_t *perm = NULL;
-        if (f->permute && f->perms) {
-            perm = f->perms + f->perm_at[q * pm->n + i];
-        } else if (f->permute) {
-            do {
-                cx_rng_permutation(&rng, B, f->scratch);
-            } while (cx_pt_is_identity(f->scratch, B));
-            perm = f->scratch;
-        }
-        const void *src = f->permute ? c->x[i]->data : c->base[i]->data;
-        int64_t per = pm->per[i];
-        for (int64_t t = pm->start[i][q]; t < pm->start[i][q + 1]; t++) {
-            int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per;
-            int64_t b0 = pm->rows[i] == 1 ? 0 : m, b1 = pm->rows[i] == 1 ? B : m + 1;
-            for (int64_t b = b0; b < b1; b++) cx_pt_copy_el(slot[i], b * per + k, src, (perm ? perm[b] : b) * per + k, esz);
-        }
-    }
-    return CATTR_OK;
-}
 
 /* attr[r, element of q] = y0[r] - y[r], in the model-output dtype. A model of the whole batch (the view: one mask row
  * over the whole input): every output value r takes row 0 of the input's ids, or row r (arows: one per value). */

@@ -16,25 +16,10 @@ typedef struct sv_run {
     pt_ref *ref;
     int64_t M;
     int64_t *perms;         /* SVS: n_samples x M feature orders */
-    char *cur[CX_MAX_IN];   /* SVS: the state being built (B rows per input) */
     double *prev;           /* SVS: outputs of the previous state */
     double *coal;           /* ShapleyValues: outputs per coalition, 2^M x n_out */
     double *acc;            /* n_out x M float32 totals */
 } sv_run;
-
-/* Puts the inputs' values of feature f into the B-row state dst (the feature is "added"). */
-static void add_feature(const pt_masks *pm, const cx_call *c, int64_t f, char *const *dst) {
-    for (int i = 0; i < c->n; i++) {
-        if (!(pm->holds[f] & (1u << i))) continue;
-        size_t esz = cx_pt_in_esz(c, i);
-        int64_t per = pm->per[i];
-        for (int64_t t = pm->start[i][f]; t < pm->start[i][f + 1]; t++) {
-            int64_t m = pm->pos[i][t] / per, k = pm->pos[i][t] % per;
-            int64_t b0 = pm->rows[i] == 1 ? 0 : m, b1 = pm->rows[i] == 1 ? c->B : m + 1;
-            for (int64_t b = b0; b < b1; b++) cx_pt_copy_el(dst[i], b * per + k, c->x[i]->data, b * per + k, esz);
-        }
-    }
-}
 
 /* total[r, f] += y_after - y_before in float32 (Captum's float32 totals; the difference in the output dtype). */
 static void sv_accumulate(sv_run *s, int64_t f, const double *after, const double *before) {
@@ -46,32 +31,10 @@ static void sv_accumulate(sv_run *s, int64_t f, const double *after, const doubl
     }
 }
 
-/* State t*M + j of ShapleyValueSampling: the baselines with the first j+1 features of order t added. */
-static cattr_status svs_fill(pt_pass *p, int64_t s, char *const *slot) {
-    sv_run *sv = p->user;
-    const cx_call *c = p->c;
-    if (s % sv->M == 0)
-        for (int i = 0; i < c->n; i++) memcpy(sv->cur[i], c->base[i]->data, (size_t)c->x[i]->numel * cx_pt_in_esz(c, i));
-    add_feature(sv->pm, c, sv->perms[s], sv->cur);
-    for (int i = 0; i < c->n; i++) memcpy(slot[i], sv->cur[i], (size_t)c->x[i]->numel * cx_pt_in_esz(c, i));
-    return CATTR_OK;
-}
-
 static cattr_status svs_take(pt_pass *p, int64_t s, const double *y) {
     sv_run *sv = p->user;
     sv_accumulate(sv, sv->perms[s], y, s % sv->M == 0 ? sv->ref->y : sv->prev);
     memcpy(sv->prev, y, (size_t)sv->ref->n_out * sizeof *y);
-    return CATTR_OK;
-}
-
-/* State S-1 of ShapleyValues: the baselines with the features of coalition S (a bit set, S >= 1) added. */
-static cattr_status sv_fill(pt_pass *p, int64_t s, char *const *slot) {
-    sv_run *sv = p->user;
-    const cx_call *c = p->c;
-    int64_t S = s + 1;
-    for (int i = 0; i < c->n; i++) memcpy(slot[i], c->base[i]->data, (size_t)c->x[i]->numel * cx_pt_in_esz(c, i));
-    for (int64_t f = 0; f < sv->M; f++)
-        if (S & ((int64_t)1 << f)) add_feature(sv->pm, c, f, slot);
     return CATTR_OK;
 }
 
@@ -96,9 +59,9 @@ static cattr_status sv_take(pt_pass *p, int64_t s, const double *y) {
  * Reshape(d_i, [T I, -1])), d_i) with d_i = Gather(ids_i, isel) (sv_table_build).
  * ShapleyValueSampling's table holds the rank of each feature in each order (state t * M + j: order t, thr j);
  * ShapleyValues' holds 0 for a coalition's features and 1 for the others (thr 0). The inputs, the ids and the table
- * go up once per call (a call whose rank rows would exceed SV_TABLE_BYTES stays on the host path); per chunk the
- * rows' rank rows and thresholds go up and the outputs come back, to be combined in Captum's order as on the host
- * path. */
+ * go up once per call; the rank rows are made for a window of the table's rows at a time (a quarter of the memory
+ * budget, at most SV_TABLE_BYTES), again when the states move past it; per chunk the rows' rank rows and thresholds
+ * go up and the outputs come back, to be combined in Captum's order. */
 typedef struct sv_graph {
     cx_derived core; /* graph, call shape, constants, plans */
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
@@ -132,7 +95,7 @@ static void sv_release(cattr_explainer *e) {
 #define SG_TIDX (SG_TROW + 3)
 #define SG_N_IN (SG_TROW + 3 + (s->core.target ? 1 : 0))
 #define SG_MAX_IN (4 * CX_MAX_IN + 4)
-#define SV_TABLE_BYTES ((size_t)256 << 20) /* rank tables larger than this keep the Shapley states on the host */
+#define SV_TABLE_BYTES ((size_t)256 << 20) /* the rank rows on the backend at a time: a window of the table */
 
 static cattr_status sv_build(cattr_explainer *e, void *state) {
     sv_graph *s = state;
@@ -185,16 +148,7 @@ static cattr_status sv_build(cattr_explainer *e, void *state) {
     return CATTR_OK;
 }
 
-/* Whether the states can run on the backend: rank rows for T table rows within SV_TABLE_BYTES. */
-static bool sv_on_device_ok(const cx_call *c, const pt_masks *pm, int64_t T) {
-    size_t bytes = 0;
-    bool shared = true;
-    for (int i = 0; i < c->n; i++) shared &= pm->rows[i] == 1;
-    for (int i = 0; i < c->n; i++) bytes += (size_t)(T * (shared ? 1 : c->B) * pm->per[i]) * sizeof(int64_t);
-    return c->B > 0 && bytes <= SV_TABLE_BYTES;
-}
-
-/* cx_pt_run_states for the Shapley methods on the backend: table tab [T, M + 1] (see above); state s of p reads table row
+/* The Shapley methods' states on the backend: table tab [T, M + 1] (see above); state s of p reads table row
  * trow_of(s) with threshold thr_of(s); the outputs go to p->take in state order. */
 /* The rank rows of every input on the backend, s->rk[i] [T * I, ...] (see above), from table tab [T, M + 1] and the
  * feature ids of I = id_rows rows, in one run of the table graph (the ids, the table and the row selections go up). */
@@ -285,19 +239,32 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
     cattr_status st = whole ? CATTR_OK : cx_pt_states_per_pass(e, c, p->n_states, &per);
     bool shared = true; /* one id list for every example, or one per example (the shared lists repeated) */
     for (int i = 0; i < c->n; i++) shared &= pm->rows[i] == 1;
-    int64_t rmax = per * B, nbuf = 2 * rmax, id_rows = shared ? 1 : B;
+    int64_t id_rows = shared ? 1 : B;
+    /* the rank rows of at most tmax table rows are on the backend at a time (a quarter of the memory budget, at most
+     * SV_TABLE_BYTES): a window of the table,
+     * made again when a chunk reads rows past it. A chunk of cnt states reads at most cnt consecutive table rows (a
+     * state's row never decreases, by one at most from one state to the next), so chunks hold at most tmax states. */
+    size_t trow_bytes = 0;
+    for (int i = 0; i < c->n; i++) trow_bytes += (size_t)(id_rows * pm->per[i]) * sizeof(int64_t);
+    size_t tbytes = cx_memory_budget(e) / 4; /* a quarter of the budget, at most SV_TABLE_BYTES */
+    if (tbytes > SV_TABLE_BYTES) tbytes = SV_TABLE_BYTES;
+    int64_t tmax = trow_bytes ? (int64_t)(tbytes / trow_bytes) : T, tw0 = 0, tw_n = 0;
+    if (tmax < 1) tmax = 1;
+    if (tmax > T) tmax = T;
+    if (per > tmax) per = tmax;
+    bool idle = B == 0 || p->n_out == 0; /* no rows or no outputs: nothing to run, the chunks have no values */
+    int64_t rmax = per * B, nbuf = 2 * rmax;
     if (whole && p->f->ond && p->f->osh[0] > nbuf) nbuf = p->f->osh[0];
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
     if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
-    if (st == CATTR_OK && target && whole) { /* the target of each row of the output */
+    if (st == CATTR_OK && !idle) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
+    if (st == CATTR_OK && !idle && target && whole) { /* the target of each row of the output */
         st = cx_pform_target_rows(p->f, p->c0, buf);
         if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
     }
-    if (st == CATTR_OK) st = sv_table_build(e, s, c, pm, tab, T, M, id_rows); /* the rank rows, made there once */
-    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
-    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK && !idle) st = cx_buf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
+    if (st == CATTR_OK && !idle) st = cx_buf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
     const sv_run *sv = p->user;
     cx_vsplit v;
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
@@ -308,11 +275,24 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             st = cx_pt_other(p, &v, k, s0, cnt, vals);
             continue;
         }
+        if (idle) {
+            st = cx_pt_computed(p, &v, k, s0, cnt, vals);
+            continue;
+        }
+        int64_t tr0, tr1, th0;
+        row_of(sv, s0, &tr0, &th0);
+        row_of(sv, s0 + cnt - 1, &tr1, &th0);
+        if (tw_n == 0 || tr0 < tw0 || tr1 >= tw0 + tw_n) { /* the window of the table from this chunk's first row */
+            tw0 = tr0;
+            tw_n = T - tw0 < tmax ? T - tw0 : tmax;
+            st = sv_table_build(e, s, c, pm, tab + tw0 * (M + 1), tw_n, M, id_rows);
+            if (st != CATTR_OK) break;
+        }
         for (int64_t j = 0; j < cnt; j++) {
             int64_t tr, th;
             row_of(sv, s0 + j, &tr, &th);
             for (int64_t b = 0; b < B; b++) {
-                buf[j * B + b] = tr * id_rows + (shared ? 0 : b); /* the row's rank row */
+                buf[j * B + b] = (tr - tw0) * id_rows + (shared ? 0 : b); /* the row's rank row */
                 buf[rmax + j * B + b] = th;
             }
         }
@@ -331,7 +311,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             memcpy(arg[SG_X(i)].sh, x->shape, sizeof arg[0].sh);
             memcpy(arg[SG_BASE(i)].sh, x->shape, sizeof arg[0].sh);
             memcpy(arg[SG_RK(i)].sh, x->shape, sizeof arg[0].sh);
-            arg[SG_RK(i)].sh[0] = T * id_rows;
+            arg[SG_RK(i)].sh[0] = tw_n * id_rows;
             arg[SG_X(i)].dt = arg[SG_BASE(i)].dt = x->dtype;
             arg[SG_X(i)].dev = s->cd.x[i].p;
             arg[SG_BASE(i)].dev = s->cd.base[i].p;
@@ -460,12 +440,8 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c0, cattr_ten
             if (cx_pt_replaying(c)) st = cx_pt_take_perm_draw(c, "svs_permutation", M, sv.perms + t * M);
             else cx_rng_permutation(&rng, M, sv.perms + t * M);
         }
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-            sv.cur[i] = malloc((size_t)c->x[i]->numel * cx_pt_in_esz(c, i) + 1);
-            if (!sv.cur[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        }
-        pt_pass p = {e, c, n_perm * M, n_out, svs_fill, svs_take, &sv, &pf, c0};
-        if (st == CATTR_OK && sv_on_device_ok(c, &pm, n_perm)) { /* the rank of every feature in every order */
+        pt_pass p = {e, c, n_perm * M, n_out, svs_take, &sv, &pf, c0};
+        if (st == CATTR_OK) { /* the rank of every feature in every order */
             int64_t *tab = malloc((size_t)(n_perm * (M + 1)) * sizeof *tab);
             if (!tab) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             for (int64_t t = 0; t < n_perm && st == CATTR_OK; t++) {
@@ -474,8 +450,6 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c0, cattr_ten
             }
             if (st == CATTR_OK) st = sv_run_states(&p, &pm, tab, n_perm, M, svs_row);
             free(tab);
-        } else if (st == CATTR_OK && (st = cx_inputs_to_host(e, c)) == CATTR_OK) { /* the host route */
-            st = cx_pt_run_states(&p);
         }
         n_iter = (double)n_perm;
     }
@@ -487,8 +461,8 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c0, cattr_ten
         if (!sv.coal || !order) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) {
             memcpy(sv.coal, ref.y, (size_t)n_out * sizeof *sv.coal);
-            pt_pass p = {e, c, n_coal - 1, n_out, sv_fill, sv_take, &sv, &pf, c0};
-            if (sv_on_device_ok(c, &pm, n_coal)) { /* per coalition: rank 0 for its features, 1 for the others */
+            pt_pass p = {e, c, n_coal - 1, n_out, sv_take, &sv, &pf, c0};
+            { /* per coalition: rank 0 for its features, 1 for the others */
                 int64_t *tab = malloc((size_t)(n_coal * (M + 1)) * sizeof *tab);
                 if (!tab) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
                 for (int64_t S = 0; S < n_coal && st == CATTR_OK; S++) {
@@ -497,8 +471,6 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c0, cattr_ten
                 }
                 if (st == CATTR_OK) st = sv_run_states(&p, &pm, tab, n_coal, M, sv_row);
                 free(tab);
-            } else if ((st = cx_inputs_to_host(e, c)) == CATTR_OK) { /* the host route */
-                st = cx_pt_run_states(&p);
             }
         }
         if (st == CATTR_OK && !part) {
@@ -517,7 +489,6 @@ static cattr_status shapley_attribute(cattr_explainer *e, cx_call *c0, cattr_ten
         free(order);
     }
     if (st == CATTR_OK && !part) st = sv_result(e, c, c0, &pf, &pm, &sv, n_iter, attr);
-    for (int i = 0; i < CX_MAX_IN; i++) free(sv.cur[i]);
     free(sv.perms);
     free(sv.prev);
     free(sv.coal);
