@@ -12,6 +12,7 @@
  */
 #include "attr/derive.h"
 #include "attr/internal.h"
+#include "core/pool.h"
 
 #include <omp.h>
 #include <stddef.h>
@@ -441,6 +442,27 @@ static cattr_status ig_download(cattr_explainer *e, cx_call *c, void *const *res
     return CATTR_OK;
 }
 
+/* The tasks of the two halves (cx_pool_run): each half's pass, and the delta's forward pass. */
+typedef struct halves_job {
+    cattr_explainer *e;
+    ig_state *s;
+    cx_call *c;
+    const cattr_tensor *seed;
+    const ig_cut *t;
+    int64_t h;
+    double *delta_sel;
+    cattr_status ts[3];
+    char msg[3][512];
+} halves_job;
+
+static void halves_task(void *user, int q) {
+    halves_job *j = user;
+    j->ts[q] = q == 0   ? ig_pass(j->e, j->s, j->c, j->seed, j->t, 0, j->h, 0, true)
+               : q == 1 ? ig_pass(j->e, j->s, j->c, j->seed, j->t, j->h, j->t->G, 1, true)
+                        : cx_delta_forward(j->e, j->c, j->c->base, j->delta_sel);
+    if (j->ts[q] != CATTR_OK) snprintf(j->msg[q], sizeof j->msg[q], "%s", cattr_last_error());
+}
+
 /* Small paths run as two halves of the units at once (on two cores when there are), each with its own plan: one
  * fork and join per call, where kernels too small to parallelise would fork per op. The fold then adds every unit
  * in order: the same chain as passes one after the other, whatever the thread count. */
@@ -451,22 +473,13 @@ static cattr_status ig_two_halves(cattr_explainer *e, ig_state *s, cx_call *c, c
     if (st == CATTR_OK) st = ig_pass_plan(e, s, c, seed, t, h, t->G, 1);
     if (st == CATTR_OK && delta_sel) st = cx_delta_prepare(e, c, c->base);
     /* three tasks, taken by whichever thread is free: the two halves and the delta's forward pass */
-    cattr_status ts[3] = {CATTR_OK, CATTR_OK, CATTR_OK};
-    char msg[3][512] = {"", "", ""};
+    halves_job hj = {e, s, c, seed, t, h, delta_sel, {CATTR_OK, CATTR_OK, CATTR_OK}, {"", "", ""}};
     int tasks = delta_sel ? 3 : 2;
     if (st == CATTR_OK) {
-        /* two threads at most, one where the user limits OpenMP to one (OMP_NUM_THREADS=1): the kernels inside size
-         * their per-thread scratch from the team they run in, so either count is safe, and the sums are the same */
-        int nt = omp_get_max_threads() < 2 ? 1 : 2;
-#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
-        for (int q = 0; q < tasks; q++) {
-            ts[q] = q == 0   ? ig_pass(e, s, c, seed, t, 0, h, 0, true)
-                    : q == 1 ? ig_pass(e, s, c, seed, t, h, t->G, 1, true)
-                             : cx_delta_forward(e, c, c->base, delta_sel);
-            if (ts[q] != CATTR_OK) snprintf(msg[q], sizeof msg[q], "%s", cattr_last_error());
-        }
+        /* two threads at most, one where the user limits OpenMP to one (OMP_NUM_THREADS=1); the sums are the same */
+        cx_pool_run(tasks, omp_get_max_threads() < 2 ? 1 : 2, halves_task, &hj);
         for (int q = 0; q < tasks && st == CATTR_OK; q++)
-            if (ts[q] != CATTR_OK) st = cx_fail(ts[q], "%s", msg[q]);
+            if (hj.ts[q] != CATTR_OK) st = cx_fail(hj.ts[q], "%s", hj.msg[q]);
     }
     void *units[FOLD_MAX * CX_MAX_IN];
     slot_units(s, c, 0, (int)h, units);

@@ -1,5 +1,6 @@
 /* plan.c - the planned and eager executors (see plan.h). */
 #include "exec/plan_internal.h"
+#include "core/pool.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -613,8 +614,11 @@ void cx_watch_note(cattr_progress_fn fn, void *user, int64_t done, int64_t total
 }
 
 /* Whether this thread makes the beats of a watched run: OpenMP thread 0 (the caller's, unless the run is inside a
- * parallel region of another thread), and only for a watch with a progress callback. */
-static bool beats_here(const cx_watch *w) { return w && w->progress && omp_get_thread_num() == 0; }
+ * parallel region of another thread) and not a helper of the task pool (core/pool.h), and only for a watch with a
+ * progress callback. */
+static bool beats_here(const cx_watch *w) {
+    return w && w->progress && omp_get_thread_num() == 0 && !cx_pool_is_helper();
+}
 
 /* At the start of a watched run: after a pause outside watched runs (between calls, or host work between passes)
  * longer than a beat's period, the period starts anew, so that a call does not begin with a beat. */
