@@ -22,6 +22,7 @@
 #include "ops/elementwise.h"
 #include "ops/ops.h"
 #include "core/rng.h"
+#include "core/pool.h"
 
 #include <math.h>
 #include <omp.h>
@@ -1445,13 +1446,14 @@ static cattr_status k_index(const cg_node *n, const cx_view *in, cx_view *out) {
 
 /* HostCall: the host function on tensors viewing the inputs (no copy), its output checked against the planned shape
  * and converted into `out`. Also the CPU backend's kernel (its memory is host memory) and the one the cpu-check and
- * cuda backends run on host copies. Never called from a worker thread: inside an active parallel region it refuses. */
+ * cuda backends run on host copies. Never called from a worker thread: inside an active parallel region or on a
+ * helper of the task pool it refuses. */
 static cattr_status k_host_call(const cg_node *n, const cx_view *in, cx_view *out) {
     const cg_host_fn *h = n->a.host;
     if (n->a.index == 1 || !h)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': a model that runs a host function ('%s') has no gradient: use "
                        "a perturbation method, or a forward function cattr can export", n->name, h ? h->name : "?");
-    if (omp_in_parallel())
+    if (omp_in_parallel() || cx_pool_is_helper())
         return cx_fail(CATTR_ERR_INTERNAL, "host function '%s' (node '%s') reached inside a parallel region: cattr "
                        "calls host functions only on the thread that called it, outside parallel regions", h->name,
                        n->name);
