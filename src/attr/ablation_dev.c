@@ -186,7 +186,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     int64_t R = cnt * c->B;
     cx_arg arg[FA_MAX_IN];
     void *out[CX_MAX_IN + 1];
-    memset(arg, 0, sizeof arg);
+    memset(arg, 0, (size_t)s->core.g->n_inputs * sizeof *arg);
     size_t idx_off = reference ? 0 : (size_t)((q0 + 1) * c->B) * sizeof(int64_t);
     for (int j = 0; j < FA_N_IN; j++) {
         arg[j].dt = CATTR_INT64;

@@ -250,7 +250,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     int64_t *first = ix ? i2 + 2 * R : NULL, *tidx = ix ? first + R : NULL;
     cattr_status st = ix ? cx_seed_block(e, c, &seed) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cx_arg arg[DL_MAX_IN];
-    memset(arg, 0, sizeof arg);
+    memset(arg, 0, (size_t)d->g->n_inputs * sizeof *arg);
     void *host[2 * CX_MAX_IN + 1] = {0};
     for (int i = 0; i < c->n; i++) {
         arg[DL_X(i)] = cx_arg_of(c->x[i], NULL);

@@ -340,7 +340,7 @@ static cx_job ig_job(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_te
     ig_dev *d = &s->d;
     int64_t s0 = j0 * t->u, s1 = j1 * t->u < t->n ? j1 * t->u : t->n, R = (s1 - s0) * c->B;
     size_t off = (size_t)s0 * (size_t)c->B * cattr_dtype_size(c->dt);
-    memset(arg, 0, IG_MAX_IN * sizeof *arg);
+    memset(arg, 0, (size_t)IG_N_IN * sizeof *arg); /* the inputs of the graph only: a pass runs per call */
     for (int i = 0; i < s->n; i++) {
         const cattr_tensor *x = c->x[i];
         cx_arg *a[4] = {&arg[IG_X(i)], &arg[IG_B(i)], &arg[IG_ALPHA(i)], &arg[IG_STEP(i)]};

@@ -331,7 +331,7 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
         }
         cx_arg arg[LP_MAX_IN];
         void *outp[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
-        memset(arg, 0, sizeof arg);
+        memset(arg, 0, (size_t)p->n_in * sizeof *arg);
         for (int k = 0; k < p->n_in; k++) { /* stand-ins for the inputs this kind does not read */
             arg[k].nd = 1;
             arg[k].sh[0] = 1;

@@ -485,7 +485,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
         for (int64_t r = 0; r < R; r++) buf[r] = (r % B) * n + s0 + r / B; /* Z's row of example b's sample */
         st = cx_copy_in(e->be, s->zrow.p, buf, (size_t)R * sizeof *buf);
         cx_arg arg[LM_MAX_IN];
-        memset(arg, 0, sizeof arg);
+        memset(arg, 0, (size_t)LM_N_IN * sizeof *arg);
         for (int k = 0; k < LM_N_IN; k++) {
             arg[k].nd = 1;
             arg[k].sh[0] = R;

@@ -365,7 +365,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             st = cx_copy_in(e->be, s->thr[i].p, buf, (size_t)(2 * nd * R) * sizeof *buf);
         }
         cx_arg arg[4 * CX_MAX_IN + CX_MAX_IN + 3];
-        memset(arg, 0, sizeof arg);
+        memset(arg, 0, (size_t)s->n_in * sizeof *arg);
         for (int k = 0; k < s->n_in; k++) {
             arg[k].nd = 1;
             arg[k].sh[0] = R;

@@ -299,7 +299,7 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         st = cx_copy_in(e->be, s->rkrow.p, buf, (size_t)R * sizeof *buf);
         if (st == CATTR_OK) st = cx_copy_in(e->be, s->thr.p, buf + rmax, (size_t)R * sizeof *buf);
         cx_arg arg[SG_MAX_IN];
-        memset(arg, 0, sizeof arg);
+        memset(arg, 0, (size_t)SG_N_IN * sizeof *arg);
         for (int k = 0; k < SG_N_IN; k++) {
             arg[k].nd = 1;
             arg[k].sh[0] = R;

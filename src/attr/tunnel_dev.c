@@ -444,7 +444,7 @@ static cattr_status dev_upload_call(cattr_explainer *e, dev_tunnel *s, cx_call *
 
 /* Shapes and dtypes of the graph's inputs for a chunk of R rows. */
 static void dev_shapes(const dev_tunnel *s, const cx_call *c, const cattr_tensor *seed, int64_t R, cx_arg *arg) {
-    memset(arg, 0, DT_MAX_IN * sizeof *arg);
+    memset(arg, 0, (size_t)s->n_in * sizeof *arg);
     for (int k = 0; k < s->n_in; k++) arg[k].dt = c->dt;
     for (int i = 0; i < s->n; i++) {
         const cattr_tensor *x = c->x[i];
@@ -854,7 +854,7 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->rows, (size_t)R * sizeof *ib, ib, false);
         cx_arg arg[5 * CX_MAX_IN + 1];
         void *out[3 * CX_MAX_IN];
-        memset(arg, 0, sizeof arg);
+        memset(arg, 0, (size_t)(5 * n + 1) * sizeof *arg);
         for (int k = 0; k < 5 * n + 1; k++) {
             arg[k].nd = 1;
             arg[k].sh[0] = R;

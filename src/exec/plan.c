@@ -114,6 +114,12 @@ bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_sh
     return true;
 }
 
+bool cx_plan_input_is(const cx_plan *p, int i, int nd, const int64_t *sh, cattr_dtype dt) {
+    return i < p->n_inputs && p->in_dtype[i] == dt && cx_shape_eq(p->in_ndim[i], p->in_shape[i], nd, sh);
+}
+
+int cx_plan_n_inputs(const cx_plan *p) { return p->n_inputs; }
+
 const cx_view *cx_plan_view(const cx_plan *p, int v) { return &p->views[v]; }
 size_t cx_plan_bytes(const cx_plan *p) { return p->eager ? p->eager_peak : p->arena_bytes; }
 

@@ -39,6 +39,11 @@ void cx_plan_use_arena(cx_plan *p, void *arena);
 bool cx_plan_matches(const cx_plan *p, const int *in_ndim, const int64_t (*in_shape)[CATTR_MAX_DIMS],
                      const cattr_dtype *in_dtype);
 
+/* Whether input i of plan p was planned for rank nd, shape sh and dtype dt (a cache's match, input by input). */
+bool cx_plan_input_is(const cx_plan *p, int i, int nd, const int64_t *sh, cattr_dtype dt);
+/* The number of graph inputs p was planned for. */
+int cx_plan_n_inputs(const cx_plan *p);
+
 /* The inferred view (dtype, shape) of value v; data is NULL outside a run. */
 const cx_view *cx_plan_view(const cx_plan *p, int v);
 

@@ -138,7 +138,34 @@ static cattr_status shapes_of(const cx_job *j, job_shapes *s) {
     return CATTR_OK;
 }
 
+/* The cached plan of j when there is one (its inputs compared in place: no copy of the shapes on a hit), else NULL. */
+static cx_plan *cache_hit(const cx_job *j) {
+    cx_plan_cache *pc = j->pc;
+    int cap = pc->cap > 0 ? (pc->cap < CX_PLAN_CACHE_MAX ? pc->cap : CX_PLAN_CACHE_MAX) : CX_PLAN_CACHE_DEFAULT;
+    for (int i = 0; i < cap; i++) {
+        cx_plan *p = pc->e[i].p;
+        if (!p || pc->e[i].n_outs != j->n_out || memcmp(pc->e[i].outs, j->outs, (size_t)j->n_out * sizeof *j->outs) ||
+            cx_plan_n_inputs(p) > j->n_in)
+            continue;
+        bool same = true;
+        for (int k = 0; k < cx_plan_n_inputs(p) && same; k++)
+            same = cx_plan_input_is(p, k, j->in[k].nd, j->in[k].sh, j->in[k].dt);
+        if (!same) continue;
+        pc->e[i].used = ++pc->clock;
+        return p;
+    }
+    return NULL;
+}
+
 static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
+    cx_plan *hit = cache_hit(j);
+    if (hit) {
+        if (j->pc->arena_be && !j->eager) CX_CHECK(lend_arena(j->pc, hit));
+        if (j->peak && cx_plan_bytes(hit) > *j->peak) *j->peak = cx_plan_bytes(hit);
+        if (j->plan) *j->plan = hit;
+        *plan = hit;
+        return CATTR_OK;
+    }
     job_shapes js;
     CX_CHECK(shapes_of(j, &js));
     int *nd = js.nd;
