@@ -127,10 +127,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     if (e->method && e->method->release) e->method->release(e);
     cx_tunnel_release(e);
     cx_drop_plans(e);
-    cx_derived_free(&e->delta_d);
-    cx_derived_free(&e->sum_d);
-    cx_derived_free(&e->spread_d);
-    cx_derived_free(&e->pmean_d);
+    for (int k = 0; k < CX_HELPER_CACHE; k++) cx_derived_free(&e->helpers[k].d);
     cx_buf_free(&e->spread_ids);
     free(e->spread_ids_host);
     for (int i = 0; i < CX_MAX_IN; i++) {

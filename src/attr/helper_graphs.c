@@ -82,17 +82,45 @@ cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *cons
     return st;
 }
 
-/* Whether the small derived graph d (its constants made for dtype dt) serves n attributions of like's ranks in c's
- * dtype (*fresh false); else it is freed and d->g is a new empty graph to build (*fresh true). */
-static cattr_status small_graph_begin(cx_derived *d, cattr_dtype dt, const cx_call *c, int n,
-                                      cattr_tensor *const *like, bool *fresh) {
-    bool same = d->g && d->n == n && d->consts && dt == c->dt;
-    for (int i = 0; same && i < n; i++) same = d->rank[i] == like[i]->ndim;
-    *fresh = !same;
-    if (same) return CATTR_OK;
-    cx_derived_free(d);
-    d->g = cg_new();
-    return d->g ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+/* The kinds of small graphs (cx_helper.kind; 0: an empty entry). */
+enum { H_DELTA = 1, H_SUM_LAST, H_SPREAD, H_PAIRS_MEAN };
+
+/* Builds a small graph for n attributions of like's ranks (n 0: a graph of the dtype alone) into g, its outputs into
+ * outs. Errors: CATTR_ERR_NO_MEMORY, CATTR_ERR_INTERNAL. */
+typedef cattr_status (*helper_build)(cg_graph *g, int n, cattr_tensor *const *like, int *outs);
+
+/* The explainer's small graph of this kind for n attributions of like's ranks in c's dtype: the cache entry that has
+ * it, or the least recently used entry made into it (graph, constants; its plans come with its runs). */
+static cattr_status helper_get(cattr_explainer *e, int kind, const cx_call *c, int n, cattr_tensor *const *like,
+                               helper_build build, cx_helper **out) {
+    cx_helper *lru = &e->helpers[0];
+    for (int k = 0; k < CX_HELPER_CACHE; k++) {
+        cx_helper *h = &e->helpers[k];
+        bool same = h->kind == kind && h->dt == c->dt && h->d.n == n;
+        for (int i = 0; same && i < n; i++) same = h->d.rank[i] == like[i]->ndim;
+        if (same) {
+            h->used = ++e->helpers_clock;
+            *out = h;
+            return CATTR_OK;
+        }
+        if (lru->kind && (!h->kind || h->used < lru->used)) lru = h;
+    }
+    cx_derived_free(&lru->d);
+    memset(lru, 0, sizeof *lru);
+    cattr_status st = (lru->d.g = cg_new()) ? build(lru->d.g, n, like, lru->outs)
+                                            : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &lru->d.consts);
+    if (st != CATTR_OK) {
+        cx_derived_free(&lru->d);
+        return st;
+    }
+    lru->d.n = n;
+    for (int i = 0; i < n; i++) lru->d.rank[i] = like[i]->ndim;
+    lru->kind = kind;
+    lru->dt = c->dt;
+    lru->used = ++e->helpers_clock;
+    *out = lru;
+    return CATTR_OK;
 }
 
 /* A run of small graph d's outputs outs[0..n_out) for inputs in[0..n_in) (results to host memory res, or to backend
@@ -111,12 +139,8 @@ static cattr_status small_run(cattr_explainer *e, cx_derived *d, const cx_arg *i
 
 /* The delta graph for n inputs of these ranks: inputs attr_0..attr_{n-1}, then d [B] (f(x) - f(start), rounded as
  * the compute dtype); output Sub(TorchSum(Reshape(attr_0, [B, -1]), 1) + ... , d). */
-static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
-    cx_derived *d = &e->delta_d;
-    bool fresh = false;
-    CX_CHECK(small_graph_begin(d, e->delta_dt, c, n, like, &fresh));
-    if (!fresh) return CATTR_OK;
-    cg_graph *g = d->g;
+static cattr_status delta_build(cg_graph *g, int n, cattr_tensor *const *like, int *outs) {
+    (void)like;
     int in[MAX_IN];
     for (int i = 0; i < n; i++) in[i] = cg_add_input(g, "__delta_attr");
     int diff = cg_add_input(g, "__delta_endpoints");
@@ -127,17 +151,12 @@ static cattr_status delta_graph(cattr_explainer *e, const cx_call *c, int n, cat
     sum.ints[0] = 1;
     int total = -1;
     for (int i = 0; i < n; i++) {
-        int r = cg_emit(g, CG_RESHAPE, "__delta_rows", (int[]){in[i]}, 1, &rows);
+        int r = in[i] < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__delta_rows", (int[]){in[i]}, 1, &rows);
         int t = r < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__delta_row_sum", (int[]){r}, 1, &sum);
         total = i == 0 ? t : cx_emit2(g, CG_ADD, "__delta_sum", total, t);
-        d->rank[i] = like[i]->ndim;
     }
-    int out = cx_emit2(g, CG_SUB, "__delta", total, diff);
-    if (out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    e->delta_out = out;
-    d->n = n;
-    e->delta_dt = c->dt;
-    return cx_consts_new(e->be, c->dt, &d->consts);
+    outs[0] = cx_emit2(g, CG_SUB, "__delta", total, diff);
+    return outs[0] < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
 }
 
 cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like,
@@ -146,7 +165,8 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     *delta = cx_tensor_alloc(c->dt, 1, &B);
     if (!*delta) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (B == 0) return CATTR_OK;
-    cattr_status st = delta_graph(e, c, n, like);
+    cx_helper *h = NULL;
+    cattr_status st = helper_get(e, H_DELTA, c, n, like, delta_build, &h);
     cattr_tensor *diff = st == CATTR_OK ? cx_tensor_alloc(c->dt, 1, &B) : NULL;
     if (st == CATTR_OK && !diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t b = 0; b < B && st == CATTR_OK; b++)
@@ -159,7 +179,7 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     void *res[1] = {(*delta)->data};
     if (st == CATTR_OK) {
         in[n] = cx_arg_of(diff, NULL);
-        st = small_run(e, &e->delta_d, in, n + 1, &e->delta_out, 1, res, NULL);
+        st = small_run(e, &h->d, in, n + 1, h->outs, 1, res, NULL);
     }
     cattr_tensor_free(diff);
     if (st != CATTR_OK) {
@@ -170,31 +190,24 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
 }
 
 /* The graph of cx_sum_last for n attributions of these ranks: out_i = TorchSum(attr_i, its last axis). */
-static cattr_status sum_last_graph(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like) {
-    cx_derived *d = &e->sum_d;
-    bool fresh = false;
-    CX_CHECK(small_graph_begin(d, e->sum_dt, c, n, like, &fresh));
-    if (!fresh) return CATTR_OK;
-    cg_graph *g = d->g;
+static cattr_status sum_last_build(cg_graph *g, int n, cattr_tensor *const *like, int *outs) {
     for (int i = 0; i < n; i++) {
         if (like[i]->ndim < 1) return cx_fail(CATTR_ERR_INTERNAL, "a scalar attribution has no last axis to sum");
         cg_attrs sum = cg_attrs_default();
         sum.n_ints = 1;
         sum.ints[0] = like[i]->ndim - 1;
         int in = cg_add_input(g, "__sum_attr");
-        e->sum_outs[i] = in < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__sum_last", (int[]){in}, 1, &sum);
-        if (e->sum_outs[i] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        d->rank[i] = like[i]->ndim;
+        outs[i] = in < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__sum_last", (int[]){in}, 1, &sum);
+        if (outs[i] < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    d->n = n;
-    e->sum_dt = c->dt;
-    return cx_consts_new(e->be, c->dt, &d->consts);
+    return CATTR_OK;
 }
 
 cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tensor *const *like, void *const *dev,
                          cattr_tensor **out) {
     for (int i = 0; i < n; i++) out[i] = NULL;
-    cattr_status st = sum_last_graph(e, c, n, like);
+    cx_helper *h = NULL;
+    cattr_status st = helper_get(e, H_SUM_LAST, c, n, like, sum_last_build, &h);
     cx_arg in[MAX_IN];
     void *res[MAX_IN] = {0};
     for (int i = 0; i < n && st == CATTR_OK; i++) {
@@ -204,7 +217,7 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
         if (!out[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else res[i] = out[i]->data;
     }
-    if (st == CATTR_OK) st = small_run(e, &e->sum_d, in, n, e->sum_outs, n, res, NULL);
+    if (st == CATTR_OK) st = small_run(e, &h->d, in, n, h->outs, n, res, NULL);
     for (int i = 0; i < n && st != CATTR_OK; i++) {
         cattr_tensor_free(out[i]);
         out[i] = NULL;
@@ -214,23 +227,17 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
 
 /* cx_spread's graph: inputs V [R, M + 1], ids int64 [id_rows, per], idrow int64 [R];
  * out = SeqPick(Reshape(V, [R, M + 1, 1]), Gather(ids, idrow)) [R, per, 1]. */
-static cattr_status spread_graph(cattr_explainer *e, const cx_call *c) {
-    cx_derived *d = &e->spread_d;
-    bool fresh = false;
-    CX_CHECK(small_graph_begin(d, e->spread_dt, c, 0, NULL, &fresh));
-    if (!fresh) return CATTR_OK;
-    cg_graph *g = d->g;
+static cattr_status spread_build(cg_graph *g, int n, cattr_tensor *const *like, int *outs) {
+    (void)n, (void)like;
     int v = cg_add_input(g, "__spread_values"), ids = cg_add_input(g, "__spread_ids");
     int idrow = cg_add_input(g, "__spread_id_rows");
     cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default();
     r3.n_ints = 3;
     r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
-    int rows = cg_emit(g, CG_GATHER, "__spread_ids_of_rows", (int[]){ids, idrow}, 2, &a0);
-    int v3 = cg_emit(g, CG_RESHAPE, "__spread_values_3d", (int[]){v}, 1, &r3);
-    e->spread_out = rows < 0 || v3 < 0 ? -1 : cx_emit2(g, CG_SEQ_PICK, "__spread", v3, rows);
-    if (e->spread_out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    e->spread_dt = c->dt;
-    return cx_consts_new(e->be, c->dt, &d->consts);
+    int rows = v < 0 || ids < 0 || idrow < 0 ? -1 : cg_emit(g, CG_GATHER, "__spread_ids_of_rows", (int[]){ids, idrow}, 2, &a0);
+    int v3 = rows < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__spread_values_3d", (int[]){v}, 1, &r3);
+    outs[0] = cx_emit2(g, CG_SEQ_PICK, "__spread", v3, rows);
+    return outs[0] < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
 }
 
 cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, int64_t R, int64_t M, const int64_t *ids,
@@ -240,7 +247,9 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
     int64_t vsh[2] = {R, M + 1}, nid = id_rows * per;
     cattr_tensor *vt = cx_tensor_alloc(c->dt, 2, vsh);
     int64_t *iv = malloc((size_t)(nid + 1) * sizeof *iv);
-    cattr_status st = vt && iv ? spread_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cx_helper *h = NULL;
+    cattr_status st = vt && iv ? helper_get(e, H_SPREAD, c, 0, NULL, spread_build, &h)
+                               : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
         for (int64_t r = 0; r < R; r++) { /* column M: the value of negative ids, 0 */
             for (int64_t f = 0; f < M; f++) cx_tensor_set(vt, r * (M + 1) + f, V[r * M + f]);
@@ -265,28 +274,22 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
                     {.nd = 2, .sh = {id_rows, per}, .dt = CATTR_INT64, .dev = e->spread_ids.p},
                     {.nd = 1, .sh = {R}, .dt = CATTR_INT64, .host = idrow}};
     void *res[1] = {out_dev ? NULL : out->data}, *res_dev[1] = {out_dev};
-    if (st == CATTR_OK) st = small_run(e, &e->spread_d, in, 3, &e->spread_out, 1, res, res_dev);
+    if (st == CATTR_OK) st = small_run(e, &h->d, in, 3, h->outs, 1, res, res_dev);
     cattr_tensor_free(vt);
     free(iv);
     return st;
 }
 
 /* cx_pairs_mean's graph: inputs X [B, nb, per] and nb [1] (dt); out = Div(TorchSum(X, 1), nb) [B, per]. */
-static cattr_status pairs_mean_graph(cattr_explainer *e, const cx_call *c) {
-    cx_derived *d = &e->pmean_d;
-    bool fresh = false;
-    CX_CHECK(small_graph_begin(d, e->pmean_dt, c, 0, NULL, &fresh));
-    if (!fresh) return CATTR_OK;
-    cg_graph *g = d->g;
+static cattr_status pairs_mean_build(cg_graph *g, int n, cattr_tensor *const *like, int *outs) {
+    (void)n, (void)like;
     cg_attrs sum = cg_attrs_default();
     sum.n_ints = 1;
     sum.ints[0] = 1;
     int x = cg_add_input(g, "__pairs"), nb = cg_add_input(g, "__pairs_count");
     int t = x < 0 ? -1 : cg_emit(g, CG_TORCH_SUM, "__pairs_sum", (int[]){x}, 1, &sum);
-    e->pmean_out = t < 0 || nb < 0 ? -1 : cx_emit2(g, CG_DIV, "__pairs_mean", t, nb);
-    if (e->pmean_out < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    e->pmean_dt = c->dt;
-    return cx_consts_new(e->be, c->dt, &d->consts);
+    outs[0] = cx_emit2(g, CG_DIV, "__pairs_mean", t, nb);
+    return outs[0] < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;
 }
 
 cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int n, cattr_tensor *const *like,
@@ -294,7 +297,9 @@ cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int
     for (int i = 0; i < n; i++) attr[i] = NULL;
     int64_t one = 1;
     cattr_tensor *cnt = cx_tensor_alloc(c->dt, 1, &one);
-    cattr_status st = cnt ? pairs_mean_graph(e, c) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cx_helper *h = NULL;
+    cattr_status st = cnt ? helper_get(e, H_PAIRS_MEAN, c, 0, NULL, pairs_mean_build, &h)
+                          : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) cx_tensor_set(cnt, 0, (double)nb);
     for (int i = 0; i < n && st == CATTR_OK; i++) {
         int64_t sh[CATTR_MAX_DIMS], B = c->B, per = B > 0 && nb > 0 ? like[i]->numel / (B * nb) : 0;
@@ -305,7 +310,7 @@ cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int
         if (st != CATTR_OK || attr[i]->numel == 0) continue;
         cx_arg in[2] = {{.nd = 3, .sh = {B, nb, per}, .dt = c->dt, .dev = dev[i]}, cx_arg_of(cnt, NULL)};
         void *res[1] = {attr[i]->data};
-        st = small_run(e, &e->pmean_d, in, 2, &e->pmean_out, 1, res, NULL);
+        st = small_run(e, &h->d, in, 2, h->outs, 1, res, NULL);
     }
     cattr_tensor_free(cnt);
     for (int i = 0; i < n && st != CATTR_OK; i++) {

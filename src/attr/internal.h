@@ -35,6 +35,17 @@ cattr_status cx_params_check(const cattr_attr_params *p);
  * than NeuronConductance, whose Captum classes take none). */
 bool cx_method_takes_target(cattr_method m);
 
+/* A small graph of helper_graphs.c kept by the explainer: its kind (0: empty), the compute dtype of its constants, the
+ * graph with its key (d.n attributions of the ranks in d.rank), constants and plans, and its outputs. */
+#define CX_HELPER_CACHE 8
+typedef struct cx_helper {
+    int kind;
+    cattr_dtype dt;
+    cx_derived d;
+    int outs[CX_MAX_IN];
+    uint64_t used;
+} cx_helper;
+
 /* inner explainers kept per explainer for distinct values of integer inputs that give shapes */
 #define CX_FOLD_CACHE 8
 
@@ -83,26 +94,14 @@ struct cattr_explainer {
      * Only the LLM IG path reads it, for its target log-probabilities. */
     double *fx;
     int64_t fx_n;
-    /* the convergence delta's graph on the backend (cx_delta_dev), for delta_d.n inputs of the ranks in delta_d.rank,
-     * its constants in delta_dt */
-    cx_derived delta_d;
-    cattr_dtype delta_dt;
-    int delta_out;
     /* set by the language-model adapter (llm.c): every attribution comes back summed over its last axis in torch's
      * order (a token's attribution: its embedding's, summed), on the backend (cx_sum_last), from attributions the
      * method leaves there (cx_call.attr_dev) where it honours that (run_once) */
     bool sum_last;
-    cx_derived sum_d; /* that sum's graph for sum_d.n attributions of the ranks in sum_d.rank, its constants in sum_dt */
-    cattr_dtype sum_dt;
-    int sum_outs[CX_MAX_IN];
-    /* cx_pairs_mean's graph (its constants in pmean_dt) */
-    cx_derived pmean_d;
-    cattr_dtype pmean_dt;
-    int pmean_out;
-    /* cx_spread's graph (its constants in spread_dt) */
-    cx_derived spread_d;
-    cattr_dtype spread_dt;
-    int spread_out;
+    /* the small graphs methods share (helper_graphs.c: the convergence delta, the sum over the last axis, cx_spread,
+     * cx_pairs_mean), cached by kind, the attributions' ranks and the compute dtype */
+    cx_helper helpers[CX_HELPER_CACHE];
+    uint64_t helpers_clock;
     cx_buf spread_ids; /* the ids it last uploaded (a copy in spread_ids_host, spread_ids_n values): calls with the
                          * same feature ids (a tunnel's partitions, the inputs of one call) upload them once */
     int64_t *spread_ids_host, spread_ids_n;
