@@ -282,7 +282,7 @@ typedef struct lm_graph {
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int y, w;        /* w: Lime's weights (-1: KernelShap, whose weights are the samples' own) */
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_buf ids[CX_MAX_IN], z, zrow, one, idzero, xf[CX_MAX_IN], bf[CX_MAX_IN];
+    cx_buf ids[CX_MAX_IN], z, one, idzero, xf[CX_MAX_IN], bf[CX_MAX_IN];
 } lm_graph;
 
 static void lm_release(cattr_explainer *e) {
@@ -295,7 +295,6 @@ static void lm_release(cattr_explainer *e) {
         cx_buf_free(&s->bf[i]);
     }
     cx_buf_free(&s->z);
-    cx_buf_free(&s->zrow);
     cx_buf_free(&s->one);
     cx_buf_free(&s->idzero);
     cx_derived_free(&s->core);
@@ -466,7 +465,6 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
         for (int64_t r = 0; r < rmax; r++) buf[r] = 1;
         st = cx_buf_fit(e->be, &s->one, (size_t)rmax * sizeof *buf, buf, false);
     }
-    if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->zrow, (size_t)rmax * sizeof *buf, NULL, false);
     cx_vsplit v; /* a call split into parts (split.c): a chunk's R outputs are its values */
     memset(&v, 0, sizeof v);
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n, chunk, ny * B, &v);
@@ -483,7 +481,6 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
             continue;
         }
         for (int64_t r = 0; r < R; r++) buf[r] = (r % B) * n + s0 + r / B; /* Z's row of example b's sample */
-        st = cx_copy_in(e->be, s->zrow.p, buf, (size_t)R * sizeof *buf);
         cx_arg arg[LM_MAX_IN];
         memset(arg, 0, (size_t)LM_N_IN * sizeof *arg);
         for (int k = 0; k < LM_N_IN; k++) {
@@ -520,7 +517,7 @@ static cattr_status evaluate(cattr_explainer *e, cx_call *c, cx_call *c0, const 
         arg[LM_Z].sh[0] = B * n;
         arg[LM_Z].sh[1] = M;
         arg[LM_Z].dev = s->z.p;
-        arg[LM_ZROW].dev = s->zrow.p;
+        arg[LM_ZROW].host = buf; /* goes up with the run */
         arg[LM_ROWS].dev = s->cd.rows.p;
         arg[LM_ONE].dev = s->one.p;
         arg[LM_TIDX].dev = s->cd.tidx.p;

@@ -182,7 +182,7 @@ typedef struct occ_graph {
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int n_in, y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_buf map[CX_MAX_IN], thr[CX_MAX_IN], zero;
+    cx_buf map[CX_MAX_IN], zero;
 } occ_graph;
 
 /* Windows of input i span the dims of its example shape (an example of one value: one dim of 1, occ_setup). */
@@ -192,10 +192,7 @@ static void occ_release(cattr_explainer *e) {
     occ_graph *s = e->method_state;
     if (!s) return;
     cx_call_dev_free(&s->cd);
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        cx_buf_free(&s->map[i]);
-        cx_buf_free(&s->thr[i]);
-    }
+    for (int i = 0; i < CX_MAX_IN; i++) cx_buf_free(&s->map[i]);
     cx_buf_free(&s->zero);
     cx_derived_free(&s->core);
     free(s);
@@ -312,7 +309,11 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     if (whole && p->f->ond && p->f->osh[0] > nbuf) nbuf = p->f->osh[0];
     int64_t *buf = st == CATTR_OK ? malloc((size_t)(nbuf + 1) * sizeof *buf) : NULL;
     double *vals = st == CATTR_OK ? malloc((size_t)(per * p->n_out + 1) * sizeof *vals) : NULL;
-    if (st == CATTR_OK && (!buf || !vals)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    /* a chunk's thresholds, input i's at thr + toff[i] (they go up with the chunk's run) */
+    int64_t toff[CX_MAX_IN + 1] = {0};
+    for (int i = 0; i < c->n; i++) toff[i + 1] = toff[i] + 2 * OCC_ND(s, i) * rmax;
+    int64_t *thr = st == CATTR_OK ? malloc((size_t)(toff[c->n] + 1) * sizeof *thr) : NULL;
+    if (st == CATTR_OK && (!buf || !vals || !thr)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = cx_call_dev_fit(e, c, &s->cd, rmax, target && !whole, per * p->n_out);
     if (st == CATTR_OK && target && whole) { /* the target of each row of the output */
         st = cx_pform_target_rows(p->f, p->c0, buf);
@@ -330,7 +331,6 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             }
         }
         if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->map[i], (size_t)(2 * nd * pe) * sizeof *buf, buf, false);
-        if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->thr[i], (size_t)(2 * nd * rmax) * sizeof *buf, NULL, false);
     }
     if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->zero, (size_t)rmax * sizeof *buf, NULL, true);
     cx_vsplit v;
@@ -342,9 +342,9 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             st = cx_pt_other(p, &v, q, s0, cnt, vals);
             continue;
         }
-        for (int i = 0; i < c->n && st == CATTR_OK; i++) { /* the chunk's thresholds for input i */
+        for (int i = 0; i < c->n; i++) { /* the chunk's thresholds for input i */
             const occ_input *w = &o->in[i];
-            int64_t nd = OCC_ND(s, i);
+            int64_t nd = OCC_ND(s, i), *ti = thr + toff[i];
             for (int64_t j = 0; j < cnt; j++) {
                 int64_t g = s0 + j, lo[CATTR_MAX_DIMS] = {0}, hi[CATTR_MAX_DIMS] = {0};
                 bool mine = g >= w->first && g < w->first + w->P;
@@ -358,11 +358,10 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
                 }
                 for (int d = 0; d < nd; d++)
                     for (int64_t b = 0; b < B; b++) {
-                        buf[(2 * d) * R + j * B + b] = mine ? hi[d] - 1 : -1;
-                        buf[(2 * d + 1) * R + j * B + b] = mine ? -lo[d] : 0;
+                        ti[(2 * d) * R + j * B + b] = mine ? hi[d] - 1 : -1;
+                        ti[(2 * d + 1) * R + j * B + b] = mine ? -lo[d] : 0;
                     }
             }
-            st = cx_copy_in(e->be, s->thr[i].p, buf, (size_t)(2 * nd * R) * sizeof *buf);
         }
         cx_arg arg[4 * CX_MAX_IN + CX_MAX_IN + 3];
         memset(arg, 0, (size_t)s->n_in * sizeof *arg);
@@ -386,7 +385,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
             arg[kx].dev = s->cd.x[i].p;
             arg[kb].dev = s->cd.base[i].p;
             arg[km].dev = s->map[i].p;
-            arg[kt].dev = s->thr[i].p;
+            arg[kt].host = thr + toff[i];
         }
         for (int j = 0; j < c->n_add; j++) {
             int ka = 4 * c->n + j;
@@ -407,6 +406,7 @@ static cattr_status occ_run_states(pt_pass *p, occ_run *o) {
     }
     st = cx_vsplit_end(&v, st);
     free(buf);
+    free(thr);
     free(vals);
     return st;
 }

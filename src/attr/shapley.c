@@ -67,7 +67,7 @@ typedef struct sv_graph {
     bool whole;      /* built for a model of the whole batch (perturb_forms.h) */
     int y;
     cx_call_dev cd; /* inputs, baselines, additional inputs, rows, targets, outputs */
-    cx_buf rk[CX_MAX_IN], rkrow, thr;
+    cx_buf rk[CX_MAX_IN];
     cx_derived tg; /* the rank rows' graph (sv_table_build) */
     int tg_outs[CX_MAX_IN];
 } sv_graph;
@@ -77,8 +77,6 @@ static void sv_release(cattr_explainer *e) {
     if (!s) return;
     cx_call_dev_free(&s->cd);
     for (int i = 0; i < CX_MAX_IN; i++) cx_buf_free(&s->rk[i]);
-    cx_buf_free(&s->rkrow);
-    cx_buf_free(&s->thr);
     cx_derived_free(&s->tg);
     cx_derived_free(&s->core);
     free(s);
@@ -263,8 +261,6 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
         st = cx_pform_target_rows(p->f, p->c0, buf);
         if (st == CATTR_OK) st = cx_buf_fit(e->be, &s->cd.tidx, (size_t)p->f->osh[0] * sizeof *buf, buf, false);
     }
-    if (st == CATTR_OK && !idle) st = cx_buf_fit(e->be, &s->rkrow, (size_t)rmax * sizeof *buf, NULL, false);
-    if (st == CATTR_OK && !idle) st = cx_buf_fit(e->be, &s->thr, (size_t)rmax * sizeof *buf, NULL, false);
     const sv_run *sv = p->user;
     cx_vsplit v;
     if (st == CATTR_OK) st = cx_vsplit_begin(e, c, p->n_states, per, p->n_out, &v);
@@ -296,8 +292,6 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
                 buf[rmax + j * B + b] = th;
             }
         }
-        st = cx_copy_in(e->be, s->rkrow.p, buf, (size_t)R * sizeof *buf);
-        if (st == CATTR_OK) st = cx_copy_in(e->be, s->thr.p, buf + rmax, (size_t)R * sizeof *buf);
         cx_arg arg[SG_MAX_IN];
         memset(arg, 0, (size_t)SG_N_IN * sizeof *arg);
         for (int k = 0; k < SG_N_IN; k++) {
@@ -323,8 +317,8 @@ static cattr_status sv_run_states(pt_pass *p, const pt_masks *pm, const int64_t 
             arg[SG_ADD(j)].dt = c->add[j]->dtype;
             arg[SG_ADD(j)].dev = s->cd.add[j].p;
         }
-        arg[SG_TROW].dev = s->rkrow.p;
-        arg[SG_THR].dev = s->thr.p;
+        arg[SG_TROW].host = buf; /* the rows' rank rows and thresholds go up with the run */
+        arg[SG_THR].host = buf + rmax;
         arg[SG_ROWS].dev = s->cd.rows.p;
         if (target) arg[SG_TIDX].dev = s->cd.tidx.p;
         if (target && whole) arg[SG_TIDX].sh[0] = p->f->osh[0];
