@@ -3,7 +3,8 @@
 # quiet and with one process spinning beside them (bench/under_load.py). The slowest loaded process's warm call must
 # stay within 10 times the quiet median plus 1 ms (a generous bound, for a shared machine and the sanitizer builds):
 # when idle threads spun after a parallel region, it took 8 ms against 0.16 ms quiet.
-# usage: under_load_test.sh CATTR_BINARY (run from the repository root; golden data from ${CATTR_GOLDEN:-../shared/golden})
+# usage: under_load_test.sh CATTR_BINARY (run from the repository root; the golden data from
+# ${CATTR_GOLDEN:-../shared/golden})
 cattr=$1
 golden=${CATTR_GOLDEN:-../shared/golden}
 if [ ! -x /usr/bin/python3 ] || [ ! -d "$golden/captum/custom_cnn__IntegratedGradients_gausslegendre" ]; then

@@ -234,7 +234,8 @@ static cattr_status spread_build(cg_graph *g, int n, cattr_tensor *const *like, 
     cg_attrs a0 = cg_attrs_default(), r3 = cg_attrs_default();
     r3.n_ints = 3;
     r3.ints[0] = 0, r3.ints[1] = -1, r3.ints[2] = 1;
-    int rows = v < 0 || ids < 0 || idrow < 0 ? -1 : cg_emit(g, CG_GATHER, "__spread_ids_of_rows", (int[]){ids, idrow}, 2, &a0);
+    int rows = v < 0 || ids < 0 || idrow < 0
+                   ? -1 : cg_emit(g, CG_GATHER, "__spread_ids_of_rows", (int[]){ids, idrow}, 2, &a0);
     int v3 = rows < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__spread_values_3d", (int[]){v}, 1, &r3);
     outs[0] = cx_emit2(g, CG_SEQ_PICK, "__spread", v3, rows);
     return outs[0] < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory") : CATTR_OK;

@@ -237,7 +237,8 @@ cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, in
     cx_view v;
     if (st == CATTR_OK) st = llm_job(m, 2 * m->prec, model->g, dt, 1, &in, outs, n_outs, &j);
     if (st == CATTR_OK) st = cx_run_view(&j, outs[0], &v);
-    if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
         dst[0] = o->data;
         for (int k = 1; k < n_outs; k++) dst[k] = kv[k - 1];
@@ -327,7 +328,8 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     for (int k = 0; arg && k < n_in; k++) arg[k].dt = k >= 1 && k <= 3 ? CATTR_INT64 : dt; /* positions, segments */
     int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * T + 3) * sizeof *segs);
     int64_t *last = malloc((size_t)(T + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
-    if (st == CATTR_OK && (!arg || !tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && (!arg || !tpos || !segs || !last || !tids))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     /* no recomputation in these passes: bigger ones only help the GEMMs (1024 positions measured 3-5% faster than
      * 384 at Qwen3-0.6B's shapes) */
     int64_t pass_target = target < 1024 ? 1024 : target;

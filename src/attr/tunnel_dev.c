@@ -724,7 +724,8 @@ cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *
         dev_tunnel *old = e->tunnel_state;
         cx_plan_cache tmp;
         memset(&tmp, 0, sizeof tmp);
-        cx_job j = cx_job_for(e, e->m->g, e->consts, old ? &old->lpc : &tmp); /* the state's cache, or one for this call */
+        /* the state's cache, or one for this call */
+        cx_job j = cx_job_for(e, e->m->g, e->consts, old ? &old->lpc : &tmp);
         j.eager = true; /* never run: no arena */
         j.n_in = c->n + c->n_add;
         j.in = arg;

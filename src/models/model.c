@@ -1,7 +1,7 @@
 /* model.c - loading models, describing them, resolving value names, and a plain forward pass. */
 #include "models/model.h"
 
-#include "exec/plan.h"
+#include "exec/run.h"
 #include "io/onnx.h"
 
 #include <stdio.h>
@@ -726,10 +726,7 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
     const cg_graph *g = m->g;
     if (n_inputs != g->n_inputs)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the model has %d inputs; %d given", g->n_inputs, n_inputs);
-    int nd[16];
-    int64_t sh[16][CATTR_MAX_DIMS];
-    cattr_dtype dt[16];
-    const void *host[16];
+    cx_arg in[16];
     cattr_tensor *conv[16] = {0};
     cattr_status st = CATTR_OK;
     if (n_inputs > 16) return cx_fail(CATTR_ERR_UNSUPPORTED, "more than 16 inputs");
@@ -756,33 +753,31 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (%s)", i, g->vals[g->inputs[i]].name,
                            t->ndim && t->shape[0] == 0 ? "0 rows: an empty batch" : "a dimension of size 0");
         CX_CHECK(cx_model_check_input(m, i, t, "input"));
-        nd[i] = t->ndim;
-        memcpy(sh[i], t->shape, sizeof sh[i]);
-        dt[i] = t->dtype == CATTR_INT64 ? CATTR_INT64 : dtype;
-        host[i] = t->data;
-        if (t->dtype != dt[i]) {
-            st = cattr_tensor_convert(t, dt[i], &conv[i]);
-            if (st == CATTR_OK) host[i] = conv[i]->data;
+        in[i] = cx_arg_of(t, NULL);
+        in[i].dt = t->dtype == CATTR_INT64 ? CATTR_INT64 : dtype;
+        if (t->dtype != in[i].dt) {
+            st = cattr_tensor_convert(t, in[i].dt, &conv[i]);
+            if (st == CATTR_OK) in[i].host = conv[i]->data;
         }
     }
     cx_consts *c = NULL;
-    cx_plan *p = NULL;
+    cx_plan_cache pc = {0};
     cattr_tensor *res = NULL;
     int outv = cx_model_output(m);
     cx_backend *be = NULL;
+    cx_view v;
     if (st == CATTR_OK) st = cx_model_backend(m, &be);
     if (st == CATTR_OK) st = cx_consts_new(be, dtype, &c);
-    if (st == CATTR_OK) st = cx_plan_new(g, c, false, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt, &outv, 1, &p);
-    if (st == CATTR_OK) {
-        const cx_view *v = cx_plan_view(p, outv);
-        res = cx_tensor_alloc(v->dtype, v->ndim, v->shape);
-        if (!res) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    }
+    cx_job j = {.g = g, .consts = c, .pc = &pc, .n_in = n_inputs, .in = in, .n_out = 1, .outs = &outv};
+    if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
+    if (st == CATTR_OK && !(res = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
         void *dst = res->data;
-        st = cx_plan_run(p, host, &dst);
+        j.out_host = &dst;
+        st = cx_run(&j);
     }
-    cx_plan_free(p);
+    cx_plan_cache_clear(&pc);
     cx_consts_free(c);
     for (int i = 0; i < n_inputs; i++) cattr_tensor_free(conv[i]);
     if (st != CATTR_OK) {
