@@ -62,6 +62,24 @@ static void *helper(void *arg) {
     return NULL;
 }
 
+/* A child of fork() has none of the parent's helpers, and may have been forked while another thread held the mutex:
+ * it starts with a fresh pool (its first call starts its own helpers). */
+static void after_fork_child(void) {
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t c1 = PTHREAD_COND_INITIALIZER, c2 = PTHREAD_COND_INITIALIZER;
+    g_mu = mu;
+    g_work = c1;
+    g_idle = c2;
+    g_started = 0;
+    g_busy = false;
+    g_invited = 0;
+    g_active = 0;
+    tl_in_task = false;
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static void pool_init(void) { pthread_atfork(NULL, NULL, after_fork_child); }
+
 static void run_inline(int n, void (*fn)(void *user, int i), void *user) {
     for (int i = 0; i < n; i++) fn(user, i);
 }
@@ -74,6 +92,7 @@ void cx_pool_run(int n, int max_threads, void (*fn)(void *user, int i), void *us
         run_inline(n, fn, user);
         return;
     }
+    pthread_once(&g_once, pool_init);
     pthread_mutex_lock(&g_mu);
     if (g_busy) { /* another thread's call holds the helpers */
         pthread_mutex_unlock(&g_mu);

@@ -8,9 +8,10 @@
  * 0.2 ms then took 8 ms).
  *
  * This is for task-level forks of small calls (IntegratedGradients' two halves). The data-parallel loops of the
- * kernels and OpenBLAS keep libgomp's team: inside a task, OpenMP runs one thread (the tasks' threads have
- * omp_set_num_threads(1) while they run one), as nested regions did, so the two never run more threads than
- * OMP_NUM_THREADS.
+ * kernels and OpenBLAS keep libgomp's team: while tasks run beside each other, OpenMP runs one thread in each (their
+ * threads have omp_set_num_threads(1)), as nested regions did, so the two never run more threads than
+ * OMP_NUM_THREADS; a call that runs its tasks inline (one thread, or helpers held by another call) leaves OpenMP as
+ * it is.
  */
 #ifndef CATTR_CORE_POOL_H
 #define CATTR_CORE_POOL_H
