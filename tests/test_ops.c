@@ -587,6 +587,14 @@ static void test_conv(void) {
     /* stride 1 but a filter too large for the direct kernels (16 x 3 x 3 x 8 taps): im2col + GEMM */
     conv_geo c7 = {1, 16, 4, 4, 8, 3, 3, 1, {1, 1}, {1, 1}, {1, 1}, 4, 4};
     conv_case("Conv 2-D stride 1 large filter (im2col)", &c7, 2, SHAPE(1, 1), true);
+    /* depthwise (groups = channels in = channels out: the direct per-plane kernels): stride 2 with pads, dilation 2
+     * with pads as large as the dilated taps reach, and 1-D with stride 2 */
+    conv_geo c9 = {2, 3, 7, 6, 3, 3, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, 3};
+    conv_case("Conv 2-D depthwise stride 2", &c9, 2, SHAPE(1, 1), true);
+    conv_geo c10 = {1, 4, 9, 8, 4, 3, 3, 4, {1, 1}, {2, 2}, {2, 2}, 9, 8};
+    conv_case("Conv 2-D depthwise dilation 2", &c10, 2, SHAPE(2, 2), false);
+    conv_geo c11 = {2, 3, 1, 9, 3, 1, 3, 3, {1, 2}, {0, 1}, {1, 1}, 1, 4};
+    conv_case("Conv 1-D depthwise stride 2", &c11, 1, SHAPE(0), true);
     /* stride 1 with pads as large as the kernel (the output reads only padding at its edges): im2col + GEMM */
     conv_geo c8 = {1, 1, 3, 3, 2, 2, 2, 1, {1, 1}, {2, 2}, {1, 1}, 6, 6};
     conv_case("Conv 2-D pads = kernel (im2col)", &c8, 2, SHAPE(2, 2), true);

@@ -729,6 +729,81 @@ static cattr_status K(conv_direct_grad_input)(const cg_node *n, const cx_geom *g
                               IH, IW, NULL, 0, dx);
 }
 
+/* Kernel taps [*k0, *k1) of output position o that land inside the input along one dim. */
+static inline void K(tap_range)(const cx_geom *g, int d, int64_t o, int64_t *k0, int64_t *k1) {
+    int64_t base = o * g->s[d] - g->pb[d], dd = g->d[d];
+    int64_t a = base >= 0 ? 0 : (-base + dd - 1) / dd;
+    int64_t b = g->in[d] - base > 0 ? (g->in[d] - base + dd - 1) / dd : 0;
+    *k0 = a;
+    *k1 = b < g->k[d] ? b : g->k[d];
+    if (*k1 < *k0) *k1 = *k0;
+}
+
+/* Depthwise 2-D convolution (one input channel per group and one output channel per group: MobileNet's and
+ * EfficientNet's 3x3 and 5x5 layers), any stride, dilation and padding, one plane per thread. Through im2col it was
+ * one GEMM of one row per channel (1% of the GEMM rate, bench/conv_layers.py). The forward sums the taps of an output
+ * element in tap order; the input gradient adds, for each tap in order, w * gy into the elements it reaches, the
+ * order col2im adds them in. */
+static bool K(conv_dw_ok)(const cx_geom *g, int64_t G) {
+    return G > 1 && g->c_in == G && g->c_out == G && g->in[0] == 1 && g->k[0] == 1 && g->out[0] == 1;
+}
+
+static cattr_status K(conv_dw)(const cx_geom *g, const T *x, const T *w, const T *bias, int relu, T *y) {
+    const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
+    const int64_t C = g->c_in;
+    PAR_FOR(g->n * C * OH * OW * KH * KW > PAR_MIN,
+    for (int64_t bc = 0; bc < g->n * C; bc++) {
+        int64_t c = bc % C;
+        const T *xp = x + bc * IH * IW, *wk = w + c * KH * KW;
+        T *yp = y + bc * OH * OW;
+        T bv = bias ? bias[c] : (T)0;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t ky0, ky1;
+            K(tap_range)(g, 1, oy, &ky0, &ky1);
+            int64_t iy0 = oy * g->s[1] - g->pb[1];
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t kx0, kx1;
+                K(tap_range)(g, 2, ox, &kx0, &kx1);
+                int64_t ix0 = ox * g->s[2] - g->pb[2];
+                T acc = 0;
+                for (int64_t ky = ky0; ky < ky1; ky++) {
+                    const T *xr = xp + (iy0 + ky * g->d[1]) * IW + ix0;
+                    for (int64_t kx = kx0; kx < kx1; kx++) acc += wk[ky * KW + kx] * xr[kx * g->d[2]];
+                }
+                T v = acc + bv;
+                yp[oy * OW + ox] = relu && !(v > 0) ? (T)0 : v;
+            }
+        }
+    });
+    return CATTR_OK;
+}
+
+static cattr_status K(conv_dw_grad_input)(const cx_geom *g, const T *w, const T *gy, T *dx) {
+    const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
+    const int64_t C = g->c_in;
+    PAR_FOR(g->n * C * OH * OW * KH * KW > PAR_MIN,
+    for (int64_t bc = 0; bc < g->n * C; bc++) {
+        int64_t c = bc % C;
+        const T *gp = gy + bc * OH * OW, *wk = w + c * KH * KW;
+        T *dp = dx + bc * IH * IW;
+        memset(dp, 0, (size_t)(IH * IW) * sizeof(T));
+        for (int64_t ky = 0; ky < KH; ky++)
+            for (int64_t kx = 0; kx < KW; kx++) {
+                T wv = wk[ky * KW + kx];
+                int64_t offy = ky * g->d[1] - g->pb[1], offx = kx * g->d[2] - g->pb[2], lo, hi;
+                K(valid_range)(IW, OW, g->s[2], offx, &lo, &hi);
+                for (int64_t oy = 0; oy < OH; oy++) {
+                    int64_t iy = oy * g->s[1] + offy;
+                    if (iy < 0 || iy >= IH) continue;
+                    T *dr = dp + iy * IW + offx;
+                    const T *gr = gp + oy * OW;
+                    for (int64_t ox = lo; ox < hi; ox++) dr[ox * g->s[2]] += wv * gr[ox];
+                }
+            }
+    });
+    return CATTR_OK;
+}
+
 /* Images per chunk so that the column buffer stays near 32 MiB. */
 static int64_t K(conv_chunk)(const cx_geom *g, int64_t kdim) {
     int64_t P = g->out[0] * g->out[1] * g->out[2];
@@ -748,6 +823,7 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
     T *y = out->data;
     const int relu = n->a.fuse_relu;
     if (K(conv_direct_ok)(&g, G)) return K(conv_direct)(n, &g, G, x, w, bias, relu, y);
+    if (K(conv_dw_ok)(&g, G)) return K(conv_dw)(&g, x, w, bias, relu, y);
     int64_t chunk = K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
     T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
@@ -788,6 +864,7 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
     const T *w = in[1].data, *gy = in[2].data;
     T *dx = out->data;
     if (K(conv_direct_ok)(&g, G)) return K(conv_direct_grad_input)(n, &g, G, w, gy, dx);
+    if (K(conv_dw_ok)(&g, G)) return K(conv_dw_grad_input)(&g, w, gy, dx);
     memset(dx, 0, (size_t)cx_view_numel(out) * sizeof(T));
     int64_t chunk = K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
@@ -814,15 +891,6 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
 
 /* ---- pooling -------------------------------------------------------------------------------------------- */
 
-/* Kernel taps [*k0, *k1) of output position o that land inside the input along one dim. */
-static inline void K(tap_range)(const cx_geom *g, int d, int64_t o, int64_t *k0, int64_t *k1) {
-    int64_t base = o * g->s[d] - g->pb[d], dd = g->d[d];
-    int64_t a = base >= 0 ? 0 : (-base + dd - 1) / dd;
-    int64_t b = g->in[d] - base > 0 ? (g->in[d] - base + dd - 1) / dd : 0;
-    *k0 = a;
-    *k1 = b < g->k[d] ? b : g->k[d];
-    if (*k1 < *k0) *k1 = *k0;
-}
 
 /* Max and average pooling, forward (gy_view NULL) or backward (dx into out). The maximum is the first one in
  * window scan order, as in PyTorch; windows that hold no input element give -inf (max) or 0 (average). */
