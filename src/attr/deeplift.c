@@ -253,13 +253,13 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
     memset(arg, 0, (size_t)d->g->n_inputs * sizeof *arg);
     void *host[2 * CX_MAX_IN + 1] = {0};
     for (int i = 0; i < c->n; i++) {
-        arg[DL_X(i)] = cx_arg_of(c->x[i], NULL);
-        arg[DL_D(i)] = cx_arg_of(c->dist[i], NULL);
+        arg[DL_X(i)] = cx_arg_of(c->x[i]);
+        arg[DL_D(i)] = cx_arg_of(c->dist[i]);
         arg[DL_X(i)].dt = arg[DL_D(i)].dt = c->dt;
     }
-    for (int j = 0; j < c->n_add; j++) arg[DL_ADD(j)] = cx_arg_of(c->add[j], NULL);
+    for (int j = 0; j < c->n_add; j++) arg[DL_ADD(j)] = cx_arg_of(c->add[j]);
     if (st == CATTR_OK) {
-        arg[DL_SEED] = cx_arg_of(seed, NULL);
+        arg[DL_SEED] = cx_arg_of(seed);
         arg[DL_SEED].dt = c->dt;
         for (int64_t r = 0; r < R; r++) {
             ix[r] = i2[r] = i2[R + r] = r / nb;

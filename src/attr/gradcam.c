@@ -164,8 +164,8 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
         cx_arg none = {.nd = 1, .sh = {1}, .dt = CATTR_INT64};
         in[k] = none;
     }
-    for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n], NULL);
-    in[GG_SEED] = cx_arg_of(seed, NULL);
+    for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n]);
+    in[GG_SEED] = cx_arg_of(seed);
     /* the layer's shape, then the suffix for its rank and the inputs' */
     cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
     j.n_in = s->n_in;

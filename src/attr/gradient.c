@@ -75,8 +75,8 @@ static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor 
     CX_CHECK(cx_seed_block(e, c, &seed));
     cx_arg in[2 * CX_MAX_IN + 1];
     void *host[CX_MAX_IN];
-    for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n], NULL);
-    in[s->n + s->n_add] = cx_arg_of(seed, NULL);
+    for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n]);
+    in[s->n + s->n_add] = cx_arg_of(seed);
     cattr_status st = CATTR_OK;
     for (int i = 0; i < c->n && st == CATTR_OK && !c->attr_dev[0]; i++) { /* else: left on the backend */
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);

@@ -178,7 +178,7 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     }
     void *res[1] = {(*delta)->data};
     if (st == CATTR_OK) {
-        in[n] = cx_arg_of(diff, NULL);
+        in[n] = cx_arg_of(diff);
         st = small_run(e, &h->d, in, n + 1, h->outs, 1, res, NULL);
     }
     cattr_tensor_free(diff);
@@ -211,7 +211,7 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
     cx_arg in[MAX_IN];
     void *res[MAX_IN] = {0};
     for (int i = 0; i < n && st == CATTR_OK; i++) {
-        in[i] = dev ? cx_arg_dev(like[i], dev[i]) : cx_arg_of(like[i], NULL);
+        in[i] = dev ? cx_arg_dev(like[i], dev[i]) : cx_arg_of(like[i]);
         in[i].dt = c->dt;
         out[i] = cx_tensor_alloc(c->dt, like[i]->ndim - 1, like[i]->shape);
         if (!out[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -309,7 +309,7 @@ cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int
         attr[i] = cx_tensor_alloc(c->dt, like[i]->ndim, sh);
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st != CATTR_OK || attr[i]->numel == 0) continue;
-        cx_arg in[2] = {{.nd = 3, .sh = {B, nb, per}, .dt = c->dt, .dev = dev[i]}, cx_arg_of(cnt, NULL)};
+        cx_arg in[2] = {{.nd = 3, .sh = {B, nb, per}, .dt = c->dt, .dev = dev[i]}, cx_arg_of(cnt)};
         void *res[1] = {attr[i]->data};
         st = small_run(e, &h->d, in, 2, h->outs, 1, res, NULL);
     }

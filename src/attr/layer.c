@@ -55,7 +55,7 @@ cattr_status cx_lg_lp_setup(const lgraph *lg, const cx_call *c, cattr_tensor *co
     pi->n = lg->g->n_inputs;
     if (pi->n > LG_MAX_IN) return cx_fail(CATTR_ERR_UNSUPPORTED, "too many graph inputs (%d)", pi->n);
     for (int i = 0; i < pi->n; i++) pi->in[i].dt = c->dt;
-    for (int i = 0; i < c->n; i++) pi->in[i] = cx_arg_of(xs[i], NULL);
+    for (int i = 0; i < c->n; i++) pi->in[i] = cx_arg_of(xs[i]);
     for (int j = 0; j < c->n_add; j++) {
         const cattr_tensor *a = c->add[j];
         if (reps != 1) {
@@ -63,7 +63,7 @@ cattr_status cx_lg_lp_setup(const lgraph *lg, const cx_call *c, cattr_tensor *co
             if (!pi->tmp[c->n + j]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             a = pi->tmp[c->n + j];
         }
-        pi->in[c->n + j] = cx_arg_of(a, NULL);
+        pi->in[c->n + j] = cx_arg_of(a);
     }
     return CATTR_OK;
 }
@@ -291,7 +291,7 @@ static cattr_status layer_pass(cattr_explainer *e, cx_call *c, cattr_tensor *con
         cx_view ov;
         st = cx_lg_lg_view(e, lg, &pi, cx_model_output(e->m), &ov);
         if (st == CATTR_OK) st = cx_lg_target_seed(c, &ov, reps, how, &seed);
-        if (st == CATTR_OK) pi.in[pi.n - 1] = cx_arg_of(seed, NULL);
+        if (st == CATTR_OK) pi.in[pi.n - 1] = cx_arg_of(seed);
     }
     for (int k = 0; k < s->n_l; k++) {
         outs[k] = s->lv[k];
@@ -331,7 +331,7 @@ static cattr_status neuron_pass(cattr_explainer *e, cx_call *c, cattr_tensor *co
         memset(seed->data, 0, (size_t)seed->numel * cattr_dtype_size(c->dt));
         for (int64_t r = 0; r < lv.shape[0]; r++)
             for (int64_t q = 0; q < ns.n_sel; q++) cx_tensor_set(seed, r * ns.per + ns.sel[q], 1.0);
-        pi.in[pi.n - 1] = cx_arg_of(seed, NULL);
+        pi.in[pi.n - 1] = cx_arg_of(seed);
         st = lg_run(e, &s->gn, &pi, s->gn_grad, c->n, gx);
     }
     free(ns.sel);
@@ -454,7 +454,7 @@ static cattr_status layer_suffix_pass(cattr_explainer *e, cx_call *c, int kind, 
     if (st == CATTR_OK) st = cx_lg_lg_view(e, &s->ga, &pi, cx_model_output(e->m), &ov);
     if (st == CATTR_OK) st = cx_lg_target_seed(c, &ov, 1, CX_TILE, &seed);
     if (st == CATTR_OK) {
-        pi.in[pi.n - 1] = cx_arg_of(seed, NULL);
+        pi.in[pi.n - 1] = cx_arg_of(seed);
         st = lg_run(e, &s->ga, &pi, outs, s->n_l, attr);
     }
     cx_lg_lp_free(&pi);

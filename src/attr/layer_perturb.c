@@ -123,7 +123,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
     memset(arg, 0, sizeof arg);
     for (int i = 0; i < nin; i++) arg[i].dt = c->dt;
     for (int i = 0; i < c->n; i++) {
-        arg[i] = cx_arg_of(xs[i], NULL);
+        arg[i] = cx_arg_of(xs[i]);
         arg[i].dt = c->dt;
     }
     for (int j = 0; j < c->n_add && st == CATTR_OK; j++) {
@@ -133,10 +133,10 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
             if (!tmp[j]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             a = tmp[j];
         }
-        if (st == CATTR_OK) arg[c->n + j] = cx_arg_of(a, NULL);
+        if (st == CATTR_OK) arg[c->n + j] = cx_arg_of(a);
     }
     for (int k = 0; k < lg->n_extra; k++)
-        if (extra && extra[k]) arg[lg->n_model_in + k] = cx_arg_of(extra[k], NULL);
+        if (extra && extra[k]) arg[lg->n_model_in + k] = cx_arg_of(extra[k]);
     cx_job j = cx_job_for(e, lg->g, e->consts, &lg->pc);
     j.n_in = nin;
     j.in = arg;
@@ -269,7 +269,7 @@ static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, ca
                                  void *const *xs_dev, cattr_tensor **act, cx_buf *dev) {
     cx_arg arg[2 * CX_MAX_IN];
     for (int k = 0; k < c->n + c->n_add; k++) {
-        arg[k] = cx_arg_of(k < c->n ? xs[k] : c->add[k - c->n], NULL);
+        arg[k] = cx_arg_of(k < c->n ? xs[k] : c->add[k - c->n]);
         if (k < c->n && xs_dev && xs_dev[k]) { /* inputs already on the backend */
             arg[k].host = NULL;
             arg[k].dev = xs_dev[k];

@@ -205,7 +205,7 @@ static cattr_status neuron_attribute(cattr_explainer *e, cx_call *c, cattr_tenso
     nstate *s = e->method_state;
     /* the layer's shape for this call (a shape-only plan of the model) */
     cx_arg in[2 * CX_MAX_IN];
-    for (int k = 0; k < c->n + c->n_add; k++) in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n], NULL);
+    for (int k = 0; k < c->n + c->n_add; k++) in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n]);
     cx_job j = cx_job_for(e, e->m->g, e->consts, &s->pc);
     j.eager = true; /* never run: no arena */
     j.n_in = c->n + c->n_add;

@@ -59,7 +59,7 @@ static void pass_free(pass_inputs *pi) {
 static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *const *xs, int64_t reps, cx_expand how,
                                pass_inputs *pi) {
     memset(pi, 0, sizeof *pi);
-    for (int i = 0; i < c->n; i++) pi->in[i] = cx_arg_of(xs[i], NULL);
+    for (int i = 0; i < c->n; i++) pi->in[i] = cx_arg_of(xs[i]);
     for (int j = 0; j < c->n_add; j++) {
         int gi = c->n + j;
         const cattr_tensor *a = c->add[j];
@@ -68,7 +68,7 @@ static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *con
             if (!pi->tmp[gi]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             a = pi->tmp[gi];
         }
-        pi->in[gi] = cx_arg_of(a, NULL);
+        pi->in[gi] = cx_arg_of(a);
     }
     pi->in[e->seed_input].dt = c->dt; /* its shape: the output's (the forward job does not read it) */
     pi->out = cx_model_output(e->m);
@@ -175,7 +175,7 @@ static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor 
     if (st == CATTR_OK) st = output_shape(e, &pi, reps * c->B, &ov);
     if (st == CATTR_OK) st = make_seed(c, ov.ndim, ov.shape, reps, how, &seed);
     if (st == CATTR_OK) {
-        pi.in[si] = cx_arg_of(seed, NULL);
+        pi.in[si] = cx_arg_of(seed);
         for (int k = 1; k <= n_extra; k++) {
             cx_arg x = {.nd = 1, .sh = {c->B}, .dt = CATTR_INT64, .host = extra[k - 1]};
             pi.in[si + k] = x;
@@ -534,7 +534,7 @@ cattr_status cx_output_shape(cattr_explainer *e, const cx_call *c, int64_t reps,
                              cattr_dtype *dt) {
     pass_inputs pi = {0};
     for (int k = 0; k < c->n + c->n_add; k++) {
-        pi.in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n], NULL);
+        pi.in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n]);
         pi.in[k].host = NULL; /* shapes only */
         if (pi.in[k].nd) pi.in[k].sh[0] *= reps;
     }

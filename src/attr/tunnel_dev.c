@@ -718,7 +718,7 @@ cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *
     if (lv) {
         cx_arg arg[2 * CX_MAX_IN];
         for (int k = 0; k < c->n + c->n_add; k++) {
-            arg[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n], NULL);
+            arg[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n]);
             arg[k].host = NULL; /* shapes only */
         }
         dev_tunnel *old = e->tunnel_state;

@@ -108,8 +108,8 @@ cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *hos
     return CATTR_OK;
 }
 
-cx_arg cx_arg_of(const cattr_tensor *t, cx_buf *keep) {
-    cx_arg a = {.nd = t->ndim, .dt = t->dtype, .host = t->data, .keep = keep};
+cx_arg cx_arg_of(const cattr_tensor *t) {
+    cx_arg a = {.nd = t->ndim, .dt = t->dtype, .host = t->data};
     memcpy(a.sh, t->shape, sizeof a.sh);
     return a;
 }
@@ -193,15 +193,8 @@ cattr_status cx_run(const cx_job *j) {
     void *dev[RUN_MAX_IN];
     cx_backend *be = cx_consts_backend(j->consts);
     for (int k = 0; k < j->n_in; k++) {
-        const cx_arg *a = &j->in[k];
-        host[k] = a->host;
-        dev[k] = (void *)a->dev;
-        if (a->host && a->keep) { /* up once into the method's buffer, read in place */
-            size_t bytes = (size_t)cx_numel(a->nd, a->sh) * cattr_dtype_size(a->dt);
-            CX_CHECK(cx_buf_fit(be, a->keep, bytes, a->host, false));
-            host[k] = NULL;
-            dev[k] = a->keep->p;
-        }
+        host[k] = j->in[k].host;
+        dev[k] = (void *)j->in[k].dev;
     }
     if (j->n_out > RUN_MAX_IN)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a run gives at most %d outputs, not %d", RUN_MAX_IN, j->n_out);

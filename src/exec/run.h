@@ -2,7 +2,7 @@
  * host gives, plans (a cache of plans by input shapes, dtypes and outputs), runs, and downloads what the host wants.
  *
  * A run is a cx_job: the graph and its constants, the plan cache it plans into, one cx_arg per graph input (host
- * values, values already in backend memory, or host values kept in a cx_buf for the method's next runs), the outputs
+ * values, or values already in backend memory), the outputs
  * wanted and where each goes (host memory or backend memory), and what the run watches (cancel flag, progress beat,
  * the non-finite diagnosis). Backend memory that outlives a run (accumulators across chunks, inputs uploaded once
  * for many runs) is a cx_buf.
@@ -66,8 +66,7 @@ cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *hos
 #define CX_RUN_MAX_IN 320
 
 /* One graph input of a run: its shape and dtype, and its values from one of
- * - host: host memory, copied in by the run (into *keep when keep is set: the buffer is kept, grown when too small,
- *   so that a method's next runs can read the values in place through dev = keep->p);
+ * - host: host memory, copied in by the run;
  * - dev: backend memory of the input's size, read in place;
  * - neither: an input the outputs do not read (or a planning-only job).
  * A tensor input: cx_arg_of. */
@@ -77,11 +76,10 @@ typedef struct cx_arg {
     cattr_dtype dt;
     const void *host;
     const void *dev;
-    cx_buf *keep;
 } cx_arg;
 
-/* The argument of host tensor t: its shape, dtype and values (kept in *keep when keep is not NULL). */
-cx_arg cx_arg_of(const cattr_tensor *t, cx_buf *keep);
+/* The argument of host tensor t: its shape, dtype and values. */
+cx_arg cx_arg_of(const cattr_tensor *t);
 /* The argument of values in backend memory dev, shaped as host tensor like (whose values are not read). */
 cx_arg cx_arg_dev(const cattr_tensor *like, const void *dev);
 

@@ -753,7 +753,7 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
             return cx_fail(CATTR_ERR_SHAPE, "input %d ('%s') has no elements (%s)", i, g->vals[g->inputs[i]].name,
                            t->ndim && t->shape[0] == 0 ? "0 rows: an empty batch" : "a dimension of size 0");
         CX_CHECK(cx_model_check_input(m, i, t, "input"));
-        in[i] = cx_arg_of(t, NULL);
+        in[i] = cx_arg_of(t);
         in[i].dt = t->dtype == CATTR_INT64 ? CATTR_INT64 : dtype;
         if (t->dtype != in[i].dt) {
             st = cattr_tensor_convert(t, in[i].dt, &conv[i]);
