@@ -953,6 +953,37 @@ static void test_rows(void) {
     cattr_tensor_free(b);
 }
 
+/* cx_tensor_first_nonfinite: the first NaN or infinity by flat index, in any block of the scan, both float dtypes */
+static void test_first_nonfinite(void) {
+    const int64_t n = 10001, at[] = {0, 1, 4095, 4096, 8191, 10000};
+    const double bad[] = {NAN, INFINITY, -INFINITY};
+    for (int dt = 0; dt < 2; dt++) {
+        cattr_dtype d = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        cattr_tensor *t = cx_tensor_alloc(d, 1, &n);
+        CHECK(t, "alloc");
+        if (!t) return;
+        for (int64_t k = 0; k < n; k++) cx_tensor_set(t, k, k % 7 ? 1e30 * (k % 3 - 1) : -0.0);
+        CHECK(cx_tensor_first_nonfinite(t) == -1, "all finite (dtype %d)", (int)d);
+        for (size_t i = 0; i < CX_ARRAY_LEN(at); i++)
+            for (size_t j = 0; j < CX_ARRAY_LEN(bad); j++) {
+                cx_tensor_set(t, at[i], bad[j]);
+                if (i + 1 < CX_ARRAY_LEN(at)) cx_tensor_set(t, at[i + 1] + 1 < n ? at[i + 1] : n - 1, NAN);
+                int64_t got = cx_tensor_first_nonfinite(t);
+                CHECK(got == at[i], "dtype %d: %g at %lld found at %lld", (int)d, bad[j], (long long)at[i],
+                      (long long)got);
+                for (int64_t k = 0; k < n; k++) cx_tensor_set(t, k, k % 7 ? 1e30 * (k % 3 - 1) : -0.0);
+            }
+        cattr_tensor_free(t);
+    }
+    int64_t m = 3;
+    cattr_tensor *ti = cx_tensor_alloc(CATTR_INT64, 1, &m);
+    if (ti) {
+        for (int64_t k = 0; k < m; k++) ((int64_t *)ti->data)[k] = INT64_MAX;
+        CHECK(cx_tensor_first_nonfinite(ti) == -1, "int64 has no non-finite value");
+        cattr_tensor_free(ti);
+    }
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/cattr_test_io_XXXXXX");
     if (!mkdtemp(g_dir)) {
@@ -969,6 +1000,7 @@ int main(void) {
     test_safetensors_padding_bytes();
     test_fuzz_regressions();
     test_rows();
+    test_first_nonfinite();
     test_golden();
     remove_dir();
     if (g_failures) {

@@ -15,12 +15,10 @@
 /* ---- validation ------------------------------------------------------------------------------------------- */
 
 static cattr_status check_finite(const cattr_tensor *t, const char *what, int i) {
-    for (int64_t k = 0; k < t->numel; k++) {
-        double v = cx_tensor_get(t, k);
-        if (!isfinite(v))
-            return cx_fail(CATTR_ERR_NONFINITE, "%s %d has a non-finite value (%g) at flat index %lld", what, i, v,
-                           (long long)k);
-    }
+    int64_t k = cx_tensor_first_nonfinite(t);
+    if (k >= 0)
+        return cx_fail(CATTR_ERR_NONFINITE, "%s %d has a non-finite value (%g) at flat index %lld", what, i,
+                       cx_tensor_get(t, k), (long long)k);
     return CATTR_OK;
 }
 

@@ -15,15 +15,13 @@ cattr_status cx_check_results(cattr_tensor *const *attr, int n, const cattr_tens
     for (int i = 0; i <= n; i++) {
         const cattr_tensor *t = i < n ? attr[i] : delta;
         if (!t || t->dtype == CATTR_INT64) continue;
-        for (int64_t k = 0; k < t->numel; k++) {
-            double v = cx_tensor_get(t, k);
-            if (!isfinite(v)) {
-                char what[64];
-                if (i < n) snprintf(what, sizeof what, "attribution %d", i);
-                else snprintf(what, sizeof what, "convergence delta");
-                return cx_fail(CATTR_ERR_NONFINITE, "%s holds %s at flat index %lld", what, isnan(v) ? "nan" : "inf",
-                               (long long)k);
-            }
+        int64_t k = cx_tensor_first_nonfinite(t);
+        if (k >= 0) {
+            char what[64];
+            if (i < n) snprintf(what, sizeof what, "attribution %d", i);
+            else snprintf(what, sizeof what, "convergence delta");
+            return cx_fail(CATTR_ERR_NONFINITE, "%s holds %s at flat index %lld", what,
+                           isnan(cx_tensor_get(t, k)) ? "nan" : "inf", (long long)k);
         }
     }
     return CATTR_OK;

@@ -298,6 +298,34 @@ double cx_tensor_get(const cattr_tensor *t, int64_t i) {
     return 0;
 }
 
+#define NONFINITE_BLOCK 4096
+int64_t cx_tensor_first_nonfinite(const cattr_tensor *t) {
+    if (t->dtype != CATTR_FLOAT32 && t->dtype != CATTR_FLOAT64) return -1;
+    for (int64_t b0 = 0; b0 < t->numel; b0 += NONFINITE_BLOCK) {
+        int64_t n = t->numel - b0 < NONFINITE_BLOCK ? t->numel - b0 : NONFINITE_BLOCK;
+        int bad = 0; /* an all-ones exponent: inf or NaN (integer compares, which the compiler vectorises) */
+        if (t->dtype == CATTR_FLOAT32) {
+            const float *v = (const float *)t->data + b0;
+            for (int64_t k = 0; k < n; k++) {
+                uint32_t u;
+                memcpy(&u, v + k, sizeof u);
+                bad |= (u & 0x7f800000u) == 0x7f800000u;
+            }
+        } else {
+            const double *v = (const double *)t->data + b0;
+            for (int64_t k = 0; k < n; k++) {
+                uint64_t u;
+                memcpy(&u, v + k, sizeof u);
+                bad |= (u & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+            }
+        }
+        if (bad)
+            for (int64_t k = b0; k < b0 + n; k++)
+                if (!isfinite(cx_tensor_get(t, k))) return k;
+    }
+    return -1;
+}
+
 void cx_tensor_set(cattr_tensor *t, int64_t i, double v) {
     switch (t->dtype) {
     case CATTR_FLOAT32: ((float *)t->data)[i] = (float)v; break;

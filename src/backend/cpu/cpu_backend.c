@@ -22,8 +22,8 @@
  * set is freed when the thread ends (a pthread key's destructor: OpenMP ends pool threads when a team shrinks), the
  * main thread's at exit. */
 typedef struct {
-    void *p[2];
-    size_t n[2];
+    void *p[3];
+    size_t n[3];
 } scratch_set;
 static _Thread_local scratch_set *g_scratch;
 static pthread_key_t g_scratch_key;
@@ -33,8 +33,7 @@ static bool g_scratch_key_ok;
 static void scratch_set_free(void *v) {
     scratch_set *s = v;
     if (!s) return;
-    free(s->p[0]);
-    free(s->p[1]);
+    for (int i = 0; i < 3; i++) free(s->p[i]);
     free(s);
 }
 static void scratch_key_make(void) { g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_set_free) == 0; }
