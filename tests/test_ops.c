@@ -657,6 +657,8 @@ static void test_pools(void) {
     /* dilation (2, 3): extent 5 x 7 on [7, 9] with pads 1 -> [(9 - 5) / 2 + 1, (11 - 7) / 1 + 1] = [3, 5] */
     pool_geo p5 = {1, 7, 9, {3, 3}, {2, 1}, {1, 1}, {1, 1}, 0, 3, 5, {2, 3}};
     pool_case("MaxPool dilation", CG_MAXPOOL, &p5, 0, true);
+    pool_geo p6 = {2, 7, 8, {3, 3}, {3, 3}, {1, 1}, {1, 1}, 0, 3, 3, {1, 1}}; /* a stride other than 1 and 2 */
+    pool_case("MaxPool 3x3/3 pad 1", CG_MAXPOOL, &p6, 0, true);
     for (int cip = 0; cip < 2; cip++) {
         char what[64];
         pool_geo q1 = {2, 4, 4, {3, 3}, {2, 2}, {1, 1}, {1, 1}, cip, 2, 2, {1, 1}};
@@ -706,6 +708,33 @@ static void test_pools(void) {
         a.stride[0] = a.stride[1] = 1;
         fwd_case("MaxPool 1x3 NaN", CG_MAXPOOL, &a, 1, &x, DIMS(1, 1, 2, 2), (const double[]){NAN, 2, NAN, NAN});
         free_ops(1, &x);
+    }
+    /* padded windows (the row kernel): a NaN stays the maximum, -inf values are maxima only when alone */
+    {
+        opnd x = IN(mk(DIMS(1, 1, 3, 4), (const double[]){-INFINITY, -INFINITY, NAN, 1, -INFINITY, 2, 0.5, -INFINITY, 3,
+                                                           -INFINITY, NAN, 0}));
+        cg_attrs a = cg_attrs_default();
+        a.nsp = 2;
+        a.kernel[0] = a.kernel[1] = 3;
+        a.stride[0] = a.stride[1] = 2;
+        for (int i = 0; i < 4; i++) a.pad[i] = 1;
+        fwd_case("MaxPool 3x3/2 pad 1 NaN", CG_MAXPOOL, &a, 1, &x, DIMS(1, 1, 2, 2), (const double[]){2, NAN, 3, NAN});
+        free_ops(1, &x);
+        /* every window all -inf: each one's gradient goes to its first element in scan order, (0, 0) for all four */
+        opnd xi = IN(mk(DIMS(1, 1, 2, 2), (const double[]){-INFINITY, -INFINITY, -INFINITY, -INFINITY}));
+        a.stride[0] = a.stride[1] = 1;
+        int yi;
+        cg_graph *gi = op_graph(CG_MAXPOOL, &a, 1, &xi, &yi);
+        cattr_tensor *sd = mk(DIMS(1, 1, 2, 2), (const double[]){1, 2, 4, 8}), *gri = NULL;
+        cg_rules ri;
+        cg_rules_default(&ri);
+        cattr_status sti = autodiff_run(gi, yi, &xi.t, sd, &ri, &gri);
+        CHECK(sti == CATTR_OK, "MaxPool all -inf backward: %s", cattr_last_error());
+        if (gri) expect("MaxPool all -inf backward", gri, DIMS(1, 1, 2, 2), (const double[]){15, 0, 0, 0});
+        cattr_tensor_free(gri);
+        cattr_tensor_free(sd);
+        cg_free(gi);
+        free_ops(1, &xi);
     }
 }
 

@@ -114,7 +114,10 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
     switch (n->op) {
     case CG_RELU_GRAD:
         PAR_FOR(cnt > PAR_MIN,
-        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : (T)0;);
+        for (int64_t i = 0; i < cnt; i++) {
+            T gv = g[i]; /* loaded whatever the sign: a select the vectoriser takes, not a branch per element */
+            y[i] = x[i] > 0 ? gv : (T)0;
+        });
         break;
     case CG_LEAKYRELU_GRAD:
         PAR_FOR(cnt > PAR_MIN,
@@ -130,11 +133,17 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
         break;
     case CG_CLIP_GRAD:
         PAR_FOR(cnt > PAR_MIN,
-        for (int64_t i = 0; i < cnt; i++) y[i] = (x[i] >= alpha && x[i] <= beta) ? g[i] : (T)0;);
+        for (int64_t i = 0; i < cnt; i++) {
+            T gv = g[i];
+            y[i] = (x[i] >= alpha) & (x[i] <= beta) ? gv : (T)0;
+        });
         break;
     case CG_ABS_GRAD:
         PAR_FOR(cnt > PAR_MIN,
-        for (int64_t i = 0; i < cnt; i++) y[i] = x[i] > 0 ? g[i] : x[i] < 0 ? -g[i] : (T)0;);
+        for (int64_t i = 0; i < cnt; i++) {
+            T gv = g[i];
+            y[i] = x[i] > 0 ? gv : x[i] < 0 ? -gv : (T)0;
+        });
         break;
     default: return cx_fail(CATTR_ERR_INTERNAL, "unary grad kernel: bad op");
     }
@@ -926,7 +935,7 @@ static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T 
                     int64_t best = 0;
                     T bv = v[0];
                     for (int t = 1; t < 4; t++) {
-                        int take = v[t] > bv || v[t] != v[t]; /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
+                        int take = (v[t] > bv) | (v[t] != v[t]); /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
                         best = take ? t : best;
                         bv = take ? v[t] : bv;
                     }
@@ -948,7 +957,7 @@ static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T 
                 for (int64_t ky = 0; ky < KH; ky++)
                     for (int64_t kx = 0; kx < KW; kx++) {
                         T v = w0[ky * IW + kx];
-                        int take = v > bv || v != v; /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
+                        int take = (v > bv) | (v != v); /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
                         best = take ? ky * IW + kx : best;
                         bv = take ? v : bv;
                     }
@@ -956,6 +965,72 @@ static void K(maxpool_inside)(const cx_geom *g, int64_t NC, const T *x, const T 
                 else y[nc * osp + oy * OW + ox] = bv;
             }
     });
+}
+
+/* One tap of a row of max-pooling windows: outputs lo..hi-1 read xr[ox * sx]; a window's first tap, a larger value
+ * or a NaN (as PyTorch: a NaN stays) takes its place. Selects, no branches: inlined with a constant stride, the
+ * vectoriser takes it. */
+static inline __attribute__((always_inline)) void K(maxpool_tap)(int64_t lo, int64_t hi, const T *xr, int64_t sx,
+                                                                 int32_t at, int32_t *best, T *bv) {
+    for (int64_t ox = lo; ox < hi; ox++) {
+        T v = xr[ox * sx], c = bv[ox];
+        int32_t b = best[ox];
+        int take = (b < 0) | (v > c) | (v != v);
+        best[ox] = take ? at + (int32_t)(ox * sx) : b;
+        bv[ox] = take ? v : c;
+    }
+}
+
+/* Max pooling over 2-D (or 1-D) windows with padding, any stride and dilation (ResNet's 3x3 / 2 stem pool), planes
+ * of under 2^31 elements: a row of outputs at a time, the taps in scan order, each over the outputs whose window it
+ * reaches inside the input. Every output sees its taps in the scalar loop's order under the same first-maximum rule;
+ * the gradient adds in output order. Returns false when the row buffers cannot be allocated. */
+static bool K(maxpool_rows_ok)(const cx_geom *g) { return g->in[0] == 1 && g->k[0] == 1 && g->in[1] * g->in[2] < INT32_MAX; }
+
+static bool K(maxpool_rows)(const cx_geom *g, int64_t NC, const T *x, const T *gy, T *y) {
+    const int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2], KH = g->k[1], KW = g->k[2];
+    const int64_t isp = IH * IW, osp = OH * OW, SX = g->s[2];
+    bool fail = false;
+    PAR_FOR_WITH(schedule(static) reduction(|| : fail), NC * osp * KH * KW > PAR_MIN,
+    for (int64_t nc = 0; nc < NC; nc++) {
+        T *bv = cpu_scratch(0, (size_t)OW * (sizeof(int32_t) + sizeof(T)));
+        if (!bv) {
+            fail = true;
+            continue;
+        }
+        int32_t *best = (int32_t *)(bv + OW);
+        const T *xc = x + nc * isp;
+        for (int64_t oy = 0; oy < OH; oy++) {
+            int64_t y0, y1;
+            K(tap_range)(g, 1, oy, &y0, &y1);
+            int64_t by = oy * g->s[1] - g->pb[1];
+            for (int64_t ox = 0; ox < OW; ox++) {
+                best[ox] = -1;
+                bv[ox] = (T)(-INFINITY); /* stays where the window holds no element */
+            }
+            for (int64_t ky = y0; ky < y1; ky++) {
+                int64_t row = (by + ky * g->d[1]) * IW;
+                for (int64_t kx = 0; kx < KW; kx++) {
+                    int64_t offx = kx * g->d[2] - g->pb[2], lo, hi;
+                    K(valid_range)(IW, OW, SX, offx, &lo, &hi);
+                    const T *xr = xc + row + offx;
+                    int32_t at = (int32_t)(row + offx);
+                    if (SX == 1) K(maxpool_tap)(lo, hi, xr, 1, at, best, bv);
+                    else if (SX == 2) K(maxpool_tap)(lo, hi, xr, 2, at, best, bv);
+                    else K(maxpool_tap)(lo, hi, xr, SX, at, best, bv);
+                }
+            }
+            if (gy) {
+                T *yc = y + nc * isp;
+                const T *gr = gy + nc * osp + oy * OW;
+                for (int64_t ox = 0; ox < OW; ox++)
+                    if (best[ox] >= 0) yc[best[ox]] += gr[ox];
+            } else {
+                memcpy(y + nc * osp + oy * OW, bv, (size_t)OW * sizeof(T));
+            }
+        }
+    });
+    return !fail;
 }
 
 static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, const cx_view *gy_view) {
@@ -972,6 +1047,11 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
                   (g.out[1] - 1) * g.s[1] + g.k[1] <= IH && (g.out[2] - 1) * g.s[2] + g.k[2] <= IW;
     if (inside) {
         K(maxpool_inside)(&g, NC, x, gy, y);
+        return CATTR_OK;
+    }
+    if (maxp && K(maxpool_rows_ok)(&g)) {
+        if (!K(maxpool_rows)(&g, NC, x, gy, y))
+            return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the pooling rows", n->name);
         return CATTR_OK;
     }
     /* tap ranges per output position and dim, computed once: [k0, k1) in r[d][2*o], r[d][2*o+1] */
@@ -1007,7 +1087,7 @@ static cattr_status K(pool)(const cg_node *n, const cx_view *in, cx_view *out, c
                                     int64_t idx = row + kx * g.d[2];
                                     T v = xc[idx];
                                     /* branch-free first maximum (NaN wins, as in PyTorch) */
-                                    int take = v > bv || v != v; /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
+                                    int take = (v > bv) | (v != v); /* as PyTorch: v > bv, or v is NaN (a NaN stays) */
                                     best = take ? idx : best;
                                     bv = take ? v : bv;
                                 }
@@ -1228,7 +1308,7 @@ static cattr_status K(dl_maxpool)(const cg_node *n, const cx_view *in, cx_view *
                             for (int64_t kx = x0; kx < x1; kx++) {
                                 int64_t idx = row + kx * g.d[2];
                                 T v = xc[idx];
-                                int take = v > bv || v != v; /* the first maximum, NaN wins: as the pool */
+                                int take = (v > bv) | (v != v); /* the first maximum, NaN wins: as the pool */
                                 best = take ? idx : best;
                                 bv = take ? v : bv;
                             }
