@@ -393,12 +393,24 @@ static cattr_status K(reduce)(const cg_node *n, const cx_view *in, cx_view *out)
         if (grad) {
             const T *g = in[0].data;
             T *y = out->data, c = (T)cnt;
+            if (inner == 1) { /* a value per outer index, filled over the reduced block */
+                PAR_FOR(nx > PAR_MIN,
+                for (int64_t o = 0; o < outer; o++) {
+                    T v = mean ? (T)(g[o] / c) : g[o], *yo = y + o * cnt;
+                    for (int64_t r = 0; r < cnt; r++) yo[r] = v;
+                });
+                return CATTR_OK;
+            }
+            PAR_FOR2(nx > PAR_MIN,
             for (int64_t o = 0; o < outer; o++)
-                for (int64_t r = 0; r < cnt; r++)
-                    for (int64_t i = 0; i < inner; i++) {
-                        T v = g[o * inner + i];
-                        y[(o * cnt + r) * inner + i] = mean ? (T)(v / c) : v;
-                    }
+                for (int64_t r = 0; r < cnt; r++) {
+                    T *yr = y + (o * cnt + r) * inner;
+                    const T *gr = g + o * inner;
+                    if (mean)
+                        for (int64_t i = 0; i < inner; i++) yr[i] = (T)(gr[i] / c);
+                    else
+                        for (int64_t i = 0; i < inner; i++) yr[i] = gr[i];
+                });
             return CATTR_OK;
         }
         const T *xv = x->data;
