@@ -99,13 +99,18 @@ def main():
     a = ap.parse_args()
     nets = set(a.nets.split(","))
     sg = a.sgemm or os.path.join(os.path.dirname(a.cattr), "sgemm_rate")
-    rates = []
-    for extra in ([], ["own"]):
-        r = subprocess.run([sg, "2048", "5"] + extra, capture_output=True, text=True, env=env())
-        m = re.search(r"gflops=([0-9.]+)", r.stdout)
-        if r.returncode != 0 and not extra:
-            sys.exit("sgemm_rate failed: %s" % (r.stderr or r.stdout))
-        rates.append(float(m.group(1)) if r.returncode == 0 and m else 0.0)
+    def gemm_rates():
+        rates = []
+        for extra in ([], ["own"]):
+            r = subprocess.run([sg, "2048", "5"] + extra, capture_output=True, text=True, env=env())
+            m = re.search(r"gflops=([0-9.]+)", r.stdout)
+            if r.returncode != 0 and not extra:
+                sys.exit("sgemm_rate failed: %s" % (r.stderr or r.stdout))
+            rates.append(float(m.group(1)) if r.returncode == 0 and m else 0.0)
+        return rates
+
+    # the roofline is the best of three measurements (a busy neighbour lowers one, never raises it)
+    rates = [max(col) for col in zip(*(gemm_rates() for _ in range(3)))]
     rate = max(rates)
     print("GEMM 2048^3: OpenBLAS %.1f GFLOP/s, cattr's own %s; roofline %.1f GFLOP/s; batch %d, warm median of %d "
           "calls" % (rates[0], "%.1f GFLOP/s" % rates[1] if rates[1] else "not available", rate, a.batch, a.runs))

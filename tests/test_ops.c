@@ -1816,6 +1816,51 @@ static void test_conv_transpose(void) {
     free_ops(3, ops);
 }
 
+/* Images of over a thousand output positions (one image per product, written in place: the CPU kernels'
+ * CONV_DIRECT_OUT), groups 2, stride 2: the forward with a bias and the fused ReLU against the reference, and
+ * ConvGradInput against the explicit adjoint sum, dx[ci, iy, ix] = sum of w[co, ci, ky, kx] gy[co, oy, ox]. */
+static void test_conv_large_images(void) {
+    conv_geo c = {2, 4, 65, 66, 6, 3, 3, 2, {2, 2}, {1, 1}, {1, 1}, 33, 33};
+    cg_attrs a = cg_attrs_default();
+    a.nsp = 2;
+    a.group = c.G;
+    a.kernel[0] = c.KH, a.kernel[1] = c.KW;
+    for (int i = 0; i < 2; i++) a.stride[i] = c.s[i], a.dilation[i] = c.d[i], a.pad[i] = a.pad[2 + i] = c.p[i];
+    a.fuse_relu = 1;
+    opnd ops[3] = {IN(rnd(DIMS(c.N, c.C, c.H, c.W))), CST(rnd(DIMS(c.CO, c.C / c.G, c.KH, c.KW))), CST(rnd(DIMS(c.CO)))};
+    int64_t ny = (int64_t)c.N * c.CO * c.OH * c.OW, nx = (int64_t)c.N * c.C * c.H * c.W;
+    double *want = malloc((size_t)ny * sizeof *want), *dx = calloc((size_t)nx, sizeof *dx);
+    CHECK(want && dx, "out of memory");
+    if (want && dx) {
+        ref_conv(&c, D(ops[0].t), D(ops[1].t), D(ops[2].t), want);
+        for (int64_t i = 0; i < ny; i++) want[i] = want[i] > 0 ? want[i] : 0;
+        fwd_case("Conv large images, bias + fused ReLU", CG_CONV, &a, 3, ops, DIMS(c.N, c.CO, c.OH, c.OW), want);
+        a.fuse_relu = 0;
+        opnd gops[3] = {CST(rnd(DIMS(c.N, c.C, c.H, c.W))), CST(rnd(DIMS(c.CO, c.C / c.G, c.KH, c.KW))),
+                        IN(rnd(DIMS(c.N, c.CO, c.OH, c.OW)))};
+        const double *w = D(gops[1].t), *gy = D(gops[2].t);
+        int cig = c.C / c.G, cog = c.CO / c.G;
+        for (int n = 0; n < c.N; n++)
+            for (int co = 0; co < c.CO; co++)
+                for (int oh = 0; oh < c.OH; oh++)
+                    for (int ow = 0; ow < c.OW; ow++)
+                        for (int ci = 0; ci < cig; ci++)
+                            for (int kh = 0; kh < c.KH; kh++)
+                                for (int kw = 0; kw < c.KW; kw++) {
+                                    int ih = oh * c.s[0] - c.p[0] + kh * c.d[0], iw = ow * c.s[1] - c.p[1] + kw * c.d[1];
+                                    if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                                    dx[((n * c.C + co / cog * cig + ci) * c.H + ih) * c.W + iw] +=
+                                        w[((co * cig + ci) * c.KH + kh) * c.KW + kw] *
+                                        gy[((n * c.CO + co) * c.OH + oh) * c.OW + ow];
+                                }
+        fwd_case("ConvGradInput large images", CG_CONV_GRAD_INPUT, &a, 3, gops, DIMS(c.N, c.C, c.H, c.W), dx);
+        free_ops(3, gops);
+    }
+    free(want);
+    free(dx);
+    free_ops(3, ops);
+}
+
 /* ---- recurrent layers ------------------------------------------------------------------------------------------- */
 
 static double sigmoid_d(double x) { return 1 / (1 + exp(-x)); }
@@ -1918,6 +1963,7 @@ int main(void) {
     test_mod_scatter();
     test_resize();
     test_conv_transpose();
+    test_conv_large_images();
     test_expand_where();
     test_if();
     test_kinks();

@@ -834,6 +834,12 @@ static cattr_status K(conv_dw_grad_input)(const cx_geom *g, const T *w, const T 
     return CATTR_OK;
 }
 
+/* Output positions per image from which a convolution runs one image per product (no staging copy of its output
+ * or gradient); below, images go side by side so that the product is wide enough. */
+#ifndef CONV_DIRECT_OUT
+#define CONV_DIRECT_OUT 1024
+#endif
+
 /* Images per chunk so that the column buffer stays near 32 MiB. */
 static int64_t K(conv_chunk)(const cx_geom *g, int64_t kdim) {
     int64_t P = g->out[0] * g->out[1] * g->out[2];
@@ -854,16 +860,37 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
     const int relu = n->a.fuse_relu;
     if (K(conv_direct_ok)(&g, G)) return K(conv_direct)(n, &g, G, x, w, bias, relu, y);
     if (K(conv_dw_ok)(&g, G)) return K(conv_dw)(&g, x, w, bias, relu, y);
-    int64_t chunk = K(conv_chunk)(&g, kdim);
+    /* large images: one image per product, written straight into y (the product's sums do not depend on its
+     * columns, so the bits are those of a batched product); small ones: images side by side in one product */
+    const bool direct = P >= CONV_DIRECT_OUT;
+    int64_t chunk = direct ? 1 : K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
-    T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
-    if (!col || !tmp) {
+    T *tmp = direct ? NULL : cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
+    if (!col || (!direct && !tmp)) {
         return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
     }
     for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
         int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk;
         for (int64_t gi = 0; gi < G; gi++) {
             K(im2col)(&g, x, b0, nb, gi * cig, cig, col);
+            if (direct) {
+                T *yg = y + (b0 * g.c_out + gi * cog) * P;
+                GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)P, (int)kdim, (T)1, w + gi * cog * kdim,
+                     (int)kdim, col, (int)P, (T)0, yg, (int)P);
+                if (!bias && !relu) continue;
+                PAR_FOR(cog * P > PAR_MIN,
+                for (int64_t co = 0; co < cog; co++) {
+                    T bv = bias ? bias[gi * cog + co] : (T)0, *yr = yg + co * P;
+                    if (relu)
+                        for (int64_t p = 0; p < P; p++) {
+                            T v = yr[p] + bv;
+                            yr[p] = v > 0 ? v : (T)0;
+                        }
+                    else
+                        for (int64_t p = 0; p < P; p++) yr[p] = yr[p] + bv;
+                });
+                continue;
+            }
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)(nb * P), (int)kdim, (T)1,
                  w + gi * cog * kdim, (int)kdim, col, (int)(nb * P), (T)0, tmp, (int)(nb * P));
             PAR_FOR2(cog * nb * P > PAR_MIN,
@@ -896,11 +923,12 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
     if (K(conv_direct_ok)(&g, G)) return K(conv_direct_grad_input)(n, &g, G, w, gy, dx);
     if (K(conv_dw_ok)(&g, G)) return K(conv_dw_grad_input)(&g, w, gy, dx);
     memset(dx, 0, (size_t)cx_view_numel(out) * sizeof(T));
-    int64_t chunk = K(conv_chunk)(&g, kdim);
+    const bool direct = P >= CONV_DIRECT_OUT; /* one image per product, its gradient read in place (as above) */
+    int64_t chunk = direct ? 1 : K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
-    T *tmp = cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
+    T *tmp = direct ? NULL : cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
     T *wt = cpu_scratch(2, (size_t)(kdim * cog) * sizeof(T));
-    if (!col || !tmp || !wt) {
+    if (!col || (!direct && !tmp) || !wt) {
         return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
     }
     for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
@@ -911,14 +939,19 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
             const T *wg = w + gi * cog * kdim;
             for (int64_t r = 0; r < kdim; r++)
                 for (int64_t co = 0; co < cog; co++) wt[r * cog + co] = wg[co * kdim + r];
-            for (int64_t co = 0; co < cog; co++)
-                for (int64_t b = 0; b < nb; b++) {
-                    T *dst = tmp + co * nb * P + b * P;
-                    const T *src = gy + ((b0 + b) * g.c_out + gi * cog + co) * P;
-                    for (int64_t q = 0; q < P; q++) dst[q] = src[q];
-                }
+            const T *gsrc = gy + (b0 * g.c_out + gi * cog) * P; /* direct: this image's [cog, P] block */
+            if (!direct) {
+                PAR_FOR2(cog * nb * P > PAR_MIN,
+                for (int64_t co = 0; co < cog; co++)
+                    for (int64_t b = 0; b < nb; b++) {
+                        T *dst = tmp + co * nb * P + b * P;
+                        const T *src = gy + ((b0 + b) * g.c_out + gi * cog + co) * P;
+                        for (int64_t q = 0; q < P; q++) dst[q] = src[q];
+                    });
+                gsrc = tmp;
+            }
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kdim, (int)(nb * P), (int)cog, (T)1, wt, (int)cog,
-                 tmp, (int)(nb * P), (T)0, col, (int)(nb * P));
+                 gsrc, (int)(nb * P), (T)0, col, (int)(nb * P));
             K(col2im)(&g, col, b0, nb, gi * cig, cig, dx);
         }
     }
