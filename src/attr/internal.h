@@ -83,7 +83,8 @@ struct cattr_explainer {
     size_t peak;
     double *alphas, *steps; /* IG points, computed once */
     void *method_state;     /* owned by the method; released by its `release` */
-    void *tunnel_state;     /* NoiseTunnel's and GradientShap's graph and buffers on the backend (noise.c) */
+    void *tunnel_state;     /* NoiseTunnel's and GradientShap's graph and buffers on the backend (tunnel_dev.c) */
+    void *tunnel_io;        /* the same for a NoiseTunnel around a method that runs whole per partition */
     /* cx_row_bytes with gradients: the gradient plan's bytes for one row, for the one-rep input shapes in rb_sh */
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
@@ -415,7 +416,7 @@ cattr_attr_params cx_inner_params(const cattr_explainer *e, cattr_method method)
 /* The caller's call behind c, without the draws an enclosing NoiseTunnel has already taken. */
 cattr_call cx_call_rest(const cx_call *c);
 
-/* Frees e->tunnel_state. */
+/* Frees e->tunnel_state and e->tunnel_io. */
 void cx_tunnel_release(cattr_explainer *e);
 
 /* The value id a layer name (module path or ONNX value; with attribute_to_layer_input, the module's input) refers

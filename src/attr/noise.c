@@ -103,26 +103,6 @@ static cattr_status draw_indices(cattr_explainer *e, cx_call *c, const tunnel *t
 }
 
 
-/* Input i repeated m times per example (interleaved) plus its float32 Gaussian noise (cx_nt_noise_values: the draws the
- * backend tunnel uses too), added on the host for a wrapped method that takes host inputs. */
-static cattr_status noisy_input(cattr_explainer *e, cx_call *c, const tunnel *t, int i, const part_info *pi,
-                                cattr_tensor **out) {
-    const cattr_tensor *x = c->x[i];
-    int64_t per = c->B ? x->numel / c->B : 0;
-    cattr_tensor *o = cx_nt_alloc_rows(x, c->dt, c->B * pi->m);
-    if (!o) return cx_nt_oom();
-    cattr_status st = cx_nt_noise_values(e, c, t->tag, i, pi->m, pi->j0, t->stdev, o->data);
-    for (int64_t r = 0; r < c->B * pi->m && st == CATTR_OK; r++)
-        for (int64_t k = 0; k < per; k++)
-            cx_tensor_set(o, r * per + k, cx_rnd(c->dt, cx_tensor_get(x, (r / pi->m) * per + k) + cx_tensor_get(o, r * per + k)));
-    if (st != CATTR_OK) {
-        cattr_tensor_free(o);
-        return st;
-    }
-    *out = o;
-    return CATTR_OK;
-}
-
 /* ---- the derived call ------------------------------------------------------------------------------------------ */
 
 
@@ -228,63 +208,6 @@ cattr_status cx_nt_derived_baseline(const cx_call *c, const tunnel *t, int i, in
     return CATTR_OK;
 }
 
-/* ---- accumulation ------------------------------------------------------------------------------------------- */
-
-
-cattr_status cx_nt_accumulate(const cattr_tensor *a, int i, int64_t m, sums *s) {
-    if (a->ndim < 1 || a->shape[0] % m != 0)
-        return cx_fail(CATTR_ERR_SHAPE, "the wrapped method's attribution %d has %lld rows, not a multiple of the %lld "
-                                        "samples",
-                       i, (long long)(a->ndim ? a->shape[0] : 0), (long long)m);
-    int64_t bsz = a->shape[0] / m, per = a->shape[0] ? a->numel / a->shape[0] : 0;
-    cattr_dtype dt = a->dtype;
-    bool first = s->sum == NULL;
-    if (first) {
-        s->dt = dt;
-        s->ndim = a->ndim;
-        memcpy(s->shape, a->shape, sizeof s->shape);
-        s->shape[0] = bsz;
-        s->numel = bsz * per;
-        s->sum = malloc((size_t)(s->numel + 1) * sizeof *s->sum);
-        s->sq = malloc((size_t)(s->numel + 1) * sizeof *s->sq);
-        if (!s->sum || !s->sq) return cx_nt_oom();
-    } else if (bsz * per != s->numel || dt != s->dt) {
-        return cx_fail(CATTR_ERR_SHAPE, "the wrapped method's attribution %d changed shape between partitions", i);
-    }
-    double *col = malloc((size_t)(2 * m + 1) * sizeof *col), *col_sq = col ? col + m : NULL;
-    if (!col) return cx_nt_oom();
-    for (int64_t b = 0; b < bsz; b++)
-        for (int64_t k = 0; k < per; k++) {
-            for (int64_t j = 0; j < m; j++) {
-                double v = cx_tensor_get(a, (b * m + j) * per + k);
-                col[j] = v;
-                col_sq[j] = cx_rnd(dt, v * v); /* attribution ** 2 */
-            }
-            double su = cx_torch_sum(dt, col, m, k, per), sq = cx_torch_sum(dt, col_sq, m, k, per);
-            int64_t o = b * per + k;
-            s->sum[o] = first ? su : cx_rnd(dt, s->sum[o] + su);
-            s->sq[o] = first ? sq : cx_rnd(dt, s->sq[o] + sq);
-        }
-    free(col);
-    return CATTR_OK;
-}
-
-/* smoothgrad E[a], smoothgrad_sq E[a^2], vargrad E[a^2] - E[a]^2, with E[.] = sum * 1 / n as Captum writes it
- * (Python evaluates (sum * 1) / n). */
-static cattr_status smooth(const sums *s, cattr_noise_tunnel type, int64_t n, cattr_tensor **out) {
-    cattr_tensor *o = cx_tensor_alloc(s->dt, s->ndim, s->shape);
-    if (!o) return cx_nt_oom();
-    for (int64_t k = 0; k < s->numel; k++) {
-        double mean = cx_rnd(s->dt, s->sum[k] / (double)n), mean_sq = cx_rnd(s->dt, s->sq[k] / (double)n), v;
-        if (type == CATTR_NT_SMOOTHGRAD) v = mean;
-        else if (type == CATTR_NT_SMOOTHGRAD_SQ) v = mean_sq;
-        else v = cx_rnd(s->dt, mean_sq - cx_rnd(s->dt, mean * mean));
-        cx_tensor_set(o, k, v);
-    }
-    *out = o;
-    return CATTR_OK;
-}
-
 /* Concatenates the partitions' deltas (Captum), or for a split tunnel puts them in one partition's order: entry
  * (b*n + j)*q + s for sample j of example b. */
 cattr_status cx_nt_concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_tensor **parts, int n_parts,
@@ -339,155 +262,6 @@ cattr_status cx_nt_draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, c
     return CATTR_OK;
 }
 
-cattr_status cx_nt_run_partition(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, bool redraw,
-                                  int64_t **idx, sums *acc, cattr_tensor **delta) {
-    int64_t m = pi->m;
-    derived d;
-    cattr_tensor *attr[CX_MAX_IN] = {0};
-    cattr_status st = cx_nt_derived_init(c, m, &d);
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        st = noisy_input(e, c, t, i, pi, &d.c.x[i]);
-        d.in[i] = d.c.x[i];
-    }
-    if (redraw && st == CATTR_OK) st = cx_nt_draw_again(e, c, t, pi, idx); /* after the noise, as Captum */
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) st = cx_nt_derived_baseline(c, t, i, m, idx[i], &d);
-    if (st == CATTR_OK) {
-        d.c.next_draw = c->next_draw;
-        st = t->inner(e, &d.c, pi, attr, delta);
-        c->next_draw = d.c.next_draw;
-    }
-    for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        if (!attr[i]) st = cx_fail(CATTR_ERR_INTERNAL, "the wrapped method returned no attribution for input %d", i);
-        else st = cx_nt_accumulate(attr[i], i, m, &acc[i]);
-    }
-    for (int i = 0; i < CX_MAX_IN; i++) cattr_tensor_free(attr[i]);
-    cx_nt_derived_free(&d);
-    return st;
-}
-
-/* A split call (split.c) of a tunnel around a method that runs once per partition: the partitions are the units; a
- * unit's values are, per input, the partition's sums and sums of squares (the attributions must have the inputs'
- * shapes and the compute dtype), then whether the method gave a delta and its B * m values. A part computes its
- * partitions into sums of their own; combining adds the parts' sums in partition order, as cx_nt_accumulate() does. */
-static int64_t tunnel_width(const cx_call *c, int64_t bs) {
-    int64_t w = 1 + c->B * bs;
-    for (int i = 0; i < c->n; i++) w += 2 * c->x[i]->numel;
-    return w;
-}
-
-static cattr_status tunnel_put(cx_vsplit *v, int64_t k, const cx_call *c, const sums *ps, const cattr_tensor *delta,
-                               int64_t m, double *vals) {
-    int64_t at = 0;
-    for (int i = 0; i < c->n; i++) {
-        if (!ps[i].sum || ps[i].numel != c->x[i]->numel || ps[i].dt != c->dt)
-            return cx_fail(CATTR_ERR_UNSUPPORTED, "a split noise tunnel needs attributions of the inputs' shapes and "
-                           "dtype (input %d)", i);
-        memcpy(vals + at, ps[i].sum, (size_t)ps[i].numel * sizeof *vals);
-        memcpy(vals + at + ps[i].numel, ps[i].sq, (size_t)ps[i].numel * sizeof *vals);
-        at += 2 * ps[i].numel;
-    }
-    vals[at] = delta != NULL;
-    if (delta && delta->numel != c->B * m)
-        return cx_fail(CATTR_ERR_UNSUPPORTED, "a split noise tunnel needs one convergence delta per sample");
-    for (int64_t r = 0; delta && r < delta->numel; r++) vals[at + 1 + r] = cx_tensor_get(delta, r);
-    return cx_vsplit_put(v, k, vals, v->n_out);
-}
-
-static cattr_status tunnel_take(cx_vsplit *v, int64_t k, const cx_call *c, sums *acc, cattr_tensor **delta,
-                                int64_t m, double *vals) {
-    CX_CHECK(cx_vsplit_get(v, k, vals, v->n_out));
-    int64_t at = 0;
-    for (int i = 0; i < c->n; i++) {
-        sums *s = &acc[i];
-        int64_t n = c->x[i]->numel;
-        bool first = s->sum == NULL;
-        if (first) {
-            s->dt = c->dt;
-            s->ndim = c->x[i]->ndim;
-            memcpy(s->shape, c->x[i]->shape, sizeof s->shape);
-            s->numel = n;
-            s->sum = malloc((size_t)(n + 1) * sizeof *s->sum);
-            s->sq = malloc((size_t)(n + 1) * sizeof *s->sq);
-            if (!s->sum || !s->sq) return cx_nt_oom();
-        }
-        for (int64_t o = 0; o < n; o++) {
-            s->sum[o] = first ? vals[at + o] : cx_rnd(s->dt, s->sum[o] + vals[at + o]);
-            s->sq[o] = first ? vals[at + n + o] : cx_rnd(s->dt, s->sq[o] + vals[at + n + o]);
-        }
-        at += 2 * n;
-    }
-    if (vals[at] != 0 && delta) {
-        int64_t len = c->B * m;
-        if (!(*delta = cx_tensor_alloc(c->dt, 1, &len))) return cx_nt_oom();
-        for (int64_t r = 0; r < len; r++) cx_tensor_set(*delta, r, vals[at + 1 + r]);
-    }
-    return CATTR_OK;
-}
-
-cattr_status cx_nt_run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
-                               cattr_tensor **delta_out) {
-    int64_t bs = t->batch > 0 && t->batch < t->n ? t->batch : t->n;
-    int64_t full = t->n / bs, rem = t->n - full * bs;
-    int n_parts = (int)(full + (rem > 0));
-    sums acc[CX_MAX_IN];
-    int64_t *idx[CX_MAX_IN] = {0};
-    cattr_tensor **deltas = calloc((size_t)n_parts + 1, sizeof *deltas);
-    memset(acc, 0, sizeof acc);
-    cattr_status st = deltas ? CATTR_OK : cx_nt_oom();
-    bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    if (st == CATTR_OK && splitting && c->user && c->user->n_draws > 0)
-        st = cx_fail(CATTR_ERR_UNSUPPORTED, "a noise tunnel with explicit random draws (a replay) is not split into "
-                     "parts: its draws are consumed in order");
-    cx_vsplit v;
-    memset(&v, 0, sizeof v);
-    double *vals = NULL;
-    if (st == CATTR_OK) st = cx_vsplit_begin(e, c, n_parts, 1, tunnel_width(c, bs), &v);
-    if (st == CATTR_OK && v.mode != CX_VSPLIT_NONE && !(vals = calloc((size_t)v.n_out + 1, sizeof *vals))) st = cx_nt_oom();
-    /* Captum draws the baseline rows of the full partitions once, before any noise, and reuses them in each */
-    if (st == CATTR_OK) st = cx_nt_draw_first(e, c, t, bs, idx);
-    for (int64_t p = 0; p < n_parts && st == CATTR_OK; p++) {
-        part_info pi = {p < full ? bs : rem, p * bs, (uint64_t)p};
-        bool redraw = p < full ? t->split : true;
-        if (v.mode == CX_VSPLIT_NONE) {
-            st = cx_nt_run_partition(e, c, t, &pi, redraw, idx, acc, delta_out ? &deltas[p] : NULL);
-        } else if (v.mode == CX_VSPLIT_COMBINE) {
-            st = tunnel_take(&v, p, c, acc, delta_out ? &deltas[p] : NULL, pi.m, vals);
-        } else if (cx_vsplit_mine(&v, p)) { /* a part: this partition's own sums (and delta) */
-            sums ps[CX_MAX_IN];
-            cattr_tensor *pd = NULL;
-            memset(ps, 0, sizeof ps);
-            struct cx_split saved = e->split; /* the wrapped method runs whole */
-            memset(&e->split, 0, sizeof e->split);
-            st = cx_nt_run_partition(e, c, t, &pi, redraw, idx, ps, e->p.return_convergence_delta ? &pd : NULL);
-            e->split = saved;
-            if (st == CATTR_OK) st = tunnel_put(&v, p, c, ps, pd, pi.m, vals);
-            for (int i = 0; i < CX_MAX_IN; i++) {
-                free(ps[i].sum);
-                free(ps[i].sq);
-            }
-            cattr_tensor_free(pd);
-        }
-    }
-    st = cx_vsplit_end(&v, st);
-    free(vals);
-    bool part = v.mode == CX_VSPLIT_PART; /* a part: its bytes are the result */
-    for (int i = 0; i < c->n && st == CATTR_OK && !part; i++) st = smooth(&acc[i], t->type, t->n, &attr_out[i]);
-    if (st == CATTR_OK && delta_out && !part) st = cx_nt_concat_deltas(t, c->B, bs, deltas, n_parts, delta_out);
-    if (st != CATTR_OK)
-        for (int i = 0; i < c->n; i++) {
-            cattr_tensor_free(attr_out[i]);
-            attr_out[i] = NULL;
-        }
-    for (int i = 0; i < CX_MAX_IN; i++) {
-        free(idx[i]);
-        free(acc[i].sum);
-        free(acc[i].sq);
-    }
-    for (int p = 0; deltas && p < n_parts; p++) cattr_tensor_free(deltas[p]);
-    free(deltas);
-    return st;
-}
-
 /* ---- NoiseTunnel ------------------------------------------------------------------------------------------ */
 
 /* The explainer's method on a partition's derived call, under a seed of its own for each partition. */
@@ -520,9 +294,7 @@ static cattr_status noise_tunnel(cattr_explainer *e, cx_call *c, cattr_tensor **
     for (int i = 0; i < c->n && kind && t.draw_baselines; i++)
         if (tensor_baseline(c, i)) kind = 0; /* rows drawn for a method that ignores them: Captum's draw order */
     if (kind) return cx_nt_run_tunnel_dev(e, c, &t, kind, NULL, 0, attr, delta);
-    bool splitting = e->split.n_parts > 0 || e->split.n_comb > 0;
-    if (cx_nt_takes_dev_io(e, c) && !splitting) return cx_nt_run_tunnel_io(e, c, &t, attr, delta);
-    return cx_nt_run_tunnel(e, c, &t, attr, delta);
+    return cx_nt_run_tunnel_io(e, c, &t, attr, delta);
 }
 
 cattr_status (*const cx_noise_tunnel)(cattr_explainer *e, cx_call *c, cattr_tensor **attr,

@@ -46,20 +46,10 @@ typedef struct derived {
     const cattr_tensor *in[CX_MAX_IN], *bl[CX_MAX_IN], *add[CX_MAX_IN], *fm[CX_MAX_IN];
 } derived;
 
-/* Per-example sums over samples of the attributions and their squares, in the attributions' dtype. */
-typedef struct sums {
-    cattr_dtype dt;
-    int ndim;
-    int64_t shape[CATTR_MAX_DIMS];
-    int64_t numel;
-    double *sum, *sq;
-} sums;
-
 /* DEV_IO: not a graph of the tunnel's own but the one around a method that takes its inputs and leaves its
  * attributions on the backend (cx_nt_run_tunnel_io) */
 enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP, DEV_LAYER_GSHAP, DEV_IO };
 
-cattr_status cx_nt_accumulate(const cattr_tensor *a, int i, int64_t m, sums *s);
 cattr_tensor *cx_nt_alloc_rows(const cattr_tensor *t, cattr_dtype dt, int64_t rows);
 cattr_status cx_nt_concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_tensor **parts, int n_parts,
                                  cattr_tensor **out);
@@ -69,13 +59,7 @@ void cx_nt_derived_free(derived *d);
 cattr_status cx_nt_derived_init(const cx_call *c, int64_t m, derived *d);
 cattr_status cx_nt_draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, int64_t **idx);
 cattr_status cx_nt_draw_first(cattr_explainer *e, cx_call *c, const tunnel *t, int64_t bs, int64_t **idx);
-cattr_status cx_nt_noise_values(cattr_explainer *e, cx_call *c, uint64_t tag, int i, int64_t m, int64_t j0,
-                                double stdev, void *out);
 cattr_status cx_nt_oom(void);
-cattr_status cx_nt_run_partition(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, bool redraw,
-                                 int64_t **idx, sums *acc, cattr_tensor **delta);
-cattr_status cx_nt_run_tunnel(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
-                              cattr_tensor **delta_out);
 cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *t, int kind, const int *lv, int n_l,
                                   cattr_tensor **attr_out, cattr_tensor **delta_out);
 cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
