@@ -7,7 +7,9 @@
  * derived cx_call of B*m rows, example-major (row b*m + j = sample j of example b): the inputs plus float32 Gaussian
  * noise, the baselines (drawn rows of the distribution, or the caller's repeat-interleaved), the additional inputs,
  * the target and the feature masks interleaved the same way. It runs the wrapped method on that call and accumulates
- * the per-example sums of the attributions and of their squares; the deltas of the partitions are concatenated.
+ * the per-example sums of the attributions and of their squares on the backend (tunnel_dev.c: the one-pass gradient
+ * methods and GradientShap as one graph; tunnel_io.c: any other method, run whole per partition); the deltas of the
+ * partitions are concatenated.
  *
  * Random numbers come from the call's explicit draws when it has them (replay of a recorded Captum run, consumed
  * in Captum's order) and otherwise from the counter-based Philox generator keyed by params.seed, with one stream per
@@ -20,10 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-
-
-
 
 uint64_t cx_nt_stream_id(uint64_t tag, uint64_t kind, uint64_t input, uint64_t no, int64_t example) {
     return (tag << 56) | (kind << 48) | ((input & 0xff) << 40) | ((no & 0xff) << 32) |

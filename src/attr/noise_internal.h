@@ -1,5 +1,6 @@
-/* noise_internal.h - what the noise tunnel's files share (noise.c: draws, the derived call, accumulation, the host
- * tunnel, NoiseTunnel and GradientShap; tunnel_dev.c: the tunnel on the backend). */
+/* noise_internal.h - what the noise tunnel's files share (noise.c: draws, the derived call, NoiseTunnel and
+ * GradientShap; tunnel_dev.c: the state on the backend and the one-graph tunnel of the one-pass gradient methods and
+ * GradientShap; tunnel_io.c: the tunnel around a method run whole per partition). */
 #ifndef CATTR_ATTR_NOISE_INTERNAL_H
 #define CATTR_ATTR_NOISE_INTERNAL_H
 
@@ -50,6 +51,36 @@ typedef struct derived {
  * attributions on the backend (cx_nt_run_tunnel_io) */
 enum { DEV_GRAD = 1, DEV_GRAD_ABS, DEV_GRAD_X, DEV_GSHAP, DEV_LAYER_GSHAP, DEV_IO };
 
+/* The tunnel's graphs and buffers on the backend (tunnel_dev.c; DEV_IO's in tunnel_io.c). */
+typedef struct dev_tunnel {
+    int kind, n, n_add, mul;
+    /* the attributions it sums: one per input, or (DEV_LAYER_GSHAP) one per layer tensor lv[k]; their shapes for the
+     * call (acc_nd is part of what the graph was built for) */
+    int n_acc, lv[CX_MAX_IN], acc_nd[CX_MAX_IN];
+    int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
+    cx_plan_cache lpc; /* the layer's shape plans */
+    cg_graph *g;
+    int n_in, outs[3 * CX_MAX_IN + 2];
+    cx_consts *consts;
+    cx_plan_cache pc;
+    cg_graph *ag; /* DEV_IO: the partition sums of its n_acc attributions (io_acc_build) */
+    int ag_outs[2 * CX_MAX_IN];
+    cx_plan_cache apc;
+    cg_graph *fin_g; /* smoothgrad / smoothgrad_sq / vargrad from the sums */
+    int fin_type, fin_outs[CX_MAX_IN];
+    cx_plan_cache fin_pc;
+    cx_buf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
+    cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN];
+    /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
+     * per input, built for these row shapes, seed and standard deviation */
+    cg_graph *ng;
+    int ng_n, ng_nd[CX_MAX_IN], ng_outs[CX_MAX_IN];
+    int64_t ng_row[CX_MAX_IN][CATTR_MAX_DIMS];
+    uint64_t ng_seed;
+    double ng_sd;
+    cx_plan_cache npc;
+} dev_tunnel;
+
 cattr_tensor *cx_nt_alloc_rows(const cattr_tensor *t, cattr_dtype dt, int64_t rows);
 cattr_status cx_nt_concat_deltas(const tunnel *t, int64_t B, int64_t bs, cattr_tensor **parts, int n_parts,
                                  cattr_tensor **out);
@@ -60,6 +91,18 @@ cattr_status cx_nt_derived_init(const cx_call *c, int64_t m, derived *d);
 cattr_status cx_nt_draw_again(cattr_explainer *e, cx_call *c, const tunnel *t, const part_info *pi, int64_t **idx);
 cattr_status cx_nt_draw_first(cattr_explainer *e, cx_call *c, const tunnel *t, int64_t bs, int64_t **idx);
 cattr_status cx_nt_oom(void);
+/* The tunnel's state for this call, made or rebuilt when the inputs or the kind change (tunnel_dev.c). */
+cattr_status cx_nt_state(cattr_explainer *e, cx_call *c, int kind, const int *lv, int n_acc, const int *acc_nd,
+                         dev_tunnel **out);
+/* Input i's noise for a partition's B*m rows (the first sample j0) into s->noise[i] on the backend. */
+cattr_status cx_nt_noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, int i, int64_t m,
+                                    int64_t j0);
+/* The attributions from the sums (smoothgrad, smoothgrad_sq or vargrad), brought back once. */
+cattr_status cx_nt_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, cattr_tensor **attr);
+/* The DEV_IO state's noisy-input graph (tunnel_io.c). */
+cattr_status cx_nt_io_build(dev_tunnel *s);
+/* Input i's per-example size. */
+static inline int64_t cx_nt_per_example(const cx_call *c, const cattr_tensor *t) { return c->B ? t->numel / c->B : 0; }
 cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *t, int kind, const int *lv, int n_l,
                                   cattr_tensor **attr_out, cattr_tensor **delta_out);
 cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t, cattr_tensor **attr_out,
