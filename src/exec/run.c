@@ -195,6 +195,8 @@ cattr_status cx_run(const cx_job *j) {
     for (int k = 0; k < j->n_in; k++) {
         host[k] = j->in[k].host;
         dev[k] = (void *)j->in[k].dev;
+        /* a backend whose memory is the host's reads host inputs in place (never written: plan.h), no copy */
+        if (!dev[k] && be->host_memory) dev[k] = (void *)j->in[k].host;
     }
     if (j->n_out > RUN_MAX_IN)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a run gives at most %d outputs, not %d", RUN_MAX_IN, j->n_out);

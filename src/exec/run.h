@@ -66,7 +66,7 @@ cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *hos
 #define CX_RUN_MAX_IN 320
 
 /* One graph input of a run: its shape and dtype, and its values from one of
- * - host: host memory, copied in by the run;
+ * - host: host memory, copied in by the run (read in place where the backend's memory is the host's);
  * - dev: backend memory of the input's size, read in place;
  * - neither: an input the outputs do not read (or a planning-only job).
  * A tensor input: cx_arg_of. */
