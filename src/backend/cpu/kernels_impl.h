@@ -850,6 +850,17 @@ static int64_t K(conv_chunk)(const cx_geom *g, int64_t kdim) {
     return nb;
 }
 
+/* dst[p] = src[p] + bv for a row of P outputs (dst may be src), then ReLU when relu */
+static inline void K(bias_relu_row)(const T *src, T *dst, int64_t P, T bv, int relu) {
+    if (relu)
+        for (int64_t p = 0; p < P; p++) {
+            T v = src[p] + bv;
+            dst[p] = v > 0 ? v : (T)0;
+        }
+    else
+        for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
+}
+
 static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
     cx_geom g;
     cx_geom_init(&g, &n->a, in[0].shape, in[0].ndim, in[1].shape);
@@ -879,34 +890,17 @@ static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
                      (int)kdim, col, (int)P, (T)0, yg, (int)P);
                 if (!bias && !relu) continue;
                 PAR_FOR(cog * P > PAR_MIN,
-                for (int64_t co = 0; co < cog; co++) {
-                    T bv = bias ? bias[gi * cog + co] : (T)0, *yr = yg + co * P;
-                    if (relu)
-                        for (int64_t p = 0; p < P; p++) {
-                            T v = yr[p] + bv;
-                            yr[p] = v > 0 ? v : (T)0;
-                        }
-                    else
-                        for (int64_t p = 0; p < P; p++) yr[p] = yr[p] + bv;
-                });
+                for (int64_t co = 0; co < cog; co++)
+                    K(bias_relu_row)(yg + co * P, yg + co * P, P, bias ? bias[gi * cog + co] : (T)0, relu););
                 continue;
             }
             GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)cog, (int)(nb * P), (int)kdim, (T)1,
                  w + gi * cog * kdim, (int)kdim, col, (int)(nb * P), (T)0, tmp, (int)(nb * P));
             PAR_FOR2(cog * nb * P > PAR_MIN,
             for (int64_t b = 0; b < nb; b++)
-                for (int64_t co = 0; co < cog; co++) {
-                    T bv = bias ? bias[gi * cog + co] : (T)0;
-                    const T *src = tmp + co * nb * P + b * P;
-                    T *dst = y + ((b0 + b) * g.c_out + gi * cog + co) * P;
-                    if (relu)
-                        for (int64_t p = 0; p < P; p++) {
-                            T v = src[p] + bv;
-                            dst[p] = v > 0 ? v : (T)0;
-                        }
-                    else
-                        for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
-                });
+                for (int64_t co = 0; co < cog; co++)
+                    K(bias_relu_row)(tmp + co * nb * P + b * P, y + ((b0 + b) * g.c_out + gi * cog + co) * P, P,
+                                     bias ? bias[gi * cog + co] : (T)0, relu););
         }
     }
     return CATTR_OK;
