@@ -94,10 +94,10 @@ static cattr_status io_acc_setup(cattr_explainer *e, dev_tunnel *s, const cx_cal
 
 /* The tunnel around a method that runs whole on each partition of the samples (IntegratedGradients, DeepLift, the
  * perturbation methods, the layer and neuron methods, ...). Per partition: the noisy inputs are made on the backend
- * (Gather(x, rows) + the noise drawn there, io_build) and left there for a method that cx_nt_takes_dev_io, or brought
- * to the host for the others; the method runs on them (its baselines and additional inputs as Captum's derived
+ * (Gather(x, rows) + the noise drawn there, cx_nt_io_build) and left there for a method that cx_nt_takes_dev_io, or
+ * brought to the host for the others; the method runs on them (its baselines and additional inputs as Captum's derived
  * call), and its attributions (left on the backend, or uploaded) are added to the sums there (io_acc_build); the
- * result comes down once (dev_finish), the method's convergence deltas (B per sample) once per partition. A call
+ * result comes down once (cx_nt_finish), the method's convergence deltas (B per sample) once per partition. A call
  * split into parts (split.c): the partitions are the units, a unit's values its sums from zeros (cx_acc_split) and
  * then whether it has deltas and its B x bs delta slots; combining adds the sums in partition order. A split call
  * needs attributions of the inputs' shapes (what every rank knows before running). */
