@@ -135,7 +135,7 @@ static cattr_status K(unary_grad)(const cg_node *n, const cx_view *in, cx_view *
         PAR_FOR(cnt > PAR_MIN,
         for (int64_t i = 0; i < cnt; i++) {
             T gv = g[i];
-            y[i] = (x[i] >= alpha) & (x[i] <= beta) ? gv : (T)0;
+            y[i] = ((x[i] >= alpha) & (x[i] <= beta)) ? gv : (T)0;
         });
         break;
     case CG_ABS_GRAD:
