@@ -53,7 +53,7 @@ cattr_tensor *cx_tensor_alloc(cattr_dtype dtype, int ndim, const int64_t *shape)
 double cx_tensor_get(const cattr_tensor *t, int64_t i);
 void cx_tensor_set(cattr_tensor *t, int64_t i, double v);
 /* The flat index of the first NaN or infinity of a float tensor, -1 when every value is finite (and for int64).
- * Scans blocks with a vectorisable sum of v * 0 (NaN exactly when the block holds a non-finite value). */
+ * Scans blocks with integer compares of the exponent bits (vectorised), then the block that holds one. */
 int64_t cx_tensor_first_nonfinite(const cattr_tensor *t);
 
 /* Monotonic wall clock in seconds. */

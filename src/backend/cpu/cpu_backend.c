@@ -21,9 +21,10 @@
 /* Grow-only per-thread scratch buffers (convolution columns), so that repeated calls allocate nothing. A thread's
  * set is freed when the thread ends (a pthread key's destructor: OpenMP ends pool threads when a team shrinks), the
  * main thread's at exit. */
+#define SCRATCH_SLOTS 3 /* convolution columns, staged products, transposed filters (pooling rows use slot 0) */
 typedef struct {
-    void *p[3];
-    size_t n[3];
+    void *p[SCRATCH_SLOTS];
+    size_t n[SCRATCH_SLOTS];
 } scratch_set;
 static _Thread_local scratch_set *g_scratch;
 static pthread_key_t g_scratch_key;
@@ -33,7 +34,7 @@ static bool g_scratch_key_ok;
 static void scratch_set_free(void *v) {
     scratch_set *s = v;
     if (!s) return;
-    for (int i = 0; i < 3; i++) free(s->p[i]);
+    for (int i = 0; i < SCRATCH_SLOTS; i++) free(s->p[i]);
     free(s);
 }
 static void scratch_key_make(void) { g_scratch_key_ok = pthread_key_create(&g_scratch_key, scratch_set_free) == 0; }

@@ -760,6 +760,17 @@ static inline void K(tap_range)(const cx_geom *g, int d, int64_t o, int64_t *k0,
     if (*k1 < *k0) *k1 = *k0;
 }
 
+/* dst[p] = src[p] + bv for a row of P outputs (dst may be src), then ReLU when relu */
+static inline void K(bias_relu_row)(const T *src, T *dst, int64_t P, T bv, int relu) {
+    if (relu)
+        for (int64_t p = 0; p < P; p++) {
+            T v = src[p] + bv;
+            dst[p] = v > 0 ? v : (T)0;
+        }
+    else
+        for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
+}
+
 /* Depthwise 2-D convolution (one input channel per group and one output channel per group: MobileNet's and
  * EfficientNet's 3x3 and 5x5 layers), any stride, dilation and padding, one plane per thread. Through im2col it was
  * one GEMM of one row per channel (1% of the GEMM rate, bench/conv_layers.py). The forward sums the taps of an output
@@ -799,10 +810,7 @@ static cattr_status K(conv_dw)(const cx_geom *g, const T *x, const T *w, const T
                         for (int64_t ox = lo; ox < hi; ox++) yr[ox] += wv * xo[ox * g->s[2]];
                 }
             }
-            for (int64_t ox = 0; ox < OW; ox++) {
-                T v = yr[ox] + bv;
-                yr[ox] = relu && !(v > 0) ? (T)0 : v;
-            }
+            K(bias_relu_row)(yr, yr, OW, bv, relu);
         }
     });
     return CATTR_OK;
@@ -848,17 +856,6 @@ static int64_t K(conv_chunk)(const cx_geom *g, int64_t kdim) {
     if (nb < 1) nb = 1;
     if (nb > g->n) nb = g->n;
     return nb;
-}
-
-/* dst[p] = src[p] + bv for a row of P outputs (dst may be src), then ReLU when relu */
-static inline void K(bias_relu_row)(const T *src, T *dst, int64_t P, T bv, int relu) {
-    if (relu)
-        for (int64_t p = 0; p < P; p++) {
-            T v = src[p] + bv;
-            dst[p] = v > 0 ? v : (T)0;
-        }
-    else
-        for (int64_t p = 0; p < P; p++) dst[p] = src[p] + bv;
 }
 
 static cattr_status K(conv)(const cg_node *n, const cx_view *in, cx_view *out) {
@@ -921,18 +918,21 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
     int64_t chunk = direct ? 1 : K(conv_chunk)(&g, kdim);
     T *col = cpu_scratch(0, (size_t)(kdim * chunk * P) * sizeof(T));
     T *tmp = direct ? NULL : cpu_scratch(1, (size_t)(cog * chunk * P) * sizeof(T));
-    T *wt = cpu_scratch(2, (size_t)(kdim * cog) * sizeof(T));
+    T *wt = cpu_scratch(2, (size_t)(kdim * cog * G) * sizeof(T));
     if (!col || (!direct && !tmp) || !wt) {
         return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': cannot allocate the convolution buffer", n->name);
+    }
+    /* each group's filters transposed ([kdim, cog]), once per call, so that the product is a plain one, which the
+     * float32 GEMM of cattr's own takes (OpenBLAS's transposed-A sgemm ran at a third of the rate) */
+    for (int64_t gi = 0; gi < G; gi++) {
+        const T *wg = w + gi * cog * kdim;
+        T *wtg = wt + gi * kdim * cog;
+        for (int64_t r = 0; r < kdim; r++)
+            for (int64_t co = 0; co < cog; co++) wtg[r * cog + co] = wg[co * kdim + r];
     }
     for (int64_t b0 = 0; b0 < g.n; b0 += chunk) {
         int64_t nb = g.n - b0 < chunk ? g.n - b0 : chunk;
         for (int64_t gi = 0; gi < G; gi++) {
-            /* the group's filters transposed ([kdim, cog]), so that the product is a plain one, which the float32
-             * GEMM of cattr's own takes (OpenBLAS's transposed-A sgemm ran at a third of the rate) */
-            const T *wg = w + gi * cog * kdim;
-            for (int64_t r = 0; r < kdim; r++)
-                for (int64_t co = 0; co < cog; co++) wt[r * cog + co] = wg[co * kdim + r];
             const T *gsrc = gy + (b0 * g.c_out + gi * cog) * P; /* direct: this image's [cog, P] block */
             if (!direct) {
                 PAR_FOR2(cog * nb * P > PAR_MIN,
@@ -944,8 +944,8 @@ static cattr_status K(conv_grad_input)(const cg_node *n, const cx_view *in, cx_v
                     });
                 gsrc = tmp;
             }
-            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kdim, (int)(nb * P), (int)cog, (T)1, wt, (int)cog,
-                 gsrc, (int)(nb * P), (T)0, col, (int)(nb * P));
+            GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)kdim, (int)(nb * P), (int)cog, (T)1,
+                 wt + gi * kdim * cog, (int)cog, gsrc, (int)(nb * P), (T)0, col, (int)(nb * P));
             K(col2im)(&g, col, b0, nb, gi * cig, cig, dx);
         }
     }
