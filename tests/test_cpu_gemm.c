@@ -33,7 +33,7 @@ static void one(int64_t M, int64_t N, int64_t K, bool trans) {
         W[i] = (float)((double)(s % 20001) / 10000.0 - 1.0) * 0.1f;
     }
     int64_t ldw = trans ? K : N;
-    cattr_status st = cx_bf16_gemm(M, N, K, A, K, W, ldw, trans, C, N);
+    cattr_status st = cx_bf16_gemm(M, N, K, A, K, W, CX_GEMM_B_F32, ldw, trans, C, N);
     CHECK(st == CATTR_OK, "cx_bf16_gemm failed: %s", cattr_last_error());
     double worst = 0;
     for (int64_t m = 0; m < M && st == CATTR_OK; m++)

@@ -171,8 +171,7 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
     int64_t H = m->cfg.hidden_size, sh[3] = {R, L, H};
     cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT32, 3, sh);
     if (!t) return NULL;
-    for (int64_t r = 0; r < R * L; r++)
-        memcpy((float *)t->data + r * H, (const float *)m->E->data + ids[r] * H, (size_t)H * sizeof(float));
+    for (int64_t r = 0; r < R * L; r++) cx_tensor_row_f32(m->E, ids[r], (float *)t->data + r * H);
     return t;
 }
 
@@ -456,8 +455,10 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     if (st == CATTR_OK) {
         size_t bytes = (size_t)(L * H) * sizeof(float);
         /* the baseline embedding of a prompt token: the baseline token's, or zeros */
-        const float *brow = lc->baseline_token >= 0 ? (const float *)m->E->data + lc->baseline_token * H : NULL;
-        for (int64_t k = 0; k < n; k++) {
+        float *brow = lc->baseline_token >= 0 ? malloc((size_t)H * sizeof *brow) : NULL;
+        if (brow) cx_tensor_row_f32(m->E, lc->baseline_token, brow);
+        else if (lc->baseline_token >= 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t k = 0; k < n && st == CATTR_OK; k++) {
             memcpy((float *)ein->data + k * L * H, one->data, bytes);
             if (base) {
                 float *bk = (float *)base->data + k * L * H;
@@ -471,6 +472,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
             tidx[2 * k] = 0;
             tidx[2 * k + 1] = tg[k];
         }
+        free(brow);
     }
     cattr_target t = {CATTR_TARGET_PER_EXAMPLE, 2, n, tidx};
     const cattr_tensor *in[1] = {ein}, *bs[1] = {base}, *add[1] = {pos};

@@ -16,6 +16,10 @@
 typedef enum cx_cap {
     CX_CAP_BF16_GEMM = 0, /* MatMul nodes with a.bf16: bfloat16 inputs, float32 accumulation (precision "high") */
     CX_CAP_TF32 = 1,      /* TensorFloat-32 products */
+    /* a checkpoint's 16-bit matrices (CX_BFLOAT16, CX_FLOAT16 constants) read as stored, widened exactly by the
+     * kernels, in a float32 call: as B of MatMul and Gemm (trans_a 0) and as the data of Gather; without it (or for
+     * any other reader) the planner gives the kernels a float32 (float64) copy */
+    CX_CAP_STORED_WEIGHTS = 2,
     CX_CAP_COUNT
 } cx_cap;
 

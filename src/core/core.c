@@ -213,7 +213,7 @@ const char *cattr_dtype_name(cattr_dtype d) {
     case CATTR_FLOAT64: return "float64";
     case CATTR_INT64: return "int64";
     }
-    return "?";
+    return d == CX_BFLOAT16 ? "bfloat16" : d == CX_FLOAT16 ? "float16" : "?";
 }
 
 size_t cattr_dtype_size(cattr_dtype d) {
@@ -222,7 +222,7 @@ size_t cattr_dtype_size(cattr_dtype d) {
     case CATTR_FLOAT64: return 8;
     case CATTR_INT64: return 8;
     }
-    return 0;
+    return cx_dtype_is_storage(d) ? 2 : 0;
 }
 
 cattr_tensor *cx_tensor_alloc(cattr_dtype dtype, int ndim, const int64_t *shape) {
@@ -246,7 +246,7 @@ cattr_tensor *cx_tensor_alloc(cattr_dtype dtype, int ndim, const int64_t *shape)
 }
 
 static cattr_status check_shape_args(cattr_dtype dtype, int ndim, const int64_t *shape) {
-    if (cattr_dtype_size(dtype) == 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+    if (!cx_dtype_public(dtype)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
     if (ndim < 0 || ndim > CATTR_MAX_DIMS)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "tensor rank %d is outside 0..%d", ndim, CATTR_MAX_DIMS);
     if (ndim > 0 && !shape) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "shape is NULL");
@@ -289,13 +289,56 @@ cattr_status cattr_tensor_from_data(cattr_dtype dtype, int ndim, const int64_t *
     return CATTR_OK;
 }
 
+float cx_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+    if (e == 0x1f) {
+        u = sign | 0x7f800000u | m << 13; /* inf, NaN (payload kept) */
+    } else if (e) {
+        u = sign | (e + 112) << 23 | m << 13;
+    } else if (!m) {
+        u = sign;
+    } else { /* subnormal: normalise */
+        e = 113;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        u = sign | e << 23 | (m & 0x3ffu) << 13;
+    }
+    union { uint32_t u; float f; } v = {u};
+    return v.f;
+}
+
+static inline uint16_t rd_u16(const void *p, int64_t i) {
+    uint16_t h;
+    memcpy(&h, (const char *)p + 2 * i, 2);
+    return h;
+}
+
 double cx_tensor_get(const cattr_tensor *t, int64_t i) {
     switch (t->dtype) {
     case CATTR_FLOAT32: return ((const float *)t->data)[i];
     case CATTR_FLOAT64: return ((const double *)t->data)[i];
     case CATTR_INT64: return (double)((const int64_t *)t->data)[i];
     }
+    if (t->dtype == CX_BFLOAT16) return cx_bf16_to_f32(rd_u16(t->data, i));
+    if (t->dtype == CX_FLOAT16) return cx_f16_to_f32(rd_u16(t->data, i));
     return 0;
+}
+
+float cx_tensor_get_f32(const cattr_tensor *t, int64_t i) {
+    return t->dtype == CATTR_FLOAT32 ? ((const float *)t->data)[i] : (float)cx_tensor_get(t, i);
+}
+
+void cx_tensor_row_f32(const cattr_tensor *t, int64_t row, float *dst) {
+    int64_t n = t->ndim >= 2 ? t->shape[t->ndim - 1] : t->numel, o = row * n;
+    if (t->dtype == CATTR_FLOAT32) {
+        memcpy(dst, (const float *)t->data + o, (size_t)n * sizeof *dst);
+    } else if (t->dtype == CX_BFLOAT16) {
+        for (int64_t k = 0; k < n; k++) dst[k] = cx_bf16_to_f32(rd_u16(t->data, o + k));
+    } else {
+        for (int64_t k = 0; k < n; k++) dst[k] = (float)cx_tensor_get(t, o + k);
+    }
 }
 
 #define NONFINITE_BLOCK 4096
@@ -337,10 +380,21 @@ void cx_tensor_set(cattr_tensor *t, int64_t i, double v) {
 cattr_status cattr_tensor_convert(const cattr_tensor *src, cattr_dtype dtype, cattr_tensor **out) {
     if (!out || !src) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "NULL argument to cattr_tensor_convert");
     *out = NULL;
-    if (cattr_dtype_size(dtype) == 0) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "invalid dtype %d", (int)dtype);
+    if (!cx_dtype_public(dtype) || (cx_dtype_is_storage(src->dtype) && dtype == CATTR_INT64))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cannot convert %s to %s", cattr_dtype_name(src->dtype),
+                       cattr_dtype_name(dtype));
     cattr_tensor *t = cx_tensor_alloc(dtype, src->ndim, src->shape);
     if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a tensor");
-    if (dtype == src->dtype) {
+    if (cx_dtype_is_storage(src->dtype)) { /* a weight as its checkpoint stores it, widened exactly */
+        bool bf = src->dtype == CX_BFLOAT16, f32 = dtype == CATTR_FLOAT32;
+#pragma omp parallel for if (src->numel > (1 << 20)) schedule(static)
+        for (int64_t i = 0; i < src->numel; i++) {
+            uint16_t h = rd_u16(src->data, i);
+            float f = bf ? cx_bf16_to_f32(h) : cx_f16_to_f32(h);
+            if (f32) ((float *)t->data)[i] = f;
+            else ((double *)t->data)[i] = f;
+        }
+    } else if (dtype == src->dtype) {
         memcpy(t->data, src->data, (size_t)src->numel * cattr_dtype_size(dtype));
     } else if (src->dtype == CATTR_INT64 || dtype == CATTR_INT64) {
         for (int64_t i = 0; i < src->numel; i++) cx_tensor_set(t, i, cx_tensor_get(src, i));
@@ -359,7 +413,11 @@ cattr_status cattr_tensor_convert(const cattr_tensor *src, cattr_dtype dtype, ca
 
 void cattr_tensor_free(cattr_tensor *t) {
     if (!t) return;
-    if (!t->borrowed) free(t->data);
+    if (t->map) {
+        if (!t->borrowed) munmap(t->map, t->map_size);
+    } else if (!t->borrowed) {
+        free(t->data);
+    }
     free(t);
 }
 

@@ -17,7 +17,31 @@ struct cattr_tensor {
     int64_t numel;
     void *data;
     bool borrowed; /* data is the caller's (cattr_tensor_wrap, cx_tensor_borrow): freeing the tensor leaves it */
+    void *map;     /* a read-only file mapping that holds data (a checkpoint's weight, cx_hf_weight): unmapped on free */
+    size_t map_size;
 };
+
+/* Storage dtypes: a checkpoint's weights kept as the file stores them (bfloat16, float16), read only by kernels that
+ * widen them to float32 as they load them (exact), never a compute dtype and never accepted from the public API.
+ * cattr_dtype_size gives 2 for them. */
+#define CX_BFLOAT16 ((cattr_dtype)8)
+#define CX_FLOAT16 ((cattr_dtype)9)
+static inline bool cx_dtype_is_storage(cattr_dtype d) { return d == CX_BFLOAT16 || d == CX_FLOAT16; }
+/* float32, float64 or int64: what the public API takes */
+static inline bool cx_dtype_public(cattr_dtype d) {
+    return d == CATTR_FLOAT32 || d == CATTR_FLOAT64 || d == CATTR_INT64;
+}
+/* The exact float32 of a bfloat16 / IEEE half (bits as stored). */
+static inline float cx_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+float cx_f16_to_f32(uint16_t h);
+/* Element i of a float tensor (float32, float64 or a storage dtype) as float32 (float64 rounded). */
+float cx_tensor_get_f32(const cattr_tensor *t, int64_t i);
+/* Row `row` of a 2-D float tensor (any float dtype, storage dtypes included) into dst as float32, widened exactly
+ * (float64 rounded). */
+void cx_tensor_row_f32(const cattr_tensor *t, int64_t row, float *dst);
 
 /* A handle over t's data without a copy (borrowed: t must outlive it and its data stays unchanged); NULL when out of
  * memory. */

@@ -298,6 +298,7 @@ cattr_status cx_pl_infer_node(cx_plan *p, const cg_graph *g, cg_node *n) {
     }
     cx_view *o = &p->views[n->out];
     CX_CHECK(cx_infer(n, in, o));
+    if (cx_dtype_is_storage(o->dtype)) o->dtype = CATTR_FLOAT32; /* rows of a stored matrix (Gather), widened */
     /* floats made from nothing or from integers (ConstantOfShape, NormalNoise, Cast of int64), and a host function's
      * output, take the call's float dtype */
     if (o->dtype == CATTR_FLOAT32 && !n->a.index &&

@@ -67,6 +67,13 @@ static bool is_view_op(cg_op op) {
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Inputs whose kernels read only the shape (fixed when planning), never the data. */
+/* Whether input j of n may be a checkpoint's 16-bit matrix as stored (CX_CAP_STORED_WEIGHTS): B of a product
+ * whose A is not transposed, the data of a Gather (not its gradient). */
+static bool reads_stored(const cg_node *n, int j) {
+    if (n->op == CG_MATMUL || n->op == CG_GEMM) return j == 1 && !n->a.trans_a;
+    return n->op == CG_GATHER && j == 0;
+}
+
 static bool shape_only_input(cg_op op, int j) {
     return (j == 1 && (op == CG_REDUCE_SUM_LIKE || op == CG_RESHAPE_LIKE || op == CG_SLICE_GRAD || op == CG_PAD_GRAD)) ||
            (j == 2 && op == CG_SEQ_PICK_GRAD) || (j == 0 && op == CG_ZEROS_LIKE);
@@ -469,13 +476,36 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     free(readers);
 
-    /* views of constants */
+    /* views of constants; a checkpoint's 16-bit matrices are read as stored where every reader widens them itself
+     * (a float32 call on a backend with CX_CAP_STORED_WEIGHTS, whose memory is the host's), else through a float32
+     * (float64) copy made once by the constants' cache */
+    unsigned char *stored = NULL;
+    if (consts->dtype == CATTR_FLOAT32 && p->be->host_memory && p->be->has_cap &&
+        p->be->has_cap(p->be->ctx, CX_CAP_STORED_WEIGHTS) && (stored = calloc((size_t)nv, 1)) != NULL) {
+        for (int v = 0; v < nv; v++)
+            stored[v] = g->vals[v].kind == CG_VAL_CONST && g->vals[v].data && cx_dtype_is_storage(g->vals[v].data->dtype);
+        for (int k = 0; k < p->n_order; k++) {
+            const cg_node *n = &p->nodes[k];
+            for (int j = 0; j < n->n_in; j++)
+                if (n->in[j] >= 0 && stored[n->in[j]] && !reads_stored(n, j)) stored[n->in[j]] = 0;
+        }
+    }
     for (int v = 0; v < nv; v++) {
         if (g->vals[v].kind != CG_VAL_CONST || !needed[v]) continue;
-        st = cx_pl_consts_get(consts, g, v, &p->views[v]);
-        if (st != CATTR_OK) goto fail;
+        if (stored && stored[v]) {
+            const cattr_tensor *t = g->vals[v].data;
+            cx_view *w = &p->views[v];
+            w->dtype = t->dtype;
+            w->ndim = t->ndim;
+            memcpy(w->shape, t->shape, sizeof t->shape);
+            w->data = t->data;
+        } else if ((st = cx_pl_consts_get(consts, g, v, &p->views[v])) != CATTR_OK) {
+            free(stored);
+            goto fail;
+        }
         p->bytes[v] = (size_t)cx_view_numel(&p->views[v]) * cattr_dtype_size(p->views[v].dtype);
     }
+    free(stored);
     /* shape inference and aliasing */
     for (int k = 0; k < p->n_order; k++) {
         st = cx_pl_infer_node(p, g, &p->nodes[k]);

@@ -220,11 +220,13 @@ typedef struct {
     int64_t shape[CATTR_MAX_DIMS];
     const unsigned char *data; /* into a mapping */
     size_t bytes;
+    int shard; /* index of its mapping */
 } wentry;
 
 typedef struct {
     void *map;
     size_t size;
+    int fd; /* kept open for the weights mapped on their own (cx_hf_weight_stored) */
 } mapping;
 
 struct cx_hf_weights {
@@ -236,8 +238,10 @@ struct cx_hf_weights {
 
 void cx_hf_weights_free(cx_hf_weights *w) {
     if (!w) return;
-    for (int i = 0; i < w->n_maps; i++)
+    for (int i = 0; i < w->n_maps; i++) {
         if (w->maps[i].map) munmap(w->maps[i].map, w->maps[i].size);
+        if (w->maps[i].fd >= 0) close(w->maps[i].fd);
+    }
     for (int i = 0; i < w->n; i++) free(w->w[i].name);
     free(w->maps);
     free(w->w);
@@ -262,15 +266,19 @@ static cattr_status map_shard(cx_hf_weights *w, const char *path) {
     }
     size_t size = (size_t)sb.st_size;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return cx_fail(CATTR_ERR_IO, "cannot map '%s': %s", path, strerror(errno));
+    if (map == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return cx_fail(CATTR_ERR_IO, "cannot map '%s': %s", path, strerror(e));
+    }
     mapping *nm = realloc(w->maps, (size_t)(w->n_maps + 1) * sizeof *nm);
     if (!nm) {
         munmap(map, size);
+        close(fd);
         return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     w->maps = nm;
-    w->maps[w->n_maps++] = (mapping){map, size};
+    w->maps[w->n_maps++] = (mapping){map, size, fd};
     cx_st_header h;
     CX_CHECK(cx_st_header_parse(map, size, path, &h));
     cattr_status st = CATTR_OK;
@@ -302,6 +310,7 @@ static cattr_status map_shard(cx_hf_weights *w, const char *path) {
         memcpy(e.shape, se->shape, sizeof e.shape);
         e.data = (const unsigned char *)map + h.data_start + se->begin;
         e.bytes = (size_t)(se->end - se->begin);
+        e.shard = w->n_maps - 1;
         e.name = se->name;
         se->name = NULL; /* owned by the entry now */
         w->w[w->n++] = e;
@@ -361,25 +370,6 @@ cattr_status cx_hf_weights_open(const char *dir, cx_hf_weights **out) {
 
 bool cx_hf_weights_has(const cx_hf_weights *w, const char *name) { return find(w, name) != NULL; }
 
-static float half_to_float(uint16_t h) {
-    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
-    if (exp == 0) {
-        if (man == 0) bits = sign;
-        else { /* subnormal */
-            int e = -1;
-            do { e++; man <<= 1; } while (!(man & 0x400));
-            bits = sign | (uint32_t)(127 - 15 - e) << 23 | (man & 0x3ff) << 13;
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7f800000u | man << 13;
-    } else {
-        bits = sign | (exp + 127 - 15) << 23 | man << 13;
-    }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
 /* Drops the resident pages that lie wholly inside [p, p + n) of a read-only file mapping (they are re-read from the
  * file if touched again). */
 static void cx_hf_release_range(const void *p, size_t n) {
@@ -387,10 +377,10 @@ static void cx_hf_release_range(const void *p, size_t n) {
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
 }
 
-cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype dtype, int exp_ndim,
-                          const int64_t *exp_shape, cattr_tensor **out) {
-    *out = NULL;
-    const wentry *e = find(w, name);
+/* The entry of weight `name`, a float tensor of the expected shape (when exp_ndim >= 0). */
+static cattr_status lookup(const cx_hf_weights *w, const char *name, int exp_ndim, const int64_t *exp_shape,
+                           const wentry **out) {
+    const wentry *e = *out = find(w, name);
     if (!e) return cx_fail(CATTR_ERR_FORMAT, "the checkpoint has no weight '%s'", name);
     if (e->type == W_OTHER)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "weight '%s' is not a float tensor (BF16, F16, F32 or F64)", name);
@@ -398,6 +388,14 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
     if (exp_ndim >= 0 && !cx_shape_eq(e->ndim, e->shape, exp_ndim, exp_shape))
         return cx_fail(CATTR_ERR_FORMAT, "weight '%s' has shape %s; the config implies %s", name,
                        cx_shape_str(e->ndim, e->shape, s1, sizeof s1), cx_shape_str(exp_ndim, exp_shape, s2, sizeof s2));
+    return CATTR_OK;
+}
+
+cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype dtype, int exp_ndim,
+                          const int64_t *exp_shape, cattr_tensor **out) {
+    *out = NULL;
+    const wentry *e = NULL;
+    CX_CHECK(lookup(w, name, exp_ndim, exp_shape, &e));
     cattr_tensor *t = cx_tensor_alloc(dtype, e->ndim, e->shape);
     if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory loading '%s'", name);
     int64_t n = t->numel;
@@ -449,7 +447,7 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
         for (int64_t i = 0; i < n; i++) {
             uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
             bad |= (h & 0x7c00u) == 0x7c00u;
-            double v = half_to_float(h);
+            double v = cx_f16_to_f32(h);
             if (f32) f32[i] = (float)v;
             else f64[i] = v;
         }
@@ -468,6 +466,62 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
     cx_hf_release_range(e->data, (size_t)n * (e->type == W_F32 ? 4 : e->type == W_F64 ? 8 : 2));
     *out = t;
     return CATTR_OK;
+}
+
+cattr_status cx_hf_weight_stored(const cx_hf_weights *w, const char *name, int exp_ndim, const int64_t *exp_shape,
+                                 cattr_tensor **out) {
+    *out = NULL;
+    const wentry *e = NULL;
+    CX_CHECK(lookup(w, name, exp_ndim, exp_shape, &e));
+    int64_t n = cx_numel(e->ndim, e->shape);
+    if ((e->type != W_BF16 && e->type != W_F16) || n == 0) return cx_hf_weight(w, name, CATTR_FLOAT32, exp_ndim, exp_shape, out);
+    bool bf = e->type == W_BF16;
+    /* any NaN or infinity (an all-ones exponent) refuses the checkpoint, naming the weight, as cx_hf_weight does */
+    const unsigned char *p = e->data;
+    uint16_t em = bf ? 0x7f80u : 0x7c00u;
+    int bad = 0;
+#pragma omp parallel for if (n > (1 << 20)) schedule(static) reduction(| : bad)
+    for (int64_t i = 0; i < n; i++) bad |= (((uint16_t)(p[2 * i] | p[2 * i + 1] << 8)) & em) == em;
+    if (bad) {
+        int64_t at = 0;
+        while (at < n && (((uint16_t)(p[2 * at] | p[2 * at + 1] << 8)) & em) != em) at++;
+        uint16_t h = (uint16_t)(p[2 * at] | p[2 * at + 1] << 8);
+        bool nan = (h & (bf ? 0x7fu : 0x3ffu)) != 0;
+        return cx_fail(CATTR_ERR_FORMAT, "weight '%s' holds a non-finite value (%s at element %lld): the checkpoint "
+                       "is corrupt", name, nan ? "nan" : "inf", (long long)at);
+    }
+    cattr_tensor *t = calloc(1, sizeof *t);
+    if (!t) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory loading '%s'", name);
+    t->dtype = bf ? CX_BFLOAT16 : CX_FLOAT16;
+    t->ndim = e->ndim;
+    memcpy(t->shape, e->shape, sizeof t->shape);
+    t->numel = n;
+    const mapping *mp = &w->maps[e->shard];
+    size_t off = (size_t)(e->data - (const unsigned char *)mp->map), pg = (size_t)sysconf(_SC_PAGESIZE);
+    size_t aoff = off / pg * pg, len = off - aoff + (size_t)n * 2;
+    void *m = off % 2 ? MAP_FAILED : mmap(NULL, len, PROT_READ, MAP_PRIVATE, mp->fd, (off_t)aoff);
+    if (m != MAP_FAILED) { /* a mapping of its own: the tensor outlives the checkpoint's handle */
+        t->map = m;
+        t->map_size = len;
+        t->data = (char *)m + (off - aoff);
+    } else { /* an odd offset (no aligned element), or no mapping: a copy */
+        t->data = malloc((size_t)n * 2);
+        if (!t->data) {
+            free(t);
+            return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory loading '%s'", name);
+        }
+        memcpy(t->data, e->data, (size_t)n * 2);
+    }
+    /* the pages read through the checkpoint's own mapping (the scan above) are not needed there */
+    cx_hf_release_range(e->data, (size_t)n * 2);
+    *out = t;
+    return CATTR_OK;
+}
+
+int64_t cx_hf_weights_bytes(const cx_hf_weights *w) {
+    int64_t b = 0;
+    for (int i = 0; i < w->n; i++) b += (int64_t)w->w[i].bytes;
+    return b;
 }
 
 void cx_hf_weights_release_pages(cx_hf_weights *w) {

@@ -50,6 +50,13 @@ bool cx_hf_weights_has(const cx_hf_weights *w, const char *name);
  * shape is checked when exp_ndim >= 0. Errors: CATTR_ERR_FORMAT (missing weight or wrong shape, naming both). */
 cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype dtype, int exp_ndim,
                           const int64_t *exp_shape, cattr_tensor **out);
+/* Weight `name` as the checkpoint stores it when that is 16-bit (BF16 or F16: a tensor of dtype CX_BFLOAT16 or
+ * CX_FLOAT16 over a read-only mapping of the file, which the tensor owns, so it may outlive w), else a float32 copy
+ * as cx_hf_weight makes. A non-finite value is refused as there. Errors: as cx_hf_weight. */
+cattr_status cx_hf_weight_stored(const cx_hf_weights *w, const char *name, int exp_ndim, const int64_t *exp_shape,
+                                 cattr_tensor **out);
+/* The bytes of every tensor of the checkpoint, as stored. */
+int64_t cx_hf_weights_bytes(const cx_hf_weights *w);
 /* Advises the kernel that the mapped pages are no longer needed (after conversion to float32). */
 void cx_hf_weights_release_pages(cx_hf_weights *w);
 

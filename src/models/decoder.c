@@ -16,7 +16,7 @@ typedef struct {
     char name[256];
 } builder;
 
-/* A weight as a graph constant (float32), checked against the expected shape. -1 on error (b->st set). */
+/* A weight as a graph constant, checked against the expected shape. -1 on error (b->st set). */
 static int weight(builder *b, const char *name, int nd, int64_t d0, int64_t d1) {
     if (b->st != CATTR_OK) return -1;
     if (b->src) {
@@ -31,7 +31,9 @@ static int weight(builder *b, const char *name, int nd, int64_t d0, int64_t d1) 
     }
     int64_t sh[2] = {d0, d1};
     cattr_tensor *t = NULL;
-    b->st = cx_hf_weight(b->w, name, CATTR_FLOAT32, nd, sh, &t);
+    /* matrices as the checkpoint stores them (bfloat16 / float16, mapped: the kernels widen them exactly as they
+     * read them); vectors (norms, biases) as float32 copies */
+    b->st = nd == 2 ? cx_hf_weight_stored(b->w, name, nd, sh, &t) : cx_hf_weight(b->w, name, CATTR_FLOAT32, nd, sh, &t);
     if (b->st != CATTR_OK) return -1;
     int v = cg_add_const(b->g, name, t, true);
     if (v < 0) {

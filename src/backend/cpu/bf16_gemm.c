@@ -1,7 +1,8 @@
 /* bf16_gemm.c - precision "high": float32 GEMM with bfloat16 inputs and float32 accumulation on AVX-512 BF16
  * (VDPBF16PS), for products by a constant weight. Debian's OpenBLAS has no bf16 GEMM, so this is cattr's own.
  *
- * C[M, N] = A[M, K] x B with B[k][n] = trans ? W[n * ldw + k] : W[k * ldw + n]. B is packed once per weight and
+ * C[M, N] = A[M, K] x B with B[k][n] = trans ? W[n * ldw + k] : W[k * ldw + n], W float32 or a checkpoint's
+ * bfloat16 / half matrix as stored (a stored bfloat16 packs as itself). B is packed once per weight and
  * orientation into panels of 32 columns: for each pair of rows (2p, 2p + 1) of B, 32 dwords, dword j holding the
  * bfloat16 of B[2p][n0 + j] (low half) and B[2p + 1][n0 + j] (high half), zero-padded. A is converted per call to
  * the same pairs (round to nearest even). One VDPBF16PS then adds a[2p] b[2p] + a[2p + 1] b[2p + 1] to 16 columns.
@@ -24,7 +25,7 @@
 #define MR 8
 
 typedef struct {
-    const float *w;
+    const void *w;
     int64_t rows, cols; /* of B: K x N */
     bool trans;
     uint64_t sample;
@@ -45,18 +46,26 @@ static inline uint16_t to_bf16(float f) { /* round to nearest even; NaN stays Na
     return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-static uint64_t sample_of(const float *w, int64_t n) {
+static uint64_t sample_of(const void *w, int64_t n, size_t es) {
     uint64_t h = 1469598103934665603ull;
     for (int i = 0; i < 64; i++) {
-        uint32_t u;
-        memcpy(&u, &w[(int64_t)i * (n - 1) / 63], 4);
+        uint32_t u = 0;
+        memcpy(&u, (const char *)w + (size_t)((int64_t)i * (n - 1) / 63) * es, es);
         h = (h ^ u) * 1099511628211ull;
     }
     return h;
 }
 
-static bool get_pack(const float *w, int64_t K, int64_t N, int64_t ldw, bool trans, packed_b *out) {
-    uint64_t smp = sample_of(w, trans ? N * ldw : K * ldw);
+/* element i of W as float32 (a stored bfloat16 or half widened exactly) */
+static inline float w_at(const void *w, int64_t i, cx_gemm_btype wt) {
+    if (wt == CX_GEMM_B_F32) return ((const float *)w)[i];
+    uint16_t h;
+    memcpy(&h, (const char *)w + 2 * i, 2);
+    return wt == CX_GEMM_B_BF16 ? cx_bf16_to_f32(h) : cx_f16_to_f32(h);
+}
+
+static bool get_pack(const void *w, cx_gemm_btype wt, int64_t K, int64_t N, int64_t ldw, bool trans, packed_b *out) {
+    uint64_t smp = sample_of(w, trans ? N * ldw : K * ldw, wt == CX_GEMM_B_F32 ? 4 : 2);
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_n; i++)
         if (g_packs[i].w == w && g_packs[i].rows == K && g_packs[i].cols == N && g_packs[i].trans == trans &&
@@ -89,8 +98,8 @@ static bool get_pack(const float *w, int64_t K, int64_t N, int64_t ldw, bool tra
                 int64_t n = p * 32 + j, k0 = 2 * q, k1 = 2 * q + 1;
                 float b0 = 0, b1 = 0;
                 if (n < N) {
-                    b0 = trans ? w[n * ldw + k0] : w[k0 * ldw + n];
-                    if (k1 < K) b1 = trans ? w[n * ldw + k1] : w[k1 * ldw + n];
+                    b0 = w_at(w, trans ? n * ldw + k0 : k0 * ldw + n, wt);
+                    if (k1 < K) b1 = w_at(w, trans ? n * ldw + k1 : k1 * ldw + n, wt);
                 }
                 dst[j] = (uint32_t)to_bf16(b0) | (uint32_t)to_bf16(b1) << 16;
             }
@@ -153,11 +162,11 @@ static bool cpu_ok(void) {
 
 bool cx_bf16_available(void) { return cpu_ok(); }
 
-cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *W, int64_t ldw,
-                          bool trans, float *C, int64_t ldc) {
+cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *W, cx_gemm_btype wt,
+                          int64_t ldw, bool trans, float *C, int64_t ldc) {
     if (!cpu_ok()) return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs AVX-512 BF16, which this CPU lacks");
     packed_b pk;
-    if (!get_pack(W, K, N, ldw, trans, &pk)) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory packing a bfloat16 weight");
+    if (!get_pack(W, wt, K, N, ldw, trans, &pk)) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory packing a bfloat16 weight");
     const packed_b *pb = &pk;
     int64_t kp = pb->kp, Mp = (M + MR - 1) / MR * MR;
     uint32_t *ap = aligned_alloc(64, round64((size_t)(Mp * kp) * 4 + 64));
@@ -195,7 +204,7 @@ cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64
     return CATTR_OK;
 }
 
-void cx_bf16_release(const float *w) {
+void cx_bf16_release(const void *w) {
     pthread_mutex_lock(&g_mu);
     for (int i = 0; i < g_n;)
         if (g_packs[i].w == w) {
@@ -220,13 +229,13 @@ void cx_bf16_release_all(void) {
 
 bool cx_bf16_available(void) { return false; }
 
-cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *W, int64_t ldw,
-                          bool trans, float *C, int64_t ldc) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)W, (void)ldw, (void)trans, (void)C, (void)ldc;
+cattr_status cx_bf16_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *W, cx_gemm_btype wt,
+                          int64_t ldw, bool trans, float *C, int64_t ldc) {
+    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)W, (void)wt, (void)ldw, (void)trans, (void)C, (void)ldc;
     return cx_fail(CATTR_ERR_UNSUPPORTED, "precision 'high' needs AVX-512 BF16 kernels, not built here");
 }
 
-void cx_bf16_release(const float *w) { (void)w; }
+void cx_bf16_release(const void *w) { (void)w; }
 
 void cx_bf16_release_all(void) {}
 

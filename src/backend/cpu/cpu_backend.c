@@ -148,6 +148,103 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
 GEMM_DEFINE(cx_sgemm, float, cblas_sgemm, own_sgemm)
 GEMM_DEFINE(cx_dgemm, double, cblas_dgemm, own_dgemm)
 
+/* B widened for OpenBLAS in one piece up to this size; a larger one in column blocks (see cx_sgemm_stored) */
+#define STORED_WIDEN_MAX ((size_t)256 << 20)
+/* cattr's own kernel: op(B)'s columns widened STORED_BLOCK_BYTES of float32 at a time (L2-sized) */
+#define STORED_BLOCK_BYTES ((size_t)2 << 20)
+
+/* The storage of a product's B: float32 (the view of a float32 or float64 call), or a checkpoint's 16-bit matrix. */
+static inline cx_gemm_btype gemm_btype(cattr_dtype dt) {
+    return dt == CX_BFLOAT16 ? CX_GEMM_B_BF16 : dt == CX_FLOAT16 ? CX_GEMM_B_F16 : CX_GEMM_B_F32;
+}
+
+/* Columns [c0, c0 + nc) of op(B) (op(B) is k x n; B is n x ldb when trans, else k x ldb), widened into w, which then
+ * holds B's block in B's own orientation with leading dimension (trans ? k : nc). */
+static void widen_cols(const void *B, cx_gemm_btype bt, bool trans, int64_t k, int64_t ldb, int64_t c0, int64_t nc,
+                       float *w, bool par) {
+    int64_t r1 = trans ? nc : k, c1 = trans ? k : nc;
+#pragma omp parallel for if (par && r1 * c1 > (1 << 18)) schedule(static)
+    for (int64_t r = 0; r < r1; r++) {
+        const uint16_t *src = (const uint16_t *)B + (trans ? (c0 + r) * ldb : r * ldb + c0);
+        float *dst = w + r * c1;
+        if (bt == CX_GEMM_B_BF16)
+            for (int64_t c = 0; c < c1; c++) dst[c] = cx_bf16_to_f32(src[c]);
+        else
+            for (int64_t c = 0; c < c1; c++) dst[c] = cx_f16_to_f32(src[c]);
+    }
+}
+
+/* cattr's own kernel on a block of C (rows_all: the rows of the whole product) with op(B) widened a block of columns
+ * at a time into w (STORED_BLOCK_BYTES): the kernel's sums do not depend on the columns it is given, so the result is
+ * that of a float32 copy of B, bit for bit. */
+static void own_stored(int m, int n, int k, const float *A, int lda, const void *B, cx_gemm_btype bt, int ldb,
+                       bool trans, float *C, int ldc, int rows_all, float *w, int64_t step) {
+    for (int64_t c0 = 0; c0 < n; c0 += step) {
+        int64_t nc = n - c0 < step ? n - c0 : step;
+        widen_cols(B, bt, trans, k, ldb, c0, nc, w, false);
+        cx_f32_gemm(m, nc, k, A, lda, w, trans ? k : nc, trans, C + c0, ldc, rows_all);
+    }
+}
+
+/* C = alpha A x op(B) + beta C with B a checkpoint's matrix as stored (bt: bfloat16 or half), float32 results, B's
+ * values widened exactly. cattr's own kernel (the products cx_sgemm gives it, split over the threads as there) reads
+ * op(B) through L2-sized float32 blocks of columns. Products that go to OpenBLAS get a float32 copy of B made for the
+ * call: the whole of B (the same call as cx_sgemm on a float32 copy, so the same bits), or, past STORED_WIDEN_MAX,
+ * blocks of columns of C, each its own OpenBLAS call, which may round apart from the one call by an ulp (CPUs
+ * without AVX-512F, or CATTR_GEMM=openblas, only). */
+static cattr_status cx_sgemm_stored(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                                    const float *A, int lda, const void *B, cx_gemm_btype bt, int ldb, float beta,
+                                    float *C, int ldc) {
+    double work = (double)m * (double)n * (double)k;
+    bool trans = tb == CblasTrans;
+    if (own_sgemm_ok(CblasRowMajor, ta, alpha, beta, work) && k > 0) {
+        int64_t step = (int64_t)(STORED_BLOCK_BYTES / ((size_t)k * sizeof(float))) / 32 * 32;
+        if (step < 32) step = 32;
+        int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+        bool whole = nt < 2 || (m < 16 * nt && n < 64 * nt);
+        bool rows = m >= n ? m >= 16 * nt : n < 64 * nt;
+        int total = rows ? m : n, align = rows ? 12 : 32;
+        int per = (total + nt - 1) / nt;
+        per = (per + align - 1) / align * align;
+        int nb = whole ? 1 : (total + per - 1) / per;
+        float **w = calloc((size_t)nb, sizeof *w);
+        bool ok = w != NULL;
+        for (int i = 0; ok && i < nb; i++) ok = (w[i] = malloc((size_t)(step * k) * sizeof(float))) != NULL;
+        if (ok && whole) {
+            own_stored(m, n, k, A, lda, B, bt, ldb, trans, C, ldc, m, w[0], step);
+        } else if (ok) {
+#pragma omp parallel for num_threads(nt) schedule(static)
+            for (int blk = 0; blk < nb; blk++) {
+                int lo = blk * per, hi = lo + per < total ? lo + per : total;
+                if (rows)
+                    own_stored(hi - lo, n, k, A + (size_t)lo * lda, lda, B, bt, ldb, trans, C + (size_t)lo * ldc, ldc, m,
+                               w[blk], step);
+                else
+                    own_stored(m, hi - lo, k, A, lda,
+                               (const uint16_t *)B + (trans ? (size_t)lo * (size_t)ldb : (size_t)lo), bt, ldb, trans,
+                               C + lo, ldc, m, w[blk], step);
+            }
+        }
+        for (int i = 0; w && i < nb; i++) free(w[i]);
+        free(w);
+        return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory widening a weight");
+    }
+    /* OpenBLAS: op(B) is k x n; B itself is (trans ? n x ldb : k x ldb) */
+    size_t whole = (size_t)n * (size_t)k * sizeof(float);
+    int64_t step = whole <= STORED_WIDEN_MAX ? n : (int64_t)(STORED_WIDEN_MAX / ((size_t)k * sizeof(float)));
+    if (step < 1) step = 1;
+    if (step > n) step = n;
+    float *w = malloc((size_t)(step * k) * sizeof *w);
+    if (!w) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory widening a weight (%d x %d)", n, k);
+    for (int64_t c0 = 0; c0 < n; c0 += step) {
+        int64_t nc = n - c0 < step ? n - c0 : step;
+        widen_cols(B, bt, trans, k, ldb, c0, nc, w, true);
+        cx_sgemm(CblasRowMajor, ta, tb, m, (int)nc, k, alpha, A, lda, w, trans ? k : (int)nc, beta, C + c0, ldc);
+    }
+    free(w);
+    return CATTR_OK;
+}
+
 /* Hot row kernels are built for several instruction sets and picked at load time (GCC's target_clones); their
  * reductions use fixed lanes, so every clone rounds the same way. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
@@ -371,7 +468,14 @@ static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) 
         for (int64_t j = 0; j < ni; j++) {
             int64_t k = 0;
             CX_CHECK(gather_index(n, ix[j], dim, &k));
-            if (!grad) {
+            if (!grad && cx_dtype_is_storage(data->dtype)) { /* rows of a checkpoint's matrix, widened */
+                const uint16_t *src = (const uint16_t *)data->data + (o * dim + k) * inner;
+                float *dst = (float *)out->data + (o * ni + j) * inner;
+                if (data->dtype == CX_BFLOAT16)
+                    for (int64_t t = 0; t < inner; t++) dst[t] = cx_bf16_to_f32(src[t]);
+                else
+                    for (int64_t t = 0; t < inner; t++) dst[t] = cx_f16_to_f32(src[t]);
+            } else if (!grad) {
                 memcpy((char *)out->data + (size_t)((o * ni + j) * inner) * es,
                        (const char *)data->data + (size_t)((o * dim + k) * inner) * es, (size_t)inner * es);
             } else if (out->dtype == CATTR_FLOAT32) {
@@ -906,7 +1010,7 @@ static bool cpu_supports(void *ctx, cg_op op, cattr_dtype dtype) {
 
 static bool cpu_has_cap(void *ctx, cx_cap cap) {
     (void)ctx;
-    return cap == CX_CAP_BF16_GEMM && cx_bf16_available();
+    return (cap == CX_CAP_BF16_GEMM && cx_bf16_available()) || cap == CX_CAP_STORED_WEIGHTS;
 }
 static void cpu_forget_host(void *ctx, const void *host) {
     (void)ctx;

@@ -6,6 +6,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* How a product's B is stored: float32, or a checkpoint's bfloat16 / IEEE half matrix (read through float32 copies
+ * of blocks made for the call, or, precision "high", packed to bfloat16 as the weight's panels). */
+typedef enum { CX_GEMM_B_F32 = 0, CX_GEMM_B_BF16 = 1, CX_GEMM_B_F16 = 2 } cx_gemm_btype;
+
 /* Whether the kernels are built in, the CPU has AVX-512F and the environment does not ask for OpenBLAS
  * (CATTR_GEMM=openblas). Decided once per process. */
 bool cx_f32_gemm_available(void);

@@ -467,10 +467,10 @@ static cattr_status K(gemm)(const cg_node *n, const cx_view *in, cx_view *out) {
     int64_t k = a->trans_a ? in[0].shape[0] : in[0].shape[1];
     T *y = out->data;
     T beta = 0;
+    cx_gemm_btype bt = gemm_btype(in[1].dtype);
     if (a->bf16 && sizeof(T) == sizeof(float) && !a->trans_a && k > 0 && m > 0 && nn > 0) { /* precision "high" */
-        CX_CHECK(cx_bf16_gemm(m, nn, k, (const float *)(const void *)in[0].data, in[0].shape[1],
-                              (const float *)(const void *)in[1].data, in[1].shape[1], a->trans_b != 0,
-                              (float *)(void *)y, nn));
+        CX_CHECK(cx_bf16_gemm(m, nn, k, (const float *)(const void *)in[0].data, in[0].shape[1], in[1].data, bt,
+                              in[1].shape[1], a->trans_b != 0, (float *)(void *)y, nn));
         T al = (T)a->alpha;
         bool add_c = n->n_in > 2 && in[2].data && a->beta != 0;
         const T *c = add_c ? in[2].data : NULL;
@@ -497,6 +497,11 @@ static cattr_status K(gemm)(const cg_node *n, const cx_view *in, cx_view *out) {
         if (beta == 0) memset(y, 0, (size_t)(m * nn) * sizeof(T));
         return CATTR_OK;
     }
+    if (bt != CX_GEMM_B_F32) /* a checkpoint's matrix as stored (float32 calls only: see gemm_btype) */
+        return cx_sgemm_stored(a->trans_a ? CblasTrans : CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)m,
+                               (int)nn, (int)k, (float)a->alpha, (const float *)(const void *)in[0].data,
+                               (int)in[0].shape[1], in[1].data, bt, (int)in[1].shape[1], (float)beta,
+                               (float *)(void *)y, (int)nn);
     GEMM(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)m,
          (int)nn, (int)k, (T)a->alpha, in[0].data, (int)in[0].shape[1], in[1].data, (int)in[1].shape[1], beta, y,
          (int)nn);
@@ -528,9 +533,22 @@ static cattr_status K(matmul)(const cg_node *n, const cx_view *in, cx_view *out)
     }
     const T *A = in[0].data, *B = in[1].data;
     T *Y = out->data;
+    cx_gemm_btype bt = gemm_btype(in[1].dtype);
     if (a->bf16 && sizeof(T) == sizeof(float) && in[1].ndim == 2 && !a->trans_a && k > 0) { /* precision "high" */
-        return cx_bf16_gemm(nbatch * m, nn, k, (const float *)(const void *)A, ac, (const float *)(const void *)B, bc,
+        return cx_bf16_gemm(nbatch * m, nn, k, (const float *)(const void *)A, ac, in[1].data, bt, bc,
                             a->trans_b != 0, (float *)(void *)Y, nn);
+    }
+    if (bt != CX_GEMM_B_F32) { /* a checkpoint's matrix as stored: 2-D (the planner keeps it so for MatMul's B only) */
+        if (in[1].ndim != 2 || a->trans_a || nbat != na - 2)
+            return cx_fail(CATTR_ERR_INTERNAL, "node '%s' (op MatMul): a stored matrix where a float32 one is needed",
+                           n->name);
+        if (k == 0 || nbatch * m == 0 || nn == 0) {
+            memset(Y, 0, (size_t)(nbatch * m * nn) * sizeof(T));
+            return CATTR_OK;
+        }
+        return cx_sgemm_stored(CblasNoTrans, a->trans_b ? CblasTrans : CblasNoTrans, (int)(nbatch * m), (int)nn, (int)k,
+                               1.0f, (const float *)(const void *)A, (int)ac, in[1].data, bt, (int)bc, 0.0f,
+                               (float *)(void *)Y, (int)nn);
     }
     if (in[1].ndim == 2 && !a->trans_a && nbatch > 1 && k > 0 && nbat == na - 2) {
         /* [..., m, k] x [k, n]: the batch dims of A fold into the rows of one GEMM (one packing of B, full panels) */
