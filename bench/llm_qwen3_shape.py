@@ -1,13 +1,17 @@
 #!/usr/bin/python3
-"""cattr on a language model with Qwen3-0.6B's shapes: time, peak memory and the share of the GEMM roofline.
+"""cattr on a language model with a released model's shapes: time, peak memory and the share of the GEMM roofline.
 
 Run from the repository root with Debian's Python (numpy only):
 
-    /usr/bin/python3 bench/llm_qwen3_shape.py [--cattr build/cattr] [--dir /tmp/cattr-qwen3-0.6b-random]
+    /usr/bin/python3 bench/llm_qwen3_shape.py [--shape qwen3-0.6b|qwen3-8b|llama3-8b] [--cattr build/cattr]
+                                              [--dir /tmp/cattr-<shape>-random]
 
-1. Writes (once; reused when present) a randomly initialised BF16 checkpoint with Qwen3-0.6B's shapes: hidden 1024,
-   28 layers, 16 heads, 8 KV heads, head_dim 128, intermediate 3072, vocab 151936, tied embeddings (config.json +
-   model.safetensors, about 1.2 GB).
+1. Writes (once; reused when present) a randomly initialised BF16 checkpoint with the shapes of --shape: Qwen3-0.6B
+   (hidden 1024, 28 layers, 16 heads, 8 KV heads, head_dim 128, intermediate 3072, vocab 151936, tied embeddings;
+   about 1.2 GB), Qwen3-8B (hidden 4096, 36 layers, 32/8 heads, intermediate 12288, vocab 151936, its own LM head;
+   16.4 GB) or Llama-3-8B (hidden 4096, 32 layers, 32/8 heads, intermediate 14336, vocab 128256; 16.1 GB), as
+   config.json + model.safetensors. cattr keeps the BF16 matrices as stored (mapped), so the peak RSS is about the
+   file's size plus the activation budget.
 2. Measures the roofline: OpenBLAS sgemm at 2048^3 (`sgemm_rate`, built with cattr: the same BLAS and threads),
    and the rate of cattr's own AVX-512F float32 GEMM at 2048^3 (`sgemm_rate 2048 5 own`), which cattr uses in place
    of OpenBLAS where the CPU has AVX-512F ('own roof': the share of that rate; CATTR_GEMM=openblas turns it off).
@@ -39,15 +43,26 @@ except ImportError:  # pragma: no cover
     sys.exit("numpy missing: run this script with /usr/bin/python3 (Debian's Python)")
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHAPE = dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-             intermediate_size=3072, vocab_size=151936)
+# the released models' shapes (their config.json); --shape picks one
+SHAPES = {
+    "qwen3-0.6b": dict(hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8,
+                       head_dim=128, intermediate_size=3072, vocab_size=151936, model_type="qwen3",
+                       tie_word_embeddings=True, rope_theta=1000000.0),
+    "qwen3-8b": dict(hidden_size=4096, num_hidden_layers=36, num_attention_heads=32, num_key_value_heads=8,
+                     head_dim=128, intermediate_size=12288, vocab_size=151936, model_type="qwen3",
+                     tie_word_embeddings=False, rope_theta=1000000.0),
+    "llama3-8b": dict(hidden_size=4096, num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8,
+                      head_dim=128, intermediate_size=14336, vocab_size=128256, model_type="llama",
+                      tie_word_embeddings=False, rope_theta=500000.0),
+}
+SHAPE = dict(SHAPES["qwen3-0.6b"])
 
 
 def config():
-    c = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": False,
-         "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-         "rope_scaling": None, "tie_word_embeddings": True, "torch_dtype": "bfloat16", "bos_token_id": 151643,
-         "eos_token_id": 151645, "sliding_window": None, "use_sliding_window": False}
+    c = {"architectures": ["Qwen3ForCausalLM" if SHAPE["model_type"] == "qwen3" else "LlamaForCausalLM"],
+         "attention_bias": False, "hidden_act": "silu", "max_position_embeddings": 40960, "rms_norm_eps": 1e-6,
+         "rope_scaling": None, "torch_dtype": "bfloat16", "bos_token_id": 151643, "eos_token_id": 151645,
+         "sliding_window": None, "use_sliding_window": False}
     c.update(SHAPE)
     return c
 
@@ -62,10 +77,13 @@ def tensors():
         out += [(p + "input_layernorm.weight", (H,), "one"), (p + "post_attention_layernorm.weight", (H,), "one"),
                 (p + "self_attn.q_proj.weight", (nh * d, H), "w"), (p + "self_attn.k_proj.weight", (nkv * d, H), "w"),
                 (p + "self_attn.v_proj.weight", (nkv * d, H), "w"), (p + "self_attn.o_proj.weight", (H, nh * d), "w"),
-                (p + "self_attn.q_norm.weight", (d,), "one"), (p + "self_attn.k_norm.weight", (d,), "one"),
                 (p + "mlp.gate_proj.weight", (I, H), "w"), (p + "mlp.up_proj.weight", (I, H), "w"),
                 (p + "mlp.down_proj.weight", (H, I), "w")]
+        if SHAPE["model_type"] == "qwen3":
+            out += [(p + "self_attn.q_norm.weight", (d,), "one"), (p + "self_attn.k_norm.weight", (d,), "one")]
     out.append(("model.norm.weight", (H,), "one"))
+    if not SHAPE["tie_word_embeddings"]:
+        out.append(("lm_head.weight", (V, H), "w"))
     return out
 
 
@@ -92,13 +110,17 @@ def write_checkpoint(d, seed=0):
         f.write(struct.pack("<Q", len(hb)))
         f.write(hb)
         for name, shape, kind in specs:
-            if kind == "one":
-                x = np.ones(shape, np.float32)
-            else:
-                x = (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float32)
-            u = x.view(np.uint32)
-            bf = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
-            f.write(bf.tobytes())
+            rows = shape[0] if len(shape) == 2 else 1
+            step = max(1, (1 << 25) // (int(np.prod(shape)) // rows))  # ~32 M values at a time (8B shapes)
+            for r0 in range(0, rows, step):
+                sh = (min(step, rows - r0),) + tuple(shape[1:]) if len(shape) == 2 else shape
+                if kind == "one":
+                    x = np.ones(sh, np.float32)
+                else:
+                    x = (rng.standard_normal(sh, dtype=np.float32) * 0.02).astype(np.float32)
+                u = x.view(np.uint32)
+                bf = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
+                f.write(bf.tobytes())
     os.replace(tmp, st)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(config(), f, indent=1)
@@ -119,7 +141,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--cattr", default=os.path.join(REPO, "build", "cattr"))
     ap.add_argument("--sgemm", default=None, help="the sgemm_rate binary (default: next to --cattr)")
-    ap.add_argument("--dir", default="/tmp/cattr-qwen3-0.6b-random", help="where the checkpoint is written/reused")
+    ap.add_argument("--shape", default="qwen3-0.6b", choices=sorted(SHAPES),
+                    help="the released model whose shapes the random checkpoint takes")
+    ap.add_argument("--dir", default=None, help="where the checkpoint is written/reused (default: "
+                    "/tmp/cattr-<shape>-random)")
     ap.add_argument("--tokens", type=int, default=42)
     ap.add_argument("--steps", type=int, default=64)
     ap.add_argument("--runs", type=int, default=2, help="calls per process (first + warm median of the rest)")
@@ -135,6 +160,9 @@ def main():
     ap.add_argument("--json", default=None, help="write every measurement as JSON")
     a = ap.parse_args()
 
+    SHAPE.clear()
+    SHAPE.update(SHAPES[a.shape])
+    a.dir = a.dir or "/tmp/cattr-%s-random" % a.shape
     if not os.path.exists(a.cattr):
         sys.exit("cattr binary %s missing: build first (cmake --build build)" % a.cattr)
     sg = a.sgemm or os.path.join(os.path.dirname(a.cattr), "sgemm_rate")
@@ -150,8 +178,9 @@ def main():
     f32_mib = n_params * 4 / 2**20
     P = layer_matmul_params()
     H, V = SHAPE["hidden_size"], SHAPE["vocab_size"]
-    print("checkpoint: %s, %.2f GB BF16, %.1f M parameters (%.1f M in layer matmuls), float32 weights %.0f MiB"
-          % (a.dir, size / 1e9, n_params / 1e6, P / 1e6, f32_mib), flush=True)
+    print("checkpoint (%s shapes): %s, %.2f GB BF16, %.1f M parameters (%.1f M in layer matmuls), as float32 "
+          "%.0f MiB (cattr keeps the BF16 matrices as stored)" % (a.shape, a.dir, size / 1e9, n_params / 1e6, P / 1e6,
+                                                                  f32_mib), flush=True)
 
     rc, out, err, _, _ = run_wait4([sg, "2048", "5"], env)
     m = re.search(r"gflops=([0-9.]+)", out)
@@ -259,8 +288,9 @@ def main():
               % (len(ratios), med, srt[0], srt[-1]))
     highest = [v["rss_mib"] for k, v in r.items() if k != "layer-ig-high" and "rss_mib" in v]
     if highest:
-        print("peak RSS at precision highest %.0f MiB; float32 weights + 1 GiB = %.0f MiB" % (max(highest),
-                                                                                             f32_mib + 1024))
+        print("peak RSS at precision highest %.0f MiB; the BF16 file + 1 GiB = %.0f MiB (float32 weights would take "
+              "%.0f MiB)" % (max(highest), size / 2**20 + 1024, f32_mib))
+        results["peak_rss_mib"] = max(highest)
     if "rss_mib" in r.get("layer-ig-high", {}):
         print("(layer-ig-high with --precision-error holds the float32 and the bfloat16 weights: %.0f MiB)"
               % r["layer-ig-high"]["rss_mib"])

@@ -1,5 +1,6 @@
 /* test_cpu_gemm.c - the CPU backend's own kernels: the vectorisable expf of the transformer kernels (within 2 ulp of
- * expf); the AVX-512F float32 GEMM against a float64 product (odd sizes, both orientations of B, several K blocks,
+ * expf); the float32 GEMM (the AVX-512F kernels, or the AVX2 one on a CPU without AVX-512F) against a float64
+ * product (odd sizes, both orientations of B, several K blocks,
  * partial tiles, leading dimensions wider than the rows, a product split in column blocks equal to the whole); and
  * the AVX-512 BF16 GEMM of precision "high" against a float64 product of the same bfloat16-rounded inputs. The GEMM
  * parts are skipped (with a message) on a CPU without the instructions; exit 77 when neither ran. */
@@ -109,7 +110,8 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans, int64_t rows_al
     CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
           "f32 gemm M=%lld N=%lld K=%lld trans=%d rows_all=%lld: two row blocks differ from the whole", (long long)M, (long long)N,
           (long long)K, (int)trans, (long long)rows_all);
-    if (!trans || rows_all >= 32) { /* the packed kernel: its element-by-element form (the fallback) must agree */
+    if (!trans || rows_all >= 32 || cx_f32_gemm_all_sizes()) {
+        /* the packed kernel (every product of the AVX2 one): its element-by-element form (the fallback) must agree */
         for (int64_t i = 0; i < M * ldc; i++) C2[i] = -7.0f;
         cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans, C2, ldc);
         CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
@@ -144,7 +146,8 @@ int main(void) {
     printf("vectorisable expf: max %.0f ulp from expf on [-87, 88]\n", worst);
     CHECK(worst <= 2, "vectorisable expf off by %.0f ulp", worst);
     bool f32 = cx_f32_gemm_available();
-    if (!f32) printf("SKIP: the float32 GEMM part: this CPU (or build) has no AVX-512F, or CATTR_GEMM=openblas\n");
+    if (!f32) printf("SKIP: the float32 GEMM part: this CPU (or build) has neither AVX-512F nor AVX2 with FMA, or "
+                       "CATTR_GEMM=openblas\n");
     for (int t = 0; f32 && t < 2; t++) {
         for (int packed = 0; packed < 2; packed++) { /* B^T: the dot kernel, then packed panels */
             int64_t r = packed ? 1000 : 1;

@@ -353,6 +353,10 @@ cattr_tensor *cx_expand_rows(const cattr_tensor *t, int64_t reps, cx_expand how)
 /* Bytes of memory available to this process now: the least of the free RAM (_SC_AVPHYS_PAGES), what RLIMIT_AS leaves
  * above its current size and what its cgroups' limits leave (passes.c); 1 GiB when unknown. Cached for 0.5 s. */
 size_t cx_avail_memory(void);
+/* What a checkpoint being loaded may take: the RAM the kernel can give (/proc/meminfo's MemAvailable: free memory
+ * and reclaimable cache, of which a mapped checkpoint's own cached pages are part), within ulimit -v and the cgroup
+ * limits. */
+size_t cx_avail_memory_for_load(void);
 
 /* Memory budget for a method's batches (params.max_memory, else a quarter of the available RAM). */
 size_t cx_memory_budget(const cattr_explainer *e);

@@ -71,12 +71,24 @@ static void watch_fields(cattr_explainer *e, cattr_attr_params *stored, const ca
     e->p.cancel = stored->cancel = p->cancel;
 }
 
+/* The activation budget of the language-model paths without max_memory (see llm_budget). */
+static size_t llm_default_budget(void) {
+    size_t b = cx_avail_memory() / 4, cap = (size_t)896 << 20;
+    return b < cap ? b : cap;
+}
+
 cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
     if (!dir || !out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_load: NULL argument");
     *out = NULL;
     cattr_llm *m = calloc(1, sizeof *m);
     if (!m) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cx_decoder_opts o = {.ids_input = false, .all_logits = false, .pos_input = false};
+    const char *skip = getenv("CATTR_SKIP_MEMORY_CHECK");
+    if (!skip || strcmp(skip, "1") != 0) { /* refused before loading when it cannot fit (never an OOM kill) */
+        o.mem_avail = cx_avail_memory_for_load();
+        o.mem_reserve = llm_default_budget();
+        if (!o.mem_avail) o.mem_avail = 1;
+    }
     cattr_status st = cx_decoder_load(dir, &o, &m->model, &m->cfg);
     if (st == CATTR_OK) {
         int v = cg_find_value(m->model->g, "model.embed_tokens.weight");
@@ -255,11 +267,7 @@ cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, in
 /* The activation budget of the language-model paths: max_memory, else a quarter of the available memory
  * (cx_avail_memory: the free RAM, what ulimit -v and the cgroup limits leave) but at most 896 MiB (GEMM efficiency
  * saturates well below that, and the process stays near the size of its weights). */
-static size_t llm_budget(const cattr_attr_params *lp) {
-    if (lp->max_memory) return lp->max_memory;
-    size_t b = cx_avail_memory() / 4, cap = (size_t)896 << 20;
-    return b < cap ? b : cap;
-}
+static size_t llm_budget(const cattr_attr_params *lp) { return lp->max_memory ? lp->max_memory : llm_default_budget(); }
 
 /* Forward rows per pass: the perturbation batches are cut to the memory budget (or perturbations_per_eval). The
  * forward arena of a pass over `pos` positions is about pos times that of one position. */

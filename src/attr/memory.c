@@ -137,6 +137,26 @@ size_t cx_avail_memory(void) {
     return v;
 }
 
+size_t cx_avail_memory_for_load(void) {
+    uint64_t kb = 0;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    bool found = false;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        unsigned long long x;
+        if (sscanf(line, "MemAvailable: %llu kB", &x) == 1) {
+            kb = x;
+            found = true;
+        }
+    }
+    if (f) fclose(f);
+    size_t v = found ? (size_t)kb * 1024 : cx_avail_memory();
+    size_t r = rlimit_room();
+    if (r < v) v = r;
+    r = cgroups_room();
+    return r < v ? r : v;
+}
+
 /* max_memory, else a quarter of what the explainer's device can still allocate: the host's memory (cx_avail_memory),
  * or a GPU's free memory (its backend's free_memory) where the device has memory of its own. */
 size_t cx_memory_budget(const cattr_explainer *e) {

@@ -518,9 +518,14 @@ cattr_status cx_hf_weight_stored(const cx_hf_weights *w, const char *name, int e
     return CATTR_OK;
 }
 
-int64_t cx_hf_weights_bytes(const cx_hf_weights *w) {
+int64_t cx_hf_weights_resident_bytes(const cx_hf_weights *w) {
     int64_t b = 0;
-    for (int i = 0; i < w->n; i++) b += (int64_t)w->w[i].bytes;
+    for (int i = 0; i < w->n; i++) {
+        const wentry *e = &w->w[i];
+        if (e->type == W_OTHER) continue;
+        bool stored = e->ndim == 2 && (e->type == W_BF16 || e->type == W_F16);
+        b += stored ? (int64_t)e->bytes : cx_numel(e->ndim, e->shape) * 4;
+    }
     return b;
 }
 

@@ -55,8 +55,9 @@ cattr_status cx_hf_weight(const cx_hf_weights *w, const char *name, cattr_dtype 
  * as cx_hf_weight makes. A non-finite value is refused as there. Errors: as cx_hf_weight. */
 cattr_status cx_hf_weight_stored(const cx_hf_weights *w, const char *name, int exp_ndim, const int64_t *exp_shape,
                                  cattr_tensor **out);
-/* The bytes of every tensor of the checkpoint, as stored. */
-int64_t cx_hf_weights_bytes(const cx_hf_weights *w);
+/* The memory the float weights take once loaded: 2-D BF16/F16 tensors as stored (cx_hf_weight_stored), the rest as
+ * float32 copies. */
+int64_t cx_hf_weights_resident_bytes(const cx_hf_weights *w);
 /* Advises the kernel that the mapped pages are no longer needed (after conversion to float32). */
 void cx_hf_weights_release_pages(cx_hf_weights *w);
 

@@ -341,6 +341,17 @@ cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr
     builder bb = {cg_new(), NULL, NULL, CATTR_OK, ""}, *b = &bb;
     if (!b->g) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     b->st = cx_hf_weights_open(dir, &b->w);
+    if (b->st == CATTR_OK && opts->mem_avail) {
+        double gib = 1024.0 * 1024.0 * 1024.0, need = (double)cx_hf_weights_resident_bytes(b->w);
+        if (need + (double)opts->mem_reserve > (double)opts->mem_avail)
+            b->st = cx_fail(CATTR_ERR_NO_MEMORY,
+                            "'%s' does not fit in this machine's memory: its weights take %.1f GiB loaded (16-bit "
+                            "matrices as stored, the rest as float32) and the activations %.1f GiB, but %.1f GiB is "
+                            "available (free RAM with reclaimable cache, within ulimit -v and cgroup limits); free "
+                            "memory, use a smaller checkpoint, or set "
+                            "CATTR_SKIP_MEMORY_CHECK=1 to load it anyway",
+                            dir, need / gib, (double)opts->mem_reserve / gib, (double)opts->mem_avail / gib);
+    }
     const int64_t H = cfg.hidden_size;
     build_body(b, &cfg, opts, false);
     if (b->w) cx_hf_weights_release_pages(b->w);

@@ -20,6 +20,9 @@ typedef struct cx_decoder_opts {
      * the P scores (added in order), then the scores. */
     bool presence;
     bool context;
+    /* cx_decoder_load: refuse, before reading any weight, a checkpoint whose weights in memory (16-bit matrices as
+     * stored, the rest as float32) and `mem_reserve` bytes (the activations) exceed `mem_avail` (0: no check) */
+    size_t mem_avail, mem_reserve;
 } cx_decoder_opts;
 
 /* The decoder of `base` (a model from cx_decoder_load) rebuilt with other options, borrowing its weights (`base`

@@ -48,9 +48,9 @@ def _interrupt_after(delay, fn):
     return caught - sent[0]
 
 
-def _ig_one_chunk(ig, x):
+def _ig_one_chunk(ig, x, steps=STEPS):
     # internal_batch_size: every step of every example in one chunk, so that the call is one long chunk
-    return ig.attribute(x, target=3, n_steps=STEPS, internal_batch_size=x.shape[0] * STEPS)
+    return ig.attribute(x, target=3, n_steps=steps, internal_batch_size=x.shape[0] * steps)
 
 
 def test_ctrl_c_lands_within_a_long_chunk():
@@ -58,19 +58,23 @@ def test_ctrl_c_lands_within_a_long_chunk():
     m = cattr.load(DIGITS)
     ig = A.IntegratedGradients(m)
     rng = np.random.default_rng(0)
-    # size the chunk to take about 8 s (at most 4000 examples: 400,000 rows, a 2 GB arena of which a cancelled call
-    # touches little): time 100 examples (planned first: a plan is made per shape), in one chunk too, and scale
-    # (the time is linear in the rows)
+    # size the chunk to take about 8 s (4000 examples, then more steps: at most 1,600,000 rows, an 8 GB arena of
+    # which a cancelled call touches little): time 100 examples (planned first: a plan is made per shape), in one
+    # chunk too, and scale (the time is linear in the rows); the chunk must outlast the signal's delay and the
+    # allowed latency by a second, so that an uncancellable chunk would fail
     small = rng.uniform(size=(100, 1, 8, 8)).astype(np.float32)
     _ig_one_chunk(ig, small)
     t = time.monotonic()
     _ig_one_chunk(ig, small)
     per_100 = time.monotonic() - t
-    n = int(min(4000, max(1000, np.ceil(100 * 8.0 / max(per_100, 1e-3)))))
-    expected = per_100 * n / 100
-    assert expected > 2 * LATENCY, "the chunk is too quick to tell (%.1f s estimated for %d examples)" % (expected, n)
+    want = int(max(1000, np.ceil(100 * 8.0 / max(per_100, 1e-3))))  # examples at STEPS steps for 8 s
+    n = min(4000, want)
+    steps = STEPS * min(4, int(np.ceil(want / n)))
+    expected = per_100 * n / 100 * steps / STEPS
+    assert expected > 0.3 + LATENCY + 1.0, ("the chunk is too quick to tell (%.1f s estimated for %d examples, %d "
+                                            "steps)" % (expected, n, steps))
     x = rng.uniform(size=(n, 1, 8, 8)).astype(np.float32)
-    latency = _interrupt_after(0.3, lambda: _ig_one_chunk(ig, x))
+    latency = _interrupt_after(0.3, lambda: _ig_one_chunk(ig, x, steps))
     assert latency < LATENCY, ("KeyboardInterrupt %.2f s after SIGINT, during one chunk of about %.1f s"
                                % (latency, expected))
     # the explainer works after the cancelled call, with the results of a fresh one

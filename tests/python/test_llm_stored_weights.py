@@ -119,3 +119,24 @@ def test_cpu_check_reads_float32_copies(dirs):
     a = _run(dirs["bf16"], "lig", device="cpu-check")
     b = _run(dirs["f32"], "lig", device="cpu-check")
     np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_checkpoint_too_large_is_refused_before_loading(tmp_path):
+    """A checkpoint whose weights cannot fit in the available memory is refused with the numbers before any weight
+    is read (a sparse 64 GiB file: nothing is written to disk), never killed by the kernel."""
+    d = tmp_path / "huge"
+    d.mkdir()
+    cfg = json.load(open(os.path.join(SRC, "config.json")))
+    cfg.update(vocab_size=1 << 24, hidden_size=2048)
+    (d / "config.json").write_text(json.dumps(cfg))
+    n = (1 << 24) * 2048 * 2
+    h = json.dumps({"model.embed_tokens.weight": {"dtype": "BF16", "shape": [1 << 24, 2048],
+                                                  "data_offsets": [0, n]}}).encode()
+    h += b" " * (-len(h) % 8)
+    st = d / "model.safetensors"
+    with open(st, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h)
+    os.truncate(st, 8 + len(h) + n)
+    with pytest.raises(MemoryError, match=r"does not fit in this machine's memory: its weights "
+                       r"take 64\.0 GiB loaded .* GiB is available"):
+        cattr.load_llm(str(d))

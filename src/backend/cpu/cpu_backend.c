@@ -81,12 +81,13 @@ static void blas_single_thread(void) {
     }
 }
 
-/* float32: cattr's own AVX-512F kernels (f32_gemm.c) take the plain products C = A x op(B) of at least 4e6
- * multiply-adds when the CPU has them (smaller ones stay with OpenBLAS, whose call costs less there) */
+/* float32: cattr's own kernels take the plain products C = A x op(B): with AVX-512F those of at least 4e6
+ * multiply-adds (smaller ones stay with OpenBLAS, whose call costs less there); with AVX2 only, every one (OpenBLAS's
+ * AVX2 kernels round a row by its place in the product: see f32_gemm_avx2.c) */
 #define GEMM_MIN_SPLIT 4.0e6
 static bool own_sgemm_ok(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, float alpha, float beta, double work) {
-    return o == CblasRowMajor && ta == CblasNoTrans && alpha == 1.0f && beta == 0.0f && work >= GEMM_MIN_SPLIT &&
-           cx_f32_gemm_available();
+    return o == CblasRowMajor && ta == CblasNoTrans && alpha == 1.0f && beta == 0.0f &&
+           (work >= GEMM_MIN_SPLIT || cx_f32_gemm_all_sizes()) && cx_f32_gemm_available();
 }
 static void own_sgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const float *A, int lda, const float *B, int ldb,
                       float *C, int ldc, int m_all) {

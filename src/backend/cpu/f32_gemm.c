@@ -1,4 +1,5 @@
-/* f32_gemm.c - float32 GEMM with AVX-512F kernels of cattr's own.
+/* f32_gemm.c - float32 GEMM with AVX-512F kernels of cattr's own (cx_f32_gemm512; f32_gemm_avx2.c holds the AVX2
+ * kernel, the element-by-element form of the packed order and the entry points that pick one).
  *
  * Why: OpenBLAS is often configured (or detects the CPU) to run its AVX2 kernels on AVX-512 machines
  * (OPENBLAS_CORETYPE=Haswell here), and it repacks the constant operand on every call. These kernels keep every
@@ -33,8 +34,8 @@
 #define KBLK 1024 /* dot: K per block */
 #define PMR 12    /* packed tile: rows of A */
 #define PNR 32    /* packed tile: columns of op(B) (two vectors) */
-#define PKC 1024  /* packed: K per block (a 128 KiB panel of op(B) streamed from L2, 48 KiB of A per tile) */
-#define PKSUPER 4096       /* packed: K per super-block (sums of K blocks) */
+#define PKC CX_GEMM_PKC /* packed: K per block (a 128 KiB panel of op(B) streamed from L2, 48 KiB of A per tile) */
+#define PKSUPER CX_GEMM_PKSUPER /* packed: K per super-block (sums of K blocks) */
 #define PF_ROWS 24 /* pack of op(B) = B: rows ahead to prefetch */
 #define PACK_MIN_ROWS 32   /* x W^T with at least this many rows in the whole product runs packed */
 
@@ -262,29 +263,6 @@ static void pack_buffer_done(float *p) {
     if (p != g_pack) free(p);
 }
 
-/* The packed kernel's sums element by element, for when its buffers cannot be allocated: the same fused chain per K
- * block, blocks added in order, super-blocks formed apart; so the result is the same bit for bit, only slower. */
-void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                               int64_t ldb, bool trans_b, float *C, int64_t ldc) {
-    for (int64_t m = 0; m < M; m++)
-        for (int64_t n = 0; n < N; n++) {
-            float c = 0.0f;
-            for (int64_t s0 = 0; s0 < K; s0 += PKSUPER) {
-                int64_t s1 = s0 + PKSUPER < K ? s0 + PKSUPER : K;
-                float part = 0.0f;
-                for (int64_t j0 = s0; j0 < s1; j0 += PKC) {
-                    int64_t j1 = j0 + PKC < s1 ? j0 + PKC : s1;
-                    float acc = 0.0f;
-                    for (int64_t k = j0; k < j1; k++)
-                        acc = fmaf(A[m * lda + k], trans_b ? B[n * ldb + k] : B[k * ldb + n], acc);
-                    part = j0 == s0 ? acc : part + acc;
-                }
-                c = s0 == 0 ? part : c + part;
-            }
-            C[m * ldc + n] = c;
-        }
-}
-
 /* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
  * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
  * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. Without memory for its buffers the
@@ -315,33 +293,20 @@ static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t
     pack_buffer_done(ap);
 }
 
-bool cx_f32_gemm_available(void) {
-    static _Atomic int ok = -1; /* threads may race to set it: all set the same value */
-    if (ok < 0) {
-        const char *e = getenv("CATTR_GEMM");
-        __builtin_cpu_init();
-        ok = __builtin_cpu_supports("avx512f") && !(e && strcmp(e, "openblas") == 0);
-    }
-    return ok;
-}
+bool cx_f32_gemm512_available(void) { return true; }
 
-void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc, int64_t rows_all) {
+void cx_f32_gemm512(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                    bool trans_b, float *C, int64_t ldc, int64_t rows_all) {
     if (!trans_b || rows_all >= PACK_MIN_ROWS) gemm_packed(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
     else gemm_dot(M, N, K, A, lda, B, ldb, C, ldc);
 }
 
 #else
 
-bool cx_f32_gemm_available(void) { return false; }
+bool cx_f32_gemm512_available(void) { return false; }
 
-void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                               int64_t ldb, bool trans_b, float *C, int64_t ldc) {
-    (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc;
-}
-
-void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
-                 float *C, int64_t ldc, int64_t rows_all) {
+void cx_f32_gemm512(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                    bool trans_b, float *C, int64_t ldc, int64_t rows_all) {
     (void)M, (void)N, (void)K, (void)A, (void)lda, (void)B, (void)ldb, (void)trans_b, (void)C, (void)ldc, (void)rows_all;
 }
 

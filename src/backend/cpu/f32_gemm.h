@@ -1,5 +1,7 @@
-/* f32_gemm.h - cattr's own float32 GEMM for AVX-512F CPUs (exact float32: products and sums in float32, no reduced
- * precision), used in place of OpenBLAS's sgemm for large products where the CPU has AVX-512F. */
+/* f32_gemm.h - cattr's own float32 GEMM for AVX-512F and AVX2 CPUs (exact float32: products and sums in float32, no
+ * reduced precision), used in place of OpenBLAS's sgemm: for large products where the CPU has AVX-512F; for every
+ * plain product where it has AVX2 and FMA only (OpenBLAS's AVX2 kernels round a row by its place in the product, so
+ * a row of a split call would differ from the same row of the whole call). */
 #ifndef CATTR_F32_GEMM_H
 #define CATTR_F32_GEMM_H
 
@@ -10,15 +12,24 @@
  * of blocks made for the call, or, precision "high", packed to bfloat16 as the weight's panels). */
 typedef enum { CX_GEMM_B_F32 = 0, CX_GEMM_B_BF16 = 1, CX_GEMM_B_F16 = 2 } cx_gemm_btype;
 
-/* Whether the kernels are built in, the CPU has AVX-512F and the environment does not ask for OpenBLAS
- * (CATTR_GEMM=openblas). Decided once per process. */
+/* The packed order (below): K blocks and super-blocks. */
+#define CX_GEMM_PKC 1024
+#define CX_GEMM_PKSUPER 4096
+
+/* Whether the kernels are built in, the CPU has AVX-512F, or AVX2 and FMA, and the environment does not ask for
+ * OpenBLAS (CATTR_GEMM=openblas). Decided once per process. */
 bool cx_f32_gemm_available(void);
+/* Whether they take every plain product (the AVX2 kernel), not only the large ones (AVX-512F). */
+bool cx_f32_gemm_all_sizes(void);
 
 /* C[M, N] = A[M, K] x op(B) (row-major, C overwritten), op(B)[k][n] = trans_b ? B[n * ldb + k] : B[k * ldb + n].
  * Single-threaded: the caller splits a product over its threads in row or column blocks and passes each block with
  * rows_all, the rows of the whole product. Each element's sum runs in a fixed order that depends only on K, trans_b
- * and rows_all (which picks the kernel of x W^T), so a split never changes a result. Only after
- * cx_f32_gemm_available() returned true. */
+ * and rows_all (which picks the kernel of x W^T on AVX-512F), so a split never changes a result. Only after
+ * cx_f32_gemm_available() returned true. The packed order: each element one fused multiply-add chain from zero per
+ * K block of CX_GEMM_PKC (k ascending), the blocks added in order, and over CX_GEMM_PKSUPER the super-blocks' sums
+ * formed apart and added in order (cx_f32_gemm_packed_scalar); the AVX2 kernel uses it for every product, the
+ * AVX-512F one except for x W^T below 32 rows (a dot-product kernel of its own order). */
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
                  float *C, int64_t ldc, int64_t rows_all);
 
@@ -27,5 +38,10 @@ void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
  * allocated, and the tests' check of that order. Slow. Only after cx_f32_gemm_available() returned true. */
 void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                int64_t ldb, bool trans_b, float *C, int64_t ldc);
+
+/* The AVX-512F kernels (f32_gemm.c): built in or not, and the product (called by cx_f32_gemm). */
+bool cx_f32_gemm512_available(void);
+void cx_f32_gemm512(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                    bool trans_b, float *C, int64_t ldc, int64_t rows_all);
 
 #endif

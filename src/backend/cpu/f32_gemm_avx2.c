@@ -1,0 +1,235 @@
+/* f32_gemm_avx2.c - the entry points of cattr's own float32 GEMM (which kernel a CPU gets), its AVX2 + FMA kernel,
+ * and the element-by-element form of the packed order that both kernels follow (see f32_gemm.h).
+ *
+ * Why an AVX2 kernel: OpenBLAS's AVX2 sgemm kernels (Haswell, Zen) round a row of C differently by its place in the
+ * product (its position within the kernel's tiles and edge paths), so the rows of a unit of IntegratedGradients
+ * computed in a pass of another size, in a part of a split call, came out in other bits than in the whole call. This
+ * kernel computes every element as the packed order says, whatever the shape of the product or the element's place.
+ *
+ * Layout: per K block of CX_GEMM_PKC, A packed into panels of 6 rows (k-major) and op(B) into panels of 16 columns;
+ * tiles of 6 rows x 16 columns accumulate broadcast elements of A times two 8-lane vectors of the panel (12 vector
+ * sums in registers), each element one fused multiply-add chain from zero in k order, added to C block after block;
+ * super-blocks of CX_GEMM_PKSUPER formed apart and added. This file is built with -mavx2 -mfma and the kernel only
+ * entered after a CPU check. */
+#include "backend/cpu/f32_gemm.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
+                               int64_t ldb, bool trans_b, float *C, int64_t ldc) {
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            float c = 0.0f;
+            for (int64_t s0 = 0; s0 < K; s0 += CX_GEMM_PKSUPER) {
+                int64_t s1 = s0 + CX_GEMM_PKSUPER < K ? s0 + CX_GEMM_PKSUPER : K;
+                float part = 0.0f;
+                for (int64_t j0 = s0; j0 < s1; j0 += CX_GEMM_PKC) {
+                    int64_t j1 = j0 + CX_GEMM_PKC < s1 ? j0 + CX_GEMM_PKC : s1;
+                    float acc = 0.0f;
+                    for (int64_t k = j0; k < j1; k++)
+                        acc = fmaf(A[m * lda + k], trans_b ? B[n * ldb + k] : B[k * ldb + n], acc);
+                    part = j0 == s0 ? acc : part + acc;
+                }
+                c = s0 == 0 ? part : c + part;
+            }
+            C[m * ldc + n] = c;
+        }
+}
+
+#if defined(__x86_64__) && defined(CATTR_HAVE_AVX2)
+#include <immintrin.h>
+
+#define AMR 6  /* tile rows of A */
+#define ANR 16 /* tile columns of op(B): two vectors */
+
+/* Ap[k][r] = A[r][k] for k < kc, r < AMR (rows from mr on are zero) */
+static void pack_a(int mr, int64_t kc, const float *A, int64_t lda, float *Ap) {
+    for (int64_t k = 0; k < kc; k++)
+        for (int r = 0; r < AMR; r++) Ap[k * AMR + r] = r < mr ? A[r * lda + k] : 0.0f;
+}
+
+/* Bp[k][c] = op(B)[k][c] for k < kc, c < ANR (columns from nc on are zero); B points at op(B)[0][0] */
+static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b, float *Bp) {
+    if (!trans_b) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *b = B + k * ldb;
+            float *d = Bp + k * ANR;
+            if (nc == ANR) {
+                _mm256_store_ps(d, _mm256_loadu_ps(b));
+                _mm256_store_ps(d + 8, _mm256_loadu_ps(b + 8));
+            } else {
+                for (int c = 0; c < ANR; c++) d[c] = c < nc ? b[c] : 0.0f;
+            }
+        }
+        return;
+    }
+    for (int c = 0; c < ANR; c++) { /* B^T: column c of the panel is row c of B */
+        const float *b = B + c * ldb;
+        for (int64_t k = 0; k < kc; k++) Bp[k * ANR + c] = c < nc ? b[k] : 0.0f;
+    }
+}
+
+static inline __m256i lane_mask(int n) { /* lanes below n set */
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* C[r][0..nc) = (add ? C[r][..] : 0) + sum over k < kc of Ap[k][r] Bp[k][..], r < mr: the sum one fused
+ * multiply-add chain from zero in k order, then added to C */
+static inline __attribute__((always_inline)) void tile(int mr, int64_t kc, const float *Ap, const float *Bp, float *C,
+                                                       int64_t ldc, int nc, bool add) {
+    __m256 acc[AMR][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < AMR; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_load_ps(Bp + k * ANR), b1 = _mm256_load_ps(Bp + k * ANR + 8);
+#pragma GCC unroll 8
+        for (int r = 0; r < AMR; r++) {
+            __m256 a = _mm256_broadcast_ss(Ap + k * AMR + r);
+            acc[r][0] = _mm256_fmadd_ps(a, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(a, b1, acc[r][1]);
+        }
+    }
+    if (nc == ANR) {
+        for (int r = 0; r < mr; r++) {
+            float *c = C + r * ldc;
+            __m256 c0 = acc[r][0], c1 = acc[r][1];
+            if (add) {
+                c0 = _mm256_add_ps(_mm256_loadu_ps(c), c0);
+                c1 = _mm256_add_ps(_mm256_loadu_ps(c + 8), c1);
+            }
+            _mm256_storeu_ps(c, c0);
+            _mm256_storeu_ps(c + 8, c1);
+        }
+        return;
+    }
+    __m256i m0 = lane_mask(nc), m1 = lane_mask(nc - 8); /* no load or store past a short row */
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        __m256 c0 = acc[r][0], c1 = acc[r][1];
+        if (add) {
+            c0 = _mm256_add_ps(_mm256_maskload_ps(c, m0), c0);
+            if (nc > 8) c1 = _mm256_add_ps(_mm256_maskload_ps(c + 8, m1), c1);
+        }
+        _mm256_maskstore_ps(c, m0, c0);
+        if (nc > 8) _mm256_maskstore_ps(c + 8, m1, c1);
+    }
+}
+
+/* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order */
+static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
+    int64_t tiles = (M + AMR - 1) / AMR;
+    for (int64_t j0 = 0; j0 < K; j0 += CX_GEMM_PKC) {
+        int64_t kc = K - j0 < CX_GEMM_PKC ? K - j0 : CX_GEMM_PKC;
+        for (int64_t t = 0; t < tiles; t++) {
+            int64_t m = t * AMR;
+            pack_a(M - m < AMR ? (int)(M - m) : AMR, kc, A + m * lda + j0, lda, ap + t * AMR * kc);
+        }
+        for (int64_t c0 = 0; c0 < N; c0 += ANR) {
+            int nc = N - c0 < ANR ? (int)(N - c0) : ANR;
+            pack_b(nc, kc, trans_b ? B + c0 * ldb + j0 : B + j0 * ldb + c0, ldb, trans_b, bp);
+            for (int64_t t = 0; t < tiles; t++) {
+                int64_t m = t * AMR;
+                float *c = C + m * ldc + c0;
+                if (M - m >= AMR) tile(AMR, kc, ap + t * AMR * kc, bp, c, ldc, nc, j0 > 0);
+                else tile((int)(M - m), kc, ap + t * AMR * kc, bp, c, ldc, nc, j0 > 0);
+            }
+        }
+    }
+}
+
+/* Each thread keeps its packing buffer from call to call (up to PACK_KEEP bytes): small products come one after
+ * another in a pass, and a fresh allocation per call costs more than their arithmetic. */
+#define PACK_KEEP ((size_t)32 << 20)
+static _Thread_local float *g_pack;
+static _Thread_local size_t g_pack_bytes;
+static pthread_key_t g_pack_key;
+static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
+static bool g_pack_key_ok;
+
+static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
+
+static float *pack_buffer(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    pthread_once(&g_pack_once, pack_key_make);
+    if (bytes > PACK_KEEP || !g_pack_key_ok) return aligned_alloc(64, bytes);
+    if (bytes > g_pack_bytes) {
+        free(g_pack);
+        g_pack = aligned_alloc(64, bytes);
+        g_pack_bytes = g_pack ? bytes : 0;
+        pthread_setspecific(g_pack_key, g_pack);
+    }
+    return g_pack;
+}
+
+static void pack_buffer_done(float *p) {
+    if (p != g_pack) free(p);
+}
+
+static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      bool trans_b, float *C, int64_t ldc) {
+    int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC, tiles = (M + AMR - 1) / AMR;
+    int64_t boff = (tiles * AMR * kb + 15) / 16 * 16; /* the panel of op(B) after A's, 64-byte aligned */
+    float *ap = pack_buffer((size_t)(boff + ANR * kb) * sizeof(float)), *part = NULL;
+    if (ap && K > CX_GEMM_PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
+    if (!ap || (K > CX_GEMM_PKSUPER && !part)) {
+        if (ap) pack_buffer_done(ap);
+        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        return;
+    }
+    float *bp = ap + boff;
+    for (int64_t s0 = 0; s0 < K; s0 += CX_GEMM_PKSUPER) {
+        int64_t ks = K - s0 < CX_GEMM_PKSUPER ? K - s0 : CX_GEMM_PKSUPER;
+        const float *b = trans_b ? B + s0 : B + s0 * ldb;
+        if (s0 == 0) {
+            packed_range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap, bp);
+            continue;
+        }
+        packed_range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap, bp);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
+    }
+    free(part);
+    pack_buffer_done(ap);
+}
+
+static bool avx2_cpu(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+}
+#else
+static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      bool trans_b, float *C, int64_t ldc) {
+    cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+}
+static bool avx2_cpu(void) { return false; }
+#endif
+
+/* 0: none (OpenBLAS), 1: AVX2, 2: AVX-512F; decided once (threads may race to set it: all set the same value) */
+static int kind(void) {
+    static _Atomic int k = -1;
+    if (k < 0) {
+        const char *e = getenv("CATTR_GEMM");
+        int v = 0;
+        if (!(e && strcmp(e, "openblas") == 0)) {
+            __builtin_cpu_init();
+            if (cx_f32_gemm512_available() && __builtin_cpu_supports("avx512f")) v = 2;
+            else if (avx2_cpu()) v = 1;
+        }
+        k = v;
+    }
+    return k;
+}
+
+bool cx_f32_gemm_available(void) { return kind() > 0; }
+
+bool cx_f32_gemm_all_sizes(void) { return kind() == 1; }
+
+void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
+                 float *C, int64_t ldc, int64_t rows_all) {
+    if (kind() == 2) cx_f32_gemm512(M, N, K, A, lda, B, ldb, trans_b, C, ldc, rows_all);
+    else gemm_avx2(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+}
