@@ -42,8 +42,10 @@ cattr_status cx_decoder_rebuild(const cattr_model *base, const cx_hf_config *cfg
 cattr_status cx_decoder_build_cached(const cg_graph *base, const cx_hf_config *cfg, cg_graph **out);
 
 /* Builds the model (at full precision: cg_mark_bf16 makes the precision "high" form, leaving the output head, which
- * is marked keep_precision, at full precision). Weights are converted to float32 once (the mapped pages are released afterwards); a float64
- * explainer upcasts them. Values named "hidden.embed", "hidden.layer<i>" and "hidden.final_norm" hold the residual
+ * is marked keep_precision, at full precision). BF16/F16 matrices stay as stored, mapped from the file
+ * (cx_hf_weight_stored); vectors and F32/F64 weights are converted to float32 once (the checkpoint's own mapped pages
+ * are released afterwards); a float64 explainer upcasts them. With opts->mem_avail, a checkpoint that cannot fit is
+ * refused first (CATTR_ERR_NO_MEMORY, with the numbers). Values named "hidden.embed", "hidden.layer<i>" and "hidden.final_norm" hold the residual
  * stream. *cfg_out (may be NULL) receives the config. Errors: as cx_hf_config_load / cx_hf_weights_open, and
  * CATTR_ERR_FORMAT for a missing weight or one whose shape does not fit the config (naming it). */
 cattr_status cx_decoder_load(const char *dir, const cx_decoder_opts *opts, cattr_model **out, cx_hf_config *cfg_out);

@@ -151,8 +151,9 @@ GEMM_DEFINE(cx_dgemm, double, cblas_dgemm, own_dgemm)
 
 /* B widened for OpenBLAS in one piece up to this size; a larger one in column blocks (see cx_sgemm_stored) */
 #define STORED_WIDEN_MAX ((size_t)256 << 20)
-/* cattr's own kernel: op(B)'s columns widened STORED_BLOCK_BYTES of float32 at a time (L2-sized) */
-#define STORED_BLOCK_BYTES ((size_t)2 << 20)
+/* cattr's own kernel: op(B)'s columns widened STORED_BLOCK_BYTES of float32 at a time (each block is a call of
+ * the kernel, which packs A again: 16 MiB keeps that a few per cent of a large product) */
+#define STORED_BLOCK_BYTES ((size_t)16 << 20)
 
 /* The storage of a product's B: float32 (the view of a float32 or float64 call), or a checkpoint's 16-bit matrix. */
 static inline cx_gemm_btype gemm_btype(cattr_dtype dt) {
@@ -189,7 +190,7 @@ static void own_stored(int m, int n, int k, const float *A, int lda, const void 
 
 /* C = alpha A x op(B) + beta C with B a checkpoint's matrix as stored (bt: bfloat16 or half), float32 results, B's
  * values widened exactly. cattr's own kernel (the products cx_sgemm gives it, split over the threads as there) reads
- * op(B) through L2-sized float32 blocks of columns. Products that go to OpenBLAS get a float32 copy of B made for the
+ * op(B) through 16 MiB float32 blocks of columns. Products that go to OpenBLAS get a float32 copy of B made for the
  * call: the whole of B (the same call as cx_sgemm on a float32 copy, so the same bits), or, past STORED_WIDEN_MAX,
  * blocks of columns of C, each its own OpenBLAS call, which may round apart from the one call by an ulp (CPUs
  * without AVX-512F, or CATTR_GEMM=openblas, only). */

@@ -6,8 +6,9 @@
  * computed in a pass of another size, in a part of a split call, came out in other bits than in the whole call. This
  * kernel computes every element as the packed order says, whatever the shape of the product or the element's place.
  *
- * Layout: per K block of CX_GEMM_PKC, A packed into panels of 6 rows (k-major) and op(B) into panels of 16 columns;
- * tiles of 6 rows x 16 columns accumulate broadcast elements of A times two 8-lane vectors of the panel (12 vector
+ * Layout: per K block of CX_GEMM_PKC, op(B) packed into panels of 16 columns (1024 columns at a time) and A into
+ * panels of 6 rows (96 rows at a time, which stay in L2 while the block of B passes); tiles of 6 rows x 16 columns
+ * accumulate broadcast elements of A times two 8-lane vectors of the panel (12 vector
  * sums in registers), each element one fused multiply-add chain from zero in k order, added to C block after block;
  * super-blocks of CX_GEMM_PKSUPER formed apart and added. This file is built with -mavx2 -mfma and the kernel only
  * entered after a CPU check. */
@@ -118,24 +119,41 @@ static inline __attribute__((always_inline)) void tile(int mr, int64_t kc, const
     }
 }
 
-/* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order */
+/* Cache blocks within a K block: op(B) packed NCB columns at a time (4 MiB, from L3), A MCB rows at a time (384 KiB,
+ * kept in L2 while every panel of the B block passes over it). The order of the loops over rows and columns does not
+ * touch any element's sum. */
+#define MCB 96
+#define NCB 1024
+
+/* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order; ap holds
+ * MCB rows of packed A, bp NCB columns of packed op(B) */
 static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                          bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
-    int64_t tiles = (M + AMR - 1) / AMR;
     for (int64_t j0 = 0; j0 < K; j0 += CX_GEMM_PKC) {
         int64_t kc = K - j0 < CX_GEMM_PKC ? K - j0 : CX_GEMM_PKC;
-        for (int64_t t = 0; t < tiles; t++) {
-            int64_t m = t * AMR;
-            pack_a(M - m < AMR ? (int)(M - m) : AMR, kc, A + m * lda + j0, lda, ap + t * AMR * kc);
-        }
-        for (int64_t c0 = 0; c0 < N; c0 += ANR) {
-            int nc = N - c0 < ANR ? (int)(N - c0) : ANR;
-            pack_b(nc, kc, trans_b ? B + c0 * ldb + j0 : B + j0 * ldb + c0, ldb, trans_b, bp);
-            for (int64_t t = 0; t < tiles; t++) {
-                int64_t m = t * AMR;
-                float *c = C + m * ldc + c0;
-                if (M - m >= AMR) tile(AMR, kc, ap + t * AMR * kc, bp, c, ldc, nc, j0 > 0);
-                else tile((int)(M - m), kc, ap + t * AMR * kc, bp, c, ldc, nc, j0 > 0);
+        for (int64_t n0 = 0; n0 < N; n0 += NCB) {
+            int64_t n1 = n0 + NCB < N ? n0 + NCB : N;
+            for (int64_t c0 = n0; c0 < n1; c0 += ANR) {
+                int nc = n1 - c0 < ANR ? (int)(n1 - c0) : ANR;
+                pack_b(nc, kc, trans_b ? B + c0 * ldb + j0 : B + j0 * ldb + c0, ldb, trans_b,
+                       bp + (c0 - n0) / ANR * ANR * kc);
+            }
+            for (int64_t m0 = 0; m0 < M; m0 += MCB) {
+                int64_t m1 = m0 + MCB < M ? m0 + MCB : M, tiles = (m1 - m0 + AMR - 1) / AMR;
+                for (int64_t t = 0; t < tiles; t++) {
+                    int64_t m = m0 + t * AMR;
+                    pack_a(m1 - m < AMR ? (int)(m1 - m) : AMR, kc, A + m * lda + j0, lda, ap + t * AMR * kc);
+                }
+                for (int64_t c0 = n0; c0 < n1; c0 += ANR) {
+                    int nc = n1 - c0 < ANR ? (int)(n1 - c0) : ANR;
+                    const float *bpan = bp + (c0 - n0) / ANR * ANR * kc;
+                    for (int64_t t = 0; t < tiles; t++) {
+                        int64_t m = m0 + t * AMR;
+                        float *c = C + m * ldc + c0;
+                        if (m1 - m >= AMR) tile(AMR, kc, ap + t * AMR * kc, bpan, c, ldc, nc, j0 > 0);
+                        else tile((int)(m1 - m), kc, ap + t * AMR * kc, bpan, c, ldc, nc, j0 > 0);
+                    }
+                }
             }
         }
     }
@@ -171,9 +189,9 @@ static void pack_buffer_done(float *p) {
 
 static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                       bool trans_b, float *C, int64_t ldc) {
-    int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC, tiles = (M + AMR - 1) / AMR;
-    int64_t boff = (tiles * AMR * kb + 15) / 16 * 16; /* the panel of op(B) after A's, 64-byte aligned */
-    float *ap = pack_buffer((size_t)(boff + ANR * kb) * sizeof(float)), *part = NULL;
+    int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC;
+    int64_t boff = ((MCB + AMR) * kb + 15) / 16 * 16; /* the block of op(B) after A's, 64-byte aligned */
+    float *ap = pack_buffer((size_t)(boff + (NCB + ANR) * kb) * sizeof(float)), *part = NULL;
     if (ap && K > CX_GEMM_PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
     if (!ap || (K > CX_GEMM_PKSUPER && !part)) {
         if (ap) pack_buffer_done(ap);
