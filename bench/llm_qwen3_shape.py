@@ -195,7 +195,7 @@ def main():
 
     own_rate = own_gemm_rate()
     if own_rate:
-        print("cattr's own float32 GEMM (AVX-512F, used in place of OpenBLAS here) at 2048^3 = %.1f GFLOP/s: "
+        print("cattr's own float32 GEMM (AVX-512F or AVX2, used in place of OpenBLAS here) at 2048^3 = %.1f GFLOP/s: "
               "'own roof' is the share of that rate" % (own_rate / 1e9), flush=True)
     else:
         print("cattr's own float32 GEMM: not available on this CPU (OpenBLAS runs every product)", flush=True)

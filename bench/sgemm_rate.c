@@ -2,9 +2,10 @@
  * N x N x N float32 matrices (default 2048), with the same BLAS and threads cattr uses. Prints 'sgemm: n=<N>
  * gflops=<G>' (the best of R repetitions after one warm-up).
  *
- * `sgemm_rate N R own` measures cattr's own AVX-512F float32 GEMM instead (src/backend/cpu/f32_gemm.c, the kernel
- * cattr runs in place of OpenBLAS where the CPU has AVX-512F), split in column blocks over the OpenMP threads as the
- * backend splits it; prints 'own: n=<N> gflops=<G>', or 'own: unavailable' without AVX-512F. */
+ * `sgemm_rate N R own` measures cattr's own float32 GEMM instead (src/backend/cpu/f32_gemm.c and f32_gemm_avx2.c,
+ * the kernels cattr runs in place of OpenBLAS where the CPU has AVX-512F, or AVX2 and FMA), split in column blocks
+ * over the OpenMP threads as the backend splits it; prints 'own: n=<N> gflops=<G>', or 'own: unavailable' without
+ * either. */
 #define _POSIX_C_SOURCE 200809L
 #include "backend/cpu/f32_gemm.h"
 #include "core/core.h"
@@ -42,7 +43,10 @@ int main(int argc, char **argv) {
         printf("own: unavailable\n");
         return 0;
     }
-    if (own) openblas_set_num_threads(1); /* as in cattr: OpenBLAS single-threaded, OpenMP threads outside */
+    /* as in cattr: OpenBLAS single-threaded inside OpenMP's threads; a pthread OpenBLAS is set to one thread, the
+     * OpenMP build is left alone (there openblas_set_num_threads sets OpenMP's own thread count, which made this
+     * measurement a one-thread rate) */
+    if (own && openblas_get_parallel() == 1) openblas_set_num_threads(1);
     size_t nn = (size_t)n * (size_t)n;
     /* allocated as cattr allocates tensors (cx_malloc: 2 MiB-aligned, huge-page advice) */
     float *a = cx_malloc(nn * sizeof *a), *b = cx_malloc(nn * sizeof *b), *c = cx_malloc(nn * sizeof *c);
