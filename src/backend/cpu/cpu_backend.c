@@ -107,8 +107,9 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
  * blocks run on cattr's threads, OpenBLAS single-threaded in each: the same calls, so the same bits, whatever the
  * thread count (OpenBLAS's own threading rounds differently from one thread, so a one-thread MPI rank and a
  * two-thread process disagreed in the last bits). Smaller products run whole: OpenBLAS keeps them on one thread.
- * cattr's own kernel (float32, large plain products) rounds the same in any block, so it is split one block per
- * thread, as its memory traffic prefers. */
+ * cattr's own kernel (float32 plain products) rounds the same in any block, so it is split one block per thread, as
+ * its memory traffic prefers, from GEMM_MIN_SPLIT multiply-adds (a smaller one, which the AVX2 kernel also takes,
+ * runs whole: waking the threads for it cost up to 15 ms on a first call). */
 #define GEMM_BLOCK_WORK 262144.0
 #define GEMM_MAX_BLOCKS 16
 #define GEMM_DEFINE(NAME, TY, BLAS, OWN)                                                                               \
@@ -117,7 +118,8 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
         double work = (double)m * (double)n * (double)k;                                                             \
         bool own = OWN##_ok(o, ta, alpha, beta, work) && k > 0;                                                      \
         int nt = omp_in_parallel() ? 1 : omp_get_max_threads();                                                     \
-        if (own ? nt < 2 || (m < 16 * nt && n < 64 * nt) : work <= GEMM_BLOCK_WORK || omp_in_parallel()) {          \
+        if (own ? nt < 2 || work < GEMM_MIN_SPLIT || (m < 16 * nt && n < 64 * nt)                                  \
+                : work <= GEMM_BLOCK_WORK || omp_in_parallel()) {                                                    \
             if (own) OWN(tb, m, n, k, A, lda, B, ldb, C, ldc, m);                                                       \
             else BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                      \
             return;                                                                                                  \
@@ -203,7 +205,7 @@ static cattr_status cx_sgemm_stored(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOS
         int64_t step = (int64_t)(STORED_BLOCK_BYTES / ((size_t)k * sizeof(float))) / 32 * 32;
         if (step < 32) step = 32;
         int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-        bool whole = nt < 2 || (m < 16 * nt && n < 64 * nt);
+        bool whole = nt < 2 || work < GEMM_MIN_SPLIT || (m < 16 * nt && n < 64 * nt);
         bool rows = m >= n ? m >= 16 * nt : n < 64 * nt;
         int total = rows ? m : n, align = rows ? 12 : 32;
         int per = (total + nt - 1) / nt;

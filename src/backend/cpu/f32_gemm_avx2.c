@@ -187,8 +187,36 @@ static void pack_buffer_done(float *p) {
     if (p != g_pack) free(p);
 }
 
+/* A small product (one K block) without packing, in the same order: each element one fused multiply-add chain from
+ * zero in k order; 8 columns at a time where op(B)'s rows are contiguous (B, not B^T). Packing costs more than such
+ * a product (an MLP's layers on a few rows). */
+#define SMALL_WORK 65536
+static void gemm_small(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       bool trans_b, float *C, int64_t ldc) {
+    for (int64_t m = 0; m < M; m++) {
+        const float *a = A + m * lda;
+        int64_t n = 0;
+        if (!trans_b)
+            for (; n + 8 <= N; n += 8) {
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t k = 0; k < K; k++)
+                    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(a + k), _mm256_loadu_ps(B + k * ldb + n), acc);
+                _mm256_storeu_ps(C + m * ldc + n, acc);
+            }
+        for (; n < N; n++) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; k++) acc = fmaf(a[k], trans_b ? B[n * ldb + k] : B[k * ldb + n], acc);
+            C[m * ldc + n] = acc;
+        }
+    }
+}
+
 static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                       bool trans_b, float *C, int64_t ldc) {
+    if (K <= CX_GEMM_PKC && (double)M * (double)N * (double)K <= SMALL_WORK) {
+        gemm_small(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        return;
+    }
     int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC;
     int64_t boff = ((MCB + AMR) * kb + 15) / 16 * 16; /* the block of op(B) after A's, 64-byte aligned */
     float *ap = pack_buffer((size_t)(boff + (NCB + ANR) * kb) * sizeof(float)), *part = NULL;
