@@ -22,7 +22,6 @@
 #include "backend/cpu/f32_gemm.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,34 +233,6 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
     }
 }
 
-/* Each thread keeps its packing buffer from call to call (up to PACK_KEEP bytes; it is the size of the largest
- * product's packed A, a few MiB in an LLM pass): glibc returns a freed block of this size to the kernel, and mapping
- * it again costs a page fault per 4 KiB on every call (at 2048^3 it halved the rate). A thread-specific key frees it
- * when its thread exits; the main thread's stays reachable until the process ends. */
-#define PACK_KEEP ((size_t)32 << 20)
-static _Thread_local float *g_pack;
-static _Thread_local size_t g_pack_bytes;
-static pthread_key_t g_pack_key;
-static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
-static bool g_pack_key_ok;
-
-static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
-
-static float *pack_buffer(size_t bytes) {
-    pthread_once(&g_pack_once, pack_key_make);
-    if (bytes > PACK_KEEP || !g_pack_key_ok) return aligned_alloc(64, bytes);
-    if (bytes > g_pack_bytes) {
-        free(g_pack);
-        g_pack = aligned_alloc(64, bytes);
-        g_pack_bytes = g_pack ? bytes : 0;
-        pthread_setspecific(g_pack_key, g_pack);
-    }
-    return g_pack;
-}
-
-static void pack_buffer_done(float *p) {
-    if (p != g_pack) free(p);
-}
 
 /* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
  * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
@@ -270,10 +241,10 @@ static void pack_buffer_done(float *p) {
 static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         bool trans_b, float *C, int64_t ldc) {
     int64_t tiles = (M + PMR - 1) / PMR;
-    float *ap = pack_buffer((size_t)((tiles * PMR + PNR) * PKC) * sizeof(float)), *part = NULL;
+    float *ap = cx_gemm_pack_buffer((size_t)((tiles * PMR + PNR) * PKC) * sizeof(float)), *part = NULL;
     if (ap && K > PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
     if (!ap || (K > PKSUPER && !part)) {
-        pack_buffer_done(ap);
+        cx_gemm_pack_buffer_done(ap);
         cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
         return;
     }
@@ -290,7 +261,7 @@ static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t
             for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
     }
     free(part);
-    pack_buffer_done(ap);
+    cx_gemm_pack_buffer_done(ap);
 }
 
 bool cx_f32_gemm512_available(void) { return true; }

@@ -6,6 +6,7 @@
 #define CATTR_F32_GEMM_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* How a product's B is stored: float32, or a checkpoint's bfloat16 / IEEE half matrix (read through float32 copies
@@ -38,6 +39,11 @@ void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
  * allocated, and the tests' check of that order. Slow. Only after cx_f32_gemm_available() returned true. */
 void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                int64_t ldb, bool trans_b, float *C, int64_t ldc);
+
+/* The packing buffer of the calling thread, at least `bytes` (64-byte aligned), kept from call to call up to 32 MiB
+ * (a larger one is allocated for the call); NULL when out of memory. Give it back with cx_gemm_pack_buffer_done. */
+float *cx_gemm_pack_buffer(size_t bytes);
+void cx_gemm_pack_buffer_done(float *p);
 
 /* The AVX-512F kernels (f32_gemm.c): built in or not, and the product (called by cx_f32_gemm). */
 bool cx_f32_gemm512_available(void);

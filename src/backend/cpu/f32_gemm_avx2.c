@@ -19,6 +19,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Each thread keeps its packing buffer from call to call (up to PACK_KEEP bytes; it is the size of the largest
+ * product's packed A, a few MiB in an LLM pass): glibc returns a freed block of this size to the kernel, and mapping
+ * it again costs a page fault per 4 KiB on every call (at 2048^3 it halved the rate). A thread-specific key frees it
+ * when its thread exits; the main thread's stays reachable until the process ends. */
+#define PACK_KEEP ((size_t)32 << 20)
+static _Thread_local float *g_pack;
+static _Thread_local size_t g_pack_bytes;
+static pthread_key_t g_pack_key;
+static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
+static bool g_pack_key_ok;
+
+static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
+
+float *cx_gemm_pack_buffer(size_t bytes) {
+    bytes = (bytes + 63) / 64 * 64;
+    pthread_once(&g_pack_once, pack_key_make);
+    if (bytes > PACK_KEEP || !g_pack_key_ok) return aligned_alloc(64, bytes);
+    if (bytes > g_pack_bytes) {
+        free(g_pack);
+        g_pack = aligned_alloc(64, bytes);
+        g_pack_bytes = g_pack ? bytes : 0;
+        pthread_setspecific(g_pack_key, g_pack);
+    }
+    return g_pack;
+}
+
+void cx_gemm_pack_buffer_done(float *p) {
+    if (p != g_pack) free(p);
+}
+
 void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                int64_t ldb, bool trans_b, float *C, int64_t ldc) {
     for (int64_t m = 0; m < M; m++)
@@ -159,33 +189,6 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
     }
 }
 
-/* Each thread keeps its packing buffer from call to call (up to PACK_KEEP bytes): small products come one after
- * another in a pass, and a fresh allocation per call costs more than their arithmetic. */
-#define PACK_KEEP ((size_t)32 << 20)
-static _Thread_local float *g_pack;
-static _Thread_local size_t g_pack_bytes;
-static pthread_key_t g_pack_key;
-static pthread_once_t g_pack_once = PTHREAD_ONCE_INIT;
-static bool g_pack_key_ok;
-
-static void pack_key_make(void) { g_pack_key_ok = pthread_key_create(&g_pack_key, free) == 0; }
-
-static float *pack_buffer(size_t bytes) {
-    bytes = (bytes + 63) / 64 * 64;
-    pthread_once(&g_pack_once, pack_key_make);
-    if (bytes > PACK_KEEP || !g_pack_key_ok) return aligned_alloc(64, bytes);
-    if (bytes > g_pack_bytes) {
-        free(g_pack);
-        g_pack = aligned_alloc(64, bytes);
-        g_pack_bytes = g_pack ? bytes : 0;
-        pthread_setspecific(g_pack_key, g_pack);
-    }
-    return g_pack;
-}
-
-static void pack_buffer_done(float *p) {
-    if (p != g_pack) free(p);
-}
 
 /* A small product (one K block) without packing, in the same order: each element one fused multiply-add chain from
  * zero in k order; 8 columns at a time where op(B)'s rows are contiguous (B, not B^T). Packing costs more than such
@@ -219,10 +222,10 @@ static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t l
     }
     int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC;
     int64_t boff = ((MCB + AMR) * kb + 15) / 16 * 16; /* the block of op(B) after A's, 64-byte aligned */
-    float *ap = pack_buffer((size_t)(boff + (NCB + ANR) * kb) * sizeof(float)), *part = NULL;
+    float *ap = cx_gemm_pack_buffer((size_t)(boff + (NCB + ANR) * kb) * sizeof(float)), *part = NULL;
     if (ap && K > CX_GEMM_PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
     if (!ap || (K > CX_GEMM_PKSUPER && !part)) {
-        if (ap) pack_buffer_done(ap);
+        if (ap) cx_gemm_pack_buffer_done(ap);
         cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
         return;
     }
@@ -239,7 +242,7 @@ static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t l
             for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
     }
     free(part);
-    pack_buffer_done(ap);
+    cx_gemm_pack_buffer_done(ap);
 }
 
 static bool avx2_cpu(void) {
