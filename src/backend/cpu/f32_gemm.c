@@ -233,7 +233,6 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
     }
 }
 
-
 /* C = A x op(B) on packed operands: K blocks of PKC, and over PKSUPER (a long K, like the input gradient of an LM
  * head over the vocabulary) the sums of super-blocks computed apart and added to C in k order, so an element's
  * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. Without memory for its buffers the
@@ -241,27 +240,8 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
 static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         bool trans_b, float *C, int64_t ldc) {
     int64_t tiles = (M + PMR - 1) / PMR;
-    float *ap = cx_gemm_pack_buffer((size_t)((tiles * PMR + PNR) * PKC) * sizeof(float)), *part = NULL;
-    if (ap && K > PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
-    if (!ap || (K > PKSUPER && !part)) {
-        cx_gemm_pack_buffer_done(ap);
-        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
-        return;
-    }
-    float *bp = ap + tiles * PMR * PKC;
-    for (int64_t s0 = 0; s0 < K; s0 += PKSUPER) {
-        int64_t ks = K - s0 < PKSUPER ? K - s0 : PKSUPER;
-        const float *b = trans_b ? B + s0 : B + s0 * ldb;
-        if (s0 == 0) {
-            packed_range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap, bp);
-            continue;
-        }
-        packed_range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap, bp);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
-    }
-    free(part);
-    cx_gemm_pack_buffer_done(ap);
+    cx_gemm_superblocks(M, N, K, A, lda, B, ldb, trans_b, C, ldc, packed_range, tiles * PMR * PKC,
+                        (size_t)((tiles * PMR + PNR) * PKC) * sizeof(float));
 }
 
 bool cx_f32_gemm512_available(void) { return true; }

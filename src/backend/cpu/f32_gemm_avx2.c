@@ -49,6 +49,31 @@ void cx_gemm_pack_buffer_done(float *p) {
     if (p != g_pack) free(p);
 }
 
+void cx_gemm_superblocks(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
+                         bool trans_b, float *C, int64_t ldc, cx_gemm_range_fn range, int64_t b_offset, size_t bytes) {
+    float *ap = cx_gemm_pack_buffer(bytes), *part = NULL;
+    if (ap && K > CX_GEMM_PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
+    if (!ap || (K > CX_GEMM_PKSUPER && !part)) {
+        if (ap) cx_gemm_pack_buffer_done(ap);
+        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        return;
+    }
+    float *bp = ap + b_offset;
+    for (int64_t s0 = 0; s0 < K; s0 += CX_GEMM_PKSUPER) {
+        int64_t ks = K - s0 < CX_GEMM_PKSUPER ? K - s0 : CX_GEMM_PKSUPER;
+        const float *b = trans_b ? B + s0 : B + s0 * ldb;
+        if (s0 == 0) {
+            range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap, bp);
+            continue;
+        }
+        range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap, bp);
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
+    }
+    free(part);
+    cx_gemm_pack_buffer_done(ap);
+}
+
 void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                int64_t ldb, bool trans_b, float *C, int64_t ldc) {
     for (int64_t m = 0; m < M; m++)
@@ -222,27 +247,8 @@ static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t l
     }
     int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC;
     int64_t boff = ((MCB + AMR) * kb + 15) / 16 * 16; /* the block of op(B) after A's, 64-byte aligned */
-    float *ap = cx_gemm_pack_buffer((size_t)(boff + (NCB + ANR) * kb) * sizeof(float)), *part = NULL;
-    if (ap && K > CX_GEMM_PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
-    if (!ap || (K > CX_GEMM_PKSUPER && !part)) {
-        if (ap) cx_gemm_pack_buffer_done(ap);
-        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
-        return;
-    }
-    float *bp = ap + boff;
-    for (int64_t s0 = 0; s0 < K; s0 += CX_GEMM_PKSUPER) {
-        int64_t ks = K - s0 < CX_GEMM_PKSUPER ? K - s0 : CX_GEMM_PKSUPER;
-        const float *b = trans_b ? B + s0 : B + s0 * ldb;
-        if (s0 == 0) {
-            packed_range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap, bp);
-            continue;
-        }
-        packed_range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap, bp);
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
-    }
-    free(part);
-    cx_gemm_pack_buffer_done(ap);
+    cx_gemm_superblocks(M, N, K, A, lda, B, ldb, trans_b, C, ldc, packed_range, boff,
+                        (size_t)(boff + (NCB + ANR) * kb) * sizeof(float));
 }
 
 static bool avx2_cpu(void) {
@@ -263,11 +269,15 @@ static int kind(void) {
     if (k < 0) {
         const char *e = getenv("CATTR_GEMM");
         int v = 0;
+#if defined(__x86_64__)
         if (!(e && strcmp(e, "openblas") == 0)) {
             __builtin_cpu_init();
             if (cx_f32_gemm512_available() && __builtin_cpu_supports("avx512f")) v = 2;
             else if (avx2_cpu()) v = 1;
         }
+#else
+        (void)e;
+#endif
         k = v;
     }
     return k;
