@@ -158,6 +158,14 @@ expect_fail "explain-llm split samples of layer-ig" "split with --split steps" "
 expect_fail "explain-llm split features without --perturbations-per-eval" "perturbations-per-eval" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --split features --output "$tmp/o.json"
 expect_ok "explain-llm split samples, one process" explain-llm tests/data/llm/tiny --prompt "The capital of France is" --target " Paris" --method kernel-shap --n-samples 20 --perturbations-per-eval 6 --split samples --output "$tmp/lks.json" -q
 expect_ok "explain-llm kernel-shap, no split" explain-llm tests/data/llm/tiny --prompt "The capital of France is" --target " Paris" --method kernel-shap --n-samples 20 --perturbations-per-eval 6 --output "$tmp/lks0.json" -q
+# a prompt too long for a column per token: the terminal view summarises it (a bar and the largest tokens), every
+# line within 100 columns when stdout is not a terminal
+long_prompt=$(for i in 1 2 3; do printf 'The capital of France is Paris, and its river is the Seine. '; done)
+if out=$($cattr explain-llm tests/data/llm/tiny --prompt "$long_prompt" --target " Paris" \
+        --method layer-gradient-x-activation 2>/dev/null) &&
+    printf '%s\n' "$out" | grep -q 'tokens of the largest |attribution|' &&
+    [ "$(printf '%s\n' "$out" | awk '{ if (length($0) > m) m = length($0) } END { print m + 0 }')" -le 100 ]; then ok
+else bad "explain-llm long prompt: no summary within 100 columns"; printf '%s\n' "$out" | head -5; fi
 cmp -s "$tmp/lks.json" "$tmp/lks0.json" && ok || bad "explain-llm --split samples in one process differs from the unsplit call"
 # dataset mode (--batch-size with an .npy or .safetensors output): rows read and written batch by batch, the same
 # bytes as the in-memory batching (--runs 1 keeps that path), no part files left; resumed after a kill -9

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -117,12 +118,95 @@ static cJSON *num_array(const double *v, int64_t n) {
     return a;
 }
 
+/* The terminal's width in columns (100 when stdout is not a terminal or it does not say). */
+static int term_width(void) {
+    struct winsize ws;
+    if (isatty(STDOUT_FILENO) && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 40) return ws.ws_col;
+    return 100;
+}
+
+/* Appends up to `room` columns of s to buf (at *len, cap bytes), whole UTF-8 characters only, a character a
+ * column; returns the columns used. */
+static int put_text(char *buf, size_t cap, size_t *len, const char *s, int room) {
+    int cols = 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c && cols < room;) {
+        int nb = *c < 0x80 ? 1 : *c >= 0xf0 ? 4 : *c >= 0xe0 ? 3 : *c >= 0xc0 ? 2 : 1;
+        for (int k = 1; k < nb; k++)
+            if ((c[k] & 0xc0) != 0x80) nb = 1; /* a broken sequence: one byte at a time */
+        if (*len + (size_t)nb + 1 > cap) break;
+        memcpy(buf + *len, c, (size_t)nb);
+        *len += (size_t)nb;
+        c += nb;
+        cols++;
+    }
+    buf[*len] = '\0';
+    return cols;
+}
+
+/* A prompt too long for a column per token: a bar of the whole prompt (each cell the summed attribution of a run of
+ * tokens) and the TOP tokens of the largest |attribution| over all targets, each with its neighbours, every line within
+ * `width` columns. The JSON and HTML outputs hold every value. */
+#define TOP 12
+static void terminal_summary(char **in_tok, int64_t T, int64_t n, const double *seq, int width, bool ansi) {
+    int cells = width - 2 < 96 ? width - 2 : 96;
+    if (cells > T) cells = (int)T;
+    double cell[96] = {0}, cm = 0;
+    for (int64_t i = 0; i < T; i++) cell[i * cells / T] += seq[i];
+    for (int c = 0; c < cells; c++) cm = fmax(cm, fabs(cell[c]));
+    if (cm == 0) cm = 1;
+    printf("%lld prompt tokens, %lld target token%s: the attribution summed over the targets\n", (long long)T,
+           (long long)n, n == 1 ? "" : "s");
+    printf("whole prompt, %.1f tokens a cell (%s):\n", (double)T / cells,
+           ansi ? "red positive, blue negative" : "+ # positive, - = negative, by size");
+    printf("|");
+    for (int c = 0; c < cells; c++) {
+        if (ansi) {
+            unsigned char rgb[3];
+            cx_heatmap_colour(cell[c], cm, rgb);
+            printf("\x1b[48;2;%d;%d;%dm \x1b[0m", rgb[0], rgb[1], rgb[2]);
+        } else {
+            double r = fabs(cell[c]) / cm;
+            putchar(r < 0.1 ? ' ' : r < 0.5 ? (cell[c] > 0 ? '+' : '-') : (cell[c] > 0 ? '#' : '='));
+        }
+    }
+    printf("|\n");
+    int64_t top[TOP];
+    int k = 0;
+    for (int64_t i = 0; i < T; i++) { /* insertion into the TOP largest |seq|, ties to the earlier token */
+        int at = k < TOP ? k : TOP;
+        while (at > 0 && fabs(seq[i]) > fabs(seq[top[at - 1]])) at--;
+        if (at >= TOP) continue;
+        if (k < TOP) k++;
+        memmove(top + at + 1, top + at, (size_t)(k - 1 - at) * sizeof *top);
+        top[at] = i;
+    }
+    printf("the %d tokens of the largest |attribution| ([token] in its context):\n", k);
+    for (int j = 0; j < k; j++) {
+        int64_t i = top[j];
+        char line[1024];
+        int head = snprintf(line, sizeof line, "%7lld %+10.4f  ", (long long)i, seq[i]);
+        size_t len = (size_t)head;
+        int room = width - head;
+        for (int64_t q = i - 3 < 0 ? 0 : i - 3; q < i && room > 0; q++) room -= put_text(line, sizeof line, &len, in_tok[q], room);
+        if (room > 0) room -= put_text(line, sizeof line, &len, "[", room);
+        if (room > 0) room -= put_text(line, sizeof line, &len, in_tok[i], room);
+        if (room > 0) room -= put_text(line, sizeof line, &len, "]", room);
+        for (int64_t q = i + 1; q < T && q <= i + 3 && room > 0; q++) room -= put_text(line, sizeof line, &len, in_tok[q], room);
+        printf("%s\n", line);
+    }
+}
+
 static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq, const double *tok) {
     double m = 0;
     for (int64_t i = 0; i < n * T; i++) m = fmax(m, fabs(tok[i]));
     for (int64_t i = 0; i < T; i++) m = fmax(m, fabs(seq[i]));
     if (m == 0) m = 1;
     bool ansi = isatty(STDOUT_FILENO);
+    int width = term_width();
+    if (16 + 9 * T > width) { /* a column per token would not fit: the summary */
+        terminal_summary(in_tok, T, n, seq, width, ansi);
+        return;
+    }
     printf("%-16s", "");
     for (int64_t i = 0; i < T; i++) printf(" %8.8s", in_tok[i]);
     printf("\n");
