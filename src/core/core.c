@@ -326,10 +326,6 @@ double cx_tensor_get(const cattr_tensor *t, int64_t i) {
     return 0;
 }
 
-float cx_tensor_get_f32(const cattr_tensor *t, int64_t i) {
-    return t->dtype == CATTR_FLOAT32 ? ((const float *)t->data)[i] : (float)cx_tensor_get(t, i);
-}
-
 void cx_tensor_row_f32(const cattr_tensor *t, int64_t row, float *dst) {
     int64_t n = t->ndim >= 2 ? t->shape[t->ndim - 1] : t->numel, o = row * n;
     if (t->dtype == CATTR_FLOAT32) {

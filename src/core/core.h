@@ -37,8 +37,6 @@ static inline float cx_bf16_to_f32(uint16_t h) {
     return v.f;
 }
 float cx_f16_to_f32(uint16_t h);
-/* Element i of a float tensor (float32, float64 or a storage dtype) as float32 (float64 rounded). */
-float cx_tensor_get_f32(const cattr_tensor *t, int64_t i);
 /* Row `row` of a 2-D float tensor (any float dtype, storage dtypes included) into dst as float32, widened exactly
  * (float64 rounded). */
 void cx_tensor_row_f32(const cattr_tensor *t, int64_t row, float *dst);
