@@ -402,7 +402,8 @@ typedef enum cattr_neuron_kind {
 typedef struct cattr_attr_params {
     cattr_method method;
     cattr_dtype dtype;            /* compute dtype: CATTR_FLOAT32 (default) or CATTR_FLOAT64 */
-    int n_steps;                  /* IG: integration steps (default 50), 1 to 1000000 */
+    int n_steps;                  /* IG: integration steps (default 50), 1 to 1000000, or CATTR_STEPS_AUTO
+                                   * (IntegratedGradients and LayerIntegratedGradients: see delta_tol) */
     cattr_quadrature quadrature;  /* IG: default gausslegendre */
     int internal_batch_size;      /* IG: rows per chunk as in Captum (0: choose from max_memory), 0 to 10^9 */
     size_t max_memory;            /* activation memory budget in bytes (0: a quarter of the memory available to the
@@ -476,7 +477,19 @@ typedef struct cattr_attr_params {
      * non-zero value stops the call with CATTR_ERR_CANCELLED within one operation, nothing written to its outputs. Set
      * it from another thread (a UI, a signal handler's flag, Python's Ctrl-C); borrowed for the call. */
     const volatile int *cancel;
+    /* n_steps CATTR_STEPS_AUTO (IntegratedGradients and LayerIntegratedGradients, multiplied by the inputs, without a
+     * noise tunnel or a split): the call runs at 8, 16, 32, ... steps of its quadrature, at most max_steps (the last
+     * try max_steps itself), and returns the first whose convergence delta is within delta_tol of the attributions'
+     * total for every example (|delta_b| <= delta_tol * the sum of |attribution| over example b: not the signed sum,
+     * which is near 0 for a target that barely moves from the baseline), or max_steps' with a warning.
+     * cattr_explainer_steps_used (cattr_llm_steps_used) tells the count. Each try is a whole call (Gauss-Legendre
+     * points of one count are not among another's): at most about twice the work of the count reached. */
+    double delta_tol; /* default 1e-3; finite, > 0 and < 1 */
+    int max_steps;    /* default 512; 8 to 1000000 */
 } cattr_attr_params;
+
+/* n_steps value: choose the steps from the convergence delta (cattr_attr_params.delta_tol) */
+#define CATTR_STEPS_AUTO (-1)
 
 /* Default parameters for a method (Captum's defaults). */
 cattr_attr_params cattr_attr_default_params(cattr_method method);
@@ -549,6 +562,10 @@ typedef struct cattr_call {
  * or delta_out. */
 cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
                                  cattr_tensor **delta_out);
+
+/* The n_steps of the explainer's last call that finished (the count an n_steps CATTR_STEPS_AUTO call reached; 0
+ * before the first call or for NULL). */
+int cattr_explainer_steps_used(const cattr_explainer *e);
 
 /* Shorthand for cattr_explainer_run without feature masks or explicit draws. */
 cattr_status cattr_explainer_attribute(cattr_explainer *e, const cattr_tensor *const *inputs, int n_inputs,
@@ -691,6 +708,10 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const
  * writes for the same call, bit for bit when the work is cut alike.
  * Errors: CATTR_ERR_UNSUPPORTED (another method, FeatureAblation with its prefix passes), CATTR_ERR_INVALID_ARGUMENT
  * (blobs of another call or cut, missing or out of order, naming the part), and cattr_llm_attribute's. */
+/* The n_steps of the last LayerIntegratedGradients call of cattr_llm_attribute on m (the count an n_steps
+ * CATTR_STEPS_AUTO call reached; 0 before one, or for NULL). */
+int cattr_llm_steps_used(const cattr_llm *m);
+
 cattr_status cattr_llm_attribute_part(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, int part,
                                       int n_parts, void **blob, size_t *len);
 cattr_status cattr_llm_combine(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c, const void *const *blobs,

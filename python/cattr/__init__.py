@@ -9,7 +9,7 @@
 See docs/python.md. The library is found through the environment variable CATTR_LIB, next to this package, in a
 source tree's build/ folder, or on the system's library path.
 """
-from ._lib import version as _version
+from ._lib import CattrWarning, version as _version
 from ._core import Model, ModuleRef, devices, from_torch, load, load_safetensors
 from . import attr
 
@@ -23,4 +23,5 @@ def load_llm(path, device=None):
     return _load_llm(path, device)
 
 
-__all__ = ["Model", "ModuleRef", "load", "from_torch", "load_llm", "devices", "load_safetensors", "attr", "__version__"]
+__all__ = ["Model", "ModuleRef", "load", "from_torch", "load_llm", "devices", "load_safetensors", "attr", "CattrWarning",
+           "__version__"]

@@ -55,6 +55,8 @@ NT_SMOOTHGRAD = 1
 NT_SMOOTHGRAD_SQ = 2
 NT_VARGRAD = 3
 
+STEPS_AUTO = -1  # n_steps: chosen from the convergence delta (cattr_attr_params.delta_tol)
+
 # cattr_neuron_kind
 NEURON_NONE = 0
 NEURON_INDEX = 1
@@ -287,6 +289,8 @@ class AttrParams(CStruct):
         ("n_node_rules", ctypes.c_int),
         ("no_prefix_cache", ctypes.c_int),
         ("cancel", ctypes.POINTER(ctypes.c_int)),
+        ("delta_tol", ctypes.c_double),
+        ("max_steps", ctypes.c_int),
     ]
 
 
@@ -431,6 +435,8 @@ _decl("cattr_explainer_new", _st, ModelP, ctypes.POINTER(AttrParams), ctypes.POI
 _decl("cattr_explainer_free", None, ExplainerP)
 _decl("cattr_explainer_run", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, ctypes.POINTER(TensorP))
 _decl("cattr_explainer_peak_memory", ctypes.c_size_t, ExplainerP)
+_decl("cattr_explainer_steps_used", ctypes.c_int, ExplainerP)
+_decl("cattr_llm_steps_used", ctypes.c_int, LLMP)
 _decl("cattr_llm_load", _st, ctypes.c_char_p, ctypes.POINTER(LLMP))
 _decl("cattr_llm_free", None, LLMP)
 _decl("cattr_llm_encode", _st, LLMP, ctypes.c_char_p, ctypes.POINTER(_c_int64_p), _c_int64_p)
@@ -455,6 +461,26 @@ _libc = ctypes.CDLL(ctypes.util.find_library("c"))
 c_free = _libc.free
 c_free.restype = None
 c_free.argtypes = [ctypes.c_void_p]
+
+
+class CattrWarning(UserWarning):
+    """A warning of the library (its log callback's warnings: a memory budget below one step, n_steps="auto" that
+    reached max_steps above its tolerance, ...)."""
+
+
+_LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+
+
+def _on_log(level, message, user):
+    if level == 2:  # CATTR_LOG_WARN: a Python warning (info and debug are dropped; errors come back as exceptions)
+        import warnings
+
+        warnings.warn("cattr: " + (message or b"").decode("utf-8", "replace"), CattrWarning, stacklevel=2)
+
+
+_log_cb = _LOG_FN(_on_log)  # kept alive for the process
+_decl("cattr_set_log_callback", None, _LOG_FN, ctypes.c_void_p)
+lib.cattr_set_log_callback(_log_cb, None)
 
 
 class CattrError(Exception):

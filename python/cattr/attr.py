@@ -521,6 +521,10 @@ class Attribution:
                 continue
             if k == "method":
                 p.quadrature = _quadrature(v)
+            elif k == "n_steps" and isinstance(v, str):
+                if v != "auto":
+                    raise _lib.ArgumentError("cattr: n_steps must be a number of steps or 'auto' (got %r)" % v)
+                p.n_steps = _lib.STEPS_AUTO
             elif k == "nt_type":
                 if v not in _NT_TYPES:
                     raise _lib.ArgumentError("cattr: nt_type: '%s' is not one of smoothgrad, smoothgrad_sq, vargrad" % v)
@@ -745,6 +749,7 @@ class Attribution:
                 try:
                     e.intr.run(lib.cattr_explainer_run, e.h, ctypes.byref(call), out,
                                ctypes.byref(delta) if want_delta else None)
+                    self.n_steps_used = lib.cattr_explainer_steps_used(e.h) or None
                 finally:
                     e.intr.reporter = None
             if bar is not None:
@@ -818,6 +823,16 @@ def _unsupported(name, value, default=None):
 _IG = _defaults("IntegratedGradients")
 
 
+def _steps_fields(n_steps, method, internal_batch_size, delta_tol, max_steps):
+    """The path fields of IG and LayerIG; delta_tol and max_steps go with n_steps="auto"."""
+    if n_steps != "auto" and (delta_tol is not None or max_steps is not None):
+        raise _lib.ArgumentError("cattr: delta_tol and max_steps go with n_steps='auto'")
+    f = dict(n_steps=n_steps, method=method, internal_batch_size=internal_batch_size)
+    if n_steps == "auto":
+        f.update(delta_tol=delta_tol, max_steps=max_steps)
+    return f
+
+
 class IntegratedGradients(Attribution):
     _captum_name = "IntegratedGradients"
 
@@ -828,8 +843,12 @@ class IntegratedGradients(Attribution):
         return True
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, n_steps=_IG.n_steps,
-                  method=_quad_name(_IG), internal_batch_size=None, return_convergence_delta=False, **kw):
-        res = self._run(inputs, dict(n_steps=n_steps, method=method, internal_batch_size=internal_batch_size),
+                  method=_quad_name(_IG), internal_batch_size=None, return_convergence_delta=False, delta_tol=None,
+                  max_steps=None, **kw):
+        """Captum's IntegratedGradients.attribute. Beyond Captum: n_steps="auto" runs 8, 16, 32, ... steps (at most
+        max_steps, default 512) until every example's |convergence delta| <= delta_tol (default 1e-3) x its sum of
+        |attributions|; self.n_steps_used tells the steps of the last call."""
+        res = self._run(inputs, _steps_fields(n_steps, method, internal_batch_size, delta_tol, max_steps),
                         baselines, target, additional_forward_args, want_delta=return_convergence_delta, extra=kw)
         return self._result(res, return_convergence_delta)
 
@@ -1752,12 +1771,14 @@ class LayerIntegratedGradients(LayerAttribution):
 
     def attribute(self, inputs, baselines=None, target=None, additional_forward_args=None, n_steps=_IG.n_steps,
                   method=_quad_name(_IG), internal_batch_size=None, return_convergence_delta=False,
-                  attribute_to_layer_input=False, grad_kwargs=None, **kw):
+                  attribute_to_layer_input=False, grad_kwargs=None, delta_tol=None, max_steps=None, **kw):
+        """Captum's LayerIntegratedGradients.attribute; n_steps="auto", delta_tol and max_steps as
+        IntegratedGradients.attribute's (self.n_steps_used tells the steps of the last call)."""
         _unsupported("grad_kwargs", grad_kwargs)
-        res = self._run(inputs, dict(n_steps=n_steps, method=method, internal_batch_size=internal_batch_size,
-                                     attribute_to_layer_input=int(bool(attribute_to_layer_input))),
-                        baselines, target, additional_forward_args, want_delta=return_convergence_delta, extra=kw,
-                        int_inputs_ok=True)
+        f = _steps_fields(n_steps, method, internal_batch_size, delta_tol, max_steps)
+        f["attribute_to_layer_input"] = int(bool(attribute_to_layer_input))
+        res = self._run(inputs, f, baselines, target, additional_forward_args, want_delta=return_convergence_delta,
+                        extra=kw, int_inputs_ok=True)
         return self._layer_result(res, return_convergence_delta)
 
 

@@ -453,6 +453,10 @@ class _BaseLLMAttribution:
                 continue
             if k == "method":
                 p.quadrature = A._quadrature(v)
+            elif k == "n_steps" and isinstance(v, str):
+                if v != "auto":
+                    raise _lib.ArgumentError("cattr: n_steps must be a number of steps or 'auto' (got %r)" % v)
+                p.n_steps = _lib.STEPS_AUTO
             elif k in A._INT_FIELDS:
                 setattr(p, k, v)  # checked against the field's C type (_lib.CStruct)
             else:
@@ -510,6 +514,7 @@ class _BaseLLMAttribution:
             intr.install(p)
             intr.run(lib.cattr_llm_attribute, self.model._h, ctypes.byref(p), ctypes.byref(c),
                      seq.ctypes.data_as(dp_), tok.ctypes.data_as(dp_), lp.ctypes.data_as(dp_), dl.ctypes.data_as(dp_))
+            self.n_steps_used = lib.cattr_llm_steps_used(self.model._h) or None
         finally:
             tl.free()
         return seq, tok, lp, dl
@@ -604,7 +609,9 @@ class LLMAttribution(_BaseLLMAttribution):
 class LLMGradientAttribution(_BaseLLMAttribution):
     """Captum's LLMGradientAttribution around LayerIntegratedGradients or LayerGradientXActivation at the
     embedding layer of a cattr LLM ("model.embed_tokens"). Keyword arguments: n_steps, method,
-    internal_batch_size, and baselines (None: the zero embedding; a token id: that token's embedding)."""
+    internal_batch_size, and baselines (None: the zero embedding; a token id: that token's embedding). Beyond
+    Captum: n_steps="auto" with delta_tol and max_steps (as IntegratedGradients.attribute's); self.n_steps_used
+    tells the steps of the last call."""
 
     SUPPORTED_METHODS = (A.LayerIntegratedGradients, A.LayerGradientXActivation)
     SUPPORTED_INPUTS = (TextTokenInput,)
@@ -637,7 +644,10 @@ class LLMGradientAttribution(_BaseLLMAttribution):
         method = self.attr_method._captum_name
         fields = {}
         if method == "LayerIntegratedGradients":
-            fields = {k: kwargs.pop(k) for k in ("n_steps", "method", "internal_batch_size") if k in kwargs}
+            fields = {k: kwargs.pop(k) for k in ("n_steps", "method", "internal_batch_size", "delta_tol", "max_steps")
+                      if k in kwargs}
+            if fields.get("n_steps") != "auto" and ("delta_tol" in fields or "max_steps" in fields):
+                raise _lib.ArgumentError("cattr: delta_tol and max_steps go with n_steps='auto'")
         baselines = kwargs.pop("baselines", None)
         if baselines is not None:
             b = sorted(set(_ids([baselines] if isinstance(baselines, (int, np.integer)) else baselines,

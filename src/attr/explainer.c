@@ -228,6 +228,15 @@ static bool same_tensor(const cattr_tensor *a, const cattr_tensor *b) {
            memcmp(a->data, b->data, (size_t)a->numel * cattr_dtype_size(a->dtype)) == 0;
 }
 
+/* The explainer's n_steps for the next call (the IG points are recomputed when it changes). */
+static void set_steps(cattr_explainer *e, int n) {
+    if (e->p.n_steps == n) return;
+    free(e->alphas);
+    free(e->steps);
+    e->alphas = e->steps = NULL;
+    e->p.n_steps = n;
+}
+
 /* A call to a model with integer inputs that give shapes (e->fold): the inner explainer of the model with the call's
  * values of those inputs as constants (made on first use, the least recently used of CX_FOLD_CACHE evicted), run on
  * the call without them. Calls that do not give those inputs as additional inputs run as they are (and fail there
@@ -275,6 +284,7 @@ static cattr_status run_folded(cattr_explainer *e, const cattr_call *call, cattr
         }
     }
     f->used = ++e->spec_clock;
+    set_steps(f->e, e->p.n_steps); /* an auto call's count of this try */
     const cattr_tensor **rest = calloc((size_t)call->n_additional + 1, sizeof *rest);
     if (!rest) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cattr_call c2 = *call;
@@ -288,14 +298,16 @@ static cattr_status run_folded(cattr_explainer *e, const cattr_call *call, cattr
     return st;
 }
 
-cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
-                                 cattr_tensor **delta_out) {
-    if (!e || !attr_out || !call) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and attr_out are required");
-    if (delta_out) *delta_out = NULL;
+/* One call at the explainer's n_steps: the folded model's explainer or run_once, and the NaN diagnosis. */
+static cattr_status run_checked(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                                cattr_tensor **delta_out) {
     if (e->fold) {
         bool handled;
         cattr_status fs = run_folded(e, call, attr_out, delta_out, &handled);
-        if (handled) return fs;
+        if (handled) {
+            if (fs == CATTR_OK) e->steps_used = e->p.n_steps;
+            return fs;
+        }
     }
     cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
     int n = 0;
@@ -319,8 +331,97 @@ cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cat
     }
     for (int i = 0; i < n; i++) attr_out[i] = attr[i];
     if (delta_out) *delta_out = delta;
+    e->steps_used = e->p.n_steps;
     return CATTR_OK;
 }
+
+/* ---- n_steps auto --------------------------------------------------------------------------------------------------
+ * IG and LayerIG with n_steps CATTR_STEPS_AUTO run at 8, 16, 32, ... steps (at most max_steps, the last try max_steps
+ * itself) and stop at the first count whose convergence delta is within delta_tol of the attributions' total for
+ * every example: |delta_b| <= delta_tol * (the sum of |attribution| over example b). (Not of the signed sum: a target
+ * whose output barely moves from the baseline has a signed sum near 0 and attributions that are not.) Gauss-Legendre points of one count are not
+ * among those of another, so each try is a whole call (the plans, constants and uploads of the call are reused); the
+ * work is at most about twice that of the count reached. */
+
+/* Example b's sum of |attribution| over the n tensors (the batch on dim axis[i] of tensor i). */
+static double example_abs_sum(cattr_tensor *const *attr, int n, const int *axis, int64_t b) {
+    double s = 0;
+    for (int i = 0; i < n; i++) {
+        const cattr_tensor *t = attr[i];
+        int k = axis ? axis[i] : 0;
+        if (!t || t->ndim <= k) continue;
+        int64_t pre = 1, post = 1;
+        for (int d = 0; d < k; d++) pre *= t->shape[d];
+        for (int d = k + 1; d < t->ndim; d++) post *= t->shape[d];
+        if (b >= t->shape[k]) continue;
+        for (int64_t p = 0; p < pre; p++)
+            for (int64_t q = 0; q < post; q++) s += fabs(cx_tensor_get(t, (p * t->shape[k] + b) * post + q));
+    }
+    return s;
+}
+
+/* The largest |delta_b| / sum_b |attr| of a call (0 when every delta is 0; inf where the attributions are 0 and the
+ * delta is not). */
+static double worst_relative_delta(const cattr_explainer *e, cattr_tensor *const *attr, int n,
+                                   const cattr_tensor *delta) {
+    bool inputs = e->p.method == CATTR_METHOD_INTEGRATED_GRADIENTS;
+    double worst = 0;
+    for (int64_t b = 0; b < delta->numel; b++) {
+        double d = fabs(cx_tensor_get(delta, b)), s = example_abs_sum(attr, n, inputs ? e->batch_axis : NULL, b);
+        double r = d == 0 ? 0 : (s > 0 ? d / s : INFINITY);
+        if (!(r <= worst)) worst = r; /* NaN stays the worst */
+    }
+    return worst;
+}
+
+static cattr_status run_auto_steps(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                                   cattr_tensor **delta_out) {
+    int max = e->p.max_steps, n = max < 8 ? max : 8, want_delta = e->p.return_convergence_delta;
+    cattr_status st = CATTR_OK;
+    e->p.return_convergence_delta = 1; /* what the tries stop on */
+    for (;;) {
+        set_steps(e, n);
+        cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
+        st = run_checked(e, call, attr, &delta);
+        if (st == CATTR_OK && !delta)
+            st = cx_fail(CATTR_ERR_INTERNAL, "n_steps auto: %s gave no convergence delta", e->method->name);
+        int k = 0;
+        while (k < MAX_IN && attr[k]) k++;
+        double worst = st == CATTR_OK ? worst_relative_delta(e, attr, k, delta) : 0;
+        bool done = st != CATTR_OK || worst <= e->p.delta_tol || n >= max;
+        if (st == CATTR_OK)
+            cx_log(CATTR_LOG_INFO, "n_steps auto: %d steps, largest |delta| / sum |attribution| %.3g (tolerance %.3g)",
+                   n, worst, e->p.delta_tol);
+        if (done && st == CATTR_OK && !(worst <= e->p.delta_tol))
+            cx_log(CATTR_LOG_WARN, "n_steps auto: the convergence delta is still %.3g of the sum of |attribution| at "
+                   "max_steps = %d (tolerance %.3g); the attributions of %d steps are returned", worst, max,
+                   e->p.delta_tol, n);
+        if (done && st == CATTR_OK) {
+            for (int i = 0; i < k; i++) attr_out[i] = attr[i];
+            if (delta_out && want_delta) *delta_out = delta;
+            else cattr_tensor_free(delta);
+            e->steps_used = n;
+        } else {
+            for (int i = 0; i < MAX_IN; i++) cattr_tensor_free(attr[i]);
+            cattr_tensor_free(delta);
+        }
+        if (done) break;
+        n = n > max / 2 ? max : 2 * n;
+    }
+    set_steps(e, CATTR_STEPS_AUTO);
+    e->p.return_convergence_delta = want_delta;
+    return st;
+}
+
+cattr_status cattr_explainer_run(cattr_explainer *e, const cattr_call *call, cattr_tensor **attr_out,
+                                 cattr_tensor **delta_out) {
+    if (!e || !attr_out || !call) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and attr_out are required");
+    if (delta_out) *delta_out = NULL;
+    if (e->p.n_steps == CATTR_STEPS_AUTO) return run_auto_steps(e, call, attr_out, delta_out);
+    return run_checked(e, call, attr_out, delta_out);
+}
+
+int cattr_explainer_steps_used(const cattr_explainer *e) { return e ? e->steps_used : 0; }
 
 const char *cattr_split_kind(const cattr_attr_params *p) {
     if (!p) return NULL;
@@ -359,6 +460,9 @@ static cattr_status split_supported(const cattr_explainer *e) {
     if (e->fold)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts: the model has integer inputs that "
                        "give shapes");
+    if (e->p.n_steps == CATTR_STEPS_AUTO)
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts needs a number of steps, not auto "
+                       "(every part must cut the same steps)");
     return CATTR_OK;
 }
 

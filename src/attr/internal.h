@@ -81,7 +81,8 @@ struct cattr_explainer {
     int sel_out;
     cx_plan_cache sel_pc;
     size_t peak;
-    double *alphas, *steps; /* IG points, computed once */
+    double *alphas, *steps; /* IG points, computed once (for p.n_steps; freed when an auto call changes it) */
+    int steps_used;         /* the n_steps of the last call that finished (cattr_explainer_steps_used) */
     void *method_state;     /* owned by the method; released by its `release` */
     void *tunnel_state;     /* NoiseTunnel's and GradientShap's graph and buffers on the backend (tunnel_dev.c) */
     void *tunnel_io;        /* the same for a NoiseTunnel around a method that runs whole per partition */

@@ -419,10 +419,12 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     cattr_attr_params p = cattr_attr_default_params(ig ? CATTR_METHOD_INTEGRATED_GRADIENTS : CATTR_METHOD_INPUT_X_GRADIENT);
     p.dtype = lp->dtype;
     p.n_steps = lp->n_steps;
+    p.delta_tol = lp->delta_tol;
+    p.max_steps = lp->max_steps;
     p.quadrature = lp->quadrature;
     p.internal_batch_size = lp->internal_batch_size;
     p.max_memory = llm_budget(lp);
-    p.return_convergence_delta = ig && delta != NULL;
+    p.return_convergence_delta = ig && (delta != NULL || lp->n_steps == CATTR_STEPS_AUTO);
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
     p.cancel = lp->cancel;
@@ -724,6 +726,10 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const
     st = llm_attribute(m, p, c, seq_attr, token_attr, target_logprobs, convergence_delta);
     m->diagnose = false;
     return cx_diagnosis(st, found);
+}
+
+int cattr_llm_steps_used(const cattr_llm *m) {
+    return m && m->ge && m->gp.method == CATTR_METHOD_INTEGRATED_GRADIENTS ? cattr_explainer_steps_used(m->ge) : 0;
 }
 
 /* Whether cattr_llm_attribute_part can split p's method: LayerIG (its steps), and the methods that run on the

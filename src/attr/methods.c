@@ -142,6 +142,8 @@ cattr_attr_params cattr_attr_default_params(cattr_method method) {
     p.lime_alpha = 0.01;
     p.kernel_width = 1.0;
     p.attr_dim_summation = 1;
+    p.delta_tol = 1e-3;
+    p.max_steps = 512;
     if (method == CATTR_METHOD_NEURON_CONDUCTANCE) p.quadrature = CATTR_QUAD_RIEMANN_TRAPEZOID;
     if (method == CATTR_METHOD_LAYER_GRADIENT_SHAP || method == CATTR_METHOD_NEURON_GRADIENT_SHAP) {
         p.n_samples = 5;
@@ -231,14 +233,33 @@ cattr_status cx_params_check(const cattr_attr_params *p) {
         CX_CHECK(finite_nonneg("NoiseTunnel stdevs", p->stdevs, false, NULL));
     }
     /* the path methods */
+    if (m_steps(m) && p->n_steps == CATTR_STEPS_AUTO) {
+        if (m != CATTR_METHOD_INTEGRATED_GRADIENTS && m != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_steps auto (CATTR_STEPS_AUTO) is implemented for "
+                           "IntegratedGradients and LayerIntegratedGradients (not %s)", name);
+        if (!p->multiply_by_inputs)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_steps auto (CATTR_STEPS_AUTO) stops on the convergence delta, "
+                           "which needs multiply_by_inputs = 1");
+        if (p->nt_type != CATTR_NT_NONE)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_steps auto (CATTR_STEPS_AUTO) is not implemented inside a "
+                           "noise tunnel: give a number of steps");
+        if (!isfinite(p->delta_tol) || p->delta_tol <= 0 || p->delta_tol >= 1)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "delta_tol must be a finite number > 0 and < 1 (got %g)",
+                           p->delta_tol);
+        CX_CHECK(in_range("max_steps", p->max_steps, 8, CX_MAX_STEPS, NULL));
+    }
     if (m_steps(m)) {
-        CX_CHECK(in_range("n_steps", p->n_steps, 1, CX_MAX_STEPS, NULL));
+        if (p->n_steps != CATTR_STEPS_AUTO) 
+            CX_CHECK(in_range("n_steps", p->n_steps, 1, CX_MAX_STEPS,
+                              m == CATTR_METHOD_INTEGRATED_GRADIENTS || m == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS
+                                  ? ", or -1 (CATTR_STEPS_AUTO)"
+                                  : NULL));
         if ((int)p->quadrature < CATTR_QUAD_RIEMANN_LEFT || p->quadrature > CATTR_QUAD_GAUSS_LEGENDRE)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "quadrature must be one of riemann_left (0), riemann_right (1), "
                            "riemann_middle (2), riemann_trapezoid (3) or gausslegendre (4) (got %d)",
                            (int)p->quadrature);
         /* LayerConductance takes n_steps + 1 points */
-        int points = m == CATTR_METHOD_LAYER_CONDUCTANCE ? p->n_steps + 1 : p->n_steps;
+        int points = m == CATTR_METHOD_LAYER_CONDUCTANCE ? p->n_steps + 1 : p->n_steps == CATTR_STEPS_AUTO ? 8 : p->n_steps;
         if (p->quadrature != CATTR_QUAD_GAUSS_LEGENDRE && points < 2)
             return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s's quadrature %s needs n_steps from 2 to %d (got %d)", name,
                            cattr_quadrature_name(p->quadrature), CX_MAX_STEPS, p->n_steps);

@@ -34,7 +34,10 @@ static void explain_help(FILE *f) {
         "                          layer-activation | layer-gradient-x-activation | layer-gradcam | internal-influence |\n"
         "                          layer-conductance | layer-integrated-gradients | layer-deeplift | ... and the\n"
         "                          neuron methods neuron-gradient | neuron-integrated-gradients | ... (docs/CLI.md)\n"
-        "  --steps N               IG integration steps (default 50)\n"
+        "  --steps N|auto          IG integration steps (default 50); auto (integrated-gradients, layer-integrated-\n"
+        "                          gradients): 8, 16, 32, ... until |delta| <= --delta-tol x sum |attribution|\n"
+        "  --delta-tol X           --steps auto's tolerance, relative to each example's sum |attribution| (1e-3)\n"
+        "  --max-steps N           --steps auto's most steps (default 512)\n"
         "  --quadrature Q          gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
         "                          riemann_trapezoid\n"
         "  --baseline B            per input, in order: a number or a FILE (input's shape or batch 1); one\n"
@@ -115,6 +118,7 @@ typedef struct {
     int runs;
     int64_t batch_size;
     const char *split; /* --split steps: one attribution's work over the MPI ranks */
+    int steps_used;    /* IG's steps (--steps auto: the most any batch reached) */
     bool heatmap, quiet, no_delta, overlay, precision_error, progress;
     const char *sign;
     double outlier_perc;
@@ -200,8 +204,17 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             a->target_file = v;
         } else if (!strcmp(o, "--steps")) {
             NEED_VALUE();
-            if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
-            a->p.n_steps = (int)n;
+            if (!strcmp(v, "auto")) a->p.n_steps = CATTR_STEPS_AUTO;
+            else if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
+            else a->p.n_steps = (int)n;
+        } else if (!strcmp(o, "--delta-tol")) {
+            NEED_VALUE();
+            if (!cli_parse_double(v, &a->p.delta_tol) || !(a->p.delta_tol > 0 && a->p.delta_tol < 1))
+                return cli_usage_error("--delta-tol needs a number > 0 and < 1, not '%s'", v);
+        } else if (!strcmp(o, "--max-steps")) {
+            NEED_VALUE();
+            if (!cli_int_arg(o, v, 8, 1000000, &n)) return CLI_USAGE;
+            a->p.max_steps = (int)n;
         } else if (!strcmp(o, "--quadrature")) {
             NEED_VALUE();
             int q = cattr_quadrature_from_name(v);
@@ -353,6 +366,8 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     cattr_attr_params def = cattr_attr_default_params((cattr_method)method);
     def.dtype = a->p.dtype;
     def.n_steps = a->p.n_steps;
+    def.delta_tol = a->p.delta_tol;
+    def.max_steps = a->p.max_steps;
     def.quadrature = a->p.quadrature;
     def.internal_batch_size = a->p.internal_batch_size;
     def.max_memory = a->p.max_memory;
@@ -397,6 +412,11 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         return cli_usage_error("%s takes no target (it attributes a %s's value, not a model output): leave out "
                                "--target, --targets and --target-file", cattr_method_name(a->p.method),
                                a->p.method == CATTR_METHOD_LAYER_ACTIVATION ? "layer" : "neuron");
+    cattr_attr_params dflt = cattr_attr_default_params(a->p.method);
+    if (a->p.n_steps != CATTR_STEPS_AUTO && (a->p.delta_tol != dflt.delta_tol || a->p.max_steps != dflt.max_steps))
+        return cli_usage_error("--delta-tol and --max-steps go with --steps auto");
+    if (a->split && a->p.n_steps == CATTR_STEPS_AUTO)
+        return cli_usage_error("--split steps needs a number of --steps, not auto (every part cuts the same steps)");
     if (a->split) {
         cattr_method mk = a->p.method;
         bool nt = a->p.nt_type != CATTR_NT_NONE;
@@ -558,8 +578,14 @@ static int write_output(const explain_args *a, cattr_tensor **attr, int n, const
         cJSON_AddStringToObject(root, "method", cattr_method_name(a->p.method));
         cJSON *args = cJSON_AddObjectToObject(root, "args");
         cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(a->p.dtype));
-        if (a->p.method == CATTR_METHOD_INTEGRATED_GRADIENTS) {
-            cJSON_AddNumberToObject(args, "n_steps", a->p.n_steps);
+        if (a->p.method == CATTR_METHOD_INTEGRATED_GRADIENTS ||
+            a->p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
+            cJSON_AddNumberToObject(args, "n_steps", a->steps_used > 0 ? a->steps_used : a->p.n_steps);
+            if (a->p.n_steps == CATTR_STEPS_AUTO) {
+                cJSON *au = cJSON_AddObjectToObject(args, "n_steps_auto");
+                cJSON_AddNumberToObject(au, "delta_tol", a->p.delta_tol);
+                cJSON_AddNumberToObject(au, "max_steps", a->p.max_steps);
+            }
             cJSON_AddStringToObject(args, "method", cattr_quadrature_name(a->p.quadrature));
             cJSON_AddBoolToObject(args, "multiply_by_inputs", a->p.multiply_by_inputs);
         }
@@ -732,9 +758,14 @@ static cattr_tensor *cat_rows(cattr_tensor *a, const cattr_tensor *b) {
 /* The attribution in batches of `bs` examples, concatenated (examples are independent for every method but
  * FeaturePermutation, which shuffles across the batch). */
 static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, int64_t bs, bool distribution,
-                                   cattr_tensor **attr, cattr_tensor **delta) {
+                                   cattr_tensor **attr, cattr_tensor **delta, int *steps_used) {
     int64_t B = cattr_tensor_shape(call->inputs[0])[0];
-    if (bs <= 0 || bs >= B) return cattr_explainer_run(e, call, attr, delta);
+    if (bs <= 0 || bs >= B) {
+        cattr_status st = cattr_explainer_run(e, call, attr, delta);
+        *steps_used = cattr_explainer_steps_used(e);
+        return st;
+    }
+    *steps_used = 0;
     cattr_status st = CATTR_OK;
     for (int64_t b0 = 0; b0 < B && st == CATTR_OK; b0 += bs) {
         int64_t b1 = b0 + bs < B ? b0 + bs : B;
@@ -760,6 +791,7 @@ static cattr_status run_in_batches(cattr_explainer *e, const cattr_call *call, i
         c.feature_masks = call->feature_masks ? (const cattr_tensor *const *)mk : NULL;
         c.target = &t;
         st = cattr_explainer_run(e, &c, pa, delta ? &pd : NULL);
+        if (cattr_explainer_steps_used(e) > *steps_used) *steps_used = cattr_explainer_steps_used(e);
         for (int i = 0; i < MAXT && pa[i] && st == CATTR_OK; i++) { /* per input, or per layer tensor */
             cattr_tensor *joined = cat_rows(attr[i], pa[i]);
             cattr_tensor_free(attr[i]);
@@ -1531,7 +1563,7 @@ static int explain_one(explain_args *ap) {
         double t0 = now_s();
         prog.start = t0;
         st = a.split ? run_split(e, &call, attr, a.no_delta ? NULL : &delta, a.quiet)
-                     : run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta);
+                     : run_in_batches(e, &call, a.batch_size, dist, attr, a.no_delta ? NULL : &delta, &a.steps_used);
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = a.split && mpi_driver_rank() != 0 ? cli_error_code(st) : cli_error(st, "attribution failed");
@@ -1546,10 +1578,12 @@ static int explain_one(explain_args *ap) {
         cattr_attr_params q = a.p;
         q.precision = a.p.precision == CATTR_PRECISION_HIGH ? CATTR_PRECISION_HIGHEST : CATTR_PRECISION_HIGH;
         q.progress = NULL;
+        if (q.n_steps == CATTR_STEPS_AUTO) q.n_steps = a.steps_used; /* the same steps as the call compared with */
+        int steps2 = 0;
         cattr_explainer *e2 = NULL;
         cattr_tensor *attr2[MAXT] = {0};
         st = cattr_explainer_new(m, &q, &e2);
-        if (st == CATTR_OK) st = run_in_batches(e2, &call, a.batch_size, dist, attr2, NULL);
+        if (st == CATTR_OK) st = run_in_batches(e2, &call, a.batch_size, dist, attr2, NULL, &steps2);
         double err = 0, mx = 0;
         for (int i = 0; st == CATTR_OK && i < MAXT && attr[i] && attr2[i]; i++) {
             const cattr_tensor *hi = a.p.precision == CATTR_PRECISION_HIGH ? attr[i] : attr2[i];
@@ -1629,8 +1663,9 @@ static int explain_one(explain_args *ap) {
     if (!a.quiet) {
         print_prediction(out, B, &tb, auto_pred);
         printf("wrote %s (%s, %s", a.output, cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
-        if (a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS)
-            printf(", %d steps, %s", a.p.n_steps, cattr_quadrature_name(a.p.quadrature));
+        if (a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS || a.p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
+            printf(", %d steps%s, %s", a.steps_used > 0 ? a.steps_used : a.p.n_steps,
+                   a.p.n_steps == CATTR_STEPS_AUTO ? " (auto)" : "", cattr_quadrature_name(a.p.quadrature));
         printf(")\n");
         if (delta) {
             printf("convergence delta:");

@@ -35,7 +35,9 @@ static void help(FILE *f) {
         "                          shapley-value-sampling | lime | kernel-shap (seq_attr only, as in Captum)\n"
         "  --template T --slot V...  a text template with '{}' slots and their values: one column per slot\n"
         "                          (feature-ablation); --slot-baseline V per slot (default: the empty string)\n"
-        "  --steps N               layer-ig: integration steps (default 50)\n"
+        "  --steps N|auto          layer-ig: integration steps (default 50); auto: 8, 16, 32, ... until every target\n"
+        "                          token's |delta| <= --delta-tol x the sum of its |attributions|\n"
+        "  --delta-tol X           --steps auto's tolerance (default 1e-3); --max-steps N its most steps (512)\n"
         "  --quadrature Q          layer-ig: gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
         "                          riemann_trapezoid\n"
         "  --baseline B            zeros (layer-ig default: the zero embedding) | pad (the pad token; the ablation\n"
@@ -355,7 +357,9 @@ cattr_status llm_req_attribute(cattr_llm *m, const cattr_attr_params *p, const l
     }
     cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
     call.baseline_token = o->baseline_token;
-    return cattr_llm_attribute(m, p, &call, seq, tok, lp, delta);
+    cattr_status st = cattr_llm_attribute(m, p, &call, seq, tok, lp, delta);
+    o->steps_used = st == CATTR_OK ? cattr_llm_steps_used(m) : 0;
+    return st;
 }
 
 /* --split steps: the prepared request's LayerIG over the MPI ranks (cattr_llm_attribute_part on each, the parts
@@ -438,7 +442,12 @@ cJSON *llm_result_json(const cattr_attr_params *p, const llm_out *o) {
     cJSON_AddStringToObject(args, "dtype", cattr_dtype_name(p->dtype));
     cJSON_AddStringToObject(args, "precision", p->precision == CATTR_PRECISION_HIGH ? "high" : "highest");
     if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
-        cJSON_AddNumberToObject(args, "n_steps", p->n_steps);
+        cJSON_AddNumberToObject(args, "n_steps", o->steps_used > 0 ? o->steps_used : p->n_steps);
+        if (p->n_steps == CATTR_STEPS_AUTO) {
+            cJSON *au = cJSON_AddObjectToObject(args, "n_steps_auto");
+            cJSON_AddNumberToObject(au, "delta_tol", p->delta_tol);
+            cJSON_AddNumberToObject(au, "max_steps", p->max_steps);
+        }
         cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p->quadrature));
     }
     if (p->method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p->n_samples);
@@ -493,8 +502,17 @@ int cmd_explain_llm(int argc, char **argv) {
             p.method = (cattr_method)mk;
         } else if (!strcmp(o, "--steps")) {
             NEED();
-            if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
-            p.n_steps = (int)x;
+            if (!strcmp(v, "auto")) p.n_steps = CATTR_STEPS_AUTO;
+            else if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
+            else p.n_steps = (int)x;
+        } else if (!strcmp(o, "--delta-tol")) {
+            NEED();
+            if (!cli_parse_double(v, &p.delta_tol) || !(p.delta_tol > 0 && p.delta_tol < 1))
+                return cli_usage_error("--delta-tol needs a number > 0 and < 1, not '%s'", v);
+        } else if (!strcmp(o, "--max-steps")) {
+            NEED();
+            if (!cli_int_arg(o, v, 8, 100000, &x)) return CLI_USAGE;
+            p.max_steps = (int)x;
         } else if (!strcmp(o, "--quadrature")) {
             NEED();
             int q = cattr_quadrature_from_name(v);
@@ -580,6 +598,15 @@ int cmd_explain_llm(int argc, char **argv) {
         if (!output || strlen(output) < 6 || strcmp(output + strlen(output) - 6, ".jsonl"))
             return cli_usage_error("--prompts needs --output RESULTS.jsonl (one result per line)");
         if (html || runs || precision_error) return cli_usage_error("--prompts writes JSON lines only (no --html, --runs or --precision-error)");
+    }
+    {
+        cattr_attr_params dflt = cattr_attr_default_params(p.method);
+        if (p.n_steps == CATTR_STEPS_AUTO && p.method != CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
+            return cli_usage_error("--steps auto is for layer-ig (not %s)", method_cli_name(p.method));
+        if (p.n_steps != CATTR_STEPS_AUTO && (p.delta_tol != dflt.delta_tol || p.max_steps != dflt.max_steps))
+            return cli_usage_error("--delta-tol and --max-steps go with --steps auto");
+        if (split && p.n_steps == CATTR_STEPS_AUTO)
+            return cli_usage_error("--split steps needs a number of --steps, not auto (every part cuts the same steps)");
     }
     if (split) {
         cattr_method mk = p.method;
@@ -682,6 +709,7 @@ int cmd_explain_llm(int argc, char **argv) {
         cattr_attr_params q = p;
         q.precision = p.precision == CATTR_PRECISION_HIGH ? CATTR_PRECISION_HIGHEST : CATTR_PRECISION_HIGH;
         q.progress = NULL;
+        if (q.n_steps == CATTR_STEPS_AUTO) q.n_steps = o.steps_used; /* the same steps as the call compared with */
         double *seq2 = calloc((size_t)T, sizeof *seq2), *tok2 = calloc((size_t)(n * T), sizeof *tok2);
         double *lp2 = calloc((size_t)n, sizeof *lp2), *d2 = calloc((size_t)n, sizeof *d2);
         if (!seq2 || !tok2 || !lp2 || !d2) st = CATTR_ERR_NO_MEMORY;
@@ -741,6 +769,8 @@ int cmd_explain_llm(int argc, char **argv) {
             for (int64_t k = 0; k < n; k++) printf(" %.4f", o.lp[k]);
             printf("\n");
         }
+        if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS && p.n_steps == CATTR_STEPS_AUTO)
+            printf("steps: %d (auto, delta tolerance %g)\n", o.steps_used, p.delta_tol);
         if (p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) {
             printf("convergence delta:");
             for (int64_t k = 0; k < n; k++) printf(" %.3e", o.delta[k]);

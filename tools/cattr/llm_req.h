@@ -26,6 +26,7 @@ typedef struct llm_out {
     bool generated;
     double *seq, *tok, *lp, *delta;
     char **in_tok, **out_tok;
+    int steps_used; /* layer-ig's steps (the count --steps auto reached) */
 } llm_out;
 
 void llm_out_free(llm_out *o);
