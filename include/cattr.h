@@ -642,6 +642,26 @@ size_t cattr_llm_token_text(const cattr_llm *m, int64_t id, char *buf, size_t si
  * (caller frees). Errors: CATTR_ERR_INVALID_ARGUMENT (NULL arguments, n < 0), CATTR_ERR_UNSUPPORTED (no
  * tokenizer.json), CATTR_ERR_NO_MEMORY. */
 cattr_status cattr_llm_decode(const cattr_llm *m, const int64_t *ids, int64_t n, int skip_special, char **text);
+
+/* Each token's bytes [start[t], end[t]) in `text`, which ids[T] encode (cattr_llm_encode's ids of it): the decoded
+ * prefix of t + 1 tokens agrees with the text up to end[t] (a token ending inside a multi-byte character has an empty
+ * span, and the token that completes the character holds it). Errors: CATTR_ERR_INVALID_ARGUMENT (NULL arguments,
+ * T < 1, tokens that do not decode to the text, naming the byte where they differ), CATTR_ERR_UNSUPPORTED (no
+ * tokenizer), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_llm_token_spans(const cattr_llm *m, const char *text, const int64_t *ids, int64_t T, int64_t *start,
+                                   int64_t *end);
+
+/* Segments of a prompt for cattr_llm_call.segments: `kind` is "tokens" (each its own), "words" (runs of
+ * non-white-space), "sentences" (a sentence ends at . ! or ? , after any closing quotes or brackets, followed by
+ * white space; a blank line ends one too), "lines" (each ends after its newline) or "spans" (n_spans byte ranges
+ * [spans[2s], spans[2s+1]) of the text, in order and not overlapping; the text between and around them forms
+ * segments of its own). A token belongs to the segment holding its first byte that is not white space (its first
+ * byte if it is all white space): " Paris" to the word "Paris", "\n" to the line it ends. Segments that hold no
+ * token are dropped and the ids renumbered in order. Writes segments[T] and *n_segments. Errors: as
+ * cattr_llm_token_spans, and CATTR_ERR_INVALID_ARGUMENT for another kind or spans out of order or outside the
+ * text. */
+cattr_status cattr_llm_segments(const cattr_llm *m, const char *text, const int64_t *ids, int64_t T, const char *kind,
+                                const int64_t *spans, int64_t n_spans, int64_t *segments, int64_t *n_segments);
 /* Vocabulary size of the model, its maximum context, and its end-of-sequence token (-1 if none). */
 int64_t cattr_llm_vocab_size(const cattr_llm *m);
 int64_t cattr_llm_max_positions(const cattr_llm *m);
@@ -666,6 +686,14 @@ typedef struct cattr_llm_call {
     const cattr_tensor *const *draws;
     const char *const *draw_roles;
     int n_draws;
+    /* NULL (default): every prompt token is a feature. Else n_prompt segment ids from 0 to n_segments - 1, each used
+     * by at least one token: the features are the segments (words, sentences, a document's parts). Gradient methods
+     * sum their token attributions over each segment (in token order, in the compute dtype); the perturbation and
+     * surrogate methods replace every token of a segment at once (FeatureAblation's prefix reuse starts at the
+     * segment's first token); ShapleyValueSampling's recorded permutations are then orders of the segments. The
+     * results have n_segments columns: seq_attr[n_segments], token_attr[n * n_segments]. */
+    const int64_t *segments;
+    int64_t n_segments;
 } cattr_llm_call;
 
 /* The checkpoint as a cattr_model for the explainer (the same methods as any model): input 0 "input_ids" int64
@@ -690,7 +718,7 @@ cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64
  * replaced by c->baseline_token). Fields that apply: dtype, n_steps, quadrature, internal_batch_size, max_memory (0:
  * a quarter of the memory available to the process, at most 896 MiB), n_samples, seed, lime_alpha,
  * perturbations_per_eval (0: as many sequences per forward pass as max_memory allows; 1: one per pass, as Captum),
- * no_prefix_cache, precision, device (NULL: the checkpoint's), progress, cancel. Writes seq_attr[T] (the sum over target tokens), token_attr[n*T] (row k = target
+ * no_prefix_cache, precision, device (NULL: the checkpoint's), progress, cancel. Writes seq_attr[T] (the sum over target tokens; T is c->n_segments where c->segments is given), token_attr[n*T] (row k = target
  * token k; NaN for Lime and KernelShap, which Captum attributes as a whole only) and, if not NULL,
  * target_logprobs[n] and convergence_delta[n] (LayerIntegratedGradients only; NaN otherwise). Caller-owned buffers.
  * Errors: CATTR_ERR_INVALID_ARGUMENT (another method, an empty prompt or target, an id outside the vocabulary, a

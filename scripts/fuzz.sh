@@ -11,13 +11,13 @@
 # is saved as ${CATTR_FUZZ_DIR}/findings/<harness>/crash-* (reproduce: build-fuzz/tests/fuzz/fuzz_<harness> FILE)
 # and the script exits 1 after the others have run; the end of the harness's log and the input (base64) are printed
 # so that a CI log is enough to reproduce it. Each harness's line gives its executions and their rate.
-# fuzz_tokenize reads the real Qwen3 tokenizer from $CATTR_GOLDEN/llm/qwen3-tiny (default ../shared/golden); it is
-# skipped with a message where that is absent.
+# fuzz_tokenize and fuzz_segments read the real Qwen3 tokenizer (and checkpoint) from $CATTR_GOLDEN/llm/qwen3-tiny
+# (default ../shared/golden); they are skipped with a message where that is absent.
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-all="onnx npy safetensors hf_config tokenizer_json tokenize checkpoint requests parts"
+all="onnx npy safetensors hf_config tokenizer_json tokenize checkpoint requests parts segments"
 which=${*:-$all}
 dir=${CATTR_FUZZ_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-1}
@@ -43,6 +43,10 @@ run_one() {
     h=$1
     corpus="$dir/corpus/$h" findings="$dir/findings/$h" log="$dir/logs/$h.log"
     mkdir -p "$corpus" "$findings" "$dir/logs"
+    if [ "$h" = segments ] && [ -z "${CATTR_FUZZ_CHECKPOINT:-}" ] && ! [ -f "$CATTR_GOLDEN/llm/qwen3-tiny/tokenizer.json" ]; then
+        echo "fuzz_$h: SKIP ($CATTR_GOLDEN/llm/qwen3-tiny is absent; set CATTR_GOLDEN)"
+        return 0
+    fi
     if [ "$h" = tokenize ] && [ -z "${CATTR_FUZZ_TOKENIZER:-}" ] && ! [ -f "$CATTR_GOLDEN/llm/qwen3-tiny/tokenizer.json" ]; then
         echo "fuzz_$h: SKIP ($CATTR_GOLDEN/llm/qwen3-tiny/tokenizer.json is absent; set CATTR_GOLDEN)"
         return 0

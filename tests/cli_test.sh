@@ -131,6 +131,17 @@ expect_fail "steps auto, other method" "n_steps auto" "$tmp/o.npy" -- explain $m
 expect_fail "steps auto, split" "not auto" "$tmp/o.npy" -- explain $model --input $x --steps auto --split steps --output "$tmp/o.npy"
 expect_ok "explain-llm steps auto" explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --steps auto --delta-tol 0.5 --output "$tmp/lauto.json"
 grep -q '^steps: [0-9]* (auto' "$tmp/stdout" && grep -q '"n_steps_auto"' "$tmp/lauto.json" && ok || bad "explain-llm steps auto: steps not reported"
+# --segments: one column per segment, the JSON keeps the token map; a user's strings; refused forms
+expect_ok "explain-llm segments sentences" explain-llm tests/data/llm/tiny --prompt "a b. c d. e" --target " c" --segments sentences --method feature-ablation --output "$tmp/seg.json"
+tr -d ' \t\n' <"$tmp/seg.json" >"$tmp/seg1.json"
+grep -q '"segments":\[{"text":"ab.","start":0,"end":4}' "$tmp/seg1.json" && grep -q '"token_segment":\[0,0,0,0,1,' "$tmp/seg1.json" && grep -q '"seq_attr":\[[^],]*,[^],]*,[^],]*\]' "$tmp/seg1.json" && ok || { bad "segments: JSON lacks segments / token_segment / 3 columns"; head -c 600 "$tmp/seg.json"; }
+printf '["a b.", " c d.", " e"]' >"$tmp/segs.json"
+expect_ok "explain-llm segments file" explain-llm tests/data/llm/tiny --prompt "a b. c d. e" --target " c" --segments "$tmp/segs.json" --output "$tmp/segf.json"
+grep -q '"text":[[:space:]]*" c d."' "$tmp/segf.json" && ok || bad "segments file: the segments' texts"
+printf '["a b.", " c"]' >"$tmp/segbad.json"
+expect_fail "segments file not spelling the prompt" "spell" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b. c d. e" --target " c" --segments "$tmp/segbad.json" --output "$tmp/o.json"
+expect_fail "segments unknown" "give tokens, words, sentences, lines" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --segments paragraphs --output "$tmp/o.json"
+expect_fail "segments with a template" "--template" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --template "a {}" --slot b --target " c" --method feature-ablation --segments words --output "$tmp/o.json"
 expect_fail "explain-llm steps auto, feature-ablation" "layer-ig" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --steps auto --output "$tmp/o.json"
 expect_fail "bad quadrature" "quadrature" "$tmp/o.npy" -- explain $model --input $x --quadrature simpson --output "$tmp/o.npy"
 expect_fail "riemann n=1" "n_steps" "$tmp/o.npy" -- explain $model --input $x --quadrature riemann_left --steps 1 --output "$tmp/o.npy"

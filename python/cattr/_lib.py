@@ -323,6 +323,8 @@ class LLMCall(CStruct):
         ("draws", TensorPP),
         ("draw_roles", ctypes.POINTER(ctypes.c_char_p)),
         ("n_draws", ctypes.c_int),
+        ("segments", _c_int64_p),
+        ("n_segments", ctypes.c_int64),
     ]
 
 
@@ -442,6 +444,9 @@ _decl("cattr_llm_free", None, LLMP)
 _decl("cattr_llm_encode", _st, LLMP, ctypes.c_char_p, ctypes.POINTER(_c_int64_p), _c_int64_p)
 _decl("cattr_llm_token_text", ctypes.c_size_t, LLMP, ctypes.c_int64, ctypes.c_char_p, ctypes.c_size_t)
 _decl("cattr_llm_decode", _st, LLMP, _c_int64_p, ctypes.c_int64, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+_decl("cattr_llm_token_spans", _st, LLMP, ctypes.c_char_p, _c_int64_p, ctypes.c_int64, _c_int64_p, _c_int64_p)
+_decl("cattr_llm_segments", _st, LLMP, ctypes.c_char_p, _c_int64_p, ctypes.c_int64, ctypes.c_char_p, _c_int64_p,
+      ctypes.c_int64, _c_int64_p, _c_int64_p)
 _decl("cattr_llm_vocab_size", ctypes.c_int64, LLMP)
 _decl("cattr_llm_max_positions", ctypes.c_int64, LLMP)
 _decl("cattr_llm_eos_token", ctypes.c_int64, LLMP)

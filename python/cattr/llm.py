@@ -209,9 +209,19 @@ def load_llm(path, device=None):
 class TextTokenInput:
     """Captum's TextTokenInput: the prompt's tokens are the features. `baselines` is the replacement token (an id
     or a token string; Captum's default 0) for the perturbation methods; `skip_tokens` are prompt tokens that are
-    not features (not attributed). cattr also takes a list of token ids as `text` (then `tokenizer` may be None)."""
+    not features (not attributed). cattr also takes a list of token ids as `text` (then `tokenizer` may be None).
 
-    def __init__(self, text, tokenizer, baselines=0, skip_tokens=None):
+    Beyond Captum, `segments` makes segments of the prompt the features (every method; gradient attributions are
+    summed over a segment's tokens, perturbations replace all its tokens at once): "words", "sentences", "lines"
+    (cattr_llm_segments' rules), a list of strings that spell the text, a list of (start, end) character spans
+    (the text around them forms segments of its own), or one segment id per token. The result's input_tokens are
+    then the segments' texts, and `token_segment` on the result maps each token to its segment."""
+
+    def __init__(self, text, tokenizer, baselines=0, skip_tokens=None, segments=None):
+        self.text = text if isinstance(text, str) else None
+        self.segments = segments
+        if segments is not None and skip_tokens:
+            raise ValueError("cattr: TextTokenInput: give segments or skip_tokens, not both")
         if isinstance(text, str):
             if tokenizer is None:
                 raise ValueError("cattr: TextTokenInput: a tokenizer is needed for text")
@@ -470,7 +480,61 @@ class _BaseLLMAttribution:
             p.max_memory = extra["_max_memory"]
         return p
 
-    def _run(self, p, prompt, target, baseline_token, extra, keep, want_token=True):
+    def _segments(self, inp):
+        """(segment id per token, the segments' texts) of a TextTokenInput with segments, else (None, None)."""
+        spec = getattr(inp, "segments", None)
+        if spec is None:
+            return None, None
+        h = self.model._h
+        ids = np.ascontiguousarray(_lib.int64_array(np.asarray(inp.input_ids), "prompt token ids"))
+        T = len(ids)
+        ip = ctypes.POINTER(ctypes.c_int64)
+        text = inp.text
+        if text is None:
+            out = ctypes.c_void_p()
+            check(lib.cattr_llm_decode(h, ids.ctypes.data_as(ip), T, 0, ctypes.byref(out)))
+            text = ctypes.string_at(out.value).decode("utf-8", "replace")
+            _lib.c_free(out)
+        tb = text.encode("utf-8")
+        seg = np.zeros(T, dtype=np.int64)
+        if isinstance(spec, str) or (len(spec) and (isinstance(spec[0], str) or np.ndim(spec[0]) == 1)):
+            spans = None
+            if isinstance(spec, str):
+                kind = spec
+            elif isinstance(spec[0], str):
+                if "".join(spec) != text or any(not x for x in spec):
+                    raise ValueError("cattr: segments: the strings must be non-empty and spell the prompt's text")
+                at, spans = 0, []
+                for x in spec:
+                    n_ = len(x.encode("utf-8"))
+                    spans += [at, at + n_]
+                    at += n_
+                kind = "spans"
+            else:
+                spans = []
+                for a, b in spec:
+                    spans += [len(text[:int(a)].encode("utf-8")), len(text[:int(b)].encode("utf-8"))]
+                kind = "spans"
+            sp = np.ascontiguousarray(np.asarray(spans if spans else [0], dtype=np.int64))
+            G = ctypes.c_int64()
+            check(lib.cattr_llm_segments(h, tb, ids.ctypes.data_as(ip), T, kind.encode(), sp.ctypes.data_as(ip),
+                                         len(spans) // 2 if spans else 0, seg.ctypes.data_as(ip), ctypes.byref(G)))
+        else:
+            ids_ = _lib.int64_array(np.asarray(spec).reshape(-1), "segments")
+            if len(ids_) != T:
+                raise ValueError("cattr: segments: %d ids for %d prompt tokens" % (len(ids_), T))
+            seg[:] = ids_
+        st, en = np.zeros(T, dtype=np.int64), np.zeros(T, dtype=np.int64)
+        check(lib.cattr_llm_token_spans(h, tb, ids.ctypes.data_as(ip), T, st.ctypes.data_as(ip),
+                                        en.ctypes.data_as(ip)))
+        G = int(seg.max()) + 1 if T else 0
+        texts = []
+        for g in range(G):
+            where = np.nonzero(seg == g)[0]
+            texts.append(tb[st[where[0]]:en[where[-1]]].decode("utf-8", "replace") if len(where) else "")
+        return seg, texts
+
+    def _run(self, p, prompt, target, baseline_token, extra, keep, want_token=True, segments=None):
         T, n = len(prompt), len(target)
         if n == 0:
             raise ValueError("cattr: the target has no tokens")
@@ -483,6 +547,12 @@ class _BaseLLMAttribution:
         c.n_target = n
         c.baseline_token = -1 if baseline_token is None else _lib.as_int(baseline_token, "baselines", 0,
                                                                           _lib.INT64_MAX, allow_bool=False)
+        G = T
+        if segments is not None:
+            sg = np.ascontiguousarray(segments, dtype=np.int64)
+            keep.append(sg)
+            c.segments = sg.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+            G = c.n_segments = int(sg.max()) + 1 if len(sg) else 0
         perms = extra.get("_permutations")
         if perms is not None:
             pa = np.ascontiguousarray(_lib.int64_array(np.asarray(perms), "_permutations").reshape(-1))
@@ -517,7 +587,7 @@ class _BaseLLMAttribution:
             self.n_steps_used = lib.cattr_llm_steps_used(self.model._h) or None
         finally:
             tl.free()
-        return seq, tok, lp, dl
+        return seq[:G], tok.reshape(-1)[:n * G].reshape(n, G).copy(), lp, dl  # n x G values, row-major
 
 
 class LLMAttribution(_BaseLLMAttribution):
@@ -562,6 +632,7 @@ class LLMAttribution(_BaseLLMAttribution):
             raise TypeError("attribute() got unexpected keyword arguments %s" % sorted(kwargs))
         fields.update(getattr(self.attr_method, "_lime", {}))
         target_ids = self._targets(inp, target, skip_tokens, gen_args)
+        segs, seg_texts = (None, None) if isinstance(inp, TextTemplateInput) else self._segments(inp)
         seqs, toks = [], []
         for trial in range(int(num_trials)):
             ex = dict(extra)
@@ -577,7 +648,7 @@ class LLMAttribution(_BaseLLMAttribution):
                 if inp.itp_mask is not None and method != "FeatureAblation":
                     raise ValueError("cattr: skip_tokens of a TextTokenInput are supported with FeatureAblation and "
                                      "the gradient methods only")
-                seq, tok, _, _ = self._run(p, inp.input_ids, target_ids, inp.baselines, ex, keep)
+                seq, tok, _, _ = self._run(p, inp.input_ids, target_ids, inp.baselines, ex, keep, segments=segs)
                 if inp.itp_mask is not None:
                     seq, tok = seq[inp.itp_mask], tok[:, inp.itp_mask]
             seqs.append(seq)
@@ -585,8 +656,12 @@ class LLMAttribution(_BaseLLMAttribution):
         seq = np.mean(seqs, axis=0)
         tok = np.mean(toks, axis=0)
         token_attr = None if method in ("Lime", "KernelShap") else tok
-        return LLMAttributionResult(seq_attr=seq, token_attr=token_attr, input_tokens=inp.values,
-                                    output_tokens=_pretty(self.tokenizer, target_ids))
+        res = LLMAttributionResult(seq_attr=seq, token_attr=token_attr,
+                                   input_tokens=seg_texts if segs is not None else inp.values,
+                                   output_tokens=_pretty(self.tokenizer, target_ids))
+        if segs is not None:
+            res.token_segment = segs
+        return res
 
     def _template(self, p, inp, target_ids):
         n, S = len(target_ids), len(inp.values)
@@ -660,9 +735,14 @@ class LLMGradientAttribution(_BaseLLMAttribution):
             raise TypeError("attribute() got unexpected keyword arguments %s" % sorted(kwargs))
         target_ids = self._targets(inp, target, skip_tokens, gen_args)
         p = self._params(method, fields, extra)
-        seq, tok, _, _ = self._run(p, inp.input_ids, target_ids, baselines, extra, [])
+        segs, seg_texts = self._segments(inp)
+        seq, tok, _, _ = self._run(p, inp.input_ids, target_ids, baselines, extra, [], segments=segs)
         if inp.itp_mask is not None:
             tok = tok[:, inp.itp_mask]
             seq = tok.sum(0)
-        return LLMAttributionResult(seq_attr=seq, token_attr=tok, input_tokens=inp.values,
-                                    output_tokens=_pretty(self.tokenizer, target_ids))
+        res = LLMAttributionResult(seq_attr=seq, token_attr=tok,
+                                   input_tokens=seg_texts if segs is not None else inp.values,
+                                   output_tokens=_pretty(self.tokenizer, target_ids))
+        if segs is not None:
+            res.token_segment = segs
+        return res

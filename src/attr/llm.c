@@ -290,13 +290,24 @@ static int64_t rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t 
     return (int64_t)rows < R ? (int64_t)rows : R;
 }
 
+/* The prompt's features: G segments, token t in segment seg[t] (seg NULL: G = T, token t its own), the first token of
+ * segment g at start[g] (NULL: g). */
+typedef struct llm_feats {
+    int64_t G;
+    const int64_t *seg, *start;
+} llm_feats;
+
+static int64_t feat_of(const llm_feats *fe, int64_t t) { return fe->seg ? fe->seg[t] : t; }
+static int64_t feat_start(const llm_feats *fe, int64_t g) { return fe->start ? fe->start[g] : g; }
+
 /* FeatureAblation rows of one target token with the unchanged prefix computed once (issue: prefix reuse). seq is the
- * sequence (prompt + earlier targets, length L); f[0] = log p(y | seq) and f[1 + i] = the same with prompt token i
- * (i < T) replaced by b. One pass over seq returns every layer's keys and values; then the rows that ablate
- * positions p0..p1-1 run only positions p0..L-1, attending to the prefix 0..p0-1 from that pass. Blocks hold about
- * `target` positions (rows x suffix length) per pass. */
+ * sequence (prompt + earlier targets, length L); f[0] = log p(y | seq) and f[1 + g] = the same with the prompt tokens
+ * of feature g (fe: a token, or a segment) replaced by b. One pass over seq returns every layer's keys and values;
+ * then the row that ablates feature g runs only positions start_g..L-1 (start_g its first token), attending to the
+ * prefix 0..start_g-1 from that pass. Blocks hold about `target` positions (rows x suffix length) per pass. */
 static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, const int64_t *seq, int64_t T, int64_t L,
-                                    int64_t b, int64_t y, double *f) {
+                                    int64_t b, int64_t y, double *f, const llm_feats *fe) {
+    int64_t G = fe->G;
     cattr_dtype dt = lp->dtype;
     size_t es = cattr_dtype_size(dt);
     int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
@@ -313,7 +324,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     /* the first pass: the unablated sequence (row 0: its keys and values are the prefix of every later block) and
      * the rows ablating positions 0..first-1, all in full */
     int64_t first = target / L < 1 ? 1 : target / L;
-    if (first > T) first = T;
+    if (first > G) first = G;
     void **kv = calloc((size_t)(2 * nl), sizeof *kv);
     int64_t *ids = malloc((size_t)((T + 1) * L) * sizeof *ids);
     cattr_status st = kv && ids ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -323,32 +334,34 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
         memcpy(ids, seq, (size_t)L * sizeof *ids);
         for (int64_t r = 0; r < first; r++) {
             memcpy(ids + (r + 1) * L, seq, (size_t)L * sizeof *ids);
-            ids[(r + 1) * L + r] = b;
+            for (int64_t t = feat_start(fe, r); t < T; t++)
+                if (feat_of(fe, t) == r) ids[(r + 1) * L + t] = b;
         }
         st = cx_llm_forward(m, dt, ids, first + 1, L, y, f, kv); /* f[0], f[1..first] */
     }
     /* the other rows as segments of ragged passes: row i runs positions i..L-1 only (token i replaced), attending to
      * the unablated prefix 0..i-1 */
     int n_in = (int)(4 + 2 * nl);
-    int64_t maxn = (T - first) * L + 1;
+    int64_t maxn = (G - first) * L + 1;
     cx_arg *arg = calloc((size_t)n_in, sizeof *arg);
     for (int k = 0; arg && k < n_in; k++) arg[k].dt = k >= 1 && k <= 3 ? CATTR_INT64 : dt; /* positions, segments */
-    int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * T + 3) * sizeof *segs);
-    int64_t *last = malloc((size_t)(T + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
+    int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * G + 3) * sizeof *segs);
+    int64_t *last = malloc((size_t)(G + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
     if (st == CATTR_OK && (!arg || !tpos || !segs || !last || !tids))
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     /* no recomputation in these passes: bigger ones only help the GEMMs (1024 positions measured 3-5% faster than
      * 384 at Qwen3-0.6B's shapes) */
     int64_t pass_target = target < 1024 ? 1024 : target;
     if (budget_rows < pass_target) pass_target = budget_rows;
-    for (int64_t i0 = first; i0 < T && st == CATTR_OK;) {
+    for (int64_t i0 = first; i0 < G && st == CATTR_OK;) {
         int64_t N = 0, S = 0, i = i0;
-        while (i < T && (S == 0 || N + (L - i) <= pass_target)) {
+        while (i < G && (S == 0 || N + (L - feat_start(fe, i)) <= pass_target)) {
+            int64_t a = feat_start(fe, i);
             segs[3 * S] = N;
-            segs[3 * S + 1] = L - i;
-            segs[3 * S + 2] = i;
-            for (int64_t t = i; t < L; t++) {
-                tids[N] = t == i ? b : seq[t];
+            segs[3 * S + 1] = L - a;
+            segs[3 * S + 2] = a;
+            for (int64_t t = a; t < L; t++) {
+                tids[N] = t < T && feat_of(fe, t) == i ? b : seq[t];
                 tpos[N++] = t;
             }
             last[S++] = N - 1;
@@ -522,13 +535,13 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
  * difference of the log-probabilities or of their running totals, in float32 as LLMAttribution's). The same numbers
  * as the explainer's FeatureAblation over the presence form (presence_attr), which runs every sequence in full. */
 static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
-                                  double *token_attr, double *seq_attr, double *lp0) {
+                                  const llm_feats *fe, double *token_attr, double *seq_attr, double *lp0) {
     const int64_t *ids = lc->prompt, *tg = lc->target;
-    int64_t T = lc->n_prompt, n = lc->n_target;
+    int64_t T = lc->n_prompt, n = lc->n_target, G = fe->G;
     int64_t b = lc->baseline_token >= 0 ? lc->baseline_token : cattr_llm_pad_token(m);
     if (b < 0 || b >= m->cfg.vocab_size) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no valid baseline token (%lld)", (long long)b);
     cattr_dtype dt = lp->dtype;
-    int64_t R = T + 1;
+    int64_t R = G + 1;
     int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
     double *f = malloc((size_t)(R * n) * sizeof *f);
     cattr_status st = seq && f ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -538,8 +551,8 @@ static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, con
     }
     double *fk = st == CATTR_OK ? malloc((size_t)R * sizeof *fk) : NULL;
     if (st == CATTR_OK && !fk) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* row 0 the sequence, row r token r-1 replaced */
-        st = ablation_prefix(m, lp, seq, T, T + k, b, tg[k], fk);
+    for (int64_t k = 0; k < n && st == CATTR_OK; k++) { /* row 0 the sequence, row r feature r-1 replaced */
+        st = ablation_prefix(m, lp, seq, T, T + k, b, tg[k], fk, fe);
         for (int64_t r = 0; r < R && st == CATTR_OK; r++) f[r * n + k] = fk[r];
         if (st == CATTR_OK && lp0) lp0[k] = fk[0];
         if (st == CATTR_OK) st = cx_llm_chunk_done(lp, k + 1, n);
@@ -550,7 +563,7 @@ static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, con
             double cur = f[r * n + k], prev = f[k];
             tot_cur = cx_rnd(dt, tot_cur + cur);
             tot_prev = cx_rnd(dt, tot_prev + prev);
-            token_attr[k * T + r - 1] = (double)(float)cx_rnd(dt, prev - cur);
+            token_attr[k * G + r - 1] = (double)(float)cx_rnd(dt, prev - cur);
         }
         seq_attr[r - 1] = (double)(float)cx_rnd(dt, tot_prev - tot_cur);
     }
@@ -573,7 +586,7 @@ static cattr_status ablation_attr(cattr_llm *m, const cattr_attr_params *lp, con
  * float32 totals of them divided in float32 (ShapleyValueSampling), rounded to float32 as LLMAttribution's
  * float32 attributions are. */
 static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, const cattr_llm_call *lc,
-                                  double *token_attr, double *seq_attr) {
+                                  const llm_feats *fe, double *token_attr, double *seq_attr) {
     cattr_method meth = lp->method;
     bool surrogate = meth == CATTR_METHOD_LIME || meth == CATTR_METHOD_KERNEL_SHAP;
     int64_t T = lc->n_prompt, n = lc->n_target, V = m->cfg.vocab_size;
@@ -618,16 +631,20 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
     cattr_tensor *pres = cx_tensor_alloc(CATTR_FLOAT32, 2, sh1), *ids = cx_tensor_alloc(CATTR_INT64, 2, sh1);
     cattr_tensor *bids = cx_tensor_alloc(CATTR_INT64, 2, sh1), *pos = cx_tensor_alloc(CATTR_INT64, 2, shn);
     cattr_tensor *sidx = cx_tensor_alloc(CATTR_INT64, 2, shn), *cids = ctx ? cx_tensor_alloc(CATTR_INT64, 2, shc) : NULL;
-    int64_t S = meth == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING && lc->permutations ? lp->n_samples : 0;
+    int64_t S = meth == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING && lc->permutations ? lp->n_samples : 0, G = fe->G;
+    /* segments: a feature mask over the presence vector (the segment ids) */
+    cattr_tensor *fmask = fe->seg ? cx_tensor_alloc(CATTR_INT64, 2, sh1) : NULL;
     cattr_tensor **perms = S ? calloc((size_t)S, sizeof *perms) : NULL;
     const char **roles = S ? calloc((size_t)S, sizeof *roles) : NULL;
     cattr_tensor *attr[CATTR_MAX_OUTPUTS] = {0};
-    cattr_status st = pres && ids && bids && pos && sidx && (cids || !ctx) && (!S || (perms && roles))
+    cattr_status st = pres && ids && bids && pos && sidx && (cids || !ctx) && (!S || (perms && roles)) &&
+                              (fmask || !fe->seg)
                           ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int64_t s = 0; s < S && st == CATTR_OK; s++) { /* recorded orders: the method's permutation draws */
-        perms[s] = cx_tensor_alloc(CATTR_INT64, 1, &T);
+    if (st == CATTR_OK && fmask) memcpy(fmask->data, fe->seg, (size_t)T * sizeof(int64_t));
+    for (int64_t s = 0; s < S && st == CATTR_OK; s++) { /* recorded orders of the features: permutation draws */
+        perms[s] = cx_tensor_alloc(CATTR_INT64, 1, &G);
         if (!perms[s]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else memcpy(perms[s]->data, lc->permutations + s * T, (size_t)T * sizeof(int64_t));
+        else memcpy(perms[s]->data, lc->permutations + s * G, (size_t)G * sizeof(int64_t));
         roles[s] = "svs_permutation";
     }
     if (st == CATTR_OK) {
@@ -650,7 +667,9 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
         add[na++] = sidx;
         int64_t t0 = 0;
         cattr_target total = {CATTR_TARGET_INDEX, 1, 0, &t0};
-        cattr_call call = {in, 1, NULL, surrogate ? &total : NULL, add, na, NULL, NULL, NULL, 0, NULL, 0, NULL};
+        const cattr_tensor *masks[1] = {fmask};
+        cattr_call call = {in, 1, NULL, surrogate ? &total : NULL, add, na, fmask ? masks : NULL, NULL, NULL, 0, NULL, 0,
+                           NULL};
         if (S) {
             call.draws = (const cattr_tensor *const *)perms;
             call.draw_roles = roles;
@@ -667,11 +686,13 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
         else
             st = cattr_explainer_run(m->pe, &call, attr, NULL);
     }
-    /* FeatureAblation [1 + n, T], ShapleyValueSampling [1, 1 + n, T], Lime / KernelShap coefficients [1, T] */
-    for (int64_t i = 0; i < T && st == CATTR_OK && m->split.n_parts == 0; i++) {
-        seq_attr[i] = (double)(float)cx_tensor_get(attr[0], i);
+    /* FeatureAblation [1 + n, T], ShapleyValueSampling [1, 1 + n, T] (a feature's value at each of its tokens: read
+     * at its first), Lime / KernelShap coefficients [1, G] */
+    for (int64_t g = 0; g < G && st == CATTR_OK && m->split.n_parts == 0; g++) {
+        int64_t i = surrogate ? g : feat_start(fe, g);
+        seq_attr[g] = (double)(float)cx_tensor_get(attr[0], i);
         for (int64_t k = 0; k < n; k++)
-            token_attr[k * T + i] = surrogate ? NAN : (double)(float)cx_tensor_get(attr[0], (1 + k) * T + i);
+            token_attr[k * G + g] = surrogate ? NAN : (double)(float)cx_tensor_get(attr[0], (1 + k) * T + i);
     }
     for (int k = 0; k < CATTR_MAX_OUTPUTS; k++) cattr_tensor_free(attr[k]);
     for (int64_t s = 0; perms && s < S; s++) cattr_tensor_free(perms[s]);
@@ -683,6 +704,7 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
     cattr_tensor_free(pos);
     cattr_tensor_free(sidx);
     cattr_tensor_free(cids);
+    cattr_tensor_free(fmask);
     return st;
 }
 
@@ -711,7 +733,7 @@ cattr_status cattr_llm_attribute(cattr_llm *m, const cattr_attr_params *p, const
                                  double *token_attr, double *target_logprobs, double *convergence_delta) {
     cattr_status st = llm_attribute(m, p, c, seq_attr, token_attr, target_logprobs, convergence_delta);
     if (st != CATTR_OK) return st;
-    int64_t T = c->n_prompt, n = c->n_target;
+    int64_t T = c->segments ? c->n_segments : c->n_prompt, n = c->n_target; /* the result's columns */
     bool surrogate = p->method == CATTR_METHOD_LIME || p->method == CATTR_METHOD_KERNEL_SHAP; /* no token_attr: NaN */
     st = cx_llm_finite(seq_attr, T, "seq_attr");
     if (st == CATTR_OK && !surrogate) st = cx_llm_finite(token_attr, n * T, "token_attr");
@@ -816,6 +838,36 @@ static cattr_status llm_attribute(cattr_llm *m, const cattr_attr_params *p, cons
     return st;
 }
 
+/* c->segments checked (ids from 0 to n_segments - 1, each used) into fe, with each segment's first token (*start,
+ * malloc'ed). */
+static cattr_status check_segments(const cattr_llm_call *c, int64_t **start, llm_feats *fe) {
+    int64_t T = c->n_prompt, G = c->n_segments;
+    if (G < 1 || G > T)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "n_segments must be from 1 to n_prompt = %lld (got %lld)",
+                       (long long)T, (long long)G);
+    int64_t *s = malloc((size_t)G * sizeof *s);
+    if (!s) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t g = 0; g < G; g++) s[g] = -1;
+    for (int64_t t = 0; t < T; t++) {
+        int64_t g = c->segments[t];
+        if (g < 0 || g >= G) {
+            free(s);
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "prompt token %lld is in segment %lld, outside 0 to n_segments - "
+                           "1 = %lld", (long long)t, (long long)g, (long long)(G - 1));
+        }
+        if (s[g] < 0) s[g] = t;
+    }
+    for (int64_t g = 0; g < G; g++)
+        if (s[g] < 0) {
+            free(s);
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "segment %lld has no prompt token (every id from 0 to "
+                           "n_segments - 1 = %lld must be used)", (long long)g, (long long)(G - 1));
+        }
+    *start = s;
+    *fe = (llm_feats){G, c->segments, s};
+    return CATTR_OK;
+}
+
 static cattr_status llm_attribute_run(cattr_llm *m, const cattr_attr_params *p, const cattr_llm_call *c,
                                       double *seq_attr, double *token_attr, double *target_logprobs,
                                       double *convergence_delta) {
@@ -848,28 +900,50 @@ static cattr_status llm_attribute_run(cattr_llm *m, const cattr_attr_params *p, 
     if (c->baseline_token < -1 || c->baseline_token >= m->cfg.vocab_size)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "baseline_token must be -1 (the method's default) or a token id from 0 "
                        "to %lld (got %lld)", (long long)m->cfg.vocab_size - 1, (long long)c->baseline_token);
+    llm_feats fe = {T, NULL, NULL};
+    int64_t *start = NULL;
+    if (c->segments) CX_CHECK(check_segments(c, &start, &fe));
     cattr_status st;
     if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS || p->method == CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION) {
         bool have = false;
-        st = gradient_attr(m, p, c, token_attr, convergence_delta, target_logprobs, &have);
-        if (m->split.n_parts > 0) return st; /* a part: its bytes are the result */
+        /* per token (into a scratch array where the features are segments), then summed per segment */
+        double *tok = fe.seg ? malloc((size_t)(n * T) * sizeof *tok) : token_attr;
+        st = tok ? gradient_attr(m, p, c, tok, convergence_delta, target_logprobs, &have)
+                 : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK && m->split.n_parts == 0 && fe.seg) { /* in token order, in the compute dtype */
+            for (int64_t x = 0; x < n * fe.G; x++) token_attr[x] = 0;
+            for (int64_t k = 0; k < n; k++)
+                for (int64_t i = 0; i < T; i++) {
+                    double *a = &token_attr[k * fe.G + fe.seg[i]];
+                    *a = cx_rnd(p->dtype, *a + tok[k * T + i]);
+                }
+        }
+        if (tok != token_attr) free(tok);
+        if (m->split.n_parts > 0) {
+            free(start);
+            return st; /* a part: its bytes are the result */
+        }
         if (have) target_logprobs = NULL; /* already written */
-        for (int64_t i = 0; i < T && st == CATTR_OK; i++) {
+        for (int64_t g = 0; g < fe.G && st == CATTR_OK; g++) {
             double s = 0;
-            for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * T + i]);
-            seq_attr[i] = s;
+            for (int64_t k = 0; k < n; k++) s = cx_rnd(p->dtype, s + token_attr[k * fe.G + g]);
+            seq_attr[g] = s;
         }
     } else if (p->method == CATTR_METHOD_FEATURE_ABLATION && !p->no_prefix_cache && p->perturbations_per_eval == 0) {
-        st = ablation_attr(m, p, c, token_attr, seq_attr, target_logprobs);
+        st = ablation_attr(m, p, c, &fe, token_attr, seq_attr, target_logprobs);
         target_logprobs = NULL; /* row 0 of every batch was the real sequence: already written */
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     } else { /* Captum returns no token_attr for Lime and KernelShap: NaN */
-        st = presence_attr(m, p, c, token_attr, seq_attr);
-        if (m->split.n_parts > 0) return st; /* a part: its bytes are the result */
+        st = presence_attr(m, p, c, &fe, token_attr, seq_attr);
+        if (m->split.n_parts > 0) {
+            free(start);
+            return st; /* a part: its bytes are the result */
+        }
         if (convergence_delta)
             for (int64_t k = 0; k < n; k++) convergence_delta[k] = NAN;
     }
+    free(start);
     if (st == CATTR_OK && target_logprobs) { /* f_k at the real prompt */
         int64_t *seq = malloc((size_t)(T + n) * sizeof *seq);
         if (!seq) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");

@@ -101,6 +101,14 @@ for i, t in enumerate(["The capital of France is", " Paris", "Hello, world! 123 
     write("tokenize", "text%d.txt" % i, t)
 write("tokenize", "ids.bin", struct.pack("<8i", 785, 6722, 315, 9625, 374, 151643, 151667, -1))
 
+# ---- segments of a prompt: [form byte] then the text (form 4: JSON, byte 0x01, text) ---------------------------------
+SEG_TEXT = "The capital of France is Paris. It is big!\nNew line, and more.\n\nCafé déjà vu (à Ñandú)? Yes."
+for form in range(4):
+    write("segments", "form%d.bin" % form, bytes([form]) + SEG_TEXT.encode())
+write("segments", "strings.bin", bytes([4]) + json.dumps(["The capital", " of France", " is Paris."]).encode() +
+      b"\x01The capital of France is Paris.")
+write("segments", "spans.bin", bytes([4]) + b"[[4, 11], [15, 21]]\x01" + SEG_TEXT.encode())
+
 # ---- checkpoint folders (fuzz_checkpoint's archive: [u8 file][u32 length][bytes]...) ---------------------------
 
 CONFIG, MODEL, INDEX, SHARD1, SHARD2, TOKCFG = range(6)

@@ -40,6 +40,9 @@ static void help(FILE *f) {
         "  --delta-tol X           --steps auto's tolerance (default 1e-3); --max-steps N its most steps (512)\n"
         "  --quadrature Q          layer-ig: gausslegendre (default) | riemann_left | riemann_right | riemann_middle |\n"
         "                          riemann_trapezoid\n"
+        "  --segments S            the features: tokens (default) | words | sentences | lines | FILE.json (a list\n"
+        "                          of strings that spell the prompt, or of [start, end] character spans): every\n"
+        "                          method attributes to the segments (gradients summed over their tokens)\n"
         "  --baseline B            zeros (layer-ig default: the zero embedding) | pad (the pad token; the ablation\n"
         "                          methods' default) | a token id\n"
         "  --n-samples N           shapley-value-sampling: permutations (default 25)\n"
@@ -128,7 +131,7 @@ static int term_width(void) {
 }
 
 /* Appends up to `room` columns of s to buf (at *len, cap bytes), whole UTF-8 characters only, a character a
- * column; returns the columns used. */
+ * column, control characters (newlines, tabs) as spaces; returns the columns used. */
 static int put_text(char *buf, size_t cap, size_t *len, const char *s, int room) {
     int cols = 0;
     for (const unsigned char *c = (const unsigned char *)s; *c && cols < room;) {
@@ -136,7 +139,8 @@ static int put_text(char *buf, size_t cap, size_t *len, const char *s, int room)
         for (int k = 1; k < nb; k++)
             if ((c[k] & 0xc0) != 0x80) nb = 1; /* a broken sequence: one byte at a time */
         if (*len + (size_t)nb + 1 > cap) break;
-        memcpy(buf + *len, c, (size_t)nb);
+        if (*c < 0x20 || *c == 0x7f) buf[*len] = ' ';
+        else memcpy(buf + *len, c, (size_t)nb);
         *len += (size_t)nb;
         c += nb;
         cols++;
@@ -149,16 +153,18 @@ static int put_text(char *buf, size_t cap, size_t *len, const char *s, int room)
  * tokens) and the TOP tokens of the largest |attribution| over all targets, each with its neighbours, every line within
  * `width` columns. The JSON and HTML outputs hold every value. */
 #define TOP 12
-static void terminal_summary(char **in_tok, int64_t T, int64_t n, const double *seq, int width, bool ansi) {
+static void terminal_summary(char **in_tok, int64_t T, int64_t n, const double *seq, int width, bool ansi,
+                             const char *unit) {
+    int ctx = strcmp(unit, "tokens") ? 0 : 3; /* neighbours shown around a token (a segment is shown alone) */
     int cells = width - 2 < 96 ? width - 2 : 96;
     if (cells > T) cells = (int)T;
     double cell[96] = {0}, cm = 0;
     for (int64_t i = 0; i < T; i++) cell[i * cells / T] += seq[i];
     for (int c = 0; c < cells; c++) cm = fmax(cm, fabs(cell[c]));
     if (cm == 0) cm = 1;
-    printf("%lld prompt tokens, %lld target token%s: the attribution summed over the targets\n", (long long)T,
+    printf("%lld prompt %s, %lld target token%s: the attribution summed over the targets\n", (long long)T, unit,
            (long long)n, n == 1 ? "" : "s");
-    printf("whole prompt, %.1f tokens a cell (%s):\n", (double)T / cells,
+    printf("whole prompt, %.1f %s a cell (%s):\n", (double)T / cells, unit,
            ansi ? "red positive, blue negative" : "+ # positive, - = negative, by size");
     printf("|");
     for (int c = 0; c < cells; c++) {
@@ -182,23 +188,25 @@ static void terminal_summary(char **in_tok, int64_t T, int64_t n, const double *
         memmove(top + at + 1, top + at, (size_t)(k - 1 - at) * sizeof *top);
         top[at] = i;
     }
-    printf("the %d tokens of the largest |attribution| ([token] in its context):\n", k);
+    if (ctx) printf("the %d tokens of the largest |attribution| ([token] in its context):\n", k);
+    else printf("the %d %s of the largest |attribution|:\n", k, unit);
     for (int j = 0; j < k; j++) {
         int64_t i = top[j];
         char line[1024];
         int head = snprintf(line, sizeof line, "%7lld %+10.4f  ", (long long)i, seq[i]);
         size_t len = (size_t)head;
         int room = width - head;
-        for (int64_t q = i - 3 < 0 ? 0 : i - 3; q < i && room > 0; q++) room -= put_text(line, sizeof line, &len, in_tok[q], room);
+        for (int64_t q = i - ctx < 0 ? 0 : i - ctx; q < i && room > 0; q++) room -= put_text(line, sizeof line, &len, in_tok[q], room);
         if (room > 0) room -= put_text(line, sizeof line, &len, "[", room);
         if (room > 0) room -= put_text(line, sizeof line, &len, in_tok[i], room);
         if (room > 0) room -= put_text(line, sizeof line, &len, "]", room);
-        for (int64_t q = i + 1; q < T && q <= i + 3 && room > 0; q++) room -= put_text(line, sizeof line, &len, in_tok[q], room);
+        for (int64_t q = i + 1; q < T && q <= i + ctx && room > 0; q++) room -= put_text(line, sizeof line, &len, in_tok[q], room);
         printf("%s\n", line);
     }
 }
 
-static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq, const double *tok) {
+static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, const double *seq, const double *tok,
+                          const char *unit) {
     double m = 0;
     for (int64_t i = 0; i < n * T; i++) m = fmax(m, fabs(tok[i]));
     for (int64_t i = 0; i < T; i++) m = fmax(m, fabs(seq[i]));
@@ -206,11 +214,16 @@ static void terminal_view(char **in_tok, int64_t T, char **out_tok, int64_t n, c
     bool ansi = isatty(STDOUT_FILENO);
     int width = term_width();
     if (16 + 9 * T > width) { /* a column per token would not fit: the summary */
-        terminal_summary(in_tok, T, n, seq, width, ansi);
+        terminal_summary(in_tok, T, n, seq, width, ansi, unit);
         return;
     }
     printf("%-16s", "");
-    for (int64_t i = 0; i < T; i++) printf(" %8.8s", in_tok[i]);
+    for (int64_t i = 0; i < T; i++) { /* the first 8 characters, right-aligned */
+        char cell[64];
+        size_t len = 0;
+        int cols = put_text(cell, sizeof cell, &len, in_tok[i], 8);
+        printf(" %*s%s", 8 - cols, "", cell);
+    }
     printf("\n");
     for (int64_t k = -1; k < n; k++) {
         if (k >= 0 && T > 0 && isnan(tok[k * T])) continue; /* Lime and KernelShap give no per-token rows */
@@ -242,6 +255,11 @@ static char *token_text(const cattr_llm *m, int64_t id) {
 
 void llm_out_free(llm_out *o) {
     for (int64_t i = 0; o->in_tok && i < o->T; i++) free(o->in_tok[i]);
+    for (int64_t i = 0; o->ids_tok && i < o->n_ids; i++) free(o->ids_tok[i]);
+    free(o->ids_tok);
+    free(o->seg);
+    free(o->seg_start);
+    free(o->seg_end);
     for (int64_t k = 0; o->out_tok && k < o->n; k++) free(o->out_tok[k]);
     free(o->in_tok);
     free(o->out_tok);
@@ -276,6 +294,184 @@ int llm_req_check(const cattr_attr_params *p, const llm_req *r, char *err, size_
     }
     if (r->target && r->target_ids) return llm_req_fail(err, size, CLI_USAGE, "give at most one of a target and target ids", false);
     return CLI_OK;
+}
+
+/* The byte offset of code point `cp` in the UTF-8 text (-1 past its end). */
+static int64_t cp_offset(const char *text, int64_t cp) {
+    int64_t i = 0, n = 0;
+    while (text[i]) {
+        if (n == cp) return i;
+        i++;
+        while (text[i] && ((unsigned char)text[i] & 0xC0) == 0x80) i++;
+        n++;
+    }
+    return n == cp ? i : -1;
+}
+
+/* --segments FILE.json: a list of strings whose concatenation is the prompt, or of [start, end) character (code
+ * point) spans, into byte spans (*spans, 2 per span, malloc'ed). CLI_OK or CLI_USAGE with a message in err. */
+static int segment_file(const char *path, const char *text, int64_t **spans, int64_t *n_spans, char *err, size_t size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, size, "--segments %s: cannot open the file (give tokens, words, sentences, lines or a .json "
+                 "file)", path);
+        return CLI_USAGE;
+    }
+    char *buf = NULL;
+    size_t cap = 0, len = 0, got;
+    do {
+        if (len + 65536 > cap) {
+            char *nb = realloc(buf, cap = cap * 2 + 65536 + 1);
+            if (!nb) {
+                free(buf);
+                fclose(f);
+                return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+            }
+            buf = nb;
+        }
+        got = fread(buf + len, 1, cap - len - 1, f);
+        len += got;
+    } while (got > 0);
+    fclose(f);
+    buf[len] = 0;
+    int rc = llm_segments_json(buf, path, text, spans, n_spans, err, size);
+    free(buf);
+    return rc;
+}
+
+int llm_segments_json(const char *json, const char *path, const char *text, int64_t **spans, int64_t *n_spans,
+                      char *err, size_t size) {
+    cJSON *root = cJSON_Parse(json);
+    int n = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : -1;
+    if (n < 1) {
+        cJSON_Delete(root);
+        snprintf(err, size, "--segments %s: give a JSON list of strings whose concatenation is the prompt, or of "
+                 "[start, end] character spans", path);
+        return CLI_USAGE;
+    }
+    int64_t *sp = malloc((size_t)(2 * n) * sizeof *sp);
+    if (!sp) {
+        cJSON_Delete(root);
+        return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    }
+    size_t tl = strlen(text), at = 0;
+    int rc = CLI_OK;
+    bool strings = false, pairs = false;
+    for (int i = 0; i < n && rc == CLI_OK; i++) {
+        cJSON *it = cJSON_GetArrayItem(root, i);
+        if (cJSON_IsString(it)) {
+            strings = true;
+            size_t l = strlen(it->valuestring);
+            if (l == 0 || at + l > tl || memcmp(text + at, it->valuestring, l) != 0) {
+                snprintf(err, size, "--segments %s: string %d is not the prompt's text from byte %zu on (the strings "
+                         "must be non-empty and spell the prompt in order)", path, i, at);
+                rc = CLI_USAGE;
+            } else {
+                sp[2 * i] = (int64_t)at;
+                sp[2 * i + 1] = (int64_t)(at += l);
+            }
+        } else if (cJSON_IsArray(it) && cJSON_GetArraySize(it) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(it, 0)) &&
+                   cJSON_IsNumber(cJSON_GetArrayItem(it, 1))) {
+            pairs = true;
+            double a = cJSON_GetArrayItem(it, 0)->valuedouble, b = cJSON_GetArrayItem(it, 1)->valuedouble;
+            int64_t ba = a >= 0 && a == (double)(int64_t)a && a < 1e15 ? cp_offset(text, (int64_t)a) : -1;
+            int64_t bb = b >= 0 && b == (double)(int64_t)b && b < 1e15 ? cp_offset(text, (int64_t)b) : -1;
+            if (ba < 0 || bb <= ba) {
+                snprintf(err, size, "--segments %s: span %d [%g, %g] is not within the prompt's characters with start "
+                         "< end", path, i, a, b);
+                rc = CLI_USAGE;
+            } else {
+                sp[2 * i] = ba;
+                sp[2 * i + 1] = bb;
+            }
+        } else {
+            snprintf(err, size, "--segments %s: entry %d is neither a string nor a [start, end] span", path, i);
+            rc = CLI_USAGE;
+        }
+    }
+    cJSON_Delete(root);
+    if (rc == CLI_OK && strings && pairs) {
+        snprintf(err, size, "--segments %s: give either strings or [start, end] spans, not both", path);
+        rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK && strings && at != tl) {
+        snprintf(err, size, "--segments %s: the strings spell %zu of the prompt's %zu bytes (they must spell all of "
+                 "it)", path, at, tl);
+        rc = CLI_USAGE;
+    }
+    if (rc != CLI_OK) {
+        free(sp);
+        return rc;
+    }
+    *spans = sp;
+    *n_spans = n;
+    return CLI_OK;
+}
+
+/* The request's segments (--segments words|sentences|lines|FILE.json) over the prompt text (the ids' decoding for
+ * --prompt-ids): o->seg per token, each segment's bytes and text (o->in_tok, made here), o->T the segments. */
+static int prepare_segments(cattr_llm *m, const llm_req *r, const char *prompt, llm_out *o, char *err, size_t size) {
+    if (r->tmpl) return llm_req_fail(err, size, CLI_USAGE, "--segments does not apply to --template (its slots are the "
+                                     "features)", false);
+    char *own = NULL;
+    cattr_status st = CATTR_OK;
+    if (!prompt) {
+        st = cattr_llm_decode(m, o->ids, o->T, 0, &own);
+        if (st != CATTR_OK) return llm_req_fail(err, size, cli_error_code(st), "--segments: cannot decode the prompt ids", true);
+        prompt = own;
+    }
+    const char *kind = r->segments;
+    int64_t *spans = NULL, n_spans = 0, T = o->T, G = 0;
+    int rc = CLI_OK;
+    bool file = strcmp(kind, "words") && strcmp(kind, "sentences") && strcmp(kind, "lines");
+    if (file) {
+        size_t kl = strlen(kind);
+        if (kl < 5 || strcmp(kind + kl - 5, ".json")) {
+            free(own);
+            snprintf(err, size, "--segments %s: give tokens, words, sentences, lines or a FILE.json of spans", kind);
+            return CLI_USAGE;
+        }
+        rc = segment_file(kind, prompt, &spans, &n_spans, err, size);
+    }
+    int64_t *ts = malloc((size_t)T * sizeof *ts), *te = malloc((size_t)T * sizeof *te);
+    o->seg = malloc((size_t)T * sizeof *o->seg);
+    if (rc == CLI_OK && (!ts || !te || !o->seg)) rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    if (rc == CLI_OK) {
+        st = cattr_llm_segments(m, prompt, o->ids, T, file ? "spans" : kind, spans, n_spans, o->seg, &G);
+        if (st == CATTR_OK) st = cattr_llm_token_spans(m, prompt, o->ids, T, ts, te);
+        if (st != CATTR_OK) rc = llm_req_fail(err, size, cli_error_code(st), "--segments", true);
+    }
+    if (rc == CLI_OK) {
+        o->seg_start = malloc((size_t)G * sizeof *o->seg_start);
+        o->seg_end = malloc((size_t)G * sizeof *o->seg_end);
+        o->in_tok = calloc((size_t)G, sizeof *o->in_tok);
+        if (!o->seg_start || !o->seg_end || !o->in_tok) rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    }
+    for (int64_t g = 0; rc == CLI_OK && g < G; g++) o->seg_start[g] = -1;
+    for (int64_t t = 0; rc == CLI_OK && t < T; t++) { /* a segment's bytes: from its first token's to its last's */
+        int64_t g = o->seg[t];
+        if (o->seg_start[g] < 0) o->seg_start[g] = ts[t];
+        o->seg_end[g] = te[t];
+    }
+    for (int64_t g = 0; rc == CLI_OK && g < G; g++) {
+        int64_t a = o->seg_start[g], l = o->seg_end[g] - a;
+        o->in_tok[g] = malloc((size_t)l + 1);
+        if (!o->in_tok[g]) {
+            rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+            break;
+        }
+        memcpy(o->in_tok[g], prompt + a, (size_t)l);
+        o->in_tok[g][l] = 0;
+    }
+    if (rc == CLI_OK) {
+        o->T = G;
+        o->seg_kind = kind;
+    }
+    free(ts);
+    free(te);
+    free(spans);
+    free(own);
+    return rc;
 }
 
 int llm_req_prepare(cattr_llm *m, const cattr_attr_params *p, const llm_req *r, llm_out *o, char *err, size_t size) {
@@ -335,6 +531,11 @@ int llm_req_prepare(cattr_llm *m, const cattr_attr_params *p, const llm_req *r, 
             return CLI_USAGE;
         }
     }
+    o->n_ids = o->T;
+    if (r->segments && strcmp(r->segments, "tokens") != 0) {
+        rc = prepare_segments(m, r, prompt, o, err, size);
+        if (rc != CLI_OK) return rc;
+    }
     if (r->tmpl) o->T = r->n_slots;
     o->seq = calloc((size_t)o->T, sizeof *o->seq);
     o->tok = calloc((size_t)(o->n * o->T), sizeof *o->tok);
@@ -355,8 +556,12 @@ cattr_status llm_req_attribute(cattr_llm *m, const cattr_attr_params *p, const l
         return cattr_llm_attribute_template(m, p, r->tmpl, r->slots, r->n_slot_bases ? r->slot_bases : NULL,
                                             r->n_slots, o->tg, o->n, seq, tok);
     }
-    cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
+    cattr_llm_call call = cattr_llm_call_make(o->ids, o->n_ids, o->tg, o->n);
     call.baseline_token = o->baseline_token;
+    if (o->seg) {
+        call.segments = o->seg;
+        call.n_segments = o->T;
+    }
     cattr_status st = cattr_llm_attribute(m, p, &call, seq, tok, lp, delta);
     o->steps_used = st == CATTR_OK ? cattr_llm_steps_used(m) : 0;
     return st;
@@ -382,17 +587,34 @@ static cattr_status llm_split_combine(void *user, const void *const *blobs, cons
 }
 
 static cattr_status req_attribute_split(cattr_llm *m, const cattr_attr_params *p, llm_out *o, bool quiet) {
-    cattr_llm_call call = cattr_llm_call_make(o->ids, o->T, o->tg, o->n);
+    cattr_llm_call call = cattr_llm_call_make(o->ids, o->n_ids, o->tg, o->n);
     call.baseline_token = o->baseline_token;
+    if (o->seg) {
+        call.segments = o->seg;
+        call.n_segments = o->T;
+    }
     llm_split s = {m, p, &call, o};
     return cli_split_run(llm_split_part, llm_split_combine, &s, o->n, quiet);
 }
 
 int llm_req_texts(const cattr_llm *m, const llm_req *r, llm_out *o, char *err, size_t size) {
-    o->in_tok = calloc((size_t)o->T, sizeof *o->in_tok);
+    if (o->seg) { /* the columns' texts are the segments' (prepare_segments); every token's text for the JSON */
+        if (!o->ids_tok && !(o->ids_tok = calloc((size_t)o->n_ids, sizeof *o->ids_tok)))
+            return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+        for (int64_t i = 0; i < o->n_ids; i++)
+            if (!o->ids_tok[i] && !(o->ids_tok[i] = token_text(m, o->ids[i])))
+                return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    } else {
+        for (int64_t i = 0; o->in_tok && i < o->T; i++) free(o->in_tok[i]);
+        free(o->in_tok);
+        o->in_tok = calloc((size_t)o->T, sizeof *o->in_tok);
+    }
+    for (int64_t k = 0; o->out_tok && k < o->n; k++) free(o->out_tok[k]);
+    free(o->out_tok);
     o->out_tok = calloc((size_t)o->n, sizeof *o->out_tok);
     if (!o->in_tok || !o->out_tok) return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
-    for (int64_t i = 0; i < o->T; i++) o->in_tok[i] = r->tmpl ? strdup(r->slots[i]) : token_text(m, o->ids[i]);
+    for (int64_t i = 0; !o->seg && i < o->T; i++)
+        o->in_tok[i] = r->tmpl ? strdup(r->slots[i]) : token_text(m, o->ids[i]);
     for (int64_t k = 0; k < o->n; k++) o->out_tok[k] = token_text(m, o->tg[k]);
     for (int64_t i = 0; i < o->T; i++)
         if (!o->in_tok[i]) return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
@@ -422,9 +644,23 @@ cJSON *llm_result_json(const cattr_attr_params *p, const llm_out *o) {
     cJSON *root = cJSON_CreateObject();
     if (!root) return NULL;
     cJSON *a = cJSON_AddArrayToObject(root, "input_tokens");
-    for (int64_t i = 0; i < o->T; i++) cJSON_AddItemToArray(a, cJSON_CreateString(o->in_tok[i]));
+    char **toks = o->seg ? o->ids_tok : o->in_tok;
+    int64_t nt = o->seg ? o->n_ids : o->T;
+    for (int64_t i = 0; i < nt; i++) cJSON_AddItemToArray(a, cJSON_CreateString(toks[i]));
     a = cJSON_AddArrayToObject(root, "input_ids");
-    for (int64_t i = 0; i < o->T; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)o->ids[i]));
+    for (int64_t i = 0; i < o->n_ids; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)o->ids[i]));
+    if (o->seg) { /* the features: each segment's text and bytes in the prompt, and each token's segment */
+        a = cJSON_AddArrayToObject(root, "segments");
+        for (int64_t g = 0; g < o->T; g++) {
+            cJSON *sg = cJSON_CreateObject();
+            cJSON_AddStringToObject(sg, "text", o->in_tok[g]);
+            cJSON_AddNumberToObject(sg, "start", (double)o->seg_start[g]);
+            cJSON_AddNumberToObject(sg, "end", (double)o->seg_end[g]);
+            cJSON_AddItemToArray(a, sg);
+        }
+        a = cJSON_AddArrayToObject(root, "token_segment");
+        for (int64_t i = 0; i < o->n_ids; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)o->seg[i]));
+    }
     a = cJSON_AddArrayToObject(root, "output_tokens");
     for (int64_t k = 0; k < o->n; k++) cJSON_AddItemToArray(a, cJSON_CreateString(o->out_tok[k]));
     a = cJSON_AddArrayToObject(root, "output_ids");
@@ -451,6 +687,7 @@ cJSON *llm_result_json(const cattr_attr_params *p, const llm_out *o) {
         cJSON_AddStringToObject(args, "method", cattr_quadrature_name(p->quadrature));
     }
     if (p->method == CATTR_METHOD_SHAPLEY_VALUE_SAMPLING) cJSON_AddNumberToObject(args, "n_samples", p->n_samples);
+    if (o->seg) cJSON_AddStringToObject(args, "segments", o->seg_kind);
     if (o->baseline_token >= 0) cJSON_AddNumberToObject(args, "baseline_token", (double)o->baseline_token);
     else cJSON_AddStringToObject(args, "baseline", p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS ? "zeros" : "pad");
     if (p->method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS) cJSON_AddItemToObject(root, "convergence_delta", num_array(o->delta, o->n));
@@ -519,6 +756,7 @@ int cmd_explain_llm(int argc, char **argv) {
             if (q < 0) return cli_usage_error("unknown quadrature '%s'", v);
             p.quadrature = (cattr_quadrature)q;
         } else if (!strcmp(o, "--baseline")) { NEED(); r.baseline = v;
+        } else if (!strcmp(o, "--segments")) { NEED(); r.segments = v;
         } else if (!strcmp(o, "--n-samples")) {
             NEED();
             if (!cli_int_arg(o, v, 1, 1000000, &x)) return CLI_USAGE;
@@ -776,7 +1014,7 @@ int cmd_explain_llm(int argc, char **argv) {
             for (int64_t k = 0; k < n; k++) printf(" %.3e", o.delta[k]);
             printf("\n");
         }
-        terminal_view(o.in_tok, T, o.out_tok, n, o.seq, o.tok);
+        terminal_view(o.in_tok, T, o.out_tok, n, o.seq, o.tok, o.seg ? "segments" : r.tmpl ? "slots" : "tokens");
         if (output) printf("wrote %s\n", output);
         if (html) printf("wrote %s\n", html);
     }

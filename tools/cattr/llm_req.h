@@ -14,6 +14,7 @@
 /* What one attribution is asked for: the command line's options, or a line of a --prompts file over them. */
 typedef struct llm_req {
     const char *prompt, *prompt_ids, *target, *target_ids, *baseline, *tmpl;
+    const char *segments; /* NULL or "tokens" (each token), words, sentences, lines, or a FILE.json of spans */
     const char *slots[16], *slot_bases[16];
     int n_slots, n_slot_bases;
     int max_new;
@@ -23,13 +24,24 @@ typedef struct llm_req {
 typedef struct llm_out {
     char *filled; /* the template with its slots filled */
     int64_t *ids, *tg, T, n, baseline_token;
+    int64_t n_ids; /* the prompt's tokens (T is the columns: the tokens, the template's slots or the segments) */
     bool generated;
     double *seq, *tok, *lp, *delta;
     char **in_tok, **out_tok;
     int steps_used; /* layer-ig's steps (the count --steps auto reached) */
+    /* --segments: each token's segment [n_ids], each segment's bytes [start, end) in the prompt text, and the texts
+     * of all tokens [n_ids] (in_tok holds the segments' texts) */
+    int64_t *seg, *seg_start, *seg_end;
+    char **ids_tok;
+    const char *seg_kind; /* the request's --segments (borrowed) */
 } llm_out;
 
 void llm_out_free(llm_out *o);
+/* --segments FILE.json's text (`path` names it in messages): a list of strings that spell `text`, or of [start, end)
+ * character (code point) spans of it, into byte spans (*spans, 2 per span, malloc'ed; *n_spans). Returns CLI_OK, or
+ * CLI_USAGE with a message in err. */
+int llm_segments_json(const char *json, const char *path, const char *text, int64_t **spans, int64_t *n_spans,
+                      char *err, size_t size);
 /* The message of a failed step in err: `what`, and with `lib` the library's error after it. Returns `code`. */
 int llm_req_fail(char *err, size_t size, int code, const char *what, bool lib);
 /* Checks a request's form (CLI_USAGE with a message in err when it is not one attribution). */

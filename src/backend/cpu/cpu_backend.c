@@ -67,7 +67,7 @@ __attribute__((destructor)) static void cpu_scratch_release(void) { /* the main 
  * calling thread inside a parallel region, and a large product is split into row (or column) blocks over cattr's
  * OpenMP threads. A pthread OpenBLAS (linked with CATTR_BLAS=system, or loaded earlier by the host process) keeps a
  * pool of its own, whose threads spin against OpenMP's on a few cores; it is then asked for one thread per call and
- * a warning says so once. (Not asked of the OpenMP build: there, the call would set OpenMP's thread count.) */
+ * an info line says so once. (Not asked of the OpenMP build: there, the call would set OpenMP's thread count.) */
 #include <omp.h>
 #include <pthread.h>
 
@@ -75,9 +75,11 @@ static pthread_once_t g_blas_once = PTHREAD_ONCE_INIT;
 static void blas_single_thread(void) {
     if (openblas_get_parallel() == 1) {
         openblas_set_num_threads(1);
-        cx_log(CATTR_LOG_WARN, "OpenBLAS has a thread pool of its own (the pthread build): small calls may be slowed "
-                               "by two pools spinning on the same cores; link the OpenMP build "
-                               "(libopenblas-openmp-dev)");
+        /* info, not a warning: cattr has already asked it for one thread, and in Python it is numpy that loaded it */
+        cx_log(CATTR_LOG_INFO, "OpenBLAS has a thread pool of its own (the pthread build, loaded before cattr's, e.g. by "
+                               "numpy): cattr asks it for one thread per call; for the OpenMP build, select it with "
+                               "update-alternatives --set libopenblas.so.0-x86_64-linux-gnu "
+                               "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0");
     }
 }
 
