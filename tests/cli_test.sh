@@ -140,6 +140,8 @@ expect_ok "explain-llm segments file" explain-llm tests/data/llm/tiny --prompt "
 grep -q '"text":[[:space:]]*" c d."' "$tmp/segf.json" && ok || bad "segments file: the segments' texts"
 printf '["a b.", " c"]' >"$tmp/segbad.json"
 expect_fail "segments file not spelling the prompt" "spell" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b. c d. e" --target " c" --segments "$tmp/segbad.json" --output "$tmp/o.json"
+printf '[[4, 77777777777777777777777777777777777711], [15, 21]]' >"$tmp/seghuge.json"  # fuzz_segments' finding: a cast out of range
+expect_fail "segments span beyond int64" "not within the prompt" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b. c d. e" --target " c" --segments "$tmp/seghuge.json" --output "$tmp/o.json"
 expect_fail "segments unknown" "give tokens, words, sentences, lines" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --segments paragraphs --output "$tmp/o.json"
 expect_fail "segments with a template" "--template" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --template "a {}" --slot b --target " c" --method feature-ablation --segments words --output "$tmp/o.json"
 expect_fail "explain-llm steps auto, feature-ablation" "layer-ig" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --steps auto --output "$tmp/o.json"

@@ -523,7 +523,7 @@ class Attribution:
                 p.quadrature = _quadrature(v)
             elif k == "n_steps" and isinstance(v, str):
                 if v != "auto":
-                    raise _lib.ArgumentError("cattr: n_steps must be a number of steps or 'auto' (got %r)" % v)
+                    raise TypeError("cattr: n_steps must be an int or 'auto', not str %r" % v)
                 p.n_steps = _lib.STEPS_AUTO
             elif k == "nt_type":
                 if v not in _NT_TYPES:

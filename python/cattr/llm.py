@@ -465,7 +465,7 @@ class _BaseLLMAttribution:
                 p.quadrature = A._quadrature(v)
             elif k == "n_steps" and isinstance(v, str):
                 if v != "auto":
-                    raise _lib.ArgumentError("cattr: n_steps must be a number of steps or 'auto' (got %r)" % v)
+                    raise TypeError("cattr: n_steps must be an int or 'auto', not str %r" % v)
                 p.n_steps = _lib.STEPS_AUTO
             elif k in A._INT_FIELDS:
                 setattr(p, k, v)  # checked against the field's C type (_lib.CStruct)

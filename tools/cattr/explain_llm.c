@@ -374,8 +374,9 @@ int llm_segments_json(const char *json, const char *path, const char *text, int6
                    cJSON_IsNumber(cJSON_GetArrayItem(it, 1))) {
             pairs = true;
             double a = cJSON_GetArrayItem(it, 0)->valuedouble, b = cJSON_GetArrayItem(it, 1)->valuedouble;
-            int64_t ba = a >= 0 && a == (double)(int64_t)a && a < 1e15 ? cp_offset(text, (int64_t)a) : -1;
-            int64_t bb = b >= 0 && b == (double)(int64_t)b && b < 1e15 ? cp_offset(text, (int64_t)b) : -1;
+            /* whole numbers in range first: a cast of a value outside int64_t is undefined */
+            int64_t ba = a >= 0 && a < 1e15 && a == floor(a) ? cp_offset(text, (int64_t)a) : -1;
+            int64_t bb = b >= 0 && b < 1e15 && b == floor(b) ? cp_offset(text, (int64_t)b) : -1;
             if (ba < 0 || bb <= ba) {
                 snprintf(err, size, "--segments %s: span %d [%g, %g] is not within the prompt's characters with start "
                          "< end", path, i, a, b);
