@@ -152,8 +152,8 @@ static CX_INLINE void K(scores_block)(const T *const *qs, const T *restrict kt, 
 }
 
 /* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
- * (a chain from zero, as one query at a time): the block's outputs share each load of a value row, 32 elements at a time; a head
- * dim's remainder runs one element at a time. pw must hold ATT_R defined rows for u < nu0 even when nr < ATT_R (a
+ * (a chain from zero, as one query at a time): the block's outputs share each load of a value row, 32 elements at a
+ * time, then 16; a head dim's remainder runs one element at a time. pw must hold ATT_R defined rows for u < nu0 even when nr < ATT_R (a
  * short block): the rows from nr on are summed with the others (no branch in the loop) but never stored. */
 static CX_INLINE void K(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
                                    const T *v, int64_t ck, int64_t d, T *const *ot) {
@@ -190,7 +190,23 @@ static CX_INLINE void K(values_block)(const T *restrict pw, int64_t Wp, int nr, 
             memcpy(ot[r] + i0 + 16, &acc[r][1], sizeof acc[r][1]);
         }
     }
-    for (; i0 < d; i0++) /* a head dim not a multiple of 32, or a short block: the rest one element at a time */
+    for (; i0 + 16 <= d; i0 += 16) { /* a head dim of 32 k + 16 (16, 80, ...): 16 elements at a time, as above */
+        vec acc[ATT_R];
+        for (int r = 0; r < ATT_R; r++) acc[r] = (vec){0};
+        for (int64_t u = 0; u < nu0; u++) {
+            vec v0;
+            memcpy(&v0, (u < P ? pv + u * ck : v + (u - P) * ck) + i0, sizeof v0);
+            for (int r = 0; r < ATT_R; r++) acc[r] += pw[r * Wp + u] * v0;
+        }
+        for (int64_t u = nu0; u < nu0 + nr - 1; u++) {
+            vec v0;
+            memcpy(&v0, (u < P ? pv + u * ck : v + (u - P) * ck) + i0, sizeof v0);
+            for (int r = 0; r < nr; r++)
+                if (u < nu0 + r) acc[r] += pw[r * Wp + u] * v0;
+        }
+        for (int r = 0; r < nr; r++) memcpy(ot[r] + i0, &acc[r], sizeof acc[r]);
+    }
+    for (; i0 < d; i0++) /* the rest of a head dim not a multiple of 16: one element at a time */
         for (int r = 0; r < nr; r++) {
             T acc = 0;
             for (int64_t u = 0; u < nu0 + r; u++) acc += pw[r * Wp + u] * (u < P ? pv + u * ck : v + (u - P) * ck)[i0];
