@@ -144,6 +144,10 @@ printf '[[4, 77777777777777777777777777777777777711], [15, 21]]' >"$tmp/seghuge.
 expect_fail "segments span beyond int64" "not within the prompt" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b. c d. e" --target " c" --segments "$tmp/seghuge.json" --output "$tmp/o.json"
 expect_fail "segments unknown" "give tokens, words, sentences, lines" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --segments paragraphs --output "$tmp/o.json"
 expect_fail "segments with a template" "--template" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --template "a {}" --slot b --target " c" --method feature-ablation --segments words --output "$tmp/o.json"
+# corpus mode: "segments" and "steps": "auto" per request
+printf '%s\n' '{"id":"s","prompt":"a b. c d. e","target":" c","segments":"sentences","method":"feature-ablation"}' '{"id":"t","prompt":"a b","target":" c","steps":"auto","delta_tol":0.5}' '{"id":"u","prompt":"a b","target":" c","delta_tol":0.1}' >"$tmp/rq.jsonl"
+"$cattr" explain-llm tests/data/llm/tiny --prompts "$tmp/rq.jsonl" --output "$tmp/rs.jsonl" >"$tmp/stdout" 2>"$tmp/stderr"
+[ "$(grep -c '"token_segment"' "$tmp/rs.jsonl")" = 1 ] && [ "$(grep -c '"n_steps_auto"' "$tmp/rs.jsonl")" = 1 ] && grep -q "'delta_tol' goes with" "$tmp/rs.jsonl" && ok || { bad "corpus segments / steps auto"; cat "$tmp/rs.jsonl"; }
 expect_fail "explain-llm steps auto, feature-ablation" "layer-ig" "$tmp/o.json" -- explain-llm tests/data/llm/tiny --prompt "a b" --target " c" --method feature-ablation --steps auto --output "$tmp/o.json"
 expect_fail "bad quadrature" "quadrature" "$tmp/o.npy" -- explain $model --input $x --quadrature simpson --output "$tmp/o.npy"
 expect_fail "riemann n=1" "n_steps" "$tmp/o.npy" -- explain $model --input $x --quadrature riemann_left --steps 1 --output "$tmp/o.npy"

@@ -106,8 +106,8 @@ static bool ids_field(const cJSON *rq, const char *key, const char **out, char *
 }
 
 /* A request line over the command line's request and params: prompt / prompt_ids, target / target_ids, template,
- * slots, slot_baselines, and the method options method, steps, quadrature, n_samples, seed, baseline,
- * max_new_tokens, perturbations_per_eval. idbuf: two buffers for the id lists (grown as needed; the caller frees). */
+ * slots, slot_baselines, segments, and the method options method, steps (a number or "auto"), delta_tol, quadrature,
+ * n_samples, seed, baseline, max_new_tokens, perturbations_per_eval. idbuf: two buffers for the id lists (grown as needed; the caller frees). */
 static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, char *idbuf[2], char *err, size_t size) {
     if (!cJSON_IsObject(rq)) {
         snprintf(err, size, "the line is not a JSON object");
@@ -115,7 +115,7 @@ static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, cha
     }
     static const char *known[] = {"id", "prompt", "prompt_ids", "target", "target_ids", "template", "slots",
                                   "slot_baselines", "method", "steps", "quadrature", "n_samples", "seed", "baseline",
-                                  "max_new_tokens", "perturbations_per_eval"};
+                                  "max_new_tokens", "perturbations_per_eval", "segments", "delta_tol"};
     const cJSON *it;
     cJSON_ArrayForEach(it, rq) {
         bool ok = false;
@@ -168,8 +168,31 @@ static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, cha
             dst[(*cnt)++] = it->valuestring;
         }
     }
-    const char *mname = NULL, *quad = NULL;
-    if (!str_field(rq, "method", &mname, err, size) || !str_field(rq, "quadrature", &quad, err, size)) return false;
+    const char *mname = NULL, *quad = NULL, *segs = NULL;
+    if (!str_field(rq, "method", &mname, err, size) || !str_field(rq, "quadrature", &quad, err, size) ||
+        !str_field(rq, "segments", &segs, err, size))
+        return false;
+    if (segs) r->segments = segs; /* tokens, words, sentences, lines or a FILE.json (checked when prepared) */
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(rq, "steps");
+    if (cJSON_IsString(sv)) {
+        if (strcmp(sv->valuestring, "auto") != 0) {
+            snprintf(err, size, "'steps' must be an integer from 1 to 100000 or \"auto\"");
+            return false;
+        }
+        p->n_steps = CATTR_STEPS_AUTO;
+    }
+    const cJSON *dv = cJSON_GetObjectItemCaseSensitive(rq, "delta_tol");
+    if (dv) {
+        if (!cJSON_IsNumber(dv) || !(dv->valuedouble > 0 && dv->valuedouble < 1)) {
+            snprintf(err, size, "'delta_tol' must be a number > 0 and < 1");
+            return false;
+        }
+        if (p->n_steps != CATTR_STEPS_AUTO) {
+            snprintf(err, size, "'delta_tol' goes with \"steps\": \"auto\"");
+            return false;
+        }
+        p->delta_tol = dv->valuedouble;
+    }
     if (mname) {
         int mk = llm_method_arg(mname);
         if (mk < 0) {
@@ -197,7 +220,7 @@ static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, cha
         {"perturbations_per_eval", 1, 1000000}};
     for (size_t k = 0; k < sizeof ints / sizeof *ints; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(rq, ints[k].key);
-        if (!v) continue;
+        if (!v || (k == 0 && cJSON_IsString(v))) continue; /* "steps": "auto" above */
         long long x;
         if (!json_int(v, ints[k].lo, ints[k].hi, &x)) {
             if (ints[k].hi == LLONG_MAX) snprintf(err, size, "'%s' must be an integer from %lld", ints[k].key, ints[k].lo);
