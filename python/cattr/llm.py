@@ -534,6 +534,15 @@ class _BaseLLMAttribution:
             texts.append(tb[st[where[0]]:en[where[-1]]].decode("utf-8", "replace") if len(where) else "")
         return seg, texts
 
+    def _result(self, seq, tok, inp, segs, seg_texts, target_ids):
+        """The result; with segments, input_tokens are the segments' texts and token_segment maps the tokens."""
+        res = LLMAttributionResult(seq_attr=seq, token_attr=tok,
+                                   input_tokens=seg_texts if segs is not None else inp.values,
+                                   output_tokens=_pretty(self.tokenizer, target_ids))
+        if segs is not None:
+            res.token_segment = segs
+        return res
+
     def _run(self, p, prompt, target, baseline_token, extra, keep, want_token=True, segments=None):
         T, n = len(prompt), len(target)
         if n == 0:
@@ -656,12 +665,7 @@ class LLMAttribution(_BaseLLMAttribution):
         seq = np.mean(seqs, axis=0)
         tok = np.mean(toks, axis=0)
         token_attr = None if method in ("Lime", "KernelShap") else tok
-        res = LLMAttributionResult(seq_attr=seq, token_attr=token_attr,
-                                   input_tokens=seg_texts if segs is not None else inp.values,
-                                   output_tokens=_pretty(self.tokenizer, target_ids))
-        if segs is not None:
-            res.token_segment = segs
-        return res
+        return self._result(seq, token_attr, inp, segs, seg_texts, target_ids)
 
     def _template(self, p, inp, target_ids):
         n, S = len(target_ids), len(inp.values)
@@ -740,9 +744,4 @@ class LLMGradientAttribution(_BaseLLMAttribution):
         if inp.itp_mask is not None:
             tok = tok[:, inp.itp_mask]
             seq = tok.sum(0)
-        res = LLMAttributionResult(seq_attr=seq, token_attr=tok,
-                                   input_tokens=seg_texts if segs is not None else inp.values,
-                                   output_tokens=_pretty(self.tokenizer, target_ids))
-        if segs is not None:
-            res.token_segment = segs
-        return res
+        return self._result(seq, tok, inp, segs, seg_texts, target_ids)
