@@ -8,6 +8,7 @@
  *  4. errors: shape errors and a missing backward rule return the right status and name the node; constants and
  *     inputs as plan outputs; cg_clone of an empty graph.
  * Runs with cwd = repo root. Prints each failed check and exits 1 if any failed, 0 otherwise. */
+#include "backend/cpu/cpu_backend.h"
 #include "backend/backend.h"
 #include "core/core.h"
 #include "graph/autodiff.h"
@@ -1690,6 +1691,28 @@ static void test_attention(void) {
         for (int64_t i = 0; i < g64[k]->numel; i++)
             worst = fmax(worst, fabs(cx_tensor_get(g32[k], i) - D(g64[k])[i]) / (1 + fabs(D(g64[k])[i])));
         CHECK(worst < 1e-5, "attention gradient %d: float32 differs from float64 by %.3g", k, worst);
+    }
+    /* the kernels' two vector widths (8 and 16 lanes: AVX2 and AVX-512 blocking) give the same bits, forward and
+     * gradient, in both dtypes */
+    for (int dt = 0; dt < 2 && s32 == CATTR_OK && s64 == CATTR_OK; dt++) {
+        cattr_dtype cd = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        cattr_tensor *w[2][MAXIO] = {{0}}, *f[2] = {0};
+        for (int l = 0; l < 2; l++) {
+            cx_cpu_att_lanes_for_tests(l ? 16 : 8);
+            cattr_status st = autodiff_run_dt(g, y, in, seed, &rules, cd, w[l]);
+            if (st == CATTR_OK && !(f[l] = run_graph("attention lanes", g, y, in, cd, false))) st = CATTR_ERR_INTERNAL;
+            CHECK(st == CATTR_OK, "attention at %d lanes: %s", l ? 16 : 8, cattr_last_error());
+        }
+        cx_cpu_att_lanes_for_tests(0);
+        for (int k = 0; k < 3 && w[0][k] && w[1][k]; k++)
+            CHECK(!memcmp(w[0][k]->data, w[1][k]->data, (size_t)w[0][k]->numel * cattr_dtype_size(cd)),
+                  "attention gradient %d (%s): 8 and 16 lanes differ", k, cattr_dtype_name(cd));
+        CHECK(f[0] && f[1] && !memcmp(f[0]->data, f[1]->data, (size_t)f[0]->numel * cattr_dtype_size(cd)),
+              "attention forward (%s): 8 and 16 lanes differ", cattr_dtype_name(cd));
+        for (int l = 0; l < 2; l++) {
+            cattr_tensor_free(f[l]);
+            for (int k = 0; k < 3; k++) cattr_tensor_free(w[l][k]);
+        }
     }
     for (int k = 0; k < 3; k++) {
         cattr_tensor_free(g32[k]);

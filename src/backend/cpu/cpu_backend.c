@@ -100,6 +100,31 @@ static inline float cx_vexpf(float x0) {
 
 float cx_vexpf_for_tests(float x) { return cx_vexpf(x); }
 
+/* Whether the attention kernels block for 16-lane vectors (native with AVX-512F) or 8 (AVX2 and others: 16-lane
+ * accumulators spilled to the stack there, 2-5 GFLOP/s). Both give the same bits (attn_impl.h). CATTR_ATT_LANES=8 or
+ * 16 chooses (for tests of either width on any CPU). */
+static _Atomic int g_att_wide = -1; /* -1: not chosen yet */
+static bool cpu_att_wide(void) {
+    int w = atomic_load_explicit(&g_att_wide, memory_order_relaxed);
+    if (w < 0) {
+        const char *e = getenv("CATTR_ATT_LANES");
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        w = __builtin_cpu_supports("avx512f") ? 1 : 0;
+#else
+        w = 1;
+#endif
+        if (e && !strcmp(e, "8")) w = 0;
+        else if (e && !strcmp(e, "16")) w = 1;
+        atomic_store_explicit(&g_att_wide, w, memory_order_relaxed);
+    }
+    return w != 0;
+}
+
+void cx_cpu_att_lanes_for_tests(int lanes) {
+    atomic_store_explicit(&g_att_wide, lanes == 16 ? 1 : lanes == 8 ? 0 : -1, memory_order_relaxed);
+}
+
 /* ---- float instantiation ---- */
 #define T float
 #define K(name) name##_f32

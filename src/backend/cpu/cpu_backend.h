@@ -8,4 +8,7 @@
 /* The process-wide CPU backend, never freed. */
 cx_backend *cx_backend_cpu_get(void);
 
+/* Tests: the attention kernels' vector width, 8 or 16 lanes (0: chosen from the CPU again; see cpu_att_wide). */
+void cx_cpu_att_lanes_for_tests(int lanes);
+
 #endif
