@@ -468,6 +468,10 @@ static int prepare_segments(cattr_llm *m, const llm_req *r, const char *prompt, 
     if (rc == CLI_OK) {
         o->T = G;
         o->seg_kind = kind;
+    } else if (o->in_tok) { /* G texts at most, while o->T still counts the tokens: freed here, not by llm_out_free */
+        for (int64_t g = 0; g < G; g++) free(o->in_tok[g]);
+        free(o->in_tok);
+        o->in_tok = NULL;
     }
     free(ts);
     free(te);
