@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -26,23 +25,19 @@ import numpy as np
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(REPO, "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import steps_auto  # noqa: E402  (run: a command in its own process, OpenBLAS variables unset)
 WORDS = ("the a model attribution token prompt sentence river mountain city north south light paper window garden "
          "music science history answer question reason value number story quiet bright early late small large "
          "green old new first last people water stone market winter summer").split()
 
 
 def run(cmd):
-    env = dict(os.environ)
-    env.pop("OPENBLAS_CORETYPE", None)
-    env.pop("OPENBLAS_L2_SIZE", None)
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if r.returncode != 0:
-        sys.exit("failed (exit %d): %s\n%s" % (r.returncode, " ".join(cmd[:6]), r.stderr[-2000:]))
-    t = re.search(r"time: first=([0-9.]+)", r.stdout + r.stderr)
-    peak = re.search(r"peak memory: ([0-9]+) bytes", r.stdout + r.stderr)  # --profile's: the plans' working memory
-    rss = re.search(r"peak memory: ([0-9]+) MiB resident", r.stdout + r.stderr)  # explain-llm's: getrusage
-    return (float(t.group(1)) if t else float("nan"), int(peak.group(1)) / 2**20 if peak else float("nan"),
-            float(rss.group(1)) if rss else float("nan"))
+    """(attribution time, the plans' peak working memory in MiB, peak RSS in MiB) of one command."""
+    t, out = steps_auto.run(cmd)  # its own process, the OpenBLAS variables unset
+    peak = re.search(r"peak memory: ([0-9]+) bytes", out)  # --profile's: the plans' working memory
+    rss = re.search(r"peak memory: ([0-9]+) MiB resident", out)  # explain-llm's: getrusage
+    return t, int(peak.group(1)) / 2**20 if peak else float("nan"), float(rss.group(1)) if rss else float("nan")
 
 
 def make_text(tok, n_tokens, seed=0):

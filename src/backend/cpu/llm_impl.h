@@ -168,6 +168,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
     const int64_t Tn = in[0].shape[nd - 2], S = cx_view_numel(&in[0]) / (Tn * nh * d);
     const int64_t cq = nh * d, ck = nkv * d;
     const T scale = (T)1 / SQRT((T)d);
+    const bool wide = cpu_att_wide(); /* the kernels' vector width, chosen once per call */
     if (n->n_in > 5 && in[5].data) { /* ragged: segments of one flattened sequence, each continuing its own prefix */
         const int64_t *seg = in[5].data, ns = in[5].shape[0];
         const T *pk = in[3].data, *pv = in[4].data;
@@ -186,7 +187,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         for (int64_t sg = 0; sg < ns * nkv; sg++) { /* (segment, kv head): its query heads share the keys */
             int64_t s = sg / nkv, g = sg % nkv, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
             for (int64_t j = g * grp; j < (g + 1) * grp; j++)
-                (cpu_att_wide() ? K(attn_head_w16) : K(attn_head_w8))(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
+                (wide ? K(attn_head_w16) : K(attn_head_w8))(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
                              P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + ATT_R * wp, j > g * grp, len, cq, ck, d,
                              scale);
         });
@@ -198,7 +199,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
     for (int64_t sg = 0; sg < S * nkv; sg++) { /* (sequence, kv head): its query heads share the keys */
         int64_t s = sg / nkv, g = sg % nkv;
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
-            (cpu_att_wide() ? K(attn_head_w16) : K(attn_head_w8))(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
+            (wide ? K(attn_head_w16) : K(attn_head_w8))(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
                          o + s * Tn * cq + j * d, sc, sc + ATT_R * W, j > g * grp, Tn, cq, ck, d, scale);
     });
     return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
@@ -213,6 +214,7 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
     const int64_t Tn = in[0].shape[nd - 2], S = cx_view_numel(&in[0]) / (Tn * nh * d);
     const int64_t cq = nh * d, ck = nkv * d, cp = cq + 2 * ck;
     const T scale = (T)1 / SQRT((T)d);
+    const bool wide = cpu_att_wide();
     memset(gp, 0, (size_t)cx_view_numel(out) * sizeof(T));
     int64_t ts = ((Tn + 15) / 16 * 16 + 16) * (2 * ATT_R + 2 * d); /* scratch per thread (see attn_head_grad) */
     bool ok;
@@ -221,7 +223,7 @@ static cattr_status K(attention_grad)(const cg_node *n, const cx_view *in, cx_vi
     for (int64_t sg = 0; sg < S * nkv; sg++) {
         int64_t s = sg / nkv, g = sg % nkv;
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
-            (cpu_att_wide() ? K(attn_head_grad_w16) : K(attn_head_grad_w8))(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d,
+            (wide ? K(attn_head_grad_w16) : K(attn_head_grad_w8))(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d,
                               go + s * Tn * cq + j * d, gp + s * Tn * cp + j * d, gp + s * Tn * cp + cq + g * d,
                               gp + s * Tn * cp + cq + ck + g * d, pbuf, j > g * grp, Tn, cq, ck, cp, d, scale);
     });
