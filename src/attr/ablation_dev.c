@@ -36,7 +36,7 @@
 typedef struct fa_dev {
     cx_buf x[CX_MAX_IN], src[CX_MAX_IN], add[CX_MAX_IN], mask[CX_MAX_IN], ord[CX_MAX_IN], srow[CX_MAX_IN];
     cx_buf rows, zrows, fid, tidx, y0, q0, acc, y; /* y: a chunk's outputs, for a part of a split call */
-    void *accp[CX_MAX_IN];
+    size_t acco[CX_MAX_IN]; /* where input i's accumulator starts in acc */
     int64_t ord_rows[CX_MAX_IN]; /* rows of ord_i */
 } fa_dev;
 
@@ -222,7 +222,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
         arg[FA_M(i)].dev = d->mask[i].p;
         arg[FA_ORD(i)].dev = d->ord[i].p;
         arg[FA_MROW(i)].dev = pm->rows[i] == 1 ? d->zrows.p : d->rows.p;
-        arg[FA_ACC(i)].dev = out[i] = d->accp[i];
+        arg[FA_ACC(i)].dev = out[i] = (char *)d->acc.p + d->acco[i];
     }
     for (int j = 0; j < s->core.n_add; j++) {
         arg[FA_ADD(j)].nd = c->add[j]->ndim;
@@ -241,7 +241,7 @@ static cattr_status fa_run_chunk(cattr_explainer *e, fa_graph *s, cx_call *c, co
     arg[FA_Q0].sh[0] = 1;
     arg[FA_Q0].dev = (char *)d->q0.p + (size_t)k * sizeof(int64_t);
     out[s->core.n] = reference ? d->y0.p : yout;
-    cx_job j = cx_job_for(e, s->core.g, s->core.consts, &s->core.pc);
+    cx_job j = cx_job_for(e, s->core.g, s->core.consts);
     j.n_in = s->core.g->n_inputs;
     j.in = arg;
     j.n_out = s->core.n + 1;
@@ -306,9 +306,9 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
         int64_t nm = pm->rows[i] * pm->per[i];
         size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
-        st = cx_buf_fit(e->be, &dp->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false);
-        if (st == CATTR_OK && c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
-            st = cx_copy_dev(e->be, dp->x[i].p, c->x_dev[i], xb);
+        st = cx_buf_fit(e->be, &dp->x[i], xb, NULL, false);
+        if (st == CATTR_OK) /* from the host, or from the backend (cx_call.x_dev) */
+            st = cx_buf_put(&dp->x[i], 0, c->x[i]->data, c->x_dev[i], xb);
         if (st == CATTR_OK && !f->permute) st = cx_buf_fit(e->be, &dp->src[i], xb, c->base[i]->data, false);
         if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->mask[i], (size_t)nm * sizeof(int64_t), pm->ids[i], false);
         /* the ordinals of the attributions' elements: one row, or one per output value */
@@ -381,7 +381,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     if (st == CATTR_OK) st = cx_buf_fit(e->be, &dp->y0, (size_t)N * eo, NULL, true);
     size_t off = 0;
     for (int i = 0; i < c->n && st == CATTR_OK; i++) {
-        dp->accp[i] = (char *)dp->acc.p + off;
+        dp->acco[i] = off;
         off += ((size_t)(N * f->aper[i]) * eo + 63) / 64 * 64;
     }
     /* the unperturbed outputs: the graph run with a feature id no mask holds (nothing perturbed, nothing placed) */
@@ -403,7 +403,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
             free(f->ref->y);
             f->ref->y = malloc((size_t)(N + 1) * sizeof *f->ref->y);
             if (!f->ref->y) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-            if (st == CATTR_OK) st = cx_copy_out(e->be, yt->data, dp->y0.p, (size_t)N * eo);
+            if (st == CATTR_OK) st = cx_buf_get(&dp->y0, 0, yt->data, NULL, (size_t)N * eo);
             for (int64_t o = 0; o < N && st == CATTR_OK; o++) f->ref->y[o] = cx_tensor_get(yt, o);
         }
     }
@@ -412,7 +412,7 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
         if (cx_vsplit_mine(&v, k)) {
             st = fa_run_chunk(e, s, c, f, dp, N, cnt, q0, k + 1, v.mode == CX_VSPLIT_PART ? dp->y.p : NULL);
             if (st == CATTR_OK && v.mode == CX_VSPLIT_PART) {
-                st = cx_copy_out(e->be, yt->data, dp->y.p, (size_t)(cnt * N) * eo);
+                st = cx_buf_get(&dp->y, 0, yt->data, NULL, (size_t)(cnt * N) * eo);
                 for (int64_t o = 0; o < cnt * N && st == CATTR_OK; o++) vals[o] = cx_tensor_get(yt, o);
                 if (st == CATTR_OK) st = cx_vsplit_put(&v, k, vals, cnt * N);
             }
@@ -428,12 +428,11 @@ static cattr_status fa_on_device(cattr_explainer *e, cx_call *c, const pt_masks 
     st = cx_vsplit_end(&v, st);
     for (int i = 0; i < c->n && st == CATTR_OK && v.mode == CX_VSPLIT_NONE; i++) {
         size_t bytes = (size_t)attr[i]->numel * eo;
-        if (c->attr_dev[i]) { /* the caller takes them on the backend (cx_call.attr_dev) */
-            st = cx_copy_dev(e->be, c->attr_dev[i], dp->accp[i], bytes);
+        /* to the host, or on the backend for the caller (cx_call.attr_dev) */
+        st = cx_buf_get(&dp->acc, dp->acco[i], attr[i]->data, c->attr_dev[i], bytes);
+        if (c->attr_dev[i]) {
             cattr_tensor_free(attr[i]);
             attr[i] = NULL;
-        } else {
-            st = cx_copy_out(e->be, attr[i]->data, dp->accp[i], bytes);
         }
     }
     free(vals);

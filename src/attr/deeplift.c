@@ -37,13 +37,9 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
         }
         /* an input or baseline on the backend (cx_call.x_dev, base_dev): [x; base] assembled there, in e->staged */
         st = cx_buf_fit(e->be, &e->staged[i], 2 * bytes, NULL, false);
-        char *d = e->staged[i].p;
-        if (st == CATTR_OK)
-            st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
-        if (st == CATTR_OK)
-            st = c->base_dev[i] ? cx_copy_dev(e->be, d + bytes, c->base_dev[i], bytes)
-                                : cx_copy_in(e->be, d + bytes, base[i]->data, bytes);
-        xs_dev[i] = d;
+        if (st == CATTR_OK) st = cx_buf_put(&e->staged[i], 0, c->x[i]->data, c->x_dev[i], bytes);
+        if (st == CATTR_OK) st = cx_buf_put(&e->staged[i], bytes, base[i]->data, c->base_dev[i], bytes);
+        xs_dev[i] = e->staged[i].p;
         any_dev = true;
     }
     void *const *xd = any_dev ? xs_dev : NULL;
@@ -54,7 +50,7 @@ static cattr_status deeplift_pass(cattr_explainer *e, cx_call *c, cattr_tensor *
         for (int i = 0; i < c->n && st == CATTR_OK; i++) {
             size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
             if (c->attr_dev[i]) { /* left on the backend for the caller */
-                st = cx_copy_dev(e->be, c->attr_dev[i], e->kept[i].p, bytes);
+                st = cx_buf_get(&e->kept[i], 0, NULL, c->attr_dev[i], bytes);
                 continue;
             }
             attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
@@ -134,12 +130,10 @@ typedef struct dls_graph {
     int n, n_add, mul, rank[CX_MAX_IN];
     int n_in, outs[2 * CX_MAX_IN + 1];
     cx_consts *consts;
-    cx_plan_cache pc;
 } dls_graph;
 
 void cx_dls_free(struct dls_graph *d) {
     if (!d) return;
-    cx_plan_cache_clear(&d->pc);
     cg_free(d->g);
     cx_consts_free(d->consts);
     free(d);
@@ -295,7 +289,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
         if (want) host[c->n + i] = tmp + (size_t)(i * R) * es;
     }
     if (want) host[2 * c->n] = tmp + (size_t)(c->n * R) * es;
-    cx_job j = cx_job_for(e, d->g, d->consts, &d->pc);
+    cx_job j = cx_job_for(e, d->g, d->consts);
     j.n_in = d->g->n_inputs;
     j.in = arg;
     j.n_out = n_outs;

@@ -75,7 +75,6 @@ cattr_status cx_graph_append_model_replacing(cg_graph *g, const cg_graph *m, con
 }
 
 void cx_derived_free(cx_derived *d) {
-    cx_plan_cache_clear(&d->pc);
     cx_consts_free(d->consts);
     cg_free(d->g);
     memset(d, 0, sizeof *d);

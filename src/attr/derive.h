@@ -58,7 +58,6 @@ typedef struct cx_derived {
     int n, n_add, rank[CX_MAX_IN];
     bool target;
     cx_consts *consts;
-    cx_plan_cache pc;
 } cx_derived;
 
 /* Frees the plans, the constants and the graph; d is empty again. */

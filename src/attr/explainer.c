@@ -82,7 +82,6 @@ cattr_status cattr_explainer_new(const cattr_model *model, const cattr_attr_para
     cg_rules_default(&e->rules);
     cattr_status st = p->device ? cx_backend_by_name(p->device, &e->be) : cx_model_backend(model, &e->be);
     e->p.device = NULL; /* borrowed for this call only; e->be keeps the choice */
-    cx_plan_cache_share_arena(&e->grad_pc, e->be);
     if (st == CATTR_OK) st = cx_model_with_precision(model, p->precision, p->dtype, e->be, &e->own_model);
     if (e->own_model) e->m = e->own_model;
     if (st == CATTR_OK) st = batch_first(e->m, &e->bf_model);

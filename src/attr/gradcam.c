@@ -28,11 +28,9 @@ typedef struct {
     int n_in, y_layer, gl, gb[CX_MAX_IN], outs[CX_MAX_IN];
     bool empty[CX_MAX_IN]; /* input i cannot take the map: an empty attribution */
     cx_consts *consts;
-    cx_plan_cache pc;
 } ggc_state;
 
 static void ggc_graph_free(ggc_state *s) {
-    cx_plan_cache_clear(&s->pc);
     cg_free(s->g);
     s->g = NULL;
 }
@@ -167,7 +165,7 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
     for (int k = 0; k < s->n + s->n_add; k++) in[k] = cx_arg_of(k < s->n ? c->x[k] : c->add[k - s->n]);
     in[GG_SEED] = cx_arg_of(seed);
     /* the layer's shape, then the suffix for its rank and the inputs' */
-    cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+    cx_job j = cx_job_for(e, s->g, s->consts);
     j.n_in = s->n_in;
     j.in = in;
     j.n_out = 1;
@@ -180,14 +178,11 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
     int lnd = lv ? lv->ndim : 0;
     int64_t lsh[CATTR_MAX_DIMS];
     if (lv) memcpy(lsh, lv->shape, sizeof lsh);
-    if (st == CATTR_OK && !same) { /* new nodes: the old plans may read the moved node array */
+    if (st == CATTR_OK && !same) { /* a new graph, or new nodes (the runner plans the changed graph afresh) */
         if (s->layer_rank) {
             cg_free(s->g);
             s->g = NULL;
-            cx_plan_cache_clear(&s->pc);
             st = ggc_build(e, s, c);
-        } else {
-            cx_plan_cache_clear(&s->pc);
         }
         if (st == CATTR_OK) st = ggc_suffix(s, c, lnd);
     }
@@ -216,7 +211,7 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
         else host[n_outs] = attr[i]->data;
         outs[n_outs++] = s->outs[i];
     }
-    j = cx_job_for(e, s->g, s->consts, &s->pc); /* the graph may be new */
+    j = cx_job_for(e, s->g, s->consts); /* the graph may be new */
     j.n_in = s->n_in;
     j.in = in;
     j.n_out = n_outs;

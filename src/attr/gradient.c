@@ -15,13 +15,11 @@ typedef struct pg_state {
     int n, n_add;
     int outs[CX_MAX_IN];
     cx_consts *consts;
-    cx_plan_cache pc;
 } pg_state;
 
 static void pg_release(cattr_explainer *e) {
     pg_state *s = e->method_state;
     if (!s) return;
-    cx_plan_cache_clear(&s->pc);
     cx_consts_free(s->consts);
     cg_free(s->g);
     free(s);
@@ -83,7 +81,7 @@ static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor 
         if (!attr[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else host[i] = attr[i]->data;
     }
-    cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+    cx_job j = cx_job_for(e, s->g, s->consts);
     j.n_in = s->n + s->n_add + 1;
     j.in = in;
     j.n_out = s->n;

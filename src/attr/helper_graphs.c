@@ -65,14 +65,10 @@ cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *cons
         void *sdev = start == c->base ? c->base_dev[i] : NULL; /* the baselines on the backend (cx_call.base_dev) */
         if (fill[i]) continue;
         size_t bytes = (size_t)c->x[i]->numel * cattr_dtype_size(c->dt);
-        char *d = NULL;
         st = cx_buf_fit(e->be, &e->dstaged[i], 2 * bytes, NULL, false);
-        if (st == CATTR_OK) d = e->dstaged[i].p;
-        if (st == CATTR_OK)
-            st = c->x_dev[i] ? cx_copy_dev(e->be, d, c->x_dev[i], bytes) : cx_copy_in(e->be, d, c->x[i]->data, bytes);
-        if (st == CATTR_OK)
-            st = sdev ? cx_copy_dev(e->be, d + bytes, sdev, bytes) : cx_copy_in(e->be, d + bytes, start[i]->data, bytes);
-        xs_dev[i] = d;
+        if (st == CATTR_OK) st = cx_buf_put(&e->dstaged[i], 0, c->x[i]->data, c->x_dev[i], bytes);
+        if (st == CATTR_OK) st = cx_buf_put(&e->dstaged[i], bytes, start[i]->data, sdev, bytes);
+        xs_dev[i] = e->dstaged[i].p;
     }
     /* only the target values come down */
     if (st == CATTR_OK) st = cx_forward_select(e, c, xs, xs_dev, 2, CX_TILE, sel, NULL);
@@ -125,7 +121,7 @@ static cattr_status helper_get(cattr_explainer *e, int kind, const cx_call *c, i
  * memory res_dev where set). */
 static cattr_status small_run(cattr_explainer *e, cx_derived *d, const cx_arg *in, int n_in, const int *outs,
                               int n_out, void *const *res, void *const *res_dev) {
-    cx_job j = cx_job_for(e, d->g, d->consts, &d->pc);
+    cx_job j = cx_job_for(e, d->g, d->consts);
     j.n_in = n_in;
     j.in = in;
     j.n_out = n_out;

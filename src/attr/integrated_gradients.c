@@ -115,15 +115,18 @@ typedef struct ig_dev {
     cattr_dtype sched_dt;
 } ig_dev;
 
+/* Where unit j of input i (b bytes) of slot 0 lies in d->units. */
+static size_t unit_off(const ig_dev *d, int i, int64_t j, size_t b) {
+    return (size_t)((const char *)d->u[0][i] - (const char *)d->units.p) + (size_t)j * b;
+}
+
 typedef struct ig_state {
     cg_graph *g; /* the pass, for n inputs and n_add additional ones */
     int n, n_add, mul;
     int outs[CX_MAX_IN];
     cx_consts *consts;
-    cx_plan_cache pc[2]; /* per slot (the two halves run at once), each slot's plans sharing one arena */
     cg_graph *fold_g;
     int fold_out[FOLD_MAX + 1][CX_MAX_IN], fin_out[FOLD_MAX + 1][CX_MAX_IN]; /* after k units; finished */
-    cx_plan_cache fold_pc;
     ig_dev d;
 } ig_state;
 
@@ -145,8 +148,6 @@ static void ig_dev_free(ig_dev *d) {
 static void ig_release(cattr_explainer *e) {
     ig_state *s = e->method_state;
     if (!s) return;
-    for (int k = 0; k < 2; k++) cx_plan_cache_clear(&s->pc[k]);
-    cx_plan_cache_clear(&s->fold_pc);
     ig_dev_free(&s->d);
     cx_consts_free(s->consts);
     cg_free(s->g);
@@ -252,8 +253,6 @@ static cattr_status ig_state_for(cattr_explainer *e, cx_call *c, ig_state **out)
         s->n = c->n;
         s->n_add = c->n_add;
         s->mul = e->p.multiply_by_inputs;
-        for (int k = 0; k < 2; k++) cx_plan_cache_share_arena(&s->pc[k], e->be);
-        s->fold_pc.cap = CX_PLAN_CACHE_MAX; /* a pass's, the last pass's and the finishing fold, per batch */
         cattr_status st = ig_build(e, s);
         if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
         if (st != CATTR_OK) {
@@ -277,8 +276,8 @@ static cattr_status ig_upload(cattr_explainer *e, cx_call *c, const cattr_tensor
     size_t es = cattr_dtype_size(c->dt), one = 0;
     for (int i = 0; i < c->n; i++) {
         size_t bytes = (size_t)c->x[i]->numel * es;
-        CX_CHECK(cx_buf_fit(be, &d->x[i], bytes, c->x_dev[i] ? NULL : c->x[i]->data, false));
-        if (c->x_dev[i]) CX_CHECK(cx_copy_dev(be, d->x[i].p, c->x_dev[i], bytes)); /* the inputs already there */
+        CX_CHECK(cx_buf_fit(be, &d->x[i], bytes, NULL, false));
+        CX_CHECK(cx_buf_put(&d->x[i], 0, c->x[i]->data, c->x_dev[i], bytes)); /* or from the backend (x_dev) */
         CX_CHECK(cx_buf_fit(be, &d->b[i], bytes, c->base[i]->data, false));
         one += (bytes + 63) / 64 * 64;
     }
@@ -361,7 +360,9 @@ static cx_job ig_job(cattr_explainer *e, ig_state *s, cx_call *c, const cattr_te
     arg[IG_ROWS] = arg[IG_UROWS] = arg[IG_KROWS] = rows;
     arg[IG_UROWS].dev = d->urows.p;
     arg[IG_KROWS].sh[0] = (j1 - j0) * c->B;
-    cx_job j = cx_job_for(e, s->g, s->consts, &s->pc[slot]);
+    cx_job j = cx_job_for(e, s->g, s->consts);
+    j.slot = slot; /* the two halves run at once: a slot each, each slot's plans sharing one arena */
+    j.share_arena = true;
     j.n_in = IG_N_IN;
     j.in = arg;
     j.n_out = s->n;
@@ -406,7 +407,8 @@ static cattr_status ig_fold(cattr_explainer *e, ig_state *s, cx_call *c, void *c
         arg[F_X(i)].dev = d->x[i].p;
         arg[F_B(i)].dev = d->b[i].p;
     }
-    cx_job j = cx_job_for(e, s->fold_g, s->consts, &s->fold_pc);
+    cx_job j = cx_job_for(e, s->fold_g, s->consts);
+    j.plans = CX_PLAN_CACHE_MAX; /* a pass's, the last pass's and the finishing fold, per batch */
     j.n_in = F_N_IN;
     j.in = arg;
     j.n_out = s->n;
@@ -432,12 +434,13 @@ static void *const *fin_target(ig_state *s, const cx_call *c) {
 
 /* The finished attributions on the backend (after the finishing fold) and, unless the caller takes them there, on
  * the host. */
-static cattr_status ig_download(cattr_explainer *e, cx_call *c, void *const *res, cattr_tensor **attr) {
+static cattr_status ig_download(const ig_dev *d, cx_call *c, void *const *res, cattr_tensor **attr) {
     if (c->attr_dev[0]) return CATTR_OK;
-    for (int i = 0; i < c->n; i++) {
+    for (int i = 0; i < c->n; i++) { /* res: an accumulator of d->accs */
         attr[i] = cx_tensor_alloc(c->dt, c->x[i]->ndim, c->x[i]->shape);
         if (!attr[i]) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        CX_CHECK(cx_copy_out(e->be, attr[i]->data, res[i], (size_t)attr[i]->numel * cattr_dtype_size(c->dt)));
+        size_t off = (size_t)((const char *)res[i] - (const char *)d->accs.p);
+        CX_CHECK(cx_buf_get(&d->accs, off, attr[i]->data, NULL, (size_t)attr[i]->numel * cattr_dtype_size(c->dt)));
     }
     return CATTR_OK;
 }
@@ -563,7 +566,7 @@ static cattr_status ig_run_part(cattr_explainer *e, ig_state *s, cx_call *c, con
         for (int64_t j = 0; j < j1 - j0 && st == CATTR_OK; j++)
             for (int i = 0; i < c->n && st == CATTR_OK; i++) {
                 size_t b = (size_t)c->x[i]->numel * es;
-                st = cx_copy_out(e->be, blob + at, (char *)s->d.u[0][i] + (size_t)j * b, b);
+                st = cx_buf_get(&s->d.units, unit_off(&s->d, i, j, b), blob + at, NULL, b);
                 at += b;
             }
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, j1 - first, h.count);
@@ -637,7 +640,7 @@ static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, cons
             }
             for (int i = 0; i < c->n && st == CATTR_OK; i++) {
                 size_t b = (size_t)c->x[i]->numel * es;
-                st = cx_copy_in(e->be, (char *)s->d.u[0][i] + (size_t)j * b, at, b);
+                st = cx_buf_put(&s->d.units, unit_off(&s->d, i, j, b), at, NULL, b);
                 at += b;
             }
             left--;
@@ -648,7 +651,7 @@ static cattr_status ig_combine(cattr_explainer *e, ig_state *s, cx_call *c, cons
         if (st == CATTR_OK) st = ig_fold(e, s, c, units, k, fin, fin ? res : NULL);
         if (st == CATTR_OK) st = cx_chunk_done(&e->p, j0 + k, ct.G);
     }
-    if (st == CATTR_OK) st = ig_download(e, c, res, attr);
+    if (st == CATTR_OK) st = ig_download(&s->d, c, res, attr);
     if (st == CATTR_OK && delta && e->p.return_convergence_delta)
         st = cx_convergence_delta_dev(e, c, res, c->base, delta);
     return st;
@@ -678,7 +681,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
         double *sel = want ? malloc((size_t)(2 * c->B + 1) * sizeof *sel) : NULL;
         if (want && !sel) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         if (st == CATTR_OK) st = ig_two_halves(e, s, c, seed, &t, &res, sel);
-        if (st == CATTR_OK) st = ig_download(e, c, res, attr);
+        if (st == CATTR_OK) st = ig_download(&s->d, c, res, attr);
         if (st == CATTR_OK && want) cx_keep_fx(e, sel, c->B);
         if (st == CATTR_OK && want) st = cx_delta_dev(e, c, c->n, c->x, res, sel, delta);
         free(sel);
@@ -693,7 +696,7 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
             if (st == CATTR_OK) st = ig_fold(e, s, c, units, (int)(j1 - j0), fin, fin ? res : NULL);
             if (st == CATTR_OK) st = cx_chunk_done(&e->p, j1 * t.u < n ? j1 * t.u : n, n);
         }
-        if (st == CATTR_OK) st = ig_download(e, c, res, attr);
+        if (st == CATTR_OK) st = ig_download(&s->d, c, res, attr);
         if (st == CATTR_OK && want) st = cx_convergence_delta_dev(e, c, res, c->base, delta);
     }
     cattr_tensor_free(seed);

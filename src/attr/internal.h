@@ -66,20 +66,16 @@ struct cattr_explainer {
     int n_attr;
     int seed_input; /* graph-input index of the seed */
     int grads[CX_MAX_IN];
-    cx_plan_cache grad_pc; /* plans of g, sharing one arena (they never run at once) */
     /* g with a suffix (built on first use, rebuilt when the kind changes): 1, the gradient of the first block of a
      * 2-block pass times the blocks' difference (cx_grad_times_diff; inputs first, second [B] after the seed); 2,
      * LRP's scaling (cx_grad_lrp; input tidx [B] after the seed, a second output per input: the selected outputs) */
     cg_graph *gm;
     int gm_kind, gm_mul, gm_rank[CX_MAX_IN];
     int gm_outs[CX_MAX_IN + 1];
-    cx_plan_cache gm_pc;
-    cx_plan_cache fwd_pc;  /* forward-only plans of the model */
     /* g with a tidx input [rows] and the output sel [rows]: each row's target value (cx_forward_select; built on first
      * use) */
     cg_graph *sel_g;
     int sel_out;
-    cx_plan_cache sel_pc;
     size_t peak;
     double *alphas, *steps; /* IG points, computed once (for p.n_steps; freed when an auto call changes it) */
     int steps_used;         /* the n_steps of the last call that finished (cattr_explainer_steps_used) */
@@ -247,7 +243,6 @@ typedef struct cx_acc_split {
     cx_buf zero[CX_ACC_SPLIT_MAX], chunk[CX_ACC_SPLIT_MAX];
     cg_graph *g;
     int outs[CX_ACC_SPLIT_MAX];
-    cx_plan_cache pc;
 } cx_acc_split;
 /* The values per chunk of n accumulators of these shapes (their element counts). */
 int64_t cx_acc_split_width(int n, const int *nd, const int64_t (*sh)[CATTR_MAX_DIMS]);
@@ -285,11 +280,11 @@ cattr_status cx_target_mask(const cattr_target *t, int ond, const int64_t *osh, 
 cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr);
 void cx_drop_plans(cattr_explainer *e);
 
-/* A run of graph g (its constants consts, its plans kept in pc) for explainer e: e's executor, e's call's cancel flag
- * and progress beat, the non-finite diagnosis while e->diagnose is set, and the plan's bytes raising e->peak. The
- * caller sets the inputs and outputs, then cx_run. */
-static inline cx_job cx_job_for(cattr_explainer *e, const cg_graph *g, cx_consts *consts, cx_plan_cache *pc) {
-    cx_job j = {.g = g, .consts = consts, .pc = pc, .eager = e->p.executor == CATTR_EXEC_EAGER,
+/* A run of graph g (its constants consts; its plans in slot 0, not sharing an arena, unless the caller says) for
+ * explainer e: e's executor, e's call's cancel flag and progress beat, the non-finite diagnosis while e->diagnose is
+ * set, and the plan's bytes raising e->peak. The caller sets the inputs and outputs, then cx_run. */
+static inline cx_job cx_job_for(cattr_explainer *e, const cg_graph *g, cx_consts *consts) {
+    cx_job j = {.g = g, .consts = consts, .eager = e->p.executor == CATTR_EXEC_EAGER,
                 .watch = cx_watch_of(&e->p), .check_finite = e->diagnose, .peak = &e->peak};
     return j;
 }

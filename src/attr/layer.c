@@ -28,7 +28,6 @@
 
 
 static void lgraph_free(lgraph *lg) {
-    cx_plan_cache_clear(&lg->pc);
     if (lg->owned) cg_free(lg->g);
     memset(lg, 0, sizeof *lg);
 }
@@ -70,8 +69,8 @@ cattr_status cx_lg_lp_setup(const lgraph *lg, const cx_call *c, cattr_tensor *co
 
 /* The run of outs[0..n_outs) of lg for these inputs. */
 static cx_job lg_job(cattr_explainer *e, lgraph *lg, const lpass *pi, const int *outs, int n_outs) {
-    lg->pc.cap = LG_CACHE;
-    cx_job j = cx_job_for(e, lg->g, e->consts, &lg->pc);
+    cx_job j = cx_job_for(e, lg->g, e->consts);
+    j.plans = LG_CACHE;
     j.n_in = pi->n;
     j.in = pi->in;
     j.n_out = n_outs;
@@ -409,7 +408,6 @@ static cattr_status layer_suffix(cattr_explainer *e, lstate *s, int k, int kind,
         return CATTR_OK;
     }
     if (kind == SFX_CAM && nd < 2) return cx_fail(CATTR_ERR_SHAPE, "LayerGradCam needs a layer with a dim besides the batch");
-    cx_plan_cache_clear(&s->ga.pc);
     cg_graph *g = s->ga.g;
     int act = s->lv[k], grad = s->ga_grad[k], v = grad, in2[2];
     if (kind == SFX_GXA && mul) {

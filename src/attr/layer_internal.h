@@ -12,7 +12,6 @@
 typedef struct {
     cg_graph *g; /* owned unless it is the model's own graph */
     bool owned;
-    cx_plan_cache pc; /* LG_CACHE plans, by input shapes and outputs */
 } lgraph;
 
 typedef struct lpath lpath;

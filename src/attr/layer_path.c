@@ -35,7 +35,6 @@ struct lpath {
     cattr_dtype dt;
     cg_graph *g;
     cx_consts *consts;
-    cx_plan_cache pc;
     int n_in; /* graph inputs, positions below */
     int in_x, in_b, in_add, in_seed, in_nseed, in_rows, in_alpha, in_step, in_acc, in_cur, in_next, in_pair;
     int n_out, outs[CX_MAX_IN > CATTR_MAX_OUTPUTS ? CX_MAX_IN : CATTR_MAX_OUTPUTS];
@@ -45,7 +44,6 @@ struct lpath {
 
 void cx_lg_lpath_free(lpath *p) {
     if (!p) return;
-    cx_plan_cache_clear(&p->pc);
     cg_free(p->g);
     cx_consts_free(p->consts);
     for (int i = 0; i < CX_MAX_IN; i++) {
@@ -195,7 +193,6 @@ static cattr_status lpath_for(cattr_explainer *e, lstate *s, cx_call *c, int kin
         p->dt = c->dt;
         for (int i = 0; i < c->n; i++) p->xr[i] = c->x[i]->ndim;
         for (int k = 0; k < s->n_l; k++) p->lr[k] = lr[k];
-        cx_plan_cache_share_arena(&p->pc, e->be);
         cattr_status st = lpath_build(e, s, p);
         if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &p->consts);
         if (st != CATTR_OK) {
@@ -403,7 +400,8 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
             arg[p->in_next].dev = p->next.p;
             arg[p->in_pair].dev = p->pair.p;
         }
-        cx_job j = cx_job_for(e, p->g, p->consts, &p->pc);
+        cx_job j = cx_job_for(e, p->g, p->consts);
+        j.share_arena = true; /* the chunks run one after the other */
         j.n_in = p->n_in;
         j.in = arg;
         j.n_out = p->n_out;
@@ -420,7 +418,7 @@ static cattr_status lpath_run(cattr_explainer *e, cx_call *c, int kind, cattr_te
     for (int k = 0; st == CATTR_OK && k < p->n_out; k++) { /* the attributions, down once */
         attr[k] = neuron ? cx_tensor_alloc(c->dt, c->x[k]->ndim, c->x[k]->shape) : cx_tensor_alloc(c->dt, lv[k].ndim, lv[k].shape);
         if (!attr[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        else st = cx_copy_out(e->be, attr[k]->data, p->acc[k].p, (size_t)attr[k]->numel * es);
+        else st = cx_buf_get(&p->acc[k], 0, attr[k]->data, NULL, (size_t)attr[k]->numel * es);
     }
     free(alphas);
     free(steps);

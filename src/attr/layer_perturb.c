@@ -30,7 +30,6 @@ typedef struct lp_graph {
     int extra[LP_MAX_LAYERS]; /* value ids of the extra inputs */
     int grads[LP_MAX_OUTS];   /* gradient value ids (gradient graphs) */
     int n_grads;
-    cx_plan_cache pc;
 } lp_graph;
 
 typedef struct lp_state {
@@ -39,7 +38,6 @@ typedef struct lp_state {
     int layers[LP_MAX_LAYERS]; /* layer value ids, in the order of params.layers */
     int n_layers;
     lp_graph lg;
-    cx_plan_cache fpc;        /* the model's plans of the layer values */
     cattr_model *lm;          /* the layer model (layer_model) */
     cattr_explainer *inner;   /* the input method on it */
     cattr_method inner_method;
@@ -56,7 +54,6 @@ typedef struct lp_state {
 } lp_state;
 
 static void graph_free(lp_graph *lg) {
-    cx_plan_cache_clear(&lg->pc);
     cg_free(lg->g);
     memset(lg, 0, sizeof *lg);
 }
@@ -65,7 +62,6 @@ static void lp_release(cattr_explainer *e) {
     lp_state *s = e->method_state;
     if (!s) return;
     graph_free(&s->lg);
-    cx_plan_cache_clear(&s->fpc);
     for (int k = 0; k < LP_MAX_LAYERS; k++) {
         cx_buf_free(&s->act[k]);
         cx_buf_free(&s->act0[k]);
@@ -137,7 +133,7 @@ static cattr_status graph_run(cattr_explainer *e, cx_call *c, lp_graph *lg, catt
     }
     for (int k = 0; k < lg->n_extra; k++)
         if (extra && extra[k]) arg[lg->n_model_in + k] = cx_arg_of(extra[k]);
-    cx_job j = cx_job_for(e, lg->g, e->consts, &lg->pc);
+    cx_job j = cx_job_for(e, lg->g, e->consts);
     j.n_in = nin;
     j.in = arg;
     j.n_out = n_outs;
@@ -275,7 +271,7 @@ static cattr_status layer_values(cattr_explainer *e, lp_state *s, cx_call *c, ca
             arg[k].dev = xs_dev[k];
         }
     }
-    cx_job j = cx_job_for(e, e->m->g, e->consts, &s->fpc);
+    cx_job j = cx_job_for(e, e->m->g, e->consts);
     j.n_in = c->n + c->n_add;
     j.in = arg;
     j.n_out = s->n_layers;
@@ -349,7 +345,7 @@ static cattr_status layer_deeplift_run(cattr_explainer *e, cx_call *c, bool down
         like[k] = cx_tensor_alloc(c->dt, act[k]->ndim, act[k]->shape);
         if (!like[k]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else if (down)
-            st = cx_copy_out(in->be, like[k]->data, s->la[k].p, (size_t)like[k]->numel * cattr_dtype_size(c->dt));
+            st = cx_buf_get(&s->la[k], 0, like[k]->data, NULL, (size_t)like[k]->numel * cattr_dtype_size(c->dt));
     }
     if (st == CATTR_OK && delta && e->p.return_convergence_delta) {
         void *dev[LP_MAX_LAYERS];
@@ -385,7 +381,6 @@ static cattr_status lrp_suffix(lp_state *s, const int *rank, int y) {
     for (int k = 0; k < s->n_layers; k++) same = same && s->lrp_rank[k] == rank[k];
     if (same) return CATTR_OK;
     lp_graph *lg = &s->lg;
-    cx_plan_cache_clear(&lg->pc); /* new nodes may move the node array the plans read */
     cg_graph *g = lg->g;
     cg_attrs r3 = cg_attrs_default(), r1 = cg_attrs_default();
     r3.n_ints = 3;
@@ -620,7 +615,7 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
         arg[k].dt = CATTR_INT64;
         arg[k].host = rows ? rows + (k - 2 * n) * R : NULL;
     }
-    cx_job j = cx_job_for(e, s->pg.g, s->pg.consts, &s->pg.pc);
+    cx_job j = cx_job_for(e, s->pg.g, s->pg.consts);
     j.n_in = 2 * n + 2;
     j.in = arg;
     j.n_out = 2 * n;

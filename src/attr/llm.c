@@ -24,7 +24,6 @@ static void drop_device_state(cattr_llm *m) {
     m->ge = NULL;
     cattr_explainer_free(m->pe);
     m->pe = NULL;
-    for (int i = 0; i < 8; i++) cx_plan_cache_clear(&m->pc[i / 2][i % 2]);
     for (int i = 0; i < 8; i++) {
         cx_consts_free(m->consts[i / 2][i % 2]);
         m->consts[i / 2][i % 2] = NULL;
@@ -197,9 +196,7 @@ static cattr_status llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dty
     cx_consts **cs = &m->consts[kind][di];
     if (!m->be) CX_CHECK(cx_llm_use_device(m, NULL));
     if (!*cs) CX_CHECK(cx_consts_new(m->be, dt, cs));
-    cx_plan_cache *pc = &m->pc[kind][di];
-    pc->cap = LLM_PLAN_CACHE;
-    cx_job z = {.g = g, .consts = *cs, .pc = pc, .n_in = n_in, .in = in, .n_out = n_outs, .outs = outs,
+    cx_job z = {.g = g, .consts = *cs, .plans = LLM_PLAN_CACHE, .n_in = n_in, .in = in, .n_out = n_outs, .outs = outs,
                 .check_finite = m->diagnose};
     if (m->call_p) z.watch = cx_watch_of(m->call_p);
     *j = z;

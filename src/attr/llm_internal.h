@@ -26,7 +26,6 @@ struct cattr_llm {
     cattr_explainer *pe;        /* the perturbation and surrogate methods' explainer, for pp on pres_model[pe_ctx] */
     cattr_attr_params pp;
     int pe_ctx;
-    cx_plan_cache pc[4][2]; /* forward plans per graph (as consts) and compute dtype */
     cg_graph *cached[2]; /* per precision: the decoder continuing a shared prefix, built on first use */
     bool diagnose;       /* re-running a call to find where a non-finite result came from (see llm_run_plan) */
     const cattr_attr_params *call_p; /* the parameters of the attribution running (its cancel flag and progress

@@ -20,7 +20,6 @@
 typedef struct nstate {
     int layer;
     cattr_method inner_method;
-    cx_plan_cache pc; /* shape plans of the layer value */
     int nd;           /* the layer's rank and per-example shape the model was made for (0: none yet) */
     int64_t shape[CATTR_MAX_DIMS];
     cattr_model *nm;
@@ -30,7 +29,6 @@ typedef struct nstate {
 static void neuron_release(cattr_explainer *e) {
     nstate *s = e->method_state;
     if (!s) return;
-    cx_plan_cache_clear(&s->pc);
     cattr_explainer_free(s->inner);
     cattr_model_free(s->nm);
     free(s);
@@ -206,7 +204,7 @@ static cattr_status neuron_attribute(cattr_explainer *e, cx_call *c, cattr_tenso
     /* the layer's shape for this call (a shape-only plan of the model) */
     cx_arg in[2 * CX_MAX_IN];
     for (int k = 0; k < c->n + c->n_add; k++) in[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n]);
-    cx_job j = cx_job_for(e, e->m->g, e->consts, &s->pc);
+    cx_job j = cx_job_for(e, e->m->g, e->consts);
     j.eager = true; /* never run: no arena */
     j.n_in = c->n + c->n_add;
     j.in = in;

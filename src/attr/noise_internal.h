@@ -58,17 +58,13 @@ typedef struct dev_tunnel {
      * call (acc_nd is part of what the graph was built for) */
     int n_acc, lv[CX_MAX_IN], acc_nd[CX_MAX_IN];
     int64_t acc_sh[CX_MAX_IN][CATTR_MAX_DIMS];
-    cx_plan_cache lpc; /* the layer's shape plans */
     cg_graph *g;
     int n_in, outs[3 * CX_MAX_IN + 2];
     cx_consts *consts;
-    cx_plan_cache pc;
     cg_graph *ag; /* DEV_IO: the partition sums of its n_acc attributions (io_acc_build) */
     int ag_outs[2 * CX_MAX_IN];
-    cx_plan_cache apc;
     cg_graph *fin_g; /* smoothgrad / smoothgrad_sq / vargrad from the sums */
     int fin_type, fin_outs[CX_MAX_IN];
-    cx_plan_cache fin_pc;
     cx_buf x[CX_MAX_IN], add[CX_MAX_IN], seed, rows, noise[CX_MAX_IN], sum[CX_MAX_IN], sq[CX_MAX_IN];
     cx_buf src[CX_MAX_IN], bidx[CX_MAX_IN], coef[CX_MAX_IN], omc[CX_MAX_IN];
     /* the noise drawn on the backend (noise_on_backend): NormalNoise of every input, inputs (streams, first blocks)
@@ -78,7 +74,6 @@ typedef struct dev_tunnel {
     int64_t ng_row[CX_MAX_IN][CATTR_MAX_DIMS];
     uint64_t ng_seed;
     double ng_sd;
-    cx_plan_cache npc;
 } dev_tunnel;
 
 cattr_tensor *cx_nt_alloc_rows(const cattr_tensor *t, cattr_dtype dt, int64_t rows);

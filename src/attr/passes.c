@@ -19,12 +19,8 @@
 #define MAX_IN CX_MAX_IN
 
 void cx_drop_plans(cattr_explainer *e) {
-    cx_plan_cache_clear(&e->grad_pc);
-    cx_plan_cache_clear(&e->fwd_pc);
-    cx_plan_cache_clear(&e->gm_pc);
-    cg_free(e->gm); /* derived from g */
+    cg_free(e->gm); /* derived from g; its plans go with it */
     e->gm = NULL;
-    cx_plan_cache_clear(&e->sel_pc);
     cg_free(e->sel_g);
     e->sel_g = NULL;
 }
@@ -78,7 +74,9 @@ static cattr_status pass_setup(cattr_explainer *e, cx_call *c, cattr_tensor *con
 /* The job of a pass on pi: the gradient graph's gradients (fwd false; their plans share one arena) or the model's
  * output (fwd true). */
 static cx_job pass_job(cattr_explainer *e, bool fwd, const pass_inputs *pi) {
-    cx_job j = cx_job_for(e, e->g, e->consts, fwd ? &e->fwd_pc : &e->grad_pc);
+    cx_job j = cx_job_for(e, e->g, e->consts);
+    j.slot = fwd; /* the gradient's plans share one arena (they never run at once); the forward-only ones apart */
+    j.share_arena = !fwd;
     j.n_in = e->g->n_inputs;
     j.in = pi->in;
     j.n_out = fwd ? 1 : e->n_attr;
@@ -182,7 +180,7 @@ static cattr_status grad_graph_run(cattr_explainer *e, cx_call *c, cattr_tensor 
         }
         cx_job j = pass_job(e, false, &pi);
         if (derived) {
-            j = cx_job_for(e, e->gm, e->consts, &e->gm_pc);
+            j = cx_job_for(e, e->gm, e->consts);
             j.n_in = e->gm->n_inputs;
             j.in = pi.in;
             j.n_out = n_outs;
@@ -252,7 +250,6 @@ cattr_status cx_grad_keep(cattr_explainer *e, cx_call *c, cattr_tensor *const *x
  * first)) (Captum's (x - baseline) * multiplier, rounded as the host loop it replaced). */
 static cattr_status build_times_diff(cattr_explainer *e) {
     if (e->gm && e->gm_kind == 1) return CATTR_OK;
-    cx_plan_cache_clear(&e->gm_pc);
     cg_free(e->gm);
     e->gm = NULL;
     static const char *const names[2] = {"__cattr_first__", "__cattr_second__"};
@@ -326,7 +323,6 @@ static cattr_status build_lrp(cattr_explainer *e, const cx_call *c, unsigned mul
     bool same = e->gm && e->gm_kind == 2 && e->gm_mul == (int)mul;
     for (int i = 0; same && i < c->n; i++) same = e->gm_rank[i] == c->x[i]->ndim;
     if (same) return CATTR_OK;
-    cx_plan_cache_clear(&e->gm_pc);
     cg_free(e->gm);
     e->gm = NULL;
     int sel = -1, bad = 0;
@@ -422,9 +418,8 @@ cattr_status cx_call_dev_fit(cattr_explainer *e, cx_call *c, cx_call_dev *d, int
     int64_t B = c->B;
     for (int i = 0; i < c->n; i++) { /* float inputs in the compute dtype, or int64 */
         size_t xb = (size_t)c->x[i]->numel * cattr_dtype_size(c->x[i]->dtype);
-        CX_CHECK(cx_buf_fit(e->be, &d->x[i], xb, c->x_dev[i] ? NULL : c->x[i]->data, false));
-        if (c->x_dev[i]) /* the inputs already on the backend (cx_call.x_dev) */
-            CX_CHECK(cx_copy_dev(e->be, d->x[i].p, c->x_dev[i], xb));
+        CX_CHECK(cx_buf_fit(e->be, &d->x[i], xb, NULL, false));
+        CX_CHECK(cx_buf_put(&d->x[i], 0, c->x[i]->data, c->x_dev[i], xb)); /* or from the backend (cx_call.x_dev) */
         CX_CHECK(cx_buf_fit(e->be, &d->base[i], xb, c->base[i]->data, false));
     }
     for (int j = 0; j < c->n_add; j++)
@@ -466,7 +461,7 @@ cattr_status cx_derived_values(cattr_explainer *e, cx_derived *dv, const cx_arg 
 cattr_status cx_derived_values_n(cattr_explainer *e, cx_derived *dv, const cx_arg *in, const int *ys, int n_ys,
                                  cx_call_dev *d, int64_t nv, double *vals) {
     if (n_ys > CX_MAX_IN) return cx_fail(CATTR_ERR_INTERNAL, "too many outputs");
-    cx_job j = cx_job_for(e, dv->g, dv->consts, &dv->pc);
+    cx_job j = cx_job_for(e, dv->g, dv->consts);
     j.n_in = dv->g->n_inputs;
     j.in = in;
     j.n_out = n_ys;
@@ -675,7 +670,7 @@ cattr_status cx_forward_select(cattr_explainer *e, cx_call *c, cattr_tensor *con
     } else if (st == CATTR_OK) { /* only the plan: the indices' shape */
         memset(tidx, 0, (size_t)R * sizeof *tidx);
     }
-    cx_job j = cx_job_for(e, e->sel_g, e->consts, &e->sel_pc);
+    cx_job j = cx_job_for(e, e->sel_g, e->consts);
     j.n_in = e->sel_g ? e->sel_g->n_inputs : 0;
     j.in = pi.in;
     j.n_out = 1;

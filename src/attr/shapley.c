@@ -214,7 +214,7 @@ static cattr_status sv_table_build(cattr_explainer *e, sv_graph *s, const cx_cal
     arg[n] = tabv;
     arg[n + 1] = trow;
     arg[n + 2] = thr;
-    cx_job j = cx_job_for(e, d->g, d->consts, &d->pc);
+    cx_job j = cx_job_for(e, d->g, d->consts);
     j.n_in = d->g->n_inputs;
     j.in = arg;
     j.n_out = n;

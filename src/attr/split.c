@@ -201,7 +201,7 @@ cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *
     for (int q = 0; q < a->n && st == CATTR_OK; q++) {
         int64_t cnt = a->numel[q];
         if (v->mode == CX_VSPLIT_PART) {
-            st = cx_copy_out(e->be, tmp, a->chunk[q].p, (size_t)cnt * es);
+            st = cx_buf_get(&a->chunk[q], 0, tmp, NULL, (size_t)cnt * es);
             for (int64_t i = 0; i < cnt && st == CATTR_OK; i++)
                 vals[at + i] = a->dt == CATTR_FLOAT32 ? (double)((float *)tmp)[i] : ((double *)tmp)[i];
         } else {
@@ -209,7 +209,7 @@ cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *
                 if (a->dt == CATTR_FLOAT32) ((float *)tmp)[i] = (float)vals[at + i];
                 else ((double *)tmp)[i] = vals[at + i];
             }
-            st = cx_copy_in(e->be, a->chunk[q].p, tmp, (size_t)cnt * es);
+            st = cx_buf_put(&a->chunk[q], 0, tmp, NULL, (size_t)cnt * es);
         }
         at += cnt;
     }
@@ -234,7 +234,7 @@ cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *
         in[q] = x;
     }
     for (int q = 0; q < a->n; q++) out[q] = acc[q];
-    cx_job j = cx_job_for(e, a->g, consts, &a->pc);
+    cx_job j = cx_job_for(e, a->g, consts);
     j.n_in = 2 * a->n;
     j.in = in;
     j.n_out = a->n;
@@ -244,7 +244,6 @@ cattr_status cx_acc_split_chunk(cattr_explainer *e, cx_vsplit *v, cx_acc_split *
 }
 
 void cx_acc_split_free(cx_acc_split *a) {
-    cx_plan_cache_clear(&a->pc);
     cg_free(a->g);
     for (int q = 0; q < CX_ACC_SPLIT_MAX; q++) {
         cx_buf_free(&a->zero[q]);

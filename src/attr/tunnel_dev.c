@@ -54,11 +54,6 @@
 
 static void dev_tunnel_free(dev_tunnel *s) {
     if (!s) return;
-    cx_plan_cache_clear(&s->pc);
-    cx_plan_cache_clear(&s->fin_pc);
-    cx_plan_cache_clear(&s->lpc);
-    cx_plan_cache_clear(&s->npc);
-    cx_plan_cache_clear(&s->apc);
     cg_free(s->ng);
     cg_free(s->ag);
     cx_buf *bufs[] = {s->x, s->add, s->noise, s->sum, s->sq, s->src, s->bidx, s->coef, s->omc};
@@ -196,7 +191,6 @@ cattr_status cx_nt_state(cattr_explainer *e, cx_call *c, int kind, const int *lv
             s->lv[k] = lv ? lv[k] : -1;
         }
         s->fin_type = -1;
-        cx_plan_cache_share_arena(&s->pc, e->be);
         cattr_status st = kind == DEV_IO ? cx_nt_io_build(s) : dev_build(e, s);
         if (st == CATTR_OK) st = cx_consts_new(e->be, c->dt, &s->consts);
         if (st != CATTR_OK) {
@@ -268,7 +262,6 @@ cattr_status cx_nt_noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call *
         same = s->ng_nd[k] == c->x[k]->ndim - 1 &&
                memcmp(s->ng_row[k], c->x[k]->shape + 1, (size_t)s->ng_nd[k] * sizeof(int64_t)) == 0;
     if (!same) {
-        cx_plan_cache_clear(&s->npc);
         cg_free(s->ng);
         s->ng = cg_new();
         if (!s->ng) return cx_nt_oom();
@@ -300,7 +293,7 @@ cattr_status cx_nt_noise_on_backend(cattr_explainer *e, dev_tunnel *s, cx_call *
     arg[2 * i + 1].host = coords + R;
     cattr_status st = cx_buf_fit(e->be, &s->noise[i], bytes, NULL, false);
     void *out[1] = {s->noise[i].p};
-    cx_job j = cx_job_for(e, s->ng, s->consts, &s->npc);
+    cx_job j = cx_job_for(e, s->ng, s->consts);
     j.n_in = 2 * c->n;
     j.in = arg;
     j.n_out = 1;
@@ -546,7 +539,8 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
             oh[DO_FX] = tmp + (size_t)(s->n_acc * n) * es;
             oh[DO_FB] = tmp + (size_t)(s->n_acc * n + n * per_out) * es;
         }
-        cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+        cx_job j = cx_job_for(e, s->g, s->consts);
+        j.share_arena = true; /* the partitions run one after the other */
         j.n_in = s->n_in;
         j.in = arg;
         j.n_out = n_outs;
@@ -593,7 +587,6 @@ static cattr_status dev_partition(cattr_explainer *e, dev_tunnel *s, cx_call *c,
  * (sum * 1) / n), run on the backend and brought back once. */
 cattr_status cx_nt_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, const tunnel *t, cattr_tensor **attr) {
     if (s->fin_type != (int)t->type) {
-        cx_plan_cache_clear(&s->fin_pc);
         cg_free(s->fin_g);
         s->fin_type = -1;
         cg_graph *g = s->fin_g = cg_new();
@@ -631,7 +624,7 @@ cattr_status cx_nt_finish(cattr_explainer *e, dev_tunnel *s, cx_call *c, const t
         if (!attr[k]) return cx_nt_oom();
         host[k] = attr[k]->data;
     }
-    cx_job j = cx_job_for(e, s->fin_g, s->consts, &s->fin_pc);
+    cx_job j = cx_job_for(e, s->fin_g, s->consts);
     j.n_in = 2 * na + 1;
     j.in = arg;
     j.n_out = na;
@@ -660,11 +653,7 @@ cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *
             arg[k] = cx_arg_of(k < c->n ? c->x[k] : c->add[k - c->n]);
             arg[k].host = NULL; /* shapes only */
         }
-        dev_tunnel *old = e->tunnel_state;
-        cx_plan_cache tmp;
-        memset(&tmp, 0, sizeof tmp);
-        /* the state's cache, or one for this call */
-        cx_job j = cx_job_for(e, e->m->g, e->consts, old ? &old->lpc : &tmp);
+        cx_job j = cx_job_for(e, e->m->g, e->consts);
         j.eager = true; /* never run: no arena */
         j.n_in = c->n + c->n_add;
         j.in = arg;
@@ -676,7 +665,6 @@ cattr_status cx_nt_run_tunnel_dev(cattr_explainer *e, cx_call *c, const tunnel *
             acc_nd[k] = v.ndim;
             memcpy(acc_sh[k], v.shape, sizeof acc_sh[k]);
         }
-        cx_plan_cache_clear(&tmp);
     } else {
         for (int i = 0; i < c->n; i++) {
             acc_nd[i] = c->x[i]->ndim;

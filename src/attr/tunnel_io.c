@@ -35,8 +35,6 @@ static cattr_status io_acc_build(dev_tunnel *s, int n_acc, const int *acc_nd) {
     bool same = s->ag && s->n_acc == n_acc;
     for (int k = 0; same && k < n_acc; k++) same = s->acc_nd[k] == acc_nd[k];
     if (same) return CATTR_OK;
-    cx_plan_cache_clear(&s->apc);
-    cx_plan_cache_clear(&s->fin_pc);
     cg_free(s->ag);
     cg_free(s->fin_g);
     s->fin_g = NULL;
@@ -45,7 +43,6 @@ static cattr_status io_acc_build(dev_tunnel *s, int n_acc, const int *acc_nd) {
     for (int k = 0; k < n_acc; k++) s->acc_nd[k] = acc_nd[k];
     cg_graph *g = s->ag = cg_new();
     if (!g) return cx_nt_oom();
-    cx_plan_cache_share_arena(&s->apc, s->pc.arena_be);
     int a[CX_MAX_IN], su[CX_MAX_IN], sq[CX_MAX_IN], bad = 0;
     for (int k = 0; k < n_acc; k++) bad |= (a[k] = cg_add_input(g, "__nt_attr")) < 0;
     for (int k = 0; k < n_acc; k++) bad |= (su[k] = cg_add_input(g, "__nt_sum")) < 0;
@@ -187,7 +184,8 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
         }
         cx_arg rows = {.nd = 1, .sh = {R}, .dt = CATTR_INT64, .dev = s->rows.p};
         arg[n] = rows;
-        cx_job j = cx_job_for(e, s->g, s->consts, &s->pc);
+        cx_job j = cx_job_for(e, s->g, s->consts);
+        j.share_arena = true;
         j.n_in = 2 * n + 1;
         j.in = arg;
         j.n_out = n;
@@ -286,7 +284,8 @@ cattr_status cx_nt_run_tunnel_io(cattr_explainer *e, cx_call *c, const tunnel *t
             aa[na + k] = su;
             aa[2 * na + k] = sq;
         }
-        cx_job ja = cx_job_for(e, s->ag, s->consts, &s->apc);
+        cx_job ja = cx_job_for(e, s->ag, s->consts);
+        ja.share_arena = true;
         ja.n_in = 3 * na;
         ja.in = aa;
         ja.n_out = 2 * na;

@@ -1,6 +1,7 @@
 /* consts.c - a graph's constants on a backend (cx_consts): uploaded once per (backend, host tensor, dtype) for the
  * whole process and shared by reference counts. */
 #include "exec/plan_internal.h"
+#include "exec/run.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -90,6 +91,7 @@ cx_backend *cx_consts_backend(const cx_consts *c) { return c->be; }
 
 void cx_consts_free(cx_consts *c) {
     if (!c) return;
+    cx_run_drop_consts(c); /* the plans kept for these constants read them */
     for (int i = 0; i < c->n; i++)
         if (c->views[i].data && c->bytes[i]) dc_release(c->be, c->views[i].data);
     free(c->src);

@@ -1,12 +1,27 @@
-/* run.c - the graph runner (run.h): plan caches, backend buffers that outlive a run, and cx_run. */
+/* run.c - the graph runner (run.h): the plans it keeps, backend buffers that outlive a run, and cx_run. */
 #include "exec/run.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define RUN_MAX_IN CX_RUN_MAX_IN
 
-void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be) { pc->arena_be = be; }
+/* Plans of one graph by input shapes, dtypes and outputs; the least recently used is evicted. */
+typedef struct cx_plan_cache {
+    struct {
+        cx_plan *p;
+        int *outs; /* the planned outputs (owned) */
+        int n_outs;
+        uint64_t used;
+    } e[CX_PLAN_CACHE_MAX];
+    int cap;        /* plans kept (0: CX_PLAN_CACHE_DEFAULT; at most CX_PLAN_CACHE_MAX) */
+    uint64_t clock;
+    cx_backend *arena_be; /* non-NULL: the plans never run at once and share one arena of this backend, the size of
+                           * the largest */
+    void *arena;
+    size_t arena_bytes;
+} cx_plan_cache;
 
 /* Lends plan p the shared arena, grown to its size first (no plan may keep the old block). */
 static cattr_status lend_arena(cx_plan_cache *pc, cx_plan *p) {
@@ -23,7 +38,7 @@ static cattr_status lend_arena(cx_plan_cache *pc, cx_plan *p) {
     return CATTR_OK;
 }
 
-cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
+static cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
                                const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
                                cx_plan **out) {
     int cap = pc->cap > 0 ? (pc->cap < CX_PLAN_CACHE_MAX ? pc->cap : CX_PLAN_CACHE_MAX) : CX_PLAN_CACHE_DEFAULT;
@@ -56,7 +71,7 @@ cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *
     return pc->arena_be && !eager ? lend_arena(pc, p) : CATTR_OK;
 }
 
-void cx_plan_cache_clear(cx_plan_cache *pc) {
+static void cx_plan_cache_clear(cx_plan_cache *pc) {
     for (int i = 0; i < CX_PLAN_CACHE_MAX; i++) {
         cx_plan_free(pc->e[i].p);
         free(pc->e[i].outs);
@@ -66,6 +81,102 @@ void cx_plan_cache_clear(cx_plan_cache *pc) {
     if (pc->arena) pc->arena_be->free(pc->arena_be->ctx, pc->arena, pc->arena_bytes);
     pc->arena = NULL;
     pc->arena_bytes = 0;
+}
+
+/* The plans kept: one cache per (graph, constants, slot, executor), in a list with the last used first, guarded by
+ * kept_mu (a cache itself is used by one run at a time: run.h). An entry records the graph's revision, node array and node
+ * count it was planned for: a change to any of them clears its plans. */
+typedef struct kept {
+    uint64_t uid, rev;
+    const void *nodes;
+    int n_nodes, slot;
+    bool eager;
+    const cx_consts *consts;
+    cx_plan_cache pc;
+    struct kept *next;
+} kept;
+static pthread_mutex_t kept_mu = PTHREAD_MUTEX_INITIALIZER;
+static kept *kept_list;
+static pthread_once_t hook_once = PTHREAD_ONCE_INIT;
+
+/* Unlinks the entries for which drop(entry, key) holds and frees them (outside the lock). */
+static void drop_where(bool (*drop)(const kept *k, const void *key), const void *key) {
+    kept *gone = NULL;
+    pthread_mutex_lock(&kept_mu);
+    for (kept **at = &kept_list; *at;) {
+        kept *k = *at;
+        if (drop(k, key)) {
+            *at = k->next;
+            k->next = gone;
+            gone = k;
+        } else {
+            at = &k->next;
+        }
+    }
+    pthread_mutex_unlock(&kept_mu);
+    while (gone) {
+        kept *k = gone;
+        gone = k->next;
+        cx_plan_cache_clear(&k->pc);
+        free(k);
+    }
+}
+
+static bool of_graph(const kept *k, const void *g) { return k->uid == ((const cg_graph *)g)->uid; }
+static bool of_consts(const kept *k, const void *c) { return k->consts == c; }
+static void graph_freed(const cg_graph *g) { drop_where(of_graph, g); }
+static void install_hook(void) { cg_set_free_hook(graph_freed); }
+
+void cx_run_drop_consts(const cx_consts *c) { drop_where(of_consts, c); }
+
+int cx_run_kept_plans(void) {
+    int n = 0;
+    pthread_mutex_lock(&kept_mu);
+    for (const kept *k = kept_list; k; k = k->next)
+        for (int i = 0; i < CX_PLAN_CACHE_MAX; i++) n += k->pc.e[i].p != NULL;
+    pthread_mutex_unlock(&kept_mu);
+    return n;
+}
+
+/* The plan cache of j's graph, constants and slot (made when missing; its plans cleared when the graph changed). */
+static cattr_status kept_of(const cx_job *j, cx_plan_cache **out) {
+    pthread_once(&hook_once, install_hook);
+    const cg_graph *g = j->g;
+    pthread_mutex_lock(&kept_mu);
+    kept **at = &kept_list, *k = NULL;
+    for (; *at; at = &(*at)->next)
+        if ((*at)->uid == g->uid && (*at)->consts == j->consts && (*at)->slot == j->slot &&
+            (*at)->eager == j->eager)
+            break;
+    if (*at) {
+        k = *at;
+        *at = k->next; /* moved to the front below */
+    } else if ((k = calloc(1, sizeof *k))) {
+        k->uid = g->uid;
+        k->rev = g->rev;
+        k->nodes = g->nodes;
+        k->n_nodes = g->n_nodes;
+        k->consts = j->consts;
+        k->slot = j->slot;
+        k->eager = j->eager;
+        if (j->share_arena) k->pc.arena_be = cx_consts_backend(j->consts);
+    }
+    if (k) {
+        k->next = kept_list;
+        kept_list = k;
+        if (j->plans > k->pc.cap) k->pc.cap = j->plans;
+    }
+    bool stale = k && (k->rev != g->rev || k->nodes != (const void *)g->nodes || k->n_nodes != g->n_nodes);
+    if (stale) { /* plans of the graph as it was: they may read its moved node array */
+        k->rev = g->rev;
+        k->nodes = g->nodes;
+        k->n_nodes = g->n_nodes;
+    }
+    pthread_mutex_unlock(&kept_mu);
+    if (!k) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (stale) cx_plan_cache_clear(&k->pc);
+    *out = &k->pc;
+    return CATTR_OK;
 }
 
 cattr_status cx_buf_alloc(cx_backend *be, size_t bytes, bool zero, cx_buf *out) {
@@ -108,6 +219,24 @@ cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *hos
     return CATTR_OK;
 }
 
+cattr_status cx_buf_put(cx_buf *b, size_t off, const void *host, const void *dev, size_t bytes) {
+    if (!bytes) return CATTR_OK;
+    if (off > b->bytes || bytes > b->bytes - off)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a copy of %zu bytes at %zu past a %zu-byte buffer", bytes, off,
+                       b->bytes);
+    char *at = (char *)b->p + off;
+    return dev ? cx_copy_dev(b->be, at, dev, bytes) : cx_copy_in(b->be, at, host, bytes);
+}
+
+cattr_status cx_buf_get(const cx_buf *b, size_t off, void *host, void *dev, size_t bytes) {
+    if (!bytes) return CATTR_OK;
+    if (off > b->bytes || bytes > b->bytes - off)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "a copy of %zu bytes at %zu past a %zu-byte buffer", bytes, off,
+                       b->bytes);
+    const char *at = (const char *)b->p + off;
+    return dev ? cx_copy_dev(b->be, dev, at, bytes) : cx_copy_out(b->be, host, at, bytes);
+}
+
 cx_arg cx_arg_of(const cattr_tensor *t) {
     cx_arg a = {.nd = t->ndim, .dt = t->dtype, .host = t->data};
     memcpy(a.sh, t->shape, sizeof a.sh);
@@ -139,8 +268,7 @@ static cattr_status shapes_of(const cx_job *j, job_shapes *s) {
 }
 
 /* The cached plan of j when there is one (its inputs compared in place: no copy of the shapes on a hit), else NULL. */
-static cx_plan *cache_hit(const cx_job *j) {
-    cx_plan_cache *pc = j->pc;
+static cx_plan *cache_hit(const cx_job *j, cx_plan_cache *pc) {
     int cap = pc->cap > 0 ? (pc->cap < CX_PLAN_CACHE_MAX ? pc->cap : CX_PLAN_CACHE_MAX) : CX_PLAN_CACHE_DEFAULT;
     for (int i = 0; i < cap; i++) {
         cx_plan *p = pc->e[i].p;
@@ -158,9 +286,11 @@ static cx_plan *cache_hit(const cx_job *j) {
 }
 
 static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
-    cx_plan *hit = cache_hit(j);
+    cx_plan_cache *pc = NULL;
+    CX_CHECK(kept_of(j, &pc));
+    cx_plan *hit = cache_hit(j, pc);
     if (hit) {
-        if (j->pc->arena_be && !j->eager) CX_CHECK(lend_arena(j->pc, hit));
+        if (pc->arena_be && !j->eager) CX_CHECK(lend_arena(pc, hit));
         if (j->peak && cx_plan_bytes(hit) > *j->peak) *j->peak = cx_plan_bytes(hit);
         if (j->plan) *j->plan = hit;
         *plan = hit;
@@ -171,7 +301,7 @@ static cattr_status job_plan(const cx_job *j, cx_plan **plan) {
     int *nd = js.nd;
     int64_t (*sh)[CATTR_MAX_DIMS] = js.sh;
     cattr_dtype *dt = js.dt;
-    CX_CHECK(cx_plan_cache_get(j->pc, j->g, j->consts, j->eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
+    CX_CHECK(cx_plan_cache_get(pc, j->g, j->consts, j->eager, nd, (const int64_t(*)[CATTR_MAX_DIMS])sh, dt,
                                j->outs, j->n_out, plan));
     if (j->peak && cx_plan_bytes(*plan) > *j->peak) *j->peak = cx_plan_bytes(*plan);
     if (j->plan) *j->plan = *plan;

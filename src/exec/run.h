@@ -1,47 +1,23 @@
 /* run.h - the graph runner: a method builds a graph and hands it over with its bindings; the runner uploads what the
- * host gives, plans (a cache of plans by input shapes, dtypes and outputs), runs, and downloads what the host wants.
+ * host gives, plans (keeping the plans of each graph by input shapes, dtypes and outputs), runs, and downloads what
+ * the host wants.
  *
- * A run is a cx_job: the graph and its constants, the plan cache it plans into, one cx_arg per graph input (host
- * values, or values already in backend memory), the outputs
- * wanted and where each goes (host memory or backend memory), and what the run watches (cancel flag, progress beat,
- * the non-finite diagnosis). Backend memory that outlives a run (accumulators across chunks, inputs uploaded once
- * for many runs) is a cx_buf.
+ * A run is a cx_job: the graph and its constants, the slot of the graph's plans it plans into, one cx_arg per graph
+ * input (host values, or values already in backend memory), the outputs wanted and where each goes (host memory or
+ * backend memory), and what the run watches (cancel flag, progress beat, the non-finite diagnosis). Backend memory
+ * that outlives a run (accumulators across chunks, inputs uploaded once for many runs) is a cx_buf, filled and read
+ * through cx_buf_put and cx_buf_get.
  */
 #ifndef CATTR_EXEC_RUN_H
 #define CATTR_EXEC_RUN_H
 
 #include "exec/plan.h"
 
-/* Plans of one graph by input shapes, dtypes and outputs; the least recently used is evicted. A zeroed cx_plan_cache
- * is empty, keeps CX_PLAN_CACHE_DEFAULT plans and lets each plan allocate its own working memory;
- * cx_plan_cache_share_arena makes its plans share one. */
+/* The runner keeps each graph's plans (by input shapes, dtypes and outputs; the least recently used evicted) per
+ * (graph, constants, slot) from its first run until the graph or the constants are freed; a graph changed since
+ * (cg_graph.rev) is planned again. */
 #define CX_PLAN_CACHE_MAX 12
 #define CX_PLAN_CACHE_DEFAULT 4
-typedef struct cx_plan_cache {
-    struct {
-        cx_plan *p;
-        int *outs; /* the planned outputs (owned) */
-        int n_outs;
-        uint64_t used;
-    } e[CX_PLAN_CACHE_MAX];
-    int cap;        /* plans kept (0: CX_PLAN_CACHE_DEFAULT; at most CX_PLAN_CACHE_MAX) */
-    uint64_t clock;
-    cx_backend *arena_be; /* non-NULL: the plans never run at once and share one arena of this backend, the size of
-                           * the largest */
-    void *arena;
-    size_t arena_bytes;
-} cx_plan_cache;
-
-/* Makes pc's plans share one arena on backend be (call while pc is empty). */
-void cx_plan_cache_share_arena(cx_plan_cache *pc, cx_backend *be);
-
-/* The cached plan of g's outputs `outs` for these inputs, or a new one (cx_plan_new's arguments); with a shared
- * arena, the plan is lent it (grown to the plan's size first). Errors: cx_plan_new's, CATTR_ERR_NO_MEMORY. */
-cattr_status cx_plan_cache_get(cx_plan_cache *pc, const cg_graph *g, cx_consts *consts, bool eager, const int *nd,
-                               const int64_t (*sh)[CATTR_MAX_DIMS], const cattr_dtype *dt, const int *outs, int n_outs,
-                               cx_plan **out);
-/* Frees every plan and the arena; the cache stays usable (same capacity and arena mode). */
-void cx_plan_cache_clear(cx_plan_cache *pc);
 
 /* Backend memory that outlives a run. A zeroed cx_buf holds nothing. */
 typedef struct cx_buf {
@@ -60,6 +36,13 @@ void cx_buf_free(cx_buf *b);
 /* Keeps *b (reallocated only when smaller than `bytes`) and fills its first `bytes` bytes from host memory, or with
  * zeros when `zero`, or leaves them. For buffers a method keeps from call to call. */
 cattr_status cx_buf_fit(cx_backend *be, cx_buf *b, size_t bytes, const void *host, bool zero);
+/* Writes bytes [off, off + bytes) of b from backend memory dev when dev is set (a copy inside the backend), else from
+ * host memory host. Errors: CATTR_ERR_INVALID_ARGUMENT (past b's end), the backend's. */
+cattr_status cx_buf_put(cx_buf *b, size_t off, const void *host, const void *dev, size_t bytes);
+/* Copies bytes [off, off + bytes) of b to backend memory dev when dev is set, else to host memory host: how a result
+ * kept on the backend reaches the caller, who takes it in host memory or in backend memory of its own. Errors: as
+ * cx_buf_put. */
+cattr_status cx_buf_get(const cx_buf *b, size_t off, void *host, void *dev, size_t bytes);
 
 /* Graph inputs (and outputs) of one run, at most: a method's graph takes inputs, baselines, additional inputs and its
  * own (IntegratedGradients' fold: 19 per attributed input). */
@@ -90,7 +73,11 @@ cx_arg cx_arg_dev(const cattr_tensor *like, const void *dev);
 typedef struct cx_job {
     const cg_graph *g;
     cx_consts *consts;   /* the graph's constants on the backend that runs it (its compute dtype) */
-    cx_plan_cache *pc;   /* where the plan is kept between runs */
+    int slot;            /* which of the graph's sets of plans (0 unless a method keeps more than one: plans of one
+                          * graph that may run at once, or that must not share an arena) */
+    int plans;           /* plans kept in the slot (0: CX_PLAN_CACHE_DEFAULT; at most CX_PLAN_CACHE_MAX) */
+    bool share_arena;    /* the slot's plans share one arena, the size of the largest (they never run at once); set
+                          * by the slot's first job */
     bool eager;          /* the eager executor (op by op) instead of the planned one */
     int n_in;
     const cx_arg *in;
@@ -103,6 +90,11 @@ typedef struct cx_job {
     size_t *peak;        /* when set: raised to the plan's bytes */
     cx_plan **plan;      /* when set: receives the plan that ran (for cx_plan_view of the job's values) */
 } cx_job;
+
+/* Frees the plans kept for constants c (cx_consts_free calls it). */
+void cx_run_drop_consts(const cx_consts *c);
+/* The number of plans the runner keeps now, over every graph, constants and slot (for tests). */
+int cx_run_kept_plans(void);
 
 /* Uploads j's host inputs, plans (or finds the plan), runs and delivers the outputs. Errors: CATTR_ERR_INVALID_ARGUMENT
  * (more inputs than a run takes), the plan's, the backend's, CATTR_ERR_CANCELLED. */

@@ -2,14 +2,26 @@
 #include "graph.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-cg_graph *cg_new(void) { return calloc(1, sizeof(cg_graph)); }
+static _Atomic uint64_t next_uid = 1;
+static void (*_Atomic free_hook)(const cg_graph *g);
+
+cg_graph *cg_new(void) {
+    cg_graph *g = calloc(1, sizeof(cg_graph));
+    if (g) g->uid = atomic_fetch_add(&next_uid, 1);
+    return g;
+}
+
+void cg_set_free_hook(void (*hook)(const cg_graph *g)) { atomic_store(&free_hook, hook); }
 
 void cg_free(cg_graph *g) {
     if (!g) return;
+    void (*hook)(const cg_graph *) = atomic_load(&free_hook);
+    if (hook) hook(g);
     for (int i = 0; i < g->n_vals; i++) {
         free(g->vals[i].name);
         if (g->vals[i].owns_data) cattr_tensor_free(g->vals[i].data);
@@ -33,6 +45,7 @@ static int add_value(cg_graph *g, const char *name, cg_value_kind kind) {
     int id = g->n_vals;
     cg_value *v = &g->vals[id];
     memset(v, 0, sizeof *v);
+    g->rev++;
     char buf[32];
     if (!name) {
         snprintf(buf, sizeof buf, "%%v%d", id);
@@ -60,6 +73,7 @@ int cg_add_input(cg_graph *g, const char *name) {
 
 void cg_input_to_const(cg_graph *g, int i, cattr_tensor *t, bool owns) {
     cg_value *v = &g->vals[g->inputs[i]];
+    g->rev++;
     v->kind = CG_VAL_CONST;
     v->input_index = -1;
     v->data = t;
@@ -126,6 +140,7 @@ int cg_find_value(const cg_graph *g, const char *name) {
 
 int cg_mark_bf16(cg_graph *g) {
     int n = 0;
+    g->rev++;
     for (int i = 0; i < g->n_nodes; i++) {
         cg_node *nd = &g->nodes[i];
         if ((nd->op != CG_MATMUL && nd->op != CG_GEMM) || nd->n_in < 2 || nd->in[1] < 0) continue;

@@ -32,10 +32,18 @@ typedef struct cg_graph {
     int n_inputs;
     int *outputs; /* value ids of the graph outputs */
     int n_outputs;
+    uint64_t uid; /* unique in the process (cg_new, cg_clone): what the runner keeps a graph's plans by */
+    uint64_t rev; /* raised by every change made through the functions below: plans of an older revision are stale */
 } cg_graph;
 
 cg_graph *cg_new(void);
+/* Frees g and everything it owns; first calls the free hook, if one is set, with g. */
 void cg_free(cg_graph *g);
+/* Sets the function cg_free calls first for every graph (the runner's, to drop the plans it keeps of that graph;
+ * NULL: none). Set once, before graphs are freed on other threads. */
+void cg_set_free_hook(void (*hook)(const cg_graph *g));
+/* Raises g's revision: for a change made to its arrays directly (the functions below raise it themselves). */
+static inline void cg_touch(cg_graph *g) { g->rev++; }
 /* Deep copy of the structure; constants are shared (borrowed, not owned) by the copy. NULL on allocation failure. */
 cg_graph *cg_clone(const cg_graph *g);
 

@@ -761,14 +761,13 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
         }
     }
     cx_consts *c = NULL;
-    cx_plan_cache pc = {0};
     cattr_tensor *res = NULL;
     int outv = cx_model_output(m);
     cx_backend *be = NULL;
     cx_view v;
     if (st == CATTR_OK) st = cx_model_backend(m, &be);
     if (st == CATTR_OK) st = cx_consts_new(be, dtype, &c);
-    cx_job j = {.g = g, .consts = c, .pc = &pc, .n_in = n_inputs, .in = in, .n_out = 1, .outs = &outv};
+    cx_job j = {.g = g, .consts = c, .n_in = n_inputs, .in = in, .n_out = 1, .outs = &outv};
     if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
     if (st == CATTR_OK && !(res = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -777,7 +776,6 @@ cattr_status cattr_model_forward(const cattr_model *m, cattr_dtype dtype, const 
         j.out_host = &dst;
         st = cx_run(&j);
     }
-    cx_plan_cache_clear(&pc);
     cx_consts_free(c);
     for (int i = 0; i < n_inputs; i++) cattr_tensor_free(conv[i]);
     if (st != CATTR_OK) {

@@ -212,7 +212,6 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
     const char *hn[4] = {"hidden.embed", "hidden.layer0", "hidden.layer1", "hidden.final_norm"};
     if (!fail) {
         cx_consts *c = NULL;
-        cx_plan_cache pc = {0};
         int outs[6], no = 0;
         outs[no++] = cx_model_output(m->ids_all);
         const cJSON *hs;
@@ -225,7 +224,7 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
         cx_backend *be = NULL;
         st = cx_model_backend(m->ids_all, &be);
         if (st == CATTR_OK) st = cx_consts_new(be, x->dtype, &c);
-        cx_job j = {.g = m->ids_all->g, .consts = c, .pc = &pc, .n_in = 1, .in = &in, .n_out = no, .outs = outs};
+        cx_job j = {.g = m->ids_all->g, .consts = c, .n_in = 1, .in = &in, .n_out = no, .outs = outs};
         cattr_tensor *res[6] = {0};
         void *hp[6];
         for (int i = 0; i < no && st == CATTR_OK; i++) {
@@ -309,7 +308,6 @@ static void check_prompt(llm_ctx *x, const cJSON *p, const char *base, const cha
             free(lse);
         }
         for (int i = 1; i < 6; i++) cattr_tensor_free(res[i]);
-        cx_plan_cache_clear(&pc);
         cx_consts_free(c);
     }
     if (fail) {
