@@ -334,7 +334,7 @@ static cattr_status deeplift_shap(cattr_explainer *e, cx_call *c, cattr_tensor *
 
 /* ---- the method table entries ------------------------------------------------------------------------------------ */
 
-const cx_method cx_method_deeplift = {CATTR_METHOD_DEEPLIFT, "deeplift", "DeepLift", false, deeplift_init, deeplift,
+const cx_method cx_method_deeplift = {CATTR_METHOD_DEEPLIFT, false, deeplift_init, deeplift,
                                       cx_rules_release};
-const cx_method cx_method_deeplift_shap = {CATTR_METHOD_DEEPLIFT_SHAP, "deeplift-shap", "DeepLiftShap", true,
+const cx_method cx_method_deeplift_shap = {CATTR_METHOD_DEEPLIFT_SHAP, true,
                                            deeplift_init, deeplift_shap, cx_rules_release};

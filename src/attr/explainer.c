@@ -383,7 +383,7 @@ static cattr_status run_auto_steps(cattr_explainer *e, const cattr_call *call, c
         cattr_tensor *attr[MAX_IN] = {0}, *delta = NULL;
         st = run_checked(e, call, attr, &delta);
         if (st == CATTR_OK && !delta)
-            st = cx_fail(CATTR_ERR_INTERNAL, "n_steps auto: %s gave no convergence delta", e->method->name);
+            st = cx_fail(CATTR_ERR_INTERNAL, "n_steps auto: %s gave no convergence delta", cattr_method_name(e->method->id));
         int k = 0;
         while (k < MAX_IN && attr[k]) k++;
         double worst = st == CATTR_OK ? worst_relative_delta(e, attr, k, delta) : 0;
@@ -455,7 +455,7 @@ static cattr_status split_supported(const cattr_explainer *e) {
                        "neuron-integrated-gradients, neuron-conductance), and a noise tunnel around saliency, "
                        "input-x-gradient, guided-backprop, deconvolution, integrated-gradients, deeplift, "
                        "feature-ablation, occlusion, shapley-value-sampling, lime or kernel-shap (not %s%s)",
-                       e->method->name, tunnel ? " with a noise tunnel" : "");
+                       cattr_method_name(e->method->id), tunnel ? " with a noise tunnel" : "");
     if (e->fold)
         return cx_fail(CATTR_ERR_UNSUPPORTED, "splitting one attribution into parts: the model has integer inputs that "
                        "give shapes");

@@ -224,5 +224,5 @@ static cattr_status guided_gradcam(cattr_explainer *e, cx_call *c, cattr_tensor 
     return st;
 }
 
-const cx_method cx_method_guided_gradcam = {CATTR_METHOD_GUIDED_GRADCAM, "guided-gradcam", "GuidedGradCam", false,
+const cx_method cx_method_guided_gradcam = {CATTR_METHOD_GUIDED_GRADCAM, false,
                                             ggc_init, guided_gradcam, ggc_release};

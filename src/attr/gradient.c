@@ -93,7 +93,6 @@ static cattr_status plain_gradient(cattr_explainer *e, cx_call *c, cattr_tensor 
     return st;
 }
 
-const cx_method cx_method_saliency = {CATTR_METHOD_SALIENCY, "saliency", "Saliency", false, NULL, plain_gradient,
+const cx_method cx_method_saliency = {CATTR_METHOD_SALIENCY, false, NULL, plain_gradient,
                                       pg_release};
-const cx_method cx_method_input_x_gradient = {CATTR_METHOD_INPUT_X_GRADIENT, "input-x-gradient", "InputXGradient",
-                                              false, NULL, plain_gradient, pg_release};
+const cx_method cx_method_input_x_gradient = {CATTR_METHOD_INPUT_X_GRADIENT, false, NULL, plain_gradient, pg_release};

@@ -703,6 +703,5 @@ static cattr_status integrated_gradients(cattr_explainer *e, cx_call *c, cattr_t
     return st;
 }
 
-const cx_method cx_method_integrated_gradients = {CATTR_METHOD_INTEGRATED_GRADIENTS, "integrated-gradients",
-                                                  "IntegratedGradients", false, NULL, integrated_gradients,
+const cx_method cx_method_integrated_gradients = {CATTR_METHOD_INTEGRATED_GRADIENTS, false, NULL, integrated_gradients,
                                                   ig_release};

@@ -31,6 +31,8 @@ typedef struct cx_method cx_method;
  * needs no model (the method's init hook checks what does: layers, rules, neuron indices against shapes). Errors:
  * CATTR_ERR_INVALID_ARGUMENT naming the field, the value given and the allowed range or names. */
 cattr_status cx_params_check(const cattr_attr_params *p);
+/* Method m's Captum class name ("IntegratedGradients"; "?" out of range). */
+const char *cx_method_captum_name(cattr_method m);
 /* Whether method m's attributions depend on a target (every method but LayerActivation and the neuron methods other
  * than NeuronConductance, whose Captum classes take none). */
 bool cx_method_takes_target(cattr_method m);
@@ -166,9 +168,7 @@ typedef struct cx_call {
 } cx_call;
 
 struct cx_method {
-    cattr_method id;
-    const char *name;   /* CLI spelling */
-    const char *captum; /* Captum class name */
+    cattr_method id;    /* its names: cattr_method_name (CLI), cx_method_captum_name (methods.c's table) */
     bool baseline_distribution;
     cattr_status (*init)(cattr_explainer *e);
     cattr_status (*attribute)(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cattr_tensor **delta);

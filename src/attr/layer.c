@@ -500,28 +500,19 @@ static cattr_status layer_init(cattr_explainer *e) {
     /* the neuron selector's kind and the path methods' n_steps, quadrature and internal_batch_size: cx_params_check */
     if (is_neuron(p->method) && n != 1)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s takes a layer of one tensor (n_layers %d given)",
-                       e->method->captum, n);
+                       cx_method_captum_name(e->method->id), n);
     return CATTR_OK;
 }
 
-#define LAYER_METHOD(var, id, cli, captum, fn)                                                                         \
-    const cx_method var = {id, cli, captum, false, layer_init, fn, layer_release}
+#define LAYER_METHOD(var, id, fn) const cx_method var = {id, false, layer_init, fn, layer_release}
 
-LAYER_METHOD(cx_method_layer_activation, CATTR_METHOD_LAYER_ACTIVATION, "layer-activation", "LayerActivation",
-             layer_activation);
-LAYER_METHOD(cx_method_layer_gradient_x_activation, CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION,
-             "layer-gradient-x-activation", "LayerGradientXActivation", layer_gradient_x_activation);
-LAYER_METHOD(cx_method_layer_gradcam, CATTR_METHOD_LAYER_GRADCAM, "layer-gradcam", "LayerGradCam", layer_gradcam);
-LAYER_METHOD(cx_method_internal_influence, CATTR_METHOD_INTERNAL_INFLUENCE, "internal-influence", "InternalInfluence",
-             cx_lg_internal_influence);
-LAYER_METHOD(cx_method_layer_conductance, CATTR_METHOD_LAYER_CONDUCTANCE, "layer-conductance", "LayerConductance",
-             cx_lg_layer_conductance);
-LAYER_METHOD(cx_method_layer_integrated_gradients, CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS,
-             "layer-integrated-gradients", "LayerIntegratedGradients", cx_lg_layer_integrated_gradients);
-LAYER_METHOD(cx_method_neuron_gradient, CATTR_METHOD_NEURON_GRADIENT, "neuron-gradient", "NeuronGradient",
-             neuron_gradient);
-LAYER_METHOD(cx_method_neuron_integrated_gradients, CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS,
-             "neuron-integrated-gradients", "NeuronIntegratedGradients", cx_lg_neuron_integrated_gradients);
-LAYER_METHOD(cx_method_neuron_conductance, CATTR_METHOD_NEURON_CONDUCTANCE, "neuron-conductance", "NeuronConductance",
-             cx_lg_neuron_conductance);
+LAYER_METHOD(cx_method_layer_activation, CATTR_METHOD_LAYER_ACTIVATION, layer_activation);
+LAYER_METHOD(cx_method_layer_gradient_x_activation, CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION, layer_gradient_x_activation);
+LAYER_METHOD(cx_method_layer_gradcam, CATTR_METHOD_LAYER_GRADCAM, layer_gradcam);
+LAYER_METHOD(cx_method_internal_influence, CATTR_METHOD_INTERNAL_INFLUENCE, cx_lg_internal_influence);
+LAYER_METHOD(cx_method_layer_conductance, CATTR_METHOD_LAYER_CONDUCTANCE, cx_lg_layer_conductance);
+LAYER_METHOD(cx_method_layer_integrated_gradients, CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS, cx_lg_layer_integrated_gradients);
+LAYER_METHOD(cx_method_neuron_gradient, CATTR_METHOD_NEURON_GRADIENT, neuron_gradient);
+LAYER_METHOD(cx_method_neuron_integrated_gradients, CATTR_METHOD_NEURON_INTEGRATED_GRADIENTS, cx_lg_neuron_integrated_gradients);
+LAYER_METHOD(cx_method_neuron_conductance, CATTR_METHOD_NEURON_CONDUCTANCE, cx_lg_neuron_conductance);
 

@@ -578,7 +578,7 @@ static cattr_status layer_deeplift_shap(cattr_explainer *e, cx_call *c, cattr_te
     }
     if (nb < 2)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%s needs a distribution of at least 2 baseline rows (got %lld)",
-                       e->method->captum, (long long)nb);
+                       cx_method_captum_name(e->method->id), (long long)nb);
     cx_call p;
     cattr_target tgt;
     int64_t *tidx = NULL, *rows = malloc((size_t)(2 * R + 1) * sizeof *rows);
@@ -648,15 +648,13 @@ static cattr_status layer_gradient_shap(cattr_explainer *e, cx_call *c, cattr_te
 
 /* ---- the method table entries ------------------------------------------------------------------------------------ */
 
-const cx_method cx_method_layer_deeplift = {CATTR_METHOD_LAYER_DEEPLIFT, "layer-deeplift", "LayerDeepLift", false,
+const cx_method cx_method_layer_deeplift = {CATTR_METHOD_LAYER_DEEPLIFT, false,
                                             deeplift_init, layer_deeplift, lp_release};
-const cx_method cx_method_layer_deeplift_shap = {CATTR_METHOD_LAYER_DEEPLIFT_SHAP, "layer-deeplift-shap",
-                                                 "LayerDeepLiftShap", true, deeplift_init, layer_deeplift_shap,
+const cx_method cx_method_layer_deeplift_shap = {CATTR_METHOD_LAYER_DEEPLIFT_SHAP, true, deeplift_init, layer_deeplift_shap,
                                                  lp_release};
-const cx_method cx_method_layer_gradient_shap = {CATTR_METHOD_LAYER_GRADIENT_SHAP, "layer-gradient-shap", "LayerGradientShap", true, gshap_init, layer_gradient_shap, lp_release};
-const cx_method cx_method_layer_feature_ablation = {CATTR_METHOD_LAYER_FEATURE_ABLATION, "layer-feature-ablation",
-                                                    "LayerFeatureAblation", false, ablation_init,
+const cx_method cx_method_layer_gradient_shap = {CATTR_METHOD_LAYER_GRADIENT_SHAP, true, gshap_init, layer_gradient_shap, lp_release};
+const cx_method cx_method_layer_feature_ablation = {CATTR_METHOD_LAYER_FEATURE_ABLATION, false, ablation_init,
                                                     layer_feature_ablation, lp_release};
-const cx_method cx_method_layer_feature_permutation = {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, "layer-feature-permutation", "LayerFeaturePermutation", false, ablation_init, layer_feature_permutation, lp_release};
-const cx_method cx_method_layer_lrp = {CATTR_METHOD_LAYER_LRP, "layer-lrp", "LayerLRP", false, lrp_init, layer_lrp,
+const cx_method cx_method_layer_feature_permutation = {CATTR_METHOD_LAYER_FEATURE_PERMUTATION, false, ablation_init, layer_feature_permutation, lp_release};
+const cx_method cx_method_layer_lrp = {CATTR_METHOD_LAYER_LRP, false, lrp_init, layer_lrp,
                                        lp_release};

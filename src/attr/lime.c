@@ -648,6 +648,6 @@ static cattr_status surrogate(cattr_explainer *e, cx_call *c0, cattr_tensor **at
     return st;
 }
 
-const cx_method cx_method_lime = {CATTR_METHOD_LIME, "lime", "Lime", false, NULL, surrogate, lm_release};
-const cx_method cx_method_kernel_shap = {CATTR_METHOD_KERNEL_SHAP, "kernel-shap", "KernelShap", false,
+const cx_method cx_method_lime = {CATTR_METHOD_LIME, false, NULL, surrogate, lm_release};
+const cx_method cx_method_kernel_shap = {CATTR_METHOD_KERNEL_SHAP, false,
                                          NULL,                     surrogate,     lm_release};

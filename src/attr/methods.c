@@ -117,6 +117,10 @@ const char *cattr_method_name(cattr_method m) {
     return m >= 0 && m < CATTR_METHOD_COUNT ? method_names[m].cli : "?";
 }
 
+const char *cx_method_captum_name(cattr_method m) {
+    return m >= 0 && m < CATTR_METHOD_COUNT ? method_names[m].captum : "?";
+}
+
 int cattr_method_takes_target(cattr_method m) { return m >= 0 && m < CATTR_METHOD_COUNT && cx_method_takes_target(m); }
 
 int cattr_method_implemented(cattr_method m) {

@@ -226,20 +226,15 @@ static cattr_status neuron_attribute(cattr_explainer *e, cx_call *c, cattr_tenso
     return cattr_explainer_run(s->inner, &call, attr, NULL);
 }
 
-const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, "neuron-deeplift", "NeuronDeepLift", false,
+const cx_method cx_method_neuron_deeplift = {CATTR_METHOD_NEURON_DEEPLIFT, false,
                                              neuron_init, neuron_attribute, neuron_release};
-const cx_method cx_method_neuron_deeplift_shap = {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, "neuron-deeplift-shap",
-                                                  "NeuronDeepLiftShap", true, neuron_init, neuron_attribute,
+const cx_method cx_method_neuron_deeplift_shap = {CATTR_METHOD_NEURON_DEEPLIFT_SHAP, true, neuron_init, neuron_attribute,
                                                   neuron_release};
-const cx_method cx_method_neuron_gradient_shap = {CATTR_METHOD_NEURON_GRADIENT_SHAP, "neuron-gradient-shap",
-                                                  "NeuronGradientShap", true, neuron_init, neuron_attribute,
+const cx_method cx_method_neuron_gradient_shap = {CATTR_METHOD_NEURON_GRADIENT_SHAP, true, neuron_init, neuron_attribute,
                                                   neuron_release};
-const cx_method cx_method_neuron_guided_backprop = {CATTR_METHOD_NEURON_GUIDED_BACKPROP, "neuron-guided-backprop",
-                                                    "NeuronGuidedBackprop", false, neuron_init, neuron_attribute,
+const cx_method cx_method_neuron_guided_backprop = {CATTR_METHOD_NEURON_GUIDED_BACKPROP, false, neuron_init, neuron_attribute,
                                                     neuron_release};
-const cx_method cx_method_neuron_deconvolution = {CATTR_METHOD_NEURON_DECONVOLUTION, "neuron-deconvolution",
-                                                  "NeuronDeconvolution", false, neuron_init, neuron_attribute,
+const cx_method cx_method_neuron_deconvolution = {CATTR_METHOD_NEURON_DECONVOLUTION, false, neuron_init, neuron_attribute,
                                                   neuron_release};
-const cx_method cx_method_neuron_feature_ablation = {CATTR_METHOD_NEURON_FEATURE_ABLATION, "neuron-feature-ablation",
-                                                     "NeuronFeatureAblation", false, neuron_init, neuron_attribute,
+const cx_method cx_method_neuron_feature_ablation = {CATTR_METHOD_NEURON_FEATURE_ABLATION, false, neuron_init, neuron_attribute,
                                                      neuron_release};

@@ -339,6 +339,6 @@ cattr_status cx_layer_gradient_shap(cattr_explainer *e, cx_call *c, const int *l
     return cx_nt_run_tunnel_dev(e, c, &t, DEV_LAYER_GSHAP, layers, n_l, attr, delta);
 }
 
-const cx_method cx_method_gradient_shap = {CATTR_METHOD_GRADIENT_SHAP, "gradient-shap", "GradientShap", true,
+const cx_method cx_method_gradient_shap = {CATTR_METHOD_GRADIENT_SHAP, true,
                                            NULL, gradient_shap, NULL};
 

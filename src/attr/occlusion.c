@@ -500,5 +500,5 @@ static cattr_status occlusion(cattr_explainer *e, cx_call *c0, cattr_tensor **at
  * ShapleyValueSampling's n_samples) are checked by cx_params_check (methods.c); the windows against the inputs' shapes
  * by each call (occ_setup). */
 
-const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, "occlusion", "Occlusion", false, NULL,
+const cx_method cx_method_occlusion = {CATTR_METHOD_OCCLUSION, false, NULL,
                                        occlusion, occ_release};

@@ -472,9 +472,7 @@ cattr_status cx_pt_fp_replay_perms(cattr_explainer *e, cx_call *c, fa_run *f) {
 
 /* ---- the method table entries ----------------------------------------------------------------------------------- */
 
-const cx_method cx_method_feature_ablation = {CATTR_METHOD_FEATURE_ABLATION, "feature-ablation", "FeatureAblation",
-                                              false, NULL, cx_pt_feature_ablation, cx_pt_fa_release};
-const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATION, "feature-permutation",
-                                                 "FeaturePermutation", false, NULL, cx_pt_feature_permutation,
+const cx_method cx_method_feature_ablation = {CATTR_METHOD_FEATURE_ABLATION, false, NULL, cx_pt_feature_ablation, cx_pt_fa_release};
+const cx_method cx_method_feature_permutation = {CATTR_METHOD_FEATURE_PERMUTATION, false, NULL, cx_pt_feature_permutation,
                                                  cx_pt_fa_release};
 

@@ -868,8 +868,8 @@ static cattr_status lrp(cattr_explainer *e, cx_call *c, cattr_tensor **attr, cat
 
 /* ---- the method table entries ------------------------------------------------------------------------------------ */
 
-const cx_method cx_method_guided_backprop = {CATTR_METHOD_GUIDED_BACKPROP, "guided-backprop", "GuidedBackprop", false,
+const cx_method cx_method_guided_backprop = {CATTR_METHOD_GUIDED_BACKPROP, false,
                                              cx_rules_init, modified_gradient, cx_rules_release};
-const cx_method cx_method_deconvolution = {CATTR_METHOD_DECONVOLUTION, "deconvolution", "Deconvolution", false,
+const cx_method cx_method_deconvolution = {CATTR_METHOD_DECONVOLUTION, false,
                                            cx_rules_init, modified_gradient, cx_rules_release};
-const cx_method cx_method_lrp = {CATTR_METHOD_LRP, "lrp", "LRP", false, cx_rules_init, lrp, cx_rules_release};
+const cx_method cx_method_lrp = {CATTR_METHOD_LRP, false, cx_rules_init, lrp, cx_rules_release};

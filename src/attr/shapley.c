@@ -503,8 +503,7 @@ static cattr_status shapley_values(cattr_explainer *e, cx_call *c, cattr_tensor 
     return shapley_attribute(e, c, attr, true);
 }
 
-const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, "shapley-value-sampling",
-                                                    "ShapleyValueSampling", false, NULL, shapley_value_sampling,
+const cx_method cx_method_shapley_value_sampling = {CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, false, NULL, shapley_value_sampling,
                                                     sv_release};
-const cx_method cx_method_shapley_values = {CATTR_METHOD_SHAPLEY_VALUES, "shapley-values", "ShapleyValues", false,
+const cx_method cx_method_shapley_values = {CATTR_METHOD_SHAPLEY_VALUES, false,
                                             NULL, shapley_values, sv_release};

@@ -93,7 +93,8 @@ typedef struct cx_job {
 
 /* Frees the plans kept for constants c (cx_consts_free calls it). */
 void cx_run_drop_consts(const cx_consts *c);
-/* The number of plans the runner keeps now, over every graph, constants and slot (for tests). */
+/* The number of plans the runner keeps now, over every graph, constants and slot (for tests: only while no run is
+ * in flight on another thread). */
 int cx_run_kept_plans(void);
 
 /* Uploads j's host inputs, plans (or finds the plan), runs and delivers the outputs. Errors: CATTR_ERR_INVALID_ARGUMENT

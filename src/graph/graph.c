@@ -125,6 +125,7 @@ int cg_add_node(cg_graph *g, cg_op op, const char *node_name, const int *in, int
 }
 
 int cg_add_output(cg_graph *g, int value) {
+    g->rev++;
     int *o = realloc(g->outputs, (size_t)(g->n_outputs + 1) * sizeof *o);
     if (!o) return -1;
     g->outputs = o;

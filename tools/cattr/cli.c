@@ -115,6 +115,75 @@ bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, lon
     return false;
 }
 
+int cli_attr_option(const char *cmd, const char *o, const char *v, int *i, cattr_attr_params *p, cattr_attr_params *m,
+                    bool *n_samples_given) {
+    static const char *const opts[] = {"--steps", "--delta-tol", "--max-steps", "--quadrature", "--internal-batch-size",
+                                       "--max-memory", "--dtype", "--device", "--precision", "--n-samples",
+                                       "--perturbations-per-eval", "--seed", NULL};
+    int k = 0;
+    while (opts[k] && strcmp(o, opts[k])) k++;
+    if (!opts[k]) return 0;
+    if (!v) return (void)cli_usage_error("%s needs a value (see cattr %s --help)", o, cmd), -1;
+    (*i)++;
+    long long n;
+    switch (k) {
+    case 0: /* --steps */
+        if (!strcmp(v, "auto")) p->n_steps = CATTR_STEPS_AUTO;
+        else if (!cli_int_arg(o, v, 1, 1000000, &n)) return -1;
+        else p->n_steps = (int)n;
+        return 1;
+    case 1:
+        if (!cli_parse_double(v, &p->delta_tol) || !(p->delta_tol > 0 && p->delta_tol < 1))
+            return (void)cli_usage_error("--delta-tol needs a number > 0 and < 1, not '%s'", v), -1;
+        return 1;
+    case 2:
+        if (!cli_int_arg(o, v, 8, 1000000, &n)) return -1;
+        p->max_steps = (int)n;
+        return 1;
+    case 3: {
+        int q = cattr_quadrature_from_name(v);
+        if (q < 0) return (void)cli_usage_error("unknown quadrature '%s'", v), -1;
+        p->quadrature = (cattr_quadrature)q;
+        return 1;
+    }
+    case 4:
+        if (!cli_int_arg(o, v, 1, 1000000000, &n)) return -1;
+        p->internal_batch_size = (int)n;
+        return 1;
+    case 5:
+        if (!cli_parse_size(v, &p->max_memory) || !p->max_memory)
+            return (void)cli_usage_error("--max-memory needs a size such as 512M or 2G, not '%s'", v), -1;
+        return 1;
+    case 6:
+        if (!strcmp(v, "float32")) p->dtype = CATTR_FLOAT32;
+        else if (!strcmp(v, "float64")) p->dtype = CATTR_FLOAT64;
+        else return (void)cli_usage_error("--dtype must be float32 or float64, not '%s'", v), -1;
+        return 1;
+    case 7:
+        if (!cli_device_arg(v)) return -1;
+        p->device = v;
+        return 1;
+    case 8:
+        if (!strcmp(v, "highest")) p->precision = CATTR_PRECISION_HIGHEST;
+        else if (!strcmp(v, "high")) p->precision = CATTR_PRECISION_HIGH;
+        else return (void)cli_usage_error("--precision must be highest or high, not '%s'", v), -1;
+        return 1;
+    case 9:
+        if (!cli_int_arg(o, v, 1, 100000000, &n)) return -1;
+        m->n_samples = (int)n;
+        if (n_samples_given) *n_samples_given = true;
+        return 1;
+    case 10:
+        if (!cli_int_arg(o, v, 1, 100000000, &n)) return -1;
+        m->perturbations_per_eval = (int)n;
+        return 1;
+    default: /* --seed */
+        if (!cli_int_arg(o, v, 0, LLONG_MAX, &n)) return -1;
+        m->seed = (uint64_t)n;
+        return 1;
+    }
+}
+
 bool cli_parse_double(const char *s, double *out) {
     if (!s || !*s) return false;
     char *end;

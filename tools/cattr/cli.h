@@ -68,6 +68,15 @@ cattr_status cli_write_text_file(const char *path, const char *text);
 /* Parses a byte size: 512M, 2G, 1T (binary multiples; an optional i and B: 2GiB), 1000000. */
 bool cli_parse_size(const char *s, size_t *out);
 
+/* The options of an attribution's parameters that explain and explain-llm both take, parsed in one place:
+ * --steps N|auto, --delta-tol, --max-steps, --quadrature, --internal-batch-size, --max-memory, --dtype, --device and
+ * --precision into *p; --n-samples, --perturbations-per-eval and --seed into *m (the method's own values: p again, or
+ * a second set the command merges into the method's defaults; *n_samples_given set when --n-samples came). Option o
+ * with its value v (NULL when the command line ends). Returns 1 when o is one of them (its value taken: *i advanced),
+ * 0 when it is not, -1 after printing the usage error. */
+int cli_attr_option(const char *cmd, const char *o, const char *v, int *i, cattr_attr_params *p, cattr_attr_params *m,
+                    bool *n_samples_given);
+
 /* --split: one attribution cut into as many parts as there are MPI ranks (one process without mpirun), each part made
  * by `part` on the rank the farm hands it to (mpi_driver_farm), the parts combined in order on rank 0 by `combine`.
  * part(user, p, n, &blob, &len) returns a malloc'ed blob (freed here); combine(user, blobs, lens, n) writes the

@@ -165,6 +165,9 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         i++;                                                                                                           \
     } while (0)
         long long n;
+        int took = cli_attr_option("explain", o, v, &i, &a->p, &x, &have_n_samples);
+        if (took < 0) return CLI_USAGE;
+        if (took) continue;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             explain_help(stdout);
             return -1;
@@ -202,45 +205,6 @@ static int parse_args(int argc, char **argv, explain_args *a) {
         } else if (!strcmp(o, "--target-file")) {
             NEED_VALUE();
             a->target_file = v;
-        } else if (!strcmp(o, "--steps")) {
-            NEED_VALUE();
-            if (!strcmp(v, "auto")) a->p.n_steps = CATTR_STEPS_AUTO;
-            else if (!cli_int_arg(o, v, 1, 1000000, &n)) return CLI_USAGE;
-            else a->p.n_steps = (int)n;
-        } else if (!strcmp(o, "--delta-tol")) {
-            NEED_VALUE();
-            if (!cli_parse_double(v, &a->p.delta_tol) || !(a->p.delta_tol > 0 && a->p.delta_tol < 1))
-                return cli_usage_error("--delta-tol needs a number > 0 and < 1, not '%s'", v);
-        } else if (!strcmp(o, "--max-steps")) {
-            NEED_VALUE();
-            if (!cli_int_arg(o, v, 8, 1000000, &n)) return CLI_USAGE;
-            a->p.max_steps = (int)n;
-        } else if (!strcmp(o, "--quadrature")) {
-            NEED_VALUE();
-            int q = cattr_quadrature_from_name(v);
-            if (q < 0) return cli_usage_error("unknown quadrature '%s'", v);
-            a->p.quadrature = (cattr_quadrature)q;
-        } else if (!strcmp(o, "--internal-batch-size")) {
-            NEED_VALUE();
-            if (!cli_int_arg(o, v, 1, 1000000000, &n)) return CLI_USAGE;
-            a->p.internal_batch_size = (int)n;
-        } else if (!strcmp(o, "--max-memory")) {
-            NEED_VALUE();
-            if (!cli_parse_size(v, &a->p.max_memory) || !a->p.max_memory) return cli_usage_error("--max-memory needs a size such as 512M or 2G, not '%s'", v);
-        } else if (!strcmp(o, "--dtype")) {
-            NEED_VALUE();
-            if (!strcmp(v, "float32")) a->p.dtype = CATTR_FLOAT32;
-            else if (!strcmp(v, "float64")) a->p.dtype = CATTR_FLOAT64;
-            else return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
-        } else if (!strcmp(o, "--device")) {
-            NEED_VALUE();
-            if (!cli_device_arg(v)) return CLI_USAGE;
-            a->p.device = v;
-        } else if (!strcmp(o, "--precision")) {
-            NEED_VALUE();
-            if (!strcmp(v, "highest")) a->p.precision = CATTR_PRECISION_HIGHEST;
-            else if (!strcmp(v, "high")) a->p.precision = CATTR_PRECISION_HIGH;
-            else return cli_usage_error("--precision must be highest or high, not '%s'", v);
         } else if (!strcmp(o, "--precision-error")) {
             a->precision_error = true;
         } else if (!strcmp(o, "--executor")) {
@@ -284,15 +248,6 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             NEED_VALUE();
             if (a->n_masks >= MAXT - 1) return cli_usage_error("too many --feature-mask");
             a->masks[a->n_masks++] = v;
-        } else if (!strcmp(o, "--perturbations-per-eval")) {
-            NEED_VALUE();
-            if (!cli_int_arg(o, v, 1, 100000000, &n)) return CLI_USAGE;
-            x.perturbations_per_eval = (int)n;
-        } else if (!strcmp(o, "--n-samples")) {
-            NEED_VALUE();
-            if (!cli_int_arg(o, v, 1, 100000000, &n)) return CLI_USAGE;
-            x.n_samples = (int)n;
-            have_n_samples = true;
         } else if (!strcmp(o, "--sliding-window") || !strcmp(o, "--strides")) {
             NEED_VALUE();
             bool win = !strcmp(o, "--sliding-window");
@@ -327,10 +282,6 @@ static int parse_args(int argc, char **argv, explain_args *a) {
             x.nt_samples_batch_size = (int)n;
         } else if (!strcmp(o, "--draw-baseline-from-distrib")) {
             x.draw_baseline_from_distrib = 1;
-        } else if (!strcmp(o, "--seed")) {
-            NEED_VALUE();
-            if (!cli_int_arg(o, v, 0, LLONG_MAX, &n)) return CLI_USAGE;
-            x.seed = (uint64_t)n;
         } else if (!strcmp(o, "--overlay")) {
             a->overlay = true;
         } else if (!strcmp(o, "--sign")) {

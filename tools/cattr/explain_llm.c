@@ -730,6 +730,9 @@ int cmd_explain_llm(int argc, char **argv) {
         if (!v) return cli_usage_error("%s needs a value (see cattr explain-llm --help)", o);                          \
         i++;                                                                                                           \
     } while (0)
+        int took = cli_attr_option("explain-llm", o, v, &i, &p, &p, NULL);
+        if (took < 0) return CLI_USAGE;
+        if (took) continue;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             help(stdout);
             return CLI_OK;
@@ -743,67 +746,16 @@ int cmd_explain_llm(int argc, char **argv) {
             int mk = llm_method_arg(v);
             if (mk < 0) return cli_usage_error("unknown method '%s' (see cattr explain-llm --help)", v);
             p.method = (cattr_method)mk;
-        } else if (!strcmp(o, "--steps")) {
-            NEED();
-            if (!strcmp(v, "auto")) p.n_steps = CATTR_STEPS_AUTO;
-            else if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
-            else p.n_steps = (int)x;
-        } else if (!strcmp(o, "--delta-tol")) {
-            NEED();
-            if (!cli_parse_double(v, &p.delta_tol) || !(p.delta_tol > 0 && p.delta_tol < 1))
-                return cli_usage_error("--delta-tol needs a number > 0 and < 1, not '%s'", v);
-        } else if (!strcmp(o, "--max-steps")) {
-            NEED();
-            if (!cli_int_arg(o, v, 8, 100000, &x)) return CLI_USAGE;
-            p.max_steps = (int)x;
-        } else if (!strcmp(o, "--quadrature")) {
-            NEED();
-            int q = cattr_quadrature_from_name(v);
-            if (q < 0) return cli_usage_error("unknown quadrature '%s'", v);
-            p.quadrature = (cattr_quadrature)q;
         } else if (!strcmp(o, "--baseline")) { NEED(); r.baseline = v;
         } else if (!strcmp(o, "--segments")) { NEED(); r.segments = v;
-        } else if (!strcmp(o, "--n-samples")) {
-            NEED();
-            if (!cli_int_arg(o, v, 1, 1000000, &x)) return CLI_USAGE;
-            p.n_samples = (int)x;
-        } else if (!strcmp(o, "--seed")) {
-            NEED();
-            if (!cli_int_arg(o, v, 0, LLONG_MAX, &x)) return CLI_USAGE;
-            p.seed = (uint64_t)x;
         } else if (!strcmp(o, "--max-new-tokens")) {
             NEED();
             if (!cli_int_arg(o, v, 1, 100000, &x)) return CLI_USAGE;
             r.max_new = (int)x;
-        } else if (!strcmp(o, "--dtype")) {
-            NEED();
-            if (!strcmp(v, "float32")) p.dtype = CATTR_FLOAT32;
-            else if (!strcmp(v, "float64")) p.dtype = CATTR_FLOAT64;
-            else return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
-        } else if (!strcmp(o, "--device")) {
-            NEED();
-            if (!cli_device_arg(v)) return CLI_USAGE;
-            p.device = v;
-        } else if (!strcmp(o, "--precision")) {
-            NEED();
-            if (!strcmp(v, "highest")) p.precision = CATTR_PRECISION_HIGHEST;
-            else if (!strcmp(v, "high")) p.precision = CATTR_PRECISION_HIGH;
-            else return cli_usage_error("--precision must be highest or high, not '%s'", v);
         } else if (!strcmp(o, "--precision-error")) {
             precision_error = true;
-        } else if (!strcmp(o, "--perturbations-per-eval")) {
-            NEED();
-            if (!cli_int_arg(o, v, 1, 1000000, &x)) return CLI_USAGE;
-            p.perturbations_per_eval = (int)x;
         } else if (!strcmp(o, "--no-prefix-cache")) {
             p.no_prefix_cache = 1;
-        } else if (!strcmp(o, "--internal-batch-size")) {
-            NEED();
-            if (!cli_int_arg(o, v, 1, 2147483647, &x)) return CLI_USAGE;
-            p.internal_batch_size = (int)x;
-        } else if (!strcmp(o, "--max-memory")) {
-            NEED();
-            if (!cli_parse_size(v, &p.max_memory) || !p.max_memory) return cli_usage_error("--max-memory needs a size such as 512M or 2G, not '%s'", v);
         } else if (!strcmp(o, "--output") || !strcmp(o, "-o")) { NEED(); output = v;
         } else if (!strcmp(o, "--html")) { NEED(); html = v;
         } else if (!strcmp(o, "--runs")) {
