@@ -107,6 +107,22 @@ static void pack_a(int mr, int64_t kc, const float *A, int64_t lda, float *Ap) {
         for (int r = 0; r < AMR; r++) Ap[k * AMR + r] = r < mr ? A[r * lda + k] : 0.0f;
 }
 
+/* t[i][j] = r[j][i]: an 8 x 8 block of floats transposed */
+static inline __attribute__((always_inline)) void transpose8(const __m256 *r, __m256 *t) {
+    __m256 a0 = _mm256_unpacklo_ps(r[0], r[1]), a1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 a2 = _mm256_unpacklo_ps(r[2], r[3]), a3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 a4 = _mm256_unpacklo_ps(r[4], r[5]), a5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 a6 = _mm256_unpacklo_ps(r[6], r[7]), a7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 b0 = _mm256_shuffle_ps(a0, a2, 0x44), b1 = _mm256_shuffle_ps(a0, a2, 0xEE);
+    __m256 b2 = _mm256_shuffle_ps(a1, a3, 0x44), b3 = _mm256_shuffle_ps(a1, a3, 0xEE);
+    __m256 b4 = _mm256_shuffle_ps(a4, a6, 0x44), b5 = _mm256_shuffle_ps(a4, a6, 0xEE);
+    __m256 b6 = _mm256_shuffle_ps(a5, a7, 0x44), b7 = _mm256_shuffle_ps(a5, a7, 0xEE);
+    t[0] = _mm256_permute2f128_ps(b0, b4, 0x20), t[4] = _mm256_permute2f128_ps(b0, b4, 0x31);
+    t[1] = _mm256_permute2f128_ps(b1, b5, 0x20), t[5] = _mm256_permute2f128_ps(b1, b5, 0x31);
+    t[2] = _mm256_permute2f128_ps(b2, b6, 0x20), t[6] = _mm256_permute2f128_ps(b2, b6, 0x31);
+    t[3] = _mm256_permute2f128_ps(b3, b7, 0x20), t[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
+}
+
 /* Bp[k][c] = op(B)[k][c] for k < kc, c < ANR (columns from nc on are zero); B points at op(B)[0][0] */
 static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b, float *Bp) {
     if (!trans_b) {
@@ -122,9 +138,18 @@ static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b
         }
         return;
     }
+    int64_t k0 = 0;
+    if (nc == ANR) /* B^T, whole panel: 8 x 8 blocks of B transposed in registers (the same values, moved) */
+        for (; k0 + 8 <= kc; k0 += 8)
+            for (int h = 0; h < ANR; h += 8) {
+                __m256 r[8], t[8];
+                for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(B + (h + j) * ldb + k0);
+                transpose8(r, t);
+                for (int i = 0; i < 8; i++) _mm256_store_ps(Bp + (k0 + i) * ANR + h, t[i]);
+            }
     for (int c = 0; c < ANR; c++) { /* B^T: column c of the panel is row c of B */
         const float *b = B + c * ldb;
-        for (int64_t k = 0; k < kc; k++) Bp[k * ANR + c] = c < nc ? b[k] : 0.0f;
+        for (int64_t k = k0; k < kc; k++) Bp[k * ANR + c] = c < nc ? b[k] : 0.0f;
     }
 }
 
