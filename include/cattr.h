@@ -716,7 +716,8 @@ cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64
  * output; a token's attribution is the sum over its embedding), CATTR_METHOD_FEATURE_ABLATION,
  * CATTR_METHOD_SHAPLEY_VALUE_SAMPLING, CATTR_METHOD_LIME or CATTR_METHOD_KERNEL_SHAP (features are the prompt tokens,
  * replaced by c->baseline_token). Fields that apply: dtype, n_steps, quadrature, internal_batch_size, max_memory (0:
- * a quarter of the memory available to the process, at most 896 MiB), n_samples, seed, lime_alpha,
+ * a quarter of the memory available to the process, at most what 3584 positions of the model's forward pass hold and
+ * at least that cap's floor of 896 MiB: 896 MiB at Qwen3-0.6B's shapes, about 3 GiB at Qwen3-8B's), n_samples, seed, lime_alpha,
  * perturbations_per_eval (0: as many sequences per forward pass as max_memory allows; 1: one per pass, as Captum),
  * no_prefix_cache, precision, device (NULL: the checkpoint's), progress, cancel. Writes seq_attr[T] (the sum over target tokens; T is c->n_segments where c->segments is given), token_attr[n*T] (row k = target
  * token k; NaN for Lime and KernelShap, which Captum attributes as a whole only) and, if not NULL,

@@ -5,6 +5,7 @@
  * data (CATTR_GOLDEN). */
 #include "test_util.h"
 
+#include "attr/llm_internal.h"
 #include "cattr.h"
 
 #include <math.h>
@@ -24,14 +25,33 @@ static double max_diff(const double *a, const double *b, int64_t n) {
     return m;
 }
 
+/* The default activation budget's cap grows with the model's width (products need as many rows at any width): the
+ * floor at Qwen3-0.6B's shapes, 3584 positions of Qwen3-8B's forward pass there; never above a quarter of what is
+ * available. */
+static void test_default_budget(void) {
+    cx_hf_config q06 = {0}, q8 = {0};
+    q06.hidden_size = 1024, q06.intermediate_size = 3072, q06.num_attention_heads = 16, q06.num_key_value_heads = 8,
+    q06.head_dim = 128;
+    q8.hidden_size = 4096, q8.intermediate_size = 12288, q8.num_attention_heads = 32, q8.num_key_value_heads = 8,
+    q8.head_dim = 128;
+    size_t quarter = cx_avail_memory() / 4, b06 = cx_llm_default_budget(&q06), b8 = cx_llm_default_budget(&q8);
+    size_t cap8 = (size_t)2 * (3 * 4096 + 3 * 12288 + (32 + 2 * 8) * 128) * sizeof(double) * LLM_CAP_POSITIONS;
+    CHECK(b06 == (quarter < LLM_CAP_FLOOR ? quarter : LLM_CAP_FLOOR), "0.6B shapes: budget %zu, quarter %zu", b06,
+          quarter);
+    CHECK(b8 == (quarter < cap8 ? quarter : cap8) && cap8 > ((size_t)2900 << 20),
+          "8B shapes: budget %zu, quarter %zu, cap %zu", b8, quarter, cap8);
+    CHECK(cx_llm_default_budget(NULL) == b06, "no model: the floor's budget");
+}
+
 int main(void) {
+    test_default_budget();
     const char *golden = getenv("CATTR_GOLDEN") ? getenv("CATTR_GOLDEN") : "../shared/golden";
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/llm/qwen3-tiny", golden);
     struct stat sb;
     if (stat(dir, &sb) != 0) {
         printf("SKIP: %s is absent (set CATTR_GOLDEN)\n", dir);
-        return 77;
+        return g_failures ? 1 : 77; /* the budget's check ran */
     }
     cattr_llm *m = NULL;
     CHECK(cattr_llm_load(dir, &m) == CATTR_OK, "load: %s", cattr_last_error());

@@ -70,9 +70,23 @@ static void watch_fields(cattr_explainer *e, cattr_attr_params *stored, const ca
     e->p.cancel = stored->cancel = p->cancel;
 }
 
-/* The activation budget of the language-model paths without max_memory (see llm_budget). */
-static size_t llm_default_budget(void) {
-    size_t b = cx_avail_memory() / 4, cap = (size_t)896 << 20;
+/* Bytes a forward pass holds live per position of model c: the residual stream, the MLP's two projections and their
+ * product, q/k/v, in double (the larger compute dtype), with a factor 2 for the arena's fragmentation. */
+static size_t position_bytes(const cx_hf_config *c) {
+    return 2 * (size_t)(3 * c->hidden_size + 3 * c->intermediate_size +
+                        (c->num_attention_heads + 2 * c->num_key_value_heads) * c->head_dim) *
+           sizeof(double);
+}
+
+/* The activation budget of the language-model paths without max_memory: a quarter of the available memory, capped at
+ * what LLM_CAP_POSITIONS positions of the model c hold (at least LLM_CAP_FLOOR; c NULL: the floor). The cap keeps the
+ * process near the size of its weights where more rows per pass would not make the products faster: at Qwen3-0.6B's
+ * shapes the floor is 12 IG steps of 42 tokens per pass, where the GEMMs reach their rate. A model with wider layers
+ * needs as many rows per product, so its cap grows with its layers (Qwen3-8B's: about 3 GiB; its LayerIG over 42 tokens
+ * held 3 steps per pass under the fixed 896 MiB, products of 126 rows at two thirds of the GEMM rate). */
+size_t cx_llm_default_budget(const cx_hf_config *c) {
+    size_t b = cx_avail_memory() / 4, cap = c ? position_bytes(c) * LLM_CAP_POSITIONS : 0;
+    if (cap < LLM_CAP_FLOOR) cap = LLM_CAP_FLOOR;
     return b < cap ? b : cap;
 }
 
@@ -85,7 +99,7 @@ cattr_status cattr_llm_load(const char *dir, cattr_llm **out) {
     const char *skip = getenv("CATTR_SKIP_MEMORY_CHECK");
     if (!skip || strcmp(skip, "1") != 0) { /* refused before loading when it cannot fit (never an OOM kill) */
         o.mem_avail = cx_avail_memory_for_load();
-        o.mem_reserve = llm_default_budget();
+        o.mem_reserve = cx_llm_default_budget(NULL); /* what every model gets at least */
         if (!o.mem_avail) o.mem_avail = 1;
     }
     cattr_status st = cx_decoder_load(dir, &o, &m->model, &m->cfg);
@@ -261,21 +275,19 @@ cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, in
     return st;
 }
 
-/* The activation budget of the language-model paths: max_memory, else a quarter of the available memory
- * (cx_avail_memory: the free RAM, what ulimit -v and the cgroup limits leave) but at most 896 MiB (GEMM efficiency
- * saturates well below that, and the process stays near the size of its weights). */
-static size_t llm_budget(const cattr_attr_params *lp) { return lp->max_memory ? lp->max_memory : llm_default_budget(); }
+/* The activation budget of the language-model paths: max_memory, else llm_default_budget (a quarter of
+ * cx_avail_memory: the free RAM, what ulimit -v and the cgroup limits leave; capped by the model's size). */
+static size_t llm_budget(const cattr_llm *m, const cattr_attr_params *lp) {
+    return lp->max_memory ? lp->max_memory : cx_llm_default_budget(&m->cfg);
+}
 
 /* Forward rows per pass: the perturbation batches are cut to the memory budget (or perturbations_per_eval). The
  * forward arena of a pass over `pos` positions is about pos times that of one position. */
 static int64_t rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t R, int64_t L) {
     if (lp->perturbations_per_eval > 0) return lp->perturbations_per_eval < R ? lp->perturbations_per_eval : R;
-    size_t budget = llm_budget(lp);
-    /* per position: the residual stream, the MLP's two projections and their product, q/k/v, in the compute dtype
-     * (what a forward pass holds live at once), with a factor 2 for the arena's fragmentation */
+    size_t budget = llm_budget(m, lp);
     const cx_hf_config *c = &m->cfg;
-    size_t per = 2 * (size_t)(3 * c->hidden_size + 3 * c->intermediate_size +
-                              (c->num_attention_heads + 2 * c->num_key_value_heads) * c->head_dim) * sizeof(double);
+    size_t per = position_bytes(c);
     size_t row = per * (size_t)(L > 0 ? L : 1) + (size_t)c->vocab_size * 16, rows = budget / row;
     if (rows < 1) {
         if (!m->budget_warned)
@@ -433,7 +445,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     p.max_steps = lp->max_steps;
     p.quadrature = lp->quadrature;
     p.internal_batch_size = lp->internal_batch_size;
-    p.max_memory = llm_budget(lp);
+    p.max_memory = llm_budget(m, lp);
     p.return_convergence_delta = ig && (delta != NULL || lp->n_steps == CATTR_STEPS_AUTO);
     p.progress = lp->progress;
     p.progress_user = lp->progress_user;
@@ -602,7 +614,7 @@ static cattr_status presence_attr(cattr_llm *m, const cattr_attr_params *lp, con
     p.seed = lp->seed;
     p.lime_alpha = lp->lime_alpha;
     p.perturbations_per_eval = lp->perturbations_per_eval;
-    p.max_memory = llm_budget(lp);
+    p.max_memory = llm_budget(m, lp);
     p.precision = lp->precision;
     p.device = m->be->name;
     p.progress = lp->progress;

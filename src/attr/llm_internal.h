@@ -8,6 +8,13 @@
 
 #define LLM_PLAN_CACHE 6 /* plans per graph and dtype */
 
+/* The activation budget without max_memory: a quarter of the available memory (cx_avail_memory), capped at what
+ * LLM_CAP_POSITIONS positions of model c's forward pass hold, and that cap at least LLM_CAP_FLOOR (c NULL: the floor);
+ * see llm.c. */
+#define LLM_CAP_FLOOR ((size_t)896 << 20)
+#define LLM_CAP_POSITIONS 3584
+size_t cx_llm_default_budget(const cx_hf_config *c);
+
 struct cattr_llm {
     cattr_model *model; /* embeddings [S, L, H] -> log-probabilities [S, 1, V] */
     cx_hf_config cfg;
