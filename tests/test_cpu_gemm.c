@@ -1,11 +1,13 @@
 /* test_cpu_gemm.c - the CPU backend's own kernels: the vectorisable expf of the transformer kernels (within 2 ulp of
  * expf); the float32 GEMM (the AVX-512F kernels, or the AVX2 one on a CPU without AVX-512F) against a float64
  * product (odd sizes, both orientations of B, several K blocks,
- * partial tiles, leading dimensions wider than the rows, a product split in column blocks equal to the whole); and
+ * partial tiles, leading dimensions wider than the rows, a product split in column blocks equal to the whole; a
+ * bfloat16 or half B as stored equal to its float32 copy, bit for bit, where the kernel widens while packing); and
  * the AVX-512 BF16 GEMM of precision "high" against a float64 product of the same bfloat16-rounded inputs. The GEMM
  * parts are skipped (with a message) on a CPU without the instructions; exit 77 when neither ran. */
 #include "backend/cpu/bf16_gemm.h"
 #include "backend/cpu/f32_gemm.h"
+#include "core/core.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -126,6 +128,38 @@ static void one_f32(int64_t M, int64_t N, int64_t K, bool trans, int64_t rows_al
     free(C2);
 }
 
+/* A product with B a checkpoint's 16-bit matrix as stored (bt: bfloat16 or half, random finite values with
+ * subnormals among them), widened as the kernel packs it: the same bits as the product on a float32 copy of B. */
+static void one_stored(int64_t M, int64_t N, int64_t K, bool trans, cx_gemm_btype bt) {
+    int64_t lda = K + 3, ldb = (trans ? K : N) + 5, ldc = N + 3, brows = trans ? N : K;
+    float *A = malloc((size_t)(M * lda) * sizeof *A), *Bf = malloc((size_t)(brows * ldb) * sizeof *Bf);
+    uint16_t *B = malloc((size_t)(brows * ldb) * sizeof *B);
+    float *C = malloc((size_t)(M * ldc) * sizeof *C), *C2 = malloc((size_t)(M * ldc) * sizeof *C2);
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    fill(A, M * lda, &s, 1.0f);
+    for (int64_t i = 0; i < brows * ldb; i++) {
+        s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+        /* sign, an exponent near 1 (0 now and then: zeros and subnormals), any mantissa */
+        unsigned sign = (unsigned)(s >> 63), man = (unsigned)(s >> 20), e = (unsigned)(s % 9);
+        if (bt == CX_GEMM_B_BF16) B[i] = (uint16_t)(sign << 15 | (e ? 120u + e : 0u) << 7 | (man & 0x7fu));
+        else B[i] = (uint16_t)(sign << 15 | (e ? 10u + e : 0u) << 10 | (man & 0x3ffu));
+        Bf[i] = bt == CX_GEMM_B_BF16 ? cx_bf16_to_f32(B[i]) : cx_f16_to_f32(B[i]);
+    }
+    for (int64_t i = 0; i < M * ldc; i++) C[i] = C2[i] = -7.0f;
+    cx_f32_gemm(M, N, K, A, lda, Bf, ldb, trans, C, ldc, M);
+    cx_f32_gemm_stored(M, N, K, A, lda, B, bt, ldb, trans, C2, ldc);
+    CHECK(memcmp(C, C2, (size_t)(M * ldc) * sizeof *C) == 0,
+          "stored %s gemm M=%lld N=%lld K=%lld trans=%d: differs from the product on a float32 copy",
+          bt == CX_GEMM_B_BF16 ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, (int)trans);
+    printf("stored %s gemm M=%lld N=%lld K=%lld trans=%d: the bits of the float32 copy's product\n",
+           bt == CX_GEMM_B_BF16 ? "bf16" : "f16", (long long)M, (long long)N, (long long)K, (int)trans);
+    free(A);
+    free(Bf);
+    free(B);
+    free(C);
+    free(C2);
+}
+
 float cx_vexpf_for_tests(float x); /* the vectorisable expf of the CPU backend */
 
 /* ulps between two finite positive floats */
@@ -161,6 +195,17 @@ int main(void) {
             one_f32(30, 35, 9000, t, r);  /* three super-blocks of the packed one (an LM head's input gradient) */
         }
     }
+    if (f32 && !cx_f32_gemm_widens_stored())
+        printf("SKIP: the stored-weight GEMM part: this CPU's kernel (AVX-512F) reads float32 blocks made by the "
+               "caller\n");
+    for (int t = 0; f32 && cx_f32_gemm_widens_stored() && t < 2; t++)
+        for (int b = 0; b < 2; b++) {
+            cx_gemm_btype bt = b ? CX_GEMM_B_F16 : CX_GEMM_B_BF16;
+            one_stored(3, 17, 40, t, bt);     /* the small, unpacked path */
+            one_stored(13, 45, 370, t, bt);   /* partial tiles */
+            one_stored(71, 130, 2300, t, bt); /* K blocks, partial row and column tiles */
+            one_stored(30, 35, 9000, t, bt);  /* super-blocks */
+        }
     if (!cx_bf16_available()) {
         printf("SKIP: the bfloat16 GEMM part: this CPU (or build) has no AVX-512 BF16\n");
         return g_failures ? 1 : f32 ? 0 : 77;

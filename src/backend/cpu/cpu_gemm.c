@@ -48,6 +48,28 @@ static bool own_whole(int m, int n, int nt, double work) {
     return nt < 2 || work < GEMM_MIN_SPLIT || (m < 16 * nt && n < 64 * nt);
 }
 static bool own_rows(int m, int n, int nt) { return m >= n ? m >= 16 * nt : n < 64 * nt; }
+/* The blocks of a split product of cattr's own kernel: OWN_BLOCKS_PER_THREAD per thread, each at least
+ * OWN_MIN_ROWS rows (a row block packs the whole of op(B) again) or OWN_MIN_COLS columns (a column block packs A
+ * again, a small share of a product split by columns), at least one per thread, whole tiles. */
+#define OWN_BLOCKS_PER_THREAD 4
+#define OWN_MIN_ROWS 96
+#define OWN_MIN_COLS 128
+typedef struct own_split {
+    bool rows;       /* blocks of rows, else of columns */
+    int total, per;  /* rows or columns in all, and per block */
+    int nb;          /* blocks */
+} own_split;
+static own_split own_blocks(int m, int n, int nt) {
+    own_split b = {.rows = own_rows(m, n, nt)};
+    b.total = b.rows ? m : n;
+    int align = b.rows ? 12 : 32, least = b.rows ? OWN_MIN_ROWS : OWN_MIN_COLS, most = (b.total + nt - 1) / nt;
+    int per = (b.total + nt * OWN_BLOCKS_PER_THREAD - 1) / (nt * OWN_BLOCKS_PER_THREAD);
+    per = per < least ? least : per;
+    per = per > most ? most : per;
+    b.per = (per + align - 1) / align * align;
+    b.nb = (b.total + b.per - 1) / b.per;
+    return b;
+}
 
 static bool own_dgemm_ok(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, double alpha, double beta, double work) {
     (void)o, (void)ta, (void)alpha, (void)beta, (void)work;
@@ -63,9 +85,11 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
  * blocks run on cattr's threads, OpenBLAS single-threaded in each: the same calls, so the same bits, whatever the
  * thread count (OpenBLAS's own threading rounds differently from one thread, so a one-thread MPI rank and a
  * two-thread process disagreed in the last bits). Smaller products run whole: OpenBLAS keeps them on one thread.
- * cattr's own kernel (float32 plain products) rounds the same in any block, so it is split one block per thread, as
- * its memory traffic prefers, from GEMM_MIN_SPLIT multiply-adds (a smaller one, which the AVX2 kernel also takes,
- * runs whole: waking the threads for it cost up to 15 ms on a first call). */
+ * cattr's own kernel (float32 plain products) rounds the same in any block, so it is split from GEMM_MIN_SPLIT
+ * multiply-adds (a smaller one, which the AVX2 kernel also takes, runs whole: waking the threads for it cost up to
+ * 15 ms on a first call) into own_split's blocks. Either way the blocks are handed out one at a time: a thread
+ * that the scheduler holds back (another process busy on its core) takes fewer of them, and the product waits for
+ * the block it holds, not for a thread's fixed share. */
 #define GEMM_BLOCK_WORK 262144.0
 #define GEMM_MAX_BLOCKS 16
 #define GEMM_DEFINE(NAME, TY, BLAS, OWN)                                                                               \
@@ -79,17 +103,19 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
             else BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                      \
             return;                                                                                                  \
         }                                                                                                            \
-        /* cattr's kernel rounds the same in any block (f32_gemm.c): one block per thread, the longer side split   \
-         * (m_all keeps its kernel choice); OpenBLAS: blocks fixed by the problem */                                 \
-        bool rows = own ? own_rows(m, n, nt) : m >= n;                                                               \
-        int total = rows ? m : n, align = rows ? 12 : 32; /* whole tiles of either kernel */                         \
-        int nb = own ? nt : (int)ceil(work / GEMM_BLOCK_WORK);                                                       \
-        if (!own && nb > GEMM_MAX_BLOCKS) nb = GEMM_MAX_BLOCKS;                                                      \
-        int per = (total + nb - 1) / nb;                                                                             \
-        per = (per + align - 1) / align * align;                                                                     \
-        nb = (total + per - 1) / per;                                                                                \
+        /* cattr's kernel rounds the same in any block (f32_gemm.c): own_split's blocks (m_all keeps its kernel    \
+         * choice); OpenBLAS: blocks fixed by the problem, whole tiles of either kernel */                            \
+        own_split sp = own_blocks(m, n, nt);                                                                         \
+        bool rows = own ? sp.rows : m >= n;                                                                          \
+        int total = rows ? m : n, per = sp.per, nb = sp.nb;                                                          \
+        if (!own) {                                                                                                  \
+            nb = (int)ceil(work / GEMM_BLOCK_WORK);                                                                  \
+            nb = nb > GEMM_MAX_BLOCKS ? GEMM_MAX_BLOCKS : nb;                                                        \
+            per = ((total + nb - 1) / nb + (rows ? 11 : 31)) / (rows ? 12 : 32) * (rows ? 12 : 32);                  \
+            nb = (total + per - 1) / per;                                                                            \
+        }                                                                                                            \
         /* with one thread the loop runs here, OpenBLAS on that one thread; with more, inside an active region */   \
-        _Pragma("omp parallel for num_threads(nt) schedule(static) if (nt > 1)")                                     \
+        _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)")                                 \
         for (int blk = 0; blk < nb; blk++) {                                                                         \
             int lo = blk * per, hi = lo + per < total ? lo + per : total;                                            \
             if (rows) {                                                                                              \
@@ -128,11 +154,16 @@ static void widen_cols(const void *B, cx_gemm_btype bt, bool trans, int64_t k, i
     }
 }
 
-/* cattr's own kernel on a block of C (rows_all: the rows of the whole product) with op(B) widened a block of columns
- * at a time into w (STORED_BLOCK_BYTES): the kernel's sums do not depend on the columns it is given, so the result is
- * that of a float32 copy of B, bit for bit. */
+/* cattr's own kernel on a block of C (rows_all: the rows of the whole product): the AVX2 kernel widens op(B)'s values
+ * as it packs them; for the AVX-512F kernels op(B) is widened a block of columns at a time into w
+ * (STORED_BLOCK_BYTES). The kernels' sums do not depend on the columns they are given, so the result is that of a
+ * float32 copy of B, bit for bit. */
 static void own_stored(int m, int n, int k, const float *A, int lda, const void *B, cx_gemm_btype bt, int ldb,
                        bool trans, float *C, int ldc, int rows_all, float *w, int64_t step) {
+    if (!w) {
+        cx_f32_gemm_stored(m, n, k, A, lda, B, bt, ldb, trans, C, ldc);
+        return;
+    }
     for (int64_t c0 = 0; c0 < n; c0 += step) {
         int64_t nc = n - c0 < step ? n - c0 : step;
         widen_cols(B, bt, trans, k, ldb, c0, nc, w, false);
@@ -141,9 +172,9 @@ static void own_stored(int m, int n, int k, const float *A, int lda, const void 
 }
 
 /* C = alpha A x op(B) + beta C with B a checkpoint's matrix as stored (bt: bfloat16 or half), float32 results, B's
- * values widened exactly. cattr's own kernel (the products cx_sgemm gives it, split over the threads as there) reads
- * op(B) through 16 MiB float32 blocks of columns. Products that go to OpenBLAS get a float32 copy of B made for the
- * call: the whole of B (the same call as cx_sgemm on a float32 copy, so the same bits), or, past STORED_WIDEN_MAX,
+ * values widened exactly. cattr's own kernel (the products cx_sgemm gives it, split over the threads as there) widens
+ * them as it packs (AVX2) or reads op(B) through 16 MiB float32 blocks of columns (AVX-512F). Products that go to
+ * OpenBLAS get a float32 copy of B made for the call: the whole of B (the same call as cx_sgemm on a float32 copy, so the same bits), or, past STORED_WIDEN_MAX,
  * blocks of columns of C, each its own OpenBLAS call, which may round apart from the one call by an ulp (CPUs
  * without AVX-512F, or CATTR_GEMM=openblas, only). */
 cattr_status cx_sgemm_stored(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
@@ -155,30 +186,32 @@ cattr_status cx_sgemm_stored(enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, i
         int64_t step = (int64_t)(STORED_BLOCK_BYTES / ((size_t)k * sizeof(float))) / 32 * 32;
         if (step < 32) step = 32;
         int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
-        bool whole = own_whole(m, n, nt, work), rows = own_rows(m, n, nt); /* as cx_sgemm splits it */
-        int total = rows ? m : n, align = rows ? 12 : 32;
-        int per = (total + nt - 1) / nt;
-        per = (per + align - 1) / align * align;
-        int nb = whole ? 1 : (total + per - 1) / per;
-        float **w = calloc((size_t)nb, sizeof *w);
+        bool whole = own_whole(m, n, nt, work);
+        own_split sp = own_blocks(m, n, nt); /* as cx_sgemm splits it */
+        bool rows = sp.rows;
+        int total = sp.total, per = sp.per, nb = whole ? 1 : sp.nb;
+        int nw = whole ? 1 : nt; /* a widening buffer per thread (AVX-512F), none where the kernel widens */
+        float **w = calloc((size_t)nw, sizeof *w);
         bool ok = w != NULL;
-        for (int i = 0; ok && i < nb; i++) ok = (w[i] = malloc((size_t)(step * k) * sizeof(float))) != NULL;
+        for (int i = 0; ok && !cx_f32_gemm_widens_stored() && i < nw; i++)
+            ok = (w[i] = malloc((size_t)(step * k) * sizeof(float))) != NULL;
         if (ok && whole) {
             own_stored(m, n, k, A, lda, B, bt, ldb, trans, C, ldc, m, w[0], step);
         } else if (ok) {
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
             for (int blk = 0; blk < nb; blk++) {
                 int lo = blk * per, hi = lo + per < total ? lo + per : total;
+                float *wt = w[omp_get_thread_num()];
                 if (rows)
                     own_stored(hi - lo, n, k, A + (size_t)lo * lda, lda, B, bt, ldb, trans, C + (size_t)lo * ldc, ldc, m,
-                               w[blk], step);
+                               wt, step);
                 else
                     own_stored(m, hi - lo, k, A, lda,
                                (const uint16_t *)B + (trans ? (size_t)lo * (size_t)ldb : (size_t)lo), bt, ldb, trans,
-                               C + lo, ldc, m, w[blk], step);
+                               C + lo, ldc, m, wt, step);
             }
         }
-        for (int i = 0; w && i < nb; i++) free(w[i]);
+        for (int i = 0; w && i < nw; i++) free(w[i]);
         free(w);
         return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory widening a weight");
     }

@@ -211,8 +211,10 @@ static inline __attribute__((always_inline)) void packed_tile(int mr, int64_t kc
 
 /* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order; ap holds the
  * packed A of one block, bp one panel of op(B) */
-static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                         bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
+static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *Bv, cx_gemm_btype bt,
+                         int64_t ldb, bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
+    const float *B = Bv; /* float32 only here (bt) */
+    (void)bt;
     int64_t tiles = (M + PMR - 1) / PMR;
     for (int64_t j0 = 0; j0 < K; j0 += PKC) {
         int64_t kc = K - j0 < PKC ? K - j0 : PKC;
@@ -240,7 +242,7 @@ static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_
 static void gemm_packed(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
                         bool trans_b, float *C, int64_t ldc) {
     int64_t tiles = (M + PMR - 1) / PMR;
-    cx_gemm_superblocks(M, N, K, A, lda, B, ldb, trans_b, C, ldc, packed_range, tiles * PMR * PKC,
+    cx_gemm_superblocks(M, N, K, A, lda, B, CX_GEMM_B_F32, ldb, trans_b, C, ldc, packed_range, tiles * PMR * PKC,
                         (size_t)((tiles * PMR + PNR) * PKC) * sizeof(float));
 }
 

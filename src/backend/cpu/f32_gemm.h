@@ -46,16 +46,26 @@ float *cx_gemm_pack_buffer(size_t bytes);
 void cx_gemm_pack_buffer_done(float *p);
 
 /* A kernel's packed product over one super-block (K <= CX_GEMM_PKSUPER): C = sum over K blocks of A x op(B), each
- * block's sum added to C in k order; ap and bp its packing buffers. */
-typedef void (*cx_gemm_range_fn)(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                                 int64_t ldb, bool trans_b, float *C, int64_t ldc, float *ap, float *bp);
+ * block's sum added to C in k order; ap and bp its packing buffers; B stored as bt (float32 for the AVX-512F
+ * kernels). */
+typedef void (*cx_gemm_range_fn)(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B,
+                                 cx_gemm_btype bt, int64_t ldb, bool trans_b, float *C, int64_t ldc, float *ap,
+                                 float *bp);
 /* C = A x op(B) in the packed order with a kernel's `range`: over CX_GEMM_PKSUPER (a long K, like the input gradient
  * of an LM head over the vocabulary) the super-blocks' sums formed apart and added to C in k order, so an element's
  * rounding grows with PKC + PKSUPER / PKC + K / PKSUPER rather than K / PKC. The packing buffer is `bytes` (op(B)'s
  * part from float b_offset). Without memory for the buffers the same sums run element by element
  * (cx_f32_gemm_packed_scalar). */
-void cx_gemm_superblocks(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                         bool trans_b, float *C, int64_t ldc, cx_gemm_range_fn range, int64_t b_offset, size_t bytes);
+void cx_gemm_superblocks(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                         int64_t ldb, bool trans_b, float *C, int64_t ldc, cx_gemm_range_fn range, int64_t b_offset,
+                         size_t bytes);
+
+/* cx_f32_gemm with B a checkpoint's 16-bit matrix as stored (bt), each value widened exactly as it is packed (no
+ * float32 copy of B): the bits of cx_f32_gemm on a float32 copy of B. Only where cx_f32_gemm_widens_stored() says
+ * the kernel does it (the AVX2 kernel); the AVX-512F kernels read float32 blocks of B made by the caller. */
+bool cx_f32_gemm_widens_stored(void);
+void cx_f32_gemm_stored(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                        int64_t ldb, bool trans_b, float *C, int64_t ldc);
 
 /* The AVX-512F kernels (f32_gemm.c): built in or not, and the product (called by cx_f32_gemm). */
 bool cx_f32_gemm512_available(void);

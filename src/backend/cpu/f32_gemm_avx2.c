@@ -13,6 +13,7 @@
  * super-blocks of CX_GEMM_PKSUPER formed apart and added. This file is built with -mavx2 -mfma and the kernel only
  * entered after a CPU check. */
 #include "backend/cpu/f32_gemm.h"
+#include "core/core.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -49,24 +50,38 @@ void cx_gemm_pack_buffer_done(float *p) {
     if (p != g_pack) free(p);
 }
 
-void cx_gemm_superblocks(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                         bool trans_b, float *C, int64_t ldc, cx_gemm_range_fn range, int64_t b_offset, size_t bytes) {
+/* Element i of B as stored (bt), and its address: a checkpoint's bfloat16 or half values widened exactly */
+static inline float b_val(const void *B, cx_gemm_btype bt, int64_t i) {
+    if (bt == CX_GEMM_B_F32) return ((const float *)B)[i];
+    uint16_t h = ((const uint16_t *)B)[i];
+    return bt == CX_GEMM_B_BF16 ? cx_bf16_to_f32(h) : cx_f16_to_f32(h);
+}
+static inline const void *b_ptr(const void *B, cx_gemm_btype bt, int64_t i) {
+    return (const char *)B + i * (bt == CX_GEMM_B_F32 ? 4 : 2);
+}
+
+static void packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                          int64_t ldb, bool trans_b, float *C, int64_t ldc);
+
+void cx_gemm_superblocks(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                         int64_t ldb, bool trans_b, float *C, int64_t ldc, cx_gemm_range_fn range, int64_t b_offset,
+                         size_t bytes) {
     float *ap = cx_gemm_pack_buffer(bytes), *part = NULL;
     if (ap && K > CX_GEMM_PKSUPER) part = malloc((size_t)(M * N) * sizeof *part);
     if (!ap || (K > CX_GEMM_PKSUPER && !part)) {
         if (ap) cx_gemm_pack_buffer_done(ap);
-        cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        packed_scalar(M, N, K, A, lda, B, bt, ldb, trans_b, C, ldc);
         return;
     }
     float *bp = ap + b_offset;
     for (int64_t s0 = 0; s0 < K; s0 += CX_GEMM_PKSUPER) {
         int64_t ks = K - s0 < CX_GEMM_PKSUPER ? K - s0 : CX_GEMM_PKSUPER;
-        const float *b = trans_b ? B + s0 : B + s0 * ldb;
+        const void *b = b_ptr(B, bt, trans_b ? s0 : s0 * ldb);
         if (s0 == 0) {
-            range(M, N, ks, A, lda, b, ldb, trans_b, C, ldc, ap, bp);
+            range(M, N, ks, A, lda, b, bt, ldb, trans_b, C, ldc, ap, bp);
             continue;
         }
-        range(M, N, ks, A + s0, lda, b, ldb, trans_b, part, N, ap, bp);
+        range(M, N, ks, A + s0, lda, b, bt, ldb, trans_b, part, N, ap, bp);
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < N; n++) C[m * ldc + n] += part[m * N + n];
     }
@@ -76,6 +91,11 @@ void cx_gemm_superblocks(int64_t M, int64_t N, int64_t K, const float *A, int64_
 
 void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
                                int64_t ldb, bool trans_b, float *C, int64_t ldc) {
+    packed_scalar(M, N, K, A, lda, B, CX_GEMM_B_F32, ldb, trans_b, C, ldc);
+}
+
+static void packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                          int64_t ldb, bool trans_b, float *C, int64_t ldc) {
     for (int64_t m = 0; m < M; m++)
         for (int64_t n = 0; n < N; n++) {
             float c = 0.0f;
@@ -86,7 +106,7 @@ void cx_f32_gemm_packed_scalar(int64_t M, int64_t N, int64_t K, const float *A, 
                     int64_t j1 = j0 + CX_GEMM_PKC < s1 ? j0 + CX_GEMM_PKC : s1;
                     float acc = 0.0f;
                     for (int64_t k = j0; k < j1; k++)
-                        acc = fmaf(A[m * lda + k], trans_b ? B[n * ldb + k] : B[k * ldb + n], acc);
+                        acc = fmaf(A[m * lda + k], b_val(B, bt, trans_b ? n * ldb + k : k * ldb + n), acc);
                     part = j0 == s0 ? acc : part + acc;
                 }
                 c = s0 == 0 ? part : c + part;
@@ -123,17 +143,31 @@ static inline __attribute__((always_inline)) void transpose8(const __m256 *r, __
     t[3] = _mm256_permute2f128_ps(b3, b7, 0x20), t[7] = _mm256_permute2f128_ps(b3, b7, 0x31);
 }
 
-/* Bp[k][c] = op(B)[k][c] for k < kc, c < ANR (columns from nc on are zero); B points at op(B)[0][0] */
-static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b, float *Bp) {
+/* Eight consecutive values of B as stored (bt), widened exactly: bfloat16 by a shift into the high half, half
+ * through cx_f16_to_f32 */
+static inline __attribute__((always_inline)) __m256 load8(const void *B, cx_gemm_btype bt, int64_t i) {
+    if (bt == CX_GEMM_B_F32) return _mm256_loadu_ps((const float *)B + i);
+    const uint16_t *h = (const uint16_t *)B + i;
+    if (bt == CX_GEMM_B_BF16)
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h)), 16));
+    float f[8];
+    for (int j = 0; j < 8; j++) f[j] = cx_f16_to_f32(h[j]);
+    return _mm256_loadu_ps(f);
+}
+
+/* Bp[k][c] = op(B)[k][c] for k < kc, c < ANR (columns from nc on are zero); element `at` of B (stored as bt) is
+ * op(B)[0][0] */
+static inline __attribute__((always_inline)) void pack_b_of(int nc, int64_t kc, const void *B, cx_gemm_btype bt,
+                                                            int64_t at, int64_t ldb, bool trans_b, float *Bp) {
     if (!trans_b) {
         for (int64_t k = 0; k < kc; k++) {
-            const float *b = B + k * ldb;
+            int64_t b = at + k * ldb;
             float *d = Bp + k * ANR;
             if (nc == ANR) {
-                _mm256_store_ps(d, _mm256_loadu_ps(b));
-                _mm256_store_ps(d + 8, _mm256_loadu_ps(b + 8));
+                _mm256_store_ps(d, load8(B, bt, b));
+                _mm256_store_ps(d + 8, load8(B, bt, b + 8));
             } else {
-                for (int c = 0; c < ANR; c++) d[c] = c < nc ? b[c] : 0.0f;
+                for (int c = 0; c < ANR; c++) d[c] = c < nc ? b_val(B, bt, b + c) : 0.0f;
             }
         }
         return;
@@ -143,14 +177,19 @@ static void pack_b(int nc, int64_t kc, const float *B, int64_t ldb, bool trans_b
         for (; k0 + 8 <= kc; k0 += 8)
             for (int h = 0; h < ANR; h += 8) {
                 __m256 r[8], t[8];
-                for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(B + (h + j) * ldb + k0);
+                for (int j = 0; j < 8; j++) r[j] = load8(B, bt, at + (h + j) * ldb + k0);
                 transpose8(r, t);
                 for (int i = 0; i < 8; i++) _mm256_store_ps(Bp + (k0 + i) * ANR + h, t[i]);
             }
-    for (int c = 0; c < ANR; c++) { /* B^T: column c of the panel is row c of B */
-        const float *b = B + c * ldb;
-        for (int64_t k = k0; k < kc; k++) Bp[k * ANR + c] = c < nc ? b[k] : 0.0f;
-    }
+    for (int c = 0; c < ANR; c++) /* B^T: column c of the panel is row c of B */
+        for (int64_t k = k0; k < kc; k++) Bp[k * ANR + c] = c < nc ? b_val(B, bt, at + c * ldb + k) : 0.0f;
+}
+/* one copy of the packing per storage type, so that float32's loads stay unconditional */
+static void pack_b(int nc, int64_t kc, const void *B, cx_gemm_btype bt, int64_t at, int64_t ldb, bool trans_b,
+                   float *Bp) {
+    if (bt == CX_GEMM_B_F32) pack_b_of(nc, kc, B, CX_GEMM_B_F32, at, ldb, trans_b, Bp);
+    else if (bt == CX_GEMM_B_BF16) pack_b_of(nc, kc, B, CX_GEMM_B_BF16, at, ldb, trans_b, Bp);
+    else pack_b_of(nc, kc, B, CX_GEMM_B_F16, at, ldb, trans_b, Bp);
 }
 
 static inline __m256i lane_mask(int n) { /* lanes below n set */
@@ -207,15 +246,15 @@ static inline __attribute__((always_inline)) void tile(int mr, int64_t kc, const
 
 /* C = sum over K blocks j0 (< K) of A[:, j0..] x op(B)[j0.., :], each block's sum added to C in k order; ap holds
  * MCB rows of packed A, bp NCB columns of packed op(B) */
-static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                         bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
+static void packed_range(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                         int64_t ldb, bool trans_b, float *C, int64_t ldc, float *ap, float *bp) {
     for (int64_t j0 = 0; j0 < K; j0 += CX_GEMM_PKC) {
         int64_t kc = K - j0 < CX_GEMM_PKC ? K - j0 : CX_GEMM_PKC;
         for (int64_t n0 = 0; n0 < N; n0 += NCB) {
             int64_t n1 = n0 + NCB < N ? n0 + NCB : N;
             for (int64_t c0 = n0; c0 < n1; c0 += ANR) {
                 int nc = n1 - c0 < ANR ? (int)(n1 - c0) : ANR;
-                pack_b(nc, kc, trans_b ? B + c0 * ldb + j0 : B + j0 * ldb + c0, ldb, trans_b,
+                pack_b(nc, kc, B, bt, trans_b ? c0 * ldb + j0 : j0 * ldb + c0, ldb, trans_b,
                        bp + (c0 - n0) / ANR * ANR * kc);
             }
             for (int64_t m0 = 0; m0 < M; m0 += MCB) {
@@ -264,15 +303,17 @@ static void gemm_small(int64_t M, int64_t N, int64_t K, const float *A, int64_t 
     }
 }
 
-static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                      bool trans_b, float *C, int64_t ldc) {
+static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                      int64_t ldb, bool trans_b, float *C, int64_t ldc) {
     if (K <= CX_GEMM_PKC && (double)M * (double)N * (double)K <= SMALL_WORK) {
-        gemm_small(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        /* one chain per element either way: the element-by-element form for a stored B */
+        if (bt == CX_GEMM_B_F32) gemm_small(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+        else packed_scalar(M, N, K, A, lda, B, bt, ldb, trans_b, C, ldc);
         return;
     }
     int64_t kb = K < CX_GEMM_PKC ? K : CX_GEMM_PKC;
     int64_t boff = ((MCB + AMR) * kb + 15) / 16 * 16; /* the block of op(B) after A's, 64-byte aligned */
-    cx_gemm_superblocks(M, N, K, A, lda, B, ldb, trans_b, C, ldc, packed_range, boff,
+    cx_gemm_superblocks(M, N, K, A, lda, B, bt, ldb, trans_b, C, ldc, packed_range, boff,
                         (size_t)(boff + (NCB + ANR) * kb) * sizeof(float));
 }
 
@@ -281,9 +322,9 @@ static bool avx2_cpu(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 }
 #else
-static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                      bool trans_b, float *C, int64_t ldc) {
-    cx_f32_gemm_packed_scalar(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+static void gemm_avx2(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                      int64_t ldb, bool trans_b, float *C, int64_t ldc) {
+    packed_scalar(M, N, K, A, lda, B, bt, ldb, trans_b, C, ldc);
 }
 static bool avx2_cpu(void) { return false; }
 #endif
@@ -315,5 +356,12 @@ bool cx_f32_gemm_all_sizes(void) { return kind() == 1; }
 void cx_f32_gemm(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb, bool trans_b,
                  float *C, int64_t ldc, int64_t rows_all) {
     if (kind() == 2) cx_f32_gemm512(M, N, K, A, lda, B, ldb, trans_b, C, ldc, rows_all);
-    else gemm_avx2(M, N, K, A, lda, B, ldb, trans_b, C, ldc);
+    else gemm_avx2(M, N, K, A, lda, B, CX_GEMM_B_F32, ldb, trans_b, C, ldc);
+}
+
+bool cx_f32_gemm_widens_stored(void) { return kind() == 1; }
+
+void cx_f32_gemm_stored(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const void *B, cx_gemm_btype bt,
+                        int64_t ldb, bool trans_b, float *C, int64_t ldc) {
+    gemm_avx2(M, N, K, A, lda, B, bt, ldb, trans_b, C, ldc);
 }
