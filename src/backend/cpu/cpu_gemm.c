@@ -54,7 +54,7 @@ static bool own_rows(int m, int n, int nt) { return m >= n ? m >= 16 * nt : n < 
 #define OWN_BLOCKS_PER_THREAD 4
 #define OWN_MIN_ROWS 512
 #define OWN_MIN_COLS 256
-typedef struct own_split {
+typedef struct own_split { /* how a product is cut into blocks of C (own_blocks, blas_blocks) */
     bool rows;       /* blocks of rows, else of columns */
     int total, per;  /* rows or columns in all, and per block */
     int nb;          /* blocks */
@@ -92,6 +92,17 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
  * the block it holds, not for a thread's fixed share. */
 #define GEMM_BLOCK_WORK 262144.0
 #define GEMM_MAX_BLOCKS 16
+/* OpenBLAS's blocks: one per GEMM_BLOCK_WORK multiply-adds (at most GEMM_MAX_BLOCKS) over the longer side of C,
+ * whole tiles, whatever the thread count */
+static own_split blas_blocks(int m, int n, double work) {
+    own_split b = {.rows = m >= n};
+    b.total = b.rows ? m : n;
+    int align = b.rows ? 12 : 32, nb = (int)ceil(work / GEMM_BLOCK_WORK);
+    nb = nb > GEMM_MAX_BLOCKS ? GEMM_MAX_BLOCKS : nb;
+    b.per = ((b.total + nb - 1) / nb + align - 1) / align * align;
+    b.nb = (b.total + b.per - 1) / b.per;
+    return b;
+}
 #define GEMM_DEFINE(NAME, TY, BLAS, OWN)                                                                               \
     void NAME(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int m, int n, int k,       \
                      TY alpha, const TY *A, int lda, const TY *B, int ldb, TY beta, TY *C, int ldc) {                 \
@@ -103,17 +114,11 @@ static void own_dgemm(enum CBLAS_TRANSPOSE tb, int m, int n, int k, const double
             else BLAS(o, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);                                      \
             return;                                                                                                  \
         }                                                                                                            \
-        /* cattr's kernel rounds the same in any block (f32_gemm.c): own_split's blocks (m_all keeps its kernel    \
-         * choice); OpenBLAS: blocks fixed by the problem, whole tiles of either kernel */                            \
-        own_split sp = own_blocks(m, n, nt);                                                                         \
-        bool rows = own ? sp.rows : m >= n;                                                                          \
-        int total = rows ? m : n, per = sp.per, nb = sp.nb;                                                          \
-        if (!own) {                                                                                                  \
-            nb = (int)ceil(work / GEMM_BLOCK_WORK);                                                                  \
-            nb = nb > GEMM_MAX_BLOCKS ? GEMM_MAX_BLOCKS : nb;                                                        \
-            per = ((total + nb - 1) / nb + (rows ? 11 : 31)) / (rows ? 12 : 32) * (rows ? 12 : 32);                  \
-            nb = (total + per - 1) / per;                                                                            \
-        }                                                                                                            \
+        /* cattr's kernel rounds the same in any block (f32_gemm.c): own_blocks (m_all keeps its kernel choice);  \
+         * OpenBLAS: blas_blocks, fixed by the problem */                                                            \
+        own_split sp = own ? own_blocks(m, n, nt) : blas_blocks(m, n, work);                                         \
+        bool rows = sp.rows;                                                                                         \
+        int total = sp.total, per = sp.per, nb = sp.nb;                                                              \
         /* with one thread the loop runs here, OpenBLAS on that one thread; with more, inside an active region */   \
         _Pragma("omp parallel for num_threads(nt) schedule(dynamic, 1) if (nt > 1)")                                 \
         for (int blk = 0; blk < nb; blk++) {                                                                         \
@@ -160,7 +165,7 @@ static void widen_cols(const void *B, cx_gemm_btype bt, bool trans, int64_t k, i
  * float32 copy of B, bit for bit. */
 static void own_stored(int m, int n, int k, const float *A, int lda, const void *B, cx_gemm_btype bt, int ldb,
                        bool trans, float *C, int ldc, int rows_all, float *w, int64_t step) {
-    if (!w) {
+    if (cx_f32_gemm_widens_stored()) {
         cx_f32_gemm_stored(m, n, k, A, lda, B, bt, ldb, trans, C, ldc);
         return;
     }
