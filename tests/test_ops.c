@@ -22,10 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the backend under test: CATTR_TEST_DEVICE (default cpu) */
+/* the backend under test: CATTR_TEST_DEVICE (default cpu); g_device_override while a test computes a reference on
+ * another backend */
+static const char *g_device_override;
 static cx_backend *cx_test_backend(void) {
     cx_backend *be = NULL;
-    cattr_status st = cx_backend_by_name(getenv("CATTR_TEST_DEVICE"), &be);
+    cattr_status st = cx_backend_by_name(g_device_override ? g_device_override : getenv("CATTR_TEST_DEVICE"), &be);
     if (st == CATTR_ERR_UNSUPPORTED) { /* e.g. cuda in a build with the backend, on a machine without a GPU */
         printf("SKIP: CATTR_TEST_DEVICE: %s\n", cattr_last_error());
         exit(77);
@@ -1636,7 +1638,7 @@ static void test_errors(void) {
 static void ref_attention(const double *q, const double *k, const double *v, int S, int T, int nh, int nkv, int d,
                           double *o) {
     int grp = nh / nkv;
-    double sc[64];
+    double sc[128];
     for (int s = 0; s < S; s++)
         for (int j = 0; j < nh; j++)
             for (int t = 0; t < T; t++) {
@@ -1721,6 +1723,296 @@ static void test_attention(void) {
     cattr_tensor_free(seed);
     cg_free(g);
     free_ops(3, ops);
+}
+
+/* Largest relative difference (to 1 + |b|) between two tensors of one shape; INFINITY when either is missing. */
+static double rel_diff(const cattr_tensor *a, const cattr_tensor *b) {
+    if (!a || !b || a->numel != b->numel) return INFINITY;
+    double worst = 0;
+    for (int64_t i = 0; i < a->numel; i++) {
+        double x = cx_tensor_get(a, i), y = cx_tensor_get(b, i);
+        worst = fmax(worst, isnan(x) || isnan(y) ? INFINITY : fabs(x - y) / (1 + fabs(y)));
+    }
+    return worst;
+}
+
+int64_t cx_backend_cuda_emulated_work(void) __attribute__((weak)); /* in builds with the cuda backend */
+
+/* Attention over several tiles of the block kernels (70 positions: the cuda kernels' tiles of 32, the last partial;
+ * grouped heads 4 / 2, head dim 24): the forward against the direct float64 reference in both dtypes; the gradient
+ * in both dtypes against the reference backend's (cpu-check); the ragged form (segments continuing prefix keys, rows
+ * outside every segment 0) against the reference backend's. On the emulated cuda backend, the work its kernels count
+ * grows as T^2 d: x3.5-4.3 for twice the positions (causal tiles: 36 -> 136 tile pairs), x2 for twice the head dim,
+ * and at most 2 T^2 d per head forward (the old kernels' recomputed scores were T^2 d^2). */
+static double att_work(int T, int hd, bool grad) {
+    int64_t qs[3] = {1, T, 2 * hd}, ks[3] = {1, T, hd};
+    opnd ops[3] = {IN(rnd(3, qs)), IN(rnd(3, ks)), IN(rnd(3, ks))};
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 3, (int64_t[]){2, 1, hd});
+    int y;
+    cg_graph *g = op_graph(CG_ATTENTION, &a, 3, ops, &y);
+    cattr_tensor *in[MAXIO], *gr[MAXIO] = {0}, *seed = rnd(3, qs), *f = NULL;
+    op_inputs(3, ops, in);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    int64_t w0 = cx_backend_cuda_emulated_work();
+    cattr_status st = CATTR_OK;
+    if (grad) st = autodiff_run_dt(g, y, in, seed, &rules, CATTR_FLOAT64, gr);
+    else f = run_graph("attention work", g, y, in, CATTR_FLOAT64, false);
+    CHECK(st == CATTR_OK && (grad || f), "attention work T=%d d=%d: %s", T, hd, cattr_last_error());
+    /* the gradient's forward also runs the forward op once */
+    double w = (double)(cx_backend_cuda_emulated_work() - w0);
+    cattr_tensor_free(f);
+    for (int k = 0; k < 3; k++) cattr_tensor_free(gr[k]);
+    cattr_tensor_free(seed);
+    cg_free(g);
+    free_ops(3, ops);
+    return w;
+}
+
+static void test_attention_tiles(void) {
+    enum { S = 2, T = 70, NH = 4, NKV = 2, HD = 24 };
+    int64_t qs[3] = {S, T, NH * HD}, ks[3] = {S, T, NKV * HD};
+    opnd ops[3] = {IN(rnd(3, qs)), IN(rnd(3, ks)), IN(rnd(3, ks))};
+    cg_attrs a = cg_attrs_default();
+    set_ints(&a, 3, (int64_t[]){NH, NKV, HD});
+    double *want = malloc(sizeof(double) * S * T * NH * HD);
+    if (want) {
+        ref_attention(D(ops[0].t), D(ops[1].t), D(ops[2].t), S, T, NH, NKV, HD, want);
+        fwd_case("attention d=24 T=70", CG_ATTENTION, &a, 3, ops, 3, qs, want);
+    }
+    CHECK(want, "attention T=70: out of memory");
+    free(want);
+    int y;
+    cg_graph *g = op_graph(CG_ATTENTION, &a, 3, ops, &y);
+    cattr_tensor *in[MAXIO], *seed = rnd(3, qs);
+    op_inputs(3, ops, in);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    for (int dt = 0; dt < 2; dt++) {
+        cattr_dtype cd = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        cattr_tensor *got[MAXIO] = {0}, *ref[MAXIO] = {0};
+        cattr_status s1 = autodiff_run_dt(g, y, in, seed, &rules, cd, got);
+        g_device_override = "cpu-check";
+        cattr_status s2 = autodiff_run_dt(g, y, in, seed, &rules, CATTR_FLOAT64, ref);
+        g_device_override = NULL;
+        CHECK(s1 == CATTR_OK && s2 == CATTR_OK, "attention T=70 gradient: %s", cattr_last_error());
+        for (int k = 0; k < 3; k++) {
+            double e = rel_diff(got[k], ref[k]);
+            CHECK(e < (dt ? 1e-12 : 1e-5), "attention T=70 gradient %d (%s) differs from the reference by %.3g", k,
+                  cattr_dtype_name(cd), e);
+            cattr_tensor_free(got[k]);
+            cattr_tensor_free(ref[k]);
+        }
+    }
+    cattr_tensor_free(seed);
+    cg_free(g);
+    free_ops(3, ops);
+
+    /* ragged: 3 segments of one flattened sequence of 80 rows (rows 75..79 in none) over 40 prefix rows */
+    enum { N = 80, LP = 40 };
+    int64_t rq[3] = {1, N, NH * HD}, rk[3] = {1, N, NKV * HD}, pk[2] = {LP, NKV * HD};
+    opnd r[6] = {IN(rnd(3, rq)), IN(rnd(3, rk)), IN(rnd(3, rk)), IN(rnd(2, pk)), IN(rnd(2, pk)),
+                 CST(idx64(DIMS(3, 3), (const int64_t[]){0, 33, 40, 33, 40, 0, 73, 2, 7}))};
+    g = op_graph(CG_ATTENTION, &a, 6, r, &y);
+    op_inputs(6, r, in);
+    for (int dt = 0; dt < 2; dt++) {
+        cattr_dtype cd = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        cattr_tensor *got = run_graph("ragged attention", g, y, in, cd, false);
+        g_device_override = "cpu-check";
+        cattr_tensor *ref = run_graph("ragged attention (reference)", g, y, in, CATTR_FLOAT64, false);
+        g_device_override = NULL;
+        double e = rel_diff(got, ref);
+        CHECK(e < (dt ? 1e-12 : 1e-5), "ragged attention (%s) differs from the reference by %.3g",
+              cattr_dtype_name(cd), e);
+        cattr_tensor_free(got);
+        cattr_tensor_free(ref);
+    }
+    cg_free(g);
+    free_ops(6, r);
+
+    const char *dev = getenv("CATTR_TEST_DEVICE");
+    if (!dev || strncmp(dev, "cuda", 4) || !cx_backend_cuda_emulated_work || cx_backend_cuda_emulated_work() < 0)
+        return;
+    for (int grad = 0; grad < 2; grad++) {
+        double w1 = att_work(256, 16, grad), w2 = att_work(512, 16, grad), w3 = att_work(256, 32, grad);
+        CHECK(w2 / w1 > 3.5 && w2 / w1 < 4.3, "attention%s work x%.2f for twice the positions", grad ? " gradient" : "",
+              w2 / w1);
+        CHECK(w3 / w1 > 1.9 && w3 / w1 < 2.1, "attention%s work x%.2f for twice the head dim", grad ? " gradient" : "",
+              w3 / w1);
+        CHECK(w1 <= (grad ? 8.0 : 2.0) * 2 * 256.0 * 256 * 16, "attention%s work %.0f at T=256, d=16, 2 heads",
+              grad ? " gradient" : "", w1);
+        printf("attention%s work (multiply-adds): T=256 d=16 %.0f, T=512 %.0f, d=32 %.0f\n", grad ? " gradient" : "",
+               w1, w2, w3);
+    }
+}
+
+/* Long rows (the cuda backend's block-per-row kernels: a row spread over 256 threads and 8 warps, with partial
+ * warps): Softmax, LogSoftmax, RMSNorm and ReduceSum / ReduceMean of the trailing axis over rows of 1000 and 3001
+ * elements, forward and gradient in both dtypes, against the reference backend (cpu-check) in float64. */
+static void rows_case(const char *what, cg_op op, const cg_attrs *a, int n, const opnd *ops) {
+    int y;
+    cg_graph *g = op_graph(op, a, n, ops, &y);
+    cattr_tensor *in[MAXIO];
+    int k = op_inputs(n, ops, in);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    g_device_override = "cpu-check";
+    cattr_tensor *ref = run_graph(what, g, y, in, CATTR_FLOAT64, false);
+    g_device_override = NULL;
+    cattr_tensor *seed = ref ? alloc_or_die(CATTR_FLOAT64, ref->ndim, ref->shape) : NULL;
+    for (int64_t i = 0; seed && i < seed->numel; i++) D(seed)[i] = 2 * urand() - 1;
+    cattr_tensor *gref[MAXIO] = {0};
+    g_device_override = "cpu-check";
+    cattr_status sr = seed ? autodiff_run_dt(g, y, in, seed, &rules, CATTR_FLOAT64, gref) : CATTR_ERR_INTERNAL;
+    g_device_override = NULL;
+    CHECK(ref && sr == CATTR_OK, "%s (reference): %s", what, cattr_last_error());
+    for (int dt = 0; dt < 2 && ref && sr == CATTR_OK; dt++) {
+        cattr_dtype cd = dt ? CATTR_FLOAT64 : CATTR_FLOAT32;
+        double tol = dt ? 1e-12 : 1e-5;
+        cattr_tensor *got = run_graph(what, g, y, in, cd, false), *gg[MAXIO] = {0};
+        double e = rel_diff(got, ref);
+        CHECK(e < tol, "%s (%s): forward differs from the reference by %.3g", what, cattr_dtype_name(cd), e);
+        cattr_status st = autodiff_run_dt(g, y, in, seed, &rules, cd, gg);
+        CHECK(st == CATTR_OK, "%s (%s) gradient: %s", what, cattr_dtype_name(cd), cattr_last_error());
+        for (int i = 0; i < k; i++) {
+            e = rel_diff(gg[i], gref[i]);
+            CHECK(e < tol, "%s (%s): gradient %d differs from the reference by %.3g", what, cattr_dtype_name(cd), i, e);
+            cattr_tensor_free(gg[i]);
+        }
+        cattr_tensor_free(got);
+    }
+    for (int i = 0; i < k; i++) cattr_tensor_free(gref[i]);
+    cattr_tensor_free(seed);
+    cattr_tensor_free(ref);
+    cg_free(g);
+}
+
+static void test_long_rows(void) {
+    const int64_t lens[2] = {1000, 3001};
+    for (int l = 0; l < 2; l++) {
+        int64_t L = lens[l], sh[2] = {3, L}, wsh[1] = {L};
+        char what[64];
+        opnd x = IN(rnd(2, sh));
+        for (int64_t i = 0; i < L; i++) D(x.t)[i] *= 20; /* a spread row: the maximum matters */
+        cg_attrs a = cg_attrs_default();
+        a.axis = -1;
+        snprintf(what, sizeof what, "Softmax rows of %lld", (long long)L);
+        rows_case(what, CG_SOFTMAX, &a, 1, &x);
+        snprintf(what, sizeof what, "LogSoftmax rows of %lld", (long long)L);
+        rows_case(what, CG_LOGSOFTMAX, &a, 1, &x);
+        a = cg_attrs_default();
+        set_ints(&a, 1, (int64_t[]){1});
+        snprintf(what, sizeof what, "ReduceSum rows of %lld", (long long)L);
+        rows_case(what, CG_REDUCE_SUM, &a, 1, &x);
+        snprintf(what, sizeof what, "ReduceMean rows of %lld", (long long)L);
+        rows_case(what, CG_REDUCE_MEAN, &a, 1, &x);
+        a = cg_attrs_default();
+        a.alpha = 1e-6;
+        opnd r[2] = {x, CST(rnd(1, wsh))};
+        snprintf(what, sizeof what, "RMSNorm rows of %lld", (long long)L);
+        rows_case(what, CG_RMSNORM, &a, 2, r);
+        free_ops(2, r);
+    }
+}
+
+/* A checkpoint's 16-bit matrices read as stored (CX_CAP_STORED_WEIGHTS): MatMul's B (both orientations), Gemm's B and
+ * Gather's table as bfloat16 and half constants in a float32 call give the bits of the same graph with float32
+ * copies of the values (every backend with the capability; cuda's cuBLAS blocks within 1e-6, the largest B widened
+ * in two column blocks), and the plan's view of the constant keeps the 16-bit dtype (no float32 copy is made). */
+static cattr_tensor *to16(const cattr_tensor *f, cattr_dtype dt) { /* float64 values -> 16-bit storage (bfloat16: their
+                                                                    * leading bits; half: random bits of the same sign) */
+    cattr_tensor *t = alloc_or_die(dt, f->ndim, f->shape);
+    for (int64_t i = 0; i < f->numel; i++) {
+        float x = (float)D((cattr_tensor *)f)[i];
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        /* half: a random sign, exponent 5..15 (2^-10 .. 1.999) and mantissa, and a subnormal now and then */
+        uint16_t h = (uint16_t)((u >> 31) << 15 | (uint32_t)(i % 13 ? 5 + urand() * 11 : 0) << 10 |
+                                (uint32_t)(urand() * 1024));
+        ((uint16_t *)t->data)[i] = dt == CX_BFLOAT16 ? (uint16_t)(u >> 16) : h;
+    }
+    return t;
+}
+static cattr_tensor *widen16(const cattr_tensor *t) { /* 16-bit storage -> float32 copy */
+    cattr_tensor *f = alloc_or_die(CATTR_FLOAT32, t->ndim, t->shape);
+    for (int64_t i = 0; i < t->numel; i++) {
+        uint16_t h = ((const uint16_t *)t->data)[i];
+        ((float *)f->data)[i] = t->dtype == CX_BFLOAT16 ? cx_bf16_to_f32(h) : cx_f16_to_f32(h);
+    }
+    return f;
+}
+
+/* op(X, W[, ...]) with W a constant (its storage dtype or its float32 copy): the output, and W's view dtype. */
+static cattr_tensor *stored_run(cg_op op, const cg_attrs *a, cattr_tensor *x, cattr_tensor *w, cattr_tensor *idx,
+                                int *wdt) {
+    cg_graph *g = cg_new();
+    int ids[2], y;
+    if (op == CG_GATHER) {
+        ids[0] = cg_add_const(g, "w", w, false);
+        ids[1] = cg_add_const(g, "idx", idx, false);
+    } else {
+        ids[0] = cg_add_input(g, "x");
+        ids[1] = cg_add_const(g, "w", w, false);
+    }
+    y = cg_add_node(g, op, "node", ids, 2, a, "y");
+    cg_add_output(g, y);
+    cattr_tensor *in[1] = {x}, *out = NULL;
+    runner r;
+    cattr_status st = runner_new(&r, g, in, CATTR_FLOAT32, false, &y, 1);
+    if (st == CATTR_OK) st = runner_run(&r, in, &out);
+    CHECK(st == CATTR_OK, "stored weights (%s): %s", cg_op_names[op], cattr_last_error());
+    *wdt = st == CATTR_OK ? (int)cx_plan_view(r.p, op == CG_GATHER ? ids[0] : ids[1])->dtype : -1;
+    runner_free(&r);
+    cg_free(g);
+    return out;
+}
+
+static void test_stored_weights(void) {
+    cx_backend *be = cx_test_backend();
+    if (!be->has_cap || !be->has_cap(be->ctx, CX_CAP_STORED_WEIGHTS)) {
+        printf("stored weights: %s reads float32 copies\n", be->name);
+        return;
+    }
+    bool exact = strncmp(be->name, "cuda", 4) != 0;
+    struct {
+        const char *what;
+        cg_op op;
+        int tb;
+        int64_t m, k, n; /* X [m, k]; W [k, n] or [n, k] */
+    } cs[] = {{"MatMul", CG_MATMUL, 0, 5, 70, 33},       {"MatMul B^T", CG_MATMUL, 1, 5, 70, 33},
+              {"Gemm B^T", CG_GEMM, 1, 4, 37, 19},        {"MatMul two blocks", CG_MATMUL, 0, 3, 4096, 4097},
+              {"MatMul B^T two blocks", CG_MATMUL, 1, 3, 4096, 4097}, {"Gather", CG_GATHER, 0, 7, 50, 16}};
+    for (size_t c = 0; c < CX_ARRAY_LEN(cs); c++)
+        for (int d = 0; d < 2; d++) {
+            cattr_dtype dt = d ? CX_FLOAT16 : CX_BFLOAT16;
+            cg_attrs a = cg_attrs_default();
+            a.trans_b = cs[c].tb;
+            bool gather = cs[c].op == CG_GATHER;
+            int64_t wsh[2] = {cs[c].tb ? cs[c].n : cs[c].k, cs[c].tb ? cs[c].k : cs[c].n}, xsh[2] = {cs[c].m, cs[c].k};
+            cattr_tensor *wf = rnd(2, wsh), *w16 = to16(wf, dt), *w32 = widen16(w16), *x = gather ? NULL : rnd(2, xsh);
+            int64_t iv[7] = {3, 0, 49, 3, -1, 17, 8}, ish[1] = {7};
+            cattr_tensor *idx = gather ? idx64(1, ish, iv) : NULL;
+            int dt16 = -1, dt32 = -1;
+            cattr_tensor *y16 = stored_run(cs[c].op, &a, x, w16, idx, &dt16), *y32 = stored_run(cs[c].op, &a, x, w32, idx, &dt32);
+            char what[96];
+            snprintf(what, sizeof what, "%s %s on %s", cs[c].what, d ? "half" : "bfloat16", be->name);
+            CHECK(dt16 == (int)dt && dt32 == CATTR_FLOAT32, "%s: the constant's view is dtype %d (want %d)", what, dt16,
+                  (int)dt);
+            if (y16 && y32) {
+                bool same = y16->numel == y32->numel &&
+                            !memcmp(y16->data, y32->data, (size_t)y16->numel * cattr_dtype_size(y16->dtype));
+                double e = rel_diff(y16, y32);
+                CHECK(exact || gather ? same : e < 1e-6, "%s: differs from the float32 copy's result (%.3g)", what, e);
+            }
+            cattr_tensor_free(y16);
+            cattr_tensor_free(y32);
+            cattr_tensor_free(wf);
+            cattr_tensor_free(w16);
+            cattr_tensor_free(w32);
+            cattr_tensor_free(x);
+            cattr_tensor_free(idx);
+        }
 }
 
 /* Tile: [[1, 2, 3], [4, 5, 6]] repeated 2 x 2 times and 1 x 3 times, against the definition; its gradient (each
@@ -1992,6 +2284,9 @@ int main(void) {
     test_kinks();
     test_softmax();
     test_attention();
+    test_attention_tiles();
+    test_long_rows();
+    test_stored_weights();
     test_binary();
     test_shape_ops();
     test_gather_slice();

@@ -100,9 +100,10 @@ void cx_consts_free(cx_consts *c) {
     free(c);
 }
 
-cattr_status cx_pl_consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *out) {
-    if (v >= c->n) {
-        int n = g->n_vals > v + 1 ? g->n_vals : v + 1;
+cattr_status cx_pl_consts_get(cx_consts *c, const cg_graph *g, int v, bool stored, cx_view *out) {
+    int slot = 2 * v + (stored ? 1 : 0); /* a value's copy in the compute dtype, and its bytes as stored */
+    if (slot >= c->n) {
+        int n = 2 * (g->n_vals > v + 1 ? g->n_vals : v + 1);
         const cattr_tensor **s = realloc(c->src, (size_t)n * sizeof *s);
         if (s) c->src = s;
         cx_view *vw = realloc(c->views, (size_t)n * sizeof *vw);
@@ -118,33 +119,32 @@ cattr_status cx_pl_consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *o
         c->n = n;
     }
     const cattr_tensor *t = g->vals[v].data;
-    if (c->src[v] != t) { /* a different graph reused this id: replace */
-        if (c->views[v].data && c->bytes[v]) dc_release(c->be, c->views[v].data);
-        c->views[v].data = NULL;
-        c->src[v] = NULL;
+    if (c->src[slot] != t) { /* a different graph reused this id: replace */
+        if (c->views[slot].data && c->bytes[slot]) dc_release(c->be, c->views[slot].data);
+        c->views[slot].data = NULL;
+        c->src[slot] = NULL;
     }
-    if (!c->views[v].data) {
-        cattr_dtype dt = t->dtype == CATTR_INT64 ? CATTR_INT64 : c->dtype;
+    if (!c->views[slot].data) {
+        cattr_dtype dt = stored || t->dtype == CATTR_INT64 ? t->dtype : c->dtype;
+        c->views[slot].dtype = dt;
+        c->views[slot].ndim = t->ndim;
+        memcpy(c->views[slot].shape, t->shape, sizeof t->shape);
+        c->src[slot] = t;
         if (dt == t->dtype && c->be->host_memory) { /* used in place; bytes 0 marks it as not ours */
-            c->views[v].dtype = dt;
-            c->views[v].ndim = t->ndim;
-            memcpy(c->views[v].shape, t->shape, sizeof t->shape);
-            c->views[v].data = t->data;
-            c->bytes[v] = 0;
-            c->src[v] = t;
-            *out = c->views[v];
-            return CATTR_OK;
+            c->views[slot].data = t->data;
+            c->bytes[slot] = 0;
+        } else {
+            size_t bytes = 0;
+            void *p = NULL;
+            cattr_status st = dc_acquire(c->be, t, dt, g->vals[v].name, &p, &bytes);
+            if (st != CATTR_OK) {
+                c->src[slot] = NULL;
+                return st;
+            }
+            c->views[slot].data = p;
+            c->bytes[slot] = bytes;
         }
-        size_t bytes = 0;
-        void *p = NULL;
-        CX_CHECK(dc_acquire(c->be, t, dt, g->vals[v].name, &p, &bytes));
-        c->views[v].dtype = dt;
-        c->views[v].ndim = t->ndim;
-        memcpy(c->views[v].shape, t->shape, sizeof t->shape);
-        c->views[v].data = p;
-        c->bytes[v] = bytes;
-        c->src[v] = t;
     }
-    *out = c->views[v];
+    *out = c->views[slot];
     return CATTR_OK;
 }

@@ -477,11 +477,11 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     free(readers);
 
     /* views of constants; a checkpoint's 16-bit matrices are read as stored where every reader widens them itself
-     * (a float32 call on a backend with CX_CAP_STORED_WEIGHTS, whose memory is the host's), else through a float32
-     * (float64) copy made once by the constants' cache */
+     * (a float32 call on a backend with CX_CAP_STORED_WEIGHTS: on the host in place, on a device uploaded as they
+     * are), else through a float32 (float64) copy made once by the constants' cache */
     unsigned char *stored = NULL;
-    if (consts->dtype == CATTR_FLOAT32 && p->be->host_memory && p->be->has_cap &&
-        p->be->has_cap(p->be->ctx, CX_CAP_STORED_WEIGHTS) && (stored = calloc((size_t)nv, 1)) != NULL) {
+    if (consts->dtype == CATTR_FLOAT32 && p->be->has_cap && p->be->has_cap(p->be->ctx, CX_CAP_STORED_WEIGHTS) &&
+        (stored = calloc((size_t)nv, 1)) != NULL) {
         for (int v = 0; v < nv; v++)
             stored[v] = g->vals[v].kind == CG_VAL_CONST && g->vals[v].data && cx_dtype_is_storage(g->vals[v].data->dtype);
         for (int k = 0; k < p->n_order; k++) {
@@ -492,14 +492,7 @@ static cattr_status plan_new(const cg_graph *g, cx_consts *consts, bool eager, c
     }
     for (int v = 0; v < nv; v++) {
         if (g->vals[v].kind != CG_VAL_CONST || !needed[v]) continue;
-        if (stored && stored[v]) {
-            const cattr_tensor *t = g->vals[v].data;
-            cx_view *w = &p->views[v];
-            w->dtype = t->dtype;
-            w->ndim = t->ndim;
-            memcpy(w->shape, t->shape, sizeof t->shape);
-            w->data = t->data;
-        } else if ((st = cx_pl_consts_get(consts, g, v, &p->views[v])) != CATTR_OK) {
+        if ((st = cx_pl_consts_get(consts, g, v, stored && stored[v], &p->views[v])) != CATTR_OK) {
             free(stored);
             goto fail;
         }

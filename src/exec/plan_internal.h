@@ -123,7 +123,10 @@ typedef struct {
 } fcheck;
 
 cattr_status cx_pl_be_copy(cx_backend *be, bool prof, be_copy_kind kind, void *dst, const void *src, size_t bytes);
-cattr_status cx_pl_consts_get(cx_consts *c, const cg_graph *g, int v, cx_view *out);
+/* The view of constant v of g on c's backend: in the compute dtype (int64 stays int64), or with `stored` a
+ * checkpoint's 16-bit matrix as stored; made once per (backend, tensor, dtype) for the process (host memory: the
+ * tensor itself where the dtype is its own). */
+cattr_status cx_pl_consts_get(cx_consts *c, const cg_graph *g, int v, bool stored, cx_view *out);
 void cx_pl_fcheck_free(fcheck *fc);
 cattr_status cx_pl_fcheck_node(cx_plan *p, fcheck *fc, int k);
 cattr_status cx_pl_fcheck_start(cx_plan *p, fcheck *fc);

@@ -1,6 +1,6 @@
 """A checkpoint's weights in their own dtype: BF16 and F16 matrices stay 16-bit in memory (mapped from the file) and
 the kernels widen them exactly as they read them, so a BF16 (F16) checkpoint gives the same bits as the same values
-stored as F32, for every method, in float32 and float64, on cpu and cpu-check (which reads float32 copies)."""
+stored as F32, for every method, in float32 and float64, on cpu and cpu-check (and on cuda where there is one)."""
 import json
 import os
 import shutil
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import cattr
+from cattr import _lib
 from cattr import attr as A
 from cattr.llm import LLMAttribution, LLMGradientAttribution, TextTokenInput
 
@@ -115,10 +116,21 @@ def test_f16_and_unaligned_checkpoints(dirs, method):
     np.testing.assert_array_equal(_run(dirs["bf16_odd"], method)[0], _run(dirs["bf16"], method)[0])
 
 
-def test_cpu_check_reads_float32_copies(dirs):
-    a = _run(dirs["bf16"], "lig", device="cpu-check")
-    b = _run(dirs["f32"], "lig", device="cpu-check")
-    np.testing.assert_array_equal(a[0], b[0])
+@pytest.mark.parametrize("device", ["cpu-check", "cuda"])
+def test_reference_and_cuda_backends_read_stored_weights(dirs, device):
+    """cpu-check and cuda keep the 16-bit matrices as stored too (uploaded as they are, widened by their kernels):
+    cpu-check's reference sums give the float32 copy's bits; cuda (a GPU, or the emulated build) its cuBLAS blocks'
+    results, within float32 rounding."""
+    if device == "cuda" and ("cuda" not in cattr.devices() or _lib.lib.cattr_device_check(b"cuda") != _lib.OK):
+        pytest.skip("no usable cuda device in this build or machine")
+    for src, ref in (("bf16", "f32"), ("f16", "f16_as_f32")):
+        a = _run(dirs[src], "lig", device=device)
+        b = _run(dirs[ref], "lig", device=device)
+        assert np.isfinite(a[0]).all() and np.abs(a[0]).max() > 0
+        if device == "cpu-check":
+            np.testing.assert_array_equal(a[0], b[0])
+        else:
+            np.testing.assert_allclose(a[0], b[0], rtol=1e-5, atol=1e-6 * np.abs(b[0]).max())
 
 
 def test_checkpoint_too_large_is_refused_before_loading(tmp_path):

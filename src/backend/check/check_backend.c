@@ -267,9 +267,10 @@ static bool chk_supports(void *ctx, cg_op op, cattr_dtype dtype) {
     (void)ctx, (void)dtype;
     return op < CG_OP_COUNT && !cx_op_run_by_executor(op);
 }
+/* full precision only; a checkpoint's 16-bit matrices read as stored (the reference kernels widen them exactly) */
 static bool chk_has_cap(void *ctx, cx_cap cap) {
-    (void)ctx, (void)cap;
-    return false; /* full precision only */
+    (void)ctx;
+    return cap == CX_CAP_STORED_WEIGHTS;
 }
 
 static cx_backend g_check = {

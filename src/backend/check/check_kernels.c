@@ -34,6 +34,8 @@
 
 /* Element i of a view, as double (exact for float32 and float64). */
 static double get(const cx_view *v, int64_t i) {
+    if (v->dtype == CX_BFLOAT16) return (double)cx_bf16_to_f32(((const uint16_t *)v->data)[i]);
+    if (v->dtype == CX_FLOAT16) return (double)cx_f16_to_f32(((const uint16_t *)v->data)[i]);
     switch (v->dtype) {
     case CATTR_FLOAT32: return (double)((const float *)v->data)[i];
     case CATTR_FLOAT64: return ((const double *)v->data)[i];
@@ -175,11 +177,15 @@ static cattr_status k_gather(const cg_node *n, const cx_view *in, cx_view *out) 
     }
     if (!grad) {
         size_t es = cattr_dtype_size(out->dtype);
+        bool widen = cx_dtype_is_storage(data->dtype); /* a checkpoint's table as stored */
         for (int64_t o = 0; o < outer; o++)
             for (int64_t j = 0; j < ni; j++) {
                 int64_t k = ix[j] < 0 ? ix[j] + dim : ix[j];
-                for (int64_t t = 0; t < inner; t++)
-                    copy_elem(out->data, (o * ni + j) * inner + t, data->data, (o * dim + k) * inner + t, es);
+                for (int64_t t = 0; t < inner; t++) {
+                    int64_t di = (o * ni + j) * inner + t, si = (o * dim + k) * inner + t;
+                    if (widen) put(out, di, get(data, si));
+                    else copy_elem(out->data, di, data->data, si, es);
+                }
             }
         return CATTR_OK;
     }
@@ -431,16 +437,25 @@ static cattr_status k_torch_sum(const cg_node *n, const cx_view *in, cx_view *ou
  * four interleaved partial sums (kk mod 4) added at the end: the same dot product to within double rounding, at the
  * speed of the adder's pipeline rather than its latency (the language models' vocabulary-wide head is most of this
  * backend's time). The typed loops only spare the per-element dtype switch of get(). */
-#define DOT4(A, B)                                                                                                     \
+#define DOT4(A, B) DOT4_OF((double)(A)[(i_) * sa], (double)(B)[(i_) * sb])
+/* the same with element i_ of each side given by an expression (a checkpoint's 16-bit B widened) */
+#define DOT4_OF(EA, EB)                                                                                                \
     do {                                                                                                               \
         int64_t kk = 0;                                                                                                \
         for (; kk + 4 <= k; kk += 4) {                                                                                 \
-            s0 += (double)(A)[kk * sa] * (double)(B)[kk * sb];                                                        \
-            s1 += (double)(A)[(kk + 1) * sa] * (double)(B)[(kk + 1) * sb];                                            \
-            s2 += (double)(A)[(kk + 2) * sa] * (double)(B)[(kk + 2) * sb];                                            \
-            s3 += (double)(A)[(kk + 3) * sa] * (double)(B)[(kk + 3) * sb];                                            \
+            int64_t i_ = kk;                                                                                           \
+            s0 += (EA) * (EB);                                                                                         \
+            i_ = kk + 1;                                                                                               \
+            s1 += (EA) * (EB);                                                                                         \
+            i_ = kk + 2;                                                                                               \
+            s2 += (EA) * (EB);                                                                                         \
+            i_ = kk + 3;                                                                                               \
+            s3 += (EA) * (EB);                                                                                         \
         }                                                                                                              \
-        for (; kk < k; kk++) s0 += (double)(A)[kk * sa] * (double)(B)[kk * sb];                                       \
+        for (; kk < k; kk++) {                                                                                         \
+            int64_t i_ = kk;                                                                                           \
+            s0 += (EA) * (EB);                                                                                         \
+        }                                                                                                              \
     } while (0)
 static double dot(const cx_view *a, int64_t ia, int64_t sa, const cx_view *b, int64_t ib, int64_t sb, int64_t k) {
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -450,6 +465,11 @@ static double dot(const cx_view *a, int64_t ia, int64_t sa, const cx_view *b, in
     } else if (a->dtype == CATTR_FLOAT64 && b->dtype == CATTR_FLOAT64) {
         const double *pa = (const double *)a->data + ia, *pb = (const double *)b->data + ib;
         DOT4(pa, pb);
+    } else if (a->dtype == CATTR_FLOAT32 && cx_dtype_is_storage(b->dtype)) { /* the float32 copy's sum, bit for bit */
+        const float *pa = (const float *)a->data + ia;
+        const uint16_t *pb = (const uint16_t *)b->data + ib;
+        if (b->dtype == CX_BFLOAT16) DOT4_OF((double)pa[i_ * sa], (double)cx_bf16_to_f32(pb[i_ * sb]));
+        else DOT4_OF((double)pa[i_ * sa], (double)cx_f16_to_f32(pb[i_ * sb]));
     } else {
         for (int64_t kk = 0; kk < k; kk++) s0 += get(a, ia + kk * sa) * get(b, ib + kk * sb);
     }
@@ -526,6 +546,8 @@ static cattr_status k_matmul(const cg_node *n, const cx_view *in, cx_view *out) 
                     if (in[1].dtype == CATTR_FLOAT32) {
                         const float *brow = (const float *)in[1].data + ob + kk * bc;
                         for (int64_t j = 0; j < nn; j++) ar_[j] += aik * (double)brow[j];
+                    } else if (cx_dtype_is_storage(in[1].dtype)) { /* a checkpoint's matrix as stored */
+                        for (int64_t j = 0; j < nn; j++) ar_[j] += aik * get(&in[1], ob + kk * bc + j);
                     } else {
                         const double *brow = (const double *)in[1].data + ob + kk * bc;
                         for (int64_t j = 0; j < nn; j++) ar_[j] += aik * brow[j];

@@ -25,6 +25,7 @@ extern "C" {
 
 #ifndef CX_CUDA_EMULATE
 #include <cublas_v2.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #define CU_DEV __device__
 #else
@@ -35,13 +36,14 @@ extern "C" {
 #define CU_FN [=] CU_DEV(int64_t i)
 
 /* The device error word's codes (a kernel that meets bad data records the first; synchronize reports it). */
-enum { CU_ERR_NONE = 0, CU_ERR_GATHER_INDEX = 1, CU_ERR_SEQ_POS = 2, CU_ERR_ROW_MAP = 3, CU_ERR_ROPE_POS = 4 };
+enum { CU_ERR_NONE = 0, CU_ERR_GATHER_INDEX = 1, CU_ERR_SEQ_POS = 2, CU_ERR_ROW_MAP = 3, CU_ERR_ROPE_POS = 4, CU_ERR_SEGMENT = 5 };
 
 typedef struct cu_ctx {
     int ordinal;
     pthread_mutex_t op_lock; /* run_op: one op at a time (its launches in order on the stream) */
 #ifndef CX_CUDA_EMULATE
     cudaStream_t stream;
+    bool pool; /* memory from the device's stream-ordered pool (cudaMallocAsync / cudaFreeAsync) */
     cublasHandle_t blas;
     struct cu_blas_fns *fn; /* cuBLAS, loaded when the first device is used (cuda_backend.cu) */
 #endif
@@ -84,6 +86,19 @@ static inline CX_HD void sto(const dv &v, int64_t i, double x) {
 static inline CX_HD int64_t ldi(const dv &v, int64_t i) { return ((const int64_t *)v.p)[i]; }
 /* x rounded to v's element type (an intermediate the fast kernels hold in that type) */
 static inline CX_HD double rd(const dv &v, double x) { return v.dt == CATTR_FLOAT32 ? (double)(float)x : x; }
+/* Element i of a checkpoint's 16-bit matrix as stored (CX_BFLOAT16 or CX_FLOAT16), widened exactly to float32. */
+static inline CX_HD float cu_from16(const void *p, int dt, int64_t i) {
+    uint16_t h = ((const uint16_t *)p)[i];
+#if defined(__CUDA_ARCH__)
+    return dt == (int)CX_BFLOAT16 ? __uint_as_float((uint32_t)h << 16) : __half2float(__ushort_as_half(h));
+#else
+    if (dt != (int)CX_BFLOAT16) return cx_f16_to_f32(h);
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
 /* element si of src to element di of dst, by bytes (4 or 8): every dtype */
 static inline CX_HD void cpe(const dv &dst, int64_t di, const dv &src, int64_t si) {
     if (dst.dt == CATTR_FLOAT32) ((float *)dst.p)[di] = ((const float *)src.p)[si];
@@ -160,6 +175,142 @@ template <class F> static inline void cu_each(cu_ctx *c, int64_t n, F f) {
 #pragma omp parallel for schedule(static) if (n > 16384)
     for (int64_t i = 0; i < n; i++) f(i);
     c->launches++;
+}
+#endif
+
+/* ---- block kernels: one block of CU_NT threads per task, for rows and tiles -------------------------------------
+ * cu_blocks(c, nb, shared, CU_BLK_FN { ... }) runs the function once per block b < nb with `shared` bytes of the
+ * block's shared memory (blk.sh). Its code is written for the whole block: everything outside blk's calls runs on
+ * every thread alike (uniform: no stores but through blk.each), the work is spread by
+ *   blk.each(n, f)   f(k) for k < n, thread t taking k = t, t + CU_NT, ... (then blk.sync() before reading it),
+ *   blk.sum / blk.max(n, f)   the sum / maximum of f(k) over k < n, to every thread: thread t's strided partial in
+ *                    increasing k, then a tree (warp shuffles by 16, 8, 4, 2, 1; the 8 warps' results the same way).
+ * The emulated build runs each block on one host thread in exactly that order (each: k in order; the reductions'
+ * 256 partials and the same tree), so its numbers are the GPU's up to the math library's last bits; it also counts
+ * the multiply-adds a kernel declares with blk.count() (cx_cuda_emulated_work: the work-count tests). */
+#define CU_NT 256
+#define CU_BLK_FN [=] CU_DEV(const cu_blk &blk)
+
+template <class T> struct cu_add {
+    CX_HD T operator()(T a, T b) const { return a + b; }
+    static CX_HD T id() { return (T)0; }
+};
+template <class T> struct cu_max { /* NaN never wins, as the reference's "if (v > mx) mx = v" */
+    CX_HD T operator()(T a, T b) const { return b > a ? b : a; }
+    static CX_HD T id() { return (T)-INFINITY; }
+};
+
+#ifdef CX_CUDA_EMULATE
+extern "C" void cu_emulated_work_add(int64_t n); /* cuda_backend.cu */
+#endif
+
+struct cu_blk {
+    int64_t b;     /* the block's task */
+    void *sh;      /* its shared memory (16-byte aligned) */
+    double *red;   /* 32 doubles: the reductions' exchange */
+#ifdef CX_CUDA_EMULATE
+    template <class F> void each(int64_t n, F f) const {
+        for (int64_t k = 0; k < n; k++) f(k);
+    }
+    void sync() const {}
+    void count(int64_t n) const { cu_emulated_work_add(n); }
+    template <class T, class Op, class F> T reduce(int64_t n, F f) const {
+        Op op;
+        T part[CU_NT], w[32];
+        for (int t = 0; t < CU_NT; t++) part[t] = Op::id();
+        for (int64_t k = 0; k < n; k++) part[k % CU_NT] = op(part[k % CU_NT], (T)f(k));
+        for (int v = 0; v < 32; v++) w[v] = Op::id();
+        for (int v = 0; v < CU_NT / 32; v++) {
+            T *p = part + 32 * v;
+            for (int off = 16; off; off >>= 1)
+                for (int l = 0; l < off; l++) p[l] = op(p[l], p[l + off]);
+            w[v] = p[0];
+        }
+        for (int off = 16; off; off >>= 1)
+            for (int l = 0; l < off; l++) w[l] = op(w[l], w[l + off]);
+        return w[0];
+    }
+#else
+    template <class F> __device__ void each(int64_t n, F f) const {
+        for (int64_t k = threadIdx.x; k < n; k += CU_NT) f(k);
+    }
+    __device__ void sync() const { __syncthreads(); }
+    __device__ void count(int64_t) const {}
+    template <class T, class Op, class F> __device__ T reduce(int64_t n, F f) const {
+        Op op;
+        T v = Op::id();
+        for (int64_t k = threadIdx.x; k < n; k += CU_NT) v = op(v, (T)f(k));
+        int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+        for (int off = 16; off; off >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, off));
+        if (lane == 0) red[w] = (double)v;
+        __syncthreads();
+        if (w == 0) {
+            v = lane < CU_NT / 32 ? (T)red[lane] : Op::id();
+            for (int off = 16; off; off >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, off));
+            if (lane == 0) red[CU_NT / 32] = (double)v;
+        }
+        __syncthreads();
+        T r = (T)red[CU_NT / 32];
+        __syncthreads(); /* red is free again */
+        return r;
+    }
+#endif
+    template <class T, class F> CU_DEV T sum(int64_t n, F f) const { return reduce<T, cu_add<T>>(n, f); }
+    template <class T, class F> CU_DEV T max(int64_t n, F f) const { return reduce<T, cu_max<T>>(n, f); }
+};
+
+#ifndef CX_CUDA_EMULATE
+template <class F> __global__ void __launch_bounds__(CU_NT) cu_blocks_kernel(int64_t nb, F f) {
+    extern __shared__ __align__(16) unsigned char cu_shared[];
+    __shared__ double red[32];
+    cu_blk blk;
+    blk.sh = cu_shared;
+    blk.red = red;
+    for (int64_t b = blockIdx.x; b < nb; b += gridDim.x) {
+        blk.b = b;
+        f(blk);
+        __syncthreads();
+    }
+}
+template <class F> static inline cattr_status cu_blocks(cu_ctx *c, int64_t nb, size_t shared, F f) {
+    if (nb <= 0) return CATTR_OK;
+    if (shared > 48 * 1024 &&
+        cudaFuncSetAttribute(cu_blocks_kernel<F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared) !=
+            cudaSuccess) {
+        cudaGetLastError();
+        return cx_fail(CATTR_ERR_UNSUPPORTED, "cuda: a block kernel needs %zu bytes of shared memory", shared);
+    }
+    int64_t grid = nb < (1 << 20) ? nb : (1 << 20);
+    cu_blocks_kernel<<<(unsigned)grid, CU_NT, shared, c->stream>>>(nb, f);
+    c->launches++;
+    return CATTR_OK;
+}
+#else
+template <class F> static inline cattr_status cu_blocks(cu_ctx *c, int64_t nb, size_t shared, F f) {
+    if (nb <= 0) return CATTR_OK;
+    bool fail = false;
+#pragma omp parallel if (nb > 1)
+    {
+        void *sh = shared ? aligned_alloc(16, (shared + 15) / 16 * 16) : NULL;
+        double red[32];
+        if (shared && !sh) {
+#pragma omp atomic write
+            fail = true;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t b = 0; b < nb; b++) {
+            if (shared && !sh) continue;
+            cu_blk blk;
+            blk.b = b;
+            blk.sh = sh;
+            blk.red = red;
+            f(blk);
+        }
+        free(sh);
+    }
+    c->launches++;
+    return fail ? cx_fail(CATTR_ERR_NO_MEMORY, "cuda (emulated): out of memory for a block's shared memory")
+                : CATTR_OK;
 }
 #endif
 

@@ -1,4 +1,5 @@
-/* cuda_backend.cu - the "cuda" backend's table: device memory from cudaMalloc, one stream per device on which every
+/* cuda_backend.cu - the "cuda" backend's table: device memory from the device's stream-ordered pool (cudaMallocAsync,
+ * freed without waiting for the device; cudaMalloc where there is no pool), one stream per device on which every
  * copy, kernel and cuBLAS call is enqueued in order, and the dispatch of a node to its kernel family (elementwise.cu,
  * linear.cu, pool.cu, reduce.cu, index.cu, decoder.cu).
  *
@@ -93,7 +94,7 @@ static void *cu_alloc(void *ctx, size_t bytes) {
     size_t n = bytes ? bytes : 256;
 #ifndef CX_CUDA_EMULATE
     cudaSetDevice(c->ordinal);
-    if (cudaMalloc(&p, n) != cudaSuccess) {
+    if ((c->pool ? cudaMallocAsync(&p, n, c->stream) : cudaMalloc(&p, n)) != cudaSuccess) {
         cudaGetLastError(); /* clear the sticky-free allocation error */
         return NULL;
     }
@@ -112,7 +113,10 @@ static void cu_free(void *ctx, void *p, size_t bytes) {
     if (!p) return;
 #ifndef CX_CUDA_EMULATE
     cudaSetDevice(c->ordinal);
-    cudaFree(p); /* waits for the device: nothing enqueued may still use p */
+    /* stream-ordered: p goes back to the pool after the work enqueued before it, without waiting for the device
+     * (cudaFree would wait: nothing enqueued may still use p) */
+    if (c->pool) cudaFreeAsync(p, c->stream);
+    else cudaFree(p);
 #else
     free(p);
 #endif
@@ -149,6 +153,7 @@ static cattr_status check_device_error(cu_ctx *c) {
     case CU_ERR_SEQ_POS: return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cuda: a SeqPick position was out of range");
     case CU_ERR_ROW_MAP: return cx_fail(CATTR_ERR_SHAPE, "cuda: a WhereId row map was out of range");
     case CU_ERR_ROPE_POS: return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cuda: a RoPE position was negative");
+    case CU_ERR_SEGMENT: return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cuda: an Attention segment was out of range");
     default: return cx_fail(CATTR_ERR_INTERNAL, "cuda: device error code %d", code);
     }
 }
@@ -379,12 +384,21 @@ static size_t t_free_memory(void *ctx) {
         cudaGetLastError(); /* not sticky: the budget falls back to the host's */
         return SIZE_MAX;
     }
+    cudaMemPool_t mp;
+    uint64_t reserved = 0, used = 0; /* the pool keeps freed memory: free for this process too */
+    if (c->pool && cudaDeviceGetDefaultMemPool(&mp, c->ordinal) == cudaSuccess &&
+        cudaMemPoolGetAttribute(mp, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+        cudaMemPoolGetAttribute(mp, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess && reserved > used)
+        free_b += (size_t)(reserved - used);
+    cudaGetLastError();
     return free_b;
 #endif
 }
+/* full precision only; a checkpoint's 16-bit matrices stay 16-bit on the device (linear.cu's gemm_stored widens a
+ * block of columns at a time; Gather widens as it copies) */
 static bool t_has_cap(void *ctx, cx_cap cap) {
-    (void)ctx, (void)cap;
-    return false; /* full precision only, for now */
+    (void)ctx;
+    return cap == CX_CAP_STORED_WEIGHTS;
 }
 
 /* ---- the table ---------------------------------------------------------------------------------------------------- */
@@ -421,6 +435,16 @@ static cattr_status make_backend(int ordinal, cx_backend **out) {
         return cx_fail(CATTR_ERR_UNSUPPORTED, "device 'cuda:%d': cannot be used (%s)", ordinal, cudaGetErrorString(e));
     }
     snprintf(c->device_name, sizeof c->device_name, "%s", prop.name);
+    /* device memory from the stream-ordered pool (cudaMallocAsync) where the device has one, kept by the pool
+     * between calls instead of given back to the driver at each synchronisation */
+    int pools = 0;
+    cudaMemPool_t mp;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, ordinal) == cudaSuccess && pools &&
+        cudaDeviceGetDefaultMemPool(&mp, ordinal) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        c->pool = cudaMemPoolSetAttribute(mp, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess;
+    }
+    cudaGetLastError();
     static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
     pthread_once(&blas_once, load_cublas);
     if (!g_blas_ok) {
@@ -486,5 +510,18 @@ extern "C" int cx_backend_cuda_emulated(void) {
     return 1;
 #else
     return 0;
+#endif
+}
+
+#ifdef CX_CUDA_EMULATE
+static int64_t g_emulated_work; /* the multiply-adds block kernels declared (blk.count) */
+extern "C" void cu_emulated_work_add(int64_t n) { __atomic_fetch_add(&g_emulated_work, n, __ATOMIC_RELAXED); }
+#endif
+
+extern "C" int64_t cx_backend_cuda_emulated_work(void) {
+#ifdef CX_CUDA_EMULATE
+    return __atomic_load_n(&g_emulated_work, __ATOMIC_RELAXED);
+#else
+    return -1;
 #endif
 }

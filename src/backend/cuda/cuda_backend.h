@@ -17,6 +17,10 @@ cattr_status cx_backend_cuda_get(int ordinal, cx_backend **out);
 /* Whether this build runs the backend's kernels on the host instead of a GPU (CATTR_CUDA_EMULATE). */
 int cx_backend_cuda_emulated(void);
 
+/* The emulated build's count of the multiply-adds its block kernels have done so far in this process (cu.h's
+ * blk.count: the work-count tests, e.g. attention's T^2 d); -1 on a GPU, which does not count. */
+int64_t cx_backend_cuda_emulated_work(void);
+
 #ifdef __cplusplus
 }
 #endif

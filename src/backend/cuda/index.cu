@@ -54,8 +54,8 @@ static void concat_grad(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view 
 }
 
 /* Gather: out[o, j, t] = data[o, idx[j], t]. GatherGrad (gY, idx, X): element (o, k, t) of X's shape sums the gY rows
- * whose index is k. */
-static void gather(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
+ * whose index is k (segmented: the rows of each k listed first, so the work is O(ni + dim + the output)). */
+static cattr_status gather(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
     bool grad = n->op == CG_GATHER_GRAD;
     const cx_view *data = grad ? &in[2] : &in[0];
     int ax = (int)(n->a.axis < 0 ? n->a.axis + data->ndim : n->a.axis);
@@ -64,6 +64,7 @@ static void gather(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out)
     dv ix = cu_dv(&in[1]), y = cu_dv(out), src = cu_dv(&in[0]);
     int *err = c->err;
     if (!grad) {
+        bool widen = cx_dtype_is_storage(data->dtype); /* a checkpoint's table as stored, read by a float32 call */
         cu_each(c, cx_view_numel(out), CU_FN {
             int64_t t = i % inner, j = (i / inner) % ni, o = i / (inner * ni), k = ldi(ix, j);
             if (k < 0) k += dim;
@@ -71,25 +72,47 @@ static void gather(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out)
                 cu_flag(err, CU_ERR_GATHER_INDEX);
                 k = 0;
             }
-            cpe(y, i, src, (o * dim + k) * inner + t);
+            if (widen) ((float *)y.p)[i] = cu_from16(src.p, src.dt, (o * dim + k) * inner + t);
+            else cpe(y, i, src, (o * dim + k) * inner + t);
         });
-        return;
+        return CATTR_OK;
     }
+    /* the indices grouped by target, ascending within each (a counting sort by one thread: O(ni + dim)), so each
+     * output element reads only its own sources, in the reference's order */
+    int64_t *off = (int64_t *)cu_scratch(c, (size_t)(dim + 1 + ni) * sizeof(int64_t)), *lst = off + dim + 1;
+    if (!off) return cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of device memory", n->name);
+    cattr_status st = cu_blocks(c, 1, 0, CU_BLK_FN {
+        blk.each(1, [&](int64_t) {
+            for (int64_t k = 0; k <= dim; k++) off[k] = 0;
+            for (int64_t j = 0; j < ni; j++) {
+                int64_t q = ldi(ix, j);
+                if (q < 0) q += dim;
+                if (q < 0 || q >= dim) cu_flag(err, CU_ERR_GATHER_INDEX);
+                else off[q + 1]++;
+            }
+            for (int64_t k = 0; k < dim; k++) off[k + 1] += off[k];
+            for (int64_t j = 0; j < ni; j++) { /* off[q] moves to the end of q's sources (the start of q + 1) */
+                int64_t q = ldi(ix, j);
+                if (q < 0) q += dim;
+                if (q >= 0 && q < dim) lst[off[q]++] = j;
+            }
+        });
+        blk.count(ni + dim);
+    });
+    if (st != CATTR_OK) return st;
     bool ints = out->dtype == CATTR_INT64;
     cu_each(c, cx_view_numel(out), CU_FN {
         int64_t t = i % inner, k = (i / inner) % dim, o = i / (inner * dim), si = 0;
         double s = 0;
-        for (int64_t j = 0; j < ni; j++) {
-            int64_t q = ldi(ix, j);
-            if (q < 0) q += dim;
-            if (q < 0 || q >= dim) cu_flag(err, CU_ERR_GATHER_INDEX);
-            if (q != k) continue;
+        for (int64_t e = k ? off[k - 1] : 0; e < off[k]; e++) {
+            int64_t j = lst[e];
             if (ints) si += ldi(src, (o * ni + j) * inner + t);
             else s += ld(src, (o * ni + j) * inner + t);
         }
         if (ints) ((int64_t *)y.p)[i] = si;
         else sto(y, i, s);
     });
+    return CATTR_OK;
 }
 
 /* Slice: Y[c] = X[start + c step]; SliceGrad (gY, X): zeros of X's shape, then gY written into the slice. */
@@ -256,7 +279,7 @@ cattr_status cu_run_index(cu_ctx *c, const cg_node *n, const cx_view *in, cx_vie
     case CG_TRANSPOSE: transpose(c, n, in, out); return CATTR_OK;
     case CG_CONCAT: concat(c, n, in, out); return CATTR_OK;
     case CG_CONCAT_GRAD: concat_grad(c, n, in, out); return CATTR_OK;
-    case CG_GATHER: case CG_GATHER_GRAD: gather(c, n, in, out); return CATTR_OK;
+    case CG_GATHER: case CG_GATHER_GRAD: return gather(c, n, in, out);
     case CG_SLICE: case CG_SLICE_GRAD: return slice(c, n, in, out);
     case CG_SEQ_PICK: case CG_SEQ_PICK_GRAD: seq_pick(c, n, in, out); return CATTR_OK;
     case CG_WHERE_ID: where_id(c, n, in, out); return CATTR_OK;

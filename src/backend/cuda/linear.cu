@@ -15,12 +15,40 @@ static cattr_status no_device_memory(const cg_node *n) {
                    cg_op_names[n->op]);
 }
 
+/* C[m, nn] (row stride ldc) = A[m, k] (row stride lda) op(B) in float32, B a checkpoint's 16-bit matrix as stored
+ * ([k, nn], or [nn, k] when tb): B widened a block of columns of op(B) at a time into the scratch (at most 64 MiB),
+ * each block one GEMM: device memory holds the weights in 16 bits and one block in float32. */
+static cattr_status gemm_stored(cu_ctx *c, const cg_node *n, bool tb, int64_t m, int64_t nn, int64_t k, const void *A,
+                                int64_t lda, const cx_view *B, float *C, int64_t ldc) {
+    int64_t jb = k > 0 ? (int64_t)((64u << 20) / sizeof(float)) / k : nn;
+    if (jb < 1) jb = 1;
+    if (jb > nn) jb = nn;
+    float *W = (float *)cu_scratch(c, (size_t)(jb * (k > 0 ? k : 1)) * sizeof(float));
+    if (!W) return no_device_memory(n);
+    const void *bp = B->data;
+    int bt = (int)B->dtype;
+    for (int64_t j0 = 0; j0 < nn; j0 += jb) {
+        int64_t w = nn - j0 < jb ? nn - j0 : jb;
+        if (tb) /* rows j0.. of B: contiguous */
+            cu_each(c, w * k, CU_FN { W[i] = cu_from16(bp, bt, j0 * k + i); });
+        else /* columns j0.. of B's rows, packed [k, w] */
+            cu_each(c, k * w, CU_FN { W[i] = cu_from16(bp, bt, (i / w) * nn + j0 + i % w); });
+        cattr_status st = cu_gemm(c, CATTR_FLOAT32, false, tb, m, w, k, A, lda, 0, W, tb ? k : w, 0, C + j0, ldc, 0, 1,
+                                  0.0);
+        if (st != CATTR_OK) return st;
+    }
+    return CATTR_OK;
+}
+
 /* Gemm: Y = alpha op(A) op(B) + beta C, then the fused ReLU. */
 static cattr_status gemm(cu_ctx *c, const cg_node *n, const cx_view *in, cx_view *out) {
     const cg_attrs *a = &n->a;
     int64_t m = out->shape[0], nn = out->shape[1], k = a->trans_a ? in[0].shape[0] : in[0].shape[1];
-    cattr_status st = cu_gemm(c, out->dtype, a->trans_a, a->trans_b, m, nn, k, in[0].data, in[0].shape[1], 0,
-                              in[1].data, in[1].shape[1], 0, out->data, nn, 0, 1, 0.0);
+    cattr_status st = cx_dtype_is_storage(in[1].dtype) && !a->trans_a && out->dtype == CATTR_FLOAT32
+                          ? gemm_stored(c, n, a->trans_b, m, nn, k, in[0].data, in[0].shape[1], &in[1],
+                                        (float *)out->data, nn)
+                          : cu_gemm(c, out->dtype, a->trans_a, a->trans_b, m, nn, k, in[0].data, in[0].shape[1], 0,
+                                    in[1].data, in[1].shape[1], 0, out->data, nn, 0, 1, 0.0);
     if (st != CATTR_OK) return st;
     bool has_c = n->n_in > 2 && in[2].data && a->beta != 0;
     if (!has_c && a->alpha == 1 && !a->fuse_relu) return CATTR_OK;
@@ -62,7 +90,12 @@ static cattr_status matmul(cu_ctx *c, const cg_node *n, const cx_view *in, cx_vi
     int64_t nbatch = cx_numel(nbat, bat), nba = cx_numel(na - 2, as), nbb = cx_numel(nb - 2, bs);
     size_t es = cattr_dtype_size(out->dtype);
     cattr_status st = CATTR_OK;
-    if ((nba == nbatch || nba == 1) && (nbb == nbatch || nbb == 1)) {
+    if (cx_dtype_is_storage(in[1].dtype)) { /* a checkpoint's matrix as stored (2-D, A not transposed: the planner) */
+        if (in[1].ndim != 2 || a->trans_a || out->dtype != CATTR_FLOAT32)
+            return cx_fail(CATTR_ERR_INTERNAL, "node '%s' (op MatMul): a 16-bit operand B of rank %d", n->name,
+                           in[1].ndim);
+        st = gemm_stored(c, n, a->trans_b, nbatch * m, nn, k, in[0].data, ac, &in[1], (float *)out->data, nn);
+    } else if ((nba == nbatch || nba == 1) && (nbb == nbatch || nbb == 1)) {
         if (nbb == 1 && !a->trans_a && nba == nbatch) /* A's batches are rows of one tall product */
             st = cu_gemm(c, out->dtype, false, a->trans_b, nbatch * m, nn, k, in[0].data, ac, 0, in[1].data, bc, 0,
                          out->data, nn, 0, 1, 0.0);
