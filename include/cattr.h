@@ -620,6 +620,42 @@ int cattr_split_chunk_steps(const void *blob, size_t len);
 size_t cattr_explainer_peak_memory(const cattr_explainer *e);
 
 /* ------------------------------------------------------------------------------------------------------------ */
+/* Metrics of attributions (Captum's captum.metrics)                                                            */
+/* ------------------------------------------------------------------------------------------------------------ */
+
+/* Infidelity (Yeh et al., "On the (In)fidelity and Sensitivity of Explanations", NeurIPS 2019; Captum's
+ * captum.metrics.infidelity) of `attributions` (one per input, the inputs' shapes) for the inputs of `call`, with its
+ * target and additional inputs (its baselines, masks and draws are not read). e is any explainer of the model: it
+ * gives the device, the dtype and the passes; its method is not used. n_samples perturbations per example in Captum's
+ * layout: perturbations[i] and perturbed[i] have B * n_samples rows, example b's at rows b * n_samples to
+ * b * n_samples + n_samples - 1 (perturbed = input - perturbation for Captum's perturbation functions; the values are
+ * taken as given). Per example, with d_s = the sum over every input's elements of perturbation_s * attribution and
+ * f_s = F(x) - F(perturbed_s) at the target:
+ *   infidelity = mean over s of (d_s - f_s)^2; with normalize, of (beta d_s - f_s)^2 where
+ *   beta = sum_s d_s f_s / sum_s d_s^2 (a zero denominator taken as 1, as Captum's safe_div),
+ * computed in the compute dtype with Captum's operations and torch's summation order. The model runs on
+ * samples_per_pass perturbed samples of every example per pass (0: all of them in one pass; Captum's
+ * max_examples_per_batch is B times it). *out: a new [B] tensor in the compute dtype.
+ * Errors: those of cattr_explainer_run (inputs, target: one model value per example), CATTR_ERR_SHAPE (an
+ * attribution, perturbation or perturbed input of the wrong shape, named), CATTR_ERR_DTYPE, CATTR_ERR_INVALID_ARGUMENT
+ * (n_samples from 1 to 10^8, samples_per_pass >= 0). */
+cattr_status cattr_infidelity(cattr_explainer *e, const cattr_call *call, const cattr_tensor *const *attributions,
+                              const cattr_tensor *const *perturbations, const cattr_tensor *const *perturbed,
+                              int64_t n_samples, int normalize, int64_t samples_per_pass, cattr_tensor **out);
+
+/* The measure of Captum's sensitivity_max (Yeh et al. 2019) for one batch of perturbations: per example b, the largest
+ * over its n_samples perturbations s of ||expl_b - expl'_{b,s}|| / ||expl_b|| (a zero denominator taken as 1), the
+ * norm over the elements of all n explanation tensors together. expl[i]: the explanations of the inputs [B, ...];
+ * expl_perturbed[i]: those of the perturbed inputs [B * n_samples, ...] in Captum's order (example b's at rows
+ * b * n_samples ...). norm_ord: 2 (Captum's 'fro'), 1, INFINITY, -INFINITY or another positive order. Computed on
+ * `device` (NULL: cpu) in float64 when any tensor is float64, else float32. *out: a new [B] tensor.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (n from 1 to CATTR_MAX_INPUTS, n_samples from 1 to 10^8, the order), CATTR_ERR_SHAPE,
+ * CATTR_ERR_DTYPE, a device error. */
+cattr_status cattr_sensitivity_max(const char *device, const cattr_tensor *const *expl,
+                                   const cattr_tensor *const *expl_perturbed, int n, int64_t n_samples,
+                                   double norm_ord, cattr_tensor **out);
+
+/* ------------------------------------------------------------------------------------------------------------ */
 /* Language models (Hugging Face checkpoint folders: qwen3, llama, qwen2, mistral)                              */
 /* ------------------------------------------------------------------------------------------------------------ */
 

@@ -414,5 +414,37 @@ else
     echo "SKIP: --additional NAME=FILE ($mi or /usr/bin/python3 not found)"
 fi
 
+# --- explain --metrics: Captum's infidelity and sensitivity_max in the JSON, the same numbers for the same seed ------
+expect_ok "metrics json" explain $model --method saliency --input tests/data/cli/batch2.npy --target 3 \
+    --output "$tmp/met.json" --metrics infidelity,sensitivity --metric-samples 6 --seed 9
+expect_ok "metrics json again" explain $model --method saliency --input tests/data/cli/batch2.npy --target 3 \
+    --output "$tmp/met2.json" --metrics infidelity,sensitivity --metric-samples 6 --seed 9
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import json, math, sys
+a, b = (json.load(open(f))["metrics"] for f in sys.argv[1:3])
+assert set(a) == {"infidelity", "sensitivity_max"}, a
+for k in a:
+    v = a[k]["values"]
+    assert len(v) == 2 and all(math.isfinite(x) and x >= 0 for x in v), a
+    assert v == b[k]["values"], (a, b)
+    assert a[k]["n_perturb_samples"] == 6
+' "$tmp/met.json" "$tmp/met2.json"; then ok; else bad "metrics json: values"; fi
+fi
+expect_ok "metrics npy" explain $model --method integrated-gradients --steps 8 --input $x --output "$tmp/met.npy" \
+    --metrics sensitivity --metric-samples 3
+if grep -q "sensitivity_max over 1 example" "$tmp/stdout"; then ok; else bad "metrics npy: no sensitivity line"; cat "$tmp/stdout"; fi
+expect_exit "metrics unknown" 2 "--metrics: unknown metric 'fidelity'" "$tmp/met3.json" -- \
+    explain $model --input $x --output "$tmp/met3.json" --metrics fidelity
+expect_exit "metrics samples" 2 "--metric-samples" "$tmp/met3.json" -- \
+    explain $model --input $x --output "$tmp/met3.json" --metrics infidelity --metric-samples 0
+expect_exit "metrics noise" 2 "--metric-noise must be a positive number" "$tmp/met3.json" -- \
+    explain $model --input $x --output "$tmp/met3.json" --metrics infidelity --metric-noise -1
+expect_exit "metrics layer infidelity" 1 "infidelity failed: attributions[0] has shape [1, 8, 8, 8]; input 0 has [1, 1, 8, 8]" "$tmp/met3.json" -- \
+    explain $model --method layer-activation --layer relu1 --input $x --output "$tmp/met3.json" \
+    --metrics infidelity
+expect_exit "metrics streamed" 2 "--metrics: not with --batch-size" "$tmp/met3.npy" -- \
+    explain $model --method saliency --input tests/data/cli/batch2.npy --target 3 --batch-size 1 \
+    --output "$tmp/met3.npy" --metrics infidelity
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

@@ -438,6 +438,10 @@ _decl("cattr_explainer_free", None, ExplainerP)
 _decl("cattr_explainer_run", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, ctypes.POINTER(TensorP))
 _decl("cattr_explainer_peak_memory", ctypes.c_size_t, ExplainerP)
 _decl("cattr_explainer_steps_used", ctypes.c_int, ExplainerP)
+_decl("cattr_sensitivity_max", _st, ctypes.c_char_p, TensorPP, TensorPP, ctypes.c_int, ctypes.c_int64,
+      ctypes.c_double, ctypes.POINTER(TensorP))
+_decl("cattr_infidelity", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, TensorPP, TensorPP, ctypes.c_int64,
+      ctypes.c_int, ctypes.c_int64, ctypes.POINTER(TensorP))
 _decl("cattr_llm_steps_used", ctypes.c_int, LLMP)
 _decl("cattr_llm_load", _st, ctypes.c_char_p, ctypes.POINTER(LLMP))
 _decl("cattr_llm_free", None, LLMP)

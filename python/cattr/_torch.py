@@ -163,6 +163,13 @@ class TorchForward:
                 # the root's modules keep their paths: registered under no prefix
                 for name, child in root.named_children():
                     self.add_module(name, child)
+                # the root's own parameters and buffers (a bare torch.nn.Linear): without them the export would
+                # meet them as constants that require grad
+                if isinstance(root, torch.nn.Module):
+                    for name, prm in root.named_parameters(recurse=False):
+                        self.register_parameter(name, prm)
+                    for name, buf in root.named_buffers(recurse=False):
+                        self.register_buffer(name, buf)
                 self.keep = tuple(keep)
 
             def forward(self, *ts):

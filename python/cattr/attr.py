@@ -596,8 +596,12 @@ class Attribution:
         return e
 
     def _run(self, inputs, fields, baselines=None, target=None, additional_forward_args=None, feature_mask=None,
-             want_delta=False, extra=None, layer_mask=None, layer_baseline=None, int_inputs_ok=False, progress=False):
-        """Runs the method; returns (list of numpy attributions, delta or None, inputs_were_tuple, torch_out)."""
+             want_delta=False, extra=None, layer_mask=None, layer_baseline=None, int_inputs_ok=False, progress=False,
+             invoke=None):
+        """Runs the method; returns (list of numpy attributions, delta or None, inputs_were_tuple, torch_out).
+        invoke (cattr.metrics): called as invoke(explainer, call, mk) in place of the method's run, with the call
+        made for these inputs, target and additional arguments and mk(array, what) for more tensors in the compute
+        dtype; _run then returns (its result, inputs_were_tuple, torch_out)."""
         if extra:
             for k in extra:
                 if k not in _EXTRA:
@@ -741,6 +745,9 @@ class Attribution:
                         raise _lib.ArgumentError("cattr: layer_baselines: one baseline per layer tensor is not supported "
                                          "yet; give one tensor or a scalar")
                     call.layer_baseline = mk(lb[0], "layer_baselines")
+            if invoke is not None:
+                with e.lock:
+                    return invoke(e, call, mk), was_tuple, torch_out
             out = _OutArray()
             delta = _lib.TensorP()
             bar = _lib.ProgressBar(_lib.captum_name(type(self).__name__)) if progress else None

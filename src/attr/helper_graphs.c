@@ -76,17 +76,8 @@ cattr_status cx_delta_forward(cattr_explainer *e, cx_call *c, cattr_tensor *cons
     return st;
 }
 
-/* The kinds of small graphs (cx_helper.kind; 0: an empty entry). */
-enum { H_DELTA = 1, H_SUM_LAST, H_SPREAD, H_PAIRS_MEAN };
-
-/* Builds a small graph for n attributions of like's ranks (n 0: a graph of the dtype alone) into g, its outputs into
- * outs. Errors: CATTR_ERR_NO_MEMORY, CATTR_ERR_INTERNAL. */
-typedef cattr_status (*helper_build)(cg_graph *g, int n, cattr_tensor *const *like, int *outs);
-
-/* The explainer's small graph of this kind for n attributions of like's ranks in c's dtype: the cache entry that has
- * it, or the least recently used entry made into it (graph, constants; its plans come with its runs). */
-static cattr_status helper_get(cattr_explainer *e, int kind, const cx_call *c, int n, cattr_tensor *const *like,
-                               helper_build build, cx_helper **out) {
+cattr_status cx_helper_get(cattr_explainer *e, int kind, const cx_call *c, int n, cattr_tensor *const *like,
+                           cx_helper_build build, cx_helper **out) {
     cx_helper *lru = &e->helpers[0];
     for (int k = 0; k < CX_HELPER_CACHE; k++) {
         cx_helper *h = &e->helpers[k];
@@ -117,9 +108,7 @@ static cattr_status helper_get(cattr_explainer *e, int kind, const cx_call *c, i
     return CATTR_OK;
 }
 
-/* A run of small graph d's outputs outs[0..n_out) for inputs in[0..n_in) (results to host memory res, or to backend
- * memory res_dev where set). */
-static cattr_status small_run(cattr_explainer *e, cx_derived *d, const cx_arg *in, int n_in, const int *outs,
+cattr_status cx_small_run(cattr_explainer *e, cx_derived *d, const cx_arg *in, int n_in, const int *outs,
                               int n_out, void *const *res, void *const *res_dev) {
     cx_job j = cx_job_for(e, d->g, d->consts);
     j.n_in = n_in;
@@ -160,7 +149,7 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     if (!*delta) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (B == 0) return CATTR_OK;
     cx_helper *h = NULL;
-    cattr_status st = helper_get(e, H_DELTA, c, n, like, delta_build, &h);
+    cattr_status st = cx_helper_get(e, CX_H_DELTA, c, n, like, delta_build, &h);
     cattr_tensor *diff = st == CATTR_OK ? cx_tensor_alloc(c->dt, 1, &B) : NULL;
     if (st == CATTR_OK && !diff) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t b = 0; b < B && st == CATTR_OK; b++)
@@ -173,7 +162,7 @@ cattr_status cx_delta_dev(cattr_explainer *e, const cx_call *c, int n, cattr_ten
     void *res[1] = {(*delta)->data};
     if (st == CATTR_OK) {
         in[n] = cx_arg_of(diff);
-        st = small_run(e, &h->d, in, n + 1, h->outs, 1, res, NULL);
+        st = cx_small_run(e, &h->d, in, n + 1, h->outs, 1, res, NULL);
     }
     cattr_tensor_free(diff);
     if (st != CATTR_OK) {
@@ -201,7 +190,7 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
                          cattr_tensor **out) {
     for (int i = 0; i < n; i++) out[i] = NULL;
     cx_helper *h = NULL;
-    cattr_status st = helper_get(e, H_SUM_LAST, c, n, like, sum_last_build, &h);
+    cattr_status st = cx_helper_get(e, CX_H_SUM_LAST, c, n, like, sum_last_build, &h);
     cx_arg in[MAX_IN];
     void *res[MAX_IN] = {0};
     for (int i = 0; i < n && st == CATTR_OK; i++) {
@@ -211,7 +200,7 @@ cattr_status cx_sum_last(cattr_explainer *e, const cx_call *c, int n, cattr_tens
         if (!out[i]) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else res[i] = out[i]->data;
     }
-    if (st == CATTR_OK) st = small_run(e, &h->d, in, n, h->outs, n, res, NULL);
+    if (st == CATTR_OK) st = cx_small_run(e, &h->d, in, n, h->outs, n, res, NULL);
     for (int i = 0; i < n && st != CATTR_OK; i++) {
         cattr_tensor_free(out[i]);
         out[i] = NULL;
@@ -243,7 +232,7 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
     cattr_tensor *vt = cx_tensor_alloc(c->dt, 2, vsh);
     int64_t *iv = malloc((size_t)(nid + 1) * sizeof *iv);
     cx_helper *h = NULL;
-    cattr_status st = vt && iv ? helper_get(e, H_SPREAD, c, 0, NULL, spread_build, &h)
+    cattr_status st = vt && iv ? cx_helper_get(e, CX_H_SPREAD, c, 0, NULL, spread_build, &h)
                                : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) {
         for (int64_t r = 0; r < R; r++) { /* column M: the value of negative ids, 0 */
@@ -269,7 +258,7 @@ cattr_status cx_spread(cattr_explainer *e, const cx_call *c, const double *V, in
                     {.nd = 2, .sh = {id_rows, per}, .dt = CATTR_INT64, .dev = e->spread_ids.p},
                     {.nd = 1, .sh = {R}, .dt = CATTR_INT64, .host = idrow}};
     void *res[1] = {out_dev ? NULL : out->data}, *res_dev[1] = {out_dev};
-    if (st == CATTR_OK) st = small_run(e, &h->d, in, 3, h->outs, 1, res, res_dev);
+    if (st == CATTR_OK) st = cx_small_run(e, &h->d, in, 3, h->outs, 1, res, res_dev);
     cattr_tensor_free(vt);
     free(iv);
     return st;
@@ -293,7 +282,7 @@ cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int
     int64_t one = 1;
     cattr_tensor *cnt = cx_tensor_alloc(c->dt, 1, &one);
     cx_helper *h = NULL;
-    cattr_status st = cnt ? helper_get(e, H_PAIRS_MEAN, c, 0, NULL, pairs_mean_build, &h)
+    cattr_status st = cnt ? cx_helper_get(e, CX_H_PAIRS_MEAN, c, 0, NULL, pairs_mean_build, &h)
                           : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) cx_tensor_set(cnt, 0, (double)nb);
     for (int i = 0; i < n && st == CATTR_OK; i++) {
@@ -305,7 +294,7 @@ cattr_status cx_pairs_mean(cattr_explainer *e, const cx_call *c, int64_t nb, int
         if (st != CATTR_OK || attr[i]->numel == 0) continue;
         cx_arg in[2] = {{.nd = 3, .sh = {B, nb, per}, .dt = c->dt, .dev = dev[i]}, cx_arg_of(cnt)};
         void *res[1] = {attr[i]->data};
-        st = small_run(e, &h->d, in, 2, h->outs, 1, res, NULL);
+        st = cx_small_run(e, &h->d, in, 2, h->outs, 1, res, NULL);
     }
     cattr_tensor_free(cnt);
     for (int i = 0; i < n && st != CATTR_OK; i++) {

@@ -47,6 +47,9 @@ typedef struct cx_helper {
     int outs[CX_MAX_IN];
     uint64_t used;
 } cx_helper;
+/* The kinds of small graphs (cx_helper.kind; 0: an empty entry): helper_graphs.c's, and metrics.c's infidelity sums
+ * (plain and normalised). */
+enum { CX_H_DELTA = 1, CX_H_SUM_LAST, CX_H_SPREAD, CX_H_PAIRS_MEAN, CX_H_INFIDELITY, CX_H_INFIDELITY_NORM };
 
 /* inner explainers kept per explainer for distinct values of integer inputs that give shapes */
 #define CX_FOLD_CACHE 8
@@ -294,6 +297,18 @@ cattr_status cx_seed_block(cattr_explainer *e, cx_call *c, cattr_tensor **seed);
 /* The flat index of each example's target within its output (where its row of the seed block is 1), for n rows:
  * idx[r] for example r mod B (the index the derived graphs' SeqPick reads). */
 void cx_target_rows(const cattr_tensor *seed, int64_t B, int64_t n, int64_t *idx);
+
+/* Builds a small graph for n attributions of like's ranks (n 0: a graph of the dtype alone) into g, its outputs into
+ * outs. Errors: CATTR_ERR_NO_MEMORY, CATTR_ERR_INTERNAL. */
+typedef cattr_status (*cx_helper_build)(cg_graph *g, int n, cattr_tensor *const *like, int *outs);
+/* The explainer's small graph of this kind for n attributions of like's ranks in c's dtype: the cache entry that has
+ * it, or the least recently used entry made into it (graph, constants; its plans come with its runs). */
+cattr_status cx_helper_get(cattr_explainer *e, int kind, const cx_call *c, int n, cattr_tensor *const *like,
+                           cx_helper_build build, cx_helper **out);
+/* A run of small graph d's outputs outs[0..n_out) for inputs in[0..n_in) (results to host memory res, or to backend
+ * memory res_dev where set). */
+cattr_status cx_small_run(cattr_explainer *e, cx_derived *d, const cx_arg *in, int n_in, const int *outs, int n_out,
+                          void *const *res, void *const *res_dev);
 
 /* Scans the attributions (n tensors) and the delta (may be NULL) of a finished call for NaN and Inf; when there is
  * one, returns CATTR_ERR_NONFINITE naming the tensor and index (and what to do), else CATTR_OK. */

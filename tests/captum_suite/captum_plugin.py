@@ -1,9 +1,10 @@
 """pytest plugin: Captum 0.8's own unit tests run against cattr's classes (issue 31).
 
 Loaded with `-p captum_plugin` (tests/captum_suite on PYTHONPATH) over Captum's test folders
-(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron). In the mode "cattr" (CATTR_CAPTUM_MODE,
+(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron, tests/metrics). In the mode "cattr" (CATTR_CAPTUM_MODE,
 the default) every attribution class of `captum.attr` that cattr implements is replaced, in `captum.attr` and in the
-module that defines it, by cattr's class of the same name, before any test module is imported; and the `attribute`
+module that defines it, by cattr's class of the same name, and every function of `captum.metrics` that
+`cattr.metrics` has by cattr's, before any test module is imported; and the `attribute`
 and `attribute_future` of Captum's own classes raise (an exception no test can catch; the test is counted as failed
 even so), so that a test passes only when cattr computed its numbers.
 cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
@@ -104,6 +105,19 @@ def _install():
         for meth in ("attribute", "attribute_future"):
             if meth in vars(obj):
                 setattr(obj, meth, _captum_raises(obj.__name__))
+    # captum.metrics: the functions cattr.metrics has, in the package and the module that defines each (Captum's own
+    # raise, as its attribute methods do)
+    import captum.metrics
+    import cattr.metrics as cm
+
+    for name in cm.__all__:
+        mods = [captum.metrics] + [importlib.import_module(m) for m in ("captum.metrics._core.infidelity",
+                                                                         "captum.metrics._core.sensitivity")]
+        for mod in mods:
+            obj = vars(mod).get(name)
+            if callable(obj) and getattr(obj, "__module__", "").startswith("captum."):
+                setattr(mod, name, getattr(cm, name))
+                _replaced.append("%s.%s" % (mod.__name__, name))
     # Captum's tests seed torch's generator (and numpy's) and expect Captum's random draws: cattr's opt-in
     ca.set_rng("torch")
 

@@ -1,0 +1,230 @@
+/* metrics_cli.c - explain's --metrics: Captum's infidelity and sensitivity_max of the attributions a call just made,
+ * with Captum's default forms of perturbation: Gaussian noise N(0, noise^2) as the infidelity perturbation I (the
+ * perturbed input x - I, the example of Captum's documentation) and uniform noise from the L-infinity ball of radius r
+ * added for sensitivity (Captum's default_perturb_func); draws from cattr's generator under the call's seed. */
+#include "cli.h"
+#include "core/core.h"
+#include "core/rng.h"
+
+#include <cjson/cJSON.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAXT (CATTR_MAX_INPUTS + CATTR_MAX_OUTPUTS)
+#define METRIC_STREAM 0x4d45545200000000ull /* "METR" + input ordinal */
+
+void cli_metric_defaults(cli_metric_opts *mo) {
+    memset(mo, 0, sizeof *mo);
+    mo->samples = 10;
+    mo->noise = 0.003;
+    mo->radius = 0.02;
+}
+
+int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo) {
+    bool takes = !strcmp(o, "--metrics") || !strcmp(o, "--metric-samples") || !strcmp(o, "--metric-noise") ||
+                 !strcmp(o, "--metric-radius");
+    if (!takes) {
+        if (strcmp(o, "--metric-normalize")) return 0;
+        mo->normalize = true;
+        return 1;
+    }
+    if (!v) return cli_usage_error("%s needs a value (see cattr explain --help)", o), -1;
+    (*i)++;
+    if (!strcmp(o, "--metrics")) {
+        char buf[128];
+        snprintf(buf, sizeof buf, "%s", v);
+        for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
+            if (!strcmp(s, "infidelity")) mo->infidelity = true;
+            else if (!strcmp(s, "sensitivity") || !strcmp(s, "sensitivity_max")) mo->sensitivity = true;
+            else return cli_usage_error("--metrics: unknown metric '%s' (infidelity, sensitivity)", s), -1;
+        }
+        return 1;
+    }
+    if (!strcmp(o, "--metric-samples")) {
+        long long n;
+        if (!cli_int_arg(o, v, 1, 1000000, &n)) return -1;
+        mo->samples = n;
+        return 1;
+    }
+    double *dst = !strcmp(o, "--metric-noise") ? &mo->noise : &mo->radius;
+    if (!cli_parse_double(v, dst) || !(*dst > 0) || !isfinite(*dst))
+        return cli_usage_error("%s must be a positive number, not '%s'", o, v), -1;
+    return 1;
+}
+
+/* Rows of t repeated n times each (Captum's repeat_interleave): [B * n, ...]; t itself when it is not per example
+ * (NULL, a scalar, or rows that are not B; with `always` false also a batch of one, which broadcasts). */
+static cattr_status interleave(const cattr_tensor *t, int64_t B, int64_t n, bool always, bool *made,
+                               cattr_tensor **out) {
+    *made = false;
+    *out = (cattr_tensor *)t;
+    if (!t || cattr_tensor_ndim(t) < 1 || cattr_tensor_shape(t)[0] != B || (B < 2 && !always)) return CATTR_OK;
+    int64_t sh[CATTR_MAX_DIMS];
+    memcpy(sh, cattr_tensor_shape(t), sizeof(int64_t) * (size_t)cattr_tensor_ndim(t));
+    sh[0] = B * n;
+    cattr_tensor *r = NULL;
+    CX_CHECK(cattr_tensor_new(cattr_tensor_dtype(t), cattr_tensor_ndim(t), sh, &r));
+    size_t row = (size_t)(cattr_tensor_numel(t) / B) * cattr_dtype_size(cattr_tensor_dtype(t));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < n; s++)
+            memcpy((char *)cattr_tensor_data(r) + (size_t)(b * n + s) * row,
+                   (const char *)cattr_tensor_data_const(t) + (size_t)b * row, row);
+    *made = true;
+    *out = r;
+    return CATTR_OK;
+}
+
+/* Input i's rows repeated n times, each element plus (sign) a draw: Gaussian (scale = std) or uniform in
+ * [-scale, scale]; the draws (the perturbation) into *pert when pert is not NULL. */
+static cattr_status perturbed_rows(const cattr_tensor *x, int64_t B, int64_t n, bool gauss, double scale, double sign,
+                                   uint64_t seed, int i, cattr_tensor **pert, cattr_tensor **out) {
+    bool made;
+    cattr_tensor *r = NULL, *p = NULL;
+    cattr_tensor *x64 = NULL;
+    CX_CHECK(cattr_tensor_convert(x, CATTR_FLOAT64, &x64));
+    cattr_status st = interleave(x64, B, n, true, &made, &r);
+    if (st == CATTR_OK && !made) st = cx_fail(CATTR_ERR_SHAPE, "input %d does not have the batch (dim 0) of input 0", i);
+    if (st == CATTR_OK && pert) st = cattr_tensor_new(CATTR_FLOAT64, cattr_tensor_ndim(r), cattr_tensor_shape(r), &p);
+    cattr_tensor_free(x64);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(r);
+        return st;
+    }
+    cx_rng g;
+    cx_rng_init(&g, seed, METRIC_STREAM + (uint64_t)i);
+    double *v = cattr_tensor_data(r), *pv = p ? cattr_tensor_data(p) : NULL;
+    for (int64_t k = 0; k < cattr_tensor_numel(r); k++) {
+        double d = gauss ? scale * cx_rng_normal(&g) : scale * (2 * cx_rng_uniform(&g) - 1);
+        if (pv) pv[k] = d;
+        v[k] += sign * d;
+    }
+    *out = r;
+    if (pert) *pert = p;
+    return CATTR_OK;
+}
+
+static cJSON *values_json(const cattr_tensor *t, double *mean) {
+    cJSON *a = cJSON_CreateArray();
+    double s = 0;
+    int64_t n = cattr_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) {
+        double v = cattr_tensor_dtype(t) == CATTR_FLOAT64 ? ((const double *)cattr_tensor_data_const(t))[k]
+                                                          : ((const float *)cattr_tensor_data_const(t))[k];
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(v));
+        s += v;
+    }
+    *mean = n ? s / (double)n : NAN;
+    return a;
+}
+
+/* root[name] = {"values": [...], "mean": m, "n_perturb_samples": ns}, the object returned for the settings */
+static cJSON *metric_json(cJSON *root, const char *name, const cattr_tensor *res, long long ns, double *mean) {
+    cJSON *m = cJSON_AddObjectToObject(root, name);
+    cJSON_AddItemToObject(m, "values", values_json(res, mean));
+    cJSON_AddNumberToObject(m, "mean", *mean);
+    cJSON_AddNumberToObject(m, "n_perturb_samples", (double)ns);
+    return m;
+}
+
+int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_attr_params *p, const cattr_call *call,
+                    cattr_tensor *const *attr, int n_attr, cJSON **out) {
+    *out = NULL;
+    if (!mo->infidelity && !mo->sensitivity) return CLI_OK;
+    int n = call->n_inputs;
+    int64_t B = cattr_tensor_ndim(call->inputs[0]) ? cattr_tensor_shape(call->inputs[0])[0] : 1, ns = mo->samples;
+    cJSON *root = cJSON_CreateObject();
+    cattr_status st = CATTR_OK;
+    int rc = CLI_OK;
+    if (mo->infidelity) {
+        cattr_tensor *pert[MAXT] = {0}, *xp[MAXT] = {0}, *res = NULL;
+        for (int i = 0; i < n && st == CATTR_OK; i++)
+            st = perturbed_rows(call->inputs[i], B, ns, true, mo->noise, -1, p->seed, i, &pert[i], &xp[i]);
+        if (st == CATTR_OK && n_attr != n)
+            st = cx_fail(CATTR_ERR_SHAPE, "infidelity needs one attribution per input (the method gave %d for "
+                                 "%d inputs: a layer method's attributions are not of the inputs)", n_attr, n);
+        if (st == CATTR_OK)
+            st = cattr_infidelity(e, call, (const cattr_tensor *const *)attr, (const cattr_tensor *const *)pert,
+                                  (const cattr_tensor *const *)xp, ns, mo->normalize, 0, &res);
+        if (st == CATTR_OK) {
+            double mean;
+            cJSON *m = metric_json(root, "infidelity", res, ns, &mean);
+            cJSON_AddStringToObject(m, "perturbation", "gaussian");
+            cJSON_AddNumberToObject(m, "noise_std", mo->noise);
+            cJSON_AddBoolToObject(m, "normalize", mo->normalize);
+        } else {
+            rc = cli_error(st, "infidelity failed");
+        }
+        cattr_tensor_free(res);
+        for (int i = 0; i < MAXT; i++) {
+            cattr_tensor_free(pert[i]);
+            cattr_tensor_free(xp[i]);
+        }
+    }
+    if (mo->sensitivity && rc == CLI_OK) {
+        cattr_tensor *xp[MAXT] = {0}, *bl[MAXT] = {0}, *ad[MAXT] = {0}, *fm[MAXT] = {0}, *attr2[MAXT] = {0}, *res = NULL;
+        bool made_b[MAXT] = {0}, made_a[MAXT] = {0}, made_m[MAXT] = {0};
+        int64_t *tidx = NULL;
+        cattr_target t2 = call->target ? *call->target : (cattr_target){0};
+        for (int i = 0; i < n && st == CATTR_OK; i++)
+            st = perturbed_rows(call->inputs[i], B, ns, false, mo->radius, 1, p->seed, MAXT + i, NULL, &xp[i]);
+        for (int i = 0; i < n && st == CATTR_OK && call->baselines; i++)
+            st = interleave(call->baselines[i], B, ns, false, &made_b[i], &bl[i]);
+        for (int j = 0; j < call->n_additional && st == CATTR_OK; j++)
+            st = interleave(call->additional[j], B, ns, true, &made_a[j], &ad[j]);
+        for (int i = 0; i < n && st == CATTR_OK && call->feature_masks; i++)
+            st = interleave(call->feature_masks[i], B, ns, false, &made_m[i], &fm[i]);
+        if (st == CATTR_OK && t2.kind == CATTR_TARGET_PER_EXAMPLE) { /* each example's target, once per sample */
+            tidx = malloc((size_t)(B * ns * (t2.n_idx > 0 ? t2.n_idx : 1)) * sizeof *tidx);
+            if (!tidx) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            for (int64_t r = 0; tidx && r < B * ns; r++)
+                memcpy(tidx + r * t2.n_idx, t2.idx + (r / ns) * t2.n_idx, (size_t)t2.n_idx * sizeof *tidx);
+            t2.idx = tidx;
+            t2.n_rows = B * ns;
+        }
+        cattr_call c2 = *call;
+        c2.inputs = (const cattr_tensor *const *)xp;
+        if (call->baselines) c2.baselines = (const cattr_tensor *const *)bl;
+        if (call->n_additional) c2.additional = (const cattr_tensor *const *)ad;
+        if (call->feature_masks) c2.feature_masks = (const cattr_tensor *const *)fm;
+        if (call->target) c2.target = &t2;
+        cattr_tensor *x2[MAXT] = {0};
+        for (int i = 0; i < n && st == CATTR_OK; i++) /* in the inputs' dtype */
+            if (cattr_tensor_dtype(call->inputs[i]) != CATTR_FLOAT64) {
+                st = cattr_tensor_convert(xp[i], cattr_tensor_dtype(call->inputs[i]), &x2[i]);
+                if (st == CATTR_OK) {
+                    cattr_tensor_free(xp[i]);
+                    xp[i] = x2[i];
+                }
+            }
+        if (st == CATTR_OK) st = cattr_explainer_run(e, &c2, attr2, NULL);
+        if (st == CATTR_OK)
+            st = cattr_sensitivity_max(p->device, (const cattr_tensor *const *)attr, (const cattr_tensor *const *)attr2,
+                                       n_attr, ns, 2.0, &res);
+        if (st == CATTR_OK) {
+            double mean;
+            cJSON *m = metric_json(root, "sensitivity_max", res, ns, &mean);
+            cJSON_AddNumberToObject(m, "perturb_radius", mo->radius);
+            cJSON_AddStringToObject(m, "norm_ord", "fro");
+        } else {
+            rc = cli_error(st, "sensitivity failed");
+        }
+        cattr_tensor_free(res);
+        free(tidx);
+        for (int i = 0; i < MAXT; i++) {
+            cattr_tensor_free(xp[i]);
+            cattr_tensor_free(attr2[i]);
+            if (made_b[i]) cattr_tensor_free(bl[i]);
+            if (made_a[i]) cattr_tensor_free(ad[i]);
+            if (made_m[i]) cattr_tensor_free(fm[i]);
+        }
+    }
+    if (rc != CLI_OK) {
+        cJSON_Delete(root);
+        return rc;
+    }
+    *out = root;
+    return CLI_OK;
+}
