@@ -619,6 +619,28 @@ int cattr_split_chunk_steps(const void *blob, size_t len);
 /* Peak bytes of backend memory used by the explainer's plans so far. */
 size_t cattr_explainer_peak_memory(const cattr_explainer *e);
 
+/* The vector-Jacobian product of the model at the call's inputs (and additional inputs; its target, baselines and
+ * masks are not read): grads_out[i] = the gradient of sum(seed * F(x)) with respect to input i (one new tensor per
+ * input, the inputs' shapes, the compute dtype), seed of the model output's shape; with `output` (may be NULL) the
+ * model output too, from the same pass. The gradient of a loss of the output: seed = dloss/doutput (Captum's robust
+ * attacks). Errors: as cattr_explainer_run, CATTR_ERR_SHAPE (a seed not of the output's shape), CATTR_ERR_DTYPE. */
+cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, const cattr_tensor *seed,
+                                 cattr_tensor **grads_out, cattr_tensor **output);
+
+/* A loss of the model output at the call's target (cattr_explainer_loss_grad). */
+typedef enum cattr_loss {
+    CATTR_LOSS_NLL_OUTPUT = 0,   /* -log(F(x)[target]): Captum's robust attacks' default, for a model of probabilities */
+    CATTR_LOSS_CROSS_ENTROPY = 1 /* -log_softmax(F(x))[target]: torch's CrossEntropyLoss of logits ([batch, classes]) */
+} cattr_loss;
+
+/* The gradient of the per-example losses' sum with respect to the call's inputs, the loss on the graph (one pass):
+ * grads_out[i] new tensors of the inputs' shapes in the compute dtype; loss_out (may be NULL) the losses [B]. The
+ * call's target (required: one value per example) is each example's label (or the class an attack aims at); its
+ * baselines and masks are not read. Errors: as cattr_explainer_run, CATTR_ERR_TARGET (no target),
+ * CATTR_ERR_UNSUPPORTED (cross-entropy of an output that is not [batch, classes]), CATTR_ERR_INVALID_ARGUMENT. */
+cattr_status cattr_explainer_loss_grad(cattr_explainer *e, const cattr_call *call, cattr_loss loss,
+                                       cattr_tensor **grads_out, cattr_tensor **loss_out);
+
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Metrics of attributions (Captum's captum.metrics)                                                            */
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -446,5 +446,30 @@ expect_exit "metrics streamed" 2 "--metrics: not with --batch-size" "$tmp/met3.n
     explain $model --method saliency --input tests/data/cli/batch2.npy --target 3 --batch-size 1 \
     --output "$tmp/met3.npy" --metrics infidelity
 
+# --- attack: FGSM and PGD write an adversarial input within epsilon; bad arguments leave nothing -----------------------
+expect_ok "attack fgsm" attack $model --input tests/data/cli/batch2.npy --target 3 --epsilon 0.1 --loss cross-entropy \
+    --output "$tmp/adv.npy" --png "$tmp/adv.png"
+expect_ok "attack pgd l2" attack $model --input tests/data/cli/batch2.npy --target 3 --method pgd --epsilon 0.5 \
+    --step-size 0.2 --steps 4 --norm l2 --lower 0 --upper 1 --output "$tmp/adv2.npy"
+expect_ok "attack pgd targeted" attack $model --input $x --target 5 --targeted --method pgd --epsilon 0.3 \
+    --random-start --seed 4 --output "$tmp/adv3.npy"
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import numpy as np, sys
+x = np.load(sys.argv[1]); a = np.load(sys.argv[2]); b = np.load(sys.argv[3])
+assert a.shape == x.shape and a.dtype == x.dtype and 0 < np.abs(a - x).max() <= 0.1 + 1e-6, np.abs(a - x).max()
+d = (b - x).reshape(len(x), -1)
+assert (np.linalg.norm(d, axis=1) <= 0.5 + 1e-5).all() and b.min() >= 0 and b.max() <= 1
+' tests/data/cli/batch2.npy "$tmp/adv.npy" "$tmp/adv2.npy"; then ok; else bad "attack: the adversarial inputs"; fi
+fi
+if grep -q "at the adversarial input" "$tmp/stdout"; then ok; else bad "attack: no loss line"; cat "$tmp/stdout"; fi
+expect_exit "attack no epsilon" 2 "--epsilon is required" "$tmp/adv4.npy" -- \
+    attack $model --input $x --target 3 --output "$tmp/adv4.npy"
+expect_exit "attack method" 2 "--method must be fgsm or pgd" "$tmp/adv4.npy" -- \
+    attack $model --input $x --target 3 --epsilon 0.1 --method cw --output "$tmp/adv4.npy"
+expect_exit "attack target" 2 "give --target or --targets" "$tmp/adv4.npy" -- \
+    attack $model --input $x --epsilon 0.1 --output "$tmp/adv4.npy"
+expect_exit "attack target range" 1 "target" "$tmp/adv4.npy" -- \
+    attack $model --input $x --target 10 --epsilon 0.1 --output "$tmp/adv4.npy"
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

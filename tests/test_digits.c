@@ -140,6 +140,69 @@ static void split_states_check(cattr_model *m, cattr_method method, cattr_dtype 
     split_check(m, method, dty, call, ppe, CATTR_NT_NONE, false);
 }
 
+/* The VJP and the loss on the graph (captum.robust's passes) on digit 3, float64: the VJP seeded with the target's
+ * one-hot is Saliency's signed gradient (same bits) and returns the forward's output; the cross-entropy loss's
+ * gradient equals the VJP seeded with softmax(y) - onehot (its derivative at the output), and the loss is
+ * log(sum exp y) - y_t. */
+static void vjp_loss_check(cattr_model *m, const cattr_tensor *x) {
+    int64_t t3 = 3;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &t3};
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+    p.dtype = CATTR_FLOAT64;
+    p.abs = false;
+    cattr_explainer *e = NULL;
+    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK, "saliency explainer");
+    const cattr_tensor *in[1] = {x};
+    cattr_call call = {in, 1, NULL, &t, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    cattr_tensor *sal = NULL, *y = NULL, *seed = NULL, *g[1] = {0}, *out = NULL, *gl[1] = {0}, *loss = NULL,
+                 *g2[1] = {0};
+    CHECK(e && cattr_explainer_attribute(e, in, 1, NULL, &t, NULL, 0, &sal, NULL) == CATTR_OK, "saliency");
+    CHECK(cattr_model_forward(m, CATTR_FLOAT64, in, 1, &y) == CATTR_OK, "forward");
+    int64_t sh[2] = {1, 10};
+    CHECK(cattr_tensor_new(CATTR_FLOAT64, 2, sh, &seed) == CATTR_OK, "seed");
+    if (!e || !sal || !y || !seed) goto done;
+    double *sv = cattr_tensor_data(seed);
+    for (int c = 0; c < 10; c++) sv[c] = c == 3;
+    CHECK(cattr_explainer_vjp(e, &call, seed, g, &out) == CATTR_OK, "vjp: %s", cattr_last_error());
+    CHECK(g[0] && !memcmp(cattr_tensor_data_const(g[0]), cattr_tensor_data_const(sal), 64 * sizeof(double)),
+          "the VJP of the one-hot is not Saliency's gradient");
+    CHECK(out && !memcmp(cattr_tensor_data_const(out), cattr_tensor_data_const(y), 10 * sizeof(double)),
+          "the VJP's output is not the forward's");
+    const double *yv = cattr_tensor_data_const(y);
+    double mx = yv[0], s = 0;
+    for (int c = 1; c < 10; c++) mx = fmax(mx, yv[c]);
+    for (int c = 0; c < 10; c++) s += exp(yv[c] - mx);
+    for (int c = 0; c < 10; c++) sv[c] = exp(yv[c] - mx) / s - (c == 3);
+    CHECK(cattr_explainer_vjp(e, &call, seed, g2, NULL) == CATTR_OK, "vjp 2");
+    CHECK(cattr_explainer_loss_grad(e, &call, CATTR_LOSS_CROSS_ENTROPY, gl, &loss) == CATTR_OK, "loss_grad: %s",
+          cattr_last_error());
+    if (g2[0] && gl[0] && loss) {
+        CHECK(rel_err(gl[0], g2[0]) < 1e-10, "cross-entropy gradient differs from the VJP by %g", rel_err(gl[0], g2[0]));
+        double want = mx + log(s) - yv[3], got = ((const double *)cattr_tensor_data_const(loss))[0];
+        CHECK(fabs(got - want) < 1e-12, "cross-entropy loss %.17g, want %.17g", got, want);
+    }
+    /* errors: a seed of the wrong shape, a loss without a target */
+    int64_t bad_sh[2] = {1, 9};
+    cattr_tensor *bad = NULL, *gb[1] = {0};
+    CHECK(cattr_tensor_new(CATTR_FLOAT64, 2, bad_sh, &bad) == CATTR_OK, "bad seed");
+    CHECK(cattr_explainer_vjp(e, &call, bad, gb, NULL) == CATTR_ERR_SHAPE &&
+              strstr(cattr_last_error(), "the seed has shape [1, 9]"), "vjp bad seed: %s", cattr_last_error());
+    cattr_call nt = call;
+    nt.target = NULL;
+    CHECK(cattr_explainer_loss_grad(e, &nt, CATTR_LOSS_NLL_OUTPUT, gb, NULL) == CATTR_ERR_TARGET, "loss without target");
+    cattr_tensor_free(bad);
+done:
+    cattr_tensor_free(sal);
+    cattr_tensor_free(y);
+    cattr_tensor_free(seed);
+    cattr_tensor_free(g[0]);
+    cattr_tensor_free(g2[0]);
+    cattr_tensor_free(gl[0]);
+    cattr_tensor_free(out);
+    cattr_tensor_free(loss);
+    cattr_explainer_free(e);
+}
+
 int main(void) {
     cattr_model *m = NULL;
     cattr_status st = cattr_model_load_onnx("models/digits/digits.onnx", &m);
@@ -174,6 +237,7 @@ int main(void) {
     cattr_tensor *x = NULL, *ref = NULL;
     CHECK(cattr_tensor_load_npy("models/digits/samples/digit_3.npy", &x) == CATTR_OK, "digit_3");
     CHECK(cattr_tensor_load_npy("models/digits/ig_expected.npy", &ref) == CATTR_OK, "ig_expected");
+    if (x) vjp_loss_check(m, x);
     int64_t tidx = 3;
     cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
     for (int dt = 0; dt < 2 && x && ref; dt++) {

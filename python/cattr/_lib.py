@@ -440,6 +440,9 @@ _decl("cattr_explainer_peak_memory", ctypes.c_size_t, ExplainerP)
 _decl("cattr_explainer_steps_used", ctypes.c_int, ExplainerP)
 _decl("cattr_sensitivity_max", _st, ctypes.c_char_p, TensorPP, TensorPP, ctypes.c_int, ctypes.c_int64,
       ctypes.c_double, ctypes.POINTER(TensorP))
+_decl("cattr_explainer_vjp", _st, ExplainerP, ctypes.POINTER(Call), TensorP, TensorPP, ctypes.POINTER(TensorP))
+_decl("cattr_explainer_loss_grad", _st, ExplainerP, ctypes.POINTER(Call), ctypes.c_int, TensorPP,
+      ctypes.POINTER(TensorP))
 _decl("cattr_infidelity", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, TensorPP, TensorPP, ctypes.c_int64,
       ctypes.c_int, ctypes.c_int64, ctypes.POINTER(TensorP))
 _decl("cattr_llm_steps_used", ctypes.c_int, LLMP)

@@ -845,3 +845,161 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
     return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the %d explicit draws are used up; the method needs another '%s'",
                    u->n_draws, role ? role : "?");
 }
+
+cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, const cattr_tensor *seed,
+                                 cattr_tensor **grads_out, cattr_tensor **output) {
+    if (output) *output = NULL;
+    if (!e || !call || !seed || !grads_out)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, seed and grads_out are required");
+    cx_call c;
+    cattr_tensor *sd = NULL, *res[MAX_IN] = {0}, *out = NULL;
+    pass_inputs pi;
+    memset(&pi, 0, sizeof pi);
+    cx_view ov;
+    char s1[128], s2[128];
+    cattr_status st = cx_prepare(e, call, &c);
+    if (st == CATTR_OK) st = cx_build_grad_graph(e, call->n_inputs);
+    if (st == CATTR_OK) st = pass_setup(e, &c, c.x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c.B, &ov);
+    if (st == CATTR_OK && !cx_shape_eq(seed->ndim, seed->shape, ov.ndim, ov.shape))
+        st = cx_fail(CATTR_ERR_SHAPE, "the seed has shape %s; the model output for these inputs has %s",
+                     cx_shape_str(seed->ndim, seed->shape, s1, sizeof s1), cx_shape_str(ov.ndim, ov.shape, s2, sizeof s2));
+    if (st == CATTR_OK && seed->dtype != CATTR_FLOAT32 && seed->dtype != CATTR_FLOAT64)
+        st = cx_fail(CATTR_ERR_DTYPE, "the seed is %s; give float32 or float64", cattr_dtype_name(seed->dtype));
+    if (st == CATTR_OK) st = cattr_tensor_convert(seed, c.dt, &sd);
+    if (st == CATTR_OK) st = alloc_like(&c, c.x, c.n, res);
+    if (st == CATTR_OK && output && !(out = cx_tensor_alloc(ov.dtype, ov.ndim, ov.shape)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) { /* e->g's gradients for this seed, and with `output` the model output, in one run */
+        pi.in[e->seed_input] = cx_arg_of(sd);
+        cx_job j = pass_job(e, false, &pi);
+        int outs[MAX_IN + 1];
+        void *dst[MAX_IN + 1];
+        for (int k = 0; k < c.n; k++) {
+            outs[k] = e->grads[k];
+            dst[k] = res[k]->data;
+        }
+        if (out) {
+            outs[c.n] = pi.out;
+            dst[c.n] = out->data;
+        }
+        j.n_out = c.n + (out ? 1 : 0);
+        j.outs = outs;
+        j.out_host = dst;
+        st = cx_run(&j);
+    }
+    pass_free(&pi);
+    cattr_tensor_free(sd);
+    int n = c.n;
+    cx_call_free(&c);
+    if (st != CATTR_OK) {
+        free_all(res, MAX_IN);
+        cattr_tensor_free(out);
+        return st;
+    }
+    for (int i = 0; i < n; i++) grads_out[i] = res[i];
+    if (output) *output = out;
+    return CATTR_OK;
+}
+
+/* e->gm for a loss of the model output (kind 3: -log(F[target]), 4: -log_softmax(F)[target]): the model with inputs
+ * tidx [B] (each example's target, flat in its output row) and seed [B] after its own, the per-example loss
+ * l = Neg(Log(pick)) or Neg(pick of LogSoftmax), pick = Reshape(SeqPick(Reshape(src, [B, -1, 1]), tidx), [-1]), and
+ * the gradients of sum(seed * l) with respect to the n_attr attributed inputs (gm_outs[i]; gm_outs[n_attr] = l). */
+static cattr_status build_loss(cattr_explainer *e, int n_attr, int kind) {
+    if (e->gm && e->gm_kind == kind && e->gm_mul == n_attr) return CATTR_OK;
+    cg_free(e->gm);
+    e->gm = NULL;
+    static const char *const names[2] = {"__cattr_loss_target__", "__cattr_loss_seed__"};
+    int ex[2];
+    cg_graph *g = NULL;
+    CX_CHECK(cx_derive_clone(e->m->g, 2, names, &g, ex));
+    cg_attrs rows = cg_attrs_default(), flat = cg_attrs_default();
+    rows.n_ints = 3;
+    rows.ints[0] = 0, rows.ints[1] = -1, rows.ints[2] = 1;
+    flat.n_ints = 1;
+    flat.ints[0] = -1;
+    int y = cx_model_output(e->m);
+    int src = kind == 4 ? cg_emit(g, CG_LOGSOFTMAX, "__cattr_loss_log_softmax", (int[]){y}, 1, NULL) : y;
+    int y3 = src < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_loss_rows", (int[]){src}, 1, &rows);
+    int pick = cx_emit2(g, CG_SEQ_PICK, "__cattr_loss_target_value", y3, ex[0]);
+    int p = pick < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_loss_picked", (int[]){pick}, 1, &flat);
+    int lg = kind == 4 || p < 0 ? p : cg_emit(g, CG_LOG, "__cattr_loss_log", (int[]){p}, 1, NULL);
+    int l = lg < 0 ? -1 : cg_emit(g, CG_NEG, "__cattr_loss", (int[]){lg}, 1, NULL);
+    cattr_status st = l < 0 ? cx_fail(CATTR_ERR_NO_MEMORY, "out of memory")
+                            : cg_autodiff(g, l, ex[1], g->inputs, n_attr, &e->rules, e->gm_outs);
+    if (st != CATTR_OK) {
+        cg_free(g);
+        return st;
+    }
+    e->gm_outs[n_attr] = l;
+    e->gm = g;
+    e->gm_kind = kind;
+    e->gm_mul = n_attr;
+    return CATTR_OK;
+}
+
+cattr_status cattr_explainer_loss_grad(cattr_explainer *e, const cattr_call *call, cattr_loss loss,
+                                       cattr_tensor **grads_out, cattr_tensor **loss_out) {
+    if (loss_out) *loss_out = NULL;
+    if (!e || !call || !grads_out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call and grads_out are required");
+    if (loss != CATTR_LOSS_NLL_OUTPUT && loss != CATTR_LOSS_CROSS_ENTROPY)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "loss must be CATTR_LOSS_NLL_OUTPUT or CATTR_LOSS_CROSS_ENTROPY (got %d)",
+                       (int)loss);
+    if (!call->target || call->target->kind == CATTR_TARGET_NONE)
+        return cx_fail(CATTR_ERR_TARGET, "a loss needs a target (the label of each example, or the class to reach)");
+    cx_call c;
+    cattr_tensor *sd = NULL, *res[MAX_IN] = {0}, *l = NULL, *tb = NULL;
+    pass_inputs pi;
+    memset(&pi, 0, sizeof pi);
+    cx_view ov;
+    char s1[128];
+    cattr_status st = cx_prepare(e, call, &c);
+    if (st == CATTR_OK) st = cx_build_grad_graph(e, call->n_inputs);
+    if (st == CATTR_OK) st = pass_setup(e, &c, c.x, 1, CX_TILE, &pi);
+    if (st == CATTR_OK) st = output_shape(e, &pi, c.B, &ov);
+    if (st == CATTR_OK && loss == CATTR_LOSS_CROSS_ENTROPY && ov.ndim != 2)
+        st = cx_fail(CATTR_ERR_UNSUPPORTED, "the cross-entropy loss takes a model output of [batch, classes]; this one "
+                     "has shape %s", cx_shape_str(ov.ndim, ov.shape, s1, sizeof s1));
+    int64_t B = c.B;
+    int64_t *tidx = st == CATTR_OK ? malloc((size_t)(B + 1) * sizeof *tidx) : NULL;
+    if (st == CATTR_OK && !tidx) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) st = cx_seed_block(e, &c, &tb); /* the target: one value per example, checked */
+    if (st == CATTR_OK) cx_target_rows(tb, B, B, tidx);
+    if (st == CATTR_OK) st = build_loss(e, c.n, loss == CATTR_LOSS_CROSS_ENTROPY ? 4 : 3);
+    if (st == CATTR_OK && !(sd = cx_tensor_alloc(c.dt, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t b = 0; b < B && st == CATTR_OK; b++) cx_tensor_set(sd, b, 1);
+    if (st == CATTR_OK) st = alloc_like(&c, c.x, c.n, res);
+    if (st == CATTR_OK && !(l = cx_tensor_alloc(c.dt, 1, &B))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        int si = e->seed_input;
+        cx_arg t = {.nd = 1, .sh = {B}, .dt = CATTR_INT64, .host = tidx};
+        pi.in[si] = t;
+        pi.in[si + 1] = cx_arg_of(sd);
+        cx_job j = cx_job_for(e, e->gm, e->consts);
+        j.n_in = e->gm->n_inputs;
+        j.in = pi.in;
+        j.n_out = c.n + 1;
+        j.outs = e->gm_outs;
+        void *dst[MAX_IN + 1];
+        for (int k = 0; k < c.n; k++) dst[k] = res[k]->data;
+        dst[c.n] = l->data;
+        j.out_host = dst;
+        st = cx_run(&j);
+    }
+    pass_free(&pi);
+    cattr_tensor_free(sd);
+    cattr_tensor_free(tb);
+    free(tidx);
+    int n = c.n;
+    cx_call_free(&c);
+    if (st != CATTR_OK) {
+        free_all(res, MAX_IN);
+        cattr_tensor_free(l);
+        return st;
+    }
+    for (int i = 0; i < n; i++) grads_out[i] = res[i];
+    if (loss_out) *loss_out = l;
+    else cattr_tensor_free(l);
+    return CATTR_OK;
+}

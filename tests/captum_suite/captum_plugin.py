@@ -1,10 +1,10 @@
 """pytest plugin: Captum 0.8's own unit tests run against cattr's classes (issue 31).
 
 Loaded with `-p captum_plugin` (tests/captum_suite on PYTHONPATH) over Captum's test folders
-(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron, tests/metrics). In the mode "cattr" (CATTR_CAPTUM_MODE,
+(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron, tests/metrics, tests/robust). In the mode "cattr" (CATTR_CAPTUM_MODE,
 the default) every attribution class of `captum.attr` that cattr implements is replaced, in `captum.attr` and in the
-module that defines it, by cattr's class of the same name, and every function of `captum.metrics` that
-`cattr.metrics` has by cattr's, before any test module is imported; and the `attribute`
+module that defines it, by cattr's class of the same name, and every function of `captum.metrics` and attack of
+`captum.robust` that `cattr.metrics` and `cattr.robust` have by cattr's, before any test module is imported; and the `attribute`
 and `attribute_future` of Captum's own classes raise (an exception no test can catch; the test is counted as failed
 even so), so that a test passes only when cattr computed its numbers.
 cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
@@ -117,6 +117,19 @@ def _install():
             obj = vars(mod).get(name)
             if callable(obj) and getattr(obj, "__module__", "").startswith("captum."):
                 setattr(mod, name, getattr(cm, name))
+                _replaced.append("%s.%s" % (mod.__name__, name))
+    # captum.robust: the attacks cattr.robust has, likewise (Captum's own perturb raises)
+    import captum.robust
+    import cattr.robust as cr
+
+    for name in cr.__all__:
+        for mod in [captum.robust] + [importlib.import_module(m) for m in ("captum.robust._core.fgsm",
+                                                                         "captum.robust._core.pgd")]:
+            obj = vars(mod).get(name)
+            if isinstance(obj, type) and obj.__module__.startswith("captum."):
+                if "perturb" in vars(obj):
+                    setattr(obj, "perturb", _captum_raises(obj.__name__))
+                setattr(mod, name, getattr(cr, name))
                 _replaced.append("%s.%s" % (mod.__name__, name))
     # Captum's tests seed torch's generator (and numpy's) and expect Captum's random draws: cattr's opt-in
     ca.set_rng("torch")

@@ -16,6 +16,23 @@ from cattr import attr as A
 GOLDEN_ROOT = os.environ.get("CATTR_GOLDEN") or os.path.join(
     os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "golden")
 CAPTUM_DIR = os.path.join(GOLDEN_ROOT, "captum")
+CAPTUM_SOURCE = os.path.join(os.path.dirname(GOLDEN_ROOT), "captum-0.8")  # Captum 0.8's source beside the golden data
+
+
+def import_captum(module):
+    """Captum's `module` (e.g. "captum.metrics") from ../shared/captum-0.8 or an installed Captum; the calling test
+    is skipped when neither imports."""
+    import importlib
+    import sys
+
+    import pytest
+
+    if os.path.isdir(CAPTUM_SOURCE) and CAPTUM_SOURCE not in sys.path:
+        sys.path.append(CAPTUM_SOURCE)
+    try:
+        return importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - any import failure means: no Captum here
+        pytest.skip("Captum is not importable (%s)" % e)
 
 
 class Unsupported(Exception):

@@ -3,8 +3,6 @@ Captum's own functions (../shared/captum-0.8, where present), exact cases (a lin
 infidelity 0), Captum's sub-batching (max_examples_per_batch) and keyword expansion, and the C functions' errors.
 Skipped as a whole without torch."""
 import ctypes
-import os
-import sys
 
 import numpy as np
 import pytest
@@ -18,18 +16,9 @@ from cattr.metrics import default_perturb_func, infidelity, infidelity_perturb_f
 
 import golden  # noqa: E402
 
-CAPTUM = os.path.join(os.path.dirname(golden.GOLDEN_ROOT), "captum-0.8")
-
 
 def _captum_metrics():
-    if os.path.isdir(CAPTUM) and CAPTUM not in sys.path:
-        sys.path.append(CAPTUM)
-    try:
-        import captum.metrics as cm
-        import captum.attr as ca
-    except Exception as e:  # noqa: BLE001
-        pytest.skip("Captum is not importable (%s)" % e)
-    return cm, ca
+    return golden.import_captum("captum.metrics"), golden.import_captum("captum.attr")
 
 
 class TwoIn(torch.nn.Module):

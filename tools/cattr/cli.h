@@ -107,6 +107,7 @@ int cli_corpus_fuzz(const unsigned char *data, size_t size);
 /* explain's dataset-mode progress file parser on fuzzer input (tests/fuzz/fuzz_requests.c); returns 0. */
 int cli_progress_fuzz(const unsigned char *data, size_t size);
 int cmd_compare(int argc, char **argv);
+int cmd_attack(int argc, char **argv);
 
 /* explain's --metrics (metrics_cli.c): which of Captum's metrics, and their perturbations. */
 typedef struct cli_metric_opts {

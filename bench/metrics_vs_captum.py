@@ -1,0 +1,120 @@
+#!/usr/bin/python3
+"""Captum's metrics and attacks, cattr against Captum on PyTorch, in one run (issue 35's bench).
+
+    /usr/bin/python3 bench/metrics_vs_captum.py [--size 112] [--batch 2] [--runs 3] [--json FILE]
+
+Model: torchvision's ResNet-18 (10 classes, random weights under a fixed seed, eval mode); inputs: a seeded batch of
+--batch images of --size x --size. Each side runs in a fresh process with OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset,
+on every core, the same code with the imports switched (`captum.*` or `cattr.*`):
+  * infidelity of IntegratedGradients' attributions (--ig-steps), n_perturb_samples --samples, Gaussian
+    perturbations (std 0.01, torch's generator seeded): the metric's time alone;
+  * sensitivity_max of IntegratedGradients (--sens-steps steps, --sens-samples perturbations, Captum's default
+    perturbation): the metric, i.e. IG on the inputs and on every perturbed input;
+  * PGD, Linf, radius 0.03, step 0.01, --pgd-steps steps, from the inputs (no random start), CrossEntropyLoss.
+Times are the median of --runs warm runs (a first run, which exports the model for cattr, is not counted). Both sides'
+results are compared (largest relative difference), so a ratio is only printed for the same numbers.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CAPTUM = os.environ.get("CATTR_CAPTUM_DIR", os.path.join(os.path.dirname(ROOT), "shared", "captum-0.8"))
+
+TIMER = r"""
+import json, statistics, sys, time
+import numpy as np, torch, torchvision
+mode, size, batch, runs, ig_steps, samples, sens_steps, sens_samples, pgd_steps, out = sys.argv[1:11]
+size, batch, runs, ig_steps, samples = int(size), int(batch), int(runs), int(ig_steps), int(samples)
+sens_steps, sens_samples, pgd_steps = int(sens_steps), int(sens_samples), int(pgd_steps)
+if mode == "captum":
+    from captum.attr import IntegratedGradients
+    from captum.metrics import infidelity, sensitivity_max
+    from captum.robust import PGD
+else:
+    from cattr.attr import IntegratedGradients
+    from cattr.metrics import infidelity, sensitivity_max
+    from cattr.robust import PGD
+torch.manual_seed(0)
+model = torchvision.models.resnet18(num_classes=10).eval()
+x = torch.rand(batch, 3, size, size, generator=torch.Generator().manual_seed(1))
+attr = IntegratedGradients(model).attribute(x, target=0, n_steps=ig_steps)
+
+def perturb(inputs):
+    noise = 0.01 * torch.randn(inputs.shape, generator=torch.Generator().manual_seed(2))
+    return noise, inputs - noise
+
+def timed(fn):
+    res = fn()  # warm: the first call exports the model for cattr
+    ts = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        res = fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts), res
+
+r = {}
+t, v = timed(lambda: infidelity(model, perturb, x, attr, target=0, n_perturb_samples=samples))
+r["infidelity"] = (t, np.asarray(v, dtype=np.float64).tolist())
+ig = IntegratedGradients(model)
+def sens():
+    torch.manual_seed(3)
+    return sensitivity_max(ig.attribute, x, target=0, n_perturb_samples=sens_samples, n_steps=sens_steps)
+t, v = timed(sens)
+r["sensitivity_max"] = (t, np.asarray(v, dtype=np.float64).tolist())
+pgd = PGD(model, torch.nn.CrossEntropyLoss(reduction="none"))
+t, v = timed(lambda: pgd.perturb(x, 0.03, 0.01, pgd_steps, torch.zeros(batch, dtype=torch.long)))
+r["pgd"] = (t, np.asarray(v, dtype=np.float64).ravel()[:4096].tolist())
+json.dump(r, open(out, "w"))
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=int, default=112)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--ig-steps", type=int, default=32)
+    ap.add_argument("--samples", type=int, default=10)
+    ap.add_argument("--sens-steps", type=int, default=8)
+    ap.add_argument("--sens-samples", type=int, default=5)
+    ap.add_argument("--pgd-steps", type=int, default=10)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), CAPTUM] +
+                                        ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.setdefault("CATTR_LIB", os.path.join(ROOT, "build", "libcattr.so"))
+    res = {}
+    for mode in ("captum", "cattr"):
+        out = "/tmp/cattr-metrics-bench-%s-%d.json" % (mode, os.getpid())
+        args = [str(v) for v in (mode, a.size, a.batch, a.runs, a.ig_steps, a.samples, a.sens_steps, a.sens_samples,
+                                 a.pgd_steps, out)]
+        p = subprocess.run([sys.executable, "-c", TIMER] + args, env=env, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.stderr.write(p.stdout[-2000:] + p.stderr[-4000:])
+            return 1
+        with open(out) as f:
+            res[mode] = json.load(f)
+        os.unlink(out)
+    rows = {}
+    print("ResNet-18 (random weights), batch %d of 3x%dx%d, %d threads, median of %d warm runs" %
+          (a.batch, a.size, a.size, os.cpu_count() or 1, a.runs))
+    for k in ("infidelity", "sensitivity_max", "pgd"):
+        tc, vc = res["captum"][k]
+        tx, vx = res["cattr"][k]
+        diff = max((abs(p - q) / (1e-6 + abs(q)) for p, q in zip(vx, vc)), default=0.0)
+        rows[k] = {"captum_s": tc, "cattr_s": tx, "ratio": tc / tx, "max_rel_diff": diff}
+        print("%-16s Captum %8.3f s   cattr %8.3f s   %.2fx   (largest relative difference %.2e)" %
+              (k, tc, tx, tc / tx, diff))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"args": vars(a), "results": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
