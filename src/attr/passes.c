@@ -846,6 +846,20 @@ cattr_status cx_next_draw(cx_call *c, const char *role, const char *const *skip,
                    u->n_draws, role ? role : "?");
 }
 
+/* st OK: res[0..n) into grads_out, extra into *extra_out (or freed); else all freed. Returns st. */
+static cattr_status hand_over(cattr_status st, cattr_tensor **res, int n, cattr_tensor **grads_out, cattr_tensor *extra,
+                              cattr_tensor **extra_out) {
+    if (st != CATTR_OK) {
+        free_all(res, MAX_IN);
+        cattr_tensor_free(extra);
+        return st;
+    }
+    for (int i = 0; i < n; i++) grads_out[i] = res[i];
+    if (extra_out) *extra_out = extra;
+    else cattr_tensor_free(extra);
+    return CATTR_OK;
+}
+
 cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, const cattr_tensor *seed,
                                  cattr_tensor **grads_out, cattr_tensor **output) {
     if (output) *output = NULL;
@@ -853,8 +867,7 @@ cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, con
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "explainer, call, seed and grads_out are required");
     cx_call c;
     cattr_tensor *sd = NULL, *res[MAX_IN] = {0}, *out = NULL;
-    pass_inputs pi;
-    memset(&pi, 0, sizeof pi);
+    pass_inputs pi = {0};
     cx_view ov;
     char s1[128], s2[128];
     cattr_status st = cx_prepare(e, call, &c);
@@ -879,10 +892,7 @@ cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, con
             outs[k] = e->grads[k];
             dst[k] = res[k]->data;
         }
-        if (out) {
-            outs[c.n] = pi.out;
-            dst[c.n] = out->data;
-        }
+        if (out) outs[c.n] = pi.out, dst[c.n] = out->data;
         j.n_out = c.n + (out ? 1 : 0);
         j.outs = outs;
         j.out_host = dst;
@@ -892,20 +902,11 @@ cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, con
     cattr_tensor_free(sd);
     int n = c.n;
     cx_call_free(&c);
-    if (st != CATTR_OK) {
-        free_all(res, MAX_IN);
-        cattr_tensor_free(out);
-        return st;
-    }
-    for (int i = 0; i < n; i++) grads_out[i] = res[i];
-    if (output) *output = out;
-    return CATTR_OK;
+    return hand_over(st, res, n, grads_out, out, output);
 }
 
-/* e->gm for a loss of the model output (kind 3: -log(F[target]), 4: -log_softmax(F)[target]): the model with inputs
- * tidx [B] (each example's target, flat in its output row) and seed [B] after its own, the per-example loss
- * l = Neg(Log(pick)) or Neg(pick of LogSoftmax), pick = Reshape(SeqPick(Reshape(src, [B, -1, 1]), tidx), [-1]), and
- * the gradients of sum(seed * l) with respect to the n_attr attributed inputs (gm_outs[i]; gm_outs[n_attr] = l). */
+/* e->gm for a loss (kind 3: -log(F[target]), 4: -log_softmax(F)[target]): the model, inputs tidx [B] and seed [B] after
+ * its own, the losses l (gm_outs[n_attr]) and the gradients of sum(seed * l) (gm_outs[i]). */
 static cattr_status build_loss(cattr_explainer *e, int n_attr, int kind) {
     if (e->gm && e->gm_kind == kind && e->gm_mul == n_attr) return CATTR_OK;
     cg_free(e->gm);
@@ -915,10 +916,8 @@ static cattr_status build_loss(cattr_explainer *e, int n_attr, int kind) {
     cg_graph *g = NULL;
     CX_CHECK(cx_derive_clone(e->m->g, 2, names, &g, ex));
     cg_attrs rows = cg_attrs_default(), flat = cg_attrs_default();
-    rows.n_ints = 3;
-    rows.ints[0] = 0, rows.ints[1] = -1, rows.ints[2] = 1;
-    flat.n_ints = 1;
-    flat.ints[0] = -1;
+    rows.n_ints = 3, rows.ints[0] = 0, rows.ints[1] = -1, rows.ints[2] = 1;
+    flat.n_ints = 1, flat.ints[0] = -1;
     int y = cx_model_output(e->m);
     int src = kind == 4 ? cg_emit(g, CG_LOGSOFTMAX, "__cattr_loss_log_softmax", (int[]){y}, 1, NULL) : y;
     int y3 = src < 0 ? -1 : cg_emit(g, CG_RESHAPE, "__cattr_loss_rows", (int[]){src}, 1, &rows);
@@ -950,8 +949,7 @@ cattr_status cattr_explainer_loss_grad(cattr_explainer *e, const cattr_call *cal
         return cx_fail(CATTR_ERR_TARGET, "a loss needs a target (the label of each example, or the class to reach)");
     cx_call c;
     cattr_tensor *sd = NULL, *res[MAX_IN] = {0}, *l = NULL, *tb = NULL;
-    pass_inputs pi;
-    memset(&pi, 0, sizeof pi);
+    pass_inputs pi = {0};
     cx_view ov;
     char s1[128];
     cattr_status st = cx_prepare(e, call, &c);
@@ -993,13 +991,5 @@ cattr_status cattr_explainer_loss_grad(cattr_explainer *e, const cattr_call *cal
     free(tidx);
     int n = c.n;
     cx_call_free(&c);
-    if (st != CATTR_OK) {
-        free_all(res, MAX_IN);
-        cattr_tensor_free(l);
-        return st;
-    }
-    for (int i = 0; i < n; i++) grads_out[i] = res[i];
-    if (loss_out) *loss_out = l;
-    else cattr_tensor_free(l);
-    return CATTR_OK;
+    return hand_over(st, res, n, grads_out, l, loss_out);
 }
