@@ -1661,12 +1661,23 @@ static void ref_attention(const double *q, const double *k, const double *v, int
             }
 }
 
+/* Random Q [S, T, nh hd], K and V [S, T, nkv hd] as operands, and the Attention attributes; qs gets Q's shape. */
+static void att_operands(int S, int T, int nh, int nkv, int hd, opnd *ops, cg_attrs *a, int64_t *qs) {
+    int64_t ks[3] = {S, T, nkv * hd};
+    qs[0] = S, qs[1] = T, qs[2] = nh * hd;
+    ops[0] = IN(rnd(3, qs));
+    ops[1] = IN(rnd(3, ks));
+    ops[2] = IN(rnd(3, ks));
+    *a = cg_attrs_default();
+    set_ints(a, 3, (int64_t[]){nh, nkv, hd});
+}
+
 static void test_attention(void) {
     enum { S = 2, T = 7, NH = 4, NKV = 2, HD = 48 };
-    int64_t qs[3] = {S, T, NH * HD}, ks[3] = {S, T, NKV * HD};
-    opnd ops[3] = {IN(rnd(3, qs)), IN(rnd(3, ks)), IN(rnd(3, ks))};
-    cg_attrs a = cg_attrs_default();
-    set_ints(&a, 3, (int64_t[]){NH, NKV, HD});
+    int64_t qs[3];
+    opnd ops[3];
+    cg_attrs a;
+    att_operands(S, T, NH, NKV, HD, ops, &a, qs);
     double *want = malloc(sizeof(double) * S * T * NH * HD);
     if (!want) {
         CHECK(0, "attention: out of memory");
@@ -1745,10 +1756,10 @@ int64_t cx_backend_cuda_emulated_work(void) __attribute__((weak)); /* in builds 
  * grows as T^2 d: x3.5-4.3 for twice the positions (causal tiles: 36 -> 136 tile pairs), x2 for twice the head dim,
  * and at most 2 T^2 d per head forward (the old kernels' recomputed scores were T^2 d^2). */
 static double att_work(int T, int hd, bool grad) {
-    int64_t qs[3] = {1, T, 2 * hd}, ks[3] = {1, T, hd};
-    opnd ops[3] = {IN(rnd(3, qs)), IN(rnd(3, ks)), IN(rnd(3, ks))};
-    cg_attrs a = cg_attrs_default();
-    set_ints(&a, 3, (int64_t[]){2, 1, hd});
+    int64_t qs[3];
+    opnd ops[3];
+    cg_attrs a;
+    att_operands(1, T, 2, 1, hd, ops, &a, qs);
     int y;
     cg_graph *g = op_graph(CG_ATTENTION, &a, 3, ops, &y);
     cattr_tensor *in[MAXIO], *gr[MAXIO] = {0}, *seed = rnd(3, qs), *f = NULL;
@@ -1772,10 +1783,10 @@ static double att_work(int T, int hd, bool grad) {
 
 static void test_attention_tiles(void) {
     enum { S = 2, T = 70, NH = 4, NKV = 2, HD = 24 };
-    int64_t qs[3] = {S, T, NH * HD}, ks[3] = {S, T, NKV * HD};
-    opnd ops[3] = {IN(rnd(3, qs)), IN(rnd(3, ks)), IN(rnd(3, ks))};
-    cg_attrs a = cg_attrs_default();
-    set_ints(&a, 3, (int64_t[]){NH, NKV, HD});
+    int64_t qs[3];
+    opnd ops[3];
+    cg_attrs a;
+    att_operands(S, T, NH, NKV, HD, ops, &a, qs);
     double *want = malloc(sizeof(double) * S * T * NH * HD);
     if (want) {
         ref_attention(D(ops[0].t), D(ops[1].t), D(ops[2].t), S, T, NH, NKV, HD, want);

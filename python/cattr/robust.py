@@ -51,6 +51,15 @@ def _select(out, target):
     raise AssertionError("Target type %r is not valid." % (type(target),))
 
 
+def _clamp(x, lo, hi):
+    """x within [lo, hi] (Captum's Perturbation.bound), torch or numpy."""
+    if _is_torch(x):
+        import torch
+
+        return torch.clamp(x, min=lo, max=hi)
+    return np.clip(x, lo, hi)
+
+
 class FGSM:
     """Captum's Fast Gradient Sign Method: x' = x + epsilon * sign(grad of the loss) (minus for a targeted attack),
     where the gradient is above zero_thresh, times the mask; then the bounds."""
@@ -63,11 +72,7 @@ class FGSM:
         self._grad = None
 
     def bound(self, x):
-        if _is_torch(x):
-            import torch
-
-            return torch.clamp(x, min=self.lower_bound, max=self.upper_bound)
-        return np.clip(x, self.lower_bound, self.upper_bound)
+        return _clamp(x, self.lower_bound, self.upper_bound)
 
     def __call__(self, *args, **kwargs):  # Captum's Perturbation: an attack is called as its perturb
         return self.perturb(*args, **kwargs)
@@ -160,11 +165,7 @@ class PGD:
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
 
     def bound(self, x):
-        if _is_torch(x):
-            import torch
-
-            return torch.clamp(x, min=self.lower_bound, max=self.upper_bound)
-        return np.clip(x, self.lower_bound, self.upper_bound)
+        return _clamp(x, self.lower_bound, self.upper_bound)
 
     def __call__(self, *args, **kwargs):
         return self.perturb(*args, **kwargs)

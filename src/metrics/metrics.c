@@ -58,15 +58,6 @@ static cattr_status infid_build_norm(cg_graph *g, int n, cattr_tensor *const *li
     return infid_build(g, n, true, outs);
 }
 
-/* t in dtype dt (a new tensor either way, so that the caller frees what it gets). */
-static cattr_status as_dtype(const cattr_tensor *t, cattr_dtype dt, cattr_tensor **out) {
-    if (t->dtype != dt) return cattr_tensor_convert(t, dt, out);
-    *out = cx_tensor_alloc(dt, t->ndim, t->shape);
-    if (!*out) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    memcpy((*out)->data, t->data, (size_t)t->numel * cattr_dtype_size(dt));
-    return CATTR_OK;
-}
-
 /* That t has x's shape but for dim 0, which is rows. */
 static cattr_status check_rows(const char *what, int i, const cattr_tensor *t, const cattr_tensor *x, int64_t rows) {
     char s1[128], s2[128];
@@ -127,9 +118,9 @@ cattr_status cattr_infidelity(cattr_explainer *e, const cattr_call *call, const 
                          cx_shape_str(c.x[i]->ndim, c.x[i]->shape, s2, sizeof s2));
         if (st == CATTR_OK) st = check_rows("perturbations", i, perturbations[i], c.x[i], N);
         if (st == CATTR_OK) st = check_rows("perturbed", i, perturbed[i], c.x[i], N);
-        if (st == CATTR_OK) st = as_dtype(attributions[i], c.dt, &A[i]);
-        if (st == CATTR_OK) st = as_dtype(perturbations[i], c.dt, &P[i]);
-        if (st == CATTR_OK) st = as_dtype(perturbed[i], c.dt, &XP[i]);
+        if (st == CATTR_OK) st = cattr_tensor_convert(attributions[i], c.dt, &A[i]);
+        if (st == CATTR_OK) st = cattr_tensor_convert(perturbations[i], c.dt, &P[i]);
+        if (st == CATTR_OK) st = cattr_tensor_convert(perturbed[i], c.dt, &XP[i]);
     }
     if (st == CATTR_OK && c.x[0]->ndim == 0)
         st = cx_fail(CATTR_ERR_SHAPE, "input 0 is a scalar: infidelity needs a batch of examples (dim 0)");
@@ -311,7 +302,8 @@ cattr_status cattr_sensitivity_max(const char *device, const cattr_tensor *const
     int y = -1;
     cattr_status st = g ? sens_build(g, n, kind, &y) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st == CATTR_OK) st = cx_consts_new(be, dt, &consts);
-    for (int k = 0; k < 2 * n && st == CATTR_OK; k++) st = as_dtype(k < n ? expl[k] : expl_perturbed[k - n], dt, &conv[k]);
+    for (int k = 0; k < 2 * n && st == CATTR_OK; k++)
+        st = cattr_tensor_convert(k < n ? expl[k] : expl_perturbed[k - n], dt, &conv[k]);
     const double vals[4] = {0, 1, norm_ord, 1 / norm_ord};
     for (int k = 0; k < 4 && st == CATTR_OK; k++) {
         if (!(sc[k] = cx_tensor_alloc(dt, 1, (int64_t[]){1}))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");

@@ -149,8 +149,7 @@ static double clampd(double v, double lo, double hi) { return v < lo ? lo : v > 
 static void fgsm_step(cattr_tensor *x, const cattr_tensor *g, double s, int dir, double lo, double hi) {
     double *xv = cattr_tensor_data(x);
     for (int64_t k = 0; k < cattr_tensor_numel(x); k++) {
-        double gv = cattr_tensor_dtype(g) == CATTR_FLOAT64 ? ((const double *)cattr_tensor_data_const(g))[k]
-                                                           : ((const float *)cattr_tensor_data_const(g))[k];
+        double gv = cx_tensor_get(g, k);
         if (fabs(gv) > 1e-6) xv[k] += dir * s * (gv > 0 ? 1 : -1);
         xv[k] = clampd(xv[k], lo, hi);
     }
@@ -178,6 +177,14 @@ static void project(cattr_tensor *x, const cattr_tensor *x0, double r, bool l2, 
     }
 }
 
+/* The mean of t's values (the per-example losses). */
+static double mean_of(const cattr_tensor *t) {
+    double s = 0;
+    int64_t n = cattr_tensor_numel(t);
+    for (int64_t k = 0; k < n; k++) s += cx_tensor_get(t, k);
+    return n ? s / (double)n : NAN;
+}
+
 int cmd_attack(int argc, char **argv) {
     attack_args a;
     int rc = parse(argc, argv, &a);
@@ -185,6 +192,7 @@ int cmd_attack(int argc, char **argv) {
     cattr_model *m = NULL;
     cattr_explainer *e = NULL;
     cattr_tensor *x0[CATTR_MAX_INPUTS] = {0}, *x[CATTR_MAX_INPUTS] = {0}, *tt = NULL, *tgt64 = NULL;
+    cattr_dtype in_dt[CATTR_MAX_INPUTS]; /* each input's dtype: the adversarial input keeps it (float64, else float32) */
     int64_t *idx = NULL;
     cattr_status st = cattr_model_load_onnx(a.model, &m);
     if (st == CATTR_OK && a.device) st = cattr_model_set_device(m, a.device);
@@ -192,6 +200,7 @@ int cmd_attack(int argc, char **argv) {
     for (int i = 0; i < a.n_in && st == CATTR_OK; i++) {
         cattr_tensor *t = NULL;
         st = cli_load_tensor(a.inputs[i], &t);
+        if (st == CATTR_OK) in_dt[i] = cattr_tensor_dtype(t) == CATTR_FLOAT64 ? CATTR_FLOAT64 : CATTR_FLOAT32;
         if (st == CATTR_OK) st = cattr_tensor_convert(t, CATTR_FLOAT64, &x0[i]);
         if (st == CATTR_OK) st = cattr_tensor_convert(t, CATTR_FLOAT64, &x[i]);
         cattr_tensor_free(t);
@@ -240,13 +249,7 @@ int cmd_attack(int argc, char **argv) {
             rc = cli_error(st, "the loss's gradient failed");
             break;
         }
-        double mean = 0;
-        for (int64_t b = 0; b < cattr_tensor_numel(loss); b++) {
-            mean += cattr_tensor_dtype(loss) == CATTR_FLOAT64 ? ((const double *)cattr_tensor_data_const(loss))[b]
-                                                             : ((const float *)cattr_tensor_data_const(loss))[b];
-        }
-        mean /= (double)(B ? B : 1);
-        if (s == 0) first_loss = mean;
+        if (s == 0) first_loss = mean_of(loss);
         for (int i = 0; i < a.n_in; i++) {
             fgsm_step(x[i], grads[i], a.pgd ? a.step : a.eps, a.targeted ? -1 : 1, a.lower, a.upper);
             if (a.pgd) project(x[i], x0[i], a.eps, a.l2, a.lower, a.upper);
@@ -260,23 +263,14 @@ int cmd_attack(int argc, char **argv) {
                            NULL, 0, NULL};
         st = cattr_explainer_loss_grad(e, &call, a.loss, grads, &loss);
         if (st != CATTR_OK) rc = cli_error(st, "the loss at the adversarial input failed");
-        for (int64_t b = 0; rc == CLI_OK && b < cattr_tensor_numel(loss); b++)
-            last_loss = (b ? last_loss : 0) + (cattr_tensor_dtype(loss) == CATTR_FLOAT64
-                                                   ? ((const double *)cattr_tensor_data_const(loss))[b]
-                                                   : ((const float *)cattr_tensor_data_const(loss))[b]) / (double)B;
+        else last_loss = mean_of(loss);
         for (int i = 0; i < a.n_in; i++) cattr_tensor_free(grads[i]);
         cattr_tensor_free(loss);
     }
-    /* the adversarial inputs in the inputs' dtype (float32 unless the input is float64) */
     cattr_tensor *outs[CATTR_MAX_INPUTS] = {0};
-    for (int i = 0; i < a.n_in && rc == CLI_OK; i++) {
-        cattr_tensor *orig = NULL;
-        st = cli_load_tensor(a.inputs[i], &orig);
-        cattr_dtype dt = st == CATTR_OK && cattr_tensor_dtype(orig) == CATTR_FLOAT64 ? CATTR_FLOAT64 : CATTR_FLOAT32;
-        cattr_tensor_free(orig);
-        if (st == CATTR_OK) st = cattr_tensor_convert(x[i], dt, &outs[i]);
-        if (st != CATTR_OK) rc = cli_error(st, "cannot convert the adversarial input");
-    }
+    for (int i = 0; i < a.n_in && rc == CLI_OK; i++)
+        if ((st = cattr_tensor_convert(x[i], in_dt[i], &outs[i])) != CATTR_OK)
+            rc = cli_error(st, "cannot convert the adversarial input");
     if (rc == CLI_OK && a.png) { /* example 0's change to input 0 over its last two dims */
         int nd = cattr_tensor_ndim(x[0]);
         int64_t h = nd >= 2 ? cattr_tensor_shape(x[0])[nd - 2] : 1, w = nd >= 1 ? cattr_tensor_shape(x[0])[nd - 1] : 1;

@@ -3,6 +3,7 @@
  * perturbed input x - I, the example of Captum's documentation) and uniform noise from the L-infinity ball of radius r
  * added for sensitivity (Captum's default_perturb_func); draws from cattr's generator under the call's seed. */
 #include "cli.h"
+#include "attr/internal.h"
 #include "core/core.h"
 #include "core/rng.h"
 
@@ -55,25 +56,16 @@ int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo)
     return 1;
 }
 
-/* Rows of t repeated n times each (Captum's repeat_interleave): [B * n, ...]; t itself when it is not per example
- * (NULL, a scalar, or rows that are not B; with `always` false also a batch of one, which broadcasts). */
+/* Rows of t repeated n times each (Captum's repeat_interleave, cx_expand_rows): [B * n, ...]; t itself when it is
+ * not per example (NULL, a scalar, or rows that are not B; with `always` false also a batch of one, which
+ * broadcasts). */
 static cattr_status interleave(const cattr_tensor *t, int64_t B, int64_t n, bool always, bool *made,
                                cattr_tensor **out) {
     *made = false;
     *out = (cattr_tensor *)t;
     if (!t || cattr_tensor_ndim(t) < 1 || cattr_tensor_shape(t)[0] != B || (B < 2 && !always)) return CATTR_OK;
-    int64_t sh[CATTR_MAX_DIMS];
-    memcpy(sh, cattr_tensor_shape(t), sizeof(int64_t) * (size_t)cattr_tensor_ndim(t));
-    sh[0] = B * n;
-    cattr_tensor *r = NULL;
-    CX_CHECK(cattr_tensor_new(cattr_tensor_dtype(t), cattr_tensor_ndim(t), sh, &r));
-    size_t row = (size_t)(cattr_tensor_numel(t) / B) * cattr_dtype_size(cattr_tensor_dtype(t));
-    for (int64_t b = 0; b < B; b++)
-        for (int64_t s = 0; s < n; s++)
-            memcpy((char *)cattr_tensor_data(r) + (size_t)(b * n + s) * row,
-                   (const char *)cattr_tensor_data_const(t) + (size_t)b * row, row);
+    if (!(*out = cx_expand_rows(t, n, CX_INTERLEAVE))) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     *made = true;
-    *out = r;
     return CATTR_OK;
 }
 
@@ -111,8 +103,7 @@ static cJSON *values_json(const cattr_tensor *t, double *mean) {
     double s = 0;
     int64_t n = cattr_tensor_numel(t);
     for (int64_t k = 0; k < n; k++) {
-        double v = cattr_tensor_dtype(t) == CATTR_FLOAT64 ? ((const double *)cattr_tensor_data_const(t))[k]
-                                                          : ((const float *)cattr_tensor_data_const(t))[k];
+        double v = cx_tensor_get(t, k);
         cJSON_AddItemToArray(a, cJSON_CreateNumber(v));
         s += v;
     }
