@@ -1656,6 +1656,17 @@ class LayerAttribution(Attribution):
         super().__init__(forward_func, layer=layer, **ctor)
         self.layer = layer
 
+    def _with_layer(self, layer):
+        """The same method with the same forward function and options at another layer (TCAV's per-layer
+        attributions with a caller's layer method)."""
+        import copy
+
+        other = copy.copy(self)
+        other.layer = other._layer_path(layer)
+        other._ctor = dict(self._ctor, layer=other.layer)
+        other._explainers = {}
+        return other
+
     def _layer_path(self, layer):
         """A layer argument with torch modules (of a PyTorch forward function) turned into their module paths."""
         if isinstance(layer, list):

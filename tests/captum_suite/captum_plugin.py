@@ -1,10 +1,10 @@
 """pytest plugin: Captum 0.8's own unit tests run against cattr's classes (issue 31).
 
 Loaded with `-p captum_plugin` (tests/captum_suite on PYTHONPATH) over Captum's test folders
-(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron, tests/metrics, tests/robust). In the mode "cattr" (CATTR_CAPTUM_MODE,
+(../shared/captum-0.8/tests/attr, tests/attr/layer, tests/attr/neuron, tests/metrics, tests/robust, tests/concept). In the mode "cattr" (CATTR_CAPTUM_MODE,
 the default) every attribution class of `captum.attr` that cattr implements is replaced, in `captum.attr` and in the
 module that defines it, by cattr's class of the same name, and every function of `captum.metrics` and attack of
-`captum.robust` that `cattr.metrics` and `cattr.robust` have by cattr's, before any test module is imported; and the `attribute`
+`captum.robust` that `cattr.metrics` and `cattr.robust` have, and captum.concept's TCAV, by cattr's, before any test module is imported; and the `attribute`
 and `attribute_future` of Captum's own classes raise (an exception no test can catch; the test is counted as failed
 even so), so that a test passes only when cattr computed its numbers.
 cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
@@ -130,6 +130,22 @@ def _install():
                 if "perturb" in vars(obj):
                     setattr(obj, "perturb", _captum_raises(obj.__name__))
                 setattr(mod, name, getattr(cr, name))
+                _replaced.append("%s.%s" % (mod.__name__, name))
+    # captum.concept: cattr's TCAV and its parts (Concept, CAV, the default classifier, train_cav), in the package
+    # and each module that defines or imports them; Captum's own interpret raises. Captum's Classifier (an abstract
+    # interface the tests derive from) stays.
+    import captum.concept
+    import cattr.concept as cc
+
+    for name in ("TCAV", "CAV", "Concept", "ConceptInterpreter", "DefaultClassifier", "train_cav"):
+        for mod in [captum.concept] + [importlib.import_module(m) for m in (
+                "captum.concept._core.tcav", "captum.concept._core.cav", "captum.concept._core.concept",
+                "captum.concept._utils.classifier", "captum.concept._utils.common")]:
+            obj = vars(mod).get(name)
+            if obj is not None and getattr(obj, "__module__", "").startswith("captum."):
+                if isinstance(obj, type) and "interpret" in vars(obj):
+                    setattr(obj, "interpret", _captum_raises(obj.__name__))
+                setattr(mod, name, getattr(cc, name))
                 _replaced.append("%s.%s" % (mod.__name__, name))
     # Captum's tests seed torch's generator (and numpy's) and expect Captum's random draws: cattr's opt-in
     ca.set_rng("torch")
