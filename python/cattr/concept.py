@@ -247,10 +247,9 @@ class _LinearSGD:
             raise _lib.ArgumentError("cattr: the concept classifier needs examples of at least two concepts")
         rows = [self.classes_[1]] if len(self.classes_) == 2 else list(self.classes_)
         rng = np.random.RandomState(self.seed)
-        # sklearn's t0 for the optimal schedule (Bottou's heuristic, the typical weight norm 1/sqrt(alpha))
-        typw = math.sqrt(1.0 / math.sqrt(self.alpha))
-        eta0 = typw / max(1.0, 1.0 + typw)
-        t0 = 1.0 / (eta0 * self.alpha)
+        # the optimal schedule's offset (Bottou's heuristic: the first step's size is the typical weight
+        # 1 / sqrt(sqrt(alpha)), the hinge loss's derivative there being at most 1)
+        t0 = 1.0 / (math.sqrt(1.0 / math.sqrt(self.alpha)) * self.alpha)
         w = np.zeros((len(rows), x.shape[1]))
         b = np.zeros(len(rows))
         for r, cls in enumerate(rows):
@@ -261,11 +260,11 @@ class _LinearSGD:
                 for i in rng.permutation(len(x)):
                     eta = 1.0 / (self.alpha * (t0 + t - 1))
                     m = s[i] * (x[i] @ w[r] + b[r])
-                    w[r] *= 1.0 - eta * self.alpha
                     if m < 1.0:
                         w[r] += eta * s[i] * x[i]
-                        b[r] += eta * s[i] * 0.01
+                        b[r] += eta * s[i]
                         loss += 1.0 - m
+                    w[r] *= max(0.0, 1.0 - eta * self.alpha)
                     t += 1
                 if loss > best - self.tol * len(x):
                     stale += 1
