@@ -123,12 +123,15 @@ def _install():
     import cattr.robust as cr
 
     for name in cr.__all__:
-        for mod in [captum.robust] + [importlib.import_module(m) for m in ("captum.robust._core.fgsm",
-                                                                         "captum.robust._core.pgd")]:
+        for mod in [captum.robust] + [importlib.import_module(m) for m in (
+                "captum.robust._core.fgsm", "captum.robust._core.pgd",
+                "captum.robust._core.metrics.min_param_perturbation",
+                "captum.robust._core.metrics.attack_comparator")]:
             obj = vars(mod).get(name)
             if isinstance(obj, type) and obj.__module__.startswith("captum."):
-                if "perturb" in vars(obj):
-                    setattr(obj, "perturb", _captum_raises(obj.__name__))
+                for meth in ("perturb", "evaluate"):
+                    if meth in vars(obj):
+                        setattr(obj, meth, _captum_raises(obj.__name__))
                 setattr(mod, name, getattr(cr, name))
                 _replaced.append("%s.%s" % (mod.__name__, name))
     # captum.concept: cattr's TCAV and its parts (Concept, CAV, the default classifier, train_cav), in the package

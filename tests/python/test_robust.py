@@ -1,13 +1,14 @@
 """cattr.robust (issue 35): FGSM and PGD against their definitions (the gradient of the loss from torch's autograd on
 the same model), against Captum's own classes (../shared/captum-0.8, where present: the same adversarial inputs), and
-their options (targeted, masks, bounds, a loss function, additional inputs, L2 and Linf, random start). Skipped as a
-whole without torch."""
+their options (targeted, masks, bounds, a loss function, additional inputs, L2 and Linf, random start);
+MinParamPerturbation and AttackComparator against Captum's classes, with the model's passes in cattr (the PyTorch
+forward runs only when it is exported). Skipped as a whole without torch."""
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (Debian: python3-torch)")
 
-from cattr.robust import FGSM, PGD  # noqa: E402
+from cattr.robust import FGSM, PGD, AttackComparator, MinParamPerturbation  # noqa: E402
 
 import golden  # noqa: E402
 
@@ -125,3 +126,102 @@ def test_numpy_inputs():
     assert isinstance(a, np.ndarray) and a.shape == x.shape and np.abs(a - x).max() <= 0.1 + 1e-6
     b = PGD(net).perturb(x, 0.2, 0.05, 3, 1)
     assert isinstance(b, np.ndarray) and np.abs(b - x).max() <= 0.2 + 1e-6
+
+
+class Counted(torch.nn.Module):
+    """A classifier that counts its forward calls (torch's); cattr calls it only to export it."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(4)
+        self.fc = torch.nn.Linear(6, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x)
+
+
+def _shift(x, ind=0, amount=0.0):
+    y = x.clone()
+    y[:, ind] -= amount
+    return y
+
+
+@pytest.mark.parametrize("mode,per_eval", [("linear", 1), ("linear", 7), ("binary", 1), ("binary", 4)])
+def test_min_param_perturbation_matches_captum(mode, per_eval):
+    crob = _captum_robust()
+    net = Counted()
+    x = torch.tensor([[0.5, -1.0, 2.0, 0.3, 1.0, -0.2]])
+    target = int(net(x).argmax())
+    ours = MinParamPerturbation(net, _shift, "amount", 0.0, 40.0, 0.25, mode=mode)
+    calls = net.calls
+    adv, value = ours.evaluate(x, target=target, attack_kwargs={"ind": 2}, perturbations_per_eval=per_eval)
+    # the search's forward passes ran in cattr: torch's forward only for the exports (a batch shape each)
+    assert net.calls - calls <= 3
+    ref_adv, ref_value = crob.MinParamPerturbation(net, _shift, "amount", 0.0, 40.0, 0.25, mode=mode).evaluate(
+        x, target=target, attack_kwargs={"ind": 2}, perturbations_per_eval=per_eval)
+    assert value is not None and value == ref_value
+    torch.testing.assert_close(adv, ref_adv)
+    assert int(net(adv).argmax()) != target and int(net(_shift(x, 2, value - 0.25)).argmax()) == target or \
+        mode == "binary"
+
+
+def test_min_param_perturbation_none_and_errors():
+    net = Counted()
+    x = torch.tensor([[0.5, -1.0, 2.0, 0.3, 1.0, -0.2]])
+    target = int(net(x).argmax())
+    m = MinParamPerturbation(net, _shift, "amount", 0.0, 0.01, 0.001)
+    assert m.evaluate(x, target=target, attack_kwargs={"ind": 0}) == (None, None)
+    with pytest.raises(AssertionError, match="Step size"):
+        MinParamPerturbation(net, _shift, "amount", 0.0, 1.0, 2.0)
+    with pytest.raises(AssertionError, match="linear or binary"):
+        MinParamPerturbation(net, _shift, "amount", 0.0, 1.0, 0.1, mode="golden")
+
+
+def _metric(out, target):
+    return torch.softmax(out, dim=1)[:, target]
+
+
+def test_attack_comparator_matches_captum():
+    crob = _captum_robust()
+    net = _net()
+    torch.manual_seed(7)
+    x = torch.rand(4, 1, 6, 6, dtype=torch.float64)
+    results = []
+    for lib in ("cattr", "captum"):
+        mod = crob if lib == "captum" else None
+        F_, P_, AC = (FGSM, PGD, AttackComparator) if mod is None else (mod.FGSM, mod.PGD, mod.AttackComparator)
+        if mod is not None:  # Captum's attacks, so that only the comparator differs
+            F_, P_ = FGSM, PGD
+        comp = AC(net, _metric)
+        comp.add_attack(F_(net), "fgsm", attack_kwargs={"epsilon": 0.1, "target": 1})
+        comp.add_attack(P_(net), "pgd", attack_kwargs={"radius": 0.1, "step_size": 0.03, "step_num": 3, "target": 1})
+        comp.add_attack(lambda inp: inp + 0.05 * torch.sign(torch.sin(inp * 50)), "ripple", num_attempts=3)
+        first = comp.evaluate(x, target=1, perturbations_per_eval=3)
+        second = comp.evaluate(x * 0.5, target=1)
+        results.append((first, second, comp.summary()))
+    (a1, a2, asum), (b1, b2, bsum) = results
+    for got, ref in ((a1, b1), (a2, b2)):
+        torch.testing.assert_close(got["Original"], ref["Original"])
+        torch.testing.assert_close(got["fgsm"]["mean"], ref["fgsm"]["mean"])
+        torch.testing.assert_close(got["pgd"]["mean"], ref["pgd"]["mean"])
+        for k in ("mean", "min", "max"):
+            torch.testing.assert_close(got["ripple"][k], ref["ripple"][k])
+    assert sorted(asum) == sorted(bsum)
+    for k in asum:
+        torch.testing.assert_close(asum[k]["mean"], bsum[k]["mean"])
+
+
+def test_attack_comparator_other_callables():
+    # a forward function of strings is called as it is; float metrics are summarised as float32 tensors
+    comp = AttackComparator(lambda words: torch.tensor([[float(len(w)) for w in words]]),
+                            lambda out: float(out.sum()))
+    comp.add_attack(lambda words: [w + "!" for w in words], "bang")
+    res = comp.evaluate(["ab", "cde"])
+    assert float(res["Original"]) == 5.0 and float(res["bang"]["mean"]) == 7.0
+    assert res["Original"].dtype == torch.float32
+    with pytest.raises(RuntimeError, match="same name"):
+        comp.add_attack(lambda w: w, "bang")
+    comp.reset()
+    assert comp.summary() == {}
