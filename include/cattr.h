@@ -677,6 +677,24 @@ cattr_status cattr_sensitivity_max(const char *device, const cattr_tensor *const
                                    const cattr_tensor *const *expl_perturbed, int n, int64_t n_samples,
                                    double norm_ord, cattr_tensor **out);
 
+/* Deletion or insertion curve (Petsiuk, Das and Saenko, "RISE", BMVC 2018; beyond Captum) of `attributions` (one per
+ * input, the inputs' shapes, any float dtype) for the inputs of `call`, with its target, baselines, feature masks and
+ * additional inputs. e is any explainer of the model (its device, dtype and passes; its method is not run). The
+ * features are the call's feature-mask groups (ids shared across inputs) or every element; per example they are
+ * ranked by the sum of their elements' attributions, largest first (ties: the first feature first). At step k of
+ * n_steps the round(k F / n_steps) first features are moved: deletion (insertion 0) replaces them by the baseline
+ * (zeros without baselines), insertion starts from the baseline and puts them back from the input. The score is the
+ * model output at the target (softmax != 0: the softmax of a [batch, classes] output at the target). The model runs
+ * on steps_per_pass steps of every example per pass (0: every step in one pass).
+ * *curve: a new [B, n_steps + 1] tensor of the scores (column 0: no feature moved); *auc: a new [B] tensor, the area
+ * under each curve over [0, 1] by the trapezoid rule. Both in the compute dtype.
+ * Errors: those of cattr_explainer_run (inputs, target, masks), CATTR_ERR_SHAPE (an attribution of the wrong shape,
+ * named), CATTR_ERR_DTYPE (an integer input), CATTR_ERR_UNSUPPORTED (softmax of an output that is not 2-d),
+ * CATTR_ERR_INVALID_ARGUMENT (n_steps from 1 to 100000, steps_per_pass >= 0). */
+cattr_status cattr_deletion_curve(cattr_explainer *e, const cattr_call *call, const cattr_tensor *const *attributions,
+                                  int insertion, int64_t n_steps, int softmax, int64_t steps_per_pass,
+                                  cattr_tensor **curve, cattr_tensor **auc);
+
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Language models (Hugging Face checkpoint folders: qwen3, llama, qwen2, mistral)                              */
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -446,6 +446,34 @@ expect_exit "metrics streamed" 2 "--metrics: not with --batch-size" "$tmp/met3.n
     explain $model --method saliency --input tests/data/cli/batch2.npy --target 3 --batch-size 1 \
     --output "$tmp/met3.npy" --metrics infidelity
 
+# --- explain --metrics deletion,insertion: the curves and their areas in the JSON, the plot --------------------------
+expect_ok "curves json" explain $model --method integrated-gradients --steps 8 --input tests/data/cli/batch2.npy \
+    --target 3 --output "$tmp/cur.json" --metrics deletion,insertion --curve-steps 5 --curve-softmax \
+    --curve-png "$tmp/cur.png"
+if grep -q "deletion over 2 examples (area under the curve)" "$tmp/stdout" && [ -s "$tmp/cur.png" ]; then ok; else
+    bad "curves: no deletion line or no plot"; cat "$tmp/stdout"; fi
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import json, math, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+assert set(m) == {"deletion", "insertion"}, m
+for k, v in m.items():
+    assert v["n_steps"] == 5 and v["score"] == "softmax at the target" and len(v["curves"]) == 2, v
+    for c, area in zip(v["curves"], v["values"]):
+        assert len(c) == 6 and all(0 <= y <= 1 for y in c), c
+        assert abs(area - sum((a + b) / 2 for a, b in zip(c, c[1:])) / 5) < 1e-6, (area, c)
+d, i = m["deletion"]["curves"][0], m["insertion"]["curves"][0]
+assert abs(d[0] - i[-1]) < 1e-6 and d[0] > 0.5  # the model at the input: example 0 is a confident 3
+assert m["deletion"]["values"][0] < m["insertion"]["values"][0]
+' "$tmp/cur.json"; then ok; else bad "curves json: values"; fi
+fi
+expect_exit "curves png name" 2 "--curve-png must name a .png file" "$tmp/cur2.json" -- \
+    explain $model --input $x --output "$tmp/cur2.json" --metrics deletion --curve-png "$tmp/cur2.jpg"
+expect_exit "curves layer" 1 "deletion failed: attributions[0] has shape [1, 8, 8, 8]; input 0 has [1, 1, 8, 8]" \
+    "$tmp/cur2.json" -- \
+    explain $model --method layer-activation --layer relu1 --input $x --output "$tmp/cur2.json" --metrics deletion \
+    --curve-png "$tmp/cur2.png"
+if [ ! -e "$tmp/cur2.png" ]; then ok; else bad "curves layer: a plot was written"; fi
+
 # --- attack: FGSM and PGD write an adversarial input within epsilon; bad arguments leave nothing -----------------------
 expect_ok "attack fgsm" attack $model --input tests/data/cli/batch2.npy --target 3 --epsilon 0.1 --loss cross-entropy \
     --output "$tmp/adv.npy" --png "$tmp/adv.png"

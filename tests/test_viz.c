@@ -1,4 +1,4 @@
-/* test_viz.c - tests of the heatmap renderers: PNGs written to /tmp are read back with libpng and checked for size,
+/* test_viz.c - tests of the heatmap renderers and the line plot (cx_png_curves): PNGs written to /tmp are read back with libpng and checked for size,
  * cell colours (positive reddish, negative bluish, zero white), the legend and the overlay blend; the terminal
  * renderer is checked for rows, colours, the character ramp and snprintf semantics.
  * Prints each failed check and exits 1 if any failed, 0 otherwise. */
@@ -173,8 +173,51 @@ static void test_term(void) {
     CHECK(count_substr(buf, "\n") == 5, "5-row map rendered %d rows", count_substr(buf, "\n"));
 }
 
+/* Whether pred holds at a pixel within one of (x, y). */
+static int near(const image *im, int x, int y, int (*pred)(const unsigned char *)) {
+    for (int dy = -1; dy <= 1; dy++)
+        for (int dx = -1; dx <= 1; dx++)
+            if (x + dx >= 0 && y + dy >= 0 && x + dx < im->w && y + dy < im->h && pred(px(im, x + dx, y + dy))) return 1;
+    return 0;
+}
+
+/* cx_png_curves: a rising line from the bottom-left to the top-right corner of the frame (x 0..1, y from 0 to its
+ * largest value), a thick falling one; the frame black, the rest white; bad arguments refused. */
+static void test_curves(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/cattr_test_curves_%ld.png", (long)getpid());
+    const double ys[] = {0, 1, 2, 3, 4, /* rising, thin, red */ 4, 3, 2, 1, 0 /* falling, thick, blue */};
+    const unsigned char rgb[] = {178, 24, 43, 33, 102, 172};
+    const int thick[] = {0, 1};
+    cattr_status st = cx_png_curves(path, ys, 2, 5, rgb, thick, 200, 100);
+    CHECK(st == CATTR_OK, "cx_png_curves: %s", cattr_last_error());
+    image im = {0};
+    if (st == CATTR_OK && read_png(path, &im)) {
+        CHECK(im.w == 200 && im.h == 100, "plot size %dx%d", im.w, im.h);
+        const int x0 = 12, x1 = 187, y0 = 12, y1 = 87; /* the frame (12-pixel margins) */
+        const unsigned char *k = px(&im, x0, (y0 + y1) / 2);
+        CHECK(k[0] == 0 && k[1] == 0 && k[2] == 0, "the frame's left side is not black");
+        CHECK(white(px(&im, 3, 3)), "the margin is not white");
+        /* the rising curve passes the middle of the frame; the falling one does too, drawn over it, thick */
+        int mx = (x0 + x1) / 2, my = (y0 + y1) / 2;
+        CHECK(near(&im, mx, my, bluish), "the thick curve is not at the centre");
+        int qx = x0 + (int)lround((x1 - x0) / 4.0);
+        CHECK(near(&im, qx, y1 - (int)lround((y1 - y0) / 4.0), reddish), "the rising curve is not at its first quarter");
+        CHECK(near(&im, qx, y0 + (int)lround((y1 - y0) / 4.0), bluish), "the falling curve is not at its first quarter");
+        CHECK(near(&im, x1, y0, reddish), "the rising curve does not end top right");
+        CHECK(!near(&im, x1, y1 - (y1 - y0) / 2, reddish) && !near(&im, x1, y1 - (y1 - y0) / 2, bluish),
+              "a curve where none passes");
+        free(im.rgb);
+    }
+    remove(path);
+    CHECK(cx_png_curves(path, ys, 2, 1, rgb, thick, 200, 100) == CATTR_ERR_INVALID_ARGUMENT, "1 point accepted");
+    CHECK(cx_png_curves(path, ys, 2, 5, rgb, thick, 20, 100) == CATTR_ERR_INVALID_ARGUMENT, "width 20 accepted");
+    CHECK(access(path, F_OK) != 0, "a refused plot left a file");
+}
+
 int main(void) {
     test_png();
+    test_curves();
     test_term();
     if (g_failures) {
         printf("test_viz: %d check(s) FAILED\n", g_failures);

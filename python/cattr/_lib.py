@@ -445,6 +445,8 @@ _decl("cattr_explainer_loss_grad", _st, ExplainerP, ctypes.POINTER(Call), ctypes
       ctypes.POINTER(TensorP))
 _decl("cattr_infidelity", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, TensorPP, TensorPP, ctypes.c_int64,
       ctypes.c_int, ctypes.c_int64, ctypes.POINTER(TensorP))
+_decl("cattr_deletion_curve", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, ctypes.c_int, ctypes.c_int64,
+      ctypes.c_int, ctypes.c_int64, ctypes.POINTER(TensorP), ctypes.POINTER(TensorP))
 _decl("cattr_llm_steps_used", ctypes.c_int, LLMP)
 _decl("cattr_llm_load", _st, ctypes.c_char_p, ctypes.POINTER(LLMP))
 _decl("cattr_llm_free", None, LLMP)

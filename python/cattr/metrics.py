@@ -25,7 +25,8 @@ from ._core import _TensorList, _is_torch, _ptr_array, tensor_to_numpy, to_numpy
 from ._lib import lib
 from .attr import Attribution, _to_tuple
 
-__all__ = ["infidelity", "infidelity_perturb_func_decorator", "sensitivity_max", "default_perturb_func"]
+__all__ = ["infidelity", "infidelity_perturb_func_decorator", "sensitivity_max", "default_perturb_func",
+           "deletion_insertion"]
 
 
 def _safe_div(num, den, default=1.0):
@@ -166,13 +167,7 @@ def infidelity(forward_func, perturb_func, inputs, attributions, baselines=None,
     full_p = [a.reshape((bsz * n,) + a.shape[2:]) for a in full_p]
     full_x = [a.reshape((bsz * n,) + a.shape[2:]) for a in full_x]
 
-    runner = getattr(forward_func, "_cattr_metric_forward", None)
-    if runner is None:
-        runner = _Forward(forward_func)
-        try:
-            forward_func._cattr_metric_forward = runner  # one explainer (and its plans) per forward function
-        except (AttributeError, TypeError):
-            pass
+    runner = _metric_runner(forward_func)
 
     def invoke(e, call, mk):
         a_p = [mk(to_numpy(a), "attributions %d" % i) for i, a in enumerate(ats)]
@@ -190,6 +185,50 @@ def infidelity(forward_func, perturb_func, inputs, attributions, baselines=None,
 
         return torch.from_numpy(res)
     return res
+
+
+def _metric_runner(forward_func):
+    runner = getattr(forward_func, "_cattr_metric_forward", None)
+    if runner is None:
+        runner = _Forward(forward_func)
+        try:
+            forward_func._cattr_metric_forward = runner  # one explainer (and its plans) per forward function
+        except (AttributeError, TypeError):
+            pass
+    return runner
+
+
+def deletion_insertion(forward_func, inputs, attributions, target=None, baselines=None, feature_mask=None,
+                       additional_forward_args=None, mode="deletion", n_steps=20, softmax=False, steps_per_eval=None):
+    """Beyond Captum: the deletion or insertion curve of attributions (Petsiuk et al. 2018, "RISE"). The features
+    (the feature_mask's groups, else every element) are ranked per example by their summed attribution, largest
+    first; at step k of n_steps the round(k F / n_steps) first are replaced by the baseline (deletion; zeros without
+    baselines) or put back into the baseline (insertion), and the model's output at the target (softmax=True: its
+    softmax's) is the curve's value. Returns (curve [batch, n_steps + 1], area under it over [0, 1] [batch]), tensors
+    for torch inputs. A faithful attribution has a low deletion area and a high insertion area. steps_per_eval: the
+    steps of every example per forward pass (None: all)."""
+    if mode not in ("deletion", "insertion"):
+        raise _lib.ArgumentError("cattr: mode must be 'deletion' or 'insertion', not %r" % (mode,))
+    xs, _ = _to_tuple(inputs)
+    ats, _ = _to_tuple(attributions)
+    if len(xs) != len(ats):
+        raise _lib.ArgumentError("cattr: %d inputs and %d attributions" % (len(xs), len(ats)))
+    runner = _metric_runner(forward_func)
+
+    def invoke(e, call, mk):
+        a_p = [mk(to_numpy(a), "attributions %d" % i) for i, a in enumerate(ats)]
+        curve, auc = _lib.TensorP(), _lib.TensorP()
+        e.intr.run(lib.cattr_deletion_curve, e.h, ctypes.byref(call), _ptr_array(a_p), 1 if mode == "insertion" else 0,
+                   int(n_steps), 1 if softmax else 0, int(steps_per_eval or 0), ctypes.byref(curve), ctypes.byref(auc))
+        return tensor_to_numpy(curve), tensor_to_numpy(auc)
+
+    (curve, auc), _, torch_out = runner._run(inputs, {}, baselines, target, additional_forward_args, feature_mask,
+                                             invoke=invoke)
+    if torch_out:
+        import torch
+
+        return torch.from_numpy(curve), torch.from_numpy(auc)
+    return curve, auc
 
 
 def default_perturb_func(inputs, perturb_radius=0.02):

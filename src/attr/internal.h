@@ -47,9 +47,10 @@ typedef struct cx_helper {
     int outs[CX_MAX_IN];
     uint64_t used;
 } cx_helper;
-/* The kinds of small graphs (cx_helper.kind; 0: an empty entry): helper_graphs.c's, and metrics.c's infidelity sums
- * (plain and normalised). */
-enum { CX_H_DELTA = 1, CX_H_SUM_LAST, CX_H_SPREAD, CX_H_PAIRS_MEAN, CX_H_INFIDELITY, CX_H_INFIDELITY_NORM };
+/* The kinds of small graphs (cx_helper.kind; 0: an empty entry): helper_graphs.c's, metrics.c's infidelity sums
+ * (plain and normalised), curves.c's states and softmax. */
+enum { CX_H_DELTA = 1, CX_H_SUM_LAST, CX_H_SPREAD, CX_H_PAIRS_MEAN, CX_H_INFIDELITY, CX_H_INFIDELITY_NORM, CX_H_CURVE,
+       CX_H_CURVE_SOFTMAX };
 
 /* inner explainers kept per explainer for distinct values of integer inputs that give shapes */
 #define CX_FOLD_CACHE 8

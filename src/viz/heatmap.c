@@ -47,6 +47,8 @@ int cx_heatmap_legend_height(int cell) {
 /* ==== PNG ================================================================================================== */
 
 typedef struct png_job {
+    const unsigned char *rgb; /* cx_png_rgb: the image's W x H RGB bytes (the fields below unused) */
+    int rgb_w, rgb_h;
     const double *img, *vals;
     int h, w, cell;
     double alpha;
@@ -68,6 +70,10 @@ static void on_png_warning(png_structp png, png_const_charp msg) {
 
 /* Fills one image row y (0 at the top) with RGB bytes. */
 static void fill_row(const png_job *j, int y, unsigned char *row) {
+    if (j->rgb) {
+        memcpy(row, j->rgb + 3 * (size_t)y * (size_t)j->rgb_w, 3 * (size_t)j->rgb_w);
+        return;
+    }
     int W = j->w * j->cell, map_h = j->h * j->cell;
     if (y < map_h) {
         int r = y / j->cell;
@@ -104,7 +110,7 @@ static void fill_row(const png_job *j, int y, unsigned char *row) {
 /* Everything libpng does after setjmp lives here, so that no local of the caller changes between setjmp and a
  * longjmp. */
 static void emit_png(png_structp png, png_infop info, FILE *f, const png_job *j, unsigned char *row) {
-    int W = j->w * j->cell, H = j->h * j->cell + cx_heatmap_legend_height(j->cell);
+    int W = j->rgb ? j->rgb_w : j->w * j->cell, H = j->rgb ? j->rgb_h : j->h * j->cell + cx_heatmap_legend_height(j->cell);
     png_init_io(png, f);
     png_set_IHDR(png, info, (png_uint_32)W, (png_uint_32)H, 8, PNG_COLOR_TYPE_RGB, PNG_INTERLACE_NONE,
                  PNG_COMPRESSION_TYPE_DEFAULT, PNG_FILTER_TYPE_DEFAULT);
@@ -118,7 +124,7 @@ static void emit_png(png_structp png, png_infop info, FILE *f, const png_job *j,
 
 static cattr_status write_png(FILE *f, void *ctx) {
     png_job *j = ctx;
-    unsigned char *row = malloc(3 * (size_t)j->w * (size_t)j->cell);
+    unsigned char *row = malloc(3 * (j->rgb ? (size_t)j->rgb_w : (size_t)j->w * (size_t)j->cell));
     if (!row) return cx_fail(CATTR_ERR_NO_MEMORY, "cannot allocate a PNG row");
     png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, j, on_png_error, on_png_warning);
     png_infop info = png ? png_create_info_struct(png) : NULL;
@@ -171,6 +177,15 @@ cattr_status cx_png_heatmap_overlay(const char *path, const double *img, const d
 
 cattr_status cx_png_heatmap(const char *path, const double *vals, int h, int w, int cell) {
     return cx_png_heatmap_overlay(path, NULL, vals, h, w, cell, 1.0);
+}
+
+cattr_status cx_png_rgb(const char *path, const unsigned char *rgb, int w, int h) {
+    if (!path || !rgb) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "png: NULL path or pixels");
+    if (w < 1 || h < 1 || w > CX_HEATMAP_MAX_SIDE || h > CX_HEATMAP_MAX_SIDE)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s': a %dx%d image (each side from 1 to %d)", path, w, h,
+                       CX_HEATMAP_MAX_SIDE);
+    png_job j = {.rgb = rgb, .rgb_w = w, .rgb_h = h};
+    return cx_write_file_atomic(path, write_png, &j);
 }
 
 /* ==== terminal ============================================================================================= */

@@ -38,6 +38,18 @@ cattr_status cx_png_heatmap(const char *path, const double *vals, int h, int w, 
 cattr_status cx_png_heatmap_overlay(const char *path, const double *img, const double *vals, int h, int w, int cell,
                                     double alpha);
 
+/* Writes an RGB PNG of w x h pixels (rgb: 3 bytes a pixel, rows from the top) atomically. Errors: as
+ * cx_png_heatmap. */
+cattr_status cx_png_rgb(const char *path, const unsigned char *rgb, int w, int h);
+
+/* A line plot of n_curves curves of n_points values each (ys[c * n_points + k], x from 0 to 1) as a w x h RGB PNG:
+ * white ground, the plot's frame and quarter grid lines, the y range from min(0, the least value) to the largest
+ * (NaN and Inf skipped), each curve in colour rgb[3 c..3 c + 2], thick[c] != 0 drawn 3 pixels wide. Atomic write.
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (NULL pointers, n_curves < 1, n_points < 2, w or h below 64 or over
+ * CX_HEATMAP_MAX_SIDE), CATTR_ERR_IO, CATTR_ERR_NO_MEMORY. */
+cattr_status cx_png_curves(const char *path, const double *ys, int n_curves, int n_points, const unsigned char *rgb,
+                           const int *thick, int w, int h);
+
 /* Renders a 2-D map as terminal text into buf with snprintf semantics: writes at most size bytes including the NUL
  * and returns the length the full text needs (excluding the NUL). buf may be NULL when size is 0.
  *  - ansi != 0: each cell is two spaces on an ANSI 24-bit background ("\x1b[48;2;R;G;Bm") in the colour scale above;

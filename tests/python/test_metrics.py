@@ -219,3 +219,87 @@ def test_sensitivity_c_errors():
         assert st == _lib.ERR_INVALID_ARGUMENT and "norm_ord" in _lib.lib.cattr_last_error().decode()
     finally:
         tl.free()
+
+
+# --- deletion and insertion curves (beyond Captum) ----------------------------------------------------------------
+
+def _ref_curve(net, x, attr, base, n_steps, mode, softmax, target, mask=None):
+    """The definition written out: features ranked by summed attribution (ties: the first), the round(k F / n)
+    first moved at step k, scored by torch."""
+    from cattr.metrics import deletion_insertion  # noqa: F401 (the module under test is imported above)
+    xb = x.reshape(len(x), -1).double().numpy()
+    ab = attr.reshape(len(x), -1).double().numpy()
+    bb = np.broadcast_to(np.asarray(base, dtype=np.float64), x.shape).reshape(len(x), -1)
+    ids = np.arange(xb.shape[1]) if mask is None else np.broadcast_to(mask.numpy(), x.shape)[0].reshape(-1)
+    u = np.unique(ids)
+    out = np.zeros((len(x), n_steps + 1))
+    for b in range(len(x)):
+        score = np.array([ab[b][ids == v].sum() for v in u])
+        order = sorted(range(len(u)), key=lambda f: (-score[f], f))
+        rank = np.empty(len(u), int)
+        rank[order] = np.arange(len(u))
+        el = rank[np.searchsorted(u, ids)]
+        for k in range(n_steps + 1):
+            moved = el < (k * len(u) + n_steps // 2) // n_steps
+            s = np.where(moved, bb[b], xb[b]) if mode == "deletion" else np.where(moved, xb[b], bb[b])
+            y = net(torch.tensor(s.reshape((1,) + tuple(x.shape[1:])), dtype=x.dtype))
+            out[b, k] = float((torch.softmax(y, 1) if softmax else y)[0, target])
+    return out
+
+
+@pytest.mark.parametrize("mode", ["deletion", "insertion"])
+@pytest.mark.parametrize("softmax", [False, True])
+def test_deletion_insertion_definition(mode, softmax):
+    from cattr.metrics import deletion_insertion
+
+    net = _net()
+    torch.manual_seed(2)
+    x, attr = torch.randn(3, 6), torch.randn(3, 6)
+    curve, auc = deletion_insertion(net, x, attr, target=1, mode=mode, n_steps=4, softmax=softmax)
+    ref = _ref_curve(net, x, attr, 0.0, 4, mode, softmax, 1)
+    assert curve.shape == (3, 5) and auc.shape == (3,) and curve.dtype == torch.float32
+    np.testing.assert_allclose(curve.numpy(), ref, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(auc.numpy(), ((ref[:, 1:] + ref[:, :-1]) / 2).mean(1), rtol=1e-5, atol=1e-6)
+    # the first point of deletion and the last of insertion are the model at the input
+    full = net(x)
+    sel = (torch.softmax(full, 1) if softmax else full)[:, 1].detach().numpy()
+    np.testing.assert_allclose(curve.numpy()[:, 0 if mode == "deletion" else -1], sel, rtol=1e-5, atol=1e-6)
+
+
+def test_deletion_insertion_masks_baselines_and_passes():
+    from cattr.metrics import deletion_insertion
+
+    net = _net().double()
+    torch.manual_seed(3)
+    x, attr = torch.randn(4, 6, dtype=torch.float64), torch.randn(4, 6, dtype=torch.float64)
+    mask = torch.tensor([[0, 0, 1, 1, 2, 2]])
+    one, area = deletion_insertion(net, x, attr, target=[0, 1, 2, 0], baselines=0.5, feature_mask=mask, n_steps=3)
+    assert one.dtype == torch.float64
+    ref = np.stack([_ref_curve(net, x[b:b + 1], attr[b:b + 1], 0.5, 3, "deletion", False, t, mask)[0]
+                    for b, t in zip(range(4), [0, 1, 2, 0])])
+    np.testing.assert_allclose(one.numpy(), ref, rtol=1e-12, atol=1e-12)
+    # a pass of 2 steps at a time: the same numbers
+    two, area2 = deletion_insertion(net, x, attr, target=[0, 1, 2, 0], baselines=0.5, feature_mask=mask, n_steps=3,
+                                    steps_per_eval=2)
+    np.testing.assert_array_equal(one.numpy(), two.numpy())
+    np.testing.assert_array_equal(area.numpy(), area2.numpy())
+    # numpy in, numpy out; a feature of more attribution is removed first (the curve's second point)
+    c, _ = deletion_insertion(net, x.numpy(), np.tile(np.array([[0, 0, 0, 0, 5.0, 5.0]]), (4, 1)), target=0,
+                              feature_mask=mask.numpy(), n_steps=3)
+    assert isinstance(c, np.ndarray)
+    x2 = x.clone()
+    x2[:, 4:] = 0
+    np.testing.assert_allclose(c[:, 1], net(x2)[:, 0].detach().numpy(), rtol=1e-12)
+
+
+def test_deletion_insertion_errors():
+    from cattr.metrics import deletion_insertion
+
+    net = _net()
+    x = torch.randn(2, 6)
+    with pytest.raises(_lib.ArgumentError, match="deletion' or 'insertion"):
+        deletion_insertion(net, x, x, target=0, mode="both")
+    with pytest.raises(_lib.ArgumentError, match=r"attributions\[0\] has shape \[2, 5\]; input 0 has \[2, 6\]"):
+        deletion_insertion(net, x, x[:, :5], target=0)
+    with pytest.raises(_lib.ArgumentError, match="n_steps must be from 1"):
+        deletion_insertion(net, x, x, target=0, n_steps=0)

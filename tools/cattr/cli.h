@@ -112,16 +112,26 @@ int cmd_attack(int argc, char **argv);
 /* explain's --metrics (metrics_cli.c): which of Captum's metrics, and their perturbations. */
 typedef struct cli_metric_opts {
     bool infidelity, sensitivity, normalize;
+    bool deletion, insertion, curve_softmax; /* the curves (cattr_deletion_curve); --curve-softmax */
     long long samples;    /* --metric-samples (10) */
     double noise, radius; /* --metric-noise: infidelity's Gaussian std (0.003); --metric-radius: sensitivity's (0.02) */
+    long long curve_steps; /* --curve-steps (20) */
+    const char *curve_png; /* --curve-png: the curves' plot */
 } cli_metric_opts;
 void cli_metric_defaults(cli_metric_opts *mo);
 /* Takes option o (value v, *i advanced past it): 1 taken, 0 not a metric option, -1 a usage error (printed). */
 int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo);
 /* The metrics of attributions attr (n_attr tensors) that e made for call: *out a JSON object {"infidelity": {...},
- * "sensitivity_max": {...}} (NULL when none was asked). Returns a CLI exit code (the error printed). */
+ * "sensitivity_max": {...}, "deletion": {...}, "insertion": {...}} (NULL when none was asked); writes --curve-png.
+ * Returns a CLI exit code (the error printed). */
 int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_attr_params *p, const cattr_call *call,
                     cattr_tensor *const *attr, int n_attr, struct cJSON **out);
+/* The words printed after a metric's name: what it measures. */
+const char *cli_metric_label(const char *name);
+/* Whether any metric was asked for. */
+static inline bool cli_metrics_any(const cli_metric_opts *mo) {
+    return mo->infidelity || mo->sensitivity || mo->deletion || mo->insertion;
+}
 
 /* Log callback printing warnings and errors to stderr. */
 void cli_log(cattr_log_level level, const char *msg, void *user);

@@ -111,6 +111,14 @@ static void explain_help(FILE *f) {
         "  --metric-noise S        infidelity: the perturbations' standard deviation (0.003)\n"
         "  --metric-radius R       sensitivity: the noise's L-infinity radius (0.02)\n"
         "  --metric-normalize      infidelity with Captum's normalize=True (the attribution's best scale)\n"
+        "                          Beyond Captum: deletion and insertion (the model's output at the target as the\n"
+        "                          most attributed features, the --feature-mask groups or every element, are\n"
+        "                          replaced by the baseline, or put back into it), their areas printed, the curves\n"
+        "                          in a .json --output\n"
+        "  --curve-steps N         deletion / insertion: points of the curve after the first (20)\n"
+        "  --curve-softmax         deletion / insertion: score the softmax of a [batch, classes] output\n"
+        "  --curve-png FILE        deletion / insertion: plot the curves (the examples light, their mean dark; x from\n"
+        "                          0 to 1 of the features; deletion blue, insertion red)\n"
         "  --quiet                 print nothing but errors and timing\n"
         "  --progress              a progress bar on stderr from the start, also when it is not a terminal, in\n"
         "                          Captum's words (show_progress): 'Feature Ablation attribution:  50%%|##...| 2/4'\n");
@@ -1261,7 +1269,8 @@ static bool register_files(const explain_args *a, bool dataset) {
             spec_path(in[g].v[i], path, sizeof path);
             ok = cli_file_in(path, in[g].what);
         }
-    ok = ok && cli_file_out(a->output, "--output") && cli_file_out(a->png, "--png");
+    ok = ok && cli_file_out(a->output, "--output") && cli_file_out(a->png, "--png") &&
+         cli_file_out(a->metrics.curve_png, "--curve-png");
     if (ok && dataset) {
         snprintf(path, sizeof path, "%s.part", a->output);
         ok = cli_file_out(path, "--output's part file");
@@ -1447,7 +1456,7 @@ int cmd_explain(int argc, char **argv) {
     int rc = parse_args(argc, argv, &a);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (a.batch_size > 0 && !ends_with(a.output, ".json") && !a.png && !a.heatmap && !a.runs && !a.precision_error) {
-        if (a.metrics.infidelity || a.metrics.sensitivity)
+        if (cli_metrics_any(&a.metrics))
             return cli_usage_error("--metrics: not with --batch-size into a .npy or .safetensors output (streamed "
                                    "batches); use a .json --output or no --batch-size");
         return explain_stream(&a, argc, argv);
@@ -1631,6 +1640,7 @@ static int explain_one(explain_args *ap) {
     }
     if ((rc = write_output(&a, attr, n_out, delta, &tb.t, metrics))) {
         if (a.png) remove(a.png);
+        if (a.metrics.curve_png) remove(a.metrics.curve_png);
         free(map);
         goto done;
     }
@@ -1652,11 +1662,12 @@ static int explain_one(explain_args *ap) {
             cattr_tensor_free(dd);
         }
         if (a.png) printf("wrote %s\n", a.png);
+        if (a.metrics.curve_png) printf("wrote %s\n", a.metrics.curve_png);
     }
     for (cJSON *mj = metrics ? metrics->child : NULL; mj && !a.quiet; mj = mj->next)
         printf("%s over %d example%s (%s): mean %.6g\n", mj->string, cJSON_GetArraySize(cJSON_GetObjectItem(mj, "values")),
                cJSON_GetArraySize(cJSON_GetObjectItem(mj, "values")) == 1 ? "" : "s",
-               !strcmp(mj->string, "infidelity") ? "Gaussian perturbations" : "L-inf ball perturbations",
+               cli_metric_label(mj->string),
                cJSON_GetNumberValue(cJSON_GetObjectItem(mj, "mean")));
     if (a.heatmap) {
         int ansi = isatty(STDOUT_FILENO);

@@ -1,4 +1,5 @@
 /* metrics_cli.c - explain's --metrics: Captum's infidelity and sensitivity_max of the attributions a call just made,
+ * and the deletion and insertion curves (cattr_deletion_curve; their plot with --curve-png),
  * with Captum's default forms of perturbation: Gaussian noise N(0, noise^2) as the infidelity perturbation I (the
  * perturbed input x - I, the example of Captum's documentation) and uniform noise from the L-infinity ball of radius r
  * added for sensitivity (Captum's default_perturb_func); draws from cattr's generator under the call's seed. */
@@ -6,6 +7,7 @@
 #include "attr/internal.h"
 #include "core/core.h"
 #include "core/rng.h"
+#include "viz/heatmap.h"
 
 #include <cjson/cJSON.h>
 
@@ -22,14 +24,17 @@ void cli_metric_defaults(cli_metric_opts *mo) {
     mo->samples = 10;
     mo->noise = 0.003;
     mo->radius = 0.02;
+    mo->curve_steps = 20;
 }
 
 int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo) {
     bool takes = !strcmp(o, "--metrics") || !strcmp(o, "--metric-samples") || !strcmp(o, "--metric-noise") ||
-                 !strcmp(o, "--metric-radius");
+                 !strcmp(o, "--metric-radius") || !strcmp(o, "--curve-steps") || !strcmp(o, "--curve-png");
     if (!takes) {
-        if (strcmp(o, "--metric-normalize")) return 0;
-        mo->normalize = true;
+        bool *flag = !strcmp(o, "--metric-normalize") ? &mo->normalize : !strcmp(o, "--curve-softmax") ? &mo->curve_softmax
+                                                                                                       : NULL;
+        if (!flag) return 0;
+        *flag = true;
         return 1;
     }
     if (!v) return cli_usage_error("%s needs a value (see cattr explain --help)", o), -1;
@@ -40,8 +45,24 @@ int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo)
         for (char *s = strtok(buf, ","); s; s = strtok(NULL, ",")) {
             if (!strcmp(s, "infidelity")) mo->infidelity = true;
             else if (!strcmp(s, "sensitivity") || !strcmp(s, "sensitivity_max")) mo->sensitivity = true;
-            else return cli_usage_error("--metrics: unknown metric '%s' (infidelity, sensitivity)", s), -1;
+            else if (!strcmp(s, "deletion")) mo->deletion = true;
+            else if (!strcmp(s, "insertion")) mo->insertion = true;
+            else
+                return cli_usage_error("--metrics: unknown metric '%s' (infidelity, sensitivity, deletion, insertion)",
+                                       s), -1;
         }
+        return 1;
+    }
+    if (!strcmp(o, "--curve-png")) {
+        size_t len = strlen(v);
+        if (len < 5 || strcmp(v + len - 4, ".png")) return cli_usage_error("--curve-png must name a .png file: '%s'", v), -1;
+        mo->curve_png = v;
+        return 1;
+    }
+    if (!strcmp(o, "--curve-steps")) {
+        long long n;
+        if (!cli_int_arg(o, v, 1, 100000, &n)) return -1;
+        mo->curve_steps = n;
         return 1;
     }
     if (!strcmp(o, "--metric-samples")) {
@@ -120,10 +141,80 @@ static cJSON *metric_json(cJSON *root, const char *name, const cattr_tensor *res
     return m;
 }
 
+const char *cli_metric_label(const char *name) {
+    if (!strcmp(name, "infidelity")) return "Gaussian perturbations";
+    if (!strcmp(name, "sensitivity_max")) return "L-inf ball perturbations";
+    return "area under the curve"; /* deletion, insertion */
+}
+
+/* The deletion and insertion curves (cattr_deletion_curve) into root, and their plot. */
+static int curves_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_call *call, cattr_tensor *const *attr,
+                      int n_attr, cJSON *root) {
+    if (n_attr != call->n_inputs)
+        return cli_error(cx_fail(CATTR_ERR_SHAPE, "the curves need one attribution per input (the method gave %d for "
+                                 "%d inputs: a layer method's attributions are not of the inputs)", n_attr,
+                                 call->n_inputs), "deletion / insertion failed");
+    int64_t K = mo->curve_steps + 1, B = 0;
+    double *plot = NULL; /* every example's curve, then the mean, per mode */
+    int n_curves = 0, rc = CLI_OK;
+    unsigned char rgb[3 * 2 * 17];
+    int thick[2 * 17];
+    for (int ins = 0; ins < 2 && rc == CLI_OK; ins++) {
+        if (!(ins ? mo->insertion : mo->deletion)) continue;
+        cattr_tensor *curve = NULL, *auc = NULL;
+        cattr_status st = cattr_deletion_curve(e, call, (const cattr_tensor *const *)attr, ins, mo->curve_steps,
+                                               mo->curve_softmax, 0, &curve, &auc);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, ins ? "insertion failed" : "deletion failed");
+            break;
+        }
+        double mean;
+        cJSON *m = cJSON_AddObjectToObject(root, ins ? "insertion" : "deletion");
+        cJSON_AddItemToObject(m, "values", values_json(auc, &mean));
+        cJSON_AddNumberToObject(m, "mean", mean);
+        cJSON_AddNumberToObject(m, "n_steps", (double)mo->curve_steps);
+        cJSON_AddStringToObject(m, "score", mo->curve_softmax ? "softmax at the target" : "output at the target");
+        B = cattr_tensor_shape(curve)[0];
+        cJSON *cs = cJSON_AddArrayToObject(m, "curves");
+        int shown = B < 16 ? (int)B : 16;
+        double *grown = realloc(plot, (size_t)(n_curves + shown + 1) * (size_t)K * sizeof *plot);
+        if (!grown) rc = cli_error(cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"), "deletion / insertion failed");
+        else plot = grown;
+        double *avg = rc == CLI_OK ? plot + (size_t)(n_curves + shown) * (size_t)K : NULL;
+        for (int64_t k = 0; avg && k < K; k++) avg[k] = 0;
+        for (int64_t b = 0; b < B && rc == CLI_OK; b++) {
+            cJSON *row = cJSON_CreateArray();
+            for (int64_t k = 0; k < K; k++) {
+                double v = cx_tensor_get(curve, b * K + k);
+                cJSON_AddItemToArray(row, cJSON_CreateNumber(v));
+                avg[k] += v / (double)B;
+                if (b < shown) plot[(size_t)(n_curves + b) * (size_t)K + (size_t)k] = v;
+            }
+            cJSON_AddItemToArray(cs, row);
+        }
+        /* deletion blue, insertion red: the examples' curves light, their mean dark and thick */
+        static const unsigned char dark[2][3] = {{33, 102, 172}, {178, 24, 43}}, light[2][3] = {{170, 200, 230},
+                                                                                                  {235, 170, 175}};
+        for (int c = 0; c <= shown && rc == CLI_OK; c++) {
+            memcpy(rgb + 3 * (n_curves + c), c < shown ? light[ins] : dark[ins], 3);
+            thick[n_curves + c] = c == shown;
+        }
+        n_curves += shown + 1;
+        cattr_tensor_free(curve);
+        cattr_tensor_free(auc);
+    }
+    if (rc == CLI_OK && mo->curve_png) {
+        cattr_status st = cx_png_curves(mo->curve_png, plot, n_curves, (int)K, rgb, thick, 480, 320);
+        if (st != CATTR_OK) rc = cli_error(st, "--curve-png failed");
+    }
+    free(plot);
+    return rc;
+}
+
 int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_attr_params *p, const cattr_call *call,
                     cattr_tensor *const *attr, int n_attr, cJSON **out) {
     *out = NULL;
-    if (!mo->infidelity && !mo->sensitivity) return CLI_OK;
+    if (!cli_metrics_any(mo)) return CLI_OK;
     int n = call->n_inputs;
     int64_t B = cattr_tensor_ndim(call->inputs[0]) ? cattr_tensor_shape(call->inputs[0])[0] : 1, ns = mo->samples;
     cJSON *root = cJSON_CreateObject();
@@ -212,6 +303,7 @@ int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_a
             if (made_m[i]) cattr_tensor_free(fm[i]);
         }
     }
+    if (rc == CLI_OK && (mo->deletion || mo->insertion)) rc = curves_run(mo, e, call, attr, n_attr, root);
     if (rc != CLI_OK) {
         cJSON_Delete(root);
         return rc;
