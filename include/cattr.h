@@ -188,6 +188,21 @@ cattr_status cattr_model_resolve_value(const cattr_model *m, const char *name, c
  * no node belongs to the module. */
 int cattr_model_module_values(const cattr_model *m, const char *path, int inputs, const char **names, int max);
 
+/* The modules that hold weights (float constants of 2 elements or more; a weight belongs to the module of the node
+ * that reads it first), in the order of their first use in the graph: their number, and the path of module k written
+ * into buf with snprintf semantics (returns the length; "" when k is out of range). */
+int cattr_model_n_weight_modules(const cattr_model *m);
+size_t cattr_model_weight_module(const cattr_model *m, int k, char *buf, size_t size);
+
+/* A copy of m whose weights in the n modules (paths as cattr_model_weight_module gives them, or a parent module of
+ * several) are drawn anew for the model-randomisation check (Adebayo et al., "Sanity Checks for Saliency Maps", NeurIPS
+ * 2018): each weight tensor from a normal distribution of its own mean and standard deviation (a tensor of one
+ * repeated value stays as it is), by cattr's generator under `seed` (the weight's ordinal in the order of first use
+ * its stream). The copy shares m's other weights: free it before m. Errors: CATTR_ERR_INVALID_ARGUMENT (a module
+ * that holds no weight, named), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_model_randomize(const cattr_model *m, const char *const *modules, int n, uint64_t seed,
+                                   cattr_model **out);
+
 /* Runs the forward pass on `inputs` (n_inputs tensors in model-input order, float32 or float64; int64 inputs
  * stay int64) in `dtype` and returns output 0 in *out (caller frees). Errors: CATTR_ERR_SHAPE, CATTR_ERR_DTYPE,
  * CATTR_ERR_INVALID_ARGUMENT, CATTR_ERR_NO_MEMORY. */
@@ -694,6 +709,26 @@ cattr_status cattr_sensitivity_max(const char *device, const cattr_tensor *const
 cattr_status cattr_deletion_curve(cattr_explainer *e, const cattr_call *call, const cattr_tensor *const *attributions,
                                   int insertion, int64_t n_steps, int softmax, int64_t steps_per_pass,
                                   cattr_tensor **curve, cattr_tensor **auc);
+
+/* Spearman's rank correlation per example of a and b (n tensors each, pairwise of one shape [B, ...]; an example's
+ * elements of all n tensors together), ties given their average rank (scipy.stats.spearmanr); absolute != 0: of |a|
+ * and |b|. NaN for an example whose values are all equal on one side. *out: a new float64 [B] tensor.
+ * Errors: CATTR_ERR_SHAPE, CATTR_ERR_INVALID_ARGUMENT. */
+cattr_status cattr_rank_correlation(const cattr_tensor *const *a, const cattr_tensor *const *b, int n, int absolute,
+                                    cattr_tensor **out);
+
+/* The model-randomisation check (Adebayo et al., "Sanity Checks for Saliency Maps", NeurIPS 2018; beyond Captum):
+ * for k = 0 .. n_modules - 1 the method of p runs `call` on a copy of m whose weights are drawn anew
+ * (cattr_model_randomize under `seed`) in modules[0..k] (cascade != 0: list the modules from the output down, as
+ * the paper does) or in modules[k] alone (cascade 0), and its attributions are compared with `attributions` (the n_attr
+ * tensors the method gave on m) by cattr_rank_correlation, signed and of absolute values. *spearman and
+ * *spearman_abs: new float64 [n_modules, B] tensors (row k: the copy k). Errors: those of cattr_model_randomize (a
+ * module without weights), cattr_explainer_new and cattr_explainer_run (prefixed with the module), CATTR_ERR_SHAPE
+ * (attributions that are not the method's), CATTR_ERR_INVALID_ARGUMENT. */
+cattr_status cattr_randomization_check(const cattr_model *m, const cattr_attr_params *p, const cattr_call *call,
+                                       const cattr_tensor *const *attributions, int n_attr,
+                                       const char *const *modules, int n_modules, int cascade, uint64_t seed,
+                                       cattr_tensor **spearman, cattr_tensor **spearman_abs);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Language models (Hugging Face checkpoint folders: qwen3, llama, qwen2, mistral)                              */

@@ -474,6 +474,25 @@ expect_exit "curves layer" 1 "deletion failed: attributions[0] has shape [1, 8, 
     --curve-png "$tmp/cur2.png"
 if [ ! -e "$tmp/cur2.png" ]; then ok; else bad "curves layer: a plot was written"; fi
 
+# --- explain --metrics randomization: the check's table and JSON; a module without weights refused ------------------
+expect_ok "randomization" explain $model --method saliency --input tests/data/cli/batch2.npy --target 3 \
+    --output "$tmp/rnd.json" --metrics randomization --seed 2
+if grep -q "randomization (the modules randomised from the output down" "$tmp/stdout" && grep -q "^  conv1 " "$tmp/stdout"
+then ok; else bad "randomization: no table"; cat "$tmp/stdout"; fi
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import json, sys
+r = json.load(open(sys.argv[1]))["metrics"]["randomization"]
+assert r["modules"] == ["fc2", "fc1", "conv2", "conv1"] and r["cascade"] is True, r
+assert len(r["spearman"]) == 4 and all(len(row) == 2 and all(-1 <= v <= 1 for v in row) for row in r["spearman"])
+assert r["values"] == r["spearman"][-1] and abs(r["mean"] - sum(r["values"]) / 2) < 1e-12
+' "$tmp/rnd.json"; then ok; else bad "randomization json"; fi
+fi
+expect_exit "randomization module" 2 "randomising 'fc9': the model has no weights in a module 'fc9'" "$tmp/rnd2.json" -- \
+    explain $model --method saliency --input $x --target 3 --output "$tmp/rnd2.json" --metrics randomization \
+    --randomize-modules fc2,fc9
+expect_ok "info weight modules" info $model
+grep -q "modules with weights (in the order of use): conv1, conv2, fc1, fc2" "$tmp/stdout" && ok || bad "info: no weight modules"
+
 # --- attack: FGSM and PGD write an adversarial input within epsilon; bad arguments leave nothing -----------------------
 expect_ok "attack fgsm" attack $model --input tests/data/cli/batch2.npy --target 3 --epsilon 0.1 --loss cross-entropy \
     --output "$tmp/adv.npy" --png "$tmp/adv.png"

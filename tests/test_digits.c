@@ -266,6 +266,95 @@ static void curve_check(cattr_model *m, const cattr_tensor *x) {
     cattr_tensor_free(zeros);
 }
 
+/* The randomisation check's parts on the digits model: its modules with weights, copies with weights drawn anew
+ * (deterministic per seed, the other modules' weights kept), Spearman's rank correlation on known cases, and the check
+ * (cascading row 0 equals the first module alone; a module without weights refused by name). */
+static void randomization_check(cattr_model *m, const cattr_tensor *x) {
+    CHECK(cattr_model_n_weight_modules(m) == 4, "weight modules: %d", cattr_model_n_weight_modules(m));
+    const char *want[4] = {"conv1", "conv2", "fc1", "fc2"};
+    for (int k = 0; k < 4; k++) {
+        char buf[64];
+        cattr_model_weight_module(m, k, buf, sizeof buf);
+        CHECK(!strcmp(buf, want[k]), "weight module %d is '%s', want '%s'", k, buf, want[k]);
+    }
+    const char *top[1] = {"fc2"}, *bad[1] = {"fc3"};
+    cattr_model *r1 = NULL, *r2 = NULL, *r3 = NULL, *none = NULL;
+    CHECK(cattr_model_randomize(m, top, 1, 5, &r1) == CATTR_OK, "randomize: %s", cattr_last_error());
+    CHECK(cattr_model_randomize(m, top, 1, 5, &r2) == CATTR_OK, "randomize again");
+    CHECK(cattr_model_randomize(m, top, 1, 6, &r3) == CATTR_OK, "randomize, another seed");
+    CHECK(cattr_model_randomize(m, NULL, 0, 5, &none) == CATTR_OK, "randomize nothing");
+    CHECK(cattr_model_randomize(m, bad, 1, 5, &(cattr_model *){NULL}) == CATTR_ERR_INVALID_ARGUMENT &&
+              strstr(cattr_last_error(), "no weights in a module 'fc3'"), "fc3: %s", cattr_last_error());
+    const cattr_tensor *in[1] = {x};
+    cattr_tensor *y[5] = {0};
+    cattr_model *ms[5] = {m, r1, r2, r3, none};
+    for (int k = 0; k < 5; k++)
+        CHECK(ms[k] && cattr_model_forward(ms[k], CATTR_FLOAT64, in, 1, &y[k]) == CATTR_OK, "forward %d", k);
+    if (y[0] && y[1] && y[2] && y[3] && y[4]) {
+        size_t sz = 10 * sizeof(double);
+        CHECK(memcmp(cattr_tensor_data_const(y[0]), cattr_tensor_data_const(y[1]), sz), "fc2 drawn anew, same output");
+        CHECK(!memcmp(cattr_tensor_data_const(y[1]), cattr_tensor_data_const(y[2]), sz), "the same seed differs");
+        CHECK(memcmp(cattr_tensor_data_const(y[1]), cattr_tensor_data_const(y[3]), sz), "another seed, same output");
+        CHECK(!memcmp(cattr_tensor_data_const(y[0]), cattr_tensor_data_const(y[4]), sz), "nothing drawn, output changed");
+    }
+    /* Spearman: 1 2 3 4 against 1 3 2 4 is 0.8; with ties (average ranks) 1 1 2 3 against 1 2 3 4: 0.9486832980505138 */
+    const double va[2][4] = {{1, 2, 3, 4}, {1, 1, 2, 3}}, vb[2][4] = {{1, 3, 2, 4}, {1, 2, 3, 4}};
+    int64_t sh[2] = {2, 4};
+    cattr_tensor *ta = NULL, *tb = NULL, *rho = NULL;
+    CHECK(cattr_tensor_new(CATTR_FLOAT64, 2, sh, &ta) == CATTR_OK && cattr_tensor_new(CATTR_FLOAT64, 2, sh, &tb) ==
+          CATTR_OK, "tensors");
+    if (ta && tb) {
+        memcpy(cattr_tensor_data(ta), va, sizeof va);
+        memcpy(cattr_tensor_data(tb), vb, sizeof vb);
+        const cattr_tensor *A[1] = {ta}, *Bt[1] = {tb};
+        CHECK(cattr_rank_correlation(A, Bt, 1, 0, &rho) == CATTR_OK, "rank correlation");
+        const double *rv = rho ? cattr_tensor_data_const(rho) : NULL;
+        CHECK(rv && fabs(rv[0] - 0.8) < 1e-15 && fabs(rv[1] - 0.9486832980505138) < 1e-15, "spearman %g %g",
+              rv ? rv[0] : NAN, rv ? rv[1] : NAN);
+    }
+    /* the check: cascade row 0 (fc2) equals fc2 alone; two modules give two rows */
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_SALIENCY);
+    p.dtype = CATTR_FLOAT64;
+    int64_t t3 = 3;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &t3};
+    cattr_call call = {in, 1, NULL, &t, NULL, 0, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    cattr_explainer *e = NULL;
+    cattr_tensor *sal[1] = {0}, *c1 = NULL, *c1a = NULL, *c2 = NULL, *c2a = NULL;
+    CHECK(cattr_explainer_new(m, &p, &e) == CATTR_OK && cattr_explainer_run(e, &call, sal, NULL) == CATTR_OK,
+          "saliency");
+    const char *two[2] = {"fc2", "fc1"};
+    if (sal[0]) {
+        CHECK(cattr_randomization_check(m, &p, &call, (const cattr_tensor *const *)sal, 1, two, 2, 1, 5, &c1, &c1a) ==
+              CATTR_OK, "check: %s", cattr_last_error());
+        CHECK(cattr_randomization_check(m, &p, &call, (const cattr_tensor *const *)sal, 1, two, 1, 0, 5, &c2, &c2a) ==
+              CATTR_OK, "check alone: %s", cattr_last_error());
+        cattr_tensor *dump[2] = {NULL, NULL};
+        CHECK(cattr_randomization_check(m, &p, &call, (const cattr_tensor *const *)sal, 1, bad, 1, 1, 5, &dump[0],
+                                        &dump[1]) == CATTR_ERR_INVALID_ARGUMENT &&
+                  strstr(cattr_last_error(), "randomising 'fc3'") && !dump[0] && !dump[1],
+              "check fc3: %s", cattr_last_error());
+    }
+    if (c1 && c2) {
+        CHECK(cattr_tensor_numel(c1) == 2 && cattr_tensor_numel(c2) == 1, "rows");
+        const double *a1 = cattr_tensor_data_const(c1), *a2 = cattr_tensor_data_const(c2);
+        CHECK(a1[0] == a2[0] && a1[0] < 0.999 && a1[0] > -1, "cascade row 0 %g, fc2 alone %g", a1[0], a2[0]);
+    }
+    for (int k = 0; k < 5; k++) cattr_tensor_free(y[k]);
+    cattr_tensor_free(ta);
+    cattr_tensor_free(tb);
+    cattr_tensor_free(rho);
+    cattr_tensor_free(sal[0]);
+    cattr_tensor_free(c1);
+    cattr_tensor_free(c1a);
+    cattr_tensor_free(c2);
+    cattr_tensor_free(c2a);
+    cattr_explainer_free(e);
+    cattr_model_free(r1);
+    cattr_model_free(r2);
+    cattr_model_free(r3);
+    cattr_model_free(none);
+}
+
 int main(void) {
     cattr_model *m = NULL;
     cattr_status st = cattr_model_load_onnx("models/digits/digits.onnx", &m);
@@ -302,6 +391,7 @@ int main(void) {
     CHECK(cattr_tensor_load_npy("models/digits/ig_expected.npy", &ref) == CATTR_OK, "ig_expected");
     if (x) vjp_loss_check(m, x);
     if (x) curve_check(m, x);
+    if (x) randomization_check(m, x);
     int64_t tidx = 3;
     cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &tidx};
     for (int dt = 0; dt < 2 && x && ref; dt++) {

@@ -257,6 +257,27 @@ class Model:
     def device(self):
         return self._device
 
+    def weight_modules(self):
+        """The modules that hold weights, in the order of their first use (what `randomized` draws anew)."""
+        out = []
+        for k in range(lib.cattr_model_n_weight_modules(self._h)):
+            buf = ctypes.create_string_buffer(512)
+            lib.cattr_model_weight_module(self._h, k, buf, len(buf))
+            out.append(buf.value.decode())
+        return out
+
+    def randomized(self, modules, seed=0):
+        """A copy whose weights in `modules` (paths of weight_modules, or their parents) are drawn anew from a normal
+        distribution of each tensor's mean and standard deviation (cattr's generator under `seed`): the
+        model-randomisation check's copies. It shares this model's other weights."""
+        names = [os.fsencode(m) for m in ([modules] if isinstance(modules, str) else list(modules))]
+        arr = (ctypes.c_char_p * max(len(names), 1))(*names)
+        h = _lib.ModelP()
+        check(lib.cattr_model_randomize(self._h, arr, len(names), int(seed), ctypes.byref(h)))
+        m = Model(h, path=self.path, device=self._device)
+        m._base = self  # the copy borrows this model's weights: kept alive while the copy is
+        return m
+
     def to(self, device):
         """Sets the model's device ("cpu", "cpu-check", "cuda:N" where built); returns the model."""
         check(lib.cattr_model_set_device(self._h, device.encode()))

@@ -421,6 +421,11 @@ _decl("cattr_model_input_shape", ctypes.c_int, ModelP, ctypes.c_int, ctypes.c_in
 _decl("cattr_model_n_outputs", ctypes.c_int, ModelP)
 _decl("cattr_model_output_name", ctypes.c_char_p, ModelP, ctypes.c_int)
 _decl("cattr_model_describe", ctypes.c_size_t, ModelP, ctypes.c_char_p, ctypes.c_size_t)
+_decl("cattr_model_n_weight_modules", ctypes.c_int, ModelP)
+_decl("cattr_model_weight_module", ctypes.c_size_t, ModelP, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t)
+_decl("cattr_model_randomize", _st, ModelP, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_uint64,
+      ctypes.POINTER(ModelP))
+_decl("cattr_rank_correlation", _st, TensorPP, TensorPP, ctypes.c_int, ctypes.c_int, ctypes.POINTER(TensorP))
 _decl("cattr_model_resolve_value", _st, ModelP, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p))
 _decl("cattr_model_module_values", ctypes.c_int, ModelP, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
       ctypes.c_int)

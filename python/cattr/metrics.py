@@ -22,11 +22,11 @@ import numpy as np
 
 from . import _lib
 from ._core import _TensorList, _is_torch, _ptr_array, tensor_to_numpy, to_numpy
-from ._lib import lib
+from ._lib import check, lib
 from .attr import Attribution, _to_tuple
 
 __all__ = ["infidelity", "infidelity_perturb_func_decorator", "sensitivity_max", "default_perturb_func",
-           "deletion_insertion"]
+           "deletion_insertion", "model_randomization", "rank_correlation"]
 
 
 def _safe_div(num, den, default=1.0):
@@ -229,6 +229,77 @@ def deletion_insertion(forward_func, inputs, attributions, target=None, baseline
 
         return torch.from_numpy(curve), torch.from_numpy(auc)
     return curve, auc
+
+
+def rank_correlation(a, b, absolute=False):
+    """Spearman's rank correlation per example of a and b (arrays or tensors of one shape [batch, ...], or tuples of
+    them: an example's elements of all together), ties given their average rank (scipy.stats.spearmanr); absolute:
+    of |a| and |b|. A numpy float64 array [batch] (NaN where one side is constant)."""
+    xa, _ = _to_tuple(a)
+    xb, _ = _to_tuple(b)
+    if len(xa) != len(xb):
+        raise _lib.ArgumentError("cattr: %d tensors against %d" % (len(xa), len(xb)))
+    tl = _TensorList()
+    try:
+        pa = [tl.make(np.asarray(to_numpy(x), dtype=np.float64), _lib.FLOAT64, "a %d" % i) for i, x in enumerate(xa)]
+        pb = [tl.make(np.asarray(to_numpy(x), dtype=np.float64), _lib.FLOAT64, "b %d" % i) for i, x in enumerate(xb)]
+        out = _lib.TensorP()
+        check(lib.cattr_rank_correlation(_ptr_array(pa), _ptr_array(pb), len(pa), 1 if absolute else 0,
+                                         ctypes.byref(out)))
+    finally:
+        tl.free()
+    return tensor_to_numpy(out)
+
+
+def _rebind(attribution, forward_func):
+    """The same method with the same options on another model."""
+    from .attr import _torch_forward
+
+    other = copy.copy(attribution)
+    other.forward_func = forward_func
+    other._torch = _torch_forward(forward_func)
+    other._model_ = None
+    other._explainers = {}
+    return other
+
+
+def model_randomization(attribution, inputs, attributions=None, modules=None, cascade=True, seed=0, **kwargs):
+    """Beyond Captum: the model-randomisation check (Adebayo et al., "Sanity Checks for Saliency Maps", NeurIPS 2018).
+    `attribution` is a cattr method bound to its model (e.g. IntegratedGradients(net)); it runs on inputs (with
+    **kwargs: target, baselines, n_steps, ...) on copies of the model whose weights are drawn anew
+    (cattr.Model.randomized: each tensor from a normal distribution of its own mean and standard deviation, cattr's
+    generator under `seed`), module by module from the output down (modules: the list to use, output first; default
+    every module with weights) cumulatively (cascade) or one at a time, and each result is compared with
+    `attributions` (default: the method's on the model) by Spearman's rank correlation per example, signed and of
+    absolute values. A PyTorch model is randomised in its cattr export (its module paths). Returns {"modules": [...],
+    "spearman": [n_modules, batch], "spearman_abs": [n_modules, batch]} (numpy)."""
+    if attributions is None:
+        attributions = attribution.attribute(inputs, **kwargs)
+    model = _exported_model(attribution, inputs, kwargs)
+    mods = list(modules) if modules is not None else list(reversed(model.weight_modules()))
+    if not mods:
+        raise _lib.ArgumentError("cattr: the model has no module with weights to randomise")
+    rows, rows_abs = [], []
+    for k, name in enumerate(mods):
+        copy_k = model.randomized(mods[:k + 1] if cascade else [name], seed)
+        again = _rebind(attribution, copy_k).attribute(inputs, **kwargs)
+        rows.append(rank_correlation(attributions, again))
+        rows_abs.append(rank_correlation(attributions, again, absolute=True))
+    return {"modules": mods, "spearman": np.stack(rows), "spearman_abs": np.stack(rows_abs)}
+
+
+def _exported_model(attribution, inputs, kwargs):
+    """The cattr Model the method runs: the Model it was given, or the export of its PyTorch forward function for
+    these inputs."""
+    if attribution._torch is None:
+        return attribution._model
+    xs, _ = _to_tuple(inputs)
+    attribution._use_model_for(xs, _to_tuple(kwargs["additional_forward_args"])[0]
+                               if kwargs.get("additional_forward_args") is not None else None, None)
+    m = attribution._model_
+    if m is None or not hasattr(m, "weight_modules"):
+        raise _lib.ArgumentError("cattr: the forward function could not be exported as a model with weights")
+    return m
 
 
 def default_perturb_func(inputs, perturb_radius=0.02):

@@ -1,9 +1,12 @@
-/* model.c - loading models, describing them, resolving value names, and a plain forward pass. */
+/* model.c - loading models, describing them, resolving value names, a plain forward pass, and the modules holding
+ * weights with copies of the model whose weights there are drawn anew (the model-randomisation check). */
 #include "models/model.h"
 
+#include "core/rng.h"
 #include "exec/run.h"
 #include "io/onnx.h"
 
+#include <math.h>
 #include <stdio.h>
 
 #define CX_MAX_MODEL_INPUTS 256
@@ -808,3 +811,108 @@ cattr_status cattr_device_check(const char *device) {
 }
 
 const char *cattr_device_names(void) { return cx_backend_names(); }
+
+/* ---- weights by module: the model-randomisation check ---------------------------------------------------------- */
+
+/* Whether value v is a weight: a float constant of 2 elements or more. */
+static bool is_weight(const cg_value *val) {
+    return val->kind == CG_VAL_CONST && val->data && val->data->numel >= 2 &&
+           (val->data->dtype == CATTR_FLOAT32 || val->data->dtype == CATTR_FLOAT64);
+}
+
+/* The modules owning weights, in the order of their first use (a weight's module is its first reader's): a new array
+ * of *n paths (caller frees), NULL when out of memory. */
+static char (*weight_modules(const cg_graph *g, int *n))[256] {
+    unsigned char *seen = calloc((size_t)g->n_vals + 1, 1);
+    char (*mods)[256] = malloc((size_t)(g->n_nodes + 1) * sizeof *mods); /* at most one module a node */
+    *n = 0;
+    char mod[256];
+    for (int i = 0; seen && mods && i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) {
+            int v = g->nodes[i].in[j];
+            if (v < 0 || seen[v] || !is_weight(&g->vals[v])) continue;
+            seen[v] = 1;
+            if (!node_module(g, i, mod, sizeof mod)) continue;
+            bool have = false;
+            for (int k = 0; k < *n && !have; k++) have = !strcmp(mods[k], mod);
+            if (!have) snprintf(mods[(*n)++], sizeof mods[0], "%s", mod);
+        }
+    if (!seen) {
+        free(mods);
+        mods = NULL;
+    }
+    free(seen);
+    return mods;
+}
+
+int cattr_model_n_weight_modules(const cattr_model *m) {
+    int n = 0;
+    free(m ? weight_modules(m->g, &n) : NULL);
+    return n;
+}
+
+size_t cattr_model_weight_module(const cattr_model *m, int k, char *buf, size_t size) {
+    int n = 0;
+    char (*mods)[256] = m ? weight_modules(m->g, &n) : NULL;
+    int len = snprintf(buf, size, "%s", mods && k >= 0 && k < n ? mods[k] : "");
+    free(mods);
+    return len < 0 ? 0 : (size_t)len;
+}
+
+cattr_status cattr_model_randomize(const cattr_model *m, const char *const *modules, int n, uint64_t seed,
+                                   cattr_model **out) {
+    if (out) *out = NULL;
+    if (!m || !out || n < 0 || (n > 0 && !modules))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "model, modules (n >= 0) and out are required");
+    bool *hit = calloc((size_t)n + 1, sizeof *hit);
+    unsigned char *seen = calloc((size_t)m->g->n_vals + 1, 1);
+    cattr_model *r = NULL;
+    cattr_status st = hit && seen ? cx_model_derive(m, &r) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cg_graph *g = r ? r->g : NULL;
+    char mod[256];
+    int64_t ordinal = 0; /* the weight's ordinal in the order of first use: its stream */
+    for (int i = 0; st == CATTR_OK && i < g->n_nodes; i++)
+        for (int j = 0; st == CATTR_OK && j < g->nodes[i].n_in; j++) {
+            int v = g->nodes[i].in[j];
+            if (v < 0 || seen[v] || !is_weight(&g->vals[v])) continue;
+            seen[v] = 1;
+            uint64_t stream = (uint64_t)ordinal++;
+            if (!node_module(g, i, mod, sizeof mod)) continue;
+            bool take = false;
+            for (int k = 0; k < n; k++) {
+                size_t pl = modules[k] ? strlen(modules[k]) : 0;
+                if (pl && !strncmp(mod, modules[k], pl) && (mod[pl] == 0 || mod[pl] == '.')) take = hit[k] = true;
+            }
+            if (!take) continue;
+            const cattr_tensor *w = g->vals[v].data;
+            double s = 0, s2 = 0;
+            for (int64_t e = 0; e < w->numel; e++) s += cx_tensor_get(w, e);
+            double mean = s / (double)w->numel;
+            for (int64_t e = 0; e < w->numel; e++) s2 += (cx_tensor_get(w, e) - mean) * (cx_tensor_get(w, e) - mean);
+            double sd = sqrt(s2 / (double)w->numel);
+            cattr_tensor *nw = cx_tensor_alloc(w->dtype, w->ndim, w->shape);
+            if (!nw) {
+                st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+                break;
+            }
+            cx_rng rng;
+            cx_rng_init(&rng, seed, stream);
+            for (int64_t e = 0; e < w->numel; e++) cx_tensor_set(nw, e, mean + sd * cx_rng_normal(&rng));
+            if (g->vals[v].owns_data) cattr_tensor_free(g->vals[v].data);
+            g->vals[v].data = nw;
+            g->vals[v].owns_data = true;
+            cg_touch(g);
+        }
+    for (int k = 0; st == CATTR_OK && k < n; k++)
+        if (!hit[k])
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the model has no weights in a module '%s' (see `cattr info`: "
+                         "the modules with weights)", modules[k] ? modules[k] : "(null)");
+    free(hit);
+    free(seen);
+    if (st != CATTR_OK) {
+        cattr_model_free(r);
+        return st;
+    }
+    *out = r;
+    return CATTR_OK;
+}

@@ -303,3 +303,55 @@ def test_deletion_insertion_errors():
         deletion_insertion(net, x, x[:, :5], target=0)
     with pytest.raises(_lib.ArgumentError, match="n_steps must be from 1"):
         deletion_insertion(net, x, x, target=0, n_steps=0)
+
+
+# --- the model-randomisation check (beyond Captum) ------------------------------------------------------------------
+
+def test_rank_correlation_matches_scipy():
+    stats = pytest.importorskip("scipy.stats")
+    from cattr.metrics import rank_correlation
+
+    rs = np.random.RandomState(4)
+    a = rs.randint(0, 4, (3, 2, 5)).astype(np.float64)  # ties
+    b = rs.normal(size=(3, 2, 5))
+    c = rs.normal(size=(3, 4))
+    d = rs.normal(size=(3, 4))
+    got = rank_correlation((a, c), (b, d))
+    for i in range(3):
+        ref = stats.spearmanr(np.concatenate([a[i].ravel(), c[i]]), np.concatenate([b[i].ravel(), d[i]])).correlation
+        assert abs(got[i] - ref) < 1e-12
+    got_abs = rank_correlation(b, -b, absolute=True)
+    np.testing.assert_allclose(got_abs, 1.0)
+    np.testing.assert_allclose(rank_correlation(b, -b), -1.0)
+
+
+def test_model_randomization():
+    from cattr.attr import LayerGradientXActivation, Saliency
+    from cattr.metrics import model_randomization
+
+    net = _net()
+    torch.manual_seed(6)
+    x = torch.randn(4, 6)
+    casc = model_randomization(Saliency(net), x, target=1, seed=3)
+    alone = model_randomization(Saliency(net), x, target=1, seed=3, cascade=False)
+    assert casc["modules"] == ["2", "0"] and casc["spearman"].shape == (2, 4)
+    np.testing.assert_array_equal(casc["spearman"][0], alone["spearman"][0])  # the output's module first, either way
+    assert (np.abs(casc["spearman"]) <= 1).all() and (casc["spearman"] < 0.999).any()
+    again = model_randomization(Saliency(net), x, target=1, seed=3)
+    np.testing.assert_array_equal(casc["spearman"], again["spearman"])  # the seed fixes the draws
+    # the gradient at the last layer's output is the target's one-hot, whatever the weights below: unchanged
+    top = model_randomization(LayerGradientXActivation(net, "2", multiply_by_inputs=False), x, target=1, modules=["0"])
+    np.testing.assert_allclose(top["spearman"], 1.0)
+    with pytest.raises(_lib.ArgumentError, match="no weights in a module 'nothing'"):
+        model_randomization(Saliency(net), x, target=1, modules=["nothing"])
+
+
+def test_model_randomized_copies():
+    m = cattr.load("models/digits/digits.onnx")
+    assert m.weight_modules() == ["conv1", "conv2", "fc1", "fc2"]
+    x = np.load("models/digits/samples/digit_3.npy").astype(np.float64)
+    y = m(x)
+    r1, r2, r3 = m.randomized(["fc2"], seed=1), m.randomized("fc2", seed=1), m.randomized(["fc2"], seed=2)
+    assert not np.array_equal(y, r1(x)) and np.array_equal(r1(x), r2(x)) and not np.array_equal(r1(x), r3(x))
+    del m  # the copy keeps its model alive
+    assert r1(x).shape == y.shape

@@ -117,20 +117,25 @@ typedef struct cli_metric_opts {
     double noise, radius; /* --metric-noise: infidelity's Gaussian std (0.003); --metric-radius: sensitivity's (0.02) */
     long long curve_steps; /* --curve-steps (20) */
     const char *curve_png; /* --curve-png: the curves' plot */
+    bool randomization, independent; /* the model-randomisation check; --randomize-independent */
+    const char *randomize;           /* --randomize-modules LIST (NULL: every module with weights, output first) */
 } cli_metric_opts;
 void cli_metric_defaults(cli_metric_opts *mo);
 /* Takes option o (value v, *i advanced past it): 1 taken, 0 not a metric option, -1 a usage error (printed). */
 int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo);
 /* The metrics of attributions attr (n_attr tensors) that e made for call: *out a JSON object {"infidelity": {...},
- * "sensitivity_max": {...}, "deletion": {...}, "insertion": {...}} (NULL when none was asked); writes --curve-png.
+ * "sensitivity_max": {...}, "deletion": {...}, "insertion": {...}, "randomization": {...}} (NULL when none was
+ * asked); writes --curve-png. m: the model e explains (the randomisation check copies it).
  * Returns a CLI exit code (the error printed). */
-int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_attr_params *p, const cattr_call *call,
-                    cattr_tensor *const *attr, int n_attr, struct cJSON **out);
+int cli_metrics_run(const cli_metric_opts *mo, const cattr_model *m, cattr_explainer *e, const cattr_attr_params *p,
+                    const cattr_call *call, cattr_tensor *const *attr, int n_attr, struct cJSON **out);
 /* The words printed after a metric's name: what it measures. */
 const char *cli_metric_label(const char *name);
+/* Prints the randomisation check's JSON (cli_metrics_run's "randomization") as a table: a line per module. */
+void cli_print_randomization(const struct cJSON *r);
 /* Whether any metric was asked for. */
 static inline bool cli_metrics_any(const cli_metric_opts *mo) {
-    return mo->infidelity || mo->sensitivity || mo->deletion || mo->insertion;
+    return mo->infidelity || mo->sensitivity || mo->deletion || mo->insertion || mo->randomization;
 }
 
 /* Log callback printing warnings and errors to stderr. */

@@ -119,6 +119,12 @@ static void explain_help(FILE *f) {
         "  --curve-softmax         deletion / insertion: score the softmax of a [batch, classes] output\n"
         "  --curve-png FILE        deletion / insertion: plot the curves (the examples light, their mean dark; x from\n"
         "                          0 to 1 of the features; deletion blue, insertion red)\n"
+        "                          randomization: the model-randomisation check (Adebayo et al. 2018): the method\n"
+        "                          rerun on copies of the model whose weights are drawn anew, module by module from\n"
+        "                          the output down; Spearman rank correlation with the attributions per module\n"
+        "  --randomize-modules L   randomization: the modules, comma-separated, output first (default: every module\n"
+        "                          with weights; `cattr info MODEL` lists them)\n"
+        "  --randomize-independent randomization: each module alone instead of cascading\n"
         "  --quiet                 print nothing but errors and timing\n"
         "  --progress              a progress bar on stderr from the start, also when it is not a terminal, in\n"
         "                          Captum's words (show_progress): 'Feature Ablation attribution:  50%%|##...| 2/4'\n");
@@ -1634,7 +1640,7 @@ static int explain_one(explain_args *ap) {
         goto done;
     }
     /* the metrics before anything is written: a metric that fails leaves no output */
-    if ((rc = cli_metrics_run(&a.metrics, e, &a.p, &call, attr, n_out, &metrics))) {
+    if ((rc = cli_metrics_run(&a.metrics, m, e, &a.p, &call, attr, n_out, &metrics))) {
         free(map);
         goto done;
     }
@@ -1665,10 +1671,12 @@ static int explain_one(explain_args *ap) {
         if (a.metrics.curve_png) printf("wrote %s\n", a.metrics.curve_png);
     }
     for (cJSON *mj = metrics ? metrics->child : NULL; mj && !a.quiet; mj = mj->next)
-        printf("%s over %d example%s (%s): mean %.6g\n", mj->string, cJSON_GetArraySize(cJSON_GetObjectItem(mj, "values")),
-               cJSON_GetArraySize(cJSON_GetObjectItem(mj, "values")) == 1 ? "" : "s",
-               cli_metric_label(mj->string),
-               cJSON_GetNumberValue(cJSON_GetObjectItem(mj, "mean")));
+        if (!strcmp(mj->string, "randomization")) cli_print_randomization(mj);
+        else
+            printf("%s over %d example%s (%s): mean %.6g\n", mj->string,
+                   cJSON_GetArraySize(cJSON_GetObjectItem(mj, "values")),
+                   cJSON_GetArraySize(cJSON_GetObjectItem(mj, "values")) == 1 ? "" : "s", cli_metric_label(mj->string),
+                   cJSON_GetNumberValue(cJSON_GetObjectItem(mj, "mean")));
     if (a.heatmap) {
         int ansi = isatty(STDOUT_FILENO);
         size_t need = cx_term_heatmap(NULL, 0, map, mh, mw, ansi);

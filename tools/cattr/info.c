@@ -70,6 +70,16 @@ int cmd_info(int argc, char **argv) {
     cattr_model_describe(m, buf, n + 1);
     fputs(buf, stdout);
     free(buf);
+    int nw = cattr_model_n_weight_modules(m);
+    if (nw > 0) { /* what explain --metrics randomization draws anew, module by module */
+        printf("modules with weights (in the order of use): ");
+        for (int k = 0; k < nw; k++) {
+            char name[256];
+            cattr_model_weight_module(m, k, name, sizeof name);
+            printf("%s%s", k ? ", " : "", name);
+        }
+        printf("\n");
+    }
     cattr_model_free(m);
     return CLI_OK;
 }

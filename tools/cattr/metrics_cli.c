@@ -29,10 +29,13 @@ void cli_metric_defaults(cli_metric_opts *mo) {
 
 int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo) {
     bool takes = !strcmp(o, "--metrics") || !strcmp(o, "--metric-samples") || !strcmp(o, "--metric-noise") ||
-                 !strcmp(o, "--metric-radius") || !strcmp(o, "--curve-steps") || !strcmp(o, "--curve-png");
+                 !strcmp(o, "--metric-radius") || !strcmp(o, "--curve-steps") || !strcmp(o, "--curve-png") ||
+                 !strcmp(o, "--randomize-modules");
     if (!takes) {
-        bool *flag = !strcmp(o, "--metric-normalize") ? &mo->normalize : !strcmp(o, "--curve-softmax") ? &mo->curve_softmax
-                                                                                                       : NULL;
+        bool *flag = !strcmp(o, "--metric-normalize")        ? &mo->normalize
+                     : !strcmp(o, "--curve-softmax")         ? &mo->curve_softmax
+                     : !strcmp(o, "--randomize-independent") ? &mo->independent
+                                                             : NULL;
         if (!flag) return 0;
         *flag = true;
         return 1;
@@ -47,10 +50,16 @@ int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo)
             else if (!strcmp(s, "sensitivity") || !strcmp(s, "sensitivity_max")) mo->sensitivity = true;
             else if (!strcmp(s, "deletion")) mo->deletion = true;
             else if (!strcmp(s, "insertion")) mo->insertion = true;
+            else if (!strcmp(s, "randomization") || !strcmp(s, "randomisation")) mo->randomization = true;
             else
-                return cli_usage_error("--metrics: unknown metric '%s' (infidelity, sensitivity, deletion, insertion)",
-                                       s), -1;
+                return cli_usage_error("--metrics: unknown metric '%s' (infidelity, sensitivity, deletion, insertion, "
+                                       "randomization)", s), -1;
         }
+        return 1;
+    }
+    if (!strcmp(o, "--randomize-modules")) {
+        if (!*v) return cli_usage_error("--randomize-modules needs module paths, comma-separated"), -1;
+        mo->randomize = v;
         return 1;
     }
     if (!strcmp(o, "--curve-png")) {
@@ -144,7 +153,95 @@ static cJSON *metric_json(cJSON *root, const char *name, const cattr_tensor *res
 const char *cli_metric_label(const char *name) {
     if (!strcmp(name, "infidelity")) return "Gaussian perturbations";
     if (!strcmp(name, "sensitivity_max")) return "L-inf ball perturbations";
+    if (!strcmp(name, "randomization")) return "Spearman rank correlation, every module randomised";
     return "area under the curve"; /* deletion, insertion */
+}
+
+void cli_print_randomization(const cJSON *r) {
+    const cJSON *mods = cJSON_GetObjectItem(r, "modules"), *mean = cJSON_GetObjectItem(r, "means"),
+                *mabs = cJSON_GetObjectItem(r, "means_abs");
+    int n = cJSON_GetArraySize(mods), B = cJSON_GetArraySize(cJSON_GetObjectItem(r, "values"));
+    bool cascade = cJSON_IsTrue(cJSON_GetObjectItem(r, "cascade"));
+    printf("randomization (%s; Spearman rank correlation with the attributions, mean over %d example%s; near 1: the "
+           "attributions did not notice):\n", cascade ? "the modules randomised from the output down, cumulatively"
+                                                    : "each module randomised alone", B, B == 1 ? "" : "s");
+    int w = 6;
+    for (int k = 0; k < n; k++) {
+        int l = (int)strlen(cJSON_GetStringValue(cJSON_GetArrayItem(mods, k)));
+        if (l > w) w = l;
+    }
+    printf("  %-*s %10s %10s\n", w, "module", "signed", "absolute");
+    for (int k = 0; k < n; k++)
+        printf("  %-*s %10.4f %10.4f\n", w, cJSON_GetStringValue(cJSON_GetArrayItem(mods, k)),
+               cJSON_GetNumberValue(cJSON_GetArrayItem(mean, k)), cJSON_GetNumberValue(cJSON_GetArrayItem(mabs, k)));
+}
+
+/* The model-randomisation check (cattr_randomization_check) into root: the modules (given, or every module with
+ * weights from the output down), the correlations per module and example, their means; the mean printed as the
+ * metric's value is that of the last row (every module randomised when cascading). */
+static int randomization_run(const cli_metric_opts *mo, const cattr_model *m, const cattr_attr_params *p,
+                             const cattr_call *call, cattr_tensor *const *attr, int n_attr, cJSON *root) {
+    char **names = NULL, *list = NULL;
+    int n = 0, rc = CLI_OK;
+    if (mo->randomize) {
+        list = cx_strdup(mo->randomize);
+        names = calloc(strlen(mo->randomize) / 2 + 2, sizeof *names);
+        for (char *s = list && names ? strtok(list, ",") : NULL; s; s = strtok(NULL, ",")) names[n++] = s;
+    } else {
+        int total = cattr_model_n_weight_modules(m);
+        names = calloc((size_t)total + 1, sizeof *names);
+        for (int k = total - 1; names && k >= 0; k--) { /* from the output down */
+            char buf[256];
+            cattr_model_weight_module(m, k, buf, sizeof buf);
+            if (!(names[n++] = cx_strdup(buf))) break;
+        }
+    }
+    if (!names || (mo->randomize && !list)) rc = cli_error(cx_fail(CATTR_ERR_NO_MEMORY, "out of memory"), "randomization failed");
+    else if (n == 0)
+        rc = cli_error(cx_fail(CATTR_ERR_UNSUPPORTED, "the model has no module with weights to randomise"),
+                       "randomization failed");
+    cattr_tensor *sp = NULL, *sa = NULL;
+    if (rc == CLI_OK) {
+        cattr_status st = cattr_randomization_check(m, p, call, (const cattr_tensor *const *)attr, n_attr,
+                                                    (const char *const *)names, n, !mo->independent, p->seed, &sp, &sa);
+        if (st != CATTR_OK) rc = cli_error(st, "randomization failed");
+    }
+    if (rc == CLI_OK) {
+        int64_t B = cattr_tensor_shape(sp)[1];
+        cJSON *r = cJSON_AddObjectToObject(root, "randomization");
+        cJSON *mods = cJSON_AddArrayToObject(r, "modules"), *rows = cJSON_AddArrayToObject(r, "spearman"),
+              *rows_abs = cJSON_AddArrayToObject(r, "spearman_abs"), *means = cJSON_AddArrayToObject(r, "means"),
+              *means_abs = cJSON_AddArrayToObject(r, "means_abs");
+        double last = NAN;
+        for (int k = 0; k < n; k++) {
+            cJSON_AddItemToArray(mods, cJSON_CreateString(names[k]));
+            for (int side = 0; side < 2; side++) {
+                const cattr_tensor *t = side ? sa : sp;
+                cJSON *row = cJSON_CreateArray();
+                double s = 0;
+                for (int64_t b = 0; b < B; b++) {
+                    double v = cx_tensor_get(t, k * B + b);
+                    cJSON_AddItemToArray(row, cJSON_CreateNumber(v));
+                    s += v;
+                }
+                cJSON_AddItemToArray(side ? rows_abs : rows, row);
+                cJSON_AddItemToArray(side ? means_abs : means, cJSON_CreateNumber(B ? s / (double)B : NAN));
+                if (!side) last = B ? s / (double)B : NAN;
+            }
+        }
+        cJSON *vals = cJSON_AddArrayToObject(r, "values"); /* the last row: the summary printed */
+        for (int64_t b = 0; b < B; b++) cJSON_AddItemToArray(vals, cJSON_CreateNumber(cx_tensor_get(sp, (n - 1) * B + b)));
+        cJSON_AddNumberToObject(r, "mean", last);
+        cJSON_AddBoolToObject(r, "cascade", !mo->independent);
+        cJSON_AddNumberToObject(r, "seed", (double)p->seed);
+    }
+    cattr_tensor_free(sp);
+    cattr_tensor_free(sa);
+    if (!mo->randomize)
+        for (int k = 0; names && k < n; k++) free(names[k]);
+    free(names);
+    free(list);
+    return rc;
 }
 
 /* The deletion and insertion curves (cattr_deletion_curve) into root, and their plot. */
@@ -211,8 +308,8 @@ static int curves_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr
     return rc;
 }
 
-int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_attr_params *p, const cattr_call *call,
-                    cattr_tensor *const *attr, int n_attr, cJSON **out) {
+int cli_metrics_run(const cli_metric_opts *mo, const cattr_model *m, cattr_explainer *e, const cattr_attr_params *p,
+                    const cattr_call *call, cattr_tensor *const *attr, int n_attr, cJSON **out) {
     *out = NULL;
     if (!cli_metrics_any(mo)) return CLI_OK;
     int n = call->n_inputs;
@@ -304,6 +401,7 @@ int cli_metrics_run(const cli_metric_opts *mo, cattr_explainer *e, const cattr_a
         }
     }
     if (rc == CLI_OK && (mo->deletion || mo->insertion)) rc = curves_run(mo, e, call, attr, n_attr, root);
+    if (rc == CLI_OK && mo->randomization) rc = randomization_run(mo, m, p, call, attr, n_attr, root);
     if (rc != CLI_OK) {
         cJSON_Delete(root);
         return rc;
