@@ -10,7 +10,10 @@ on every core, the same code with the imports switched (`captum.*` or `cattr.*`)
     perturbations (std 0.01, torch's generator seeded): the metric's time alone;
   * sensitivity_max of IntegratedGradients (--sens-steps steps, --sens-samples perturbations, Captum's default
     perturbation): the metric, i.e. IG on the inputs and on every perturbed input;
-  * PGD, Linf, radius 0.03, step 0.01, --pgd-steps steps, from the inputs (no random start), CrossEntropyLoss.
+  * PGD, Linf, radius 0.03, step 0.01, --pgd-steps steps, from the inputs (no random start), CrossEntropyLoss;
+  * TCAV with two concepts (--tcav-examples seeded random images each, in batches of 10) at layer3 and layer4, the
+    default classifier (sklearn's SGDClassifier, Python's and numpy's generators seeded alike), the whole pipeline
+    from an empty save_path each run: the concepts' activations, the CAVs and the scores of the inputs.
 Times are the median of --runs warm runs (a first run, which exports the model for cattr, is not counted). Both sides'
 results are compared (the largest difference against the largest value, and the share of values that differ at all:
 PGD's sign steps turn a rounding difference in a gradient near zero into a step of the other sign).
@@ -28,17 +31,21 @@ CAPTUM = os.environ.get("CATTR_CAPTUM_DIR", os.path.join(os.path.dirname(ROOT), 
 TIMER = r"""
 import json, statistics, sys, time
 import numpy as np, torch, torchvision
-mode, size, batch, runs, ig_steps, samples, sens_steps, sens_samples, pgd_steps, out = sys.argv[1:11]
+mode, size, batch, runs, ig_steps, samples, sens_steps, sens_samples, pgd_steps, tcav_n, out = sys.argv[1:12]
 size, batch, runs, ig_steps, samples = int(size), int(batch), int(runs), int(ig_steps), int(samples)
-sens_steps, sens_samples, pgd_steps = int(sens_steps), int(sens_samples), int(pgd_steps)
+sens_steps, sens_samples, pgd_steps, tcav_n = int(sens_steps), int(sens_samples), int(pgd_steps), int(tcav_n)
 if mode == "captum":
     from captum.attr import IntegratedGradients
+    from captum.concept import TCAV, Concept
     from captum.metrics import infidelity, sensitivity_max
     from captum.robust import PGD
 else:
     from cattr.attr import IntegratedGradients
+    from cattr.concept import TCAV, Concept
     from cattr.metrics import infidelity, sensitivity_max
     from cattr.robust import PGD
+import random, tempfile, warnings
+from torch.utils.data import DataLoader
 torch.manual_seed(0)
 model = torchvision.models.resnet18(num_classes=10).eval()
 x = torch.rand(batch, 3, size, size, generator=torch.Generator().manual_seed(1))
@@ -69,6 +76,21 @@ r["sensitivity_max"] = (t, np.asarray(v, dtype=np.float64).tolist())
 pgd = PGD(model, torch.nn.CrossEntropyLoss(reduction="none"))
 t, v = timed(lambda: pgd.perturb(x, 0.03, 0.01, pgd_steps, torch.zeros(batch, dtype=torch.long)))
 r["pgd"] = (t, np.asarray(v, dtype=np.float64).ravel()[:4096].tolist())
+gen = torch.Generator().manual_seed(4)
+concepts = [torch.rand(tcav_n, 3, size, size, generator=gen) for _ in range(2)]
+concepts[0][:, :, ::4] = 1.0  # stripes
+def tcav():
+    random.seed(0)
+    np.random.seed(0)
+    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cs = [Concept(i, name, DataLoader(c, batch_size=10)) for i, (name, c) in enumerate(zip(("striped", "random"),
+                                                                                               concepts))]
+        s = TCAV(model, ["layer3", "layer4"], save_path=d).interpret(x, [cs], target=0)
+        return [float(v) for layer in ("layer3", "layer4") for k in ("sign_count", "magnitude")
+                for v in s["0-1"][layer][k]]
+t, v = timed(tcav)
+r["tcav"] = (t, v)
 json.dump(r, open(out, "w"))
 """
 
@@ -83,6 +105,7 @@ def main():
     ap.add_argument("--sens-steps", type=int, default=8)
     ap.add_argument("--sens-samples", type=int, default=5)
     ap.add_argument("--pgd-steps", type=int, default=10)
+    ap.add_argument("--tcav-examples", type=int, default=20)
     ap.add_argument("--json")
     a = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
@@ -93,7 +116,7 @@ def main():
     for mode in ("captum", "cattr"):
         out = "/tmp/cattr-metrics-bench-%s-%d.json" % (mode, os.getpid())
         args = [str(v) for v in (mode, a.size, a.batch, a.runs, a.ig_steps, a.samples, a.sens_steps, a.sens_samples,
-                                 a.pgd_steps, out)]
+                                 a.pgd_steps, a.tcav_examples, out)]
         p = subprocess.run([sys.executable, "-c", TIMER] + args, env=env, capture_output=True, text=True)
         if p.returncode != 0:
             sys.stderr.write(p.stdout[-2000:] + p.stderr[-4000:])
@@ -104,7 +127,7 @@ def main():
     rows = {}
     print("ResNet-18 (random weights), batch %d of 3x%dx%d, %d threads, median of %d warm runs" %
           (a.batch, a.size, a.size, os.cpu_count() or 1, a.runs))
-    for k in ("infidelity", "sensitivity_max", "pgd"):
+    for k in ("infidelity", "sensitivity_max", "pgd", "tcav"):
         tc, vc = res["captum"][k]
         tx, vx = res["cattr"][k]
         scale = max((abs(q) for q in vc), default=0.0) or 1.0
