@@ -87,7 +87,17 @@ class TorchForward:
             self.root = holder
             self.prefix = {id(m): "m%d" % k for k, m in enumerate(mods)}
         self._models = {}
+        self._weights_at = None  # _weights() when the exports in _models were made
         self.layers = []  # the torch modules given as layers: each must be found in the exports
+
+    def _weights(self):
+        """The identity and in-place version of every parameter and buffer the function reaches."""
+        import torch
+
+        if not isinstance(self.root, torch.nn.Module):
+            return ()
+        return tuple((id(t), t._version, t.data_ptr()) for t in list(self.root.parameters()) +
+                     list(self.root.buffers()))
 
     def use_layer(self, module):
         """A torch module given as a layer: its path in the exports (see module_path), which it is made to keep."""
@@ -147,6 +157,12 @@ class TorchForward:
                 fixed.append(a)
         key = (tuple((tuple(t.shape[1:]), str(t.dtype)) for t in tensors + add_t),
                tuple(_freeze(v) for v in fixed), device, bool(forward_only))
+        # the exports hold the weights as they were: a weight changed in place since (an optimizer step,
+        # load_state_dict, a checkpoint loaded) or replaced makes them stale, and they are exported again
+        weights = self._weights()
+        if weights != self._weights_at:
+            self._models.clear()
+            self._weights_at = weights
         m = self._models.get(key)
         if m is not None:
             return m
@@ -213,6 +229,7 @@ class TorchForward:
         else:
             m = export()
         self._models[key] = m
+        self._weights_at = self._weights()  # (a module in training mode may update its buffers while exported)
         return m
 
 

@@ -251,3 +251,38 @@ def test_interpolate_matches_captum():
     ref = ca.LayerAttribution.interpolate(t, (7, 7))
     ours = A.LayerAttribution.interpolate(t.numpy(), (7, 7))
     np.testing.assert_array_equal(ours, ref.numpy())
+
+
+def test_weights_changed_in_place_are_seen():
+    """An attribution object keeps its exports; weights changed since (in place, by load_state_dict, by an optimizer
+    step) are exported again, never explained as they were."""
+    from cattr.attr import IntegratedGradients, Saliency
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    x = torch.randn(5, 4)
+    sal, ig = Saliency(net), IntegratedGradients(net)
+
+    def ref():
+        xr = x.clone().requires_grad_(True)
+        (g,) = torch.autograd.grad(net(xr)[:, 1].sum(), xr)
+        return g.abs()
+
+    np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
+    ig.attribute(x, target=1)
+    with torch.no_grad():
+        net[0].weight.mul_(-2.0)  # in place
+    np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
+    state = {k: v + 0.5 for k, v in net.state_dict().items()}
+    net.load_state_dict(state)  # copied in place
+    np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
+    opt = torch.optim.SGD(net.parameters(), lr=0.3)
+    net(x).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
+    net[2].weight = torch.nn.Parameter(torch.randn(2, 3))  # replaced
+    np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
+    # IntegratedGradients sees the last weights too (its sum is F(x) - F(0))
+    a, d = ig.attribute(x, target=1, return_convergence_delta=True, n_steps=200)
+    assert np.abs(d.numpy()).max() < 1e-3
+    np.testing.assert_allclose(a.sum(1).numpy(), (net(x) - net(torch.zeros_like(x)))[:, 1].detach().numpy(), atol=2e-3)
