@@ -12,8 +12,8 @@ on every core, the same code with the imports switched (`captum.*` or `cattr.*`)
     perturbation): the metric, i.e. IG on the inputs and on every perturbed input;
   * PGD, Linf, radius 0.03, step 0.01, --pgd-steps steps, from the inputs (no random start), CrossEntropyLoss;
   * TCAV with two concepts (--tcav-examples seeded random images each, in batches of 10) at layer3 and layer4, the
-    default classifier (sklearn's SGDClassifier, Python's and numpy's generators seeded alike), the whole pipeline
-    from an empty save_path each run: the concepts' activations, the CAVs and the scores of the inputs.
+    default classifier (sklearn's SGDClassifier, Python's and numpy's generators seeded alike): one TCAV object, as a
+    user keeps it, and an empty save_path each run: the concepts' activations, the CAVs and the scores.
 Times are the median of --runs warm runs (a first run, which exports the model for cattr, is not counted). Both sides'
 results are compared (the largest difference against the largest value, and the share of values that differ at all:
 PGD's sign steps turn a rounding difference in a gradient near zero into a step of the other sign).
@@ -44,7 +44,7 @@ else:
     from cattr.concept import TCAV, Concept
     from cattr.metrics import infidelity, sensitivity_max
     from cattr.robust import PGD
-import random, tempfile, warnings
+import os, random, tempfile, warnings
 from torch.utils.data import DataLoader
 torch.manual_seed(0)
 model = torchvision.models.resnet18(num_classes=10).eval()
@@ -79,14 +79,19 @@ r["pgd"] = (t, np.asarray(v, dtype=np.float64).ravel()[:4096].tolist())
 gen = torch.Generator().manual_seed(4)
 concepts = [torch.rand(tcav_n, 3, size, size, generator=gen) for _ in range(2)]
 concepts[0][:, :, ::4] = 1.0  # stripes
-def tcav():
+warnings.simplefilter("ignore")
+tcav_obj = TCAV(model, ["layer3", "layer4"], save_path=tempfile.mkdtemp())
+def tcav():  # one TCAV object (as a user keeps it), an empty save_path each run: activations, CAVs and scores
     random.seed(0)
     np.random.seed(0)
-    with tempfile.TemporaryDirectory() as d, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with tempfile.TemporaryDirectory() as d:
+        tcav_obj.save_path = d
+        tcav_obj.cavs.clear()
+        tcav_obj.concepts = set()
+        os.makedirs(os.path.join(d, tcav_obj.model_id))
         cs = [Concept(i, name, DataLoader(c, batch_size=10)) for i, (name, c) in enumerate(zip(("striped", "random"),
                                                                                                concepts))]
-        s = TCAV(model, ["layer3", "layer4"], save_path=d).interpret(x, [cs], target=0)
+        s = tcav_obj.interpret(x, [cs], target=0)
         return [float(v) for layer in ("layer3", "layer4") for k in ("sign_count", "magnitude")
                 for v in s["0-1"][layer][k]]
 t, v = timed(tcav)

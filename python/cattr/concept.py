@@ -419,6 +419,7 @@ class TCAV(ConceptInterpreter):
         self.layer_attr_method = layer_attr_method
         self.attribute_to_layer_input = attribute_to_layer_input
         self.save_path = save_path
+        self._methods = {}  # cattr's layer methods, kept across calls (their exports and plans)
         CAV.create_cav_dir_if_missing(self.save_path, model_id)
 
     # --- activations ---------------------------------------------------------------------------------------------
@@ -434,7 +435,9 @@ class TCAV(ConceptInterpreter):
         layers = [layers] if isinstance(layers, str) else list(layers)
         if concept.data_iter is None:
             raise _lib.ArgumentError("cattr: the concept %s (id %s) has no data_iter" % (concept.name, concept.id))
-        act = LayerActivation(self.model, list(layers))
+        act = self._methods.get(("act", tuple(layers)))
+        if act is None:  # one per set of layers, kept: its exports and plans serve every concept and call
+            act = self._methods[("act", tuple(layers))] = LayerActivation(self.model, list(layers))
         for i, examples in enumerate(concept.data_iter):
             outs = act.attribute(examples, attribute_to_layer_input=self.attribute_to_layer_input)
             for a, layer in zip(outs, layers):
@@ -507,7 +510,10 @@ class TCAV(ConceptInterpreter):
 
         m = self.layer_attr_method
         if m is None:
-            m = LayerGradientXActivation(self.model, list(self.layers), multiply_by_inputs=False)
+            m = self._methods.get("grad")
+            if m is None:
+                m = self._methods["grad"] = LayerGradientXActivation(self.model, list(self.layers),
+                                                                     multiply_by_inputs=False)
             outs = m.attribute(inputs, target=target, additional_forward_args=additional_forward_args,
                                attribute_to_layer_input=self.attribute_to_layer_input, **kwargs)
             return {layer: _flatten_rows(a) for layer, a in zip(self.layers, outs)}
