@@ -88,16 +88,44 @@ class TorchForward:
             self.prefix = {id(m): "m%d" % k for k, m in enumerate(mods)}
         self._models = {}
         self._weights_at = None  # _weights() when the exports in _models were made
+        self._states = {}  # exports per content of the weights (_switch_weights), the most recent last
         self.layers = []  # the torch modules given as layers: each must be found in the exports
 
-    def _weights(self):
-        """The identity and in-place version of every parameter and buffer the function reaches."""
+    def _tensors(self):
         import torch
 
         if not isinstance(self.root, torch.nn.Module):
-            return ()
-        return tuple((id(t), t._version, t.data_ptr()) for t in list(self.root.parameters()) +
-                     list(self.root.buffers()))
+            return []
+        return list(self.root.parameters()) + list(self.root.buffers())
+
+    def _weights(self):
+        """The identity and in-place version of every parameter and buffer the function reaches."""
+        return tuple((id(t), t._version, t.data_ptr()) for t in self._tensors())
+
+    def _switch_weights(self):
+        """Makes _models the exports of the weights as they are now: those kept for the same values, or none. At
+        most 8 sets of weights are kept (and no more than about 1 GiB of them)."""
+        import hashlib
+
+        import torch
+
+        h = hashlib.blake2b(digest_size=16)
+        size = 0
+        for t in self._tensors():
+            a = t.detach().cpu().contiguous()
+            h.update(str((tuple(a.shape), str(a.dtype))).encode())
+            h.update((a.float() if a.dtype == torch.bfloat16 else a).numpy().tobytes())
+            size += a.numel() * a.element_size()
+        digest = h.digest()
+        states = self._states
+        if digest not in states:
+            states[digest] = {}
+            keep = max(1, min(8, (1 << 30) // max(size, 1)))
+            while len(states) > keep:
+                states.pop(next(iter(states)))  # the oldest
+        else:
+            states[digest] = states.pop(digest)  # the most recent
+        self._models = states[digest]
 
     def use_layer(self, module):
         """A torch module given as a layer: its path in the exports (see module_path), which it is made to keep."""
@@ -158,10 +186,11 @@ class TorchForward:
         key = (tuple((tuple(t.shape[1:]), str(t.dtype)) for t in tensors + add_t),
                tuple(_freeze(v) for v in fixed), device, bool(forward_only))
         # the exports hold the weights as they were: a weight changed in place since (an optimizer step,
-        # load_state_dict, a checkpoint loaded) or replaced makes them stale, and they are exported again
+        # load_state_dict, a checkpoint loaded) or replaced makes them stale. The exports are kept per content of
+        # the weights, so that going back to weights seen before (checkpoints loaded in turn) reuses their exports.
         weights = self._weights()
         if weights != self._weights_at:
-            self._models.clear()
+            self._switch_weights()
             self._weights_at = weights
         m = self._models.get(key)
         if m is not None:

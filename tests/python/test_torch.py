@@ -282,6 +282,15 @@ def test_weights_changed_in_place_are_seen():
     np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
     net[2].weight = torch.nn.Parameter(torch.randn(2, 3))  # replaced
     np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
+    # weights seen before (a checkpoint loaded again) reuse their export; their numbers are theirs
+    tf = sal._torch
+    first = {k: v.clone() for k, v in net.state_dict().items()}
+    m1 = tf.model_for((x,), None)
+    net.load_state_dict({k: v * 0.5 for k, v in first.items()})
+    m2 = tf.model_for((x,), None)
+    net.load_state_dict(first)
+    assert tf.model_for((x,), None) is m1 and m2 is not m1
+    np.testing.assert_allclose(sal.attribute(x, target=1).numpy(), ref().numpy(), rtol=1e-5, atol=1e-7)
     # IntegratedGradients sees the last weights too (its sum is F(x) - F(0))
     a, d = ig.attribute(x, target=1, return_convergence_delta=True, n_steps=200)
     assert np.abs(d.numpy()).max() < 1e-3
