@@ -26,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 CAPTUM = os.environ.get("CATTR_CAPTUM_DIR", os.path.join(os.path.dirname(ROOT), "shared", "captum-0.8"))
 RECORDED = os.path.join(HERE, "recorded.json")
-DIRS = ["tests/attr", "tests/attr/layer", "tests/attr/neuron", "tests/metrics", "tests/robust", "tests/concept"]
+DIRS = ["tests/attr", "tests/attr/layer", "tests/attr/neuron", "tests/metrics", "tests/robust", "tests/concept",
+        "tests/influence/_core", "tests/influence/_utils"]
 
 
 def test_files():

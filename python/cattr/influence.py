@@ -1,0 +1,758 @@
+"""Captum's captum.influence on cattr: TracInCP, TracInCPFast and SimilarityInfluence, with Captum's classes,
+arguments and results.
+
+    from cattr.influence import TracInCP, TracInCPFast
+
+    tracin = TracInCPFast(net, "fc", train_dataset, "checkpoints/", loss_fn=nn.CrossEntropyLoss(reduction="sum"))
+    scores = tracin.influence((x_test, y_test))                  # [test examples, training examples]
+    top = tracin.influence((x_test, y_test), k=5)                # KMostInfluentialResults(indices, influence_scores)
+    self_scores = tracin.self_influence()                        # [training examples]
+
+TracIn (Pruthi et al., NeurIPS 2020) scores a training example's influence on a test example by the dot products of
+their loss gradients with respect to the model's parameters, summed over checkpoints and weighted by each
+checkpoint's learning rate. The model's passes run in cattr: the output, the layer inputs and the gradients at the
+layer outputs of each batch (the PyTorch model exported once per set of weights; a checkpoint seen before reuses its
+export). The gradient of the loss at the output comes from torch's autograd on the output alone, so any loss Captum
+takes works. Per-example parameter gradients of a Linear layer are the outer products of its output gradient and its
+input (summed over the positions of a sequence), computed from those two: exact, and batched, with no per-example
+backward pass. TracInCP takes Linear layers (a layer of another kind is refused, naming it); TracInCPFast the last
+fully-connected layer as Captum's does. SimilarityInfluence ranks training examples by the similarity of their layer
+activations (computed by cattr) to the test examples'.
+"""
+import glob
+import os
+import re
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _lib
+from ._core import _is_torch
+
+__all__ = ["DataInfluence", "KMostInfluentialResults", "TracInCPBase", "TracInCP", "TracInCPFast",
+           "SimilarityInfluence", "euclidean_distance", "cosine_similarity"]
+
+
+class KMostInfluentialResults(NamedTuple):
+    """The k most influential training examples of each test example: their indices and influence scores, each
+    [test examples, k], in decreasing order of influence (proponents) or increasing (opponents)."""
+
+    indices: object
+    influence_scores: object
+
+
+class DataInfluence:
+    """Base of the influence classes (Captum's): the model and the training data."""
+
+    def __init__(self, model, train_dataset, **kwargs):
+        self.model = model
+        self.train_dataset = train_dataset
+
+    def influence(self, inputs=None, **kwargs):
+        raise NotImplementedError
+
+    @classmethod
+    def get_name(cls):
+        return cls.__name__
+
+
+# =================================================================================================================
+# Helpers with Captum's behaviour
+# =================================================================================================================
+
+def _natural(paths):
+    return sorted(paths, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p)])
+
+
+def _load_flexible_state_dict(model, path):
+    """Captum's default checkpoint loader: torch.load of a state dict (a DataParallel one's "module." prefixes
+    handled), loaded into the model; returns its "learning_rate" entry (1.0 without one)."""
+    import torch
+
+    checkpoint = torch.load(path)
+    lr = checkpoint.get("learning_rate", 1.0)
+    state = {k: v for k, v in checkpoint.items() if k != "learning_rate"}
+    target = model.module if isinstance(model, torch.nn.DataParallel) else model
+    if any(k.startswith("module.") for k in state):
+        state = {k[len("module."):] if k.startswith("module.") else k: v for k, v in state.items()}
+    target.load_state_dict(state)
+    return lr
+
+
+class _OneBatch:
+    """A batch given as a tuple, as a data loader of that one batch."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def __iter__(self):
+        return iter([self.batch])
+
+    def __len__(self):
+        return 1
+
+
+def _batches(inputs):
+    """inputs as an iterable of batches: a DataLoader as it is, anything else (a tuple, a DataLoader's batch) as one
+    batch (Captum's _format_inputs_dataset)."""
+    from torch.utils.data import DataLoader
+
+    return inputs if isinstance(inputs, DataLoader) else _OneBatch(inputs)
+
+
+def _length(it):
+    try:
+        return len(it)
+    except TypeError:
+        return None
+
+
+class _Progress:
+    """A progress bar on stderr (tqdm's when it is installed, as Captum's; else a line per update)."""
+
+    def __init__(self, iterable=None, desc=None, total=None):
+        self.iterable, self.desc, self.total = iterable, desc, total
+        try:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(iterable, desc=desc, total=total, mininterval=0.0)
+        except ImportError:  # pragma: no cover - Debian's python3-tqdm is there where Captum's tests run
+            self.bar = None
+            self.n = 0
+
+    def __iter__(self):
+        if self.bar is not None:
+            yield from self.bar
+            return
+        for x in self.iterable:
+            yield x
+            self.update()
+
+    def update(self, n=1):
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        import sys
+
+        self.n += n
+        pct = " %d%%" % (100 * self.n // self.total) if self.total else ""
+        sys.stderr.write("%s:%s %d/%s\n" % (self.desc, pct, self.n, self.total if self.total else "?"))
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+
+def _maybe_progress(iterable, show, desc, total=None):
+    return _Progress(iterable, desc, total if total is not None else _length(iterable)) if show else iterable
+
+
+def _check_loss_fn(loss_fn, name, sample_wise_grads_per_batch=True):
+    """The reduction of a loss ("sum", "mean" or "none"), with Captum's checks and warnings."""
+    if loss_fn is None:
+        return "sum"
+    assert callable(loss_fn)
+    if hasattr(loss_fn, "reduction"):
+        reduction = loss_fn.reduction
+        if sample_wise_grads_per_batch:
+            assert reduction in ("sum", "mean"), (
+                'reduction for `loss_fn` must be "sum" or "mean" when `sample_wise_grads_per_batch` is True (i.e. '
+                "the default value) ")
+            return str(reduction)
+        assert reduction == "none", 'reduction for `loss_fn` must be "none" when `sample_wise_grads_per_batch` is False'
+        return "none"
+    if sample_wise_grads_per_batch:
+        warnings.warn("Since `%s` has no 'reduction' attribute, and `sample_wise_grads_per_batch` is True, the "
+                      "implementation assumes that `%s` is a 'reduction' loss function that reduces the per-example "
+                      "losses by taking their *sum*. If `%s` instead reduces the per-example losses by taking their "
+                      "mean, please set the reduction attribute of `%s` to \"mean\"." % (name, name, name, name),
+                      stacklevel=3)
+        return "sum"
+    warnings.warn('Since `%s` has no "reduction" attribute, and `sample_wise_grads_per_batch` is False, the '
+                  'implementation assumes that `%s` is a "per-example" loss function. Please ensure that this is the '
+                  "case." % (name, name), stacklevel=3)
+    return "none"
+
+
+def _batch_dot(a, b):
+    """[n, ...] . [m, ...] -> [n, m] (each example flattened), Captum's _tensor_batch_dot."""
+    assert a[0].numel() == b[0].numel() if len(a) and len(b) else True, (
+        "Please ensure each batch member has the same feature dimension.")
+    return a.reshape(a.shape[0], -1) @ b.reshape(b.shape[0], -1).T
+
+
+def _top_k(loader, batch_fn, inputs, k, proponents, show_progress, desc):
+    """The k most influential training examples: each training batch's scores (batch_fn(inputs, batch), [n, b]),
+    the running top k kept (Captum's order: torch.topk, ties by position)."""
+    import torch
+
+    sign = 1.0 if proponents else -1.0
+    idx = scores = None
+    seen = 0
+    for batch in _maybe_progress(loader, show_progress, desc):
+        s = batch_fn(inputs, batch) * sign
+        b = s.shape[1]
+        top_s, top_i = torch.topk(s, min(b, k), dim=1)
+        top_i = top_i + seen
+        seen += b
+        idx = top_i if idx is None else torch.cat([idx, top_i], dim=1)
+        scores = top_s if scores is None else torch.cat([scores, top_s], dim=1)
+        scores, order = torch.topk(scores, min(k, idx.shape[1]), dim=1)
+        idx = torch.gather(idx, 1, order)
+    if idx is None:
+        idx, scores = torch.zeros(0, 0, dtype=torch.long), torch.zeros(0, 0)
+    return KMostInfluentialResults(idx, scores * sign)
+
+
+def _self_influence_by_batches(fn, name, inputs, show_progress):
+    """Self influence batch by batch (each over every checkpoint), concatenated."""
+    import torch
+
+    loader = _batches(inputs)
+    if show_progress and _length(loader) is None:
+        warnings.warn("Unable to determine the number of batches in `inputs_dataset`. Therefore, if showing the "
+                      "progress of the computation of self influence scores, only the number of batches processed "
+                      "can be displayed, and not the percentage completion of the computation, nor any time "
+                      "estimates.", stacklevel=3)
+    desc = "Using %s to compute self influence. Processing batch" % name
+    return torch.cat([fn(batch, show_progress=False) for batch in _maybe_progress(loader, show_progress, desc)])
+
+
+# =================================================================================================================
+# The model's passes in cattr
+# =================================================================================================================
+
+def _module_path(model, module):
+    for name, m in model.named_modules():
+        if m is module:
+            return name
+    raise _lib.ArgumentError("cattr: the layer %s is not a module of the model" % type(module).__name__)
+
+
+def _module_of(model, path):
+    m = model
+    for part in path.split("."):
+        m = m[int(part)] if part.isdigit() and isinstance(m, (list, tuple)) else getattr(m, part)
+    return m
+
+
+class _Passes:
+    """One model's passes for the influence methods: its output, the inputs of some layers, and the gradient of a
+    seeded sum of the output at the layers' outputs (a module around the model: sum over the output of output x
+    seed, one per example, whose layer gradients are each example's), each a cattr call on the model's export."""
+
+    def __init__(self, model):
+        import torch
+
+        self.model = model
+        self._fwd = None
+
+        class Seeded(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                y = self.inner(*args[:-1])
+                return (y * args[-1]).reshape(y.shape[0], -1).sum(1, keepdim=True)
+
+        self.seeded = Seeded(model)
+        self._act = {}
+        self._grad = {}
+
+    def output(self, xs):
+        """model(*xs) in cattr."""
+        from .robust import _Gradient
+
+        if self._fwd is None:
+            self._fwd = _Gradient(self.model)
+        self._fwd._use_model_for(xs, None, None)
+        out = self._fwd._model.forward(*xs)
+        if not _is_torch(out):
+            import torch
+
+            out = torch.from_numpy(np.asarray(out))
+        return out
+
+    def layer_inputs(self, xs, paths):
+        from .attr import LayerActivation
+
+        m = self._act.get(tuple(paths))
+        if m is None:
+            m = self._act[tuple(paths)] = LayerActivation(self.model, list(paths))
+        res = m.attribute(xs if len(xs) > 1 else xs[0], attribute_to_layer_input=True)
+        return [r[0] if isinstance(r, tuple) else r for r in res]
+
+    def output_grads(self, xs, paths, seed):
+        from .attr import LayerGradientXActivation
+
+        m = self._grad.get(tuple(paths))
+        if m is None:
+            m = self._grad[tuple(paths)] = LayerGradientXActivation(self.seeded, ["inner." + p for p in paths],
+                                                                    multiply_by_inputs=False)
+        res = m.attribute(xs if len(xs) > 1 else xs[0], target=0, additional_forward_args=(seed.detach(),))
+        return [r[0] if isinstance(r, tuple) else r for r in res]
+
+
+def _loss_seed(loss_fn, reduction, out, targets):
+    """d(sum over the examples of each one's loss) / d(output), from torch's autograd on the output alone: Captum's
+    per-example loss gradients (a "mean" loss scaled by the batch size, as Captum's sample-wise gradients are; no
+    loss: the output itself)."""
+    import torch
+
+    out = out.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        if loss_fn is None:
+            return torch.ones_like(out)
+        loss = loss_fn(out, targets)
+        if reduction == "none":
+            assert loss.dim() != 0 and loss.shape[0] == out.shape[0], (
+                "Loss function is applying a reduction. Please ensure Output shape: %s and Loss shape: %s are "
+                "matching." % (tuple(out.shape), tuple(loss.shape)))
+            loss = loss.sum()
+        else:
+            assert loss.dim() == 0 or loss.numel() == 1, "Please ensure custom loss function is applying either a " \
+                                                         "sum or mean reduction."
+        (g,) = torch.autograd.grad(loss, out)
+    return g * out.shape[0] if reduction == "mean" else g
+
+
+def _as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+# =================================================================================================================
+# TracIn
+# =================================================================================================================
+
+class TracInCPBase(DataInfluence):
+    """Captum's TracInCPBase: the model, the training data (a Dataset, batched by batch_size without shuffling, or
+    a DataLoader whose batches end with the labels), the checkpoints (a folder, whose files are taken in natural
+    order, or a list of paths), checkpoints_load_func(model, path) -> learning rate, and the losses."""
+
+    def __init__(self, model, train_dataset, checkpoints, checkpoints_load_func=_load_flexible_state_dict,
+                 loss_fn=None, batch_size=1, test_loss_fn=None):
+        from torch.utils.data import DataLoader
+
+        self.model = model
+        self.checkpoints = checkpoints
+        self.checkpoints_load_func = checkpoints_load_func
+        self.loss_fn = loss_fn
+        self.test_loss_fn = loss_fn if test_loss_fn is None else test_loss_fn
+        self.batch_size = batch_size
+        if not isinstance(train_dataset, DataLoader):
+            assert isinstance(batch_size, int), "since the `train_dataset` argument was a `Dataset`, `batch_size` " \
+                                                "must be an int."
+            self.train_dataloader = DataLoader(train_dataset, batch_size, shuffle=False)
+        else:
+            self.train_dataloader = train_dataset
+        self.train_dataloader_len = _length(self.train_dataloader)
+        if self.train_dataloader_len is None:
+            warnings.warn("Unable to determine the number of batches in training dataset `train_dataset`. "
+                          "Therefore, if showing the progress of computations, only the number of batches processed "
+                          "can be displayed, and not the percentage completion of the computation, nor any time "
+                          "estimates.", stacklevel=2)
+        self._passes = _Passes(model)
+
+    @property
+    def checkpoints(self):
+        return self._checkpoints
+
+    @checkpoints.setter
+    def checkpoints(self, checkpoints):
+        if isinstance(checkpoints, str):
+            found = _natural(glob.glob(os.path.join(checkpoints, "*")))
+        elif isinstance(checkpoints, list) and checkpoints and isinstance(checkpoints[0], str):
+            found = _natural(checkpoints)
+        else:
+            found = list(checkpoints)
+        if len(found) <= 0:
+            raise ValueError("Invalid checkpoints provided for TracIn class: %s!" % (checkpoints,))
+        self._checkpoints = found
+
+    def _load(self, checkpoint):
+        assert checkpoint is not None, "None returned from `checkpoints`, cannot load."
+        return self.checkpoints_load_func(self.model, checkpoint)
+
+    def _self_influence_by_checkpoints(self, inputs, show_progress=False):
+        """Per checkpoint, every batch's squared gradient norms (self._self_batch), summed over checkpoints."""
+        loader = _batches(inputs)
+        if show_progress and _length(loader) is None:
+            warnings.warn("Unable to determine the number of batches in `inputs`. Therefore, if showing the progress "
+                          "of the computation of self influence scores, only the number of batches processed can be "
+                          "displayed, and not the percentage completion of the computation, nor any time estimates.",
+                          stacklevel=3)
+        import torch
+
+        total = None
+        bar = _Progress(None, "Using %s to compute self influence. Processing checkpoint" % self.get_name(),
+                        len(self.checkpoints)) if show_progress else None
+        for checkpoint in self.checkpoints:
+            lr = self._load(checkpoint)
+            desc = "Using %s to compute self influence. Processing batch" % self.get_name()
+            part = torch.cat([self._self_batch(batch) * lr
+                              for batch in _maybe_progress(loader, show_progress, desc)], dim=0)
+            total = part if total is None else total + part
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+        return total
+
+    def self_influence(self, inputs=None, show_progress=False, outer_loop_by_checkpoints=False):
+        """The influence of each example on itself (the sum over checkpoints of its squared loss-gradient norm
+        times the learning rate); inputs default to the training data."""
+        inputs = inputs if inputs is not None else self.train_dataloader
+        if outer_loop_by_checkpoints:
+            return self._self_influence_by_checkpoints(inputs, show_progress)
+        return _self_influence_by_batches(self._self_influence_by_checkpoints, self.get_name(), inputs,
+                                          show_progress)
+
+
+class TracInCP(TracInCPBase):
+    """Captum's TracInCP: the gradients with respect to the parameters of `layers` (module paths; default every
+    parameter of the model), which must be those of Linear layers."""
+
+    def __init__(self, model, train_dataset, checkpoints, checkpoints_load_func=_load_flexible_state_dict,
+                 layers=None, loss_fn=None, batch_size=1, test_loss_fn=None, sample_wise_grads_per_batch=False):
+        TracInCPBase.__init__(self, model, train_dataset, checkpoints, checkpoints_load_func, loss_fn, batch_size,
+                              test_loss_fn)
+        self.sample_wise_grads_per_batch = sample_wise_grads_per_batch
+        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
+        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
+            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
+        self.layer_modules = None
+        if layers is not None:
+            assert isinstance(layers, list), "`layers` should be a list!"
+            assert len(layers) > 0, "`layers` cannot be empty!"
+            assert isinstance(layers[0], str), "`layers` should contain str layer names."
+            self.layer_modules = [_module_of(model, p) for p in layers]
+        self._linears = self._linear_layers()
+
+    def _linear_layers(self):
+        """The Linear modules whose parameters the gradients are of, in the order of the parameters (Captum's:
+        model.parameters(), or each layer's), with their paths."""
+        import torch
+
+        roots = self.layer_modules if self.layer_modules is not None else [self.model]
+        out = []
+        for root in roots:
+            for m in root.modules():
+                own = list(m.parameters(recurse=False))
+                if not own:
+                    continue
+                if not isinstance(m, torch.nn.Linear):
+                    raise NotImplementedError(
+                        "cattr: TracInCP computes per-example parameter gradients of Linear layers; the module %s "
+                        "(%s) has parameters too: give `layers` of Linear modules" % (_module_path(self.model, m),
+                                                                                      type(m).__name__))
+                if all(m is not o for o, _ in out):
+                    out.append((m, _module_path(self.model, m)))
+        assert out, "No parameters are available for modules for provided input `layers`"
+        return out
+
+    def _jacobians(self, batch, loss_fn, reduction):
+        """The per-example gradients of each parameter (weight, then bias, of each Linear layer in order), each
+        [batch, *parameter shape]."""
+        xs, targets = _as_tuple(batch[0:-1]), batch[-1]
+        paths = [p for _, p in self._linears]
+        out = self._passes.output(xs)
+        seed = _loss_seed(loss_fn if targets is not None else None, reduction, out, targets)
+        acts = self._passes.layer_inputs(xs, paths)
+        grads = self._passes.output_grads(xs, paths, seed)
+        res = []
+        for (m, _), a, g in zip(self._linears, acts, grads):
+            n = a.shape[0]
+            a3, g3 = a.reshape(n, -1, a.shape[-1]), g.reshape(n, -1, g.shape[-1])
+            for name, _p in m.named_parameters(recurse=False):
+                res.append(g3.transpose(1, 2) @ a3 if name == "weight" else g3.sum(1))
+        return tuple(r.to(self._dtype(r)) for r in res)
+
+    def _dtype(self, r):
+        return next(self.model.parameters()).dtype
+
+    def _sum_jacobians(self, loader, loss_fn, reduction):
+        total = None
+        for batch in loader:
+            js = tuple(j.sum(0, keepdim=True) for j in self._jacobians(batch, loss_fn, reduction))
+            total = js if total is None else tuple(t + j for t, j in zip(total, js))
+        return total
+
+    def _concat_jacobians(self, loader, loss_fn, reduction):
+        import torch
+
+        parts = [self._jacobians(batch, loss_fn, reduction) for batch in loader]
+        return tuple(torch.cat(p, dim=0) for p in zip(*parts))
+
+    def _checkpoint_jacobians(self, inputs, aggregate, loss_fn):
+        out = []
+        for checkpoint in self.checkpoints:
+            self._load(checkpoint)
+            out.append(self._sum_jacobians(inputs, loss_fn, self.test_reduction_type) if aggregate else
+                       self._concat_jacobians(inputs, loss_fn, self.test_reduction_type))
+        return out
+
+    def compute_intermediate_quantities(self, inputs, aggregate=False):
+        """Each example's gradients, flattened and concatenated over the parameters and then the checkpoints (each
+        times its learning rate): [examples (1 with aggregate: their sum), parameters x checkpoints]."""
+        import torch
+
+        loader = _batches(inputs)
+        parts = []
+        for checkpoint in self.checkpoints:
+            lr = self._load(checkpoint)
+            js = self._sum_jacobians(loader, self.loss_fn, self.reduction_type) if aggregate else \
+                self._concat_jacobians(loader, self.loss_fn, self.reduction_type)
+            parts.append(lr * torch.cat([j.flatten(start_dim=1) for j in js], dim=1))
+        return torch.cat(parts, dim=1)
+
+    def _influence_batch(self, test_jacobians, train_batch):
+        total = None
+        for js, checkpoint in zip(test_jacobians, self.checkpoints):
+            lr = self._load(checkpoint)
+            train = self._jacobians(train_batch, self.loss_fn, self.reduction_type)
+            s = sum(_batch_dot(a, b) for a, b in zip(js, train)) * lr
+            total = s if total is None else total + s
+        return total
+
+    def influence(self, inputs, k=None, proponents=True, show_progress=False, aggregate=False):
+        """Influence scores of every training example on each example of inputs (a tuple whose last element is the
+        labels, or a DataLoader of such batches): [test examples (1 with aggregate), training examples]; with k,
+        the k most influential (proponents, or opponents) as KMostInfluentialResults."""
+        assert inputs is not None, "`inputs` argument is required.If you wish to calculate self influence scores, " \
+                                   "please use the `self_influence` method instead."
+        import torch
+
+        loader = _batches(inputs)
+        test = self._checkpoint_jacobians(loader, aggregate, self.test_loss_fn)
+        if k is None:
+            desc = "Using %s to compute influence for training batches" % self.get_name()
+            return torch.cat([self._influence_batch(test, batch) for batch in
+                              _maybe_progress(self.train_dataloader, show_progress, desc, self.train_dataloader_len)],
+                             dim=1)
+        desc = "Using %s to perform computation for getting %s. Processing training batches" % (
+            self.get_name(), "proponents" if proponents else "opponents")
+        return _top_k(self.train_dataloader, self._influence_batch, test, k, proponents, show_progress, desc)
+
+    def _self_batch(self, batch):
+        import torch
+
+        js = self._jacobians(batch, self.loss_fn, self.reduction_type)
+        return torch.stack([j.reshape(j.shape[0], -1).pow(2).sum(1) for j in js]).sum(0)
+
+
+class TracInCPFast(TracInCPBase):
+    """Captum's TracInCPFast: the gradients with respect to the last fully-connected layer (`final_fc_layer`, a
+    module or its path), whose output is the model's: each example's is the outer product of the loss gradient at
+    the output and the layer's input, so that two examples' dot product is the product of those two dot products."""
+
+    def __init__(self, model, final_fc_layer, train_dataset, checkpoints,
+                 checkpoints_load_func=_load_flexible_state_dict, loss_fn=None, batch_size=1, test_loss_fn=None,
+                 vectorize=False):
+        TracInCPBase.__init__(self, model, train_dataset, checkpoints, checkpoints_load_func, loss_fn, batch_size,
+                              test_loss_fn)
+        self.vectorize = vectorize
+        self.final_fc_layer = final_fc_layer
+        assert loss_fn is not None, "loss function must not be none"
+        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn")
+        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
+            _check_loss_fn(test_loss_fn, "test_loss_fn")
+
+    @property
+    def final_fc_layer(self):
+        return self._final_fc_layer
+
+    @final_fc_layer.setter
+    def final_fc_layer(self, layer):
+        import torch
+
+        if isinstance(layer, str):
+            try:
+                module = _module_of(self.model, layer)
+                if not isinstance(module, torch.nn.Module):
+                    raise ValueError("No module found for final_fc_layer")
+            except Exception as ex:
+                raise ValueError('Invalid final_fc_layer str: "%s" provided!' % layer) from ex
+            layer = module
+        self._final_fc_layer = layer
+        self._fc_path = _module_path(self.model, layer)
+
+    def _basic(self, batch, loss_fn, reduction):
+        """(the loss gradients at the output [batch, outputs], the final layer's inputs [batch, inputs])."""
+        assert loss_fn is not None, "loss function is required"
+        assert reduction in ("sum", "mean"), 'reduction_type must be either "mean" or "sum"'
+        if hasattr(loss_fn, "reduction"):
+            assert loss_fn.reduction == reduction, ("loss_fn.reduction `%s` does not matchreduction type `%s`. Please "
+                                                    "ensure they are matching." % (loss_fn.reduction, reduction))
+        xs, targets = _as_tuple(batch[0:-1]), batch[-1]
+        out = self._passes.output(xs)
+        seed = _loss_seed(loss_fn, reduction, out, targets)
+        (a,) = self._passes.layer_inputs(xs, [self._fc_path])
+        assert seed.dim() == 2, "the loss gradient at the output must be [batch, outputs]"
+        return seed.to(a.dtype), a.reshape(a.shape[0], -1)
+
+    def _influence_batch(self, test_batch, train_batch):
+        total = None
+        for checkpoint in self.checkpoints:
+            lr = self._load(checkpoint)
+            gi, ai = self._basic(test_batch, self.test_loss_fn, self.test_reduction_type)
+            gt, at = self._basic(train_batch, self.loss_fn, self.reduction_type)
+            s = _batch_dot(gi, gt) * _batch_dot(ai, at) * lr
+            total = s if total is None else total + s
+        return total
+
+    def influence(self, inputs, k=None, proponents=True, show_progress=False):
+        """As TracInCP.influence (inputs: a tuple whose last element is the labels)."""
+        assert inputs is not None, "`inputs` argument is required.If you wish to calculate self influence scores, " \
+                                   "please use the `self_influence` method instead."
+        import torch
+
+        if k is None:
+            desc = "Using %s to compute influence for training batches" % self.get_name()
+            return torch.cat([self._influence_batch(inputs, batch) for batch in
+                              _maybe_progress(self.train_dataloader, show_progress, desc, self.train_dataloader_len)],
+                             dim=1)
+        desc = "Using %s to perform computation for getting %s. Processing training batches" % (
+            self.get_name(), "proponents" if proponents else "opponents")
+        return _top_k(self.train_dataloader, self._influence_batch, inputs, k, proponents, show_progress, desc)
+
+    def _self_batch(self, batch):
+        g, a = self._basic(batch, self.loss_fn, self.reduction_type)
+        return g.pow(2).sum(1) * a.pow(2).sum(1)
+
+
+# =================================================================================================================
+# SimilarityInfluence
+# =================================================================================================================
+
+def euclidean_distance(test, train):
+    """Captum's: the Euclidean distance of every test example's activation to every training example's: [test,
+    train]."""
+    import torch
+
+    return torch.cdist(test.reshape(test.shape[0], -1).unsqueeze(0),
+                       train.reshape(train.shape[0], -1).unsqueeze(0)).squeeze(0)
+
+
+def cosine_similarity(test, train, replace_nan=0):
+    """Captum's: the cosine similarity of every test example's activation to every training example's, [test,
+    train]; a zero vector's entries become replace_nan."""
+    import torch
+
+    t, s = test.reshape(test.shape[0], -1), train.reshape(train.shape[0], -1)
+    tn = torch.linalg.norm(t, ord=2, dim=1, keepdim=True)
+    sn = torch.linalg.norm(s, ord=2, dim=1, keepdim=True)
+    fill = torch.tensor([float(replace_nan)], dtype=t.dtype)
+    t = torch.where(tn != 0.0, t / tn, fill)
+    s = torch.where(sn != 0.0, s / sn, fill).T
+    return t @ s
+
+
+class SimilarityInfluence(DataInfluence):
+    """Captum's SimilarityInfluence: the training examples whose activations at `layers` are the most similar
+    (similarity_metric; similarity_direction "max" for a similarity, "min" for a distance) to each test example's.
+    The training data's activations are computed by cattr batch by batch (batch_size) and saved where Captum saves
+    them (activation_dir/av/MODEL_ID/src/LAYER/N.pt) for later calls (load_src_from_disk). With the cosine
+    similarity, the pairs involving a zero activation vector are listed under "zero_acts-LAYER", as Captum does."""
+
+    def __init__(self, module, layers, influence_src_dataset, activation_dir, model_id="",
+                 similarity_metric=cosine_similarity, similarity_direction="max", batch_size=1, **kwargs):
+        from functools import partial
+
+        from torch.utils.data import DataLoader
+
+        self.module = module
+        self.layers = [layers] if isinstance(layers, str) else list(layers)
+        self.influence_src_dataset = influence_src_dataset
+        self.activation_dir = activation_dir
+        self.model_id = model_id
+        self.batch_size = batch_size
+        if similarity_direction not in ("max", "min"):
+            raise ValueError("%s is not a valid value. Must be either 'max' or 'min'" % similarity_direction)
+        self.similarity_direction = similarity_direction
+        if similarity_metric is cosine_similarity:
+            self.replace_nan = kwargs.get("replace_nan", -2 if similarity_direction == "max" else 2)
+            similarity_metric = partial(cosine_similarity, replace_nan=self.replace_nan)
+        self.similarity_metric = similarity_metric
+        self.influence_src_dataloader = DataLoader(influence_src_dataset, batch_size, shuffle=False)
+        self._acts = {}
+
+    def _activations(self, x, layers, additional_forward_args=None):
+        """The activations at the layers (a list), one cattr pass."""
+        from .attr import LayerActivation
+
+        m = self._acts.get(tuple(layers))
+        if m is None:
+            m = self._acts[tuple(layers)] = LayerActivation(self.module, list(layers))
+        return m.attribute(x, additional_forward_args=additional_forward_args)
+
+    def _folder(self, layer):
+        return os.path.join(self.activation_dir, "av", self.model_id, "src", layer)
+
+    def _src_files(self, load_src_from_disk):
+        """{layer: the training activations' files, one per batch}: computed and saved where missing (every layer
+        when not load_src_from_disk), all the layers a batch needs in one pass."""
+        import torch
+
+        todo = [l for l in self.layers
+                if not load_src_from_disk or not glob.glob(os.path.join(self._folder(l), "*.pt"))]
+        if todo:
+            if not load_src_from_disk:
+                warnings.warn("Overwriting activations: load_from_disk is set to False. Removing all activations "
+                              "matching specified parameters {path: %s, model_id: %s, layers: %s, identifier: src} "
+                              "before generating new activations." % (self.activation_dir, self.model_id, todo),
+                              stacklevel=3)
+            for layer in todo:
+                for f in glob.glob(os.path.join(self._folder(layer), "*.pt")):
+                    os.remove(f)
+            for i, batch in enumerate(self.influence_src_dataloader):
+                for layer, a in zip(todo, self._activations(batch, todo)):
+                    os.makedirs(self._folder(layer), exist_ok=True)
+                    torch.save(a.detach(), os.path.join(self._folder(layer), "%d.pt" % i))
+        return {l: _natural(glob.glob(os.path.join(self._folder(l), "*.pt"))) for l in self.layers}
+
+    def influence(self, inputs, top_k=1, additional_forward_args=None, load_src_from_disk=True, **kwargs):
+        """{layer: (indices [test, top_k], similarities [test, top_k])} of the most similar training examples."""
+        import torch
+
+        n = inputs[0].shape[0] if isinstance(inputs, tuple) else inputs.shape[0]
+        files = self._src_files(load_src_from_disk)
+        test = self._activations(inputs, self.layers, additional_forward_args)
+        largest = self.similarity_direction == "max"
+        out = {}
+        for layer, t in zip(self.layers, test):
+            vals = torch.Tensor()
+            idx = torch.Tensor().long()
+            zero = torch.Tensor().long()
+            for j, f in enumerate(files[layer]):
+                src = torch.load(f)
+                sim = self.similarity_metric(t, src)
+                assert sim.shape == (n, src.shape[0]), (
+                    "Output of custom similarity does not meet required dimensions. Your output has shape %s.\n"
+                    "Please ensure the output shape matches (inputs_batch_size, src_dataset_batch_size), which "
+                    "should be %s." % (sim.shape, (n, self.batch_size)))
+                if hasattr(self, "replace_nan"):
+                    zero = torch.cat((zero, (sim == self.replace_nan).nonzero()))
+                v, i = torch.topk(sim, min(top_k, src.shape[0]), dim=1, largest=largest)
+                i = i + j * self.batch_size
+                vals = torch.cat((vals.to(v.dtype), v), dim=1)
+                idx = torch.cat((idx, i), dim=1)
+                order = torch.argsort(vals, dim=1, descending=largest)
+                vals = torch.gather(vals, 1, order[:, :top_k])
+                idx = torch.gather(idx, 1, order[:, :top_k])
+            out[layer] = (idx, vals)
+            if zero.numel():
+                warnings.warn("Layer %s has zero-vector activations for some inputs. This may cause undefined "
+                              "behavior for cosine similarity. The indices for the offending inputs will be included "
+                              "under the key 'zero_acts-%s' in the output dictionary. Indices are returned as a "
+                              "tensor with [inputs_idx, src_dataset_idx] pairs which may have corrupted similarity "
+                              "scores." % (layer, layer), RuntimeWarning, stacklevel=2)
+                out["zero_acts-" + layer] = zero
+        return out

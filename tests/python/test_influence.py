@@ -1,0 +1,162 @@
+"""cattr.influence (issue 35, item 4): TracInCP, TracInCPFast and SimilarityInfluence against Captum's own classes
+(../shared/captum-0.8, where present) on a small network with several checkpoints and losses of each reduction, the
+per-example gradients against torch's autograd one example at a time, the k most influential against a sort of the
+scores, self influence against the squared gradient norms, and the errors. Skipped as a whole without torch."""
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (Debian: python3-torch)")
+
+from cattr import influence as ci  # noqa: E402
+
+import golden  # noqa: E402
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear1 = torch.nn.Linear(5, 4)
+        self.act = torch.nn.Tanh()
+        self.linear2 = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.linear2(self.act(self.linear1(x)))
+
+
+def _setup(tmp_path, n=12, checkpoints=3):
+    torch.manual_seed(0)
+    net = Net().double()
+    for c in range(checkpoints):
+        for p in net.parameters():
+            p.data.normal_(0, 1)
+        state = dict(net.state_dict(), learning_rate=0.5 + c)
+        torch.save(state, tmp_path / ("checkpoint-%d.pt" % c))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 5, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (n,), generator=g)
+    xt = torch.randn(4, 5, generator=g, dtype=torch.float64)
+    yt = torch.randint(0, 3, (4,), generator=g)
+    return net, torch.utils.data.TensorDataset(x, y), (xt, yt)
+
+
+def _load(net, path):
+    """A checkpoint loader that takes the learning rate out of the state dict (Captum's default loader passes it on
+    to load_state_dict, which refuses it)."""
+    state = torch.load(path)
+    lr = state.pop("learning_rate", 1.0)
+    net.load_state_dict(state)
+    return lr
+
+
+def _per_example_grads(net, x, y, loss_fn, params):
+    """Each example's gradient of its own loss, flattened, by torch's autograd one example at a time."""
+    rows = []
+    for i in range(len(x)):
+        loss = loss_fn(net(x[i:i + 1]), y[i:i + 1]).sum()
+        gs = torch.autograd.grad(loss, params)
+        rows.append(torch.cat([g.reshape(-1) for g in gs]))
+    return torch.stack(rows)
+
+
+@pytest.mark.parametrize("layers", [None, ["linear2"], ["linear1"]])
+def test_tracincp_definition(tmp_path, layers):
+    net, train, test = _setup(tmp_path)
+    loss = torch.nn.CrossEntropyLoss(reduction="none")
+    tracin = ci.TracInCP(net, train, str(tmp_path), layers=layers, loss_fn=loss, batch_size=5)
+    got = tracin.influence(test)
+    ref = 0
+    for c in range(3):
+        lr = ci._load_flexible_state_dict(net, str(tmp_path / ("checkpoint-%d.pt" % c)))
+        params = [p for n_, p in net.named_parameters() if layers is None or n_.split(".")[0] in layers]
+        gt = _per_example_grads(net, test[0], test[1], loss, params)
+        gx = _per_example_grads(net, train.tensors[0], train.tensors[1], loss, params)
+        ref = ref + lr * gt @ gx.T
+    assert got.shape == (4, 12)
+    np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-10, atol=1e-10)
+    # self influence: the squared norms; the k most influential: the sorted scores
+    si = tracin.self_influence()
+    ref_si = 0
+    for c in range(3):
+        lr = ci._load_flexible_state_dict(net, str(tmp_path / ("checkpoint-%d.pt" % c)))
+        params = [p for n_, p in net.named_parameters() if layers is None or n_.split(".")[0] in layers]
+        ref_si = ref_si + lr * _per_example_grads(net, train.tensors[0], train.tensors[1], loss, params).pow(2).sum(1)
+    np.testing.assert_allclose(si.numpy(), ref_si.numpy(), rtol=1e-10)
+    top = tracin.influence(test, k=3, proponents=False)
+    order = torch.argsort(got, dim=1)[:, :3]
+    np.testing.assert_array_equal(top.indices.numpy(), order.numpy())
+    np.testing.assert_allclose(top.influence_scores.numpy(), torch.gather(got, 1, order).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_tracincp_fast_matches_captum(tmp_path, reduction):
+    cinf = golden.import_captum("captum.influence")
+    net, train, test = _setup(tmp_path)
+    loss = torch.nn.CrossEntropyLoss(reduction=reduction)
+    ours = ci.TracInCPFast(net, "linear2", train, str(tmp_path), _load, loss_fn=loss, batch_size=4)
+    theirs = cinf.TracInCPFast(net, net.linear2, train, str(tmp_path), _load, loss_fn=loss, batch_size=4)
+    np.testing.assert_allclose(ours.influence(test).numpy(), theirs.influence(test).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours.self_influence().numpy(), theirs.self_influence().numpy(), rtol=1e-10)
+    a, b = ours.influence(test, k=4), theirs.influence(test, k=4)
+    np.testing.assert_array_equal(a.indices.numpy(), b.indices.numpy())
+
+
+def test_tracincp_matches_captum_sample_wise(tmp_path):
+    cinf = golden.import_captum("captum.influence")
+    net, train, test = _setup(tmp_path)
+    loss = torch.nn.MSELoss(reduction="sum")
+    test = (test[0], torch.randn(4, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(3)))
+    train = torch.utils.data.TensorDataset(train.tensors[0], torch.randn(12, 3, dtype=torch.float64))
+    ours = ci.TracInCP(net, train, str(tmp_path), _load, loss_fn=loss, batch_size=5, sample_wise_grads_per_batch=True)
+    theirs = cinf.TracInCP(net, train, str(tmp_path), _load, loss_fn=loss, batch_size=5,
+                           sample_wise_grads_per_batch=True)
+    np.testing.assert_allclose(ours.influence(test).numpy(), theirs.influence(test).numpy(), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(ours.compute_intermediate_quantities(test).numpy(),
+                               theirs.compute_intermediate_quantities(test).numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours.influence(test, aggregate=True).numpy(),
+                               theirs.influence(test, aggregate=True).numpy(), rtol=1e-9, atol=1e-9)
+
+
+def test_similarity_influence_matches_captum(tmp_path):
+    cinf = golden.import_captum("captum.influence")
+    net, train, test = _setup(tmp_path)
+    src = train.tensors[0]
+    for metric in ("cosine", "euclidean"):
+        res = []
+        for lib, mod in (("cattr", ci), ("captum", cinf._core.similarity_influence)):
+            kw = {} if metric == "cosine" else dict(similarity_metric=mod.euclidean_distance, similarity_direction="min")
+            sim = (ci.SimilarityInfluence if lib == "cattr" else cinf.SimilarityInfluence)(
+                net, ["linear1", "linear2"], src, str(tmp_path / lib / metric), batch_size=4, **kw)
+            res.append(sim.influence(test[0], top_k=3))
+        for layer in ("linear1", "linear2"):
+            np.testing.assert_array_equal(res[0][layer][0].numpy(), res[1][layer][0].numpy())
+            np.testing.assert_allclose(res[0][layer][1].numpy(), res[1][layer][1].numpy(), rtol=1e-10)
+    # saved where Captum saves them, reloaded by a second call
+    assert sorted(os.listdir(tmp_path / "cattr" / "cosine" / "av" / "src" / "linear1")) == ["0.pt", "1.pt", "2.pt"]
+
+
+def test_checkpoints_reuse_their_exports(tmp_path):
+    net, train, test = _setup(tmp_path)
+    tracin = ci.TracInCPFast(net, "linear2", train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"),
+                             batch_size=4)
+    tracin.influence(test)
+    tf = tracin._passes._act[("linear2",)]._torch
+    states = len(tf._states)
+    tracin.influence(test)
+    assert states == 3 and len(tf._states) == 3  # one set of exports per checkpoint, made once
+
+
+def test_errors(tmp_path):
+    net, train, test = _setup(tmp_path)
+    conv = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(6, 3)).double()
+    with pytest.raises(NotImplementedError, match=r"Linear layers; the module 0 \(Conv1d\)"):
+        ci.TracInCP(conv, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="none"))
+    with pytest.raises(ValueError, match="Invalid checkpoints"):
+        ci.TracInCP(net, train, str(tmp_path / "none"), loss_fn=torch.nn.CrossEntropyLoss(reduction="none"))
+    with pytest.raises(ValueError, match='Invalid final_fc_layer str: "linear9"'):
+        ci.TracInCPFast(net, "linear9", train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
+    with pytest.raises(AssertionError, match='must be "none" when `sample_wise_grads_per_batch` is False'):
+        ci.TracInCP(net, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
+    with pytest.raises(ValueError, match="sideways is not a valid value"):
+        ci.SimilarityInfluence(net, "linear1", train.tensors[0], str(tmp_path), similarity_direction="sideways")
