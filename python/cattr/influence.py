@@ -31,7 +31,8 @@ from . import _lib
 from ._core import _is_torch
 
 __all__ = ["DataInfluence", "KMostInfluentialResults", "TracInCPBase", "TracInCP", "TracInCPFast",
-           "SimilarityInfluence", "euclidean_distance", "cosine_similarity"]
+           "TracInCPFastRandProj", "NearestNeighbors", "ExactNearestNeighbors", "SimilarityInfluence",
+           "euclidean_distance", "cosine_similarity"]
 
 
 class KMostInfluentialResults(NamedTuple):
@@ -626,6 +627,115 @@ class TracInCPFast(TracInCPBase):
     def _self_batch(self, batch):
         g, a = self._basic(batch, self.loss_fn, self.reduction_type)
         return g.pow(2).sum(1) * a.pow(2).sum(1)
+
+
+class NearestNeighbors:
+    """Captum's interface for the k nearest neighbours by dot product of TracInCPFastRandProj: setup(data [n, d]),
+    get_nearest_neighbors(query [m, d], k) -> (indices [m, k], dot products [m, k])."""
+
+    def setup(self, data):
+        raise NotImplementedError
+
+    def get_nearest_neighbors(self, query, k):
+        raise NotImplementedError
+
+
+class ExactNearestNeighbors(NearestNeighbors):
+    """The k largest dot products, exactly (torch.topk over every stored row): cattr's default for
+    TracInCPFastRandProj, where Captum's is Annoy's approximate index (not a Debian package)."""
+
+    def setup(self, data):
+        self.data = data.reshape(len(data), -1)
+
+    def get_nearest_neighbors(self, query, k):
+        import torch
+
+        scores = query.reshape(len(query), -1) @ self.data.T
+        vals, idx = torch.topk(scores, min(k, scores.shape[1]), dim=1)
+        return idx, vals
+
+
+class TracInCPFastRandProj(TracInCPFast):
+    """Captum's TracInCPFastRandProj: TracInCPFast with every training example's gradient (the outer product of its
+    loss gradient at the output and the last layer's input, times the square root of each checkpoint's learning
+    rate) computed once, at construction, and kept; with projection_dim, both factors first projected by Gaussian
+    matrices (torch's generator seeded with `seed`, as Captum draws them) so that the kept vectors have about
+    projection_dim entries. influence() is then one product with them, and the k most influential come from
+    nearest_neighbors (default: ExactNearestNeighbors, exact; Captum's default is Annoy's approximate index)."""
+
+    def __init__(self, model, final_fc_layer, train_dataset, checkpoints,
+                 checkpoints_load_func=_load_flexible_state_dict, loss_fn=None, batch_size=1, test_loss_fn=None,
+                 vectorize=False, nearest_neighbors=None, projection_dim=None, seed=0):
+        import torch
+
+        TracInCPFast.__init__(self, model, final_fc_layer, train_dataset, checkpoints, checkpoints_load_func,
+                              loss_fn, batch_size, test_loss_fn, vectorize)
+        warnings.warn("WARNING: Using this implementation stores quantities related to the entire `train_dataset` in "
+                      "memory, and may results in running out of memory. If this happens, consider using "
+                      "`TracInCPFast` instead, for which each call to `influence` to compute influence scores or "
+                      "proponents will be slower, but may avoid running out of memory.", stacklevel=2)
+        self.nearest_neighbors = ExactNearestNeighbors() if nearest_neighbors is None else nearest_neighbors
+        self.projection_dim = projection_dim
+        torch.manual_seed(seed)
+        self.projection_quantities = self._projections()
+        self.src_intermediate_quantities = self._quantities(self.train_dataloader, test=False)
+        self.nearest_neighbors.setup(self.src_intermediate_quantities)
+
+    def _projections(self):
+        """The two Gaussian projections (of the loss gradients and of the layer inputs), or None."""
+        import torch
+
+        d = self.projection_dim
+        if d is None:
+            return None
+        self._load(next(iter(self.checkpoints)))
+        g, a = self._basic(next(iter(self.train_dataloader)), self.loss_fn, self.reduction_type)
+        jd, ad = g.shape[1], a.shape[1]
+        if jd * ad <= d:
+            return None
+        jp, ap = min(int(d ** 0.5), jd), min(int(d ** 0.5), ad)
+        pj = torch.normal(torch.zeros(jd, jp), 1.0 / jp ** 0.5)
+        pa = torch.normal(torch.zeros(ad, ap), 1.0 / ap ** 0.5)
+        return pj.to(dtype=g.dtype), pa.to(dtype=a.dtype)
+
+    def _quantities(self, inputs, test=False):
+        """Every example's (projected) gradient, each checkpoint's times the square root of its learning rate,
+        concatenated over the checkpoints: [examples, ...]."""
+        import torch
+
+        loader = _batches(inputs)
+        loss_fn, red = (self.test_loss_fn, self.test_reduction_type) if test else (self.loss_fn, self.reduction_type)
+        per_ckpt = []
+        for checkpoint in self.checkpoints:
+            root = self._load(checkpoint) ** 0.5
+            rows = []
+            for batch in loader:
+                g, a = self._basic(batch, loss_fn, red)
+                if self.projection_quantities is not None:
+                    g, a = g @ self.projection_quantities[0], a @ self.projection_quantities[1]
+                rows.append((g.unsqueeze(2) @ a.unsqueeze(1)).flatten(start_dim=1) * root)
+            per_ckpt.append(torch.cat(rows, dim=0))
+        return torch.cat(per_ckpt, dim=1)
+
+    def compute_intermediate_quantities(self, inputs):
+        return self._quantities(inputs, test=False)
+
+    def influence(self, inputs=None, k=5, proponents=True):
+        """Influence scores [test examples, training examples] (k=None), or the k most influential (default 5)."""
+        assert inputs is not None, ("`inputs` argument is required.`TracInCPFastRandProj` does not support computing "
+                                    "self influence scoresEven if it did, one would use the `self_influence` method.")
+        q = self._quantities(inputs, test=True)
+        if k is None:
+            return q @ self.src_intermediate_quantities.T
+        sign = 1 if proponents else -1
+        idx, dist = self.nearest_neighbors.get_nearest_neighbors(q * sign, k)
+        return KMostInfluentialResults(idx, dist * sign)
+
+    def self_influence(self, inputs=None, show_progress=False, outer_loop_by_checkpoints=False):
+        warnings.warn("WARNING: If calculating self influence scores, when only considering gradients with respect to "
+                      "the last fully-connected layer, `TracInCPFastRandProj` should not be used. Instead, please use "
+                      "`TracInCPFast`.", stacklevel=2)
+        raise NotImplementedError
 
 
 # =================================================================================================================

@@ -8,7 +8,7 @@ module that defines it, by cattr's class of the same name, and every function of
 `captum.robust` that `cattr.metrics` and `cattr.robust` have, and captum.concept's TCAV, by cattr's, before any test module is imported; and the `attribute`
 and `attribute_future` of Captum's own classes raise (an exception no test can catch; the test is counted as failed
 even so), so that a test passes only when cattr computed its numbers; Captum's influence classes that cattr does not
-have (NaiveInfluenceFunction, ArnoldiInfluenceFunction, TracInCPFastRandProj) raise as they are made.
+have (NaiveInfluenceFunction, ArnoldiInfluenceFunction) raise as they are made.
 cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
 code that seeds torch's generator). Nothing of a test, a tolerance or Captum's helpers is changed: a test that reaches Captum's code elsewhere (its
 utilities, its models) runs it as it is. In the mode "captum" nothing is replaced: the same tests against Captum
@@ -157,7 +157,8 @@ def _install():
     import captum.influence
     import cattr.influence as ci
 
-    for name in ("TracInCP", "TracInCPFast", "SimilarityInfluence", "cosine_similarity", "euclidean_distance"):
+    for name in ("TracInCP", "TracInCPFast", "TracInCPFastRandProj", "SimilarityInfluence", "cosine_similarity",
+                 "euclidean_distance"):
         for mod in [captum.influence] + [importlib.import_module(m) for m in (
                 "captum.influence._core.tracincp", "captum.influence._core.tracincp_fast_rand_proj",
                 "captum.influence._core.similarity_influence")]:
@@ -171,10 +172,9 @@ def _install():
                 _replaced.append("%s.%s" % (mod.__name__, name))
     # the influence classes cattr does not have (yet): Captum's raise as they start, so that their tests count as
     # failing, never as passing on Captum's own numbers
-    from captum.influence._core import arnoldi_influence_function, influence_function, tracincp_fast_rand_proj
+    from captum.influence._core import arnoldi_influence_function, influence_function
 
-    for cls in (influence_function.NaiveInfluenceFunction, arnoldi_influence_function.ArnoldiInfluenceFunction,
-                tracincp_fast_rand_proj.TracInCPFastRandProj):
+    for cls in (influence_function.NaiveInfluenceFunction, arnoldi_influence_function.ArnoldiInfluenceFunction):
         cls.__init__ = _captum_raises(cls.__name__)
     # Captum's tests seed torch's generator (and numpy's) and expect Captum's random draws: cattr's opt-in
     ca.set_rng("torch")

@@ -160,3 +160,22 @@ def test_errors(tmp_path):
         ci.TracInCP(net, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
     with pytest.raises(ValueError, match="sideways is not a valid value"):
         ci.SimilarityInfluence(net, "linear1", train.tensors[0], str(tmp_path), similarity_direction="sideways")
+
+
+@pytest.mark.parametrize("projection_dim", [None, 4])
+def test_tracincp_fast_rand_proj(tmp_path, projection_dim):
+    net, train, test = _setup(tmp_path)
+    loss = torch.nn.CrossEntropyLoss(reduction="sum")
+    fast = ci.TracInCPFast(net, "linear2", train, str(tmp_path), _load, loss_fn=loss, batch_size=4)
+    proj = ci.TracInCPFastRandProj(net, "linear2", train, str(tmp_path), _load, loss_fn=loss, batch_size=4,
+                                   projection_dim=projection_dim, seed=3)
+    scores = proj.influence(test, k=None)
+    top = proj.influence(test, k=3)
+    np.testing.assert_array_equal(top.indices.numpy(), torch.topk(scores, 3, dim=1).indices.numpy())
+    if projection_dim is None:  # no projection: TracInCPFast's scores exactly
+        np.testing.assert_allclose(scores.numpy(), fast.influence(test).numpy(), rtol=1e-10, atol=1e-12)
+    else:  # 4 entries per checkpoint (2 x 2 of the 3 x 4 factors)
+        assert proj.src_intermediate_quantities.shape == (12, 3 * 4)
+        assert np.corrcoef(scores.numpy().ravel(), fast.influence(test).numpy().ravel())[0, 1] > 0.3
+    with pytest.raises(NotImplementedError):
+        proj.self_influence()
