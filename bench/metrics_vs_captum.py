@@ -13,7 +13,10 @@ on every core, the same code with the imports switched (`captum.*` or `cattr.*`)
   * PGD, Linf, radius 0.03, step 0.01, --pgd-steps steps, from the inputs (no random start), CrossEntropyLoss;
   * TCAV with two concepts (--tcav-examples seeded random images each, in batches of 10) at layer3 and layer4, the
     default classifier (sklearn's SGDClassifier, Python's and numpy's generators seeded alike): one TCAV object, as a
-    user keeps it, and an empty save_path each run: the concepts' activations, the CAVs and the scores.
+    user keeps it, and an empty save_path each run: the concepts' activations, the CAVs and the scores;
+  * TracInCPFast at the final layer (fc) over --tracin-rows seeded training images of 3 x 32 x 32 (batches of 100)
+    and 3 checkpoints (the model's weights scaled), CrossEntropyLoss(reduction="sum"), influence() of the inputs'
+    first 2 examples at 32 x 32.
 Times are the median of --runs warm runs (a first run, which exports the model for cattr, is not counted). Both sides'
 results are compared (the largest difference against the largest value, and the share of values that differ at all:
 PGD's sign steps turn a rounding difference in a gradient near zero into a step of the other sign).
@@ -31,17 +34,20 @@ CAPTUM = os.environ.get("CATTR_CAPTUM_DIR", os.path.join(os.path.dirname(ROOT), 
 TIMER = r"""
 import json, statistics, sys, time
 import numpy as np, torch, torchvision
-mode, size, batch, runs, ig_steps, samples, sens_steps, sens_samples, pgd_steps, tcav_n, out = sys.argv[1:12]
+mode, size, batch, runs, ig_steps, samples, sens_steps, sens_samples, pgd_steps, tcav_n, tr_n, out = sys.argv[1:13]
+tr_n = int(tr_n)
 size, batch, runs, ig_steps, samples = int(size), int(batch), int(runs), int(ig_steps), int(samples)
 sens_steps, sens_samples, pgd_steps, tcav_n = int(sens_steps), int(sens_samples), int(pgd_steps), int(tcav_n)
 if mode == "captum":
     from captum.attr import IntegratedGradients
     from captum.concept import TCAV, Concept
+    from captum.influence import TracInCPFast
     from captum.metrics import infidelity, sensitivity_max
     from captum.robust import PGD
 else:
     from cattr.attr import IntegratedGradients
     from cattr.concept import TCAV, Concept
+    from cattr.influence import TracInCPFast
     from cattr.metrics import infidelity, sensitivity_max
     from cattr.robust import PGD
 import os, random, tempfile, warnings
@@ -96,6 +102,20 @@ def tcav():  # one TCAV object (as a user keeps it), an empty save_path each run
                 for v in s["0-1"][layer][k]]
 t, v = timed(tcav)
 r["tcav"] = (t, v)
+ckdir = tempfile.mkdtemp()
+for c, scale in enumerate((1.0, 0.9, 0.8)):
+    torch.save({k: v * scale if v.is_floating_point() else v for k, v in model.state_dict().items()},
+               os.path.join(ckdir, "ckpt-%d.pt" % c))
+def load(net, path):
+    net.load_state_dict(torch.load(path))
+    return 0.1
+gen = torch.Generator().manual_seed(5)
+train = torch.utils.data.TensorDataset(torch.rand(tr_n, 3, 32, 32, generator=gen), torch.randint(0, 10, (tr_n,), generator=gen))
+xt = (torch.rand(2, 3, 32, 32, generator=gen), torch.tensor([0, 1]))
+tracin = TracInCPFast(model, model.fc, train, ckdir, load, loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"),
+                      batch_size=100)
+t, v = timed(lambda: tracin.influence(xt))
+r["tracin_fast"] = (t, np.asarray(v, dtype=np.float64).ravel().tolist())
 json.dump(r, open(out, "w"))
 """
 
@@ -111,6 +131,7 @@ def main():
     ap.add_argument("--sens-samples", type=int, default=5)
     ap.add_argument("--pgd-steps", type=int, default=10)
     ap.add_argument("--tcav-examples", type=int, default=20)
+    ap.add_argument("--tracin-rows", type=int, default=1000)
     ap.add_argument("--json")
     a = ap.parse_args()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
@@ -121,7 +142,7 @@ def main():
     for mode in ("captum", "cattr"):
         out = "/tmp/cattr-metrics-bench-%s-%d.json" % (mode, os.getpid())
         args = [str(v) for v in (mode, a.size, a.batch, a.runs, a.ig_steps, a.samples, a.sens_steps, a.sens_samples,
-                                 a.pgd_steps, a.tcav_examples, out)]
+                                 a.pgd_steps, a.tcav_examples, a.tracin_rows, out)]
         p = subprocess.run([sys.executable, "-c", TIMER] + args, env=env, capture_output=True, text=True)
         if p.returncode != 0:
             sys.stderr.write(p.stdout[-2000:] + p.stderr[-4000:])
@@ -132,7 +153,7 @@ def main():
     rows = {}
     print("ResNet-18 (random weights), batch %d of 3x%dx%d, %d threads, median of %d warm runs" %
           (a.batch, a.size, a.size, os.cpu_count() or 1, a.runs))
-    for k in ("infidelity", "sensitivity_max", "pgd", "tcav"):
+    for k in ("infidelity", "sensitivity_max", "pgd", "tcav", "tracin_fast"):
         tc, vc = res["captum"][k]
         tx, vx = res["cattr"][k]
         scale = max((abs(q) for q in vc), default=0.0) or 1.0

@@ -67,6 +67,33 @@ def _modules_of(fn):
     return found
 
 
+_DIGESTS = {}  # (identity, version, pointer) of the tensors -> (digest of their values, bytes): the last few
+
+
+def _digest(tensors, stamp):
+    """A digest of the tensors' values (their shapes, dtypes and bytes), and their size in bytes; the functions
+    exported from one model share it while the tensors are unchanged (the stamp: their identities and versions)."""
+    import hashlib
+
+    import torch
+
+    hit = _DIGESTS.get(stamp)
+    if hit is not None:
+        return hit
+    h = hashlib.blake2b(digest_size=16)
+    size = 0
+    for t in tensors:
+        a = t.detach().cpu().contiguous()
+        h.update(str((tuple(a.shape), str(a.dtype))).encode())
+        if a.numel():
+            h.update(memoryview((a.float() if a.dtype == torch.bfloat16 else a).numpy().reshape(-1)).cast("B"))
+        size += a.numel() * a.element_size()
+    if len(_DIGESTS) >= 16:
+        _DIGESTS.pop(next(iter(_DIGESTS)))
+    _DIGESTS[stamp] = (h.digest(), size)
+    return _DIGESTS[stamp]
+
+
 class TorchForward:
     """A PyTorch forward function and the cattr Models exported from it, one per kind of call."""
 
@@ -105,18 +132,7 @@ class TorchForward:
     def _switch_weights(self):
         """Makes _models the exports of the weights as they are now: those kept for the same values, or none. At
         most 8 sets of weights are kept (and no more than about 1 GiB of them)."""
-        import hashlib
-
-        import torch
-
-        h = hashlib.blake2b(digest_size=16)
-        size = 0
-        for t in self._tensors():
-            a = t.detach().cpu().contiguous()
-            h.update(str((tuple(a.shape), str(a.dtype))).encode())
-            h.update((a.float() if a.dtype == torch.bfloat16 else a).numpy().tobytes())
-            size += a.numel() * a.element_size()
-        digest = h.digest()
+        digest, size = _digest(self._tensors(), self._weights())
         states = self._states
         if digest not in states:
             states[digest] = {}

@@ -189,16 +189,16 @@ def _batch_dot(a, b):
     return a.reshape(a.shape[0], -1) @ b.reshape(b.shape[0], -1).T
 
 
-def _top_k(loader, batch_fn, inputs, k, proponents, show_progress, desc):
-    """The k most influential training examples: each training batch's scores (batch_fn(inputs, batch), [n, b]),
-    the running top k kept (Captum's order: torch.topk, ties by position)."""
+def _top_k(blocks, k, proponents):
+    """The k most influential training examples from the score blocks of the training batches in order ([n, b]
+    each), the running top k kept as Captum keeps it (torch.topk of each block, merged with the top so far)."""
     import torch
 
     sign = 1.0 if proponents else -1.0
     idx = scores = None
     seen = 0
-    for batch in _maybe_progress(loader, show_progress, desc):
-        s = batch_fn(inputs, batch) * sign
+    for s in blocks:
+        s = s * sign
         b = s.shape[1]
         top_s, top_i = torch.topk(s, min(b, k), dim=1)
         top_i = top_i + seen
@@ -382,6 +382,38 @@ class TracInCPBase(DataInfluence):
         assert checkpoint is not None, "None returned from `checkpoints`, cannot load."
         return self.checkpoints_load_func(self.model, checkpoint)
 
+    def _score_blocks(self, test, show_progress, desc):
+        """The scores of the training batches ([test examples, batch] each, in order): each checkpoint loaded once,
+        its test quantities made once (_test_side), every training batch's (_train_side) dotted with them and
+        summed over the checkpoints in their order (Captum's sums, Captum's loop turned inside out)."""
+        blocks = []
+        total = self.train_dataloader_len * len(self.checkpoints) if self.train_dataloader_len else None
+        bar = _Progress(None, desc, total) if show_progress else None
+        for c, checkpoint in enumerate(self.checkpoints):
+            lr = self._load(checkpoint)
+            t = self._test_side(test)
+            for b, batch in enumerate(self.train_dataloader):
+                sc = self._dot(t, self._train_side(batch)) * lr
+                if c == 0:
+                    blocks.append(sc)
+                else:
+                    blocks[b] = blocks[b] + sc
+                if bar is not None:
+                    bar.update()
+        if bar is not None:
+            bar.close()
+        return blocks
+
+    def _influence_or_top(self, test, k, proponents, show_progress):
+        import torch
+
+        if k is None:
+            desc = "Using %s to compute influence for training batches" % self.get_name()
+            return torch.cat(self._score_blocks(test, show_progress, desc), dim=1)
+        desc = "Using %s to perform computation for getting %s. Processing training batches" % (
+            self.get_name(), "proponents" if proponents else "opponents")
+        return _top_k(self._score_blocks(test, show_progress, desc), k, proponents)
+
     def _self_influence_by_checkpoints(self, inputs, show_progress=False):
         """Per checkpoint, every batch's squared gradient norms (self._self_batch), summed over checkpoints."""
         loader = _batches(inputs)
@@ -492,14 +524,6 @@ class TracInCP(TracInCPBase):
         parts = [self._jacobians(batch, loss_fn, reduction) for batch in loader]
         return tuple(torch.cat(p, dim=0) for p in zip(*parts))
 
-    def _checkpoint_jacobians(self, inputs, aggregate, loss_fn):
-        out = []
-        for checkpoint in self.checkpoints:
-            self._load(checkpoint)
-            out.append(self._sum_jacobians(inputs, loss_fn, self.test_reduction_type) if aggregate else
-                       self._concat_jacobians(inputs, loss_fn, self.test_reduction_type))
-        return out
-
     def compute_intermediate_quantities(self, inputs, aggregate=False):
         """Each example's gradients, flattened and concatenated over the parameters and then the checkpoints (each
         times its learning rate): [examples (1 with aggregate: their sum), parameters x checkpoints]."""
@@ -514,14 +538,18 @@ class TracInCP(TracInCPBase):
             parts.append(lr * torch.cat([j.flatten(start_dim=1) for j in js], dim=1))
         return torch.cat(parts, dim=1)
 
-    def _influence_batch(self, test_jacobians, train_batch):
-        total = None
-        for js, checkpoint in zip(test_jacobians, self.checkpoints):
-            lr = self._load(checkpoint)
-            train = self._jacobians(train_batch, self.loss_fn, self.reduction_type)
-            s = sum(_batch_dot(a, b) for a, b in zip(js, train)) * lr
-            total = s if total is None else total + s
-        return total
+    def _test_side(self, test):
+        loader, aggregate = test
+        # (Captum's: the test loss with the training loss's reduction)
+        return self._sum_jacobians(loader, self.test_loss_fn, self.reduction_type) if aggregate else \
+            self._concat_jacobians(loader, self.test_loss_fn, self.reduction_type)
+
+    def _train_side(self, batch):
+        return self._jacobians(batch, self.loss_fn, self.reduction_type)
+
+    @staticmethod
+    def _dot(test, train):
+        return sum(_batch_dot(a, b) for a, b in zip(test, train))
 
     def influence(self, inputs, k=None, proponents=True, show_progress=False, aggregate=False):
         """Influence scores of every training example on each example of inputs (a tuple whose last element is the
@@ -529,18 +557,7 @@ class TracInCP(TracInCPBase):
         the k most influential (proponents, or opponents) as KMostInfluentialResults."""
         assert inputs is not None, "`inputs` argument is required.If you wish to calculate self influence scores, " \
                                    "please use the `self_influence` method instead."
-        import torch
-
-        loader = _batches(inputs)
-        test = self._checkpoint_jacobians(loader, aggregate, self.test_loss_fn)
-        if k is None:
-            desc = "Using %s to compute influence for training batches" % self.get_name()
-            return torch.cat([self._influence_batch(test, batch) for batch in
-                              _maybe_progress(self.train_dataloader, show_progress, desc, self.train_dataloader_len)],
-                             dim=1)
-        desc = "Using %s to perform computation for getting %s. Processing training batches" % (
-            self.get_name(), "proponents" if proponents else "opponents")
-        return _top_k(self.train_dataloader, self._influence_batch, test, k, proponents, show_progress, desc)
+        return self._influence_or_top((_batches(inputs), aggregate), k, proponents, show_progress)
 
     def _self_batch(self, batch):
         import torch
@@ -599,30 +616,21 @@ class TracInCPFast(TracInCPBase):
         assert seed.dim() == 2, "the loss gradient at the output must be [batch, outputs]"
         return seed.to(a.dtype), a.reshape(a.shape[0], -1)
 
-    def _influence_batch(self, test_batch, train_batch):
-        total = None
-        for checkpoint in self.checkpoints:
-            lr = self._load(checkpoint)
-            gi, ai = self._basic(test_batch, self.test_loss_fn, self.test_reduction_type)
-            gt, at = self._basic(train_batch, self.loss_fn, self.reduction_type)
-            s = _batch_dot(gi, gt) * _batch_dot(ai, at) * lr
-            total = s if total is None else total + s
-        return total
+    def _test_side(self, test):
+        return self._basic(test, self.test_loss_fn, self.test_reduction_type)
+
+    def _train_side(self, batch):
+        return self._basic(batch, self.loss_fn, self.reduction_type)
+
+    @staticmethod
+    def _dot(test, train):
+        return _batch_dot(test[0], train[0]) * _batch_dot(test[1], train[1])
 
     def influence(self, inputs, k=None, proponents=True, show_progress=False):
         """As TracInCP.influence (inputs: a tuple whose last element is the labels)."""
         assert inputs is not None, "`inputs` argument is required.If you wish to calculate self influence scores, " \
                                    "please use the `self_influence` method instead."
-        import torch
-
-        if k is None:
-            desc = "Using %s to compute influence for training batches" % self.get_name()
-            return torch.cat([self._influence_batch(inputs, batch) for batch in
-                              _maybe_progress(self.train_dataloader, show_progress, desc, self.train_dataloader_len)],
-                             dim=1)
-        desc = "Using %s to perform computation for getting %s. Processing training batches" % (
-            self.get_name(), "proponents" if proponents else "opponents")
-        return _top_k(self.train_dataloader, self._influence_batch, inputs, k, proponents, show_progress, desc)
+        return self._influence_or_top(inputs, k, proponents, show_progress)
 
     def _self_batch(self, batch):
         g, a = self._basic(batch, self.loss_fn, self.reduction_type)
