@@ -493,6 +493,26 @@ expect_exit "randomization module" 2 "randomising 'fc9': the model has no weight
 expect_ok "info weight modules" info $model
 grep -q "modules with weights (in the order of use): conv1, conv2, fc1, fc2" "$tmp/stdout" && ok || bad "info: no weight modules"
 
+# --- evaluate: explain whose metrics are the point; --output optional (a .json) --------------------------------------
+expect_ok "evaluate" evaluate $model --method saliency --input tests/data/cli/batch2.npy --target 3 \
+    --metric infidelity,deletion --seed 9
+if grep -q "infidelity over 2 examples" "$tmp/stdout" && grep -q "deletion over 2 examples" "$tmp/stdout" &&
+    ! grep -q "^wrote" "$tmp/stdout"; then ok; else bad "evaluate: the metric lines"; cat "$tmp/stdout"; fi
+expect_ok "evaluate json" evaluate $model --method saliency --input tests/data/cli/batch2.npy --target 3 \
+    --metric infidelity --metric-samples 6 --seed 9 --output "$tmp/ev.json"
+if [ -x /usr/bin/python3 ]; then
+    /usr/bin/python3 -c 'import json, sys
+a, b = (json.load(open(f))["metrics"]["infidelity"]["values"] for f in sys.argv[1:3])
+assert a == b, (a, b)  # the same numbers as explain --metrics for the same seed
+' "$tmp/ev.json" "$tmp/met.json" && ok || bad "evaluate json: not explain's numbers"
+fi
+expect_exit "evaluate no metric" 2 "evaluate: give --metric LIST" "$tmp/ev2.json" -- \
+    evaluate $model --method saliency --input $x --target 3 --output "$tmp/ev2.json"
+expect_exit "evaluate npy" 2 "evaluate: --output must be a .json file" "$tmp/ev2.npy" -- \
+    evaluate $model --method saliency --input $x --target 3 --metric infidelity --output "$tmp/ev2.npy"
+expect_exit "evaluate batch" 2 "evaluate: --batch-size and --split are explain's" "$tmp/ev2.json" -- \
+    evaluate $model --method saliency --input $x --target 3 --metric infidelity --batch-size 1
+
 # --- attack: FGSM and PGD write an adversarial input within epsilon; bad arguments leave nothing -----------------------
 expect_ok "attack fgsm" attack $model --input tests/data/cli/batch2.npy --target 3 --epsilon 0.1 --loss cross-entropy \
     --output "$tmp/adv.npy" --png "$tmp/adv.png"

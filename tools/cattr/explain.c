@@ -145,9 +145,11 @@ typedef struct {
     const char *sign;
     double outlier_perc;
     cli_metric_opts metrics; /* --metrics: Captum's infidelity / sensitivity_max of the attributions */
+    bool evaluate;           /* cattr evaluate: the metrics are the point, --output optional */
 } explain_args;
 
 static bool ends_with(const char *s, const char *suf) {
+    if (!s) return false;
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && strcmp(s + a - b, suf) == 0;
 }
@@ -170,8 +172,9 @@ static int parse_ints(const char *s, int64_t *out, int max) {
     return n;
 }
 
-static int parse_args(int argc, char **argv, explain_args *a) {
+static int parse_args(int argc, char **argv, explain_args *a, bool evaluate) {
     memset(a, 0, sizeof *a);
+    a->evaluate = evaluate;
     a->p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
     a->outlier_perc = 2;
     cli_metric_defaults(&a->metrics);
@@ -375,8 +378,18 @@ static int parse_args(int argc, char **argv, explain_args *a) {
     a->p = def;
     if (!a->model) return cli_usage_error("explain: no model given (see cattr explain --help)");
     if (!a->n_in) return cli_usage_error("explain: give at least one --input");
-    if (!a->output) return cli_usage_error("explain: --output FILE is required (.npy, .safetensors or .json)");
-    if (!ends_with(a->output, ".npy") && !ends_with(a->output, ".safetensors") && !ends_with(a->output, ".json"))
+    if (evaluate && !cli_metrics_any(&a->metrics))
+        return cli_usage_error("evaluate: give --metric LIST (infidelity, sensitivity, deletion, insertion, "
+                               "randomization)");
+    if (evaluate && (a->batch_size || a->split))
+        return cli_usage_error("evaluate: --batch-size and --split are explain's (the metrics need the whole call)");
+    if (evaluate && a->output && !ends_with(a->output, ".json"))
+        return cli_usage_error("evaluate: --output must be a .json file (the attributions and the metrics): '%s'",
+                               a->output);
+    if (!a->output && !evaluate)
+        return cli_usage_error("explain: --output FILE is required (.npy, .safetensors or .json)");
+    if (a->output && !ends_with(a->output, ".npy") && !ends_with(a->output, ".safetensors") &&
+        !ends_with(a->output, ".json"))
         return cli_usage_error("--output must end in .npy, .safetensors or .json: '%s'", a->output);
     if (ends_with(a->output, ".npy") && a->n_in > 1)
         return cli_usage_error("--output .npy holds one tensor; with %d inputs use .safetensors or .json", a->n_in);
@@ -535,6 +548,7 @@ static cJSON *tensor_json(const cattr_tensor *t) {
 
 static int write_output(const explain_args *a, cattr_tensor **attr, int n, const cattr_tensor *delta,
                         const cattr_target *tg, cJSON *metrics) {
+    if (!a->output) return CLI_OK; /* evaluate without --output: the metrics are printed */
     cattr_status st;
     if (ends_with(a->output, ".npy")) {
         st = cattr_tensor_save_npy(attr[0], a->output);
@@ -1457,9 +1471,28 @@ static void progress_name(cattr_method m, char *out, size_t size) {
     out[k] = 0;
 }
 
-int cmd_explain(int argc, char **argv) {
+static int explain_main(int argc, char **argv, bool evaluate);
+
+int cmd_explain(int argc, char **argv) { return explain_main(argc, argv, false); }
+
+/* cattr evaluate: explain whose metrics are the point (--metric, an alias of --metrics; --output optional). */
+int cmd_evaluate(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: cattr evaluate MODEL.onnx --method M --input FILE --metric LIST [--output FILE.json] "
+                   "[explain's options]\n\nThe attributions of the call and their metrics (--metric: infidelity, "
+                   "sensitivity, deletion,\ninsertion, randomization; comma-separated), printed, and written with the "
+                   "attributions to a .json\n--output when given. Every option of cattr explain applies but "
+                   "--batch-size and --split; its help\nfollows.\n\n");
+            explain_help(stdout);
+            return CLI_OK;
+        }
+    return explain_main(argc, argv, true);
+}
+
+static int explain_main(int argc, char **argv, bool evaluate) {
     explain_args a;
-    int rc = parse_args(argc, argv, &a);
+    int rc = parse_args(argc, argv, &a, evaluate);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (a.batch_size > 0 && !ends_with(a.output, ".json") && !a.png && !a.heatmap && !a.runs && !a.precision_error) {
         if (cli_metrics_any(&a.metrics))
@@ -1652,7 +1685,8 @@ static int explain_one(explain_args *ap) {
     }
     if (!a.quiet) {
         print_prediction(out, B, &tb, auto_pred);
-        printf("wrote %s (%s, %s", a.output, cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
+        if (a.output) printf("wrote %s (%s, %s", a.output, cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
+        else printf("attributions (%s, %s", cattr_method_name(a.p.method), cattr_dtype_name(a.p.dtype));
         if (a.p.method == CATTR_METHOD_INTEGRATED_GRADIENTS || a.p.method == CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS)
             printf(", %d steps%s, %s", a.steps_used > 0 ? a.steps_used : a.p.n_steps,
                    a.p.n_steps == CATTR_STEPS_AUTO ? " (auto)" : "", cattr_quadrature_name(a.p.quadrature));

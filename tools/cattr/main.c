@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  info MODEL.onnx [--device NAME] | info --devices                 inputs, outputs, ops and layers\n"
             "  compare CASE|MODEL|DIR --devices A,B [...]                       the same attributions on two devices\n"
             "  attack MODEL.onnx --input FILE --target T --epsilon E [...]      an adversarial input (FGSM, PGD)\n"
+            "  evaluate MODEL.onnx --method M --input FILE --metric LIST [...]  metrics of the attributions\n"
             "  version                                                          print the version\n"
             "\n"
             "Every command also takes --profile FILE.json: a Chrome trace (Perfetto, chrome://tracing) of every op,\n"
@@ -56,6 +57,7 @@ int main(int argc, char **argv) {
                               : !strcmp(cmd, "explain-llm") ? cmd_explain_llm
                               : !strcmp(cmd, "compare")     ? cmd_compare
                               : !strcmp(cmd, "attack")      ? cmd_attack
+                              : !strcmp(cmd, "evaluate")    ? cmd_evaluate
                                                             : NULL;
     if (fn) {
         /* --profile FILE belongs to every command: taken out here, the command runs under the profiler */

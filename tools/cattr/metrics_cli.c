@@ -28,6 +28,7 @@ void cli_metric_defaults(cli_metric_opts *mo) {
 }
 
 int cli_metric_option(const char *o, const char *v, int *i, cli_metric_opts *mo) {
+    if (!strcmp(o, "--metric")) o = "--metrics"; /* (cattr evaluate's word; the same list) */
     bool takes = !strcmp(o, "--metrics") || !strcmp(o, "--metric-samples") || !strcmp(o, "--metric-noise") ||
                  !strcmp(o, "--metric-radius") || !strcmp(o, "--curve-steps") || !strcmp(o, "--curve-png") ||
                  !strcmp(o, "--randomize-modules");
