@@ -179,3 +179,30 @@ def test_tracincp_fast_rand_proj(tmp_path, projection_dim):
         assert np.corrcoef(scores.numpy().ravel(), fast.influence(test).numpy().ravel())[0, 1] > 0.3
     with pytest.raises(NotImplementedError):
         proj.self_influence()
+
+
+def test_fast_when_the_last_layer_is_not_the_output(tmp_path):
+    """A softmax after the last Linear layer: the loss gradient is the model output's (Captum's), not the layer's."""
+    cinf = golden.import_captum("captum.influence")
+    net, train, test = _setup(tmp_path)
+    soft = torch.nn.Sequential()
+    soft.add_module("body", net)
+    soft.add_module("soft", torch.nn.Softmax(dim=1))
+
+    def load(model, path):
+        return _load(model.body, path)
+
+    loss = torch.nn.MSELoss(reduction="sum")
+    onehot = (torch.nn.functional.one_hot(train.tensors[1], 3).double(),
+              torch.nn.functional.one_hot(test[1], 3).double())
+    tr = torch.utils.data.TensorDataset(train.tensors[0], onehot[0])
+    ours = ci.TracInCPFast(soft, "body.linear2", tr, str(tmp_path), load, loss_fn=loss, batch_size=4)
+    theirs = cinf.TracInCPFast(soft, soft.body.linear2, tr, str(tmp_path), load, loss_fn=loss, batch_size=4)
+    t = (test[0], onehot[1])
+    np.testing.assert_allclose(ours.influence(t).numpy(), theirs.influence(t).numpy(), rtol=1e-9, atol=1e-12)
+    assert ours._fc_is_output == [False]
+    # the plain network: its last layer's output is the model's, one pass a batch after the first
+    plain = ci.TracInCPFast(net, "linear2", train, str(tmp_path), _load,
+                            loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"), batch_size=4)
+    plain.influence(test)
+    assert plain._fc_is_output == [True]
