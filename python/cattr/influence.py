@@ -468,9 +468,67 @@ class TracInCPBase(DataInfluence):
                                           show_progress)
 
 
+def _unsupported(m):
+    """Why module m's per-example parameter gradients cannot be formed from its input and output gradient ("" when
+    they can)."""
+    import torch
+
+    if isinstance(m, torch.nn.Linear):
+        return ""
+    if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)):
+        if isinstance(m.padding, str) and m.padding != "valid":
+            return " (padding '%s')" % m.padding
+        return "" if m.padding_mode == "zeros" else " (padding_mode '%s')" % m.padding_mode
+    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+        return "" if not m.training and m.track_running_stats else " (in training mode: the batch's statistics " \
+                                                                   "tie the examples together)"
+    if isinstance(m, torch.nn.LayerNorm):
+        return ""
+    return " (a kind cattr has no per-example rule for)"
+
+
+def _per_example(m, a, g):
+    """{parameter name: [batch, *parameter shape]}: each example's gradient of module m's parameters from its input a
+    and the gradient g at its output (the same example's rows), exactly."""
+    import torch
+    import torch.nn.functional as F
+
+    n = a.shape[0]
+    if isinstance(m, torch.nn.Linear):  # y = x W^T + b over every leading position
+        a3, g3 = a.reshape(n, -1, a.shape[-1]), g.reshape(n, -1, g.shape[-1])
+        return {"weight": g3.transpose(1, 2) @ a3, "bias": g3.sum(1)}
+    if isinstance(m, (torch.nn.Conv1d, torch.nn.Conv2d)):  # the weight's gradient: output gradient x unfolded input
+        two = isinstance(m, torch.nn.Conv2d)
+        a4, g4 = (a, g) if two else (a.unsqueeze(2), g.unsqueeze(2))
+        k = m.kernel_size if two else (1,) + tuple(m.kernel_size)
+        pad = (0, 0) if m.padding == "valid" else (m.padding if two else (0,) + tuple(m.padding))
+        u = F.unfold(a4, k, dilation=m.dilation if two else (1,) + tuple(m.dilation), padding=pad,
+                     stride=m.stride if two else (1,) + tuple(m.stride))  # [n, in * kh * kw, L]
+        grp = m.groups
+        u = u.reshape(n, grp, -1, u.shape[-1])
+        go = g4.reshape(n, grp, -1, u.shape[-1])  # [n, groups, out / groups, L]
+        w = (go @ u.transpose(2, 3)).reshape((n,) + tuple(m.weight.shape))
+        return {"weight": w, "bias": g4.reshape(n, g4.shape[1], -1).sum(2)}
+    if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):  # eval mode: y = (x - mean) / sqrt(var + eps) w + b
+        shape = (1, -1) + (1,) * (a.dim() - 2)
+        xh = (a - m.running_mean.reshape(shape)) / torch.sqrt(m.running_var.reshape(shape) + m.eps)
+        dims = tuple(d for d in range(a.dim()) if d not in (0, 1))
+        return {"weight": (g * xh).sum(dims) if dims else g * xh, "bias": g.sum(dims) if dims else g}
+    if isinstance(m, torch.nn.LayerNorm):  # over the last len(normalized_shape) dims of each position
+        nd = len(m.normalized_shape)
+        red = tuple(range(a.dim() - nd, a.dim()))
+        mean = a.mean(red, keepdim=True)
+        var = a.var(red, unbiased=False, keepdim=True)
+        xh = (a - mean) / torch.sqrt(var + m.eps)
+        lead = tuple(range(1, a.dim() - nd))
+        return {"weight": (g * xh).sum(lead) if lead else g * xh, "bias": g.sum(lead) if lead else g}
+    raise NotImplementedError("cattr: no per-example gradient rule for %s" % type(m).__name__)
+
+
 class TracInCP(TracInCPBase):
     """Captum's TracInCP: the gradients with respect to the parameters of `layers` (module paths; default every
-    parameter of the model), which must be those of Linear layers."""
+    parameter of the model), which must be those of Linear, Conv1d, Conv2d, BatchNorm (eval mode) or LayerNorm
+    layers (each example's gradient formed from the layer's input and the gradient at its output, exactly)."""
 
     def __init__(self, model, train_dataset, checkpoints, checkpoints_load_func=_load_flexible_state_dict,
                  layers=None, loss_fn=None, batch_size=1, test_loss_fn=None, sample_wise_grads_per_batch=False):
@@ -501,11 +559,12 @@ class TracInCP(TracInCPBase):
                 own = list(m.parameters(recurse=False))
                 if not own:
                     continue
-                if not isinstance(m, torch.nn.Linear):
+                why = _unsupported(m)
+                if why:
                     raise NotImplementedError(
-                        "cattr: TracInCP computes per-example parameter gradients of Linear layers; the module %s "
-                        "(%s) has parameters too: give `layers` of Linear modules" % (_module_path(self.model, m),
-                                                                                      type(m).__name__))
+                        "cattr: TracInCP computes per-example parameter gradients of Linear, Conv1d, Conv2d, "
+                        "BatchNorm (in eval mode) and LayerNorm layers; the module %s (%s) has parameters too%s: give "
+                        "`layers` of those kinds" % (_module_path(self.model, m), type(m).__name__, why))
                 if all(m is not o for o, _ in out):
                     out.append((m, _module_path(self.model, m)))
         assert out, "No parameters are available for modules for provided input `layers`"
@@ -516,16 +575,23 @@ class TracInCP(TracInCPBase):
         [batch, *parameter shape]."""
         xs, targets = _as_tuple(batch[0:-1]), batch[-1]
         paths = [p for _, p in self._linears]
-        acts = self._passes.layer_inputs(xs, paths)
+        try:
+            acts = self._passes.layer_inputs(xs, paths)
+        except _lib.ArgumentError as e:
+            gone = [p for p in paths if "named '%s'" % p in str(e)]
+            if not gone:
+                raise
+            raise NotImplementedError(
+                "cattr: the module %s has no node of its own in the model's export (the exporter folded it: a "
+                "BatchNorm right after a convolution becomes part of it in eval mode), so its gradients cannot be "
+                "taken apart: give `layers` without it" % gone[0]) from e
         out = _output_from_layer(self._last_is_output, self._passes, xs, self._linears[-1][0], acts[-1])
         seed = _loss_seed(loss_fn if targets is not None else None, reduction, out, targets)
         grads = self._passes.output_grads(xs, paths, seed)
         res = []
         for (m, _), a, g in zip(self._linears, acts, grads):
-            n = a.shape[0]
-            a3, g3 = a.reshape(n, -1, a.shape[-1]), g.reshape(n, -1, g.shape[-1])
-            for name, _p in m.named_parameters(recurse=False):
-                res.append(g3.transpose(1, 2) @ a3 if name == "weight" else g3.sum(1))
+            per = _per_example(m, a, g)
+            res += [per[name] for name, _p in m.named_parameters(recurse=False)]
         return tuple(r.to(self._dtype(r)) for r in res)
 
     def _dtype(self, r):

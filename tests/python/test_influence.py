@@ -149,9 +149,9 @@ def test_checkpoints_reuse_their_exports(tmp_path):
 
 def test_errors(tmp_path):
     net, train, test = _setup(tmp_path)
-    conv = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(6, 3)).double()
-    with pytest.raises(NotImplementedError, match=r"Linear layers; the module 0 \(Conv1d\)"):
-        ci.TracInCP(conv, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="none"))
+    emb = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Flatten(), torch.nn.Linear(8, 3)).double()
+    with pytest.raises(NotImplementedError, match=r"the module 0 \(Embedding\) has parameters too \(a kind"):
+        ci.TracInCP(emb, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="none"))
     with pytest.raises(ValueError, match="Invalid checkpoints"):
         ci.TracInCP(net, train, str(tmp_path / "none"), loss_fn=torch.nn.CrossEntropyLoss(reduction="none"))
     with pytest.raises(ValueError, match='Invalid final_fc_layer str: "linear9"'):
@@ -206,3 +206,46 @@ def test_fast_when_the_last_layer_is_not_the_output(tmp_path):
                             loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"), batch_size=4)
     plain.influence(test)
     assert plain._fc_is_output == [True]
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 4, 3, padding=1, stride=2)
+        self.gconv = torch.nn.Conv2d(4, 4, 2, groups=2, dilation=1)
+        self.bn = torch.nn.BatchNorm2d(4)
+        self.conv1d = torch.nn.Conv1d(4, 3, 2)
+        self.ln = torch.nn.LayerNorm(6)
+        self.fc = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        h = self.bn(torch.tanh(self.gconv(torch.relu(self.conv(x)))))  # [n, 4, 3, 3] (a BatchNorm the export
+        h = torch.tanh(self.conv1d(h.flatten(2)))  # [n, 3, 8]              keeps: not right after a convolution)
+        h = self.ln(h[:, :, :6])
+        return self.fc(h).mean(1)
+
+
+def test_tracincp_conv_batchnorm_layernorm(tmp_path):
+    torch.manual_seed(2)
+    net = ConvNet().double()
+    with torch.no_grad():
+        net.bn.running_mean.normal_(0, 0.5)
+        net.bn.running_var.uniform_(0.5, 2)
+    net.eval()
+    torch.save(dict(net.state_dict()), tmp_path / "c0.pt")
+    x = torch.randn(6, 2, 7, 7, dtype=torch.float64)
+    y = torch.randint(0, 3, (6,))
+    loss = torch.nn.CrossEntropyLoss(reduction="none")
+    tracin = ci.TracInCP(net, torch.utils.data.TensorDataset(x, y), str(tmp_path), _load, loss_fn=loss,
+                         batch_size=4)
+    got = tracin.influence((x[:2], y[:2]))
+    g = _per_example_grads(net, x, y, loss, list(net.parameters()))
+    np.testing.assert_allclose(got.numpy(), (g[:2] @ g.T).numpy(), rtol=1e-9, atol=1e-10)
+    folded = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.BatchNorm2d(3), torch.nn.Flatten(),
+                                 torch.nn.Linear(75, 3)).double().eval()
+    t2 = ci.TracInCP(folded, torch.utils.data.TensorDataset(x, y), str(tmp_path), lambda m, p: 1.0, loss_fn=loss)
+    with pytest.raises(NotImplementedError, match="the module 1 has no node of its own in the model's export"):
+        t2.influence((x[:2], y[:2]))
+    net.bn.train()
+    with pytest.raises(NotImplementedError, match=r"bn \(BatchNorm2d\) has parameters too \(in training mode"):
+        ci.TracInCP(net, torch.utils.data.TensorDataset(x, y), str(tmp_path), _load, loss_fn=loss)
