@@ -500,6 +500,12 @@ static int replay_case(const char *dir, replay_opts *o) {
         (void)cli_usage_error("'%s' is not valid JSON", path);
         return -1;
     }
+    const char *kind = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "kind"));
+    if (kind && !strcmp(kind, "metric")) { /* a golden case of Captum's metrics (replay_metric.c) */
+        int mrc = replay_metric_case(dir, file, c, o);
+        cJSON_Delete(c);
+        return mrc;
+    }
     const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "name"));
     const char *method = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "method"));
     const char *inner_m = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(c, "inner_method"));

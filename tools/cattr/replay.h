@@ -15,6 +15,11 @@ typedef struct replay_opts {
     bool digest;    /* print each case's result bits as a hash (--digest) */
 } replay_opts;
 
+/* Replays a golden case of Captum's metrics (case.json's "kind": "metric"; its parsed JSON c, read from `file`):
+ * prints PASS / FAIL and counts it in o. Returns 0, or -1 on a usage or I/O error (printed). */
+struct cJSON;
+int replay_metric_case(const char *dir, const char *file, const struct cJSON *c, replay_opts *o);
+
 /* Replays (or, with o->cmp, compares) a case folder, a folder of cases, an LLM golden folder or index, or a tokenizer
  * .jsonl. Returns -1 on a usage or I/O error (printed). */
 int replay_path(const char *path, replay_opts *o);
