@@ -32,7 +32,7 @@ from ._core import _is_torch
 
 __all__ = ["DataInfluence", "KMostInfluentialResults", "TracInCPBase", "TracInCP", "TracInCPFast",
            "TracInCPFastRandProj", "NearestNeighbors", "ExactNearestNeighbors", "SimilarityInfluence",
-           "euclidean_distance", "cosine_similarity"]
+           "euclidean_distance", "cosine_similarity", "NaiveInfluenceFunction", "ArnoldiInfluenceFunction"]
 
 
 class KMostInfluentialResults(NamedTuple):
@@ -831,6 +831,25 @@ class TracInCPFastRandProj(TracInCPFast):
                       "the last fully-connected layer, `TracInCPFastRandProj` should not be used. Instead, please use "
                       "`TracInCPFast`.", stacklevel=2)
         raise NotImplementedError
+
+
+class _NotYet:
+    """Captum's influence functions, refused with the reason (cattr.influence does not compute them yet)."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(
+            "cattr: %s is not implemented yet: influence functions need exact Hessian-vector products (the autodiff "
+            "applied to the gradient graph itself), which cattr's autodiff does not have yet. TracInCP, TracInCPFast "
+            "and TracInCPFastRandProj estimate influence from gradients alone (docs/influence.md)" %
+            type(self).__name__)
+
+
+class NaiveInfluenceFunction(_NotYet):
+    pass
+
+
+class ArnoldiInfluenceFunction(_NotYet):
+    pass
 
 
 # =================================================================================================================

@@ -158,6 +158,10 @@ def test_errors(tmp_path):
         ci.TracInCPFast(net, "linear9", train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
     with pytest.raises(AssertionError, match='must be "none" when `sample_wise_grads_per_batch` is False'):
         ci.TracInCP(net, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
+    with pytest.raises(NotImplementedError, match="NaiveInfluenceFunction is not implemented yet: influence functions"):
+        ci.NaiveInfluenceFunction(net, train, str(tmp_path))
+    with pytest.raises(NotImplementedError, match="ArnoldiInfluenceFunction is not implemented yet"):
+        ci.ArnoldiInfluenceFunction(net, train, str(tmp_path))
     with pytest.raises(ValueError, match="sideways is not a valid value"):
         ci.SimilarityInfluence(net, "linear1", train.tensors[0], str(tmp_path), similarity_direction="sideways")
 
