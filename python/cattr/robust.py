@@ -308,14 +308,13 @@ def _format_args(a):
 
 
 def default_correct_fn(model_out, target):
-    """Captum's default: the prediction (argmax of a [N, C] output) equals the target for every example."""
-    import torch
-
-    assert _is_torch(model_out) and model_out.ndim == 2, \
+    """Captum's default: the prediction (argmax of a [N, C] output, a tensor or an array) equals the target for every
+    example."""
+    assert (_is_torch(model_out) or isinstance(model_out, np.ndarray)) and model_out.ndim == 2, \
         "Model output must be a 2D tensor to use default correct function; otherwise custom correct function " \
         "must be provided"
-    t = target if _is_torch(target) else torch.tensor(target)
-    return bool(all(torch.argmax(model_out, dim=1) == t))
+    pred = to_numpy(model_out).argmax(axis=1)
+    return bool(np.all(pred == np.asarray(to_numpy(target) if _is_torch(target) else target)))
 
 
 def _drange(lo, hi, step):
@@ -457,12 +456,14 @@ class _Stats:
 
     def update(self, v):
         self.n += 1
-        if not isinstance(v, tuple) and not _is_torch(v) and not isinstance(v, np.ndarray):
+        def keep(x):  # tensors and numpy values as they are; Python numbers as Captum's Summarizer keeps them
+            return _is_torch(x) or isinstance(x, (np.ndarray, np.generic))
+
+        if not isinstance(v, tuple) and not keep(v):
             v = _float_tensor(v)
         elif isinstance(v, tuple):
-            v = type(v)(*(x if _is_torch(x) or isinstance(x, np.ndarray) else _float_tensor(x) for x in v)) \
-                if hasattr(v, "_fields") else tuple(x if _is_torch(x) or isinstance(x, np.ndarray) else
-                                                    _float_tensor(x) for x in v)
+            v = type(v)(*(x if keep(x) else _float_tensor(x) for x in v)) if hasattr(v, "_fields") else \
+                tuple(x if keep(x) else _float_tensor(x) for x in v)
         if isinstance(v, tuple):
             if self.mean is None:
                 self.mean, self.min, self.max = [None] * len(v), [None] * len(v), [None] * len(v)

@@ -225,3 +225,21 @@ def test_attack_comparator_other_callables():
         comp.add_attack(lambda w: w, "bang")
     comp.reset()
     assert comp.summary() == {}
+
+
+def test_min_param_and_comparator_on_a_cattr_model():
+    """A cattr Model (ONNX) with numpy inputs: the default correct function reads numpy outputs; the results stay
+    numpy."""
+    import cattr
+
+    m = cattr.load("models/digits/digits.onnx")
+    x = np.load("models/digits/samples/digit_3.npy").astype(np.float32)
+    mp = MinParamPerturbation(m, lambda inp, amount=0.0: inp + amount, "amount", 0.0, 20.0, 0.5)
+    adv, value = mp.evaluate(x, target=3, perturbations_per_eval=4)
+    assert value == mp.evaluate(x, target=3)[1] and value is not None
+    assert int(np.asarray(m(adv)).argmax()) != 3 and int(np.asarray(m(x + value - 0.5)).argmax()) == 3
+    ac = AttackComparator(m, lambda out, target: out[:, target])
+    ac.add_attack(lambda inp: inp * 0.5, "half")
+    res = ac.evaluate(x, target=3)
+    assert isinstance(res["Original"], np.ndarray) and isinstance(ac.summary()["half"]["mean"], (np.ndarray, np.generic))
+    np.testing.assert_allclose(res["half"]["mean"], np.asarray(m(x * 0.5))[:, 3], rtol=1e-6)
