@@ -54,20 +54,42 @@ class Concept:
         return "Concept(%r, %r)" % (self.id, self.name)
 
 
-def concept_from_arrays(id, name, examples, batch_size=64):
-    """A Concept over examples in memory (an array or tensor [n, ...]) or in .npy files (a folder of them, or a
-    list of paths; one example per file), in batches of batch_size."""
+_IMAGES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp")
+
+
+def _read_example(path, transform):
+    """One example file: a .npy array, or an image (PIL, as RGB float32 [3, H, W] in [0, 1]) passed through
+    transform (a function of the PIL image, e.g. torchvision's transforms) when one is given."""
+    if path.lower().endswith(".npy"):
+        a = np.load(path)
+        return transform(a) if transform is not None else a
+    try:
+        from PIL import Image
+    except ImportError:
+        raise _lib.ArgumentError("cattr: reading the image %s needs PIL (Debian: python3-pil)" % path)
+    with Image.open(path) as im:
+        im = im.convert("RGB")
+        if transform is not None:
+            return transform(im)
+        return np.asarray(im, dtype=np.float32).transpose(2, 0, 1) / 255.0
+
+
+def concept_from_arrays(id, name, examples, batch_size=64, transform=None):
+    """A Concept over examples in memory (an array or tensor [n, ...]) or in files (a folder of them, or a list of
+    paths; one example per file: .npy arrays, or images read by PIL as RGB [3, H, W] in [0, 1], each passed through
+    `transform` when given, e.g. the model's resize and normalisation), in batches of batch_size."""
     if batch_size < 1:
         raise _lib.ArgumentError("cattr: batch_size must be at least 1")
     if isinstance(examples, str):
         if not os.path.isdir(examples):
             raise _lib.ArgumentError("cattr: the concept folder %s does not exist" % examples)
-        paths = sorted(glob.glob(os.path.join(examples, "*.npy")), key=_natural_key)
+        paths = sorted((p for p in glob.glob(os.path.join(examples, "*"))
+                        if p.lower().endswith((".npy",) + _IMAGES)), key=_natural_key)
         if not paths:
-            raise _lib.ArgumentError("cattr: the concept folder %s holds no .npy file" % examples)
+            raise _lib.ArgumentError("cattr: the concept folder %s holds no .npy or image file" % examples)
         examples = paths
     if isinstance(examples, (list, tuple)) and examples and all(isinstance(p, str) for p in examples):
-        arrays = [np.load(p) for p in examples]
+        arrays = [np.asarray(_read_example(p, transform)) for p in examples]
         for p, a in zip(examples, arrays):
             if a.shape != arrays[0].shape:
                 raise _lib.ArgumentError("cattr: the concept example %s has the shape %s, %s has %s"

@@ -209,7 +209,7 @@ def test_concept_from_npy_folder(tmp_path):
     np.save(tmp_path / "9.npy", np.zeros((2, 2), np.float32))
     with pytest.raises(_lib.ArgumentError, match="9.npy"):
         cc.concept_from_arrays(4, "ones", str(tmp_path))
-    with pytest.raises(_lib.ArgumentError, match="no .npy"):
+    with pytest.raises(_lib.ArgumentError, match="no .npy or image"):
         cc.concept_from_arrays(4, "none", str(tmp_path / "sub") if os.makedirs(tmp_path / "sub") is None else "")
 
 
@@ -253,3 +253,18 @@ def test_errors(tmp_path):
     empty = cc.TCAV(model, "fc1", classifier=FixedClassifier(), save_path=str(tmp_path / "b"))
     with pytest.raises(_lib.ArgumentError, match="no data_iter"):
         empty.compute_cavs([[cc.Concept(5, "nothing", None), con["random_0"]]])
+
+
+def test_concept_from_image_folder(tmp_path):
+    Image = pytest.importorskip("PIL.Image")
+    for i in range(3):
+        a = np.zeros((5, 4, 3), np.uint8)
+        a[..., 0] = 40 * i  # red grows with the file's number
+        Image.fromarray(a).save(tmp_path / ("img%d.png" % i))
+    c = cc.concept_from_arrays(0, "red", str(tmp_path), batch_size=2)
+    (b0, b1) = list(c.data_iter)
+    assert b0.shape == (2, 3, 5, 4) and b0.dtype == np.float32 and b1.shape == (1, 3, 5, 4)
+    np.testing.assert_allclose(b1[0, 0], 80 / 255.0, rtol=1e-6)
+    assert float(b0[1, 1].max()) == 0.0
+    c2 = cc.concept_from_arrays(1, "half", str(tmp_path), transform=lambda im: np.asarray(im.resize((2, 2))))
+    assert next(iter(c2.data_iter)).shape == (3, 2, 2, 3)
