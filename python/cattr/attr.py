@@ -438,6 +438,13 @@ class Attribution:
             self._model_ = self._torch.model_for(inputs, _to_tuple(additional_forward_args)[0]
                                                  if additional_forward_args is not None else None, dev, fwd_only)
 
+    def _output(self, xs, add=()):
+        """The model's output at inputs xs (a tuple), the tensors among add fed to its next inputs, run in cattr on
+        the model this call uses (a PyTorch function's export for these inputs): a torch tensor for torch inputs."""
+        self._use_model_for(xs, add if add else None, None)
+        tensors = [a for a in add if _is_torch(a) or isinstance(a, np.ndarray)]
+        return self._model.forward(*(list(xs) + tensors))
+
     # Captum's multiplies_by_inputs: the constructor's multiply_by_inputs where the class takes one; otherwise fixed
     # per class (True for the perturbation methods, InputXGradient, LRP, LayerActivation, LayerConductance)
     _multiplies = False

@@ -339,7 +339,7 @@ class DefaultClassifier(Classifier):
         pred = cls[(scores > 0).astype(int)] if scores.ndim == 1 or scores.shape[1] == 1 else \
             cls[np.argmax(scores, axis=1)]
         acc = float(np.mean(pred.reshape(-1) == y_test))
-        return {"accs": _tensor_like(np.float32(acc), x)}
+        return {"accs": _as_tensor(np.float32(acc))}
 
     def weights(self):
         if self.lm is None:
@@ -347,7 +347,7 @@ class DefaultClassifier(Classifier):
         w = np.asarray(self.lm.coef_, dtype=np.float32).reshape(-1, np.shape(self.lm.coef_)[-1])
         if w.shape[0] == 1:
             w = np.stack([-w[0], w[0]])
-        return _tensor_like(w, True)
+        return _as_tensor(w)
 
     def classes(self):
         return np.asarray(self.lm.classes_).astype(np.int32)
@@ -359,7 +359,7 @@ def _np(x):
     return np.asarray(x)
 
 
-def _tensor_like(a, like):
+def _as_tensor(a):
     """a as a torch tensor where torch is installed (Captum's classifiers return tensors), else numpy."""
     try:
         import torch

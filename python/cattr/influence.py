@@ -212,16 +212,20 @@ def _top_k(blocks, k, proponents):
     return KMostInfluentialResults(idx, scores * sign)
 
 
+def _warn_no_length(what, of):
+    """Captum's warning for data whose number of batches is unknown, when progress is shown."""
+    warnings.warn("Unable to determine the number of batches in %s. Therefore, if showing the progress of %s, only "
+                  "the number of batches processed can be displayed, and not the percentage completion of the "
+                  "computation, nor any time estimates." % (what, of), stacklevel=3)
+
+
 def _self_influence_by_batches(fn, name, inputs, show_progress):
     """Self influence batch by batch (each over every checkpoint), concatenated."""
     import torch
 
     loader = _batches(inputs)
     if show_progress and _length(loader) is None:
-        warnings.warn("Unable to determine the number of batches in `inputs_dataset`. Therefore, if showing the "
-                      "progress of the computation of self influence scores, only the number of batches processed "
-                      "can be displayed, and not the percentage completion of the computation, nor any time "
-                      "estimates.", stacklevel=3)
+        _warn_no_length("`inputs_dataset`", "the computation of self influence scores")
     desc = "Using %s to compute self influence. Processing batch" % name
     return torch.cat([fn(batch, show_progress=False) for batch in _maybe_progress(loader, show_progress, desc)])
 
@@ -274,8 +278,7 @@ class _Passes:
 
         if self._fwd is None:
             self._fwd = _Gradient(self.model)
-        self._fwd._use_model_for(xs, None, None)
-        out = self._fwd._model.forward(*xs)
+        out = self._fwd._output(xs)
         if not _is_torch(out):
             import torch
 
@@ -375,10 +378,7 @@ class TracInCPBase(DataInfluence):
             self.train_dataloader = train_dataset
         self.train_dataloader_len = _length(self.train_dataloader)
         if self.train_dataloader_len is None:
-            warnings.warn("Unable to determine the number of batches in training dataset `train_dataset`. "
-                          "Therefore, if showing the progress of computations, only the number of batches processed "
-                          "can be displayed, and not the percentage completion of the computation, nor any time "
-                          "estimates.", stacklevel=2)
+            _warn_no_length("training dataset `train_dataset`", "computations")
         self._passes = _Passes(model)
 
     @property
@@ -437,10 +437,7 @@ class TracInCPBase(DataInfluence):
         """Per checkpoint, every batch's squared gradient norms (self._self_batch), summed over checkpoints."""
         loader = _batches(inputs)
         if show_progress and _length(loader) is None:
-            warnings.warn("Unable to determine the number of batches in `inputs`. Therefore, if showing the progress "
-                          "of the computation of self influence scores, only the number of batches processed can be "
-                          "displayed, and not the percentage completion of the computation, nor any time estimates.",
-                          stacklevel=3)
+            _warn_no_length("`inputs`", "the computation of self influence scores")
         import torch
 
         total = None

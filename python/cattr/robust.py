@@ -250,14 +250,8 @@ class _ModelRunner:
             f = self.forward_func
             fn = f if not was_tuple else _tuple_argument(f, len(xs))
             runner = self._runners[key] = _Gradient(fn)
-        runner._use_model_for(xs, add if add else None, None)
-        tensors = [to_numpy(a) for a in add if _is_torch(a) or isinstance(a, np.ndarray)]
-        out = runner._model.forward(*([to_numpy(x) for x in xs] + tensors))
-        if _is_torch(xs[0]):
-            import torch
-
-            return out if _is_torch(out) else torch.from_numpy(np.asarray(out))
-        return np.asarray(out)
+        out = runner._output(xs, add)
+        return out if _is_torch(xs[0]) else np.asarray(out)
 
 
 def _tuple_argument(f, n):

@@ -385,7 +385,7 @@ static bool load_case(const char *file, const cJSON *c, const cattr_tensor_set *
 }
 
 /* err = max|a - e|; allowed = rtol * max|e| + atol */
-static void compare(const cattr_tensor *a, const cattr_tensor *e, double rtol, double atol, double *err,
+void replay_compare(const cattr_tensor *a, const cattr_tensor *e, double rtol, double atol, double *err,
                     double *allowed) {
     double me = 0, mx = 0;
     int64_t n = cattr_tensor_numel(e);
@@ -817,7 +817,7 @@ static int replay_case(const char *dir, replay_opts *o) {
             o->failed++;
             goto done;
         }
-        compare(attr[idx], et, rtol, atol, &err, &allowed);
+        replay_compare(attr[idx], et, rtol, atol, &err, &allowed);
         double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
         if (!(err <= allowed) && (!failed || ratio > fail_err / (fail_allowed > 0 ? fail_allowed : 1))) {
             failed = true;
@@ -848,7 +848,7 @@ static int replay_case(const char *dir, replay_opts *o) {
             goto done;
         }
         double atol = at->valuedouble, err, allowed;
-        compare(delta, et, 0.0, atol, &err, &allowed);
+        replay_compare(delta, et, 0.0, atol, &err, &allowed);
         double ratio = allowed > 0 ? err / allowed : (err > 0 ? INFINITY : 0);
         if (!(err <= allowed) && (!failed || ratio > fail_err / (fail_allowed > 0 ? fail_allowed : 1))) {
             failed = true;

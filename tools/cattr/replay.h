@@ -17,6 +17,10 @@ typedef struct replay_opts {
 
 /* Replays a golden case of Captum's metrics (case.json's "kind": "metric"; its parsed JSON c, read from `file`):
  * prints PASS / FAIL and counts it in o. Returns 0, or -1 on a usage or I/O error (printed). */
+/* The largest |a - e| over the elements (*err; NaN counts as infinite) and what a case allows: rtol x the largest |e|
+ * + atol (*allowed). */
+void replay_compare(const cattr_tensor *a, const cattr_tensor *e, double rtol, double atol, double *err,
+                    double *allowed);
 struct cJSON;
 int replay_metric_case(const char *dir, const char *file, const struct cJSON *c, replay_opts *o);
 
