@@ -642,6 +642,28 @@ size_t cattr_explainer_peak_memory(const cattr_explainer *e);
 cattr_status cattr_explainer_vjp(cattr_explainer *e, const cattr_call *call, const cattr_tensor *seed,
                                  cattr_tensor **grads_out, cattr_tensor **output);
 
+/* Derivatives with respect to the model's weights, to second order (Captum's influence functions): the weights named
+ * names[0..n_params) (the model's constants by name: an ONNX initializer's, e.g. "fc1.weight") take the values
+ * params[k] (of their shapes; float32 or float64) in place of the model's, at the call's inputs and additional inputs
+ * (its target, baselines and masks are not read). With u = seed (of the model output's shape):
+ *   grads_out[k] = d/dw_k sum(u * F(x; w))                                   (the weights' gradient, J^T u)
+ *   output_out   = F(x; w)                                                  (may be NULL)
+ * and with directions v_k (the weights' shapes; NULL: none of these):
+ *   hv_out[k]    = d/dw_k sum_j <(J^T u)_j, v_j> = sum_o u_o H(F_o) v          (the seeded Hessian-vector product)
+ *   jv_out       = sum_j J_j v_j, the output's derivative along v (the output's shape; may be NULL)
+ * computed in one pass of a graph that differentiates the gradient graph (each gradient op's own rule: exact, no
+ * finite differences). The Hessian-vector product of a loss L(F): hv for u = dL/dF plus grads_out for
+ * u = H(L) jv (a second call). New tensors in the compute dtype. At most 100 weights. Errors: as cattr_explainer_run,
+ * CATTR_ERR_INVALID_ARGUMENT (a name that is not a weight of the model, named with the model's weights; a name given
+ * twice), CATTR_ERR_SHAPE, CATTR_ERR_DTYPE, CATTR_ERR_UNSUPPORTED (an op of the model whose gradient has no rule of
+ * its own yet: second order runs through Gemm, MatMul, the elementwise arithmetic, Relu, LeakyRelu, Sigmoid, Tanh,
+ * reshapes, Concat, Slice and sums). */
+cattr_status cattr_explainer_param_hvp(cattr_explainer *e, const cattr_call *call, int n_params,
+                                       const char *const *names, const cattr_tensor *const *params,
+                                       const cattr_tensor *seed, const cattr_tensor *const *directions,
+                                       cattr_tensor **grads_out, cattr_tensor **output_out, cattr_tensor **jv_out,
+                                       cattr_tensor **hv_out);
+
 /* A loss of the model output at the call's target (cattr_explainer_loss_grad). */
 typedef enum cattr_loss {
     CATTR_LOSS_NLL_OUTPUT = 0,   /* -log(F(x)[target]): Captum's robust attacks' default, for a model of probabilities */

@@ -479,6 +479,54 @@ static cattr_status r_reduce_sum_like(cg_graph *g, int ni, int gy, const bool *n
     return CATTR_OK;
 }
 
+/* ---- second order: rules of the gradient ops themselves (the gradient of a gradient graph, as torch's double
+ * backward), for the activations of networks whose parameters' Hessian-vector products are asked for ---- */
+
+/* ReluGrad(Y, gY) and LeakyReluGrad(X, gY) are linear in gY with a mask that is constant almost everywhere */
+static cattr_status r_mask_grad(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[1]) gx[1] = EMIT(nd.op, &nd.a, nd.in[0], gy);
+    return CATTR_OK;
+}
+
+/* TanhGrad(Y, gY) = gY (1 - Y^2): d/dgY = TanhGrad(Y, g); d/dY = -2 Y gY g */
+static cattr_status r_tanh_grad(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int Y = nd.in[0], gY = nd.in[1];
+    if (need[1]) gx[1] = EMIT(CG_TANH_GRAD, NULL, Y, gy);
+    if (need[0]) {
+        int m2 = scalar_const(g, -2.0);
+        if (m2 < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        gx[0] = EMIT(CG_MUL, NULL, EMIT(CG_MUL, NULL, EMIT(CG_MUL, NULL, Y, gY), gy), m2);
+    }
+    return CATTR_OK;
+}
+
+/* SigmoidGrad(Y, gY) = gY Y (1 - Y): d/dgY = SigmoidGrad(Y, g); d/dY = gY g (1 - 2 Y) = t - 2 t Y, t = gY g */
+static cattr_status r_sigmoid_grad(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    int Y = nd.in[0], gY = nd.in[1];
+    if (need[1]) gx[1] = EMIT(CG_SIGMOID_GRAD, NULL, Y, gy);
+    if (need[0]) {
+        int two = scalar_const(g, 2.0);
+        if (two < 0) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        int t = EMIT(CG_MUL, NULL, gY, gy);
+        gx[0] = EMIT(CG_SUB, NULL, t, EMIT(CG_MUL, NULL, EMIT(CG_MUL, NULL, t, Y), two));
+    }
+    return CATTR_OK;
+}
+
+/* ReshapeLike(X, like): X's gradient reshaped back; `like` gives a shape only */
+static cattr_status r_reshape_like(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
+    (void)u;
+    cg_node nd = g->nodes[ni];
+    if (need[0]) gx[0] = EMIT(CG_RESHAPE_LIKE, NULL, gy, nd.in[0]);
+    return CATTR_OK;
+}
+
 /* ---- transformer ops ---- */
 
 static cattr_status r_seq_pick(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
@@ -635,6 +683,11 @@ void cg_rules_default(cg_rules *r) {
     r->by_op[CG_SWIGLU] = r_swiglu;
     r->by_op[CG_SEQ_PICK] = r_seq_pick;
     r->by_op[CG_REDUCE_SUM_LIKE] = r_reduce_sum_like;
+    r->by_op[CG_RELU_GRAD] = r->by_op[CG_LEAKYRELU_GRAD] = r_mask_grad;
+    r->by_op[CG_TANH_GRAD] = r_tanh_grad;
+    r->by_op[CG_SIGMOID_GRAD] = r_sigmoid_grad;
+    r->by_op[CG_RESHAPE_LIKE] = r_reshape_like;
+    r->by_op[CG_ZEROS_LIKE] = r_none;
     r->by_op[CG_REDUCE_SUM] = r->by_op[CG_REDUCE_MEAN] = r->by_op[CG_TORCH_SUM] = r_reduce;
     static const cg_op ew1[] = {CG_SQRT, CG_EXP, CG_LOG, CG_ERF, CG_RECIPROCAL, CG_HARDSIGMOID, CG_HARDSWISH,
                                 CG_SOFTPLUS, CG_ELU, CG_SELU, CG_GELU};

@@ -85,6 +85,21 @@ void cg_input_to_const(cg_graph *g, int i, cattr_tensor *t, bool owns) {
     g->n_inputs--;
 }
 
+int cg_const_to_input(cg_graph *g, int v) {
+    int *in = realloc(g->inputs, (size_t)(g->n_inputs + 1) * sizeof *in);
+    if (!in) return -1;
+    g->inputs = in;
+    cg_value *c = &g->vals[v];
+    if (c->owns_data) cattr_tensor_free(c->data);
+    g->rev++;
+    c->kind = CG_VAL_INPUT;
+    c->data = NULL;
+    c->owns_data = false;
+    c->input_index = g->n_inputs;
+    g->inputs[g->n_inputs++] = v;
+    return c->input_index;
+}
+
 int cg_add_const(cg_graph *g, const char *name, cattr_tensor *t, bool owns) {
     int id = add_value(g, name, CG_VAL_CONST);
     if (id < 0) return -1;

@@ -57,6 +57,9 @@ int cg_add_input(cg_graph *g, const char *name);
 /* Makes graph input i (0 <= i < n_inputs) a constant holding t (owned by the graph when `owns`): same value id and
  * name; the inputs after it move down one place. */
 void cg_input_to_const(cg_graph *g, int i, cattr_tensor *t, bool owns);
+/* Makes constant value v (CG_VAL_CONST) the graph's next input, same value id and name (its data released if owned):
+ * a weight becomes a value to differentiate by. Returns its input index, or -1 on allocation failure (v unchanged). */
+int cg_const_to_input(cg_graph *g, int v);
 /* Adds a constant; the graph takes ownership of `t` when `owns` is true. Returns the value id or -1. */
 int cg_add_const(cg_graph *g, const char *name, cattr_tensor *t, bool owns);
 /* Appends a node computing `op` over `in` (n_in value ids) and returns its output value id (named `out_name`, or

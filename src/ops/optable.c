@@ -5,15 +5,13 @@
 
 bool cx_op_differentiable(cg_op op) {
     switch (op) {
-    /* the gradient ops autodiff emits (cattr differentiates once: no gradient of a gradient) */
-    case CG_RELU_GRAD: case CG_LEAKYRELU_GRAD: case CG_SIGMOID_GRAD: case CG_TANH_GRAD: case CG_SOFTMAX_GRAD:
-    case CG_CLIP_GRAD: case CG_MAXPOOL_GRAD: case CG_AVGPOOL_GRAD: case CG_GAP_GRAD: case CG_CONCAT_GRAD:
+    /* the gradient ops autodiff emits without a rule of their own (a gradient of a gradient runs through ReluGrad,
+     * LeakyReluGrad, SigmoidGrad, TanhGrad, ReshapeLike and ZerosLike only: cattr_explainer_param_hvp) */
+    case CG_SOFTMAX_GRAD: case CG_CLIP_GRAD: case CG_MAXPOOL_GRAD: case CG_AVGPOOL_GRAD: case CG_GAP_GRAD: case CG_CONCAT_GRAD:
     case CG_GATHER_GRAD: case CG_SLICE_GRAD: case CG_BATCHNORM_GRAD: case CG_RMSNORM_GRAD: case CG_ATTENTION_GRAD:
     case CG_LOGSOFTMAX_GRAD: case CG_SWIGLU_GRAD: case CG_SEQ_PICK_GRAD: case CG_ABS_GRAD: case CG_REDUCE_GRAD:
     case CG_UNARY_GRAD: case CG_BINARY_GRAD: case CG_PAD_GRAD: case CG_REDUCE_EXT_GRAD: case CG_RESIZE_GRAD:
     case CG_TILE_GRAD: case CG_RNN_GRAD:
-    /* shape helpers of the gradients */
-    case CG_RESHAPE_LIKE: case CG_ZEROS_LIKE:
     /* the rules' ops (DeepLift's and LRP's backward, emitted by src/attr/rules.c) */
     case CG_DL_DELTA: case CG_DL_RESCALE: case CG_DL_CENTER: case CG_DL_MAXPOOL: case CG_LRP_DIV:
         return false;
