@@ -3,6 +3,7 @@
  *  1. forward: every op as a one-node graph, float32 and float64, planned and eager, against reference loops;
  *  2. backward: autodiff of L = sum(s * y) against central finite differences (float64, h = 1e-6) for every
  *     differentiable op, a composed graph with fan-out, and a zero gradient for an input y does not depend on;
+ *     second order: the gradient ops' own rules and a network's weight gradient differentiated again;
  *     plus PyTorch's conventions at kinks (Relu/LeakyRelu at 0, Clip at its bounds, MaxPool ties);
  *  3. executors: a small CNN and its backward give bitwise-identical results eager vs planned (and on a re-run);
  *  4. errors: shape errors and a missing backward rule return the right status and name the node; constants and
@@ -1463,6 +1464,71 @@ static void test_composed(void) {
     cg_free(g);
 }
 
+/* Second order (cattr_explainer_param_hvp's graph): MatMul with transposed operands and the gradient ops' own rules
+ * against finite differences, then a network's weight gradient for a seed u differentiated again: the graph's output
+ * is s = sum_k <dL/dw_k, v_k> with L = sum(u * y), so that its gradient is the Hessian-vector product for the weights
+ * and J v for u, both checked by finite differences of s. */
+static void test_second_order(void) {
+    static const int tr[3][2] = {{1, 0}, {0, 1}, {1, 1}};
+    for (int c = 0; c < 3; c++) {
+        cg_attrs a = cg_attrs_default();
+        a.trans_a = tr[c][0], a.trans_b = tr[c][1];
+        opnd ops[2] = {IN(a.trans_a ? rnd(DIMS(2, 4, 3)) : rnd(DIMS(2, 3, 4))),
+                       IN(a.trans_b ? rnd(DIMS(5, 4)) : rnd(DIMS(4, 5)))};
+        char what[64];
+        snprintf(what, sizeof what, "MatMul trans_a %d trans_b %d", a.trans_a, a.trans_b);
+        grad_op(what, CG_MATMUL, &a, 2, ops);
+        free_ops(2, ops);
+    }
+    static const cg_op gops[] = {CG_TANH_GRAD, CG_SIGMOID_GRAD, CG_RELU_GRAD, CG_LEAKYRELU_GRAD};
+    for (size_t k = 0; k < sizeof gops / sizeof *gops; k++) {
+        cg_attrs a = cg_attrs_default();
+        a.alpha = 0.1;
+        opnd ops[2] = {IN(rnd_away(DIMS(3, 4), 0.1)), IN(rnd(DIMS(3, 4)))};
+        grad_op(cg_op_names[gops[k]], gops[k], &a, 2, ops);
+        free_ops(2, ops);
+    }
+    opnd rl[2] = {IN(rnd(DIMS(2, 6))), CST(rnd(DIMS(3, 4)))};
+    grad_op("ReshapeLike", CG_RESHAPE_LIKE, NULL, 2, rl);
+    free_ops(2, rl);
+
+    /* y = Sigmoid(MatMul(Tanh(Gemm(x, W1, b1, trans_b)), W2, trans_b)) + Relu(x W3) */
+    cg_graph *g = cg_new();
+    int x = cg_add_input(g, "x"), w1 = cg_add_input(g, "w1"), b1 = cg_add_input(g, "b1"), w2 = cg_add_input(g, "w2");
+    int w3 = cg_add_input(g, "w3"), u = cg_add_input(g, "u");
+    int v[4] = {cg_add_input(g, "v1"), cg_add_input(g, "vb"), cg_add_input(g, "v2"), cg_add_input(g, "v3")};
+    cg_attrs tb = cg_attrs_default();
+    tb.trans_b = 1;
+    int h = cg_add_node(g, CG_GEMM, "fc1", (const int[]){x, w1, b1}, 3, &tb, NULL);
+    h = cg_add_node(g, CG_TANH, "tanh", &h, 1, NULL, NULL);
+    int o = cg_add_node(g, CG_MATMUL, "fc2", (const int[]){h, w2}, 2, &tb, NULL);
+    o = cg_add_node(g, CG_SIGMOID, "sigmoid", &o, 1, NULL, NULL);
+    int r = cg_add_node(g, CG_MATMUL, "fc3", (const int[]){x, w3}, 2, NULL, NULL);
+    r = cg_add_node(g, CG_RELU, "relu", &r, 1, NULL, NULL);
+    int y = cg_add_node(g, CG_ADD, "y", (const int[]){o, r}, 2, NULL, NULL);
+    cg_rules rules;
+    cg_rules_default(&rules);
+    int w[4] = {w1, b1, w2, w3}, gw[4];
+    cattr_status st = cg_autodiff(g, y, u, w, 4, &rules, gw);
+    CHECK(st == CATTR_OK, "second order: first autodiff: %s", cattr_last_error());
+    int sum = -1;
+    cg_attrs all = cg_attrs_default();
+    for (int k = 0; k < 4 && st == CATTR_OK; k++) {
+        int m = cg_add_node(g, CG_MUL, "dot", (const int[]){gw[k], v[k]}, 2, NULL, NULL);
+        m = cg_add_node(g, CG_REDUCE_SUM, "dot_sum", &m, 1, &all, NULL);
+        sum = k ? cg_add_node(g, CG_ADD, "dots", (const int[]){sum, m}, 2, NULL, NULL) : m;
+    }
+    if (st == CATTR_OK) {
+        cattr_tensor *in[10] = {rnd(DIMS(3, 4)), rnd(DIMS(5, 4)), rnd(DIMS(5)), rnd(DIMS(2, 5)), rnd(DIMS(4, 2)),
+                                rnd(DIMS(3, 2)), rnd(DIMS(5, 4)), rnd(DIMS(5)), rnd(DIMS(2, 5)), rnd(DIMS(4, 2))};
+        double gmax[10] = {0};
+        grad_check("second order: a network's Hessian-vector products", g, sum, in, gmax);
+        CHECK(gmax[1] > 0 && gmax[3] > 0 && gmax[5] > 0, "second order: a zero Hessian-vector product or J v");
+        for (int k = 0; k < 10; k++) cattr_tensor_free(in[k]);
+    }
+    cg_free(g);
+}
+
 /* ---- 3: eager vs planned ------------------------------------------------------------------------------------ */
 
 /* x[2,2,6,6] -> Conv(3x3, pad 1, 3 out) -> Relu -> MaxPool(2x2/2) -> Reshape[0,-1] -> Gemm(trans_b, [4,27]) ->
@@ -2303,6 +2369,7 @@ int main(void) {
     test_gather_slice();
     test_batchnorm();
     test_composed();
+    test_second_order();
     test_executors();
     test_plan_outputs();
     test_errors();

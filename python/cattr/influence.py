@@ -19,6 +19,7 @@ backward pass. TracInCP takes Linear layers (a layer of another kind is refused,
 fully-connected layer as Captum's does. SimilarityInfluence ranks training examples by the similarity of their layer
 activations (computed by cattr) to the test examples'.
 """
+import ctypes
 import glob
 import os
 import re
@@ -28,7 +29,8 @@ from typing import NamedTuple
 import numpy as np
 
 from . import _lib
-from ._core import _is_torch
+from ._core import _is_torch, tensor_to_numpy
+from ._lib import lib
 
 __all__ = ["DataInfluence", "KMostInfluentialResults", "TracInCPBase", "TracInCP", "TracInCPFast",
            "TracInCPFastRandProj", "NearestNeighbors", "ExactNearestNeighbors", "SimilarityInfluence",
@@ -285,6 +287,35 @@ class _Passes:
             out = torch.from_numpy(np.asarray(out))
         return out
 
+    def param_products(self, xs, names, params, seed, dirs):
+        """With u = seed (the output's shape): the gradient of sum(u * model(*xs)) with respect to the named
+        parameters, and with directions dirs (the parameters' shapes) J v (the output's shape) and sum_o u_o H(F_o) v
+        (one cattr call, cattr_explainer_param_hvp); torch tensors (jv and hv None without dirs)."""
+        import torch
+        from .robust import _Gradient
+
+        if self._fwd is None:
+            self._fwd = _Gradient(self.model)
+        n = len(names)
+
+        def invoke(e, call, mk):
+            nm = (ctypes.c_char_p * n)(*[a.encode() for a in names])
+            ps = (_lib.TensorP * n)(*[mk(p.detach(), "parameter %s" % a) for p, a in zip(params, names)])
+            vs = (_lib.TensorP * n)(*[mk(v.detach(), "direction %s" % a) for v, a in zip(dirs, names)]) \
+                if dirs is not None else None
+            grads, hv, jv = (_lib.TensorP * n)(), (_lib.TensorP * n)(), _lib.TensorP()
+            e.intr.run(lib.cattr_explainer_param_hvp, e.h, ctypes.byref(call), n, nm, ps, mk(seed, "the seed"), vs,
+                       grads, None, ctypes.byref(jv) if dirs is not None else None, hv if dirs is not None else None)
+            take = [tensor_to_numpy(grads[k]) for k in range(n)]
+            if dirs is None:
+                return take, None, None
+            return take, tensor_to_numpy(jv), [tensor_to_numpy(hv[k]) for k in range(n)]
+
+        res, _, _ = self._fwd._run(xs, {}, invoke=invoke)
+        grads, jv, hv = res
+        as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(params[0].dtype)
+        return [as_t(a) for a in grads], None if jv is None else as_t(jv), None if hv is None else [as_t(a) for a in hv]
+
     def layer_inputs(self, xs, paths):
         from .attr import LayerActivation
 
@@ -345,6 +376,20 @@ def _loss_seed(loss_fn, reduction, out, targets):
                                                          "sum or mean reduction."
         (g,) = torch.autograd.grad(loss, out)
     return g * out.shape[0] if reduction == "mean" else g
+
+
+def _total_loss(loss_fn, out, targets, reduction):
+    """A batch's total loss, as Captum's influence functions take it for the Hessian: the per-example losses summed
+    (reduction "none"), the loss as it is ("sum"), the mean times the batch size ("mean"); no loss: the output's
+    sum."""
+    if loss_fn is None:
+        return out.sum()
+    loss = loss_fn(out, targets)
+    if reduction == "none":
+        return loss.sum()
+    if reduction == "mean":
+        return loss * out.shape[0]
+    return loss
 
 
 def _as_tuple(x):
@@ -522,27 +567,10 @@ def _per_example(m, a, g):
     raise NotImplementedError("cattr: no per-example gradient rule for %s" % type(m).__name__)
 
 
-class TracInCP(TracInCPBase):
-    """Captum's TracInCP: the gradients with respect to the parameters of `layers` (module paths; default every
-    parameter of the model), which must be those of Linear, Conv1d, Conv2d, BatchNorm (eval mode) or LayerNorm
-    layers (each example's gradient formed from the layer's input and the gradient at its output, exactly)."""
-
-    def __init__(self, model, train_dataset, checkpoints, checkpoints_load_func=_load_flexible_state_dict,
-                 layers=None, loss_fn=None, batch_size=1, test_loss_fn=None, sample_wise_grads_per_batch=False):
-        TracInCPBase.__init__(self, model, train_dataset, checkpoints, checkpoints_load_func, loss_fn, batch_size,
-                              test_loss_fn)
-        self.sample_wise_grads_per_batch = sample_wise_grads_per_batch
-        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
-        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
-            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
-        self.layer_modules = None
-        if layers is not None:
-            assert isinstance(layers, list), "`layers` should be a list!"
-            assert len(layers) > 0, "`layers` cannot be empty!"
-            assert isinstance(layers[0], str), "`layers` should contain str layer names."
-            self.layer_modules = [_module_of(model, p) for p in layers]
-        self._linears = self._linear_layers()
-        self._last_is_output = [None]  # whether the last Linear layer's output is the model's (_output_from_layer)
+class _ParamGrads:
+    """Each example's gradients with respect to the parameters of the model's layers (self.model, self.layer_modules:
+    None for every parameter), from the layers' inputs and output gradients computed in cattr (self._passes), and
+    second derivatives with respect to the same parameters (Hessian-vector products, cattr_explainer_param_hvp)."""
 
     def _linear_layers(self):
         """The Linear modules whose parameters the gradients are of, in the order of the parameters (Captum's:
@@ -593,6 +621,63 @@ class TracInCP(TracInCPBase):
 
     def _dtype(self, r):
         return next(self.model.parameters()).dtype
+
+    def _param_names(self):
+        """The parameters' names in the model (module path + "." + parameter name: the names of the export's
+        weights) and the parameters, in the order of the jacobians."""
+        names, params = [], []
+        for m, path in self._linears:
+            for name, prm in m.named_parameters(recurse=False):
+                names.append(path + "." + name if path else name)
+                params.append(prm)
+        return names, params
+
+    def _hvp(self, batch, vs, loss_fn, reduction):
+        """The Hessian of the batch's total loss (Captum's: the per-example losses summed, a "mean" loss times the
+        batch size) with respect to the parameters, times the direction vs (a tuple of the parameters' shapes), exact:
+        H v = J^T H_L J v + sum_o dL/dF_o H(F_o) v, the two model terms from cattr's double backward
+        (cattr_explainer_param_hvp: J v and the seeded product in one pass, J^T w in a second), the loss's own
+        Hessian H_L by torch's autograd on the output alone (any loss Captum takes)."""
+        import torch
+
+        xs, targets = _as_tuple(batch[0:-1]), batch[-1]
+        names, params = self._param_names()
+        out = self._passes.output(xs)
+        o = out.detach().clone().requires_grad_(True)
+        with torch.enable_grad():
+            total = _total_loss(loss_fn, o, targets, reduction)
+            (g,) = torch.autograd.grad(total, o, create_graph=True)
+        _, jv, hv = self._passes.param_products(xs, names, params, g.detach(), vs)
+        w = None
+        if g.requires_grad:
+            (w,) = torch.autograd.grad(g, o, grad_outputs=jv.to(g.dtype), allow_unused=True)
+        if w is None:
+            return tuple(hv)
+        jtw, _, _ = self._passes.param_products(xs, names, params, w.detach(), None)
+        return tuple(a + b for a, b in zip(hv, jtw))
+
+
+class TracInCP(TracInCPBase, _ParamGrads):
+    """Captum's TracInCP: the gradients with respect to the parameters of `layers` (module paths; default every
+    parameter of the model), which must be those of Linear, Conv1d, Conv2d, BatchNorm (eval mode) or LayerNorm
+    layers (each example's gradient formed from the layer's input and the gradient at its output, exactly)."""
+
+    def __init__(self, model, train_dataset, checkpoints, checkpoints_load_func=_load_flexible_state_dict,
+                 layers=None, loss_fn=None, batch_size=1, test_loss_fn=None, sample_wise_grads_per_batch=False):
+        TracInCPBase.__init__(self, model, train_dataset, checkpoints, checkpoints_load_func, loss_fn, batch_size,
+                              test_loss_fn)
+        self.sample_wise_grads_per_batch = sample_wise_grads_per_batch
+        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
+        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
+            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
+        self.layer_modules = None
+        if layers is not None:
+            assert isinstance(layers, list), "`layers` should be a list!"
+            assert len(layers) > 0, "`layers` cannot be empty!"
+            assert isinstance(layers[0], str), "`layers` should contain str layer names."
+            self.layer_modules = [_module_of(model, p) for p in layers]
+        self._linears = self._linear_layers()
+        self._last_is_output = [None]  # whether the last Linear layer's output is the model's (_output_from_layer)
 
     def _sum_jacobians(self, loader, loss_fn, reduction):
         total = None
@@ -830,23 +915,270 @@ class TracInCPFastRandProj(TracInCPFast):
         raise NotImplementedError
 
 
-class _NotYet:
-    """Captum's influence functions, refused with the reason (cattr.influence does not compute them yet)."""
+# =================================================================================================================
+# Influence functions
+# =================================================================================================================
 
-    def __init__(self, *args, **kwargs):
-        raise NotImplementedError(
-            "cattr: %s is not implemented yet: influence functions need exact Hessian-vector products (the autodiff "
-            "applied to the gradient graph itself), which cattr's autodiff does not have yet. TracInCP, TracInCPFast "
-            "and TracInCPFastRandProj estimate influence from gradients alone (docs/influence.md)" %
-            type(self).__name__)
+def _top_eigen(H, k, hessian_reg, hessian_inverse_tol):
+    """Captum's low-rank square root's eigenpairs: the eigenvalues of H + hessian_reg I (ascending, real parts of
+    torch.linalg.eig's, as Captum's) above hessian_inverse_tol, the top k of them, each eigenvector's sign chosen so
+    that its entries sum above zero."""
+    import torch
+
+    H = H + torch.eye(len(H), dtype=H.dtype) * hessian_reg
+    ls, vs = torch.linalg.eig(H)
+    ls, vs = ls.real, vs.real
+    order = torch.argsort(ls)
+    ls, vs = ls[order], vs[:, order]
+    keep = ls > hessian_inverse_tol
+    ls, vs = ls[keep], vs[:, keep]
+    if k is not None:
+        ls, vs = ls[-k:], vs[:, -k:]
+    return ls, vs * (2 * (torch.sum(vs, dim=0) > 0) - 1).unsqueeze(0)
 
 
-class NaiveInfluenceFunction(_NotYet):
-    pass
+def _pdot(a, b):
+    return sum(float((x * y).sum()) for x, y in zip(a, b))
 
 
-class ArnoldiInfluenceFunction(_NotYet):
-    pass
+class InfluenceFunctionBase(DataInfluence, _ParamGrads):
+    """Captum's InfluenceFunctionBase: one checkpoint (loaded at construction by checkpoints_load_func), the training
+    data and the data of the Hessian (hessian_dataset, default the training data), the losses and the layers whose
+    parameters the Hessian is of (default every parameter; Linear, Conv1d, Conv2d, BatchNorm in eval mode and
+    LayerNorm layers, as TracInCP's)."""
+
+    def __init__(self, model, train_dataset, checkpoint, checkpoints_load_func=_load_flexible_state_dict,
+                 layers=None, loss_fn=None, batch_size=1, hessian_dataset=None, test_loss_fn=None,
+                 sample_wise_grads_per_batch=False):
+        from torch.utils.data import DataLoader
+
+        self.model = model
+        self.checkpoint = checkpoint
+        self.checkpoints_load_func = checkpoints_load_func
+        checkpoints_load_func(model, checkpoint)
+        self.loss_fn = loss_fn
+        self.test_loss_fn = loss_fn if test_loss_fn is None else test_loss_fn
+        self.sample_wise_grads_per_batch = sample_wise_grads_per_batch
+        self.batch_size = batch_size
+        if not isinstance(train_dataset, DataLoader):
+            assert isinstance(batch_size, int), "since the `train_dataset` argument was a `Dataset`, `batch_size` " \
+                                                "must be an int."
+            self.train_dataloader = DataLoader(train_dataset, batch_size, shuffle=False)
+        else:
+            self.train_dataloader = train_dataset
+        if hessian_dataset is None:
+            self.hessian_dataloader = self.train_dataloader
+        elif not isinstance(hessian_dataset, DataLoader):
+            assert isinstance(batch_size, int), "since the `shared_dataset` argument was a `Dataset`, `batch_size` " \
+                                                "must be an int."
+            self.hessian_dataloader = DataLoader(hessian_dataset, batch_size, shuffle=False)
+        else:
+            self.hessian_dataloader = hessian_dataset
+        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
+        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
+            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
+        self.layer_modules = None
+        if layers is not None:
+            assert isinstance(layers, list), "`layers` should be a list!"
+            assert len(layers) > 0, "`layers` cannot be empty!"
+            assert isinstance(layers[0], str), "`layers` should contain str layer names."
+            self.layer_modules = [_module_of(model, p) for p in layers]
+        self._passes = _Passes(model)
+        self._linears = self._linear_layers()
+        self._last_is_output = [None]
+        self.model_device = next(model.parameters()).device
+
+    def _dataset_hvp(self, vs, show_progress):
+        """The Hessian of the Hessian data's total loss times vs, summed over its batches."""
+        total = None
+        loader = _maybe_progress(self.hessian_dataloader, show_progress, "processing `hessian_dataset` batch")
+        for batch in loader:
+            hv = self._hvp(batch, vs, self.loss_fn, self.reduction_type)
+            total = hv if total is None else tuple(a + b for a, b in zip(total, hv))
+        return total
+
+    def _embeddings(self, inputs, aggregate, test, show_progress):
+        import torch
+
+        loader = _batches(inputs)
+        loss_fn = self.test_loss_fn if test else self.loss_fn
+        reduction = self.test_reduction_type if test else self.reduction_type
+        if show_progress and _length(loader) is None:
+            _warn_no_length("`inputs_dataset`", "the computation of intermediate quantities")
+        desc = "Using %s to compute intermediate quantities. Processing batch" % self.get_name()
+        parts = [self._batch_embeddings(self._jacobians(batch, loss_fn, reduction))
+                 for batch in _maybe_progress(loader, show_progress, desc)]
+        if aggregate:
+            return torch.stack([p.sum(0) for p in parts]).sum(0, keepdim=True)
+        return torch.cat(parts, dim=0)
+
+    def compute_intermediate_quantities(self, inputs_dataset, aggregate=False, show_progress=False,
+                                        return_on_cpu=True, test=False):
+        """Each example's vector (its loss gradient projected on the inverse Hessian's square root), such that two
+        examples' influence is the dot product of their vectors: [examples (1 with aggregate: their sum),
+        projection dim]. test: with the test loss."""
+        return self._embeddings(inputs_dataset, aggregate, test, show_progress)
+
+    def influence(self, inputs, k=None, proponents=True, show_progress=False):
+        """The influence of every training example on each example of inputs (a tuple whose last element is the
+        labels, or a DataLoader of such batches): [test examples, training examples]; with k, the k most
+        influential (proponents, or opponents) as KMostInfluentialResults."""
+        import torch
+
+        if k is None:
+            test = self.compute_intermediate_quantities(inputs, show_progress=show_progress, test=True)
+            loader = _maybe_progress(self.train_dataloader, show_progress,
+                                     "Using %s to compute influence for training batches" % self.get_name())
+            return torch.cat([test @ self.compute_intermediate_quantities(b).T for b in loader], dim=1)
+        # (Captum's: the test examples' vectors with the training loss here)
+        test = self.compute_intermediate_quantities(inputs)
+        desc = "Using %s to perform computation for getting %s. Processing training batches" % (
+            self.get_name(), "proponents" if proponents else "opponents")
+        blocks = (test @ self.compute_intermediate_quantities(b).T
+                  for b in _maybe_progress(self.train_dataloader, show_progress, desc))
+        return _top_k(blocks, k, proponents)
+
+    def self_influence(self, inputs_dataset=None, show_progress=False):
+        """Each example's influence on itself (its vector's squared norm); inputs default to the training data."""
+        import torch
+
+        loader = _batches(inputs_dataset if inputs_dataset is not None else self.train_dataloader)
+        desc = "Using %s to compute self influence scores. Processing batch" % self.get_name()
+        return torch.cat([(self.compute_intermediate_quantities(b) ** 2).sum(1)
+                          for b in _maybe_progress(loader, show_progress, desc)])
+
+
+class NaiveInfluenceFunction(InfluenceFunctionBase):
+    """Captum's NaiveInfluenceFunction: the Hessian of the total loss over the Hessian data with respect to the
+    parameters formed whole (a Hessian-vector product per parameter, each exact: cattr's double backward), then its
+    top projection_dim eigenpairs above hessian_inverse_tol (after adding hessian_reg) give R with H^-1 ~ R R^T; an
+    example's vector is its loss gradient times R."""
+
+    def __init__(self, model, train_dataset, checkpoint, checkpoints_load_func=_load_flexible_state_dict,
+                 layers=None, loss_fn=None, batch_size=1, hessian_dataset=None, test_loss_fn=None,
+                 sample_wise_grads_per_batch=False, projection_dim=50, seed=42, hessian_reg=1e-6,
+                 hessian_inverse_tol=1e-5, projection_on_cpu=True, show_progress=False):
+        import torch
+
+        InfluenceFunctionBase.__init__(self, model, train_dataset, checkpoint, checkpoints_load_func, layers,
+                                       loss_fn, batch_size, hessian_dataset, test_loss_fn,
+                                       sample_wise_grads_per_batch)
+        self.projection_dim = projection_dim
+        torch.manual_seed(seed)
+        self.hessian_reg = hessian_reg
+        self.hessian_inverse_tol = hessian_inverse_tol
+        H = self._hessian(show_progress)
+        ls, vs = _top_eigen(H, projection_dim, hessian_reg, hessian_inverse_tol)
+        if len(ls) == 0:
+            raise Exception("Hessian has no positive eigenvalues, so cannot take its square root.")
+        self.R = ((1.0 / ls) ** 0.5).unsqueeze(0) * vs
+
+    def _hessian(self, show_progress):
+        """H, [parameters, parameters] flattened in the jacobians' order: column i the Hessian-vector product of
+        the i-th unit vector."""
+        import torch
+
+        _, params = self._param_names()
+        shapes = [p.shape for p in params]
+        sizes = [p.numel() for p in params]
+        n = sum(sizes)
+        dtype = params[0].dtype
+        cols = []
+        bar = _Progress(None, "Forming the Hessian (one product per parameter)", n) if show_progress else None
+        for i in range(n):
+            e = torch.zeros(n, dtype=dtype)
+            e[i] = 1
+            vs = tuple(t.reshape(s) for t, s in zip(torch.split(e, sizes), shapes))
+            cols.append(torch.cat([h.reshape(-1) for h in self._dataset_hvp(vs, False)]))
+            if bar is not None:
+                bar.update()
+        if bar is not None:
+            bar.close()
+        return torch.stack(cols, dim=1)
+
+    def _batch_embeddings(self, jacobians):
+        import torch
+
+        flat = torch.cat([j.reshape(j.shape[0], -1) for j in jacobians], dim=1)
+        return flat @ self.R.to(flat.dtype)
+
+
+class ArnoldiInfluenceFunction(InfluenceFunctionBase):
+    """Captum's ArnoldiInfluenceFunction: the Arnoldi iteration (Schioppa et al., "Scaling up influence functions",
+    AAAI 2022) over Hessian-vector products of the Hessian data's total loss (each exact: cattr's double backward),
+    from a random start (torch's generator seeded with `seed`, as Captum's), at most arnoldi_dim steps, stopping when
+    a new vector's norm falls below arnoldi_tol; the top projection_dim eigenpairs of the Krylov restriction (after
+    hessian_reg, above hessian_inverse_tol) give the projections."""
+
+    def __init__(self, model, train_dataset, checkpoint, checkpoints_load_func=_load_flexible_state_dict,
+                 layers=None, loss_fn=None, batch_size=1, hessian_dataset=None, test_loss_fn=None,
+                 sample_wise_grads_per_batch=False, projection_dim=50, seed=0, arnoldi_dim=200, arnoldi_tol=1e-1,
+                 hessian_reg=1e-3, hessian_inverse_tol=1e-4, projection_on_cpu=True, show_progress=False):
+        import torch
+
+        InfluenceFunctionBase.__init__(self, model, train_dataset, checkpoint, checkpoints_load_func, layers,
+                                       loss_fn, batch_size, hessian_dataset, test_loss_fn,
+                                       sample_wise_grads_per_batch)
+        self.projection_dim = projection_dim
+        torch.manual_seed(seed)
+        self.arnoldi_dim = arnoldi_dim
+        self.arnoldi_tol = arnoldi_tol
+        self.hessian_reg = hessian_reg
+        self.hessian_inverse_tol = hessian_inverse_tol
+        _, params = self._param_names()
+        b = tuple(torch.randn_like(p) for p in params)
+        qs, H = self._arnoldi(b, arnoldi_dim, arnoldi_tol, show_progress)
+        qs, H = qs[:-1], H[:-1]
+        if len(qs) == 0:
+            raise Exception("Arnoldi basis is empty. Consider increasing the `arnoldi_tol` argument")
+        ls, vs = _top_eigen(H, projection_dim, hessian_reg, hessian_inverse_tol)
+        if vs.shape[1] == 0:
+            raise Exception("Restriction of Hessian to Krylov subspace has no positive eigenvalues, so cannot take "
+                            "its square root.")
+        scale = (1.0 / ls) ** 0.5
+        self.R = []
+        for c, l in zip(vs.T, scale):
+            v = tuple(sum(float(ck) * q[j] for ck, q in zip(c, qs)) for j in range(len(b)))
+            self.R.append(tuple(t * l for t in v))
+
+    def _arnoldi(self, b, n, tol, show_progress):
+        """The Arnoldi iteration on parameter tuples (Trefethen and Bau, lecture 33): the orthonormal basis qs of
+        the Krylov space of b and the (n + 1) x n upper Hessenberg H with A Q_n = Q_{n+1} H, both cut where a new
+        vector's norm fell below tol."""
+        import torch
+
+        H = torch.zeros(n + 1, n, dtype=b[0].dtype)
+        norm = _pdot(b, b) ** 0.5
+        qs = [tuple(t / norm for t in b)]
+        bar = _Progress(None, "Running Arnoldi Iteration for step", n) if show_progress else None
+        k = 1
+        for k in range(1, n + 1):
+            v = self._dataset_hvp(qs[k - 1], False)
+            for i in range(k):
+                H[i, k - 1] = _pdot(qs[i], v)
+                v = tuple(a - H[i, k - 1] * q for a, q in zip(v, qs[i]))
+            H[k, k - 1] = _pdot(v, v) ** 0.5
+            if bar is not None:
+                bar.update()
+            if H[k, k - 1] < tol:
+                break
+            qs.append(tuple(a / H[k, k - 1] for a in v))
+        if bar is not None:
+            bar.close()
+        return qs[:k], H[:k, :k - 1]
+
+    def _batch_embeddings(self, jacobians):
+        import torch
+
+        cols = []
+        for r in self.R:
+            c = None
+            for j, p in zip(jacobians, r):
+                t = (j * p.to(j.dtype).unsqueeze(0)).sum(dim=tuple(range(1, j.dim())))
+                c = t if c is None else c + t
+            cols.append(c)
+        return torch.stack(cols, dim=1)
+
 
 
 # =================================================================================================================

@@ -182,12 +182,21 @@ static cattr_status r_gemm(cg_graph *g, int ni, int gy, const bool *need, int *g
 static cattr_status r_matmul(cg_graph *g, int ni, int gy, const bool *need, int *gx, void *u) {
     (void)u;
     cg_node nd = g->nodes[ni];
-    if (nd.a.trans_a || (nd.a.trans_b && need[1]))
-        return cx_fail(CATTR_ERR_UNSUPPORTED, "node '%s': no gradient for a transposed MatMul operand", nd.name);
-    if (nd.a.trans_b) { /* y = a b^T (a projection by a weight): da = gy b */
-        cg_attrs ga = cg_attrs_default();
-        ga.bf16 = nd.a.bf16; /* the input gradient at the forward's precision */
-        if (need[0]) gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, EMIT(CG_MATMUL, &ga, gy, nd.in[1]), nd.in[0]);
+    if (nd.a.trans_a || nd.a.trans_b) { /* Y = op(A) op(B), each operand at least 2-D */
+        int ta = nd.a.trans_a, tb = nd.a.trans_b, A = nd.in[0], B = nd.in[1];
+        cg_attrs a = cg_attrs_default();
+        if (need[0]) { /* dA = gy op(B)^T, or for A^T: op(B) gy^T */
+            a.bf16 = nd.a.bf16; /* the input gradient at the forward's precision */
+            if (!ta) a.trans_b = !tb;
+            else a.trans_a = tb, a.trans_b = 1;
+            gx[0] = EMIT(CG_REDUCE_SUM_LIKE, NULL, ta ? EMIT(CG_MATMUL, &a, B, gy) : EMIT(CG_MATMUL, &a, gy, B), A);
+        }
+        if (need[1]) { /* dB = op(A)^T gy, or for B^T: gy^T op(A) */
+            a = cg_attrs_default();
+            if (!tb) a.trans_a = !ta;
+            else a.trans_a = 1, a.trans_b = ta;
+            gx[1] = EMIT(CG_REDUCE_SUM_LIKE, NULL, tb ? EMIT(CG_MATMUL, &a, gy, A) : EMIT(CG_MATMUL, &a, A, gy), B);
+        }
         return CATTR_OK;
     }
     /* numpy promotion of a 1-D operand drops a dim from Y; ranks are only known here for constants, which then use

@@ -7,8 +7,8 @@ the default) every attribution class of `captum.attr` that cattr implements is r
 module that defines it, by cattr's class of the same name, and every function of `captum.metrics` and attack of
 `captum.robust` that `cattr.metrics` and `cattr.robust` have, and captum.concept's TCAV, by cattr's, before any test module is imported; and the `attribute`
 and `attribute_future` of Captum's own classes raise (an exception no test can catch; the test is counted as failed
-even so), so that a test passes only when cattr computed its numbers; Captum's influence classes that cattr does not
-have (NaiveInfluenceFunction, ArnoldiInfluenceFunction) raise as they are made.
+even so), so that a test passes only when cattr computed its numbers (captum.influence's classes likewise, the
+influence functions included).
 cattr's torch-compatible random draws are switched on (`cattr.attr.set_rng("torch")`, cattr's own opt-in for Captum
 code that seeds torch's generator). Nothing of a test, a tolerance or Captum's helpers is changed: a test that reaches Captum's code elsewhere (its
 utilities, its models) runs it as it is. In the mode "captum" nothing is replaced: the same tests against Captum
@@ -170,12 +170,18 @@ def _install():
                             setattr(obj, meth, _captum_raises(obj.__name__))
                 setattr(mod, name, getattr(ci, name))
                 _replaced.append("%s.%s" % (mod.__name__, name))
-    # the influence classes cattr does not have (yet): Captum's raise as they start, so that their tests count as
-    # failing, never as passing on Captum's own numbers
-    from captum.influence._core import arnoldi_influence_function, influence_function
-
-    for cls in (influence_function.NaiveInfluenceFunction, arnoldi_influence_function.ArnoldiInfluenceFunction):
-        cls.__init__ = _captum_raises(cls.__name__)
+    # the influence functions: cattr's classes in the package and the modules that define them; Captum's own methods
+    # of those classes raise
+    for name, where in (("NaiveInfluenceFunction", "captum.influence._core.influence_function"),
+                        ("ArnoldiInfluenceFunction", "captum.influence._core.arnoldi_influence_function")):
+        for mod in (captum.influence, importlib.import_module(where)):
+            obj = vars(mod).get(name)
+            if obj is not None and getattr(obj, "__module__", "").startswith("captum."):
+                for meth in ("influence", "self_influence", "compute_intermediate_quantities", "__init__"):
+                    if meth in vars(obj):
+                        setattr(obj, meth, _captum_raises(obj.__name__))
+                setattr(mod, name, getattr(ci, name))
+                _replaced.append("%s.%s" % (mod.__name__, name))
     # Captum's tests seed torch's generator (and numpy's) and expect Captum's random draws: cattr's opt-in
     ca.set_rng("torch")
 
