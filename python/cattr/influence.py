@@ -950,6 +950,7 @@ class InfluenceFunctionBase(DataInfluence, _ParamGrads):
     def __init__(self, model, train_dataset, checkpoint, checkpoints_load_func=_load_flexible_state_dict,
                  layers=None, loss_fn=None, batch_size=1, hessian_dataset=None, test_loss_fn=None,
                  sample_wise_grads_per_batch=False):
+        import torch
         from torch.utils.data import DataLoader
 
         self.model = model
@@ -985,6 +986,12 @@ class InfluenceFunctionBase(DataInfluence, _ParamGrads):
             self.layer_modules = [_module_of(model, p) for p in layers]
         self._passes = _Passes(model)
         self._linears = self._linear_layers()
+        for m, path in self._linears:
+            if not isinstance(m, torch.nn.Linear):
+                raise NotImplementedError(
+                    "cattr: the influence functions take the Hessian with respect to the parameters of Linear layers "
+                    "(their second derivatives run through cattr's double backward); the module %s (%s) has "
+                    "parameters too: give `layers` of Linear modules" % (path, type(m).__name__))
         self._last_is_output = [None]
         self.model_device = next(model.parameters()).device
 

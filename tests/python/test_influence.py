@@ -158,10 +158,6 @@ def test_errors(tmp_path):
         ci.TracInCPFast(net, "linear9", train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
     with pytest.raises(AssertionError, match='must be "none" when `sample_wise_grads_per_batch` is False'):
         ci.TracInCP(net, train, str(tmp_path), loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
-    with pytest.raises(NotImplementedError, match="NaiveInfluenceFunction is not implemented yet: influence functions"):
-        ci.NaiveInfluenceFunction(net, train, str(tmp_path))
-    with pytest.raises(NotImplementedError, match="ArnoldiInfluenceFunction is not implemented yet"):
-        ci.ArnoldiInfluenceFunction(net, train, str(tmp_path))
     with pytest.raises(ValueError, match="sideways is not a valid value"):
         ci.SimilarityInfluence(net, "linear1", train.tensors[0], str(tmp_path), similarity_direction="sideways")
 
@@ -253,3 +249,97 @@ def test_tracincp_conv_batchnorm_layernorm(tmp_path):
     net.bn.train()
     with pytest.raises(NotImplementedError, match=r"bn \(BatchNorm2d\) has parameters too \(in training mode"):
         ci.TracInCP(net, torch.utils.data.TensorDataset(x, y), str(tmp_path), _load, loss_fn=loss)
+
+
+# ---- influence functions ------------------------------------------------------------------------------------------
+
+class SigNet(torch.nn.Module):
+    """Tanh, Sigmoid and Relu between Linear layers (one without bias): every second-order rule on the path."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear1 = torch.nn.Linear(5, 4)
+        self.linear2 = torch.nn.Linear(4, 4, bias=False)
+        self.linear3 = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.linear1(x))
+        h = torch.sigmoid(self.linear2(h)) + torch.relu(h)
+        return self.linear3(h)
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float64, 1e-10), (torch.float32, 2e-5)])
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_hessian_vector_products(tmp_path, dtype, tol, reduction):
+    """The Hessian-vector product of a batch's total loss (cross-entropy: a loss with a Hessian of its own) with
+    respect to every parameter against torch's autograd.functional.hvp."""
+    torch.manual_seed(3)
+    net = SigNet().to(dtype)
+    torch.save(net.state_dict(), tmp_path / "final.pt")
+    x = torch.randn(6, 5, dtype=dtype)
+    y = torch.randint(0, 3, (6,))
+    loss_fn = torch.nn.CrossEntropyLoss(reduction=reduction)
+    inf = ci.NaiveInfluenceFunction(net, torch.utils.data.TensorDataset(x, y), str(tmp_path / "final.pt"),
+                                    loss_fn=loss_fn, batch_size=3,
+                                    sample_wise_grads_per_batch=reduction != "none")
+    names = [n for n, _ in net.named_parameters()]
+    params = tuple(p.detach() for p in net.parameters())
+    vs = tuple(torch.randn_like(p) for p in params)
+
+    def total(*ps):
+        out = torch.nn.utils.stateless.functional_call(net, dict(zip(names, ps)), (x,))
+        loss = loss_fn(out, y)
+        return loss.sum() if reduction == "none" else loss * (len(x) if reduction == "mean" else 1)
+
+    want = torch.autograd.functional.hvp(total, params, vs)[1]
+    got = inf._hvp((x, y), vs, loss_fn, inf.reduction_type)
+    scale = max(float(w.abs().max()) for w in want)
+    for g, w in zip(got, want):
+        assert g.dtype == dtype and g.shape == w.shape
+        assert float((g - w).abs().max()) <= tol * scale
+    # the Hessian formed whole is symmetric and its columns are those products
+    H = inf._hessian(False)
+    assert float((H - H.T).abs().max()) <= tol * float(H.abs().max())
+
+
+@pytest.mark.parametrize("cls_name,kw", [("NaiveInfluenceFunction", {}),
+                                         ("ArnoldiInfluenceFunction", {"arnoldi_dim": 40, "projection_dim": 20}),
+                                         ("NaiveInfluenceFunction", {"layers": ["linear2"], "projection_dim": 5})])
+def test_influence_functions_against_captum(tmp_path, cls_name, kw):
+    """Influence, top k and self influence of both influence functions against Captum's, with cross-entropy (whose
+    Hessian Captum's tests never exercise) and a model trained a little so that the Hessian is positive definite."""
+    mod = golden.import_captum("captum.influence._core." + ("influence_function" if cls_name.startswith("Naive")
+                                                             else "arnoldi_influence_function"))
+    theirs_cls = getattr(mod, cls_name)
+    net, train, test = _setup(tmp_path, checkpoints=1)
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    x, y = train.tensors
+    for _ in range(100):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(net(x), y, reduction="sum").backward()
+        opt.step()
+    path = str(tmp_path / "trained.pt")
+    torch.save(net.state_dict(), path)
+    loss_fn = torch.nn.CrossEntropyLoss(reduction="sum")
+    args = dict(loss_fn=loss_fn, batch_size=4, sample_wise_grads_per_batch=True, **kw)
+    theirs = theirs_cls(net, train, path, **args)
+    mine = getattr(ci, cls_name)(net, train, path, **args)
+    scale = float(theirs.influence(test).abs().max())
+    assert float((mine.influence(test) - theirs.influence(test)).abs().max()) <= 1e-7 * scale
+    a, b = mine.self_influence(), theirs.self_influence()
+    assert float((a - b).abs().max()) <= 1e-7 * float(b.abs().max())
+    top, want = mine.influence(test, k=3), theirs.influence(test, k=3)
+    assert torch.equal(top.indices, want.indices)
+    assert float((top.influence_scores - want.influence_scores).abs().max()) <= 1e-7 * scale
+
+
+def test_influence_function_errors(tmp_path):
+    net, train, test = _setup(tmp_path, checkpoints=1)
+    path = str(tmp_path / "checkpoint-0.pt")
+    conv = torch.nn.Sequential(torch.nn.Conv1d(1, 2, 3), torch.nn.Flatten(), torch.nn.Linear(6, 3)).double()
+    torch.save(conv.state_dict(), tmp_path / "conv.pt")
+    with pytest.raises(NotImplementedError, match=r"parameters of Linear layers .* the module 0 \(Conv1d\)"):
+        ci.NaiveInfluenceFunction(conv, train, str(tmp_path / "conv.pt"), loss_fn=torch.nn.MSELoss(reduction="none"))
+    with pytest.raises(AssertionError, match='must be "none" when `sample_wise_grads_per_batch` is False'):
+        ci.ArnoldiInfluenceFunction(net, train, path, checkpoints_load_func=_load,
+                                    loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
