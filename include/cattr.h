@@ -667,7 +667,8 @@ cattr_status cattr_explainer_param_hvp(cattr_explainer *e, const cattr_call *cal
 /* A loss of the model output at the call's target (cattr_explainer_loss_grad). */
 typedef enum cattr_loss {
     CATTR_LOSS_NLL_OUTPUT = 0,   /* -log(F(x)[target]): Captum's robust attacks' default, for a model of probabilities */
-    CATTR_LOSS_CROSS_ENTROPY = 1 /* -log_softmax(F(x))[target]: torch's CrossEntropyLoss of logits ([batch, classes]) */
+    CATTR_LOSS_CROSS_ENTROPY = 1, /* -log_softmax(F(x))[target]: torch's CrossEntropyLoss of logits ([batch, classes]) */
+    CATTR_LOSS_MSE = 2            /* sum over each example's elements of (F(x) - label)^2 (cattr_explainer_example_grads) */
 } cattr_loss;
 
 /* The gradient of the per-example losses' sum with respect to the call's inputs, the loss on the graph (one pass):
@@ -677,6 +678,25 @@ typedef enum cattr_loss {
  * CATTR_ERR_UNSUPPORTED (cross-entropy of an output that is not [batch, classes]), CATTR_ERR_INVALID_ARGUMENT. */
 cattr_status cattr_explainer_loss_grad(cattr_explainer *e, const cattr_call *call, cattr_loss loss,
                                        cattr_tensor **grads_out, cattr_tensor **loss_out);
+
+/* Each example's gradient of its own loss with respect to named weights (TracIn's per-example gradients; Pruthi et
+ * al., NeurIPS 2020): the weights names[0..n_params) (the model's constants by name, e.g. "fc1.weight"; each read once,
+ * by a Gemm as its weight or bias, a MatMul as its second operand, or an Add of a bias after a MatMul: Linear layers)
+ * take params[k] (their shapes; params NULL or params[k] NULL: the model's own) at the call's inputs and additional
+ * inputs. The loss of example b: CATTR_LOSS_CROSS_ENTROPY or CATTR_LOSS_NLL_OUTPUT at labels[b] (int64 [B]), or
+ * CATTR_LOSS_MSE against labels of the output's shape. grads_out[k] (may be NULL): new [B, *weight shape] tensors,
+ * example b's gradient in row b, computed batched and exactly from the layer's input and the gradient at its output
+ * (one pass). With against[k] ([M, *weight shape] each; NULL: none), instead of the gradients: dots_out [B, M] =
+ * sum_k <grad_k[b], against_k[m]> and self_out [B] = sum_k |grad_k[b]|^2 (either may be NULL), computed in the same
+ * graph. loss_out (may be NULL): the losses [B]. Compute dtype. At most 64 weights. Errors: as cattr_explainer_run,
+ * CATTR_ERR_INVALID_ARGUMENT (an unknown weight, named twice, nothing asked), CATTR_ERR_UNSUPPORTED (a weight read
+ * otherwise: a convolution's, a shared one), CATTR_ERR_SHAPE (params, labels or against of the wrong shape),
+ * CATTR_ERR_TARGET (a negative label). */
+cattr_status cattr_explainer_example_grads(cattr_explainer *e, const cattr_call *call, cattr_loss loss,
+                                           const cattr_tensor *labels, int n_params, const char *const *names,
+                                           const cattr_tensor *const *params, const cattr_tensor *const *against,
+                                           cattr_tensor **grads_out, cattr_tensor **dots_out, cattr_tensor **self_out,
+                                           cattr_tensor **loss_out);
 
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Metrics of attributions (Captum's captum.metrics)                                                            */

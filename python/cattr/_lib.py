@@ -448,6 +448,9 @@ _decl("cattr_sensitivity_max", _st, ctypes.c_char_p, TensorPP, TensorPP, ctypes.
 _decl("cattr_explainer_vjp", _st, ExplainerP, ctypes.POINTER(Call), TensorP, TensorPP, ctypes.POINTER(TensorP))
 _decl("cattr_explainer_param_hvp", _st, ExplainerP, ctypes.POINTER(Call), ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
       TensorPP, TensorP, TensorPP, TensorPP, ctypes.POINTER(TensorP), ctypes.POINTER(TensorP), TensorPP)
+_decl("cattr_explainer_example_grads", _st, ExplainerP, ctypes.POINTER(Call), ctypes.c_int, TensorP, ctypes.c_int,
+      ctypes.POINTER(ctypes.c_char_p), TensorPP, TensorPP, TensorPP, ctypes.POINTER(TensorP), ctypes.POINTER(TensorP),
+      ctypes.POINTER(TensorP))
 _decl("cattr_explainer_loss_grad", _st, ExplainerP, ctypes.POINTER(Call), ctypes.c_int, TensorPP,
       ctypes.POINTER(TensorP))
 _decl("cattr_infidelity", _st, ExplainerP, ctypes.POINTER(Call), TensorPP, TensorPP, TensorPP, ctypes.c_int64,

@@ -127,6 +127,7 @@ void cattr_explainer_free(cattr_explainer *e) {
     cx_tunnel_release(e);
     cx_drop_plans(e);
     cx_second_order_free(e);
+    cx_example_grads_free(e);
     for (int k = 0; k < CX_HELPER_CACHE; k++) cx_derived_free(&e->helpers[k].d);
     cx_buf_free(&e->spread_ids);
     free(e->spread_ids_host);

@@ -89,6 +89,7 @@ struct cattr_explainer {
     void *tunnel_state;     /* NoiseTunnel's and GradientShap's graph and buffers on the backend (tunnel_dev.c) */
     void *tunnel_io;        /* the same for a NoiseTunnel around a method that runs whole per partition */
     void *second_order;     /* cattr_explainer_param_hvp's graph, for one list of weights (second_order.c) */
+    void *example_grads;    /* cattr_explainer_example_grads' graph (example_grads.c) */
     /* cx_row_bytes with gradients: the gradient plan's bytes for one row, for the one-rep input shapes in rb_sh */
     int rb_n;
     int64_t rb_sh[CX_MAX_IN][CATTR_MAX_DIMS];
@@ -286,6 +287,8 @@ cattr_status cx_build_grad_graph(cattr_explainer *e, int n_attr);
 void cx_drop_plans(cattr_explainer *e);
 /* Frees cattr_explainer_param_hvp's graph and plans (second_order.c). */
 void cx_second_order_free(cattr_explainer *e);
+/* Frees cattr_explainer_example_grads' graph and plans (example_grads.c). */
+void cx_example_grads_free(cattr_explainer *e);
 
 /* A run of graph g (its constants consts; its plans in slot 0, not sharing an arena, unless the caller says) for
  * explainer e: e's executor, e's call's cancel flag and progress beat, the non-finite diagnosis while e->diagnose is
