@@ -194,6 +194,13 @@ int cattr_model_module_values(const cattr_model *m, const char *path, int inputs
 int cattr_model_n_weight_modules(const cattr_model *m);
 size_t cattr_model_weight_module(const cattr_model *m, int k, char *buf, size_t size);
 
+/* The weights (float constants of 2 elements or more) of module `path` (as cattr_model_weight_module gives it, or a
+ * parent; NULL or "": every module), in the order of their first use: up to max names (borrowed: valid as long as the
+ * model) into names (may be NULL); returns how many there are (0: none, or no such module). */
+int cattr_model_module_weights(const cattr_model *m, const char *path, const char **names, int max);
+/* The model's weight (a constant) called `name`, or NULL (borrowed: valid as long as the model). */
+const cattr_tensor *cattr_model_weight(const cattr_model *m, const char *name);
+
 /* A copy of m whose weights in the n modules (paths as cattr_model_weight_module gives them, or a parent module of
  * several) are drawn anew for the model-randomisation check (Adebayo et al., "Sanity Checks for Saliency Maps", NeurIPS
  * 2018): each weight tensor from a normal distribution of its own mean and standard deviation (a tensor of one
@@ -686,9 +693,9 @@ cattr_status cattr_explainer_loss_grad(cattr_explainer *e, const cattr_call *cal
  * inputs. The loss of example b: CATTR_LOSS_CROSS_ENTROPY or CATTR_LOSS_NLL_OUTPUT at labels[b] (int64 [B]), or
  * CATTR_LOSS_MSE against labels of the output's shape. grads_out[k] (may be NULL): new [B, *weight shape] tensors,
  * example b's gradient in row b, computed batched and exactly from the layer's input and the gradient at its output
- * (one pass). With against[k] ([M, *weight shape] each; NULL: none), instead of the gradients: dots_out [B, M] =
- * sum_k <grad_k[b], against_k[m]> and self_out [B] = sum_k |grad_k[b]|^2 (either may be NULL), computed in the same
- * graph. loss_out (may be NULL): the losses [B]. Compute dtype. At most 64 weights. Errors: as cattr_explainer_run,
+ * (one pass). self_out (may be NULL): [B] sum_k |grad_k[b]|^2; with against[k] ([M, *weight shape] each; NULL:
+ * none), dots_out [B, M] = sum_k <grad_k[b], against_k[m]>: both computed in the same graph, so that only they come
+ * down when grads_out is NULL. loss_out (may be NULL): the losses [B]. Compute dtype. At most 64 weights. Errors: as cattr_explainer_run,
  * CATTR_ERR_INVALID_ARGUMENT (an unknown weight, named twice, nothing asked), CATTR_ERR_UNSUPPORTED (a weight read
  * otherwise: a convolution's, a shared one), CATTR_ERR_SHAPE (params, labels or against of the wrong shape),
  * CATTR_ERR_TARGET (a negative label). */

@@ -538,5 +538,48 @@ expect_exit "attack target" 2 "give --target or --targets" "$tmp/adv4.npy" -- \
 expect_exit "attack target range" 1 "target" "$tmp/adv4.npy" -- \
     attack $model --input $x --target 10 --epsilon 0.1 --output "$tmp/adv4.npy"
 
+# --- influence: TracIn scores, self influence (the diagonal when the test examples are the training ones), checkpoints
+# with learning rates, and the refusals --------------------------------------------------------------------------------
+b2=tests/data/cli/batch2.npy; l2=tests/data/cli/labels2.npy; ck=tests/data/cli/fc2_bias0.safetensors
+expect_ok "influence" influence $model --train $b2 --train-labels $l2 --test $b2 --test-labels $l2 --layers fc1,fc2 \
+    --k 2 --json "$tmp/top.json" --output "$tmp/inf.npy"
+grep -q '"indices"' "$tmp/top.json" && ok || bad "influence: --json lacks the indices"
+grep -q '^test 1: proponents' "$tmp/stdout" && ok || bad "influence: no top-k line"
+expect_ok "influence self" influence $model --train $b2 --train-labels $l2 --self-influence --layers fc1,fc2 \
+    --output "$tmp/self.npy" --batch 1
+expect_ok "influence checkpoints" influence $model --train $b2 --train-labels $l2 --test $b2 --test-labels $l2 \
+    --layers fc2 --checkpoint $ck@0.5 --checkpoint $ck@1.5 --output "$tmp/inf2.npy" --dtype float64
+expect_ok "influence checkpoint" influence $model --train $b2 --train-labels $l2 --test $b2 --test-labels $l2 \
+    --layers fc2 --checkpoint $ck --output "$tmp/inf1.npy" --dtype float64
+expect_ok "influence onnx checkpoint" influence $model --train $b2 --train-labels $l2 --test $b2 --test-labels $l2 \
+    --layers fc2 --checkpoint $model@1 --output "$tmp/inf3.npy" --dtype float64
+expect_ok "influence plain" influence $model --train $b2 --train-labels $l2 --test $b2 --test-labels $l2 \
+    --layers fc2 --output "$tmp/inf4.npy" --dtype float64
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import numpy as np, sys
+s, d, two, one, onnx, plain = (np.load(f) for f in sys.argv[1:7])
+assert s.shape == (2, 2) and d.shape == (2,) and np.isfinite(s).all(), (s.shape, d.shape)
+assert np.allclose(np.diag(s), d, rtol=1e-5) and np.allclose(s, s.T, rtol=1e-5), (s, d)
+assert np.allclose(two, 2 * one, rtol=1e-12) and not np.allclose(one, plain), (two, one, plain)
+assert np.array_equal(onnx, plain), (onnx, plain)
+' "$tmp/inf.npy" "$tmp/self.npy" "$tmp/inf2.npy" "$tmp/inf1.npy" "$tmp/inf3.npy" "$tmp/inf4.npy"; then ok
+    else bad "influence: the scores"; fi
+fi
+expect_exit "influence conv" 1 "per-example gradients are computed for the weights and biases of Gemm and MatMul" \
+    "$tmp/inf5.npy" -- influence $model --train $b2 --train-labels $l2 --self-influence --output "$tmp/inf5.npy"
+expect_exit "influence layer" 2 "'fc9' is no module with weights" "$tmp/inf5.npy" -- \
+    influence $model --train $b2 --train-labels $l2 --self-influence --layers fc9 --output "$tmp/inf5.npy"
+expect_exit "influence test" 2 "give --test and --test-labels" "$tmp/inf5.npy" -- \
+    influence $model --train $b2 --train-labels $l2 --output "$tmp/inf5.npy"
+expect_exit "influence labels" 2 "--test-labels has 2 rows for 1 test examples" "$tmp/inf5.npy" -- \
+    influence $model --train $b2 --train-labels $l2 --test $x --test-labels $l2 --layers fc2 --output "$tmp/inf5.npy"
+expect_exit "influence label range" 1 "labels: example 1 has class 12; the output has 10 per example" \
+    "$tmp/inf5.npy" -- influence $model --train $b2 --train-labels tests/data/cli/labels_bad.npy --self-influence \
+    --layers fc2 --output "$tmp/inf5.npy"
+expect_exit "influence checkpoint kind" 2 "--checkpoint must be a .safetensors or an .onnx file" "$tmp/inf5.npy" -- \
+    influence $model --train $b2 --train-labels $l2 --self-influence --checkpoint $b2 --output "$tmp/inf5.npy"
+expect_exit "influence checkpoint weights" 2 "holds none of the weights of --layers" "$tmp/inf5.npy" -- \
+    influence $model --train $b2 --train-labels $l2 --self-influence --layers fc1 --checkpoint $ck --output "$tmp/inf5.npy"
+
 echo "$((checks - fails)) passed, $fails failed"
 [ $fails -eq 0 ]

@@ -9,7 +9,7 @@
  * pass per example: a projection's (Gemm, MatMul) is gY_b^T A_b summed over a sequence's positions (one batched
  * MatMul), a bias's (Gemm's C, or an Add after a MatMul) the sum of gY_b over positions. With `against` the graph ends
  * in the dot products of those gradients with given rows (TracIn's scores) and the squared norms (self influence),
- * so only [B, M] numbers come down. */
+ * so only [B, M] and [B] numbers come down. */
 #include "attr/internal.h"
 
 #include <stdio.h>
@@ -207,17 +207,18 @@ static cattr_status build(cattr_explainer *e, int n_p, const char *const *names,
     int dots = -1, self = -1;
     for (int k = 0; k < n_p && st == CATTR_OK; k++) {
         s->grads[k] = example_grad(g, node[k], slot[k], flip[k], e->m->g->vals[w[k]].data, gys[yk[k]]);
-        if (!against) continue;
         int64_t r2[2] = {0, -1};
-        int gf = reshape(g, s->grads[k], 2, r2), af = reshape(g, rows[k], 2, r2);
+        int gf = reshape(g, s->grads[k], 2, r2);
+        int q = reduce_axis1(g, cx_emit2(g, CG_MUL, "__cattr_eg_square_norm", gf, gf));
+        self = k ? cx_emit2(g, CG_ADD, "__cattr_eg_norms_sum", self, q) : q;
+        if (!against) continue;
+        int af = reshape(g, rows[k], 2, r2);
         cg_attrs tb = cg_attrs_default();
         tb.trans_b = 1;
         int d = gf < 0 || af < 0 ? -1 : cg_emit(g, CG_MATMUL, "__cattr_eg_dots", (int[]){gf, af}, 2, &tb);
-        int q = reduce_axis1(g, cx_emit2(g, CG_MUL, "__cattr_eg_square_norm", gf, gf));
         dots = k ? cx_emit2(g, CG_ADD, "__cattr_eg_dots_sum", dots, d) : d;
-        self = k ? cx_emit2(g, CG_ADD, "__cattr_eg_norms_sum", self, q) : q;
     }
-    if (st == CATTR_OK && (against ? dots < 0 || self < 0 : false)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && (self < 0 || (against && dots < 0))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int k = 0; k < n_p && st == CATTR_OK; k++)
         if (s->grads[k] < 0) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     if (st != CATTR_OK) {
@@ -243,10 +244,9 @@ cattr_status cattr_explainer_example_grads(cattr_explainer *e, const cattr_call 
     if (n_params > MAX_P) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "%d parameters given; at most %d", n_params, MAX_P);
     if (loss != CATTR_LOSS_NLL_OUTPUT && loss != CATTR_LOSS_CROSS_ENTROPY && loss != CATTR_LOSS_MSE)
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "loss must be a cattr_loss (got %d)", (int)loss);
-    if (!grads_out && !(against && (dots_out || self_out)) && !loss_out)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "nothing asked: give grads_out, or against with dots_out or self_out");
-    if (!against && (dots_out || self_out))
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dots_out and self_out need `against`");
+    if (!grads_out && !(against && dots_out) && !self_out && !loss_out)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "nothing asked: give grads_out, self_out, or against with dots_out");
+    if (!against && dots_out) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "dots_out needs `against`");
     for (int k = 0; k < n_params; k++)
         if (!names[k] || !names[k][0]) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "parameter %d has no name", k);
     cx_call c;
@@ -256,12 +256,12 @@ cattr_status cattr_explainer_example_grads(cattr_explainer *e, const cattr_call 
     cattr_status st = cx_prepare(e, call, &c);
     if (st != CATTR_OK) return st;
     int nm = c.n + c.n_add;
+    char s1[128], s2[128];
     if (st == CATTR_OK) st = build(e, n_params, names, (int)loss, against != NULL, &s);
     cx_arg in[CX_RUN_MAX_IN];
     for (int i = 0; st == CATTR_OK && i < s->g->n_inputs; i++) in[i] = (cx_arg){.nd = 0, .dt = c.dt};
     for (int i = 0; i < c.n && st == CATTR_OK; i++) in[i] = cx_arg_of(c.x[i]);
     for (int j = 0; j < c.n_add && st == CATTR_OK; j++) in[c.n + j] = cx_arg_of(c.add[j]);
-    char s1[128], s2[128];
     for (int k = 0; k < n_params && st == CATTR_OK; k++) { /* the weights: given, or the model's own */
         const cattr_tensor *m = e->m->g->vals[cg_find_value(e->m->g, names[k])].data, *p = params ? params[k] : NULL;
         if (p && !cx_shape_eq(p->ndim, p->shape, m->ndim, m->shape))
@@ -270,7 +270,23 @@ cattr_status cattr_explainer_example_grads(cattr_explainer *e, const cattr_call 
         if (st == CATTR_OK) st = cattr_tensor_convert(p ? p : m, c.dt, &tmp[n_tmp]);
         if (st == CATTR_OK) in[nm + k] = cx_arg_of(tmp[n_tmp++]);
     }
-    /* the labels: int64 [B] class indices, or the output's shape for the squared error */
+    /* the labels: int64 [B] class indices below the output's size per example, or the output's shape for the squared
+     * error */
+    cx_view ov = {0};
+    if (st == CATTR_OK) {
+        int y = cx_model_output(e->m);
+        cx_job jv = cx_job_for(e, s->g, s->consts);
+        jv.plans = CX_PLAN_CACHE_MAX;
+        jv.n_in = s->g->n_inputs;
+        jv.in = in;
+        jv.n_out = 1;
+        jv.outs = &y;
+        st = cx_run_view(&jv, y, &ov);
+    }
+    int64_t classes = ov.ndim ? cx_numel(ov.ndim - 1, ov.shape + 1) : 0;
+    if (st == CATTR_OK && loss == CATTR_LOSS_MSE && !cx_shape_eq(labels->ndim, labels->shape, ov.ndim, ov.shape))
+        st = cx_fail(CATTR_ERR_SHAPE, "labels have shape %s; the squared error takes the output's, %s",
+                     cx_shape_str(labels->ndim, labels->shape, s1, sizeof s1), cx_shape_str(ov.ndim, ov.shape, s2, sizeof s2));
     if (st == CATTR_OK && loss != CATTR_LOSS_MSE) {
         st = cattr_tensor_convert(labels, CATTR_INT64, &tmp[n_tmp]);
         if (st == CATTR_OK && tmp[n_tmp]->numel != c.B)
@@ -278,9 +294,10 @@ cattr_status cattr_explainer_example_grads(cattr_explainer *e, const cattr_call 
                          (long long)tmp[n_tmp]->numel, (long long)c.B);
         const int64_t *lv = st == CATTR_OK ? tmp[n_tmp]->data : NULL;
         n_tmp++;
-        for (int64_t b = 0; lv && b < c.B; b++)
-            if (lv[b] < 0) st = cx_fail(CATTR_ERR_TARGET, "labels: example %lld has class %lld", (long long)b,
-                                        (long long)lv[b]);
+        for (int64_t b = 0; lv && b < c.B && st == CATTR_OK; b++)
+            if (lv[b] < 0 || lv[b] >= classes)
+                st = cx_fail(CATTR_ERR_TARGET, "labels: example %lld has class %lld; the output has %lld per example",
+                             (long long)b, (long long)lv[b], (long long)classes);
         if (st == CATTR_OK) in[nm + n_params] = cx_arg_of(tmp[n_tmp - 1]);
     } else if (st == CATTR_OK) {
         st = cattr_tensor_convert(labels, c.dt, &tmp[n_tmp]);

@@ -851,6 +851,32 @@ int cattr_model_n_weight_modules(const cattr_model *m) {
     return n;
 }
 
+const cattr_tensor *cattr_model_weight(const cattr_model *m, const char *name) {
+    int v = m && name ? cg_find_value(m->g, name) : -1;
+    return v >= 0 && m->g->vals[v].kind == CG_VAL_CONST ? m->g->vals[v].data : NULL;
+}
+
+int cattr_model_module_weights(const cattr_model *m, const char *path, const char **names, int max) {
+    if (!m) return 0;
+    const cg_graph *g = m->g;
+    unsigned char *seen = calloc((size_t)g->n_vals + 1, 1);
+    size_t pl = path ? strlen(path) : 0;
+    int n = 0;
+    char mod[256];
+    for (int i = 0; seen && i < g->n_nodes; i++)
+        for (int j = 0; j < g->nodes[i].n_in; j++) {
+            int v = g->nodes[i].in[j];
+            if (v < 0 || seen[v] || !is_weight(&g->vals[v])) continue;
+            seen[v] = 1; /* a weight's module is its first reader's */
+            if (pl && (!node_module(g, i, mod, sizeof mod) || strncmp(mod, path, pl) || (mod[pl] && mod[pl] != '.')))
+                continue;
+            if (names && n < max) names[n] = g->vals[v].name;
+            n++;
+        }
+    free(seen);
+    return n;
+}
+
 size_t cattr_model_weight_module(const cattr_model *m, int k, char *buf, size_t size) {
     int n = 0;
     char (*mods)[256] = m ? weight_modules(m->g, &n) : NULL;

@@ -343,3 +343,73 @@ def test_influence_function_errors(tmp_path):
     with pytest.raises(AssertionError, match='must be "none" when `sample_wise_grads_per_batch` is False'):
         ci.ArnoldiInfluenceFunction(net, train, path, checkpoints_load_func=_load,
                                     loss_fn=torch.nn.CrossEntropyLoss(reduction="sum"))
+
+
+def _cli():
+    from cattr import _lib
+
+    exe = os.environ.get("CATTR_CLI") or os.path.join(os.path.dirname(os.path.abspath(_lib.lib_path)), "cattr")
+    if not os.path.isfile(exe) or not os.access(exe, os.X_OK):
+        pytest.skip("no cattr command next to %s (set CATTR_CLI)" % _lib.lib_path)
+    return exe
+
+
+def _save_safetensors(path, tensors):
+    import json
+    import struct
+
+    header, blobs, at = {}, [], 0
+    for name, t in tensors.items():
+        b = t.detach().numpy().astype(np.float64).tobytes()
+        header[name] = {"dtype": "F64", "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+@pytest.mark.parametrize("ckpt_kind", ["safetensors", "onnx"])
+def test_cli_influence_matches_tracincp(tmp_path, ckpt_kind):
+    """`cattr influence` on the ONNX export of a network with checkpoints (safetensors of the weights, or ONNX files
+    of the same graph) and learning rates gives TracInCP's scores (cattr.influence, which gives Captum's), and its
+    self influence TracInCP's."""
+    import subprocess
+
+    exe = _cli()
+    net, train, test = _setup(tmp_path, checkpoints=3)
+    x, y = train.tensors
+    np.save(tmp_path / "x.npy", x.numpy())
+    np.save(tmp_path / "y.npy", y.numpy())
+    np.save(tmp_path / "xt.npy", test[0].numpy())
+    np.save(tmp_path / "yt.npy", test[1].numpy())
+    model = str(tmp_path / "net.onnx")
+    torch.onnx.export(net, (x[:2],), model, input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+    ckpts = []
+    for c in range(3):
+        lr = _load(net, tmp_path / ("checkpoint-%d.pt" % c))
+        if ckpt_kind == "safetensors":
+            path = tmp_path / ("ck%d.safetensors" % c)
+            _save_safetensors(path, dict(net.state_dict()))
+        else:
+            path = tmp_path / ("ck%d.onnx" % c)
+            torch.onnx.export(net, (x[:2],), str(path), input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+        ckpts += ["--checkpoint", "%s@%g" % (path, lr)]
+    base = [exe, "influence", model, "--train", str(tmp_path / "x.npy"), "--train-labels", str(tmp_path / "y.npy"),
+            "--dtype", "float64", "--batch", "5", "--quiet"] + ckpts
+    r = subprocess.run(base + ["--test", str(tmp_path / "xt.npy"), "--test-labels", str(tmp_path / "yt.npy"),
+                               "--output", str(tmp_path / "s.npy")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(base + ["--self-influence", "--output", str(tmp_path / "self.npy")], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    tracin = ci.TracInCP(net, train, [str(tmp_path / ("checkpoint-%d.pt" % c)) for c in range(3)], _load,
+                         loss_fn=torch.nn.CrossEntropyLoss(reduction="none"), batch_size=5)
+    want = tracin.influence(test).numpy()
+    got = np.load(tmp_path / "s.npy")
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-9 * np.abs(want).max()
+    want_self = tracin.self_influence().numpy()
+    got_self = np.load(tmp_path / "self.npy")
+    assert np.abs(got_self - want_self).max() <= 1e-9 * np.abs(want_self).max()

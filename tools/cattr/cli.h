@@ -108,6 +108,7 @@ int cli_corpus_fuzz(const unsigned char *data, size_t size);
 int cli_progress_fuzz(const unsigned char *data, size_t size);
 int cmd_compare(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
+int cmd_influence(int argc, char **argv);
 int cmd_evaluate(int argc, char **argv);
 
 /* explain's --metrics (metrics_cli.c): which of Captum's metrics, and their perturbations. */

@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  info MODEL.onnx [--device NAME] | info --devices                 inputs, outputs, ops and layers\n"
             "  compare CASE|MODEL|DIR --devices A,B [...]                       the same attributions on two devices\n"
             "  attack MODEL.onnx --input FILE --target T --epsilon E [...]      an adversarial input (FGSM, PGD)\n"
+            "  influence MODEL.onnx --train X --train-labels Y --test X ...     training examples' influence (TracIn)\n"
             "  evaluate MODEL.onnx --method M --input FILE --metric LIST [...]  metrics of the attributions\n"
             "  version                                                          print the version\n"
             "\n"
@@ -57,6 +58,7 @@ int main(int argc, char **argv) {
                               : !strcmp(cmd, "explain-llm") ? cmd_explain_llm
                               : !strcmp(cmd, "compare")     ? cmd_compare
                               : !strcmp(cmd, "attack")      ? cmd_attack
+                              : !strcmp(cmd, "influence")   ? cmd_influence
                               : !strcmp(cmd, "evaluate")    ? cmd_evaluate
                                                             : NULL;
     if (fn) {
