@@ -1,6 +1,6 @@
 #!/bin/sh
-# The documentation's commands run as written: every indented code block of docs/CLI.md, README.md, docs/metrics.md and
-# docs/robust.md that starts
+# The documentation's commands run as written: every indented code block of docs/CLI.md, README.md, docs/metrics.md,
+# docs/robust.md and docs/influence.md that starts
 # with a `cattr` command (or a variable for one) runs with `sh -e` and must exit 0, and every row of the error tables
 # runs and must give the documented message and exit code. (`cattr replay ../shared/golden/llm` lines are left out:
 # the golden_llm tests run exactly that.) The blocks run in a scratch folder that sees the repository's models/
@@ -28,7 +28,7 @@ awk -v dir="$tmp/blocks" '
     /^```/ { fence = !fence; flush(); next }
     !fence && (/^    [^ ]/ || (n > 0 && /^     /)) { line = substr($0, 5); if (n == 0) first = line; body = body line "\n"; n++; next }
     { flush() }
-    END { flush() }' docs/CLI.md README.md docs/metrics.md docs/robust.md
+    END { flush() }' docs/CLI.md README.md docs/metrics.md docs/robust.md docs/influence.md
 for f in "$tmp"/blocks/*.sh; do
     if grep -qE 'MODEL\.onnx|FILE|CHECKPOINT_DIR|PATH\.\.\.|<[a-z]|\[options\]' "$f"; then continue; fi
     if grep -q 'shared/golden' "$f" && [ -z "$golden" ]; then skipped=$((skipped + 1)); continue; fi
