@@ -287,34 +287,40 @@ class _Passes:
             out = torch.from_numpy(np.asarray(out))
         return out
 
-    def param_products(self, xs, names, params, seed, dirs):
-        """With u = seed (the output's shape): the gradient of sum(u * model(*xs)) with respect to the named
-        parameters, and with directions dirs (the parameters' shapes) J v (the output's shape) and sum_o u_o H(F_o) v
-        (one cattr call, cattr_explainer_param_hvp); torch tensors (jv and hv None without dirs)."""
+    def param_products(self, xs, names, params, jobs):
+        """For each (seed, dirs) of jobs, with u = seed (the output's shape): the gradient of sum(u * model(*xs))
+        with respect to the named parameters, and with directions dirs (the parameters' shapes; None: none) J v (the
+        output's shape) and sum_o u_o H(F_o) v: one cattr call each (cattr_explainer_param_hvp), all within one
+        call setup; a list of (grads, jv, hv) of torch tensors (jv and hv None without dirs)."""
         import torch
         from .robust import _Gradient
 
         if self._fwd is None:
             self._fwd = _Gradient(self.model)
         n = len(names)
+        dtype = params[0].dtype
+        as_t = lambda t: torch.from_numpy(np.ascontiguousarray(tensor_to_numpy(t))).to(dtype)
 
         def invoke(e, call, mk):
             nm = (ctypes.c_char_p * n)(*[a.encode() for a in names])
             ps = (_lib.TensorP * n)(*[mk(p.detach(), "parameter %s" % a) for p, a in zip(params, names)])
-            vs = (_lib.TensorP * n)(*[mk(v.detach(), "direction %s" % a) for v, a in zip(dirs, names)]) \
-                if dirs is not None else None
-            grads, hv, jv = (_lib.TensorP * n)(), (_lib.TensorP * n)(), _lib.TensorP()
-            e.intr.run(lib.cattr_explainer_param_hvp, e.h, ctypes.byref(call), n, nm, ps, mk(seed, "the seed"), vs,
-                       grads, None, ctypes.byref(jv) if dirs is not None else None, hv if dirs is not None else None)
-            take = [tensor_to_numpy(grads[k]) for k in range(n)]
-            if dirs is None:
-                return take, None, None
-            return take, tensor_to_numpy(jv), [tensor_to_numpy(hv[k]) for k in range(n)]
+            out = []
+            for seed, dirs in jobs:
+                vs = (_lib.TensorP * n)(*[mk(v.detach(), "direction %s" % a) for v, a in zip(dirs, names)]) \
+                    if dirs is not None else None
+                grads, hv, jv = (_lib.TensorP * n)(), (_lib.TensorP * n)(), _lib.TensorP()
+                e.intr.run(lib.cattr_explainer_param_hvp, e.h, ctypes.byref(call), n, nm, ps, mk(seed, "the seed"),
+                           vs, grads, None, ctypes.byref(jv) if dirs is not None else None,
+                           hv if dirs is not None else None)
+                g = [as_t(grads[k]) for k in range(n)]
+                if dirs is None:
+                    out.append((g, None, None))
+                else:
+                    out.append((g, as_t(jv), [as_t(hv[k]) for k in range(n)]))
+            return out
 
         res, _, _ = self._fwd._run(xs, {}, invoke=invoke)
-        grads, jv, hv = res
-        as_t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(params[0].dtype)
-        return [as_t(a) for a in grads], None if jv is None else as_t(jv), None if hv is None else [as_t(a) for a in hv]
+        return res
 
     def layer_inputs(self, xs, paths):
         from .attr import LayerActivation
@@ -634,10 +640,15 @@ class _ParamGrads:
 
     def _hvp(self, batch, vs, loss_fn, reduction):
         """The Hessian of the batch's total loss (Captum's: the per-example losses summed, a "mean" loss times the
-        batch size) with respect to the parameters, times the direction vs (a tuple of the parameters' shapes), exact:
-        H v = J^T H_L J v + sum_o dL/dF_o H(F_o) v, the two model terms from cattr's double backward
-        (cattr_explainer_param_hvp: J v and the seeded product in one pass, J^T w in a second), the loss's own
-        Hessian H_L by torch's autograd on the output alone (any loss Captum takes)."""
+        batch size) with respect to the parameters, times the direction vs (a tuple of the parameters' shapes)."""
+        return self._hvp_many(batch, [vs], loss_fn, reduction)[0]
+
+    def _hvp_many(self, batch, directions, loss_fn, reduction):
+        """_hvp for each direction of a list, exactly: H v = J^T H_L J v + sum_o dL/dF_o H(F_o) v, the two model
+        terms from cattr's double backward (cattr_explainer_param_hvp: J v and the seeded product in one pass, J^T w
+        in a second), the loss's own Hessian H_L by torch's autograd on the output alone (any loss Captum takes;
+        formed whole once per batch when the output is small). The cattr passes of all directions share one call
+        setup per batch."""
         import torch
 
         xs, targets = _as_tuple(batch[0:-1]), batch[-1]
@@ -647,14 +658,25 @@ class _ParamGrads:
         with torch.enable_grad():
             total = _total_loss(loss_fn, o, targets, reduction)
             (g,) = torch.autograd.grad(total, o, create_graph=True)
-        _, jv, hv = self._passes.param_products(xs, names, params, g.detach(), vs)
-        w = None
-        if g.requires_grad:
-            (w,) = torch.autograd.grad(g, o, grad_outputs=jv.to(g.dtype), allow_unused=True)
-        if w is None:
-            return tuple(hv)
-        jtw, _, _ = self._passes.param_products(xs, names, params, w.detach(), None)
-        return tuple(a + b for a, b in zip(hv, jtw))
+        first = self._passes.param_products(xs, names, params, [(g.detach(), vs) for vs in directions])
+        if not g.requires_grad:  # a loss linear in the output: no term of its own
+            return [tuple(hv) for _, _, hv in first]
+        H = None
+        if o.numel() < len(directions) and o.numel() <= 4096:  # the loss's Hessian at the output, formed once
+            rows = []
+            for i in range(o.numel()):
+                (r,) = torch.autograd.grad(g.reshape(-1)[i], o, retain_graph=True, allow_unused=True)
+                rows.append(torch.zeros_like(o).reshape(-1) if r is None else r.reshape(-1))
+            H = torch.stack(rows)
+        ws = []
+        for _, jv, _ in first:
+            if H is not None:
+                ws.append((H @ jv.to(H.dtype).reshape(-1)).reshape(o.shape))
+            else:
+                (w,) = torch.autograd.grad(g, o, grad_outputs=jv.to(g.dtype), retain_graph=True, allow_unused=True)
+                ws.append(torch.zeros_like(o) if w is None else w)
+        second = self._passes.param_products(xs, names, params, [(w.detach(), None) for w in ws])
+        return [tuple(a + b for a, b in zip(hv, jtw)) for (_, _, hv), (jtw, _, _) in zip(first, second)]
 
 
 class TracInCP(TracInCPBase, _ParamGrads):
@@ -1090,18 +1112,25 @@ class NaiveInfluenceFunction(InfluenceFunctionBase):
         sizes = [p.numel() for p in params]
         n = sum(sizes)
         dtype = params[0].dtype
-        cols = []
-        bar = _Progress(None, "Forming the Hessian (one product per parameter)", n) if show_progress else None
-        for i in range(n):
-            e = torch.zeros(n, dtype=dtype)
-            e[i] = 1
-            vs = tuple(t.reshape(s) for t, s in zip(torch.split(e, sizes), shapes))
-            cols.append(torch.cat([h.reshape(-1) for h in self._dataset_hvp(vs, False)]))
-            if bar is not None:
-                bar.update()
+        H = torch.zeros(n, n, dtype=dtype)
+        chunk = 256  # directions per round of passes (their products are held at once)
+        nb = _length(self.hessian_dataloader)
+        bar = _Progress(None, "Forming the Hessian (one product per parameter and batch)",
+                        nb * ((n + chunk - 1) // chunk) if nb else None) if show_progress else None
+        for batch in self.hessian_dataloader:
+            for c0 in range(0, n, chunk):
+                dirs = []
+                for i in range(c0, min(n, c0 + chunk)):
+                    e = torch.zeros(n, dtype=dtype)
+                    e[i] = 1
+                    dirs.append(tuple(t.reshape(s) for t, s in zip(torch.split(e, sizes), shapes)))
+                hv = self._hvp_many(batch, dirs, self.loss_fn, self.reduction_type)
+                H[:, c0:c0 + len(dirs)] += torch.stack([torch.cat([h.reshape(-1) for h in col]) for col in hv], dim=1)
+                if bar is not None:
+                    bar.update()
         if bar is not None:
             bar.close()
-        return torch.stack(cols, dim=1)
+        return H
 
     def _batch_embeddings(self, jacobians):
         import torch
