@@ -924,6 +924,19 @@ cattr_status cattr_llm_set_device(cattr_llm *m, const char *device);
 cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
                                 int64_t **out, int64_t *n);
 
+/* The answer's log-probabilities with parts of the prompt removed (context attribution: leave-one-source-out,
+ * ContextCite's random ablations). For each of R rows, keep[r * T + t] != 0 keeps prompt token t; the removed tokens
+ * are taken out of the sequence (the kept ones close up and are renumbered), not replaced. lp[r * n + q] = log p(
+ * target[q] | the kept prompt, target[0..q-1]). One forward pass over the prompt gives every layer's keys and values;
+ * each row then recomputes only the positions from its first removed token on (its last kept one when it removes the
+ * prompt's end) against that unchanged prefix, several rows per pass within p's memory budget; p gives the dtype,
+ * the precision, the device, the budget, the progress callback and the cancel flag. Errors:
+ * CATTR_ERR_INVALID_ARGUMENT (a row that removes the whole prompt, ids out of range, too long for the context),
+ * CATTR_ERR_NONFINITE, CATTR_ERR_CANCELLED, the backend's. */
+cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, const int64_t *prompt, int64_t T,
+                                      const int64_t *target, int64_t n, const unsigned char *keep, int64_t R,
+                                      double *lp);
+
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Profiling                                                                                                     */
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -192,7 +192,7 @@ cattr_llm_call cattr_llm_call_make(const int64_t *prompt, int64_t T, const int64
 }
 
 /* Embeddings of ids [R, L] as a float32 tensor [R, L, H]. */
-static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, int64_t L) {
+cattr_tensor *cx_llm_embed(const cattr_llm *m, const int64_t *ids, int64_t R, int64_t L) {
     int64_t H = m->cfg.hidden_size, sh[3] = {R, L, H};
     cattr_tensor *t = cx_tensor_alloc(CATTR_FLOAT32, 3, sh);
     if (!t) return NULL;
@@ -204,8 +204,8 @@ static cattr_tensor *embed(const cattr_llm *m, const int64_t *ids, int64_t R, in
  * "high") in dtype dt on inputs in[0..n_in) for outputs outs[0..n_outs): its plans cached per kind and dtype; while
  * m->diagnose is set it looks for the node where NaN or Inf first appears, and during an attribution it watches the
  * call's cancel flag between nodes (cx_watch). */
-static cattr_status llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const cx_arg *in,
-                            const int *outs, int n_outs, cx_job *j) {
+cattr_status cx_llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const cx_arg *in,
+                        const int *outs, int n_outs, cx_job *j) {
     int di = dt == CATTR_FLOAT64;
     cx_consts **cs = &m->consts[kind][di];
     if (!m->be) CX_CHECK(cx_llm_use_device(m, NULL));
@@ -232,7 +232,7 @@ static void take_logprobs(const cattr_tensor *o, int64_t R, int64_t y, double *l
  * each, 2 per layer, R = 1), the pass also returns them. */
 cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
                                  double *lp, void **kv) {
-    cattr_tensor *e = embed(m, ids, R, L), *ec = NULL, *o = NULL;
+    cattr_tensor *e = cx_llm_embed(m, ids, R, L), *ec = NULL, *o = NULL;
     if (!e) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     cattr_status st = cattr_tensor_convert(e, dt, &ec);
     cattr_tensor_free(e);
@@ -257,7 +257,7 @@ cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, in
     cx_arg in = {.nd = nd, .sh = {R, L, m->cfg.hidden_size}, .dt = dt, .host = ec ? ec->data : NULL};
     cx_job j;
     cx_view v;
-    if (st == CATTR_OK) st = llm_job(m, 2 * m->prec, model->g, dt, 1, &in, outs, n_outs, &j);
+    if (st == CATTR_OK) st = cx_llm_job(m, 2 * m->prec, model->g, dt, 1, &in, outs, n_outs, &j);
     if (st == CATTR_OK) st = cx_run_view(&j, outs[0], &v);
     if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
         st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -283,7 +283,7 @@ static size_t llm_budget(const cattr_llm *m, const cattr_attr_params *lp) {
 
 /* Forward rows per pass: the perturbation batches are cut to the memory budget (or perturbations_per_eval). The
  * forward arena of a pass over `pos` positions is about pos times that of one position. */
-static int64_t rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t R, int64_t L) {
+int64_t cx_llm_rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t R, int64_t L) {
     if (lp->perturbations_per_eval > 0) return lp->perturbations_per_eval < R ? lp->perturbations_per_eval : R;
     size_t budget = llm_budget(m, lp);
     const cx_hf_config *c = &m->cfg;
@@ -326,7 +326,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
         CX_CHECK(cx_derive_clone(m->cached[0], 0, NULL, cg, NULL));
         cg_mark_bf16(*cg);
     }
-    int64_t budget_rows = rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */
+    int64_t budget_rows = cx_llm_rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */
     /* ~256 positions per pass: GEMMs near their peak rate, and little recomputation of positions before the
      * ablated token within a block */
     int64_t target = budget_rows < 256 ? budget_rows : 256;
@@ -376,7 +376,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
             last[S++] = N - 1;
             i++;
         }
-        cattr_tensor *e = embed(m, tids, 1, N), *ec = NULL, *o = NULL;
+        cattr_tensor *e = cx_llm_embed(m, tids, 1, N), *ec = NULL, *o = NULL;
         st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         cattr_tensor_free(e);
         arg[0].nd = 3, arg[0].sh[0] = 1, arg[0].sh[1] = N, arg[0].sh[2] = H;
@@ -393,7 +393,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
         int outv = (*cg)->outputs[0];
         cx_job j;
         cx_view v;
-        if (st == CATTR_OK) st = llm_job(m, 1 + 2 * m->prec, *cg, dt, n_in, arg, &outv, 1, &j);
+        if (st == CATTR_OK) st = cx_llm_job(m, 1 + 2 * m->prec, *cg, dt, n_in, arg, &outv, 1, &j);
         if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
         if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
             st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -481,7 +481,7 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     if (st == CATTR_OK) {
         memcpy(seq, ids, (size_t)T * sizeof *seq);
         memcpy(seq + T, tg, (size_t)(n - 1) * sizeof *seq);
-        one = embed(m, seq, 1, L);
+        one = cx_llm_embed(m, seq, 1, L);
         if (!one) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
     if (st == CATTR_OK) {

@@ -58,6 +58,14 @@ struct cattr_llm {
  * `what`; the progress and cancellation after a chunk. */
 cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, int64_t R, int64_t L, int64_t y,
                             double *lp, void **kv);
+/* (llm.c) Embeddings of ids [R, L] as a float32 tensor [R, L, H] (NULL when out of memory). */
+cattr_tensor *cx_llm_embed(const cattr_llm *m, const int64_t *ids, int64_t R, int64_t L);
+/* (llm.c) The job of a pass of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision
+ * "high"), its plans and constants kept per kind and dtype, watching the call's cancel flag. */
+cattr_status cx_llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const cx_arg *in,
+                        const int *outs, int n_outs, cx_job *j);
+/* (llm.c) How many of R sequences of length L one forward pass holds within the memory budget (at least 1). */
+int64_t cx_llm_rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t R, int64_t L);
 cattr_status cx_llm_check_ids(const cattr_llm *m, const int64_t *ids, int64_t n, const char *what);
 cattr_status cx_llm_use_device(cattr_llm *m, const char *device);
 cattr_status cx_llm_set_precision(cattr_llm *m, const cattr_attr_params *p);
