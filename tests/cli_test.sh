@@ -331,6 +331,12 @@ expect_exit "corpus into a foreign file" 2 "is not a results file" "" -- explain
 # --- language models (the golden checkpoints) ---------------------------------------------------------------------
 golden=${CATTR_GOLDEN:-../shared/golden}
 qwen=$golden/llm/qwen3-tiny
+if [ -d "$qwen" ]; then # the checkpoint's chat template (ChatML with Qwen3's thinking switched off)
+    printf 'Sky is green. Sun is up.' > "$tmp/q1.txt"; printf 'Sea is blue.' > "$tmp/q2.txt"
+    expect_ok "explain-context chat template" explain-context "$qwen" --question "sky?" --context "$tmp/q1.txt" \
+        --context "$tmp/q2.txt" --answer " green" --sources sentences
+    grep -q '^leave-one-out over 3 sentences: 3 ablations' "$tmp/stdout" && ok || bad "explain-context: qwen3-tiny"
+fi
 if [ -d "$qwen" ]; then
     expect_ok "explain-llm" explain-llm "$qwen" --prompt "The capital of France is" --target " Paris" --steps 8 \
         --output "$tmp/llm.json" --html "$tmp/llm.html"
@@ -537,6 +543,42 @@ expect_exit "attack target" 2 "give --target or --targets" "$tmp/adv4.npy" -- \
     attack $model --input $x --epsilon 0.1 --output "$tmp/adv4.npy"
 expect_exit "attack target range" 1 "target" "$tmp/adv4.npy" -- \
     attack $model --input $x --target 10 --epsilon 0.1 --output "$tmp/adv4.npy"
+
+# --- explain-context: sources scored by removing them (loo, surrogate), sentences, the quality numbers, the template;
+# the refusals ------------------------------------------------------------------------------------------------------------
+printf 'Sky is green. Sun is up.' > "$tmp/c1.txt"; printf 'Sea is blue.' > "$tmp/c2.txt"; : > "$tmp/c0.txt"
+tiny=tests/data/llm/tiny; ctpl="C: {context} Q: {question} A:"
+expect_ok "explain-context loo" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
+    --context "$tmp/c2.txt" --answer " green" --json "$tmp/ctx1.json" --quality
+grep -q '^leave-one-out over 2 documents: 2 ablations' "$tmp/stdout" && ok || { bad "explain-context: no loo line"; cat "$tmp/stdout"; }
+expect_ok "explain-context surrogate" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
+    --context "$tmp/c2.txt" --max-new 3 --method surrogate --sources sentences --samples 16 --seed 3 --quality \
+    --json "$tmp/ctx2.json"
+expect_ok "explain-context surrogate again" explain-context $tiny --template "$ctpl" --question "sky?" \
+    --context "$tmp/c1.txt" --context "$tmp/c2.txt" --max-new 3 --method surrogate --sources sentences --samples 16 \
+    --seed 3 --quality --json "$tmp/ctx3.json" --quiet
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import json, math, sys
+a, b, c = (json.load(open(f)) for f in sys.argv[1:4])
+assert a["method"] == "loo" and len(a["sources"]) == 2 and a["ablations"] == 2, a
+assert [s["text"] for s in a["sources"]] == ["Sky is green. Sun is up.", "Sea is blue."], a["sources"]
+assert all(math.isfinite(s["score"]) for s in a["sources"]) and set(a["top_k_drop"]) == {"1", "3", "5"}, a
+assert b["sources_kind"] == "sentences" and [s["text"] for s in b["sources"]] == ["Sky is green. ", "Sun is up.",
+                                                                                  "Sea is blue."], b["sources"]
+assert -1 <= b["lds"] <= 1 and b["ablations"] == 48, b
+assert [s["score"] for s in b["sources"]] == [s["score"] for s in c["sources"]], (b, c)
+' "$tmp/ctx1.json" "$tmp/ctx2.json" "$tmp/ctx3.json"; then ok; else bad "explain-context: the JSON"; fi
+fi
+expect_exit "explain-context no template" 2 "no readable tokenizer_config.json; give --template" "$tmp/ctx4.json" -- \
+    explain-context $tiny --question "sky?" --context "$tmp/c1.txt" --answer " g" --json "$tmp/ctx4.json"
+expect_exit "explain-context template" 2 "--template must hold {context} and {question}" "$tmp/ctx4.json" -- \
+    explain-context $tiny --template "C: {context}" --question "sky?" --context "$tmp/c1.txt" --json "$tmp/ctx4.json"
+expect_exit "explain-context no context" 2 "give at least one --context FILE" "$tmp/ctx4.json" -- \
+    explain-context $tiny --template "$ctpl" --question "sky?" --json "$tmp/ctx4.json"
+expect_exit "explain-context empty" 2 "is empty" "$tmp/ctx4.json" -- \
+    explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c0.txt" --json "$tmp/ctx4.json"
+expect_exit "explain-context method" 2 "--method must be loo or surrogate" "$tmp/ctx4.json" -- \
+    explain-context $tiny --template "$ctpl" --question "q" --context "$tmp/c1.txt" --method shap --json "$tmp/ctx4.json"
 
 # --- influence: TracIn scores, self influence (the diagonal when the test examples are the training ones), checkpoints
 # with learning rates, and the refusals --------------------------------------------------------------------------------

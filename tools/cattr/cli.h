@@ -109,6 +109,7 @@ int cli_progress_fuzz(const unsigned char *data, size_t size);
 int cmd_compare(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
 int cmd_influence(int argc, char **argv);
+int cmd_explain_context(int argc, char **argv);
 int cmd_evaluate(int argc, char **argv);
 
 /* explain's --metrics (metrics_cli.c): which of Captum's metrics, and their perturbations. */

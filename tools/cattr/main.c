@@ -28,6 +28,7 @@ static void usage(FILE *f) {
             "  compare CASE|MODEL|DIR --devices A,B [...]                       the same attributions on two devices\n"
             "  attack MODEL.onnx --input FILE --target T --epsilon E [...]      an adversarial input (FGSM, PGD)\n"
             "  influence MODEL.onnx --train X --train-labels Y --test X ...     training examples' influence (TracIn)\n"
+            "  explain-context DIR --question TEXT --context FILE [...]         which documents an answer relies on\n"
             "  evaluate MODEL.onnx --method M --input FILE --metric LIST [...]  metrics of the attributions\n"
             "  version                                                          print the version\n"
             "\n"
@@ -59,6 +60,7 @@ int main(int argc, char **argv) {
                               : !strcmp(cmd, "compare")     ? cmd_compare
                               : !strcmp(cmd, "attack")      ? cmd_attack
                               : !strcmp(cmd, "influence")   ? cmd_influence
+                              : !strcmp(cmd, "explain-context") ? cmd_explain_context
                               : !strcmp(cmd, "evaluate")    ? cmd_evaluate
                                                             : NULL;
     if (fn) {
