@@ -547,7 +547,7 @@ expect_exit "attack target range" 1 "target" "$tmp/adv4.npy" -- \
 # --- explain-context: sources scored by removing them (loo, surrogate), sentences, the quality numbers, the template;
 # the refusals ------------------------------------------------------------------------------------------------------------
 printf 'Sky is green. Sun is up.' > "$tmp/c1.txt"; printf 'Sea is blue.' > "$tmp/c2.txt"; : > "$tmp/c0.txt"
-tiny=tests/data/llm/tiny; ctpl="C: {context} Q: {question} A:"
+ctpl="C: {context} Q: {question} A:"
 expect_ok "explain-context loo" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
     --context "$tmp/c2.txt" --answer " green" --json "$tmp/ctx1.json" --quality
 grep -q '^leave-one-out over 2 documents: 2 ablations' "$tmp/stdout" && ok || { bad "explain-context: no loo line"; cat "$tmp/stdout"; }
