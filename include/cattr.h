@@ -937,6 +937,58 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
                                       const int64_t *target, int64_t n, const unsigned char *keep, int64_t R,
                                       double *lp);
 
+/* Context attribution (retrieval-augmented answers): which documents, or sentences, of the context an answer is built
+ * on. The prompt is prefix + documents (joined by separator) + suffix, each piece tokenized on its own so that every
+ * source is a run of whole tokens. */
+typedef enum cattr_context_method {
+    CATTR_CONTEXT_LOO = 0,      /* leave one source out: score = the answer's log-probability it holds up */
+    CATTR_CONTEXT_SURROGATE = 1 /* ContextCite: random keep/drop masks, a Lasso fit of the log-probability; score = weight */
+} cattr_context_method;
+
+typedef struct cattr_context_request {
+    const char *prefix;                 /* the prompt before the documents (cattr_llm_chat_frame, or the caller's) */
+    const char *suffix;                 /* after them: the question and the assistant's start */
+    const char *const *documents;       /* the documents' texts (UTF-8), in order */
+    int n_documents;
+    const char *separator;              /* between documents (NULL: a blank line, "\n\n") */
+    const char *answer;                 /* the answer to explain (NULL: generated greedily, up to max_new tokens) */
+    int max_new;
+    int sentences;                      /* 0: the sources are the documents; 1: their sentences (cattr_llm_segments) */
+    cattr_context_method method;
+    int64_t samples;                    /* surrogate: random ablations (0: 64) */
+    double keep_prob;                   /* surrogate: a source's chance to be kept (0: 0.5) */
+    double alpha;                       /* surrogate: the Lasso's regularisation (negative: 0.01) */
+    uint64_t seed;                      /* surrogate: the masks' seed (cattr's generator) */
+    int quality;                        /* also the top-k drops and, for the surrogate, the LDS over 32 held-out masks */
+} cattr_context_request;
+
+typedef struct cattr_context_result {
+    char *answer;                       /* the answer's text (special tokens skipped) */
+    int64_t n_answer, n_prompt;         /* tokens */
+    double answer_logprob;              /* its total log-probability with the whole context */
+    int64_t n_sources;
+    int *document;                      /* per source: its document, */
+    int64_t *start, *end;               /* its bytes [start, end) in that document, */
+    double *score;                      /* and its score */
+    double top_k_drop[3];               /* quality: the log-probability drop with the top 1, 3, 5 removed (NaN: not asked) */
+    double lds;                         /* quality, surrogate: the linear datamodeling score (NaN: not computed) */
+    int64_t ablations, held_out;        /* the ablated prompts scored (held-out ones for the LDS apart) */
+    double seconds_generation, seconds_ablations;
+} cattr_context_result;
+
+/* Scores the sources of r (cattr_llm_score_removals: sources removed from the token sequence, the unchanged prefix
+ * computed once) under p (dtype, device, budget, progress, cancel flag). *out: a new result (cattr_context_result_free).
+ * Errors: CATTR_ERR_INVALID_ARGUMENT (no document, an empty one, an empty answer, too long for the context), the
+ * tokenizer's and the passes'. */
+cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
+                                       cattr_context_result **out);
+void cattr_context_result_free(cattr_context_result *r);
+/* The prompt around a user turn "<documents>\n\n<question>" from the checkpoint's chat template (tokenizer_config.json's
+ * chat_template in dir): the ChatML form (Qwen; Qwen3 as with enable_thinking=False), Llama 3's and Mistral's. *prefix
+ * and *suffix are malloc'd (caller frees). Errors: CATTR_ERR_UNSUPPORTED (no tokenizer_config.json, no chat template,
+ * or one of another form: cattr renders these three, it has no Jinja engine), CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **prefix, char **suffix);
+
 /* ------------------------------------------------------------------------------------------------------------ */
 /* Profiling                                                                                                     */
 /* ------------------------------------------------------------------------------------------------------------ */

@@ -565,7 +565,7 @@ assert [s["text"] for s in a["sources"]] == ["Sky is green. Sun is up.", "Sea is
 assert all(math.isfinite(s["score"]) for s in a["sources"]) and set(a["top_k_drop"]) == {"1", "3", "5"}, a
 assert b["sources_kind"] == "sentences" and [s["text"] for s in b["sources"]] == ["Sky is green. ", "Sun is up.",
                                                                                   "Sea is blue."], b["sources"]
-assert -1 <= b["lds"] <= 1 and b["ablations"] == 48, b
+assert -1 <= b["lds"] <= 1 and b["ablations"] == 16 and b["held_out"] == 32, b
 assert [s["score"] for s in b["sources"]] == [s["score"] for s in c["sources"]], (b, c)
 ' "$tmp/ctx1.json" "$tmp/ctx2.json" "$tmp/ctx3.json"; then ok; else bad "explain-context: the JSON"; fi
 fi

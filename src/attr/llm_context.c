@@ -6,11 +6,19 @@
  * and values; a row then runs only the positions from its first removed token on (or from its last kept token, when
  * it removes the prompt's end), attending to the unchanged prefix before them (the prefix-continuing decoder of
  * FeatureAblation's prefix reuse, segments of several rows per pass), and the log-probabilities of all the answer's
- * tokens are read at once (one gathered position per answer token and row). */
+ * tokens are read at once (one gathered position per answer token and row). Context attribution itself
+ * (cattr_llm_explain_context) builds the prompt piece by piece (every source a run of whole tokens), the rows of source
+ * masks (leave-one-out, or ContextCite's random masks and Lasso fit) and the quality numbers over it. */
+#include "attr/linmodel.h"
 #include "attr/llm_internal.h"
+#include "core/rng.h"
 
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, const int64_t *prompt, int64_t T,
                                       const int64_t *target, int64_t n, const unsigned char *keep, int64_t R,
@@ -149,5 +157,312 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
     free(kv);
     free(start);
     free(cnt);
+    return st;
+}
+
+/* ---- context attribution: sources, ablations, scores -------------------------------------------------------- */
+
+#define CTX_STREAM 0x4354580000000000ull /* "CTX": the surrogate's masks */
+
+static char *read_all(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0, k;
+    char *s = malloc(cap);
+    while (s && (k = fread(s + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (n + 1 == cap) {
+            char *t = realloc(s, cap *= 2);
+            if (!t) free(s);
+            s = t;
+        }
+    }
+    fclose(f);
+    if (s) s[n] = 0;
+    return s;
+}
+
+cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **prefix, char **suffix) {
+    if (!dir || !question || !prefix || !suffix) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_chat_frame: NULL argument");
+    *prefix = *suffix = NULL;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    char *text = read_all(path);
+    cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cfg, "chat_template"));
+    const char *pre = NULL, *post = NULL;
+    if (t && strstr(t, "<|im_start|>")) { /* ChatML (Qwen); Qwen3's thinking switched off, as for a plain answer */
+        pre = "<|im_start|>user\n";
+        post = strstr(t, "enable_thinking") ? "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                                            : "<|im_end|>\n<|im_start|>assistant\n";
+    } else if (t && strstr(t, "<|start_header_id|>")) { /* Llama 3 */
+        pre = "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n";
+        post = "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n";
+    } else if (t && strstr(t, "[INST]")) { /* Mistral */
+        pre = "<s>[INST] ";
+        post = " [/INST]";
+    }
+    cattr_status st = CATTR_OK;
+    if (!pre)
+        st = cx_fail(CATTR_ERR_UNSUPPORTED, "%s: %s", path,
+                     !cfg ? "no readable tokenizer_config.json" : !t ? "no chat_template"
+                     : "a chat_template of a form cattr cannot render (it renders ChatML, Llama 3 and Mistral's)");
+    cJSON_Delete(cfg);
+    if (st != CATTR_OK) return st;
+    *prefix = cx_strdup(pre);
+    *suffix = malloc(strlen(post) + strlen(question) + 3);
+    if (*suffix) sprintf(*suffix, "\n\n%s%s", question, post);
+    if (*prefix && *suffix) return CATTR_OK;
+    free(*prefix), free(*suffix);
+    *prefix = *suffix = NULL;
+    return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+}
+
+void cattr_context_result_free(cattr_context_result *r) {
+    if (!r) return;
+    free(r->answer);
+    free(r->document);
+    free(r->start);
+    free(r->end);
+    free(r->score);
+    free(r);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Appends the tokens of text to the prompt (grown); *k receives how many. */
+static cattr_status append_text(const cattr_llm *m, const char *text, int64_t **p, int64_t *T, int64_t *cap,
+                                int64_t **ids, int64_t *k) {
+    CX_CHECK(cattr_llm_encode(m, text, ids, k));
+    if (*T + *k > *cap) {
+        int64_t c = (*T + *k) * 2 + 16, *q = realloc(*p, (size_t)c * sizeof *q);
+        if (!q) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        *p = q, *cap = c;
+    }
+    memcpy(*p + *T, *ids, (size_t)*k * sizeof **ids);
+    *T += *k;
+    return CATTR_OK;
+}
+
+/* Spearman's rank correlation of x and y (n values; average ranks for ties). */
+static double spearman(const double *x, const double *y, int64_t n) {
+    double *r = malloc((size_t)(2 * n) * sizeof *r);
+    if (!r) return NAN;
+    const double *v[2] = {x, y};
+    for (int s = 0; s < 2; s++)
+        for (int64_t i = 0; i < n; i++) {
+            double less = 0, eq = 0;
+            for (int64_t j = 0; j < n; j++) less += v[s][j] < v[s][i], eq += v[s][j] == v[s][i];
+            r[s * n + i] = less + (eq + 1) / 2;
+        }
+    double mx = (n + 1) / 2.0, sxy = 0, sxx = 0, syy = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sxy += (r[i] - mx) * (r[n + i] - mx);
+        sxx += (r[i] - mx) * (r[i] - mx);
+        syy += (r[n + i] - mx) * (r[n + i] - mx);
+    }
+    free(r);
+    return sxx > 0 && syy > 0 ? sxy / sqrt(sxx * syy) : NAN;
+}
+
+typedef struct ctx_state {
+    int64_t *prompt, T, cap, *ans, n, S, *t0, *t1;
+    unsigned char *keep, *mask;
+    double *lp, *y;
+} ctx_state;
+
+/* The rows' token masks from their source masks (mask [R, S]: kept sources) into keep [R, T]. */
+static void token_masks(ctx_state *c, const unsigned char *mask, int64_t R, unsigned char *keep) {
+    for (int64_t r = 0; r < R; r++) {
+        memset(keep + r * c->T, 1, (size_t)c->T);
+        for (int64_t s = 0; s < c->S; s++)
+            if (!mask[r * c->S + s]) memset(keep + r * c->T + c->t0[s], 0, (size_t)(c->t1[s] - c->t0[s]));
+    }
+}
+
+/* Total log-probabilities of R rows of source masks into y. */
+static cattr_status score_rows(cattr_llm *m, const cattr_attr_params *p, ctx_state *c, const unsigned char *mask,
+                               int64_t R, double *y) {
+    unsigned char *keep = malloc((size_t)(R * c->T));
+    double *lp = malloc((size_t)(R * c->n) * sizeof *lp);
+    cattr_status st = keep && lp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) token_masks(c, mask, R, keep);
+    if (st == CATTR_OK) st = cattr_llm_score_removals(m, p, c->prompt, c->T, c->ans, c->n, keep, R, lp);
+    for (int64_t r = 0; st == CATTR_OK && r < R; r++) {
+        y[r] = 0;
+        for (int64_t q = 0; q < c->n; q++) y[r] += lp[r * c->n + q];
+    }
+    free(keep);
+    free(lp);
+    return st;
+}
+
+/* The prompt and the sources: every document's tokens, or its sentences' (each a run of tokens; bytes in res). */
+static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, ctx_state *c, cattr_context_result *res) {
+    int64_t *ids = NULL, k = 0, cap_s = 0;
+    cattr_status st = append_text(m, r->prefix ? r->prefix : "", &c->prompt, &c->T, &c->cap, &ids, &k);
+    free(ids), ids = NULL;
+    for (int d = 0; d < r->n_documents && st == CATTR_OK; d++) {
+        if (!r->documents[d] || !r->documents[d][0]) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "document %d is empty", d);
+            break;
+        }
+        if (d > 0) st = append_text(m, r->separator ? r->separator : "\n\n", &c->prompt, &c->T, &c->cap, &ids, &k);
+        free(ids), ids = NULL;
+        int64_t base = c->T;
+        if (st == CATTR_OK) st = append_text(m, r->documents[d], &c->prompt, &c->T, &c->cap, &ids, &k);
+        int64_t *seg = st == CATTR_OK ? calloc((size_t)k + 1, sizeof *seg) : NULL, G = 1;
+        int64_t *bs = st == CATTR_OK ? malloc((size_t)(k + 1) * sizeof *bs) : NULL;
+        int64_t *be = st == CATTR_OK ? malloc((size_t)(k + 1) * sizeof *be) : NULL;
+        if (st == CATTR_OK && (!seg || !bs || !be)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK && r->sentences) st = cattr_llm_segments(m, r->documents[d], ids, k, "sentences", NULL, 0, seg, &G);
+        if (st == CATTR_OK) st = cattr_llm_token_spans(m, r->documents[d], ids, k, bs, be);
+        if (st == CATTR_OK && c->S + G > cap_s) { /* grow the per-source arrays */
+            cap_s = (c->S + G) * 2;
+            int *dd = realloc(res->document, (size_t)cap_s * sizeof *dd);
+            if (dd) res->document = dd;
+            int64_t **arr[4] = {&res->start, &res->end, &c->t0, &c->t1};
+            for (int q = 0; q < 4 && dd; q++) {
+                int64_t *g2 = realloc(*arr[q], (size_t)cap_s * sizeof *g2);
+                if (g2) *arr[q] = g2;
+                else dd = NULL;
+            }
+            if (!dd) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        }
+        for (int64_t g = 0; st == CATTR_OK && g < G; g++) {
+            res->document[c->S + g] = d;
+            c->t0[c->S + g] = -1;
+        }
+        for (int64_t t = 0; st == CATTR_OK && t < k; t++) {
+            int64_t s = c->S + seg[t];
+            if (c->t0[s] < 0) c->t0[s] = base + t, res->start[s] = bs[t];
+            c->t1[s] = base + t + 1, res->end[s] = be[t];
+        }
+        if (st == CATTR_OK) c->S += G;
+        free(seg), free(bs), free(be), free(ids), ids = NULL;
+    }
+    if (st == CATTR_OK) st = append_text(m, r->suffix ? r->suffix : "", &c->prompt, &c->T, &c->cap, &ids, &k);
+    free(ids);
+    return st;
+}
+
+/* The answer: given, or greedy (trailing special tokens, end of turn or of text, dropped). */
+static cattr_status make_answer(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r, ctx_state *c) {
+    if (r->answer) {
+        CX_CHECK(cattr_llm_encode(m, r->answer, &c->ans, &c->n));
+    } else {
+        CX_CHECK(cattr_llm_generate(m, p->dtype, c->prompt, c->T, r->max_new > 0 ? r->max_new : 64, &c->ans, &c->n));
+        while (c->n > 0) {
+            char *txt = NULL;
+            if (cattr_llm_decode(m, c->ans + c->n - 1, 1, 1, &txt) != CATTR_OK) break;
+            bool special = !txt[0];
+            free(txt);
+            if (!special && c->ans[c->n - 1] != cattr_llm_eos_token(m)) break;
+            c->n--;
+        }
+    }
+    if (c->n < 1)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, r->answer ? "the answer encodes to no token"
+                                                            : "the generated answer is empty; give the answer");
+    return CATTR_OK;
+}
+
+static int cmp_desc(const void *x, const void *y) {
+    double a = ((const double *)x)[0], b = ((const double *)y)[0];
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
+                                       cattr_context_result **out) {
+    if (!m || !p || !r || !out || (!r->documents && r->n_documents))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_explain_context: NULL argument");
+    *out = NULL;
+    if (r->n_documents < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no document given");
+    if (r->method != CATTR_CONTEXT_LOO && r->method != CATTR_CONTEXT_SURROGATE)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO or CATTR_CONTEXT_SURROGATE");
+    double keep_p = r->keep_prob > 0 ? r->keep_prob : 0.5, alpha = r->alpha >= 0 ? r->alpha : 0.01;
+    if (!(keep_p < 1)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "keep_prob must be between 0 and 1");
+    bool sur = r->method == CATTR_CONTEXT_SURROGATE;
+    int64_t n_main = 0, n_hold = r->quality && sur ? 32 : 0, R = 0;
+    cattr_context_result *res = calloc(1, sizeof *res);
+    ctx_state c = {0};
+    if (!res) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    res->lds = NAN;
+    for (int q = 0; q < 3; q++) res->top_k_drop[q] = NAN;
+    cattr_status st = build_sources(m, r, &c, res);
+    double t0 = now_s();
+    if (st == CATTR_OK) st = make_answer(m, p, r, &c);
+    res->seconds_generation = r->answer ? 0 : now_s() - t0;
+    t0 = now_s();
+    /* the rows: 0 keeps everything; then one per source (loo) or the random masks and the held-out ones */
+    if (st == CATTR_OK) {
+        n_main = sur ? (r->samples > 0 ? r->samples : 64) : c.S;
+        R = 1 + n_main + n_hold;
+        c.mask = malloc((size_t)((R + 3) * c.S));
+        c.y = malloc((size_t)(R + 3) * sizeof *c.y);
+        res->score = calloc((size_t)c.S, sizeof *res->score);
+        if (!c.mask || !c.y || !res->score) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    if (st == CATTR_OK) {
+        cx_rng g;
+        cx_rng_init(&g, r->seed, CTX_STREAM);
+        memset(c.mask, 1, (size_t)c.S);
+        for (int64_t row = 1; row < R; row++)
+            for (int64_t s = 0; s < c.S; s++)
+                c.mask[row * c.S + s] = sur ? cx_rng_uniform(&g) < keep_p : s != row - 1;
+        st = score_rows(m, p, &c, c.mask, R, c.y);
+    }
+    if (st == CATTR_OK && !sur) {
+        for (int64_t s = 0; s < c.S; s++) res->score[s] = c.y[0] - c.y[1 + s];
+    } else if (st == CATTR_OK) { /* the Lasso fit of the masks' log-probabilities (float32, as Lime's) */
+        float *X = malloc((size_t)(n_main * c.S + 1) * sizeof *X), *Y = malloc((size_t)n_main * sizeof *Y);
+        float *W = malloc((size_t)n_main * sizeof *W), *coef = malloc((size_t)c.S * sizeof *coef), icpt = 0;
+        if (!X || !Y || !W || !coef) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t row = 0; st == CATTR_OK && row < n_main; row++) {
+            for (int64_t s = 0; s < c.S; s++) X[row * c.S + s] = c.mask[(1 + row) * c.S + s];
+            Y[row] = (float)c.y[1 + row], W[row] = 1;
+        }
+        cx_lasso_opts lo = CX_LASSO_DEFAULTS(alpha);
+        if (st == CATTR_OK) st = cx_lasso_fit(n_main, c.S, X, Y, W, &lo, coef, &icpt, NULL);
+        for (int64_t s = 0; st == CATTR_OK && s < c.S; s++) res->score[s] = coef[s];
+        double *pred = st == CATTR_OK && n_hold ? malloc((size_t)n_hold * sizeof *pred) : NULL;
+        for (int64_t h = 0; pred && h < n_hold; h++) {
+            pred[h] = icpt;
+            for (int64_t s = 0; s < c.S; s++) pred[h] += coef[s] * c.mask[(1 + n_main + h) * c.S + s];
+        }
+        if (pred) res->lds = spearman(pred, c.y + 1 + n_main, n_hold);
+        free(pred), free(X), free(Y), free(W), free(coef);
+    }
+    if (st == CATTR_OK && r->quality) { /* the top 1, 3 and 5 sources removed */
+        double *order = malloc((size_t)(2 * c.S) * sizeof *order);
+        unsigned char *tk = calloc((size_t)(3 * c.S), 1);
+        double yk[3];
+        if (!order || !tk) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t s = 0; st == CATTR_OK && s < c.S; s++) order[2 * s] = res->score[s], order[2 * s + 1] = (double)s;
+        if (st == CATTR_OK) qsort(order, (size_t)c.S, 2 * sizeof *order, cmp_desc);
+        static const int ks[3] = {1, 3, 5};
+        for (int q = 0; st == CATTR_OK && q < 3; q++) {
+            memset(tk + q * c.S, 1, (size_t)c.S);
+            for (int64_t s = 0; s < ks[q] && s < c.S; s++) tk[q * c.S + (int64_t)order[2 * s + 1]] = 0;
+        }
+        if (st == CATTR_OK) st = score_rows(m, p, &c, tk, 3, yk);
+        for (int q = 0; st == CATTR_OK && q < 3; q++) res->top_k_drop[q] = c.y[0] - yk[q];
+        free(order), free(tk);
+    }
+    res->seconds_ablations = now_s() - t0;
+    if (st == CATTR_OK) st = cattr_llm_decode(m, c.ans, c.n, 1, &res->answer);
+    if (st == CATTR_OK) {
+        res->n_answer = c.n, res->n_prompt = c.T, res->answer_logprob = c.y[0], res->n_sources = c.S;
+        res->ablations = n_main, res->held_out = n_hold;
+        *out = res;
+    } else {
+        cattr_context_result_free(res);
+    }
+    free(c.prompt), free(c.ans), free(c.t0), free(c.t1), free(c.mask), free(c.y);
     return st;
 }
