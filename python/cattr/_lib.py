@@ -328,6 +328,45 @@ class LLMCall(CStruct):
     ]
 
 
+class ContextRequest(CStruct):
+    _fields_ = [
+        ("prefix", ctypes.c_char_p),
+        ("suffix", ctypes.c_char_p),
+        ("documents", ctypes.POINTER(ctypes.c_char_p)),
+        ("n_documents", ctypes.c_int),
+        ("separator", ctypes.c_char_p),
+        ("answer", ctypes.c_char_p),
+        ("max_new", ctypes.c_int),
+        ("sentences", ctypes.c_int),
+        ("method", ctypes.c_int),
+        ("samples", ctypes.c_int64),
+        ("keep_prob", ctypes.c_double),
+        ("alpha", ctypes.c_double),
+        ("seed", ctypes.c_uint64),
+        ("quality", ctypes.c_int),
+    ]
+
+
+class ContextResult(CStruct):
+    _fields_ = [
+        ("answer", ctypes.c_void_p),
+        ("n_answer", ctypes.c_int64),
+        ("n_prompt", ctypes.c_int64),
+        ("answer_logprob", ctypes.c_double),
+        ("n_sources", ctypes.c_int64),
+        ("document", ctypes.POINTER(ctypes.c_int)),
+        ("start", _c_int64_p),
+        ("end", _c_int64_p),
+        ("score", ctypes.POINTER(ctypes.c_double)),
+        ("top_k_drop", ctypes.c_double * 3),
+        ("lds", ctypes.c_double),
+        ("ablations", ctypes.c_int64),
+        ("held_out", ctypes.c_int64),
+        ("seconds_generation", ctypes.c_double),
+        ("seconds_ablations", ctypes.c_double),
+    ]
+
+
 def _candidates():
     env = os.environ.get("CATTR_LIB")
     if env:
@@ -466,6 +505,13 @@ _decl("cattr_llm_decode", _st, LLMP, _c_int64_p, ctypes.c_int64, ctypes.c_int, c
 _decl("cattr_llm_token_spans", _st, LLMP, ctypes.c_char_p, _c_int64_p, ctypes.c_int64, _c_int64_p, _c_int64_p)
 _decl("cattr_llm_segments", _st, LLMP, ctypes.c_char_p, _c_int64_p, ctypes.c_int64, ctypes.c_char_p, _c_int64_p,
       ctypes.c_int64, _c_int64_p, _c_int64_p)
+_decl("cattr_llm_explain_context", _st, LLMP, ctypes.POINTER(AttrParams), ctypes.POINTER(ContextRequest),
+      ctypes.POINTER(ctypes.POINTER(ContextResult)))
+_decl("cattr_context_result_free", None, ctypes.POINTER(ContextResult))
+_decl("cattr_llm_chat_frame", _st, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
+      ctypes.POINTER(ctypes.c_void_p))
+_decl("cattr_llm_score_removals", _st, LLMP, ctypes.POINTER(AttrParams), _c_int64_p, ctypes.c_int64, _c_int64_p,
+      ctypes.c_int64, ctypes.POINTER(ctypes.c_ubyte), ctypes.c_int64, ctypes.POINTER(ctypes.c_double))
 _decl("cattr_llm_vocab_size", ctypes.c_int64, LLMP)
 _decl("cattr_llm_max_positions", ctypes.c_int64, LLMP)
 _decl("cattr_llm_eos_token", ctypes.c_int64, LLMP)

@@ -17,7 +17,8 @@ from cattr import _lib
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 STRUCTS = [("cattr_attr_params", _lib.AttrParams), ("cattr_call", _lib.Call), ("cattr_target", _lib.Target),
-           ("cattr_node_rule", _lib.NodeRule), ("cattr_llm_call", _lib.LLMCall)]
+           ("cattr_node_rule", _lib.NodeRule), ("cattr_llm_call", _lib.LLMCall),
+           ("cattr_context_request", _lib.ContextRequest), ("cattr_context_result", _lib.ContextResult)]
 
 
 def test_struct_layout_matches_header():

@@ -1,0 +1,65 @@
+"""cattr.context.ContextAttribution (issue 36): leave-one-out scores equal the log-probability lost by building the
+prompt without the source (a fresh prompt, no removal machinery), the surrogate is seeded and its LDS a correlation,
+sentences as sources, the chat template of the golden qwen3-tiny checkpoint, and the refusals."""
+import os
+
+import pytest
+
+import cattr
+from cattr import _lib
+from cattr.context import ContextAttribution
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TINY = os.path.join(ROOT, "tests", "data", "llm", "tiny")
+GOLDEN = os.environ.get("CATTR_GOLDEN") or os.path.join(ROOT, "..", "shared", "golden")
+TPL = "C: {context} Q: {question} A:"
+DOCS = ["Sky is green. Sun is up.", " Sea is blue.", " Fish swim."]
+
+
+@pytest.fixture(scope="module")
+def ca():
+    return ContextAttribution(cattr.load_llm(TINY))
+
+
+def test_loo_is_the_logprob_without_the_source(ca):
+    full = ca.attribute("sky?", DOCS, answer=" green", template=TPL, separator="")
+    assert [s.text for s in full.sources] == DOCS and full.ablations == 3
+    for k in range(3):
+        rest = DOCS[:k] + DOCS[k + 1:]
+        without = ca.attribute("sky?", rest, answer=" green", template=TPL, separator="")
+        want = full.answer_logprob - without.answer_logprob
+        assert abs(full.sources[k].score - want) <= 1e-5 * max(1, abs(full.answer_logprob)), (k, full, want)
+
+
+def test_surrogate_sentences_quality(ca):
+    a = ca.attribute("sky?", DOCS, answer=" green", template=TPL, method="surrogate", sources="sentences",
+                     samples=24, seed=5, quality=True)
+    b = ca.attribute("sky?", DOCS, answer=" green", template=TPL, method="surrogate", sources="sentences",
+                     samples=24, seed=5, quality=True)
+    assert [s.text for s in a.sources] == ["Sky is green. ", "Sun is up.", " Sea is blue.", " Fish swim."]
+    assert [s.score for s in a.sources] == [s.score for s in b.sources]
+    assert a.ablations == 24 and a.held_out == 32 and -1 <= a.lds <= 1 and set(a.top_k_drop) == {1, 3, 5}
+    assert a.top(1)[0].score == max(s.score for s in a.sources)
+    c = ca.attribute("sky?", DOCS, answer=" green", template=TPL, method="surrogate", samples=24, seed=6)
+    assert [s.score for s in c.sources] != [s.score for s in a.sources][:3]
+    g = ca.attribute("sky?", DOCS, template=TPL, max_new=3)  # a generated answer
+    assert g.answer and len(g.sources) == 3
+
+
+def test_chat_template():
+    qwen = os.path.join(GOLDEN, "llm", "qwen3-tiny")
+    if not os.path.isdir(qwen):
+        pytest.skip("no golden qwen3-tiny (set CATTR_GOLDEN)")
+    r = ContextAttribution(qwen).attribute("sky?", DOCS[:2], answer=" green", sources="sentences")
+    assert len(r.sources) == 3 and r.ablations == 3
+
+
+def test_errors(ca):
+    with pytest.raises(_lib.ArgumentError, match="method must be 'loo' or 'surrogate'"):
+        ca.attribute("q", DOCS, answer="a", template=TPL, method="shap")
+    with pytest.raises(_lib.ArgumentError, match="template must hold"):
+        ca.attribute("q", DOCS, answer="a", template="{context}")
+    with pytest.raises(_lib.ArgumentError, match="document 1 is empty"):
+        ca.attribute("q", ["a", ""], answer="a", template=TPL)
+    with pytest.raises(Exception, match="no readable tokenizer_config.json"):
+        ca.attribute("q", DOCS, answer="a")
