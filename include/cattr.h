@@ -942,7 +942,8 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
  * source is a run of whole tokens. */
 typedef enum cattr_context_method {
     CATTR_CONTEXT_LOO = 0,      /* leave one source out: score = the answer's log-probability it holds up */
-    CATTR_CONTEXT_SURROGATE = 1 /* ContextCite: random keep/drop masks, a Lasso fit of the log-probability; score = weight */
+    CATTR_CONTEXT_SURROGATE = 1, /* ContextCite: random keep/drop masks, a Lasso fit of the log-probability; score = weight */
+    CATTR_CONTEXT_GRADIENT = 2   /* gradient x activation at the embeddings summed over each source's tokens: one pass */
 } cattr_context_method;
 
 typedef struct cattr_context_request {

@@ -569,6 +569,9 @@ assert -1 <= b["lds"] <= 1 and b["ablations"] == 16 and b["held_out"] == 32, b
 assert [s["score"] for s in b["sources"]] == [s["score"] for s in c["sources"]], (b, c)
 ' "$tmp/ctx1.json" "$tmp/ctx2.json" "$tmp/ctx3.json"; then ok; else bad "explain-context: the JSON"; fi
 fi
+expect_ok "explain-context gradient" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
+    --context "$tmp/c2.txt" --answer " green" --method gradient --quality
+grep -q '^gradient x activation over 2 documents: 0 ablations' "$tmp/stdout" && ok || bad "explain-context: no gradient line"
 expect_exit "explain-context no template" 2 "no readable tokenizer_config.json; give --template" "$tmp/ctx4.json" -- \
     explain-context $tiny --question "sky?" --context "$tmp/c1.txt" --answer " g" --json "$tmp/ctx4.json"
 expect_exit "explain-context template" 2 "--template must hold {context} and {question}" "$tmp/ctx4.json" -- \
@@ -577,7 +580,7 @@ expect_exit "explain-context no context" 2 "give at least one --context FILE" "$
     explain-context $tiny --template "$ctpl" --question "sky?" --json "$tmp/ctx4.json"
 expect_exit "explain-context empty" 2 "is empty" "$tmp/ctx4.json" -- \
     explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c0.txt" --json "$tmp/ctx4.json"
-expect_exit "explain-context method" 2 "--method must be loo or surrogate" "$tmp/ctx4.json" -- \
+expect_exit "explain-context method" 2 "--method must be loo, surrogate or gradient" "$tmp/ctx4.json" -- \
     explain-context $tiny --template "$ctpl" --question "q" --context "$tmp/c1.txt" --method shap --json "$tmp/ctx4.json"
 
 # --- influence: TracIn scores, self influence (the diagonal when the test examples are the training ones), checkpoints

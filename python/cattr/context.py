@@ -13,7 +13,8 @@ answer is built on (cattr's library, the same as `cattr explain-context`).
 
 Each source is scored by the answer's total log-probability with sources removed from the token sequence (not
 masked), the unchanged prefix computed once: "loo" leaves one source out (its score: the log-probability it holds
-up), "surrogate" is ContextCite's (random keep/drop masks, a Lasso fit; its score: the source's weight). The prompt is
+up), "surrogate" is ContextCite's (random keep/drop masks, a Lasso fit; its score: the source's weight), "gradient"
+gradient x activation summed over each source's tokens (one pass). The prompt is
 the checkpoint's chat template around the documents and the question (ChatML, Llama 3, Mistral), or `template` with
 "{context}" and "{question}". docs/CLI.md (`cattr explain-context`) describes the methods and the quality numbers.
 """
@@ -74,11 +75,12 @@ class ContextAttribution:
     def attribute(self, question, contexts, answer=None, method="loo", sources="documents", samples=64,
                   keep_prob=0.5, alpha=0.01, seed=0, quality=False, template=None, separator="\n\n", max_new=64):
         """Scores the sources of `contexts` (a list of document texts) for the answer to `question` (given, or
-        generated greedily up to max_new tokens). method: "loo" or "surrogate"; sources: "documents" or "sentences";
+        generated greedily up to max_new tokens). method: "loo", "surrogate" or "gradient" (gradient x activation
+        at the embeddings summed over each source's tokens: one pass, a fast baseline); sources: "documents" or "sentences";
         samples, keep_prob, alpha, seed: the surrogate's masks and fit; quality: also the top-k drops (and the LDS).
         Returns a ContextAttributionResult."""
-        if method not in ("loo", "surrogate"):
-            raise _lib.ArgumentError("cattr: method must be 'loo' or 'surrogate', not %r" % (method,))
+        if method not in ("loo", "surrogate", "gradient"):
+            raise _lib.ArgumentError("cattr: method must be 'loo', 'surrogate' or 'gradient', not %r" % (method,))
         if sources not in ("documents", "sentences"):
             raise _lib.ArgumentError("cattr: sources must be 'documents' or 'sentences', not %r" % (sources,))
         if isinstance(contexts, str) or not contexts:
@@ -108,7 +110,7 @@ class ContextAttribution:
         r.answer = answer.encode("utf-8") if answer is not None else None
         r.max_new = int(max_new)
         r.sentences = sources == "sentences"
-        r.method = 1 if method == "surrogate" else 0
+        r.method = {"loo": 0, "surrogate": 1, "gradient": 2}[method]
         r.samples, r.keep_prob, r.alpha, r.seed, r.quality = int(samples), float(keep_prob), float(alpha), int(seed), \
             bool(quality)
         p = A._defaults("FeatureAblation")

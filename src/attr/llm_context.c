@@ -383,8 +383,8 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_explain_context: NULL argument");
     *out = NULL;
     if (r->n_documents < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no document given");
-    if (r->method != CATTR_CONTEXT_LOO && r->method != CATTR_CONTEXT_SURROGATE)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO or CATTR_CONTEXT_SURROGATE");
+    if (r->method != CATTR_CONTEXT_LOO && r->method != CATTR_CONTEXT_SURROGATE && r->method != CATTR_CONTEXT_GRADIENT)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO, _SURROGATE or _GRADIENT");
     double keep_p = r->keep_prob > 0 ? r->keep_prob : 0.5, alpha = r->alpha >= 0 ? r->alpha : 0.01;
     if (!(keep_p < 1)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "keep_prob must be between 0 and 1");
     bool sur = r->method == CATTR_CONTEXT_SURROGATE;
@@ -399,8 +399,29 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
     if (st == CATTR_OK) st = make_answer(m, p, r, &c);
     res->seconds_generation = r->answer ? 0 : now_s() - t0;
     t0 = now_s();
+    bool grad = r->method == CATTR_CONTEXT_GRADIENT;
+    if (st == CATTR_OK && grad) { /* one gradient pass: the sources as segments (the other tokens one more) */
+        res->score = calloc((size_t)c.S + 1, sizeof *res->score);
+        c.y = calloc(4, sizeof *c.y);
+        int64_t *seg = malloc((size_t)c.T * sizeof *seg), G = c.S;
+        double *tok = malloc((size_t)(c.n * (c.S + 1)) * sizeof *tok), *lpt = malloc((size_t)c.n * sizeof *lpt);
+        if (!res->score || !c.y || !seg || !tok || !lpt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t t = 0; st == CATTR_OK && t < c.T; t++) seg[t] = -1;
+        for (int64_t s = 0; st == CATTR_OK && s < c.S; s++)
+            for (int64_t t = c.t0[s]; t < c.t1[s]; t++) seg[t] = s;
+        for (int64_t t = 0; st == CATTR_OK && t < c.T; t++)
+            if (seg[t] < 0) seg[t] = c.S, G = c.S + 1;
+        cattr_attr_params gp = cattr_attr_default_params(CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION);
+        gp.dtype = p->dtype, gp.device = p->device, gp.max_memory = p->max_memory, gp.precision = p->precision;
+        gp.progress = p->progress, gp.progress_user = p->progress_user, gp.cancel = p->cancel;
+        cattr_llm_call call = cattr_llm_call_make(c.prompt, c.T, c.ans, c.n);
+        call.segments = seg, call.n_segments = G;
+        if (st == CATTR_OK) st = cattr_llm_attribute(m, &gp, &call, res->score, tok, lpt, NULL);
+        for (int64_t q = 0; st == CATTR_OK && q < c.n; q++) c.y[0] += lpt[q];
+        free(seg), free(tok), free(lpt);
+    }
     /* the rows: 0 keeps everything; then one per source (loo) or the random masks and the held-out ones */
-    if (st == CATTR_OK) {
+    if (st == CATTR_OK && !grad) {
         n_main = sur ? (r->samples > 0 ? r->samples : 64) : c.S;
         R = 1 + n_main + n_hold;
         c.mask = malloc((size_t)((R + 3) * c.S));
@@ -408,7 +429,7 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
         res->score = calloc((size_t)c.S, sizeof *res->score);
         if (!c.mask || !c.y || !res->score) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    if (st == CATTR_OK) {
+    if (st == CATTR_OK && !grad) {
         cx_rng g;
         cx_rng_init(&g, r->seed, CTX_STREAM);
         memset(c.mask, 1, (size_t)c.S);
@@ -417,9 +438,9 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
                 c.mask[row * c.S + s] = sur ? cx_rng_uniform(&g) < keep_p : s != row - 1;
         st = score_rows(m, p, &c, c.mask, R, c.y);
     }
-    if (st == CATTR_OK && !sur) {
+    if (st == CATTR_OK && !sur && !grad) {
         for (int64_t s = 0; s < c.S; s++) res->score[s] = c.y[0] - c.y[1 + s];
-    } else if (st == CATTR_OK) { /* the Lasso fit of the masks' log-probabilities (float32, as Lime's) */
+    } else if (st == CATTR_OK && sur) { /* the Lasso fit of the masks' log-probabilities (float32, as Lime's) */
         float *X = malloc((size_t)(n_main * c.S + 1) * sizeof *X), *Y = malloc((size_t)n_main * sizeof *Y);
         float *W = malloc((size_t)n_main * sizeof *W), *coef = malloc((size_t)c.S * sizeof *coef), icpt = 0;
         if (!X || !Y || !W || !coef) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -438,20 +459,21 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
         if (pred) res->lds = spearman(pred, c.y + 1 + n_main, n_hold);
         free(pred), free(X), free(Y), free(W), free(coef);
     }
-    if (st == CATTR_OK && r->quality) { /* the top 1, 3 and 5 sources removed */
+    if (st == CATTR_OK && r->quality) { /* the top 1, 3 and 5 sources removed (against the whole context's row) */
         double *order = malloc((size_t)(2 * c.S) * sizeof *order);
-        unsigned char *tk = calloc((size_t)(3 * c.S), 1);
-        double yk[3];
+        unsigned char *tk = calloc((size_t)(4 * c.S), 1);
+        double yk[4];
         if (!order || !tk) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         for (int64_t s = 0; st == CATTR_OK && s < c.S; s++) order[2 * s] = res->score[s], order[2 * s + 1] = (double)s;
         if (st == CATTR_OK) qsort(order, (size_t)c.S, 2 * sizeof *order, cmp_desc);
         static const int ks[3] = {1, 3, 5};
+        if (st == CATTR_OK) memset(tk, 1, (size_t)c.S);
         for (int q = 0; st == CATTR_OK && q < 3; q++) {
-            memset(tk + q * c.S, 1, (size_t)c.S);
-            for (int64_t s = 0; s < ks[q] && s < c.S; s++) tk[q * c.S + (int64_t)order[2 * s + 1]] = 0;
+            memset(tk + (q + 1) * c.S, 1, (size_t)c.S);
+            for (int64_t s = 0; s < ks[q] && s < c.S; s++) tk[(q + 1) * c.S + (int64_t)order[2 * s + 1]] = 0;
         }
-        if (st == CATTR_OK) st = score_rows(m, p, &c, tk, 3, yk);
-        for (int q = 0; st == CATTR_OK && q < 3; q++) res->top_k_drop[q] = c.y[0] - yk[q];
+        if (st == CATTR_OK) st = score_rows(m, p, &c, tk, 4, yk);
+        for (int q = 0; st == CATTR_OK && q < 3; q++) res->top_k_drop[q] = yk[0] - yk[q + 1];
         free(order), free(tk);
     }
     res->seconds_ablations = now_s() - t0;

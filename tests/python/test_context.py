@@ -46,6 +46,29 @@ def test_surrogate_sentences_quality(ca):
     assert g.answer and len(g.sources) == 3
 
 
+def test_gradient(ca):
+    """gradient x activation per source: the sums of LLMGradientAttribution's per-token attributions (the tokens'
+    segment ids: each source, and the rest)."""
+    import numpy as np
+    from cattr.attr import LayerGradientXActivation
+    from cattr.llm import LLMGradientAttribution, TextTokenInput
+
+    r = ca.attribute("sky?", DOCS, answer=" green", template=TPL, separator="", method="gradient", quality=True)
+    assert r.ablations == 0 and len(r.sources) == 3 and set(r.top_k_drop) == {1, 3, 5}
+    llm = ca.llm
+    tok = llm.tokenizer
+    pieces = ["C: "] + DOCS + [" Q: sky? A:"]
+    ids = [i for piece in pieces for i in tok.encode(piece)]
+    lga = LLMGradientAttribution(LayerGradientXActivation(llm, "hidden.embed"), tok)
+    res = lga.attribute(TextTokenInput(ids, None), target=tok.encode(" green"))
+    per_token = np.asarray(res.seq_attr, dtype=np.float64)
+    at = len(tok.encode("C: "))
+    for k, d in enumerate(DOCS):
+        n = len(tok.encode(d))
+        assert abs(per_token[at:at + n].sum() - r.sources[k].score) <= 1e-4 * max(1e-3, np.abs(per_token).max())
+        at += n
+
+
 def test_chat_template():
     qwen = os.path.join(GOLDEN, "llm", "qwen3-tiny")
     if not os.path.isdir(qwen):
@@ -55,7 +78,7 @@ def test_chat_template():
 
 
 def test_errors(ca):
-    with pytest.raises(_lib.ArgumentError, match="method must be 'loo' or 'surrogate'"):
+    with pytest.raises(_lib.ArgumentError, match="method must be 'loo', 'surrogate' or 'gradient'"):
         ca.attribute("q", DOCS, answer="a", template=TPL, method="shap")
     with pytest.raises(_lib.ArgumentError, match="template must hold"):
         ca.attribute("q", DOCS, answer="a", template="{context}")

@@ -26,7 +26,8 @@ static void context_help(FILE *f) {
         "  --answer TEXT        the answer to explain (default: generated greedily, up to --max-new tokens)\n"
         "  --max-new N          tokens to generate without --answer (default 64)\n"
         "  --method M           loo (default: leave one source out, one ablation per source) or surrogate\n"
-        "                       (ContextCite: --samples random keep/drop masks and a Lasso fit)\n"
+        "                       (ContextCite: --samples random keep/drop masks and a Lasso fit) or gradient\n"
+        "                       (gradient x activation at the embeddings summed per source: one pass, a baseline)\n"
         "  --sources S          documents (default) or sentences (each document split after . ! ? or a blank line)\n"
         "  --samples N          surrogate: random ablations (default 64)\n"
         "  --keep-prob P        surrogate: each source's chance to be kept in a mask (default 0.5)\n"
@@ -45,7 +46,7 @@ typedef struct {
     const char *dir, *question, *answer, *tmpl, *json, *device;
     const char *docs[MAX_DOCS];
     int n_docs;
-    bool sentences, surrogate, quality, quiet;
+    bool sentences, surrogate, gradient, quality, quiet;
     long long max_new, samples, seed, top;
     double keep, alpha;
     cattr_dtype dtype;
@@ -78,9 +79,10 @@ static int parse(int argc, char **argv, ctx_args *a) {
         } else if (!strcmp(o, "--json")) {
             a->json = v;
         } else if (!strcmp(o, "--method")) {
-            if (strcmp(v, "loo") && strcmp(v, "surrogate"))
-                return cli_usage_error("--method must be loo or surrogate, not '%s'", v);
+            if (strcmp(v, "loo") && strcmp(v, "surrogate") && strcmp(v, "gradient"))
+                return cli_usage_error("--method must be loo, surrogate or gradient, not '%s'", v);
             a->surrogate = !strcmp(v, "surrogate");
+            a->gradient = !strcmp(v, "gradient");
         } else if (!strcmp(o, "--sources")) {
             if (strcmp(v, "documents") && strcmp(v, "sentences"))
                 return cli_usage_error("--sources must be documents or sentences, not '%s'", v);
@@ -217,8 +219,9 @@ int cmd_explain_context(int argc, char **argv) {
     }
     cattr_context_request r = {.prefix = pre, .suffix = post, .documents = (const char *const *)doc,
                                .n_documents = a.n_docs, .answer = a.answer, .max_new = (int)a.max_new,
-                               .sentences = a.sentences, .method = a.surrogate ? CATTR_CONTEXT_SURROGATE
-                                                                               : CATTR_CONTEXT_LOO,
+                               .sentences = a.sentences, .method = a.surrogate  ? CATTR_CONTEXT_SURROGATE
+                                                         : a.gradient ? CATTR_CONTEXT_GRADIENT
+                                                                      : CATTR_CONTEXT_LOO,
                                .samples = a.samples, .keep_prob = a.keep, .alpha = a.alpha,
                                .seed = (uint64_t)a.seed, .quality = a.quality};
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
@@ -234,7 +237,7 @@ int cmd_explain_context(int argc, char **argv) {
     if (rc == CLI_OK) {
         root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "answer", res->answer);
-        cJSON_AddStringToObject(root, "method", a.surrogate ? "surrogate" : "loo");
+        cJSON_AddStringToObject(root, "method", a.surrogate ? "surrogate" : a.gradient ? "gradient" : "loo");
         cJSON_AddStringToObject(root, "sources_kind", a.sentences ? "sentences" : "documents");
         cJSON_AddNumberToObject(root, "answer_logprob", res->answer_logprob);
         cJSON_AddNumberToObject(root, "prompt_tokens", (double)res->n_prompt);
@@ -275,7 +278,8 @@ int cmd_explain_context(int argc, char **argv) {
         char line[96];
         fold(res->answer, (int64_t)strlen(res->answer), line, 72);
         printf("answer (%lld tokens, log-probability %.4f): %s\n", (long long)res->n_answer, res->answer_logprob, line);
-        printf("%s over %lld %s: %lld ablations%s (%.2f s)\n", a.surrogate ? "surrogate" : "leave-one-out",
+        printf("%s over %lld %s: %lld ablations%s (%.2f s)\n",
+               a.surrogate ? "surrogate" : a.gradient ? "gradient x activation" : "leave-one-out",
                (long long)S, a.sentences ? "sentences" : "documents", (long long)res->ablations,
                res->held_out ? " and 32 held out" : "", res->seconds_ablations);
         for (int64_t q = 0; q < S && q < a.top; q++) {
