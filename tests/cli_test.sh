@@ -549,7 +549,8 @@ expect_exit "attack target range" 1 "target" "$tmp/adv4.npy" -- \
 printf 'Sky is green. Sun is up.' > "$tmp/c1.txt"; printf 'Sea is blue.' > "$tmp/c2.txt"; : > "$tmp/c0.txt"
 ctpl="C: {context} Q: {question} A:"
 expect_ok "explain-context loo" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
-    --context "$tmp/c2.txt" --answer " green" --json "$tmp/ctx1.json" --quality
+    --context "$tmp/c2.txt" --answer " green" --json "$tmp/ctx1.json" --quality --html "$tmp/ctx1.html"
+grep -q 'class="src"' "$tmp/ctx1.html" && ok || bad "explain-context: the HTML page lacks the sources"
 grep -q '^leave-one-out over 2 documents: 2 ablations' "$tmp/stdout" && ok || { bad "explain-context: no loo line"; cat "$tmp/stdout"; }
 expect_ok "explain-context surrogate" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
     --context "$tmp/c2.txt" --max-new 3 --method surrogate --sources sentences --samples 16 --seed 3 --quality \

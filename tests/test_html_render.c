@@ -1,6 +1,6 @@
 /* test_html_render.c - the HTML heatmap of `cattr explain-llm` rendered by headless Chromium (Debian's chromium):
  * the screenshot is not blank (many non-background pixels, several colours) and the rendered DOM holds every prompt
- * and target token, escaped. Needs the golden qwen3-tiny checkpoint (CATTR_GOLDEN) and chromium; skips (77) with a
+ * and target token, escaped; the same for `cattr explain-context`'s page (every source and the question, escaped). Needs the golden qwen3-tiny checkpoint (CATTR_GOLDEN) and chromium; skips (77) with a
  * message when either is absent. */
 #define _POSIX_C_SOURCE 200809L
 #include "test_util.h"
@@ -161,6 +161,35 @@ int main(void) {
     cJSON_Delete(j);
     free(dom);
     free(js);
+
+    /* explain-context's page: every source's text and the question, escaped, in the rendered DOM; not blank */
+    snprintf(cmd, sizeof cmd,
+             "printf 'The sky is <green> today. Birds fly low.' > %s/d1.txt && printf 'The sea is loud & deep.' > "
+             "%s/d2.txt && '%s' explain-context '%s' --question 'What colour is the <sky>?' --context %s/d1.txt "
+             "--context %s/d2.txt --answer ' Green' --sources sentences --quiet --json %s/c.json --html %s/c.html "
+             "2>%s/cattr2.log", dir, dir, CATTR_CLI, model, dir, dir, dir, dir, dir);
+    CHECK(system(cmd) == 0, "explain-context --html failed");
+    snprintf(cmd, sizeof cmd,
+             "cd %s && timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir=%s/profile "
+             "--window-size=1000,600 --screenshot=%s/shot2.png file://%s/c.html >chrome3.log 2>&1 && timeout 120 "
+             "chromium --headless --no-sandbox --disable-gpu --user-data-dir=%s/profile --dump-dom file://%s/c.html "
+             ">dom2.html 2>chrome4.log", dir, dir, dir, dir, dir, dir);
+    CHECK(system(cmd) == 0, "chromium on the context page failed");
+    snprintf(path, sizeof path, "%s/shot2.png", dir);
+    ink = 0, colours = 0;
+    CHECK(png_stats(path, &w, &h, &ink, &colours) == 0 && ink > w * h / 100 && colours >= 8,
+          "the context page's screenshot is blank or flat");
+    snprintf(path, sizeof path, "%s/dom2.html", dir);
+    dom = slurp(path, NULL);
+    static const char *const want2[] = {"The sky is &lt;green&gt; today.", "Birds fly low.", "The sea is loud &amp; deep.",
+                                        "What colour is the &lt;sky&gt;?", "Green"};
+    for (size_t k = 0; dom && k < sizeof want2 / sizeof *want2; k++) {
+        if (!strstr(dom, want2[k])) printf("'%s' is not in the rendered context page\n", want2[k]);
+        CHECK(strstr(dom, want2[k]) != NULL, "a source or the question is missing from the page");
+    }
+    CHECK(dom && !strstr(dom, "<green>") && !strstr(dom, "<sky>"), "the documents' markup became markup");
+    printf("the context page: screenshot %ldx%ld, %ld non-background pixels; every source in the DOM\n", w, h, ink);
+    free(dom);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) printf("could not remove %s\n", dir);
     return g_failures ? 1 : 0;

@@ -68,4 +68,11 @@ cattr_status cx_html_token_heatmap(const char *model, const char *const *in_tok,
                                    int64_t n, const double *seq, const double *tok, const double *lp,
                                    const char *method, char **out);
 
+/* A self-contained HTML page (no scripts, no network access) of a context attribution: the question, the answer, each
+ * document (names[d], text docs[d]) with its sources' bytes [start[s], end[s]) highlighted on the blue-white-red scale
+ * by score (hover: the score), and the sources ranked. *out is malloc'd (caller frees). Errors: CATTR_ERR_NO_MEMORY. */
+cattr_status cx_html_context(const char *question, const char *answer, const char *method, int n_docs,
+                             const char *const *names, const char *const *docs, int64_t S, const int *document,
+                             const int64_t *start, const int64_t *end, const double *score, char **out);
+
 #endif

@@ -5,6 +5,7 @@
  * reads the files, prints the terminal view and writes the JSON. */
 #include "cli.h"
 #include "core/core.h"
+#include "viz/heatmap.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -38,12 +39,13 @@ static void context_help(FILE *f) {
         "  --template TEXT      the prompt instead of the chat template: {context} and {question} are replaced\n"
         "  --top K              sources shown in the terminal view (default 5)\n"
         "  --json FILE          the sources, their spans and scores, the answer, timings\n"
+        "  --html FILE          a page of the documents with the sources highlighted by score, and the ranking\n"
         "  --device D, --dtype T  where and in what the passes run (cpu, float32)\n"
         "  --quiet              print nothing but errors\n");
 }
 
 typedef struct {
-    const char *dir, *question, *answer, *tmpl, *json, *device;
+    const char *dir, *question, *answer, *tmpl, *json, *html, *device;
     const char *docs[MAX_DOCS];
     int n_docs;
     bool sentences, surrogate, gradient, quality, quiet;
@@ -57,7 +59,7 @@ static int parse(int argc, char **argv, ctx_args *a) {
     a->max_new = 64, a->samples = 64, a->top = 5, a->keep = 0.5, a->alpha = 0.01, a->dtype = CATTR_FLOAT32;
     static const char *const valued[] = {"--question", "--context", "--answer", "--max-new", "--method", "--sources",
                                          "--samples", "--keep-prob", "--alpha", "--seed", "--template", "--top",
-                                         "--json", "--device", "--dtype"};
+                                         "--json", "--html", "--device", "--dtype"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool val = false;
@@ -78,6 +80,8 @@ static int parse(int argc, char **argv, ctx_args *a) {
             a->tmpl = v;
         } else if (!strcmp(o, "--json")) {
             a->json = v;
+        } else if (!strcmp(o, "--html")) {
+            a->html = v;
         } else if (!strcmp(o, "--method")) {
             if (strcmp(v, "loo") && strcmp(v, "surrogate") && strcmp(v, "gradient"))
                 return cli_usage_error("--method must be loo, surrogate or gradient, not '%s'", v);
@@ -128,7 +132,7 @@ static int parse(int argc, char **argv, ctx_args *a) {
         if (!cli_file_in(a->docs[d], "--context")) return CLI_USAGE;
     if (a->tmpl && (!strstr(a->tmpl, "{context}") || !strstr(a->tmpl, "{question}")))
         return cli_usage_error("--template must hold {context} and {question}");
-    if (a->json && !cli_file_out(a->json, "--json")) return CLI_USAGE;
+    if ((a->json && !cli_file_out(a->json, "--json")) || (a->html && !cli_file_out(a->html, "--html"))) return CLI_USAGE;
     return 0;
 }
 
@@ -274,6 +278,18 @@ int cmd_explain_context(int argc, char **argv) {
             if (st != CATTR_OK) rc = cli_error(st, "cannot write --json");
         }
     }
+    if (rc == CLI_OK && a.html) {
+        char *page = NULL;
+        st = cx_html_context(a.question, res->answer, a.surrogate ? "surrogate" : a.gradient ? "gradient" : "loo",
+                             a.n_docs, a.docs, (const char *const *)doc, S, res->document, res->start, res->end,
+                             res->score, &page);
+        if (st == CATTR_OK) st = cli_write_text_file(a.html, page);
+        free(page);
+        if (st != CATTR_OK) {
+            rc = cli_error(st, "cannot write --html");
+            if (a.json) remove(a.json);
+        }
+    }
     if (rc == CLI_OK && !a.quiet) {
         char line[96];
         fold(res->answer, (int64_t)strlen(res->answer), line, 72);
@@ -295,6 +311,7 @@ int cmd_explain_context(int argc, char **argv) {
             printf("\n");
         }
         if (a.json) printf("wrote %s\n", a.json);
+        if (a.html) printf("wrote %s\n", a.html);
     }
     free(order);
     cJSON_Delete(root);
