@@ -943,7 +943,9 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
 typedef enum cattr_context_method {
     CATTR_CONTEXT_LOO = 0,      /* leave one source out: score = the answer's log-probability it holds up */
     CATTR_CONTEXT_SURROGATE = 1, /* ContextCite: random keep/drop masks, a Lasso fit of the log-probability; score = weight */
-    CATTR_CONTEXT_GRADIENT = 2   /* gradient x activation at the embeddings summed over each source's tokens: one pass */
+    CATTR_CONTEXT_GRADIENT = 2,  /* gradient x activation at the embeddings summed over each source's tokens: one pass */
+    CATTR_CONTEXT_HIERARCHICAL = 3 /* AttriBoT: leave-one-out over the documents, then over the sentences of the top
+                                    * top_documents; the sources: those sentences and the other documents whole */
 } cattr_context_method;
 
 typedef struct cattr_context_request {
@@ -961,6 +963,7 @@ typedef struct cattr_context_request {
     double alpha;                       /* surrogate: the Lasso's regularisation (negative: 0.01) */
     uint64_t seed;                      /* surrogate: the masks' seed (cattr's generator) */
     int quality;                        /* also the top-k drops and, for the surrogate, the LDS over 32 held-out masks */
+    int top_documents;                  /* hierarchical: the documents refined into sentences (0: 3) */
 } cattr_context_request;
 
 typedef struct cattr_context_result {

@@ -573,6 +573,9 @@ fi
 expect_ok "explain-context gradient" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c1.txt" \
     --context "$tmp/c2.txt" --answer " green" --method gradient --quality
 grep -q '^gradient x activation over 2 documents: 0 ablations' "$tmp/stdout" && ok || bad "explain-context: no gradient line"
+expect_ok "explain-context hierarchical" explain-context $tiny --template "$ctpl" --question "sky?" \
+    --context "$tmp/c1.txt" --context "$tmp/c2.txt" --answer " green" --method hierarchical --top-documents 1
+grep -q '^hierarchical over [23] sources: [45] ablations' "$tmp/stdout" && ok || { bad "explain-context: hierarchical"; cat "$tmp/stdout"; }
 expect_exit "explain-context no template" 2 "no readable tokenizer_config.json; give --template" "$tmp/ctx4.json" -- \
     explain-context $tiny --question "sky?" --context "$tmp/c1.txt" --answer " g" --json "$tmp/ctx4.json"
 expect_exit "explain-context template" 2 "--template must hold {context} and {question}" "$tmp/ctx4.json" -- \
@@ -581,7 +584,7 @@ expect_exit "explain-context no context" 2 "give at least one --context FILE" "$
     explain-context $tiny --template "$ctpl" --question "sky?" --json "$tmp/ctx4.json"
 expect_exit "explain-context empty" 2 "is empty" "$tmp/ctx4.json" -- \
     explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c0.txt" --json "$tmp/ctx4.json"
-expect_exit "explain-context method" 2 "--method must be loo, surrogate or gradient" "$tmp/ctx4.json" -- \
+expect_exit "explain-context method" 2 "--method must be loo, surrogate, gradient or hierarchical" "$tmp/ctx4.json" -- \
     explain-context $tiny --template "$ctpl" --question "q" --context "$tmp/c1.txt" --method shap --json "$tmp/ctx4.json"
 
 # --- influence: TracIn scores, self influence (the diagonal when the test examples are the training ones), checkpoints

@@ -344,6 +344,7 @@ class ContextRequest(CStruct):
         ("alpha", ctypes.c_double),
         ("seed", ctypes.c_uint64),
         ("quality", ctypes.c_int),
+        ("top_documents", ctypes.c_int),
     ]
 
 

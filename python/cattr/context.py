@@ -73,14 +73,18 @@ class ContextAttribution:
         self.llm = llm if isinstance(llm, LLM) else load_llm(os.fspath(llm))
 
     def attribute(self, question, contexts, answer=None, method="loo", sources="documents", samples=64,
-                  keep_prob=0.5, alpha=0.01, seed=0, quality=False, template=None, separator="\n\n", max_new=64):
+                  keep_prob=0.5, alpha=0.01, seed=0, quality=False, template=None, separator="\n\n", max_new=64,
+                  top_documents=3):
         """Scores the sources of `contexts` (a list of document texts) for the answer to `question` (given, or
         generated greedily up to max_new tokens). method: "loo", "surrogate" or "gradient" (gradient x activation
-        at the embeddings summed over each source's tokens: one pass, a fast baseline); sources: "documents" or "sentences";
+        at the embeddings summed over each source's tokens: one pass, a fast baseline) or "hierarchical"
+        (AttriBoT: leave-one-out over the documents, then over the sentences of the top_documents best; the other
+        documents stay whole sources); sources: "documents" or "sentences";
         samples, keep_prob, alpha, seed: the surrogate's masks and fit; quality: also the top-k drops (and the LDS).
         Returns a ContextAttributionResult."""
-        if method not in ("loo", "surrogate", "gradient"):
-            raise _lib.ArgumentError("cattr: method must be 'loo', 'surrogate' or 'gradient', not %r" % (method,))
+        if method not in ("loo", "surrogate", "gradient", "hierarchical"):
+            raise _lib.ArgumentError("cattr: method must be 'loo', 'surrogate', 'gradient' or 'hierarchical', not %r"
+                                     % (method,))
         if sources not in ("documents", "sentences"):
             raise _lib.ArgumentError("cattr: sources must be 'documents' or 'sentences', not %r" % (sources,))
         if isinstance(contexts, str) or not contexts:
@@ -110,7 +114,8 @@ class ContextAttribution:
         r.answer = answer.encode("utf-8") if answer is not None else None
         r.max_new = int(max_new)
         r.sentences = sources == "sentences"
-        r.method = {"loo": 0, "surrogate": 1, "gradient": 2}[method]
+        r.method = {"loo": 0, "surrogate": 1, "gradient": 2, "hierarchical": 3}[method]
+        r.top_documents = int(top_documents)
         r.samples, r.keep_prob, r.alpha, r.seed, r.quality = int(samples), float(keep_prob), float(alpha), int(seed), \
             bool(quality)
         p = A._defaults("FeatureAblation")

@@ -303,7 +303,8 @@ static cattr_status score_rows(cattr_llm *m, const cattr_attr_params *p, ctx_sta
 }
 
 /* The prompt and the sources: every document's tokens, or its sentences' (each a run of tokens; bytes in res). */
-static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, ctx_state *c, cattr_context_result *res) {
+static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, bool sentences, ctx_state *c,
+                                  cattr_context_result *res) {
     int64_t *ids = NULL, k = 0, cap_s = 0;
     cattr_status st = append_text(m, r->prefix ? r->prefix : "", &c->prompt, &c->T, &c->cap, &ids, &k);
     free(ids), ids = NULL;
@@ -320,7 +321,7 @@ static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, 
         int64_t *bs = st == CATTR_OK ? malloc((size_t)(k + 1) * sizeof *bs) : NULL;
         int64_t *be = st == CATTR_OK ? malloc((size_t)(k + 1) * sizeof *be) : NULL;
         if (st == CATTR_OK && (!seg || !bs || !be)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK && r->sentences) st = cattr_llm_segments(m, r->documents[d], ids, k, "sentences", NULL, 0, seg, &G);
+        if (st == CATTR_OK && sentences) st = cattr_llm_segments(m, r->documents[d], ids, k, "sentences", NULL, 0, seg, &G);
         if (st == CATTR_OK) st = cattr_llm_token_spans(m, r->documents[d], ids, k, bs, be);
         if (st == CATTR_OK && c->S + G > cap_s) { /* grow the per-source arrays */
             cap_s = (c->S + G) * 2;
@@ -377,14 +378,81 @@ static int cmp_desc(const void *x, const void *y) {
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* AttriBoT's hierarchy over the sentence sources of c: leave-one-out over the documents (all their sentences removed),
+ * then over the sentences of the top_documents best; the sources become those sentences and the other documents
+ * whole (c's token runs and res's spans and scores rewritten), c->y[0] the whole context's log-probability. */
+static cattr_status hierarchical(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
+                                 ctx_state *c, cattr_context_result *res) {
+    int D = r->n_documents, top = r->top_documents > 0 ? r->top_documents : 3;
+    int64_t S = c->S;
+    unsigned char *mask = malloc((size_t)((D + 1 + S) * S) + 1);
+    double *y = malloc((size_t)(D + 1 + S) * sizeof *y), *ds = malloc((size_t)(2 * D) * sizeof *ds);
+    bool *refine = calloc((size_t)D, sizeof *refine);
+    int64_t *t0 = malloc((size_t)(S + D) * sizeof *t0), *t1 = malloc((size_t)(S + D) * sizeof *t1);
+    int64_t *b0 = malloc((size_t)(S + D) * sizeof *b0), *b1 = malloc((size_t)(S + D) * sizeof *b1);
+    int *doc = malloc((size_t)(S + D) * sizeof *doc);
+    double *sc = malloc((size_t)(S + D) * sizeof *sc);
+    cattr_status st = mask && y && ds && refine && t0 && t1 && b0 && b1 && doc && sc
+                          ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t row = 0; st == CATTR_OK && row <= D; row++) /* row 0 keeps everything; row 1 + d drops document d */
+        for (int64_t s = 0; s < S; s++) mask[row * S + s] = row == 0 || res->document[s] != row - 1;
+    if (st == CATTR_OK) st = score_rows(m, p, c, mask, D + 1, y);
+    for (int d = 0; st == CATTR_OK && d < D; d++) ds[2 * d] = y[0] - y[1 + d], ds[2 * d + 1] = d;
+    if (st == CATTR_OK) qsort(ds, (size_t)D, 2 * sizeof *ds, cmp_desc);
+    for (int q = 0; st == CATTR_OK && q < top && q < D; q++) refine[(int)ds[2 * q + 1]] = true;
+    int64_t R2 = 0;
+    for (int64_t s = 0; st == CATTR_OK && s < S; s++) /* one row per sentence of a refined document */
+        if (refine[res->document[s]]) {
+            for (int64_t q = 0; q < S; q++) mask[R2 * S + q] = q != s;
+            R2++;
+        }
+    double *y2 = y + D + 1;
+    if (st == CATTR_OK && R2) st = score_rows(m, p, c, mask, R2, y2);
+    int64_t n = 0, at = 0;
+    for (int d = 0; st == CATTR_OK && d < D; d++) {
+        double dscore = NAN;
+        for (int q = 0; q < D; q++)
+            if ((int)ds[2 * q + 1] == d) dscore = ds[2 * q];
+        int64_t first = -1, last = -1;
+        for (int64_t s = 0; s < S; s++) {
+            if (res->document[s] != d) continue;
+            if (first < 0) first = s;
+            last = s;
+            if (refine[d]) {
+                doc[n] = d, t0[n] = c->t0[s], t1[n] = c->t1[s], b0[n] = res->start[s], b1[n] = res->end[s];
+                sc[n++] = y[0] - y2[at++];
+            }
+        }
+        if (!refine[d] && first >= 0) {
+            doc[n] = d, t0[n] = c->t0[first], t1[n] = c->t1[last], b0[n] = res->start[first], b1[n] = res->end[last];
+            sc[n++] = dscore;
+        }
+    }
+    if (st == CATTR_OK) { /* the new sources in place of the sentences */
+        memcpy(c->t0, t0, (size_t)n * sizeof *t0), memcpy(c->t1, t1, (size_t)n * sizeof *t1);
+        memcpy(res->start, b0, (size_t)n * sizeof *b0), memcpy(res->end, b1, (size_t)n * sizeof *b1);
+        memcpy(res->document, doc, (size_t)n * sizeof *doc);
+        free(res->score);
+        res->score = sc, sc = NULL;
+        c->S = n;
+        c->y = calloc(4, sizeof *c->y);
+        if (!c->y) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        else c->y[0] = y[0];
+        res->ablations = D + R2;
+    }
+    free(mask), free(y), free(ds), free(refine), free(t0), free(t1), free(b0), free(b1), free(doc), free(sc);
+    return st;
+}
+
 cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
                                        cattr_context_result **out) {
     if (!m || !p || !r || !out || (!r->documents && r->n_documents))
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_explain_context: NULL argument");
     *out = NULL;
     if (r->n_documents < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no document given");
-    if (r->method != CATTR_CONTEXT_LOO && r->method != CATTR_CONTEXT_SURROGATE && r->method != CATTR_CONTEXT_GRADIENT)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO, _SURROGATE or _GRADIENT");
+    if ((unsigned)r->method > CATTR_CONTEXT_HIERARCHICAL)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO, _SURROGATE, _GRADIENT or "
+                       "_HIERARCHICAL (got %d)", (int)r->method);
     double keep_p = r->keep_prob > 0 ? r->keep_prob : 0.5, alpha = r->alpha >= 0 ? r->alpha : 0.01;
     if (!(keep_p < 1)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "keep_prob must be between 0 and 1");
     bool sur = r->method == CATTR_CONTEXT_SURROGATE;
@@ -394,12 +462,14 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
     if (!res) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     res->lds = NAN;
     for (int q = 0; q < 3; q++) res->top_k_drop[q] = NAN;
-    cattr_status st = build_sources(m, r, &c, res);
+    bool hier = r->method == CATTR_CONTEXT_HIERARCHICAL;
+    cattr_status st = build_sources(m, r, r->sentences || hier, &c, res);
     double t0 = now_s();
     if (st == CATTR_OK) st = make_answer(m, p, r, &c);
     res->seconds_generation = r->answer ? 0 : now_s() - t0;
     t0 = now_s();
     bool grad = r->method == CATTR_CONTEXT_GRADIENT;
+    if (st == CATTR_OK && hier) st = hierarchical(m, p, r, &c, res);
     if (st == CATTR_OK && grad) { /* one gradient pass: the sources as segments (the other tokens one more) */
         res->score = calloc((size_t)c.S + 1, sizeof *res->score);
         c.y = calloc(4, sizeof *c.y);
@@ -421,7 +491,7 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
         free(seg), free(tok), free(lpt);
     }
     /* the rows: 0 keeps everything; then one per source (loo) or the random masks and the held-out ones */
-    if (st == CATTR_OK && !grad) {
+    if (st == CATTR_OK && !grad && !hier) {
         n_main = sur ? (r->samples > 0 ? r->samples : 64) : c.S;
         R = 1 + n_main + n_hold;
         c.mask = malloc((size_t)((R + 3) * c.S));
@@ -429,7 +499,7 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
         res->score = calloc((size_t)c.S, sizeof *res->score);
         if (!c.mask || !c.y || !res->score) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    if (st == CATTR_OK && !grad) {
+    if (st == CATTR_OK && !grad && !hier) {
         cx_rng g;
         cx_rng_init(&g, r->seed, CTX_STREAM);
         memset(c.mask, 1, (size_t)c.S);
@@ -438,7 +508,7 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
                 c.mask[row * c.S + s] = sur ? cx_rng_uniform(&g) < keep_p : s != row - 1;
         st = score_rows(m, p, &c, c.mask, R, c.y);
     }
-    if (st == CATTR_OK && !sur && !grad) {
+    if (st == CATTR_OK && !sur && !grad && !hier) {
         for (int64_t s = 0; s < c.S; s++) res->score[s] = c.y[0] - c.y[1 + s];
     } else if (st == CATTR_OK && sur) { /* the Lasso fit of the masks' log-probabilities (float32, as Lime's) */
         float *X = malloc((size_t)(n_main * c.S + 1) * sizeof *X), *Y = malloc((size_t)n_main * sizeof *Y);
@@ -480,7 +550,8 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
     if (st == CATTR_OK) st = cattr_llm_decode(m, c.ans, c.n, 1, &res->answer);
     if (st == CATTR_OK) {
         res->n_answer = c.n, res->n_prompt = c.T, res->answer_logprob = c.y[0], res->n_sources = c.S;
-        res->ablations = n_main, res->held_out = n_hold;
+        if (!hier) res->ablations = n_main;
+        res->held_out = n_hold;
         *out = res;
     } else {
         cattr_context_result_free(res);

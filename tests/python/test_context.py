@@ -69,6 +69,28 @@ def test_gradient(ca):
         at += n
 
 
+def test_hierarchical(ca):
+    """Documents first, then the sentences of the best one: its sentences' scores are leave-one-out's over sentences,
+    the other documents' leave-one-out's over documents."""
+    docs = ["Sky is green. Sun is up.", " Sea is blue. Fish swim.", " Rain."]
+    h = ca.attribute("sky?", docs, answer=" green", template=TPL, separator="", method="hierarchical",
+                     top_documents=1)
+    by_doc = ca.attribute("sky?", docs, answer=" green", template=TPL, separator="")
+    by_sent = ca.attribute("sky?", docs, answer=" green", template=TPL, separator="", sources="sentences")
+    best = max(range(3), key=lambda d: by_doc.sources[d].score)
+    want = []
+    for d in range(3):
+        if d == best:
+            want += [(s.document, s.text, s.score) for s in by_sent.sources if s.document == d]
+        else:
+            want.append((d, docs[d], by_doc.sources[d].score))
+    got = [(s.document, s.text, s.score) for s in h.sources]
+    assert [g[:2] for g in got] == [w[:2] for w in want]
+    for g, w in zip(got, want):
+        assert abs(g[2] - w[2]) <= 1e-5 * max(1, abs(h.answer_logprob)), (got, want)
+    assert h.ablations == 3 + sum(1 for s in by_sent.sources if s.document == best)
+
+
 def test_chat_template():
     qwen = os.path.join(GOLDEN, "llm", "qwen3-tiny")
     if not os.path.isdir(qwen):
@@ -78,7 +100,7 @@ def test_chat_template():
 
 
 def test_errors(ca):
-    with pytest.raises(_lib.ArgumentError, match="method must be 'loo', 'surrogate' or 'gradient'"):
+    with pytest.raises(_lib.ArgumentError, match="method must be 'loo', 'surrogate', 'gradient' or 'hierarchical'"):
         ca.attribute("q", DOCS, answer="a", template=TPL, method="shap")
     with pytest.raises(_lib.ArgumentError, match="template must hold"):
         ca.attribute("q", DOCS, answer="a", template="{context}")

@@ -29,6 +29,9 @@ static void context_help(FILE *f) {
         "  --method M           loo (default: leave one source out, one ablation per source) or surrogate\n"
         "                       (ContextCite: --samples random keep/drop masks and a Lasso fit) or gradient\n"
         "                       (gradient x activation at the embeddings summed per source: one pass, a baseline)\n"
+        "                       or hierarchical (AttriBoT: leave-one-out over the documents, then over the\n"
+        "                       sentences of the --top-documents best; the others stay whole)\n"
+        "  --top-documents N    hierarchical: the documents refined into sentences (default 3)\n"
         "  --sources S          documents (default) or sentences (each document split after . ! ? or a blank line)\n"
         "  --samples N          surrogate: random ablations (default 64)\n"
         "  --keep-prob P        surrogate: each source's chance to be kept in a mask (default 0.5)\n"
@@ -48,8 +51,8 @@ typedef struct {
     const char *dir, *question, *answer, *tmpl, *json, *html, *device;
     const char *docs[MAX_DOCS];
     int n_docs;
-    bool sentences, surrogate, gradient, quality, quiet;
-    long long max_new, samples, seed, top;
+    bool sentences, surrogate, gradient, hierarchical, quality, quiet;
+    long long max_new, samples, seed, top, top_docs;
     double keep, alpha;
     cattr_dtype dtype;
 } ctx_args;
@@ -58,7 +61,7 @@ static int parse(int argc, char **argv, ctx_args *a) {
     memset(a, 0, sizeof *a);
     a->max_new = 64, a->samples = 64, a->top = 5, a->keep = 0.5, a->alpha = 0.01, a->dtype = CATTR_FLOAT32;
     static const char *const valued[] = {"--question", "--context", "--answer", "--max-new", "--method", "--sources",
-                                         "--samples", "--keep-prob", "--alpha", "--seed", "--template", "--top",
+                                         "--samples", "--keep-prob", "--alpha", "--seed", "--template", "--top", "--top-documents",
                                          "--json", "--html", "--device", "--dtype"};
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -83,10 +86,11 @@ static int parse(int argc, char **argv, ctx_args *a) {
         } else if (!strcmp(o, "--html")) {
             a->html = v;
         } else if (!strcmp(o, "--method")) {
-            if (strcmp(v, "loo") && strcmp(v, "surrogate") && strcmp(v, "gradient"))
-                return cli_usage_error("--method must be loo, surrogate or gradient, not '%s'", v);
+            if (strcmp(v, "loo") && strcmp(v, "surrogate") && strcmp(v, "gradient") && strcmp(v, "hierarchical"))
+                return cli_usage_error("--method must be loo, surrogate, gradient or hierarchical, not '%s'", v);
             a->surrogate = !strcmp(v, "surrogate");
             a->gradient = !strcmp(v, "gradient");
+            a->hierarchical = !strcmp(v, "hierarchical");
         } else if (!strcmp(o, "--sources")) {
             if (strcmp(v, "documents") && strcmp(v, "sentences"))
                 return cli_usage_error("--sources must be documents or sentences, not '%s'", v);
@@ -97,6 +101,8 @@ static int parse(int argc, char **argv, ctx_args *a) {
             if (!cli_int_arg(o, v, 2, 1000000, &a->samples)) return CLI_USAGE;
         } else if (!strcmp(o, "--seed")) {
             if (!cli_int_arg(o, v, 0, INT64_MAX, &a->seed)) return CLI_USAGE;
+        } else if (!strcmp(o, "--top-documents")) {
+            if (!cli_int_arg(o, v, 1, MAX_DOCS, &a->top_docs)) return CLI_USAGE;
         } else if (!strcmp(o, "--top")) {
             if (!cli_int_arg(o, v, 1, 100000, &a->top)) return CLI_USAGE;
         } else if (!strcmp(o, "--keep-prob")) {
@@ -188,6 +194,10 @@ static void fold(const char *text, int64_t len, char *out, int width) {
     strcpy(out + w, cut ? "..." : "");
 }
 
+static const char *method_name(const ctx_args *a) {
+    return a->surrogate ? "surrogate" : a->gradient ? "gradient" : a->hierarchical ? "hierarchical" : "loo";
+}
+
 static int cmp_desc(const void *x, const void *y) {
     double a = ((const double *)x)[0], b = ((const double *)y)[0];
     return a < b ? 1 : a > b ? -1 : 0;
@@ -225,7 +235,9 @@ int cmd_explain_context(int argc, char **argv) {
                                .n_documents = a.n_docs, .answer = a.answer, .max_new = (int)a.max_new,
                                .sentences = a.sentences, .method = a.surrogate  ? CATTR_CONTEXT_SURROGATE
                                                          : a.gradient ? CATTR_CONTEXT_GRADIENT
-                                                                      : CATTR_CONTEXT_LOO,
+                                                         : a.hierarchical ? CATTR_CONTEXT_HIERARCHICAL
+                                                                          : CATTR_CONTEXT_LOO,
+                               .top_documents = (int)a.top_docs,
                                .samples = a.samples, .keep_prob = a.keep, .alpha = a.alpha,
                                .seed = (uint64_t)a.seed, .quality = a.quality};
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
@@ -241,8 +253,9 @@ int cmd_explain_context(int argc, char **argv) {
     if (rc == CLI_OK) {
         root = cJSON_CreateObject();
         cJSON_AddStringToObject(root, "answer", res->answer);
-        cJSON_AddStringToObject(root, "method", a.surrogate ? "surrogate" : a.gradient ? "gradient" : "loo");
-        cJSON_AddStringToObject(root, "sources_kind", a.sentences ? "sentences" : "documents");
+        cJSON_AddStringToObject(root, "method", method_name(&a));
+        cJSON_AddStringToObject(root, "sources_kind", a.hierarchical ? "documents and sentences"
+                                                      : a.sentences ? "sentences" : "documents");
         cJSON_AddNumberToObject(root, "answer_logprob", res->answer_logprob);
         cJSON_AddNumberToObject(root, "prompt_tokens", (double)res->n_prompt);
         cJSON_AddNumberToObject(root, "answer_tokens", (double)res->n_answer);
@@ -280,7 +293,7 @@ int cmd_explain_context(int argc, char **argv) {
     }
     if (rc == CLI_OK && a.html) {
         char *page = NULL;
-        st = cx_html_context(a.question, res->answer, a.surrogate ? "surrogate" : a.gradient ? "gradient" : "loo",
+        st = cx_html_context(a.question, res->answer, method_name(&a),
                              a.n_docs, a.docs, (const char *const *)doc, S, res->document, res->start, res->end,
                              res->score, &page);
         if (st == CATTR_OK) st = cli_write_text_file(a.html, page);
@@ -295,8 +308,9 @@ int cmd_explain_context(int argc, char **argv) {
         fold(res->answer, (int64_t)strlen(res->answer), line, 72);
         printf("answer (%lld tokens, log-probability %.4f): %s\n", (long long)res->n_answer, res->answer_logprob, line);
         printf("%s over %lld %s: %lld ablations%s (%.2f s)\n",
-               a.surrogate ? "surrogate" : a.gradient ? "gradient x activation" : "leave-one-out",
-               (long long)S, a.sentences ? "sentences" : "documents", (long long)res->ablations,
+               a.surrogate ? "surrogate" : a.gradient ? "gradient x activation" : a.hierarchical ? "hierarchical"
+                                                                                        : "leave-one-out",
+               (long long)S, a.hierarchical ? "sources" : a.sentences ? "sentences" : "documents", (long long)res->ablations,
                res->held_out ? " and 32 held out" : "", res->seconds_ablations);
         for (int64_t q = 0; q < S && q < a.top; q++) {
             int64_t s = (int64_t)order[2 * q + 1];
