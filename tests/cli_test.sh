@@ -575,7 +575,7 @@ expect_ok "explain-context gradient" explain-context $tiny --template "$ctpl" --
 grep -q '^gradient x activation over 2 documents: 0 ablations' "$tmp/stdout" && ok || bad "explain-context: no gradient line"
 expect_ok "explain-context hierarchical" explain-context $tiny --template "$ctpl" --question "sky?" \
     --context "$tmp/c1.txt" --context "$tmp/c2.txt" --answer " green" --method hierarchical --top-documents 1
-grep -q '^hierarchical over [23] sources: [45] ablations' "$tmp/stdout" && ok || { bad "explain-context: hierarchical"; cat "$tmp/stdout"; }
+grep -q '^hierarchical over [23] sources: [345] ablations' "$tmp/stdout" && ok || { bad "explain-context: hierarchical"; cat "$tmp/stdout"; }
 expect_exit "explain-context no template" 2 "no readable tokenizer_config.json; give --template" "$tmp/ctx4.json" -- \
     explain-context $tiny --question "sky?" --context "$tmp/c1.txt" --answer " g" --json "$tmp/ctx4.json"
 expect_exit "explain-context template" 2 "--template must hold {context} and {question}" "$tmp/ctx4.json" -- \
