@@ -48,7 +48,10 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
             if (!k[t] && first == T) first = t;
             if (k[t]) last = t;
         }
-        if (last < 0) st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "row %lld removes the whole prompt", (long long)r);
+        if (last < 0) {
+            st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "row %lld removes the whole prompt", (long long)r);
+            break;
+        }
         start[r] = first < last ? first : last;
         cnt[r] = 0; /* kept prompt tokens from start[r] on */
         for (int64_t t = start[r]; t < T; t++) cnt[r] += k[t] != 0;
