@@ -628,6 +628,20 @@ class _ParamGrads:
     def _dtype(self, r):
         return next(self.model.parameters()).dtype
 
+    def _init_params(self, model, loss_fn, test_loss_fn, sample_wise_grads_per_batch, layers):
+        """The losses' reductions (Captum's checks), the layers' modules and their parameters' layers."""
+        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
+        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
+            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
+        self.layer_modules = None
+        if layers is not None:
+            assert isinstance(layers, list), "`layers` should be a list!"
+            assert len(layers) > 0, "`layers` cannot be empty!"
+            assert isinstance(layers[0], str), "`layers` should contain str layer names."
+            self.layer_modules = [_module_of(model, p) for p in layers]
+        self._linears = self._linear_layers()
+        self._last_is_output = [None]  # whether the last Linear layer's output is the model's (_output_from_layer)
+
     def _param_names(self):
         """The parameters' names in the model (module path + "." + parameter name: the names of the export's
         weights) and the parameters, in the order of the jacobians."""
@@ -689,17 +703,7 @@ class TracInCP(TracInCPBase, _ParamGrads):
         TracInCPBase.__init__(self, model, train_dataset, checkpoints, checkpoints_load_func, loss_fn, batch_size,
                               test_loss_fn)
         self.sample_wise_grads_per_batch = sample_wise_grads_per_batch
-        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
-        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
-            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
-        self.layer_modules = None
-        if layers is not None:
-            assert isinstance(layers, list), "`layers` should be a list!"
-            assert len(layers) > 0, "`layers` cannot be empty!"
-            assert isinstance(layers[0], str), "`layers` should contain str layer names."
-            self.layer_modules = [_module_of(model, p) for p in layers]
-        self._linears = self._linear_layers()
-        self._last_is_output = [None]  # whether the last Linear layer's output is the model's (_output_from_layer)
+        self._init_params(model, loss_fn, test_loss_fn, sample_wise_grads_per_batch, layers)
 
     def _sum_jacobians(self, loader, loss_fn, reduction):
         total = None
@@ -997,24 +1001,14 @@ class InfluenceFunctionBase(DataInfluence, _ParamGrads):
             self.hessian_dataloader = DataLoader(hessian_dataset, batch_size, shuffle=False)
         else:
             self.hessian_dataloader = hessian_dataset
-        self.reduction_type = _check_loss_fn(loss_fn, "loss_fn", sample_wise_grads_per_batch)
-        self.test_reduction_type = self.reduction_type if test_loss_fn is None else \
-            _check_loss_fn(test_loss_fn, "test_loss_fn", sample_wise_grads_per_batch)
-        self.layer_modules = None
-        if layers is not None:
-            assert isinstance(layers, list), "`layers` should be a list!"
-            assert len(layers) > 0, "`layers` cannot be empty!"
-            assert isinstance(layers[0], str), "`layers` should contain str layer names."
-            self.layer_modules = [_module_of(model, p) for p in layers]
         self._passes = _Passes(model)
-        self._linears = self._linear_layers()
+        self._init_params(model, loss_fn, test_loss_fn, sample_wise_grads_per_batch, layers)
         for m, path in self._linears:
             if not isinstance(m, torch.nn.Linear):
                 raise NotImplementedError(
                     "cattr: the influence functions take the Hessian with respect to the parameters of Linear layers "
                     "(their second derivatives run through cattr's double backward); the module %s (%s) has "
                     "parameters too: give `layers` of Linear modules" % (path, type(m).__name__))
-        self._last_is_output = [None]
         self.model_device = next(model.parameters()).device
 
     def _dataset_hvp(self, vs, show_progress):

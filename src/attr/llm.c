@@ -309,6 +309,59 @@ typedef struct llm_feats {
 static int64_t feat_of(const llm_feats *fe, int64_t t) { return fe->seg ? fe->seg[t] : t; }
 static int64_t feat_start(const llm_feats *fe, int64_t g) { return fe->start ? fe->start[g] : g; }
 
+cattr_status cx_llm_continue(cattr_llm *m, cattr_dtype dt, const int64_t *tids, const int64_t *tpos, int64_t N,
+                             const int64_t *segs, int64_t S, const int64_t *last, int64_t P, void *const *kv,
+                             int64_t L, cattr_tensor **out) {
+    *out = NULL;
+    int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
+    cg_graph **cg = &m->cached[m->prec];
+    if (!m->cached[0]) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached[0]));
+    if (!*cg) { /* precision "high": the same graph with its projections flagged */
+        CX_CHECK(cx_derive_clone(m->cached[0], 0, NULL, cg, NULL));
+        cg_mark_bf16(*cg);
+    }
+    int n_in = (int)(4 + 2 * nl);
+    cx_arg *arg = calloc((size_t)n_in, sizeof *arg);
+    cattr_tensor *e = cx_llm_embed(m, tids, 1, N), *ec = NULL, *o = NULL;
+    cattr_status st = e && arg ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    cattr_tensor_free(e);
+    for (int k = 0; arg && k < n_in; k++) arg[k].dt = k >= 1 && k <= 3 ? CATTR_INT64 : dt; /* positions, segments */
+    if (st == CATTR_OK) {
+        arg[0].nd = 3, arg[0].sh[0] = 1, arg[0].sh[1] = N, arg[0].sh[2] = H;
+        arg[1].nd = 1, arg[1].sh[0] = N;
+        arg[2].nd = 2, arg[2].sh[0] = S, arg[2].sh[1] = 3;
+        arg[3].nd = 1, arg[3].sh[0] = P;
+        arg[1].host = tpos, arg[2].host = segs, arg[3].host = last;
+        for (int k = 4; k < n_in; k++) {
+            arg[k].nd = 2;
+            arg[k].sh[0] = L;
+            arg[k].sh[1] = ck;
+            arg[k].host = kv[k - 4];
+        }
+    }
+    int outv = (*cg)->outputs[0];
+    cx_job j;
+    cx_view v;
+    if (st == CATTR_OK) st = cx_llm_job(m, 1 + 2 * m->prec, *cg, dt, n_in, arg, &outv, 1, &j);
+    if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
+    if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        arg[0].host = ec->data;
+        void *dst = o->data;
+        j.out_host = &dst;
+        st = cx_run(&j);
+    }
+    cattr_tensor_free(ec);
+    free(arg);
+    if (st != CATTR_OK) {
+        cattr_tensor_free(o);
+        return st;
+    }
+    *out = o;
+    return CATTR_OK;
+}
+
 /* FeatureAblation rows of one target token with the unchanged prefix computed once (issue: prefix reuse). seq is the
  * sequence (prompt + earlier targets, length L); f[0] = log p(y | seq) and f[1 + g] = the same with the prompt tokens
  * of feature g (fe: a token, or a segment) replaced by b. One pass over seq returns every layer's keys and values;
@@ -319,13 +372,7 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     int64_t G = fe->G;
     cattr_dtype dt = lp->dtype;
     size_t es = cattr_dtype_size(dt);
-    int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
-    cg_graph **cg = &m->cached[m->prec];
-    if (!m->cached[0]) CX_CHECK(cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached[0]));
-    if (!*cg) { /* precision "high": the same graph with its projections flagged */
-        CX_CHECK(cx_derive_clone(m->cached[0], 0, NULL, cg, NULL));
-        cg_mark_bf16(*cg);
-    }
+    int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim;
     int64_t budget_rows = cx_llm_rows_per_pass(m, lp, T, L) * L; /* positions per pass the memory budget allows */
     /* ~256 positions per pass: GEMMs near their peak rate, and little recomputation of positions before the
      * ablated token within a block */
@@ -350,14 +397,10 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     }
     /* the other rows as segments of ragged passes: row i runs positions i..L-1 only (token i replaced), attending to
      * the unablated prefix 0..i-1 */
-    int n_in = (int)(4 + 2 * nl);
     int64_t maxn = (G - first) * L + 1;
-    cx_arg *arg = calloc((size_t)n_in, sizeof *arg);
-    for (int k = 0; arg && k < n_in; k++) arg[k].dt = k >= 1 && k <= 3 ? CATTR_INT64 : dt; /* positions, segments */
     int64_t *tpos = malloc((size_t)maxn * sizeof *tpos), *segs = malloc((size_t)(3 * G + 3) * sizeof *segs);
     int64_t *last = malloc((size_t)(G + 1) * sizeof *last), *tids = malloc((size_t)maxn * sizeof *tids);
-    if (st == CATTR_OK && (!arg || !tpos || !segs || !last || !tids))
-        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK && (!tpos || !segs || !last || !tids)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     /* no recomputation in these passes: bigger ones only help the GEMMs (1024 positions measured 3-5% faster than
      * 384 at Qwen3-0.6B's shapes) */
     int64_t pass_target = target < 1024 ? 1024 : target;
@@ -376,35 +419,9 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
             last[S++] = N - 1;
             i++;
         }
-        cattr_tensor *e = cx_llm_embed(m, tids, 1, N), *ec = NULL, *o = NULL;
-        st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        cattr_tensor_free(e);
-        arg[0].nd = 3, arg[0].sh[0] = 1, arg[0].sh[1] = N, arg[0].sh[2] = H;
-        arg[1].nd = 1, arg[1].sh[0] = N;
-        arg[2].nd = 2, arg[2].sh[0] = S, arg[2].sh[1] = 3;
-        arg[3].nd = 1, arg[3].sh[0] = S;
-        arg[1].host = tpos, arg[2].host = segs, arg[3].host = last;
-        for (int k = 4; k < n_in; k++) {
-            arg[k].nd = 2;
-            arg[k].sh[0] = L;
-            arg[k].sh[1] = ck;
-            arg[k].host = kv[k - 4]; /* row 0 of the first pass: the unablated sequence */
-        }
-        int outv = (*cg)->outputs[0];
-        cx_job j;
-        cx_view v;
-        if (st == CATTR_OK) st = cx_llm_job(m, 1 + 2 * m->prec, *cg, dt, n_in, arg, &outv, 1, &j);
-        if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
-        if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) {
-            arg[0].host = ec->data;
-            void *dst = o->data;
-            j.out_host = &dst;
-            st = cx_run(&j);
-        }
+        cattr_tensor *o = NULL; /* row 0 of the first pass: the unablated sequence */
+        if (st == CATTR_OK) st = cx_llm_continue(m, dt, tids, tpos, N, segs, S, last, S, kv, L, &o);
         if (st == CATTR_OK) take_logprobs(o, S, y, f + 1 + i0); /* [1, S, V]: row s at s * V */
-        cattr_tensor_free(ec);
         cattr_tensor_free(o);
         i0 = i;
     }
@@ -414,7 +431,6 @@ static cattr_status ablation_prefix(cattr_llm *m, const cattr_attr_params *lp, c
     free(tids);
     for (int64_t i = 0; kv && i < 2 * nl; i++) free(kv[i]);
     free(kv);
-    free(arg);
     free(ids);
     return st;
 }

@@ -12,6 +12,7 @@
 #include "attr/linmodel.h"
 #include "attr/llm_internal.h"
 #include "core/rng.h"
+#include "io/fileutil.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -61,14 +62,8 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
     if (st == CATTR_OK) st = cx_llm_set_precision(m, p);
     cattr_dtype dt = p->dtype;
     size_t es = cattr_dtype_size(dt);
-    int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim, H = m->cfg.hidden_size;
+    int64_t nl = m->cfg.num_hidden_layers, ck = m->cfg.num_key_value_heads * m->cfg.head_dim;
     int64_t V = m->cfg.vocab_size;
-    cg_graph **cg = &m->cached[m->prec];
-    if (st == CATTR_OK && !m->cached[0]) st = cx_decoder_build_cached(m->model->g, &m->cfg, &m->cached[0]);
-    if (st == CATTR_OK && !*cg) { /* precision "high": the same graph with its projections flagged */
-        st = cx_derive_clone(m->cached[0], 0, NULL, cg, NULL);
-        if (st == CATTR_OK) cg_mark_bf16(*cg);
-    }
     /* the unchanged prompt's keys and values */
     void **kv = calloc((size_t)(2 * nl), sizeof *kv);
     if (st == CATTR_OK && !kv) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -82,16 +77,13 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
     int64_t target_pos = budget_pos < 1024 ? budget_pos : 1024;
     int64_t max_out = (int64_t)(((size_t)256 << 20) / ((size_t)V * es + 1));
     if (max_out < n) max_out = n;
-    int n_in = (int)(4 + 2 * nl);
     int64_t maxn = 0;
     for (int64_t r = 0; r < R; r++)
         if (cnt[r] + n - 1 > maxn) maxn = cnt[r] + n - 1;
-    cx_arg *arg = calloc((size_t)n_in, sizeof *arg);
     int64_t cap_rows = R, cap_n = maxn * R + 1;
     int64_t *tpos = malloc((size_t)cap_n * sizeof *tpos), *tids = malloc((size_t)cap_n * sizeof *tids);
     int64_t *segs = malloc((size_t)(3 * cap_rows + 3) * sizeof *segs), *last = malloc((size_t)(cap_rows * n + 1) * sizeof *last);
-    if (st == CATTR_OK && (!arg || !tpos || !tids || !segs || !last)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    for (int k = 0; arg && k < n_in; k++) arg[k].dt = k >= 1 && k <= 3 ? CATTR_INT64 : dt; /* positions, segments */
+    if (st == CATTR_OK && (!tpos || !tids || !segs || !last)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t r0 = 0; r0 < R && st == CATTR_OK;) {
         int64_t N = 0, S = 0, P = 0, r = r0;
         while (r < R && (S == 0 || (N + cnt[r] + n - 1 <= target_pos && P + n <= max_out))) {
@@ -115,38 +107,12 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
             S++;
             r++;
         }
-        cattr_tensor *e = cx_llm_embed(m, tids, 1, N), *ec = NULL, *o = NULL;
-        st = e ? cattr_tensor_convert(e, dt, &ec) : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        cattr_tensor_free(e);
-        arg[0].nd = 3, arg[0].sh[0] = 1, arg[0].sh[1] = N, arg[0].sh[2] = H;
-        arg[1].nd = 1, arg[1].sh[0] = N;
-        arg[2].nd = 2, arg[2].sh[0] = S, arg[2].sh[1] = 3;
-        arg[3].nd = 1, arg[3].sh[0] = P;
-        arg[1].host = tpos, arg[2].host = segs, arg[3].host = last;
-        for (int k = 4; k < n_in; k++) {
-            arg[k].nd = 2;
-            arg[k].sh[0] = T;
-            arg[k].sh[1] = ck;
-            arg[k].host = kv[k - 4];
-        }
-        int outv = (*cg)->outputs[0];
-        cx_job j;
-        cx_view v;
-        if (st == CATTR_OK) st = cx_llm_job(m, 1 + 2 * m->prec, *cg, dt, n_in, arg, &outv, 1, &j);
-        if (st == CATTR_OK) st = cx_run_view(&j, outv, &v);
-        if (st == CATTR_OK && !(o = cx_tensor_alloc(v.dtype, v.ndim, v.shape)))
-            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK) {
-            arg[0].host = ec->data;
-            void *dst = o->data;
-            j.out_host = &dst;
-            st = cx_run(&j);
-        }
+        cattr_tensor *o = NULL;
+        if (st == CATTR_OK) st = cx_llm_continue(m, dt, tids, tpos, N, segs, S, last, P, kv, T, &o);
         for (int64_t q = 0; q < P && st == CATTR_OK; q++) /* [1, P, V]: read position q at q * V */
             lp[r0 * n + q] = cx_tensor_get(o, q * V + target[q % n]);
         if (st == CATTR_OK) st = cx_llm_finite(lp + r0 * n, P, "the answer's log-probabilities");
         if (st == CATTR_OK) st = cx_llm_chunk_done(p, r, R);
-        cattr_tensor_free(ec);
         cattr_tensor_free(o);
         r0 = r;
     }
@@ -155,7 +121,6 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
     free(tids);
     free(segs);
     free(last);
-    free(arg);
     for (int64_t i = 0; kv && i < 2 * nl; i++) free(kv[i]);
     free(kv);
     free(start);
@@ -167,31 +132,14 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
 
 #define CTX_STREAM 0x4354580000000000ull /* "CTX": the surrogate's masks */
 
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0, k;
-    char *s = malloc(cap);
-    while (s && (k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (n + 1 == cap) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) free(s);
-            s = t;
-        }
-    }
-    fclose(f);
-    if (s) s[n] = 0;
-    return s;
-}
-
 cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **prefix, char **suffix) {
     if (!dir || !question || !prefix || !suffix) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_chat_frame: NULL argument");
     *prefix = *suffix = NULL;
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    char *text = read_all(path);
-    cJSON *cfg = text ? cJSON_Parse(text) : NULL;
+    void *text = NULL;
+    size_t len = 0;
+    cJSON *cfg = cx_read_file(path, &text, &len) == CATTR_OK ? cJSON_Parse(text) : NULL;
     free(text);
     const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cfg, "chat_template"));
     const char *pre = NULL, *post = NULL;

@@ -66,6 +66,13 @@ cattr_status cx_llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype d
                         const int *outs, int n_outs, cx_job *j);
 /* (llm.c) How many of R sequences of length L one forward pass holds within the memory budget (at least 1). */
 int64_t cx_llm_rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t R, int64_t L);
+/* (llm.c) One pass of the decoder continuing a shared prefix (FeatureAblation's prefix reuse, context attribution's
+ * removals): N tokens tids at positions tpos in S segments (segs [S, 3]: start, length, prefix length), attending to
+ * the prefix's keys and values kv (2 per layer, [L, kv heads x head dim] each); *out the log-probabilities [1, P, V]
+ * at the P positions last (of the N). */
+cattr_status cx_llm_continue(cattr_llm *m, cattr_dtype dt, const int64_t *tids, const int64_t *tpos, int64_t N,
+                             const int64_t *segs, int64_t S, const int64_t *last, int64_t P, void *const *kv,
+                             int64_t L, cattr_tensor **out);
 cattr_status cx_llm_check_ids(const cattr_llm *m, const int64_t *ids, int64_t n, const char *what);
 cattr_status cx_llm_use_device(cattr_llm *m, const char *device);
 cattr_status cx_llm_set_precision(cattr_llm *m, const cattr_attr_params *p);

@@ -5,6 +5,7 @@
  * reads the files, prints the terminal view and writes the JSON. */
 #include "cli.h"
 #include "core/core.h"
+#include "io/fileutil.h"
 #include "viz/heatmap.h"
 
 #include <cjson/cJSON.h>
@@ -152,22 +153,9 @@ static char *dupn(const char *s, size_t n) {
 }
 
 static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *s = malloc(cap);
-    size_t k;
-    while (s && (k = fread(s + n, 1, cap - n - 1, f)) > 0) {
-        n += k;
-        if (cap - n - 1 == 0) {
-            char *t = realloc(s, cap *= 2);
-            if (!t) free(s);
-            s = t;
-        }
-    }
-    fclose(f);
-    if (s) s[n] = 0;
-    return s;
+    void *text = NULL;
+    size_t len = 0;
+    return cx_read_file(path, &text, &len) == CATTR_OK ? text : NULL;
 }
 
 /* text[0..len) on one line: white space runs folded to a space and trimmed, cut at about `width` bytes (never inside a
