@@ -4,6 +4,7 @@
  * pass is one call of the library (cattr_explainer_example_grads: the test examples' gradients once per checkpoint,
  * then per training batch the dot products with them, or the squared norms for self influence, in the graph); this
  * file reads the data and the checkpoints, adds the checkpoints' terms and writes the scores. */
+#define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "core/core.h"
 
