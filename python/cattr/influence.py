@@ -104,6 +104,16 @@ def _batches(inputs):
     return inputs if isinstance(inputs, DataLoader) else _OneBatch(inputs)
 
 
+def _loader(dataset, batch_size, name):
+    """A DataLoader as it is; a Dataset batched by batch_size without shuffling (Captum's check and message)."""
+    from torch.utils.data import DataLoader
+
+    if isinstance(dataset, DataLoader):
+        return dataset
+    assert isinstance(batch_size, int), "since the `%s` argument was a `Dataset`, `batch_size` must be an int." % name
+    return DataLoader(dataset, batch_size, shuffle=False)
+
+
 def _length(it):
     try:
         return len(it)
@@ -413,20 +423,13 @@ class TracInCPBase(DataInfluence):
 
     def __init__(self, model, train_dataset, checkpoints, checkpoints_load_func=_load_flexible_state_dict,
                  loss_fn=None, batch_size=1, test_loss_fn=None):
-        from torch.utils.data import DataLoader
-
         self.model = model
         self.checkpoints = checkpoints
         self.checkpoints_load_func = checkpoints_load_func
         self.loss_fn = loss_fn
         self.test_loss_fn = loss_fn if test_loss_fn is None else test_loss_fn
         self.batch_size = batch_size
-        if not isinstance(train_dataset, DataLoader):
-            assert isinstance(batch_size, int), "since the `train_dataset` argument was a `Dataset`, `batch_size` " \
-                                                "must be an int."
-            self.train_dataloader = DataLoader(train_dataset, batch_size, shuffle=False)
-        else:
-            self.train_dataloader = train_dataset
+        self.train_dataloader = _loader(train_dataset, batch_size, "train_dataset")
         self.train_dataloader_len = _length(self.train_dataloader)
         if self.train_dataloader_len is None:
             _warn_no_length("training dataset `train_dataset`", "computations")
@@ -977,7 +980,6 @@ class InfluenceFunctionBase(DataInfluence, _ParamGrads):
                  layers=None, loss_fn=None, batch_size=1, hessian_dataset=None, test_loss_fn=None,
                  sample_wise_grads_per_batch=False):
         import torch
-        from torch.utils.data import DataLoader
 
         self.model = model
         self.checkpoint = checkpoint
@@ -987,20 +989,9 @@ class InfluenceFunctionBase(DataInfluence, _ParamGrads):
         self.test_loss_fn = loss_fn if test_loss_fn is None else test_loss_fn
         self.sample_wise_grads_per_batch = sample_wise_grads_per_batch
         self.batch_size = batch_size
-        if not isinstance(train_dataset, DataLoader):
-            assert isinstance(batch_size, int), "since the `train_dataset` argument was a `Dataset`, `batch_size` " \
-                                                "must be an int."
-            self.train_dataloader = DataLoader(train_dataset, batch_size, shuffle=False)
-        else:
-            self.train_dataloader = train_dataset
-        if hessian_dataset is None:
-            self.hessian_dataloader = self.train_dataloader
-        elif not isinstance(hessian_dataset, DataLoader):
-            assert isinstance(batch_size, int), "since the `shared_dataset` argument was a `Dataset`, `batch_size` " \
-                                                "must be an int."
-            self.hessian_dataloader = DataLoader(hessian_dataset, batch_size, shuffle=False)
-        else:
-            self.hessian_dataloader = hessian_dataset
+        self.train_dataloader = _loader(train_dataset, batch_size, "train_dataset")
+        self.hessian_dataloader = self.train_dataloader if hessian_dataset is None else \
+            _loader(hessian_dataset, batch_size, "shared_dataset")  # (Captum's message names it so)
         self._passes = _Passes(model)
         self._init_params(model, loss_fn, test_loss_fn, sample_wise_grads_per_batch, layers)
         for m, path in self._linears:

@@ -105,9 +105,7 @@ static int parse(int argc, char **argv, attack_args *a) {
             if (!cli_device_arg(v)) return CLI_USAGE;
             a->device = v;
         } else if (!strcmp(o, "--dtype")) {
-            if (strcmp(v, "float32") && strcmp(v, "float64"))
-                return cli_usage_error("--dtype must be float32 or float64, not '%s'", v);
-            a->dtype = !strcmp(v, "float32") ? CATTR_FLOAT32 : CATTR_FLOAT64;
+            if (!cli_dtype_arg(v, &a->dtype)) return CLI_USAGE;
         } else if (!strcmp(o, "--random-start")) {
             a->random_start = true;
         } else if (!strcmp(o, "--targeted")) {

@@ -155,10 +155,7 @@ int cli_attr_option(const char *cmd, const char *o, const char *v, int *i, cattr
             return (void)cli_usage_error("--max-memory needs a size such as 512M or 2G, not '%s'", v), -1;
         return 1;
     case 6:
-        if (!strcmp(v, "float32")) p->dtype = CATTR_FLOAT32;
-        else if (!strcmp(v, "float64")) p->dtype = CATTR_FLOAT64;
-        else return (void)cli_usage_error("--dtype must be float32 or float64, not '%s'", v), -1;
-        return 1;
+        return cli_dtype_arg(v, &p->dtype) ? 1 : -1;
     case 7:
         if (!cli_device_arg(v)) return -1;
         p->device = v;
@@ -247,6 +244,13 @@ void cli_progress(int64_t done, int64_t total, void *user) {
     if (done >= total) fprintf(stderr, "\n");
     ps->shown = done < total;
     fflush(stderr);
+}
+
+bool cli_dtype_arg(const char *v, cattr_dtype *dt) {
+    if (!strcmp(v, "float32")) *dt = CATTR_FLOAT32;
+    else if (!strcmp(v, "float64")) *dt = CATTR_FLOAT64;
+    else return (void)cli_usage_error("--dtype must be float32 or float64, not '%s'", v), false;
+    return true;
 }
 
 bool cli_device_arg(const char *name) {

@@ -34,6 +34,8 @@ bool cli_int_arg(const char *opt, const char *s, long long lo, long long hi, lon
 /* Checks a --device value (cattr_device_check); prints the error and returns false when it names no device of this
  * build. */
 bool cli_device_arg(const char *name);
+/* --dtype's value into *dt (float32 or float64); false after a usage message otherwise. */
+bool cli_dtype_arg(const char *v, cattr_dtype *dt);
 /* The files a command reads and writes, registered before any output is touched: an output may be neither the same file
  * as an input nor another output of the command (the same st_dev/st_ino; for a file not yet there, the same folder and
  * name; hard links and links to the same file count as the same). cli_file_out also checks that the path may be
