@@ -17,7 +17,7 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-20}
 [ $# -gt 0 ] && shift
-all="onnx npy safetensors hf_config tokenizer_json tokenize checkpoint requests parts segments"
+all="onnx npy safetensors hf_config tokenizer_json tokenize checkpoint requests parts segments chat_frame"
 which=${*:-$all}
 dir=${CATTR_FUZZ_DIR:-build-fuzz}
 jobs=${FUZZ_JOBS:-1}

@@ -132,15 +132,10 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
 
 #define CTX_STREAM 0x4354580000000000ull /* "CTX": the surrogate's masks */
 
-cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **prefix, char **suffix) {
-    if (!dir || !question || !prefix || !suffix) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_chat_frame: NULL argument");
+cattr_status cx_chat_frame_parse(const char *json, size_t len, const char *what, const char *question, char **prefix,
+                                 char **suffix) {
     *prefix = *suffix = NULL;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
-    void *text = NULL;
-    size_t len = 0;
-    cJSON *cfg = cx_read_file(path, &text, &len) == CATTR_OK ? cJSON_Parse(text) : NULL;
-    free(text);
+    cJSON *cfg = json ? cJSON_ParseWithLength(json, len) : NULL;
     const char *t = cJSON_GetStringValue(cJSON_GetObjectItem(cfg, "chat_template"));
     const char *pre = NULL, *post = NULL;
     if (t && strstr(t, "<|im_start|>")) { /* ChatML (Qwen); Qwen3's thinking switched off, as for a plain answer */
@@ -156,7 +151,7 @@ cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **
     }
     cattr_status st = CATTR_OK;
     if (!pre)
-        st = cx_fail(CATTR_ERR_UNSUPPORTED, "%s: %s", path,
+        st = cx_fail(CATTR_ERR_UNSUPPORTED, "%s: %s", what,
                      !cfg ? "no readable tokenizer_config.json" : !t ? "no chat_template"
                      : "a chat_template of a form cattr cannot render (it renders ChatML, Llama 3 and Mistral's)");
     cJSON_Delete(cfg);
@@ -168,6 +163,18 @@ cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **
     free(*prefix), free(*suffix);
     *prefix = *suffix = NULL;
     return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+}
+
+cattr_status cattr_llm_chat_frame(const char *dir, const char *question, char **prefix, char **suffix) {
+    if (!dir || !question || !prefix || !suffix) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_chat_frame: NULL argument");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    void *text = NULL;
+    size_t len = 0;
+    bool read = cx_read_file(path, &text, &len) == CATTR_OK;
+    cattr_status st = cx_chat_frame_parse(read ? text : NULL, len, path, question, prefix, suffix);
+    free(text);
+    return st;
 }
 
 void cattr_context_result_free(cattr_context_result *r) {

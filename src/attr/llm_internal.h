@@ -73,6 +73,10 @@ int64_t cx_llm_rows_per_pass(cattr_llm *m, const cattr_attr_params *lp, int64_t 
 cattr_status cx_llm_continue(cattr_llm *m, cattr_dtype dt, const int64_t *tids, const int64_t *tpos, int64_t N,
                              const int64_t *segs, int64_t S, const int64_t *last, int64_t P, void *const *kv,
                              int64_t L, cattr_tensor **out);
+/* (llm_context.c) cattr_llm_chat_frame on the text of a tokenizer_config.json (json NULL: none could be read; `what`
+ * names it in messages). */
+cattr_status cx_chat_frame_parse(const char *json, size_t len, const char *what, const char *question, char **prefix,
+                                 char **suffix);
 cattr_status cx_llm_check_ids(const cattr_llm *m, const int64_t *ids, int64_t n, const char *what);
 cattr_status cx_llm_use_device(cattr_llm *m, const char *device);
 cattr_status cx_llm_set_precision(cattr_llm *m, const cattr_attr_params *p);
