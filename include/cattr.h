@@ -944,9 +944,21 @@ typedef enum cattr_context_method {
     CATTR_CONTEXT_LOO = 0,      /* leave one source out: score = the answer's log-probability it holds up */
     CATTR_CONTEXT_SURROGATE = 1, /* ContextCite: random keep/drop masks, a Lasso fit of the log-probability; score = weight */
     CATTR_CONTEXT_GRADIENT = 2,  /* gradient x activation at the embeddings summed over each source's tokens: one pass */
-    CATTR_CONTEXT_HIERARCHICAL = 3 /* AttriBoT: leave-one-out over the documents, then over the sentences of the top
-                                    * top_documents; the sources: those sentences and the other documents whole */
+    CATTR_CONTEXT_HIERARCHICAL = 3, /* AttriBoT: leave-one-out over the documents, then over the sentences of the top
+                                     * top_documents; the sources: those sentences and the other documents whole */
+    CATTR_CONTEXT_PROXY = 4 /* AttriBoT's proxy: leave-one-out with a smaller model of the same tokenizer (proxy) over
+                             * every source, then with this model over the proxy_top best; the rest keep the proxy's
+                             * scores (result.rescored says which) */
 } cattr_context_method;
+
+/* What the sources are: whole documents, their sentences or lines (cattr_llm_segments' splitters), or the caller's
+ * byte spans (the text between and around them forms sources of its own). */
+typedef enum cattr_context_sources {
+    CATTR_CONTEXT_DOCUMENTS = 0,
+    CATTR_CONTEXT_SENTENCES = 1,
+    CATTR_CONTEXT_LINES = 2,
+    CATTR_CONTEXT_SPANS = 3
+} cattr_context_sources;
 
 typedef struct cattr_context_request {
     const char *prefix;                 /* the prompt before the documents (cattr_llm_chat_frame, or the caller's) */
@@ -956,14 +968,21 @@ typedef struct cattr_context_request {
     const char *separator;              /* between documents (NULL: a blank line, "\n\n") */
     const char *answer;                 /* the answer to explain (NULL: generated greedily, up to max_new tokens) */
     int max_new;
-    int sentences;                      /* 0: the sources are the documents; 1: their sentences (cattr_llm_segments) */
+    cattr_context_sources sources;      /* documents (0), sentences (1), lines (2) or the spans below (3) */
+    const int64_t *spans;               /* CATTR_CONTEXT_SPANS: n_spans triples (document, start byte, end byte), in
+                                         * the documents' order and, within one, in order and not overlapping */
+    int64_t n_spans;
     cattr_context_method method;
     int64_t samples;                    /* surrogate: random ablations (0: 64) */
     double keep_prob;                   /* surrogate: a source's chance to be kept (0: 0.5) */
     double alpha;                       /* surrogate: the Lasso's regularisation (negative: 0.01) */
     uint64_t seed;                      /* surrogate: the masks' seed (cattr's generator) */
-    int quality;                        /* also the top-k drops and, for the surrogate, the LDS over 32 held-out masks */
+    int quality;                        /* also the top-k drops and the LDS over 32 held-out random masks */
     int top_documents;                  /* hierarchical: the documents refined into sentences (0: 3) */
+    int per_token;                      /* also a score per source and answer token (result.token_score) */
+    cattr_llm *proxy;                   /* CATTR_CONTEXT_PROXY: the smaller model (its tokenizer must give the same
+                                         * tokens); borrowed */
+    int proxy_top;                      /* proxy: the sources rescored by this model (0: 5 or a fifth, the larger) */
 } cattr_context_request;
 
 typedef struct cattr_context_result {
@@ -975,9 +994,22 @@ typedef struct cattr_context_result {
     int64_t *start, *end;               /* its bytes [start, end) in that document, */
     double *score;                      /* and its score */
     double top_k_drop[3];               /* quality: the log-probability drop with the top 1, 3, 5 removed (NaN: not asked) */
-    double lds;                         /* quality, surrogate: the linear datamodeling score (NaN: not computed) */
+    double lds;                         /* quality: the linear datamodeling score, Spearman's correlation of the sum of
+                                         * the kept sources' scores with the log-probability over 32 held-out random
+                                         * masks (keep_prob; NaN: not computed) */
     int64_t ablations, held_out;        /* the ablated prompts scored (held-out ones for the LDS apart) */
-    double seconds_generation, seconds_ablations;
+    double seconds_generation, seconds_ablations, seconds_quality; /* ablations: the method's own, quality apart */
+    double *token_score;                /* per_token: [n_sources * n_answer], row s the score of source s for each answer
+                                         * token (the surrogate: a fit per token); NULL when not asked */
+    unsigned char *rescored;            /* proxy: 1 where this model scored the source, 0 where the proxy's score stands
+                                         * (the ranking: the rescored ones first); NULL for the other methods */
+    int64_t proxy_ablations;            /* proxy: the ablated prompts the proxy scored */
+    double seconds_proxy;
+    int64_t *answer_ids;                /* the answer's tokens [n_answer] */
+    int64_t n_rows;                     /* loo and surrogate: the ablations scored, row 0 the whole context, then one
+                                         * per source (loo) or the random masks, then the held-out ones (quality) */
+    unsigned char *masks;               /* [n_rows * n_sources]: 1 where the row keeps the source */
+    double *row_logprob;                /* [n_rows]: the answer's total log-probability under each row */
 } cattr_context_result;
 
 /* Scores the sources of r (cattr_llm_score_removals: sources removed from the token sequence, the unchanged prefix
@@ -987,6 +1019,10 @@ typedef struct cattr_context_result {
 cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
                                        cattr_context_result **out);
 void cattr_context_result_free(cattr_context_result *r);
+/* The sources of r in ranking order into order[n_sources] (indices): by score, highest first; for the proxy method the
+ * rescored sources first, then the others by the proxy's scores. Errors: CATTR_ERR_INVALID_ARGUMENT (NULL),
+ * CATTR_ERR_NO_MEMORY. */
+cattr_status cattr_context_rank(const cattr_context_result *r, int64_t *order);
 /* The prompt around a user turn "<documents>\n\n<question>" from the checkpoint's chat template (tokenizer_config.json's
  * chat_template in dir): the ChatML form (Qwen; Qwen3 as with enable_thinking=False), Llama 3's and Mistral's. *prefix
  * and *suffix are malloc'd (caller frees). Errors: CATTR_ERR_UNSUPPORTED (no tokenizer_config.json, no chat template,

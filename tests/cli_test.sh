@@ -336,6 +336,9 @@ if [ -d "$qwen" ]; then # the checkpoint's chat template (ChatML with Qwen3's th
     expect_ok "explain-context chat template" explain-context "$qwen" --question "sky?" --context "$tmp/q1.txt" \
         --context "$tmp/q2.txt" --answer " green" --sources sentences
     grep -q '^leave-one-out over 3 sentences: 3 ablations' "$tmp/stdout" && ok || bad "explain-context: qwen3-tiny"
+    expect_exit "explain-context proxy of another tokenizer" 1 "a proxy must share the model's tokenizer" "$tmp/pq.json" -- \
+        explain-context "$qwen" --question "sky?" --context "$tmp/q1.txt" --answer " green" --method proxy \
+        --proxy tests/data/llm/tiny --json "$tmp/pq.json"
 fi
 if [ -d "$qwen" ]; then
     expect_ok "explain-llm" explain-llm "$qwen" --prompt "The capital of France is" --target " Paris" --steps 8 \
@@ -584,8 +587,52 @@ expect_exit "explain-context no context" 2 "give at least one --context FILE" "$
     explain-context $tiny --template "$ctpl" --question "sky?" --json "$tmp/ctx4.json"
 expect_exit "explain-context empty" 2 "is empty" "$tmp/ctx4.json" -- \
     explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c0.txt" --json "$tmp/ctx4.json"
-expect_exit "explain-context method" 2 "--method must be loo, surrogate, gradient or hierarchical" "$tmp/ctx4.json" -- \
+expect_exit "explain-context method" 2 "--method must be loo, surrogate, gradient, hierarchical or proxy" "$tmp/ctx4.json" -- \
     explain-context $tiny --template "$ctpl" --question "q" --context "$tmp/c1.txt" --method shap --json "$tmp/ctx4.json"
+# the proxy (the model as its own: leave-one-out's scores), lines, a spans file, scores per answer token
+printf 'Sky is green.\nSun is up.' > "$tmp/c3.txt"
+expect_ok "explain-context proxy" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c3.txt" \
+    --context "$tmp/c2.txt" --answer " green" --method proxy --proxy $tiny --proxy-top 1 --sources lines --per-token \
+    --json "$tmp/ctx5.json"
+grep -q '^proxy over 3 lines: 1 ablations and 3 with the proxy' "$tmp/stdout" && ok || { bad "explain-context: proxy"; cat "$tmp/stdout"; }
+expect_ok "explain-context loo lines" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c3.txt" \
+    --context "$tmp/c2.txt" --answer " green" --sources lines --json "$tmp/ctx6.json" --quiet
+printf '[[[0, 3]], ["Sea is", " blue."]]' > "$tmp/spans.json"
+expect_ok "explain-context spans" explain-context $tiny --template "$ctpl" --question "sky?" --context "$tmp/c3.txt" \
+    --context "$tmp/c2.txt" --answer " green" --sources "$tmp/spans.json" --json "$tmp/ctx7.json" --quiet
+if [ -x /usr/bin/python3 ]; then
+    if /usr/bin/python3 -c 'import json, sys
+p, l, s = (json.load(open(f)) for f in sys.argv[1:4])
+assert [x["text"] for x in l["sources"]] == ["Sky is green.\n", "Sun is up.", "Sea is blue."], l["sources"]
+assert [x["score"] for x in p["sources"]] == [x["score"] for x in l["sources"]] and p["proxy_ablations"] == 3, (p, l)
+assert sum(x["rescored"] for x in p["sources"]) == 1 and p["sources"][p["ranking"][0]]["rescored"], p
+assert p["ranking"] == l["ranking"] and len(p["answer_token_texts"]) == p["answer_tokens"], p
+assert all(abs(sum(x["token_scores"]) - x["score"]) < 1e-6 for x in p["sources"]), p
+assert [x["text"] for x in s["sources"]] == ["Sky", " is green.\nSun is up.", "Sea is", " blue."], s["sources"]
+' "$tmp/ctx5.json" "$tmp/ctx6.json" "$tmp/ctx7.json"; then ok; else bad "explain-context: proxy / lines / spans JSON"; fi
+fi
+expect_exit "explain-context proxy without --proxy" 2 "--method proxy needs --proxy DIR" "" -- \
+    explain-context $tiny --template "$ctpl" --question "q" --context "$tmp/c1.txt" --method proxy
+printf '[[[0, 3]]]' > "$tmp/spans1.json"
+expect_exit "explain-context spans per document" 2 "one entry per document (2)" "$tmp/ctx4.json" -- \
+    explain-context $tiny --template "$ctpl" --question "q" --context "$tmp/c1.txt" --context "$tmp/c2.txt" \
+    --sources "$tmp/spans1.json" --json "$tmp/ctx4.json"
+# corpus mode: a line per request (texts or files), errors as records, a rerun resumes, other options are refused
+printf '%s\n' '{"id": "a", "question": "sky?", "contexts": ["Sky is green.", "Sea is blue."], "answer": " green"}' \
+    "{\"id\": \"b\", \"question\": \"sea?\", \"context_files\": [\"$tmp/c1.txt\", \"$tmp/c2.txt\"], \"answer\": \" blue\"}" \
+    '{"id": "c", "question": "sea?", "contexts": ["x"], "bogus": 1}' > "$tmp/creq.jsonl"
+expect_exit "explain-context corpus" 1 "unknown field 'bogus'" "" -- explain-context $tiny --template "$ctpl" \
+    --requests "$tmp/creq.jsonl" --output "$tmp/cres.jsonl"
+[ "$(wc -l < "$tmp/cres.jsonl")" -eq 4 ] && grep -q '"id":"b"' "$tmp/cres.jsonl" && grep -q '"command":"explain-context"' "$tmp/cres.jsonl" \
+    && ok || { bad "explain-context corpus: results"; cat "$tmp/cres.jsonl"; }
+expect_ok "explain-context corpus rerun" explain-context $tiny --template "$ctpl" --requests "$tmp/creq.jsonl" --output "$tmp/cres.jsonl"
+grep -q '3 already in' "$tmp/stderr" && [ "$(wc -l < "$tmp/cres.jsonl")" -eq 4 ] && ok || { bad "explain-context corpus: rerun"; cat "$tmp/stderr"; }
+expect_exit "explain-context corpus other options" 2 "other options" "" -- explain-context $tiny --template "$ctpl" \
+    --requests "$tmp/creq.jsonl" --output "$tmp/cres.jsonl" --method surrogate
+expect_exit "explain-context corpus into an explain-llm file" 2 "another version or command" "" -- explain-context $tiny \
+    --template "$ctpl" --requests "$tmp/creq.jsonl" --output "$tmp/all.jsonl"
+expect_exit "explain-context corpus needs --output" 2 "--requests needs --output" "" -- explain-context $tiny \
+    --template "$ctpl" --requests "$tmp/creq.jsonl"
 
 # --- influence: TracIn scores, self influence (the diagonal when the test examples are the training ones), checkpoints
 # with learning rates, and the refusals --------------------------------------------------------------------------------

@@ -337,7 +337,9 @@ class ContextRequest(CStruct):
         ("separator", ctypes.c_char_p),
         ("answer", ctypes.c_char_p),
         ("max_new", ctypes.c_int),
-        ("sentences", ctypes.c_int),
+        ("sources", ctypes.c_int),
+        ("spans", _c_int64_p),
+        ("n_spans", ctypes.c_int64),
         ("method", ctypes.c_int),
         ("samples", ctypes.c_int64),
         ("keep_prob", ctypes.c_double),
@@ -345,6 +347,9 @@ class ContextRequest(CStruct):
         ("seed", ctypes.c_uint64),
         ("quality", ctypes.c_int),
         ("top_documents", ctypes.c_int),
+        ("per_token", ctypes.c_int),
+        ("proxy", LLMP),
+        ("proxy_top", ctypes.c_int),
     ]
 
 
@@ -365,6 +370,15 @@ class ContextResult(CStruct):
         ("held_out", ctypes.c_int64),
         ("seconds_generation", ctypes.c_double),
         ("seconds_ablations", ctypes.c_double),
+        ("seconds_quality", ctypes.c_double),
+        ("token_score", ctypes.POINTER(ctypes.c_double)),
+        ("rescored", ctypes.POINTER(ctypes.c_ubyte)),
+        ("proxy_ablations", ctypes.c_int64),
+        ("seconds_proxy", ctypes.c_double),
+        ("answer_ids", _c_int64_p),
+        ("n_rows", ctypes.c_int64),
+        ("masks", ctypes.POINTER(ctypes.c_ubyte)),
+        ("row_logprob", ctypes.POINTER(ctypes.c_double)),
     ]
 
 
@@ -509,6 +523,7 @@ _decl("cattr_llm_segments", _st, LLMP, ctypes.c_char_p, _c_int64_p, ctypes.c_int
 _decl("cattr_llm_explain_context", _st, LLMP, ctypes.POINTER(AttrParams), ctypes.POINTER(ContextRequest),
       ctypes.POINTER(ctypes.POINTER(ContextResult)))
 _decl("cattr_context_result_free", None, ctypes.POINTER(ContextResult))
+_decl("cattr_context_rank", _st, ctypes.POINTER(ContextResult), _c_int64_p)
 _decl("cattr_llm_chat_frame", _st, ctypes.c_char_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p),
       ctypes.POINTER(ctypes.c_void_p))
 _decl("cattr_llm_score_removals", _st, LLMP, ctypes.POINTER(AttrParams), _c_int64_p, ctypes.c_int64, _c_int64_p,

@@ -130,7 +130,8 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
 
 /* ---- context attribution: sources, ablations, scores -------------------------------------------------------- */
 
-#define CTX_STREAM 0x4354580000000000ull /* "CTX": the surrogate's masks */
+#define CTX_STREAM 0x4354580000000000ull /* "CTX": the surrogate's masks, then the held-out ones */
+#define HELD_OUT 32                      /* the quality numbers' held-out random masks (the LDS) */
 
 cattr_status cx_chat_frame_parse(const char *json, size_t len, const char *what, const char *question, char **prefix,
                                  char **suffix) {
@@ -184,6 +185,11 @@ void cattr_context_result_free(cattr_context_result *r) {
     free(r->start);
     free(r->end);
     free(r->score);
+    free(r->token_score);
+    free(r->rescored);
+    free(r->answer_ids);
+    free(r->masks);
+    free(r->row_logprob);
     free(r);
 }
 
@@ -231,7 +237,7 @@ static double spearman(const double *x, const double *y, int64_t n) {
 typedef struct ctx_state {
     int64_t *prompt, T, cap, *ans, n, S, *t0, *t1;
     unsigned char *keep, *mask;
-    double *lp, *y;
+    double *lp, *y, *lpt; /* lpt: the rows' per-token log-probabilities, when scores per token are asked */
 } ctx_state;
 
 /* The rows' token masks from their source masks (mask [R, S]: kept sources) into keep [R, T]. */
@@ -243,9 +249,9 @@ static void token_masks(ctx_state *c, const unsigned char *mask, int64_t R, unsi
     }
 }
 
-/* Total log-probabilities of R rows of source masks into y. */
+/* Total log-probabilities of R rows of source masks into y (and, when lpt is not NULL, each answer token's: [R, n]). */
 static cattr_status score_rows(cattr_llm *m, const cattr_attr_params *p, ctx_state *c, const unsigned char *mask,
-                               int64_t R, double *y) {
+                               int64_t R, double *y, double *lpt) {
     unsigned char *keep = malloc((size_t)(R * c->T));
     double *lp = malloc((size_t)(R * c->n) * sizeof *lp);
     cattr_status st = keep && lp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
@@ -255,13 +261,15 @@ static cattr_status score_rows(cattr_llm *m, const cattr_attr_params *p, ctx_sta
         y[r] = 0;
         for (int64_t q = 0; q < c->n; q++) y[r] += lp[r * c->n + q];
     }
+    if (st == CATTR_OK && lpt) memcpy(lpt, lp, (size_t)(R * c->n) * sizeof *lp);
     free(keep);
     free(lp);
     return st;
 }
 
-/* The prompt and the sources: every document's tokens, or its sentences' (each a run of tokens; bytes in res). */
-static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, bool sentences, ctx_state *c,
+/* The prompt and the sources: every document's tokens, or its pieces of kind `kind` (NULL: the documents whole;
+ * "sentences", "lines", or "spans": r's; each a run of tokens; bytes in res). */
+static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, const char *kind, ctx_state *c,
                                   cattr_context_result *res) {
     int64_t *ids = NULL, k = 0, cap_s = 0;
     cattr_status st = append_text(m, r->prefix ? r->prefix : "", &c->prompt, &c->T, &c->cap, &ids, &k);
@@ -279,7 +287,16 @@ static cattr_status build_sources(cattr_llm *m, const cattr_context_request *r, 
         int64_t *bs = st == CATTR_OK ? malloc((size_t)(k + 1) * sizeof *bs) : NULL;
         int64_t *be = st == CATTR_OK ? malloc((size_t)(k + 1) * sizeof *be) : NULL;
         if (st == CATTR_OK && (!seg || !bs || !be)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        if (st == CATTR_OK && sentences) st = cattr_llm_segments(m, r->documents[d], ids, k, "sentences", NULL, 0, seg, &G);
+        int64_t sp0 = 0, nsp = 0, *sp = NULL; /* this document's spans */
+        while (kind && !strcmp(kind, "spans") && sp0 < r->n_spans && r->spans[3 * sp0] < d) sp0++;
+        while (kind && !strcmp(kind, "spans") && sp0 + nsp < r->n_spans && r->spans[3 * (sp0 + nsp)] == d) nsp++;
+        if (st == CATTR_OK && nsp && !(sp = malloc((size_t)(2 * nsp) * sizeof *sp))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        for (int64_t q = 0; sp && q < nsp; q++) sp[2 * q] = r->spans[3 * (sp0 + q) + 1], sp[2 * q + 1] = r->spans[3 * (sp0 + q) + 2];
+        if (st == CATTR_OK && kind) {
+            st = cattr_llm_segments(m, r->documents[d], ids, k, kind, sp, nsp, seg, &G);
+            if (st != CATTR_OK) st = cx_fail_context(st, "document %d", d);
+        }
+        free(sp);
         if (st == CATTR_OK) st = cattr_llm_token_spans(m, r->documents[d], ids, k, bs, be);
         if (st == CATTR_OK && c->S + G > cap_s) { /* grow the per-source arrays */
             cap_s = (c->S + G) * 2;
@@ -336,70 +353,210 @@ static int cmp_desc(const void *x, const void *y) {
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
-/* AttriBoT's hierarchy over the sentence sources of c: leave-one-out over the documents (all their sentences removed),
- * then over the sentences of the top_documents best; the sources become those sentences and the other documents
- * whole (c's token runs and res's spans and scores rewritten), c->y[0] the whole context's log-probability. */
+/* The sources in ranking order into order[2 * S] (key, index pairs): by score, the proxy's rescored ones first. */
+static void rank_sources(const cattr_context_result *res, int64_t S, double *order) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t s = 0; s < S; s++) lo = fmin(lo, res->score[s]), hi = fmax(hi, res->score[s]);
+    for (int64_t s = 0; s < S; s++) { /* the proxy's scores below every rescored one, in their own order */
+        double v = res->score[s];
+        if (res->rescored && !res->rescored[s]) v = lo - 1 - (hi - v);
+        order[2 * s] = v, order[2 * s + 1] = (double)s;
+    }
+    qsort(order, (size_t)S, 2 * sizeof *order, cmp_desc);
+}
+
+cattr_status cattr_context_rank(const cattr_context_result *r, int64_t *order) {
+    if (!r || !order) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_context_rank: NULL argument");
+    double *o = malloc((size_t)(2 * r->n_sources + 1) * sizeof *o);
+    if (!o) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    rank_sources(r, r->n_sources, o);
+    for (int64_t s = 0; s < r->n_sources; s++) order[s] = (int64_t)o[2 * s + 1];
+    free(o);
+    return CATTR_OK;
+}
+
+/* A leave-one-out over the sources `which` (count k; NULL: all of c's), scored by m: row 0 keeps everything, row
+ * 1 + i drops source which[i]. y[1 + k] and, when lpt is not NULL, lpt[(1 + k) * n]. */
+static cattr_status loo_rows(cattr_llm *m, const cattr_attr_params *p, ctx_state *c, const int64_t *which, int64_t k,
+                             double *y, double *lpt) {
+    unsigned char *mask = malloc((size_t)((1 + k) * c->S) + 1);
+    if (!mask) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    memset(mask, 1, (size_t)((1 + k) * c->S));
+    for (int64_t i = 0; i < k; i++) mask[(1 + i) * c->S + (which ? which[i] : i)] = 0;
+    cattr_status st = score_rows(m, p, c, mask, 1 + k, y, lpt);
+    free(mask);
+    return st;
+}
+
+/* AttriBoT's hierarchy over the fine sources of c: leave-one-out over the documents (all their pieces removed), then
+ * over the pieces of the top_documents best; the sources become those pieces and the other documents whole (c's token
+ * runs and res's spans and scores rewritten), c->y[0] the whole context's log-probability (and c->lpt row 0 with
+ * res->token_score when per token). */
 static cattr_status hierarchical(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
                                  ctx_state *c, cattr_context_result *res) {
     int D = r->n_documents, top = r->top_documents > 0 ? r->top_documents : 3;
-    int64_t S = c->S;
+    int64_t S = c->S, n = c->n;
+    bool pt = r->per_token;
     unsigned char *mask = malloc((size_t)((D + 1 + S) * S) + 1);
     double *y = malloc((size_t)(D + 1 + S) * sizeof *y), *ds = malloc((size_t)(2 * D) * sizeof *ds);
+    double *lpt = pt ? malloc((size_t)((D + 1 + S) * n) * sizeof *lpt) : NULL;
+    double *ts = pt ? malloc((size_t)((S + D) * n) * sizeof *ts) : NULL;
     bool *refine = calloc((size_t)D, sizeof *refine);
     int64_t *t0 = malloc((size_t)(S + D) * sizeof *t0), *t1 = malloc((size_t)(S + D) * sizeof *t1);
     int64_t *b0 = malloc((size_t)(S + D) * sizeof *b0), *b1 = malloc((size_t)(S + D) * sizeof *b1);
     int *doc = malloc((size_t)(S + D) * sizeof *doc);
     double *sc = malloc((size_t)(S + D) * sizeof *sc);
-    cattr_status st = mask && y && ds && refine && t0 && t1 && b0 && b1 && doc && sc
+    cattr_status st = mask && y && ds && refine && t0 && t1 && b0 && b1 && doc && sc && (!pt || (lpt && ts))
                           ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     for (int64_t row = 0; st == CATTR_OK && row <= D; row++) /* row 0 keeps everything; row 1 + d drops document d */
         for (int64_t s = 0; s < S; s++) mask[row * S + s] = row == 0 || res->document[s] != row - 1;
-    if (st == CATTR_OK) st = score_rows(m, p, c, mask, D + 1, y);
+    if (st == CATTR_OK) st = score_rows(m, p, c, mask, D + 1, y, lpt);
     for (int d = 0; st == CATTR_OK && d < D; d++) ds[2 * d] = y[0] - y[1 + d], ds[2 * d + 1] = d;
     if (st == CATTR_OK) qsort(ds, (size_t)D, 2 * sizeof *ds, cmp_desc);
     for (int q = 0; st == CATTR_OK && q < top && q < D; q++) refine[(int)ds[2 * q + 1]] = true;
     int64_t R2 = 0;
-    for (int64_t s = 0; st == CATTR_OK && s < S; s++) /* one row per sentence of a refined document */
+    for (int64_t s = 0; st == CATTR_OK && s < S; s++) /* one row per piece of a refined document */
         if (refine[res->document[s]]) {
             for (int64_t q = 0; q < S; q++) mask[R2 * S + q] = q != s;
             R2++;
         }
-    double *y2 = y + D + 1;
-    if (st == CATTR_OK && R2) st = score_rows(m, p, c, mask, R2, y2);
-    int64_t n = 0, at = 0;
+    double *y2 = y + D + 1, *lpt2 = pt ? lpt + (D + 1) * n : NULL;
+    if (st == CATTR_OK && R2) st = score_rows(m, p, c, mask, R2, y2, lpt2);
+    int64_t ns = 0, at = 0;
     for (int d = 0; st == CATTR_OK && d < D; d++) {
-        double dscore = NAN;
-        for (int q = 0; q < D; q++)
-            if ((int)ds[2 * q + 1] == d) dscore = ds[2 * q];
         int64_t first = -1, last = -1;
         for (int64_t s = 0; s < S; s++) {
             if (res->document[s] != d) continue;
             if (first < 0) first = s;
             last = s;
             if (refine[d]) {
-                doc[n] = d, t0[n] = c->t0[s], t1[n] = c->t1[s], b0[n] = res->start[s], b1[n] = res->end[s];
-                sc[n++] = y[0] - y2[at++];
+                doc[ns] = d, t0[ns] = c->t0[s], t1[ns] = c->t1[s], b0[ns] = res->start[s], b1[ns] = res->end[s];
+                for (int64_t q = 0; pt && q < n; q++) ts[ns * n + q] = lpt[q] - lpt2[at * n + q];
+                sc[ns++] = y[0] - y2[at++];
             }
         }
         if (!refine[d] && first >= 0) {
-            doc[n] = d, t0[n] = c->t0[first], t1[n] = c->t1[last], b0[n] = res->start[first], b1[n] = res->end[last];
-            sc[n++] = dscore;
+            doc[ns] = d, t0[ns] = c->t0[first], t1[ns] = c->t1[last], b0[ns] = res->start[first], b1[ns] = res->end[last];
+            for (int64_t q = 0; pt && q < n; q++) ts[ns * n + q] = lpt[q] - lpt[(1 + d) * n + q];
+            sc[ns++] = y[0] - y[1 + d];
         }
     }
-    if (st == CATTR_OK) { /* the new sources in place of the sentences */
-        memcpy(c->t0, t0, (size_t)n * sizeof *t0), memcpy(c->t1, t1, (size_t)n * sizeof *t1);
-        memcpy(res->start, b0, (size_t)n * sizeof *b0), memcpy(res->end, b1, (size_t)n * sizeof *b1);
-        memcpy(res->document, doc, (size_t)n * sizeof *doc);
+    if (st == CATTR_OK) { /* the new sources in place of the pieces */
+        memcpy(c->t0, t0, (size_t)ns * sizeof *t0), memcpy(c->t1, t1, (size_t)ns * sizeof *t1);
+        memcpy(res->start, b0, (size_t)ns * sizeof *b0), memcpy(res->end, b1, (size_t)ns * sizeof *b1);
+        memcpy(res->document, doc, (size_t)ns * sizeof *doc);
         free(res->score);
         res->score = sc, sc = NULL;
-        c->S = n;
+        res->token_score = ts, ts = NULL;
+        c->S = ns;
         c->y = calloc(4, sizeof *c->y);
         if (!c->y) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         else c->y[0] = y[0];
         res->ablations = D + R2;
     }
-    free(mask), free(y), free(ds), free(refine), free(t0), free(t1), free(b0), free(b1), free(doc), free(sc);
+    free(mask), free(y), free(ds), free(lpt), free(ts), free(refine), free(t0), free(t1), free(b0), free(b1), free(doc);
+    free(sc);
     return st;
+}
+
+/* AttriBoT's proxy: leave-one-out over every source with r->proxy (its tokens must be this model's), then with m over
+ * the proxy_top best. res->score, token_score (per token), rescored; c->y[0] the whole context's log-probability. */
+static cattr_status proxy(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r, const char *kind,
+                          ctx_state *c, cattr_context_result *res) {
+    int64_t S = c->S, n = c->n, K = r->proxy_top > 0 ? r->proxy_top : (S / 5 > 5 ? S / 5 : 5);
+    if (K > S) K = S;
+    bool pt = r->per_token;
+    ctx_state pc = {0};
+    cattr_context_result pr = {0};
+    cattr_status st = build_sources(r->proxy, r, kind, &pc, &pr); /* the same prompt, tokenized by the proxy */
+    if (st != CATTR_OK) st = cx_fail_context(st, "the proxy model");
+    if (st == CATTR_OK && (pc.T != c->T || pc.S != S || memcmp(pc.prompt, c->prompt, (size_t)c->T * sizeof *c->prompt) ||
+                           memcmp(pc.t0, c->t0, (size_t)S * sizeof *c->t0))) {
+        int64_t t = 0;
+        while (t < pc.T && t < c->T && pc.prompt[t] == c->prompt[t]) t++;
+        st = cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the proxy model's tokenizer gives other tokens than the model's "
+                     "(first at token %lld of %lld): a proxy must share the model's tokenizer", (long long)t,
+                     (long long)c->T);
+    }
+    pc.ans = c->ans, pc.n = n; /* borrowed */
+    double *py = malloc((size_t)(1 + S) * sizeof *py), *ty = malloc((size_t)(1 + K) * sizeof *ty);
+    double *plp = pt ? malloc((size_t)((1 + S) * n) * sizeof *plp) : NULL;
+    double *tlp = pt ? malloc((size_t)((1 + K) * n) * sizeof *tlp) : NULL;
+    double *order = malloc((size_t)(2 * S) * sizeof *order);
+    int64_t *top = malloc((size_t)K * sizeof *top);
+    res->score = calloc((size_t)S, sizeof *res->score);
+    res->rescored = calloc((size_t)S, 1);
+    res->token_score = pt ? malloc((size_t)(S * n) * sizeof *res->token_score) : NULL;
+    c->y = calloc(4, sizeof *c->y);
+    if (st == CATTR_OK && (!py || !ty || !order || !top || !res->score || !res->rescored || !c->y ||
+                           (pt && (!plp || !tlp || !res->token_score))))
+        st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    double t0 = now_s();
+    if (st == CATTR_OK) st = loo_rows(r->proxy, p, &pc, NULL, S, py, plp);
+    res->seconds_proxy = now_s() - t0;
+    for (int64_t s = 0; st == CATTR_OK && s < S; s++) order[2 * s] = py[0] - py[1 + s], order[2 * s + 1] = (double)s;
+    if (st == CATTR_OK) qsort(order, (size_t)S, 2 * sizeof *order, cmp_desc);
+    for (int64_t i = 0; st == CATTR_OK && i < K; i++) top[i] = (int64_t)order[2 * i + 1];
+    if (st == CATTR_OK) st = loo_rows(m, p, c, top, K, ty, tlp);
+    for (int64_t s = 0; st == CATTR_OK && s < S; s++) {
+        res->score[s] = py[0] - py[1 + s];
+        for (int64_t q = 0; pt && q < n; q++) res->token_score[s * n + q] = plp[q] - plp[(1 + s) * n + q];
+    }
+    for (int64_t i = 0; st == CATTR_OK && i < K; i++) {
+        int64_t s = top[i];
+        res->score[s] = ty[0] - ty[1 + i], res->rescored[s] = 1;
+        for (int64_t q = 0; pt && q < n; q++) res->token_score[s * n + q] = tlp[q] - tlp[(1 + i) * n + q];
+    }
+    if (st == CATTR_OK) c->y[0] = ty[0], res->ablations = K, res->proxy_ablations = S;
+    free(pc.prompt), free(pc.t0), free(pc.t1), free(pr.document), free(pr.start), free(pr.end);
+    free(py), free(ty), free(plp), free(tlp), free(order), free(top);
+    return st;
+}
+
+/* ContextCite's fit: a Lasso of the rows' values y [n_main] (stride ys) on their masks (c->mask rows 1..), float32 as
+ * Lime's, into coef [S]. */
+static cattr_status surrogate_fit(const ctx_state *c, int64_t n_main, const double *y, int64_t ys, double alpha,
+                                  double *coef) {
+    int64_t S = c->S;
+    float *X = malloc((size_t)(n_main * S + 1) * sizeof *X), *Y = malloc((size_t)n_main * sizeof *Y);
+    float *W = malloc((size_t)n_main * sizeof *W), *cf = malloc((size_t)S * sizeof *cf), icpt = 0;
+    cattr_status st = X && Y && W && cf ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t row = 0; st == CATTR_OK && row < n_main; row++) {
+        for (int64_t s = 0; s < S; s++) X[row * S + s] = c->mask[(1 + row) * S + s];
+        Y[row] = (float)y[row * ys], W[row] = 1;
+    }
+    cx_lasso_opts lo = CX_LASSO_DEFAULTS(alpha);
+    if (st == CATTR_OK) st = cx_lasso_fit(n_main, S, X, Y, W, &lo, cf, &icpt, NULL);
+    for (int64_t s = 0; st == CATTR_OK && s < S; s++) coef[s] = cf[s];
+    free(X), free(Y), free(W), free(cf);
+    return st;
+}
+
+/* The sources' kind for build_sources: NULL (whole documents) or cattr_llm_segments' kind. */
+static const char *source_kind(const cattr_context_request *r) {
+    static const char *const kinds[] = {NULL, "sentences", "lines", "spans"};
+    if (r->method == CATTR_CONTEXT_HIERARCHICAL && r->sources == CATTR_CONTEXT_DOCUMENTS) return "sentences";
+    return kinds[r->sources];
+}
+
+static cattr_status check_request(const cattr_context_request *r) {
+    if (r->n_documents < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no document given");
+    if ((unsigned)r->method > CATTR_CONTEXT_PROXY)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO, _SURROGATE, _GRADIENT, "
+                       "_HIERARCHICAL or _PROXY (got %d)", (int)r->method);
+    if ((unsigned)r->sources > CATTR_CONTEXT_SPANS)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "sources must be CATTR_CONTEXT_DOCUMENTS, _SENTENCES, _LINES or "
+                       "_SPANS (got %d)", (int)r->sources);
+    if (r->method == CATTR_CONTEXT_PROXY && !r->proxy)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "the proxy method needs a proxy model");
+    if (!(r->keep_prob < 1)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "keep_prob must be between 0 and 1");
+    if (r->sources == CATTR_CONTEXT_SPANS && (r->n_spans < 0 || (r->n_spans && !r->spans)))
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "sources CATTR_CONTEXT_SPANS: no spans given");
+    for (int64_t q = 0; r->sources == CATTR_CONTEXT_SPANS && q < r->n_spans; q++)
+        if (r->spans[3 * q] < 0 || r->spans[3 * q] >= r->n_documents || (q && r->spans[3 * q] < r->spans[3 * q - 3]))
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "span %lld: its document %lld is out of range or out of order "
+                           "(spans come in the documents' order)", (long long)q, (long long)r->spans[3 * q]);
+    return CATTR_OK;
 }
 
 cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p, const cattr_context_request *r,
@@ -407,33 +564,32 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
     if (!m || !p || !r || !out || (!r->documents && r->n_documents))
         return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_explain_context: NULL argument");
     *out = NULL;
-    if (r->n_documents < 1) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "no document given");
-    if ((unsigned)r->method > CATTR_CONTEXT_HIERARCHICAL)
-        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "method must be CATTR_CONTEXT_LOO, _SURROGATE, _GRADIENT or "
-                       "_HIERARCHICAL (got %d)", (int)r->method);
+    CX_CHECK(check_request(r));
     double keep_p = r->keep_prob > 0 ? r->keep_prob : 0.5, alpha = r->alpha >= 0 ? r->alpha : 0.01;
-    if (!(keep_p < 1)) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "keep_prob must be between 0 and 1");
-    bool sur = r->method == CATTR_CONTEXT_SURROGATE;
-    int64_t n_main = 0, n_hold = r->quality && sur ? 32 : 0, R = 0;
+    bool sur = r->method == CATTR_CONTEXT_SURROGATE, pt = r->per_token;
+    int64_t n_main = 0, R = 0;
     cattr_context_result *res = calloc(1, sizeof *res);
     ctx_state c = {0};
     if (!res) return cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     res->lds = NAN;
     for (int q = 0; q < 3; q++) res->top_k_drop[q] = NAN;
-    bool hier = r->method == CATTR_CONTEXT_HIERARCHICAL;
-    cattr_status st = build_sources(m, r, r->sentences || hier, &c, res);
+    bool hier = r->method == CATTR_CONTEXT_HIERARCHICAL, grad = r->method == CATTR_CONTEXT_GRADIENT;
+    bool prox = r->method == CATTR_CONTEXT_PROXY, rows = !grad && !hier && !prox;
+    cattr_status st = build_sources(m, r, source_kind(r), &c, res);
     double t0 = now_s();
     if (st == CATTR_OK) st = make_answer(m, p, r, &c);
     res->seconds_generation = r->answer ? 0 : now_s() - t0;
     t0 = now_s();
-    bool grad = r->method == CATTR_CONTEXT_GRADIENT;
     if (st == CATTR_OK && hier) st = hierarchical(m, p, r, &c, res);
+    if (st == CATTR_OK && prox) st = proxy(m, p, r, source_kind(r), &c, res);
     if (st == CATTR_OK && grad) { /* one gradient pass: the sources as segments (the other tokens one more) */
         res->score = calloc((size_t)c.S + 1, sizeof *res->score);
+        res->token_score = pt ? malloc((size_t)(c.S * c.n) * sizeof *res->token_score) : NULL;
         c.y = calloc(4, sizeof *c.y);
         int64_t *seg = malloc((size_t)c.T * sizeof *seg), G = c.S;
         double *tok = malloc((size_t)(c.n * (c.S + 1)) * sizeof *tok), *lpt = malloc((size_t)c.n * sizeof *lpt);
-        if (!res->score || !c.y || !seg || !tok || !lpt) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (!res->score || !c.y || !seg || !tok || !lpt || (pt && !res->token_score))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         for (int64_t t = 0; st == CATTR_OK && t < c.T; t++) seg[t] = -1;
         for (int64_t s = 0; st == CATTR_OK && s < c.S; s++)
             for (int64_t t = c.t0[s]; t < c.t1[s]; t++) seg[t] = s;
@@ -446,74 +602,87 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
         call.segments = seg, call.n_segments = G;
         if (st == CATTR_OK) st = cattr_llm_attribute(m, &gp, &call, res->score, tok, lpt, NULL);
         for (int64_t q = 0; st == CATTR_OK && q < c.n; q++) c.y[0] += lpt[q];
+        for (int64_t s = 0; st == CATTR_OK && pt && s < c.S; s++)
+            for (int64_t q = 0; q < c.n; q++) res->token_score[s * c.n + q] = tok[q * G + s];
         free(seg), free(tok), free(lpt);
     }
-    /* the rows: 0 keeps everything; then one per source (loo) or the random masks and the held-out ones */
-    if (st == CATTR_OK && !grad && !hier) {
+    /* the rows: 0 keeps everything; then one per source (loo) or the random masks (room for the held-out ones) */
+    cx_rng g;
+    cx_rng_init(&g, r->seed, CTX_STREAM);
+    if (st == CATTR_OK && rows) {
         n_main = sur ? (r->samples > 0 ? r->samples : 64) : c.S;
-        R = 1 + n_main + n_hold;
-        c.mask = malloc((size_t)((R + 3) * c.S));
-        c.y = malloc((size_t)(R + 3) * sizeof *c.y);
+        R = 1 + n_main;
+        c.mask = malloc((size_t)((R + HELD_OUT) * c.S) + 1);
+        c.y = malloc((size_t)(R + HELD_OUT) * sizeof *c.y);
+        c.lpt = pt ? malloc((size_t)(R * c.n) * sizeof *c.lpt) : NULL;
         res->score = calloc((size_t)c.S, sizeof *res->score);
-        if (!c.mask || !c.y || !res->score) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        res->token_score = pt ? malloc((size_t)(c.S * c.n) * sizeof *res->token_score) : NULL;
+        if (!c.mask || !c.y || !res->score || (pt && (!c.lpt || !res->token_score)))
+            st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
     }
-    if (st == CATTR_OK && !grad && !hier) {
-        cx_rng g;
-        cx_rng_init(&g, r->seed, CTX_STREAM);
+    if (st == CATTR_OK && rows) {
         memset(c.mask, 1, (size_t)c.S);
         for (int64_t row = 1; row < R; row++)
             for (int64_t s = 0; s < c.S; s++)
                 c.mask[row * c.S + s] = sur ? cx_rng_uniform(&g) < keep_p : s != row - 1;
-        st = score_rows(m, p, &c, c.mask, R, c.y);
+        st = score_rows(m, p, &c, c.mask, R, c.y, c.lpt);
     }
-    if (st == CATTR_OK && !sur && !grad && !hier) {
-        for (int64_t s = 0; s < c.S; s++) res->score[s] = c.y[0] - c.y[1 + s];
-    } else if (st == CATTR_OK && sur) { /* the Lasso fit of the masks' log-probabilities (float32, as Lime's) */
-        float *X = malloc((size_t)(n_main * c.S + 1) * sizeof *X), *Y = malloc((size_t)n_main * sizeof *Y);
-        float *W = malloc((size_t)n_main * sizeof *W), *coef = malloc((size_t)c.S * sizeof *coef), icpt = 0;
-        if (!X || !Y || !W || !coef) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int64_t row = 0; st == CATTR_OK && row < n_main; row++) {
-            for (int64_t s = 0; s < c.S; s++) X[row * c.S + s] = c.mask[(1 + row) * c.S + s];
-            Y[row] = (float)c.y[1 + row], W[row] = 1;
+    if (st == CATTR_OK && rows && !sur) {
+        for (int64_t s = 0; s < c.S; s++) {
+            res->score[s] = c.y[0] - c.y[1 + s];
+            for (int64_t q = 0; pt && q < c.n; q++) res->token_score[s * c.n + q] = c.lpt[q] - c.lpt[(1 + s) * c.n + q];
         }
-        cx_lasso_opts lo = CX_LASSO_DEFAULTS(alpha);
-        if (st == CATTR_OK) st = cx_lasso_fit(n_main, c.S, X, Y, W, &lo, coef, &icpt, NULL);
-        for (int64_t s = 0; st == CATTR_OK && s < c.S; s++) res->score[s] = coef[s];
-        double *pred = st == CATTR_OK && n_hold ? malloc((size_t)n_hold * sizeof *pred) : NULL;
-        for (int64_t h = 0; pred && h < n_hold; h++) {
-            pred[h] = icpt;
-            for (int64_t s = 0; s < c.S; s++) pred[h] += coef[s] * c.mask[(1 + n_main + h) * c.S + s];
+    } else if (st == CATTR_OK && sur) { /* the Lasso fit of the masks' log-probabilities (and one per answer token) */
+        double *cf = malloc((size_t)c.S * sizeof *cf);
+        if (!cf) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) st = surrogate_fit(&c, n_main, c.y + 1, 1, alpha, res->score);
+        for (int64_t q = 0; st == CATTR_OK && pt && q < c.n; q++) {
+            st = surrogate_fit(&c, n_main, c.lpt + c.n + q, c.n, alpha, cf);
+            for (int64_t s = 0; st == CATTR_OK && s < c.S; s++) res->token_score[s * c.n + q] = cf[s];
         }
-        if (pred) res->lds = spearman(pred, c.y + 1 + n_main, n_hold);
-        free(pred), free(X), free(Y), free(W), free(coef);
-    }
-    if (st == CATTR_OK && r->quality) { /* the top 1, 3 and 5 sources removed (against the whole context's row) */
-        double *order = malloc((size_t)(2 * c.S) * sizeof *order);
-        unsigned char *tk = calloc((size_t)(4 * c.S), 1);
-        double yk[4];
-        if (!order || !tk) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-        for (int64_t s = 0; st == CATTR_OK && s < c.S; s++) order[2 * s] = res->score[s], order[2 * s + 1] = (double)s;
-        if (st == CATTR_OK) qsort(order, (size_t)c.S, 2 * sizeof *order, cmp_desc);
-        static const int ks[3] = {1, 3, 5};
-        if (st == CATTR_OK) memset(tk, 1, (size_t)c.S);
-        for (int q = 0; st == CATTR_OK && q < 3; q++) {
-            memset(tk + (q + 1) * c.S, 1, (size_t)c.S);
-            for (int64_t s = 0; s < ks[q] && s < c.S; s++) tk[(q + 1) * c.S + (int64_t)order[2 * s + 1]] = 0;
-        }
-        if (st == CATTR_OK) st = score_rows(m, p, &c, tk, 4, yk);
-        for (int q = 0; st == CATTR_OK && q < 3; q++) res->top_k_drop[q] = yk[0] - yk[q + 1];
-        free(order), free(tk);
+        free(cf);
     }
     res->seconds_ablations = now_s() - t0;
+    if (st == CATTR_OK && r->quality) { /* the top 1, 3 and 5 sources removed; the held-out random masks (the LDS) */
+        double tq = now_s();
+        int64_t S = c.S, Q = 4 + HELD_OUT;
+        double *order = malloc((size_t)(2 * S) * sizeof *order), *yq = malloc((size_t)Q * sizeof *yq);
+        double *pred = malloc(HELD_OUT * sizeof *pred);
+        unsigned char *tk = malloc((size_t)(Q * S));
+        if (!order || !yq || !pred || !tk) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+        if (st == CATTR_OK) rank_sources(res, S, order);
+        static const int ks[3] = {1, 3, 5};
+        if (st == CATTR_OK) memset(tk, 1, (size_t)(4 * S));
+        for (int q = 0; st == CATTR_OK && q < 3; q++)
+            for (int64_t s = 0; s < ks[q] && s < S; s++) tk[(q + 1) * S + (int64_t)order[2 * s + 1]] = 0;
+        for (int64_t h = 0; st == CATTR_OK && h < HELD_OUT; h++) { /* (the surrogate's: its masks' stream goes on) */
+            pred[h] = 0;
+            for (int64_t s = 0; s < S; s++) {
+                tk[(4 + h) * S + s] = cx_rng_uniform(&g) < keep_p;
+                pred[h] += res->score[s] * tk[(4 + h) * S + s];
+            }
+        }
+        if (st == CATTR_OK) st = score_rows(m, p, &c, tk, Q, yq, NULL);
+        for (int q = 0; st == CATTR_OK && q < 3; q++) res->top_k_drop[q] = yq[0] - yq[q + 1];
+        if (st == CATTR_OK) res->lds = spearman(pred, yq + 4, HELD_OUT), res->held_out = HELD_OUT;
+        if (st == CATTR_OK && rows) { /* the held-out rows join the result's ablation rows */
+            memcpy(c.mask + R * S, tk + 4 * S, (size_t)(HELD_OUT * S));
+            memcpy(c.y + R, yq + 4, HELD_OUT * sizeof *yq);
+            R += HELD_OUT;
+        }
+        free(order), free(yq), free(pred), free(tk);
+        res->seconds_quality = now_s() - tq;
+    }
     if (st == CATTR_OK) st = cattr_llm_decode(m, c.ans, c.n, 1, &res->answer);
     if (st == CATTR_OK) {
         res->n_answer = c.n, res->n_prompt = c.T, res->answer_logprob = c.y[0], res->n_sources = c.S;
-        if (!hier) res->ablations = n_main;
-        res->held_out = n_hold;
+        if (rows) res->ablations = n_main;
+        res->answer_ids = c.ans, c.ans = NULL;
+        if (rows) res->n_rows = R, res->row_logprob = c.y, c.y = NULL, res->masks = c.mask, c.mask = NULL;
         *out = res;
     } else {
         cattr_context_result_free(res);
     }
-    free(c.prompt), free(c.ans), free(c.t0), free(c.t1), free(c.mask), free(c.y);
+    free(c.prompt), free(c.ans), free(c.t0), free(c.t1), free(c.mask), free(c.y), free(c.lpt);
     return st;
 }

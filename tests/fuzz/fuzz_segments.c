@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (sep) *sep = 0;
         int64_t *spans = NULL, n = 0;
         char err[512];
-        if (llm_segments_json(buf, "fuzz.json", text, &spans, &n, err, sizeof err) == 0) check(text, "spans", spans, n);
+        if (llm_segments_json(buf, "fuzz.json", "the prompt", text, &spans, &n, err, sizeof err) == 0) check(text, "spans", spans, n);
         free(spans);
     }
     free(buf);

@@ -100,7 +100,7 @@ def test_chat_template():
 
 
 def test_errors(ca):
-    with pytest.raises(_lib.ArgumentError, match="method must be 'loo', 'surrogate', 'gradient' or 'hierarchical'"):
+    with pytest.raises(_lib.ArgumentError, match="method must be 'loo', 'surrogate', 'gradient', 'hierarchical' or 'proxy'"):
         ca.attribute("q", DOCS, answer="a", template=TPL, method="shap")
     with pytest.raises(_lib.ArgumentError, match="template must hold"):
         ca.attribute("q", DOCS, answer="a", template="{context}")
@@ -108,3 +108,78 @@ def test_errors(ca):
         ca.attribute("q", ["a", ""], answer="a", template=TPL)
     with pytest.raises(Exception, match="no readable tokenizer_config.json"):
         ca.attribute("q", DOCS, answer="a")
+
+
+def test_per_token_scores_sum_to_the_score(ca):
+    """leave-one-out per answer token: the tokens' drops add up to the source's; gradient's likewise (linear)."""
+    for method in ("loo", "gradient", "hierarchical"):
+        r = ca.attribute("sky?", DOCS, answer=" green", template=TPL, method=method, per_token=True,
+                         top_documents=1)
+        assert len(r.answer_tokens) == len(r.sources[0].token_scores) >= 2, (method, r.answer_tokens)
+        for s in r.sources:
+            assert abs(sum(s.token_scores) - s.score) <= 1e-6 * max(1, abs(s.score)), (method, s)
+    r = ca.attribute("sky?", DOCS, answer=" green", template=TPL, method="surrogate", samples=16, per_token=True)
+    assert all(len(s.token_scores) == len(r.answer_tokens) for s in r.sources)
+
+
+def test_proxy_with_itself_is_leave_one_out(ca):
+    """the model as its own proxy: the top sources rescored are the top of leave-one-out, every score leave-one-out's
+    (the same ablations), and the ranking puts the rescored first."""
+    loo = ca.attribute("sky?", DOCS, answer=" green", template=TPL, sources="sentences")
+    px = ca.attribute("sky?", DOCS, answer=" green", template=TPL, sources="sentences", method="proxy",
+                      proxy=ca.llm, proxy_top=2)
+    assert px.ablations == 2 and px.proxy_ablations == 4
+    assert [s.score for s in px.sources] == pytest.approx([s.score for s in loo.sources], abs=1e-6)
+    assert sorted(i for i, s in enumerate(px.sources) if s.rescored) == sorted(loo.ranking[:2])
+    assert px.ranking == loo.ranking
+    with pytest.raises(ValueError, match="proxy"):
+        ca.attribute("sky?", DOCS, answer=" green", template=TPL, method="proxy")
+
+
+def test_lines_and_spans(ca):
+    docs = ["Sky is green.\nSun is up.", "Sea is blue."]
+    r = ca.attribute("sky?", docs, answer=" green", template=TPL, sources="lines")
+    assert [s.text for s in r.sources] == ["Sky is green.\n", "Sun is up.", "Sea is blue."]
+    r = ca.attribute("sky?", docs, answer=" green", template=TPL, sources=[[(0, 13)], ["Sea is", " blue."]])
+    assert [s.text for s in r.sources] == ["Sky is green.", "\nSun is up.", "Sea is", " blue."]
+    with pytest.raises(ValueError, match="spell"):
+        ca.attribute("sky?", docs, answer=" green", template=TPL, sources=[[], ["Sea"]])
+    with pytest.raises(ValueError, match="one entry per document"):
+        ca.attribute("sky?", docs, answer=" green", template=TPL, sources=[[(0, 3)]])
+
+
+def _fresh(ca, question, docs, answer):
+    """the answer's log-probability with a prompt built from scratch (no removal machinery, no cache)"""
+    return ca.attribute(question, docs, answer=answer, template=TPL, separator="").answer_logprob
+
+
+def test_surrogate_rows_are_brute_force(ca):
+    """every random ablation the surrogate fits (and the held-out ones) is the log-probability of the prompt built
+    from scratch with only the kept documents"""
+    r = ca.attribute("sky?", DOCS, answer=" green", template=TPL, separator="", method="surrogate", samples=12,
+                     seed=2, quality=True)
+    assert len(r.ablation_rows) == 1 + 12 + 32
+    seen = {}
+    for kept, lp in r.ablation_rows:
+        if not any(kept):
+            continue
+        key = tuple(kept)
+        if key not in seen:
+            seen[key] = _fresh(ca, "sky?", [d for d, k in zip(DOCS, kept) if k], " green")
+        assert abs(lp - seen[key]) <= 1e-5 * max(1, abs(lp)), (kept, lp, seen[key])
+    assert len(seen) >= 4
+
+
+def test_hierarchical_is_brute_force(ca):
+    """hierarchical: the refined document's sentences and the other documents whole, each scored by the prompt
+    built from scratch without it"""
+    docs = ["Sky is green. Sun is up.", " Sea is blue. Fish swim."]
+    r = ca.attribute("sky?", docs, answer=" green", template=TPL, separator="", method="hierarchical",
+                     top_documents=1)
+    assert len(r.sources) == 3 and r.ablations == 4
+    for s in r.sources:
+        rest = list(docs)
+        rest[s.document] = docs[s.document][:s.start] + docs[s.document][s.end:]
+        rest = [d for d in rest if d]
+        want = r.answer_logprob - _fresh(ca, "sky?", rest, " green")
+        assert abs(s.score - want) <= 1e-5 * max(1, abs(r.answer_logprob)), (s, want)

@@ -106,6 +106,8 @@ void cli_progress(int64_t done, int64_t total, void *user);
 int cmd_explain_llm(int argc, char **argv);
 /* explain-llm's corpus-mode parsers on fuzzer input (tests/fuzz/fuzz_requests.c); returns 0. */
 int cli_corpus_fuzz(const unsigned char *data, size_t size);
+/* explain-context's request-line parser (its documents and spans) on fuzzer input (tests/fuzz/fuzz_requests.c); 0. */
+int cli_context_fuzz(const unsigned char *data, size_t size);
 /* explain's dataset-mode progress file parser on fuzzer input (tests/fuzz/fuzz_requests.c); returns 0. */
 int cli_progress_fuzz(const unsigned char *data, size_t size);
 int cmd_compare(int argc, char **argv);

@@ -24,6 +24,7 @@
  * command is ever changed. The ids are kept in a hash table: a rerun over a million results starts in seconds. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "corpus.h"
 #include "llm_req.h"
 #include "mpi_driver.h"
 
@@ -390,12 +391,12 @@ static bool entry_add_record(id_entry *e, uint64_t hash) {
 static void hex64(uint64_t v, char out[17]) { snprintf(out, 17, "%016llx", (unsigned long long)v); }
 
 /* The header line of this run (with its newline), malloc'ed. */
-static char *header_text(const char *dir, uint64_t fp, const cJSON *options) {
+static char *header_text(const char *cmd, const char *dir, uint64_t fp, const cJSON *options) {
     cJSON *h = cJSON_CreateObject();
     char hex[17];
     hex64(fp, hex);
     cJSON_AddNumberToObject(h, "cattr_results", RESULTS_VERSION);
-    cJSON_AddStringToObject(h, "command", "explain-llm");
+    cJSON_AddStringToObject(h, "command", cmd);
     cJSON_AddStringToObject(h, "checkpoint", dir);
     cJSON_AddStringToObject(h, "checkpoint_fingerprint", hex);
     cJSON_AddItemToObject(h, "options", options ? cJSON_Duplicate(options, true) : cJSON_CreateObject());
@@ -408,20 +409,21 @@ static char *header_text(const char *dir, uint64_t fp, const cJSON *options) {
 }
 
 /* Compares a results file's header with this run's: CLI_OK, or CLI_USAGE with what differs in err. */
-static int header_check(const cJSON *h, const char *path, const char *dir, uint64_t fp, const cJSON *options,
-                        char *err, size_t size) {
+static int header_check(const char *cmd, const cJSON *h, const char *path, const char *dir, uint64_t fp,
+                        const cJSON *options, char *err, size_t size) {
+    const char *want_cmd = cmd;
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(h, "cattr_results"),
-                *cmd = cJSON_GetObjectItemCaseSensitive(h, "command"),
+                *hcmd = cJSON_GetObjectItemCaseSensitive(h, "command"),
                 *ck = cJSON_GetObjectItemCaseSensitive(h, "checkpoint"),
                 *cf = cJSON_GetObjectItemCaseSensitive(h, "checkpoint_fingerprint"),
                 *op = cJSON_GetObjectItemCaseSensitive(h, "options");
-    if (!cJSON_IsNumber(ver) || !cJSON_IsString(cmd) || !cJSON_IsString(ck) || !cJSON_IsString(cf) || !cJSON_IsObject(op)) {
-        snprintf(err, size, "'%s' is not a results file of cattr explain-llm: its header lacks a field", path);
+    if (!cJSON_IsNumber(ver) || !cJSON_IsString(hcmd) || !cJSON_IsString(ck) || !cJSON_IsString(cf) || !cJSON_IsObject(op)) {
+        snprintf(err, size, "'%s' is not a results file of cattr %s: its header lacks a field", path, want_cmd);
         return CLI_USAGE;
     }
-    if (ver->valuedouble != RESULTS_VERSION || strcmp(cmd->valuestring, "explain-llm")) {
+    if (ver->valuedouble != RESULTS_VERSION || strcmp(hcmd->valuestring, want_cmd)) {
         snprintf(err, size, "'%s' is a results file of another version or command (%s, version %g): write to a new "
-                 "--output", path, cmd->valuestring, ver->valuedouble);
+                 "--output", path, hcmd->valuestring, ver->valuedouble);
         return CLI_USAGE;
     }
     char hex[17];
@@ -445,8 +447,8 @@ static int header_check(const cJSON *h, const char *path, const char *dir, uint6
 /* Reads the results file open on fd (locked): checks its header against this run's, reads the ids and request hashes
  * of its records into `done`, and drops a torn last line. An empty file gets the header. Returns CLI_OK, or CLI_USAGE /
  * CLI_FAIL with a message in err; on an error the file is unchanged. `verbose` reports a dropped line. */
-static int results_read(int fd, const char *path, const char *dir, uint64_t fp, const cJSON *options, id_set *done,
-                        bool *torn, bool verbose, char *err, size_t size) {
+static int results_read(const char *cmd, int fd, const char *path, const char *dir, uint64_t fp, const cJSON *options,
+                        id_set *done, bool *torn, bool verbose, char *err, size_t size) {
     *torn = false;
     int fd2 = dup(fd);
     FILE *f = fd2 >= 0 ? fdopen(fd2, "rb") : NULL;
@@ -461,13 +463,13 @@ static int results_read(int fd, const char *path, const char *dir, uint64_t fp, 
     int64_t lineno = 0;
     off_t keep = 0; /* the end of the last complete line */
     int rc = CLI_OK;
-    char *want = header_text(dir, fp, options);
+    char *want = header_text(cmd, dir, fp, options);
     if (!want) rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
     while (rc == CLI_OK && (got = getline(&line, &cap, f)) > 0) {
         if (line[got - 1] != '\n') { /* a torn last line, dropped below once the rest proved to be a results file */
             if (lineno == 0 && strncmp(line, want, (size_t)got) != 0) { /* not even a header cut short */
-                snprintf(err, size, "'%s' is not a results file of cattr explain-llm (it does not begin with the "
-                         "header line a results file starts with): choose another --output", path);
+                snprintf(err, size, "'%s' is not a results file of cattr %s (it does not begin with the "
+                         "header line a results file starts with): choose another --output", path, cmd);
                 rc = CLI_USAGE;
             }
             *torn = lineno > 0;
@@ -486,12 +488,12 @@ static int results_read(int fd, const char *path, const char *dir, uint64_t fp, 
                 snprintf(err, size, old ? "'%s' was written by an earlier cattr (its first line is a record, not the "
                                           "header line that now begins a results file): finish it with that version, "
                                           "or write to a new --output"
-                                        : "'%s' is not a results file of cattr explain-llm (its first line is not the "
+                                        : "'%s' is not a results file of cattr %s (its first line is not the "
                                           "header a results file starts with): choose another --output",
-                         path);
+                         path, cmd);
                 rc = CLI_USAGE;
             } else {
-                rc = header_check(j, path, dir, fp, options, err, size);
+                rc = header_check(cmd, j, path, dir, fp, options, err, size);
             }
         } else {
             const cJSON *id = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "id") : NULL,
@@ -602,14 +604,11 @@ typedef struct pending {
 /* A corpus run: the requests still to do and, on rank 0, the output. Every rank holds the requests file (read by rank
  * 0 and broadcast: only rank 0 needs the files) and the list of pending lines. */
 typedef struct corpus_run {
-    cattr_llm *m;
-    const cattr_attr_params *p0;
-    const llm_req *r0;
+    const corpus_job *job;
     bool quiet;
     char *text;   /* the requests file, every line NUL-terminated */
     pending *pd;  /* the lines to do */
     int64_t np;
-    char *idbuf[2];
     /* rank 0 */
     int fd;
     const char *output;
@@ -643,23 +642,11 @@ static int corpus_work(int64_t item, char **data, size_t *len, void *user) {
                  implicit || pl->dup_of < 0 ? "; a line without an \"id\" is known by its line number" : "");
         code = CLI_USAGE;
     }
-    llm_req r = *c->r0;
-    cattr_attr_params p = *c->p0;
-    llm_out o;
-    memset(&o, 0, sizeof o);
     cJSON *rec = NULL;
     cattr_status ast = CATTR_OK;
-    if (code == CLI_OK && !parse_request(rq, &r, &p, c->idbuf, err, sizeof err)) code = CLI_USAGE;
-    if (code == CLI_OK) code = llm_req_prepare(c->m, &p, &r, &o, err, sizeof err);
-    if (code == CLI_OK) {
-        ast = llm_req_attribute(c->m, &p, &r, &o, NULL, NULL, NULL, NULL);
-        if (ast != CATTR_OK) code = llm_req_fail(err, sizeof err, CLI_FAIL, "attribution failed", true);
-    }
-    if (code == CLI_OK) code = llm_req_texts(c->m, &r, &o, err, sizeof err);
-    if (code == CLI_OK) {
-        rec = llm_result_json(&p, &o);
-        if (rec && o.generated) cJSON_AddTrueToObject(rec, "generated");
-    } else {
+    if (code == CLI_OK) code = c->job->answer(c->job->user, rq, &rec, &ast, err, sizeof err);
+    if (code != CLI_OK) {
+        cJSON_Delete(rec);
         rec = cJSON_CreateObject();
         if (rec) {
             cJSON_AddStringToObject(rec, "error", err);
@@ -701,7 +688,6 @@ static int corpus_work(int64_t item, char **data, size_t *len, void *user) {
     cJSON_Delete(rec);
     cJSON_Delete(id);
     cJSON_Delete(rq);
-    llm_out_free(&o);
     return status;
 }
 
@@ -779,7 +765,8 @@ static int corpus_setup(corpus_run *c, const char *prompts, const char *dir, con
     if ((st = cx_file_fingerprint(dir, false, &fp)) != CATTR_OK) return cli_error(st, "cannot read the checkpoint");
     bool created = false, torn = false;
     if ((st = cx_open_locked(c->output, true, &c->fd, &created)) != CATTR_OK) return cli_error(st, "--output");
-    int rc = results_read(c->fd, c->output, dir, fp, options, &c->done, &torn, true, c->err, sizeof c->err);
+    int rc = results_read(c->job->command, c->fd, c->output, dir, fp, options, &c->done, &torn, true, c->err,
+                          sizeof c->err);
     if (rc == CLI_OK) {
         int64_t lines = 1;
         for (size_t k = 0; k < n; k++) lines += c->text[k] == '\n';
@@ -802,13 +789,11 @@ static int corpus_setup(corpus_run *c, const char *prompts, const char *dir, con
     return CLI_OK;
 }
 
-int llm_corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, const char *dir, const char *prompts,
-               const char *output, const cJSON *options, bool quiet) {
+int cli_corpus_run(const corpus_job *job, const char *dir, const char *prompts, const char *output,
+                   const cJSON *options, bool quiet) {
     corpus_run c;
     memset(&c, 0, sizeof c);
-    c.m = m;
-    c.p0 = p0;
-    c.r0 = r0;
+    c.job = job;
     c.quiet = quiet;
     c.output = output;
     c.fd = -1;
@@ -862,8 +847,48 @@ int llm_corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, con
     if (c.fd >= 0) close(c.fd);
     free(c.text);
     free(c.pd);
-    free(c.idbuf[0]);
-    free(c.idbuf[1]);
+    return rc;
+}
+
+/* ---- explain-llm's requests --------------------------------------------------------------------------------------- */
+
+typedef struct llm_job {
+    cattr_llm *m;
+    const cattr_attr_params *p0;
+    const llm_req *r0;
+    char *idbuf[2];
+} llm_job;
+
+/* A request line of explain-llm (corpus_answer_fn): parsed over the command line's request, attributed, its JSON. */
+static int llm_answer(void *user, const cJSON *rq, cJSON **rec, cattr_status *ast, char *err, size_t size) {
+    llm_job *j = user;
+    llm_req r = *j->r0;
+    cattr_attr_params p = *j->p0;
+    llm_out o;
+    memset(&o, 0, sizeof o);
+    int code = parse_request(rq, &r, &p, j->idbuf, err, size) ? CLI_OK : CLI_USAGE;
+    if (code == CLI_OK) code = llm_req_prepare(j->m, &p, &r, &o, err, size);
+    if (code == CLI_OK) {
+        *ast = llm_req_attribute(j->m, &p, &r, &o, NULL, NULL, NULL, NULL);
+        if (*ast != CATTR_OK) code = llm_req_fail(err, size, CLI_FAIL, "attribution failed", true);
+    }
+    if (code == CLI_OK) code = llm_req_texts(j->m, &r, &o, err, size);
+    if (code == CLI_OK) {
+        *rec = llm_result_json(&p, &o);
+        if (*rec && o.generated) cJSON_AddTrueToObject(*rec, "generated");
+        if (!*rec) code = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    }
+    llm_out_free(&o);
+    return code;
+}
+
+int llm_corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, const char *dir, const char *prompts,
+               const char *output, const cJSON *options, bool quiet) {
+    llm_job j = {m, p0, r0, {NULL, NULL}};
+    corpus_job job = {"explain-llm", llm_answer, &j};
+    int rc = cli_corpus_run(&job, dir, prompts, output, options, quiet);
+    free(j.idbuf[0]);
+    free(j.idbuf[1]);
     return rc;
 }
 
@@ -903,7 +928,7 @@ int cli_corpus_fuzz(const unsigned char *data, size_t size) {
             id_set done = {0};
             bool torn;
             cJSON *opts = cJSON_CreateObject();
-            (void)results_read(fd, path, "/nonexistent", 0x1234, opts, &done, &torn, false, err, sizeof err);
+            (void)results_read("explain-llm", fd, path, "/nonexistent", 0x1234, opts, &done, &torn, false, err, sizeof err);
             cJSON_Delete(opts);
             idset_free(&done);
         }

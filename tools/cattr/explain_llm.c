@@ -336,19 +336,21 @@ static int segment_file(const char *path, const char *text, int64_t **spans, int
     } while (got > 0);
     fclose(f);
     buf[len] = 0;
-    int rc = llm_segments_json(buf, path, text, spans, n_spans, err, size);
+    char what[1100];
+    snprintf(what, sizeof what, "--segments %.1024s", path);
+    int rc = llm_segments_json(buf, what, "the prompt", text, spans, n_spans, err, size);
     free(buf);
     return rc;
 }
 
-int llm_segments_json(const char *json, const char *path, const char *text, int64_t **spans, int64_t *n_spans,
-                      char *err, size_t size) {
+int llm_segments_json(const char *json, const char *what, const char *whole, const char *text, int64_t **spans,
+                      int64_t *n_spans, char *err, size_t size) {
     cJSON *root = cJSON_Parse(json);
     int n = cJSON_IsArray(root) ? cJSON_GetArraySize(root) : -1;
     if (n < 1) {
         cJSON_Delete(root);
-        snprintf(err, size, "--segments %s: give a JSON list of strings whose concatenation is the prompt, or of "
-                 "[start, end] character spans", path);
+        snprintf(err, size, "%s: give a JSON list of strings whose concatenation is %s, or of [start, end] character "
+                 "spans", what, whole);
         return CLI_USAGE;
     }
     int64_t *sp = malloc((size_t)(2 * n) * sizeof *sp);
@@ -365,8 +367,8 @@ int llm_segments_json(const char *json, const char *path, const char *text, int6
             strings = true;
             size_t l = strlen(it->valuestring);
             if (l == 0 || at + l > tl || memcmp(text + at, it->valuestring, l) != 0) {
-                snprintf(err, size, "--segments %s: string %d is not the prompt's text from byte %zu on (the strings "
-                         "must be non-empty and spell the prompt in order)", path, i, at);
+                snprintf(err, size, "%s: string %d is not the text of %s from byte %zu on (the strings must be "
+                         "non-empty and spell %s in order)", what, i, whole, at, whole);
                 rc = CLI_USAGE;
             } else {
                 sp[2 * i] = (int64_t)at;
@@ -380,26 +382,26 @@ int llm_segments_json(const char *json, const char *path, const char *text, int6
             int64_t ba = a >= 0 && a < 1e15 && a == floor(a) ? cp_offset(text, (int64_t)a) : -1;
             int64_t bb = b >= 0 && b < 1e15 && b == floor(b) ? cp_offset(text, (int64_t)b) : -1;
             if (ba < 0 || bb <= ba) {
-                snprintf(err, size, "--segments %s: span %d [%g, %g] is not within the prompt's characters with start "
-                         "< end", path, i, a, b);
+                snprintf(err, size, "%s: span %d [%g, %g] is not within %s's characters with start < end", what,
+                         i, a, b, whole);
                 rc = CLI_USAGE;
             } else {
                 sp[2 * i] = ba;
                 sp[2 * i + 1] = bb;
             }
         } else {
-            snprintf(err, size, "--segments %s: entry %d is neither a string nor a [start, end] span", path, i);
+            snprintf(err, size, "%s: entry %d is neither a string nor a [start, end] span", what, i);
             rc = CLI_USAGE;
         }
     }
     cJSON_Delete(root);
     if (rc == CLI_OK && strings && pairs) {
-        snprintf(err, size, "--segments %s: give either strings or [start, end] spans, not both", path);
+        snprintf(err, size, "%s: give either strings or [start, end] spans, not both", what);
         rc = CLI_USAGE;
     }
     if (rc == CLI_OK && strings && at != tl) {
-        snprintf(err, size, "--segments %s: the strings spell %zu of the prompt's %zu bytes (they must spell all of "
-                 "it)", path, at, tl);
+        snprintf(err, size, "%s: the strings spell %zu of the %zu bytes of %s (they must spell all of it)",
+                 what, at, tl, whole);
         rc = CLI_USAGE;
     }
     if (rc != CLI_OK) {

@@ -37,11 +37,12 @@ typedef struct llm_out {
 } llm_out;
 
 void llm_out_free(llm_out *o);
-/* --segments FILE.json's text (`path` names it in messages): a list of strings that spell `text`, or of [start, end)
- * character (code point) spans of it, into byte spans (*spans, 2 per span, malloc'ed; *n_spans). Returns CLI_OK, or
- * CLI_USAGE with a message in err. */
-int llm_segments_json(const char *json, const char *path, const char *text, int64_t **spans, int64_t *n_spans,
-                      char *err, size_t size);
+/* A JSON list of spans of `text` (--segments FILE.json's, a document's in explain-context's --sources FILE.json):
+ * strings that spell it, or [start, end) character (code point) spans of it, into byte spans (*spans, 2 per span,
+ * malloc'ed; *n_spans). Messages begin with `what` ("--segments FILE") and name the text as `whole` ("the prompt").
+ * Returns CLI_OK, or CLI_USAGE with a message in err. */
+int llm_segments_json(const char *json, const char *what, const char *whole, const char *text, int64_t **spans,
+                      int64_t *n_spans, char *err, size_t size);
 /* The message of a failed step in err: `what`, and with `lib` the library's error after it. Returns `code`. */
 int llm_req_fail(char *err, size_t size, int code, const char *what, bool lib);
 /* Checks a request's form (CLI_USAGE with a message in err when it is not one attribution). */
