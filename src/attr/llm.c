@@ -137,6 +137,7 @@ void cattr_llm_free(cattr_llm *m) {
     /* the plans and the rebuilt graphs first: they borrow the model's weights */
     drop_device_state(m);
     cattr_model_free(m->pos_model);
+    cattr_model_free(m->score_model);
     cattr_model_free(m->ids_model);
     for (int i = 0; i < 2; i++) cattr_model_free(m->pres_model[i]);
     for (int i = 0; i < 2; i++) cg_free(m->cached[i]);
@@ -210,8 +211,11 @@ cattr_status cx_llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype d
     cx_consts **cs = &m->consts[kind][di];
     if (!m->be) CX_CHECK(cx_llm_use_device(m, NULL));
     if (!*cs) CX_CHECK(cx_consts_new(m->be, dt, cs));
-    cx_job z = {.g = g, .consts = *cs, .plans = LLM_PLAN_CACHE, .n_in = n_in, .in = in, .n_out = n_outs, .outs = outs,
-                .check_finite = m->diagnose};
+    /* the plans of a graph share one arena: the passes run one after the other and leave nothing in it (their outputs
+     * come down), and a pass of a new shape (every pass of context attribution has its own) then reuses the memory
+     * already mapped instead of faulting in a fresh arena */
+    cx_job z = {.g = g, .consts = *cs, .plans = LLM_PLAN_CACHE, .share_arena = true, .n_in = n_in, .in = in,
+                .n_out = n_outs, .outs = outs, .check_finite = m->diagnose};
     if (m->call_p) z.watch = cx_watch_of(m->call_p);
     *j = z;
     return CATTR_OK;
@@ -550,6 +554,52 @@ static cattr_status gradient_attr(cattr_llm *m, const cattr_attr_params *lp, con
     cattr_tensor_free(one);
     cattr_tensor_free(attr);
     cattr_tensor_free(dl);
+    return st;
+}
+
+cattr_status cx_llm_grad_x_act_total(cattr_llm *m, const cattr_attr_params *lp, const int64_t *ids, int64_t T,
+                                     const int64_t *tg, int64_t n, double *tok) {
+    if (!m->score_model) {
+        cx_decoder_opts o = {.scores = true};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->score_model));
+    }
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INPUT_X_GRADIENT);
+    p.dtype = lp->dtype;
+    p.max_memory = llm_budget(m, lp);
+    p.progress = lp->progress;
+    p.progress_user = lp->progress_user;
+    p.cancel = lp->cancel;
+    p.device = m->be->name;
+    p.precision = lp->precision;
+    cattr_explainer *e = NULL;
+    CX_CHECK(cattr_explainer_new(m->score_model, &p, &e));
+    e->sum_last = true; /* a token's attribution: its embedding's, summed (on the backend) */
+    int64_t L = T + n - 1, shn[2] = {1, n};
+    int64_t *seq = malloc((size_t)L * sizeof *seq);
+    cattr_tensor *pos = cx_tensor_alloc(CATTR_INT64, 2, shn), *sidx = cx_tensor_alloc(CATTR_INT64, 2, shn);
+    cattr_tensor *ein = NULL, *attr = NULL;
+    cattr_status st = seq && pos && sidx ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        memcpy(seq, ids, (size_t)T * sizeof *seq);
+        memcpy(seq + T, tg, (size_t)(n - 1) * sizeof *seq);
+        for (int64_t k = 0; k < n; k++) {
+            ((int64_t *)pos->data)[k] = T - 1 + k;
+            ((int64_t *)sidx->data)[k] = k * m->cfg.vocab_size + tg[k];
+        }
+        if (!(ein = cx_llm_embed(m, seq, 1, L))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int64_t t0 = 0;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &t0}; /* output column 0: the answer's total log-probability */
+    const cattr_tensor *in[1] = {ein}, *add[2] = {pos, sidx};
+    cattr_call call = {in, 1, NULL, &t, add, 2, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    if (st == CATTR_OK) st = cattr_explainer_run(e, &call, &attr, NULL);
+    for (int64_t i = 0; i < T && st == CATTR_OK; i++) tok[i] = cx_tensor_get(attr, i); /* [1, L]: summed */
+    cattr_explainer_free(e);
+    free(seq);
+    cattr_tensor_free(pos);
+    cattr_tensor_free(sidx);
+    cattr_tensor_free(ein);
+    cattr_tensor_free(attr);
     return st;
 }
 

@@ -582,12 +582,12 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
     t0 = now_s();
     if (st == CATTR_OK && hier) st = hierarchical(m, p, r, &c, res);
     if (st == CATTR_OK && prox) st = proxy(m, p, r, source_kind(r), &c, res);
-    if (st == CATTR_OK && grad) { /* one gradient pass: the sources as segments (the other tokens one more) */
+    if (st == CATTR_OK && grad) { /* gradient x activation summed per source: one pass (one per token with per_token) */
         res->score = calloc((size_t)c.S + 1, sizeof *res->score);
         res->token_score = pt ? malloc((size_t)(c.S * c.n) * sizeof *res->token_score) : NULL;
         c.y = calloc(4, sizeof *c.y);
         int64_t *seg = malloc((size_t)c.T * sizeof *seg), G = c.S;
-        double *tok = malloc((size_t)(c.n * (c.S + 1)) * sizeof *tok), *lpt = malloc((size_t)c.n * sizeof *lpt);
+        double *tok = malloc((size_t)(c.n * (c.S + 1) + c.T) * sizeof *tok), *lpt = malloc((size_t)c.n * sizeof *lpt);
         if (!res->score || !c.y || !seg || !tok || !lpt || (pt && !res->token_score))
             st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
         for (int64_t t = 0; st == CATTR_OK && t < c.T; t++) seg[t] = -1;
@@ -595,15 +595,27 @@ cattr_status cattr_llm_explain_context(cattr_llm *m, const cattr_attr_params *p,
             for (int64_t t = c.t0[s]; t < c.t1[s]; t++) seg[t] = s;
         for (int64_t t = 0; st == CATTR_OK && t < c.T; t++)
             if (seg[t] < 0) seg[t] = c.S, G = c.S + 1;
-        cattr_attr_params gp = cattr_attr_default_params(CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION);
-        gp.dtype = p->dtype, gp.device = p->device, gp.max_memory = p->max_memory, gp.precision = p->precision;
-        gp.progress = p->progress, gp.progress_user = p->progress_user, gp.cancel = p->cancel;
-        cattr_llm_call call = cattr_llm_call_make(c.prompt, c.T, c.ans, c.n);
-        call.segments = seg, call.n_segments = G;
-        if (st == CATTR_OK) st = cattr_llm_attribute(m, &gp, &call, res->score, tok, lpt, NULL);
-        for (int64_t q = 0; st == CATTR_OK && q < c.n; q++) c.y[0] += lpt[q];
-        for (int64_t s = 0; st == CATTR_OK && pt && s < c.S; s++)
-            for (int64_t q = 0; q < c.n; q++) res->token_score[s * c.n + q] = tok[q * G + s];
+        if (st == CATTR_OK && pt) { /* the answer's tokens one by one: LayerGradientXActivation's rows */
+            cattr_attr_params gp = cattr_attr_default_params(CATTR_METHOD_LAYER_GRADIENT_X_ACTIVATION);
+            gp.dtype = p->dtype, gp.device = p->device, gp.max_memory = p->max_memory, gp.precision = p->precision;
+            gp.progress = p->progress, gp.progress_user = p->progress_user, gp.cancel = p->cancel;
+            cattr_llm_call call = cattr_llm_call_make(c.prompt, c.T, c.ans, c.n);
+            call.segments = seg, call.n_segments = G;
+            st = cattr_llm_attribute(m, &gp, &call, res->score, tok, lpt, NULL);
+            for (int64_t q = 0; st == CATTR_OK && q < c.n; q++) c.y[0] += lpt[q];
+            for (int64_t s = 0; st == CATTR_OK && s < c.S; s++)
+                for (int64_t q = 0; q < c.n; q++) res->token_score[s * c.n + q] = tok[q * G + s];
+        } else if (st == CATTR_OK) { /* the whole answer at once; its log-probability from the unablated row */
+            unsigned char *all = malloc((size_t)c.S + 1);
+            if (!all) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+            if (st == CATTR_OK) st = cx_llm_set_precision(m, p);
+            if (st == CATTR_OK) st = cx_llm_grad_x_act_total(m, p, c.prompt, c.T, c.ans, c.n, tok);
+            for (int64_t t = 0; st == CATTR_OK && t < c.T; t++) /* summed per source in token order */
+                if (seg[t] < c.S) res->score[seg[t]] = cx_rnd(p->dtype, res->score[seg[t]] + tok[t]);
+            if (all) memset(all, 1, (size_t)c.S + 1);
+            if (st == CATTR_OK) st = score_rows(m, p, &c, all, 1, c.y, NULL);
+            free(all);
+        }
         free(seg), free(tok), free(lpt);
     }
     /* the rows: 0 keeps everything; then one per source (loo) or the random masks (room for the held-out ones) */

@@ -26,6 +26,7 @@ struct cattr_llm {
     int prec;                  /* precision of the current call: 0 highest, 1 high (bfloat16 projections) */
     cattr_model *hi_model;     /* the decoder at precision "high" (cx_model_with_precision), built on first use */
     cattr_model *pos_model;    /* the decoder scored at given positions, for the gradients */
+    cattr_model *score_model;  /* the decoder scoring an answer's tokens on embeddings (cx_decoder_opts.scores) */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
     cattr_model *pres_model[2]; /* the token-presence form (cx_decoder_opts.presence), without and with context */
@@ -60,6 +61,11 @@ cattr_status cx_llm_forward(cattr_llm *m, cattr_dtype dt, const int64_t *ids, in
                             double *lp, void **kv);
 /* (llm.c) Embeddings of ids [R, L] as a float32 tensor [R, L, H] (NULL when out of memory). */
 cattr_tensor *cx_llm_embed(const cattr_llm *m, const int64_t *ids, int64_t R, int64_t L);
+/* Gradient x activation at the prompt's embeddings (each token's, summed over the hidden axis) for the answer's total
+ * log-probability, sum_k log p(tg[k] | ids, tg[0..k-1]): one forward and backward pass over ids and the answer
+ * (cx_decoder_opts.scores). tok[T]. */
+cattr_status cx_llm_grad_x_act_total(cattr_llm *m, const cattr_attr_params *lp, const int64_t *ids, int64_t T,
+                                     const int64_t *tg, int64_t n, double *tok);
 /* (llm.c) The job of a pass of graph g (kind 0: the model, 1: the prefix-continuing decoder; + 2 for precision
  * "high"), its plans and constants kept per kind and dtype, watching the call's cancel flag. */
 cattr_status cx_llm_job(cattr_llm *m, int kind, const cg_graph *g, cattr_dtype dt, int n_in, const cx_arg *in,

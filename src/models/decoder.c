@@ -88,7 +88,7 @@ static int scored(builder *b, const cx_decoder_opts *opts, int v, const char *na
         ga.axis = 1;
         return NODE(CG_GATHER, &ga, name, v, last_idx);
     }
-    if (opts->pos_input || opts->presence) {
+    if (opts->pos_input || opts->presence || opts->scores) {
         if (*pos < 0 && (*pos = cg_add_input(b->g, "positions")) < 0) {
             b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             return -1;
@@ -113,7 +113,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
     int x = -1, E = -1;
     if (b->st == CATTR_OK) {
         E = weight(b, "model.embed_tokens.weight", 2, V, H);
-        if (opts->presence) {
+        if (opts->presence && !opts->scores) {
             int p = cg_add_input(b->g, "presence"), ids = cg_add_input(b->g, "input_ids");
             int bids = cg_add_input(b->g, "baseline_ids"), ctx = opts->context ? cg_add_input(b->g, "context_ids") : -2;
             cattr_tensor *one = cx_tensor_alloc(CATTR_FLOAT32, 0, NULL);
@@ -141,7 +141,7 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
                     x = emb;
                 }
             }
-        } else if (opts->ids_input) {
+        } else if (opts->ids_input && !opts->scores) {
             int ids = cg_add_input(b->g, "input_ids");
             cg_attrs a = cg_attrs_default();
             x = NODE(CG_GATHER, &a, "hidden.embed", E, ids);
@@ -238,14 +238,15 @@ static void build_body(builder *b, const cx_hf_config *cfgp, const cx_decoder_op
         ma.trans_b = 1;
         ma.keep_precision = 1; /* the output head stays at full precision under precision "high" */
         int y;
-        if (opts->all_logits && !opts->presence) {
+        bool tail = opts->presence || opts->scores; /* the scored tokens and their sum */
+        if (opts->all_logits && !tail) {
             y = NODE(CG_MATMUL, &ma, "logits", x, head);
         } else {
             int last = cfg.num_hidden_layers > 0 ? x : scored(b, opts, x, "last_position", &pos, last_idx);
             int lg = NODE(CG_MATMUL, &ma, "logits", last, head);
             y = NODE(CG_LOGSOFTMAX, NULL, "logprobs", lg);
         }
-        if (opts->presence && b->st == CATTR_OK) { /* [S, P, V] -> the scored tokens [S, P], their sum first */
+        if (tail && b->st == CATTR_OK) { /* [S, P, V] -> the scored tokens [S, P], their sum first */
             int si = cg_add_input(b->g, "score_index");
             if (si < 0) b->st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
             cg_attrs r3 = cg_attrs_default(), r2 = cg_attrs_default(), sa = cg_attrs_default(), ca = cg_attrs_default();
@@ -304,6 +305,16 @@ static cattr_model *wrap_model(cg_graph *g, const char *path, const cx_decoder_o
     m->in_shape[0][1] = -1;
     m->in_shape[0][2] = H;
     m->in_dtype[0] = opts->ids_input ? CATTR_INT64 : CATTR_FLOAT32;
+    if (opts->scores) { /* inputs_embeds [S, T, hidden] float, then positions and score indices int64 [S, P] */
+        m->in_ndim[0] = 3;
+        m->in_dtype[0] = CATTR_FLOAT32;
+        for (int i = 1; i < n_in; i++) {
+            m->in_ndim[i] = 2;
+            m->in_shape[i][0] = m->in_shape[i][1] = -1;
+            m->in_dtype[i] = CATTR_INT64;
+        }
+        return m;
+    }
     if (opts->pos_input && !opts->presence) {
         m->in_ndim[1] = 1;
         m->in_shape[1][0] = -1;

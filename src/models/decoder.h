@@ -20,6 +20,11 @@ typedef struct cx_decoder_opts {
      * the P scores (added in order), then the scores. */
     bool presence;
     bool context;
+    /* The scoring of the presence form on embeddings (ids_input, all_logits, pos_input and presence ignored): inputs
+     * "inputs_embeds" [S, T, hidden], "positions" and "score_index" int64 [S, P] as above; output [S, 1 + P], the
+     * sum of the P scores, then the scores (one backward pass gives the gradient of an answer's whole
+     * log-probability). */
+    bool scores;
     /* cx_decoder_load: refuse, before reading any weight, a checkpoint whose weights in memory (16-bit matrices as
      * stored, the rest as float32) and `mem_reserve` bytes (the activations) exceed `mem_avail` (0: no check) */
     size_t mem_avail, mem_reserve;

@@ -21,18 +21,28 @@ static CX_INLINE void KA(scores_block)(const T *const *qs, const T *restrict kt,
     }
 }
 
-/* ot_r[i] = sum over u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r, summed over u in order
- * (a chain from zero, as one query at a time): the block's outputs share each load of a value row, 32 elements at a
- * time, then 16; a head dim's remainder runs one element at a time. pw must hold ATT_R defined rows for u < nu0 even when nr < ATT_R (a
- * short block): the rows from nr on are summed with the others (no branch in the loop) but never stored. */
-static CX_INLINE void KA(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
-                                   const T *v, int64_t ck, int64_t d, T *const *ot) {
+/* ot_r[i] += sum over u in [ua, ub) with u < nu_r of pw[r * Wp + u] x value u's element i, r < nr, nu_r = nu0 + r
+ * (from zero when `first`): each output a chain over u in order, as one query at a time sums it, continued tile after
+ * tile (the partial sums go through ot unchanged), so the tiles give the bits of one pass over u. The block's outputs
+ * share each load of a value row, 32 elements at a time, then 16; a head dim's remainder runs one element at a time.
+ * pw must hold ATT_R defined rows for u < nu0 even when nr < ATT_R (a short block): the rows from nr on are summed
+ * with the others (no branch in the loop) but never stored. */
+static CX_INLINE void KA(values_tile)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, int64_t ua, int64_t ub,
+                                  bool first, const T *pv, int64_t P, const T *v, int64_t ck, int64_t d,
+                                  T *const *ot) {
     typedef T vec __attribute__((vector_size(ATT_VL * sizeof(T))));
-    int64_t i0 = 0;
+    int64_t i0 = 0, full = ub < nu0 ? ub : nu0, tri = ua > nu0 ? ua : nu0;
     for (; i0 + 2 * ATT_VL <= d; i0 += 2 * ATT_VL) {
         vec acc[ATT_R][2];
-        for (int r = 0; r < ATT_R; r++) acc[r][0] = acc[r][1] = (vec){0};
-        for (int64_t u = 0; u < nu0; u++) {
+        for (int r = 0; r < ATT_R; r++) {
+            if (first) {
+                acc[r][0] = acc[r][1] = (vec){0};
+            } else {
+                memcpy(&acc[r][0], ot[r < nr ? r : 0] + i0, sizeof acc[r][0]);
+                memcpy(&acc[r][1], ot[r < nr ? r : 0] + i0 + ATT_VL, sizeof acc[r][1]);
+            }
+        }
+        for (int64_t u = ua; u < full; u++) {
             const T *vu = (u < P ? pv + u * ck : v + (u - P) * ck) + i0;
             vec v0, v1;
             memcpy(&v0, vu, sizeof v0);
@@ -43,7 +53,7 @@ static CX_INLINE void KA(values_block)(const T *restrict pw, int64_t Wp, int nr,
                 acc[r][1] += a * v1;
             }
         }
-        for (int64_t u = nu0; u < nu0 + nr - 1; u++) {
+        for (int64_t u = tri; u < ub; u++) {
             const T *vu = (u < P ? pv + u * ck : v + (u - P) * ck) + i0;
             vec v0, v1;
             memcpy(&v0, vu, sizeof v0);
@@ -62,13 +72,16 @@ static CX_INLINE void KA(values_block)(const T *restrict pw, int64_t Wp, int nr,
     }
     for (; i0 + ATT_VL <= d; i0 += ATT_VL) { /* a head dim with ATT_VL elements left (16, 80, ...): one vector */
         vec acc[ATT_R];
-        for (int r = 0; r < ATT_R; r++) acc[r] = (vec){0};
-        for (int64_t u = 0; u < nu0; u++) {
+        for (int r = 0; r < ATT_R; r++) {
+            if (first) acc[r] = (vec){0};
+            else memcpy(&acc[r], ot[r < nr ? r : 0] + i0, sizeof acc[r]);
+        }
+        for (int64_t u = ua; u < full; u++) {
             vec v0;
             memcpy(&v0, (u < P ? pv + u * ck : v + (u - P) * ck) + i0, sizeof v0);
             for (int r = 0; r < ATT_R; r++) acc[r] += pw[r * Wp + u] * v0;
         }
-        for (int64_t u = nu0; u < nu0 + nr - 1; u++) {
+        for (int64_t u = tri; u < ub; u++) {
             vec v0;
             memcpy(&v0, (u < P ? pv + u * ck : v + (u - P) * ck) + i0, sizeof v0);
             for (int r = 0; r < nr; r++)
@@ -78,33 +91,57 @@ static CX_INLINE void KA(values_block)(const T *restrict pw, int64_t Wp, int nr,
     }
     for (; i0 < d; i0++) /* the rest of a head dim not a multiple of 16: one element at a time */
         for (int r = 0; r < nr; r++) {
-            T acc = 0;
-            for (int64_t u = 0; u < nu0 + r; u++) acc += pw[r * Wp + u] * (u < P ? pv + u * ck : v + (u - P) * ck)[i0];
+            T acc = first ? 0 : ot[r][i0];
+            for (int64_t u = ua; u < ub && u < nu0 + r; u++) acc += pw[r * Wp + u] * (u < P ? pv + u * ck : v + (u - P) * ck)[i0];
             ot[r][i0] = acc;
         }
 }
 
+/* The values of one block over all its keys at once (the gradient's form: one tile). */
+static CX_INLINE void KA(values_block)(const T *restrict pw, int64_t Wp, int nr, int64_t nu0, const T *pv, int64_t P,
+                                   const T *v, int64_t ck, int64_t d, T *const *ot) {
+    KA(values_tile)(pw, Wp, nr, nu0, 0, nu0 + nr - 1, true, pv, P, v, ck, d, ot);
+}
+
 /* One (sequence, head): q, o at that head's columns (row stride cq); k, v at its kv head's (row stride ck); the
- * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds ATT_R x Wp scores (Wp = P + Tn
+ * P prefix keys and values pk, pv (same strides) come before them. Scratch: pr holds ATT_QB x Wp scores (Wp = P + Tn
  * rounded up to 16), kt the d x Wp transposed keys, written here when !keys_ready (the first query head of a kv
- * group) and reused by the group's other heads. Queries run in blocks of ATT_R (a short last block too); every
- * value is summed in the same order as one query at a time. */
+ * group) and reused by the group's other heads. Queries run in super-blocks of ATT_QB, blocks of ATT_R in them (a
+ * short last block too); the keys and then the values are visited in tiles of ATT_KT, each tile once per
+ * super-block for all its blocks (while it is in cache: a long context's keys and values are megabytes per head);
+ * every score and value is summed in the same order as one query at a time. */
 static CX_CLONES void KA(attn_head)(const T *q, const T *k, const T *v, const T *pk, const T *pv, int64_t P, T *o,
                                    T *pr, T *kt, bool keys_ready, int64_t Tn, int64_t cq, int64_t ck, int64_t d,
                                    T scale) {
     int64_t Wp = (P + Tn + 15) / 16 * 16;
     if (!keys_ready) K(transpose_keys)(pk, P, k, Tn, ck, d, kt, Wp);
-    for (int64_t t0 = 0; t0 < Tn; t0 += ATT_R) {
-        int nr = Tn - t0 < ATT_R ? (int)(Tn - t0) : ATT_R;
-        const T *qs[ATT_R];
-        T *ot[ATT_R];
-        for (int r = 0; r < ATT_R; r++) { /* a short block's missing rows repeat its first (computed, not stored) */
-            qs[r] = q + (t0 + (r < nr ? r : 0)) * cq;
-            ot[r] = o + (t0 + (r < nr ? r : 0)) * cq;
+    for (int64_t b0 = 0; b0 < Tn; b0 += ATT_QB) {
+        int64_t nq = Tn - b0 < ATT_QB ? Tn - b0 : ATT_QB, nb = (nq + ATT_R - 1) / ATT_R;
+        const T *qs[ATT_QB / ATT_R][ATT_R];
+        T *ot[ATT_QB / ATT_R][ATT_R];
+        int nrb[ATT_QB / ATT_R];
+        for (int64_t b = 0; b < nb; b++) {
+            int64_t t0 = b0 + b * ATT_R;
+            nrb[b] = Tn - t0 < ATT_R ? (int)(Tn - t0) : ATT_R;
+            for (int r = 0; r < ATT_R; r++) { /* a short block's missing rows repeat its first (computed, not stored) */
+                qs[b][r] = q + (t0 + (r < nrb[b] ? r : 0)) * cq;
+                ot[b][r] = o + (t0 + (r < nrb[b] ? r : 0)) * cq;
+            }
         }
-        KA(scores_block)(qs, kt, Wp, P + t0 + nr, d, pr);
-        for (int r = 0; r < nr; r++) K(softmax_row)(pr + r * Wp, P + t0 + r + 1, scale);
-        KA(values_block)(pr, Wp, nr, P + t0 + 1, pv, P, v, ck, d, ot);
+        for (int64_t ua = 0; ua < P + b0 + nq; ua += ATT_KT) /* the scores, a tile of keys at a time */
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t nu = P + b0 + b * ATT_R + nrb[b] - ua;
+                if (nu > 0) KA(scores_block)(qs[b], kt + ua, Wp, nu < ATT_KT ? nu : ATT_KT, d, pr + b * ATT_R * Wp + ua);
+            }
+        for (int64_t b = 0; b < nb; b++)
+            for (int r = 0; r < nrb[b]; r++) K(softmax_row)(pr + (b * ATT_R + r) * Wp, P + b0 + b * ATT_R + r + 1, scale);
+        for (int64_t ua = 0; ua < P + b0 + nq - 1; ua += ATT_KT) /* the values, a tile at a time */
+            for (int64_t b = 0; b < nb; b++) {
+                int64_t nu0 = P + b0 + b * ATT_R + 1, end = nu0 + nrb[b] - 1;
+                if (ua < end)
+                    KA(values_tile)(pr + b * ATT_R * Wp, Wp, nrb[b], nu0, ua, ua + ATT_KT < end ? ua + ATT_KT : end,
+                                    ua == 0, pv, P, v, ck, d, ot[b]);
+            }
     }
 }
 

@@ -132,6 +132,8 @@ static CX_INLINE void K(transpose_keys)(const T *pk, int64_t P, const T *k, int6
 }
 
 #define ATT_R 4 /* queries per block of the attention and its gradient */
+#define ATT_QB 32 /* queries per super-block of the attention (a multiple of ATT_R) */
+#define ATT_KT 64 /* keys per tile of the attention (a multiple of 16) */
 
 /* pw[u] = softmax(scale x pw)[u] over u < nu, as the one-query-at-a-time form computed it: the maximum in 16 lanes
  * (any order gives the same value), the sum of the exponentials in order, then each divided by it */
@@ -180,7 +182,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
             if (P + len > maxw) maxw = P + len;
         }
         for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
-        int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_R); /* scratch per thread: scores, transposed keys */
+        int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_QB); /* scratch per thread: scores, transposed keys */
         bool ok;
         /* dynamic: segments differ in length */
         PAR_FOR_SCRATCH(schedule(dynamic, 1), ns * nh * maxw * d * 16 > PAR_MIN, T, per, sc, ok,
@@ -188,19 +190,19 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
             int64_t s = sg / nkv, g = sg % nkv, st0 = seg[3 * s], len = seg[3 * s + 1], P = seg[3 * s + 2];
             for (int64_t j = g * grp; j < (g + 1) * grp; j++)
                 (wide ? K(attn_head_w16) : K(attn_head_w8))(q + st0 * cq + j * d, k + st0 * ck + g * d, v + st0 * ck + g * d, P ? pk + g * d : NULL,
-                             P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + ATT_R * wp, j > g * grp, len, cq, ck, d,
+                             P ? pv + g * d : NULL, P, o + st0 * cq + j * d, sc, sc + ATT_QB * wp, j > g * grp, len, cq, ck, d,
                              scale);
         });
         return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
     }
-    int64_t W = (Tn + 15) / 16 * 16, per = (W > 0 ? W : 16) * (d + ATT_R); /* scratch per thread: scores, transposed keys */
+    int64_t W = (Tn + 15) / 16 * 16, per = (W > 0 ? W : 16) * (d + ATT_QB); /* scratch per thread: scores, transposed keys */
     bool ok;
     PAR_FOR_SCRATCH(schedule(static), S * nh * Tn * Tn * d > PAR_MIN, T, per, sc, ok,
     for (int64_t sg = 0; sg < S * nkv; sg++) { /* (sequence, kv head): its query heads share the keys */
         int64_t s = sg / nkv, g = sg % nkv;
         for (int64_t j = g * grp; j < (g + 1) * grp; j++)
             (wide ? K(attn_head_w16) : K(attn_head_w8))(q + s * Tn * cq + j * d, k + s * Tn * ck + g * d, v + s * Tn * ck + g * d, NULL, NULL, 0,
-                         o + s * Tn * cq + j * d, sc, sc + ATT_R * W, j > g * grp, Tn, cq, ck, d, scale);
+                         o + s * Tn * cq + j * d, sc, sc + ATT_QB * W, j > g * grp, Tn, cq, ck, d, scale);
     });
     return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
 }
