@@ -161,6 +161,7 @@ static void one_stored(int64_t M, int64_t N, int64_t K, bool trans, cx_gemm_btyp
 }
 
 float cx_vexpf_for_tests(float x); /* the vectorisable expf of the CPU backend */
+void cx_vexpf_row_for_tests(float *p, int64_t n, float sub); /* its row form: p[u] = e^(p[u] - sub) */
 
 /* ulps between two finite positive floats */
 static double ulps(float a, float b) {
@@ -179,6 +180,17 @@ int main(void) {
     }
     printf("vectorisable expf: max %.0f ulp from expf on [-87, 88]\n", worst);
     CHECK(worst <= 2, "vectorisable expf off by %.0f ulp", worst);
+    { /* its eight-lane row form (the attention's softmax) gives its bits, NaN, infinities and the clamps included */
+        enum { N = 4099 };
+        static float row[N], want[N];
+        for (int i = 0; i < N; i++) row[i] = -120.0f + 240.0f * (float)i / (float)N;
+        row[5] = NAN, row[9] = INFINITY, row[10] = -INFINITY, row[11] = 88.5f, row[12] = -87.5f;
+        for (int i = 0; i < N; i++) want[i] = cx_vexpf_for_tests(row[i] - 0.75f);
+        cx_vexpf_row_for_tests(row, N, 0.75f);
+        int diff = 0;
+        for (int i = 0; i < N; i++) diff += memcmp(&row[i], &want[i], 4) != 0;
+        CHECK(diff == 0, "the row form of the vectorisable expf differs from it at %d of %d values", diff, N);
+    }
     bool f32 = cx_f32_gemm_available();
     if (!f32) printf("SKIP: the float32 GEMM part: this CPU (or build) has neither AVX-512F nor AVX2 with FMA, or "
                        "CATTR_GEMM=openblas\n");

@@ -1,7 +1,8 @@
 /* test_llm_context.c - cattr_llm_score_removals (context attribution's passes) against brute force on the golden
  * qwen3-tiny checkpoint: every row's kept prompt compacted and each answer token scored by a plain forward pass of its
  * own (no prefix cache, no ragged segments), for rows that keep everything, remove a middle span, the start, the end,
- * single tokens and random halves, in float32 and float64, with several rows per pass and with one row per pass.
+ * single tokens and random halves, in float32 and float64, with several rows per pass and with one row per pass; and
+ * greedy generation over the prompt's kept keys and values against a full pass per generated token.
  * Skips (77) without the golden data (CATTR_GOLDEN). */
 #include "test_util.h"
 
@@ -76,6 +77,27 @@ int main(void) {
             CHECK(worst <= tol, "%s%s: removal scores differ from brute force by %.3g (tolerance %.3g)",
                   d ? "float64" : "float32", one ? ", one row per pass" : "", worst, tol);
         }
+    }
+    /* greedy generation (the prompt's keys and values kept, each step running only the generated tokens) picks the
+     * tokens a full forward pass per step picks (float64: no near tie can flip) */
+    {
+        int64_t *gen = NULL, ng = 0, *seq = malloc((size_t)(T + 8) * sizeof *seq), L = T;
+        double *lpv = malloc((size_t)cattr_llm_vocab_size(m) * sizeof *lpv);
+        CHECK(cattr_llm_generate(m, CATTR_FLOAT64, prompt, T, 6, &gen, &ng) == CATTR_OK, "generate: %s",
+              cattr_last_error());
+        memcpy(seq, prompt, (size_t)T * sizeof *seq);
+        for (int64_t k = 0; k < ng; k++) {
+            CHECK(cx_llm_forward(m, CATTR_FLOAT64, seq, 1, L, -1, lpv, NULL) == CATTR_OK, "forward: %s",
+                  cattr_last_error());
+            int64_t best = 0;
+            for (int64_t v = 1; v < cattr_llm_vocab_size(m); v++)
+                if (lpv[v] > lpv[best]) best = v;
+            CHECK(gen[k] == best, "generated token %lld is %lld, a full pass picks %lld", (long long)k,
+                  (long long)gen[k], (long long)best);
+            seq[L++] = gen[k];
+        }
+        CHECK(ng >= 1, "nothing generated");
+        free(gen), free(seq), free(lpv);
     }
     /* the unablated row is the plain answer's log-probabilities; a row that removes everything is refused */
     unsigned char *none = calloc((size_t)T, 1);

@@ -21,6 +21,12 @@
 #include <string.h>
 #include <time.h>
 
+/* (length, row) pairs by length, longest first, then by row */
+static int cmp_len_desc(const void *x, const void *y) {
+    const int64_t *a = x, *b = y;
+    return a[0] != b[0] ? (a[0] < b[0] ? 1 : -1) : (a[1] > b[1]) - (a[1] < b[1]);
+}
+
 cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, const int64_t *prompt, int64_t T,
                                       const int64_t *target, int64_t n, const unsigned char *keep, int64_t R,
                                       double *lp) {
@@ -84,11 +90,18 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
     int64_t *tpos = malloc((size_t)cap_n * sizeof *tpos), *tids = malloc((size_t)cap_n * sizeof *tids);
     int64_t *segs = malloc((size_t)(3 * cap_rows + 3) * sizeof *segs), *last = malloc((size_t)(cap_rows * n + 1) * sizeof *last);
     if (st == CATTR_OK && (!tpos || !tids || !segs || !last)) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    /* the rows longest first: the first pass is the largest, so the passes' shared arena is sized once (growing it
+     * for each longer pass faulted in gigabytes of fresh pages), and rows of like length share passes */
+    int64_t *ord = malloc((size_t)R * 2 * sizeof *ord);
+    if (st == CATTR_OK && !ord) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t r = 0; ord && r < R; r++) ord[2 * r] = cnt[r], ord[2 * r + 1] = r;
+    if (ord) qsort(ord, (size_t)R, 2 * sizeof *ord, cmp_len_desc);
     for (int64_t r0 = 0; r0 < R && st == CATTR_OK;) {
         int64_t N = 0, S = 0, P = 0, r = r0;
-        while (r < R && (S == 0 || (N + cnt[r] + n - 1 <= target_pos && P + n <= max_out))) {
-            const unsigned char *k = keep + r * T;
-            int64_t a = start[r], at = N;
+        while (r < R && (S == 0 || (N + cnt[ord[2 * r + 1]] + n - 1 <= target_pos && P + n <= max_out))) {
+            int64_t row = ord[2 * r + 1];
+            const unsigned char *k = keep + row * T;
+            int64_t a = start[row], at = N;
             segs[3 * S] = N;
             for (int64_t t = a; t < T; t++)
                 if (k[t]) {
@@ -103,19 +116,21 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
             }
             segs[3 * S + 1] = N - at;
             segs[3 * S + 2] = a;
-            for (int64_t q = 0; q < n; q++) last[P++] = at + cnt[r] - 1 + q; /* the token before answer token q */
+            for (int64_t q = 0; q < n; q++) last[P++] = at + cnt[row] - 1 + q; /* the token before answer token q */
             S++;
             r++;
         }
         cattr_tensor *o = NULL;
         if (st == CATTR_OK) st = cx_llm_continue(m, dt, tids, tpos, N, segs, S, last, P, kv, T, &o);
         for (int64_t q = 0; q < P && st == CATTR_OK; q++) /* [1, P, V]: read position q at q * V */
-            lp[r0 * n + q] = cx_tensor_get(o, q * V + target[q % n]);
-        if (st == CATTR_OK) st = cx_llm_finite(lp + r0 * n, P, "the answer's log-probabilities");
+            lp[ord[2 * (r0 + q / n) + 1] * n + q % n] = cx_tensor_get(o, q * V + target[q % n]);
+        for (int64_t j = r0; j < r && st == CATTR_OK; j++)
+            st = cx_llm_finite(lp + ord[2 * j + 1] * n, n, "the answer's log-probabilities");
         if (st == CATTR_OK) st = cx_llm_chunk_done(p, r, R);
         cattr_tensor_free(o);
         r0 = r;
     }
+    free(ord);
     m->call_p = outer;
     free(tpos);
     free(tids);

@@ -162,23 +162,34 @@ cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *
     CX_CHECK(cx_llm_check_ids(m, prompt, T, "prompt"));
     CX_CHECK(cx_llm_use_device(m, NULL));
     m->prec = 0; /* greedy generation in full precision */
-    int64_t V = m->cfg.vocab_size, eos = cattr_llm_eos_token(m);
-    int64_t *seq = malloc((size_t)(T + max_new + 1) * sizeof *seq), *gen = malloc((size_t)(max_new + 1) * sizeof *gen);
+    int64_t V = m->cfg.vocab_size, eos = cattr_llm_eos_token(m), nl = m->cfg.num_hidden_layers;
+    int64_t ck = m->cfg.num_key_value_heads * m->cfg.head_dim;
+    int64_t *gen = malloc((size_t)(max_new + 1) * sizeof *gen), *pos = malloc((size_t)(max_new + 1) * sizeof *pos);
     double *lp = malloc((size_t)V * sizeof *lp);
-    cattr_status st = seq && gen && lp ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
-    if (st == CATTR_OK) memcpy(seq, prompt, (size_t)T * sizeof *seq);
-    int64_t L = T, k = 0;
-    while (st == CATTR_OK && k < max_new && L < m->cfg.max_position_embeddings) {
-        st = cx_llm_forward(m, dtype, seq, 1, L, -1, lp, NULL);
-        if (st != CATTR_OK) break;
+    void **kv = calloc((size_t)(2 * nl + 1), sizeof *kv);
+    cattr_status st = gen && pos && lp && kv ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    for (int64_t i = 0; i < 2 * nl && st == CATTR_OK; i++)
+        if (!(kv[i] = malloc((size_t)(T * ck) * cattr_dtype_size(dtype)))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    /* the prompt once (its keys and values kept); then each step runs only the tokens generated so far against them
+     * (the prefix-continuing decoder): a step costs the answer's length, not the prompt's */
+    if (st == CATTR_OK) st = cx_llm_forward(m, dtype, prompt, 1, T, -1, lp, kv);
+    int64_t k = 0;
+    while (st == CATTR_OK && k < max_new && T + k < m->cfg.max_position_embeddings) {
         int64_t best = 0;
         for (int64_t v = 1; v < V; v++)
             if (lp[v] > lp[best]) best = v;
+        pos[k] = T + k;
         gen[k++] = best;
-        seq[L++] = best;
-        if (best == eos) break;
+        if (best == eos || k == max_new || T + k >= m->cfg.max_position_embeddings) break;
+        int64_t segs[3] = {0, k, T}, last = k - 1;
+        cattr_tensor *o = NULL;
+        st = cx_llm_continue(m, dtype, gen, pos, k, segs, 1, &last, 1, kv, T, &o);
+        for (int64_t v = 0; v < V && st == CATTR_OK; v++) lp[v] = cx_tensor_get(o, v);
+        cattr_tensor_free(o);
     }
-    free(seq);
+    for (int64_t i = 0; kv && i < 2 * nl; i++) free(kv[i]);
+    free(kv);
+    free(pos);
     free(lp);
     if (st != CATTR_OK) {
         free(gen);

@@ -55,6 +55,8 @@ def test_gradient(ca):
 
     r = ca.attribute("sky?", DOCS, answer=" green", template=TPL, separator="", method="gradient", quality=True)
     assert r.ablations == 0 and len(r.sources) == 3 and set(r.top_k_drop) == {1, 3, 5}
+    loo = ca.attribute("sky?", DOCS, answer=" green", template=TPL, separator="")
+    assert abs(r.answer_logprob - loo.answer_logprob) <= 1e-9 * abs(loo.answer_logprob)
     llm = ca.llm
     tok = llm.tokenizer
     pieces = ["C: "] + DOCS + [" Q: sky? A:"]

@@ -3,13 +3,33 @@
  * where 16-lane vectors spill their accumulators (AVX2 has 16 registers of 8 floats). Every sum runs over the same
  * terms in the same order at either width (the lanes are independent elements), so both give the same bits. */
 
-/* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to 16 (<= Wp): each score one chain
- * over i in order, as one query at a time would sum it, four queries at a time, each key row loaded once for all four
- * (GCC vectors of 16 lanes: the plain-array form was left partly scalar, its sums spilled to the stack) */
+/* pr[r * Wp + u] = sum_i qs[r][i] kt[i][u] for r < ATT_R and u < nu rounded up to ATT_VL (<= Wp): each score one
+ * chain over i in order, as one query at a time would sum it, four queries at a time, each key row loaded once for
+ * all four, two vectors of keys at once where there are (eight independent chains: four would wait on the adds'
+ * latency) (GCC vectors: the plain-array form was left partly scalar, its sums spilled to the stack) */
 static CX_INLINE void KA(scores_block)(const T *const *qs, const T *restrict kt, int64_t Wp, int64_t nu, int64_t d,
                                    T *restrict pr) {
     typedef T vec __attribute__((vector_size(ATT_VL * sizeof(T))));
-    for (int64_t u0 = 0; u0 < nu; u0 += ATT_VL) {
+    int64_t end = (nu + ATT_VL - 1) / ATT_VL * ATT_VL, u0 = 0;
+    for (; u0 + 2 * ATT_VL <= end; u0 += 2 * ATT_VL) {
+        vec acc[ATT_R][2];
+        for (int r = 0; r < ATT_R; r++) acc[r][0] = acc[r][1] = (vec){0};
+        for (int64_t i = 0; i < d; i++) {
+            vec k0, k1;
+            memcpy(&k0, kt + i * Wp + u0, sizeof k0);
+            memcpy(&k1, kt + i * Wp + u0 + ATT_VL, sizeof k1);
+            for (int r = 0; r < ATT_R; r++) {
+                const T a = qs[r][i];
+                acc[r][0] += a * k0;
+                acc[r][1] += a * k1;
+            }
+        }
+        for (int r = 0; r < ATT_R; r++) {
+            memcpy(pr + r * Wp + u0, &acc[r][0], sizeof acc[r][0]);
+            memcpy(pr + r * Wp + u0 + ATT_VL, &acc[r][1], sizeof acc[r][1]);
+        }
+    }
+    for (; u0 < nu; u0 += ATT_VL) {
         vec acc[ATT_R];
         for (int r = 0; r < ATT_R; r++) acc[r] = (vec){0};
         for (int64_t i = 0; i < d; i++) {

@@ -146,7 +146,7 @@ static CX_INLINE void K(softmax_row)(T *pw, int64_t nu, T scale) {
         for (int l = 0; l < 16; l++) ml[l] = pw[u + l] > ml[l] ? pw[u + l] : ml[l];
     for (; u < nu; u++) mx = pw[u] > mx ? pw[u] : mx;
     for (int l = 0; l < 16; l++) mx = ml[l] > mx ? ml[l] : mx;
-    for (u = 0; u < nu; u++) pw[u] = VEXP(pw[u] - mx);
+    VEXP_ROW(pw, nu, mx);
     for (u = 0; u < nu; u++) sum += pw[u];
     for (u = 0; u < nu; u++) pw[u] = pw[u] / sum;
 }
