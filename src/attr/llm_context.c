@@ -143,6 +143,54 @@ cattr_status cattr_llm_score_removals(cattr_llm *m, const cattr_attr_params *p, 
     return st;
 }
 
+/* ---- gradient x activation for a whole answer ------------------------------------------------------------- */
+
+cattr_status cx_llm_grad_x_act_total(cattr_llm *m, const cattr_attr_params *lp, const int64_t *ids, int64_t T,
+                                     const int64_t *tg, int64_t n, double *tok) {
+    if (!m->score_model) {
+        cx_decoder_opts o = {.scores = true};
+        CX_CHECK(cx_decoder_rebuild(m->model, &m->cfg, &o, &m->score_model));
+    }
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INPUT_X_GRADIENT);
+    p.dtype = lp->dtype;
+    p.max_memory = lp->max_memory ? lp->max_memory : cx_llm_default_budget(&m->cfg);
+    p.progress = lp->progress;
+    p.progress_user = lp->progress_user;
+    p.cancel = lp->cancel;
+    p.device = m->be->name;
+    p.precision = lp->precision;
+    cattr_explainer *e = NULL;
+    CX_CHECK(cattr_explainer_new(m->score_model, &p, &e));
+    e->sum_last = true; /* a token's attribution: its embedding's, summed (on the backend) */
+    int64_t L = T + n - 1, shn[2] = {1, n};
+    int64_t *seq = malloc((size_t)L * sizeof *seq);
+    cattr_tensor *pos = cx_tensor_alloc(CATTR_INT64, 2, shn), *sidx = cx_tensor_alloc(CATTR_INT64, 2, shn);
+    cattr_tensor *ein = NULL, *attr = NULL;
+    cattr_status st = seq && pos && sidx ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    if (st == CATTR_OK) {
+        memcpy(seq, ids, (size_t)T * sizeof *seq);
+        memcpy(seq + T, tg, (size_t)(n - 1) * sizeof *seq);
+        for (int64_t k = 0; k < n; k++) {
+            ((int64_t *)pos->data)[k] = T - 1 + k;
+            ((int64_t *)sidx->data)[k] = k * m->cfg.vocab_size + tg[k];
+        }
+        if (!(ein = cx_llm_embed(m, seq, 1, L))) st = cx_fail(CATTR_ERR_NO_MEMORY, "out of memory");
+    }
+    int64_t t0 = 0;
+    cattr_target t = {CATTR_TARGET_INDEX, 1, 0, &t0}; /* output column 0: the answer's total log-probability */
+    const cattr_tensor *in[1] = {ein}, *add[2] = {pos, sidx};
+    cattr_call call = {in, 1, NULL, &t, add, 2, NULL, NULL, NULL, 0, NULL, 0, NULL};
+    if (st == CATTR_OK) st = cattr_explainer_run(e, &call, &attr, NULL);
+    for (int64_t i = 0; i < T && st == CATTR_OK; i++) tok[i] = cx_tensor_get(attr, i); /* [1, L]: summed */
+    cattr_explainer_free(e);
+    free(seq);
+    cattr_tensor_free(pos);
+    cattr_tensor_free(sidx);
+    cattr_tensor_free(ein);
+    cattr_tensor_free(attr);
+    return st;
+}
+
 /* ---- context attribution: sources, ablations, scores -------------------------------------------------------- */
 
 #define CTX_STREAM 0x4354580000000000ull /* "CTX": the surrogate's masks, then the held-out ones */
