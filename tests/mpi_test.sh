@@ -4,7 +4,8 @@
 # line; a rank killed with SIGKILL stops the job (mpirun names it, no hang) and a rerun finishes the file as one
 # uninterrupted run writes it. Dataset mode (`cattr explain --batch-size` with an .npy or .safetensors output): the same
 # file as one process's for N = 1, 2, 3, from scratch and resumed. One call split over the ranks (--split steps, features, samples):
-# one process's file for the same chunks, for a model and for a language model. Skipped (77) when the command is built without MPI or mpirun is absent.
+# one process's file for the same chunks, for a model and for a language model. explain-context's corpus mode: one
+# process's records. Skipped (77) when the command is built without MPI or mpirun is absent.
 # usage: mpi_test.sh CATTR_BINARY WITH_MPI(0|1) (run from the repository root)
 cattr=$1
 if [ "${2:-0}" != 1 ]; then echo "skipped: cattr is built without MPI (apt-get install libopenmpi-dev openmpi-bin)"; exit 77; fi
@@ -277,6 +278,29 @@ for m in saliency input-x-gradient integrated-gradients deeplift deeplift-shap g
     rc=$?
     [ $rc -eq 1 ] && [ "$(grep -c 'target index 10 is out of range' "$tmp/err")" -eq 1 ] && ! [ -e "$tmp/sweep.npy" ] &&
         ! [ -e "$tmp/sweep.npy.part" ] && ok || bad "$m under 2 ranks with target 10: exit $rc: $(head -c 300 "$tmp/err")"
+done
+
+# explain-context's corpus mode: the records of 2 and 3 ranks are one process's (timings aside), failed lines included
+{
+    i=0
+    while [ $i -lt 7 ]; do
+        echo "{\"id\": \"q$i\", \"question\": \"sky $i?\", \"contexts\": [\"Sky is green. Sun is up.\", \"Sea is blue $i.\"], \"answer\": \" green\"}"
+        i=$((i + 1))
+    done
+    echo '{"id": "bad", "question": "x"}'
+} >"$tmp/creq.jsonl"
+ctpl="C: {context} Q: {question} A:"
+"$cattr" explain-context $tiny --template "$ctpl" --sources sentences --requests "$tmp/creq.jsonl" --output "$tmp/cref.jsonl" -q 2>/dev/null
+rc_ref=$?
+[ $rc_ref -eq 1 ] && [ "$(wc -l <"$tmp/cref.jsonl")" -eq 9 ] && ok || bad "explain-context corpus, one process: exit $rc_ref, $(wc -l <"$tmp/cref.jsonl") lines"
+for n in 2 3; do
+    mpi $n explain-context $tiny --template "$ctpl" --sources sentences --requests "$tmp/creq.jsonl" \
+        --output "$tmp/c$n.jsonl" -q >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [ $rc -eq $rc_ref ] && ok || { bad "explain-context corpus, $n ranks: exit $rc"; tail -3 "$tmp/err"; }
+    sed 's/"timings_s":{[^}]*}//' "$tmp/cref.jsonl" >"$tmp/cref.x"
+    sed 's/"timings_s":{[^}]*}//' "$tmp/c$n.jsonl" >"$tmp/c$n.x"
+    cmp -s "$tmp/cref.x" "$tmp/c$n.x" && ok || bad "explain-context corpus, $n ranks: the records differ from one process's"
 done
 
 echo "mpi: $checks checks, $fails failed"

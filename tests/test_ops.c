@@ -1852,6 +1852,22 @@ static void test_attention_tiles(void) {
     int64_t qs[3];
     opnd ops[3];
     cg_attrs a;
+    /* the CPU forward's tile bounds: one query; 65 positions (the last super-block's last key opens a tile of its own,
+     * a case the forward once skipped); 129 */
+    static const int lens[3] = {1, 65, 129};
+    for (int li = 0; li < 3; li++) {
+        att_operands(1, lens[li], NH, NKV, HD, ops, &a, qs);
+        double *w = malloc(sizeof(double) * lens[li] * NH * HD);
+        char nm[64];
+        snprintf(nm, sizeof nm, "attention d=24 T=%d", lens[li]);
+        if (w) {
+            ref_attention(D(ops[0].t), D(ops[1].t), D(ops[2].t), 1, lens[li], NH, NKV, HD, w);
+            fwd_case(nm, CG_ATTENTION, &a, 3, ops, 3, qs, w);
+        }
+        CHECK(w, "%s: out of memory", nm);
+        free(w);
+        free_ops(3, ops);
+    }
     att_operands(S, T, NH, NKV, HD, ops, &a, qs);
     double *want = malloc(sizeof(double) * S * T * NH * HD);
     if (want) {

@@ -106,6 +106,22 @@ static bool ids_field(const cJSON *rq, const char *key, const char **out, char *
     return true;
 }
 
+bool cli_json_known_fields(const cJSON *obj, const char *const *known, size_t n, const char *hint, char *err,
+                           size_t size) {
+    const cJSON *it;
+    cJSON_ArrayForEach(it, obj) {
+        bool ok = false;
+        for (size_t k = 0; k < n && !ok; k++) ok = !strcmp(it->string, known[k]);
+        if (!ok) {
+            char esc[256];
+            cx_escape_text(it->string, esc, sizeof esc);
+            snprintf(err, size, "unknown field '%s'%s%s%s", esc, hint ? " (" : "", hint ? hint : "", hint ? ")" : "");
+            return false;
+        }
+    }
+    return true;
+}
+
 /* A request line over the command line's request and params: prompt / prompt_ids, target / target_ids, template,
  * slots, slot_baselines, segments, and the method options method, steps (a number or "auto"), delta_tol, quadrature,
  * n_samples, seed, baseline, max_new_tokens, perturbations_per_eval. idbuf: two buffers for the id lists (grown as needed; the caller frees). */
@@ -118,16 +134,7 @@ static bool parse_request(const cJSON *rq, llm_req *r, cattr_attr_params *p, cha
                                   "slot_baselines", "method", "steps", "quadrature", "n_samples", "seed", "baseline",
                                   "max_new_tokens", "perturbations_per_eval", "segments", "delta_tol"};
     const cJSON *it;
-    cJSON_ArrayForEach(it, rq) {
-        bool ok = false;
-        for (size_t k = 0; k < sizeof known / sizeof *known && !ok; k++) ok = !strcmp(it->string, known[k]);
-        if (!ok) {
-            char esc[256];
-            cx_escape_text(it->string, esc, sizeof esc);
-            snprintf(err, size, "unknown field '%s'", esc);
-            return false;
-        }
-    }
+    if (!cli_json_known_fields(rq, known, sizeof known / sizeof *known, NULL, err, size)) return false;
     r->prompt = r->target = r->tmpl = NULL;
     r->prompt_ids = r->target_ids = NULL;
     if (!str_field(rq, "prompt", &r->prompt, err, size) || !str_field(rq, "target", &r->target, err, size) ||

@@ -21,6 +21,10 @@ typedef struct corpus_job {
     void *user;
 } corpus_job;
 
+/* Whether every field of obj is one of the n names in known; else false with "unknown field 'NAME' (hint)" in err. */
+bool cli_json_known_fields(const cJSON *obj, const char *const *known, size_t n, const char *hint, char *err,
+                           size_t size);
+
 /* The run over `requests` into `output` (every rank, collectively). `dir` (the checkpoint) is recorded by its
  * fingerprint and `options` (the command's options that shape a result) as they are; a rerun must give the same.
  * Returns the exit code (CLI_FAIL when a request failed; its error record is in the output). */

@@ -400,16 +400,9 @@ static int ctx_parse(const cJSON *rq, bool files, ctx_docs *d, const char **ques
     const cJSON *it;
     *spans_given = false;
     if (!cJSON_IsObject(rq)) return snprintf(err, size, "the line is not a JSON object"), CLI_USAGE;
-    cJSON_ArrayForEach(it, rq) {
-        bool ok = false;
-        for (size_t k = 0; k < sizeof known / sizeof *known && !ok; k++) ok = !strcmp(it->string, known[k]);
-        if (!ok) {
-            char esc[256];
-            cx_escape_text(it->string, esc, sizeof esc);
-            snprintf(err, size, "unknown field '%s' (question, contexts or context_files, answer, spans, id)", esc);
-            return CLI_USAGE;
-        }
-    }
+    if (!cli_json_known_fields(rq, known, sizeof known / sizeof *known,
+                               "question, contexts or context_files, answer, spans, id", err, size))
+        return CLI_USAGE;
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(rq, "question"), *an = cJSON_GetObjectItemCaseSensitive(rq, "answer");
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(rq, "contexts"), *cf = cJSON_GetObjectItemCaseSensitive(rq, "context_files");
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(rq, "spans");

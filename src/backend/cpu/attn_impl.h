@@ -155,7 +155,7 @@ static CX_CLONES void KA(attn_head)(const T *q, const T *k, const T *v, const T 
             }
         for (int64_t b = 0; b < nb; b++)
             for (int r = 0; r < nrb[b]; r++) K(softmax_row)(pr + (b * ATT_R + r) * Wp, P + b0 + b * ATT_R + r + 1, scale);
-        for (int64_t ua = 0; ua < P + b0 + nq - 1; ua += ATT_KT) /* the values, a tile at a time */
+        for (int64_t ua = 0; ua < P + b0 + nq; ua += ATT_KT) /* the values, a tile at a time (to the last row's own key) */
             for (int64_t b = 0; b < nb; b++) {
                 int64_t nu0 = P + b0 + b * ATT_R + 1, end = nu0 + nrb[b] - 1;
                 if (ua < end)
