@@ -1,9 +1,10 @@
-/* corpus.c - `cattr explain-llm DIR --prompts REQUESTS.jsonl --output RESULTS.jsonl`: a request per line, a result
- * record per line, appended as each finishes (made durable every tenth of a second), resumed by rerunning the
- * command; spread over MPI ranks.
+/* corpus.c - corpus mode (corpus.h): `cattr explain-llm DIR --prompts REQUESTS.jsonl --output RESULTS.jsonl` and
+ * `cattr explain-context DIR --requests ... --output ...`: a request per line, a result record per line, appended as
+ * each finishes (made durable every tenth of a second), resumed by rerunning the command; spread over MPI ranks. The
+ * command answers a line (corpus_answer_fn); explain-llm's answer is at the end of this file.
  *
  * The results file. Line 1 is a header that records what made the file:
- *     {"cattr_results":1,"command":"explain-llm","checkpoint":DIR,"checkpoint_fingerprint":"16 hex digits",
+ *     {"cattr_results":1,"command":"explain-llm" (or the other command),"checkpoint":DIR,"checkpoint_fingerprint":"16 hex digits",
  *      "options":{"--method":"feature-ablation",...}}
  * (the checkpoint's fingerprint is cx_file_fingerprint of its .json and .safetensors files; the options are those of
  * the command line that shape a result: all but --prompts, --output, --quiet and --max-memory, which only sizes the

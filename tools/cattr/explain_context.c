@@ -200,15 +200,6 @@ static bool check_paths(const ctx_args *a) {
            cli_file_out(a->html, "--html") && cli_file_out(a->output, "--output");
 }
 
-static char *dupn(const char *s, size_t n) {
-    char *d = malloc(n + 1);
-    if (d) {
-        memcpy(d, s, n);
-        d[n] = 0;
-    }
-    return d;
-}
-
 static char *read_text(const char *path) {
     void *text = NULL;
     size_t len = 0;
@@ -327,7 +318,7 @@ static cJSON *result_json(const ctx_job *j, const ctx_docs *d, const cattr_conte
         cJSON_AddNumberToObject(o, "document_index", doc);
         cJSON_AddNumberToObject(o, "start", (double)res->start[s]);
         cJSON_AddNumberToObject(o, "end", (double)res->end[s]);
-        char *text = dupn(d->text[doc] + res->start[s], (size_t)(res->end[s] - res->start[s]));
+        char *text = strndup(d->text[doc] + res->start[s], (size_t)(res->end[s] - res->start[s]));
         cJSON_AddStringToObject(o, "text", text ? text : "");
         free(text);
         cJSON_AddNumberToObject(o, "score", res->score[s]);
@@ -368,7 +359,7 @@ static int ctx_explain(ctx_job *j, const char *question, const ctx_docs *d, cons
     *res = NULL;
     if (a->tmpl) { /* {context} ... {question} */
         const char *c = strstr(a->tmpl, "{context}"), *q = strstr(a->tmpl, "{question}");
-        pre = dupn(a->tmpl, (size_t)(c - a->tmpl));
+        pre = strndup(a->tmpl, (size_t)(c - a->tmpl));
         post = malloc(strlen(a->tmpl) + strlen(question) + 1);
         if (post) sprintf(post, "%.*s%s%s", (int)(q - c - 9), c + 9, question, q + 10);
         if (!pre || !post) rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
