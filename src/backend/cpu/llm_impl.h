@@ -131,6 +131,30 @@ static CX_INLINE void K(transpose_keys)(const T *pk, int64_t P, const T *k, int6
         for (int64_t u = W; u < Wp; u++) kt[i * Wp + u] = 0;
 }
 
+/* The forward attention's keys in slices of 16 keys: key u's element i at kp[(u / 16) * 16 d + i * 16 + u % 16]
+ * (keys W = P + Tn up to Wp zero), so the scores of a block of queries against 16 keys read one contiguous run of
+ * 16 d; the keys' own rows are ck apart (all heads' columns), which put a tile's loads on a few cache sets. */
+static CX_INLINE void K(pack_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kp,
+                                 int64_t Wp) {
+    int64_t W = P + Tn;
+    for (int64_t u = 0; u < Wp; u++) {
+        T *dst = kp + u / 16 * 16 * d + u % 16;
+        const T *ku = u >= W ? NULL : u < P ? pk + u * ck : k + (u - P) * ck;
+        for (int64_t i = 0; i < d; i++) dst[i * 16] = ku ? ku[i] : 0;
+    }
+}
+
+/* ... and its values in slices of 16 elements: value u's element i at vp[(i / 16) * 16 Wp + u * 16 + i % 16], so a
+ * tile of values is read as contiguous runs of 16 elements, key after key. */
+static CX_INLINE void K(pack_values)(const T *pv, int64_t P, const T *v, int64_t Tn, int64_t ck, int64_t d, T *vp,
+                                   int64_t Wp) {
+    for (int64_t u = 0; u < P + Tn; u++) {
+        const T *vu = u < P ? pv + u * ck : v + (u - P) * ck;
+        for (int64_t i0 = 0; i0 < d; i0 += 16)
+            memcpy(vp + i0 * Wp + u * 16, vu + i0, (size_t)(d - i0 < 16 ? d - i0 : 16) * sizeof(T));
+    }
+}
+
 #define ATT_R 4 /* queries per block of the attention and its gradient */
 #define ATT_QB 32 /* queries per super-block of the attention (a multiple of ATT_R) */
 #define ATT_KT 64 /* keys per tile of the attention (a multiple of 16) */
@@ -149,6 +173,36 @@ static CX_INLINE void K(softmax_row)(T *pw, int64_t nu, T scale) {
     VEXP_ROW(pw, nu, mx);
     for (u = 0; u < nu; u++) sum += pw[u];
     for (u = 0; u < nu; u++) pw[u] = pw[u] / sum;
+}
+
+/* softmax_row over the rows r < nr of a block (row r of nu0 + r scores, Wp apart): each row's sum of exponentials in
+ * the same order as softmax_row, the rows' sums interleaved (independent chains instead of one add at a time) */
+static CX_INLINE void K(softmax_block)(T *pw, int64_t Wp, int nr, int64_t nu0, T scale) {
+    T sum[ATT_R];
+    for (int r = 0; r < nr; r++) {
+        T *pr = pw + r * Wp, mx = -(T)INFINITY, ml[16];
+        int64_t nu = nu0 + r, u;
+        for (u = 0; u < nu; u++) pr[u] *= scale;
+        for (int l = 0; l < 16; l++) ml[l] = -(T)INFINITY;
+        for (u = 0; u + 16 <= nu; u += 16)
+            for (int l = 0; l < 16; l++) ml[l] = pr[u + l] > ml[l] ? pr[u + l] : ml[l];
+        for (; u < nu; u++) mx = pr[u] > mx ? pr[u] : mx;
+        for (int l = 0; l < 16; l++) mx = ml[l] > mx ? ml[l] : mx;
+        VEXP_ROW(pr, nu, mx);
+        sum[r] = 0;
+    }
+    if (nr == ATT_R) {
+        for (int64_t u = 0; u < nu0; u++)
+            for (int r = 0; r < ATT_R; r++) sum[r] += pw[r * Wp + u];
+    } else {
+        for (int r = 0; r < nr; r++)
+            for (int64_t u = 0; u < nu0; u++) sum[r] += pw[r * Wp + u];
+    }
+    for (int r = 0; r < nr; r++) {
+        T *pr = pw + r * Wp;
+        for (int64_t u = nu0; u < nu0 + r; u++) sum[r] += pr[u];
+        for (int64_t u = 0; u < nu0 + r; u++) pr[u] = pr[u] / sum[r];
+    }
 }
 
 #define ATT_VL 16
@@ -182,7 +236,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
             if (P + len > maxw) maxw = P + len;
         }
         for (int64_t t = 0; t < Tn * cq; t++) o[t] = 0; /* rows outside every segment */
-        int64_t wp = (maxw + 15) / 16 * 16, per = wp * (d + ATT_QB); /* scratch per thread: scores, transposed keys */
+        int64_t wp = (maxw + 15) / 16 * 16, per = wp * (2 * d + 16 + ATT_QB); /* per thread: scores, packed keys, values */
         bool ok;
         /* dynamic: segments differ in length */
         PAR_FOR_SCRATCH(schedule(dynamic, 1), ns * nh * maxw * d * 16 > PAR_MIN, T, per, sc, ok,
@@ -195,7 +249,7 @@ static cattr_status K(attention)(const cg_node *n, const cx_view *in, cx_view *o
         });
         return ok ? CATTR_OK : cx_fail(CATTR_ERR_NO_MEMORY, "node '%s': out of memory for the attention scratch", n->name);
     }
-    int64_t W = (Tn + 15) / 16 * 16, per = (W > 0 ? W : 16) * (d + ATT_QB); /* scratch per thread: scores, transposed keys */
+    int64_t W = (Tn + 15) / 16 * 16, per = (W > 0 ? W : 16) * (2 * d + 16 + ATT_QB); /* scores, packed keys, values */
     bool ok;
     PAR_FOR_SCRATCH(schedule(static), S * nh * Tn * Tn * d > PAR_MIN, T, per, sc, ok,
     for (int64_t sg = 0; sg < S * nkv; sg++) { /* (sequence, kv head): its query heads share the keys */
