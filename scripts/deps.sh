@@ -9,7 +9,7 @@
 # the command builds without MPI.
 set -eu
 pkgs="gcc g++ make cmake pkg-config libc6-dev libopenblas-dev libopenblas-openmp-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-libcjson-dev libpng-dev libpcre2-dev libutf8proc-dev python3-numpy"
+libcjson-dev libpng-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev python3-numpy"
 if [ "${1:-}" = "--test" ]; then
     pkgs="$pkgs chromium clang libomp-dev libclang-rt-14-dev python3-pytest libopenmpi-dev openmpi-bin
         python3-torch python3-torchvision python3-parameterized python3-sklearn python3-tqdm python3-matplotlib

@@ -24,7 +24,28 @@ int cli_error_code(cattr_status st) {
     return st == CATTR_ERR_IO || st == CATTR_ERR_INVALID_ARGUMENT || st == CATTR_ERR_FORMAT ? CLI_USAGE : CLI_FAIL;
 }
 
+/* cli_capture's buffer on this thread (serve's workers): the first error of a request, instead of stderr */
+static _Thread_local char *cap_buf;
+static _Thread_local size_t cap_size;
+static _Thread_local cattr_status cap_status;
+
+void cli_capture(char *buf, size_t size) {
+    cap_buf = size ? buf : NULL;
+    cap_size = size;
+    cap_status = CATTR_OK;
+    if (cap_buf) cap_buf[0] = '\0';
+}
+
+cattr_status cli_captured_status(void) { return cap_status; }
+
 int cli_error(cattr_status st, const char *what) {
+    if (cap_buf) {
+        if (!cap_buf[0]) {
+            snprintf(cap_buf, cap_size, "%s: %s", what, cattr_last_error());
+            cap_status = st;
+        }
+        return cli_error_code(st);
+    }
     char esc[1024];
     cx_escape_text(what, esc, sizeof esc);
     fprintf(stderr, "cattr: %s: %s\n", esc, cattr_last_error());
@@ -37,6 +58,13 @@ int cli_usage_error(const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (cap_buf) {
+        if (!cap_buf[0]) {
+            snprintf(cap_buf, cap_size, "%s", msg);
+            cap_status = CATTR_ERR_INVALID_ARGUMENT;
+        }
+        return CLI_USAGE;
+    }
     cx_escape_text(msg, esc, sizeof esc); /* arguments may hold any bytes */
     fprintf(stderr, "cattr: %s\n", esc);
     return CLI_USAGE;

@@ -19,6 +19,11 @@ int cmd_info(int argc, char **argv);
 int cli_error(cattr_status st, const char *what);
 /* The exit code for `st`: CLI_USAGE for a bad argument or an unreadable or corrupt file, else CLI_FAIL. */
 int cli_error_code(cattr_status st);
+/* On this thread from now on (buf non-NULL): the first message cli_error or cli_usage_error gives goes into buf
+ * (size bytes) instead of stderr, and cli_captured_status() returns its status (CATTR_ERR_INVALID_ARGUMENT for a
+ * usage error; CATTR_OK while none came). cli_capture(NULL, 0) prints again. */
+void cli_capture(char *buf, size_t size);
+cattr_status cli_captured_status(void);
 /* Prints "cattr: <message>" to stderr; returns CLI_USAGE. */
 int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -114,6 +119,16 @@ int cmd_compare(int argc, char **argv);
 int cmd_attack(int argc, char **argv);
 int cmd_influence(int argc, char **argv);
 int cmd_explain_context(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+/* cattr serve: one `cattr explain` in memory. argv as explain's command line without files: the model's name as the
+ * positional argument (the JSON's "model"), "--input @K" once per tensor, "--quiet"; the served model (borrowed, never
+ * changed: its device was set when it was loaded), the n_inputs input tensors, a cancel flag (cattr_attr_params).
+ * Returns explain's exit code; on CLI_OK *json holds the JSON explain writes (malloc'ed). Messages go where
+ * cli_capture says. */
+int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
+                    const volatile int *cancel, char **json);
+/* The serve request decoder on arbitrary bytes (the fuzz harness): never crashes, leaks or reads past the data. */
+int cli_serve_fuzz(const unsigned char *data, size_t size);
 int cmd_evaluate(int argc, char **argv);
 
 /* explain's --metrics (metrics_cli.c): which of Captum's metrics, and their perturbations. */

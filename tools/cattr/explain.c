@@ -146,6 +146,10 @@ typedef struct {
     double outlier_perc;
     cli_metric_opts metrics; /* --metrics: Captum's infidelity / sensitivity_max of the attributions */
     bool evaluate;           /* cattr evaluate: the metrics are the point, --output optional */
+    /* cli_explain_mem (cattr serve): the served model (borrowed, never changed), the inputs, and where the JSON goes */
+    const cattr_model *mem_model;
+    const cattr_tensor *const *mem_inputs;
+    char **mem_json;
 } explain_args;
 
 static bool ends_with(const char *s, const char *suf) {
@@ -172,7 +176,7 @@ static int parse_ints(const char *s, int64_t *out, int max) {
     return n;
 }
 
-static int parse_args(int argc, char **argv, explain_args *a, bool evaluate) {
+static int parse_args(int argc, char **argv, explain_args *a, bool evaluate, bool mem) {
     memset(a, 0, sizeof *a);
     a->evaluate = evaluate;
     a->p = cattr_attr_default_params(CATTR_METHOD_INTEGRATED_GRADIENTS);
@@ -386,7 +390,7 @@ static int parse_args(int argc, char **argv, explain_args *a, bool evaluate) {
     if (evaluate && a->output && !ends_with(a->output, ".json"))
         return cli_usage_error("evaluate: --output must be a .json file (the attributions and the metrics): '%s'",
                                a->output);
-    if (!a->output && !evaluate)
+    if (!a->output && !evaluate && !mem)
         return cli_usage_error("explain: --output FILE is required (.npy, .safetensors or .json)");
     if (a->output && !ends_with(a->output, ".npy") && !ends_with(a->output, ".safetensors") &&
         !ends_with(a->output, ".json"))
@@ -548,7 +552,7 @@ static cJSON *tensor_json(const cattr_tensor *t) {
 
 static int write_output(const explain_args *a, cattr_tensor **attr, int n, const cattr_tensor *delta,
                         const cattr_target *tg, cJSON *metrics) {
-    if (!a->output) return CLI_OK; /* evaluate without --output: the metrics are printed */
+    if (!a->output && !a->mem_json) return CLI_OK; /* evaluate without --output: the metrics are printed */
     cattr_status st;
     if (ends_with(a->output, ".npy")) {
         st = cattr_tensor_save_npy(attr[0], a->output);
@@ -609,6 +613,10 @@ static int write_output(const explain_args *a, cattr_tensor **attr, int n, const
         withnl[len] = '\n';
         withnl[len + 1] = 0;
         free(text);
+        if (a->mem_json) { /* cattr serve: the answer's body */
+            *a->mem_json = withnl;
+            return 0;
+        }
         text_ctx ctx = {withnl};
         st = cx_write_file_atomic(a->output, write_text, &ctx);
         free(withnl);
@@ -1492,7 +1500,7 @@ int cmd_evaluate(int argc, char **argv) {
 
 static int explain_main(int argc, char **argv, bool evaluate) {
     explain_args a;
-    int rc = parse_args(argc, argv, &a, evaluate);
+    int rc = parse_args(argc, argv, &a, evaluate, false);
     if (rc) return rc < 0 ? CLI_OK : rc;
     if (a.batch_size > 0 && !ends_with(a.output, ".json") && !a.png && !a.heatmap && !a.runs && !a.precision_error) {
         if (cli_metrics_any(&a.metrics))
@@ -1526,18 +1534,26 @@ static int explain_one(explain_args *ap) {
     cJSON *metrics = NULL;
     target_buf tb = {{0}, NULL};
     double *times = NULL;
-    cattr_status st = cattr_model_load_onnx(a.model, &m);
-    if (st == CATTR_OK) st = cattr_model_set_device(m, a.p.device);
+    cattr_status st = CATTR_OK;
+    if (a.mem_model) {
+        m = (cattr_model *)a.mem_model; /* the served model: read only (its device was set when it was loaded) */
+    } else {
+        st = cattr_model_load_onnx(a.model, &m);
+        if (st == CATTR_OK) st = cattr_model_set_device(m, a.p.device);
+    }
     if (st != CATTR_OK) {
         rc = cli_error(st, "cannot load model");
         goto done;
     }
     if ((rc = order_inputs(&a, &m, &m_orig))) goto done;
-    for (int i = 0; i < a.n_in; i++)
-        if ((st = cli_load_tensor(a.inputs[i], &in[i])) != CATTR_OK) {
+    for (int i = 0; i < a.n_in; i++) {
+        st = a.mem_inputs ? cattr_tensor_convert(a.mem_inputs[i], cattr_tensor_dtype(a.mem_inputs[i]), &in[i])
+                          : cli_load_tensor(a.inputs[i], &in[i]);
+        if (st != CATTR_OK) {
             rc = cli_error(st, "cannot read --input");
             goto done;
         }
+    }
     if ((rc = load_side_inputs(&a, m, masks, add, base))) goto done;
     /* the forward pass: prediction and the default target */
     {
@@ -1738,7 +1754,23 @@ done:
     cattr_tensor_free(out);
     cJSON_Delete(metrics);
     cattr_explainer_free(e);
-    cattr_model_free(m);
-    cattr_model_free(m_orig);
+    if (m != a.mem_model) cattr_model_free(m);
+    if (m_orig != a.mem_model) cattr_model_free(m_orig);
     return rc;
+}
+
+int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
+                    const volatile int *cancel, char **json) {
+    explain_args a;
+    *json = NULL;
+    int rc = parse_args(argc, argv, &a, false, true);
+    if (rc) return rc < 0 ? CLI_USAGE : rc;
+    if (a.n_in != n_inputs) return cli_usage_error("%d inputs for %d --input", n_inputs, a.n_in);
+    a.mem_model = m;
+    a.mem_inputs = inputs;
+    a.mem_json = json;
+    a.quiet = true;
+    a.progress = false;
+    a.p.cancel = cancel;
+    return explain_one(&a);
 }

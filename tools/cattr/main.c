@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "  influence MODEL.onnx --train X --train-labels Y --test X ...     training examples' influence (TracIn)\n"
             "  explain-context DIR --question TEXT --context FILE [...]         which documents an answer relies on\n"
             "  evaluate MODEL.onnx --method M --input FILE --metric LIST [...]  metrics of the attributions\n"
+            "  serve --model NAME=MODEL.onnx [--port 8080] [...]               explanations over HTTP (KServe V1)\n"
             "  version                                                          print the version\n"
             "\n"
             "Every command also takes --profile FILE.json: a Chrome trace (Perfetto, chrome://tracing) of every op,\n"
@@ -62,6 +63,7 @@ int main(int argc, char **argv) {
                               : !strcmp(cmd, "influence")   ? cmd_influence
                               : !strcmp(cmd, "explain-context") ? cmd_explain_context
                               : !strcmp(cmd, "evaluate")    ? cmd_evaluate
+                              : !strcmp(cmd, "serve")       ? cmd_serve
                                                             : NULL;
     if (fn) {
         /* --profile FILE belongs to every command: taken out here, the command runs under the profiler */

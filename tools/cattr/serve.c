@@ -1,0 +1,814 @@
+/* serve.c - `cattr serve`: explanations over HTTP (KServe V1) for ONNX models loaded once.
+ *
+ * libmicrohttpd parses HTTP on its own thread (epoll where there is one). A :predict or :explain request's body is
+ * read (bounded by --max-body), decoded (serve_req.c: a bad body is answered at once), and queued as a job; its
+ * connection is suspended. A fixed set of workers (--workers) takes the jobs in order and runs each as `cattr
+ * explain` in memory (cli_explain_mem) or a forward pass; the connection is then resumed with the answer. The queue
+ * holds at most --queue jobs: one more is answered 503 with Retry-After at once, so memory stays bounded. A watcher
+ * thread cancels (cattr_attr_params.cancel) a job past its --timeout, or whose client has closed its connection.
+ * SIGTERM or SIGINT: no new connection or job is taken (503), the jobs queued and running finish and are answered,
+ * then the process exits. Every answer is JSON; errors carry cattr explain's message and exit code. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+#include "serve.h"
+
+#include "core/core.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef CATTR_HAVE_MHD
+int cmd_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "cattr: serve: this cattr was built without libmicrohttpd (apt-get install libmicrohttpd-dev, "
+                    "then build again)\n");
+    return CLI_FAIL;
+}
+#else
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#define MAX_MODELS 32
+
+static void serve_help(FILE *f) {
+    fprintf(f,
+        "usage: cattr serve --model NAME=MODEL.onnx [--model ...] [options]\n"
+        "\n"
+        "Answers explanations over HTTP/1.1 with JSON (KServe V1 protocol), the models loaded once:\n"
+        "  GET  /health                      {\"status\": \"ok\"} (503 while shutting down)\n"
+        "  GET  /v1/models                   the models' names\n"
+        "  GET  /v1/models/NAME              {\"name\", \"ready\", \"inputs\", \"outputs\"}\n"
+        "  POST /v1/models/NAME:predict      {\"instances\": [...]} -> {\"predictions\": [...]}\n"
+        "  POST /v1/models/NAME:explain      {\"instances\": [...], \"explanation\": {\"method\": ...,\n"
+        "                                    \"target\": ..., \"n_steps\": ...}} -> cattr explain's JSON\n"
+        "  GET  /metrics                     Prometheus text: requests, latencies, queue, errors, models\n"
+        "(docs/serve.md: the fields, the explanation's options, errors, curl and Python examples)\n"
+        "\n"
+        "options:\n"
+        "  --model NAME=PATH        an ONNX model to serve under NAME (repeat for more; NAME: letters, digits, . _ -)\n"
+        "  --host ADDR              the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or ::\n"
+        "                           for every interface)\n"
+        "  --port N                 the port (default 8080; 0: any free port, printed)\n"
+        "  --workers N              requests computed at once (default: the cores); each uses cores/N threads\n"
+        "  --queue N                requests waiting beyond those (default 64); more are answered 503 + Retry-After\n"
+        "  --max-body SIZE          the largest request body (default 64M): more is answered 413\n"
+        "  --timeout SECONDS        a request's limit from its arrival, queued or running (default 300): 504\n"
+        "  --token-file FILE        require \"Authorization: Bearer TOKEN\" (the file's first line) on every route\n"
+        "                           but /health: 401 otherwise\n"
+        "  --device NAME            cpu (default), cpu-check or cuda\n"
+        "  --no-access-log          no line per request on stderr\n");
+}
+
+typedef struct served {
+    char name[64];
+    char path[4096];
+    cattr_model *model;
+    const char *names[CATTR_MAX_INPUTS];
+    int n_inputs;
+    long long file_bytes;
+} served;
+
+enum { ROUTE_NONE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_MODEL, ROUTE_PREDICT, ROUTE_EXPLAIN, ROUTE_METRICS, N_ROUTES };
+static const char *const ROUTE_NAMES[N_ROUTES] = {"other", "health", "models", "model", "predict", "explain", "metrics"};
+
+typedef struct job job;
+
+/* One request's state (libmicrohttpd's per-request pointer) */
+typedef struct req {
+    double t0;
+    int route;
+    served *model;
+    char *body;
+    size_t len, cap;
+    bool too_big, answered;
+    job *job;
+    int status;
+    size_t bytes;
+    char method[8], url[256];
+} req;
+
+struct job {
+    req *rq;
+    struct MHD_Connection *conn;
+    served *model;
+    serve_req sr;
+    bool explain;
+    double deadline;
+    volatile int cancel; /* the library's cancel flag; the watcher sets it */
+    int why;             /* 1 timeout, 2 client gone */
+    bool running, done;
+    int status;
+    char *answer;
+    job *next;
+};
+
+static struct {
+    served models[MAX_MODELS];
+    int n_models;
+    int workers, threads_per_worker, queue_max;
+    size_t max_body;
+    double timeout;
+    char token[512];
+    bool access_log;
+    struct MHD_Daemon *daemon;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    job *head, *tail; /* waiting jobs, in arrival order */
+    int queued, running, open_jobs; /* open: queued or running or answered but not yet sent */
+    job *active[256]; /* the jobs a worker runs (the watcher's view) */
+    bool draining, stop;
+    /* metrics */
+    unsigned long long requests[N_ROUTES][6]; /* by route and status class: 2xx, 400, 401/403/404/405, 413, 429/503, 5xx */
+    unsigned long long errors[16];           /* by cattr_status */
+    unsigned long long hist[N_ROUTES][16];   /* latency buckets (cumulative when printed) */
+    double lat_sum[N_ROUTES];
+    unsigned long long lat_n[N_ROUTES];
+} S = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static const double BUCKETS[] = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+#define N_BUCKETS (int)(sizeof BUCKETS / sizeof BUCKETS[0])
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int status_class(int st) {
+    if (st < 300) return 0;
+    if (st == 400) return 1;
+    if (st == 401 || st == 403 || st == 404 || st == 405) return 2;
+    if (st == 413) return 3;
+    if (st == 429 || st == 503) return 4;
+    return 5;
+}
+static const char *const CLASS_NAMES[6] = {"2xx", "400", "401-405", "413", "429-503", "5xx"};
+
+/* ---- answers ------------------------------------------------------------------------------------------------------ */
+
+static enum MHD_Result answer(struct MHD_Connection *c, req *rq, int status, char *body, const char *type,
+                              int retry_after) {
+    size_t n = strlen(body);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(n, body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (retry_after > 0) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", retry_after);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+    enum MHD_Result r = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    if (rq) {
+        rq->status = status;
+        rq->bytes = n;
+        rq->answered = true;
+    }
+    return r;
+}
+
+static char *json_text(cJSON *o) {
+    char *t = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!t) return NULL;
+    size_t n = strlen(t);
+    char *w = realloc(t, n + 2);
+    if (!w) return t;
+    w[n] = '\n';
+    w[n + 1] = '\0';
+    return w;
+}
+
+/* {"error": message, "code": the CLI's exit code for it, "kind": the status's name} */
+static char *error_body(const char *msg, cattr_status st) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "error", msg);
+    cJSON_AddNumberToObject(o, "code", st == CATTR_OK ? CLI_USAGE : cli_error_code(st));
+    cJSON_AddStringToObject(o, "kind", st == CATTR_OK ? "usage" : cattr_status_string(st));
+    char *t = json_text(o);
+    return t ? t : strdup("{\"error\":\"out of memory\"}\n");
+}
+
+static enum MHD_Result answer_error(struct MHD_Connection *c, req *rq, int status, cattr_status st, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum MHD_Result answer_error(struct MHD_Connection *c, req *rq, int status, cattr_status st, const char *fmt, ...) {
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return answer(c, rq, status, error_body(msg, st), "application/json", status == 503 || status == 429 ? 1 : 0);
+}
+
+/* The HTTP status of a failed job: a bad request (the CLI's usage code) 400, a cancelled one 504 or 499 (the client
+ * left), memory 503, else 500 */
+static int http_status(cattr_status st, int why) {
+    if (st == CATTR_ERR_CANCELLED) return why == 2 ? 499 : 504;
+    if (st == CATTR_ERR_NO_MEMORY) return 503;
+    if (st == CATTR_OK || cli_error_code(st) == CLI_USAGE || st == CATTR_ERR_SHAPE || st == CATTR_ERR_DTYPE ||
+        st == CATTR_ERR_TARGET || st == CATTR_ERR_NONFINITE || st == CATTR_ERR_UNSUPPORTED)
+        return 400;
+    return 500;
+}
+
+/* ---- the workers ---------------------------------------------------------------------------------------------------- */
+
+/* The rows of t ([B, ...]) as nested lists */
+static cJSON *rows_json(const double *v, const int64_t *shape, int nd) {
+    if (nd == 0) return cJSON_CreateNumber(*v);
+    cJSON *a = cJSON_CreateArray();
+    int64_t inner = 1;
+    for (int d = 1; d < nd; d++) inner *= shape[d];
+    for (int64_t i = 0; i < shape[0]; i++) cJSON_AddItemToArray(a, rows_json(v + i * inner, shape + 1, nd - 1));
+    return a;
+}
+
+static void run_job(job *j) {
+    char msg[2048];
+    cli_capture(msg, sizeof msg);
+    if (j->explain) {
+        char *json = NULL;
+        int rc = cli_explain_mem(j->model->model, j->sr.argc, j->sr.argv, (const cattr_tensor *const *)j->sr.inputs,
+                                 j->sr.n_inputs, &j->cancel, &json);
+        if (rc == CLI_OK && json) {
+            j->status = 200;
+            j->answer = json;
+        } else {
+            free(json);
+            cattr_status st = cli_captured_status();
+            if (!msg[0]) snprintf(msg, sizeof msg, "the explanation failed (exit code %d)", rc);
+            j->status = http_status(st, j->why);
+            j->answer = error_body(msg, st == CATTR_OK ? CATTR_ERR_INVALID_ARGUMENT : st);
+            pthread_mutex_lock(&S.mu);
+            S.errors[st >= 0 && st < 16 ? st : 0]++;
+            pthread_mutex_unlock(&S.mu);
+        }
+    } else {
+        cattr_tensor *out = NULL, *d = NULL;
+        cattr_status st = cattr_model_forward(j->model->model, CATTR_FLOAT32, (const cattr_tensor *const *)j->sr.inputs,
+                                              j->sr.n_inputs, &out);
+        if (st == CATTR_OK) st = cattr_tensor_convert(out, CATTR_FLOAT64, &d);
+        if (st == CATTR_OK) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddItemToObject(o, "predictions",
+                                  rows_json(cattr_tensor_data_const(d), cattr_tensor_shape(d), cattr_tensor_ndim(d)));
+            j->answer = json_text(o);
+            j->status = j->answer ? 200 : 500;
+            if (!j->answer) j->answer = error_body("out of memory", CATTR_ERR_NO_MEMORY);
+        } else {
+            snprintf(msg, sizeof msg, "forward pass failed: %s", cattr_last_error());
+            j->status = http_status(st, 0);
+            j->answer = error_body(msg, st);
+            pthread_mutex_lock(&S.mu);
+            S.errors[st >= 0 && st < 16 ? st : 0]++;
+            pthread_mutex_unlock(&S.mu);
+        }
+        cattr_tensor_free(out);
+        cattr_tensor_free(d);
+    }
+    cli_capture(NULL, 0);
+}
+
+static void *worker_main(void *arg) {
+    int slot = (int)(intptr_t)arg;
+    omp_set_num_threads(S.threads_per_worker);
+    for (;;) {
+        pthread_mutex_lock(&S.mu);
+        while (!S.head && !S.stop) pthread_cond_wait(&S.cv, &S.mu);
+        if (!S.head) { /* stop, and nothing left */
+            pthread_mutex_unlock(&S.mu);
+            return NULL;
+        }
+        job *j = S.head;
+        S.head = j->next;
+        if (!S.head) S.tail = NULL;
+        S.queued--;
+        S.running++;
+        j->running = true;
+        S.active[slot] = j;
+        pthread_mutex_unlock(&S.mu);
+        if (j->cancel) { /* past its time, or its client left, while it waited */
+            j->status = j->why == 2 ? 499 : 504;
+            j->answer = error_body(j->why == 2 ? "the client closed the connection" : "the request timed out in the queue",
+                                   CATTR_ERR_CANCELLED);
+        } else {
+            run_job(j);
+        }
+        struct MHD_Connection *conn = j->conn; /* j belongs to the connection again once resumed */
+        pthread_mutex_lock(&S.mu);
+        S.active[slot] = NULL;
+        S.running--;
+        j->done = true;
+        pthread_mutex_unlock(&S.mu);
+        MHD_resume_connection(conn);
+    }
+}
+
+/* Every 50 ms: a job past its deadline, or whose client closed the connection, is cancelled */
+static void *watcher_main(void *arg) {
+    (void)arg;
+    for (;;) {
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&S.mu);
+        if (S.stop) {
+            pthread_mutex_unlock(&S.mu);
+            return NULL;
+        }
+        double t = now_s();
+        job *look[512];
+        int n = 0;
+        for (job *j = S.head; j && n < 256; j = j->next) look[n++] = j;
+        for (int w = 0; w < S.workers; w++)
+            if (S.active[w]) look[n++] = S.active[w];
+        for (int k = 0; k < n; k++) {
+            job *j = look[k];
+            if (j->cancel) continue;
+            if (t > j->deadline) {
+                j->why = 1;
+                j->cancel = 1;
+                continue;
+            }
+            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            char b;
+            if (ci && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) { /* an orderly close */
+                j->why = 2;
+                j->cancel = 1;
+            }
+        }
+        pthread_mutex_unlock(&S.mu);
+    }
+}
+
+/* ---- routes ---------------------------------------------------------------------------------------------------------- */
+
+static served *find_model(const char *name, size_t n) {
+    for (int i = 0; i < S.n_models; i++)
+        if (strlen(S.models[i].name) == n && !strncmp(S.models[i].name, name, n)) return &S.models[i];
+    return NULL;
+}
+
+/* The route of (method, url); *m the model it names, *bad a 404/405 */
+static int route_of(const char *method, const char *url, served **m, int *bad) {
+    *m = NULL;
+    *bad = 0;
+    bool get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+    int r = ROUTE_NONE;
+    bool wants_post = false;
+    if (!strcmp(url, "/health") || !strcmp(url, "/v2/health/ready") || !strcmp(url, "/v2/health/live")) r = ROUTE_HEALTH;
+    else if (!strcmp(url, "/metrics")) r = ROUTE_METRICS;
+    else if (!strcmp(url, "/v1/models")) r = ROUTE_MODELS;
+    else if (!strncmp(url, "/v1/models/", 11)) {
+        const char *name = url + 11, *colon = strchr(name, ':');
+        size_t n = colon ? (size_t)(colon - name) : strlen(name);
+        if (colon && !strcmp(colon, ":predict")) r = ROUTE_PREDICT, wants_post = true;
+        else if (colon && !strcmp(colon, ":explain")) r = ROUTE_EXPLAIN, wants_post = true;
+        else if (!colon) r = ROUTE_MODEL;
+        if (r != ROUTE_NONE && !(*m = find_model(name, n))) {
+            *bad = 404;
+            return r;
+        }
+    }
+    if (r == ROUTE_NONE) *bad = 404;
+    else if (wants_post ? !post : !get) *bad = 405;
+    return r;
+}
+
+static char *health_body(void) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", S.draining ? "shutting down" : "ok");
+    cJSON_AddNumberToObject(o, "models", S.n_models);
+    return json_text(o);
+}
+
+static char *models_body(void) {
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "models");
+    for (int i = 0; i < S.n_models; i++) cJSON_AddItemToArray(a, cJSON_CreateString(S.models[i].name));
+    return json_text(o);
+}
+
+static char *model_body(const served *m) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", m->name);
+    cJSON_AddBoolToObject(o, "ready", !S.draining);
+    cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
+    for (int i = 0; i < cattr_model_n_inputs(m->model); i++) {
+        cJSON *e = cJSON_CreateObject();
+        int64_t sh[CATTR_MAX_DIMS];
+        int nd = cattr_model_input_shape(m->model, i, sh);
+        cJSON_AddStringToObject(e, "name", cattr_model_input_name(m->model, i));
+        cJSON *s = cJSON_AddArrayToObject(e, "shape");
+        for (int d = 0; d < nd; d++) cJSON_AddItemToArray(s, cJSON_CreateNumber((double)sh[d]));
+        cJSON_AddItemToArray(ins, e);
+    }
+    cJSON *outs = cJSON_AddArrayToObject(o, "outputs");
+    for (int i = 0; i < cattr_model_n_outputs(m->model); i++)
+        cJSON_AddItemToArray(outs, cJSON_CreateString(cattr_model_output_name(m->model, i)));
+    return json_text(o);
+}
+
+static char *metrics_body(void) {
+    size_t cap = 1 << 16, off = 0;
+    char *b = malloc(cap);
+    if (!b) return NULL;
+#define P(...) (off += (size_t)snprintf(b + off, off < cap ? cap - off : 0, __VA_ARGS__))
+    pthread_mutex_lock(&S.mu);
+    P("# HELP cattr_requests_total Requests answered, by route and status.\n# TYPE cattr_requests_total counter\n");
+    for (int r = 0; r < N_ROUTES; r++)
+        for (int c = 0; c < 6; c++)
+            if (S.requests[r][c]) P("cattr_requests_total{route=\"%s\",status=\"%s\"} %llu\n", ROUTE_NAMES[r], CLASS_NAMES[c], S.requests[r][c]);
+    P("# HELP cattr_request_seconds Time from a request's arrival to its answer.\n# TYPE cattr_request_seconds histogram\n");
+    for (int r = 0; r < N_ROUTES; r++) {
+        if (!S.lat_n[r]) continue;
+        unsigned long long cum = 0;
+        for (int k = 0; k < N_BUCKETS; k++) {
+            cum += S.hist[r][k];
+            P("cattr_request_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n", ROUTE_NAMES[r], BUCKETS[k], cum);
+        }
+        P("cattr_request_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", ROUTE_NAMES[r], S.lat_n[r]);
+        P("cattr_request_seconds_sum{route=\"%s\"} %.6f\ncattr_request_seconds_count{route=\"%s\"} %llu\n", ROUTE_NAMES[r],
+          S.lat_sum[r], ROUTE_NAMES[r], S.lat_n[r]);
+    }
+    P("# HELP cattr_queue_depth Jobs waiting for a worker.\n# TYPE cattr_queue_depth gauge\ncattr_queue_depth %d\n", S.queued);
+    P("# HELP cattr_jobs_running Jobs a worker computes now.\n# TYPE cattr_jobs_running gauge\ncattr_jobs_running %d\n", S.running);
+    P("# HELP cattr_queue_capacity The most jobs that wait.\n# TYPE cattr_queue_capacity gauge\ncattr_queue_capacity %d\n", S.queue_max);
+    P("# HELP cattr_errors_total Failed jobs by kind.\n# TYPE cattr_errors_total counter\n");
+    for (int k = 1; k < 16; k++)
+        if (S.errors[k]) P("cattr_errors_total{kind=\"%s\"} %llu\n", cattr_status_string((cattr_status)k), S.errors[k]);
+    P("# HELP cattr_model_file_bytes The size of each served model's file.\n# TYPE cattr_model_file_bytes gauge\n");
+    for (int i = 0; i < S.n_models; i++) P("cattr_model_file_bytes{model=\"%s\"} %lld\n", S.models[i].name, S.models[i].file_bytes);
+    pthread_mutex_unlock(&S.mu);
+#undef P
+    if (off >= cap) {
+        free(b);
+        return strdup("# the metrics outgrew their buffer\n");
+    }
+    return b;
+}
+
+static bool authorized(struct MHD_Connection *c) {
+    if (!S.token[0]) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    size_t a = strlen(h), b = strlen(S.token);
+    unsigned diff = (unsigned)(a ^ b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(i < a ? h[i] : 0) ^ (unsigned char)S.token[i];
+    return diff == 0;
+}
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)cls;
+    (void)version;
+    req *rq = *con_cls;
+    if (!rq) { /* the headers are in: route, authorization, the announced size */
+        rq = calloc(1, sizeof *rq);
+        if (!rq) return MHD_NO;
+        *con_cls = rq;
+        rq->t0 = now_s();
+        snprintf(rq->method, sizeof rq->method, "%s", method);
+        snprintf(rq->url, sizeof rq->url, "%s", url);
+        int bad = 0;
+        rq->route = route_of(method, url, &rq->model, &bad);
+        if (bad == 404)
+            return rq->route == ROUTE_NONE ? answer_error(c, rq, 404, CATTR_ERR_INVALID_ARGUMENT, "no route %.200s (see GET /v1/models)", url)
+                                           : answer_error(c, rq, 404, CATTR_ERR_INVALID_ARGUMENT, "no model called '%.200s' (serving %d: see GET /v1/models)",
+                                                          url + 11, S.n_models);
+        if (bad == 405) return answer_error(c, rq, 405, CATTR_ERR_INVALID_ARGUMENT, "%s %.200s: use %s", method, url,
+                                            rq->route == ROUTE_PREDICT || rq->route == ROUTE_EXPLAIN ? "POST" : "GET");
+        if (rq->route != ROUTE_HEALTH && !authorized(c))
+            return answer_error(c, rq, 401, CATTR_ERR_INVALID_ARGUMENT, "this server needs \"Authorization: Bearer TOKEN\"");
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > S.max_body)
+            return answer_error(c, rq, 413, CATTR_ERR_INVALID_ARGUMENT, "the body's %s bytes are over the limit of %zu (--max-body)", cl, S.max_body);
+        return MHD_YES;
+    }
+    if (rq->answered) { /* an error answered early: the rest of the body is dropped */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) { /* more of the body */
+        if (rq->len + *upload_size > S.max_body) rq->too_big = true;
+        else {
+            if (rq->len + *upload_size + 1 > rq->cap) {
+                size_t nc = rq->cap ? rq->cap : 65536;
+                while (nc < rq->len + *upload_size + 1) nc *= 2;
+                char *g = realloc(rq->body, nc);
+                if (!g) return MHD_NO;
+                rq->body = g;
+                rq->cap = nc;
+            }
+            memcpy(rq->body + rq->len, upload, *upload_size);
+            rq->len += *upload_size;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rq->job) { /* resumed: the worker's answer */
+        job *j = rq->job;
+        char *a = j->answer;
+        j->answer = NULL;
+        return answer(c, rq, j->status, a ? a : error_body("no answer", CATTR_ERR_INTERNAL), "application/json", 0);
+    }
+    if (rq->too_big)
+        return answer_error(c, rq, 413, CATTR_ERR_INVALID_ARGUMENT, "the body is over the limit of %zu bytes (--max-body)", S.max_body);
+    switch (rq->route) {
+    case ROUTE_HEALTH: return answer(c, rq, S.draining ? 503 : 200, health_body(), "application/json", 0);
+    case ROUTE_MODELS: return answer(c, rq, 200, models_body(), "application/json", 0);
+    case ROUTE_MODEL: return answer(c, rq, 200, model_body(rq->model), "application/json", 0);
+    case ROUTE_METRICS: return answer(c, rq, 200, metrics_body(), "text/plain; version=0.0.4", 0);
+    default: break;
+    }
+    /* :predict or :explain */
+    if (S.draining) return answer_error(c, rq, 503, CATTR_ERR_INVALID_ARGUMENT, "the server is shutting down");
+    job *j = calloc(1, sizeof *j);
+    if (!j) return answer_error(c, rq, 503, CATTR_ERR_NO_MEMORY, "out of memory");
+    char err[1024];
+    j->explain = rq->route == ROUTE_EXPLAIN;
+    int st = serve_decode(rq->body ? rq->body : "", rq->len, rq->model->name, rq->model->names, rq->model->n_inputs,
+                          j->explain, &j->sr, err, sizeof err);
+    free(rq->body);
+    rq->body = NULL;
+    if (st) {
+        serve_req_free(&j->sr);
+        free(j);
+        return answer_error(c, rq, st, CATTR_ERR_INVALID_ARGUMENT, "%s", err);
+    }
+    j->rq = rq;
+    j->conn = c;
+    j->model = rq->model;
+    j->deadline = rq->t0 + S.timeout;
+    pthread_mutex_lock(&S.mu);
+    if (S.queued >= S.queue_max) {
+        pthread_mutex_unlock(&S.mu);
+        serve_req_free(&j->sr);
+        free(j);
+        return answer_error(c, rq, 503, CATTR_ERR_INVALID_ARGUMENT,
+                            "the queue is full (%d requests waiting, %d running): try again later", S.queue_max, S.workers);
+    }
+    rq->job = j;
+    MHD_suspend_connection(c);
+    if (S.tail) S.tail->next = j;
+    else S.head = j;
+    S.tail = j;
+    S.queued++;
+    S.open_jobs++;
+    pthread_cond_signal(&S.cv);
+    pthread_mutex_unlock(&S.mu);
+    return MHD_YES;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {
+    (void)cls;
+    req *rq = *con_cls;
+    if (!rq) return;
+    *con_cls = NULL;
+    double dt = now_s() - rq->t0;
+    int status = rq->answered ? rq->status : why == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? 408 : 499;
+    pthread_mutex_lock(&S.mu);
+    S.requests[rq->route][status_class(status)]++;
+    int k = 0;
+    while (k < N_BUCKETS && dt > BUCKETS[k]) k++;
+    if (k < N_BUCKETS) S.hist[rq->route][k]++;
+    S.lat_sum[rq->route] += dt;
+    S.lat_n[rq->route]++;
+    pthread_mutex_unlock(&S.mu);
+    if (S.access_log) {
+        char ip[64] = "-";
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) {
+            const struct sockaddr *sa = ci->client_addr;
+            if (sa->sa_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr, ip, sizeof ip);
+            else if (sa->sa_family == AF_INET6) inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr, ip, sizeof ip);
+        }
+        char url[256];
+        cx_escape_text(rq->url, url, sizeof url);
+        fprintf(stderr, "%s \"%s %s\" %d %zu %.1f ms\n", ip, rq->method, url, status, rq->bytes, 1e3 * dt);
+    }
+    if (rq->job) {
+        pthread_mutex_lock(&S.mu);
+        S.open_jobs--;
+        pthread_mutex_unlock(&S.mu);
+        serve_req_free(&rq->job->sr);
+        free(rq->job->answer);
+        free(rq->job);
+    }
+    free(rq->body);
+    free(rq);
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    fprintf(stderr, "cattr: serve: ");
+    vfprintf(stderr, fmt, ap);
+}
+
+/* ---- the command ----------------------------------------------------------------------------------------------------- */
+
+static bool name_ok(const char *s, size_t n) {
+    if (!n || n >= sizeof S.models[0].name) return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '.' ||
+              s[i] == '_' || s[i] == '-'))
+            return false;
+    return true;
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *host = "127.0.0.1", *token_file = NULL, *device = "cpu";
+    long long port = 8080, workers = 0, queue = 64, timeout = 300;
+    size_t max_body = (size_t)64 << 20;
+    bool access_log = true;
+    const char *specs[MAX_MODELS];
+    int n_specs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            serve_help(stdout);
+            return CLI_OK;
+        }
+        if (!strcmp(o, "--no-access-log")) {
+            access_log = false;
+            continue;
+        }
+        if (o[0] != '-') return cli_usage_error("serve: unexpected argument '%s' (models are given as --model NAME=PATH)", o);
+        if (!v) return cli_usage_error("%s needs a value (see cattr serve --help)", o);
+        i++;
+        if (!strcmp(o, "--model")) {
+            if (n_specs >= MAX_MODELS) return cli_usage_error("at most %d --model", MAX_MODELS);
+            specs[n_specs++] = v;
+        } else if (!strcmp(o, "--host")) {
+            host = v;
+        } else if (!strcmp(o, "--port")) {
+            if (!cli_int_arg(o, v, 0, 65535, &port)) return CLI_USAGE;
+        } else if (!strcmp(o, "--workers")) {
+            if (!cli_int_arg(o, v, 1, 256, &workers)) return CLI_USAGE;
+        } else if (!strcmp(o, "--queue")) {
+            if (!cli_int_arg(o, v, 0, 1000000, &queue)) return CLI_USAGE;
+        } else if (!strcmp(o, "--timeout")) {
+            if (!cli_int_arg(o, v, 1, 86400 * 7, &timeout)) return CLI_USAGE;
+        } else if (!strcmp(o, "--max-body")) {
+            if (!cli_parse_size(v, &max_body) || max_body < 1)
+                return cli_usage_error("--max-body needs a size such as 64M or 1G, not '%s'", v);
+        } else if (!strcmp(o, "--token-file")) {
+            token_file = v;
+        } else if (!strcmp(o, "--device")) {
+            if (!cli_device_arg(v)) return CLI_USAGE;
+            device = v;
+        } else {
+            return cli_usage_error("serve: unknown option '%s' (see cattr serve --help)", o);
+        }
+    }
+    if (!n_specs) return cli_usage_error("serve: give at least one --model NAME=MODEL.onnx");
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    bool v6 = strchr(host, ':') != NULL;
+    if (v6) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        if (inet_pton(AF_INET6, host, &a6->sin6_addr) != 1) return cli_usage_error("--host: '%s' is not an IPv6 address", host);
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+        if (!strcmp(host, "localhost")) host = "127.0.0.1";
+        if (inet_pton(AF_INET, host, &a4->sin_addr) != 1)
+            return cli_usage_error("--host: '%s' is not an IPv4 address (such as 127.0.0.1 or 0.0.0.0) or an IPv6 one", host);
+    }
+    if (token_file) {
+        FILE *f = fopen(token_file, "r");
+        if (!f) return cli_usage_error("--token-file: cannot read '%s': %s", token_file, strerror(errno));
+        if (!fgets(S.token, sizeof S.token, f)) S.token[0] = '\0';
+        fclose(f);
+        S.token[strcspn(S.token, "\r\n")] = '\0';
+        if (strlen(S.token) < 16) return cli_usage_error("--token-file: '%s' needs a token of 16 characters or more on its first line", token_file);
+    }
+    int rc = CLI_OK;
+    for (int i = 0; i < n_specs; i++) {
+        const char *eq = strchr(specs[i], '=');
+        if (!eq || !name_ok(specs[i], (size_t)(eq - specs[i])) || !eq[1]) {
+            rc = cli_usage_error("--model %s: give NAME=PATH (NAME of letters, digits, '.', '_', '-')", specs[i]);
+            goto out;
+        }
+        served *m = &S.models[S.n_models];
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(eq - specs[i]), specs[i]);
+        snprintf(m->path, sizeof m->path, "%s", eq + 1);
+        if (find_model(m->name, strlen(m->name))) {
+            rc = cli_usage_error("--model %s: the name '%s' is given twice", specs[i], m->name);
+            goto out;
+        }
+        struct stat sb;
+        if (stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            rc = cli_usage_error("--model %s: '%s' is a folder; serve answers ONNX models in this version (language "
+                                 "model checkpoints: cattr explain-llm)", specs[i], m->path);
+            goto out;
+        }
+        if (!cli_file_in(m->path, "--model")) {
+            rc = CLI_USAGE;
+            goto out;
+        }
+        cattr_status st = cattr_model_load_onnx(m->path, &m->model);
+        if (st == CATTR_OK) st = cattr_model_set_device(m->model, device);
+        if (st != CATTR_OK) {
+            char what[256];
+            snprintf(what, sizeof what, "cannot load --model %.200s", specs[i]);
+            rc = cli_error(st, what);
+            goto out;
+        }
+        m->n_inputs = cattr_model_n_inputs(m->model);
+        for (int k = 0; k < m->n_inputs && k < CATTR_MAX_INPUTS; k++) m->names[k] = cattr_model_input_name(m->model, k);
+        m->file_bytes = (long long)sb.st_size;
+        S.n_models++;
+    }
+    int cores = omp_get_max_threads();
+    S.workers = workers > 0 ? (int)workers : cores;
+    S.threads_per_worker = cores / S.workers > 1 ? cores / S.workers : 1;
+    S.queue_max = (int)queue;
+    S.max_body = max_body;
+    S.timeout = (double)timeout;
+    S.access_log = access_log;
+    /* the signals go to sigwait below, in no other thread */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     (v6 ? MHD_USE_IPv6 : 0);
+    S.daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handle, NULL, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+                                MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
+                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                                MHD_OPTION_END);
+    if (!S.daemon) {
+        rc = cli_usage_error("serve: cannot listen on %s port %lld (in use, or not an address of this machine?)", host, port);
+        goto out;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(S.daemon, MHD_DAEMON_INFO_BIND_PORT);
+    int bound = di ? (int)di->port : (int)port;
+    pthread_t th[256], watcher;
+    int started = 0;
+    for (; started < S.workers; started++)
+        if (pthread_create(&th[started], NULL, worker_main, (void *)(intptr_t)started) != 0) break;
+    bool watching = pthread_create(&watcher, NULL, watcher_main, NULL) == 0;
+    if (started < S.workers || !watching) {
+        fprintf(stderr, "cattr: serve: cannot start its threads\n");
+        rc = CLI_FAIL;
+        S.draining = true;
+    } else {
+        printf("cattr serve: listening on http://%s%s%s:%d (", v6 ? "[" : "", host, v6 ? "]" : "", bound);
+        for (int i = 0; i < S.n_models; i++) printf("%s%s", i ? ", " : "", S.models[i].name);
+        printf("; %d worker%s of %d thread%s, queue %d)\n", S.workers, S.workers == 1 ? "" : "s", S.threads_per_worker,
+               S.threads_per_worker == 1 ? "" : "s", S.queue_max);
+        fflush(stdout);
+        int sig = 0;
+        sigwait(&sigs, &sig);
+        S.draining = true; /* new jobs are refused from here on */
+        fprintf(stderr, "cattr: serve: %s: finishing %d running and %d queued requests\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+                S.running, S.queued);
+    }
+    /* drain: every job computed and its answer sent (the daemon still runs), then stop; an answer a client does not
+     * read is given up after a minute */
+    for (double t_idle = -1;;) {
+        pthread_mutex_lock(&S.mu);
+        bool computed = !S.head && S.running == 0, sent = S.open_jobs == 0;
+        pthread_mutex_unlock(&S.mu);
+        if (computed && t_idle < 0) t_idle = now_s();
+        if (sent || (computed && now_s() - t_idle > 60)) break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    MHD_stop_daemon(S.daemon);
+    pthread_mutex_lock(&S.mu);
+    S.stop = true;
+    pthread_cond_broadcast(&S.cv);
+    pthread_mutex_unlock(&S.mu);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    if (watching) pthread_join(watcher, NULL);
+    if (rc == CLI_OK) fprintf(stderr, "cattr: serve: stopped\n");
+out:
+    for (int i = 0; i < S.n_models; i++) cattr_model_free(S.models[i].model);
+    return rc;
+}
+#endif

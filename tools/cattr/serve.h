@@ -1,0 +1,35 @@
+/* serve.h - `cattr serve`'s request decoder (serve_req.c), apart from the HTTP server (serve.c) so that it can be
+ * fuzzed without one: the JSON body of a KServe V1 :predict or :explain request becomes the input tensors and the
+ * command line of a `cattr explain` (cli_explain_mem), with messages that name the offending field. */
+#ifndef CATTR_SERVE_H
+#define CATTR_SERVE_H
+
+#include "cattr.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define SERVE_MAXARG 96
+
+typedef struct serve_req {
+    int argc;
+    char *argv[SERVE_MAXARG]; /* explain's command line: "explain", the model's name, --input @K..., the options */
+    cattr_tensor *inputs[CATTR_MAX_INPUTS];
+    int n_inputs;
+    int64_t n_instances;
+} serve_req;
+
+/* Decodes a request body (len bytes, not NUL-terminated) for a model with n_names inputs called names: "instances"
+ * (KServe V1: one entry per example: a number or nested lists of numbers for a one-input model, or an object with a
+ * value per input name) stacked into float32 tensors [instances, ...]; for an explanation (explain true) also
+ * "explanation": {"method": ..., "target": ..., options with cattr explain's names (n_steps, baselines, ...)}.
+ * Returns 0, or an HTTP status (400) with the message in err (errsz bytes). *r is freed with serve_req_free
+ * either way. */
+int serve_decode(const char *body, size_t len, const char *model, const char *const *names, int n_names, bool explain,
+                 serve_req *r, char *err, size_t errsz);
+void serve_req_free(serve_req *r);
+
+/* The explanation options serve_decode takes, comma-separated (for messages and docs). */
+const char *serve_known_options(void);
+
+#endif

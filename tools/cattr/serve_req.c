@@ -1,0 +1,368 @@
+/* serve_req.c - `cattr serve`'s request decoder (serve.h): a KServe V1 body into input tensors and explain's command
+ * line. Everything the body says is checked here or by explain's own parser, whose messages the answer carries. */
+#define _POSIX_C_SOURCE 200809L
+#include "serve.h"
+#include "cli.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The explanation's fields: Captum's argument names where Captum has one (IntegratedGradients.attribute's n_steps,
+ * baselines, internal_batch_size, ...; "quadrature" for IG's own "method", which names the attribution method here),
+ * each to explain's option. Kinds: 's' a string, 'i' an integer or a string (n_steps "auto", max_memory "2G"),
+ * 'n' a number, 'l' an integer or a list of integers (joined with commas), 'b' a flag given when true, 'B' a flag
+ * given when false, 't' the target. */
+typedef struct {
+    const char *key, *flag;
+    char kind;
+} opt_map;
+
+static const opt_map OPTS[] = {
+    {"method", "--method", 's'},
+    {"target", NULL, 't'},
+    {"n_steps", "--steps", 'i'},
+    {"delta_tol", "--delta-tol", 'n'},
+    {"max_steps", "--max-steps", 'i'},
+    {"quadrature", "--quadrature", 's'},
+    {"internal_batch_size", "--internal-batch-size", 'i'},
+    {"max_memory", "--max-memory", 'i'},
+    {"dtype", "--dtype", 's'},
+    {"precision", "--precision", 's'},
+    {"n_samples", "--n-samples", 'i'},
+    {"perturbations_per_eval", "--perturbations-per-eval", 'i'},
+    {"seed", "--seed", 'i'},
+    {"baselines", "--baseline", 'n'},
+    {"layer", "--layer", 's'},
+    {"neuron_selector", "--neuron", 'l'},
+    {"attribute_to_layer_input", "--layer-input", 'b'},
+    {"eps", "--eps", 'n'},
+    {"sliding_window_shapes", "--sliding-window", 'l'},
+    {"strides", "--strides", 'l'},
+    {"stdevs", "--stdevs", 'n'},
+    {"nt_type", "--noise-tunnel", 's'},
+    {"nt_samples", "--nt-samples", 'i'},
+    {"nt_samples_batch_size", "--nt-samples-batch-size", 'i'},
+    {"draw_baseline_from_distrib", "--draw-baseline-from-distrib", 'b'},
+    {"abs", "--signed", 'B'},
+    {"multiply_by_inputs", "--no-multiply-by-inputs", 'B'},
+    {"return_convergence_delta", "--no-delta", 'B'},
+};
+#define N_OPTS (int)(sizeof OPTS / sizeof OPTS[0])
+
+const char *serve_known_options(void) {
+    static char list[1024];
+    if (!list[0]) {
+        size_t off = 0;
+        for (int i = 0; i < N_OPTS && off < sizeof list; i++)
+            off += (size_t)snprintf(list + off, sizeof list - off, "%s%s", i ? ", " : "", OPTS[i].key);
+    }
+    return list;
+}
+
+static int fail(char *err, size_t errsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errsz, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errsz, fmt, ap);
+    va_end(ap);
+    return 400;
+}
+
+static bool add_arg(serve_req *r, const char *s) {
+    if (r->argc >= SERVE_MAXARG) return false;
+    char *c = strdup(s);
+    if (!c) return false;
+    r->argv[r->argc++] = c;
+    return true;
+}
+
+void serve_req_free(serve_req *r) {
+    for (int i = 0; i < r->argc; i++) free(r->argv[i]);
+    for (int i = 0; i < r->n_inputs; i++) cattr_tensor_free(r->inputs[i]);
+    memset(r, 0, sizeof *r);
+}
+
+/* The shape of nested lists, along their first entries; -1 past CATTR_MAX_DIMS - 1 dims (the batch dim comes on top) */
+static int json_shape(const cJSON *v, int64_t *shape) {
+    int nd = 0;
+    while (cJSON_IsArray(v)) {
+        if (nd >= CATTR_MAX_DIMS - 1) return -1;
+        shape[nd++] = cJSON_GetArraySize(v);
+        v = v->child;
+        if (!v) break;
+    }
+    return nd;
+}
+
+static const char *json_kind(const cJSON *v) {
+    return cJSON_IsNumber(v) ? "a number" : cJSON_IsString(v) ? "a string" : cJSON_IsArray(v) ? "a list"
+           : cJSON_IsObject(v) ? "an object" : cJSON_IsBool(v) ? "a boolean" : "null";
+}
+
+/* Writes the numbers of v, which must have shape[0..nd), at out + *k; where names v in messages */
+static bool json_fill(const cJSON *v, const int64_t *shape, int nd, float *out, int64_t *k, char *where, size_t wsz,
+                      char *err, size_t errsz) {
+    if (nd == 0) {
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+            fail(err, errsz, "%s: %s where a finite number belongs", where, cJSON_IsNumber(v) ? "not finite" : json_kind(v));
+            return false;
+        }
+        out[(*k)++] = (float)v->valuedouble;
+        return true;
+    }
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != shape[0]) {
+        fail(err, errsz, "%s: %s%s where a list of %lld belongs (every instance needs the first one's shape)", where,
+             json_kind(v), cJSON_IsArray(v) ? " of another length" : "", (long long)shape[0]);
+        return false;
+    }
+    size_t len = strlen(where);
+    int i = 0;
+    for (const cJSON *c = v->child; c; c = c->next, i++) {
+        snprintf(where + len, wsz - len, "[%d]", i);
+        if (!json_fill(c, shape + 1, nd - 1, out, k, where, wsz, err, errsz)) return false;
+    }
+    where[len] = '\0';
+    return true;
+}
+
+/* Input j of every instance (ins[b] itself, or its member `name`) stacked into a float32 [B, ...] tensor. */
+static int stack_input(const cJSON *inst, int64_t B, const char *name, size_t body_len, cattr_tensor **out, char *err,
+                       size_t errsz) {
+    const cJSON *first = name ? cJSON_GetObjectItemCaseSensitive(inst->child, name) : inst->child;
+    int64_t shape[CATTR_MAX_DIMS];
+    shape[0] = B;
+    int nd = json_shape(first, shape + 1);
+    if (nd < 0) return fail(err, errsz, "instances[0]%s%s%s: more than %d dims", name ? "[\"" : "", name ? name : "",
+                            name ? "\"]" : "", CATTR_MAX_DIMS - 1);
+    /* a whole tensor takes at least two bytes a number ("0,"): more elements than that are ragged lists */
+    double total = (double)B;
+    for (int d = 1; d <= nd; d++) total *= (double)shape[d];
+    if (total > (double)(body_len / 2 + 1))
+        return fail(err, errsz, "instances%s%s%s: the lists are ragged (instance 0's first entries give shape %lld x ...)",
+                    name ? "[...][\"" : "", name ? name : "", name ? "\"]" : "", (long long)shape[1 <= nd ? 1 : 0]);
+    cattr_tensor *t = NULL;
+    if (cattr_tensor_new(CATTR_FLOAT32, nd + 1, shape, &t) != CATTR_OK)
+        return fail(err, errsz, "instances: cannot make the tensor: %s", cattr_last_error());
+    float *data = cattr_tensor_data(t);
+    int64_t k = 0, b = 0;
+    char where[256];
+    for (const cJSON *e = inst->child; e; e = e->next, b++) {
+        const cJSON *v = e;
+        if (name) {
+            if (!cJSON_IsObject(e)) {
+                cattr_tensor_free(t);
+                return fail(err, errsz, "instances[%lld]: %s where an object with a value per input belongs",
+                            (long long)b, json_kind(e));
+            }
+            v = cJSON_GetObjectItemCaseSensitive(e, name);
+            if (!v) {
+                cattr_tensor_free(t);
+                return fail(err, errsz, "instances[%lld]: no value for input '%s'", (long long)b, name);
+            }
+            snprintf(where, sizeof where, "instances[%lld][\"%.64s\"]", (long long)b, name);
+        } else {
+            snprintf(where, sizeof where, "instances[%lld]", (long long)b);
+        }
+        if (!json_fill(v, shape + 1, nd, data, &k, where, sizeof where, err, errsz)) {
+            cattr_tensor_free(t);
+            return 400;
+        }
+    }
+    *out = t;
+    return 0;
+}
+
+static int add_option(serve_req *r, const opt_map *o, const cJSON *v, char *err, size_t errsz) {
+    char buf[1024];
+    const char *val = NULL;
+    bool integral = cJSON_IsNumber(v) && isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble) &&
+                    fabs(v->valuedouble) < 9e15;
+    switch (o->kind) {
+    case 's':
+        if (!cJSON_IsString(v)) return fail(err, errsz, "explanation.%s: a string belongs here, not %s", o->key, json_kind(v));
+        val = v->valuestring;
+        break;
+    case 'i':
+        if (cJSON_IsString(v)) val = v->valuestring;
+        else if (integral) snprintf(buf, sizeof buf, "%lld", (long long)v->valuedouble), val = buf;
+        else return fail(err, errsz, "explanation.%s: an integer belongs here, not %s", o->key, json_kind(v));
+        break;
+    case 'n':
+        if (!cJSON_IsNumber(v)) return fail(err, errsz, "explanation.%s: a number belongs here, not %s", o->key, json_kind(v));
+        snprintf(buf, sizeof buf, "%.17g", v->valuedouble);
+        val = buf;
+        break;
+    case 'l':
+        if (integral) {
+            snprintf(buf, sizeof buf, "%lld", (long long)v->valuedouble);
+        } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0 && cJSON_GetArraySize(v) <= CATTR_MAX_DIMS) {
+            size_t off = 0;
+            for (const cJSON *c = v->child; c; c = c->next) {
+                if (!cJSON_IsNumber(c) || c->valuedouble != floor(c->valuedouble) || fabs(c->valuedouble) > 9e15)
+                    return fail(err, errsz, "explanation.%s: a list of integers belongs here", o->key);
+                off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%lld", off ? "," : "", (long long)c->valuedouble);
+            }
+        } else {
+            return fail(err, errsz, "explanation.%s: an integer or a list of 1 to %d integers belongs here, not %s",
+                        o->key, CATTR_MAX_DIMS, json_kind(v));
+        }
+        val = buf;
+        break;
+    case 'b':
+    case 'B':
+        if (!cJSON_IsBool(v)) return fail(err, errsz, "explanation.%s: true or false belongs here, not %s", o->key, json_kind(v));
+        if (cJSON_IsTrue(v) != (o->kind == 'b')) return 0; /* the default: no flag */
+        return add_arg(r, o->flag) ? 0 : fail(err, errsz, "explanation: too many options");
+    case 't': {
+        if (integral) {
+            snprintf(buf, sizeof buf, "%lld", (long long)v->valuedouble);
+            return add_arg(r, "--target") && add_arg(r, buf) ? 0 : fail(err, errsz, "explanation: too many options");
+        }
+        if (!cJSON_IsArray(v))
+            return fail(err, errsz, "explanation.target: an integer (every instance) or a list (one per instance) "
+                                    "belongs here, not %s", json_kind(v));
+        if (cJSON_GetArraySize(v) != r->n_instances)
+            return fail(err, errsz, "explanation.target: %d targets for %lld instances (a list gives one per instance)",
+                        cJSON_GetArraySize(v), (long long)r->n_instances);
+        size_t cap = 64, off = 0;
+        char *s = malloc(cap);
+        if (!s) return fail(err, errsz, "out of memory");
+        s[0] = '\0';
+        for (const cJSON *c = v->child; c; c = c->next) {
+            const cJSON *e = cJSON_IsArray(c) ? c->child : c;
+            int n = 0;
+            for (; e; e = cJSON_IsArray(c) ? e->next : NULL, n++) {
+                if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || fabs(e->valuedouble) > 9e15 ||
+                    n >= CATTR_MAX_DIMS) {
+                    free(s);
+                    return fail(err, errsz, "explanation.target: each target is an integer or a list of up to %d "
+                                            "integers", CATTR_MAX_DIMS);
+                }
+                if (off + 32 >= cap) {
+                    char *g = realloc(s, cap *= 2);
+                    if (!g) {
+                        free(s);
+                        return fail(err, errsz, "out of memory");
+                    }
+                    s = g;
+                }
+                off += (size_t)snprintf(s + off, cap - off, "%s%lld", n ? "," : off ? ";" : "", (long long)e->valuedouble);
+            }
+            if (n == 0) {
+                free(s);
+                return fail(err, errsz, "explanation.target: an empty target");
+            }
+        }
+        bool ok = add_arg(r, "--targets") && add_arg(r, s);
+        free(s);
+        return ok ? 0 : fail(err, errsz, "explanation: too many options");
+    }
+    }
+    return add_arg(r, o->flag) && add_arg(r, val) ? 0 : fail(err, errsz, "explanation: too many options");
+}
+
+int serve_decode(const char *body, size_t len, const char *model, const char *const *names, int n_names, bool explain,
+                 serve_req *r, char *err, size_t errsz) {
+    memset(r, 0, sizeof *r);
+    err[0] = '\0';
+    const char *endp = NULL;
+    if (!len) return fail(err, errsz, "the body is empty: send {\"instances\": [...]%s}", explain ? ", \"explanation\": {...}" : "");
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &endp, false);
+    if (!root) {
+        size_t at = endp && endp >= body && endp <= body + len ? (size_t)(endp - body) : 0;
+        return fail(err, errsz, "the body is not JSON (near byte %zu)", at);
+    }
+    int rc = 0;
+    if (!cJSON_IsObject(root)) {
+        rc = fail(err, errsz, "the body must be a JSON object with \"instances\"%s", explain ? " and \"explanation\"" : "");
+        goto done;
+    }
+    for (const cJSON *f = root->child; f; f = f->next)
+        if (strcmp(f->string, "instances") && strcmp(f->string, "id") && strcmp(f->string, "explanation")) {
+            rc = fail(err, errsz, "unknown field '%.64s' (known: instances, explanation, id)", f->string);
+            goto done;
+        }
+    const cJSON *inst = cJSON_GetObjectItemCaseSensitive(root, "instances");
+    if (!cJSON_IsArray(inst) || cJSON_GetArraySize(inst) < 1) {
+        rc = fail(err, errsz, "\"instances\" must be a list of one or more examples");
+        goto done;
+    }
+    r->n_instances = cJSON_GetArraySize(inst);
+    if (n_names < 1 || n_names > CATTR_MAX_INPUTS) {
+        rc = fail(err, errsz, "the model has %d inputs", n_names);
+        goto done;
+    }
+    bool objects = cJSON_IsObject(inst->child);
+    if (!objects && n_names > 1) {
+        rc = fail(err, errsz, "the model takes %d inputs: give each instance as an object with a value per input name",
+                  n_names);
+        goto done;
+    }
+    for (int j = 0; j < n_names; j++) {
+        if ((rc = stack_input(inst, r->n_instances, objects ? names[j] : NULL, len, &r->inputs[j], err, errsz))) goto done;
+        r->n_inputs++;
+    }
+    if (objects)
+        for (const cJSON *f = inst->child->child; f; f = f->next) {
+            int j = 0;
+            while (j < n_names && strcmp(names[j], f->string)) j++;
+            if (j == n_names) {
+                rc = fail(err, errsz, "instances[0]: the model has no input called '%.64s'", f->string);
+                goto done;
+            }
+        }
+    if (!explain) goto done;
+    char at[16];
+    if (!add_arg(r, "explain") || !add_arg(r, model)) {
+        rc = fail(err, errsz, "out of memory");
+        goto done;
+    }
+    for (int j = 0; j < r->n_inputs; j++) {
+        snprintf(at, sizeof at, "@%d", j);
+        if (!add_arg(r, "--input") || !add_arg(r, at)) {
+            rc = fail(err, errsz, "out of memory");
+            goto done;
+        }
+    }
+    if (!add_arg(r, "--quiet")) {
+        rc = fail(err, errsz, "out of memory");
+        goto done;
+    }
+    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "explanation");
+    if (ex && !cJSON_IsObject(ex)) {
+        rc = fail(err, errsz, "\"explanation\" must be an object ({\"method\": ..., \"target\": ...})");
+        goto done;
+    }
+    for (const cJSON *f = ex ? ex->child : NULL; f; f = f->next) {
+        int k = 0;
+        while (k < N_OPTS && strcmp(OPTS[k].key, f->string)) k++;
+        if (k == N_OPTS) {
+            rc = fail(err, errsz, "explanation: unknown option '%.64s' (known: %s)", f->string, serve_known_options());
+            goto done;
+        }
+        for (const cJSON *g = ex->child; g != f; g = g->next)
+            if (!strcmp(g->string, f->string)) {
+                rc = fail(err, errsz, "explanation: '%.64s' given twice", f->string);
+                goto done;
+            }
+        if ((rc = add_option(r, &OPTS[k], f, err, errsz))) goto done;
+    }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
+int cli_serve_fuzz(const unsigned char *data, size_t size) {
+    static const char *const one[] = {"x"}, *const two[] = {"image", "mask"};
+    char err[512];
+    for (int k = 0; k < 4; k++) {
+        serve_req r;
+        serve_decode((const char *)data, size, "model", k & 1 ? two : one, k & 1 ? 2 : 1, k >= 2, &r, err, sizeof err);
+        serve_req_free(&r);
+    }
+    return 0;
+}
