@@ -559,7 +559,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     j->model = rq->model;
     j->deadline = rq->t0 + S.timeout;
     pthread_mutex_lock(&S.mu);
-    if (S.queued >= S.queue_max) {
+    if (S.queued + S.running >= S.workers + S.queue_max) { /* every worker busy and the queue full */
         pthread_mutex_unlock(&S.mu);
         serve_req_free(&j->sr);
         free(j);

@@ -1,0 +1,344 @@
+"""`cattr serve` (docs/serve.md) as a client sees it: every endpoint, the answers against `cattr explain`'s own output
+(bit for bit), the errors (status, message, the server still serving after each), the token, back-pressure (503 and
+Retry-After), timeouts, a client that leaves, a slow client, a graceful SIGTERM, a bounded load on loopback, and the
+Python client. Runs the command (CATTR_CLI, or build/cattr) as a subprocess, with the standard library's HTTP client;
+cattr.client is loaded from its file, so that this runs without the library in this process (sanitizer builds)."""
+import http.client
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import numpy as np
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+MODEL = os.path.join(ROOT, "models", "digits", "digits.onnx")
+SAMPLES = os.path.join(ROOT, "models", "digits", "samples")
+
+
+def _exe():
+    exe = os.environ.get("CATTR_CLI") or os.path.join(ROOT, "build", "cattr")
+    if not os.access(exe, os.X_OK):
+        pytest.skip("no cattr command at %s (set CATTR_CLI)" % exe)
+    r = subprocess.run([exe, "serve", "--help"], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("this cattr has no serve: " + r.stderr.strip())
+    return exe
+
+
+def _client_module():
+    spec = importlib.util.spec_from_file_location("cattr_client", os.path.join(ROOT, "python", "cattr", "client.py"))
+    m = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(m)
+    return m
+
+
+def _digits():
+    lab = json.load(open(os.path.join(SAMPLES, "labels.json")))
+    x = np.concatenate([np.load(os.path.join(SAMPLES, n)) for n in lab["order"]])
+    return x.astype(np.float32), [int(lab["files"][n]["label"]) for n in lab["order"]]
+
+
+class Server:
+    def __init__(self, *args):
+        self.err = tempfile.NamedTemporaryFile("w+", suffix=".log")
+        self.p = subprocess.Popen([_exe(), "serve", "--model", "digits=" + MODEL, "--port", "0"] + list(args),
+                                  stdout=subprocess.PIPE, stderr=self.err, text=True)
+        line = self.p.stdout.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            self.p.kill()
+            self.err.seek(0)
+            raise AssertionError("serve did not start: %r %s" % (line, self.err.read()))
+        self.port = int(m.group(1))
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def call(self, method, path, body=None, headers=None, timeout=120):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+        c.request(method, path, body=data, headers=headers or {})
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        try:
+            j = json.loads(text)
+        except ValueError:
+            j = None
+        return r.status, dict(r.getheaders()), j if j is not None else text
+
+    def metric(self, name):
+        _, _, text = self.call("GET", "/metrics")
+        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M)
+        return float(m.group(1)) if m else 0.0
+
+    def wait_running(self, n=1, limit=30):
+        t0 = time.time()
+        while self.metric("cattr_jobs_running") < n:
+            assert time.time() - t0 < limit, "no job started"
+            time.sleep(0.02)
+
+    def stop(self, sig=signal.SIGTERM, limit=60):
+        if self.p.poll() is None:
+            self.p.send_signal(sig)
+        rc = self.p.wait(limit)
+        self.err.seek(0)
+        return rc, self.err.read()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        if self.p.poll() is None:
+            self.p.kill()
+            self.p.wait()
+
+
+def _cli_json(tmp_path, x, args):
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "cli.json"
+    r = subprocess.run([_exe(), "explain", MODEL, "--input", str(tmp_path / "x.npy"), "--output", str(out), "--quiet"]
+                       + args, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    return json.load(open(out))
+
+
+SLOW = {"method": "integrated-gradients", "n_steps": 400000, "quadrature": "riemann_left"}  # seconds on digits
+
+
+def test_endpoints_and_the_numbers_of_cattr_explain(tmp_path):
+    x, labels = _digits()
+    with Server() as s:
+        assert s.call("GET", "/health")[:3:2] == (200, {"status": "ok", "models": 1})
+        assert s.call("GET", "/v1/models")[2] == {"models": ["digits"]}
+        st, _, m = s.call("GET", "/v1/models/digits")
+        assert st == 200 and m["ready"] and m["inputs"] == [{"name": "input", "shape": [-1, 1, 8, 8]}]
+        assert m["outputs"] == ["logits"]
+        st, h, p = s.call("POST", "/v1/models/digits:predict", {"instances": x.tolist()})
+        assert st == 200 and h["Content-Type"] == "application/json"
+        pred = np.asarray(p["predictions"])
+        assert pred.shape == (len(labels), 10) and list(pred.argmax(1)) == labels
+        cases = [({"method": "integrated-gradients", "n_steps": 50, "target": labels},
+                  ["--method", "integrated-gradients", "--steps", "50", "--targets", ",".join(map(str, labels))]),
+                 ({"method": "saliency", "abs": False}, ["--method", "saliency", "--signed"]),
+                 ({"method": "occlusion", "sliding_window_shapes": [1, 2, 2], "strides": [1, 2, 2], "target": 3},
+                  ["--method", "occlusion", "--sliding-window", "1,2,2", "--strides", "1,2,2", "--target", "3"]),
+                 ({"method": "deeplift", "baselines": 0.25, "target": 3},
+                  ["--method", "deeplift", "--baseline", "0.25", "--target", "3"])]
+        for ex, args in cases:
+            st, _, got = s.call("POST", "/v1/models/digits:explain", {"instances": x.tolist(), "explanation": ex})
+            assert st == 200, got
+            want = _cli_json(tmp_path, x, args)
+            assert got["model"] == "digits" and got["method"] == want["method"]
+            for k in ("attributions", "convergence_delta", "target", "args"):
+                assert got[k] == want[k], (ex, k)
+        # the predicted class when no target is given, as the CLI
+        st, _, got = s.call("POST", "/v1/models/digits:explain", {"instances": x[:1].tolist()})
+        assert st == 200 and got["method"] == "integrated-gradients" and got["target"] == [[labels[0]]]
+        rc, err = s.stop()
+    assert rc == 0, err
+    assert '"POST /v1/models/digits:explain" 200' in err and "stopped" in err
+
+
+def test_errors_are_json_with_the_cli_messages_and_the_server_keeps_serving():
+    x, _ = _digits()
+    inst = x[:2].tolist()
+    r = subprocess.run([_exe(), "explain", MODEL, "--method", "no-such", "--input", "x.npy", "--output", "o.json"],
+                       capture_output=True, text=True)
+    cli_msg = r.stderr.strip().removeprefix("cattr: ")
+    with Server("--max-body", "64K") as s:
+        E = "/v1/models/digits:explain"
+        cases = [
+            ("POST", E, b"{not json", 400, "not JSON"),
+            ("POST", E, b"", 400, "empty"),
+            ("POST", E, {"instances": []}, 400, "one or more"),
+            ("POST", E, {"instances": inst, "extra": 1}, 400, "unknown field 'extra'"),
+            ("POST", E, {"instances": inst, "explanation": {"method": "no-such"}}, 400, cli_msg),
+            ("POST", E, {"instances": inst, "explanation": {"n_stepz": 3}}, 400, "unknown option 'n_stepz' (known: method"),
+            ("POST", E, {"instances": inst, "explanation": {"n_steps": "many"}}, 400, "--steps"),
+            ("POST", E, {"instances": inst, "explanation": {"target": [1]}}, 400, "1 targets for 2 instances"),
+            ("POST", E, {"instances": inst, "explanation": {"target": 10}}, 400, "target"),
+            ("POST", E, {"instances": [inst[0], inst[0][0]]}, 400, "instances[1]"),
+            ("POST", E, {"instances": [[[["a"] * 8] * 8]]}, 400, "instances[0][0][0][0]: a string"),
+            ("POST", E, {"instances": np.zeros((1, 1, 8, 9)).tolist()}, 400, "shape"),
+            ("POST", "/v1/models/nope:explain", {"instances": inst}, 404, "no model called 'nope"),
+            ("GET", E, None, 405, "use POST"),
+            ("POST", "/health", b"{}", 405, "use GET"),
+            ("GET", "/nothing", None, 404, "no route"),
+            ("POST", E, b"[" + b"0," * 40000 + b"0]", 413, "--max-body"),
+        ]
+        for method, path, body, status, text in cases:
+            st, h, j = s.call(method, path, body)
+            assert st == status, (path, body if not isinstance(body, bytes) else body[:40], j)
+            assert isinstance(j, dict) and text in j["error"], (text, j)
+            assert j["code"] in (1, 2) and j["kind"], j
+            assert h["Content-Type"] == "application/json"
+            assert s.call("GET", "/health")[0] == 200
+        assert s.call("POST", "/v1/models/digits:predict", {"instances": inst})[0] == 200
+        assert s.metric('cattr_requests_total{route="explain",status="400"}') >= 10
+        rc, err = s.stop()
+    assert rc == 0, err
+
+
+def test_token(tmp_path):
+    tok = tmp_path / "token"
+    tok.write_text("0123456789abcdef0123\n")
+    with Server("--token-file", str(tok)) as s:
+        assert s.call("GET", "/health")[0] == 200  # health needs no token
+        st, h, j = s.call("GET", "/v1/models")
+        assert st == 401 and h.get("WWW-Authenticate") == "Bearer" and "Bearer" in j["error"]
+        assert s.call("GET", "/v1/models", headers={"Authorization": "Bearer wrong"})[0] == 401
+        assert s.call("GET", "/v1/models", headers={"Authorization": "Bearer 0123456789abcdef012"})[0] == 401
+        assert s.call("GET", "/v1/models", headers={"Authorization": "Bearer 0123456789abcdef0123"})[0] == 200
+        c = _client_module().Client(s.url, token="0123456789abcdef0123")
+        assert c.models() == ["digits"]
+    tok.write_text("short\n")
+    r = subprocess.run([_exe(), "serve", "--model", "digits=" + MODEL, "--token-file", str(tok)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "16 characters" in r.stderr
+
+
+def test_full_queue_503_and_timeout_504():
+    x, _ = _digits()
+    with Server("--workers", "1", "--queue", "0", "--timeout", "2") as s:
+        out = {}
+        t = threading.Thread(target=lambda: out.update(r=s.call("POST", "/v1/models/digits:explain",
+                                                              {"instances": x[:1].tolist(), "explanation": SLOW})))
+        t0 = time.time()
+        t.start()
+        s.wait_running()
+        st, h, j = s.call("POST", "/v1/models/digits:predict", {"instances": x[:1].tolist()})
+        assert st == 503 and h["Retry-After"] == "1" and "queue is full" in j["error"]
+        t.join(60)
+        st, _, j = out["r"]
+        assert st == 504 and j["kind"] == "cancelled" and time.time() - t0 < 30, (st, j)
+        assert s.call("POST", "/v1/models/digits:predict", {"instances": x[:1].tolist()})[0] == 200
+        assert s.metric('cattr_errors_total{kind="cancelled"}') == 1
+        rc, err = s.stop()
+    assert rc == 0, err
+
+
+def test_a_client_that_leaves_frees_its_worker():
+    x, _ = _digits()
+    with Server("--workers", "1") as s:
+        body = json.dumps({"instances": x[:1].tolist(), "explanation": SLOW}).encode()
+        so = socket.create_connection(("127.0.0.1", s.port))
+        so.sendall(b"POST /v1/models/digits:explain HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        s.wait_running()
+        so.close()
+        t0 = time.time()
+        st, _, p = s.call("POST", "/v1/models/digits:predict", {"instances": x[:1].tolist()})
+        assert st == 200 and time.time() - t0 < 5, time.time() - t0  # the slow job was cancelled, not finished
+        rc, err = s.stop()
+    assert rc == 0, err
+    assert '"POST /v1/models/digits:explain" 499' in err
+
+
+def test_a_slow_client_does_not_hold_up_the_others():
+    x, labels = _digits()
+    with Server("--workers", "1") as s:
+        body = json.dumps({"instances": x.tolist()}).encode()
+        so = socket.create_connection(("127.0.0.1", s.port))
+        so.sendall(b"POST /v1/models/digits:predict HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
+        sent = 0
+        while sent < len(body) // 2:  # half the body, in dribbles
+            so.sendall(body[sent:sent + 97])
+            sent += len(body[sent:sent + 97])
+        t0 = time.time()
+        for _ in range(5):
+            assert s.call("GET", "/health")[0] == 200
+            assert s.call("POST", "/v1/models/digits:predict", {"instances": x[:1].tolist()})[0] == 200
+        assert time.time() - t0 < 5
+        so.sendall(body[sent:])
+        so.settimeout(30)
+        r = http.client.HTTPResponse(so)
+        r.begin()
+        assert r.status == 200
+        pred = np.asarray(json.loads(r.read())["predictions"])
+        so.close()
+        assert list(pred.argmax(1)) == labels
+
+
+def test_sigterm_finishes_the_running_request_then_exits():
+    x, _ = _digits()
+    with Server("--workers", "1") as s:
+        out = {}
+        ex = dict(SLOW, n_steps=60000)
+        t = threading.Thread(target=lambda: out.update(r=s.call("POST", "/v1/models/digits:explain",
+                                                              {"instances": x[:1].tolist(), "explanation": ex})))
+        t.start()
+        s.wait_running()
+        s.p.send_signal(signal.SIGTERM)
+        time.sleep(0.2)
+        st, _, j = s.call("GET", "/health")
+        assert st == 503 and j["status"] == "shutting down"
+        assert s.call("POST", "/v1/models/digits:predict", {"instances": x[:1].tolist()})[0] == 503
+        t.join(120)
+        assert out["r"][0] == 200 and out["r"][2]["attributions"][0]["shape"] == [1, 1, 8, 8]
+        rc, err = s.stop()
+    assert rc == 0 and "SIGTERM: finishing 1 running" in err and "stopped" in err, err
+
+
+def test_load_on_loopback_8_clients_2000_requests():
+    """8 concurrent clients, 2000 explanations of the digits model: every one answered 200 with the same numbers"""
+    x, labels = _digits()
+    body = {"instances": x[:1].tolist(), "explanation": {"method": "integrated-gradients", "n_steps": 20, "target": 3}}
+    lat, bad, first = [], [], {}
+    lock = threading.Lock()
+    with Server() as s:
+        def client(n):
+            c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=120)  # keep-alive, as a load balancer does
+            data = json.dumps(body).encode()
+            for _ in range(n):
+                t0 = time.perf_counter()
+                c.request("POST", "/v1/models/digits:explain", body=data, headers={"Content-Type": "application/json"})
+                r = c.getresponse()
+                text = r.read()
+                dt = time.perf_counter() - t0
+                with lock:
+                    lat.append(dt)
+                    if r.status != 200:
+                        bad.append((r.status, text[:200]))
+                    elif first.setdefault("a", text) != text:
+                        bad.append(("differs", text[:200]))
+            c.close()
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=client, args=(250,)) for _ in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        wall = time.perf_counter() - t0
+        assert not bad, bad[:3]
+        assert len(lat) == 2000
+        assert s.metric('cattr_requests_total{route="explain",status="2xx"}') == 2000
+        rc, err = s.stop()
+    assert rc == 0
+    q = np.percentile(np.asarray(lat) * 1e3, [50, 95, 99])
+    print("serve load: 2000 requests, 8 clients: %.0f requests/s; latency p50 %.1f ms, p95 %.1f ms, p99 %.1f ms"
+          % (2000 / wall, *q))
+
+
+def test_python_client(tmp_path):
+    cl = _client_module()
+    x, labels = _digits()
+    with Server() as s:
+        c = cl.Client(s.url)
+        assert c.health()["status"] == "ok" and c.models() == ["digits"]
+        assert list(c.predict("digits", x).argmax(1)) == labels
+        r = c.explain("digits", x[:2], method="integrated-gradients", target=labels[:2], n_steps=50)
+        want = _cli_json(tmp_path, x[:2], ["--steps", "50", "--targets", "%d,%d" % tuple(labels[:2])])
+        np.testing.assert_array_equal(r["attributions"][0],
+                                      np.asarray(want["attributions"][0]["data"]).reshape(2, 1, 8, 8))
+        assert r["convergence_delta"].shape == (2,)
+        with pytest.raises(cl.ServeError) as e:
+            c.explain("digits", x[:1], method="no-such")
+        assert e.value.status == 400 and e.value.code == 2 and "unknown method 'no-such'" in e.value.message
+        assert "cattr_requests_total" in c.metrics()
