@@ -4,7 +4,12 @@ checkpoint with Qwen3-0.6B's shapes and a long retrieved context.
 
 Run from the repository root with Debian's Python (numpy and torch):
 
-    /usr/bin/python3 bench/context_vs_contextcite.py [--layers 28] [--tokens 4000] [--ref-passes N]
+    /usr/bin/python3 bench/context_vs_contextcite.py [--layers 28|L1,L2] [--tokens 4000] [--ref-passes N]
+        [--no-quality]
+
+With two depths (--layers 1,2) it runs everything at both and prints what one more layer costs on each side and the
+ratios at 28 layers this gives: a shallow model flatters cattr, whose last layer runs its projections and MLP at the
+answer's positions only (the reference runs every layer in full), a saving of one layer in 28 at full depth.
 
 1. Writes (once; reused when present) a randomly initialised BF16 checkpoint with Qwen3-0.6B's shapes
    (bench/llm_qwen3_shape.py; --layers takes fewer of its 28 layers, for a machine where the full depth takes too
@@ -149,7 +154,10 @@ class TorchQwen3:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--layers", type=int, default=28, help="layers of Qwen3-0.6B's 28 (default: all)")
+    ap.add_argument("--layers", default="28",
+                    help="layers of Qwen3-0.6B's 28 (default: all); two depths such as 1,2 also give the cost of one "
+                         "more layer on each side and the ratios at 28 layers from it")
+    ap.add_argument("--no-quality", action="store_true", help="leave out the quality numbers (top-k drop, LDS)")
     ap.add_argument("--tokens", type=int, default=4000, help="the context's size in tokens, about (default 4000)")
     ap.add_argument("--samples", type=int, default=64, help="the surrogate's masks (default 64)")
     ap.add_argument("--ref-passes", type=int, default=0,
@@ -158,7 +166,36 @@ def main():
     ap.add_argument("--methods", default="loo,hierarchical,surrogate,gradient")
     ap.add_argument("--json", default=None, help="also write the numbers here")
     a = ap.parse_args()
+    depths = [int(v) for v in a.layers.split(",")]
+    if len(depths) > 2 or any(d < 1 or d > 28 for d in depths) or (len(depths) == 2 and depths[0] >= depths[1]):
+        sys.exit("--layers: one depth, or two increasing ones (such as 1,2), from 1 to 28")
+    runs = []
+    for L in depths:
+        a.layers = L
+        runs.append(run_depth(a))
+    if len(runs) == 2:
+        (L0, r0), (L1, r1) = (depths[0], runs[0]), (depths[1], runs[1])
+        print("one more layer (from %d to %d layers) costs, and the ratios at 28 layers this gives (the last layer of "
+              "cattr's scores only the answer's positions after its attention: a saving that shrinks with the depth):"
+              % (L0, L1))
+        for m, base, what in (("loo", "full_passes_80_seconds", "80 full passes"),
+                              ("hierarchical", "full_passes_80_seconds", "80 full passes"),
+                              ("surrogate", "surrogate_seconds", "the reference surrogate"),
+                              ("gradient", "full_passes_80_seconds", "80 full passes")):
+            if m not in r1["methods"]:
+                continue
+            dc = (r1["methods"][m]["seconds"] - r0["methods"][m]["seconds"]) / (L1 - L0)
+            dr = (r1["reference"][base] - r0["reference"][base]) / (L1 - L0)
+            c28 = r1["methods"][m]["seconds"] + (28 - L1) * dc
+            t28 = r1["reference"][base] + (28 - L1) * dr
+            print("%-12s a layer: cattr %6.1f s, reference %6.1f s (%.1fx); at 28 layers about %.0f s vs %.0f s: %.1fx "
+                  "faster than %s" % (m, dc, dr, dr / dc, c28, t28, t28 / c28, what))
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(runs if len(runs) > 1 else runs[0], f, indent=1)
 
+
+def run_depth(a):
     Q.SHAPE.clear()
     Q.SHAPE.update(Q.SHAPES["qwen3-0.6b"])
     Q.SHAPE["num_hidden_layers"] = a.layers
@@ -196,16 +233,19 @@ def main():
     for m in a.methods.split(","):
         t0 = time.perf_counter()
         r = ca.attribute(QUESTION, docs, answer=ANSWER, method=m, sources="sentences", samples=a.samples,
-                         quality=True, top_documents=3)
+                         quality=not a.no_quality, top_documents=3)
         wall = time.perf_counter() - t0
         assert len(r.sources) == 80 or m == "hierarchical", (m, len(r.sources))
         full = r.answer_logprob
         sec = r.seconds["ablations"]
         out["methods"][m] = {"seconds": sec, "ablations": r.ablations, "top_k_drop": r.top_k_drop, "lds": r.lds,
                              "quality_seconds": r.seconds["quality"], "wall": wall, "sources": len(r.sources)}
-        print("cattr %-12s %7.2f s  (%3d ablations; quality: top-1/3/5 drop %.3f %.3f %.3f, LDS %.3f, %.1f s more)"
-              % (m, sec, r.ablations, r.top_k_drop[1], r.top_k_drop[3], r.top_k_drop[5], r.lds,
-                 r.seconds["quality"]))
+        if a.no_quality:
+            print("cattr %-12s %7.2f s  (%3d ablations)" % (m, sec, r.ablations))
+        else:
+            print("cattr %-12s %7.2f s  (%3d ablations; quality: top-1/3/5 drop %.3f %.3f %.3f, LDS %.3f, %.1f s more)"
+                  % (m, sec, r.ablations, r.top_k_drop[1], r.top_k_drop[3], r.top_k_drop[5], r.lds,
+                     r.seconds["quality"]))
 
     # the reference: a forward pass of the whole ablated prompt per mask
     ref = TorchQwen3(d, torch)
@@ -252,9 +292,7 @@ def main():
         if m in M:
             M[m]["speedup"] = base / M[m]["seconds"]
             print("%-12s %6.1fx faster than %s" % (m, base / M[m]["seconds"], what))
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(out, f, indent=1)
+    return out
 
 
 if __name__ == "__main__":
