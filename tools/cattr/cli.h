@@ -127,6 +127,12 @@ int cmd_serve(int argc, char **argv);
  * cli_capture says. */
 int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
                     const volatile int *cancel, char **json);
+/* cattr serve: one explain-llm request line (corpus mode's fields, corpus.c) on a loaded checkpoint, explain-llm's
+ * defaults under it, the cancel flag; *json the record's JSON (malloc'ed) on CLI_OK, else the message in err and
+ * the library's status in *ast. */
+struct cJSON;
+int cli_llm_answer_mem(cattr_llm *m, const struct cJSON *rq, const volatile int *cancel, char **json, cattr_status *ast,
+                       char *err, size_t size);
 /* The serve request decoder on arbitrary bytes (the fuzz harness): never crashes, leaks or reads past the data. */
 int cli_serve_fuzz(const unsigned char *data, size_t size);
 int cmd_evaluate(int argc, char **argv);

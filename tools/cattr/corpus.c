@@ -900,6 +900,29 @@ int llm_corpus(cattr_llm *m, const cattr_attr_params *p0, const llm_req *r0, con
     return rc;
 }
 
+int cli_llm_answer_mem(cattr_llm *m, const cJSON *rq, const volatile int *cancel, char **json, cattr_status *ast,
+                       char *err, size_t size) {
+    cattr_attr_params p0 = cattr_attr_default_params(CATTR_METHOD_LAYER_INTEGRATED_GRADIENTS); /* explain-llm's */
+    p0.cancel = cancel;
+    llm_req r0;
+    memset(&r0, 0, sizeof r0);
+    r0.max_new = 8;
+    llm_job j = {m, &p0, &r0, {NULL, NULL}};
+    cJSON *rec = NULL;
+    *json = NULL;
+    *ast = CATTR_OK;
+    err[0] = '\0';
+    int code = llm_answer(&j, rq, &rec, ast, err, size);
+    free(j.idbuf[0]);
+    free(j.idbuf[1]);
+    if (code == CLI_OK) {
+        *json = cJSON_PrintUnformatted(rec);
+        if (!*json) code = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    }
+    cJSON_Delete(rec);
+    return code;
+}
+
 /* ---- fuzzing ------------------------------------------------------------------------------------------------------ */
 
 /* For tests/fuzz/fuzz_requests.c: `data` as a requests file (every line parsed and checked as corpus mode does, before

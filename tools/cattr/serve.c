@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,8 @@ static void serve_help(FILE *f) {
         "usage: cattr serve --model NAME=MODEL.onnx [--model ...] [options]\n"
         "\n"
         "Answers explanations over HTTP/1.1 with JSON (KServe V1 protocol), the models loaded once:\n"
+        "  GET  /                            a web page: pick a model and methods, draw or upload an image,\n"
+        "                                    see the attributions as heat maps side by side\n"
         "  GET  /health                      {\"status\": \"ok\"} (503 while shutting down)\n"
         "  GET  /v1/models                   the models' names\n"
         "  GET  /v1/models/NAME              {\"name\", \"ready\", \"inputs\", \"outputs\"}\n"
@@ -59,7 +62,9 @@ static void serve_help(FILE *f) {
         "(docs/serve.md: the fields, the explanation's options, errors, curl and Python examples)\n"
         "\n"
         "options:\n"
-        "  --model NAME=PATH        an ONNX model to serve under NAME (repeat for more; NAME: letters, digits, . _ -)\n"
+        "  --model NAME=PATH        an ONNX model, or a language-model checkpoint folder (its :explain takes an\n"
+        "                           explain-llm request line), to serve under NAME (repeat for more; NAME: letters,\n"
+        "                           digits, . _ -)\n"
         "  --host ADDR              the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or ::\n"
         "                           for every interface)\n"
         "  --port N                 the port (default 8080; 0: any free port, printed)\n"
@@ -77,13 +82,19 @@ typedef struct served {
     char name[64];
     char path[4096];
     cattr_model *model;
+    cattr_llm *llm;     /* a language-model checkpoint (a folder) instead of an ONNX model */
+    pthread_mutex_t mu; /* a checkpoint answers one request at a time */
     const char *names[CATTR_MAX_INPUTS];
     int n_inputs;
     long long file_bytes;
 } served;
 
-enum { ROUTE_NONE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_MODEL, ROUTE_PREDICT, ROUTE_EXPLAIN, ROUTE_METRICS, N_ROUTES };
-static const char *const ROUTE_NAMES[N_ROUTES] = {"other", "health", "models", "model", "predict", "explain", "metrics"};
+enum { ROUTE_NONE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_MODEL, ROUTE_PREDICT, ROUTE_EXPLAIN, ROUTE_METRICS, ROUTE_PAGE, N_ROUTES };
+static const char *const ROUTE_NAMES[N_ROUTES] = {"other", "health", "models", "model", "predict", "explain", "metrics", "page"};
+
+/* the web page (tools/cattr/web/index.html, compiled in by CMakeLists.txt) */
+extern const unsigned char cattr_serve_page[];
+extern const size_t cattr_serve_page_len;
 
 typedef struct job job;
 
@@ -95,6 +106,7 @@ typedef struct req {
     char *body;
     size_t len, cap;
     bool too_big, answered;
+    char type[64]; /* the body's Content-Type, its media type */
     job *job;
     int status;
     size_t bytes;
@@ -106,6 +118,7 @@ struct job {
     struct MHD_Connection *conn;
     served *model;
     serve_req sr;
+    cJSON *llm_rq; /* a language model's request */
     bool explain;
     double deadline;
     volatile int cancel; /* the library's cancel flag; the watcher sets it */
@@ -132,7 +145,7 @@ static struct {
     job *active[256]; /* the jobs a worker runs (the watcher's view) */
     bool draining, stop;
     /* metrics */
-    unsigned long long requests[N_ROUTES][6]; /* by route and status class: 2xx, 400, 401/403/404/405, 413, 429/503, 5xx */
+    unsigned long long requests[N_ROUTES][16]; /* by route and status (CODES, then any other) */
     unsigned long long errors[16];           /* by cattr_status */
     unsigned long long hist[N_ROUTES][16];   /* latency buckets (cumulative when printed) */
     double lat_sum[N_ROUTES];
@@ -148,15 +161,14 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int status_class(int st) {
-    if (st < 300) return 0;
-    if (st == 400) return 1;
-    if (st == 401 || st == 403 || st == 404 || st == 405) return 2;
-    if (st == 413) return 3;
-    if (st == 429 || st == 503) return 4;
-    return 5;
+static const int CODES[] = {200, 400, 401, 404, 405, 408, 413, 415, 499, 500, 503, 504};
+#define N_CODES (int)(sizeof CODES / sizeof CODES[0])
+
+static int status_class(int st) { /* the index of a status in CODES (N_CODES: another one) */
+    int k = 0;
+    while (k < N_CODES && CODES[k] != st) k++;
+    return k;
 }
-static const char *const CLASS_NAMES[6] = {"2xx", "400", "401-405", "413", "429-503", "5xx"};
 
 /* ---- answers ------------------------------------------------------------------------------------------------------ */
 
@@ -170,6 +182,11 @@ static enum MHD_Result answer(struct MHD_Connection *c, req *rq, int status, cha
     }
     MHD_add_response_header(resp, "Content-Type", type);
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+    if (!strncmp(type, "text/html", 9)) /* the page: its own inline script and style, this server, nothing else */
+        MHD_add_response_header(resp, "Content-Security-Policy",
+                                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                                "connect-src 'self'; img-src 'self' blob: data:");
     if (retry_after > 0) {
         char ra[16];
         snprintf(ra, sizeof ra, "%d", retry_after);
@@ -245,7 +262,31 @@ static cJSON *rows_json(const double *v, const int64_t *shape, int nd) {
 static void run_job(job *j) {
     char msg[2048];
     cli_capture(msg, sizeof msg);
-    if (j->explain) {
+    if (j->model->llm) {
+        char *json = NULL;
+        cattr_status st = CATTR_OK;
+        pthread_mutex_lock(&j->model->mu);
+        int rc = cli_llm_answer_mem(j->model->llm, j->llm_rq, &j->cancel, &json, &st, msg, sizeof msg);
+        pthread_mutex_unlock(&j->model->mu);
+        if (rc == CLI_OK) {
+            size_t n = strlen(json);
+            char *w = realloc(json, n + 2);
+            if (w) {
+                w[n] = '\n';
+                w[n + 1] = '\0';
+                json = w;
+            }
+            j->status = 200;
+            j->answer = json;
+        } else {
+            if (st == CATTR_OK) st = rc == CLI_USAGE ? CATTR_ERR_INVALID_ARGUMENT : CATTR_ERR_INTERNAL;
+            j->status = http_status(st, j->why);
+            j->answer = error_body(msg[0] ? msg : "the explanation failed", st);
+            pthread_mutex_lock(&S.mu);
+            S.errors[st >= 0 && st < 16 ? st : 0]++;
+            pthread_mutex_unlock(&S.mu);
+        }
+    } else if (j->explain) {
         char *json = NULL;
         int rc = cli_explain_mem(j->model->model, j->sr.argc, j->sr.argv, (const cattr_tensor *const *)j->sr.inputs,
                                  j->sr.n_inputs, &j->cancel, &json);
@@ -376,6 +417,7 @@ static int route_of(const char *method, const char *url, served **m, int *bad) {
     bool wants_post = false;
     if (!strcmp(url, "/health") || !strcmp(url, "/v2/health/ready") || !strcmp(url, "/v2/health/live")) r = ROUTE_HEALTH;
     else if (!strcmp(url, "/metrics")) r = ROUTE_METRICS;
+    else if (!strcmp(url, "/") || !strcmp(url, "/index.html")) r = ROUTE_PAGE;
     else if (!strcmp(url, "/v1/models")) r = ROUTE_MODELS;
     else if (!strncmp(url, "/v1/models/", 11)) {
         const char *name = url + 11, *colon = strchr(name, ':');
@@ -410,6 +452,11 @@ static char *model_body(const served *m) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", m->name);
     cJSON_AddBoolToObject(o, "ready", !S.draining);
+    cJSON_AddStringToObject(o, "kind", m->llm ? "language-model" : "onnx");
+    if (m->llm) {
+        cJSON_AddStringToObject(o, "explain", "POST {\"prompt\", \"target\", \"method\", ...} as an explain-llm request line");
+        return json_text(o);
+    }
     cJSON *ins = cJSON_AddArrayToObject(o, "inputs");
     for (int i = 0; i < cattr_model_n_inputs(m->model); i++) {
         cJSON *e = cJSON_CreateObject();
@@ -434,8 +481,11 @@ static char *metrics_body(void) {
     pthread_mutex_lock(&S.mu);
     P("# HELP cattr_requests_total Requests answered, by route and status.\n# TYPE cattr_requests_total counter\n");
     for (int r = 0; r < N_ROUTES; r++)
-        for (int c = 0; c < 6; c++)
-            if (S.requests[r][c]) P("cattr_requests_total{route=\"%s\",status=\"%s\"} %llu\n", ROUTE_NAMES[r], CLASS_NAMES[c], S.requests[r][c]);
+        for (int c = 0; c <= N_CODES; c++)
+            if (S.requests[r][c]) {
+                if (c < N_CODES) P("cattr_requests_total{route=\"%s\",status=\"%d\"} %llu\n", ROUTE_NAMES[r], CODES[c], S.requests[r][c]);
+                else P("cattr_requests_total{route=\"%s\",status=\"other\"} %llu\n", ROUTE_NAMES[r], S.requests[r][c]);
+            }
     P("# HELP cattr_request_seconds Time from a request's arrival to its answer.\n# TYPE cattr_request_seconds histogram\n");
     for (int r = 0; r < N_ROUTES; r++) {
         if (!S.lat_n[r]) continue;
@@ -476,6 +526,24 @@ static bool authorized(struct MHD_Connection *c) {
     return diff == 0;
 }
 
+typedef struct query {
+    const char *keys[40], *values[40];
+    int n;
+    bool overflow;
+} query;
+
+static enum MHD_Result query_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    (void)kind;
+    query *q = cls;
+    if (q->n == (int)(sizeof q->keys / sizeof q->keys[0])) {
+        q->overflow = true;
+        return MHD_NO;
+    }
+    q->keys[q->n] = key;
+    q->values[q->n++] = value;
+    return MHD_YES;
+}
+
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)cls;
@@ -496,8 +564,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                                                           url + 11, S.n_models);
         if (bad == 405) return answer_error(c, rq, 405, CATTR_ERR_INVALID_ARGUMENT, "%s %.200s: use %s", method, url,
                                             rq->route == ROUTE_PREDICT || rq->route == ROUTE_EXPLAIN ? "POST" : "GET");
-        if (rq->route != ROUTE_HEALTH && !authorized(c))
+        if (rq->route != ROUTE_HEALTH && rq->route != ROUTE_PAGE && !authorized(c)) /* the page asks for the token */
             return answer_error(c, rq, 401, CATTR_ERR_INVALID_ARGUMENT, "this server needs \"Authorization: Bearer TOKEN\"");
+        const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
+        snprintf(rq->type, sizeof rq->type, "%.*s", ct ? (int)strcspn(ct, "; ") : 0, ct ? ct : "");
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > S.max_body)
             return answer_error(c, rq, 413, CATTR_ERR_INVALID_ARGUMENT, "the body's %s bytes are over the limit of %zu (--max-body)", cl, S.max_body);
@@ -537,6 +607,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     case ROUTE_MODELS: return answer(c, rq, 200, models_body(), "application/json", 0);
     case ROUTE_MODEL: return answer(c, rq, 200, model_body(rq->model), "application/json", 0);
     case ROUTE_METRICS: return answer(c, rq, 200, metrics_body(), "text/plain; version=0.0.4", 0);
+    case ROUTE_PAGE: {
+        char *page = malloc(cattr_serve_page_len + 1);
+        if (!page) return MHD_NO;
+        memcpy(page, cattr_serve_page, cattr_serve_page_len);
+        page[cattr_serve_page_len] = '\0';
+        return answer(c, rq, 200, page, "text/html; charset=utf-8", 0);
+    }
     default: break;
     }
     /* :predict or :explain */
@@ -545,8 +622,56 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!j) return answer_error(c, rq, 503, CATTR_ERR_NO_MEMORY, "out of memory");
     char err[1024];
     j->explain = rq->route == ROUTE_EXPLAIN;
-    int st = serve_decode(rq->body ? rq->body : "", rq->len, rq->model->name, rq->model->names, rq->model->n_inputs,
+    query q = {.n = 0};
+    MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
+    if (rq->model->llm) {
+        int lst = 0;
+        if (!j->explain) {
+            lst = 400;
+            snprintf(err, sizeof err, "'%s' is a language model: it answers :explain with an explain-llm request "
+                     "({\"prompt\": ..., \"target\": ...}), not :predict", rq->model->name);
+        } else if (q.n) {
+            lst = 400;
+            snprintf(err, sizeof err, "a language model's request holds its options in its JSON body, not the query");
+        } else {
+            lst = serve_decode_llm(rq->body ? rq->body : "", rq->len, &j->llm_rq, err, sizeof err);
+        }
+        free(rq->body);
+        rq->body = NULL;
+        if (lst) {
+            free(j);
+            return answer_error(c, rq, lst, CATTR_ERR_INVALID_ARGUMENT, "%s", err);
+        }
+        goto queue_it;
+    }
+    /* the body's kind: its Content-Type, or for application/octet-stream its first bytes */
+    bool npy = !strcasecmp(rq->type, "application/x-npy"), st_body = !strcasecmp(rq->type, "application/x-safetensors");
+    if (!strcasecmp(rq->type, "application/octet-stream")) {
+        npy = rq->len >= 6 && !memcmp(rq->body, "\x93NUMPY", 6);
+        st_body = !npy;
+    }
+    int st;
+    if (npy || st_body) {
+        st = serve_decode_tensors(rq->body ? rq->body : "", rq->len, st_body, rq->model->name, rq->model->names,
+                                  rq->model->n_inputs, j->explain, q.keys, q.values, q.n, &j->sr, err, sizeof err);
+    } else if (q.n) {
+        st = 400;
+        snprintf(err, sizeof err, "query arguments ('%.64s', ...) go with an .npy or .safetensors body: a JSON body "
+                 "holds its options in \"explanation\"", q.keys[0]);
+    } else if (rq->type[0] && strcasecmp(rq->type, "application/json") && strcasecmp(rq->type, "text/plain") &&
+               strcasecmp(rq->type, "application/x-www-form-urlencoded")) {
+        st = 415;
+        snprintf(err, sizeof err, "Content-Type '%.64s': send application/json, application/x-npy or "
+                 "application/x-safetensors", rq->type);
+    } else {
+        st = serve_decode(rq->body ? rq->body : "", rq->len, rq->model->name, rq->model->names, rq->model->n_inputs,
                           j->explain, &j->sr, err, sizeof err);
+    }
+    if (q.overflow) {
+        serve_req_free(&j->sr);
+        st = 400;
+        snprintf(err, sizeof err, "more than %d query arguments", (int)(sizeof q.keys / sizeof q.keys[0]));
+    }
     free(rq->body);
     rq->body = NULL;
     if (st) {
@@ -554,6 +679,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         free(j);
         return answer_error(c, rq, st, CATTR_ERR_INVALID_ARGUMENT, "%s", err);
     }
+queue_it:
     j->rq = rq;
     j->conn = c;
     j->model = rq->model;
@@ -562,6 +688,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (S.queued + S.running >= S.workers + S.queue_max) { /* every worker busy and the queue full */
         pthread_mutex_unlock(&S.mu);
         serve_req_free(&j->sr);
+        cJSON_Delete(j->llm_rq);
         free(j);
         return answer_error(c, rq, 503, CATTR_ERR_INVALID_ARGUMENT,
                             "the queue is full (%d requests waiting, %d running): try again later", S.queue_max, S.workers);
@@ -610,6 +737,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum 
         S.open_jobs--;
         pthread_mutex_unlock(&S.mu);
         serve_req_free(&rq->job->sr);
+        cJSON_Delete(rq->job->llm_rq);
         free(rq->job->answer);
         free(rq->job);
     }
@@ -719,26 +847,31 @@ int cmd_serve(int argc, char **argv) {
             goto out;
         }
         struct stat sb;
-        if (stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-            rc = cli_usage_error("--model %s: '%s' is a folder; serve answers ONNX models in this version (language "
-                                 "model checkpoints: cattr explain-llm)", specs[i], m->path);
-            goto out;
-        }
-        if (!cli_file_in(m->path, "--model")) {
+        bool dir = stat(m->path, &sb) == 0 && S_ISDIR(sb.st_mode); /* a language-model checkpoint */
+        if (dir ? !cli_folder_in(m->path, "--model") : !cli_file_in(m->path, "--model")) {
             rc = CLI_USAGE;
             goto out;
         }
-        cattr_status st = cattr_model_load_onnx(m->path, &m->model);
-        if (st == CATTR_OK) st = cattr_model_set_device(m->model, device);
+        cattr_status st;
+        if (dir) {
+            st = cattr_llm_load(m->path, &m->llm);
+            if (st == CATTR_OK) st = cattr_llm_set_device(m->llm, device);
+        } else {
+            st = cattr_model_load_onnx(m->path, &m->model);
+            if (st == CATTR_OK) st = cattr_model_set_device(m->model, device);
+        }
         if (st != CATTR_OK) {
             char what[256];
             snprintf(what, sizeof what, "cannot load --model %.200s", specs[i]);
             rc = cli_error(st, what);
             goto out;
         }
-        m->n_inputs = cattr_model_n_inputs(m->model);
-        for (int k = 0; k < m->n_inputs && k < CATTR_MAX_INPUTS; k++) m->names[k] = cattr_model_input_name(m->model, k);
-        m->file_bytes = (long long)sb.st_size;
+        pthread_mutex_init(&m->mu, NULL);
+        if (m->model) {
+            m->n_inputs = cattr_model_n_inputs(m->model);
+            for (int k = 0; k < m->n_inputs && k < CATTR_MAX_INPUTS; k++) m->names[k] = cattr_model_input_name(m->model, k);
+        }
+        m->file_bytes = dir ? 0 : (long long)sb.st_size;
         S.n_models++;
     }
     int cores = omp_get_max_threads();
@@ -808,7 +941,11 @@ int cmd_serve(int argc, char **argv) {
     if (watching) pthread_join(watcher, NULL);
     if (rc == CLI_OK) fprintf(stderr, "cattr: serve: stopped\n");
 out:
-    for (int i = 0; i < S.n_models; i++) cattr_model_free(S.models[i].model);
+    for (int i = 0; i < S.n_models; i++) {
+        cattr_model_free(S.models[i].model);
+        cattr_llm_free(S.models[i].llm);
+        pthread_mutex_destroy(&S.models[i].mu);
+    }
     return rc;
 }
 #endif

@@ -27,7 +27,17 @@ typedef struct serve_req {
  * either way. */
 int serve_decode(const char *body, size_t len, const char *model, const char *const *names, int n_names, bool explain,
                  serve_req *r, char *err, size_t errsz);
+/* The same for a binary body: an .npy file (a one-input model) or a .safetensors file (a tensor per input name), the
+ * instances along the first dim of every tensor; the explanation's options as the query's n_query keys and values
+ * (the same names; a value that reads as JSON is that JSON: "3", "[1,2,2]", "false"; else a string). */
+int serve_decode_tensors(const void *body, size_t len, bool safetensors, const char *model, const char *const *names,
+                         int n_names, bool explain, const char *const *keys, const char *const *values, int n_query,
+                         serve_req *r, char *err, size_t errsz);
 void serve_req_free(serve_req *r);
+/* A language model's :explain body: one explain-llm request object (corpus mode's fields: prompt, target, method,
+ * steps, ...) into *rq (cJSON_Delete it); a "segments" that would name a file on the server is refused. */
+struct cJSON;
+int serve_decode_llm(const char *body, size_t len, struct cJSON **rq, char *err, size_t errsz);
 
 /* The explanation options serve_decode takes, comma-separated (for messages and docs). */
 const char *serve_known_options(void);

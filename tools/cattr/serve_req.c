@@ -4,6 +4,8 @@
 #include "serve.h"
 #include "cli.h"
 
+#include "io/tensorio.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
@@ -265,6 +267,30 @@ static int add_option(serve_req *r, const opt_map *o, const cJSON *v, char *err,
     return add_arg(r, o->flag) && add_arg(r, val) ? 0 : fail(err, errsz, "explanation: too many options");
 }
 
+/* explain's command line: the model's name, an --input per tensor, --quiet, then the explanation's options */
+static int add_explanation(serve_req *r, const char *model, const cJSON *ex, char *err, size_t errsz) {
+    char at[16];
+    if (!add_arg(r, "explain") || !add_arg(r, model)) return fail(err, errsz, "out of memory");
+    for (int j = 0; j < r->n_inputs; j++) {
+        snprintf(at, sizeof at, "@%d", j);
+        if (!add_arg(r, "--input") || !add_arg(r, at)) return fail(err, errsz, "out of memory");
+    }
+    if (!add_arg(r, "--quiet")) return fail(err, errsz, "out of memory");
+    if (ex && !cJSON_IsObject(ex))
+        return fail(err, errsz, "\"explanation\" must be an object ({\"method\": ..., \"target\": ...})");
+    for (const cJSON *f = ex ? ex->child : NULL; f; f = f->next) {
+        int k = 0;
+        while (k < N_OPTS && strcmp(OPTS[k].key, f->string)) k++;
+        if (k == N_OPTS)
+            return fail(err, errsz, "explanation: unknown option '%.64s' (known: %s)", f->string, serve_known_options());
+        for (const cJSON *g = ex->child; g != f; g = g->next)
+            if (!strcmp(g->string, f->string)) return fail(err, errsz, "explanation: '%.64s' given twice", f->string);
+        int rc = add_option(r, &OPTS[k], f, err, errsz);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 int serve_decode(const char *body, size_t len, const char *model, const char *const *names, int n_names, bool explain,
                  serve_req *r, char *err, size_t errsz) {
     memset(r, 0, sizeof *r);
@@ -315,45 +341,101 @@ int serve_decode(const char *body, size_t len, const char *model, const char *co
                 goto done;
             }
         }
-    if (!explain) goto done;
-    char at[16];
-    if (!add_arg(r, "explain") || !add_arg(r, model)) {
-        rc = fail(err, errsz, "out of memory");
-        goto done;
-    }
-    for (int j = 0; j < r->n_inputs; j++) {
-        snprintf(at, sizeof at, "@%d", j);
-        if (!add_arg(r, "--input") || !add_arg(r, at)) {
-            rc = fail(err, errsz, "out of memory");
-            goto done;
-        }
-    }
-    if (!add_arg(r, "--quiet")) {
-        rc = fail(err, errsz, "out of memory");
-        goto done;
-    }
-    const cJSON *ex = cJSON_GetObjectItemCaseSensitive(root, "explanation");
-    if (ex && !cJSON_IsObject(ex)) {
-        rc = fail(err, errsz, "\"explanation\" must be an object ({\"method\": ..., \"target\": ...})");
-        goto done;
-    }
-    for (const cJSON *f = ex ? ex->child : NULL; f; f = f->next) {
-        int k = 0;
-        while (k < N_OPTS && strcmp(OPTS[k].key, f->string)) k++;
-        if (k == N_OPTS) {
-            rc = fail(err, errsz, "explanation: unknown option '%.64s' (known: %s)", f->string, serve_known_options());
-            goto done;
-        }
-        for (const cJSON *g = ex->child; g != f; g = g->next)
-            if (!strcmp(g->string, f->string)) {
-                rc = fail(err, errsz, "explanation: '%.64s' given twice", f->string);
-                goto done;
-            }
-        if ((rc = add_option(r, &OPTS[k], f, err, errsz))) goto done;
-    }
+    if (explain) rc = add_explanation(r, model, cJSON_GetObjectItemCaseSensitive(root, "explanation"), err, errsz);
 done:
     cJSON_Delete(root);
     return rc;
+}
+
+int serve_decode_tensors(const void *body, size_t len, bool safetensors, const char *model, const char *const *names,
+                         int n_names, bool explain, const char *const *keys, const char *const *values, int n_query,
+                         serve_req *r, char *err, size_t errsz) {
+    memset(r, 0, sizeof *r);
+    err[0] = '\0';
+    if (n_names < 1 || n_names > CATTR_MAX_INPUTS) return fail(err, errsz, "the model has %d inputs", n_names);
+    if (!safetensors) {
+        if (n_names > 1)
+            return fail(err, errsz, "the model takes %d inputs: send them as one .safetensors body (a tensor per input "
+                                    "name), or JSON", n_names);
+        if (cx_npy_parse(body, len, "the .npy body", &r->inputs[0]) != CATTR_OK)
+            return fail(err, errsz, "%s", cattr_last_error());
+        r->n_inputs = 1;
+    } else {
+        cattr_tensor_set *set = NULL;
+        if (cx_tensor_set_parse(body, len, "the .safetensors body", &set) != CATTR_OK)
+            return fail(err, errsz, "%s", cattr_last_error());
+        int rc = 0;
+        for (int i = 0; i < cattr_tensor_set_count(set) && !rc; i++) {
+            int j = 0;
+            while (j < n_names && strcmp(names[j], cattr_tensor_set_name(set, i))) j++;
+            if (j == n_names)
+                rc = fail(err, errsz, "the .safetensors body: the model has no input called '%.64s'", cattr_tensor_set_name(set, i));
+        }
+        for (int j = 0; j < n_names && !rc; j++) {
+            const cattr_tensor *t = cattr_tensor_set_get(set, names[j]);
+            if (!t) rc = fail(err, errsz, "the .safetensors body: no tensor for input '%.64s'", names[j]);
+            else if (cattr_tensor_convert(t, cattr_tensor_dtype(t), &r->inputs[j]) != CATTR_OK)
+                rc = fail(err, errsz, "%s", cattr_last_error());
+            else r->n_inputs++;
+        }
+        cattr_tensor_set_free(set);
+        if (rc) return rc;
+    }
+    for (int j = 0; j < r->n_inputs; j++) {
+        const cattr_tensor *t = r->inputs[j];
+        if (cattr_tensor_ndim(t) < 1 || cattr_tensor_shape(t)[0] < 1)
+            return fail(err, errsz, "input '%.64s': a tensor with the instances along its first dim, not of %d dims",
+                        names[j], cattr_tensor_ndim(t));
+        if (j && cattr_tensor_shape(t)[0] != r->n_instances)
+            return fail(err, errsz, "input '%.64s' holds %lld instances, input '%.64s' %lld", names[j],
+                        (long long)cattr_tensor_shape(t)[0], names[0], (long long)r->n_instances);
+        r->n_instances = cattr_tensor_shape(t)[0];
+    }
+    if (!explain) return 0;
+    /* the explanation's options from the query: a value that reads as JSON (a number, a list, true) is that, else a
+     * string */
+    cJSON *ex = cJSON_CreateObject();
+    if (!ex) return fail(err, errsz, "out of memory");
+    for (int q = 0; q < n_query; q++) {
+        cJSON *v = cJSON_Parse(values[q] ? values[q] : "");
+        if (!v || cJSON_IsObject(v) || cJSON_IsNull(v)) {
+            cJSON_Delete(v);
+            v = cJSON_CreateString(values[q] ? values[q] : "");
+        }
+        if (!v) {
+            cJSON_Delete(ex);
+            return fail(err, errsz, "out of memory");
+        }
+        cJSON_AddItemToObject(ex, keys[q], v);
+    }
+    int rc = add_explanation(r, model, ex, err, errsz);
+    cJSON_Delete(ex);
+    return rc;
+}
+
+int serve_decode_llm(const char *body, size_t len, cJSON **rq, char *err, size_t errsz) {
+    *rq = NULL;
+    err[0] = '\0';
+    if (!len) return fail(err, errsz, "the body is empty: send {\"prompt\": ..., \"target\": ...}");
+    const char *endp = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &endp, false);
+    if (!root) {
+        size_t at = endp && endp >= body && endp <= body + len ? (size_t)(endp - body) : 0;
+        return fail(err, errsz, "the body is not JSON (near byte %zu)", at);
+    }
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return fail(err, errsz, "the body must be a JSON object: {\"prompt\": ..., \"target\": ..., \"method\": ...}");
+    }
+    const cJSON *sg = cJSON_GetObjectItemCaseSensitive(root, "segments");
+    if (sg && !(cJSON_IsString(sg) && (!strcmp(sg->valuestring, "tokens") || !strcmp(sg->valuestring, "words") ||
+                                       !strcmp(sg->valuestring, "sentences") || !strcmp(sg->valuestring, "lines")))) {
+        cJSON_Delete(root);
+        return fail(err, errsz, "'segments' must be tokens, words, sentences or lines here (a file of spans is the "
+                                "command line's)");
+    }
+    *rq = root;
+    return 0;
 }
 
 int cli_serve_fuzz(const unsigned char *data, size_t size) {
@@ -362,6 +444,29 @@ int cli_serve_fuzz(const unsigned char *data, size_t size) {
     for (int k = 0; k < 4; k++) {
         serve_req r;
         serve_decode((const char *)data, size, "model", k & 1 ? two : one, k & 1 ? 2 : 1, k >= 2, &r, err, sizeof err);
+        serve_req_free(&r);
+    }
+    cJSON *rq = NULL;
+    serve_decode_llm((const char *)data, size, &rq, err, sizeof err);
+    cJSON_Delete(rq);
+    /* binary bodies, with query options split from the bytes' first line ("method=saliency&target=3") */
+    size_t nl = 0;
+    while (nl < size && nl < 256 && data[nl] != '\n') nl++;
+    char line[257], *keys[8], *vals[8];
+    int nq = 0;
+    memcpy(line, data, nl);
+    line[nl] = '\0';
+    for (char *save = NULL, *kv = strtok_r(line, "&", &save); kv && nq < 8; kv = strtok_r(NULL, "&", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq) *eq = '\0';
+        keys[nq] = kv;
+        vals[nq++] = eq ? eq + 1 : NULL;
+    }
+    const unsigned char *rest = nl < size ? data + nl + 1 : data + size;
+    for (int k = 0; k < 4; k++) {
+        serve_req r;
+        serve_decode_tensors(rest, size - (size_t)(rest - data), k & 1, "model", k & 1 ? two : one, k & 1 ? 2 : 1,
+                             k >= 2, (const char *const *)keys, (const char *const *)vals, nq, &r, err, sizeof err);
         serve_req_free(&r);
     }
     return 0;
