@@ -13,7 +13,8 @@ answer's positions only (the reference runs every layer in full), a saving of on
 
 1. Writes (once; reused when present) a randomly initialised BF16 checkpoint with Qwen3-0.6B's shapes
    (bench/llm_qwen3_shape.py; --layers takes fewer of its 28 layers, for a machine where the full depth takes too
-   long: every per-token cost scales with the depth alike for both sides) with the Qwen3 tokenizer of the golden
+   long: a shallow model's ratios flatter cattr, so give two depths to get the ratios at 28) with the Qwen3 tokenizer
+   of the golden
    qwen3-tiny checkpoint, and a synthetic context of 10 documents of 8 sentences each (80 sentences, about --tokens
    tokens in all, from a fixed word list and seed), a question and a 12-token answer.
 2. cattr (the library through its Python package, in this process, float32, exact): the methods over the 80
