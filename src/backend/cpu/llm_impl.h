@@ -159,24 +159,10 @@ static CX_INLINE void K(pack_values)(const T *pv, int64_t P, const T *v, int64_t
 #define ATT_QB 32 /* queries per super-block of the attention (a multiple of ATT_R) */
 #define ATT_KT 64 /* keys per tile of the attention (a multiple of 16) */
 
-/* pw[u] = softmax(scale x pw)[u] over u < nu, as the one-query-at-a-time form computed it: the maximum in 16 lanes
- * (any order gives the same value), the sum of the exponentials in order, then each divided by it */
-static CX_INLINE void K(softmax_row)(T *pw, int64_t nu, T scale) {
-    T mx = -(T)INFINITY, sum = 0, ml[16];
-    int64_t u = 0;
-    for (u = 0; u < nu; u++) pw[u] *= scale;
-    for (int l = 0; l < 16; l++) ml[l] = -(T)INFINITY;
-    for (u = 0; u + 16 <= nu; u += 16)
-        for (int l = 0; l < 16; l++) ml[l] = pw[u + l] > ml[l] ? pw[u + l] : ml[l];
-    for (; u < nu; u++) mx = pw[u] > mx ? pw[u] : mx;
-    for (int l = 0; l < 16; l++) mx = ml[l] > mx ? ml[l] : mx;
-    VEXP_ROW(pw, nu, mx);
-    for (u = 0; u < nu; u++) sum += pw[u];
-    for (u = 0; u < nu; u++) pw[u] = pw[u] / sum;
-}
-
-/* softmax_row over the rows r < nr of a block (row r of nu0 + r scores, Wp apart): each row's sum of exponentials in
- * the same order as softmax_row, the rows' sums interleaved (independent chains instead of one add at a time) */
+/* pw[r * Wp + u] = softmax(scale x that row)[u] over u < nu0 + r for the rows r < nr of a block, as the
+ * one-query-at-a-time form computed it: the maximum in 16 lanes (any order gives the same value), the sum of the
+ * exponentials in order, then each divided by it; the rows' sums interleaved (independent chains, not one add at a
+ * time) */
 static CX_INLINE void K(softmax_block)(T *pw, int64_t Wp, int nr, int64_t nu0, T scale) {
     T sum[ATT_R];
     for (int r = 0; r < nr; r++) {
@@ -204,6 +190,9 @@ static CX_INLINE void K(softmax_block)(T *pw, int64_t Wp, int nr, int64_t nu0, T
         for (int64_t u = 0; u < nu0 + r; u++) pr[u] = pr[u] / sum[r];
     }
 }
+
+/* One row: softmax_block's with nr 1 */
+static CX_INLINE void K(softmax_row)(T *pw, int64_t nu, T scale) { K(softmax_block)(pw, 0, 1, nu, scale); }
 
 #define ATT_VL 16
 #define KA(name) K(name##_w16)
