@@ -378,6 +378,35 @@ def test_web_page_in_headless_chromium(tmp_path):
         print("serve page screenshot: %s" % shot)
 
 
+def test_web_page_with_a_language_model_in_headless_chromium(tmp_path):
+    """the page with a checkpoint: the prompt's tokens coloured by two methods, their sums the API's"""
+    import shutil
+    import urllib.parse
+    if not shutil.which("chromium"):
+        pytest.skip("chromium is not installed (apt-get install chromium; scripts/deps.sh --test does it)")
+    tiny = os.path.join(ROOT, "tests", "data", "llm", "tiny")
+    with Server("--model", "tiny=" + tiny) as s:
+        q = urllib.parse.urlencode({"auto": 1, "model": "tiny", "method": "layer-ig", "compare": "feature-ablation",
+                                    "prompt": "The capital of France is", "target_text": " Paris", "steps": 16})
+        base = ["timeout", "120", "chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                "--user-data-dir=" + str(tmp_path / "profile"), "--virtual-time-budget=20000"]
+        dom = subprocess.run(base + ["--dump-dom", s.url + "/?" + q], capture_output=True, text=True).stdout
+        assert 'data-state="done"' in dom, dom[-2000:]
+        sums = dict(re.findall(r'data-method="([\w-]+)" data-sum="([^"]+)"', dom))
+        assert set(sums) == {"layer-ig", "feature-ablation"}, dom[-2000:]
+        assert dom.count('class="tok"') >= 8  # the prompt's tokens, twice
+        for method, extra in (("layer-ig", {"steps": 16}), ("feature-ablation", {})):
+            st, _, r = s.call("POST", "/v1/models/tiny:explain", dict({"prompt": "The capital of France is",
+                                                                       "target": " Paris", "method": method}, **extra))
+            assert st == 200
+            want = sum(r["seq_attr"])
+            assert abs(float(sums[method]) - want) <= 1e-9 * max(1.0, abs(want)), (method, sums[method], want)
+        shot = os.path.join(os.environ.get("CATTR_TEST_OUTPUT") or str(tmp_path), "serve_page_llm.png")
+        subprocess.run(base + ["--window-size=1100,700", "--screenshot=" + shot, s.url + "/?" + q], capture_output=True)
+        assert os.path.getsize(shot) > 10000
+        print("serve page screenshot: %s" % shot)
+
+
 def _safetensors(tensors):
     head, blobs, off = {}, [], 0
     for name, a in tensors.items():
