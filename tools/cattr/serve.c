@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,7 +144,8 @@ static struct {
     job *head, *tail; /* waiting jobs, in arrival order */
     int queued, running, open_jobs; /* open: queued or running or answered but not yet sent */
     job *active[256]; /* the jobs a worker runs (the watcher's view) */
-    bool draining, stop;
+    atomic_bool draining; /* set by the main thread on SIGTERM, read by the HTTP thread */
+    bool stop;
     /* metrics */
     unsigned long long requests[N_ROUTES][16]; /* by route and status (CODES, then any other) */
     unsigned long long errors[16];           /* by cattr_status */
