@@ -482,3 +482,20 @@ def test_language_model_checkpoint_answers_explain_llm_requests(tmp_path):
         assert st == 400 and "language model" in j["error"]
         rc, err = s.stop()
     assert rc == 0, err
+
+
+def test_image_norm_and_bad_command_lines():
+    with Server("--image-norm", "digits=1/16:0.5:0.25") as s:
+        st, _, m = s.call("GET", "/v1/models/digits")
+        assert st == 200 and m["image"] == {"scale": "1/16", "mean": "0.5", "std": "0.25"}
+    for args, text in [(["--image-norm", "nope=1:0:1"], "for a --model NAME"),
+                       (["--image-norm", "digits=1:0"], "SCALE:MEAN:STD"),
+                       (["--model", "bad name=" + MODEL], "NAME=PATH"),
+                       (["--model", "digits=" + MODEL], "given twice"),
+                       (["--port", "70000"], "--port"),
+                       (["--host", "not-an-address"], "--host"),
+                       (["--model", "x=/nonexistent.onnx"], "/nonexistent.onnx"),
+                       (["--bogus"], "unknown option '--bogus'")]:
+        r = subprocess.run([_exe(), "serve", "--model", "digits=" + MODEL] + args, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 2 and text in r.stderr, (args, r.returncode, r.stderr)

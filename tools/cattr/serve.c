@@ -66,6 +66,9 @@ static void serve_help(FILE *f) {
         "  --model NAME=PATH        an ONNX model, or a language-model checkpoint folder (its :explain takes an\n"
         "                           explain-llm request line), to serve under NAME (repeat for more; NAME: letters,\n"
         "                           digits, . _ -)\n"
+        "  --image-norm NAME=SCALE:MEAN:STD  the web page's preprocessing of NAME's images: each pixel (0..255)\n"
+        "                           times SCALE, minus MEAN, over STD (one number, or one per channel: e.g.\n"
+        "                           1/255:0.485,0.456,0.406:0.229,0.224,0.225); the page's default is 1/255:0:1\n"
         "  --host ADDR              the address to listen on (default 127.0.0.1: this machine only; 0.0.0.0 or ::\n"
         "                           for every interface)\n"
         "  --port N                 the port (default 8080; 0: any free port, printed)\n"
@@ -88,6 +91,7 @@ typedef struct served {
     const char *names[CATTR_MAX_INPUTS];
     int n_inputs;
     long long file_bytes;
+    char norm[256]; /* --image-norm: the page's scale:mean:std for this model's images ("" none) */
 } served;
 
 enum { ROUTE_NONE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_MODEL, ROUTE_PREDICT, ROUTE_EXPLAIN, ROUTE_METRICS, ROUTE_PAGE, N_ROUTES };
@@ -455,6 +459,19 @@ static char *model_body(const served *m) {
     cJSON_AddStringToObject(o, "name", m->name);
     cJSON_AddBoolToObject(o, "ready", !S.draining);
     cJSON_AddStringToObject(o, "kind", m->llm ? "language-model" : "onnx");
+    if (m->norm[0]) { /* --image-norm: what the web page does to an image's pixels (0..255) */
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", m->norm);
+        char *mean = strchr(buf, ':'), *std = mean ? strchr(mean + 1, ':') : NULL;
+        if (mean && std) {
+            *mean++ = '\0';
+            *std++ = '\0';
+            cJSON *im = cJSON_AddObjectToObject(o, "image");
+            cJSON_AddStringToObject(im, "scale", buf);
+            cJSON_AddStringToObject(im, "mean", mean);
+            cJSON_AddStringToObject(im, "std", std);
+        }
+    }
     if (m->llm) {
         cJSON_AddStringToObject(o, "explain", "POST {\"prompt\", \"target\", \"method\", ...} as an explain-llm request line");
         return json_text(o);
@@ -769,8 +786,8 @@ int cmd_serve(int argc, char **argv) {
     long long port = 8080, workers = 0, queue = 64, timeout = 300;
     size_t max_body = (size_t)64 << 20;
     bool access_log = true;
-    const char *specs[MAX_MODELS];
-    int n_specs = 0;
+    const char *specs[MAX_MODELS], *norms[MAX_MODELS];
+    int n_specs = 0, n_norms = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -782,11 +799,19 @@ int cmd_serve(int argc, char **argv) {
             continue;
         }
         if (o[0] != '-') return cli_usage_error("serve: unexpected argument '%s' (models are given as --model NAME=PATH)", o);
+        static const char *const valued[] = {"--model", "--image-norm", "--host", "--port", "--workers", "--queue",
+                                             "--timeout", "--max-body", "--token-file", "--device", NULL};
+        int k = 0;
+        while (valued[k] && strcmp(valued[k], o)) k++;
+        if (!valued[k]) return cli_usage_error("serve: unknown option '%s' (see cattr serve --help)", o);
         if (!v) return cli_usage_error("%s needs a value (see cattr serve --help)", o);
         i++;
         if (!strcmp(o, "--model")) {
             if (n_specs >= MAX_MODELS) return cli_usage_error("at most %d --model", MAX_MODELS);
             specs[n_specs++] = v;
+        } else if (!strcmp(o, "--image-norm")) {
+            if (n_norms >= MAX_MODELS) return cli_usage_error("at most %d --image-norm", MAX_MODELS);
+            norms[n_norms++] = v;
         } else if (!strcmp(o, "--host")) {
             host = v;
         } else if (!strcmp(o, "--port")) {
@@ -875,6 +900,26 @@ int cmd_serve(int argc, char **argv) {
         }
         m->file_bytes = dir ? 0 : (long long)sb.st_size;
         S.n_models++;
+    }
+    for (int i = 0; i < n_norms; i++) { /* NAME=SCALE:MEAN:STD, MEAN and STD one number or one per channel */
+        const char *eq = strchr(norms[i], '=');
+        served *m = eq ? find_model(norms[i], (size_t)(eq - norms[i])) : NULL;
+        if (!m) {
+            rc = cli_usage_error("--image-norm %s: give NAME=SCALE:MEAN:STD for a --model NAME", norms[i]);
+            goto out;
+        }
+        int colons = 0;
+        bool ok = strlen(eq + 1) < sizeof m->norm;
+        for (const char *c = eq + 1; *c && ok; c++) {
+            colons += *c == ':';
+            ok = strchr("0123456789.,:/eE+-", *c) != NULL;
+        }
+        if (!ok || colons != 2) {
+            rc = cli_usage_error("--image-norm %s: give SCALE:MEAN:STD such as 1/255:0.485,0.456,0.406:0.229,0.224,0.225",
+                                 norms[i]);
+            goto out;
+        }
+        snprintf(m->norm, sizeof m->norm, "%s", eq + 1);
     }
     int cores = omp_get_max_threads();
     S.workers = workers > 0 ? (int)workers : cores;
