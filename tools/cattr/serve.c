@@ -119,7 +119,6 @@ typedef struct req {
 } req;
 
 struct job {
-    req *rq;
     struct MHD_Connection *conn;
     served *model;
     serve_req sr;
@@ -128,7 +127,6 @@ struct job {
     double deadline;
     volatile int cancel; /* the library's cancel flag; the watcher sets it */
     int why;             /* 1 timeout, 2 client gone */
-    bool running, done;
     int status;
     char *answer;
     job *next;
@@ -265,6 +263,16 @@ static cJSON *rows_json(const double *v, const int64_t *shape, int nd) {
     return a;
 }
 
+/* A failed job's answer: the HTTP status of st (a usage error when the library gave none), msg, the error counted */
+static void fail_job(job *j, cattr_status st, const char *msg) {
+    if (st == CATTR_OK) st = CATTR_ERR_INVALID_ARGUMENT;
+    j->status = http_status(st, j->why);
+    j->answer = error_body(msg, st);
+    pthread_mutex_lock(&S.mu);
+    S.errors[st > 0 && st < 16 ? st : 0]++;
+    pthread_mutex_unlock(&S.mu);
+}
+
 static void run_job(job *j) {
     char msg[2048];
     cli_capture(msg, sizeof msg);
@@ -285,12 +293,8 @@ static void run_job(job *j) {
             j->status = 200;
             j->answer = json;
         } else {
-            if (st == CATTR_OK) st = rc == CLI_USAGE ? CATTR_ERR_INVALID_ARGUMENT : CATTR_ERR_INTERNAL;
-            j->status = http_status(st, j->why);
-            j->answer = error_body(msg[0] ? msg : "the explanation failed", st);
-            pthread_mutex_lock(&S.mu);
-            S.errors[st >= 0 && st < 16 ? st : 0]++;
-            pthread_mutex_unlock(&S.mu);
+            if (st == CATTR_OK && rc != CLI_USAGE) st = CATTR_ERR_INTERNAL;
+            fail_job(j, st, msg[0] ? msg : "the explanation failed");
         }
     } else if (j->explain) {
         char *json = NULL;
@@ -301,13 +305,8 @@ static void run_job(job *j) {
             j->answer = json;
         } else {
             free(json);
-            cattr_status st = cli_captured_status();
             if (!msg[0]) snprintf(msg, sizeof msg, "the explanation failed (exit code %d)", rc);
-            j->status = http_status(st, j->why);
-            j->answer = error_body(msg, st == CATTR_OK ? CATTR_ERR_INVALID_ARGUMENT : st);
-            pthread_mutex_lock(&S.mu);
-            S.errors[st >= 0 && st < 16 ? st : 0]++;
-            pthread_mutex_unlock(&S.mu);
+            fail_job(j, cli_captured_status(), msg);
         }
     } else {
         cattr_tensor *out = NULL, *d = NULL;
@@ -323,11 +322,7 @@ static void run_job(job *j) {
             if (!j->answer) j->answer = error_body("out of memory", CATTR_ERR_NO_MEMORY);
         } else {
             snprintf(msg, sizeof msg, "forward pass failed: %s", cattr_last_error());
-            j->status = http_status(st, 0);
-            j->answer = error_body(msg, st);
-            pthread_mutex_lock(&S.mu);
-            S.errors[st >= 0 && st < 16 ? st : 0]++;
-            pthread_mutex_unlock(&S.mu);
+            fail_job(j, st, msg);
         }
         cattr_tensor_free(out);
         cattr_tensor_free(d);
@@ -350,7 +345,6 @@ static void *worker_main(void *arg) {
         if (!S.head) S.tail = NULL;
         S.queued--;
         S.running++;
-        j->running = true;
         S.active[slot] = j;
         pthread_mutex_unlock(&S.mu);
         if (j->cancel) { /* past its time, or its client left, while it waited */
@@ -364,7 +358,6 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&S.mu);
         S.active[slot] = NULL;
         S.running--;
-        j->done = true;
         pthread_mutex_unlock(&S.mu);
         MHD_resume_connection(conn);
     }
@@ -699,7 +692,6 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
         return answer_error(c, rq, st, CATTR_ERR_INVALID_ARGUMENT, "%s", err);
     }
 queue_it:
-    j->rq = rq;
     j->conn = c;
     j->model = rq->model;
     j->deadline = rq->t0 + S.timeout;

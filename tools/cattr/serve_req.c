@@ -267,6 +267,17 @@ static int add_option(serve_req *r, const opt_map *o, const cJSON *v, char *err,
     return add_arg(r, o->flag) && add_arg(r, val) ? 0 : fail(err, errsz, "explanation: too many options");
 }
 
+/* The body as JSON (len bytes), or NULL with where it stops being JSON in err */
+static cJSON *parse_body(const char *body, size_t len, char *err, size_t errsz) {
+    const char *endp = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &endp, false);
+    if (!root) {
+        size_t at = endp && endp >= body && endp <= body + len ? (size_t)(endp - body) : 0;
+        fail(err, errsz, "the body is not JSON (near byte %zu)", at);
+    }
+    return root;
+}
+
 /* explain's command line: the model's name, an --input per tensor, --quiet, then the explanation's options */
 static int add_explanation(serve_req *r, const char *model, const cJSON *ex, char *err, size_t errsz) {
     char at[16];
@@ -295,13 +306,9 @@ int serve_decode(const char *body, size_t len, const char *model, const char *co
                  serve_req *r, char *err, size_t errsz) {
     memset(r, 0, sizeof *r);
     err[0] = '\0';
-    const char *endp = NULL;
     if (!len) return fail(err, errsz, "the body is empty: send {\"instances\": [...]%s}", explain ? ", \"explanation\": {...}" : "");
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &endp, false);
-    if (!root) {
-        size_t at = endp && endp >= body && endp <= body + len ? (size_t)(endp - body) : 0;
-        return fail(err, errsz, "the body is not JSON (near byte %zu)", at);
-    }
+    cJSON *root = parse_body(body, len, err, errsz);
+    if (!root) return 400;
     int rc = 0;
     if (!cJSON_IsObject(root)) {
         rc = fail(err, errsz, "the body must be a JSON object with \"instances\"%s", explain ? " and \"explanation\"" : "");
@@ -417,12 +424,8 @@ int serve_decode_llm(const char *body, size_t len, cJSON **rq, char *err, size_t
     *rq = NULL;
     err[0] = '\0';
     if (!len) return fail(err, errsz, "the body is empty: send {\"prompt\": ..., \"target\": ...}");
-    const char *endp = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &endp, false);
-    if (!root) {
-        size_t at = endp && endp >= body && endp <= body + len ? (size_t)(endp - body) : 0;
-        return fail(err, errsz, "the body is not JSON (near byte %zu)", at);
-    }
+    cJSON *root = parse_body(body, len, err, errsz);
+    if (!root) return 400;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return fail(err, errsz, "the body must be a JSON object: {\"prompt\": ..., \"target\": ..., \"method\": ...}");

@@ -119,7 +119,8 @@ static cattr_status K(rope)(const cg_node *n, const cx_view *in, cx_view *out) {
 /* ---- causal grouped-query attention: ints = {n_heads, n_kv_heads, head_dim} --------------------------------------- */
 
 /* kt[i * Wp + u] = key u's element i (the prefix's P keys, then the Tn own ones; columns W = P + Tn up to Wp are
- * zero): scores of one query against all keys then vectorise over the keys, each summed over i in order. */
+ * zero): the gradient's layout (the forward packs in slices instead, pack_keys): scores of one query against all
+ * keys then vectorise over the keys, each summed over i in order. */
 static CX_INLINE void K(transpose_keys)(const T *pk, int64_t P, const T *k, int64_t Tn, int64_t ck, int64_t d, T *kt,
                                      int64_t Wp) {
     int64_t W = P + Tn;
