@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 """`cattr serve` under load on loopback, against the same call in process (issue 37).
 
-    /usr/bin/python3 bench/serve_load.py [--cattr build/cattr] [--requests 2000] [--clients 8]
+    /usr/bin/python3 bench/serve_load.py [--cattr build/cattr] [--requests 2000] [--clients 8] [--workers N]
 
 Two workloads: IntegratedGradients (50 steps, target 3) on the bundled digits model, and explain-llm's
 FeatureAblation on the tiny test checkpoint (tests/data/llm/tiny, "The capital of France is" -> " Paris").
-- In process: `cattr explain ... --runs 41` and `cattr explain-llm ... --runs 41`, their warm median (the library's
-  call alone, in one process, no HTTP).
+- In process: `cattr explain ... --runs 201` and `cattr explain-llm ... --runs 201`, their warm median (the library's
+  call alone, in one process, no HTTP), the median of 3 such runs; with the default threads and with the threads of
+  one of the server's workers (cores / workers: the same call on the same resources).
 - Served (`cattr serve --no-access-log`, every worker the machine gives): one client sending its requests one after
   another (the latency a request sees: HTTP, JSON both ways, the queue hand-off, the call), then --clients clients at
   once over keep-alive connections, --requests in all (throughput and the latency under load).
@@ -35,12 +36,18 @@ X = os.path.join(ROOT, "models", "digits", "samples", "digit_3.npy")
 TINY = os.path.join(ROOT, "tests", "data", "llm", "tiny")
 
 
-def warm_median(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    m = re.search(r"warm_median=([0-9.eE+-]+)", r.stdout)
-    if r.returncode != 0 or not m:
-        sys.exit("failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
-    return float(m.group(1))
+def warm_median(cmd, threads=None):
+    env = dict(os.environ)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    t = []
+    for _ in range(3):
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        m = re.search(r"warm_median=([0-9.eE+-]+)", r.stdout)
+        if r.returncode != 0 or not m:
+            sys.exit("failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+        t.append(float(m.group(1)))
+    return float(np.median(t))
 
 
 def run_clients(port, path, body, clients, total):
@@ -81,20 +88,21 @@ def main():
     ap.add_argument("--cattr", default=os.path.join(ROOT, "build", "cattr"))
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=0, help="the server's --workers (default: its own, the cores)")
     a = ap.parse_args()
     x = np.load(X)
     cases = [
         ("digits IG 50 steps", "/v1/models/digits:explain",
          {"instances": x.tolist(), "explanation": {"method": "integrated-gradients", "n_steps": 50, "target": 3}},
          [a.cattr, "explain", DIGITS, "--method", "integrated-gradients", "--steps", "50", "--target", "3", "--input", X,
-          "--output", "/tmp/cattr_serve_load.npy", "--runs", "41", "-q"]),
+          "--output", "/tmp/cattr_serve_load.npy", "--runs", "201", "-q"]),
         ("tiny explain-llm feature-ablation", "/v1/models/tiny:explain",
          {"prompt": "The capital of France is", "target": " Paris", "method": "feature-ablation"},
          [a.cattr, "explain-llm", TINY, "--prompt", "The capital of France is", "--target", " Paris", "--method",
-          "feature-ablation", "--runs", "41"]),
+          "feature-ablation", "--runs", "201"]),
     ]
     p = subprocess.Popen([a.cattr, "serve", "--model", "digits=" + DIGITS, "--model", "tiny=" + TINY, "--port", "0",
-                          "--no-access-log"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          "--no-access-log"] + (["--workers", str(a.workers)] if a.workers else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
     m = re.search(r"127\.0\.0\.1:(\d+)", line)
     if not m:
@@ -102,15 +110,20 @@ def main():
         sys.exit("serve did not start: %r %s" % (line, p.stderr.read()))
     port = int(m.group(1))
     print(line.strip())
+    w = re.search(r"of (\d+) thread", line)
+    wthreads = int(w.group(1)) if w else 1
     try:
         for name, path, body, cmd in cases:
             inproc = warm_median(cmd)
+            inproc_w = warm_median(cmd, wthreads)
             run_clients(port, path, body, 1, 20)  # warm the plans
             rps1, q1 = run_clients(port, path, body, 1, max(200, a.requests // 10))
             rps, q = run_clients(port, path, body, a.clients, a.requests)
-            print("%s: in process %.3f ms (warm median)" % (name, 1e3 * inproc))
-            print("  1 client:  %7.0f requests/s; p50 %.3f ms, p95 %.3f ms, p99 %.3f ms; p50 / in process = %.2fx"
-                  % (rps1, q1[0], q1[1], q1[2], q1[0] / (1e3 * inproc)))
+            print("%s: in process %.3f ms (warm median; %.3f ms at a worker's %d thread%s)"
+                  % (name, 1e3 * inproc, 1e3 * inproc_w, wthreads, "" if wthreads == 1 else "s"))
+            print("  1 client:  %7.0f requests/s; p50 %.3f ms, p95 %.3f ms, p99 %.3f ms; p50 / in process = %.2fx "
+                  "(%.2fx at a worker's threads)"
+                  % (rps1, q1[0], q1[1], q1[2], q1[0] / (1e3 * inproc), q1[0] / (1e3 * inproc_w)))
             print("  %d clients: %7.0f requests/s; p50 %.3f ms, p95 %.3f ms, p99 %.3f ms (%d requests, all 200, the "
                   "same answer)" % (a.clients, rps, q[0], q[1], q[2], a.requests))
     finally:

@@ -146,6 +146,47 @@ def test_endpoints_and_the_numbers_of_cattr_explain(tmp_path):
     assert '"POST /v1/models/digits:explain" 200' in err and "stopped" in err
 
 
+def test_kept_explainers_answer_each_request_as_a_fresh_one(tmp_path):
+    """One worker keeps 4 explainers: 6 kinds of request in turn, twice (each kept one replaced before it comes
+    back), a target and a batch that change under a kept explainer, a request cancelled mid-call (its explainer is
+    dropped) and the same kind again: every answer is the one `cattr explain` writes for it."""
+    x, labels = _digits()
+    kinds = [({"method": "integrated-gradients", "n_steps": 8, "target": 3}, ["--method", "integrated-gradients",
+                                                                              "--steps", "8", "--target", "3"]),
+             ({"method": "integrated-gradients", "n_steps": 8, "target": 5}, ["--method", "integrated-gradients",
+                                                                              "--steps", "8", "--target", "5"]),
+             ({"method": "integrated-gradients", "n_steps": 16, "target": 3}, ["--method", "integrated-gradients",
+                                                                               "--steps", "16", "--target", "3"]),
+             ({"method": "saliency", "target": 3}, ["--method", "saliency", "--target", "3"]),
+             ({"method": "saliency", "abs": False, "target": 3}, ["--method", "saliency", "--signed", "--target", "3"]),
+             ({"method": "occlusion", "sliding_window_shapes": [1, 2, 2], "target": 3},
+              ["--method", "occlusion", "--sliding-window", "1,2,2", "--target", "3"]),
+             ({"method": "deeplift", "baselines": 0.25, "target": 3}, ["--method", "deeplift", "--baseline", "0.25",
+                                                                        "--target", "3"])]
+    with Server("--workers", "1", "--timeout", "2") as s:
+        def ask(ex, rows):
+            st, _, got = s.call("POST", "/v1/models/digits:explain", {"instances": x[rows].tolist(), "explanation": ex})
+            assert st == 200, got
+            return {k: got[k] for k in ("attributions", "convergence_delta", "target", "args")}
+
+        def want(args, rows):
+            w = _cli_json(tmp_path, x[rows], args)
+            return {k: w[k] for k in ("attributions", "convergence_delta", "target", "args")}
+
+        rows = [slice(0, 1), slice(0, 3)]  # the batch changes between the two rounds
+        for r in rows:
+            for ex, args in kinds:
+                assert ask(ex, r) == want(args, r), (ex, r)
+        st, _, j = s.call("POST", "/v1/models/digits:explain", {"instances": x[:1].tolist(), "explanation": SLOW})
+        assert st == 504 and j["kind"] == "cancelled", (st, j)
+        slow_again = dict(SLOW, n_steps=20)  # a kind like the cancelled one, then the cancelled kind's parameters
+        assert ask(slow_again, slice(0, 2)) == want(["--method", "integrated-gradients", "--steps", "20",
+                                                     "--quadrature", "riemann_left"], slice(0, 2))
+        assert ask(kinds[0][0], slice(0, 2)) == want(kinds[0][1], slice(0, 2))
+        rc, err = s.stop()
+    assert rc == 0, err
+
+
 def test_errors_are_json_with_the_cli_messages_and_the_server_keeps_serving():
     x, _ = _digits()
     inst = x[:2].tolist()

@@ -120,13 +120,23 @@ int cmd_attack(int argc, char **argv);
 int cmd_influence(int argc, char **argv);
 int cmd_explain_context(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+/* cattr serve's explainers kept between requests on one thread (explain_cache.c): an explainer of model m with
+ * parameters p from cache c, or a new one (c NULL, or p with a progress callback or node rules); *owned says whether
+ * the caller frees it. cli_explainer_drop frees a cached one (after a call that failed). */
+typedef struct cli_explainer_cache cli_explainer_cache;
+cli_explainer_cache *cli_explainer_cache_new(void);
+void cli_explainer_cache_free(cli_explainer_cache *c);
+cattr_status cli_explainer_get(cli_explainer_cache *c, const cattr_model *m, const cattr_attr_params *p,
+                               cattr_explainer **e, bool *owned);
+void cli_explainer_drop(cli_explainer_cache *c, cattr_explainer *e);
 /* cattr serve: one `cattr explain` in memory. argv as explain's command line without files: the model's name as the
  * positional argument (the JSON's "model"), "--input @K" once per tensor, "--quiet"; the served model (borrowed, never
- * changed: its device was set when it was loaded), the n_inputs input tensors, a cancel flag (cattr_attr_params).
+ * changed: its device was set when it was loaded), the n_inputs input tensors, a cancel flag (cattr_attr_params),
+ * the thread's explainer cache (NULL: none).
  * Returns explain's exit code; on CLI_OK *json holds the JSON explain writes (malloc'ed). Messages go where
  * cli_capture says. */
 int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
-                    const volatile int *cancel, char **json);
+                    const volatile int *cancel, cli_explainer_cache *cache, char **json);
 /* cattr serve: one explain-llm request line (corpus mode's fields, corpus.c) on a loaded checkpoint, explain-llm's
  * defaults under it, the cancel flag; *json the record's JSON (malloc'ed) on CLI_OK, else the message in err and
  * the library's status in *ast. */

@@ -150,6 +150,7 @@ typedef struct {
     const cattr_model *mem_model;
     const cattr_tensor *const *mem_inputs;
     char **mem_json;
+    cli_explainer_cache *mem_cache; /* the worker's explainers (NULL: one per call) */
 } explain_args;
 
 static bool ends_with(const char *s, const char *suf) {
@@ -1531,6 +1532,7 @@ static int explain_one(explain_args *ap) {
     cattr_tensor *in[MAXT] = {0}, *add[MAXT] = {0}, *base[MAXT] = {0}, *attr[MAXT] = {0}, *delta = NULL, *out = NULL;
     cattr_tensor *masks[MAXT] = {0};
     cattr_explainer *e = NULL;
+    bool e_owned = true;
     cJSON *metrics = NULL;
     target_buf tb = {{0}, NULL};
     double *times = NULL;
@@ -1572,9 +1574,9 @@ static int explain_one(explain_args *ap) {
     char pname[96];
     progress_name(a.p.method, pname, sizeof pname);
     cli_progress_state prog = {now_s(), false, a.progress, pname};
-    a.p.progress = cli_progress;
-    a.p.progress_user = &prog;
-    st = cattr_explainer_new(m, &a.p, &e);
+    a.p.progress = a.mem_json ? NULL : cli_progress; /* in memory (cattr serve) nothing is shown */
+    a.p.progress_user = a.mem_json ? NULL : &prog;
+    st = cli_explainer_get(m == a.mem_model ? a.mem_cache : NULL, m, &a.p, &e, &e_owned);
     if (st != CATTR_OK) {
         rc = cli_error(st, "bad parameters");
         goto done;
@@ -1600,6 +1602,10 @@ static int explain_one(explain_args *ap) {
         if (times) times[r] = now_s() - t0;
         if (st != CATTR_OK) {
             rc = a.split && mpi_driver_rank() != 0 ? cli_error_code(st) : cli_error(st, "attribution failed");
+            if (!e_owned) { /* a failed (or cancelled) call's explainer is not kept */
+                cli_explainer_drop(a.mem_cache, e);
+                e = NULL;
+            }
             goto done;
         }
     }
@@ -1753,14 +1759,14 @@ done:
     cattr_tensor_free(delta);
     cattr_tensor_free(out);
     cJSON_Delete(metrics);
-    cattr_explainer_free(e);
+    if (e_owned) cattr_explainer_free(e);
     if (m != a.mem_model) cattr_model_free(m);
     if (m_orig != a.mem_model) cattr_model_free(m_orig);
     return rc;
 }
 
 int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
-                    const volatile int *cancel, char **json) {
+                    const volatile int *cancel, cli_explainer_cache *cache, char **json) {
     explain_args a;
     *json = NULL;
     int rc = parse_args(argc, argv, &a, false, true);
@@ -1769,6 +1775,7 @@ int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_ten
     a.mem_model = m;
     a.mem_inputs = inputs;
     a.mem_json = json;
+    a.mem_cache = cache;
     a.quiet = true;
     a.progress = false;
     a.p.cancel = cancel;

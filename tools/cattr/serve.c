@@ -146,6 +146,7 @@ static struct {
     job *head, *tail; /* waiting jobs, in arrival order */
     int queued, running, open_jobs; /* open: queued or running or answered but not yet sent */
     job *active[256]; /* the jobs a worker runs (the watcher's view) */
+    volatile int cancel[256]; /* each worker's cancel flag: its kept explainers read it (set with its job's) */
     atomic_bool draining; /* set by the main thread on SIGTERM, read by the HTTP thread */
     bool stop;
     /* metrics */
@@ -273,7 +274,7 @@ static void fail_job(job *j, cattr_status st, const char *msg) {
     pthread_mutex_unlock(&S.mu);
 }
 
-static void run_job(job *j) {
+static void run_job(job *j, int slot, cli_explainer_cache *cache) {
     char msg[2048];
     cli_capture(msg, sizeof msg);
     if (j->model->llm) {
@@ -299,7 +300,7 @@ static void run_job(job *j) {
     } else if (j->explain) {
         char *json = NULL;
         int rc = cli_explain_mem(j->model->model, j->sr.argc, j->sr.argv, (const cattr_tensor *const *)j->sr.inputs,
-                                 j->sr.n_inputs, &j->cancel, &json);
+                                 j->sr.n_inputs, &S.cancel[slot], cache, &json);
         if (rc == CLI_OK && json) {
             j->status = 200;
             j->answer = json;
@@ -333,11 +334,13 @@ static void run_job(job *j) {
 static void *worker_main(void *arg) {
     int slot = (int)(intptr_t)arg;
     omp_set_num_threads(S.threads_per_worker);
+    cli_explainer_cache *cache = cli_explainer_cache_new(); /* NULL (no memory): an explainer per request */
     for (;;) {
         pthread_mutex_lock(&S.mu);
         while (!S.head && !S.stop) pthread_cond_wait(&S.cv, &S.mu);
         if (!S.head) { /* stop, and nothing left */
             pthread_mutex_unlock(&S.mu);
+            cli_explainer_cache_free(cache);
             return NULL;
         }
         job *j = S.head;
@@ -346,13 +349,14 @@ static void *worker_main(void *arg) {
         S.queued--;
         S.running++;
         S.active[slot] = j;
+        S.cancel[slot] = j->cancel;
         pthread_mutex_unlock(&S.mu);
         if (j->cancel) { /* past its time, or its client left, while it waited */
             j->status = j->why == 2 ? 499 : 504;
             j->answer = error_body(j->why == 2 ? "the client closed the connection" : "the request timed out in the queue",
                                    CATTR_ERR_CANCELLED);
         } else {
-            run_job(j);
+            run_job(j, slot, cache);
         }
         struct MHD_Connection *conn = j->conn; /* j belongs to the connection again once resumed */
         pthread_mutex_lock(&S.mu);
@@ -376,24 +380,22 @@ static void *watcher_main(void *arg) {
         }
         double t = now_s();
         job *look[512];
-        int n = 0;
-        for (job *j = S.head; j && n < 256; j = j->next) look[n++] = j;
+        int n = 0, worker[512];
+        for (job *j = S.head; j && n < 256; j = j->next) worker[n] = -1, look[n++] = j;
         for (int w = 0; w < S.workers; w++)
-            if (S.active[w]) look[n++] = S.active[w];
+            if (S.active[w]) worker[n] = w, look[n++] = S.active[w];
         for (int k = 0; k < n; k++) {
             job *j = look[k];
             if (j->cancel) continue;
-            if (t > j->deadline) {
-                j->why = 1;
-                j->cancel = 1;
-                continue;
-            }
-            const union MHD_ConnectionInfo *ci = MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+            const union MHD_ConnectionInfo *ci = NULL;
             char b;
-            if (ci && recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) { /* an orderly close */
+            if (t > j->deadline) j->why = 1;
+            else if ((ci = MHD_get_connection_info(j->conn, MHD_CONNECTION_INFO_CONNECTION_FD)) &&
+                     recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) /* an orderly close */
                 j->why = 2;
-                j->cancel = 1;
-            }
+            else continue;
+            j->cancel = 1;
+            if (worker[k] >= 0) S.cancel[worker[k]] = 1;
         }
         pthread_mutex_unlock(&S.mu);
     }
