@@ -85,6 +85,9 @@ class Client:
         ex = dict(options, method=method)
         if "target" in ex and not isinstance(ex["target"], int) and ex["target"] is not None:
             ex["target"] = np.asarray(ex["target"]).tolist()
+        for k in ("baselines", "feature_mask"):  # arrays (a one-input model's) as nested lists
+            if k in ex and not isinstance(ex[k], (int, float)) and ex[k] is not None:
+                ex[k] = np.asarray(ex[k]).tolist()
         r = self._call("POST", "/v1/models/%s:explain" % name, {"instances": _instances(x), "explanation": ex})
         r["attributions"] = [np.asarray(a["data"], dtype=np.float64).reshape(a["shape"]) for a in r["attributions"]]
         if r.get("convergence_delta"):

@@ -379,6 +379,14 @@ def test_python_client(tmp_path):
         np.testing.assert_array_equal(r["attributions"][0],
                                       np.asarray(want["attributions"][0]["data"]).reshape(2, 1, 8, 8))
         assert r["convergence_delta"].shape == (2,)
+        mask = np.arange(64).reshape(1, 8, 8) // 16  # arrays as arrays
+        r = c.explain("digits", x[:2], method="feature-ablation", target=3, feature_mask=mask, baselines=np.ones((1, 8, 8)))
+        np.save(tmp_path / "m.npy", mask[None])
+        np.save(tmp_path / "b.npy", np.ones((1, 1, 8, 8), np.float32))
+        want = _cli_json(tmp_path, x[:2], ["--method", "feature-ablation", "--target", "3", "--feature-mask",
+                                           str(tmp_path / "m.npy"), "--baseline", str(tmp_path / "b.npy")])
+        np.testing.assert_array_equal(r["attributions"][0],
+                                      np.asarray(want["attributions"][0]["data"]).reshape(2, 1, 8, 8))
         with pytest.raises(cl.ServeError) as e:
             c.explain("digits", x[:1], method="no-such")
         assert e.value.status == 400 and e.value.code == 2 and "unknown method 'no-such'" in e.value.message
@@ -492,6 +500,49 @@ def test_npy_and_safetensors_bodies_with_options_in_the_query(tmp_path):
             st, _, j = s.call("POST", path, body, {"Content-Type": ctype})
             assert st == status and text in j["error"], (path, ctype, st, j)
         assert s.metric('cattr_requests_total{route="predict",status="415"}') == 1
+        rc, err = s.stop()
+    assert rc == 0, err
+
+
+def test_baselines_and_feature_masks_as_lists_and_body_tensors(tmp_path):
+    """baselines and feature_mask as nested lists (one instance's shape, or the instances') and as tensors of a
+    .safetensors body: the answers of `cattr explain` with the same arrays in .npy files; bad lists are 400s"""
+    x, _ = _digits()
+    x = x[:3]
+    base = (np.arange(64).reshape(1, 8, 8) / 64).astype(np.float32)
+    mask = np.arange(64).reshape(1, 8, 8) // 16
+    masks = np.stack([mask, mask % 2, mask * 0])
+    np.save(tmp_path / "base.npy", base[None])
+    np.save(tmp_path / "mask.npy", mask[None])
+    np.save(tmp_path / "masks.npy", masks)
+    ig = ["--method", "integrated-gradients", "--steps", "8", "--target", "3"]
+    fa = ["--method", "feature-ablation", "--target", "3"]
+    with Server() as s:
+        for ex, args in [(dict(method="integrated-gradients", n_steps=8, target=3, baselines=base.tolist()),
+                          ig + ["--baseline", str(tmp_path / "base.npy")]),
+                         (dict(method="feature-ablation", target=3, feature_mask=mask.tolist(), baselines=0.5),
+                          fa + ["--feature-mask", str(tmp_path / "mask.npy"), "--baseline", "0.5"]),
+                         (dict(method="feature-ablation", target=3, feature_mask=masks.tolist()),
+                          fa + ["--feature-mask", str(tmp_path / "masks.npy")])]:
+            st, _, got = s.call("POST", "/v1/models/digits:explain", {"instances": x.tolist(), "explanation": ex})
+            assert st == 200, got
+            assert got["attributions"] == _cli_json(tmp_path, x, args)["attributions"], ex
+        body = _safetensors({"input": x, "baselines": base[None], "feature_mask": mask[None].astype(np.float32)})
+        st, _, got = s.call("POST", "/v1/models/digits:explain?method=feature-ablation&target=3", body,
+                            {"Content-Type": "application/x-safetensors"})
+        assert st == 200, got
+        assert got["attributions"] == _cli_json(tmp_path, x, fa + ["--feature-mask", str(tmp_path / "mask.npy"),
+                                                                   "--baseline", str(tmp_path / "base.npy")])["attributions"]
+        for ex, text in [({"method": "feature-ablation", "feature_mask": [[1, 2]]}, "nested lists of 2 dims"),
+                         ({"method": "feature-ablation", "feature_mask": (mask + 0.5).tolist()}, "are integers"),
+                         ({"method": "feature-ablation", "feature_mask": "x"}, "nested lists of integers"),
+                         ({"baselines": [[[1, 2]]]}, "baseline 0 has shape [1, 1, 1, 2]"),
+                         ({"baselines": [[[1, 2], [3]]]}, "explanation.baselines[0][1]")]:
+            st, _, j = s.call("POST", "/v1/models/digits:explain", {"instances": x.tolist(), "explanation": ex})
+            assert st == 400 and text in j["error"], (ex, j)
+        st, _, j = s.call("POST", "/v1/models/digits:explain?baselines=0.5", body,
+                          {"Content-Type": "application/x-safetensors"})
+        assert st == 400 and "given in the body and in the query" in j["error"], j
         rc, err = s.stop()
     assert rc == 0, err
 

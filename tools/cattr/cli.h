@@ -131,12 +131,13 @@ cattr_status cli_explainer_get(cli_explainer_cache *c, const cattr_model *m, con
 void cli_explainer_drop(cli_explainer_cache *c, cattr_explainer *e);
 /* cattr serve: one `cattr explain` in memory. argv as explain's command line without files: the model's name as the
  * positional argument (the JSON's "model"), "--input @K" once per tensor, "--quiet"; the served model (borrowed, never
- * changed: its device was set when it was loaded), the n_inputs input tensors, a cancel flag (cattr_attr_params),
- * the thread's explainer cache (NULL: none).
+ * changed: its device was set when it was loaded), the n_inputs input tensors, the n_side tensors that "--baseline @S<k>"
+ * and "--feature-mask @S<k>" name, a cancel flag (cattr_attr_params), the thread's explainer cache (NULL: none).
  * Returns explain's exit code; on CLI_OK *json holds the JSON explain writes (malloc'ed). Messages go where
  * cli_capture says. */
 int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
-                    const volatile int *cancel, cli_explainer_cache *cache, char **json);
+                    const cattr_tensor *const *side, int n_side, const volatile int *cancel, cli_explainer_cache *cache,
+                    char **json);
 /* cattr serve: one explain-llm request line (corpus mode's fields, corpus.c) on a loaded checkpoint, explain-llm's
  * defaults under it, the cancel flag; *json the record's JSON (malloc'ed) on CLI_OK, else the message in err and
  * the library's status in *ast. */

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "mpi_driver.h"
 
+#include "core/core.h"
 #include "io/fileutil.h"
 #include "io/rows.h"
 #include "viz/heatmap.h"
@@ -151,6 +152,8 @@ typedef struct {
     const cattr_tensor *const *mem_inputs;
     char **mem_json;
     cli_explainer_cache *mem_cache; /* the worker's explainers (NULL: one per call) */
+    const cattr_tensor *const *mem_side; /* the tensors "@S<k>" names in --baseline and --feature-mask */
+    int n_mem_side;
 } explain_args;
 
 static bool ends_with(const char *s, const char *suf) {
@@ -859,18 +862,30 @@ static int order_inputs(const explain_args *a, cattr_model **m, cattr_model **or
 
 /* Reads the feature masks, additional inputs and baselines (whole) and checks the input count against the model.
  * Returns 0 or the exit code (the message printed). */
+/* A tensor file, or in memory (cli_explain_mem) "@S<k>": a copy of the request's tensor k */
+static cattr_status side_tensor(const explain_args *a, const char *spec, cattr_tensor **t) {
+    if (a->mem_json && spec[0] == '@' && spec[1] == 'S') {
+        char *end;
+        long k = strtol(spec + 2, &end, 10);
+        if (*end || end == spec + 2 || k < 0 || k >= a->n_mem_side)
+            return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "'%s' names no tensor of the request", spec);
+        return cattr_tensor_convert(a->mem_side[k], cattr_tensor_dtype(a->mem_side[k]), t);
+    }
+    return cli_load_tensor(spec, t);
+}
+
 static int load_side_inputs(const explain_args *a, const cattr_model *m, cattr_tensor **masks, cattr_tensor **add,
                             cattr_tensor **base) {
     cattr_status st;
     for (int i = 0; i < a->n_masks; i++)
-        if ((st = cli_load_tensor(a->masks[i], &masks[i])) != CATTR_OK) return cli_error(st, "cannot read --feature-mask");
+        if ((st = side_tensor(a, a->masks[i], &masks[i])) != CATTR_OK) return cli_error(st, "cannot read --feature-mask");
     for (int i = 0; i < a->n_add; i++)
         if ((st = cli_load_tensor(a->additional[i], &add[i])) != CATTR_OK) return cli_error(st, "cannot read --additional");
     for (int i = 0; i < a->n_in && a->n_base; i++) {
         const char *spec = a->baselines[a->n_base == 1 ? 0 : i];
         double v;
         if (cli_parse_double(spec, &v)) st = cattr_tensor_from_data(CATTR_FLOAT64, 0, NULL, &v, &base[i]);
-        else st = cli_load_tensor(spec, &base[i]);
+        else st = side_tensor(a, spec, &base[i]);
         if (st != CATTR_OK) return cli_error(st, "cannot read --baseline");
     }
     if (a->n_in + a->n_add != cattr_model_n_inputs(m))
@@ -1766,7 +1781,8 @@ done:
 }
 
 int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_tensor *const *inputs, int n_inputs,
-                    const volatile int *cancel, cli_explainer_cache *cache, char **json) {
+                    const cattr_tensor *const *side, int n_side, const volatile int *cancel, cli_explainer_cache *cache,
+                    char **json) {
     explain_args a;
     *json = NULL;
     int rc = parse_args(argc, argv, &a, false, true);
@@ -1776,6 +1792,8 @@ int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_ten
     a.mem_inputs = inputs;
     a.mem_json = json;
     a.mem_cache = cache;
+    a.mem_side = side;
+    a.n_mem_side = n_side;
     a.quiet = true;
     a.progress = false;
     a.p.cancel = cancel;

@@ -300,7 +300,8 @@ static void run_job(job *j, int slot, cli_explainer_cache *cache) {
     } else if (j->explain) {
         char *json = NULL;
         int rc = cli_explain_mem(j->model->model, j->sr.argc, j->sr.argv, (const cattr_tensor *const *)j->sr.inputs,
-                                 j->sr.n_inputs, &S.cancel[slot], cache, &json);
+                                 j->sr.n_inputs, (const cattr_tensor *const *)j->sr.side, j->sr.n_side, &S.cancel[slot],
+                                 cache, &json);
         if (rc == CLI_OK && json) {
             j->status = 200;
             j->answer = json;

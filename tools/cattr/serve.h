@@ -17,6 +17,9 @@ typedef struct serve_req {
     cattr_tensor *inputs[CATTR_MAX_INPUTS];
     int n_inputs;
     int64_t n_instances;
+    cattr_tensor *side[2]; /* tensors the options name as "@S0", "@S1": baselines (float32), feature_mask (int64) */
+    int n_side;
+    size_t body_len; /* the body's bytes: no tensor of a list may claim more numbers than it can hold */
 } serve_req;
 
 /* Decodes a request body (len bytes, not NUL-terminated) for a model with n_names inputs called names: "instances"

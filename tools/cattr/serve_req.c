@@ -17,7 +17,8 @@
  * baselines, internal_batch_size, ...; "quadrature" for IG's own "method", which names the attribution method here),
  * each to explain's option. Kinds: 's' a string, 'i' an integer or a string (n_steps "auto", max_memory "2G"),
  * 'n' a number, 'l' an integer or a list of integers (joined with commas), 'b' a flag given when true, 'B' a flag
- * given when false, 't' the target. */
+ * given when false, 't' the target, 'T' a number or (one-input models) nested lists of numbers: one instance's shape
+ * (every instance's) or the instances' (a float32 tensor), 'M' the same lists of integers (an int64 tensor). */
 typedef struct {
     const char *key, *flag;
     char kind;
@@ -37,7 +38,8 @@ static const opt_map OPTS[] = {
     {"n_samples", "--n-samples", 'i'},
     {"perturbations_per_eval", "--perturbations-per-eval", 'i'},
     {"seed", "--seed", 'i'},
-    {"baselines", "--baseline", 'n'},
+    {"baselines", "--baseline", 'T'},
+    {"feature_mask", "--feature-mask", 'M'},
     {"layer", "--layer", 's'},
     {"neuron_selector", "--neuron", 'l'},
     {"attribute_to_layer_input", "--layer-input", 'b'},
@@ -85,6 +87,7 @@ static bool add_arg(serve_req *r, const char *s) {
 void serve_req_free(serve_req *r) {
     for (int i = 0; i < r->argc; i++) free(r->argv[i]);
     for (int i = 0; i < r->n_inputs; i++) cattr_tensor_free(r->inputs[i]);
+    for (int i = 0; i < r->n_side; i++) cattr_tensor_free(r->side[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -178,6 +181,52 @@ static int stack_input(const cJSON *inst, int64_t B, const char *name, size_t bo
     return 0;
 }
 
+/* A baseline or feature mask given as nested lists (kind 'T' or 'M'): a tensor of one instance's shape ([1, ...]: every
+ * instance's) or of the instances' ([B, ...]), kept in r->side; *name its "@S<k>" */
+static int side_tensor(serve_req *r, const opt_map *o, const cJSON *v, char *name, size_t nsz, char *err, size_t errsz) {
+    if (r->n_inputs != 1)
+        return fail(err, errsz, "explanation.%s: lists are for a one-input model (this one has %d inputs): give a "
+                                "number", o->key, r->n_inputs);
+    if (r->n_side >= (int)(sizeof r->side / sizeof r->side[0])) return fail(err, errsz, "explanation: too many tensors");
+    int64_t shape[CATTR_MAX_DIMS];
+    int in_nd = cattr_tensor_ndim(r->inputs[0]), nd = json_shape(v, shape + 1);
+    if (nd < 0 || (nd != in_nd - 1 && nd != in_nd))
+        return fail(err, errsz, "explanation.%s: nested lists of %d dims: give one instance's shape (%d dims) or the "
+                                "instances' (%d dims)", o->key, nd, in_nd - 1, in_nd);
+    int off = 1;
+    if (nd == in_nd - 1) shape[0] = 1; /* one instance's: broadcast over the batch */
+    else off = 0, memmove(shape, shape + 1, (size_t)nd * sizeof *shape);
+    double total = 1;
+    for (int d = 0; d < in_nd; d++) total *= (double)shape[d];
+    if (total > (double)(r->body_len / 2 + 1)) return fail(err, errsz, "explanation.%s: the lists are ragged", o->key);
+    cattr_tensor *t = NULL, *ti = NULL;
+    if (cattr_tensor_new(CATTR_FLOAT32, in_nd, shape, &t) != CATTR_OK)
+        return fail(err, errsz, "explanation.%s: cannot make the tensor: %s", o->key, cattr_last_error());
+    char where[256];
+    snprintf(where, sizeof where, "explanation.%s", o->key);
+    int64_t k = 0;
+    if (!json_fill(v, shape + off, nd, cattr_tensor_data(t), &k, where, sizeof where, err, errsz)) {
+        cattr_tensor_free(t);
+        return 400;
+    }
+    if (o->kind == 'M') { /* feature groups: integers */
+        const float *f = cattr_tensor_data_const(t);
+        for (int64_t i = 0; i < k; i++)
+            if (f[i] != floorf(f[i]) || fabsf(f[i]) > 16777216.0f) {
+                cattr_tensor_free(t);
+                return fail(err, errsz, "explanation.%s: entry %lld is %g: feature groups are integers", o->key,
+                            (long long)i, (double)f[i]);
+            }
+        cattr_status st = cattr_tensor_convert(t, CATTR_INT64, &ti);
+        cattr_tensor_free(t);
+        if (st != CATTR_OK) return fail(err, errsz, "out of memory");
+        t = ti;
+    }
+    snprintf(name, nsz, "@S%d", r->n_side);
+    r->side[r->n_side++] = t;
+    return 0;
+}
+
 static int add_option(serve_req *r, const opt_map *o, const cJSON *v, char *err, size_t errsz) {
     char buf[1024];
     const char *val = NULL;
@@ -193,6 +242,17 @@ static int add_option(serve_req *r, const opt_map *o, const cJSON *v, char *err,
         else if (integral) snprintf(buf, sizeof buf, "%lld", (long long)v->valuedouble), val = buf;
         else return fail(err, errsz, "explanation.%s: an integer belongs here, not %s", o->key, json_kind(v));
         break;
+    case 'T':
+    case 'M':
+        if (cJSON_IsArray(v)) {
+            int rc = side_tensor(r, o, v, buf, sizeof buf, err, errsz);
+            if (rc) return rc;
+            val = buf;
+            break;
+        }
+        if (o->kind == 'M')
+            return fail(err, errsz, "explanation.%s: nested lists of integers belong here, not %s", o->key, json_kind(v));
+        __attribute__((fallthrough)); /* a number */
     case 'n':
         if (!cJSON_IsNumber(v)) return fail(err, errsz, "explanation.%s: a number belongs here, not %s", o->key, json_kind(v));
         snprintf(buf, sizeof buf, "%.17g", v->valuedouble);
@@ -305,6 +365,7 @@ static int add_explanation(serve_req *r, const char *model, const cJSON *ex, cha
 int serve_decode(const char *body, size_t len, const char *model, const char *const *names, int n_names, bool explain,
                  serve_req *r, char *err, size_t errsz) {
     memset(r, 0, sizeof *r);
+    r->body_len = len;
     err[0] = '\0';
     if (!len) return fail(err, errsz, "the body is empty: send {\"instances\": [...]%s}", explain ? ", \"explanation\": {...}" : "");
     cJSON *root = parse_body(body, len, err, errsz);
@@ -358,7 +419,9 @@ int serve_decode_tensors(const void *body, size_t len, bool safetensors, const c
                          int n_names, bool explain, const char *const *keys, const char *const *values, int n_query,
                          serve_req *r, char *err, size_t errsz) {
     memset(r, 0, sizeof *r);
+    r->body_len = len;
     err[0] = '\0';
+    int side_of[2] = {-1, -1}; /* the body's tensors baselines and feature_mask, as r->side indexes */
     if (n_names < 1 || n_names > CATTR_MAX_INPUTS) return fail(err, errsz, "the model has %d inputs", n_names);
     if (!safetensors) {
         if (n_names > 1)
@@ -373,10 +436,18 @@ int serve_decode_tensors(const void *body, size_t len, bool safetensors, const c
             return fail(err, errsz, "%s", cattr_last_error());
         int rc = 0;
         for (int i = 0; i < cattr_tensor_set_count(set) && !rc; i++) {
+            const char *nm = cattr_tensor_set_name(set, i);
             int j = 0;
-            while (j < n_names && strcmp(names[j], cattr_tensor_set_name(set, i))) j++;
-            if (j == n_names)
-                rc = fail(err, errsz, "the .safetensors body: the model has no input called '%.64s'", cattr_tensor_set_name(set, i));
+            while (j < n_names && strcmp(names[j], nm)) j++;
+            if (j < n_names) continue;
+            int k = !strcmp(nm, "baselines") ? 0 : !strcmp(nm, "feature_mask") ? 1 : -1;
+            if (k < 0 || !explain)
+                rc = fail(err, errsz, "the .safetensors body: the model has no input called '%.64s'%s", nm,
+                          explain ? " (beside the inputs: baselines, feature_mask)" : "");
+            else if (cattr_tensor_convert(cattr_tensor_set_get(set, nm), k ? CATTR_INT64 : CATTR_FLOAT32,
+                                          &r->side[r->n_side]) != CATTR_OK)
+                rc = fail(err, errsz, "the .safetensors body's %s: %s", nm, cattr_last_error());
+            else side_of[k] = r->n_side++;
         }
         for (int j = 0; j < n_names && !rc; j++) {
             const cattr_tensor *t = cattr_tensor_set_get(set, names[j]);
@@ -416,6 +487,16 @@ int serve_decode_tensors(const void *body, size_t len, bool safetensors, const c
         cJSON_AddItemToObject(ex, keys[q], v);
     }
     int rc = add_explanation(r, model, ex, err, errsz);
+    for (int k = 0; k < 2 && !rc; k++) { /* the body's baselines and feature mask */
+        if (side_of[k] < 0) continue;
+        const char *key = k ? "feature_mask" : "baselines";
+        char at[16];
+        snprintf(at, sizeof at, "@S%d", side_of[k]);
+        if (cJSON_GetObjectItemCaseSensitive(ex, key))
+            rc = fail(err, errsz, "%s: given in the body and in the query", key);
+        else if (!add_arg(r, k ? "--feature-mask" : "--baseline") || !add_arg(r, at))
+            rc = fail(err, errsz, "explanation: too many options");
+    }
     cJSON_Delete(ex);
     return rc;
 }
