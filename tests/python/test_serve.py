@@ -141,6 +141,10 @@ def test_endpoints_and_the_numbers_of_cattr_explain(tmp_path):
         # the predicted class when no target is given, as the CLI
         st, _, got = s.call("POST", "/v1/models/digits:explain", {"instances": x[:1].tolist()})
         assert st == 200 and got["method"] == "integrated-gradients" and got["target"] == [[labels[0]]]
+        # model memory: the file, the weights (the ONNX file's float32 initializers), the process
+        assert s.metric('cattr_model_file_bytes{model="digits"}') == os.path.getsize(MODEL)
+        assert 0 < s.metric('cattr_model_weight_bytes{model="digits"}') < os.path.getsize(MODEL)
+        assert s.metric("process_resident_memory_bytes") > 1e6
         rc, err = s.stop()
     assert rc == 0, err
     assert '"POST /v1/models/digits:explain" 200' in err and "stopped" in err

@@ -15,6 +15,7 @@
 #include "core/core.h"
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -90,7 +91,7 @@ typedef struct served {
     pthread_mutex_t mu; /* a checkpoint answers one request at a time */
     const char *names[CATTR_MAX_INPUTS];
     int n_inputs;
-    long long file_bytes;
+    long long file_bytes, weight_bytes; /* its file (a checkpoint: its .safetensors); its weights in memory */
     char norm[256]; /* --image-norm: the page's scale:mean:std for this model's images ("" none) */
 } served;
 
@@ -519,8 +520,20 @@ static char *metrics_body(void) {
     P("# HELP cattr_errors_total Failed jobs by kind.\n# TYPE cattr_errors_total counter\n");
     for (int k = 1; k < 16; k++)
         if (S.errors[k]) P("cattr_errors_total{kind=\"%s\"} %llu\n", cattr_status_string((cattr_status)k), S.errors[k]);
-    P("# HELP cattr_model_file_bytes The size of each served model's file.\n# TYPE cattr_model_file_bytes gauge\n");
+    P("# HELP cattr_model_file_bytes The size of each served model's file (a checkpoint: its .safetensors files).\n"
+      "# TYPE cattr_model_file_bytes gauge\n");
     for (int i = 0; i < S.n_models; i++) P("cattr_model_file_bytes{model=\"%s\"} %lld\n", S.models[i].name, S.models[i].file_bytes);
+    P("# HELP cattr_model_weight_bytes The bytes of each served model's weights (a checkpoint's: its files, mapped).\n"
+      "# TYPE cattr_model_weight_bytes gauge\n");
+    for (int i = 0; i < S.n_models; i++)
+        P("cattr_model_weight_bytes{model=\"%s\"} %lld\n", S.models[i].name, S.models[i].weight_bytes);
+    long pages = 0, resident = 0;
+    FILE *sm = fopen("/proc/self/statm", "r");
+    if (sm && fscanf(sm, "%ld %ld", &pages, &resident) == 2)
+        P("# HELP process_resident_memory_bytes Resident memory (models, kept explainers and buffers, requests).\n"
+          "# TYPE process_resident_memory_bytes gauge\n"
+          "process_resident_memory_bytes %lld\n", (long long)resident * sysconf(_SC_PAGESIZE));
+    if (sm) fclose(sm);
     pthread_mutex_unlock(&S.mu);
 #undef P
     if (off >= cap) {
@@ -894,6 +907,28 @@ int cmd_serve(int argc, char **argv) {
             for (int k = 0; k < m->n_inputs && k < CATTR_MAX_INPUTS; k++) m->names[k] = cattr_model_input_name(m->model, k);
         }
         m->file_bytes = dir ? 0 : (long long)sb.st_size;
+        if (dir) { /* a checkpoint: its .safetensors files, mapped in their own dtype */
+            DIR *d = opendir(m->path);
+            for (struct dirent *de; d && (de = readdir(d));) {
+                size_t n = strlen(de->d_name);
+                char f[8192];
+                struct stat fs;
+                if (n > 12 && !strcmp(de->d_name + n - 12, ".safetensors") &&
+                    snprintf(f, sizeof f, "%s/%s", m->path, de->d_name) < (int)sizeof f && !stat(f, &fs))
+                    m->file_bytes += (long long)fs.st_size;
+            }
+            if (d) closedir(d);
+            m->weight_bytes = m->file_bytes;
+        } else {
+            int nw = cattr_model_module_weights(m->model, NULL, NULL, 0);
+            const char **wn = nw > 0 ? calloc((size_t)nw, sizeof *wn) : NULL;
+            if (wn) nw = cattr_model_module_weights(m->model, NULL, wn, nw);
+            for (int k = 0; wn && k < nw; k++) {
+                const cattr_tensor *w = cattr_model_weight(m->model, wn[k]);
+                if (w) m->weight_bytes += (long long)(cattr_tensor_numel(w) * (int64_t)cattr_dtype_size(cattr_tensor_dtype(w)));
+            }
+            free(wn);
+        }
         S.n_models++;
     }
     for (int i = 0; i < n_norms; i++) { /* NAME=SCALE:MEAN:STD, MEAN and STD one number or one per channel */
