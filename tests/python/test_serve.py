@@ -580,6 +580,39 @@ def test_language_model_checkpoint_answers_explain_llm_requests(tmp_path):
     assert rc == 0, err
 
 
+def test_checkpoint_answers_explain_context_requests(tmp_path):
+    """a body with a "question": explain-context's request line and options, answered with the record its corpus mode
+    writes (the same sources, scores and quality numbers; timings aside); options that would need files refused"""
+    tiny = os.path.join(ROOT, "tests", "data", "llm", "tiny")
+    line = {"id": "q1", "question": "Where is Paris?", "contexts": ["Paris is in France. It is big.", "Rome is in Italy."],
+            "answer": " France"}
+    tmpl = "C: {context} Q: {question} A:"
+    (tmp_path / "rq.jsonl").write_text(json.dumps(line) + "\n")
+    r = subprocess.run([_exe(), "explain-context", tiny, "--requests", str(tmp_path / "rq.jsonl"), "--output",
+                        str(tmp_path / "out.jsonl"), "--method", "surrogate", "--sources", "sentences", "--samples", "16",
+                        "--seed", "3", "--quality", "--template", tmpl, "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    want = [json.loads(l) for l in open(tmp_path / "out.jsonl") if '"q1"' in l][-1]
+    with Server("--model", "tiny=" + tiny) as s:
+        st, _, got = s.call("POST", "/v1/models/tiny:explain", dict(line, method="surrogate", sources="sentences",
+                                                                    samples=16, seed=3, quality=True, template=tmpl))
+        assert st == 200, got
+        assert len(got["sources"]) == 3 and got["lds"] == want["lds"]
+        for k in want:
+            if k not in ("timings_s", "id", "request_hash"):
+                assert got[k] == want[k], k
+        for body, text in [(dict(line, method="proxy"), "proxy method is not served"),
+                           (dict(line, sources="spans.json"), "'sources' must be"),
+                           (dict(line, context_files=["/etc/hostname"]), "would read files on the server"),
+                           (dict(line, samples=1), "--samples"),
+                           (dict(line, colour=1), "unknown field 'colour'"),
+                           (dict(line, quality="yes"), "true or false")]:
+            st, _, j = s.call("POST", "/v1/models/tiny:explain", body)
+            assert st == 400 and text in j["error"], (body, j)
+        rc, err = s.stop()
+    assert rc == 0, err
+
+
 def test_image_norm_and_bad_command_lines():
     with Server("--image-norm", "digits=1/16:0.5:0.25") as s:
         st, _, m = s.call("GET", "/v1/models/digits")

@@ -142,6 +142,13 @@ int cli_explain_mem(const cattr_model *m, int argc, char **argv, const cattr_ten
  * defaults under it, the cancel flag; *json the record's JSON (malloc'ed) on CLI_OK, else the message in err and
  * the library's status in *ast. */
 struct cJSON;
+/* cattr serve: one explain-context request on checkpoint m (loaded from dir): the fields of a --requests line (id,
+ * question, contexts, answer, spans; no context_files) and explain-context's options by Captum-like names (method,
+ * sources, samples, keep_prob, alpha, seed, max_new_tokens, top_documents, template, dtype, quality, per_token; not
+ * the proxy), the cancel flag; *json the record corpus mode writes (malloc'ed) on CLI_OK, else the message in err (or
+ * where cli_capture says) and the library's status in *ast. m NULL: the body is checked, nothing run (fuzzing). */
+int cli_context_answer_mem(cattr_llm *m, const char *dir, const struct cJSON *rq, const volatile int *cancel,
+                           char **json, cattr_status *ast, char *err, size_t size);
 int cli_llm_answer_mem(cattr_llm *m, const struct cJSON *rq, const volatile int *cancel, char **json, cattr_status *ast,
                        char *err, size_t size);
 /* The serve request decoder on arbitrary bytes (the fuzz harness): never crashes, leaks or reads past the data. */

@@ -424,14 +424,14 @@ static int ctx_parse(const cJSON *rq, bool files, ctx_docs *d, const char **ques
     return sp ? docs_spans(d, sp, "'spans'", err, size) : CLI_OK;
 }
 
-/* A line of --requests (corpus_answer_fn): parsed (ctx_parse) and explained. */
-static int ctx_answer(void *user, const cJSON *rq, cJSON **rec, cattr_status *ast, char *err, size_t size) {
-    ctx_job *j = user;
+/* A request line (files: its context_files are read) parsed (ctx_parse) and explained. */
+static int ctx_answer_line(ctx_job *j, const cJSON *rq, bool files, cJSON **rec, cattr_status *ast, char *err,
+                           size_t size) {
     ctx_docs *d = calloc(1, sizeof *d);
     if (!d) return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
     const char *question = NULL, *answer = NULL;
     bool spans = false;
-    int rc = ctx_parse(rq, true, d, &question, &answer, &spans, err, size);
+    int rc = ctx_parse(rq, files, d, &question, &answer, &spans, err, size);
     if (rc == CLI_OK && spans && j->a->sources != CATTR_CONTEXT_SPANS && j->a->sources != CATTR_CONTEXT_DOCUMENTS) {
         snprintf(err, size, "'spans' goes with the default --sources (documents)");
         rc = CLI_USAGE;
@@ -447,6 +447,101 @@ static int ctx_answer(void *user, const cJSON *rq, cJSON **rec, cattr_status *as
     return rc;
 }
 
+/* A line of --requests (corpus_answer_fn) */
+static int ctx_answer(void *user, const cJSON *rq, cJSON **rec, cattr_status *ast, char *err, size_t size) {
+    return ctx_answer_line(user, rq, true, rec, ast, err, size);
+}
+
+/* cattr serve: the options a request body may give beside its line's fields, to explain-context's own */
+static const struct {
+    const char *key, *flag;
+    char kind; /* 's' a string, 'i' an integer, 'n' a number, 'b' a flag given when true */
+} MEM_OPTS[] = {{"method", "--method", 's'},       {"sources", "--sources", 's'},
+                {"samples", "--samples", 'i'},     {"keep_prob", "--keep-prob", 'n'},
+                {"alpha", "--alpha", 'n'},         {"seed", "--seed", 'i'},
+                {"max_new_tokens", "--max-new", 'i'}, {"top_documents", "--top-documents", 'i'},
+                {"template", "--template", 's'},   {"dtype", "--dtype", 's'},
+                {"quality", "--quality", 'b'},     {"per_token", "--per-token", 'b'}};
+#define N_MEM_OPTS (int)(sizeof MEM_OPTS / sizeof MEM_OPTS[0])
+
+int cli_context_answer_mem(cattr_llm *m, const char *dir, const cJSON *rq, const volatile int *cancel, char **json,
+                           cattr_status *ast, char *err, size_t size) {
+    static const char *const line_fields[] = {"id", "question", "contexts", "answer", "spans"};
+    *json = NULL;
+    *ast = CATTR_OK;
+    err[0] = '\0';
+    if (!cJSON_IsObject(rq)) return snprintf(err, size, "the body must be a JSON object"), CLI_USAGE;
+    if (cJSON_GetObjectItemCaseSensitive(rq, "context_files"))
+        return snprintf(err, size, "'context_files' would read files on the server: send the texts as 'contexts'"),
+               CLI_USAGE;
+    /* explain-context's command line in corpus mode (no file is opened here), the body's options on it */
+    char *argv[64], vals[N_MEM_OPTS][64];
+    int argc = 0;
+    argv[argc++] = "explain-context";
+    argv[argc++] = (char *)dir;
+    argv[argc++] = "--requests";
+    argv[argc++] = "-";
+    argv[argc++] = "--output";
+    argv[argc++] = "-";
+    cJSON *line = cJSON_CreateObject();
+    if (!line) return llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+    int rc = CLI_OK;
+    for (const cJSON *f = rq->child; f && rc == CLI_OK; f = f->next) {
+        size_t l = 0;
+        while (l < sizeof line_fields / sizeof *line_fields && strcmp(line_fields[l], f->string)) l++;
+        if (l < sizeof line_fields / sizeof *line_fields) { /* the request line's own */
+            cJSON *c = cJSON_Duplicate(f, true);
+            if (!c) rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+            else cJSON_AddItemToObject(line, f->string, c);
+            continue;
+        }
+        int k = 0;
+        while (k < N_MEM_OPTS && strcmp(MEM_OPTS[k].key, f->string)) k++;
+        if (k == N_MEM_OPTS) {
+            snprintf(err, size, "unknown field '%.64s' (known: id, question, contexts, answer, spans, method, sources, "
+                     "samples, keep_prob, alpha, seed, max_new_tokens, top_documents, template, dtype, quality, "
+                     "per_token)", f->string);
+            rc = CLI_USAGE;
+        } else if (MEM_OPTS[k].kind == 'b') {
+            if (!cJSON_IsBool(f)) snprintf(err, size, "'%s' must be true or false", f->string), rc = CLI_USAGE;
+            else if (cJSON_IsTrue(f)) argv[argc++] = (char *)MEM_OPTS[k].flag;
+        } else {
+            const char *v = NULL;
+            if (MEM_OPTS[k].kind == 's' && cJSON_IsString(f)) v = f->valuestring;
+            else if (MEM_OPTS[k].kind != 's' && cJSON_IsNumber(f))
+                snprintf(vals[k], sizeof vals[k], MEM_OPTS[k].kind == 'i' ? "%.0f" : "%.17g", f->valuedouble), v = vals[k];
+            if (!v)
+                snprintf(err, size, "'%s' must be %s", f->string, MEM_OPTS[k].kind == 's' ? "a string" : "a number"),
+                    rc = CLI_USAGE;
+            else if (MEM_OPTS[k].kind == 'i' && f->valuedouble != floor(f->valuedouble))
+                snprintf(err, size, "'%s' must be an integer", f->string), rc = CLI_USAGE;
+            else if (k == 1 && strcmp(v, "documents") && strcmp(v, "sentences") && strcmp(v, "lines"))
+                snprintf(err, size, "'sources' must be documents, sentences or lines here (give your own spans as "
+                         "'spans')"), rc = CLI_USAGE;
+            else if (k == 0 && !strcmp(v, "proxy"))
+                snprintf(err, size, "the proxy method is not served (it needs a second checkpoint)"), rc = CLI_USAGE;
+            else argv[argc++] = (char *)MEM_OPTS[k].flag, argv[argc++] = (char *)v;
+        }
+    }
+    ctx_args a;
+    if (rc == CLI_OK) { /* its messages go where cli_capture says (serve: into err) */
+        rc = parse(argc, argv, &a);
+        if (rc < 0) rc = CLI_USAGE;
+    }
+    if (rc == CLI_OK && m) { /* m NULL: the body checked only (the fuzz harness) */
+        ctx_job j = {.m = m, .a = &a, .p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION)};
+        j.p.dtype = a.dtype;
+        j.p.cancel = cancel;
+        cJSON *rec = NULL;
+        rc = ctx_answer_line(&j, line, false, &rec, ast, err, size);
+        if (rc == CLI_OK && !(*json = cJSON_PrintUnformatted(rec)))
+            rc = llm_req_fail(err, size, CLI_FAIL, "out of memory", false);
+        cJSON_Delete(rec);
+    }
+    cJSON_Delete(line);
+    return rc;
+}
+
 int cli_context_fuzz(const unsigned char *data, size_t size) {
     cJSON *rq = cJSON_ParseWithLength((const char *)data, size);
     ctx_docs *d = calloc(1, sizeof *d);
@@ -454,6 +549,13 @@ int cli_context_fuzz(const unsigned char *data, size_t size) {
     bool spans;
     char err[2048];
     if (rq && d) (void)ctx_parse(rq, false, d, &question, &answer, &spans, err, sizeof err);
+    char *json = NULL;
+    cattr_status ast;
+    char cap[2048];
+    cli_capture(cap, sizeof cap); /* the parser's messages, not on stderr */
+    if (rq) (void)cli_context_answer_mem(NULL, "dir", rq, NULL, &json, &ast, err, sizeof err); /* serve's body */
+    cli_capture(NULL, 0);
+    free(json);
     if (d) docs_free(d);
     free(d);
     cJSON_Delete(rq);

@@ -282,7 +282,10 @@ static void run_job(job *j, int slot, cli_explainer_cache *cache) {
         char *json = NULL;
         cattr_status st = CATTR_OK;
         pthread_mutex_lock(&j->model->mu);
-        int rc = cli_llm_answer_mem(j->model->llm, j->llm_rq, &j->cancel, &json, &st, msg, sizeof msg);
+        int rc = cJSON_GetObjectItemCaseSensitive(j->llm_rq, "question") /* explain-context's, else explain-llm's */
+                     ? cli_context_answer_mem(j->model->llm, j->model->path, j->llm_rq, &j->cancel, &json, &st, msg,
+                                              sizeof msg)
+                     : cli_llm_answer_mem(j->model->llm, j->llm_rq, &j->cancel, &json, &st, msg, sizeof msg);
         pthread_mutex_unlock(&j->model->mu);
         if (rc == CLI_OK) {
             size_t n = strlen(json);
