@@ -24,6 +24,8 @@ static void drop_device_state(cattr_llm *m) {
     m->ge = NULL;
     cattr_explainer_free(m->pe);
     m->pe = NULL;
+    cattr_explainer_free(m->xe);
+    m->xe = NULL;
     for (int i = 0; i < 8; i++) {
         cx_consts_free(m->consts[i / 2][i % 2]);
         m->consts[i / 2][i % 2] = NULL;

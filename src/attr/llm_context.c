@@ -153,15 +153,22 @@ cattr_status cx_llm_grad_x_act_total(cattr_llm *m, const cattr_attr_params *lp, 
     }
     cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_INPUT_X_GRADIENT);
     p.dtype = lp->dtype;
-    p.max_memory = lp->max_memory ? lp->max_memory : cx_llm_default_budget(&m->cfg);
-    p.progress = lp->progress;
-    p.progress_user = lp->progress_user;
-    p.cancel = lp->cancel;
     p.device = m->be->name;
     p.precision = lp->precision;
-    cattr_explainer *e = NULL;
-    CX_CHECK(cattr_explainer_new(m->score_model, &p, &e));
-    e->sum_last = true; /* a token's attribution: its embedding's, summed (on the backend) */
+    /* the explainer is kept between calls (its plans and memory) while these compare equal: params are memset and set
+     * field by field, so memcmp is exact; the budget and what the call watches are the call's own */
+    if (!m->xe || memcmp(&m->xp, &p, sizeof p)) {
+        cattr_explainer_free(m->xe);
+        m->xe = NULL;
+        CX_CHECK(cattr_explainer_new(m->score_model, &p, &m->xe));
+        m->xe->sum_last = true; /* a token's attribution: its embedding's, summed (on the backend) */
+        m->xp = p;
+    }
+    cattr_explainer *e = m->xe;
+    e->p.max_memory = lp->max_memory ? lp->max_memory : cx_llm_default_budget(&m->cfg);
+    e->p.progress = lp->progress;
+    e->p.progress_user = lp->progress_user;
+    e->p.cancel = lp->cancel;
     int64_t L = T + n - 1, shn[2] = {1, n};
     int64_t *seq = malloc((size_t)L * sizeof *seq);
     cattr_tensor *pos = cx_tensor_alloc(CATTR_INT64, 2, shn), *sidx = cx_tensor_alloc(CATTR_INT64, 2, shn);
@@ -182,7 +189,10 @@ cattr_status cx_llm_grad_x_act_total(cattr_llm *m, const cattr_attr_params *lp, 
     cattr_call call = {in, 1, NULL, &t, add, 2, NULL, NULL, NULL, 0, NULL, 0, NULL};
     if (st == CATTR_OK) st = cattr_explainer_run(e, &call, &attr, NULL);
     for (int64_t i = 0; i < T && st == CATTR_OK; i++) tok[i] = cx_tensor_get(attr, i); /* [1, L]: summed */
-    cattr_explainer_free(e);
+    if (st != CATTR_OK) { /* a failed (or cancelled) call's explainer is not kept */
+        cattr_explainer_free(m->xe);
+        m->xe = NULL;
+    }
     free(seq);
     cattr_tensor_free(pos);
     cattr_tensor_free(sidx);

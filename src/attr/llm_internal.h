@@ -29,6 +29,8 @@ struct cattr_llm {
     cattr_model *score_model;  /* the decoder scoring an answer's tokens on embeddings (cx_decoder_opts.scores) */
     cattr_explainer *ge;  /* the gradient methods' explainer, for the parameters in gp */
     cattr_attr_params gp;
+    cattr_explainer *xe;  /* context attribution's gradient x activation on score_model, for the parameters in xp */
+    cattr_attr_params xp;
     cattr_model *pres_model[2]; /* the token-presence form (cx_decoder_opts.presence), without and with context */
     cattr_model *ids_model;     /* token ids -> log-probabilities (cattr_llm_model), built on first use */
     cattr_explainer *pe;        /* the perturbation and surrogate methods' explainer, for pp on pres_model[pe_ctx] */
