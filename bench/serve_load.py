@@ -6,8 +6,9 @@
 Two workloads: IntegratedGradients (50 steps, target 3) on the bundled digits model, and explain-llm's
 FeatureAblation on the tiny test checkpoint (tests/data/llm/tiny, "The capital of France is" -> " Paris").
 - In process: `cattr explain ... --runs 201` and `cattr explain-llm ... --runs 201`, their warm median (the library's
-  call alone, in one process, no HTTP), the median of 3 such runs; with the default threads and with the threads of
-  one of the server's workers (cores / workers: the same call on the same resources).
+  call alone, in one process, no HTTP), with the default threads and with the threads of one of the server's workers
+  (cores / workers: the same call on the same resources); --rounds rounds of that and one client's requests, back to
+  back, and the median of the rounds' ratios.
 - Served (`cattr serve --no-access-log`, every worker the machine gives): one client sending its requests one after
   another (the latency a request sees: HTTP, JSON both ways, the queue hand-off, the call), then --clients clients at
   once over keep-alive connections, --requests in all (throughput and the latency under load).
@@ -40,14 +41,11 @@ def warm_median(cmd, threads=None):
     env = dict(os.environ)
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    t = []
-    for _ in range(3):
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env)
-        m = re.search(r"warm_median=([0-9.eE+-]+)", r.stdout)
-        if r.returncode != 0 or not m:
-            sys.exit("failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
-        t.append(float(m.group(1)))
-    return float(np.median(t))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    m = re.search(r"warm_median=([0-9.eE+-]+)", r.stdout)
+    if r.returncode != 0 or not m:
+        sys.exit("failed: %s\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+    return float(m.group(1))
 
 
 def run_clients(port, path, body, clients, total):
@@ -89,6 +87,7 @@ def main():
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--workers", type=int, default=0, help="the server's --workers (default: its own, the cores)")
+    ap.add_argument("--rounds", type=int, default=5, help="rounds of (in process, one client) (default 5)")
     a = ap.parse_args()
     x = np.load(X)
     cases = [
@@ -114,16 +113,25 @@ def main():
     wthreads = int(w.group(1)) if w else 1
     try:
         for name, path, body, cmd in cases:
-            inproc = warm_median(cmd)
-            inproc_w = warm_median(cmd, wthreads)
             run_clients(port, path, body, 1, 20)  # warm the plans
-            rps1, q1 = run_clients(port, path, body, 1, max(200, a.requests // 10))
+            # rounds of (in process, served by one client) back to back: this machine's speed drifts by tens of per
+            # cent within minutes, so each ratio pairs measurements taken together, and the median ratio is reported
+            rounds = []
+            for _ in range(a.rounds):
+                inproc, inproc_w = warm_median(cmd), warm_median(cmd, wthreads)
+                rps1, q1 = run_clients(port, path, body, 1, max(200, a.requests // 10))
+                rounds.append((inproc, inproc_w, rps1, q1))
+            print("%s:" % name)
+            for inproc, inproc_w, rps1, q1 in rounds:
+                print("  in process %.3f ms (warm median; %.3f ms at a worker's %d thread%s); 1 client: %5.0f "
+                      "requests/s, p50 %.3f ms, p95 %.3f ms, p99 %.3f ms; p50 / in process = %.2fx (%.2fx at a "
+                      "worker's threads)" % (1e3 * inproc, 1e3 * inproc_w, wthreads, "" if wthreads == 1 else "s",
+                                             rps1, q1[0], q1[1], q1[2], q1[0] / (1e3 * inproc),
+                                             q1[0] / (1e3 * inproc_w)))
+            print("  median p50 / in process over %d rounds: %.2fx (%.2fx at a worker's threads)"
+                  % (a.rounds, np.median([r[3][0] / (1e3 * r[0]) for r in rounds]),
+                     np.median([r[3][0] / (1e3 * r[1]) for r in rounds])))
             rps, q = run_clients(port, path, body, a.clients, a.requests)
-            print("%s: in process %.3f ms (warm median; %.3f ms at a worker's %d thread%s)"
-                  % (name, 1e3 * inproc, 1e3 * inproc_w, wthreads, "" if wthreads == 1 else "s"))
-            print("  1 client:  %7.0f requests/s; p50 %.3f ms, p95 %.3f ms, p99 %.3f ms; p50 / in process = %.2fx "
-                  "(%.2fx at a worker's threads)"
-                  % (rps1, q1[0], q1[1], q1[2], q1[0] / (1e3 * inproc), q1[0] / (1e3 * inproc_w)))
             print("  %d clients: %7.0f requests/s; p50 %.3f ms, p95 %.3f ms, p99 %.3f ms (%d requests, all 200, the "
                   "same answer)" % (a.clients, rps, q[0], q[1], q[2], a.requests))
     finally:
