@@ -213,9 +213,10 @@ static int side_tensor(serve_req *r, const opt_map *o, const cJSON *v, char *nam
         const float *f = cattr_tensor_data_const(t);
         for (int64_t i = 0; i < k; i++)
             if (f[i] != floorf(f[i]) || fabsf(f[i]) > 16777216.0f) {
-                cattr_tensor_free(t);
-                return fail(err, errsz, "explanation.%s: entry %lld is %g: feature groups are integers", o->key,
-                            (long long)i, (double)f[i]);
+                fail(err, errsz, "explanation.%s: entry %lld is %g: feature groups are integers", o->key, (long long)i,
+                     (double)f[i]);
+                cattr_tensor_free(t); /* after the message that reads it */
+                return 400;
             }
         cattr_status st = cattr_tensor_convert(t, CATTR_INT64, &ti);
         cattr_tensor_free(t);
