@@ -923,6 +923,11 @@ cattr_status cattr_llm_set_device(cattr_llm *m, const char *device);
  * end-of-sequence token. *out is malloc'd (caller frees). */
 cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
                                 int64_t **out, int64_t *n);
+/* The same, watched: p gives the dtype (float32 or float64), the cancel flag (read after each token: a set flag stops
+ * the call with CATTR_ERR_CANCELLED, nothing returned) and the progress callback (called after each token with the
+ * tokens so far and max_new); its other fields are not read. */
+cattr_status cattr_llm_generate_params(cattr_llm *m, const cattr_attr_params *p, const int64_t *prompt, int64_t T,
+                                       int max_new, int64_t **out, int64_t *n);
 
 /* The answer's log-probabilities with parts of the prompt removed (context attribution: leave-one-source-out,
  * ContextCite's random ablations). For each of R rows, keep[r * T + t] != 0 keeps prompt token t; the removed tokens

@@ -29,6 +29,17 @@ static void brute(cattr_llm *m, cattr_dtype dt, const int64_t *prompt, int64_t T
     free(seq);
 }
 
+/* The progress callback of a watched generation: calls[0] counts the calls, calls[1] keeps the total; at token
+ * stop_at_token it sets *stop_flag (when given) */
+static int stop_at_token;
+static volatile int *stop_flag;
+static void count_tokens(int64_t done, int64_t total, void *user) {
+    int *calls = user;
+    calls[0]++;
+    calls[1] = (int)total;
+    if (stop_flag && done == stop_at_token) *stop_flag = 1;
+}
+
 int main(void) {
     const char *golden = getenv("CATTR_GOLDEN") ? getenv("CATTR_GOLDEN") : "../shared/golden";
     char dir[4096];
@@ -97,6 +108,28 @@ int main(void) {
             seq[L++] = gen[k];
         }
         CHECK(ng >= 1, "nothing generated");
+        /* watched: the same tokens, a progress call per token; a cancel flag set from the third token on stops it */
+        int64_t *gen2 = NULL, ng2 = 0;
+        int calls[2] = {0, 0};
+        volatile int stop = 0;
+        cattr_attr_params gp = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION);
+        gp.dtype = CATTR_FLOAT64;
+        gp.progress = count_tokens;
+        gp.progress_user = calls;
+        CHECK(cattr_llm_generate_params(m, &gp, prompt, T, 6, &gen2, &ng2) == CATTR_OK && ng2 == ng &&
+                  !memcmp(gen2, gen, (size_t)ng * sizeof *gen) && calls[0] == ng && calls[1] == 6,
+              "watched generation: %lld tokens, %d progress calls (last total %d): %s", (long long)ng2, calls[0],
+              calls[1], cattr_last_error());
+        free(gen2);
+        gen2 = NULL;
+        calls[0] = 0;
+        stop_at_token = 2, stop_flag = &stop;
+        gp.cancel = &stop;
+        cattr_status cs = cattr_llm_generate_params(m, &gp, prompt, T, 6, &gen2, &ng2);
+        CHECK(ng >= 3 && cs == CATTR_ERR_CANCELLED && !gen2 && calls[0] == 2, "a cancelled generation: %s, %d calls",
+              cattr_status_string(cs), calls[0]);
+        stop_flag = NULL;
+        free(gen2);
         free(gen), free(seq), free(lpv);
     }
     /* the unablated row is the plain answer's log-probabilities; a row that removes everything is refused */

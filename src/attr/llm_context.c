@@ -405,7 +405,9 @@ static cattr_status make_answer(cattr_llm *m, const cattr_attr_params *p, const 
     if (r->answer) {
         CX_CHECK(cattr_llm_encode(m, r->answer, &c->ans, &c->n));
     } else {
-        CX_CHECK(cattr_llm_generate(m, p->dtype, c->prompt, c->T, r->max_new > 0 ? r->max_new : 64, &c->ans, &c->n));
+        cattr_attr_params gp = *p; /* the call's cancel flag; its progress counts ablations, not tokens */
+        gp.progress = NULL;
+        CX_CHECK(cattr_llm_generate_params(m, &gp, c->prompt, c->T, r->max_new > 0 ? r->max_new : 64, &c->ans, &c->n));
         while (c->n > 0) {
             char *txt = NULL;
             if (cattr_llm_decode(m, c->ans + c->n - 1, 1, 1, &txt) != CATTR_OK) break;

@@ -148,7 +148,17 @@ static cattr_status llm_template_run(cattr_llm *m, const cattr_attr_params *p, c
 
 cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *prompt, int64_t T, int max_new,
                                 int64_t **out, int64_t *n) {
-    if (!m || !prompt || !out || !n) return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_generate: NULL argument");
+    cattr_attr_params p;
+    memset(&p, 0, sizeof p);
+    p.dtype = dtype;
+    return cattr_llm_generate_params(m, &p, prompt, T, max_new, out, n);
+}
+
+cattr_status cattr_llm_generate_params(cattr_llm *m, const cattr_attr_params *p, const int64_t *prompt, int64_t T,
+                                       int max_new, int64_t **out, int64_t *n) {
+    if (!m || !p || !prompt || !out || !n)
+        return cx_fail(CATTR_ERR_INVALID_ARGUMENT, "cattr_llm_generate: NULL argument");
+    cattr_dtype dtype = p->dtype;
     *out = NULL;
     *n = 0;
     if (T < 1 || T > m->cfg.max_position_embeddings)
@@ -180,6 +190,7 @@ cattr_status cattr_llm_generate(cattr_llm *m, cattr_dtype dtype, const int64_t *
             if (lp[v] > lp[best]) best = v;
         pos[k] = T + k;
         gen[k++] = best;
+        if ((st = cx_llm_chunk_done(p, k, max_new)) != CATTR_OK) break; /* progress; a set cancel flag stops here */
         if (best == eos || k == max_new || T + k >= m->cfg.max_position_embeddings) break;
         int64_t segs[3] = {0, k, T}, last = k - 1;
         cattr_tensor *o = NULL;

@@ -574,8 +574,8 @@ def test_language_model_checkpoint_answers_explain_llm_requests(tmp_path):
                            ({"prompt": "x", "colour": 1}, "colour")]:
             st, _, j = s.call("POST", "/v1/models/tiny:explain", body)
             assert st == 400 and text in j["error"], (body, j)
-        st, _, j = s.call("POST", "/v1/models/tiny:predict", rq)
-        assert st == 400 and "language model" in j["error"]
+        st, _, j = s.call("POST", "/v1/models/tiny:predict", rq)  # an explain request is no generation request
+        assert st == 400 and "unknown field" in j["error"], j
         rc, err = s.stop()
     assert rc == 0, err
 
@@ -608,6 +608,34 @@ def test_checkpoint_answers_explain_context_requests(tmp_path):
                            (dict(line, colour=1), "unknown field 'colour'"),
                            (dict(line, quality="yes"), "true or false")]:
             st, _, j = s.call("POST", "/v1/models/tiny:explain", body)
+            assert st == 400 and text in j["error"], (body, j)
+        rc, err = s.stop()
+    assert rc == 0, err
+
+
+def test_checkpoint_predict_generates(tmp_path):
+    """a checkpoint's :predict: each prompt's greedy continuation, the tokens explain-llm generates for the same
+    prompt (its record's output_ids); bad bodies are 400s (the cancel flag that --timeout sets: test_llm_paths)"""
+    tiny = os.path.join(ROOT, "tests", "data", "llm", "tiny")
+    (tmp_path / "rq.jsonl").write_text(json.dumps({"id": "g", "prompt": "The capital of France is",
+                                                   "max_new_tokens": 5, "method": "feature-ablation"}) + "\n")
+    r = subprocess.run([_exe(), "explain-llm", tiny, "--prompts", str(tmp_path / "rq.jsonl"), "--output",
+                        str(tmp_path / "out.jsonl"), "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    want = [json.loads(l) for l in open(tmp_path / "out.jsonl") if '"g"' in l][-1]
+    with Server("--model", "tiny=" + tiny) as s:
+        st, _, got = s.call("POST", "/v1/models/tiny:predict",
+                            {"instances": ["The capital of France is", {"prompt": "Hello", "max_new_tokens": 2}],
+                             "max_new_tokens": 5})
+        assert st == 200, got
+        p0, p1 = got["predictions"]
+        assert p0["token_ids"] == want["output_ids"] and p0["text"] == "".join(want["output_tokens"])
+        assert len(p1["token_ids"]) == 2
+        for body, text in [({"instances": []}, "1 to 64 prompts"), ({"instances": [""]}, "non-empty string"),
+                           ({"instances": ["a"], "max_new_tokens": 0}, "from 1 to 4096"),
+                           ({"instances": [{"prompt": "a", "top_k": 3}]}, "unknown field 'top_k'"),
+                           ({"prompts": ["a"]}, "unknown field 'prompts'")]:
+            st, _, j = s.call("POST", "/v1/models/tiny:predict", body)
             assert st == 400 and text in j["error"], (body, j)
         rc, err = s.stop()
     assert rc == 0, err

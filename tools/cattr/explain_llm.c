@@ -526,7 +526,9 @@ int llm_req_prepare(cattr_llm *m, const cattr_attr_params *p, const llm_req *r, 
         if (parse_ids(r->target_ids, &o->tg, &o->n) || o->n < 1)
             return llm_req_fail(err, size, CLI_USAGE, "the target ids must be integers such as 4,5", false);
     } else {
-        st = cattr_llm_generate(m, p->dtype, o->ids, o->T, r->max_new, &o->tg, &o->n);
+        cattr_attr_params gp = *p; /* the call's cancel flag (serve's timeouts); its progress is the attribution's */
+        gp.progress = NULL;
+        st = cattr_llm_generate_params(m, &gp, o->ids, o->T, r->max_new, &o->tg, &o->n);
         if (st != CATTR_OK) return llm_req_fail(err, size, cli_error_code(st), "generation failed", true);
         o->generated = true;
     }

@@ -65,8 +65,9 @@ static void serve_help(FILE *f) {
         "\n"
         "options:\n"
         "  --model NAME=PATH        an ONNX model, or a language-model checkpoint folder (its :explain takes an\n"
-        "                           explain-llm request line), to serve under NAME (repeat for more; NAME: letters,\n"
-        "                           digits, . _ -)\n"
+        "                           explain-llm request line, or explain-context's with a \"question\"; its :predict\n"
+        "                           {\"instances\": [prompt, ...], \"max_new_tokens\": N} generates), to serve under\n"
+        "                           NAME (repeat for more; NAME: letters, digits, . _ -)\n"
         "  --image-norm NAME=SCALE:MEAN:STD  the web page's preprocessing of NAME's images: each pixel (0..255)\n"
         "                           times SCALE, minus MEAN, over STD (one number, or one per channel: e.g.\n"
         "                           1/255:0.485,0.456,0.406:0.229,0.224,0.225); the page's default is 1/255:0:1\n"
@@ -275,10 +276,68 @@ static void fail_job(job *j, cattr_status st, const char *msg) {
     pthread_mutex_unlock(&S.mu);
 }
 
+/* A language model's :predict: each prompt's greedy continuation (cattr_llm_generate_params, watched by the job's
+ * cancel flag), {"predictions": [{"text", "token_ids"}, ...]}; st and msg say why not */
+static char *generate_json(served *m, const cJSON *prompts, const volatile int *cancel, cattr_status *st, char *msg,
+                           size_t size) {
+    cattr_attr_params p = cattr_attr_default_params(CATTR_METHOD_FEATURE_ABLATION); /* float32, nothing watched */
+    p.cancel = cancel;
+    cJSON *root = cJSON_CreateObject(), *preds = cJSON_AddArrayToObject(root, "predictions");
+    *st = preds ? CATTR_OK : CATTR_ERR_NO_MEMORY;
+    if (!preds) snprintf(msg, size, "out of memory");
+    int i = 0;
+    for (const cJSON *e = prompts->child; e && *st == CATTR_OK; e = e->next, i++) {
+        const char *prompt = cJSON_GetObjectItemCaseSensitive(e, "prompt")->valuestring;
+        int max_new = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(e, "max_new_tokens"));
+        int64_t *ids = NULL, T = 0, *gen = NULL, n = 0;
+        char *text = NULL;
+        *st = cattr_llm_encode(m->llm, prompt, &ids, &T);
+        if (*st != CATTR_OK) {
+            snprintf(msg, size, "instances[%d]: cannot tokenize the prompt: %s", i, cattr_last_error());
+        } else if (T < 1) {
+            *st = CATTR_ERR_INVALID_ARGUMENT;
+            snprintf(msg, size, "instances[%d]: the prompt tokenizes to nothing", i);
+        } else if ((*st = cattr_llm_generate_params(m->llm, &p, ids, T, max_new, &gen, &n)) != CATTR_OK) {
+            snprintf(msg, size, "instances[%d]: generation failed: %s", i, cattr_last_error());
+        } else if ((*st = cattr_llm_decode(m->llm, gen, n, 1, &text)) != CATTR_OK) {
+            snprintf(msg, size, "instances[%d]: cannot decode the tokens: %s", i, cattr_last_error());
+        } else {
+            cJSON *o = cJSON_CreateObject(), *tk = cJSON_AddArrayToObject(o, "token_ids");
+            cJSON_AddStringToObject(o, "text", text);
+            for (int64_t k = 0; tk && k < n; k++) cJSON_AddItemToArray(tk, cJSON_CreateNumber((double)gen[k]));
+            cJSON_AddItemToArray(preds, o);
+        }
+        free(ids);
+        free(gen);
+        free(text);
+    }
+    if (*st != CATTR_OK) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    char *out = json_text(root); /* root freed */
+    if (!out) {
+        *st = CATTR_ERR_NO_MEMORY;
+        snprintf(msg, size, "out of memory");
+    }
+    return out;
+}
+
 static void run_job(job *j, int slot, cli_explainer_cache *cache) {
     char msg[2048];
     cli_capture(msg, sizeof msg);
-    if (j->model->llm) {
+    if (j->model->llm && !j->explain) {
+        cattr_status st = CATTR_OK;
+        pthread_mutex_lock(&j->model->mu);
+        char *json = generate_json(j->model, j->llm_rq, &j->cancel, &st, msg, sizeof msg);
+        pthread_mutex_unlock(&j->model->mu);
+        if (json) {
+            j->status = 200;
+            j->answer = json;
+        } else {
+            fail_job(j, st, msg);
+        }
+    } else if (j->model->llm) {
         char *json = NULL;
         cattr_status st = CATTR_OK;
         pthread_mutex_lock(&j->model->mu);
@@ -657,13 +716,11 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     MHD_get_connection_values(c, MHD_GET_ARGUMENT_KIND, query_arg, &q);
     if (rq->model->llm) {
         int lst = 0;
-        if (!j->explain) {
-            lst = 400;
-            snprintf(err, sizeof err, "'%s' is a language model: it answers :explain with an explain-llm request "
-                     "({\"prompt\": ..., \"target\": ...}), not :predict", rq->model->name);
-        } else if (q.n) {
+        if (q.n) {
             lst = 400;
             snprintf(err, sizeof err, "a language model's request holds its options in its JSON body, not the query");
+        } else if (!j->explain) { /* generation */
+            lst = serve_decode_llm_predict(rq->body ? rq->body : "", rq->len, &j->llm_rq, err, sizeof err);
         } else {
             lst = serve_decode_llm(rq->body ? rq->body : "", rq->len, &j->llm_rq, err, sizeof err);
         }

@@ -41,6 +41,11 @@ void serve_req_free(serve_req *r);
  * steps, ...) into *rq (cJSON_Delete it); a "segments" that would name a file on the server is refused. */
 struct cJSON;
 int serve_decode_llm(const char *body, size_t len, struct cJSON **rq, char *err, size_t errsz);
+/* A language model's :predict body: {"instances": [prompt, ...], "max_new_tokens": N} (a prompt a string, or an object
+ * {"prompt": ..., "max_new_tokens": ...}; N from 1 to SERVE_MAX_NEW, default 16) into *rq, a list of {"prompt",
+ * "max_new_tokens"} objects (cJSON_Delete it). */
+#define SERVE_MAX_NEW 4096
+int serve_decode_llm_predict(const char *body, size_t len, struct cJSON **rq, char *err, size_t errsz);
 
 /* The explanation options serve_decode takes, comma-separated (for messages and docs). */
 const char *serve_known_options(void);

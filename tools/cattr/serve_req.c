@@ -523,6 +523,67 @@ int serve_decode_llm(const char *body, size_t len, cJSON **rq, char *err, size_t
     return 0;
 }
 
+/* max_new_tokens of v (NULL: dflt) into *out; where names it in the message */
+static int max_new_of(const cJSON *v, int dflt, const char *where, int *out, char *err, size_t errsz) {
+    *out = dflt;
+    if (!v) return 0;
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > SERVE_MAX_NEW)
+        return fail(err, errsz, "%s: max_new_tokens must be an integer from 1 to %d", where, SERVE_MAX_NEW);
+    *out = (int)v->valuedouble;
+    return 0;
+}
+
+int serve_decode_llm_predict(const char *body, size_t len, cJSON **rq, char *err, size_t errsz) {
+    *rq = NULL;
+    err[0] = '\0';
+    if (!len) return fail(err, errsz, "the body is empty: send {\"instances\": [\"a prompt\", ...]}");
+    cJSON *root = parse_body(body, len, err, errsz);
+    if (!root) return 400;
+    int rc = 0, dflt = 16;
+    const cJSON *inst = cJSON_GetObjectItemCaseSensitive(root, "instances");
+    if (!cJSON_IsObject(root)) {
+        rc = fail(err, errsz, "the body must be a JSON object: {\"instances\": [\"a prompt\", ...], \"max_new_tokens\": 16}");
+        goto done;
+    }
+    for (const cJSON *f = root->child; f && !rc; f = f->next)
+        if (strcmp(f->string, "instances") && strcmp(f->string, "max_new_tokens") && strcmp(f->string, "id"))
+            rc = fail(err, errsz, "unknown field '%.64s' (known: instances, max_new_tokens, id)", f->string);
+    if (!rc) rc = max_new_of(cJSON_GetObjectItemCaseSensitive(root, "max_new_tokens"), 16, "the body", &dflt, err, errsz);
+    if (!rc && (!cJSON_IsArray(inst) || cJSON_GetArraySize(inst) < 1 || cJSON_GetArraySize(inst) > 64))
+        rc = fail(err, errsz, "\"instances\" must be a list of 1 to 64 prompts");
+    if (rc) goto done;
+    *rq = cJSON_CreateArray();
+    int i = 0;
+    for (const cJSON *e = inst->child; e && !rc; e = e->next, i++) {
+        char where[48];
+        snprintf(where, sizeof where, "instances[%d]", i);
+        const cJSON *pr = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "prompt") : e;
+        int mx = dflt;
+        for (const cJSON *f = cJSON_IsObject(e) ? e->child : NULL; f && !rc; f = f->next)
+            if (strcmp(f->string, "prompt") && strcmp(f->string, "max_new_tokens"))
+                rc = fail(err, errsz, "%s: unknown field '%.64s' (known: prompt, max_new_tokens)", where, f->string);
+        if (!rc && cJSON_IsObject(e)) rc = max_new_of(cJSON_GetObjectItemCaseSensitive(e, "max_new_tokens"), dflt, where, &mx, err, errsz);
+        if (!rc && (!cJSON_IsString(pr) || !pr->valuestring[0]))
+            rc = fail(err, errsz, "%s: a prompt is a non-empty string (or {\"prompt\": ..., \"max_new_tokens\": ...})", where);
+        if (rc) break;
+        cJSON *o = cJSON_CreateObject();
+        if (!o || !cJSON_AddStringToObject(o, "prompt", pr->valuestring) || !cJSON_AddNumberToObject(o, "max_new_tokens", mx)) {
+            cJSON_Delete(o);
+            rc = fail(err, errsz, "out of memory");
+            break;
+        }
+        cJSON_AddItemToArray(*rq, o);
+    }
+    if (rc) {
+        cJSON_Delete(*rq);
+        *rq = NULL;
+    }
+done:
+    cJSON_Delete(root);
+    return rc;
+}
+
 int cli_serve_fuzz(const unsigned char *data, size_t size) {
     static const char *const one[] = {"x"}, *const two[] = {"image", "mask"};
     char err[512];
@@ -533,6 +594,9 @@ int cli_serve_fuzz(const unsigned char *data, size_t size) {
     }
     cJSON *rq = NULL;
     serve_decode_llm((const char *)data, size, &rq, err, sizeof err);
+    cJSON_Delete(rq);
+    rq = NULL;
+    serve_decode_llm_predict((const char *)data, size, &rq, err, sizeof err);
     cJSON_Delete(rq);
     /* binary bodies, with query options split from the bytes' first line ("method=saliency&target=3") */
     size_t nl = 0;
