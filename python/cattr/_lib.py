@@ -541,6 +541,8 @@ _decl("cattr_llm_attribute_template", _st, LLMP, ctypes.POINTER(AttrParams), cty
 _decl("cattr_llm_set_device", _st, LLMP, ctypes.c_char_p)
 _decl("cattr_llm_generate", _st, LLMP, ctypes.c_int, _c_int64_p, ctypes.c_int64, ctypes.c_int,
       ctypes.POINTER(_c_int64_p), _c_int64_p)
+_decl("cattr_llm_generate_params", _st, LLMP, ctypes.POINTER(AttrParams), _c_int64_p, ctypes.c_int64, ctypes.c_int,
+      ctypes.POINTER(_c_int64_p), _c_int64_p)
 
 # free() of the C runtime, for the malloc'd arrays cattr_llm_encode / cattr_llm_generate return
 _libc = ctypes.CDLL(ctypes.util.find_library("c"))

@@ -185,8 +185,12 @@ class LLM:
                               allow_bool=False)
         out = ctypes.POINTER(ctypes.c_int64)()
         n = ctypes.c_int64()
-        check(lib.cattr_llm_generate(self._h, self.dtype, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)),
-                                     ids.size, max_new, ctypes.byref(out), ctypes.byref(n)))
+        p = lib.cattr_attr_default_params(0)
+        p.dtype = self.dtype
+        self._intr.install(p)  # Ctrl-C stops it between two tokens (KeyboardInterrupt)
+        self._intr.run(lib.cattr_llm_generate_params, self._h, ctypes.byref(p),
+                       ids.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)), ids.size, max_new, ctypes.byref(out),
+                       ctypes.byref(n))
         try:
             return [out[i] for i in range(n.value)]
         finally:
