@@ -94,3 +94,28 @@ class Client:
             d = r["convergence_delta"]
             r["convergence_delta"] = np.asarray(d["data"], dtype=np.float64).reshape(d["shape"])
         return r
+
+    # ---- language-model checkpoints (`--model NAME=DIR`) ----
+
+    def explain_llm(self, name, prompt, target=None, method="layer-ig", **options):
+        """explain-llm's record for one request (corpus mode's fields: steps, n_samples, segments, max_new_tokens,
+        ...): input_tokens, seq_attr, token_attr, target_logprobs, ... (without a target, the generated one's)"""
+        rq = dict(options, prompt=prompt, method=method)
+        if target is not None:
+            rq["target"] = target
+        return self._call("POST", "/v1/models/%s:explain" % name, rq)
+
+    def explain_context(self, name, question, contexts, answer=None, method="loo", **options):
+        """explain-context's record: which of the contexts (texts) the answer (or the generated one) rests on; the
+        options are explain-context's (sources, samples, seed, quality, template, ...)"""
+        rq = dict(options, question=question, contexts=list(contexts), method=method)
+        if answer is not None:
+            rq["answer"] = answer
+        return self._call("POST", "/v1/models/%s:explain" % name, rq)
+
+    def generate(self, name, prompts, max_new_tokens=16):
+        """each prompt's greedy continuation: [{"text", "token_ids"}, ...] (one prompt: its dict)"""
+        one = isinstance(prompts, str)
+        r = self._call("POST", "/v1/models/%s:predict" % name,
+                       {"instances": [prompts] if one else list(prompts), "max_new_tokens": max_new_tokens})
+        return r["predictions"][0] if one else r["predictions"]

@@ -631,6 +631,13 @@ def test_checkpoint_predict_generates(tmp_path):
         p0, p1 = got["predictions"]
         assert p0["token_ids"] == want["output_ids"] and p0["text"] == "".join(want["output_tokens"])
         assert len(p1["token_ids"]) == 2
+        c = _client_module().Client(s.url)  # the Python client's forms of the three requests
+        assert c.generate("tiny", "The capital of France is", max_new_tokens=5) == p0
+        r = c.explain_llm("tiny", "The capital of France is", max_new_tokens=5, method="feature-ablation")
+        assert r["output_ids"] == want["output_ids"] and r["seq_attr"] == want["seq_attr"]
+        r = c.explain_context("tiny", "Where?", ["Paris is in France.", "Rome is in Italy."], answer=" France",
+                              template="C: {context} Q: {question} A:")
+        assert len(r["sources"]) == 2 and r["method"] == "loo"
         for body, text in [({"instances": []}, "1 to 64 prompts"), ({"instances": [""]}, "non-empty string"),
                            ({"instances": ["a"], "max_new_tokens": 0}, "from 1 to 4096"),
                            ({"instances": [{"prompt": "a", "top_k": 3}]}, "unknown field 'top_k'"),
