@@ -606,7 +606,8 @@ def test_checkpoint_answers_explain_context_requests(tmp_path):
                            (dict(line, context_files=["/etc/hostname"]), "would read files on the server"),
                            (dict(line, samples=1), "--samples"),
                            (dict(line, colour=1), "unknown field 'colour'"),
-                           (dict(line, quality="yes"), "true or false")]:
+                           (dict(line, quality="yes"), "true or false"),
+                           (('{"question": "q", "contexts": ["a"]' + ', "seed": 1' * 40 + "}").encode(), "'seed' is given twice")]:
             st, _, j = s.call("POST", "/v1/models/tiny:explain", body)
             assert st == 400 and text in j["error"], (body, j)
         rc, err = s.stop()

@@ -860,8 +860,6 @@ static int order_inputs(const explain_args *a, cattr_model **m, cattr_model **or
     return 0;
 }
 
-/* Reads the feature masks, additional inputs and baselines (whole) and checks the input count against the model.
- * Returns 0 or the exit code (the message printed). */
 /* A tensor file, or in memory (cli_explain_mem) "@S<k>": a copy of the request's tensor k */
 static cattr_status side_tensor(const explain_args *a, const char *spec, cattr_tensor **t) {
     if (a->mem_json && spec[0] == '@' && spec[1] == 'S') {
@@ -874,6 +872,8 @@ static cattr_status side_tensor(const explain_args *a, const char *spec, cattr_t
     return cli_load_tensor(spec, t);
 }
 
+/* Reads the feature masks, additional inputs and baselines (whole) and checks the input count against the model.
+ * Returns 0 or the exit code (the message printed). */
 static int load_side_inputs(const explain_args *a, const cattr_model *m, cattr_tensor **masks, cattr_tensor **add,
                             cattr_tensor **base) {
     cattr_status st;

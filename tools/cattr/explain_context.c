@@ -497,7 +497,12 @@ int cli_context_answer_mem(cattr_llm *m, const char *dir, const cJSON *rq, const
         }
         int k = 0;
         while (k < N_MEM_OPTS && strcmp(MEM_OPTS[k].key, f->string)) k++;
-        if (k == N_MEM_OPTS) {
+        bool twice = false; /* cJSON keeps a repeated key: each would add to argv */
+        for (const cJSON *g = rq->child; g != f && !twice; g = g->next) twice = !strcmp(g->string, f->string);
+        if (twice) {
+            snprintf(err, size, "'%.64s' is given twice", f->string);
+            rc = CLI_USAGE;
+        } else if (k == N_MEM_OPTS) {
             snprintf(err, size, "unknown field '%.64s' (known: id, question, contexts, answer, spans, method, sources, "
                      "samples, keep_prob, alpha, seed, max_new_tokens, top_documents, template, dtype, quality, "
                      "per_token)", f->string);
@@ -515,10 +520,10 @@ int cli_context_answer_mem(cattr_llm *m, const char *dir, const cJSON *rq, const
                     rc = CLI_USAGE;
             else if (MEM_OPTS[k].kind == 'i' && f->valuedouble != floor(f->valuedouble))
                 snprintf(err, size, "'%s' must be an integer", f->string), rc = CLI_USAGE;
-            else if (k == 1 && strcmp(v, "documents") && strcmp(v, "sentences") && strcmp(v, "lines"))
+            else if (!strcmp(f->string, "sources") && strcmp(v, "documents") && strcmp(v, "sentences") && strcmp(v, "lines"))
                 snprintf(err, size, "'sources' must be documents, sentences or lines here (give your own spans as "
                          "'spans')"), rc = CLI_USAGE;
-            else if (k == 0 && !strcmp(v, "proxy"))
+            else if (!strcmp(f->string, "method") && !strcmp(v, "proxy"))
                 snprintf(err, size, "the proxy method is not served (it needs a second checkpoint)"), rc = CLI_USAGE;
             else argv[argc++] = (char *)MEM_OPTS[k].flag, argv[argc++] = (char *)v;
         }
